@@ -1,0 +1,31 @@
+# Makefile - the two entry points of the README, around CMake + ctest.
+#   make train   install what is missing, build, train LeNet on Fashion-MNIST
+#   make test    install what is missing, build, run the whole test suite
+#   make bench   install what is missing (PyTorch too), run the benchmarks
+BUILD ?= build
+JOBS ?= $(shell nproc)
+TRAIN_ARGS ?= --model lenet --epochs 10 --batch-size 256 --lr 0.2
+
+.PHONY: all setup build train test bench clean
+
+all: build
+
+setup:
+	@scripts/setup.sh build
+
+build: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+train: build
+	$(BUILD)/dptrain train $(TRAIN_ARGS) --metrics $(BUILD)/metrics.jsonl --plot $(BUILD)/training.svg
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@scripts/setup.sh bench
+	bench/epoch_vs_pytorch.sh $(BUILD)/dptrain
+
+clean:
+	rm -rf $(BUILD)

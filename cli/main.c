@@ -1,0 +1,47 @@
+/* main.c - the `dptrain` command: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dptrain/status.h"
+
+#define DPTRAIN_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: dptrain <command> [options]\n"
+    "\n"
+    "Data-parallel training of convolutional networks (Dive into Deep Learning 12.5,\n"
+    "PaddlePaddle's multi-device training), in C.\n"
+    "\n"
+    "commands:\n"
+    "  train      train a network on Fashion-MNIST (or any IDX dataset)\n"
+    "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
+    "  version    print the version\n"
+    "\n"
+    "example:\n"
+    "  dptrain train --model lenet --epochs 10 --batch-size 256 --lr 0.2\n";
+
+int cli_report_error(void) {
+    const char *message = dp_error_message();
+    fprintf(stderr, "dptrain: %s\n", message[0] ? message : "unknown error");
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "train") == 0) return cmd_train(argc, argv);
+    if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
+        printf("dptrain %s\n", DPTRAIN_VERSION);
+        return 0;
+    }
+    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, help, version)\n", command);
+    return 2;
+}

@@ -1,0 +1,224 @@
+/* train.c - `dptrain train`: load the data, build the model, run the epochs,
+ * print one line per epoch, write metrics and the plot. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "dptrain/data.h"
+#include "dptrain/io.h"
+#include "dptrain/nn.h"
+#include "dptrain/parallel.h"
+#include "options.h"
+
+typedef struct {
+    const char *model;
+    const char *data_dir;
+    int batch_size;
+    float lr;
+    float weight_decay;
+    int epochs;
+    uint64_t seed;
+    int limit;
+    int threads_per_device;
+    const char *metrics_path;
+    const char *plot_path;
+    int quiet;
+} train_options_t;
+
+static const char train_usage[] =
+    "usage: dptrain train [options]\n"
+    "\n"
+    "Trains a network with minibatch SGD, printing one line per epoch: mean\n"
+    "training loss, training accuracy, test accuracy, seconds per epoch (the\n"
+    "training steps, without evaluation), images per second and the devices.\n"
+    "\n"
+    "options:\n"
+    "  --model NAME              lenet (d2l 12.5, default) or lenet-paddle\n"
+    "  --data DIR                directory with the four IDX files\n"
+    "                            (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
+    "                            t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]);\n"
+    "                            default " DP_DEFAULT_DATA_DIR "\n"
+    "  --batch-size N            examples per minibatch (default 256)\n"
+    "  --lr X                    learning rate (default 0.2)\n"
+    "  --weight-decay X          L2 penalty (default 0)\n"
+    "  --epochs N                passes over the training set (default 10)\n"
+    "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
+    "  --limit N                 train on the first N training images only (default: all)\n"
+    "  --threads-per-device N    compute threads of the device (default: every core)\n"
+    "  --metrics FILE            append one JSON object per epoch to FILE\n"
+    "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
+    "  --quiet                   print only the final line\n"
+    "  --help                    show this help\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Fails unless the directory that will hold `path` exists and is writable,
+ * so a bad --metrics or --plot is reported before training, not after. */
+static dp_status_t check_output_path(const char *option, const char *path) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK) != 0)
+        return dp_fail(DP_ERR_IO, "--%s %s: directory '%s' is not writable (%s)", option, path, dir,
+                       strerror(errno));
+    return DP_OK;
+}
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+int cmd_train(int argc, char **argv) {
+    train_options_t o = {
+        .model = "lenet",
+        .data_dir = DP_DEFAULT_DATA_DIR,
+        .batch_size = 256,
+        .lr = 0.2f,
+        .epochs = 10,
+        .seed = 0,
+        .threads_per_device = online_cores(),
+    };
+    const option_t options[] = {
+        {"model", OPT_STRING, &o.model, 0, 0, NULL},
+        {"data", OPT_STRING, &o.data_dir, 0, 0, NULL},
+        {"batch-size", OPT_INT, &o.batch_size, 1, 1 << 24, NULL},
+        {"lr", OPT_FLOAT, &o.lr, 0, 0, NULL},
+        {"weight-decay", OPT_FLOAT, &o.weight_decay, 0, 0, NULL},
+        {"epochs", OPT_INT, &o.epochs, 1, 1000000, NULL},
+        {"seed", OPT_UINT64, &o.seed, 0, 0, NULL},
+        {"limit", OPT_INT, &o.limit, 1, 1 << 30, NULL},
+        {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024, NULL},
+        {"metrics", OPT_STRING, &o.metrics_path, 0, 0, NULL},
+        {"plot", OPT_STRING, &o.plot_path, 0, 0, NULL},
+        {"quiet", OPT_FLAG, &o.quiet, 0, 0, NULL},
+        {NULL, 0, NULL, 0, 0, NULL},
+    };
+    int help = 0;
+    if (options_parse("train", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
+    if (help) {
+        fputs(train_usage, stdout);
+        return 0;
+    }
+    if (!(o.lr > 0.0f)) {
+        dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
+        return cli_report_error();
+    }
+    if (o.weight_decay < 0.0f) {
+        dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
+        return cli_report_error();
+    }
+    if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return cli_report_error();
+    if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return cli_report_error();
+
+    int exit_code = 1;
+    dp_model_t *model = NULL;
+    dp_dataset_t train_set = {0}, test_set = {0};
+    dp_trainer_t *trainer = NULL;
+    dp_loader_t *loader = NULL;
+    dp_epoch_stats_t *history = NULL;
+
+    if (dp_model_builtin(o.model, &model) != DP_OK) goto done;
+    if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
+    if (dp_dataset_load(o.data_dir, "t10k", &test_set) != DP_OK) goto done;
+    int c, h, w;
+    dp_model_input_shape(model, &c, &h, &w);
+    if (train_set.channels != c || train_set.height != h || train_set.width != w) {
+        dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d", o.model,
+                c, h, w, o.data_dir, train_set.channels, train_set.height, train_set.width);
+        goto done;
+    }
+    dp_dataset_truncate(&train_set, o.limit);
+    if (o.batch_size > train_set.count) {
+        dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
+                o.batch_size, train_set.count);
+        goto done;
+    }
+
+    dp_trainer_config_t config = {
+        .model = model,
+        .num_devices = 1,
+        .threads_per_device = o.threads_per_device,
+        .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
+        .seed = o.seed,
+    };
+    if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
+    if (dp_loader_new(train_set.count, o.batch_size, 1, o.seed, &loader) != DP_OK) goto done;
+    history = dp_alloc_zeroed((size_t)o.epochs, sizeof *history, "epoch history");
+    if (!history) goto done;
+
+    char devices[300];
+    snprintf(devices, sizeof devices, "[%s]", dp_trainer_device_names(trainer));
+    for (char *p = devices; *p; p++)
+        if (*p == ',') *p = ' ';
+    if (!o.quiet)
+        printf("training %s on %d images (test %d), batch %d, lr %g, %d epochs, seed %llu, on %s\n",
+               o.model, train_set.count, test_set.count, o.batch_size, o.lr, o.epochs,
+               (unsigned long long)o.seed, devices);
+
+    for (int epoch = 0; epoch < o.epochs; epoch++) {
+        dp_loader_start_epoch(loader, epoch);
+        dp_progress_t bar;
+        dp_progress_init(&bar, stderr, dp_loader_num_batches(loader));
+        double loss_sum = 0.0;
+        int correct = 0, seen = 0, step = 0;
+        const int *indices;
+        int n;
+        double start = now_seconds();
+        while ((n = dp_loader_next(loader, &indices)) > 0) {
+            if (dp_trainer_step(trainer, &train_set, indices, n, &loss_sum, &correct) != DP_OK) {
+                dp_progress_finish(&bar);
+                goto done;
+            }
+            seen += n;
+            dp_progress_update(&bar, ++step, loss_sum / seen);
+        }
+        double epoch_sec = now_seconds() - start;
+        dp_progress_finish(&bar);
+        int test_correct;
+        if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
+
+        dp_epoch_stats_t *s = &history[epoch];
+        s->epoch = epoch + 1;
+        s->train_loss = loss_sum / seen;
+        s->train_acc = (double)correct / seen;
+        s->test_acc = (double)test_correct / test_set.count;
+        s->epoch_sec = epoch_sec;
+        s->images_per_sec = seen / epoch_sec;
+        s->devices = dp_trainer_device_names(trainer);
+        s->num_devices = dp_trainer_num_devices(trainer);
+        if (!o.quiet)
+            printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, %.1f sec/epoch, "
+                   "%.0f images/sec on %s\n",
+                   s->epoch, o.epochs, s->train_loss, s->train_acc, s->test_acc, s->epoch_sec,
+                   s->images_per_sec, devices);
+        fflush(stdout);
+        if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;
+        if (o.plot_path && dp_plot_write_svg(o.plot_path, history, epoch + 1) != DP_OK) goto done;
+    }
+    double total_sec = 0.0;
+    for (int e = 0; e < o.epochs; e++) total_sec += history[e].epoch_sec;
+    /* The book's summary line. */
+    printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
+           total_sec / o.epochs, devices);
+    exit_code = 0;
+
+done:
+    if (exit_code != 0) cli_report_error();
+    free(history);
+    dp_loader_free(loader);
+    dp_trainer_free(trainer);
+    dp_dataset_free(&test_set);
+    dp_dataset_free(&train_set);
+    dp_model_free(model);
+    return exit_code;
+}

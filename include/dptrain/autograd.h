@@ -1,0 +1,50 @@
+/* autograd.h - the tape: records ops as they run forward, walks them in
+ * reverse for backward.
+ *
+ * dp_tape_op() runs one op (ops.h) at once and appends its node; the output
+ * tensor it returns lives as long as the arena's step. dp_tape_backward()
+ * seeds d(loss)/d(loss) = 1 and calls every node's backward, last first;
+ * gradients accumulate (+=) into every tensor whose grad is not NULL, so
+ * parameter gradients must be zeroed by the caller before a step.
+ *
+ * Whether a gradient flows is decided by the tensors themselves: an op's
+ * output gets a gradient buffer iff one of its inputs has one. Evaluation
+ * passes parameters with grad == NULL and so records nothing to undo.
+ */
+#ifndef DPTRAIN_AUTOGRAD_H
+#define DPTRAIN_AUTOGRAD_H
+
+#include "dptrain/ops.h"
+
+typedef struct dp_tape dp_tape_t;
+
+/* A tape allocating its nodes and tensors from `arena` (not owned). */
+dp_tape_t *dp_tape_new(dp_arena_t *arena);
+void dp_tape_free(dp_tape_t *tape);
+
+/* Forgets every node. Call with (or before) resetting the arena. */
+void dp_tape_reset(dp_tape_t *tape);
+
+/* Runs op `kind` forward on inputs a, b, c (NULL where unused) and records
+ * it. Returns the output tensor, or NULL with the error message set. */
+dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *attr,
+                        dp_tensor_t *a, dp_tensor_t *b, dp_tensor_t *c,
+                        const int32_t *labels);
+
+/* Called after each node's backward, with the node's position on the tape
+ * (counting down to 0): the hook where gradient buckets can start reducing
+ * while backward continues on earlier layers. */
+typedef void (*dp_tape_hook_t)(void *ctx, int node_index, const dp_node_t *node);
+
+/* Backward from the scalar `loss` (the last recorded output). */
+dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
+                             dp_tape_hook_t hook, void *hook_ctx);
+
+/* Number of recorded nodes, and node i. */
+int dp_tape_size(const dp_tape_t *tape);
+const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i);
+
+/* A tensor view allocated from the tape's arena (shape only, data NULL). */
+dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape);
+
+#endif

@@ -1,0 +1,56 @@
+/* io.h - what training writes for people and programs: per-epoch metrics as
+ * JSON lines, an SVG plot of the curves (the book's Animator), and the
+ * terminal progress bar.
+ *
+ * Files are written to a temporary name in the same directory, flushed and
+ * renamed, so a crash never leaves a half-written file; metrics are appended
+ * one whole line per write.
+ */
+#ifndef DPTRAIN_IO_H
+#define DPTRAIN_IO_H
+
+#include <stdio.h>
+
+#include "dptrain/status.h"
+
+typedef struct {
+    int epoch;              /* 1-based */
+    double train_loss;      /* mean loss over the epoch's examples */
+    double train_acc;       /* fraction correct over the epoch's examples */
+    double test_acc;        /* fraction correct on the test set */
+    double epoch_sec;       /* wall seconds of the epoch's training steps */
+    double images_per_sec;  /* training images / epoch_sec */
+    const char *devices;    /* e.g. "cpu:0,cpu:1" */
+    int num_devices;
+} dp_epoch_stats_t;
+
+/* Appends one JSON object (one line) with the keys epoch, train_loss,
+ * train_acc, test_acc, epoch_sec, images_per_sec, devices (an array of
+ * names), num_devices. */
+dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
+
+/* Writes an SVG with train loss, train accuracy and test accuracy against the
+ * epoch, axes with ticks, and a legend; atomically (temp file + rename). */
+dp_status_t dp_plot_write_svg(const char *path, const dp_epoch_stats_t *stats, int count);
+
+/* Writes `tmp`'s content to `path` atomically: fflush, fsync, fclose, rename.
+ * Closes `tmp` in every case; on failure removes the temporary file. */
+dp_status_t dp_file_commit(FILE *tmp, const char *tmp_path, const char *path);
+/* Opens a temporary file next to `path` for dp_file_commit; tmp_path gets its name. */
+dp_status_t dp_file_begin(const char *path, char *tmp_path, size_t tmp_size, FILE **out);
+
+/* A one-line progress bar on a terminal: "[=====>    ] 120/235 loss 0.53".
+ * Draws to `stream` only when it is a terminal (isatty); otherwise every
+ * call is a no-op. */
+typedef struct {
+    FILE *stream;
+    int enabled;
+    int total;
+    double last_draw; /* monotonic seconds of the last redraw, < 0 before the first */
+} dp_progress_t;
+
+void dp_progress_init(dp_progress_t *bar, FILE *stream, int total);
+void dp_progress_update(dp_progress_t *bar, int done, double loss);
+void dp_progress_finish(dp_progress_t *bar); /* erases the bar */
+
+#endif

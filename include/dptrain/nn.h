@@ -1,0 +1,78 @@
+/* nn.h - models: a sequence of layers with named parameters in one flat
+ * buffer.
+ *
+ * A dp_model_t describes an architecture only: layers, the shape each one
+ * produces, and the parameter table (name, shape, offset into the flat
+ * buffer). The numbers live in replicas (parallel.h): one params buffer and
+ * one grads buffer of dp_model_num_params() floats each, split into views by
+ * the table, so the optimizer and allreduce each see one (float *, n).
+ *
+ * Shapes are inferred as layers are added, so a network that does not fit
+ * its input fails when it is built, with a message naming the layer.
+ */
+#ifndef DPTRAIN_NN_H
+#define DPTRAIN_NN_H
+
+#include <stddef.h>
+
+#include "dptrain/autograd.h"
+#include "dptrain/rng.h"
+
+typedef struct dp_model dp_model_t;
+
+/* How parameters are initialised. */
+typedef enum {
+    DP_INIT_NORMAL,        /* weights ~ N(0, scale^2), biases 0 (d2l's `scale = 0.01`) */
+    DP_INIT_TORCH_DEFAULT, /* PyTorch's default for Conv/Linear: weights and biases
+                              ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+} dp_init_kind_t;
+
+typedef struct {
+    const char *name; /* "conv1.weight" */
+    int ndim;
+    int shape[DP_MAX_DIMS];
+    size_t offset; /* into the flat buffer, in floats */
+    size_t numel;
+} dp_param_info_t;
+
+/* An empty model taking inputs of shape (N, channels, height, width). */
+dp_status_t dp_model_new(const char *name, int channels, int height, int width,
+                         dp_init_kind_t init, float init_scale, dp_model_t **out);
+void dp_model_free(dp_model_t *model);
+
+/* Layers. `name` prefixes the layer's parameters ("conv1" -> "conv1.weight").
+ * attr: stride/pad/dilation/groups (conv), kernel/stride/pad (pooling). */
+dp_status_t dp_model_add_conv(dp_model_t *m, const char *name, int out_channels,
+                              int kernel_h, int kernel_w, const dp_op_attr_t *attr,
+                              int bias);
+dp_status_t dp_model_add_pool(dp_model_t *m, dp_op_kind_t kind, const dp_op_attr_t *attr);
+dp_status_t dp_model_add_relu(dp_model_t *m);
+dp_status_t dp_model_add_flatten(dp_model_t *m);
+dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_features, int bias);
+
+/* The built-in networks: "lenet" (d2l 12.5) and "lenet-paddle" (the
+ * PaddlePaddle tutorial's MNIST CNN), both for 1x28x28 inputs, 10 classes. */
+dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
+/* Names of the built-in models, NULL-terminated. */
+extern const char *const dp_builtin_models[];
+
+const char *dp_model_name(const dp_model_t *m);
+size_t dp_model_num_params(const dp_model_t *m);
+int dp_model_num_param_tensors(const dp_model_t *m);
+const dp_param_info_t *dp_model_param(const dp_model_t *m, int i);
+/* Input (C, H, W) and the output width (classes). */
+void dp_model_input_shape(const dp_model_t *m, int *channels, int *height, int *width);
+int dp_model_num_outputs(const dp_model_t *m);
+/* One line per layer with its output shape and parameter count. */
+void dp_model_describe(const dp_model_t *m, char *buf, size_t size);
+
+/* Fills the flat buffer with the model's initialisation, drawing from rng
+ * in parameter order. */
+void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng);
+
+/* Runs the network forward on `x` (N, C, H, W), recording on the tape.
+ * grads NULL: no gradients (evaluation). *logits is (N, outputs). */
+dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params,
+                             float *grads, dp_tensor_t *x, dp_tensor_t **logits);
+
+#endif

@@ -1,0 +1,83 @@
+/* ops.h - the operator table: forward and backward of every op, side by side.
+ *
+ * An op runs on a dp_node_t: its inputs, attributes and output. forward()
+ * checks the input shapes, sets the output shape, allocates the output (and,
+ * when any input carries a gradient, a zeroed output gradient) from the
+ * arena, and computes. backward() reads out.grad and ADDS into the grad of
+ * every input whose grad is not NULL: gradients accumulate, for parameters
+ * (shared by several uses) and activations (used by several ops) alike.
+ * Inputs with grad == NULL get no gradient and cost nothing.
+ *
+ * Ops are plain synchronous functions over float32 NCHW / NCDHW tensors; they
+ * run on whichever thread calls them. Each op names the PyTorch operator it
+ * matches; tests compare them with fixtures that PyTorch wrote.
+ */
+#ifndef DPTRAIN_OPS_H
+#define DPTRAIN_OPS_H
+
+#include <stdint.h>
+
+#include "dptrain/tensor.h"
+
+typedef enum {
+    DP_OP_CONV,         /* torch.nn.functional.conv{1,2,3}d */
+    DP_OP_MAX_POOL,     /* torch.nn.functional.max_pool{1,2,3}d */
+    DP_OP_AVG_POOL,     /* torch.nn.functional.avg_pool{1,2,3}d */
+    DP_OP_LINEAR,       /* torch.nn.functional.linear: y = x W^T + b */
+    DP_OP_RELU,         /* torch.relu */
+    DP_OP_FLATTEN,      /* torch.flatten(x, 1): a view, shares data and grad */
+    DP_OP_SOFTMAX_XENT, /* torch.nn.functional.cross_entropy, summed / denominator */
+    DP_OP_COUNT
+} dp_op_kind_t;
+
+/* Attributes; spatial arrays are indexed like the tensor's spatial dims
+ * (2-D: [0] = H, [1] = W; 1-D: [0] = L; 3-D: [0] = D, [1] = H, [2] = W).
+ * The number of spatial dims is the input's ndim - 2. */
+typedef struct {
+    int kernel[3];         /* pooling window (conv: taken from the weight) */
+    int stride[3];         /* >= 1 */
+    int pad[3];            /* zero padding on both sides (max pool: -inf) */
+    int dilation[3];       /* >= 1 (conv) */
+    int groups;            /* conv: >= 1, divides C_in and C_out */
+    int count_include_pad; /* avg pool: padded zeros count in the divisor (PyTorch default: 1) */
+    float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N */
+} dp_op_attr_t;
+
+/* A default attribute block: stride 1, pad 0, dilation 1, groups 1,
+ * count_include_pad 1, kernel 1, loss_denominator 0. */
+dp_op_attr_t dp_op_attr_default(void);
+
+typedef struct dp_node {
+    dp_op_kind_t kind;
+    dp_op_attr_t attr;
+    /* conv:   in[0] x (N, C, [D,] [H,] W), in[1] weight (OC, C/groups, [kD,] [kH,] kW),
+     *         in[2] bias (OC) or NULL
+     * linear: in[0] x (N, IN), in[1] weight (OUT, IN), in[2] bias (OUT) or NULL
+     * others: in[0] x */
+    dp_tensor_t *in[3];
+    const int32_t *labels; /* softmax_xent: (N) class indices in [0, K) */
+    dp_tensor_t out;       /* softmax_xent: a scalar (ndim 0), the loss */
+    void *saved;           /* op-private data kept for backward, from the arena */
+} dp_node_t;
+
+typedef struct {
+    const char *name;
+    int num_inputs; /* tensors in in[] the op needs (bias counts as optional) */
+    dp_status_t (*forward)(dp_node_t *node, dp_arena_t *arena);
+    dp_status_t (*backward)(dp_node_t *node, dp_arena_t *arena);
+} dp_op_def_t;
+
+/* Indexed by dp_op_kind_t; a static assert keeps it in sync with the enum. */
+extern const dp_op_def_t dp_op_table[DP_OP_COUNT];
+
+static inline dp_status_t dp_op_forward(dp_node_t *node, dp_arena_t *arena) {
+    return dp_op_table[node->kind].forward(node, arena);
+}
+static inline dp_status_t dp_op_backward(dp_node_t *node, dp_arena_t *arena) {
+    return dp_op_table[node->kind].backward(node, arena);
+}
+
+/* Output spatial size of a convolution / pooling window along one dim. */
+int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation);
+
+#endif

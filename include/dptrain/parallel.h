@@ -1,0 +1,61 @@
+/* parallel.h - the data-parallel trainer: replicate, split, step, evaluate.
+ *
+ * One step on a global minibatch of n examples and k devices (d2l 12.5):
+ *   1. split the minibatch into k shards whose sizes differ by at most one
+ *      (split_batch; n >= k);
+ *   2. every device runs forward and backward on its shard with its own
+ *      replica of the parameters; the loss is divided by the global n, so
+ *      the gradients are parts of the global mean gradient;
+ *   3. gradients are summed across the replicas (allreduce);
+ *   4. every replica applies the same update, so replicas stay identical.
+ */
+#ifndef DPTRAIN_PARALLEL_H
+#define DPTRAIN_PARALLEL_H
+
+#include <stdint.h>
+
+#include "dptrain/data.h"
+#include "dptrain/nn.h"
+#include "dptrain/optim.h"
+
+typedef struct {
+    const dp_model_t *model; /* not owned; must outlive the trainer */
+    int num_devices;         /* replicas, >= 1 */
+    int threads_per_device;  /* BLAS threads each device may use, >= 1 */
+    dp_optim_config_t optim;
+    uint64_t seed;           /* parameter initialisation */
+} dp_trainer_config_t;
+
+typedef struct dp_trainer dp_trainer_t;
+
+/* Initialises the parameters from the seed and replicates them onto every
+ * device (get_params). */
+dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out);
+void dp_trainer_free(dp_trainer_t *trainer);
+
+/* Shard d of k for a batch of n: [*start, *start + *count). Sizes differ by
+ * at most one, larger shards first. */
+void dp_split_batch(int n, int k, int d, int *start, int *count);
+
+/* One training step on the examples indices[0..n) of `ds`. Adds the summed
+ * loss over the n examples to *loss_sum and the number of correct
+ * predictions to *correct (either may be NULL). n < num_devices is an
+ * error. */
+dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
+                            const int *indices, int n, double *loss_sum, int *correct);
+
+/* Number of examples of `ds` the model classifies correctly, evaluated in
+ * batches of batch_size. */
+dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
+                                int batch_size, int *correct);
+
+/* Replica d's parameters (dp_model_num_params floats). */
+float *dp_trainer_params(dp_trainer_t *trainer, int device);
+int dp_trainer_num_devices(const dp_trainer_t *trainer);
+/* "cpu:0,cpu:1" */
+const char *dp_trainer_device_names(const dp_trainer_t *trainer);
+
+/* Sets how many threads the BLAS library uses (process-wide). */
+void dp_blas_set_threads(int threads);
+
+#endif

@@ -1,0 +1,52 @@
+/* tensor.h - float32 tensors (up to 5-D, row-major NCHW / NCDHW) and the
+ * step arena that activations are allocated from.
+ *
+ * A dp_tensor_t is a view: it does not own its data. Parameters and their
+ * gradients are views into a replica's two flat buffers; activations and
+ * their gradients are views into an arena that is reset once per step, so
+ * the training loop does no malloc/free after its first step.
+ */
+#ifndef DPTRAIN_TENSOR_H
+#define DPTRAIN_TENSOR_H
+
+#include <stddef.h>
+
+#include "dptrain/status.h"
+
+#define DP_MAX_DIMS 5
+
+typedef struct dp_tensor {
+    int ndim;
+    int shape[DP_MAX_DIMS];
+    float *data; /* (numel) values */
+    float *grad; /* (numel) gradient of the loss, or NULL when none is needed */
+} dp_tensor_t;
+
+/* Number of elements (product of the shape; 1 for ndim == 0). */
+size_t dp_tensor_numel(const dp_tensor_t *t);
+
+/* Sets ndim and shape from a list; returns the tensor for chaining. */
+dp_tensor_t *dp_tensor_set_shape(dp_tensor_t *t, int ndim, const int *shape);
+
+/* Writes "[2, 3, 28, 28]" into buf. */
+const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
+
+/* --- The step arena ------------------------------------------------------
+ * A bump allocator. Allocations are 64-byte aligned and live until the
+ * next dp_arena_reset. When a step outgrows the current block the arena
+ * chains another; the reset after such a step folds them into one block of
+ * the total size, so steady-state steps allocate nothing. */
+typedef struct dp_arena dp_arena_t;
+
+dp_arena_t *dp_arena_new(size_t initial_bytes);
+void dp_arena_free(dp_arena_t *arena);
+void dp_arena_reset(dp_arena_t *arena);
+/* NULL (with an error message) when memory runs out. */
+void *dp_arena_alloc(dp_arena_t *arena, size_t bytes);
+float *dp_arena_floats(dp_arena_t *arena, size_t count);
+float *dp_arena_zeros(dp_arena_t *arena, size_t count);
+/* Bytes handed out since the last reset, and the high-water mark. */
+size_t dp_arena_used(const dp_arena_t *arena);
+size_t dp_arena_peak(const dp_arena_t *arena);
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# setup.sh - installs what dptrain needs (Debian packages) when it is missing.
+#
+# usage: scripts/setup.sh [build|test|bench]
+#   build: compiler, CMake, OpenBLAS, zlib, the Fashion-MNIST package
+#   test:  build's packages (the suite trains on the real dataset)
+#   bench: build's packages plus PyTorch and numpy (the benchmark peer)
+# Needs root or sudo only when something is missing.
+set -euo pipefail
+
+want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+case "${1:-build}" in
+  build|test) ;;
+  bench) want+=(python3-torch python3-numpy) ;;
+  *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
+esac
+
+missing=()
+for pkg in "${want[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

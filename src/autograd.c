@@ -1,0 +1,93 @@
+/* autograd.c - the tape: a growing array of nodes from the step arena,
+ * walked in reverse by backward (kann's dependency-sorted array: ops are
+ * recorded in execution order, which is already a topological order). */
+#include "dptrain/autograd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct dp_tape {
+    dp_arena_t *arena;
+    dp_node_t **nodes; /* (capacity) pointers into the arena */
+    int size, capacity;
+};
+
+dp_tape_t *dp_tape_new(dp_arena_t *arena) {
+    dp_tape_t *t = dp_alloc_zeroed(1, sizeof *t, "tape");
+    if (!t) return NULL;
+    t->arena = arena;
+    t->capacity = 64;
+    t->nodes = dp_alloc(sizeof *t->nodes * (size_t)t->capacity, "tape nodes");
+    if (!t->nodes) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void dp_tape_free(dp_tape_t *tape) {
+    if (!tape) return;
+    free(tape->nodes);
+    free(tape);
+}
+
+void dp_tape_reset(dp_tape_t *tape) { tape->size = 0; }
+
+int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
+
+const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i) {
+    DP_ASSERT(i >= 0 && i < tape->size);
+    return tape->nodes[i];
+}
+
+dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape) {
+    dp_tensor_t *t = dp_arena_alloc(tape->arena, sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    return dp_tensor_set_shape(t, ndim, shape);
+}
+
+dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *attr,
+                        dp_tensor_t *a, dp_tensor_t *b, dp_tensor_t *c,
+                        const int32_t *labels) {
+    DP_ASSERT(kind >= 0 && kind < DP_OP_COUNT);
+    if (tape->size == tape->capacity) {
+        int capacity = tape->capacity * 2;
+        dp_node_t **nodes = realloc(tape->nodes, sizeof *nodes * (size_t)capacity);
+        if (!nodes) {
+            dp_fail(DP_ERR_NOMEM, "out of memory growing the tape to %d nodes", capacity);
+            return NULL;
+        }
+        tape->nodes = nodes;
+        tape->capacity = capacity;
+    }
+    dp_node_t *node = dp_arena_alloc(tape->arena, sizeof *node);
+    if (!node) return NULL;
+    memset(node, 0, sizeof *node);
+    node->kind = kind;
+    node->attr = attr ? *attr : dp_op_attr_default();
+    node->in[0] = a;
+    node->in[1] = b;
+    node->in[2] = c;
+    node->labels = labels;
+    if (dp_op_forward(node, tape->arena) != DP_OK) return NULL;
+    tape->nodes[tape->size++] = node;
+    return &node->out;
+}
+
+dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
+                             dp_tape_hook_t hook, void *hook_ctx) {
+    if (tape->size == 0 || &tape->nodes[tape->size - 1]->out != loss)
+        return dp_fail(DP_ERR_ARG, "backward: the loss must be the last op recorded on the tape");
+    if (dp_tensor_numel(loss) != 1)
+        return dp_fail(DP_ERR_SHAPE, "backward: the loss must be a scalar, found %zu values",
+                       dp_tensor_numel(loss));
+    if (!loss->grad) return DP_OK; /* nothing requires a gradient */
+    loss->grad[0] = 1.0f;
+    for (int i = tape->size - 1; i >= 0; i--) {
+        dp_node_t *node = tape->nodes[i];
+        if (node->out.grad) DP_TRY(dp_op_backward(node, tape->arena));
+        if (hook) hook(hook_ctx, i, node);
+    }
+    return DP_OK;
+}

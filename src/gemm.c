@@ -1,0 +1,203 @@
+/* gemm.c - dp_gemm: a packed single-precision GEMM with an AVX-512 kernel.
+ *
+ * Loop structure (BLIS): for each NC-wide block of columns and KC-deep slice
+ * of K, pack B's slice into NR-wide panels; for each MC-tall block of rows,
+ * pack A's block into MR-tall panels; then run the MR x NR micro-kernel over
+ * every (panel of A, panel of B) pair. Packing pads with zeros, so the
+ * kernel always computes a full 6 x 64 tile (24 zmm accumulators); edges are
+ * stored with row counts and column masks. Transposed operands are handled
+ * in packing only.
+ *
+ * Why our own: the OpenBLAS build here is pinned to its AVX2 (Haswell)
+ * kernels, which leave half of an AVX-512 core unused; convolutions spend
+ * almost all their time here.
+ *
+ * Thread safety: packing buffers are per thread (_Thread_local), so device
+ * workers may call dp_gemm concurrently.
+ */
+#include "dptrain/gemm.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/status.h"
+
+enum { MR = 6, NR = 64, KC = 128, MC = 240, NC = 2048 };
+
+static void gemm_blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* --- Packing ---------------------------------------------------------------- */
+
+/* A block of op(A): rows [i0, i0+mc), k [k0, k0+kc) into MR-row panels,
+ * each panel k-major: panel[k * MR + r]. */
+static void pack_a(bool trans_a, const float *A, int lda, int i0, int mc, int k0, int kc,
+                   float *packed) {
+    for (int p = 0; p < mc; p += MR) {
+        int rows = mc - p < MR ? mc - p : MR;
+        float *dst = packed + (size_t)p * kc;
+        if (!trans_a) {
+            for (int r = 0; r < rows; r++) {
+                const float *src = A + (size_t)(i0 + p + r) * lda + k0;
+                for (int k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+            }
+        } else { /* op(A)[i][k] = A[k][i]: rows of A are contiguous in i */
+            for (int k = 0; k < kc; k++) {
+                const float *src = A + (size_t)(k0 + k) * lda + i0 + p;
+                for (int r = 0; r < rows; r++) dst[k * MR + r] = src[r];
+            }
+        }
+        for (int r = rows; r < MR; r++)
+            for (int k = 0; k < kc; k++) dst[k * MR + r] = 0.0f;
+    }
+}
+
+/* A slice of op(B): k [k0, k0+kc), columns [j0, j0+nc) into NR-column
+ * panels, each panel k-major: panel[k * NR + c]. */
+static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0, int nc,
+                   float *packed) {
+    for (int p = 0; p < nc; p += NR) {
+        int cols = nc - p < NR ? nc - p : NR;
+        float *dst = packed + (size_t)p * kc;
+        if (!trans_b) {
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
+                float *row = dst + (size_t)k * NR;
+                memcpy(row, src, sizeof(float) * (size_t)cols);
+                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+            }
+        } else { /* op(B)[k][j] = B[j][k] */
+            for (int c = 0; c < cols; c++) {
+                const float *src = B + (size_t)(j0 + p + c) * ldb + k0;
+                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = src[k];
+            }
+            for (int c = cols; c < NR; c++)
+                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = 0.0f;
+        }
+    }
+}
+
+/* --- The AVX-512 micro-kernel ----------------------------------------------- */
+
+/* C[0..rows, 0..cols) (ldc) = (accumulate ? C : beta * C) + alpha * Ap Bp,
+ * Ap: (kc, MR) packed, Bp: (kc, NR) packed. */
+__attribute__((target("avx512f"))) static void kernel_6x64(int kc, const float *Ap,
+                                                            const float *Bp, float *C, int ldc,
+                                                            int rows, int cols, float alpha,
+                                                            float beta) {
+    /* The loops over r and v are unrolled so that acc stays in registers. */
+    __m512 acc[MR][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(Bp + 0), b1 = _mm512_load_ps(Bp + 16);
+        __m512 b2 = _mm512_load_ps(Bp + 32), b3 = _mm512_load_ps(Bp + 48);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(Ap[r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+        }
+        Ap += MR;
+        Bp += NR;
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        if (r >= rows) break;
+        float *c = C + (size_t)r * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            int left = cols - 16 * v;
+            if (left <= 0) break;
+            __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            __m512 result = _mm512_mul_ps(va, acc[r][v]);
+            if (beta != 0.0f)
+                result = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, c + 16 * v), result);
+            _mm512_mask_storeu_ps(c + 16 * v, mask, result);
+        }
+    }
+}
+
+/* Per-thread packing buffers, grown on demand and kept. */
+static _Thread_local float *packed_a, *packed_b;
+
+static bool ensure_buffers(void) {
+    if (!packed_a) packed_a = dp_alloc_aligned(sizeof(float) * MC * KC, "gemm packing buffer");
+    if (!packed_b) packed_b = dp_alloc_aligned(sizeof(float) * (size_t)KC * NC, "gemm packing buffer");
+    return packed_a && packed_b;
+}
+
+__attribute__((target("avx512f"))) static void gemm_avx512(bool trans_a, bool trans_b, int M,
+                                                            int N, int K, float alpha,
+                                                            const float *A, int lda,
+                                                            const float *B, int ldb, float beta,
+                                                            float *C, int ldc) {
+    for (int j0 = 0; j0 < N; j0 += NC) {
+        int nc = N - j0 < NC ? N - j0 : NC;
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            int kc = K - k0 < KC ? K - k0 : KC;
+            /* The first K slice applies beta; later slices accumulate. */
+            float slice_beta = k0 == 0 ? beta : 1.0f;
+            pack_b(trans_b, B, ldb, k0, kc, j0, nc, packed_b);
+            for (int i0 = 0; i0 < M; i0 += MC) {
+                int mc = M - i0 < MC ? M - i0 : MC;
+                pack_a(trans_a, A, lda, i0, mc, k0, kc, packed_a);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int cols = nc - jr < NR ? nc - jr : NR;
+                    const float *bp = packed_b + (size_t)jr * kc;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int rows = mc - ir < MR ? mc - ir : MR;
+                        kernel_6x64(kc, packed_a + (size_t)ir * kc, bp,
+                                    C + (size_t)(i0 + ir) * ldc + j0 + jr, ldc, rows, cols,
+                                    alpha, slice_beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static int use_avx512;
+static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
+
+static void decide_backend(void) {
+    const char *env = getenv("DPTRAIN_GEMM");
+    if (env && strcmp(env, "blas") == 0)
+        use_avx512 = 0;
+    else
+        use_avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+const char *dp_gemm_backend(void) {
+    pthread_once(&backend_once, decide_backend);
+    return use_avx512 ? "avx512" : "blas";
+}
+
+void dp_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+             int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    pthread_once(&backend_once, decide_backend);
+    if (K <= 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    if (use_avx512 && ensure_buffers()) {
+        gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    gemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

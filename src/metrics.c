@@ -1,0 +1,117 @@
+/* metrics.c - per-epoch metrics as JSON lines (dp_metrics_append).
+ *
+ * Each call appends one line, e.g.
+ *   {"epoch": 1, "train_loss": 0.512, "train_acc": 0.81, "test_acc": 0.84,
+ *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
+ *    "num_devices": 2}
+ * (on one line). The line is built in memory and written with a single
+ * fwrite to a file opened for appending, so concurrent appenders and crashes
+ * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
+ * printf's C locale output); NaN and infinities, which JSON cannot express,
+ * are written as null.
+ */
+#include "dptrain/io.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A fixed-capacity line buffer; `ok` turns 0 if anything did not fit. */
+typedef struct {
+    char *data;
+    size_t size, used;
+    int ok;
+} line_t;
+
+static void line_printf(line_t *line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void line_printf(line_t *line, const char *fmt, ...) {
+    if (!line->ok) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line->data + line->used, line->size - line->used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= line->size - line->used) {
+        line->ok = 0;
+        return;
+    }
+    line->used += (size_t)n;
+}
+
+static void line_number(line_t *line, const char *key, double value) {
+    if (isfinite(value))
+        line_printf(line, ", \"%s\": %.9g", key, value);
+    else
+        line_printf(line, ", \"%s\": null", key);
+}
+
+/* Appends `len` bytes of a device name as a JSON string (quotes included). */
+static void line_json_string(line_t *line, const char *s, size_t len) {
+    line_printf(line, "\"");
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            line_printf(line, "\\%c", c);
+        else if (c < 0x20)
+            line_printf(line, "\\u%04x", c);
+        else
+            line_printf(line, "%c", c);
+    }
+    line_printf(line, "\"");
+}
+
+/* "cpu:0, cpu:1" -> ["cpu:0","cpu:1"]; names are trimmed, empty ones skipped. */
+static void line_device_array(line_t *line, const char *devices) {
+    line_printf(line, ", \"devices\": [");
+    int first = 1;
+    const char *p = devices ? devices : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *a = p, *b = end;
+        while (a < b && (*a == ' ' || *a == '\t')) a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+        if (b > a) {
+            if (!first) line_printf(line, ",");
+            line_json_string(line, a, (size_t)(b - a));
+            first = 0;
+        }
+        p = *end ? end + 1 : end;
+    }
+    line_printf(line, "]");
+}
+
+dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
+    size_t devices_len = stats->devices ? strlen(stats->devices) : 0;
+    /* Fixed keys and numbers take < 400 bytes; a device name character takes
+     * at most 6 ("\u00XX"), each name adds 3 (quotes and comma). */
+    size_t size = 512 + 9 * devices_len + 3;
+    line_t line = {dp_alloc(size, "metrics line"), size, 0, 1};
+    if (!line.data) return DP_ERR_NOMEM;
+
+    line_printf(&line, "{\"epoch\": %d", stats->epoch);
+    line_number(&line, "train_loss", stats->train_loss);
+    line_number(&line, "train_acc", stats->train_acc);
+    line_number(&line, "test_acc", stats->test_acc);
+    line_number(&line, "epoch_sec", stats->epoch_sec);
+    line_number(&line, "images_per_sec", stats->images_per_sec);
+    line_device_array(&line, stats->devices);
+    line_printf(&line, ", \"num_devices\": %d}\n", stats->num_devices);
+    DP_ASSERT(line.ok); /* the size bound above covers every case */
+
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        int err = errno;
+        free(line.data);
+        return dp_fail(DP_ERR_IO, "%s: cannot open for appending: %s", path, strerror(err));
+    }
+    dp_status_t st = DP_OK;
+    if (fwrite(line.data, 1, line.used, f) != line.used || fflush(f) != 0)
+        st = dp_fail(DP_ERR_IO, "%s: cannot append metrics: %s", path, strerror(errno));
+    if (fclose(f) != 0 && st == DP_OK)
+        st = dp_fail(DP_ERR_IO, "%s: cannot append metrics (close): %s", path, strerror(errno));
+    free(line.data);
+    return st;
+}

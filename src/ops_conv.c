@@ -1,0 +1,456 @@
+/* ops_conv.c - DP_OP_CONV, forward and backward: N-d convolution matching
+ * torch.nn.functional.conv1d / conv2d / conv3d
+ * (https://pytorch.org/docs/stable/generated/torch.nn.functional.conv2d.html)
+ * with padding, stride, dilation and groups.
+ *
+ * One implementation over (D, H, W): a 2-D conv is a 3-D conv with D = 1,
+ * a 1-D conv has D = H = 1 (kernel 1, stride 1, pad 0, dilation 1 there).
+ *
+ * Method: im2col + matrix products (matmul below: dp_gemm or OpenBLAS),
+ * over chunks of a few images.
+ *   col   (Cg * kvol, nb * L)   rows = (input channel of the group, kernel
+ *                               offset), columns = (image of the chunk,
+ *                               output position); L = OD * OH * OW
+ *   W_g   (OCg, Cg * kvol)      the group's slice of the weight
+ *   forward   Y_g (OCg, nb * L)      = W_g col
+ *   backward  dW_g (OCg, Cg * kvol) += dY_g col^T
+ *             dcol (Cg * kvol, nb*L)  = W_g^T dY_g, then col2im adds into dx
+ *             db[oc]                 += sum of dy over images and positions
+ * Each (image, out channel) row of L floats is contiguous in NCDHW, so Y_g
+ * is scattered into y (and dY_g gathered from dy) a row at a time; with a
+ * chunk of one image the gemm reads and writes y / dy in place. The chunk is
+ * sized so that col and the chunk's Y_g stay around CHUNK_BUDGET_BYTES, in
+ * the L2 cache (measured: 1 MiB is best for LeNet's two convs, smaller
+ * chunks make the products narrow and slow, larger ones spill to L3). The
+ * backward recomputes col instead of keeping it from the forward, which
+ * would cost Cg * kvol * L floats per image for the whole batch.
+ *
+ * Nothing is saved for backward (node->saved = NULL). All buffers come from
+ * the arena. Backward adds into the grads of the inputs that have one.
+ */
+#include <cblas.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dptrain/gemm.h"
+#include "dptrain/ops.h"
+
+/* C = alpha op(A) op(B) + beta C, row-major, with cblas_sgemm's arguments.
+ * dp_gemm (gemm.h, dptrain's AVX-512 kernel) is 1.3-2x faster than the
+ * OpenBLAS here on these products once C has at least 64 columns; below
+ * that its 64-wide register tile is mostly padding and OpenBLAS is 2-5x
+ * faster (measured on LeNet's shapes). */
+static void matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc) {
+    if (N >= 64) {
+        dp_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N,
+                    K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
+
+/* Target size of the buffers of one chunk of images: columns plus gemm
+ * output (see conv_geometry). */
+#define CHUNK_BUDGET_BYTES ((size_t)1 << 20)
+
+typedef struct {
+    int ndim;                /* of the input: 3, 4 or 5 */
+    int batch, in_ch, out_ch, groups;
+    int group_in_ch;         /* Cg = C / groups */
+    int group_out_ch;        /* OCg = OC / groups */
+    int in_size[3];          /* (D, H, W), 1 for missing dims */
+    int out_size[3];         /* (OD, OH, OW) */
+    int kernel[3], stride[3], pad[3], dilation[3];
+    size_t in_plane;         /* D * H * W */
+    size_t out_plane;        /* L = OD * OH * OW */
+    size_t kernel_vol;       /* kD * kH * kW */
+    size_t col_rows;         /* Cg * kvol */
+    int chunk;               /* images per im2col chunk */
+} conv_geom_t;
+
+static const char *const dim_names[3] = {"D", "H", "W"};
+
+int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation) {
+    /* floor((in + 2 pad - dilation (kernel - 1) - 1) / stride) + 1, as in
+     * PyTorch; a window that does not fit even once gives 0. */
+    long span = (long)in + 2L * pad - (long)dilation * (kernel - 1) - 1;
+    if (span < 0 || stride < 1) return 0;
+    return (int)(span / stride + 1);
+}
+
+/* Checks the node's tensors and attributes and fills the geometry. */
+static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    char xs[64], ws[64], bs[64];
+    if (!x || !w || !x->data || !w->data)
+        return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight (in[0], in[1]) with data");
+    if (x->ndim < 3 || x->ndim > 5)
+        return dp_fail(DP_ERR_SHAPE, "conv: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    if (w->ndim != x->ndim)
+        return dp_fail(DP_ERR_SHAPE, "conv: weight must have %d dims like the input %s, found %s", x->ndim,
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+    const dp_op_attr_t *a = &node->attr;
+    int spatial = x->ndim - 2, first = 3 - spatial;
+    g->ndim = x->ndim;
+    g->batch = x->shape[0];
+    g->in_ch = x->shape[1];
+    g->out_ch = w->shape[0];
+    g->groups = a->groups;
+    if (g->groups < 1)
+        return dp_fail(DP_ERR_ARG, "conv: groups must be >= 1, found %d", g->groups);
+    if (g->batch < 1 || g->in_ch < 1 || g->out_ch < 1)
+        return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+    if (g->in_ch % g->groups != 0 || g->out_ch % g->groups != 0)
+        return dp_fail(DP_ERR_SHAPE, "conv: groups %d must divide input channels %d and output channels %d",
+                       g->groups, g->in_ch, g->out_ch);
+    g->group_in_ch = g->in_ch / g->groups;
+    g->group_out_ch = g->out_ch / g->groups;
+    if (w->shape[1] != g->group_in_ch)
+        return dp_fail(DP_ERR_SHAPE,
+                       "conv: weight %s has %d input channels per group, input %s has %d channels / %d groups",
+                       dp_tensor_shape_str(w, ws, sizeof ws), w->shape[1], dp_tensor_shape_str(x, xs, sizeof xs),
+                       g->in_ch, g->groups);
+    if (b && (b->ndim != 1 || b->shape[0] != g->out_ch || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d) for weight %s, found %s", g->out_ch,
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(b, bs, sizeof bs));
+    g->in_plane = g->out_plane = g->kernel_vol = 1;
+    for (int d = 0; d < 3; d++) {
+        int s = d - first; /* index into the attribute arrays, < 0 for missing dims */
+        g->in_size[d] = s < 0 ? 1 : x->shape[2 + s];
+        g->kernel[d] = s < 0 ? 1 : w->shape[2 + s];
+        g->stride[d] = s < 0 ? 1 : a->stride[s];
+        g->pad[d] = s < 0 ? 0 : a->pad[s];
+        g->dilation[d] = s < 0 ? 1 : a->dilation[s];
+        if (g->stride[d] < 1 || g->dilation[d] < 1 || g->pad[d] < 0)
+            return dp_fail(DP_ERR_ARG, "conv: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
+                           dim_names[d], g->stride[d], g->dilation[d], g->pad[d]);
+        if (g->kernel[d] < 1 || g->in_size[d] < 1)
+            return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s",
+                           dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+        g->out_size[d] = dp_conv_out_size(g->in_size[d], g->kernel[d], g->stride[d], g->pad[d], g->dilation[d]);
+        if (g->out_size[d] < 1)
+            return dp_fail(DP_ERR_SHAPE,
+                           "conv: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",
+                           dim_names[d], g->out_size[d], dp_tensor_shape_str(x, xs, sizeof xs), g->kernel[d],
+                           g->stride[d], g->pad[d], g->dilation[d]);
+        g->in_plane *= (size_t)g->in_size[d];
+        g->out_plane *= (size_t)g->out_size[d];
+        g->kernel_vol *= (size_t)g->kernel[d];
+    }
+    g->col_rows = (size_t)g->group_in_ch * g->kernel_vol;
+    /* per image: its columns and its rows of Y_g / dY_g */
+    size_t per_image = (g->col_rows + (size_t)g->group_out_ch) * g->out_plane * sizeof(float);
+    size_t chunk = CHUNK_BUDGET_BYTES / per_image;
+    if (chunk < 1) chunk = 1;
+    if (chunk > (size_t)g->batch) chunk = (size_t)g->batch;
+    g->chunk = (int)chunk;
+    return DP_OK;
+}
+
+/* Output positions o in [lo, hi) are those whose input position
+ * o * stride + offset lies inside [0, in); the others read padding. */
+static void valid_range(int in, int out, int stride, int offset, int *lo, int *hi) {
+    int l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int h = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+    if (h > out) h = out;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* dst[0, n) = src[0, n). Rows of im2col are short (often 5 to 16 floats),
+ * so up to 16 floats are copied as two fixed-size, possibly overlapping
+ * blocks that the compiler turns into single vector moves (overlap is
+ * harmless for a copy); a plain loop would become a call to memcpy, which
+ * costs more than such a copy. */
+static inline void copy_short(float *restrict dst, const float *restrict src, int n) {
+    if (n >= 8 && n <= 16) {
+        memcpy(dst, src, 8 * sizeof(float));
+        memcpy(dst + n - 8, src + n - 8, 8 * sizeof(float));
+    } else if (n >= 4 && n < 8) {
+        memcpy(dst, src, 4 * sizeof(float));
+        memcpy(dst + n - 4, src + n - 4, 4 * sizeof(float));
+    } else if (n > 16) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else {
+        for (int i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+
+/* `rows` rows of n <= 16 floats into consecutive rows of dst (row r at
+ * dst + r * n), src rows src_step >= n apart. While the rows still to go
+ * cover at least 16 floats, a row is copied as one 16-float block: what
+ * spills past its end lands in rows that are written after it, and the
+ * source read stays inside what those rows read. The rest get exact
+ * copies. */
+static inline void copy_rows_short(float *restrict dst, const float *restrict src, size_t src_step, int rows,
+                                   int n) {
+    int r = 0;
+    for (; (rows - r) * n >= 16; r++, dst += n, src += src_step) memcpy(dst, src, 16 * sizeof(float));
+    for (; r < rows; r++, dst += n, src += src_step) copy_short(dst, src, n);
+}
+
+/* dst[i] += src[i] for `rows` rows of n floats, dst rows dst_stride apart,
+ * src rows src_stride apart. Blocks of 8 the compiler vectorizes, then the
+ * tail. */
+static inline void add_rows(float *restrict dst, size_t dst_stride, const float *restrict src, size_t src_stride,
+                            int rows, int n) {
+    for (int r = 0; r < rows; r++, dst += dst_stride, src += src_stride) {
+        int i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) dst[i + j] += src[i + j];
+        for (; i < n; i++) dst[i] += src[i];
+    }
+}
+
+/* One kernel tap along one dim: its input offset (k * dilation - pad) and
+ * the range [lo, hi) of output positions whose input o * stride + off lies
+ * inside the input; the others read padding. */
+typedef struct {
+    int off, lo, hi;
+} conv_tap_t;
+
+/* The taps of every dim, (kD + kH + kW) entries from the arena, computed
+ * once per call so that the im2col loops do no division. */
+static conv_tap_t *conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
+    conv_tap_t *taps = dp_arena_alloc(arena, ((size_t)g->kernel[0] + g->kernel[1] + g->kernel[2]) * sizeof *taps);
+    if (!taps) return NULL;
+    conv_tap_t *t = taps;
+    for (int d = 0; d < 3; d++)
+        for (int k = 0; k < g->kernel[d]; k++, t++) {
+            t->off = k * g->dilation[d] - g->pad[d];
+            valid_range(g->in_size[d], g->out_size[d], g->stride[d], t->off, &t->lo, &t->hi);
+        }
+    return taps;
+}
+
+/* Writes one image-group's columns: col rows of L floats at stride ldcol.
+ * x: (Cg, D, H, W) of one image; col: (Cg * kvol, ldcol), columns [0, L). */
+static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict x, float *restrict col,
+                   size_t ldcol) {
+    const int OD = g->out_size[0], OH = g->out_size[1], OW = g->out_size[2];
+    const int H = g->in_size[1], W = g->in_size[2];
+    const int sd = g->stride[0], sh = g->stride[1], sw = g->stride[2];
+    const size_t out_hw = (size_t)OH * OW;
+    const conv_tap_t *td = taps, *th = td + g->kernel[0], *tw = th + g->kernel[1];
+    float *row = col;
+    for (int c = 0; c < g->group_in_ch; c++) {
+        const float *xc = x + (size_t)c * g->in_plane; /* (D, H, W) */
+        for (int kd = 0; kd < g->kernel[0]; kd++)
+            for (int kh = 0; kh < g->kernel[1]; kh++)
+                for (int kw = 0; kw < g->kernel[2]; kw++, row += ldcol) {
+                    const int hlo = th[kh].lo, hhi = th[kh].hi, rows = hhi - hlo;
+                    const int lo = tw[kw].lo, hi = tw[kw].hi, n = hi - lo;
+                    float *dst = row; /* (OD, OH, OW) */
+                    for (int od = 0; od < OD; od++, dst += out_hw) {
+                        if (od < td[kd].lo || od >= td[kd].hi || rows == 0 || n == 0) {
+                            memset(dst, 0, out_hw * sizeof(float));
+                            continue;
+                        }
+                        /* rows oh in [hlo, hhi) read the input, the others padding */
+                        if (hlo > 0) memset(dst, 0, (size_t)hlo * OW * sizeof(float));
+                        if (hhi < OH) memset(dst + (size_t)hhi * OW, 0, (size_t)(OH - hhi) * OW * sizeof(float));
+                        float *out = dst + (size_t)hlo * OW;
+                        /* src[(ow - lo) * sw] is the input under output (oh = hlo, ow) */
+                        const float *src = xc + ((size_t)(od * sd + td[kd].off) * H + (hlo * sh + th[kh].off)) * W +
+                                           (tw[kw].off + lo * sw);
+                        const size_t src_step = (size_t)sh * W;
+                        if (sw != 1) {
+                            for (int r = 0; r < rows; r++, out += OW, src += src_step)
+                                for (int ow = 0; ow < OW; ow++)
+                                    out[ow] = ow >= lo && ow < hi ? src[(size_t)(ow - lo) * sw] : 0.0f;
+                        } else if (n == OW && OW <= 16) { /* the fast path: whole short rows */
+                            copy_rows_short(out, src, src_step, rows, OW);
+                        } else {
+                            for (int r = 0; r < rows; r++, out += OW, src += src_step) {
+                                for (int ow = 0; ow < lo; ow++) out[ow] = 0.0f;
+                                copy_short(out + lo, src, n);
+                                for (int ow = hi; ow < OW; ow++) out[ow] = 0.0f;
+                            }
+                        }
+                    }
+                }
+    }
+}
+
+/* The adjoint of im2col: adds every col entry into the input position it
+ * was read from; padding entries are dropped.
+ * col: (Cg * kvol, ldcol), columns [0, L); dx: (Cg, D, H, W) of one image.
+ * Rows go in (c, kw, kd, kh) order: the next row then adds into the same
+ * input rows at the same alignment, or (next kw) after many other rows; in
+ * (kd, kh, kw) order it would reload, one float to the right, what it has
+ * just stored, which stalls the stores-to-loads forwarding. */
+static void col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict col, size_t ldcol,
+                       float *restrict dx) {
+    const int OH = g->out_size[1], OW = g->out_size[2];
+    const int H = g->in_size[1], W = g->in_size[2];
+    const int KD = g->kernel[0], KH = g->kernel[1], KW = g->kernel[2];
+    const int sd = g->stride[0], sh = g->stride[1], sw = g->stride[2];
+    const size_t out_hw = (size_t)OH * OW;
+    const conv_tap_t *td = taps, *th = td + KD, *tw = th + KH;
+    for (int c = 0; c < g->group_in_ch; c++) {
+        float *dxc = dx + (size_t)c * g->in_plane; /* (D, H, W) */
+        for (int kw = 0; kw < KW; kw++) {
+            const int lo = tw[kw].lo, hi = tw[kw].hi, n = hi - lo;
+            if (n == 0) continue;
+            for (int kd = 0; kd < KD; kd++)
+                for (int kh = 0; kh < KH; kh++) {
+                    const float *row = col + ((((size_t)c * KD + kd) * KH + kh) * KW + kw) * ldcol;
+                    const int hlo = th[kh].lo, hhi = th[kh].hi;
+                    for (int od = td[kd].lo; od < td[kd].hi; od++) {
+                        /* dst[(ow - lo) * sw] is the input under output (oh = hlo, ow) */
+                        float *dst = dxc + ((size_t)(od * sd + td[kd].off) * H + (hlo * sh + th[kh].off)) * W +
+                                     (tw[kw].off + lo * sw);
+                        const float *src = row + (size_t)od * out_hw + (size_t)hlo * OW + lo;
+                        if (sw == 1) {
+                            add_rows(dst, (size_t)sh * W, src, (size_t)OW, hhi - hlo, n);
+                            continue;
+                        }
+                        for (int oh = hlo; oh < hhi; oh++, src += OW, dst += (size_t)sh * W)
+                            for (int ow = 0; ow < n; ow++) dst[(size_t)ow * sw] += src[ow];
+                    }
+                }
+        }
+    }
+}
+
+/* Sum of n floats, in 8 independent lanes so that it vectorizes (a single
+ * float accumulator is a chain of dependent adds). */
+static double row_sum(const float *x, size_t n) {
+    float lanes[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lanes[j] += x[i + j];
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++) sum += lanes[j];
+    for (; i < n; i++) sum += x[i];
+    return sum;
+}
+
+static int conv_needs_grad(const dp_node_t *node) {
+    for (int i = 0; i < 3; i++)
+        if (node->in[i] && node->in[i]->grad) return 1;
+    return 0;
+}
+
+dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
+    conv_geom_t g;
+    DP_TRY(conv_geometry(node, &g));
+    const float *x = node->in[0]->data;                      /* (N, C, D, H, W) */
+    const float *w = node->in[1]->data;                      /* (OC, Cg, kD, kH, kW) */
+    const float *bias = node->in[2] ? node->in[2]->data : NULL; /* (OC) */
+    const size_t L = g.out_plane;
+
+    int shape[DP_MAX_DIMS] = {g.batch, g.out_ch};
+    for (int s = 0; s < g.ndim - 2; s++) shape[2 + s] = g.out_size[3 - (g.ndim - 2) + s];
+    dp_tensor_t *out = &node->out;
+    dp_tensor_set_shape(out, g.ndim, shape);
+    size_t numel = dp_tensor_numel(out);
+    out->data = dp_arena_floats(arena, numel); /* (N, OC, OD, OH, OW) */
+    out->grad = conv_needs_grad(node) ? dp_arena_zeros(arena, numel) : NULL;
+    node->saved = NULL;
+    size_t ld_max = (size_t)g.chunk * L;
+    float *col = dp_arena_floats(arena, g.col_rows * ld_max); /* (Cg * kvol, chunk * L) */
+    float *ybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)g.group_out_ch * ld_max) : NULL; /* (OCg, chunk * L) */
+    const conv_tap_t *taps = conv_taps(&g, arena);
+    if (!out->data || (conv_needs_grad(node) && !out->grad) || !col || (g.chunk > 1 && !ybuf) || !taps)
+        return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats and im2col buffer %zu floats",
+                       numel, g.col_rows * ld_max);
+
+    float *y = out->data;
+    const int OCg = g.group_out_ch;
+    for (int n0 = 0; n0 < g.batch; n0 += g.chunk) {
+        int nb = g.batch - n0 < g.chunk ? g.batch - n0 : g.chunk;
+        size_t ld = (size_t)nb * L;
+        for (int grp = 0; grp < g.groups; grp++) {
+            for (int i = 0; i < nb; i++)
+                im2col(&g, taps, x + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane,
+                       col + (size_t)i * L, ld);
+            const float *wg = w + (size_t)grp * OCg * g.col_rows; /* (OCg, Cg * kvol) */
+            /* One image: Y_g is the (OCg, L) block of y itself. */
+            float *yg = nb == 1 ? y + ((size_t)n0 * g.out_ch + (size_t)grp * OCg) * L : ybuf;
+            matmul(false, false, OCg, (int)ld, (int)g.col_rows, 1.0f, wg, (int)g.col_rows, col, (int)ld, 0.0f, yg,
+                   (int)ld);
+            for (int i = 0; i < nb; i++)
+                for (int oc = 0; oc < OCg; oc++) {
+                    float *dst = y + ((size_t)(n0 + i) * g.out_ch + (size_t)grp * OCg + oc) * L;
+                    const float *src = yg + (size_t)oc * ld + (size_t)i * L;
+                    float bv = bias ? bias[grp * OCg + oc] : 0.0f;
+                    if (src == dst) {
+                        if (bias)
+                            for (size_t l = 0; l < L; l++) dst[l] += bv;
+                    } else {
+                        for (size_t l = 0; l < L; l++) dst[l] = src[l] + bv;
+                    }
+                }
+        }
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
+    const float *dy = node->out.grad; /* (N, OC, OD, OH, OW) */
+    if (!dy) return DP_OK;
+    conv_geom_t g;
+    DP_TRY(conv_geometry(node, &g));
+    const dp_tensor_t *xt = node->in[0], *wt = node->in[1], *bt = node->in[2];
+    const size_t L = g.out_plane;
+    const int OCg = g.group_out_ch;
+
+    if (bt && bt->grad) /* db[oc] += sum over images and positions */
+        for (int oc = 0; oc < g.out_ch; oc++) {
+            double sum = 0.0;
+            for (int n = 0; n < g.batch; n++) sum += row_sum(dy + ((size_t)n * g.out_ch + oc) * L, L);
+            bt->grad[oc] += (float)sum;
+        }
+    float *dx = xt->grad; /* (N, C, D, H, W) */
+    float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
+    if (!dx && !dw) return DP_OK;
+
+    size_t ld_max = (size_t)g.chunk * L;
+    float *col = dw ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL;  /* (Cg * kvol, chunk * L) */
+    float *dcol = dx ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL; /* (Cg * kvol, chunk * L) */
+    float *dybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
+    const conv_tap_t *taps = conv_taps(&g, arena);
+    if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || !taps)
+        return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
+                       g.col_rows * ld_max);
+
+    for (int n0 = 0; n0 < g.batch; n0 += g.chunk) {
+        int nb = g.batch - n0 < g.chunk ? g.batch - n0 : g.chunk;
+        size_t ld = (size_t)nb * L;
+        for (int grp = 0; grp < g.groups; grp++) {
+            /* dY_g (OCg, nb * L): the block of dy itself for one image */
+            const float *dyg;
+            if (nb == 1) {
+                dyg = dy + ((size_t)n0 * g.out_ch + (size_t)grp * OCg) * L;
+            } else {
+                for (int oc = 0; oc < OCg; oc++)
+                    for (int i = 0; i < nb; i++)
+                        memcpy(dybuf + (size_t)oc * ld + (size_t)i * L,
+                               dy + ((size_t)(n0 + i) * g.out_ch + (size_t)grp * OCg + oc) * L, L * sizeof(float));
+                dyg = dybuf;
+            }
+            if (dw) {
+                for (int i = 0; i < nb; i++)
+                    im2col(&g, taps, xt->data + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane,
+                           col + (size_t)i * L, ld);
+                matmul(false, true, OCg, (int)g.col_rows, (int)ld, 1.0f, dyg, (int)ld, col, (int)ld, 1.0f,
+                       dw + (size_t)grp * OCg * g.col_rows, (int)g.col_rows);
+            }
+            if (dx) {
+                const float *wg = wt->data + (size_t)grp * OCg * g.col_rows; /* (OCg, Cg * kvol) */
+                matmul(true, false, (int)g.col_rows, (int)ld, OCg, 1.0f, wg, (int)g.col_rows, dyg, (int)ld, 0.0f,
+                       dcol, (int)ld);
+                for (int i = 0; i < nb; i++)
+                    col2im_add(&g, taps, dcol + (size_t)i * L, ld,
+                               dx + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane);
+            }
+        }
+    }
+    return DP_OK;
+}

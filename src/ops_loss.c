@@ -1,0 +1,92 @@
+/* ops_loss.c - DP_OP_SOFTMAX_XENT, forward and backward: softmax
+ * cross-entropy over logits (N, K) and int32 labels (N), matching
+ * torch.nn.functional.cross_entropy(logits, labels, reduction='sum') / D
+ * (https://pytorch.org/docs/stable/generated/torch.nn.functional.cross_entropy.html)
+ * with D = attr.loss_denominator, or N when that is 0. With data
+ * parallelism, D is the global batch size, so the per-device losses and
+ * gradients add up to those of the whole batch.
+ *
+ *   out      scalar (ndim 0) = sum_i (logsumexp(logits_i) - logits_i[label_i]) / D
+ *   saved    probs (N, K) = softmax(logits), for backward
+ *   backward dlogits += out.grad[0] * (probs - onehot(labels)) / D
+ *
+ * Stable for large logits: the row maximum is subtracted before exp, and
+ * the loss uses log-sum-exp, accumulated in double.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "dptrain/ops.h"
+
+static dp_status_t xent_check(const dp_node_t *node, int *batch, int *classes, double *denominator) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "softmax_xent: needs logits (in[0]) with data");
+    if (!node->labels) return dp_fail(DP_ERR_ARG, "softmax_xent: needs labels (node->labels is NULL)");
+    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
+        return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    float d = node->attr.loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0 (0 means N), found %g",
+                       (double)d);
+    *batch = x->shape[0];
+    *classes = x->shape[1];
+    *denominator = d > 0.0f ? (double)d : (double)*batch;
+    return DP_OK;
+}
+
+dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
+    int N, K;
+    double D;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    const dp_tensor_t *x = node->in[0];
+    const int32_t *labels = node->labels;
+    for (int i = 0; i < N; i++)
+        if (labels[i] < 0 || labels[i] >= K)
+            return dp_fail(DP_ERR_ARG, "softmax_xent: label %d of example %d is outside [0, %d)", (int)labels[i], i,
+                           K);
+    dp_tensor_set_shape(&node->out, 0, NULL);
+    node->out.data = dp_arena_floats(arena, 1); /* () the loss */
+    node->out.grad = x->grad ? dp_arena_zeros(arena, 1) : NULL;
+    float *probs = dp_arena_floats(arena, (size_t)N * K); /* (N, K) */
+    node->saved = probs;
+    if (!node->out.data || (x->grad && !node->out.grad) || !probs)
+        return dp_fail(DP_ERR_NOMEM, "softmax_xent: out of arena memory for %d x %d probabilities", N, K);
+    double loss = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *row = x->data + (size_t)i * K; /* (K) */
+        float *p = probs + (size_t)i * K;           /* (K) */
+        float max = row[0];
+        for (int k = 1; k < K; k++)
+            if (row[k] > max) max = row[k];
+        double sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            p[k] = expf(row[k] - max);
+            sum += p[k];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < K; k++) p[k] *= inv;
+        loss += log(sum) + (double)max - (double)row[labels[i]];
+    }
+    node->out.data[0] = (float)(loss / D);
+    return DP_OK;
+}
+
+dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const float *dy = node->out.grad; /* () */
+    float *dx = node->in[0]->grad;    /* (N, K) */
+    if (!dy || !dx) return DP_OK;
+    int N, K;
+    double D;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    const float *probs = node->saved; /* (N, K) */
+    float scale = (float)(dy[0] / D);
+    for (int i = 0; i < N; i++) {
+        const float *p = probs + (size_t)i * K;
+        float *g = dx + (size_t)i * K;
+        for (int k = 0; k < K; k++) g[k] += scale * (p[k] - (k == node->labels[i] ? 1.0f : 0.0f));
+    }
+    return DP_OK;
+}

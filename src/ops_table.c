@@ -1,0 +1,53 @@
+/* ops_table.c - the operator table (dp_op_table) and the default attributes.
+ *
+ * Each op's forward and backward live side by side in one file per op
+ * family (ops_conv.c, ops_pool.c, ops_linear.c, ops_elementwise.c,
+ * ops_loss.c); this file only registers them. The kernels are library
+ * internal: they are reached through dp_op_table, so their prototypes are
+ * declared here and nowhere else.
+ */
+#include "dptrain/ops.h"
+
+dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_max_pool_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_max_pool_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_avg_pool_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_avg_pool_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_linear_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_linear_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_relu_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_relu_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena);
+
+/* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
+ * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
+ * (tools/make_fixtures.py), then update the count. */
+_Static_assert(DP_OP_COUNT == 7, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+
+/* num_inputs counts the optional bias of conv and linear: in[2] may be NULL. */
+const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
+    [DP_OP_CONV] = {"conv", 3, dp_conv_forward, dp_conv_backward},
+    [DP_OP_MAX_POOL] = {"max_pool", 1, dp_max_pool_forward, dp_max_pool_backward},
+    [DP_OP_AVG_POOL] = {"avg_pool", 1, dp_avg_pool_forward, dp_avg_pool_backward},
+    [DP_OP_LINEAR] = {"linear", 3, dp_linear_forward, dp_linear_backward},
+    [DP_OP_RELU] = {"relu", 1, dp_relu_forward, dp_relu_backward},
+    [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},
+    [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, dp_softmax_xent_forward, dp_softmax_xent_backward},
+};
+
+dp_op_attr_t dp_op_attr_default(void) {
+    dp_op_attr_t attr = {
+        .kernel = {1, 1, 1},
+        .stride = {1, 1, 1},
+        .pad = {0, 0, 0},
+        .dilation = {1, 1, 1},
+        .groups = 1,
+        .count_include_pad = 1,
+        .loss_denominator = 0.0f,
+    };
+    return attr;
+}

@@ -1,0 +1,41 @@
+/* optim.c - minibatch SGD with optional weight decay over a flat buffer. */
+#include "dptrain/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+struct dp_optimizer {
+    dp_optim_config_t config;
+    size_t n;
+};
+
+dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
+                             dp_optimizer_t **out) {
+    *out = NULL;
+    if (!(config->lr > 0.0f) || !isfinite(config->lr))
+        return dp_fail(DP_ERR_ARG, "learning rate must be a positive number, found %g", config->lr);
+    if (!(config->weight_decay >= 0.0f) || !isfinite(config->weight_decay))
+        return dp_fail(DP_ERR_ARG, "weight decay must be >= 0, found %g", config->weight_decay);
+    if (config->kind != DP_OPTIM_SGD)
+        return dp_fail(DP_ERR_ARG, "unknown optimizer kind %d", (int)config->kind);
+    dp_optimizer_t *opt = dp_alloc_zeroed(1, sizeof *opt, "optimizer");
+    if (!opt) return DP_ERR_NOMEM;
+    opt->config = *config;
+    opt->n = num_params;
+    *out = opt;
+    return DP_OK;
+}
+
+void dp_optimizer_free(dp_optimizer_t *opt) { free(opt); }
+
+void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) { opt->config.lr = lr; }
+
+void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads) {
+    const float lr = opt->config.lr, wd = opt->config.weight_decay;
+    const size_t n = opt->n;
+    if (wd == 0.0f) {
+        for (size_t i = 0; i < n; i++) params[i] -= lr * grads[i];
+    } else {
+        for (size_t i = 0; i < n; i++) params[i] -= lr * (grads[i] + wd * params[i]);
+    }
+}

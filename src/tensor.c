@@ -1,0 +1,133 @@
+/* tensor.c - tensor shape helpers and the step arena. */
+#include "dptrain/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t dp_tensor_numel(const dp_tensor_t *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+dp_tensor_t *dp_tensor_set_shape(dp_tensor_t *t, int ndim, const int *shape) {
+    DP_ASSERT(ndim >= 0 && ndim <= DP_MAX_DIMS);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    return t;
+}
+
+const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, size - used, "[");
+    for (int i = 0; i < t->ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %d" : "%d", t->shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* --- Arena --------------------------------------------------------------- */
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t size, used;
+    unsigned char *base; /* 64-byte aligned */
+} arena_block_t;
+
+struct dp_arena {
+    arena_block_t *head; /* current block; older blocks follow */
+    size_t used_total;   /* bytes handed out since reset */
+    size_t peak;
+};
+
+static arena_block_t *block_new(size_t size) {
+    arena_block_t *b = dp_alloc(sizeof *b, "arena block");
+    if (!b) return NULL;
+    b->base = dp_alloc_aligned(size, "arena memory");
+    if (!b->base) {
+        free(b);
+        return NULL;
+    }
+    b->size = size;
+    b->used = 0;
+    b->next = NULL;
+    return b;
+}
+
+dp_arena_t *dp_arena_new(size_t initial_bytes) {
+    dp_arena_t *a = dp_alloc_zeroed(1, sizeof *a, "arena");
+    if (!a) return NULL;
+    a->head = block_new(initial_bytes < 4096 ? 4096 : initial_bytes);
+    if (!a->head) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void free_blocks(arena_block_t *b) {
+    while (b) {
+        arena_block_t *next = b->next;
+        free(b->base);
+        free(b);
+        b = next;
+    }
+}
+
+void dp_arena_free(dp_arena_t *arena) {
+    if (!arena) return;
+    free_blocks(arena->head);
+    free(arena);
+}
+
+void dp_arena_reset(dp_arena_t *arena) {
+    if (arena->head->next) {
+        /* The step outgrew one block: replace the chain by one block big
+         * enough for the whole step, so the next step allocates nothing. */
+        size_t total = 0;
+        for (arena_block_t *b = arena->head; b; b = b->next) total += b->size;
+        arena_block_t *merged = block_new(total);
+        if (merged) {
+            free_blocks(arena->head);
+            arena->head = merged;
+        } else {
+            /* Keep the chain; it still works, just not as one block. */
+            for (arena_block_t *b = arena->head; b; b = b->next) b->used = 0;
+        }
+    }
+    arena->head->used = 0;
+    arena->used_total = 0;
+}
+
+void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    arena_block_t *b = arena->head;
+    if (b->size - b->used < rounded) {
+        size_t size = b->size * 2;
+        if (size < rounded) size = rounded;
+        arena_block_t *nb = block_new(size);
+        if (!nb) return NULL;
+        nb->next = b;
+        arena->head = nb;
+        b = nb;
+    }
+    void *p = b->base + b->used;
+    b->used += rounded;
+    arena->used_total += rounded;
+    if (arena->used_total > arena->peak) arena->peak = arena->used_total;
+    return p;
+}
+
+float *dp_arena_floats(dp_arena_t *arena, size_t count) {
+    return dp_arena_alloc(arena, count * sizeof(float));
+}
+
+float *dp_arena_zeros(dp_arena_t *arena, size_t count) {
+    float *p = dp_arena_floats(arena, count);
+    if (p) memset(p, 0, count * sizeof(float));
+    return p;
+}
+
+size_t dp_arena_used(const dp_arena_t *arena) { return arena->used_total; }
+size_t dp_arena_peak(const dp_arena_t *arena) { return arena->peak; }

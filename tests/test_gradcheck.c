@@ -1,0 +1,348 @@
+/* test_gradcheck.c - finite-difference gradient check of every op in
+ * dp_op_table.
+ *
+ * For each op, several seeded random configurations (conv: 1-D, 2-D and
+ * 3-D with random kernel, stride, pad, dilation, groups, bias; pools with
+ * random windows and padding; ...). The loss is L = sum(y * r) for a fixed
+ * random r of y's shape (for softmax_xent y is the scalar loss and r one
+ * random number, which also checks the scaling by out.grad). The analytic
+ * gradient of every input (x, weight, bias) comes from one backward with
+ * out.grad = r; the numerical one from central differences
+ *     (L(v + EPS) - L(v - EPS)) / (2 EPS)
+ * with the ops run in float and L summed in double. They must agree within
+ * |analytic - numeric| <= ATOL + RTOL |numeric|.
+ *
+ * Kinks are avoided by construction: relu inputs are at least RELU_MARGIN
+ * away from 0 and max-pool inputs are distinct values at least
+ * MAX_POOL_SPACING apart, both larger than 2 EPS, so no perturbation moves
+ * an input across a kink or changes a window's maximum.
+ *
+ * The loop runs over the table: an op without a case generator here fails.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/ops.h"
+#include "dptrain/rng.h"
+#include "testing.h"
+
+#define EPS 1e-2f
+#define RTOL 1e-2
+#define ATOL 1e-3
+#define RELU_MARGIN 0.1f
+#define MAX_POOL_SPACING 0.05f
+
+typedef struct {
+    char label[256];
+    dp_node_t node;
+    dp_tensor_t inputs[3];
+    int32_t labels[64];
+} gc_case_t;
+
+/* A case generator fills `c` for variant v and returns 1, or returns 0
+ * when there are no more variants. */
+typedef int (*case_maker_t)(int v, dp_rng_t *rng, gc_case_t *c);
+
+static float randn(dp_rng_t *rng) { return (float)dp_rng_normal(rng); }
+
+static dp_tensor_t *new_input(gc_case_t *c, int i, int ndim, const int *shape, dp_rng_t *rng) {
+    dp_tensor_t *t = &c->inputs[i];
+    dp_tensor_set_shape(t, ndim, shape);
+    size_t n = dp_tensor_numel(t);
+    t->data = malloc(n * sizeof(float));
+    t->grad = calloc(n, sizeof(float));
+    for (size_t j = 0; j < n; j++) t->data[j] = randn(rng);
+    c->node.in[i] = t;
+    return t;
+}
+
+static void case_free(gc_case_t *c) {
+    for (int i = 0; i < 3; i++)
+        if (c->node.in[i]) {
+            free(c->node.in[i]->data);
+            free(c->node.in[i]->grad);
+        }
+}
+
+static int rand_int(dp_rng_t *rng, int lo, int hi) { /* in [lo, hi] */
+    return lo + (int)dp_rng_below(rng, (uint64_t)(hi - lo + 1));
+}
+
+/* Appends to the case's label, printf-style. */
+static void describe(gc_case_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void describe(gc_case_t *c, const char *fmt, ...) {
+    size_t used = strlen(c->label);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->label + used, sizeof c->label - used, fmt, ap);
+    va_end(ap);
+}
+
+/* " name=[v0,v1]": n values of a shape or a spatial attribute array. */
+static void describe_list(gc_case_t *c, const char *name, const int *values, int n) {
+    describe(c, " %s=[", name);
+    for (int d = 0; d < n; d++) describe(c, d ? ",%d" : "%d", values[d]);
+    describe(c, "]");
+}
+
+/* --- conv --------------------------------------------------------------- */
+
+static int make_conv(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 18) return 0;
+    int n = 1 + v % 3; /* spatial dims */
+    dp_op_attr_t *a = &c->node.attr;
+    a->groups = v % 2 ? 2 : 1 + (v / 6) % 3; /* 1, 2 or 3 */
+    int group_in = rand_int(rng, 1, 2), group_out = rand_int(rng, 1, 2);
+    int batch = rand_int(rng, 1, 2);
+    int x_shape[5] = {batch, group_in * a->groups}, w_shape[5] = {group_out * a->groups, group_in};
+    for (int d = 0; d < n; d++) {
+        int k = rand_int(rng, 1, n == 3 ? 2 : 3);
+        a->stride[d] = rand_int(rng, 1, 2);
+        a->dilation[d] = rand_int(rng, 1, 2);
+        a->pad[d] = rand_int(rng, 0, 2);
+        if (v < 6) { /* the fast path (stride 1, dilation 1) unpadded, then with padding k / 2 + 1 */
+            a->stride[d] = a->dilation[d] = 1;
+            a->pad[d] = v < 3 ? 0 : k / 2 + 1;
+        }
+        int span = a->dilation[d] * (k - 1) + 1;
+        int min_in = span - 2 * a->pad[d] > 1 ? span - 2 * a->pad[d] : 1;
+        /* at least 3 output rows per dim, so padding clips several rows */
+        x_shape[2 + d] = min_in + 2 * a->stride[d] + rand_int(rng, 0, n == 3 ? 1 : 3);
+        w_shape[2 + d] = k;
+    }
+    new_input(c, 0, n + 2, x_shape, rng);
+    new_input(c, 1, n + 2, w_shape, rng);
+    int has_bias = v % 4 != 3;
+    if (has_bias) new_input(c, 2, 1, &w_shape[0], rng);
+    describe(c, "conv%dd", n);
+    describe_list(c, "x", x_shape, n + 2);
+    describe(c, " oc=%d", w_shape[0]);
+    describe_list(c, "k", w_shape + 2, n);
+    describe_list(c, "stride", a->stride, n);
+    describe_list(c, "pad", a->pad, n);
+    describe_list(c, "dil", a->dilation, n);
+    describe(c, " groups=%d bias=%d", a->groups, has_bias);
+    return 1;
+}
+
+/* --- pools -------------------------------------------------------------- */
+
+/* Random n-d pooling window and an input it fits; returns the input shape. */
+static void random_pool(int v, int n, int allow_dilation, dp_rng_t *rng, gc_case_t *c, int *x_shape) {
+    dp_op_attr_t *a = &c->node.attr;
+    x_shape[0] = rand_int(rng, 1, 2);
+    x_shape[1] = rand_int(rng, 1, 3);
+    for (int d = 0; d < n; d++) {
+        int k = rand_int(rng, 1, 3);
+        if (v < 3) k = 2; /* the common 2-window, stride 2 */
+        a->kernel[d] = k;
+        a->stride[d] = v < 3 ? 2 : rand_int(rng, 1, 2);
+        a->pad[d] = v < 3 ? 0 : rand_int(rng, 0, k / 2);
+        a->dilation[d] = allow_dilation && v >= 3 ? rand_int(rng, 1, 2) : 1;
+        int span = a->dilation[d] * (k - 1) + 1;
+        int min_in = span - 2 * a->pad[d] > 1 ? span - 2 * a->pad[d] : 1;
+        x_shape[2 + d] = min_in + rand_int(rng, 0, n == 3 ? 2 : 4);
+    }
+}
+
+static void describe_pool(gc_case_t *c, const char *op, int n, const int *x_shape) {
+    describe(c, "%s%dd", op, n);
+    describe_list(c, "x", x_shape, n + 2);
+    describe_list(c, "k", c->node.attr.kernel, n);
+    describe_list(c, "stride", c->node.attr.stride, n);
+    describe_list(c, "pad", c->node.attr.pad, n);
+}
+
+static int make_max_pool(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 12) return 0;
+    int n = 1 + v % 3, x_shape[5];
+    random_pool(v, n, 1, rng, c, x_shape);
+    dp_tensor_t *x = new_input(c, 0, n + 2, x_shape, rng);
+    /* distinct values MAX_POOL_SPACING apart, shuffled: no ties, and a
+     * perturbation of EPS never changes which one is largest */
+    size_t count = dp_tensor_numel(x);
+    for (size_t j = 0; j < count; j++) x->data[j] = ((float)j - (float)count / 2) * MAX_POOL_SPACING;
+    for (size_t j = count - 1; j > 0; j--) {
+        size_t k = (size_t)dp_rng_below(rng, j + 1);
+        float t = x->data[j];
+        x->data[j] = x->data[k];
+        x->data[k] = t;
+    }
+    describe_pool(c, "max_pool", n, x_shape);
+    describe_list(c, "dil", c->node.attr.dilation, n);
+    return 1;
+}
+
+static int make_avg_pool(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 12) return 0;
+    int n = 1 + v % 3, x_shape[5];
+    random_pool(v, n, 0, rng, c, x_shape);
+    c->node.attr.count_include_pad = (v / 3) % 2;
+    new_input(c, 0, n + 2, x_shape, rng);
+    describe_pool(c, "avg_pool", n, x_shape);
+    describe(c, " count_include_pad=%d", c->node.attr.count_include_pad);
+    return 1;
+}
+
+/* --- linear, relu, flatten, softmax_xent -------------------------------- */
+
+static int make_linear(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const int sizes[][4] = {{3, 5, 4, 1}, {1, 7, 3, 0}, {4, 1, 6, 1}, {5, 12, 2, 1}};
+    if (v >= 4) return 0;
+    int x_shape[2] = {sizes[v][0], sizes[v][1]}, w_shape[2] = {sizes[v][2], sizes[v][1]};
+    new_input(c, 0, 2, x_shape, rng);
+    new_input(c, 1, 2, w_shape, rng);
+    if (sizes[v][3]) new_input(c, 2, 1, &w_shape[0], rng);
+    snprintf(c->label, sizeof c->label, "linear N=%d IN=%d OUT=%d bias=%d", sizes[v][0], sizes[v][1], sizes[v][2],
+             sizes[v][3]);
+    return 1;
+}
+
+static const int elementwise_shapes[][6] = {/* ndim, shape */
+                                            {2, 3, 4}, {3, 2, 3, 5}, {4, 2, 3, 2, 3}, {5, 1, 2, 3, 2, 2}};
+
+static int make_relu(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) /* at least RELU_MARGIN from the kink */
+        x->data[j] = x->data[j] < 0 ? x->data[j] - RELU_MARGIN : x->data[j] + RELU_MARGIN;
+    snprintf(c->label, sizeof c->label, "relu %d-D", x->ndim);
+    return 1;
+}
+
+static int make_flatten(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
+    snprintf(c->label, sizeof c->label, "flatten %d-D", x->ndim);
+    return 1;
+}
+
+static int make_softmax_xent(int v, dp_rng_t *rng, gc_case_t *c) {
+    /* N, K, denominator, logit offset */
+    static const float cases[][4] = {{4, 5, 0, 0}, {3, 7, 10, 0}, {5, 3, 0, 100}, {1, 2, 0.5f, -50}, {6, 10, 0, 0}};
+    if (v >= 5) return 0;
+    int shape[2] = {(int)cases[v][0], (int)cases[v][1]};
+    dp_tensor_t *x = new_input(c, 0, 2, shape, rng);
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] = 2.0f * x->data[j] + cases[v][3];
+    for (int i = 0; i < shape[0]; i++) c->labels[i] = (int32_t)dp_rng_below(rng, (uint64_t)shape[1]);
+    c->node.labels = c->labels;
+    c->node.attr.loss_denominator = cases[v][2];
+    snprintf(c->label, sizeof c->label, "softmax_xent N=%d K=%d denominator=%g offset=%g", shape[0], shape[1],
+             (double)cases[v][2], (double)cases[v][3]);
+    return 1;
+}
+
+static const case_maker_t case_makers[DP_OP_COUNT] = {
+    [DP_OP_CONV] = make_conv,       [DP_OP_MAX_POOL] = make_max_pool, [DP_OP_AVG_POOL] = make_avg_pool,
+    [DP_OP_LINEAR] = make_linear,   [DP_OP_RELU] = make_relu,         [DP_OP_FLATTEN] = make_flatten,
+    [DP_OP_SOFTMAX_XENT] = make_softmax_xent,
+};
+
+/* --- the check ---------------------------------------------------------- */
+
+/* L = sum(y * r), accumulated in double; a fresh arena state per call. */
+static double loss(dp_node_t *node, dp_arena_t *arena, const float *r) {
+    dp_arena_reset(arena);
+    dp_status_t st = dp_op_forward(node, arena);
+    DP_ASSERT(st == DP_OK);
+    double sum = 0.0;
+    size_t n = dp_tensor_numel(&node->out);
+    for (size_t i = 0; i < n; i++) sum += (double)node->out.data[i] * r[i];
+    return sum;
+}
+
+/* Returns the largest violation of the case. */
+static double check_case(gc_case_t *c, dp_rng_t *rng) {
+    dp_node_t *node = &c->node;
+    dp_arena_t *arena = dp_arena_new(1 << 16);
+    dp_status_t st = dp_op_forward(node, arena);
+    CHECK(st == DP_OK, "%s: forward failed: %s", c->label, dp_error_message());
+    if (st != DP_OK) {
+        dp_arena_free(arena);
+        return INFINITY;
+    }
+    size_t out_n = dp_tensor_numel(&node->out);
+    float *r = malloc(out_n * sizeof(float));
+    for (size_t i = 0; i < out_n; i++) r[i] = randn(rng);
+    CHECK(node->out.grad != NULL, "%s: no out.grad although the inputs have grads", c->label);
+    if (!node->out.grad) {
+        free(r);
+        dp_arena_free(arena);
+        return INFINITY;
+    }
+    /* += : for a view (flatten) out.grad is the input's (zeroed) grad */
+    for (size_t i = 0; i < out_n; i++) node->out.grad[i] += r[i];
+    st = dp_op_backward(node, arena);
+    CHECK(st == DP_OK, "%s: backward failed: %s", c->label, dp_error_message());
+
+    double worst = 0.0;
+    for (int i = 0; i < 3; i++) {
+        dp_tensor_t *t = node->in[i];
+        if (!t) continue;
+        size_t n = dp_tensor_numel(t);
+        float *analytic = malloc(n * sizeof(float));
+        memcpy(analytic, t->grad, n * sizeof(float));
+        double input_worst = 0.0;
+        size_t worst_j = 0;
+        double worst_numeric = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            float v = t->data[j];
+            float up = v + EPS, down = v - EPS;
+            t->data[j] = up;
+            double loss_up = loss(node, arena, r);
+            t->data[j] = down;
+            double loss_down = loss(node, arena, r);
+            t->data[j] = v;
+            double numeric = (loss_up - loss_down) / ((double)up - (double)down);
+            double violation = fabs((double)analytic[j] - numeric) / (ATOL + RTOL * fabs(numeric));
+            if (violation > input_worst) {
+                input_worst = violation;
+                worst_j = j;
+                worst_numeric = numeric;
+            }
+        }
+        static const char *const names[3] = {"x", "weight", "bias"};
+        CHECK(input_worst <= 1.0, "%s: d%s[%zu] analytic %.6g, numeric %.6g (violation %.3g)", c->label, names[i],
+              worst_j, (double)analytic[worst_j], worst_numeric, input_worst);
+        if (input_worst > worst) worst = input_worst;
+        free(analytic);
+    }
+    free(r);
+    dp_arena_free(arena);
+    return worst;
+}
+
+int main(void) {
+    printf("gradcheck: EPS %g, |analytic - numeric| <= %g + %g |numeric| (violation <= 1 passes)\n", (double)EPS,
+           ATOL, RTOL);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 20240613);
+    for (int kind = 0; kind < DP_OP_COUNT; kind++) {
+        const dp_op_def_t *def = &dp_op_table[kind];
+        CHECK(def->name && def->forward && def->backward, "dp_op_table[%d] is incomplete", kind);
+        if (!def->name || !def->forward || !def->backward) continue;
+        CHECK(case_makers[kind] != NULL, "op %s has no gradcheck case: add one to tests/test_gradcheck.c", def->name);
+        if (!case_makers[kind]) continue;
+        int variants = 0;
+        double op_worst = 0.0;
+        for (int v = 0;; v++) {
+            gc_case_t c;
+            memset(&c, 0, sizeof c);
+            c.node.kind = (dp_op_kind_t)kind;
+            c.node.attr = dp_op_attr_default();
+            if (!case_makers[kind](v, &rng, &c)) break;
+            double worst = check_case(&c, &rng);
+            printf("  %-100s max violation %.3g\n", c.label, worst);
+            if (worst > op_worst) op_worst = worst;
+            case_free(&c);
+            variants++;
+        }
+        CHECK(variants > 0, "op %s: no gradcheck variants", def->name);
+        printf("%s: %d configurations, max violation %.3g\n", def->name, variants, op_worst);
+    }
+    return testing_finish("test_gradcheck");
+}

@@ -1,0 +1,433 @@
+/* test_io.c - metrics JSON lines, the SVG plot, atomic file replacement and
+ * the progress bar.
+ *
+ * JSON and SVG are checked with two tiny validators below (a JSON syntax
+ * checker and an XML tag-balance checker), plus exact text where it is
+ * known. The progress bar is checked on a tmpfile (no output at all) and,
+ * when the system has pseudo-terminals, on a real terminal.
+ */
+#define _XOPEN_SOURCE 700 /* posix_openpt, grantpt, unlockpt, ptsname */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dptrain/io.h"
+#include "testing.h"
+
+/* --- helpers ------------------------------------------------------------- */
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(s);
+        return NULL;
+    }
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* read_text that never returns NULL: a missing file is a failure and "". */
+static char *read_text_checked(const char *path) {
+    char *s = read_text(path);
+    CHECK(s != NULL, "cannot read %s", path);
+    if (!s) s = calloc(1, 1);
+    if (!s) exit(2);
+    return s;
+}
+
+static const char *tmp_file(const char *name) {
+    static char paths[8][512];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 512, "%s/%s", testing_tmpdir(), name);
+    return p;
+}
+
+/* Number of entries in dir whose name contains `part`. */
+static int count_entries(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, part) != NULL;
+    closedir(d);
+    return n;
+}
+
+/* A JSON syntax check: returns the end of one value, or NULL. */
+static const char *json_value(const char *p);
+
+static const char *json_ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+static const char *json_string(const char *p) {
+    if (*p++ != '"') return NULL;
+    while (*p && *p != '"') {
+        if ((unsigned char)*p < 0x20) return NULL;
+        if (*p == '\\') {
+            p++;
+            if (*p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL;
+                p += 4;
+            } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+                return NULL;
+            }
+        }
+        p++;
+    }
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *json_number(const char *p) {
+    if (*p == '-') p++;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
+    else return NULL;
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9')) return NULL;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) return NULL;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return p;
+}
+
+static const char *json_value(const char *p) {
+    p = json_ws(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        int object = *p == '{';
+        p = json_ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (object) {
+                p = json_string(json_ws(p));
+                if (!p) return NULL;
+                p = json_ws(p);
+                if (*p++ != ':') return NULL;
+            }
+            p = json_value(p);
+            if (!p) return NULL;
+            p = json_ws(p);
+            if (*p == close) return p + 1;
+            if (*p++ != ',') return NULL;
+        }
+    }
+    if (*p == '"') return json_string(p);
+    if (!strncmp(p, "null", 4)) return p + 4;
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    return json_number(p);
+}
+
+/* One JSON object followed by exactly "\n". */
+static int json_line_ok(const char *line, size_t len) {
+    if (len == 0 || line[0] != '{') return 0;
+    const char *end = json_value(line);
+    return end && end == line + len - 1 && *end == '\n';
+}
+
+/* Tag balance of an XML document: every element closed in order. */
+static int xml_balanced(const char *s) {
+    char stack[64][32];
+    int depth = 0, roots = 0;
+    const char *p = s;
+    while ((p = strchr(p, '<')) != NULL) {
+        if (!strncmp(p, "<?", 2)) {
+            p = strstr(p, "?>");
+            if (!p) return 0;
+            continue;
+        }
+        if (!strncmp(p, "<!--", 4)) {
+            p = strstr(p, "-->");
+            if (!p) return 0;
+            continue;
+        }
+        const char *end = strchr(p, '>');
+        if (!end) return 0;
+        int closing = p[1] == '/';
+        const char *name = p + 1 + closing;
+        size_t n = strcspn(name, " \t\n/>");
+        if (n == 0 || n >= 32) return 0;
+        if (closing) {
+            if (depth == 0 || strncmp(stack[depth - 1], name, n) || stack[depth - 1][n]) return 0;
+            depth--;
+        } else if (end[-1] != '/') {
+            if (depth == 0) roots++;
+            if (depth == 64) return 0;
+            memcpy(stack[depth], name, n);
+            stack[depth++][n] = '\0';
+        }
+        p = end + 1;
+    }
+    return depth == 0 && roots == 1;
+}
+
+static dp_epoch_stats_t make_stats(int epoch) {
+    dp_epoch_stats_t s = {epoch,  2.0 / (epoch + 1), 0.6 + 0.03 * epoch, 0.58 + 0.028 * epoch,
+                          3.25,   18461.5,           "cpu:0,cpu:1",      2};
+    return s;
+}
+
+/* --- metrics ------------------------------------------------------------- */
+
+static void test_metrics(void) {
+    const char *path = tmp_file("metrics.jsonl");
+    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2};
+    CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
+    char *text = read_text_checked(path);
+    const char *expected =
+        "{\"epoch\": 1, \"train_loss\": 0.5, \"train_acc\": 0.8125, \"test_acc\": 0.75, "
+        "\"epoch_sec\": 2.5, \"images_per_sec\": 24000, \"devices\": [\"cpu:0\",\"cpu:1\"], "
+        "\"num_devices\": 2}\n";
+    CHECK(strcmp(text, expected) == 0, "line:\n%s\nexpected:\n%s", text, expected);
+    CHECK(json_line_ok(text, strlen(text)), "valid JSON line");
+    free(text);
+
+    /* Appending adds lines; NaN and inf become null; precision survives. */
+    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1};
+    CHECK(dp_metrics_append(path, &t) == DP_OK, "append 2: %s", dp_error_message());
+    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0};
+    CHECK(dp_metrics_append(path, &u) == DP_OK, "append 3: %s", dp_error_message());
+    text = read_text_checked(path);
+    int lines = 0, all_valid = 1;
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl) {
+            all_valid = 0;
+            break;
+        }
+        all_valid &= json_line_ok(line, (size_t)(nl - line + 1));
+        lines++;
+        line = nl + 1;
+    }
+    CHECK(lines == 3 && all_valid, "3 valid JSON lines, found %d (valid %d)", lines, all_valid);
+    CHECK(strstr(text, "\"train_loss\": null") && strstr(text, "\"test_acc\": null") &&
+              strstr(text, "\"epoch_sec\": null"),
+          "NaN and inf are null:\n%s", text);
+    CHECK(strstr(text, "\"train_acc\": 0.333333333"), "9 significant digits:\n%s", text);
+    CHECK(strstr(text, "\"images_per_sec\": 1e-10"), "exponent form:\n%s", text);
+    CHECK(strstr(text, "\"devices\": [\"cpu:0\",\"gpu\\\"x\\\\\"]"),
+          "device names trimmed, empty skipped, escaped:\n%s", text);
+    CHECK(strstr(text, "\"devices\": [], \"num_devices\": 0"), "no devices -> []:\n%s",
+          text);
+    CHECK(strncmp(text, expected, strlen(expected)) == 0, "first line kept");
+    free(text);
+
+    const char *bad = "/nonexistent-dptrain-dir/metrics.jsonl";
+    dp_status_t st = dp_metrics_append(bad, &s);
+    CHECK(st == DP_ERR_IO && strstr(dp_error_message(), bad), "unwritable: %s (%s)",
+          dp_status_name(st), dp_error_message());
+}
+
+/* --- plot ---------------------------------------------------------------- */
+
+static void check_svg(const char *path, const char *what) {
+    char *svg = read_text(path);
+    CHECK(svg != NULL, "%s: %s exists", what, path);
+    if (!svg) return;
+    CHECK(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4), "%s: starts as SVG", what);
+    CHECK(strstr(svg, "<svg") && strstr(svg, "</svg>\n") == svg + strlen(svg) - 7,
+          "%s: ends with </svg>", what);
+    CHECK(strstr(svg, "train loss") && strstr(svg, "train acc") && strstr(svg, "test acc"),
+          "%s: names the three series", what);
+    CHECK(strstr(svg, ">epoch<") && strstr(svg, ">loss<") && strstr(svg, ">accuracy<"),
+          "%s: axis labels", what);
+    CHECK(xml_balanced(svg), "%s: tags balanced", what);
+    CHECK(!strstr(svg, "nan") && !strstr(svg, "inf"), "%s: no nan/inf coordinates", what);
+    free(svg);
+}
+
+static void test_plot(void) {
+    dp_epoch_stats_t stats[200];
+    for (int i = 0; i < 200; i++) stats[i] = make_stats(i + 1);
+
+    const char *path = tmp_file("curves.svg");
+    CHECK(dp_plot_write_svg(path, stats, 10) == DP_OK, "10 epochs: %s", dp_error_message());
+    check_svg(path, "10 epochs");
+    char *svg = read_text_checked(path);
+    CHECK(strstr(svg, "<polyline"), "lines drawn");
+    CHECK(strstr(svg, "<circle") && strstr(svg, "<rect x") && strstr(svg, "<path"),
+          "markers drawn");
+    CHECK(strstr(svg, ">10<"), "last epoch tick");
+    CHECK(strstr(svg, "cpu:0,cpu:1"), "devices in the title");
+    free(svg);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644, "new file mode 0644 (%o)",
+          (unsigned)(st.st_mode & 0777));
+
+    /* Overwrite with a single epoch. */
+    CHECK(dp_plot_write_svg(path, stats, 1) == DP_OK, "1 epoch: %s", dp_error_message());
+    check_svg(path, "1 epoch");
+    svg = read_text_checked(path);
+    CHECK(strstr(svg, "<circle") && !strstr(svg, ">2<"), "single point, one epoch tick");
+    free(svg);
+
+    const char *many = tmp_file("many.svg");
+    CHECK(dp_plot_write_svg(many, stats, 200) == DP_OK, "200 epochs: %s", dp_error_message());
+    check_svg(many, "200 epochs");
+
+    /* Non-finite values break the lines, not the file. */
+    stats[3].train_loss = NAN;
+    stats[4].train_loss = INFINITY;
+    stats[6].test_acc = NAN;
+    stats[0].devices = "<cpu&0>";
+    const char *gaps = tmp_file("gaps.svg");
+    CHECK(dp_plot_write_svg(gaps, stats, 8) == DP_OK, "with NaN: %s", dp_error_message());
+    check_svg(gaps, "with NaN");
+    /* all-NaN loss */
+    for (int i = 0; i < 8; i++) stats[i].train_loss = NAN;
+    CHECK(dp_plot_write_svg(gaps, stats, 8) == DP_OK, "all NaN loss: %s", dp_error_message());
+    check_svg(gaps, "all NaN loss");
+    stats[0] = make_stats(1);
+
+    CHECK(dp_plot_write_svg(path, stats, 0) == DP_ERR_ARG, "0 epochs rejected");
+
+    /* A directory that does not exist: DP_ERR_IO naming the path. */
+    char missing_dir[600], bad[700];
+    snprintf(missing_dir, sizeof missing_dir, "%s/no-such-dir", testing_tmpdir());
+    snprintf(bad, sizeof bad, "%s/plot.svg", missing_dir);
+    dp_status_t s = dp_plot_write_svg(bad, stats, 3);
+    CHECK(s == DP_ERR_IO && strstr(dp_error_message(), bad), "missing dir: %s (%s)",
+          dp_status_name(s), dp_error_message());
+    CHECK(access(missing_dir, F_OK) != 0, "no directory created");
+    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
+
+    /* The target is a directory: the rename fails, the temp file goes away. */
+    const char *target_dir = tmp_file("plot-is-a-dir.svg");
+    CHECK(mkdir(target_dir, 0755) == 0, "mkdir");
+    s = dp_plot_write_svg(target_dir, stats, 3);
+    CHECK(s == DP_ERR_IO && strstr(dp_error_message(), target_dir), "rename onto dir: %s (%s)",
+          dp_status_name(s), dp_error_message());
+    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "temp file removed after failed commit");
+}
+
+static void test_file_atomic(void) {
+    const char *path = tmp_file("atomic.txt");
+    FILE *f = fopen(path, "w");
+    fputs("old content\n", f);
+    fclose(f);
+    chmod(path, 0600);
+
+    char tmp_path[600];
+    FILE *out = NULL;
+    CHECK(dp_file_begin(path, tmp_path, sizeof tmp_path, &out) == DP_OK, "begin: %s",
+          dp_error_message());
+    if (!out) return;
+    CHECK(strncmp(tmp_path, path, strlen(path)) == 0 && strstr(tmp_path, ".tmp."),
+          "temp name next to the target: %s", tmp_path);
+    fputs("new content\n", out);
+    char *text = read_text_checked(path);
+    CHECK(!strcmp(text, "old content\n"), "target untouched before commit");
+    free(text);
+    CHECK(dp_file_commit(out, tmp_path, path) == DP_OK, "commit: %s", dp_error_message());
+    text = read_text_checked(path);
+    CHECK(!strcmp(text, "new content\n"), "target replaced: %s", text);
+    free(text);
+    CHECK(access(tmp_path, F_OK) != 0, "temp name gone after commit");
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode kept (%o)",
+          (unsigned)(st.st_mode & 0777));
+
+    char small[8];
+    CHECK(dp_file_begin(path, small, sizeof small, &out) == DP_ERR_ARG && out == NULL,
+          "tmp_path buffer too small: %s", dp_error_message());
+    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
+}
+
+/* --- progress ------------------------------------------------------------ */
+
+static void test_progress_not_a_tty(void) {
+    FILE *f = tmpfile();
+    CHECK(f != NULL, "tmpfile");
+    if (!f) return;
+    dp_progress_t bar;
+    dp_progress_init(&bar, f, 100);
+    CHECK(!bar.enabled, "not a terminal -> disabled");
+    for (int i = 1; i <= 100; i++) dp_progress_update(&bar, i, 0.5);
+    dp_progress_finish(&bar);
+    fflush(f);
+    CHECK(ftell(f) == 0, "nothing written to a file (%ld bytes)", ftell(f));
+    fclose(f);
+}
+
+/* Reads whatever the terminal has for us (non-blocking). */
+static size_t drain(int master, char *buf, size_t size) {
+    size_t used = 0;
+    struct pollfd pfd = {master, POLLIN, 0};
+    while (used + 1 < size && poll(&pfd, 1, 50) > 0) {
+        ssize_t n = read(master, buf + used, size - 1 - used);
+        if (n <= 0) break;
+        used += (size_t)n;
+    }
+    buf[used] = '\0';
+    return used;
+}
+
+static void test_progress_tty(void) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        printf("note: no pseudo-terminal; skipping the progress bar terminal check\n");
+        if (master >= 0) close(master);
+        return;
+    }
+    FILE *term = fopen(ptsname(master), "w");
+    if (!term) {
+        printf("note: cannot open the pseudo-terminal; skipping\n");
+        close(master);
+        return;
+    }
+    static char buf[1 << 16];
+    dp_progress_t bar;
+    dp_progress_init(&bar, term, 235);
+    CHECK(bar.enabled, "a terminal -> enabled");
+    dp_progress_update(&bar, 120, 0.53125);
+    drain(master, buf, sizeof buf);
+    CHECK(strstr(buf, "\r[") && strstr(buf, "] 120/235 loss 0.5312") && strstr(buf, "=>"),
+          "bar drawn: '%s'", buf);
+
+    /* 1000 quick updates: rate-limited, but the last step is always drawn. */
+    for (int i = 121; i < 235; i++) dp_progress_update(&bar, i, 0.4);
+    dp_progress_update(&bar, 235, 0.25);
+    drain(master, buf, sizeof buf);
+    int redraws = 0;
+    for (char *p = buf; (p = strchr(p, '\r')) != NULL; p++) redraws++;
+    CHECK(redraws >= 1 && redraws <= 3, "%d redraws for 115 quick updates", redraws);
+    CHECK(strstr(buf, "235/235 loss 0.2500") && strstr(buf, "==]"), "last step drawn: '%s'", buf);
+
+    dp_progress_finish(&bar);
+    drain(master, buf, sizeof buf);
+    CHECK(!strcmp(buf, "\r\033[K"), "finish erases the line");
+    fclose(term);
+    close(master);
+}
+
+int main(void) {
+    test_metrics();
+    test_plot();
+    test_file_atomic();
+    test_progress_not_a_tty();
+    test_progress_tty();
+    return testing_finish("test_io");
+}

@@ -1,0 +1,291 @@
+/* test_nn.c - models, the tape through a whole network, the optimizer and
+ * the trainer: parameter tables, initialisation statistics, build errors,
+ * a finite-difference check of the full LeNet gradient, SGD's update rule,
+ * batch splitting, determinism, and replicas staying identical. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/autograd.h"
+#include "dptrain/gemm.h"
+#include "dptrain/nn.h"
+#include "dptrain/optim.h"
+#include "dptrain/parallel.h"
+#include "testing.h"
+
+static void test_param_tables(void) {
+    dp_model_t *m;
+    CHECK(dp_model_builtin("lenet", &m) == DP_OK, "%s", dp_error_message());
+    /* conv1 20*1*3*3+20, conv2 50*20*5*5+50, fc1 128*800+128, fc2 10*128+10 */
+    CHECK(dp_model_num_params(m) == 200 + 25050 + 102528 + 1290, "lenet has %zu params",
+          dp_model_num_params(m));
+    CHECK(dp_model_num_param_tensors(m) == 8, "lenet has %d tensors", dp_model_num_param_tensors(m));
+    CHECK(strcmp(dp_model_param(m, 0)->name, "conv1.weight") == 0, "first is %s", dp_model_param(m, 0)->name);
+    const dp_param_info_t *fc1 = dp_model_param(m, 4);
+    CHECK(strcmp(fc1->name, "fc1.weight") == 0 && fc1->shape[0] == 128 && fc1->shape[1] == 800,
+          "fc1.weight is %s (%d, %d)", fc1->name, fc1->shape[0], fc1->shape[1]);
+    CHECK(dp_model_num_outputs(m) == 10, "outputs %d", dp_model_num_outputs(m));
+    size_t offset = 0;
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++) {
+        CHECK(dp_model_param(m, i)->offset == offset, "param %d offset", i);
+        offset += dp_model_param(m, i)->numel;
+    }
+    dp_model_free(m);
+
+    CHECK(dp_model_builtin("lenet-paddle", &m) == DP_OK, "%s", dp_error_message());
+    /* conv1 20*1*5*5+20, conv2 20*20*5*5+20, fc 10*980+10 */
+    CHECK(dp_model_num_params(m) == 520 + 10020 + 9810, "lenet-paddle has %zu params",
+          dp_model_num_params(m));
+    dp_model_free(m);
+
+    CHECK(dp_model_builtin("resnet-9000", &m) == DP_ERR_ARG && m == NULL, "unknown model accepted");
+    CHECK(strstr(dp_error_message(), "resnet-9000") != NULL, "message: %s", dp_error_message());
+}
+
+static void test_build_errors(void) {
+    dp_model_t *m;
+    CHECK(dp_model_new("tiny", 1, 4, 4, DP_INIT_NORMAL, 0.01f, &m) == DP_OK, "new");
+    CHECK(dp_model_add_conv(m, "conv1", 3, 5, 5, NULL, 1) == DP_ERR_SHAPE, "5x5 kernel fit a 4x4 input");
+    CHECK(strstr(dp_error_message(), "conv1") != NULL, "message names the layer: %s", dp_error_message());
+    CHECK(dp_model_add_linear(m, "fc", 10, 1) == DP_ERR_SHAPE, "linear on an image without flatten");
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.groups = 2;
+    CHECK(dp_model_add_conv(m, "conv1", 3, 3, 3, &attr, 1) == DP_ERR_SHAPE, "groups 2 on 1 channel");
+    dp_model_free(m);
+}
+
+static void test_init_statistics(void) {
+    dp_model_t *m;
+    dp_model_builtin("lenet", &m);
+    size_t n = dp_model_num_params(m);
+    float *p = malloc(sizeof(float) * n), *q = malloc(sizeof(float) * n);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 7);
+    dp_model_init_params(m, p, &rng);
+    const dp_param_info_t *w = dp_model_param(m, 4), *b = dp_model_param(m, 5);
+    double sum = 0, sumsq = 0;
+    for (size_t i = 0; i < w->numel; i++) {
+        sum += p[w->offset + i];
+        sumsq += (double)p[w->offset + i] * p[w->offset + i];
+    }
+    double mean = sum / w->numel, std = sqrt(sumsq / w->numel - mean * mean);
+    /* 102400 draws: the sample std of N(0, 0.01^2) is within 1% of 0.01. */
+    CHECK(fabs(mean) < 2e-4 && fabs(std - 0.01) < 1e-4, "fc1.weight mean %g std %g", mean, std);
+    int zero = 1;
+    for (size_t i = 0; i < b->numel; i++) zero &= p[b->offset + i] == 0.0f;
+    CHECK(zero, "fc1.bias is not zero");
+    dp_rng_seed(&rng, 7);
+    dp_model_init_params(m, q, &rng);
+    CHECK(memcmp(p, q, sizeof(float) * n) == 0, "same seed, different initialisation");
+    free(p);
+    free(q);
+    dp_model_free(m);
+}
+
+/* Loss of a LeNet on a small random batch, recomputed from scratch. */
+static double network_loss(const dp_model_t *m, dp_tape_t *tape, dp_arena_t *arena, float *params,
+                           float *grads, const float *images, const int32_t *labels, int n,
+                           dp_tensor_t **loss_out) {
+    dp_arena_reset(arena);
+    dp_tape_reset(tape);
+    int shape[4] = {n, 1, 28, 28};
+    dp_tensor_t *x = dp_tape_tensor(tape, 4, shape);
+    x->data = dp_arena_floats(arena, (size_t)n * 784);
+    memcpy(x->data, images, sizeof(float) * (size_t)n * 784);
+    dp_tensor_t *logits;
+    DP_ASSERT(dp_model_forward(m, tape, params, grads, x, &logits) == DP_OK);
+    dp_tensor_t *loss = dp_tape_op(tape, DP_OP_SOFTMAX_XENT, NULL, logits, NULL, NULL, labels);
+    DP_ASSERT(loss);
+    if (loss_out) *loss_out = loss;
+    return loss->data[0];
+}
+
+/* The whole network's gradient (tape + every op) against central
+ * differences in a few coordinates of every parameter tensor. */
+static void test_network_gradient(const char *name) {
+    dp_model_t *m;
+    dp_model_builtin(name, &m);
+    size_t np = dp_model_num_params(m);
+    float *params = malloc(sizeof(float) * np), *grads = calloc(np, sizeof(float));
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 3);
+    /* A larger scale than d2l's 0.01 so that the gradient is not tiny. */
+    for (size_t i = 0; i < np; i++) params[i] = (float)(0.1 * dp_rng_normal(&rng));
+    enum { N = 3 };
+    float images[N * 784];
+    int32_t labels[N] = {1, 7, 3};
+    for (int i = 0; i < N * 784; i++) images[i] = (float)dp_rng_uniform(&rng);
+    dp_arena_t *arena = dp_arena_new(1 << 20);
+    dp_tape_t *tape = dp_tape_new(arena);
+    dp_tensor_t *loss;
+    network_loss(m, tape, arena, params, grads, images, labels, N, &loss);
+    CHECK(dp_tape_backward(tape, loss, NULL, NULL) == DP_OK, "%s", dp_error_message());
+    float *analytic = malloc(sizeof(float) * np);
+    memcpy(analytic, grads, sizeof(float) * np);
+    double worst = 0.0;
+    for (int t = 0; t < dp_model_num_param_tensors(m); t++) {
+        const dp_param_info_t *p = dp_model_param(m, t);
+        for (int trial = 0; trial < 6; trial++) {
+            size_t i = p->offset + dp_rng_below(&rng, p->numel);
+            float saved = params[i];
+            const float h = 1e-3f;
+            params[i] = saved + h;
+            double up = network_loss(m, tape, arena, params, NULL, images, labels, N, NULL);
+            params[i] = saved - h;
+            double down = network_loss(m, tape, arena, params, NULL, images, labels, N, NULL);
+            params[i] = saved;
+            double numeric = (up - down) / (2.0 * h);
+            /* float32 central differences with h = 1e-3: the loss (~2.3) is exact to
+             * ~2e-7, so the difference quotient is good to ~2e-4 absolute. */
+            double violation = fabs(numeric - analytic[i]) / (2e-3 + 2e-2 * fabs(numeric));
+            if (violation > worst) worst = violation;
+            CHECK(violation <= 1.0, "%s %s[%zu]: analytic %g numeric %g", name, p->name,
+                  i - p->offset, analytic[i], numeric);
+        }
+    }
+    printf("%s: network gradient vs finite differences, worst violation %.3f (<= 1 passes)\n", name, worst);
+    dp_tape_free(tape);
+    dp_arena_free(arena);
+    free(params);
+    free(grads);
+    free(analytic);
+    dp_model_free(m);
+}
+
+static void test_sgd(void) {
+    float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f};
+    dp_optimizer_t *opt;
+    dp_optim_config_t config = {.kind = DP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.0f};
+    CHECK(dp_optimizer_new(&config, 3, &opt) == DP_OK, "%s", dp_error_message());
+    dp_optimizer_step(opt, p, g);
+    CHECK(p[0] == 1.0f - 0.1f * 0.5f && p[1] == -2.0f - 0.1f * 0.25f && p[2] == 0.5f + 0.1f,
+          "sgd gave %g %g %g", p[0], p[1], p[2]);
+    dp_optimizer_free(opt);
+    config.weight_decay = 0.5f;
+    float q = 2.0f, gq = 1.0f;
+    dp_optimizer_new(&config, 1, &opt);
+    dp_optimizer_step(opt, &q, &gq);
+    CHECK(fabsf(q - (2.0f - 0.1f * (1.0f + 0.5f * 2.0f))) < 1e-7f, "weight decay gave %g", q);
+    dp_optimizer_free(opt);
+    config.lr = 0.0f;
+    CHECK(dp_optimizer_new(&config, 1, &opt) == DP_ERR_ARG, "lr 0 accepted");
+    config.lr = 0.1f;
+    config.weight_decay = -1.0f;
+    CHECK(dp_optimizer_new(&config, 1, &opt) == DP_ERR_ARG, "negative weight decay accepted");
+}
+
+static void test_split_batch(void) {
+    int cases[][2] = {{256, 1}, {256, 2}, {257, 2}, {10, 3}, {3, 3}, {7, 5}, {100, 8}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int n = cases[c][0], k = cases[c][1], next = 0, lo = n, hi = 0;
+        for (int d = 0; d < k; d++) {
+            int start, count;
+            dp_split_batch(n, k, d, &start, &count);
+            CHECK(start == next, "n %d k %d shard %d starts at %d, expected %d", n, k, d, start, next);
+            next = start + count;
+            if (count < lo) lo = count;
+            if (count > hi) hi = count;
+        }
+        CHECK(next == n && hi - lo <= 1 && lo >= 1, "n %d k %d: covers %d, sizes %d..%d", n, k, next, lo, hi);
+    }
+}
+
+/* A synthetic 28x28 dataset whose class is visible in the pixels. */
+static dp_dataset_t synthetic_dataset(int count, uint64_t seed) {
+    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        labels[i] = (uint8_t)dp_rng_below(&rng, 10);
+        for (int p = 0; p < 784; p++) pixels[(size_t)i * 784 + p] = (uint8_t)dp_rng_below(&rng, 64);
+        for (int r = 0; r < 28; r++) pixels[(size_t)i * 784 + r * 28 + 2 * labels[i] + 3] = 255;
+    }
+    dp_dataset_t ds;
+    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
+    free(pixels);
+    free(labels);
+    return ds;
+}
+
+static dp_trainer_t *make_trainer(const dp_model_t *m, int devices, float lr) {
+    dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1,
+                                  .optim = {.kind = DP_OPTIM_SGD, .lr = lr}, .seed = 11};
+    dp_trainer_t *t;
+    DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
+    return t;
+}
+
+static void run_steps(dp_trainer_t *t, const dp_dataset_t *ds, int batch, int steps, double *loss) {
+    dp_loader_t *loader;
+    DP_ASSERT(dp_loader_new(ds->count, batch, 1, 5, &loader) == DP_OK);
+    dp_loader_start_epoch(loader, 0);
+    const int *indices;
+    int n;
+    for (int s = 0; s < steps && (n = dp_loader_next(loader, &indices)) > 0; s++)
+        DP_ASSERT(dp_trainer_step(t, ds, indices, n, loss, NULL) == DP_OK);
+    dp_loader_free(loader);
+}
+
+static void test_trainer(void) {
+    dp_model_t *m;
+    dp_model_builtin("lenet", &m);
+    size_t np = dp_model_num_params(m);
+    dp_dataset_t ds = synthetic_dataset(600, 1);
+
+    /* Determinism: the same seed gives bit-identical parameters. */
+    dp_trainer_t *a = make_trainer(m, 1, 0.9f), *b = make_trainer(m, 1, 0.9f);
+    double loss_a = 0, loss_b = 0;
+    run_steps(a, &ds, 64, 5, &loss_a);
+    run_steps(b, &ds, 64, 5, &loss_b);
+    CHECK(memcmp(dp_trainer_params(a, 0), dp_trainer_params(b, 0), sizeof(float) * np) == 0,
+          "same seed, different parameters");
+    CHECK(loss_a == loss_b, "same seed, losses %.9g and %.9g", loss_a, loss_b);
+
+    /* k replicas on the same global batch follow the same trajectory as one
+     * device (float32 sums in another order: tolerance 1e-5 relative). */
+    for (int k = 2; k <= 3; k++) {
+        dp_trainer_t *c = make_trainer(m, k, 0.9f);
+        double loss_c = 0;
+        run_steps(c, &ds, 64, 5, &loss_c);
+        size_t worst_i;
+        double v = testing_max_violation(dp_trainer_params(c, 0), dp_trainer_params(a, 0), np, 1e-4, 1e-6,
+                                         &worst_i);
+        CHECK(v <= 1.0, "%d devices drift from 1 device: violation %g at %zu", k, v, worst_i);
+        for (int d = 1; d < k; d++)
+            CHECK(memcmp(dp_trainer_params(c, d), dp_trainer_params(c, 0), sizeof(float) * np) == 0,
+                  "replica %d differs from replica 0", d);
+        CHECK(fabs(loss_c - loss_a) <= 1e-4 * fabs(loss_a), "loss %g vs %g", loss_c, loss_a);
+        dp_trainer_free(c);
+    }
+
+    /* Too small a batch for the devices is an error, not a crash. */
+    dp_trainer_t *d = make_trainer(m, 3, 0.1f);
+    int idx[2] = {0, 1};
+    CHECK(dp_trainer_step(d, &ds, idx, 2, NULL, NULL) == DP_ERR_ARG, "batch 2 on 3 devices accepted");
+    CHECK(strstr(dp_error_message(), "3 devices") != NULL, "message: %s", dp_error_message());
+    dp_trainer_free(d);
+
+    /* Training learns the synthetic task. */
+    int correct = 0;
+    for (int epoch = 0; epoch < 3; epoch++) run_steps(a, &ds, 32, 1000, NULL);
+    CHECK(dp_trainer_evaluate(a, &ds, 100, &correct) == DP_OK, "%s", dp_error_message());
+    CHECK(correct > 500, "synthetic task: %d of 600 correct after training", correct);
+    printf("synthetic task: %d/600 correct, gemm backend %s\n", correct, dp_gemm_backend());
+
+    dp_trainer_free(a);
+    dp_trainer_free(b);
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+}
+
+int main(void) {
+    test_param_tables();
+    test_build_errors();
+    test_init_statistics();
+    test_network_gradient("lenet");
+    test_network_gradient("lenet-paddle");
+    test_sgd();
+    test_split_batch();
+    test_trainer();
+    return testing_finish("test_nn");
+}

@@ -1,0 +1,353 @@
+/* test_ops_fixtures.c - every op against fixtures written by PyTorch.
+ *
+ * Reads every .bin file in tests/fixtures/ops (written by tools/make_fixtures.py;
+ * the format is described there and in fixture_read below), runs the case's
+ * forward and backward through dp_op_table and compares the output and the
+ * gradient of every input with PyTorch's. Each case runs twice:
+ *   pass "all grads": every input has a grad, pre-filled with GRAD_PREFILL, so
+ *     the check also proves that backward adds instead of overwriting;
+ *   pass "no dx": the data input (x) has no grad (like a network's first
+ *     layer); parameters still get theirs, and ops without parameters must
+ *     then produce no out.grad at all.
+ * Prints the largest violation per case and tensor (|got - want| /
+ * (ATOL + RTOL |want|), <= 1 passes). Also checks that every op in the
+ * table has a fixture, and a few error paths (bad shapes, bad labels).
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/ops.h"
+#include "testing.h"
+
+/* float32 against a float64 reference rounded to float32:
+ * |got - want| <= ATOL * max(1, max |want| of the tensor) + RTOL * |want|.
+ * The floor scales with the tensor because a sum of n float products
+ * carries an absolute error of about eps sqrt(n) times its terms, so an
+ * element that cancels to near 0 is only as exact as its neighbours. */
+#define RTOL 1e-4
+#define ATOL 1e-5
+#define GRAD_PREFILL 0.25f
+
+#define FIXTURE_MAX_TENSORS 16
+
+typedef struct {
+    char name[32];
+    int is_int; /* dtype 1 = int32, 0 = float32 */
+    dp_tensor_t shape; /* ndim and shape only */
+    size_t numel;
+    void *data; /* own copy, aligned (the file's layout is not) */
+} fixture_tensor_t;
+
+typedef struct {
+    char path[4608];
+    char name[128];
+    char op[32];
+    dp_op_attr_t attr;
+    int count;
+    fixture_tensor_t tensors[FIXTURE_MAX_TENSORS];
+} fixture_t;
+
+static void fixture_free(fixture_t *f) {
+    for (int t = 0; t < f->count; t++) free(f->tensors[t].data);
+    f->count = 0;
+}
+
+/* --- reading --------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    const char *path;
+} reader_t;
+
+static int read_bytes(reader_t *r, void *dst, size_t n) {
+    if ((size_t)(r->end - r->p) < n) return 0;
+    memcpy(dst, r->p, n);
+    r->p += n;
+    return 1;
+}
+
+static int read_i32(reader_t *r, int32_t *v) { return read_bytes(r, v, 4); } /* little-endian host */
+
+static int read_str(reader_t *r, char *dst, size_t size) {
+    int32_t len;
+    if (!read_i32(r, &len) || len < 0 || (size_t)len >= size) return 0;
+    if (!read_bytes(r, dst, (size_t)len)) return 0;
+    dst[len] = '\0';
+    return 1;
+}
+
+/* Reads one fixture file. Format (little-endian), see tools/make_fixtures.py:
+ *   "DPFX", u32 version 1, str case name, str op name,
+ *   i32 kernel[3] stride[3] pad[3] dilation[3] groups count_include_pad,
+ *   f32 loss_denominator, u32 count, count x (str name, u32 dtype (0 f32,
+ *   1 i32), u32 ndim, i32 dims[ndim], numel x 4 bytes data);
+ *   str = u32 length + bytes. Returns 0 and prints why on a bad file. */
+static int fixture_read(const char *path, fixture_t *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return 0;
+    }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *blob = malloc(size > 0 ? (size_t)size : 1);
+    if (!blob || size <= 0 || fread(blob, 1, (size_t)size, fp) != (size_t)size) {
+        fprintf(stderr, "%s: cannot read %ld bytes\n", path, size);
+        free(blob);
+        fclose(fp);
+        return 0;
+    }
+    fclose(fp);
+    reader_t r = {blob, blob + size, path};
+    char magic[4];
+    int32_t version, ints[14], count;
+    float denominator;
+    if (!read_bytes(&r, magic, 4) || memcmp(magic, "DPFX", 4) != 0) goto bad;
+    if (!read_i32(&r, &version) || version != 1) goto bad;
+    if (!read_str(&r, f->name, sizeof f->name) || !read_str(&r, f->op, sizeof f->op)) goto bad;
+    for (int i = 0; i < 14; i++)
+        if (!read_i32(&r, &ints[i])) goto bad;
+    if (!read_bytes(&r, &denominator, 4)) goto bad;
+    for (int d = 0; d < 3; d++) {
+        f->attr.kernel[d] = ints[d];
+        f->attr.stride[d] = ints[3 + d];
+        f->attr.pad[d] = ints[6 + d];
+        f->attr.dilation[d] = ints[9 + d];
+    }
+    f->attr.groups = ints[12];
+    f->attr.count_include_pad = ints[13];
+    f->attr.loss_denominator = denominator;
+    if (!read_i32(&r, &count) || count < 1 || count > FIXTURE_MAX_TENSORS) goto bad;
+    for (int t = 0; t < count; t++) {
+        fixture_tensor_t *ft = &f->tensors[t];
+        f->count = t;
+        int32_t dtype, ndim;
+        if (!read_str(&r, ft->name, sizeof ft->name) || !read_i32(&r, &dtype) || !read_i32(&r, &ndim)) goto bad;
+        if ((dtype != 0 && dtype != 1) || ndim < 0 || ndim > DP_MAX_DIMS) goto bad;
+        ft->is_int = dtype == 1;
+        ft->shape.ndim = ndim;
+        for (int d = 0; d < ndim; d++)
+            if (!read_i32(&r, &ft->shape.shape[d]) || ft->shape.shape[d] < 0) goto bad;
+        ft->numel = dp_tensor_numel(&ft->shape);
+        if ((size_t)(r.end - r.p) / 4 < ft->numel) goto bad;
+        ft->data = malloc(ft->numel * 4 + 1);
+        memcpy(ft->data, r.p, ft->numel * 4);
+        r.p += ft->numel * 4;
+        f->count = t + 1;
+    }
+    if (r.p != r.end) goto bad;
+    free(blob);
+    return 1;
+bad:
+    fprintf(stderr, "%s: malformed fixture at byte %ld\n", path, (long)(r.p - blob));
+    fixture_free(f);
+    free(blob);
+    return 0;
+}
+
+static const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name) {
+    for (int t = 0; t < f->count; t++)
+        if (strcmp(f->tensors[t].name, name) == 0) return &f->tensors[t];
+    return NULL;
+}
+
+/* --- running ----------------------------------------------------------------- */
+
+static int op_kind(const char *name) {
+    for (int k = 0; k < DP_OP_COUNT; k++)
+        if (strcmp(dp_op_table[k].name, name) == 0) return k;
+    return -1;
+}
+
+/* A copy of a fixture float tensor, with a grad pre-filled when wanted. */
+static void tensor_from_fixture(dp_tensor_t *t, const fixture_tensor_t *ft, int with_grad) {
+    dp_tensor_set_shape(t, ft->shape.ndim, ft->shape.shape);
+    t->data = malloc(ft->numel * sizeof(float) + 1);
+    memcpy(t->data, ft->data, ft->numel * sizeof(float));
+    t->grad = NULL;
+    if (with_grad) {
+        t->grad = malloc(ft->numel * sizeof(float) + 1);
+        for (size_t i = 0; i < ft->numel; i++) t->grad[i] = GRAD_PREFILL;
+    }
+}
+
+static int same_shape(const dp_tensor_t *a, const dp_tensor_t *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+/* Compares got (numel floats, minus `offset`) with the fixture tensor `want`. */
+static void compare(const fixture_t *f, const char *pass, const char *what, const float *got, float offset,
+                    const fixture_tensor_t *want, char *report, size_t report_size) {
+    float *adjusted = malloc(want->numel * sizeof(float) + 1);
+    for (size_t i = 0; i < want->numel; i++) adjusted[i] = got[i] - offset;
+    double scale = 1.0;
+    for (size_t i = 0; i < want->numel; i++)
+        if (fabs(((const float *)want->data)[i]) > scale) scale = fabs(((const float *)want->data)[i]);
+    size_t worst = 0;
+    double v = testing_max_violation(adjusted, want->data, want->numel, RTOL, ATOL * scale, &worst);
+    size_t used = strlen(report);
+    snprintf(report + used, report_size - used, " %s %.3g", what, v);
+    CHECK(v <= 1.0, "%s (%s): %s differs at index %zu: got %.8g, want %.8g (violation %.3g)", f->name, pass, what,
+          worst, (double)adjusted[worst], (double)((const float *)want->data)[worst], v);
+    free(adjusted);
+}
+
+/* Runs one pass of a case; x_grad says whether the data input gets a grad. */
+static void run_pass(const fixture_t *f, int kind, int x_grad) {
+    const char *pass = x_grad ? "all grads" : "no dx";
+    static const char *const input_names[3] = {"x", "weight", "bias"};
+    static const char *const grad_names[3] = {"dx", "dweight", "dbias"};
+    dp_tensor_t inputs[3];
+    dp_node_t node;
+    memset(&node, 0, sizeof node);
+    node.kind = (dp_op_kind_t)kind;
+    node.attr = f->attr;
+    int any_grad = 0;
+    for (int i = 0; i < 3; i++) {
+        const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
+        if (!ft) continue;
+        int with_grad = i == 0 ? x_grad : 1;
+        tensor_from_fixture(&inputs[i], ft, with_grad);
+        node.in[i] = &inputs[i];
+        any_grad |= with_grad;
+    }
+    const fixture_tensor_t *labels = fixture_get(f, "labels");
+    if (labels) node.labels = labels->data;
+    const fixture_tensor_t *y = fixture_get(f, "y"), *dy = fixture_get(f, "dy");
+    CHECK(node.in[0] && y && dy, "%s: fixture lacks x, y or dy", f->name);
+    if (!node.in[0] || !y || !dy) goto done;
+
+    dp_arena_t *arena = dp_arena_new(1 << 16);
+    dp_status_t st = dp_op_forward(&node, arena);
+    CHECK(st == DP_OK, "%s (%s): forward failed: %s", f->name, pass, dp_error_message());
+    if (st != DP_OK) goto done_arena;
+    CHECK(same_shape(&node.out, &y->shape), "%s (%s): output shape differs", f->name, pass);
+    if (!same_shape(&node.out, &y->shape)) goto done_arena;
+    char report[256] = "";
+    compare(f, pass, "y", node.out.data, 0.0f, y, report, sizeof report);
+    CHECK((node.out.grad != NULL) == any_grad, "%s (%s): out.grad is %s but inputs %s grads", f->name, pass,
+          node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
+    if (node.out.grad) {
+        /* += so that a view (flatten) sends dy into the input's pre-filled grad */
+        for (size_t i = 0; i < dy->numel; i++) node.out.grad[i] += ((const float *)dy->data)[i];
+        st = dp_op_backward(&node, arena);
+        CHECK(st == DP_OK, "%s (%s): backward failed: %s", f->name, pass, dp_error_message());
+        for (int i = 0; i < 3 && st == DP_OK; i++) {
+            if (!node.in[i] || !node.in[i]->grad) continue;
+            const fixture_tensor_t *want = fixture_get(f, grad_names[i]);
+            CHECK(want != NULL, "%s: fixture lacks %s", f->name, grad_names[i]);
+            if (want) compare(f, pass, grad_names[i], node.in[i]->grad, GRAD_PREFILL, want, report, sizeof report);
+        }
+    }
+    printf("  %-36s %-9s max violation:%s\n", f->name, pass, report);
+done_arena:
+    dp_arena_free(arena);
+done:
+    for (int i = 0; i < 3; i++)
+        if (node.in[i]) {
+            free(node.in[i]->data);
+            free(node.in[i]->grad);
+        }
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --- error paths ---------------------------------------------------------- */
+
+static void check_errors(void) {
+    dp_arena_t *arena = dp_arena_new(1 << 16);
+    float data[4096] = {0};
+    dp_tensor_t x = {4, {2, 4, 6, 6}, data, NULL}, w = {4, {5, 3, 3, 3}, data, NULL};
+    dp_node_t node = {.kind = DP_OP_CONV, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
+    dp_status_t st = dp_op_forward(&node, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "3 input channels per group"),
+          "conv channel mismatch: status %d, message '%s'", st, dp_error_message());
+    w.shape[1] = 4;
+    w.shape[2] = 7; /* kernel 7 > input 6 */
+    st = dp_op_forward(&node, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "output size"), "conv output < 1: status %d, '%s'", st,
+          dp_error_message());
+    w.shape[2] = 3;
+    node.attr.groups = 3;
+    st = dp_op_forward(&node, arena);
+    CHECK(st == DP_ERR_SHAPE, "conv groups 3 with 4 channels: status %d, '%s'", st, dp_error_message());
+
+    dp_tensor_t p = {4, {1, 1, 4, 4}, data, NULL};
+    dp_node_t pool = {.kind = DP_OP_MAX_POOL, .attr = dp_op_attr_default(), .in = {&p}};
+    pool.attr.kernel[0] = pool.attr.kernel[1] = 2;
+    pool.attr.pad[0] = 2; /* more than half the kernel */
+    st = dp_op_forward(&pool, arena);
+    CHECK(st == DP_ERR_ARG, "max_pool pad > kernel / 2: status %d, '%s'", st, dp_error_message());
+
+    dp_tensor_t lx = {2, {3, 5}, data, NULL}, lw = {2, {4, 6}, data, NULL};
+    dp_node_t lin = {.kind = DP_OP_LINEAR, .attr = dp_op_attr_default(), .in = {&lx, &lw, NULL}};
+    st = dp_op_forward(&lin, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "linear"), "linear mismatch: status %d, '%s'", st,
+          dp_error_message());
+
+    int32_t labels[3] = {0, 5, 1};
+    dp_tensor_t logits = {2, {3, 5}, data, NULL};
+    dp_node_t xent = {.kind = DP_OP_SOFTMAX_XENT, .attr = dp_op_attr_default(), .in = {&logits}, .labels = labels};
+    st = dp_op_forward(&xent, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "label 5"), "bad label: status %d, '%s'", st,
+          dp_error_message());
+    labels[1] = -1;
+    st = dp_op_forward(&xent, arena);
+    CHECK(st == DP_ERR_ARG, "negative label: status %d, '%s'", st, dp_error_message());
+    dp_arena_free(arena);
+}
+
+int main(void) {
+    printf("tolerance: |got - want| <= %g max(1, max |want|) + %g |want| (violation <= 1 passes)\n", ATOL, RTOL);
+    const char *dir_path = testing_path("fixtures/ops");
+    char dir_name[4096];
+    snprintf(dir_name, sizeof dir_name, "%s", dir_path);
+    DIR *dir = opendir(dir_name);
+    CHECK(dir != NULL, "cannot open fixture directory %s", dir_name);
+    if (!dir) return testing_finish("test_ops_fixtures");
+    char *names[1024];
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && count < 1024) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0) names[count++] = strdup(e->d_name);
+    }
+    closedir(dir);
+    qsort(names, (size_t)count, sizeof names[0], compare_names);
+    CHECK(count > 0, "no fixtures in %s", dir_name);
+
+    int per_op[DP_OP_COUNT] = {0};
+    for (int i = 0; i < count; i++) {
+        char path[4608];
+        snprintf(path, sizeof path, "%s/%s", dir_name, names[i]);
+        fixture_t f;
+        int ok = fixture_read(path, &f);
+        CHECK(ok, "cannot read fixture %s", path);
+        free(names[i]);
+        if (!ok) continue;
+        int kind = op_kind(f.op);
+        CHECK(kind >= 0, "%s: unknown op '%s'", f.name, f.op);
+        if (kind >= 0) {
+            per_op[kind]++;
+            run_pass(&f, kind, 1);
+            run_pass(&f, kind, 0);
+        }
+        fixture_free(&f);
+    }
+    for (int k = 0; k < DP_OP_COUNT; k++)
+        CHECK(per_op[k] > 0, "op %s has no fixture (add cases to tools/make_fixtures.py)", dp_op_table[k].name);
+    check_errors();
+    return testing_finish("test_ops_fixtures");
+}

@@ -1,0 +1,48 @@
+/* testing.c - the test harness behind testing.h. */
+#include "testing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int testing_passed, testing_failed;
+
+double testing_max_violation(const float *a, const float *b, size_t n,
+                             double rtol, double atol, size_t *worst_index) {
+    double worst = 0.0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs((double)a[i] - (double)b[i]);
+        double allowed = atol + rtol * fabs((double)b[i]);
+        double v = (isnan(a[i]) || isnan(b[i])) ? INFINITY : diff / allowed;
+        if (v > worst) {
+            worst = v;
+            worst_i = i;
+        }
+    }
+    if (worst_index) *worst_index = worst_i;
+    return worst;
+}
+
+const char *testing_path(const char *relative) {
+    static char buf[4096];
+    const char *dir = getenv("DPTRAIN_TEST_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : ".", relative);
+    return buf;
+}
+
+const char *testing_tmpdir(void) {
+    static char buf[256];
+    if (buf[0]) return buf;
+    snprintf(buf, sizeof buf, "/tmp/dptrain-test-XXXXXX");
+    if (!mkdtemp(buf)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return buf;
+}
+
+int testing_finish(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, testing_passed, testing_failed);
+    return testing_failed == 0 ? 0 : 1;
+}

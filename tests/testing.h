@@ -1,0 +1,38 @@
+/* testing.h - the small test harness every test program uses.
+ *
+ * CHECK(cond, ...) records a failure with file, line and a message and goes
+ * on; CHECK_CLOSE compares floats with a relative+absolute tolerance;
+ * testing_finish() prints "N passed, N failed" and returns the exit code.
+ */
+#ifndef DPTRAIN_TESTING_H
+#define DPTRAIN_TESTING_H
+
+#include <stdio.h>
+
+extern int testing_passed, testing_failed;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (cond) {                                                            \
+            testing_passed++;                                                  \
+        } else {                                                               \
+            testing_failed++;                                                  \
+            fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
+    } while (0)
+
+/* Largest |a - b| / (atol + rtol * |b|) over n values; <= 1 means close. */
+double testing_max_violation(const float *a, const float *b, size_t n,
+                             double rtol, double atol, size_t *worst_index);
+
+/* Path of a file under the tests source dir ($DPTRAIN_TEST_DIR). */
+const char *testing_path(const char *relative);
+
+/* A fresh temporary directory (removed by the caller's script or left in /tmp). */
+const char *testing_tmpdir(void);
+
+int testing_finish(const char *name);
+
+#endif

@@ -1,0 +1,303 @@
+#!/usr/bin/python3
+"""make_fixtures.py - writes the per-op test fixtures in tests/fixtures/ops/.
+
+For every case below, PyTorch (1.13, CPU) computes the op's output and,
+through torch.autograd, the gradients of every input for a random upstream
+gradient dy. tests/test_ops_fixtures.c runs the same case through
+dp_op_table and compares. The cases are defined only here: the attributes
+travel in the file.
+
+Inputs are drawn as float32 from a seeded numpy generator (each case has its
+own seed, so adding a case does not change the others); the reference is
+computed in float64 from those exact float32 values and rounded to float32
+once, so the fixtures carry almost no rounding error of their own.
+
+Run:  /usr/bin/python3 tools/make_fixtures.py [output_dir]
+(default: tests/fixtures/ops next to this script's repository). Re-running
+reproduces the same bytes. The tests do not need PyTorch: commit the files.
+
+File format (".bin", all little-endian):
+    magic        4 bytes  b"DPFX"
+    version      u32      1
+    case name    str
+    op name      str      as in dp_op_table ("conv", "max_pool", ...)
+    attributes   i32 kernel[3], i32 stride[3], i32 pad[3], i32 dilation[3],
+                 i32 groups, i32 count_include_pad, f32 loss_denominator
+                 (spatial arrays indexed like the tensor's spatial dims,
+                 unused entries as in dp_op_attr_default)
+    count        u32      number of tensors
+    count x tensor:
+        name     str      inputs: "x", "weight", "bias", "labels";
+                          upstream gradient "dy"; output "y";
+                          expected gradients "dx", "dweight", "dbias"
+        dtype    u32      0 = float32, 1 = int32
+        ndim     u32      0..5 (0 = a scalar, one value)
+        dims     i32[ndim]
+        data     numel x 4 bytes, row-major
+    str = u32 byte length, then that many bytes of UTF-8 (no terminator)
+A missing "bias" means the case has no bias.
+"""
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MAGIC = b"DPFX"
+VERSION = 1
+DTYPE_F32, DTYPE_I32 = 0, 1
+
+
+def default_attr():
+    return dict(kernel=[1, 1, 1], stride=[1, 1, 1], pad=[0, 0, 0], dilation=[1, 1, 1],
+                groups=1, count_include_pad=1, loss_denominator=0.0)
+
+
+def pack_str(s):
+    b = s.encode("utf-8")
+    return struct.pack("<I", len(b)) + b
+
+
+def pack_tensor(name, array):
+    array = np.array(array, order="C")  # (np.ascontiguousarray makes a scalar 1-D)
+    if array.dtype == np.float32:
+        dtype = DTYPE_F32
+    elif array.dtype == np.int32:
+        dtype = DTYPE_I32
+    else:
+        raise TypeError(f"{name}: unsupported dtype {array.dtype}")
+    out = pack_str(name) + struct.pack("<II", dtype, array.ndim)
+    out += struct.pack(f"<{array.ndim}i", *array.shape)
+    return out + array.astype(array.dtype.newbyteorder("<")).tobytes()
+
+
+def spatial(values, n, fill=1):
+    """An attribute given as an int or a tuple, as the 3-entry array."""
+    if isinstance(values, int):
+        values = [values] * n
+    values = list(values)
+    assert len(values) == n
+    return values + [fill] * (3 - n)
+
+
+def write_case(out_dir, name, op, attr, tensors):
+    blob = MAGIC + struct.pack("<I", VERSION) + pack_str(name) + pack_str(op)
+    blob += struct.pack("<12i", *attr["kernel"], *attr["stride"], *attr["pad"], *attr["dilation"])
+    blob += struct.pack("<iif", attr["groups"], attr["count_include_pad"], attr["loss_denominator"])
+    blob += struct.pack("<I", len(tensors))
+    for tname, array in tensors:
+        blob += pack_tensor(tname, array)
+    path = os.path.join(out_dir, name + ".bin")
+    with open(path, "wb") as f:
+        f.write(blob)
+    return len(blob)
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def randn(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def run(fn, inputs, rng):
+    """fn(*float64 tensors) -> output; returns (y, dy, grads) as float32."""
+    leaves = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in inputs]
+    y = fn(*leaves)
+    dy = randn(rng, *y.shape) if y.dim() > 0 else np.array(rng.uniform(0.5, 1.5), dtype=np.float32)
+    y.backward(torch.tensor(dy.astype(np.float64)))
+    grads = [leaf.grad.numpy().astype(np.float32) for leaf in leaves]
+    return y.detach().numpy().astype(np.float32), dy, grads
+
+
+# --- cases -----------------------------------------------------------------
+
+def conv_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, dilation=1, groups=1):
+    rng = rng_for(name)
+    n = len(x_shape) - 2
+    x = randn(rng, *x_shape)
+    w = randn(rng, *w_shape, scale=0.5)
+    b = randn(rng, w_shape[0]) if bias else None
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+    inputs = [x, w] + ([b] if bias else [])
+
+    def fn(xt, wt, bt=None):
+        return conv(xt, wt, bt, stride=stride, padding=pad, dilation=dilation, groups=groups)
+
+    y, dy, grads = run(fn, inputs, rng)
+    attr = default_attr()
+    attr["kernel"] = spatial(list(w_shape[2:]), n)
+    attr["stride"], attr["pad"], attr["dilation"] = spatial(stride, n), spatial(pad, n, 0), spatial(dilation, n)
+    attr["groups"] = groups
+    tensors = [("x", x), ("weight", w)] + ([("bias", b)] if bias else [])
+    tensors += [("dy", dy), ("y", y), ("dx", grads[0]), ("dweight", grads[1])]
+    if bias:
+        tensors.append(("dbias", grads[2]))
+    return name, "conv", attr, tensors
+
+
+def pool_attr(n, kernel, stride, pad, dilation=1, count_include_pad=True):
+    attr = default_attr()
+    attr["kernel"], attr["stride"], attr["dilation"] = spatial(kernel, n), spatial(stride, n), spatial(dilation, n)
+    attr["pad"] = spatial(pad, n, 0)
+    attr["count_include_pad"] = 1 if count_include_pad else 0
+    return attr
+
+
+def max_pool_case(name, x_shape, kernel, stride, pad=0, dilation=1):
+    rng = rng_for(name)
+    n = len(x_shape) - 2
+    x = randn(rng, *x_shape)  # continuous values: no ties
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+    y, dy, grads = run(lambda t: pool(t, kernel, stride, pad, dilation), [x], rng)
+    return name, "max_pool", pool_attr(n, kernel, stride, pad, dilation), \
+        [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def avg_pool_case(name, x_shape, kernel, stride, pad=0, count_include_pad=True):
+    rng = rng_for(name)
+    n = len(x_shape) - 2
+    x = randn(rng, *x_shape)
+    pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+    y, dy, grads = run(lambda t: pool(t, kernel, stride, pad, count_include_pad=count_include_pad), [x], rng)
+    return name, "avg_pool", pool_attr(n, kernel, stride, pad, count_include_pad=count_include_pad), \
+        [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def linear_case(name, batch, in_features, out_features, bias=True):
+    rng = rng_for(name)
+    x = randn(rng, batch, in_features)
+    w = randn(rng, out_features, in_features, scale=0.5)
+    b = randn(rng, out_features) if bias else None
+    inputs = [x, w] + ([b] if bias else [])
+    y, dy, grads = run(lambda *t: F.linear(*t), inputs, rng)
+    tensors = [("x", x), ("weight", w)] + ([("bias", b)] if bias else [])
+    tensors += [("dy", dy), ("y", y), ("dx", grads[0]), ("dweight", grads[1])]
+    if bias:
+        tensors.append(("dbias", grads[2]))
+    return name, "linear", default_attr(), tensors
+
+
+def relu_case(name, shape):
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    x[np.abs(x) < 1e-3] = 0.5  # no input at the kink
+    y, dy, grads = run(torch.relu, [x], rng)
+    return name, "relu", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def flatten_case(name, shape):
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    y, dy, grads = run(lambda t: torch.flatten(t, 1), [x], rng)
+    return name, "flatten", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def xent_case(name, batch, classes, denominator=0.0, logit_scale=1.0, logit_offset=0.0):
+    rng = rng_for(name)
+    x = randn(rng, batch, classes, scale=logit_scale) + np.float32(logit_offset)
+    labels = rng.integers(0, classes, size=batch).astype(np.int32)
+    d = denominator if denominator > 0 else batch
+    target = torch.tensor(labels.astype(np.int64))
+    y, dy, grads = run(lambda t: F.cross_entropy(t, target, reduction="sum") / d, [x], rng)
+    attr = default_attr()
+    attr["loss_denominator"] = float(denominator)
+    return name, "softmax_xent", attr, \
+        [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def large_logits_case(name):
+    """Logits near +-100 (and a row with a 1000 gap): exp overflows without the max shift."""
+    rng = rng_for(name)
+    x = np.array([[100, -100, 99, 0, 50],
+                  [100, 100, 100, 100, 100],
+                  [-100, -100, -100, -99.5, -100],
+                  [1000, 0, -1000, 2, 3],
+                  [88.5, 89, 90, 88, 87],
+                  [-100, 100, 0, 0, 0]], dtype=np.float32)
+    labels = np.array([1, 3, 3, 2, 0, 0], dtype=np.int32)
+    target = torch.tensor(labels.astype(np.int64))
+    y, dy, grads = run(lambda t: F.cross_entropy(t, target, reduction="sum") / 6, [x], rng)
+    return name, "softmax_xent", default_attr(), [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def all_cases():
+    return [
+        # conv 2-D
+        conv_case("conv2d_basic", (2, 3, 7, 6), (4, 3, 3, 3)),
+        conv_case("conv2d_pad1_stride2_nobias", (2, 3, 8, 7), (5, 3, 3, 3), bias=False, stride=2, pad=1),
+        conv_case("conv2d_pad2_dilation2", (1, 2, 9, 8), (3, 2, 3, 3), pad=2, dilation=2),
+        conv_case("conv2d_groups2_nonsquare", (2, 4, 7, 9), (6, 2, 2, 3), stride=(2, 1), pad=(1, 0), groups=2),
+        conv_case("conv2d_mixed_nobias", (3, 4, 10, 11), (4, 2, 3, 2), bias=False, stride=(1, 2), pad=(2, 1),
+                  dilation=(2, 1), groups=2),
+        conv_case("conv2d_stride3_bigpad", (2, 2, 6, 5), (3, 2, 2, 2), stride=3, pad=(2, 1)),
+        conv_case("conv2d_1x1", (3, 4, 5, 5), (6, 4, 1, 1)),
+        conv_case("conv2d_depthwise", (2, 3, 6, 6), (6, 1, 3, 3), pad=1, groups=3),
+        # large enough that im2col works in chunks of images: 386 KiB of columns
+        # and outputs per image, so 5 images = 2 + 2 + 1 with ops_conv.c's 1 MiB
+        conv_case("conv2d_chunked", (5, 8, 26, 26), (4, 8, 5, 5), pad=0),
+        conv_case("conv2d_lenet_conv2", (2, 20, 13, 13), (16, 20, 5, 5)),
+        # conv 1-D and 3-D
+        conv_case("conv1d_pad1_stride2", (2, 3, 11), (4, 3, 3), stride=2, pad=1),
+        conv_case("conv1d_dilation3_groups2_nobias", (2, 4, 12), (6, 2, 4), bias=False, pad=2, dilation=3,
+                  groups=2),
+        conv_case("conv3d_basic", (2, 2, 5, 6, 4), (3, 2, 2, 3, 2), stride=(1, 2, 1), pad=(1, 0, 1)),
+        conv_case("conv3d_dilation_groups2", (1, 4, 6, 5, 7), (4, 2, 3, 2, 3), stride=(1, 1, 2), pad=(1, 1, 0),
+                  dilation=(2, 1, 1), groups=2),
+        # max pool
+        max_pool_case("max_pool2d_k2s2", (2, 3, 8, 8), 2, 2),
+        max_pool_case("max_pool2d_k3s2p1", (2, 2, 9, 7), 3, 2, 1),
+        max_pool_case("max_pool2d_nonsquare", (1, 3, 7, 6), (3, 2), (2, 1), (1, 1)),
+        max_pool_case("max_pool2d_dilation2", (1, 2, 8, 9), 3, 1, 1, dilation=2),
+        max_pool_case("max_pool2d_overlap", (2, 2, 6, 7), 3, 1, 0),
+        max_pool_case("max_pool1d_k3s2p1", (2, 3, 11), 3, 2, 1),
+        max_pool_case("max_pool3d", (1, 2, 5, 6, 5), (2, 3, 2), (2, 2, 1), (1, 1, 0)),
+        # avg pool
+        avg_pool_case("avg_pool2d_k2s2", (2, 3, 8, 8), 2, 2),
+        avg_pool_case("avg_pool2d_k3s2p1_include", (2, 2, 9, 7), 3, 2, 1, count_include_pad=True),
+        avg_pool_case("avg_pool2d_k3s2p1_exclude", (2, 2, 9, 7), 3, 2, 1, count_include_pad=False),
+        avg_pool_case("avg_pool2d_nonsquare_exclude", (1, 3, 7, 6), (2, 3), (1, 2), (1, 1), count_include_pad=False),
+        avg_pool_case("avg_pool2d_overlap", (2, 2, 6, 7), 3, 1, 0),
+        avg_pool_case("avg_pool1d_p1_include", (2, 3, 11), 3, 2, 1, count_include_pad=True),
+        avg_pool_case("avg_pool1d_p1_exclude", (2, 3, 11), 3, 2, 1, count_include_pad=False),
+        avg_pool_case("avg_pool3d_p1_include", (1, 2, 5, 6, 5), (2, 3, 2), (2, 2, 1), (1, 1, 0),
+                      count_include_pad=True),
+        avg_pool_case("avg_pool3d_p1_exclude", (1, 2, 5, 6, 5), (2, 3, 2), (2, 2, 1), (1, 1, 0),
+                      count_include_pad=False),
+        # linear
+        linear_case("linear_bias", 4, 7, 5),
+        linear_case("linear_nobias", 3, 6, 4, bias=False),
+        linear_case("linear_long_k", 4, 800, 24),
+        # relu, flatten
+        relu_case("relu_4d", (2, 3, 4, 5)),
+        relu_case("relu_2d", (5, 7)),
+        flatten_case("flatten_4d", (2, 3, 4, 5)),
+        flatten_case("flatten_3d", (3, 2, 7)),
+        # softmax cross-entropy
+        xent_case("softmax_xent_basic", 6, 10),
+        xent_case("softmax_xent_denominator", 5, 7, denominator=16.0),
+        large_logits_case("softmax_xent_large_logits"),
+        xent_case("softmax_xent_offset100", 4, 6, logit_scale=5.0, logit_offset=100.0, denominator=3.0),
+    ]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "fixtures", "ops")
+    os.makedirs(out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    total = 0
+    names = set()
+    for name, op, attr, tensors in all_cases():
+        assert name not in names, f"duplicate case {name}"
+        names.add(name)
+        total += write_case(out_dir, name, op, attr, tensors)
+    print(f"wrote {len(names)} cases, {total} bytes, to {os.path.normpath(out_dir)}")
+
+
+if __name__ == "__main__":
+    main()
