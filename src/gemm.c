@@ -131,6 +131,68 @@ __attribute__((target("avx512f"))) static void kernel_6x64(int kc, const float *
     }
 }
 
+/* --- The A B^T kernel for long K ---------------------------------------------
+ * C (M, N) = alpha A B^T + beta C with A (M, K) and B (N, K) both row-major:
+ * every entry is a dot product of two contiguous rows. Weight gradients have
+ * this shape (dW = dY col^T: M output channels, N kernel taps, K the
+ * positions of a chunk of images), often with N far below the 64-wide tile
+ * of the packed kernel. Blocks of 4 x 4 entries accumulate in 16 zmm
+ * registers along K (masked loads for the tail), then reduce horizontally;
+ * no packing is needed. */
+__attribute__((target("avx512f"))) static void gemm_nt_dot(int M, int N, int K, float alpha,
+                                                            const float *A, int lda,
+                                                            const float *B, int ldb, float beta,
+                                                            float *C, int ldc) {
+    const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+    const int K16 = K - K % 16;
+    for (int i0 = 0; i0 < M; i0 += 4) {
+        int mi = M - i0 < 4 ? M - i0 : 4;
+        for (int j0 = 0; j0 < N; j0 += 4) {
+            int nj = N - j0 < 4 ? N - j0 : 4;
+            __m512 acc[4][4];
+            const float *a[4], *b[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                /* rows past the edge repeat the last row; their sums are dropped */
+                a[r] = A + (size_t)(i0 + (r < mi ? r : mi - 1)) * lda;
+                b[r] = B + (size_t)(j0 + (r < nj ? r : nj - 1)) * ldb;
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+            }
+            for (int k = 0; k < K16; k += 16) {
+                __m512 va[4], vb[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    va[r] = _mm512_loadu_ps(a[r] + k);
+                    vb[r] = _mm512_loadu_ps(b[r] + k);
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(va[r], vb[c], acc[r][c]);
+            }
+            if (tail) {
+                __m512 va[4], vb[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    va[r] = _mm512_maskz_loadu_ps(tail, a[r] + K16);
+                    vb[r] = _mm512_maskz_loadu_ps(tail, b[r] + K16);
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(va[r], vb[c], acc[r][c]);
+            }
+            for (int r = 0; r < mi; r++)
+                for (int c = 0; c < nj; c++) {
+                    float *out = C + (size_t)(i0 + r) * ldc + j0 + c;
+                    float dot = alpha * _mm512_reduce_add_ps(acc[r][c]);
+                    *out = beta == 0.0f ? dot : beta * *out + dot;
+                }
+        }
+    }
+}
+
 /* Per-thread packing buffers, grown on demand and kept. */
 static _Thread_local float *packed_a, *packed_b;
 
@@ -195,7 +257,13 @@ void dp_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    if (use_avx512 && ensure_buffers()) {
+    /* Long dot products with a narrow result: no packing, no padding. */
+    if (use_avx512 && !trans_a && trans_b && K >= 256 && (N < NR || M < MR * 4)) {
+        gemm_nt_dot(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* A narrow C would be mostly padding in the 64-wide tile. */
+    if (use_avx512 && N >= NR / 2 && ensure_buffers()) {
         gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

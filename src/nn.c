@@ -325,7 +325,13 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
             return DP_ERR_NOMEM;
         if (l->bias >= 0 && !(b = param_view(m, tape, l->bias, params, grads)))
             return DP_ERR_NOMEM;
-        h = dp_tape_op(tape, l->op, &l->attr, h, w, b, NULL);
+        dp_op_attr_t attr = l->attr;
+        /* A conv followed by a ReLU runs as one op (ops.h: fuse_relu). */
+        if (l->kind == LAYER_CONV && i + 1 < m->num_layers && m->layers[i + 1].kind == LAYER_RELU) {
+            attr.fuse_relu = 1;
+            i++;
+        }
+        h = dp_tape_op(tape, l->op, &attr, h, w, b, NULL);
         if (!h) return DP_ERR_SHAPE;
     }
     *logits = h;

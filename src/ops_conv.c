@@ -6,7 +6,7 @@
  * One implementation over (D, H, W): a 2-D conv is a 3-D conv with D = 1,
  * a 1-D conv has D = H = 1 (kernel 1, stride 1, pad 0, dilation 1 there).
  *
- * Method: im2col + matrix products (matmul below: dp_gemm or OpenBLAS),
+ * Method: im2col + matrix products (dp_gemm, gemm.h),
  * over chunks of a few images.
  *   col   (Cg * kvol, nb * L)   rows = (input channel of the group, kernel
  *                               offset), columns = (image of the chunk,
@@ -25,10 +25,13 @@
  * backward recomputes col instead of keeping it from the forward, which
  * would cost Cg * kvol * L floats per image for the whole batch.
  *
+ * attr.fuse_relu applies ReLU to the output as it is written, and masks the
+ * output gradient by y > 0 in backward (prepare_dy_chunk).
+ *
  * Nothing is saved for backward (node->saved = NULL). All buffers come from
  * the arena. Backward adds into the grads of the inputs that have one.
  */
-#include <cblas.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,24 +39,11 @@
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
 
-/* C = alpha op(A) op(B) + beta C, row-major, with cblas_sgemm's arguments.
- * dp_gemm (gemm.h, dptrain's AVX-512 kernel) is 1.3-2x faster than the
- * OpenBLAS here on these products once C has at least 64 columns; below
- * that its 64-wide register tile is mostly padding and OpenBLAS is 2-5x
- * faster (measured on LeNet's shapes). */
-static void matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc) {
-    if (N >= 64) {
-        dp_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    } else {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N,
-                    K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
-}
-
 /* Target size of the buffers of one chunk of images: columns plus gemm
  * output (see conv_geometry). */
 #define CHUNK_BUDGET_BYTES ((size_t)1 << 20)
+/* Output positions per image from which a chunk is a single image. */
+#define WIDE_OUTPUT 256
 
 typedef struct {
     int ndim;                /* of the input: 3, 4 or 5 */
@@ -145,7 +135,9 @@ static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
     /* per image: its columns and its rows of Y_g / dY_g */
     size_t per_image = (g->col_rows + (size_t)g->group_out_ch) * g->out_plane * sizeof(float);
     size_t chunk = CHUNK_BUDGET_BYTES / per_image;
-    if (chunk < 1) chunk = 1;
+    /* Wide outputs already give the gemm enough columns per image, and one
+     * image at a time lets it write y (and read dy) in place. */
+    if (g->out_plane >= WIDE_OUTPUT || chunk < 1) chunk = 1;
     if (chunk > (size_t)g->batch) chunk = (size_t)g->batch;
     g->chunk = (int)chunk;
     return DP_OK;
@@ -363,6 +355,7 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
 
     float *y = out->data;
     const int OCg = g.group_out_ch;
+    const int relu = node->attr.fuse_relu;
     for (int n0 = 0; n0 < g.batch; n0 += g.chunk) {
         int nb = g.batch - n0 < g.chunk ? g.batch - n0 : g.chunk;
         size_t ld = (size_t)nb * L;
@@ -373,14 +366,19 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
             const float *wg = w + (size_t)grp * OCg * g.col_rows; /* (OCg, Cg * kvol) */
             /* One image: Y_g is the (OCg, L) block of y itself. */
             float *yg = nb == 1 ? y + ((size_t)n0 * g.out_ch + (size_t)grp * OCg) * L : ybuf;
-            matmul(false, false, OCg, (int)ld, (int)g.col_rows, 1.0f, wg, (int)g.col_rows, col, (int)ld, 0.0f, yg,
+            dp_gemm(false, false, OCg, (int)ld, (int)g.col_rows, 1.0f, wg, (int)g.col_rows, col, (int)ld, 0.0f, yg,
                    (int)ld);
             for (int i = 0; i < nb; i++)
                 for (int oc = 0; oc < OCg; oc++) {
                     float *dst = y + ((size_t)(n0 + i) * g.out_ch + (size_t)grp * OCg + oc) * L;
                     const float *src = yg + (size_t)oc * ld + (size_t)i * L;
                     float bv = bias ? bias[grp * OCg + oc] : 0.0f;
-                    if (src == dst) {
+                    if (relu) {
+                        for (size_t l = 0; l < L; l++) {
+                            float v = src[l] + bv;
+                            dst[l] = v < 0.0f ? 0.0f : v; /* as the relu op */
+                        }
+                    } else if (src == dst) {
                         if (bias)
                             for (size_t l = 0; l < L; l++) dst[l] += bv;
                     } else {
@@ -392,59 +390,71 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     return DP_OK;
 }
 
+/* dY_g of one chunk, prepared in one pass over its rows while they are in
+ * cache: with a fused ReLU the gradient reaching the convolution is dy where
+ * the output is positive and 0 elsewhere (relu'(z) = [z > 0] = [y > 0]), so
+ * the rows are masked in place (the node's own out.grad is complete once
+ * backward reaches the node, and nothing reads it afterwards); each row is
+ * summed into bias_sum[oc]; with several images the rows are gathered into
+ * dybuf (OCg, nb * L). Returns dY_g. */
+static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node, int n0, int nb, int grp,
+                                     float *dybuf, double *bias_sum) {
+    const size_t L = g->out_plane;
+    const int OCg = g->group_out_ch;
+    const int relu = node->attr.fuse_relu;
+    const size_t ld = (size_t)nb * L;
+    for (int i = 0; i < nb; i++)
+        for (int oc = 0; oc < OCg; oc++) {
+            size_t row = ((size_t)(n0 + i) * g->out_ch + (size_t)grp * OCg + oc) * L;
+            float *dy = node->out.grad + row;
+            if (relu) {
+                const float *y = node->out.data + row;
+                for (size_t l = 0; l < L; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
+            }
+            if (bias_sum) bias_sum[grp * OCg + oc] += row_sum(dy, L);
+            if (nb > 1) memcpy(dybuf + (size_t)oc * ld + (size_t)i * L, dy, L * sizeof(float));
+        }
+    return nb > 1 ? dybuf : node->out.grad + ((size_t)n0 * g->out_ch + (size_t)grp * OCg) * L;
+}
+
 dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
-    const float *dy = node->out.grad; /* (N, OC, OD, OH, OW) */
-    if (!dy) return DP_OK;
+    if (!node->out.grad) return DP_OK;
     conv_geom_t g;
     DP_TRY(conv_geometry(node, &g));
     const dp_tensor_t *xt = node->in[0], *wt = node->in[1], *bt = node->in[2];
     const size_t L = g.out_plane;
     const int OCg = g.group_out_ch;
-
-    if (bt && bt->grad) /* db[oc] += sum over images and positions */
-        for (int oc = 0; oc < g.out_ch; oc++) {
-            double sum = 0.0;
-            for (int n = 0; n < g.batch; n++) sum += row_sum(dy + ((size_t)n * g.out_ch + oc) * L, L);
-            bt->grad[oc] += (float)sum;
-        }
     float *dx = xt->grad; /* (N, C, D, H, W) */
     float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
-    if (!dx && !dw) return DP_OK;
+    int want_bias = bt && bt->grad;
+    if (!dx && !dw && !want_bias) return DP_OK;
 
     size_t ld_max = (size_t)g.chunk * L;
     float *col = dw ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL;  /* (Cg * kvol, chunk * L) */
     float *dcol = dx ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL; /* (Cg * kvol, chunk * L) */
     float *dybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
+    double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
     const conv_tap_t *taps = conv_taps(&g, arena);
-    if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || !taps)
+    if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || (want_bias && !bias_sum) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
                        g.col_rows * ld_max);
+    if (bias_sum) memset(bias_sum, 0, sizeof(double) * (size_t)g.out_ch);
 
     for (int n0 = 0; n0 < g.batch; n0 += g.chunk) {
         int nb = g.batch - n0 < g.chunk ? g.batch - n0 : g.chunk;
         size_t ld = (size_t)nb * L;
         for (int grp = 0; grp < g.groups; grp++) {
-            /* dY_g (OCg, nb * L): the block of dy itself for one image */
-            const float *dyg;
-            if (nb == 1) {
-                dyg = dy + ((size_t)n0 * g.out_ch + (size_t)grp * OCg) * L;
-            } else {
-                for (int oc = 0; oc < OCg; oc++)
-                    for (int i = 0; i < nb; i++)
-                        memcpy(dybuf + (size_t)oc * ld + (size_t)i * L,
-                               dy + ((size_t)(n0 + i) * g.out_ch + (size_t)grp * OCg + oc) * L, L * sizeof(float));
-                dyg = dybuf;
-            }
+            const float *dyg = prepare_dy_chunk(&g, node, n0, nb, grp, dybuf, bias_sum); /* (OCg, nb * L) */
             if (dw) {
                 for (int i = 0; i < nb; i++)
                     im2col(&g, taps, xt->data + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane,
                            col + (size_t)i * L, ld);
-                matmul(false, true, OCg, (int)g.col_rows, (int)ld, 1.0f, dyg, (int)ld, col, (int)ld, 1.0f,
+                dp_gemm(false, true, OCg, (int)g.col_rows, (int)ld, 1.0f, dyg, (int)ld, col, (int)ld, 1.0f,
                        dw + (size_t)grp * OCg * g.col_rows, (int)g.col_rows);
             }
             if (dx) {
                 const float *wg = wt->data + (size_t)grp * OCg * g.col_rows; /* (OCg, Cg * kvol) */
-                matmul(true, false, (int)g.col_rows, (int)ld, OCg, 1.0f, wg, (int)g.col_rows, dyg, (int)ld, 0.0f,
+                dp_gemm(true, false, (int)g.col_rows, (int)ld, OCg, 1.0f, wg, (int)g.col_rows, dyg, (int)ld, 0.0f,
                        dcol, (int)ld);
                 for (int i = 0; i < nb; i++)
                     col2im_add(&g, taps, dcol + (size_t)i * L, ld,
@@ -452,5 +462,7 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
             }
         }
     }
+    if (bias_sum) /* db[oc] += sum of dy over images and positions */
+        for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)bias_sum[oc];
     return DP_OK;
 }

@@ -9,26 +9,10 @@
  *             db += sum of dy over N
  * Backward adds into the grads of the inputs that have one.
  */
-#include <cblas.h>
 #include <stdbool.h>
 
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
-
-/* C = alpha op(A) op(B) + beta C, row-major, with cblas_sgemm's arguments.
- * dp_gemm (gemm.h, dptrain's AVX-512 kernel) is 1.3-2x faster than the
- * OpenBLAS here on these products once C has at least 64 columns; below
- * that its 64-wide register tile is mostly padding and OpenBLAS is 2-5x
- * faster (measured on LeNet's shapes). */
-static void matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc) {
-    if (N >= 64) {
-        dp_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    } else {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N,
-                    K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
-}
 
 static dp_status_t linear_check(const dp_node_t *node, int *batch, int *in_features, int *out_features) {
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
@@ -72,7 +56,7 @@ dp_status_t dp_linear_forward(dp_node_t *node, dp_arena_t *arena) {
             for (int o = 0; o < OUT; o++) y[(size_t)n * OUT + o] = b->data[o];
         beta = 1.0f;
     }
-    matmul(false, true, N, OUT, IN, 1.0f, x->data, IN, w->data, IN, beta, y, OUT);
+    dp_gemm(false, true, N, OUT, IN, 1.0f, x->data, IN, w->data, IN, beta, y, OUT);
     return DP_OK;
 }
 
@@ -84,9 +68,9 @@ dp_status_t dp_linear_backward(dp_node_t *node, dp_arena_t *arena) {
     DP_TRY(linear_check(node, &N, &IN, &OUT));
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     if (x->grad) /* dx (N, IN) += dy (N, OUT) W (OUT, IN) */
-        matmul(false, false, N, IN, OUT, 1.0f, dy, OUT, w->data, IN, 1.0f, x->grad, IN);
+        dp_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, w->data, IN, 1.0f, x->grad, IN);
     if (w->grad) /* dW (OUT, IN) += dy^T (OUT, N) x (N, IN) */
-        matmul(true, false, OUT, IN, N, 1.0f, dy, OUT, x->data, IN, 1.0f, w->grad, IN);
+        dp_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, x->data, IN, 1.0f, w->grad, IN);
     if (b && b->grad) /* db (OUT) += column sums of dy */
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OUT; o++) b->grad[o] += dy[(size_t)n * OUT + o];

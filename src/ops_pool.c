@@ -299,11 +299,59 @@ dp_status_t dp_max_pool_backward(dp_node_t *node, dp_arena_t *arena) {
  * spreads each output's share over one row and adds that row to every
  * input row of the window. */
 
+/* --- The common case: 2-D, 2x2 windows, stride 2, no padding ---------------
+ * LeNet's pools. Each output is the mean of its 2x2 block; the general path
+ * below pays per-row window bookkeeping that costs more than the sums
+ * themselves. The sums run in the general path's order (rows first, then
+ * adjacent columns), so both give the same bits. */
+static int is_plain_2x2(const pool_geom_t *g) {
+    return g->in_size[0] == 1 && g->kernel[0] == 1 && g->kernel[1] == 2 && g->kernel[2] == 2 &&
+           g->stride[1] == 2 && g->stride[2] == 2 && g->pad[0] == 0 && g->pad[1] == 0 && g->pad[2] == 0 &&
+           g->dilation[1] == 1 && g->dilation[2] == 1;
+}
+
+static void avg_pool_2x2_forward(const pool_geom_t *g, const float *restrict x, float *restrict y) {
+    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
+    for (size_t p = 0; p < g->planes; p++) {
+        const float *xp = x + p * g->in_plane; /* (H, W) */
+        float *yp = y + p * g->out_plane;      /* (OH, OW) */
+        for (int oh = 0; oh < OH; oh++) {
+            const float *r0 = xp + (size_t)(2 * oh) * W, *r1 = r0 + W;
+            float *out = yp + (size_t)oh * OW;
+            for (int ow = 0; ow < OW; ow++)
+                out[ow] = ((r0[2 * ow] + r1[2 * ow]) + (r0[2 * ow + 1] + r1[2 * ow + 1])) * 0.25f;
+        }
+    }
+}
+
+static void avg_pool_2x2_backward(const pool_geom_t *g, const float *restrict dy, float *restrict dx) {
+    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
+    for (size_t p = 0; p < g->planes; p++) {
+        float *dxp = dx + p * g->in_plane;     /* (H, W) */
+        const float *dyp = dy + p * g->out_plane; /* (OH, OW) */
+        for (int oh = 0; oh < OH; oh++) {
+            float *r0 = dxp + (size_t)(2 * oh) * W, *r1 = r0 + W;
+            const float *d = dyp + (size_t)oh * OW;
+            for (int ow = 0; ow < OW; ow++) {
+                float v = d[ow] * 0.25f;
+                r0[2 * ow] += v;
+                r0[2 * ow + 1] += v;
+                r1[2 * ow] += v;
+                r1[2 * ow + 1] += v;
+            }
+        }
+    }
+}
+
 dp_status_t dp_avg_pool_forward(dp_node_t *node, dp_arena_t *arena) {
     pool_geom_t g;
     DP_TRY(pool_geometry(node, "avg_pool", 0, &g));
     DP_TRY(pool_output(node, &g, arena));
     node->saved = NULL;
+    if (is_plain_2x2(&g)) {
+        avg_pool_2x2_forward(&g, node->in[0]->data, node->out.data);
+        return DP_OK;
+    }
     pool_scratch_t s;
     DP_TRY(pool_scratch(&g, arena, &s));
     const int W = g.in_size[2], OW = g.out_size[2], sw = g.stride[2], pw = g.pad[2];
@@ -350,6 +398,10 @@ dp_status_t dp_avg_pool_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy || !dx) return DP_OK;
     pool_geom_t g;
     DP_TRY(pool_geometry(node, "avg_pool", 0, &g));
+    if (is_plain_2x2(&g)) {
+        avg_pool_2x2_backward(&g, dy, dx);
+        return DP_OK;
+    }
     pool_scratch_t s;
     DP_TRY(pool_scratch(&g, arena, &s));
     const int W = g.in_size[2], OW = g.out_size[2], sw = g.stride[2], pw = g.pad[2];

@@ -4,9 +4,12 @@
  * dp_gemm computes C = alpha * op(A) op(B) + beta * C for row-major
  * matrices, with the arguments of cblas_sgemm(CblasRowMajor, ...): op(A) is
  * (M, K), op(B) is (K, N), C is (M, N). On processors with AVX-512 it runs
- * dptrain's own packed kernel (the BLIS loop structure around a 6x64
- * register tile); elsewhere, or with DPTRAIN_GEMM=blas in the environment,
- * it calls the BLAS library. It uses only the calling thread.
+ * dptrain's own kernels: a packed one (the BLIS loop structure around a 6x64
+ * register tile) and, for A B^T with long K and a narrow C (weight
+ * gradients), row-by-row dot products. Shapes those do not suit (C narrower
+ * than 32 columns otherwise), other processors, and DPTRAIN_GEMM=blas in the
+ * environment go to the BLAS library. The own kernels use only the calling
+ * thread.
  */
 #ifndef DPTRAIN_GEMM_H
 #define DPTRAIN_GEMM_H

@@ -41,10 +41,11 @@ typedef struct {
     int groups;            /* conv: >= 1, divides C_in and C_out */
     int count_include_pad; /* avg pool: padded zeros count in the divisor (PyTorch default: 1) */
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N */
+    int fuse_relu;         /* conv: y = relu(conv(x)) in one pass (torch.relu after the conv) */
 } dp_op_attr_t;
 
 /* A default attribute block: stride 1, pad 0, dilation 1, groups 1,
- * count_include_pad 1, kernel 1, loss_denominator 0. */
+ * count_include_pad 1, kernel 1, loss_denominator 0, fuse_relu 0. */
 dp_op_attr_t dp_op_attr_default(void);
 
 typedef struct dp_node {

@@ -1,0 +1,114 @@
+/* fixture.c - the reader of PyTorch-written fixture files (fixture.h). */
+#include "fixture.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fixture_free(fixture_t *f) {
+    for (int t = 0; t < f->count; t++) free(f->tensors[t].data);
+    f->count = 0;
+}
+
+/* --- reading --------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    const char *path;
+} reader_t;
+
+static int read_bytes(reader_t *r, void *dst, size_t n) {
+    if ((size_t)(r->end - r->p) < n) return 0;
+    memcpy(dst, r->p, n);
+    r->p += n;
+    return 1;
+}
+
+static int read_i32(reader_t *r, int32_t *v) { return read_bytes(r, v, 4); } /* little-endian host */
+
+static int read_str(reader_t *r, char *dst, size_t size) {
+    int32_t len;
+    if (!read_i32(r, &len) || len < 0 || (size_t)len >= size) return 0;
+    if (!read_bytes(r, dst, (size_t)len)) return 0;
+    dst[len] = '\0';
+    return 1;
+}
+
+/* Reads one fixture file. Format (little-endian), see tools/make_fixtures.py:
+ *   "DPFX", u32 version 1, str case name, str op name,
+ *   i32 kernel[3] stride[3] pad[3] dilation[3] groups count_include_pad,
+ *   f32 loss_denominator, u32 count, count x (str name, u32 dtype (0 f32,
+ *   1 i32), u32 ndim, i32 dims[ndim], numel x 4 bytes data);
+ *   str = u32 length + bytes. Returns 0 and prints why on a bad file. */
+int fixture_read(const char *path, fixture_t *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return 0;
+    }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *blob = malloc(size > 0 ? (size_t)size : 1);
+    if (!blob || size <= 0 || fread(blob, 1, (size_t)size, fp) != (size_t)size) {
+        fprintf(stderr, "%s: cannot read %ld bytes\n", path, size);
+        free(blob);
+        fclose(fp);
+        return 0;
+    }
+    fclose(fp);
+    reader_t r = {blob, blob + size, path};
+    char magic[4];
+    int32_t version, ints[14], count;
+    float denominator;
+    if (!read_bytes(&r, magic, 4) || memcmp(magic, "DPFX", 4) != 0) goto bad;
+    if (!read_i32(&r, &version) || version != 1) goto bad;
+    if (!read_str(&r, f->name, sizeof f->name) || !read_str(&r, f->op, sizeof f->op)) goto bad;
+    for (int i = 0; i < 14; i++)
+        if (!read_i32(&r, &ints[i])) goto bad;
+    if (!read_bytes(&r, &denominator, 4)) goto bad;
+    for (int d = 0; d < 3; d++) {
+        f->attr.kernel[d] = ints[d];
+        f->attr.stride[d] = ints[3 + d];
+        f->attr.pad[d] = ints[6 + d];
+        f->attr.dilation[d] = ints[9 + d];
+    }
+    f->attr.groups = ints[12];
+    f->attr.count_include_pad = ints[13];
+    f->attr.loss_denominator = denominator;
+    if (!read_i32(&r, &count) || count < 1 || count > FIXTURE_MAX_TENSORS) goto bad;
+    for (int t = 0; t < count; t++) {
+        fixture_tensor_t *ft = &f->tensors[t];
+        f->count = t;
+        int32_t dtype, ndim;
+        if (!read_str(&r, ft->name, sizeof ft->name) || !read_i32(&r, &dtype) || !read_i32(&r, &ndim)) goto bad;
+        if ((dtype != 0 && dtype != 1) || ndim < 0 || ndim > DP_MAX_DIMS) goto bad;
+        ft->is_int = dtype == 1;
+        ft->shape.ndim = ndim;
+        for (int d = 0; d < ndim; d++)
+            if (!read_i32(&r, &ft->shape.shape[d]) || ft->shape.shape[d] < 0) goto bad;
+        ft->numel = dp_tensor_numel(&ft->shape);
+        if ((size_t)(r.end - r.p) / 4 < ft->numel) goto bad;
+        ft->data = malloc(ft->numel * 4 + 1);
+        memcpy(ft->data, r.p, ft->numel * 4);
+        r.p += ft->numel * 4;
+        f->count = t + 1;
+    }
+    if (r.p != r.end) goto bad;
+    free(blob);
+    return 1;
+bad:
+    fprintf(stderr, "%s: malformed fixture at byte %ld\n", path, (long)(r.p - blob));
+    fixture_free(f);
+    free(blob);
+    return 0;
+}
+
+const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name) {
+    for (int t = 0; t < f->count; t++)
+        if (strcmp(f->tensors[t].name, name) == 0) return &f->tensors[t];
+    return NULL;
+}
