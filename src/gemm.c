@@ -60,6 +60,66 @@ static void pack_a(bool trans_a, const float *A, int lda, int i0, int mc, int k0
     }
 }
 
+/* out[k] = (r[0][k], ..., r[15][k]): a 16 x 16 transpose in registers.
+ * Pairs of rows interleave (unpack ps, then pd), which leaves, in 128-bit
+ * lane l of u[4g + j], column 4l + j of rows 4g..4g+3; a 4 x 4 transpose of
+ * those lanes (two rounds of shuffle_f32x4) finishes it. */
+__attribute__((target("avx512f"))) static inline void transpose_16x16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) {
+        __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+        r[0 + j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[8 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+/* One panel of a transposed B: dst[k * NR + c] = src[c * ldb + k] for
+ * c < cols (zeros for c >= cols), k < kc. Blocks of 16 x 16 are loaded as
+ * rows, transposed in registers and stored as panel rows; a last k < 16 is
+ * fetched with gathers. */
+__attribute__((target("avx512f"))) static void pack_b_transposed(const float *src, int ldb,
+                                                                  int kc, int cols, float *dst) {
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(ldb));
+    const int k16 = kc - kc % 16;
+    for (int c0 = 0; c0 < NR; c0 += 16) {
+        int n = cols - c0;
+        if (n <= 0) {
+            for (int k = 0; k < kc; k++) _mm512_storeu_ps(dst + (size_t)k * NR + c0, _mm512_setzero_ps());
+            continue;
+        }
+        const float *base = src + (size_t)c0 * ldb;
+        for (int k0 = 0; k0 < k16; k0 += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < n ? _mm512_loadu_ps(base + (size_t)i * ldb + k0) : _mm512_setzero_ps();
+            transpose_16x16(r);
+            for (int k = 0; k < 16; k++) _mm512_storeu_ps(dst + (size_t)(k0 + k) * NR + c0, r[k]);
+        }
+        __mmask16 mask = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+        for (int k = k16; k < kc; k++)
+            _mm512_storeu_ps(dst + (size_t)k * NR + c0,
+                             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, base + k, 4));
+    }
+}
+
 /* A slice of op(B): k [k0, k0+kc), columns [j0, j0+nc) into NR-column
  * panels, each panel k-major: panel[k * NR + c]. */
 static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0, int nc,
@@ -75,24 +135,20 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
                 if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
             }
         } else { /* op(B)[k][j] = B[j][k] */
-            for (int c = 0; c < cols; c++) {
-                const float *src = B + (size_t)(j0 + p + c) * ldb + k0;
-                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = src[k];
-            }
-            for (int c = cols; c < NR; c++)
-                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = 0.0f;
+            pack_b_transposed(B + (size_t)(j0 + p) * ldb + k0, ldb, kc, cols, dst);
         }
     }
 }
 
 /* --- The AVX-512 micro-kernel ----------------------------------------------- */
 
-/* C[0..rows, 0..cols) (ldc) = (accumulate ? C : beta * C) + alpha * Ap Bp,
- * Ap: (kc, MR) packed, Bp: (kc, NR) packed. */
+/* C[0..rows, 0..cols) (ldc) = beta * C + alpha * Ap Bp,
+ * Ap: (kc, MR) packed; Bp: (kc, NR) with rows ldbp floats apart (NR when
+ * packed, or B's own row stride when B is read in place). */
 __attribute__((target("avx512f"))) static void kernel_6x64(int kc, const float *Ap,
-                                                            const float *Bp, float *C, int ldc,
-                                                            int rows, int cols, float alpha,
-                                                            float beta) {
+                                                            const float *Bp, size_t ldbp,
+                                                            float *C, int ldc, int rows, int cols,
+                                                            float alpha, float beta) {
     /* The loops over r and v are unrolled so that acc stays in registers. */
     __m512 acc[MR][4];
 #pragma GCC unroll 6
@@ -100,8 +156,8 @@ __attribute__((target("avx512f"))) static void kernel_6x64(int kc, const float *
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) acc[r][v] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(Bp + 0), b1 = _mm512_load_ps(Bp + 16);
-        __m512 b2 = _mm512_load_ps(Bp + 32), b3 = _mm512_load_ps(Bp + 48);
+        __m512 b0 = _mm512_loadu_ps(Bp + 0), b1 = _mm512_loadu_ps(Bp + 16);
+        __m512 b2 = _mm512_loadu_ps(Bp + 32), b3 = _mm512_loadu_ps(Bp + 48);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) {
             __m512 a = _mm512_set1_ps(Ap[r]);
@@ -111,7 +167,7 @@ __attribute__((target("avx512f"))) static void kernel_6x64(int kc, const float *
             acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
         }
         Ap += MR;
-        Bp += NR;
+        Bp += ldbp;
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 6
@@ -202,6 +258,9 @@ static bool ensure_buffers(void) {
     return packed_a && packed_b;
 }
 
+/* B (not transposed) is read in place, without packing, for every full
+ * 64-column panel: its rows are contiguous, and the blocks the callers pass
+ * (an im2col chunk) sit in L2. Only a last, partial panel is packed. */
 __attribute__((target("avx512f"))) static void gemm_avx512(bool trans_a, bool trans_b, int M,
                                                             int N, int K, float alpha,
                                                             const float *A, int lda,
@@ -213,16 +272,26 @@ __attribute__((target("avx512f"))) static void gemm_avx512(bool trans_a, bool tr
             int kc = K - k0 < KC ? K - k0 : KC;
             /* The first K slice applies beta; later slices accumulate. */
             float slice_beta = k0 == 0 ? beta : 1.0f;
-            pack_b(trans_b, B, ldb, k0, kc, j0, nc, packed_b);
+            int in_place = !trans_b;
+            int full = in_place ? nc / NR * NR : 0; /* columns read in place */
+            if (full < nc) pack_b(trans_b, B, ldb, k0, kc, j0 + full, nc - full, packed_b);
             for (int i0 = 0; i0 < M; i0 += MC) {
                 int mc = M - i0 < MC ? M - i0 : MC;
                 pack_a(trans_a, A, lda, i0, mc, k0, kc, packed_a);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int cols = nc - jr < NR ? nc - jr : NR;
-                    const float *bp = packed_b + (size_t)jr * kc;
+                    const float *bp;
+                    size_t ldbp;
+                    if (jr < full) {
+                        bp = B + (size_t)k0 * ldb + j0 + jr;
+                        ldbp = (size_t)ldb;
+                    } else {
+                        bp = packed_b + (size_t)(jr - full) * kc;
+                        ldbp = NR;
+                    }
                     for (int ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? mc - ir : MR;
-                        kernel_6x64(kc, packed_a + (size_t)ir * kc, bp,
+                        kernel_6x64(kc, packed_a + (size_t)ir * kc, bp, ldbp,
                                     C + (size_t)(i0 + ir) * ldc + j0 + jr, ldc, rows, cols,
                                     alpha, slice_beta);
                     }

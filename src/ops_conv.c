@@ -32,6 +32,9 @@
  * the arena. Backward adds into the grads of the inputs that have one.
  */
 #include <math.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -173,6 +176,17 @@ static inline void copy_short(float *restrict dst, const float *restrict src, in
     }
 }
 
+#ifdef __AVX512F__
+/* `rows` rows of n <= 16 floats into consecutive rows of dst (row r at
+ * dst + r * n), src rows src_step apart: one masked load and one masked
+ * store per row, nothing written past a row. */
+static inline void copy_rows_short(float *restrict dst, const float *restrict src, size_t src_step, int rows,
+                                   int n) {
+    const __mmask16 mask = (__mmask16)((1u << n) - 1);
+    for (int r = 0; r < rows; r++, dst += n, src += src_step)
+        _mm512_mask_storeu_ps(dst, mask, _mm512_maskz_loadu_ps(mask, src));
+}
+#else
 /* `rows` rows of n <= 16 floats into consecutive rows of dst (row r at
  * dst + r * n), src rows src_step >= n apart. While the rows still to go
  * cover at least 16 floats, a row is copied as one 16-float block: what
@@ -185,6 +199,7 @@ static inline void copy_rows_short(float *restrict dst, const float *restrict sr
     for (; (rows - r) * n >= 16; r++, dst += n, src += src_step) memcpy(dst, src, 16 * sizeof(float));
     for (; r < rows; r++, dst += n, src += src_step) copy_short(dst, src, n);
 }
+#endif
 
 /* dst[i] += src[i] for `rows` rows of n floats, dst rows dst_stride apart,
  * src rows src_stride apart. Blocks of 8 the compiler vectorizes, then the
@@ -220,10 +235,81 @@ static conv_tap_t *conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
     return taps;
 }
 
+#ifdef __AVX512F__
+/* The common case: 2-D, stride 1, dilation 1, no padding, output rows of at
+ * most 16 floats (both LeNet convolutions). Every col row is OH input row
+ * segments of OW floats; every dx row receives, from each kernel column kw,
+ * a col segment shifted right by kw. */
+static int is_plain_narrow(const conv_geom_t *g) {
+    return g->in_size[0] == 1 && g->kernel[0] == 1 && g->out_size[2] <= 16 && g->in_size[2] <= 16 &&
+           g->stride[1] == 1 && g->stride[2] == 1 && g->dilation[1] == 1 && g->dilation[2] == 1 &&
+           g->pad[1] == 0 && g->pad[2] == 0;
+}
+
+/* im2col for is_plain_narrow: x (Cg, H, W) of one image; col rows (c, kh, kw)
+ * of OH * OW floats, ldcol apart. */
+static void im2col_plain_narrow(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
+    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
+    const int KH = g->kernel[1], KW = g->kernel[2];
+    const __mmask16 mask = (__mmask16)((1u << OW) - 1);
+    for (int c = 0; c < g->group_in_ch; c++) {
+        const float *xc = x + (size_t)c * g->in_plane;
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++, col += ldcol) {
+                const float *src = xc + (size_t)kh * W + kw;
+                float *dst = col;
+                for (int oh = 0; oh < OH; oh++, src += W, dst += OW)
+                    _mm512_mask_storeu_ps(dst, mask, _mm512_maskz_loadu_ps(mask, src));
+            }
+    }
+}
+
+/* col2im for is_plain_narrow: dx row (c, ih) gets, for every kh with
+ * oh = ih - kh in range, the sum over kw of col row (c, kh, kw) segment oh
+ * shifted right by kw. The kw contributions are summed in a register (a
+ * lane permutation does the shift) and added to dx once, so no store waits
+ * for the one before it. */
+static void col2im_add_plain_narrow(const conv_geom_t *g, const float *restrict col, size_t ldcol,
+                                    float *restrict dx) {
+    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
+    const int KH = g->kernel[1], KW = g->kernel[2];
+    const __mmask16 seg = (__mmask16)((1u << OW) - 1), row_mask = (__mmask16)((1u << W) - 1);
+    __m512i shift[16];
+    __mmask16 shifted[16];
+    for (int kw = 0; kw < KW; kw++) { /* lane i takes lane i - kw, for kw <= i < kw + OW */
+        shift[kw] = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                     _mm512_set1_epi32(kw));
+        shifted[kw] = (__mmask16)(seg << kw);
+    }
+    for (int c = 0; c < g->group_in_ch; c++) {
+        float *dxc = dx + (size_t)c * g->in_plane;
+        const float *colc = col + (size_t)c * KH * KW * ldcol;
+        for (int kh = 0; kh < KH; kh++) {
+            const float *rows = colc + (size_t)kh * KW * ldcol;
+            for (int oh = 0; oh < OH; oh++) {
+                __m512 acc = _mm512_setzero_ps();
+                for (int kw = 0; kw < KW; kw++) {
+                    __m512 v = _mm512_maskz_loadu_ps(seg, rows + (size_t)kw * ldcol + (size_t)oh * OW);
+                    acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(shifted[kw], shift[kw], v));
+                }
+                float *d = dxc + (size_t)(oh + kh) * W;
+                _mm512_mask_storeu_ps(d, row_mask, _mm512_add_ps(_mm512_maskz_loadu_ps(row_mask, d), acc));
+            }
+        }
+    }
+}
+#endif
+
 /* Writes one image-group's columns: col rows of L floats at stride ldcol.
  * x: (Cg, D, H, W) of one image; col: (Cg * kvol, ldcol), columns [0, L). */
 static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict x, float *restrict col,
                    size_t ldcol) {
+#ifdef __AVX512F__
+    if (is_plain_narrow(g)) {
+        im2col_plain_narrow(g, x, col, ldcol);
+        return;
+    }
+#endif
     const int OD = g->out_size[0], OH = g->out_size[1], OW = g->out_size[2];
     const int H = g->in_size[1], W = g->in_size[2];
     const int sd = g->stride[0], sh = g->stride[1], sw = g->stride[2];
@@ -278,6 +364,12 @@ static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *re
  * just stored, which stalls the stores-to-loads forwarding. */
 static void col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict col, size_t ldcol,
                        float *restrict dx) {
+#ifdef __AVX512F__
+    if (is_plain_narrow(g)) {
+        col2im_add_plain_narrow(g, col, ldcol, dx);
+        return;
+    }
+#endif
     const int OH = g->out_size[1], OW = g->out_size[2];
     const int H = g->in_size[1], W = g->in_size[2];
     const int KD = g->kernel[0], KH = g->kernel[1], KW = g->kernel[2];
