@@ -18,7 +18,6 @@ typedef struct {
     option_kind_t kind;
     void *target;     /* int *, uint64_t *, float *, const char **, int * (flag) */
     long min, max;    /* OPT_INT range */
-    const char *help; /* "--batch-size N   examples per minibatch (default 256)" */
 } option_t;
 
 /* Parses argv[first..argc) against `options`. "--help"/"-h" sets *help. */

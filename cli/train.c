@@ -49,7 +49,8 @@ static const char train_usage[] =
     "  --epochs N                passes over the training set (default 10)\n"
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
-    "  --threads-per-device N    compute threads of the device (default: every core)\n"
+    "  --threads-per-device N    BLAS threads of the device (default 1); dptrain's own\n"
+    "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
     "  --quiet                   print only the final line\n"
@@ -73,11 +74,6 @@ static dp_status_t check_output_path(const char *option, const char *path) {
     return DP_OK;
 }
 
-static int online_cores(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
-}
-
 int cmd_train(int argc, char **argv) {
     train_options_t o = {
         .model = "lenet",
@@ -86,22 +82,22 @@ int cmd_train(int argc, char **argv) {
         .lr = 0.2f,
         .epochs = 10,
         .seed = 0,
-        .threads_per_device = online_cores(),
+        .threads_per_device = 1,
     };
     const option_t options[] = {
-        {"model", OPT_STRING, &o.model, 0, 0, NULL},
-        {"data", OPT_STRING, &o.data_dir, 0, 0, NULL},
-        {"batch-size", OPT_INT, &o.batch_size, 1, 1 << 24, NULL},
-        {"lr", OPT_FLOAT, &o.lr, 0, 0, NULL},
-        {"weight-decay", OPT_FLOAT, &o.weight_decay, 0, 0, NULL},
-        {"epochs", OPT_INT, &o.epochs, 1, 1000000, NULL},
-        {"seed", OPT_UINT64, &o.seed, 0, 0, NULL},
-        {"limit", OPT_INT, &o.limit, 1, 1 << 30, NULL},
-        {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024, NULL},
-        {"metrics", OPT_STRING, &o.metrics_path, 0, 0, NULL},
-        {"plot", OPT_STRING, &o.plot_path, 0, 0, NULL},
-        {"quiet", OPT_FLAG, &o.quiet, 0, 0, NULL},
-        {NULL, 0, NULL, 0, 0, NULL},
+        {"model", OPT_STRING, &o.model, 0, 0},
+        {"data", OPT_STRING, &o.data_dir, 0, 0},
+        {"batch-size", OPT_INT, &o.batch_size, 1, 1 << 24},
+        {"lr", OPT_FLOAT, &o.lr, 0, 0},
+        {"weight-decay", OPT_FLOAT, &o.weight_decay, 0, 0},
+        {"epochs", OPT_INT, &o.epochs, 1, 1000000},
+        {"seed", OPT_UINT64, &o.seed, 0, 0},
+        {"limit", OPT_INT, &o.limit, 1, 1 << 30},
+        {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024},
+        {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
+        {"plot", OPT_STRING, &o.plot_path, 0, 0},
+        {"quiet", OPT_FLAG, &o.quiet, 0, 0},
+        {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
     if (options_parse("train", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
