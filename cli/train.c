@@ -25,6 +25,8 @@ typedef struct {
     uint64_t seed;
     int limit;
     int threads_per_device;
+    const char *devices;
+    const char *allreduce;
     const char *metrics_path;
     const char *plot_path;
     int quiet;
@@ -49,7 +51,11 @@ static const char train_usage[] =
     "  --epochs N                passes over the training set (default 10)\n"
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
-    "  --threads-per-device N    BLAS threads of the device (default 1); dptrain's own\n"
+    "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
+    "                            like cpu:0,cpu:1 (default: one per core)\n"
+    "  --allreduce ring|naive    gradient sum: ring (default; every device reduces 1/k of\n"
+    "                            the gradient) or naive (device 0 sums all, the book's code)\n"
+    "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
     "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
@@ -74,6 +80,37 @@ static dp_status_t check_output_path(const char *option, const char *path) {
     return DP_OK;
 }
 
+#define MAX_DEVICES 256
+
+/* --devices: "N" (cpu:0 .. cpu:N-1) or "cpu:A,cpu:B,...", distinct ids. */
+static dp_status_t parse_devices(const char *text, int *ids, int *count) {
+    char *end;
+    long n = strtol(text, &end, 10);
+    if (*text != '\0' && *end == '\0') {
+        if (n < 1 || n > MAX_DEVICES)
+            return dp_fail(DP_ERR_ARG, "train: --devices: %ld is out of range (expected 1 to %d)", n, MAX_DEVICES);
+        for (int i = 0; i < n; i++) ids[i] = i;
+        *count = (int)n;
+        return DP_OK;
+    }
+    *count = 0;
+    const char *p = text;
+    while (*p) {
+        if (strncmp(p, "cpu:", 4) != 0)
+            return dp_fail(DP_ERR_ARG, "train: --devices: '%s' is not a count or a list like cpu:0,cpu:1", text);
+        long id = strtol(p + 4, &end, 10);
+        if (end == p + 4 || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
+            return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected cpu:N, N from 0 to 4095)", text);
+        for (int i = 0; i < *count; i++)
+            if (ids[i] == id) return dp_fail(DP_ERR_ARG, "train: --devices: cpu:%ld is listed twice", id);
+        if (*count == MAX_DEVICES) return dp_fail(DP_ERR_ARG, "train: --devices: more than %d devices", MAX_DEVICES);
+        ids[(*count)++] = (int)id;
+        p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "train: --devices: '%s' ends with a comma", text);
+    }
+    return DP_OK;
+}
+
 int cmd_train(int argc, char **argv) {
     train_options_t o = {
         .model = "lenet",
@@ -94,6 +131,8 @@ int cmd_train(int argc, char **argv) {
         {"seed", OPT_UINT64, &o.seed, 0, 0},
         {"limit", OPT_INT, &o.limit, 1, 1 << 30},
         {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024},
+        {"devices", OPT_STRING, &o.devices, 0, 0},
+        {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
@@ -111,6 +150,21 @@ int cmd_train(int argc, char **argv) {
     }
     if (o.weight_decay < 0.0f) {
         dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
+        return cli_report_error();
+    }
+    int device_ids[MAX_DEVICES], num_devices = 0;
+    if (o.devices) {
+        if (parse_devices(o.devices, device_ids, &num_devices) != DP_OK) return cli_report_error();
+    } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
+        for (int i = 0; i < num_devices; i++) device_ids[i] = i;
+    }
+    dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING;
+    if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
+        allreduce = DP_ALLREDUCE_NAIVE;
+    } else if (o.allreduce && strcmp(o.allreduce, "ring") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
         return cli_report_error();
     }
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return cli_report_error();
@@ -134,6 +188,11 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     dp_dataset_truncate(&train_set, o.limit);
+    if (o.batch_size < num_devices) {
+        dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
+                "needs at least one example", o.batch_size, num_devices);
+        goto done;
+    }
     if (o.batch_size > train_set.count) {
         dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
                 o.batch_size, train_set.count);
@@ -142,8 +201,10 @@ int cmd_train(int argc, char **argv) {
 
     dp_trainer_config_t config = {
         .model = model,
-        .num_devices = 1,
+        .num_devices = num_devices,
         .threads_per_device = o.threads_per_device,
+        .device_ids = device_ids,
+        .allreduce = allreduce,
         .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
         .seed = o.seed,
     };
@@ -152,10 +213,14 @@ int cmd_train(int argc, char **argv) {
     history = dp_alloc_zeroed((size_t)o.epochs, sizeof *history, "epoch history");
     if (!history) goto done;
 
-    char devices[300];
-    snprintf(devices, sizeof devices, "[%s]", dp_trainer_device_names(trainer));
-    for (char *p = devices; *p; p++)
-        if (*p == ',') *p = ' ';
+    /* "[cpu:0, cpu:1]", as the book prints its device lists */
+    char devices[600];
+    size_t used = (size_t)snprintf(devices, sizeof devices, "[");
+    for (const char *p = dp_trainer_device_names(trainer); *p && used + 3 < sizeof devices; p++) {
+        if (*p == ',') devices[used++] = ',', devices[used++] = ' ';
+        else devices[used++] = *p;
+    }
+    snprintf(devices + used, sizeof devices - used, "]");
     if (!o.quiet)
         printf("training %s on %d images (test %d), batch %d, lr %g, %d epochs, seed %llu, on %s\n",
                o.model, train_set.count, test_set.count, o.batch_size, o.lr, o.epochs,

@@ -31,8 +31,15 @@ void dp_optimizer_free(dp_optimizer_t *opt) { free(opt); }
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) { opt->config.lr = lr; }
 
 void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads) {
+    dp_optimizer_step_range(opt, params, grads, 0, opt->n);
+}
+
+void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
+                             size_t count) {
     const float lr = opt->config.lr, wd = opt->config.weight_decay;
-    const size_t n = opt->n;
+    const size_t n = count;
+    params += start;
+    grads += start;
     if (wd == 0.0f) {
         for (size_t i = 0; i < n; i++) params[i] -= lr * grads[i];
     } else {

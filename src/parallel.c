@@ -1,13 +1,29 @@
-/* parallel.c - the data-parallel trainer. Replicas (params, grads, arena,
- * tape, optimizer) are kept per device; a step splits the batch, runs
- * forward/backward per replica, sums the gradients and updates every
- * replica with the same reduced gradient. */
+/* parallel.c - the data-parallel trainer.
+ *
+ * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
+ * device d: only tasks on device d touch its arena and tape. The caller's
+ * thread drives a step in two phases and waits for every device after each:
+ *   phase 1, on every device: fill the shard's batch, forward, loss scaled by
+ *            the global batch size, backward into the replica's grads;
+ *   phase 2, ring:  device d sums chunk d of the gradients over all replicas,
+ *            writes the sum back to every replica and updates chunk d of
+ *            every replica's parameters (disjoint chunks, so no locks);
+ *            naive: device 0 sums everything and copies it back (one task),
+ *            then every device updates its own replica.
+ * The waits are the only synchronisation: between phases every replica's
+ * buffers are quiescent, and the caller reads results only after a wait.
+ */
 #include "dptrain/parallel.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "dptrain/device.h"
+
+typedef struct dp_trainer dp_trainer_t;
 
 typedef struct {
     float *params; /* (num_params) this replica's copy of the parameters */
@@ -15,6 +31,15 @@ typedef struct {
     dp_arena_t *arena;
     dp_tape_t *tape;
     dp_optimizer_t *optimizer;
+    dp_device_t *device;
+    /* the current task's arguments and results */
+    dp_trainer_t *trainer;
+    int index;
+    const dp_dataset_t *ds;
+    const int *indices;
+    int count, denominator, eval_batch;
+    double loss_sum;
+    int correct;
 } replica_t;
 
 struct dp_trainer {
@@ -23,6 +48,8 @@ struct dp_trainer {
     size_t num_params;
     int num_devices;
     replica_t *replicas;
+    dp_device_t **devices; /* (num_devices) */
+    float **grad_buffers;  /* (num_devices) replicas[d].grads, for the allreduce */
     char device_names[256];
 };
 
@@ -35,6 +62,7 @@ void dp_split_batch(int n, int k, int d, int *start, int *count) {
 }
 
 static void replica_free(replica_t *r) {
+    dp_device_free(r->device); /* first: runs what is queued, then joins */
     free(r->params);
     free(r->grads);
     dp_tape_free(r->tape);
@@ -46,6 +74,8 @@ void dp_trainer_free(dp_trainer_t *t) {
     if (!t) return;
     for (int d = 0; t->replicas && d < t->num_devices; d++) replica_free(&t->replicas[d]);
     free(t->replicas);
+    free(t->devices);
+    free(t->grad_buffers);
     free(t);
 }
 
@@ -60,20 +90,24 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     dp_trainer_t *t = dp_alloc_zeroed(1, sizeof *t, "trainer");
     if (!t) return DP_ERR_NOMEM;
     t->config = *config;
+    t->config.device_ids = NULL; /* not kept: the caller's array */
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
     t->num_devices = config->num_devices;
     t->replicas = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->replicas, "replicas");
-    if (!t->replicas) goto fail;
-
-    size_t used = 0;
-    for (int d = 0; d < t->num_devices && used < sizeof t->device_names; d++)
-        used += (size_t)snprintf(t->device_names + used, sizeof t->device_names - used,
-                                 d ? ",cpu:%d" : "cpu:%d", d);
+    t->devices = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->devices, "devices");
+    t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
+    if (!t->replicas || !t->devices || !t->grad_buffers) goto fail;
 
     /* get_params: initialise once, copy onto every device. */
+    size_t used = 0;
     for (int d = 0; d < t->num_devices; d++) {
         replica_t *r = &t->replicas[d];
+        int id = config->device_ids ? config->device_ids[d] : d;
+        used += (size_t)snprintf(t->device_names + used, used < sizeof t->device_names ? sizeof t->device_names - used : 0,
+                                 d ? ",cpu:%d" : "cpu:%d", id);
+        r->trainer = t;
+        r->index = d;
         r->params = dp_alloc_aligned(sizeof(float) * t->num_params, "parameters");
         r->grads = dp_alloc_aligned(sizeof(float) * t->num_params, "gradients");
         r->arena = dp_arena_new((size_t)1 << 24);
@@ -81,7 +115,15 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (!r->params || !r->grads || !r->tape) goto fail;
         status = dp_optimizer_new(&config->optim, t->num_params, &r->optimizer);
         if (status != DP_OK) goto fail;
+        /* Pin only when several devices share the machine: a lone device
+         * pinned to core 0 would collide with every other such process. */
+        int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        int pin = t->num_devices > 1 && cores > 0 ? id % cores : -1;
+        status = dp_device_new(id, pin, &r->device);
+        if (status != DP_OK) goto fail;
         status = DP_ERR_NOMEM;
+        t->devices[d] = r->device;
+        t->grad_buffers[d] = r->grads;
         if (d == 0) {
             dp_rng_t rng;
             dp_rng_seed(&rng, config->seed);
@@ -132,36 +174,59 @@ static dp_status_t load_shard(replica_t *r, const dp_dataset_t *ds, const int *i
     return DP_OK;
 }
 
-/* Forward and backward of one shard on one replica (d2l's per-GPU part of
- * train_batch). `denominator` is the global batch size. */
-static dp_status_t shard_forward_backward(dp_trainer_t *t, replica_t *r, const dp_dataset_t *ds,
-                                          const int *indices, int n, int denominator,
-                                          double *loss_sum, int *correct) {
+/* Phase 1 on device d (d2l's per-GPU part of train_batch): forward and
+ * backward of the shard; the loss is divided by the global batch size. */
+static dp_status_t shard_task(void *arg) {
+    replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
     dp_arena_reset(r->arena);
     dp_tape_reset(r->tape);
     memset(r->grads, 0, sizeof(float) * t->num_params);
     dp_tensor_t *x, *logits, *loss;
     int32_t *y;
-    DP_TRY(load_shard(r, ds, indices, n, &x, &y));
+    DP_TRY(load_shard(r, r->ds, r->indices, r->count, &x, &y));
     DP_TRY(dp_model_forward(t->model, r->tape, r->params, r->grads, x, &logits));
     dp_op_attr_t attr = dp_op_attr_default();
-    attr.loss_denominator = (float)denominator;
+    attr.loss_denominator = (float)r->denominator;
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
     if (!loss) return DP_ERR_ARG;
-    *loss_sum = (double)loss->data[0] * denominator;
-    *correct = count_correct(logits->data, y, n, logits->shape[1]);
+    r->loss_sum = (double)loss->data[0] * r->denominator;
+    r->correct = count_correct(logits->data, y, r->count, logits->shape[1]);
     return dp_tape_backward(r->tape, loss, NULL, NULL);
 }
 
-/* The seeds' allreduce: sum onto replica 0, copy back to all. */
-static void allreduce_naive(dp_trainer_t *t) {
-    float *sum = t->replicas[0].grads;
-    for (int d = 1; d < t->num_devices; d++) {
-        const float *g = t->replicas[d].grads;
-        for (size_t i = 0; i < t->num_params; i++) sum[i] += g[i];
+/* Phase 2, ring: device d reduces chunk d and updates it in every replica. */
+static dp_status_t reduce_update_chunk_task(void *arg) {
+    replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    int k = t->num_devices;
+    dp_allreduce_chunk(t->grad_buffers, k, t->num_params, r->index);
+    size_t start, count;
+    dp_chunk_range(t->num_params, k, r->index, &start, &count);
+    for (int e = 0; e < k; e++) {
+        replica_t *other = &t->replicas[e];
+        dp_optimizer_step_range(other->optimizer, other->params, other->grads, start, count);
     }
-    for (int d = 1; d < t->num_devices; d++)
-        memcpy(t->replicas[d].grads, sum, sizeof(float) * t->num_params);
+    return DP_OK;
+}
+
+/* Phase 2, naive: device 0 sums and copies back (the seeds' allreduce). */
+static dp_status_t reduce_naive_task(void *arg) {
+    dp_trainer_t *t = ((replica_t *)arg)->trainer;
+    dp_allreduce_naive(t->grad_buffers, t->num_devices, t->num_params);
+    return DP_OK;
+}
+
+static dp_status_t update_task(void *arg) {
+    replica_t *r = arg;
+    dp_optimizer_step(r->optimizer, r->params, r->grads);
+    return DP_OK;
+}
+
+/* Submits fn(replica d) to every device and waits for all of them. */
+static dp_status_t run_on_all(dp_trainer_t *t, dp_task_fn fn) {
+    for (int d = 0; d < t->num_devices; d++) DP_TRY(dp_device_submit(t->devices[d], fn, &t->replicas[d]));
+    return dp_waitall(t->devices, t->num_devices);
 }
 
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
@@ -170,46 +235,69 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     if (n < k)
         return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
                        "(the batch size must be at least the number of devices)", n, k);
-    double total_loss = 0.0;
-    int total_correct = 0;
-    for (int d = 0; d < k; d++) {
+    for (int d = 0; d < k; d++) { /* split_and_load */
+        replica_t *r = &t->replicas[d];
         int start, count;
         dp_split_batch(n, k, d, &start, &count);
-        double shard_loss;
-        int shard_correct;
-        DP_TRY(shard_forward_backward(t, &t->replicas[d], ds, indices + start, count, n,
-                                      &shard_loss, &shard_correct));
-        total_loss += shard_loss;
-        total_correct += shard_correct;
+        r->ds = ds;
+        r->indices = indices + start;
+        r->count = count;
+        r->denominator = n;
     }
-    if (k > 1) allreduce_naive(t);
-    for (int d = 0; d < k; d++)
-        dp_optimizer_step(t->replicas[d].optimizer, t->replicas[d].params, t->replicas[d].grads);
+    DP_TRY(run_on_all(t, shard_task));
+    if (k == 1) {
+        DP_TRY(run_on_all(t, update_task));
+    } else if (t->config.allreduce == DP_ALLREDUCE_NAIVE) {
+        DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
+        DP_TRY(dp_device_wait(t->devices[0]));
+        DP_TRY(run_on_all(t, update_task));
+    } else {
+        DP_TRY(run_on_all(t, reduce_update_chunk_task));
+    }
+    double total_loss = 0.0;
+    int total_correct = 0;
+    for (int d = 0; d < k; d++) { /* in device order: the same sum every run */
+        total_loss += t->replicas[d].loss_sum;
+        total_correct += t->replicas[d].correct;
+    }
     if (loss_sum) *loss_sum += total_loss;
     if (correct) *correct += total_correct;
+    return DP_OK;
+}
+
+/* Evaluation on device d: its contiguous share of the examples, in batches. */
+static dp_status_t evaluate_task(void *arg) {
+    replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    int start, count;
+    dp_split_batch(r->ds->count, t->num_devices, r->index, &start, &count);
+    r->correct = 0;
+    for (int done = 0; done < count; done += r->eval_batch) {
+        int n = count - done < r->eval_batch ? count - done : r->eval_batch;
+        dp_arena_reset(r->arena);
+        dp_tape_reset(r->tape);
+        int *indices = dp_arena_alloc(r->arena, sizeof(int) * (size_t)n);
+        if (!indices) return DP_ERR_NOMEM;
+        for (int i = 0; i < n; i++) indices[i] = start + done + i;
+        dp_tensor_t *x, *logits;
+        int32_t *y;
+        DP_TRY(load_shard(r, r->ds, indices, n, &x, &y));
+        DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
+        r->correct += count_correct(logits->data, y, n, logits->shape[1]);
+    }
     return DP_OK;
 }
 
 dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size,
                                 int *correct) {
     if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
-    replica_t *r = &t->replicas[0];
-    int *indices = dp_alloc(sizeof(int) * (size_t)batch_size, "evaluation indices");
-    if (!indices) return DP_ERR_NOMEM;
-    int total = 0;
-    dp_status_t status = DP_OK;
-    for (int start = 0; start < ds->count && status == DP_OK; start += batch_size) {
-        int n = ds->count - start < batch_size ? ds->count - start : batch_size;
-        for (int i = 0; i < n; i++) indices[i] = start + i;
-        dp_arena_reset(r->arena);
-        dp_tape_reset(r->tape);
-        dp_tensor_t *x, *logits;
-        int32_t *y;
-        status = load_shard(r, ds, indices, n, &x, &y);
-        if (status == DP_OK) status = dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits);
-        if (status == DP_OK) total += count_correct(logits->data, y, n, logits->shape[1]);
+    for (int d = 0; d < t->num_devices; d++) {
+        t->replicas[d].ds = ds;
+        t->replicas[d].eval_batch = batch_size;
     }
-    free(indices);
+    DP_TRY(run_on_all(t, evaluate_task));
+    int total = 0;
+    for (int d = 0; d < t->num_devices; d++) total += t->replicas[d].correct;
     *correct = total;
-    return status;
+    return DP_OK;
 }

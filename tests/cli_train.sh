@@ -29,7 +29,7 @@ json_field() { sed -E "s/.*\"$2\": *([^,}]*).*/\1/" <<<"$1"; }
 
 # --- End to end -----------------------------------------------------------------
 learn=(train --model lenet-paddle --data "$data" --limit 10000 --epochs 1 --lr 0.1 --batch-size 64 --seed 1
-       --threads-per-device 1)
+       --devices 2)
 "$bin" "${learn[@]}" --metrics "$tmp/a.jsonl" --plot "$tmp/a.svg" >"$tmp/a.out" 2>"$tmp/a.err"
 status=$?
 [[ $status -eq 0 ]] && pass || fail "training exited $status: $(cat "$tmp/a.err")"
@@ -41,13 +41,14 @@ for key in epoch train_loss train_acc test_acc epoch_sec images_per_sec devices;
 done
 acc=$(json_field "$line" test_acc)
 awk -v a="$acc" 'BEGIN { exit !(a > 0.40) }' && pass || fail "lenet-paddle test accuracy $acc is not above 0.40"
-grep -q "epoch 1/1: loss" "$tmp/a.out" && grep -q "on \[cpu:0\]" "$tmp/a.out" && pass \
+grep -q '"devices": *\["cpu:0", *"cpu:1"\]' <<<"$line" && pass || fail "metrics devices: $line"
+grep -q "epoch 1/1: loss" "$tmp/a.out" && grep -q "on \[cpu:0, cpu:1\]" "$tmp/a.out" && pass \
   || fail "per-epoch line missing: $(cat "$tmp/a.out")"
 grep -q "^test acc: " "$tmp/a.out" && pass || fail "no summary line"
 head -c 200 "$tmp/a.svg" | grep -q "<svg" && tail -c 20 "$tmp/a.svg" | grep -q "</svg>" && pass \
   || fail "plot is not an SVG"
 
-run=(train --data "$data" --limit 10000 --epochs 1 --lr 0.9 --batch-size 256 --seed 1 --threads-per-device 1)
+run=(train --data "$data" --limit 10000 --epochs 1 --lr 0.9 --batch-size 256 --seed 1 --devices 1)
 "$bin" "${run[@]}" --metrics "$tmp/d2l1.jsonl" --quiet >/dev/null 2>&1 && pass || fail "d2l recipe failed"
 line=$(cat "$tmp/d2l1.jsonl")
 # The same seed gives the same loss, to the last digit.
@@ -59,6 +60,22 @@ acc_b=$(json_field "$(cat "$tmp/d2l2.jsonl")" test_acc)
 [[ "$loss_a" == "$loss_b" && "$acc_a" == "$acc_b" ]] && pass \
   || fail "same seed, different results: loss $loss_a vs $loss_b, acc $acc_a vs $acc_b"
 awk -v l="$loss_a" 'BEGIN { exit !(l > 2.2 && l < 2.5) }' && pass || fail "d2l recipe loss $loss_a is not near ln 10"
+# Two devices: the same seed gives the same run; naive and ring allreduce sum
+# in the same order, so they agree to the last digit too.
+two=(train --data "$data" --limit 3000 --epochs 1 --lr 0.5 --batch-size 257 --seed 3 --devices 2)
+"$bin" "${two[@]}" --metrics "$tmp/r1.jsonl" --quiet >/dev/null 2>&1
+"$bin" "${two[@]}" --metrics "$tmp/r2.jsonl" --quiet >/dev/null 2>&1
+"$bin" "${two[@]}" --allreduce naive --metrics "$tmp/n1.jsonl" --quiet >/dev/null 2>&1
+l1=$(json_field "$(cat "$tmp/r1.jsonl")" train_loss)
+l2=$(json_field "$(cat "$tmp/r2.jsonl")" train_loss)
+ln=$(json_field "$(cat "$tmp/n1.jsonl")" train_loss)
+[[ -n "$l1" && "$l1" == "$l2" ]] && pass || fail "2 devices, same seed: loss $l1 vs $l2"
+[[ -n "$l1" && "$l1" == "$ln" ]] && pass || fail "ring $l1 vs naive $ln"
+# Devices as a list, uneven shards (batch 10 on 3 devices), a short last batch.
+"$bin" train --data "$data" --limit 95 --epochs 1 --batch-size 10 --devices cpu:0,cpu:1,cpu:2 --quiet \
+  >"$tmp/three.out" 2>&1 && grep -q "on \[cpu:0, cpu:1, cpu:2\]" "$tmp/three.out" && pass \
+  || fail "3 devices, batch 10: $(cat "$tmp/three.out")"
+
 # A different seed gives a different run.
 "$bin" train --data "$data" --limit 2000 --epochs 1 --seed 2 --threads-per-device 1 \
   --metrics "$tmp/c.jsonl" --quiet >/dev/null 2>&1
@@ -96,6 +113,11 @@ expect_error "--lr must be positive" "${small[@]}" --lr -1
 expect_error "--epochs needs a value" "${small[@]}" --epochs
 expect_error "batch-size 2000 is larger than the training set \(1000 images\)" "${small[@]}" --batch-size 2000
 expect_error "unknown model 'vgg'" "${small[@]}" --model vgg
+expect_error "--devices: 0 is out of range" "${small[@]}" --devices 0
+expect_error "cpu:0 is listed twice" "${small[@]}" --devices cpu:0,cpu:0
+expect_error "--devices: 'gpu:0' is not a count or a list" "${small[@]}" --devices gpu:0
+expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduce tree
+expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small[@]}" --batch-size 2 --devices 3
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"
 [[ ! -e "$tmp/nodir" ]] && pass || fail "a bad --metrics path created something"

@@ -266,12 +266,16 @@ static dp_dataset_t synthetic_dataset(int count, uint64_t seed) {
     return ds;
 }
 
-static dp_trainer_t *make_trainer(const dp_model_t *m, int devices, float lr) {
+static dp_trainer_t *make_trainer_with(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce) {
     dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1,
-                                  .optim = {.kind = DP_OPTIM_SGD, .lr = lr}, .seed = 11};
+                                  .allreduce = allreduce, .optim = {.kind = DP_OPTIM_SGD, .lr = lr}, .seed = 11};
     dp_trainer_t *t;
     DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
     return t;
+}
+
+static dp_trainer_t *make_trainer(const dp_model_t *m, int devices, float lr) {
+    return make_trainer_with(m, devices, lr, DP_ALLREDUCE_RING);
 }
 
 static void run_steps(dp_trainer_t *t, const dp_dataset_t *ds, int batch, int steps, double *loss) {
@@ -314,7 +318,27 @@ static void test_trainer(void) {
             CHECK(memcmp(dp_trainer_params(c, d), dp_trainer_params(c, 0), sizeof(float) * np) == 0,
                   "replica %d differs from replica 0", d);
         CHECK(fabs(loss_c - loss_a) <= 1e-4 * fabs(loss_a), "loss %g vs %g", loss_c, loss_a);
+        /* The seeds' naive allreduce adds in the same order: the same bits. */
+        dp_trainer_t *naive = make_trainer_with(m, k, 0.9f, DP_ALLREDUCE_NAIVE);
+        double loss_n = 0;
+        run_steps(naive, &ds, 64, 5, &loss_n);
+        CHECK(memcmp(dp_trainer_params(naive, 0), dp_trainer_params(c, 0), sizeof(float) * np) == 0,
+              "%d devices: naive and ring allreduce give different parameters", k);
+        dp_trainer_free(naive);
         dp_trainer_free(c);
+    }
+
+    /* Uneven shards: batch 257 on 2 devices, batch 10 on 3, against 1 device. */
+    int uneven[][2] = {{257, 2}, {10, 3}};
+    for (int u = 0; u < 2; u++) {
+        dp_trainer_t *one = make_trainer(m, 1, 0.5f), *many = make_trainer(m, uneven[u][1], 0.5f);
+        run_steps(one, &ds, uneven[u][0], 2, NULL);
+        run_steps(many, &ds, uneven[u][0], 2, NULL);
+        size_t at;
+        double v = testing_max_violation(dp_trainer_params(many, 0), dp_trainer_params(one, 0), np, 1e-4, 1e-6, &at);
+        CHECK(v <= 1.0, "batch %d on %d devices drifts from 1 device: violation %g", uneven[u][0], uneven[u][1], v);
+        dp_trainer_free(one);
+        dp_trainer_free(many);
     }
 
     /* Too small a batch for the devices is an error, not a crash. */

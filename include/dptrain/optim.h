@@ -32,6 +32,11 @@ void dp_optimizer_free(dp_optimizer_t *opt);
 /* One update of params (n floats) with grads (n floats). */
 void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads);
 
+/* The same update on elements [start, start + count) only, so that several
+ * workers can update disjoint chunks of one buffer at once. */
+void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
+                             size_t count);
+
 /* Changes the learning rate (schedules). */
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr);
 

@@ -8,12 +8,16 @@
  *      the gradients are parts of the global mean gradient;
  *   3. gradients are summed across the replicas (allreduce);
  *   4. every replica applies the same update, so replicas stay identical.
+ * Each replica lives on its own device (device.h): the caller submits one
+ * task per device per phase (forward+backward of the shard; then the
+ * allreduce and update) and waits for all devices between phases.
  */
 #ifndef DPTRAIN_PARALLEL_H
 #define DPTRAIN_PARALLEL_H
 
 #include <stdint.h>
 
+#include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
@@ -22,6 +26,9 @@ typedef struct {
     const dp_model_t *model; /* not owned; must outlive the trainer */
     int num_devices;         /* replicas, >= 1 */
     int threads_per_device;  /* BLAS threads each device may use, >= 1 */
+    const int *device_ids;   /* (num_devices) N of "cpu:N", also the core it is pinned to;
+                                NULL: 0, 1, ..., num_devices - 1 */
+    dp_allreduce_kind_t allreduce;
     dp_optim_config_t optim;
     uint64_t seed;           /* parameter initialisation */
 } dp_trainer_config_t;
@@ -45,14 +52,15 @@ dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
                             const int *indices, int n, double *loss_sum, int *correct);
 
 /* Number of examples of `ds` the model classifies correctly, evaluated in
- * batches of batch_size. */
+ * batches of batch_size, the examples split across all devices (the book's
+ * exercise 4). */
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
                                 int batch_size, int *correct);
 
 /* Replica d's parameters (dp_model_num_params floats). */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
-/* "cpu:0,cpu:1" */
+/* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 
 /* Sets how many threads the BLAS library uses (process-wide). */

@@ -1,0 +1,34 @@
+/* comm.h - collectives over the replicas of one process (threads share
+ * memory), the building blocks of the trainer's gradient sync.
+ *
+ * dp_allreduce_naive is the seeds' version: sum every buffer into buffer 0,
+ * copy it back to all; one worker does everything (the teaching baseline and
+ * the tests' oracle). dp_allreduce_chunk is one worker's part of the
+ * efficient version (the book's exercise 3): worker d sums chunk d of the
+ * buffers across all k replicas and writes the sum back into every replica,
+ * a reduce-scatter and an all-gather in one pass; run by k workers at once,
+ * each moves 1/k of the data and no one waits for another. Both sum the
+ * replicas in the order 0, 1, ..., k-1, so they give the same bits.
+ */
+#ifndef DPTRAIN_COMM_H
+#define DPTRAIN_COMM_H
+
+#include <stddef.h>
+
+typedef enum {
+    DP_ALLREDUCE_NAIVE, /* --allreduce naive */
+    DP_ALLREDUCE_RING,  /* --allreduce ring (default): chunked, all workers at once */
+} dp_allreduce_kind_t;
+
+/* Chunk d of k over n floats: [*start, *start + *count). Boundaries are
+ * multiples of 16 floats (one cache line), so no two workers write the same
+ * line; chunks may be empty when n is small. */
+void dp_chunk_range(size_t n, int k, int d, size_t *start, size_t *count);
+
+void dp_allreduce_naive(float *const *buffers, int k, size_t n);
+
+/* Worker d's part: sums chunk d (dp_chunk_range) over buffers[0..k) and
+ * writes it to all of them. */
+void dp_allreduce_chunk(float *const *buffers, int k, size_t n, int d);
+
+#endif
