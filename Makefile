@@ -27,7 +27,10 @@ test: build
 
 bench: build
 	@scripts/setup.sh bench
-	bench/epoch_vs_pytorch.sh $(BUILD)/dptrain
+	bench/epoch_vs_pytorch.sh $(BUILD)/dptrain 5 1
+	bench/scaling.sh $(BUILD)/dptrain 3
+	$(BUILD)/allreduce_bench 2
+	bench/book_runs.sh $(BUILD)/dptrain 0
 
 clean:
 	rm -rf $(BUILD)
