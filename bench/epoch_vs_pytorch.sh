@@ -4,7 +4,7 @@
 # the same run, alternating A B A B so machine drift hits both alike.
 #
 # usage: bench/epoch_vs_pytorch.sh [path/to/dptrain] [runs] [threads]
-# Prints each run's seconds per epoch (training steps only, evaluation
+# dptrain runs on one device (--devices 1). Prints each run's seconds per epoch (training steps only, evaluation
 # excluded, for both) and the median ratio PyTorch / dptrain.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 dp_times=() pt_times=() ratios=()
 for run in $(seq 1 "$runs"); do
   "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs 1 \
-    --threads-per-device "$threads" --seed "$run" --metrics "$tmp/m$run.jsonl" --quiet >/dev/null
+    --devices 1 --threads-per-device "$threads" --seed "$run" --metrics "$tmp/m$run.jsonl" --quiet >/dev/null
   dp=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m$run.jsonl")
   pt=$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/torch_lenet.py" --data "$data" \
          --epochs 1 --threads "$threads" --seed "$run" | sed -E 's/.* ([0-9.]+) sec\/epoch/\1/')
