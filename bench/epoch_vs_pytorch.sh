@@ -4,8 +4,9 @@
 # the same run, alternating A B A B so machine drift hits both alike.
 #
 # usage: bench/epoch_vs_pytorch.sh [path/to/dptrain] [runs] [threads]
-# dptrain runs on one device (--devices 1). Prints each run's seconds per epoch (training steps only, evaluation
-# excluded, for both) and the median ratio PyTorch / dptrain.
+# dptrain runs on one device (--devices 1). Prints each run's seconds per
+# epoch (training steps only, evaluation excluded, for both) and the median
+# ratio PyTorch / dptrain.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/dptrain}
