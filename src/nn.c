@@ -262,22 +262,6 @@ int dp_model_num_outputs(const dp_model_t *m) {
     return ndim == 1 ? shape[0] : 0;
 }
 
-void dp_model_describe(const dp_model_t *m, char *buf, size_t size) {
-    static const char *kind_names[] = {"conv", "pool", "relu", "flatten", "linear"};
-    size_t used = (size_t)snprintf(buf, size, "%s: input (%d, %d, %d), %zu parameters\n", m->name,
-                                   m->in_shape[0], m->in_shape[1], m->in_shape[2], m->total);
-    for (int i = 0; i < m->num_layers && used < size; i++) {
-        const layer_t *l = &m->layers[i];
-        const char *kind = l->kind == LAYER_POOL
-                               ? (l->op == DP_OP_MAX_POOL ? "max pool" : "avg pool")
-                               : kind_names[l->kind];
-        used += (size_t)snprintf(buf + used, size - used, "  %-8s -> (", kind);
-        for (int d = 0; d < l->out_ndim && used < size; d++)
-            used += (size_t)snprintf(buf + used, size - used, d ? ", %d" : "%d", l->out_shape[d]);
-        if (used < size) used += (size_t)snprintf(buf + used, size - used, ")\n");
-    }
-}
-
 void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
     for (int i = 0; i < m->num_layers; i++) {
         const layer_t *l = &m->layers[i];

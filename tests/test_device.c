@@ -141,6 +141,12 @@ static void test_failures(void) {
     dp_device_new(1, -1, &devices[1]);
     int first = 1, second = 2, after = 0;
     dp_device_submit(devices[1], failing_task, &first);
+    dp_event_t *e;
+    dp_event_new(&e);
+    dp_device_record(devices[1], e);
+    dp_event_wait(e); /* the failure has happened; nobody has waited on the device yet */
+    CHECK(dp_device_failed(devices[1]) && !dp_device_failed(devices[0]), "dp_device_failed does not report it");
+    dp_event_free(e);
     dp_device_submit(devices[1], failing_task, &second);
     dp_device_submit(devices[1], ok_task, &after);
     dp_status_t status = dp_waitall(devices, 2);
@@ -149,6 +155,7 @@ static void test_failures(void) {
           "message '%s' does not name the device and the first failure", dp_error_message());
     CHECK(after == 1, "the task after a failure did not run");
     CHECK(dp_waitall(devices, 2) == DP_OK, "the failure was not cleared by the wait");
+    CHECK(!dp_device_failed(devices[1]), "dp_device_failed still set after the wait");
     dp_device_free(devices[0]);
     dp_device_free(devices[1]);
 }

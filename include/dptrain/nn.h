@@ -63,8 +63,6 @@ const dp_param_info_t *dp_model_param(const dp_model_t *m, int i);
 /* Input (C, H, W) and the output width (classes). */
 void dp_model_input_shape(const dp_model_t *m, int *channels, int *height, int *width);
 int dp_model_num_outputs(const dp_model_t *m);
-/* One line per layer with its output shape and parameter count. */
-void dp_model_describe(const dp_model_t *m, char *buf, size_t size);
 
 /* Fills the flat buffer with the model's initialisation, drawing from rng
  * in parameter order. */
