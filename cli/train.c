@@ -214,7 +214,7 @@ int cmd_train(int argc, char **argv) {
     if (!history) goto done;
 
     /* "[cpu:0, cpu:1]", as the book prints its device lists */
-    char devices[600];
+    char devices[5000]; /* the names plus ", " separators: up to 256 devices */
     size_t used = (size_t)snprintf(devices, sizeof devices, "[");
     for (const char *p = dp_trainer_device_names(trainer); *p && used + 3 < sizeof devices; p++) {
         if (*p == ',') devices[used++] = ',', devices[used++] = ' ';

@@ -303,7 +303,7 @@ dp_status_t dp_max_pool_backward(dp_node_t *node, dp_arena_t *arena) {
  * LeNet's pools. Each output is the mean of its 2x2 block; the general path
  * below pays per-row window bookkeeping that costs more than the sums
  * themselves. The sums run in the general path's order (rows first, then
- * adjacent columns), so both give the same bits. */
+ * adjacent columns). */
 static int is_plain_2x2(const pool_geom_t *g) {
     return g->in_size[0] == 1 && g->kernel[0] == 1 && g->kernel[1] == 2 && g->kernel[2] == 2 &&
            g->stride[1] == 2 && g->stride[2] == 2 && g->pad[0] == 0 && g->pad[1] == 0 && g->pad[2] == 0 &&

@@ -10,6 +10,7 @@
  *            every replica's parameters (disjoint chunks, so no locks);
  *            naive: device 0 sums everything and copies it back (one task),
  *            then every device updates its own replica.
+ * With one device both are just the update (nothing to sum).
  * The waits are the only synchronisation: between phases every replica's
  * buffers are quiescent, and the caller reads results only after a wait.
  */
@@ -50,7 +51,7 @@ struct dp_trainer {
     replica_t *replicas;
     dp_device_t **devices; /* (num_devices) */
     float **grad_buffers;  /* (num_devices) replicas[d].grads, for the allreduce */
-    char device_names[256];
+    char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
 };
 
 void dp_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
@@ -101,11 +102,13 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
 
     /* get_params: initialise once, copy onto every device. */
     size_t used = 0;
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int d = 0; d < t->num_devices; d++) {
         replica_t *r = &t->replicas[d];
         int id = config->device_ids ? config->device_ids[d] : d;
-        used += (size_t)snprintf(t->device_names + used, used < sizeof t->device_names ? sizeof t->device_names - used : 0,
-                                 d ? ",cpu:%d" : "cpu:%d", id);
+        if (used < sizeof t->device_names)
+            used += (size_t)snprintf(t->device_names + used, sizeof t->device_names - used,
+                                     d ? ",cpu:%d" : "cpu:%d", id);
         r->trainer = t;
         r->index = d;
         r->params = dp_alloc_aligned(sizeof(float) * t->num_params, "parameters");
@@ -117,7 +120,6 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (status != DP_OK) goto fail;
         /* Pin only when several devices share the machine: a lone device
          * pinned to core 0 would collide with every other such process. */
-        int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
         int pin = t->num_devices > 1 && cores > 0 ? id % cores : -1;
         status = dp_device_new(id, pin, &r->device);
         if (status != DP_OK) goto fail;
@@ -223,9 +225,18 @@ static dp_status_t update_task(void *arg) {
     return DP_OK;
 }
 
-/* Submits fn(replica d) to every device and waits for all of them. */
+/* Submits fn(replica d) to every device and waits for all of them; if a
+ * submit fails, still waits for the tasks already queued before returning. */
 static dp_status_t run_on_all(dp_trainer_t *t, dp_task_fn fn) {
-    for (int d = 0; d < t->num_devices; d++) DP_TRY(dp_device_submit(t->devices[d], fn, &t->replicas[d]));
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_status_t status = dp_device_submit(t->devices[d], fn, &t->replicas[d]);
+        if (status != DP_OK) {
+            char message[1024];
+            snprintf(message, sizeof message, "%s", dp_error_message());
+            dp_waitall(t->devices, d);
+            return dp_fail(status, "%s", message);
+        }
+    }
     return dp_waitall(t->devices, t->num_devices);
 }
 
@@ -245,9 +256,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
         r->denominator = n;
     }
     DP_TRY(run_on_all(t, shard_task));
-    if (k == 1) {
-        DP_TRY(run_on_all(t, update_task));
-    } else if (t->config.allreduce == DP_ALLREDUCE_NAIVE) {
+    if (t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
         DP_TRY(dp_device_wait(t->devices[0]));
         DP_TRY(run_on_all(t, update_task));
