@@ -29,6 +29,7 @@ bench: build
 	@scripts/setup.sh bench
 	bench/epoch_vs_pytorch.sh $(BUILD)/dptrain 5 1
 	bench/scaling.sh $(BUILD)/dptrain 3
+	bench/ddp_vs_dptrain.sh $(BUILD)/dptrain 5
 	$(BUILD)/allreduce_bench 2
 	bench/book_runs.sh $(BUILD)/dptrain 0
 
