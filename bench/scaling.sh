@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# scaling.sh - images per second of one full LeNet epoch (batch 256, lr 0.2)
-# on 2 devices against 1 device, 1 thread each, alternating in the same run.
+# scaling.sh - images per second of one full LeNet epoch (batch 256, lr 0.2),
+# alternating in the same run, 1 thread per device:
+#   1 device; 2 devices without overlap; 2 devices with overlap (the default).
+# Prints 2 devices / 1 device, and what overlapping the bucketed allreduce
+# with backward buys (overlap on / off).
 #
 # usage: bench/scaling.sh [path/to/dptrain] [runs]
 set -euo pipefail
@@ -10,17 +13,22 @@ runs=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 field() { sed -E "s/.*\"$1\": *([0-9.eE+-]+).*/\1/" "$2"; }
-ratios=()
+ratios=() overlaps=()
 for run in $(seq 1 "$runs"); do
-  for k in 1 2; do
-    "$bin" train --model lenet --batch-size 256 --lr 0.2 --epochs 1 --devices "$k" --threads-per-device 1 \
-      --seed "$run" --metrics "$tmp/k$k-$run.jsonl" --quiet >/dev/null
+  for cfg in "k1 --devices 1" "off --devices 2 --overlap off" "on --devices 2 --overlap on"; do
+    set -- $cfg
+    name=$1; shift
+    "$bin" train --model lenet --batch-size 256 --lr 0.2 --epochs 1 --threads-per-device 1 "$@" \
+      --seed "$run" --metrics "$tmp/$name-$run.jsonl" --quiet >/dev/null
   done
   one=$(field images_per_sec "$tmp/k1-$run.jsonl")
-  two=$(field images_per_sec "$tmp/k2-$run.jsonl")
-  ratio=$(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2f", a / b }')
-  printf 'run %d: 1 device %.0f images/s, 2 devices %.0f images/s, ratio %sx\n' "$run" "$one" "$two" "$ratio"
-  ratios+=("$ratio")
+  off=$(field images_per_sec "$tmp/off-$run.jsonl")
+  on=$(field images_per_sec "$tmp/on-$run.jsonl")
+  ratio=$(awk -v a="$on" -v b="$one" 'BEGIN { printf "%.2f", a / b }')
+  gain=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
+  printf 'run %d: 1 device %.0f images/s; 2 devices %.0f (overlap off), %.0f (on); 2/1 %sx, on/off %s\n' \
+    "$run" "$one" "$off" "$on" "$ratio" "$gain"
+  ratios+=("$ratio") overlaps+=("$gain")
 done
-printf 'median ratio (2 devices / 1 device): %s\n' \
-  "$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')"
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+printf 'median: 2 devices / 1 device %sx; overlap on / off %s\n' "$(median "${ratios[@]}")" "$(median "${overlaps[@]}")"

@@ -27,6 +27,7 @@ typedef struct {
     int threads_per_device;
     const char *devices;
     const char *allreduce;
+    const char *overlap;
     const char *metrics_path;
     const char *plot_path;
     int quiet;
@@ -55,6 +56,8 @@ static const char train_usage[] =
     "                            like cpu:0,cpu:1 (default: one per core)\n"
     "  --allreduce ring|naive    gradient sum: ring (default; every device reduces 1/k of\n"
     "                            the gradient) or naive (device 0 sums all, the book's code)\n"
+    "  --overlap on|off          ring only: reduce gradient buckets while backward is still\n"
+    "                            running (default on)\n"
     "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
     "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
@@ -133,6 +136,7 @@ int cmd_train(int argc, char **argv) {
         {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024},
         {"devices", OPT_STRING, &o.devices, 0, 0},
         {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
+        {"overlap", OPT_STRING, &o.overlap, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
@@ -165,6 +169,13 @@ int cmd_train(int argc, char **argv) {
         allreduce = DP_ALLREDUCE_NAIVE;
     } else if (o.allreduce && strcmp(o.allreduce, "ring") != 0) {
         dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
+        return cli_report_error();
+    }
+    int overlap = 1;
+    if (o.overlap && strcmp(o.overlap, "off") == 0) {
+        overlap = 0;
+    } else if (o.overlap && strcmp(o.overlap, "on") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
         return cli_report_error();
     }
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return cli_report_error();
@@ -205,6 +216,7 @@ int cmd_train(int argc, char **argv) {
         .threads_per_device = o.threads_per_device,
         .device_ids = device_ids,
         .allreduce = allreduce,
+        .overlap = overlap,
         .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
         .seed = o.seed,
     };

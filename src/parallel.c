@@ -11,12 +11,28 @@
  *            naive: device 0 sums everything and copies it back (one task),
  *            then every device updates its own replica.
  * With one device both are just the update (nothing to sum).
- * The waits are the only synchronisation: between phases every replica's
- * buffers are quiescent, and the caller reads results only after a wait.
+ *   overlap (ring, config.overlap): no phase 2. The gradients are grouped
+ *            in buckets of BUCKET_FLOATS of the flat buffer. Parameters lie
+ *            in layer order and backward visits layers in reverse, so after
+ *            each tape node the gradients that are final form a suffix of
+ *            the buffer; the tape hook (backward_hook) advances each
+ *            device's suffix and counts every bucket it covers on an atomic
+ *            per-bucket counter. The device that brings a bucket's count to
+ *            k sums that bucket over all replicas and updates it in every
+ *            replica, while the other devices are still in backward on
+ *            earlier layers (PyTorch DDP's and Horovod's overlap). A
+ *            bucket's parameters and gradients are not touched again by any
+ *            device in the step once all k have counted it. The sums and
+ *            updates are those of phase 2 ring, element by element, so the
+ *            results are the same bits.
+ * The waits are the only other synchronisation: between phases every
+ * replica's buffers are quiescent, and the caller reads results only after a
+ * wait.
  */
 #include "dptrain/parallel.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +41,10 @@
 #include "dptrain/device.h"
 
 typedef struct dp_trainer dp_trainer_t;
+
+/* Gradient bucket size for the overlapped allreduce: 64 KB. LeNet's 129,068
+ * parameters make 8 buckets. */
+#define BUCKET_FLOATS ((size_t)16384)
 
 typedef struct {
     float *params; /* (num_params) this replica's copy of the parameters */
@@ -41,6 +61,8 @@ typedef struct {
     int count, denominator, eval_batch;
     double loss_sum;
     int correct;
+    size_t ready_from; /* overlap: grads at offsets >= this are final this step */
+    long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
 } replica_t;
 
 struct dp_trainer {
@@ -51,6 +73,9 @@ struct dp_trainer {
     replica_t *replicas;
     dp_device_t **devices; /* (num_devices) */
     float **grad_buffers;  /* (num_devices) replicas[d].grads, for the allreduce */
+    int overlap;             /* config.overlap with the ring allreduce */
+    long num_buckets;
+    atomic_int *bucket_done; /* (num_buckets) devices that have counted the bucket this step */
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
 };
 
@@ -77,6 +102,7 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->replicas);
     free(t->devices);
     free(t->grad_buffers);
+    free(t->bucket_done);
     free(t);
 }
 
@@ -92,13 +118,16 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (!t) return DP_ERR_NOMEM;
     t->config = *config;
     t->config.device_ids = NULL; /* not kept: the caller's array */
+    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING;
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
     t->num_devices = config->num_devices;
     t->replicas = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->replicas, "replicas");
     t->devices = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->devices, "devices");
     t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
-    if (!t->replicas || !t->devices || !t->grad_buffers) goto fail;
+    t->num_buckets = (long)((t->num_params + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
+    t->bucket_done = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *t->bucket_done, "bucket counters");
+    if (!t->replicas || !t->devices || !t->grad_buffers || !t->bucket_done) goto fail;
 
     /* get_params: initialise once, copy onto every device. */
     size_t used = 0;
@@ -176,8 +205,53 @@ static dp_status_t load_shard(replica_t *r, const dp_dataset_t *ds, const int *i
     return DP_OK;
 }
 
+/* Sums bucket b over all replicas and updates it in every replica: the
+ * ring's phase 2 restricted to one bucket. */
+static void reduce_update_bucket(dp_trainer_t *t, long b) {
+    size_t start = (size_t)b * BUCKET_FLOATS;
+    size_t count = t->num_params - start < BUCKET_FLOATS ? t->num_params - start : BUCKET_FLOATS;
+    int k = t->num_devices;
+    float *sum = t->grad_buffers[0] + start;
+    for (int r = 1; r < k; r++) {
+        const float *g = t->grad_buffers[r] + start;
+        for (size_t i = 0; i < count; i++) sum[i] += g[i];
+    }
+    for (int r = 1; r < k; r++) memcpy(t->grad_buffers[r] + start, sum, sizeof(float) * count);
+    for (int r = 0; r < k; r++) {
+        replica_t *other = &t->replicas[r];
+        dp_optimizer_step_range(other->optimizer, other->params, other->grads, start, count);
+    }
+}
+
+/* Counts every bucket inside this device's final suffix; the last device
+ * to count a bucket reduces and updates it. */
+static void count_ready_buckets(replica_t *r) {
+    dp_trainer_t *t = r->trainer;
+    while (r->next_bucket >= 0 && (size_t)r->next_bucket * BUCKET_FLOATS >= r->ready_from) {
+        long b = r->next_bucket--;
+        if (atomic_fetch_add_explicit(&t->bucket_done[b], 1, memory_order_acq_rel) + 1 == t->num_devices)
+            reduce_update_bucket(t, b);
+    }
+}
+
+/* The tape hook: after a node's backward, its parameters' gradients are
+ * final (each parameter is used by one node of a sequential model). */
+static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
+    replica_t *r = ctx;
+    (void)node_index;
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && p->grad >= r->grads && p->grad < r->grads + r->trainer->num_params) {
+            size_t offset = (size_t)(p->grad - r->grads);
+            if (offset < r->ready_from) r->ready_from = offset;
+        }
+    }
+    count_ready_buckets(r);
+}
+
 /* Phase 1 on device d (d2l's per-GPU part of train_batch): forward and
- * backward of the shard; the loss is divided by the global batch size. */
+ * backward of the shard; the loss is divided by the global batch size.
+ * With overlap, backward also reduces and applies finished buckets. */
 static dp_status_t shard_task(void *arg) {
     replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
@@ -194,7 +268,13 @@ static dp_status_t shard_task(void *arg) {
     if (!loss) return DP_ERR_ARG;
     r->loss_sum = (double)loss->data[0] * r->denominator;
     r->correct = count_correct(logits->data, y, r->count, logits->shape[1]);
-    return dp_tape_backward(r->tape, loss, NULL, NULL);
+    if (!t->overlap) return dp_tape_backward(r->tape, loss, NULL, NULL);
+    r->ready_from = t->num_params;
+    r->next_bucket = t->num_buckets - 1;
+    DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
+    r->ready_from = 0; /* every gradient is final now */
+    count_ready_buckets(r);
+    return DP_OK;
 }
 
 /* Phase 2, ring: device d reduces chunk d and updates it in every replica. */
@@ -255,12 +335,14 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
         r->count = count;
         r->denominator = n;
     }
-    DP_TRY(run_on_all(t, shard_task));
-    if (t->config.allreduce == DP_ALLREDUCE_NAIVE) {
+    if (t->overlap)
+        for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
+    DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
+    if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
         DP_TRY(dp_device_wait(t->devices[0]));
         DP_TRY(run_on_all(t, update_task));
-    } else {
+    } else if (!t->overlap) {
         DP_TRY(run_on_all(t, reduce_update_chunk_task));
     }
     double total_loss = 0.0;

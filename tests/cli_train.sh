@@ -61,7 +61,8 @@ acc_b=$(json_field "$(cat "$tmp/d2l2.jsonl")" test_acc)
   || fail "same seed, different results: loss $loss_a vs $loss_b, acc $acc_a vs $acc_b"
 awk -v l="$loss_a" 'BEGIN { exit !(l > 2.2 && l < 2.5) }' && pass || fail "d2l recipe loss $loss_a is not near ln 10"
 # Two devices: the same seed gives the same run; naive and ring allreduce sum
-# in the same order, so they agree to the last digit too.
+# in the same order, so they agree to the last digit too, and so does ring
+# with and without overlap.
 two=(train --data "$data" --limit 3000 --epochs 1 --lr 0.5 --batch-size 257 --seed 3 --devices 2)
 "$bin" "${two[@]}" --metrics "$tmp/r1.jsonl" --quiet >/dev/null 2>&1
 "$bin" "${two[@]}" --metrics "$tmp/r2.jsonl" --quiet >/dev/null 2>&1
@@ -71,6 +72,9 @@ l2=$(json_field "$(cat "$tmp/r2.jsonl")" train_loss)
 ln=$(json_field "$(cat "$tmp/n1.jsonl")" train_loss)
 [[ -n "$l1" && "$l1" == "$l2" ]] && pass || fail "2 devices, same seed: loss $l1 vs $l2"
 [[ -n "$l1" && "$l1" == "$ln" ]] && pass || fail "ring $l1 vs naive $ln"
+"$bin" "${two[@]}" --overlap off --metrics "$tmp/o1.jsonl" --quiet >/dev/null 2>&1
+lo=$(json_field "$(cat "$tmp/o1.jsonl")" train_loss)
+[[ -n "$l1" && "$l1" == "$lo" ]] && pass || fail "overlap on $l1 vs off $lo"
 # Devices as a list, uneven shards (batch 10 on 3 devices), a short last batch.
 "$bin" train --data "$data" --limit 95 --epochs 1 --batch-size 10 --devices cpu:0,cpu:1,cpu:2 --quiet \
   >"$tmp/three.out" 2>&1 && grep -q "on \[cpu:0, cpu:1, cpu:2\]" "$tmp/three.out" && pass \
@@ -117,6 +121,7 @@ expect_error "--devices: 0 is out of range" "${small[@]}" --devices 0
 expect_error "cpu:0 is listed twice" "${small[@]}" --devices cpu:0,cpu:0
 expect_error "--devices: 'gpu:0' is not a count or a list" "${small[@]}" --devices gpu:0
 expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduce tree
+expect_error "--overlap: 'maybe' is not on or off" "${small[@]}" --overlap maybe
 expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small[@]}" --batch-size 2 --devices 3
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"

@@ -29,6 +29,7 @@ typedef struct {
     const int *device_ids;   /* (num_devices) N of "cpu:N", also the core it is pinned to;
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_allreduce_kind_t allreduce;
+    int overlap;             /* ring only: reduce gradient buckets while backward runs */
     dp_optim_config_t optim;
     uint64_t seed;           /* parameter initialisation */
 } dp_trainer_config_t;
