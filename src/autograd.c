@@ -84,9 +84,11 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
                        dp_tensor_numel(loss));
     if (!loss->grad) return DP_OK; /* nothing requires a gradient */
     loss->grad[0] = 1.0f;
+    loss->grad_unset = 0;
     for (int i = tape->size - 1; i >= 0; i--) {
         dp_node_t *node = tape->nodes[i];
-        if (node->out.grad) DP_TRY(dp_op_backward(node, tape->arena));
+        /* An output gradient still unset got nothing: the node passes nothing on. */
+        if (node->out.grad && !node->out.grad_unset) DP_TRY(dp_op_backward(node, tape->arena));
         if (hook) hook(hook_ctx, i, node);
     }
     return DP_OK;

@@ -435,7 +435,7 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_set_shape(out, g.ndim, shape);
     size_t numel = dp_tensor_numel(out);
     out->data = dp_arena_floats(arena, numel); /* (N, OC, OD, OH, OW) */
-    out->grad = conv_needs_grad(node) ? dp_arena_zeros(arena, numel) : NULL;
+    out->grad = conv_needs_grad(node) ? dp_grad_alloc(arena, out, numel) : NULL;
     node->saved = NULL;
     size_t ld_max = (size_t)g.chunk * L;
     float *col = dp_arena_floats(arena, g.col_rows * ld_max); /* (Cg * kvol, chunk * L) */
@@ -513,9 +513,12 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!node->out.grad) return DP_OK;
     conv_geom_t g;
     DP_TRY(conv_geometry(node, &g));
-    const dp_tensor_t *xt = node->in[0], *wt = node->in[1], *bt = node->in[2];
+    dp_tensor_t *xt = node->in[0], *wt = node->in[1], *bt = node->in[2];
     const size_t L = g.out_plane;
     const int OCg = g.group_out_ch;
+    if (xt->grad) dp_grad_prepare(xt); /* col2im adds */
+    if (wt->grad) dp_grad_prepare(wt);
+    if (bt && bt->grad) dp_grad_prepare(bt);
     float *dx = xt->grad; /* (N, C, D, H, W) */
     float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
     int want_bias = bt && bt->grad;

@@ -19,7 +19,7 @@ dp_status_t dp_relu_forward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_set_shape(&node->out, x->ndim, x->shape);
     size_t numel = dp_tensor_numel(x);
     node->out.data = dp_arena_floats(arena, numel); /* same shape as x */
-    node->out.grad = x->grad ? dp_arena_zeros(arena, numel) : NULL;
+    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
     if (!node->out.data || (x->grad && !node->out.grad))
         return dp_fail(DP_ERR_NOMEM, "relu: out of arena memory for an output of %zu floats", numel);
@@ -36,7 +36,10 @@ dp_status_t dp_relu_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy || !dx) return DP_OK;
     const float *y = node->out.data;
     size_t numel = dp_tensor_numel(&node->out);
-    for (size_t i = 0; i < numel; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    if (dp_grad_claim(node->in[0]))
+        for (size_t i = 0; i < numel; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    else
+        for (size_t i = 0; i < numel; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
     return DP_OK;
 }
 
@@ -54,13 +57,15 @@ dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_set_shape(&node->out, 2, shape);
     node->out.data = x->data; /* a view: (N, C * D * H * W) over x */
     node->out.grad = x->grad;
+    node->out.grad_unset = x->grad_unset;
     node->saved = NULL;
     return DP_OK;
 }
 
-/* Nothing to do: out.grad is in.grad (see the top of the file). */
+/* No arithmetic: out.grad is in.grad (see the top of the file); whether the
+ * shared buffer has been written is passed on to the input. */
 dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena) {
-    (void)node;
     (void)arena;
+    if (node->in[0]->grad) node->in[0]->grad_unset = node->out.grad_unset;
     return DP_OK;
 }

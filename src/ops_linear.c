@@ -45,7 +45,7 @@ dp_status_t dp_linear_forward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_set_shape(&node->out, 2, shape);
     size_t numel = (size_t)N * OUT;
     node->out.data = dp_arena_floats(arena, numel); /* (N, OUT) */
-    node->out.grad = any_grad ? dp_arena_zeros(arena, numel) : NULL;
+    node->out.grad = any_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
     if (!node->out.data || (any_grad && !node->out.grad))
         return dp_fail(DP_ERR_NOMEM, "linear: out of arena memory for an output of %zu floats", numel);
@@ -66,9 +66,11 @@ dp_status_t dp_linear_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy) return DP_OK;
     int N, IN, OUT;
     DP_TRY(linear_check(node, &N, &IN, &OUT));
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    if (x->grad) /* dx (N, IN) += dy (N, OUT) W (OUT, IN) */
-        dp_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, w->data, IN, 1.0f, x->grad, IN);
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    if (x->grad) /* dx (N, IN) += dy (N, OUT) W (OUT, IN); = when dx is unset */
+        dp_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, w->data, IN, dp_grad_claim(x) ? 0.0f : 1.0f, x->grad, IN);
+    if (w->grad) dp_grad_prepare(w);
+    if (b && b->grad) dp_grad_prepare(b);
     if (w->grad) /* dW (OUT, IN) += dy^T (OUT, N) x (N, IN) */
         dp_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, x->data, IN, 1.0f, w->grad, IN);
     if (b && b->grad) /* db (OUT) += column sums of dy */

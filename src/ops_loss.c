@@ -48,7 +48,7 @@ dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
                            K);
     dp_tensor_set_shape(&node->out, 0, NULL);
     node->out.data = dp_arena_floats(arena, 1); /* () the loss */
-    node->out.grad = x->grad ? dp_arena_zeros(arena, 1) : NULL;
+    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, 1) : NULL;
     float *probs = dp_arena_floats(arena, (size_t)N * K); /* (N, K) */
     node->saved = probs;
     if (!node->out.data || (x->grad && !node->out.grad) || !probs)
@@ -82,6 +82,7 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
     double D;
     DP_TRY(xent_check(node, &N, &K, &D));
     const float *probs = node->saved; /* (N, K) */
+    dp_grad_prepare(node->in[0]);
     float scale = (float)(dy[0] / D);
     for (int i = 0; i < N; i++) {
         const float *p = probs + (size_t)i * K;

@@ -12,7 +12,8 @@
  * node->saved, from the arena); ties go to the first maximum in (d, h, w)
  * order and a NaN wins, as in PyTorch. Avg pool divides by the kernel volume
  * when attr.count_include_pad (PyTorch's default), else by the number of
- * input elements inside the window. Backward adds into in[0]->grad.
+ * input elements inside the window. Backward adds into in[0]->grad (or,
+ * for the 2x2 fast path, writes it when it is unset: tensor.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -85,7 +86,7 @@ static dp_status_t pool_output(dp_node_t *node, const pool_geom_t *g, dp_arena_t
     dp_tensor_set_shape(&node->out, g->ndim, shape);
     size_t numel = dp_tensor_numel(&node->out);
     node->out.data = dp_arena_floats(arena, numel);
-    node->out.grad = x->grad ? dp_arena_zeros(arena, numel) : NULL;
+    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     if (!node->out.data || (x->grad && !node->out.grad))
         return dp_fail(DP_ERR_NOMEM, "%s: out of arena memory for an output of %zu floats", g->op, numel);
     return DP_OK;
@@ -279,6 +280,7 @@ dp_status_t dp_max_pool_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy || !dx) return DP_OK;
     const int32_t *argmax = node->saved;
     if (!argmax) return dp_fail(DP_ERR_ARG, "max_pool backward: no argmax saved (forward ran without an input grad)");
+    dp_grad_prepare(node->in[0]); /* scattered adds */
     size_t in_plane = 1, out_plane = 1;
     for (int i = 2; i < node->in[0]->ndim; i++) in_plane *= (size_t)node->in[0]->shape[i];
     for (int i = 2; i < node->out.ndim; i++) out_plane *= (size_t)node->out.shape[i];
@@ -324,7 +326,8 @@ static void avg_pool_2x2_forward(const pool_geom_t *g, const float *restrict x, 
     }
 }
 
-static void avg_pool_2x2_backward(const pool_geom_t *g, const float *restrict dy, float *restrict dx) {
+static void avg_pool_2x2_backward(const pool_geom_t *g, const float *restrict dy, float *restrict dx,
+                                  int overwrite) {
     const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
     for (size_t p = 0; p < g->planes; p++) {
         float *dxp = dx + p * g->in_plane;     /* (H, W) */
@@ -332,6 +335,16 @@ static void avg_pool_2x2_backward(const pool_geom_t *g, const float *restrict dy
         for (int oh = 0; oh < OH; oh++) {
             float *r0 = dxp + (size_t)(2 * oh) * W, *r1 = r0 + W;
             const float *d = dyp + (size_t)oh * OW;
+            if (overwrite) {
+                for (int ow = 0; ow < OW; ow++) {
+                    float v = d[ow] * 0.25f;
+                    r0[2 * ow] = v;
+                    r0[2 * ow + 1] = v;
+                    r1[2 * ow] = v;
+                    r1[2 * ow + 1] = v;
+                }
+                continue;
+            }
             for (int ow = 0; ow < OW; ow++) {
                 float v = d[ow] * 0.25f;
                 r0[2 * ow] += v;
@@ -399,9 +412,15 @@ dp_status_t dp_avg_pool_backward(dp_node_t *node, dp_arena_t *arena) {
     pool_geom_t g;
     DP_TRY(pool_geometry(node, "avg_pool", 0, &g));
     if (is_plain_2x2(&g)) {
-        avg_pool_2x2_backward(&g, dy, dx);
+        /* With even H and W every dx element is in one window: overwrite
+         * when dx is unset. */
+        int whole = g.in_size[1] % 2 == 0 && g.in_size[2] % 2 == 0;
+        int overwrite = whole && dp_grad_claim(node->in[0]);
+        if (!overwrite) dp_grad_prepare(node->in[0]);
+        avg_pool_2x2_backward(&g, dy, dx, overwrite);
         return DP_OK;
     }
+    dp_grad_prepare(node->in[0]);
     pool_scratch_t s;
     DP_TRY(pool_scratch(&g, arena, &s));
     const int W = g.in_size[2], OW = g.out_size[2], sw = g.stride[2], pw = g.pad[2];

@@ -27,6 +27,24 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size) {
     return buf;
 }
 
+float *dp_grad_alloc(dp_arena_t *arena, dp_tensor_t *t, size_t count) {
+    t->grad = dp_arena_floats(arena, count);
+    t->grad_unset = 1;
+    return t->grad;
+}
+
+void dp_grad_prepare(dp_tensor_t *t) {
+    if (!t->grad_unset) return;
+    memset(t->grad, 0, sizeof(float) * dp_tensor_numel(t));
+    t->grad_unset = 0;
+}
+
+int dp_grad_claim(dp_tensor_t *t) {
+    int unset = t->grad_unset;
+    t->grad_unset = 0;
+    return unset;
+}
+
 /* --- Arena --------------------------------------------------------------- */
 
 typedef struct arena_block {

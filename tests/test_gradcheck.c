@@ -274,7 +274,9 @@ static double check_case(gc_case_t *c, dp_rng_t *rng) {
         dp_arena_free(arena);
         return INFINITY;
     }
-    /* += : for a view (flatten) out.grad is the input's (zeroed) grad */
+    /* += : for a view (flatten) out.grad is the input's (zeroed) grad; an
+     * op's own out.grad is unset until someone writes it */
+    dp_grad_prepare(&node->out);
     for (size_t i = 0; i < out_n; i++) node->out.grad[i] += r[i];
     st = dp_op_backward(node, arena);
     CHECK(st == DP_OK, "%s: backward failed: %s", c->label, dp_error_message());

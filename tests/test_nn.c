@@ -192,6 +192,7 @@ static void test_fused_relu(void) {
             dp_rng_t r;
             dp_rng_seed(&r, 5);
             for (size_t j = 0; j < out_n; j++) y->grad[j] = (float)dp_rng_normal(&r);
+            y->grad_unset = 0; /* written whole */
             for (int i = dp_tape_size(tape) - 1; i >= 0; i--)
                 CHECK(dp_op_backward((dp_node_t *)dp_tape_node(tape, i), arena) == DP_OK, "%s", dp_error_message());
         }

@@ -47,6 +47,7 @@ static void tensor_from_fixture(dp_tensor_t *t, const fixture_tensor_t *ft, int 
     t->data = malloc(ft->numel * sizeof(float) + 1);
     memcpy(t->data, ft->data, ft->numel * sizeof(float));
     t->grad = NULL;
+    t->grad_unset = 0; /* a caller's grad holds values: ops add to it */
     if (with_grad) {
         t->grad = malloc(ft->numel * sizeof(float) + 1);
         for (size_t i = 0; i < ft->numel; i++) t->grad[i] = GRAD_PREFILL;
@@ -113,7 +114,9 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
     CHECK((node.out.grad != NULL) == any_grad, "%s (%s): out.grad is %s but inputs %s grads", f->name, pass,
           node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
     if (node.out.grad) {
-        /* += so that a view (flatten) sends dy into the input's pre-filled grad */
+        /* += so that a view (flatten) sends dy into the input's pre-filled
+         * grad; an op's own out.grad is unset until someone writes it */
+        dp_grad_prepare(&node.out);
         for (size_t i = 0; i < dy->numel; i++) node.out.grad[i] += ((const float *)dy->data)[i];
         st = dp_op_backward(&node, arena);
         CHECK(st == DP_OK, "%s (%s): backward failed: %s", f->name, pass, dp_error_message());
@@ -144,7 +147,7 @@ static int compare_names(const void *a, const void *b) {
 static void check_errors(void) {
     dp_arena_t *arena = dp_arena_new(1 << 16);
     float data[4096] = {0};
-    dp_tensor_t x = {4, {2, 4, 6, 6}, data, NULL}, w = {4, {5, 3, 3, 3}, data, NULL};
+    dp_tensor_t x = {4, {2, 4, 6, 6}, data, NULL, 0}, w = {4, {5, 3, 3, 3}, data, NULL, 0};
     dp_node_t node = {.kind = DP_OP_CONV, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
     dp_status_t st = dp_op_forward(&node, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "3 input channels per group"),
@@ -159,21 +162,21 @@ static void check_errors(void) {
     st = dp_op_forward(&node, arena);
     CHECK(st == DP_ERR_SHAPE, "conv groups 3 with 4 channels: status %d, '%s'", st, dp_error_message());
 
-    dp_tensor_t p = {4, {1, 1, 4, 4}, data, NULL};
+    dp_tensor_t p = {4, {1, 1, 4, 4}, data, NULL, 0};
     dp_node_t pool = {.kind = DP_OP_MAX_POOL, .attr = dp_op_attr_default(), .in = {&p}};
     pool.attr.kernel[0] = pool.attr.kernel[1] = 2;
     pool.attr.pad[0] = 2; /* more than half the kernel */
     st = dp_op_forward(&pool, arena);
     CHECK(st == DP_ERR_ARG, "max_pool pad > kernel / 2: status %d, '%s'", st, dp_error_message());
 
-    dp_tensor_t lx = {2, {3, 5}, data, NULL}, lw = {2, {4, 6}, data, NULL};
+    dp_tensor_t lx = {2, {3, 5}, data, NULL, 0}, lw = {2, {4, 6}, data, NULL, 0};
     dp_node_t lin = {.kind = DP_OP_LINEAR, .attr = dp_op_attr_default(), .in = {&lx, &lw, NULL}};
     st = dp_op_forward(&lin, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "linear"), "linear mismatch: status %d, '%s'", st,
           dp_error_message());
 
     int32_t labels[3] = {0, 5, 1};
-    dp_tensor_t logits = {2, {3, 5}, data, NULL};
+    dp_tensor_t logits = {2, {3, 5}, data, NULL, 0};
     dp_node_t xent = {.kind = DP_OP_SOFTMAX_XENT, .attr = dp_op_attr_default(), .in = {&logits}, .labels = labels};
     st = dp_op_forward(&xent, arena);
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "label 5"), "bad label: status %d, '%s'", st,

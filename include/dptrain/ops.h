@@ -2,11 +2,14 @@
  *
  * An op runs on a dp_node_t: its inputs, attributes and output. forward()
  * checks the input shapes, sets the output shape, allocates the output (and,
- * when any input carries a gradient, a zeroed output gradient) from the
- * arena, and computes. backward() reads out.grad and ADDS into the grad of
- * every input whose grad is not NULL: gradients accumulate, for parameters
- * (shared by several uses) and activations (used by several ops) alike.
- * Inputs with grad == NULL get no gradient and cost nothing.
+ * when any input carries a gradient, an output gradient, unset: tensor.h)
+ * from the arena, and computes. backward() reads out.grad and ADDS into the
+ * grad of every input whose grad is not NULL: gradients accumulate, for
+ * parameters (shared by several uses) and activations (used by several ops)
+ * alike; an input grad that is still unset is written instead (or zeroed
+ * first). Inputs with grad == NULL get no gradient and cost nothing. A
+ * caller that seeds an op's out.grad by hand calls dp_grad_prepare(&out)
+ * first (or writes every element and clears out.grad_unset).
  *
  * Ops are plain synchronous functions over float32 NCHW / NCDHW tensors; they
  * run on whichever thread calls them. Each op names the PyTorch operator it

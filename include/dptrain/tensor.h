@@ -20,13 +20,35 @@ typedef struct dp_tensor {
     int shape[DP_MAX_DIMS];
     float *data; /* (numel) values */
     float *grad; /* (numel) gradient of the loss, or NULL when none is needed */
+    int grad_unset; /* 1 while grad holds nothing yet (see dp_grad_alloc) */
 } dp_tensor_t;
+
+typedef struct dp_arena dp_arena_t;
 
 /* Number of elements (product of the shape; 1 for ndim == 0). */
 size_t dp_tensor_numel(const dp_tensor_t *t);
 
 /* Sets ndim and shape from a list; returns the tensor for chaining. */
 dp_tensor_t *dp_tensor_set_shape(dp_tensor_t *t, int ndim, const int *shape);
+
+/* --- Gradient buffers of activations ----------------------------------------
+ * An op's output gradient is allocated without zeroing and marked unset; the
+ * first op whose backward produces it writes it (dp_grad_claim) instead of
+ * adding to zeros, or zeroes it first (dp_grad_prepare) when it can only add.
+ * That saves a memset and a read of every activation gradient with a single
+ * consumer. A tensor made by the caller has grad_unset = 0: its grad holds
+ * values (zeros, or a sum so far) and ops add to it. */
+
+/* t->grad = count floats from the arena, unset. Returns t->grad (NULL when
+ * memory runs out). */
+float *dp_grad_alloc(dp_arena_t *arena, dp_tensor_t *t, size_t count);
+
+/* Before adding into t->grad: zeroes it if it is still unset. */
+void dp_grad_prepare(dp_tensor_t *t);
+
+/* Before writing every element of t->grad: 1 if the caller may overwrite
+ * (it was unset; it is set from now on), 0 if the caller must add. */
+int dp_grad_claim(dp_tensor_t *t);
 
 /* Writes "[2, 3, 28, 28]" into buf. */
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
@@ -36,7 +58,6 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
  * next dp_arena_reset. When a step outgrows the current block the arena
  * chains another; the reset after such a step folds them into one block of
  * the total size, so steady-state steps allocate nothing. */
-typedef struct dp_arena dp_arena_t;
 
 dp_arena_t *dp_arena_new(size_t initial_bytes);
 void dp_arena_free(dp_arena_t *arena);
