@@ -12,8 +12,8 @@
  * kernels, which leave half of an AVX-512 core unused; convolutions spend
  * almost all their time here.
  *
- * Thread safety: packing buffers are per thread (_Thread_local), so device
- * workers may call dp_gemm concurrently.
+ * Thread safety: packing buffers are per thread (_Thread_local, freed at
+ * thread exit), so device workers may call dp_gemm concurrently.
  */
 #include "dptrain/gemm.h"
 
@@ -249,12 +249,29 @@ __attribute__((target("avx512f"))) static void gemm_nt_dot(int M, int N, int K, 
     }
 }
 
-/* Per-thread packing buffers, grown on demand and kept. */
+/* Per-thread packing buffers, allocated on a thread's first product and
+ * freed when the thread exits (the key's destructor), so device workers that
+ * come and go with trainers do not leak them. */
 static _Thread_local float *packed_a, *packed_b;
+static pthread_key_t buffers_key;
+static pthread_once_t buffers_once = PTHREAD_ONCE_INIT;
+
+static void free_buffers(void *unused) {
+    (void)unused;
+    free(packed_a);
+    free(packed_b);
+    packed_a = packed_b = NULL;
+}
+
+static void create_buffers_key(void) { (void)pthread_key_create(&buffers_key, free_buffers); }
 
 static bool ensure_buffers(void) {
+    if (packed_a && packed_b) return true;
+    pthread_once(&buffers_once, create_buffers_key);
     if (!packed_a) packed_a = dp_alloc_aligned(sizeof(float) * MC * KC, "gemm packing buffer");
     if (!packed_b) packed_b = dp_alloc_aligned(sizeof(float) * (size_t)KC * NC, "gemm packing buffer");
+    /* any non-NULL value makes the destructor run at thread exit */
+    (void)pthread_setspecific(buffers_key, (void *)1);
     return packed_a && packed_b;
 }
 
