@@ -1,7 +1,7 @@
 # Makefile - the two entry points of the README, around CMake + ctest.
 #   make train   install what is missing, build, train LeNet on Fashion-MNIST
 #   make test    install what is missing, build, run the whole test suite
-#                (the threaded tests also under ThreadSanitizer)
+#                (also under ThreadSanitizer and AddressSanitizer first)
 #   make bench   install what is missing (PyTorch too), run the benchmarks
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -22,7 +22,8 @@ train: build
 	$(BUILD)/dptrain train $(TRAIN_ARGS) --metrics $(BUILD)/metrics.jsonl --plot $(BUILD)/training.svg
 
 test: build
-	scripts/tsan.sh
+	scripts/sanitize.sh thread
+	scripts/sanitize.sh address
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -2,7 +2,7 @@
  * devices run at the same time, events order work across devices and for
  * the caller, wait/waitall return the first failure, and freeing a device
  * with tasks still queued runs them first. Built also under ThreadSanitizer
- * (scripts/tsan.sh). */
+ * (scripts/sanitize.sh thread). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

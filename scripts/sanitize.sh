@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# sanitize.sh - builds dptrain with a sanitizer and runs tests under it.
+#   thread:  ThreadSanitizer, build-tsan/, the tests labelled `threads` (the
+#            device layer, the collectives, the trainer on several devices)
+#   address: AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer,
+#            build-asan/, the whole suite
+# Any report fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  thread)  dir=build-tsan flags="-fsanitize=thread" select=(-L threads)
+           export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ;;
+  address) dir=build-asan flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined" select=()
+           export ASAN_OPTIONS="detect_leaks=1" ;;
+  *) echo "usage: scripts/sanitize.sh thread|address" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS="$flags -fno-omit-frame-pointer -march=native" >/dev/null
+cmake --build "$dir" -j "$(nproc)" >/dev/null
+cd "$dir"
+ctest "${select[@]}" -j "$(nproc)" --output-on-failure
