@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
 #include "dptrain/nn.h"
@@ -114,7 +115,17 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count) {
     return DP_OK;
 }
 
-int cmd_train(int argc, char **argv) {
+/* Reports the current error, naming the rank when there are several. */
+static int report_error(const dp_world_t *world) {
+    if (world->size > 1) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", dp_error_message());
+        dp_fail(DP_ERR_ARG, "rank %d of %d: %s", world->rank, world->size, message);
+    }
+    return cli_report_error();
+}
+
+static int train_main(int argc, char **argv, const dp_world_t *world) {
     train_options_t o = {
         .model = "lenet",
         .data_dir = DP_DEFAULT_DATA_DIR,
@@ -143,22 +154,33 @@ int cmd_train(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
-    if (options_parse("train", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
+    if (options_parse("train", options, argc, argv, 2, &help) != DP_OK) return report_error(world);
     if (help) {
-        fputs(train_usage, stdout);
+        if (world->rank == 0) fputs(train_usage, stdout);
         return 0;
+    }
+    /* Every rank must run the same command (mpirun gives each the same). */
+    char joined[8192];
+    size_t joined_len = 0;
+    for (int i = 2; i < argc && joined_len < sizeof joined; i++)
+        joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
+    if (joined_len > sizeof joined) joined_len = sizeof joined;
+    if (dp_world_check_same(world, "options", joined, joined_len) != DP_OK) return report_error(world);
+    if (world->rank != 0) { /* rank 0 alone prints and writes files */
+        o.quiet = 1;
+        o.metrics_path = o.plot_path = NULL;
     }
     if (!(o.lr > 0.0f)) {
         dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
-        return cli_report_error();
+        return report_error(world);
     }
     if (o.weight_decay < 0.0f) {
         dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
-        return cli_report_error();
+        return report_error(world);
     }
     int device_ids[MAX_DEVICES], num_devices = 0;
     if (o.devices) {
-        if (parse_devices(o.devices, device_ids, &num_devices) != DP_OK) return cli_report_error();
+        if (parse_devices(o.devices, device_ids, &num_devices) != DP_OK) return report_error(world);
     } else {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
@@ -169,17 +191,17 @@ int cmd_train(int argc, char **argv) {
         allreduce = DP_ALLREDUCE_NAIVE;
     } else if (o.allreduce && strcmp(o.allreduce, "ring") != 0) {
         dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
-        return cli_report_error();
+        return report_error(world);
     }
     int overlap = 1;
     if (o.overlap && strcmp(o.overlap, "off") == 0) {
         overlap = 0;
     } else if (o.overlap && strcmp(o.overlap, "on") != 0) {
         dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
-        return cli_report_error();
+        return report_error(world);
     }
-    if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return cli_report_error();
-    if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return cli_report_error();
+    if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
+    if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
 
     int exit_code = 1;
     dp_model_t *model = NULL;
@@ -199,9 +221,9 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     dp_dataset_truncate(&train_set, o.limit);
-    if (o.batch_size < num_devices) {
+    if (o.batch_size < num_devices * world->size) {
         dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
-                "needs at least one example", o.batch_size, num_devices);
+                "needs at least one example", o.batch_size, num_devices * world->size);
         goto done;
     }
     if (o.batch_size > train_set.count) {
@@ -217,6 +239,7 @@ int cmd_train(int argc, char **argv) {
         .device_ids = device_ids,
         .allreduce = allreduce,
         .overlap = overlap,
+        .world = *world,
         .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
         .seed = o.seed,
     };
@@ -227,7 +250,8 @@ int cmd_train(int argc, char **argv) {
 
     /* "[cpu:0, cpu:1]", as the book prints its device lists */
     char devices[5000]; /* the names plus ", " separators: up to 256 devices */
-    size_t used = (size_t)snprintf(devices, sizeof devices, "[");
+    size_t used = world->size > 1 ? (size_t)snprintf(devices, sizeof devices, "%d ranks x [", world->size)
+                                  : (size_t)snprintf(devices, sizeof devices, "[");
     for (const char *p = dp_trainer_device_names(trainer); *p && used + 3 < sizeof devices; p++) {
         if (*p == ',') devices[used++] = ',', devices[used++] = ' ';
         else devices[used++] = *p;
@@ -241,7 +265,7 @@ int cmd_train(int argc, char **argv) {
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         dp_loader_start_epoch(loader, epoch);
         dp_progress_t bar;
-        dp_progress_init(&bar, stderr, dp_loader_num_batches(loader));
+        dp_progress_init(&bar, world->rank == 0 ? stderr : NULL, dp_loader_num_batches(loader));
         double loss_sum = 0.0;
         int correct = 0, seen = 0, step = 0;
         const int *indices;
@@ -257,18 +281,23 @@ int cmd_train(int argc, char **argv) {
         }
         double epoch_sec = now_seconds() - start;
         dp_progress_finish(&bar);
+        /* this rank's loss and correct count, then every rank's (seen counts
+         * the global batches already) */
+        double sums[3] = {loss_sum, correct, seen};
+        if (dp_world_sum_doubles(sums, 2) != DP_OK) goto done;
         int test_correct;
         if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
 
         dp_epoch_stats_t *s = &history[epoch];
         s->epoch = epoch + 1;
-        s->train_loss = loss_sum / seen;
-        s->train_acc = (double)correct / seen;
+        s->train_loss = sums[0] / sums[2];
+        s->train_acc = sums[1] / sums[2];
         s->test_acc = (double)test_correct / test_set.count;
         s->epoch_sec = epoch_sec;
-        s->images_per_sec = seen / epoch_sec;
+        s->images_per_sec = sums[2] / epoch_sec;
         s->devices = dp_trainer_device_names(trainer);
-        s->num_devices = dp_trainer_num_devices(trainer);
+        s->num_devices = dp_trainer_num_devices(trainer) * world->size;
+        s->num_ranks = world->size;
         if (!o.quiet)
             printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, %.1f sec/epoch, "
                    "%.0f images/sec on %s\n",
@@ -278,15 +307,18 @@ int cmd_train(int argc, char **argv) {
         if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;
         if (o.plot_path && dp_plot_write_svg(o.plot_path, history, epoch + 1) != DP_OK) goto done;
     }
+    /* Data parallelism's promise: every replica, on every rank, the same. */
+    if (dp_trainer_check_replicas(trainer) != DP_OK) goto done;
     double total_sec = 0.0;
     for (int e = 0; e < o.epochs; e++) total_sec += history[e].epoch_sec;
     /* The book's summary line. */
-    printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
-           total_sec / o.epochs, devices);
+    if (world->rank == 0)
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
+               total_sec / o.epochs, devices);
     exit_code = 0;
 
 done:
-    if (exit_code != 0) cli_report_error();
+    if (exit_code != 0) report_error(world);
     free(history);
     dp_loader_free(loader);
     dp_trainer_free(trainer);
@@ -294,4 +326,14 @@ done:
     dp_dataset_free(&train_set);
     dp_model_free(model);
     return exit_code;
+}
+
+int cmd_train(int argc, char **argv) {
+    dp_world_t world;
+    if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
+    int code = train_main(argc, argv, &world);
+    /* A failed rank ends the whole job: the others may be waiting for it. */
+    if (code != 0) dp_world_abort(code);
+    dp_world_finalize();
+    return code;
 }

@@ -2,13 +2,13 @@
 # setup.sh - installs what dptrain needs (Debian packages) when it is missing.
 #
 # usage: scripts/setup.sh [build|test|bench]
-#   build: compiler, CMake, OpenBLAS, zlib, the Fashion-MNIST package
+#   build: compiler, CMake, OpenBLAS, zlib, Open MPI, the Fashion-MNIST package
 #   test:  build's packages (the suite trains on the real dataset)
 #   bench: build's packages plus PyTorch and numpy (the benchmark peer)
 # Needs root or sudo only when something is missing.
 set -euo pipefail
 
-want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
 case "${1:-build}" in
   build|test) ;;
   bench) want+=(python3-torch python3-numpy) ;;

@@ -3,7 +3,7 @@
  * Each call appends one line, e.g.
  *   {"epoch": 1, "train_loss": 0.512, "train_acc": 0.81, "test_acc": 0.84,
  *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
- *    "num_devices": 2}
+ *    "num_devices": 2, "ranks": 1}
  * (on one line). The line is built in memory and written with a single
  * fwrite to a file opened for appending, so concurrent appenders and crashes
  * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
@@ -98,7 +98,8 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
     line_number(&line, "epoch_sec", stats->epoch_sec);
     line_number(&line, "images_per_sec", stats->images_per_sec);
     line_device_array(&line, stats->devices);
-    line_printf(&line, ", \"num_devices\": %d}\n", stats->num_devices);
+    line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d}\n", stats->num_devices,
+                stats->num_ranks > 0 ? stats->num_ranks : 1);
     DP_ASSERT(line.ok); /* the size bound above covers every case */
 
     FILE *f = fopen(path, "a");

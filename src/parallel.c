@@ -25,6 +25,12 @@
  *            device in the step once all k have counted it. The sums and
  *            updates are those of phase 2 ring, element by element, so the
  *            results are the same bits.
+ *   several ranks (MPI): overlap is off; phase 2 is the local ring
+ *            allreduce, then the caller sums replica 0's gradients across
+ *            ranks (MPI_Allreduce, from this one thread), then phase 3: device
+ *            d copies chunk d of the global sum to the other replicas and
+ *            updates chunk d of every replica (hierarchical: local reduce,
+ *            across ranks, local broadcast).
  * The waits are the only other synchronisation: between phases every
  * replica's buffers are quiescent, and the caller reads results only after a
  * wait.
@@ -118,7 +124,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (!t) return DP_ERR_NOMEM;
     t->config = *config;
     t->config.device_ids = NULL; /* not kept: the caller's array */
-    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING;
+    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING && config->world.size <= 1;
+    if (t->config.world.size < 1) t->config.world.size = 1;
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
     t->num_devices = config->num_devices;
@@ -292,6 +299,28 @@ static dp_status_t reduce_update_chunk_task(void *arg) {
     return DP_OK;
 }
 
+/* Phase 3 with several ranks: replica 0 holds the global sum; device d
+ * copies chunk d to the other replicas and updates chunk d everywhere. */
+static dp_status_t broadcast_update_chunk_task(void *arg) {
+    replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    int k = t->num_devices;
+    size_t start, count;
+    dp_chunk_range(t->num_params, k, r->index, &start, &count);
+    for (int e = 0; e < k; e++) {
+        replica_t *other = &t->replicas[e];
+        if (e > 0) memcpy(other->grads + start, t->replicas[0].grads + start, sizeof(float) * count);
+        dp_optimizer_step_range(other->optimizer, other->params, other->grads, start, count);
+    }
+    return DP_OK;
+}
+
+static dp_status_t allreduce_chunk_task(void *arg) {
+    replica_t *r = arg;
+    dp_allreduce_chunk(r->trainer->grad_buffers, r->trainer->num_devices, r->trainer->num_params, r->index);
+    return DP_OK;
+}
+
 /* Phase 2, naive: device 0 sums and copies back (the seeds' allreduce). */
 static dp_status_t reduce_naive_task(void *arg) {
     dp_trainer_t *t = ((replica_t *)arg)->trainer;
@@ -322,23 +351,30 @@ static dp_status_t run_on_all(dp_trainer_t *t, dp_task_fn fn) {
 
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
                             double *loss_sum, int *correct) {
-    int k = t->num_devices;
-    if (n < k)
+    int k = t->num_devices, ranks = t->config.world.size;
+    if (n < k * ranks)
         return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
-                       "(the batch size must be at least the number of devices)", n, k);
-    for (int d = 0; d < k; d++) { /* split_and_load */
+                       "(the batch size must be at least the number of devices)", n, k * ranks);
+    /* distributed_batch_reader: this rank's shard of the global batch ... */
+    int rank_start, rank_count;
+    dp_split_batch(n, ranks, t->config.world.rank, &rank_start, &rank_count);
+    for (int d = 0; d < k; d++) { /* ... and split_and_load across its devices */
         replica_t *r = &t->replicas[d];
         int start, count;
-        dp_split_batch(n, k, d, &start, &count);
+        dp_split_batch(rank_count, k, d, &start, &count);
         r->ds = ds;
-        r->indices = indices + start;
+        r->indices = indices + rank_start + start;
         r->count = count;
         r->denominator = n;
     }
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
     DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
-    if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
+    if (ranks > 1) {
+        DP_TRY(run_on_all(t, allreduce_chunk_task));
+        DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_params));
+        DP_TRY(run_on_all(t, broadcast_update_chunk_task));
+    } else if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
         DP_TRY(dp_device_wait(t->devices[0]));
         DP_TRY(run_on_all(t, update_task));
@@ -360,8 +396,10 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
 static dp_status_t evaluate_task(void *arg) {
     replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
-    int start, count;
-    dp_split_batch(r->ds->count, t->num_devices, r->index, &start, &count);
+    int rank_start, rank_count, start, count;
+    dp_split_batch(r->ds->count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
+    dp_split_batch(rank_count, t->num_devices, r->index, &start, &count);
+    start += rank_start;
     r->correct = 0;
     for (int done = 0; done < count; done += r->eval_batch) {
         int n = count - done < r->eval_batch ? count - done : r->eval_batch;
@@ -387,8 +425,18 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
         t->replicas[d].eval_batch = batch_size;
     }
     DP_TRY(run_on_all(t, evaluate_task));
-    int total = 0;
+    double total = 0;
     for (int d = 0; d < t->num_devices; d++) total += t->replicas[d].correct;
-    *correct = total;
+    DP_TRY(dp_world_sum_doubles(&total, 1));
+    *correct = (int)total;
     return DP_OK;
+}
+
+dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
+    size_t bytes = sizeof(float) * t->num_params;
+    for (int d = 1; d < t->num_devices; d++)
+        if (memcmp(t->replicas[d].params, t->replicas[0].params, bytes) != 0)
+            return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
+                           dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
+    return dp_world_check_same(&t->config.world, "parameters", t->replicas[0].params, bytes);
 }

@@ -24,7 +24,7 @@ static void *chunk_worker(void *arg) {
 }
 
 static void check_size(int k, size_t n, dp_rng_t *rng) {
-    float *naive[8], *chunked[8];
+    float *naive[8] = {0}, *chunked[8] = {0};
     double *want = calloc(n ? n : 1, sizeof(double));
     for (int r = 0; r < k; r++) {
         naive[r] = malloc(sizeof(float) * (n ? n : 1));

@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "dptrain/status.h"
+
 typedef enum {
     DP_ALLREDUCE_NAIVE, /* --allreduce naive */
     DP_ALLREDUCE_RING,  /* --allreduce ring (default): chunked, all workers at once */
@@ -30,5 +32,31 @@ void dp_allreduce_naive(float *const *buffers, int k, size_t n);
 /* Worker d's part: sums chunk d (dp_chunk_range) over buffers[0..k) and
  * writes it to all of them. */
 void dp_allreduce_chunk(float *const *buffers, int k, size_t n, int d);
+
+/* --- Processes (MPI) ---------------------------------------------------------
+ * Every rank runs the same program (SPMD) over its own devices. MPI is used
+ * only when the process was started by mpirun; a build without MPI runs as a
+ * single rank and says so when started by mpirun. All these calls are made
+ * from one thread per process (the trainer's caller). */
+typedef struct {
+    int rank, size;
+} dp_world_t;
+
+/* Starts MPI when launched by mpirun (else rank 0 of 1). */
+dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world);
+void dp_world_finalize(void);
+/* Ends every rank of the job with `code` (MPI_Abort); a no-op for one rank.
+ * For a rank that fails while others may be waiting in a collective. */
+void dp_world_abort(int code);
+/* Whether this build has MPI. */
+int dp_world_has_mpi(void);
+
+/* In-place sums across all ranks. No-ops for a single rank. */
+dp_status_t dp_world_sum_floats(float *buffer, size_t n);
+dp_status_t dp_world_sum_doubles(double *buffer, int n);
+
+/* Fails on every rank, naming the first rank that differs from rank 0, when
+ * the ranks' `bytes` differ (options, models, ...). */
+dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n);
 
 #endif

@@ -21,12 +21,13 @@ typedef struct {
     double epoch_sec;       /* wall seconds of the epoch's training steps */
     double images_per_sec;  /* training images / epoch_sec */
     const char *devices;    /* e.g. "cpu:0,cpu:1" */
-    int num_devices;
+    int num_devices;        /* devices of all ranks */
+    int num_ranks;          /* processes (0 is taken as 1) */
 } dp_epoch_stats_t;
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
  * train_acc, test_acc, epoch_sec, images_per_sec, devices (an array of
- * names), num_devices. */
+ * names, the devices of one rank), num_devices (of all ranks), ranks. */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* Writes an SVG with train loss, train accuracy and test accuracy against the

@@ -30,6 +30,7 @@ typedef struct {
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_allreduce_kind_t allreduce;
     int overlap;             /* ring only: reduce gradient buckets while backward runs */
+    dp_world_t world;        /* this process's rank among `size` (zeros: one process) */
     dp_optim_config_t optim;
     uint64_t seed;           /* parameter initialisation */
 } dp_trainer_config_t;
@@ -45,16 +46,17 @@ void dp_trainer_free(dp_trainer_t *trainer);
  * at most one, larger shards first. */
 void dp_split_batch(int n, int k, int d, int *start, int *count);
 
-/* One training step on the examples indices[0..n) of `ds`. Adds the summed
- * loss over the n examples to *loss_sum and the number of correct
- * predictions to *correct (either may be NULL). n < num_devices is an
- * error. */
+/* One training step on the global minibatch indices[0..n) of `ds` (every
+ * rank passes the same batch; each takes its own shard). Adds this rank's
+ * summed loss over its examples to *loss_sum and its number of correct
+ * predictions to *correct (either may be NULL); sum them across ranks with
+ * dp_world_sum_doubles. n < ranks x devices is an error. */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
                             const int *indices, int n, double *loss_sum, int *correct);
 
 /* Number of examples of `ds` the model classifies correctly, evaluated in
- * batches of batch_size, the examples split across all devices (the book's
- * exercise 4). */
+ * batches of batch_size, the examples split across all devices of all ranks
+ * (the book's exercise 4); every rank gets the total. */
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
                                 int batch_size, int *correct);
 
@@ -63,6 +65,10 @@ float *dp_trainer_params(dp_trainer_t *trainer, int device);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
 /* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
+
+/* Checks that every replica on every rank holds the same parameters (bit for
+ * bit); fails naming what differs. */
+dp_status_t dp_trainer_check_replicas(dp_trainer_t *trainer);
 
 /* Sets how many threads the BLAS library uses (process-wide). */
 void dp_blas_set_threads(int threads);

@@ -1,0 +1,139 @@
+/* comm_mpi.c - the process level of comm.h over Open MPI: start-up, sums
+ * across ranks, and the agreement check. The only file with MPI in it; a
+ * build without MPI (DPTRAIN_HAVE_MPI undefined) compiles the single-rank
+ * versions below, which refuse to run under mpirun.
+ *
+ * DESIGN. MPI is initialised with MPI_THREAD_FUNNELED: only the thread that
+ * called dp_world_init (the one driving the trainer) ever calls MPI; device
+ * workers never do. */
+#include "dptrain/comm.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/status.h"
+
+/* Started by a launcher? Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI
+ * launchers set PMI_SIZE. */
+static int launched_by_mpirun(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL;
+}
+
+/* FNV-1a, to compare options across ranks without sending them. */
+static uint64_t fingerprint(const void *bytes, size_t n) {
+    const unsigned char *p = bytes;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+#ifdef DPTRAIN_HAVE_MPI
+#include <mpi.h>
+
+static int mpi_started;
+
+int dp_world_has_mpi(void) { return 1; }
+
+dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
+    world->rank = 0;
+    world->size = 1;
+    if (!launched_by_mpirun()) return DP_OK;
+    int provided;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return dp_fail(DP_ERR_IO, "MPI_Init_thread failed");
+    mpi_started = 1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world->size);
+    return DP_OK;
+}
+
+void dp_world_finalize(void) {
+    if (mpi_started) MPI_Finalize();
+    mpi_started = 0;
+}
+
+void dp_world_abort(int code) {
+    int size = 1;
+    if (mpi_started) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+static dp_status_t mpi_error(const char *what, int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    return dp_fail(DP_ERR_IO, "%s failed: %.*s", what, len, text);
+}
+
+dp_status_t dp_world_sum_floats(float *buffer, size_t n) {
+    if (!mpi_started) return DP_OK;
+    /* MPI counts are ints: large buffers go in pieces */
+    for (size_t done = 0; done < n;) {
+        int count = n - done > (size_t)1 << 30 ? 1 << 30 : (int)(n - done);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, buffer + done, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_error("MPI_Allreduce of the gradients", rc);
+        done += (size_t)count;
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_world_sum_doubles(double *buffer, int n) {
+    if (!mpi_started) return DP_OK;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buffer, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? DP_OK : mpi_error("MPI_Allreduce of the statistics", rc);
+}
+
+dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n) {
+    if (!mpi_started || world->size == 1) return DP_OK;
+    uint64_t mine = fingerprint(bytes, n), root = mine;
+    int rc = MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_error("MPI_Bcast", rc);
+    int differs = mine != root ? world->rank : world->size, first = world->size;
+    rc = MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_error("MPI_Allreduce", rc);
+    if (first < world->size)
+        return dp_fail(DP_ERR_ARG, "rank %d's %s differ from rank 0's: every rank must run the same command",
+                       first, what);
+    return DP_OK;
+}
+
+#else /* no MPI in this build: one rank */
+
+int dp_world_has_mpi(void) { return 0; }
+
+dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
+    (void)argc;
+    (void)argv;
+    world->rank = 0;
+    world->size = 1;
+    if (launched_by_mpirun())
+        return dp_fail(DP_ERR_ARG, "started by mpirun, but this dptrain was built without MPI: multi-process "
+                                   "training needs an MPI build (install libopenmpi-dev and rebuild)");
+    return DP_OK;
+}
+
+void dp_world_finalize(void) {}
+
+void dp_world_abort(int code) { (void)code; }
+
+dp_status_t dp_world_sum_floats(float *buffer, size_t n) {
+    (void)buffer;
+    (void)n;
+    return DP_OK;
+}
+
+dp_status_t dp_world_sum_doubles(double *buffer, int n) {
+    (void)buffer;
+    (void)n;
+    return DP_OK;
+}
+
+dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n) {
+    (void)world;
+    (void)what;
+    (void)fingerprint(bytes, n);
+    return DP_OK;
+}
+#endif
