@@ -15,6 +15,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  train      train a network on Fashion-MNIST (or any IDX dataset)\n"
+    "  launch     run `train` as N processes with mpirun, one log per process\n"
     "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
     "  version    print the version\n"
     "\n"
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
     }
     const char *command = argv[1];
     if (strcmp(command, "train") == 0) return cmd_train(argc, argv);
+    if (strcmp(command, "launch") == 0) return cmd_launch(argc, argv);
     if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0) {
         fputs(usage, stdout);
         return 0;
@@ -42,6 +44,6 @@ int main(int argc, char **argv) {
         printf("dptrain %s\n", DPTRAIN_VERSION);
         return 0;
     }
-    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, help, version)\n", command);
+    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, help, version)\n", command);
     return 2;
 }

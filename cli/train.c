@@ -29,6 +29,7 @@ typedef struct {
     const char *devices;
     const char *allreduce;
     const char *overlap;
+    float comm_timeout;
     const char *metrics_path;
     const char *plot_path;
     int quiet;
@@ -59,6 +60,8 @@ static const char train_usage[] =
     "                            the gradient) or naive (device 0 sums all, the book's code)\n"
     "  --overlap on|off          ring only: reduce gradient buckets while backward is still\n"
     "                            running (default on)\n"
+    "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
+    "                            answered for this long (default 300; 0 = never)\n"
     "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
     "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
@@ -134,6 +137,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .epochs = 10,
         .seed = 0,
         .threads_per_device = 1,
+        .comm_timeout = 300.0f,
     };
     const option_t options[] = {
         {"model", OPT_STRING, &o.model, 0, 0},
@@ -148,6 +152,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"devices", OPT_STRING, &o.devices, 0, 0},
         {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
         {"overlap", OPT_STRING, &o.overlap, 0, 0},
+        {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
@@ -165,9 +170,18 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     for (int i = 2; i < argc && joined_len < sizeof joined; i++)
         joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
     if (joined_len > sizeof joined) joined_len = sizeof joined;
+    if (o.comm_timeout < 0.0f) {
+        dp_fail(DP_ERR_ARG, "train: --comm-timeout must be >= 0 seconds, found %g", o.comm_timeout);
+        return report_error(world);
+    }
+    dp_world_set_timeout(o.comm_timeout);
     if (dp_world_check_same(world, "options", joined, joined_len) != DP_OK) return report_error(world);
-    if (world->rank != 0) { /* rank 0 alone prints and writes files */
-        o.quiet = 1;
+    /* Rank 0 alone writes files and prints to the terminal; the others
+     * print only into their own worklog (dptrain launch --log-dir). */
+    const char *log_dir = getenv("DPTRAIN_LOG_DIR");
+    int speaks = world->rank == 0 || (log_dir && *log_dir);
+    if (world->rank != 0) {
+        o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = NULL;
     }
     if (!(o.lr > 0.0f)) {
@@ -312,7 +326,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     double total_sec = 0.0;
     for (int e = 0; e < o.epochs; e++) total_sec += history[e].epoch_sec;
     /* The book's summary line. */
-    if (world->rank == 0)
+    if (speaks)
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
                total_sec / o.epochs, devices);
     exit_code = 0;
@@ -328,9 +342,35 @@ done:
     return exit_code;
 }
 
+/* Under `dptrain launch --log-dir DIR`: this rank's output goes to
+ * DIR/worklog.RANK, which starts with who wrote it. */
+static dp_status_t open_worklog(const dp_world_t *world, int argc, char **argv) {
+    const char *dir = getenv("DPTRAIN_LOG_DIR");
+    if (!dir || !*dir) return DP_OK;
+    char path[4200], host[256] = "?";
+    snprintf(path, sizeof path, "%s/worklog.%d", dir, world->rank);
+    if (!freopen(path, "w", stdout)) return dp_fail(DP_ERR_IO, "cannot write the log %s: %s", path, strerror(errno));
+    if (dup2(fileno(stdout), fileno(stderr)) < 0)
+        return dp_fail(DP_ERR_IO, "cannot send stderr to %s: %s", path, strerror(errno));
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    gethostname(host, sizeof host - 1);
+    const char *devices = "one per core";
+    for (int i = 2; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--devices") == 0) devices = argv[i + 1];
+    printf("rank %d of %d, devices %s, host %s, pid %ld\n", world->rank, world->size, devices, host,
+           (long)getpid());
+    return DP_OK;
+}
+
 int cmd_train(int argc, char **argv) {
     dp_world_t world;
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
+    if (open_worklog(&world, argc, argv) != DP_OK) {
+        cli_report_error();
+        dp_world_abort(1);
+        dp_world_finalize();
+        return 1;
+    }
     int code = train_main(argc, argv, &world);
     /* A failed rank ends the whole job: the others may be waiting for it. */
     if (code != 0) dp_world_abort(code);

@@ -5,7 +5,10 @@
 #   (the same shards, summed in the same order: equal to the last digit);
 # - 2 ranks x 2 devices with uneven shards and a short last batch;
 # - only rank 0 writes the metrics; a run across ranks learns;
-# - ranks started with different options stop with a message naming the rank.
+# - ranks started with different options stop with a message naming the rank;
+# - `dptrain launch` leaves one worklog.N per process;
+# - a rank killed (SIGKILL) or stopped (SIGSTOP, --comm-timeout) mid-run ends
+#   the whole job, non-zero, within 30 s, with a message naming the rank.
 # Every run also ends with dptrain's own check that all replicas on all
 # ranks hold the same parameters (it fails the run otherwise).
 set -u
@@ -54,6 +57,61 @@ timeout 60 "${mpi[@]}" -np 1 "$bin" train --data "$data" --limit 1000 --epochs 1
 status=$?
 [[ $status -ne 0 && $status -ne 124 ]] && grep -q "rank 1's options differ from rank 0's" "$tmp/mis.out" && pass \
   || fail "mismatched options: exit $status, $(head -5 "$tmp/mis.out")"
+
+# The launcher: one log per process, each starting with rank, size and devices.
+"$bin" launch --np 2 --log-dir "$tmp/logs" -- train --data "$data" --limit 600 --epochs 1 --batch-size 100 \
+  --devices 1 >"$tmp/launch.out" 2>&1 && pass || fail "launch: $(tail -3 "$tmp/launch.out")"
+for r in 0 1; do
+  head -1 "$tmp/logs/worklog.$r" 2>/dev/null | grep -q "^rank $r of 2, devices 1, host .*, pid [0-9]*$" && \
+    grep -q "^test acc: " "$tmp/logs/worklog.$r" && pass || fail "worklog.$r: $(head -3 "$tmp/logs/worklog.$r" 2>&1)"
+done
+[[ ! -e "$tmp/logs/worklog.2" ]] && pass || fail "a third worklog"
+"$bin" launch --np 2 train >/dev/null 2>"$tmp/err"; [[ $? -ne 0 ]] && grep -q "unexpected argument 'train'" "$tmp/err" \
+  && pass || fail "launch without --: $(cat "$tmp/err")"
+
+# Faults: start a 3-epoch job, then kill (SIGKILL) or stop (SIGSTOP) rank 1 once it
+# is training. The job must end, non-zero, within 30 s, naming rank 1.
+fault() { # fault SIGNAL EXTRA_TRAIN_OPTIONS...
+  local signal=$1; shift
+  rm -rf "$tmp/f"
+  "$bin" launch --np 2 --log-dir "$tmp/f" -- train --data "$data" --epochs 3 --devices 1 "$@" \
+    >"$tmp/fault.out" 2>&1 &
+  local job=$! pid=""
+  for _ in $(seq 1 100); do # wait until rank 1 has its log and rank 0 has trained a while
+    pid=$(sed -n 's/.*pid \([0-9]*\)$/\1/p' "$tmp/f/worklog.1" 2>/dev/null)
+    [[ -n "$pid" ]] && grep -q "^training" "$tmp/f/worklog.0" 2>/dev/null && break
+    sleep 0.2
+  done
+  sleep 1
+  local start=$SECONDS
+  kill "-$signal" "$pid" 2>/dev/null
+  local ended=0
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || { ended=1; break; }; sleep 0.1; done
+  if [[ $ended -eq 0 ]]; then # the job hangs: clean up every rank, then report
+    kill -9 "$job" 2>/dev/null
+    for r in 0 1; do
+      local p; p=$(sed -n 's/.*pid \([0-9]*\)$/\1/p' "$tmp/f/worklog.$r" 2>/dev/null)
+      [[ -n "$p" ]] && { kill -CONT "$p"; kill -9 "$p"; } 2>/dev/null
+    done
+  fi
+  wait "$job"
+  fault_status=$? fault_secs=$((SECONDS - start))
+  [[ $ended -eq 1 ]]
+}
+if fault KILL; then
+  [[ $fault_status -ne 0 ]] && grep -q "rank 1" "$tmp/fault.out" && pass \
+    || fail "killed rank: exit $fault_status, $(grep -v '^-*$' "$tmp/fault.out" | head -4)"
+  echo "killed rank 1: job ended in ${fault_secs} s, exit $fault_status"
+else
+  fail "killed rank 1: the job did not end within 30 s"
+fi
+if fault STOP --comm-timeout 3; then
+  [[ $fault_status -ne 0 ]] && grep -q "no answer from rank 1 .*--comm-timeout 3" "$tmp/f/worklog.0" && pass \
+    || fail "stopped rank: exit $fault_status, $(tail -2 "$tmp/f/worklog.0")"
+  echo "stopped rank 1: job ended in ${fault_secs} s, exit $fault_status"
+else
+  fail "stopped rank 1: the job did not end within 30 s"
+fi
 
 echo "cli_mpi: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

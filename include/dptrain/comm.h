@@ -44,6 +44,12 @@ typedef struct {
 
 /* Starts MPI when launched by mpirun (else rank 0 of 1). */
 dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world);
+
+/* The communication timeout: a collective that has not completed after this
+ * many seconds means a rank has stopped; the watchdog then prints which
+ * collective (and, with 2 ranks, which rank) and ends this process with exit
+ * status 3, and mpirun ends the job. Default 300 s; <= 0 turns it off. */
+void dp_world_set_timeout(double seconds);
 void dp_world_finalize(void);
 /* Ends every rank of the job with `code` (MPI_Abort); a no-op for one rank.
  * For a rank that fails while others may be waiting in a collective. */
