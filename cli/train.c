@@ -59,7 +59,7 @@ static const char train_usage[] =
     "  --allreduce ring|naive    gradient sum: ring (default; every device reduces 1/k of\n"
     "                            the gradient) or naive (device 0 sums all, the book's code)\n"
     "  --overlap on|off          ring only: reduce gradient buckets while backward is still\n"
-    "                            running (default on)\n"
+    "                            running (default off: for LeNet it measured no gain)\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
     "                            answered for this long (default 300; 0 = never)\n"
     "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
@@ -207,10 +207,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
         return report_error(world);
     }
-    int overlap = 1;
-    if (o.overlap && strcmp(o.overlap, "off") == 0) {
-        overlap = 0;
-    } else if (o.overlap && strcmp(o.overlap, "on") != 0) {
+    int overlap = 0;
+    if (o.overlap && strcmp(o.overlap, "on") == 0) {
+        overlap = 1;
+    } else if (o.overlap && strcmp(o.overlap, "off") != 0) {
         dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
         return report_error(world);
     }

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dptrain/device.h"
@@ -80,6 +81,8 @@ struct dp_trainer {
     dp_device_t **devices; /* (num_devices) */
     float **grad_buffers;  /* (num_devices) replicas[d].grads, for the allreduce */
     int overlap;             /* config.overlap with the ring allreduce */
+    double sync_sec;         /* time in phases 2 and 3, all steps */
+    double mpi_sec;          /* the part of it inside MPI_Allreduce */
     long num_buckets;
     atomic_int *bucket_done; /* (num_buckets) devices that have counted the bucket this step */
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
@@ -370,9 +373,15 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
     DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
+    struct timespec sync_start, sync_end;
+    clock_gettime(CLOCK_MONOTONIC, &sync_start);
     if (ranks > 1) {
-        DP_TRY(run_on_all(t, allreduce_chunk_task));
+        if (k > 1) DP_TRY(run_on_all(t, allreduce_chunk_task));
+        struct timespec mpi_start, mpi_end;
+        clock_gettime(CLOCK_MONOTONIC, &mpi_start);
         DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_params));
+        clock_gettime(CLOCK_MONOTONIC, &mpi_end);
+        t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
         DP_TRY(run_on_all(t, broadcast_update_chunk_task));
     } else if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
@@ -381,6 +390,8 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     } else if (!t->overlap) {
         DP_TRY(run_on_all(t, reduce_update_chunk_task));
     }
+    clock_gettime(CLOCK_MONOTONIC, &sync_end);
+    t->sync_sec += (double)(sync_end.tv_sec - sync_start.tv_sec) + 1e-9 * (double)(sync_end.tv_nsec - sync_start.tv_nsec);
     double total_loss = 0.0;
     int total_correct = 0;
     for (int d = 0; d < k; d++) { /* in device order: the same sum every run */
@@ -430,6 +441,11 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
     DP_TRY(dp_world_sum_doubles(&total, 1));
     *correct = (int)total;
     return DP_OK;
+}
+
+double dp_trainer_sync_seconds(const dp_trainer_t *t, double *in_mpi) {
+    if (in_mpi) *in_mpi = t->mpi_sec;
+    return t->sync_sec;
 }
 
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {

@@ -72,7 +72,7 @@ l2=$(json_field "$(cat "$tmp/r2.jsonl")" train_loss)
 ln=$(json_field "$(cat "$tmp/n1.jsonl")" train_loss)
 [[ -n "$l1" && "$l1" == "$l2" ]] && pass || fail "2 devices, same seed: loss $l1 vs $l2"
 [[ -n "$l1" && "$l1" == "$ln" ]] && pass || fail "ring $l1 vs naive $ln"
-"$bin" "${two[@]}" --overlap off --metrics "$tmp/o1.jsonl" --quiet >/dev/null 2>&1
+"$bin" "${two[@]}" --overlap on --metrics "$tmp/o1.jsonl" --quiet >/dev/null 2>&1
 lo=$(json_field "$(cat "$tmp/o1.jsonl")" train_loss)
 [[ -n "$l1" && "$l1" == "$lo" ]] && pass || fail "overlap on $l1 vs off $lo"
 # Devices as a list, uneven shards (batch 10 on 3 devices), a short last batch.

@@ -66,6 +66,13 @@ int dp_trainer_num_devices(const dp_trainer_t *trainer);
 /* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 
+/* Seconds the caller has spent in the gradient sync of all steps so far
+ * (phases after forward/backward; with overlap the in-backward buckets are
+ * not separable and count as compute), and in *in_mpi (may be NULL) the part
+ * spent inside MPI_Allreduce, which includes waiting for the slowest rank.
+ * For benchmarks. */
+double dp_trainer_sync_seconds(const dp_trainer_t *trainer, double *in_mpi);
+
 /* Checks that every replica on every rank holds the same parameters (bit for
  * bit); fails naming what differs. */
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *trainer);
