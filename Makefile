@@ -32,6 +32,7 @@ bench: build
 	bench/scaling.sh $(BUILD)/dptrain 3
 	bench/ddp_vs_dptrain.sh $(BUILD)/dptrain 5
 	$(BUILD)/allreduce_bench 2
+	$(BUILD)/sync_bench 2 50
 	bench/book_runs.sh $(BUILD)/dptrain 0
 
 clean:

@@ -29,6 +29,7 @@ typedef struct {
     const char *devices;
     const char *allreduce;
     const char *overlap;
+    const char *sync;
     float comm_timeout;
     const char *metrics_path;
     const char *plot_path;
@@ -58,6 +59,8 @@ static const char train_usage[] =
     "                            like cpu:0,cpu:1 (default: one per core)\n"
     "  --allreduce ring|naive    gradient sum: ring (default; every device reduces 1/k of\n"
     "                            the gradient) or naive (device 0 sums all, the book's code)\n"
+    "  --sync allreduce|ps       how replicas agree: allreduce (default) or a parameter\n"
+    "                            server (pushes gradients, pulls parameters; rank 0's)\n"
     "  --overlap on|off          ring only: reduce gradient buckets while backward is still\n"
     "                            running (default off: for LeNet it measured no gain)\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
@@ -152,6 +155,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"devices", OPT_STRING, &o.devices, 0, 0},
         {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
         {"overlap", OPT_STRING, &o.overlap, 0, 0},
+        {"sync", OPT_STRING, &o.sync, 0, 0},
         {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
@@ -207,6 +211,13 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
         return report_error(world);
     }
+    dp_sync_kind_t sync = DP_SYNC_ALLREDUCE;
+    if (o.sync && strcmp(o.sync, "ps") == 0) {
+        sync = DP_SYNC_PS;
+    } else if (o.sync && strcmp(o.sync, "allreduce") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --sync: '%s' is not allreduce or ps", o.sync);
+        return report_error(world);
+    }
     int overlap = 0;
     if (o.overlap && strcmp(o.overlap, "on") == 0) {
         overlap = 1;
@@ -253,6 +264,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .device_ids = device_ids,
         .allreduce = allreduce,
         .overlap = overlap,
+        .sync = sync,
         .world = *world,
         .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
         .seed = o.seed,

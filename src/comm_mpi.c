@@ -126,15 +126,44 @@ static dp_status_t mpi_error(const char *what, int code) {
     return dp_fail(DP_ERR_IO, "%s failed: %.*s", what, len, text);
 }
 
+/* MPI counts are ints: large buffers go in pieces of at most 2^30. */
+static int piece(size_t n, size_t done) { return n - done > (size_t)1 << 30 ? 1 << 30 : (int)(n - done); }
+
 dp_status_t dp_world_sum_floats(float *buffer, size_t n) {
     if (!mpi_started) return DP_OK;
-    /* MPI counts are ints: large buffers go in pieces */
     for (size_t done = 0; done < n;) {
-        int count = n - done > (size_t)1 << 30 ? 1 << 30 : (int)(n - done);
+        int count = piece(n, done);
         watch_begin("MPI_Allreduce of the gradients");
         int rc = MPI_Allreduce(MPI_IN_PLACE, buffer + done, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         watch_end();
         if (rc != MPI_SUCCESS) return mpi_error("MPI_Allreduce of the gradients", rc);
+        done += (size_t)count;
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_world_reduce_to_root(float *buffer, size_t n) {
+    if (!mpi_started) return DP_OK;
+    for (size_t done = 0; done < n;) {
+        int count = piece(n, done);
+        watch_begin("MPI_Reduce of the gradients to the server");
+        int rc = MPI_Reduce(world_rank == 0 ? MPI_IN_PLACE : buffer + done, buffer + done, count, MPI_FLOAT,
+                            MPI_SUM, 0, MPI_COMM_WORLD);
+        watch_end();
+        if (rc != MPI_SUCCESS) return mpi_error("MPI_Reduce of the gradients", rc);
+        done += (size_t)count;
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_world_broadcast(float *buffer, size_t n) {
+    if (!mpi_started) return DP_OK;
+    for (size_t done = 0; done < n;) {
+        int count = piece(n, done);
+        watch_begin("MPI_Bcast of the parameters from the server");
+        int rc = MPI_Bcast(buffer + done, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        watch_end();
+        if (rc != MPI_SUCCESS) return mpi_error("MPI_Bcast of the parameters", rc);
         done += (size_t)count;
     }
     return DP_OK;
@@ -192,6 +221,18 @@ dp_status_t dp_world_sum_floats(float *buffer, size_t n) {
 }
 
 dp_status_t dp_world_sum_doubles(double *buffer, int n) {
+    (void)buffer;
+    (void)n;
+    return DP_OK;
+}
+
+dp_status_t dp_world_reduce_to_root(float *buffer, size_t n) {
+    (void)buffer;
+    (void)n;
+    return DP_OK;
+}
+
+dp_status_t dp_world_broadcast(float *buffer, size_t n) {
     (void)buffer;
     (void)n;
     return DP_OK;

@@ -121,6 +121,8 @@ void dp_device_free(dp_device_t *d) {
 
 const char *dp_device_name(const dp_device_t *d) { return d->name; }
 
+void dp_device_set_name(dp_device_t *d, const char *name) { snprintf(d->name, sizeof d->name, "%s", name); }
+
 dp_status_t dp_device_submit(dp_device_t *d, dp_task_fn fn, void *arg) {
     pthread_mutex_lock(&d->lock);
     if (d->count == d->capacity) {

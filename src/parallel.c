@@ -31,6 +31,13 @@
  *            d copies chunk d of the global sum to the other replicas and
  *            updates chunk d of every replica (hierarchical: local reduce,
  *            across ranks, local broadcast).
+ *   parameter server (config.sync == DP_SYNC_PS): phase 2 on the server
+ *            device: sum every replica's gradients (in device order, the
+ *            allreduce's sum) into the server's buffer and, on rank 0, update
+ *            the server's parameters (with several ranks the caller first
+ *            MPI_Reduces the sums to rank 0, and afterwards MPI_Bcasts the
+ *            parameters); phase 3 on every device: pull (copy) the server's
+ *            parameters into its replica.
  * The waits are the only other synchronisation: between phases every
  * replica's buffers are quiescent, and the caller reads results only after a
  * wait.
@@ -83,6 +90,10 @@ struct dp_trainer {
     int overlap;             /* config.overlap with the ring allreduce */
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
+    /* the parameter server (sync == DP_SYNC_PS) */
+    dp_device_t *server;
+    float *server_params, *server_grads; /* (num_params) each */
+    dp_optimizer_t *server_optimizer;
     long num_buckets;
     atomic_int *bucket_done; /* (num_buckets) devices that have counted the bucket this step */
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
@@ -112,6 +123,10 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->devices);
     free(t->grad_buffers);
     free(t->bucket_done);
+    dp_device_free(t->server);
+    free(t->server_params);
+    free(t->server_grads);
+    dp_optimizer_free(t->server_optimizer);
     free(t);
 }
 
@@ -127,7 +142,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (!t) return DP_ERR_NOMEM;
     t->config = *config;
     t->config.device_ids = NULL; /* not kept: the caller's array */
-    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING && config->world.size <= 1;
+    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING && config->world.size <= 1 &&
+                 config->sync == DP_SYNC_ALLREDUCE;
     if (t->config.world.size < 1) t->config.world.size = 1;
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
@@ -172,6 +188,18 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         } else {
             memcpy(r->params, t->replicas[0].params, sizeof(float) * t->num_params);
         }
+    }
+    if (config->sync == DP_SYNC_PS) {
+        t->server_params = dp_alloc_aligned(sizeof(float) * t->num_params, "server parameters");
+        t->server_grads = dp_alloc_aligned(sizeof(float) * t->num_params, "server gradients");
+        if (!t->server_params || !t->server_grads) goto fail;
+        memcpy(t->server_params, t->replicas[0].params, sizeof(float) * t->num_params);
+        status = dp_optimizer_new(&config->optim, t->num_params, &t->server_optimizer);
+        if (status != DP_OK) goto fail;
+        status = dp_device_new(t->num_devices, -1, &t->server);
+        if (status != DP_OK) goto fail;
+        dp_device_set_name(t->server, "ps");
+        status = DP_ERR_NOMEM;
     }
     dp_blas_set_threads(config->threads_per_device);
     *out = t;
@@ -352,6 +380,52 @@ static dp_status_t run_on_all(dp_trainer_t *t, dp_task_fn fn) {
     return dp_waitall(t->devices, t->num_devices);
 }
 
+/* Parameter server, phase 2: push. The server sums every replica's
+ * gradients (device order, as the allreduce) into its own buffer. */
+static dp_status_t ps_push_task(void *arg) {
+    dp_trainer_t *t = arg;
+    memcpy(t->server_grads, t->replicas[0].grads, sizeof(float) * t->num_params);
+    for (int d = 1; d < t->num_devices; d++) {
+        const float *g = t->replicas[d].grads;
+        for (size_t i = 0; i < t->num_params; i++) t->server_grads[i] += g[i];
+    }
+    return DP_OK;
+}
+
+static dp_status_t ps_update_task(void *arg) {
+    dp_trainer_t *t = arg;
+    dp_optimizer_step(t->server_optimizer, t->server_params, t->server_grads);
+    return DP_OK;
+}
+
+/* Parameter server, phase 3: every device pulls the parameters. */
+static dp_status_t ps_pull_task(void *arg) {
+    replica_t *r = arg;
+    memcpy(r->params, r->trainer->server_params, sizeof(float) * r->trainer->num_params);
+    return DP_OK;
+}
+
+/* One parameter-server sync: push, (reduce to rank 0), update on rank 0,
+ * (broadcast), pull. MPI calls are made from this, the caller's, thread. */
+static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
+    DP_TRY(dp_device_submit(t->server, ps_push_task, t));
+    DP_TRY(dp_device_wait(t->server));
+    struct timespec mpi_start, mpi_end;
+    clock_gettime(CLOCK_MONOTONIC, &mpi_start);
+    if (ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_params));
+    clock_gettime(CLOCK_MONOTONIC, &mpi_end);
+    t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
+    if (t->config.world.rank == 0) {
+        DP_TRY(dp_device_submit(t->server, ps_update_task, t));
+        DP_TRY(dp_device_wait(t->server));
+    }
+    clock_gettime(CLOCK_MONOTONIC, &mpi_start);
+    if (ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
+    clock_gettime(CLOCK_MONOTONIC, &mpi_end);
+    t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
+    return run_on_all(t, ps_pull_task);
+}
+
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
                             double *loss_sum, int *correct) {
     int k = t->num_devices, ranks = t->config.world.size;
@@ -375,7 +449,9 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
     struct timespec sync_start, sync_end;
     clock_gettime(CLOCK_MONOTONIC, &sync_start);
-    if (ranks > 1) {
+    if (t->config.sync == DP_SYNC_PS) {
+        DP_TRY(ps_sync(t, ranks));
+    } else if (ranks > 1) {
         if (k > 1) DP_TRY(run_on_all(t, allreduce_chunk_task));
         struct timespec mpi_start, mpi_end;
         clock_gettime(CLOCK_MONOTONIC, &mpi_start);

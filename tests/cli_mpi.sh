@@ -6,6 +6,7 @@
 # - 2 ranks x 2 devices with uneven shards and a short last batch;
 # - only rank 0 writes the metrics; a run across ranks learns;
 # - ranks started with different options stop with a message naming the rank;
+# - the parameter server (--sync ps) gives the allreduce's numbers;
 # - `dptrain launch` leaves one worklog.N per process;
 # - a rank killed (SIGKILL) or stopped (SIGSTOP, --comm-timeout) mid-run ends
 #   the whole job, non-zero, within 30 s, with a message naming the rank.
@@ -34,6 +35,14 @@ for epoch in 1 2; do
     [[ -n "$(field $key "$a")" && "$(field $key "$a")" == "$(field $key "$b")" ]] && pass \
       || fail "epoch $epoch $key: 2 ranks $(field $key "$a") vs 2 devices $(field $key "$b")"
   done
+done
+# The parameter server across ranks (rank 0's): the same numbers as the allreduce.
+"${mpi[@]}" -np 2 "$bin" "${common[@]}" --devices 1 --sync ps --metrics "$tmp/ps.jsonl" >"$tmp/ps.out" 2>&1 \
+  && pass || fail "2 ranks, --sync ps: $(tail -3 "$tmp/ps.out")"
+for epoch in 1 2; do
+  a=$(sed -n "${epoch}p" "$tmp/ranks.jsonl") b=$(sed -n "${epoch}p" "$tmp/ps.jsonl")
+  [[ -n "$(field train_loss "$b")" && "$(field train_loss "$a")" == "$(field train_loss "$b")" ]] && pass \
+    || fail "epoch $epoch: allreduce $(field train_loss "$a") vs ps $(field train_loss "$b")"
 done
 grep -q '"ranks": 2' "$tmp/ranks.jsonl" && grep -q '"num_devices": 2' "$tmp/ranks.jsonl" && pass \
   || fail "metrics ranks/num_devices: $(head -1 "$tmp/ranks.jsonl")"

@@ -122,6 +122,7 @@ expect_error "cpu:0 is listed twice" "${small[@]}" --devices cpu:0,cpu:0
 expect_error "--devices: 'gpu:0' is not a count or a list" "${small[@]}" --devices gpu:0
 expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduce tree
 expect_error "--overlap: 'maybe' is not on or off" "${small[@]}" --overlap maybe
+expect_error "--sync: 'gossip' is not allreduce or ps" "${small[@]}" --sync gossip
 expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small[@]}" --batch-size 2 --devices 3
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"

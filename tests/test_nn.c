@@ -267,14 +267,19 @@ static dp_dataset_t synthetic_dataset(int count, uint64_t seed) {
     return ds;
 }
 
-static dp_trainer_t *make_trainer_full(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce,
-                                       int overlap) {
+static dp_trainer_t *make_trainer_sync(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce,
+                                       int overlap, dp_sync_kind_t sync) {
     dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1,
-                                  .allreduce = allreduce, .overlap = overlap,
+                                  .allreduce = allreduce, .overlap = overlap, .sync = sync,
                                   .optim = {.kind = DP_OPTIM_SGD, .lr = lr}, .seed = 11};
     dp_trainer_t *t;
     DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
     return t;
+}
+
+static dp_trainer_t *make_trainer_full(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce,
+                                       int overlap) {
+    return make_trainer_sync(m, devices, lr, allreduce, overlap, DP_SYNC_ALLREDUCE);
 }
 
 static dp_trainer_t *make_trainer_with(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce) {
@@ -349,6 +354,23 @@ static void test_trainer(void) {
         CHECK(same && lp == lo, "%d devices: overlapped buckets differ from the ring (loss %.9g vs %.9g)", k, lo, lp);
         dp_trainer_free(plain);
         dp_trainer_free(over);
+    }
+
+    /* The parameter server sums in the allreduce's order and applies the same
+     * update: the same bits, on 1, 2 and 3 devices. */
+    for (int k = 1; k <= 3; k++) {
+        dp_trainer_t *ring = make_trainer_full(m, k, 0.9f, DP_ALLREDUCE_RING, 0);
+        dp_trainer_t *ps = make_trainer_sync(m, k, 0.9f, DP_ALLREDUCE_RING, 0, DP_SYNC_PS);
+        double lr_ = 0, lp = 0;
+        run_steps(ring, &ds, 67, 5, &lr_);
+        run_steps(ps, &ds, 67, 5, &lp);
+        int same = 1;
+        for (int d = 0; d < k; d++)
+            same &= memcmp(dp_trainer_params(ps, d), dp_trainer_params(ring, 0), sizeof(float) * np) == 0;
+        CHECK(same && lr_ == lp, "%d devices: parameter server differs from the allreduce", k);
+        CHECK(dp_trainer_check_replicas(ps) == DP_OK, "%s", dp_error_message());
+        dp_trainer_free(ring);
+        dp_trainer_free(ps);
     }
 
     /* Uneven shards: batch 257 on 2 devices, batch 10 on 3, against 1 device. */

@@ -61,6 +61,12 @@ int dp_world_has_mpi(void);
 dp_status_t dp_world_sum_floats(float *buffer, size_t n);
 dp_status_t dp_world_sum_doubles(double *buffer, int n);
 
+/* The parameter server's collectives: the sum of every rank's buffer ends up
+ * on rank 0 only (MPI_Reduce); rank 0's buffer is copied to every rank
+ * (MPI_Bcast). No-ops for a single rank. */
+dp_status_t dp_world_reduce_to_root(float *buffer, size_t n);
+dp_status_t dp_world_broadcast(float *buffer, size_t n);
+
 /* Fails on every rank, naming the first rank that differs from rank 0, when
  * the ranks' `bytes` differ (options, models, ...). */
 dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n);

@@ -30,6 +30,8 @@ dp_status_t dp_device_new(int index, int pin_core, dp_device_t **out);
 void dp_device_free(dp_device_t *device);
 
 const char *dp_device_name(const dp_device_t *device);
+/* Renames a device (e.g. "ps" for the parameter server); before any submit. */
+void dp_device_set_name(dp_device_t *device, const char *name);
 
 /* Queues fn(arg); returns at once. Fails only when memory runs out. */
 dp_status_t dp_device_submit(dp_device_t *device, dp_task_fn fn, void *arg);

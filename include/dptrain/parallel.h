@@ -22,12 +22,22 @@
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
 
+/* How the replicas agree on each step's update. */
+typedef enum {
+    DP_SYNC_ALLREDUCE, /* every replica sums the gradients and updates itself */
+    DP_SYNC_PS,        /* the Paddle seed's parameter server: a server device holds the
+                          parameters and the optimizer; workers push gradients, the server
+                          sums them and updates, workers pull the parameters (across ranks:
+                          rank 0's server, MPI_Reduce then MPI_Bcast) */
+} dp_sync_kind_t;
+
 typedef struct {
     const dp_model_t *model; /* not owned; must outlive the trainer */
     int num_devices;         /* replicas, >= 1 */
     int threads_per_device;  /* BLAS threads each device may use, >= 1 */
     const int *device_ids;   /* (num_devices) N of "cpu:N", also the core it is pinned to;
                                 NULL: 0, 1, ..., num_devices - 1 */
+    dp_sync_kind_t sync;
     dp_allreduce_kind_t allreduce;
     int overlap;             /* ring only: reduce gradient buckets while backward runs */
     dp_world_t world;        /* this process's rank among `size` (zeros: one process) */
