@@ -24,6 +24,7 @@ train: build
 test: build
 	scripts/sanitize.sh thread
 	scripts/sanitize.sh address
+	scripts/check_no_mpi.sh
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
