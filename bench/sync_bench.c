@@ -37,11 +37,10 @@ static double sync_ms(const dp_model_t *m, dp_sync_kind_t sync, int devices, con
     double before = dp_trainer_sync_seconds(t, NULL);
     for (int s = 0; s < steps; s++) dp_trainer_step(t, ds, indices, batch, NULL, NULL);
     double ms = (dp_trainer_sync_seconds(t, NULL) - before) / steps * 1e3;
-    double worst = ms;
-    dp_world_sum_doubles(&worst, 1); /* the mean over ranks */
+    dp_world_sum_doubles(&ms, 1); /* summed over ranks, then the mean */
     free(indices);
     dp_trainer_free(t);
-    return worst / world->size;
+    return ms / world->size;
 }
 
 int main(int argc, char **argv) {

@@ -26,7 +26,8 @@
  *            updates are those of phase 2 ring, element by element, so the
  *            results are the same bits.
  *   several ranks (MPI): overlap is off; phase 2 is the local ring
- *            allreduce, then the caller sums replica 0's gradients across
+ *            allreduce (also with --allreduce naive, which only chooses the
+ *            single-process algorithm), then the caller sums replica 0's gradients across
  *            ranks (MPI_Allreduce, from this one thread), then phase 3: device
  *            d copies chunk d of the global sum to the other replicas and
  *            updates chunk d of every replica (hierarchical: local reduce,
@@ -100,6 +101,12 @@ struct dp_trainer {
 };
 
 void dp_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+
+static double monotonic_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 void dp_split_batch(int n, int k, int d, int *start, int *count) {
     int base = n / k, extra = n % k;
@@ -410,19 +417,16 @@ static dp_status_t ps_pull_task(void *arg) {
 static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
     DP_TRY(dp_device_submit(t->server, ps_push_task, t));
     DP_TRY(dp_device_wait(t->server));
-    struct timespec mpi_start, mpi_end;
-    clock_gettime(CLOCK_MONOTONIC, &mpi_start);
+    double start = monotonic_sec();
     if (ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_params));
-    clock_gettime(CLOCK_MONOTONIC, &mpi_end);
-    t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
+    t->mpi_sec += monotonic_sec() - start;
     if (t->config.world.rank == 0) {
         DP_TRY(dp_device_submit(t->server, ps_update_task, t));
         DP_TRY(dp_device_wait(t->server));
     }
-    clock_gettime(CLOCK_MONOTONIC, &mpi_start);
+    start = monotonic_sec();
     if (ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
-    clock_gettime(CLOCK_MONOTONIC, &mpi_end);
-    t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
+    t->mpi_sec += monotonic_sec() - start;
     return run_on_all(t, ps_pull_task);
 }
 
@@ -447,17 +451,14 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
     DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
-    struct timespec sync_start, sync_end;
-    clock_gettime(CLOCK_MONOTONIC, &sync_start);
+    double sync_start = monotonic_sec();
     if (t->config.sync == DP_SYNC_PS) {
         DP_TRY(ps_sync(t, ranks));
     } else if (ranks > 1) {
         if (k > 1) DP_TRY(run_on_all(t, allreduce_chunk_task));
-        struct timespec mpi_start, mpi_end;
-        clock_gettime(CLOCK_MONOTONIC, &mpi_start);
+        double mpi_start = monotonic_sec();
         DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_params));
-        clock_gettime(CLOCK_MONOTONIC, &mpi_end);
-        t->mpi_sec += (double)(mpi_end.tv_sec - mpi_start.tv_sec) + 1e-9 * (double)(mpi_end.tv_nsec - mpi_start.tv_nsec);
+        t->mpi_sec += monotonic_sec() - mpi_start;
         DP_TRY(run_on_all(t, broadcast_update_chunk_task));
     } else if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
@@ -466,8 +467,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     } else if (!t->overlap) {
         DP_TRY(run_on_all(t, reduce_update_chunk_task));
     }
-    clock_gettime(CLOCK_MONOTONIC, &sync_end);
-    t->sync_sec += (double)(sync_end.tv_sec - sync_start.tv_sec) + 1e-9 * (double)(sync_end.tv_nsec - sync_start.tv_nsec);
+    t->sync_sec += monotonic_sec() - sync_start;
     double total_loss = 0.0;
     int total_correct = 0;
     for (int d = 0; d < k; d++) { /* in device order: the same sum every run */
