@@ -367,8 +367,10 @@ static dp_status_t open_worklog(const dp_world_t *world, int argc, char **argv) 
     setvbuf(stdout, NULL, _IOLBF, 0);
     gethostname(host, sizeof host - 1);
     const char *devices = "one per core";
-    for (int i = 2; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--devices") == 0) devices = argv[i + 1];
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) devices = argv[i + 1];
+        if (strncmp(argv[i], "--devices=", 10) == 0) devices = argv[i] + 10;
+    }
     printf("rank %d of %d, devices %s, host %s, pid %ld\n", world->rank, world->size, devices, host,
            (long)getpid());
     return DP_OK;
