@@ -116,6 +116,7 @@ static int add_param(dp_model_t *m, const char *layer, const char *suffix, int n
         p->numel *= (size_t)shape[i];
     }
     p->offset = m->total;
+    p->trainable = 1;
     m->total += p->numel;
     return index;
 nomem:
@@ -243,6 +244,7 @@ dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_feature
 
 const char *dp_model_name(const dp_model_t *m) { return m->name; }
 size_t dp_model_num_params(const dp_model_t *m) { return m->total; }
+size_t dp_model_num_trainable(const dp_model_t *m) { return m->total; }
 int dp_model_num_param_tensors(const dp_model_t *m) { return m->num_params; }
 
 const dp_param_info_t *dp_model_param(const dp_model_t *m, int i) {

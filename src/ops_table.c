@@ -26,7 +26,9 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena);
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-_Static_assert(DP_OP_COUNT == 7, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+dp_status_t dp_op_not_implemented(dp_node_t *node, dp_arena_t *arena);
+
+_Static_assert(DP_OP_COUNT == 15, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
 /* num_inputs counts the optional bias of conv and linear: in[2] may be NULL. */
 const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
@@ -37,7 +39,21 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_RELU] = {"relu", 1, dp_relu_forward, dp_relu_backward},
     [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},
     [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, dp_softmax_xent_forward, dp_softmax_xent_backward},
+    [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_BATCH_NORM] = {"batch_norm", 3, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_DROPOUT] = {"dropout", 1, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_SIGMOID] = {"sigmoid", 1, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_TANH] = {"tanh", 1, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_ADD] = {"add", 2, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_MSE] = {"mse", 2, dp_op_not_implemented, dp_op_not_implemented},
 };
+
+/* Placeholder for ops whose kernels are being written (removed when done). */
+dp_status_t dp_op_not_implemented(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return dp_fail(DP_ERR_ARG, "op %s is not implemented yet", dp_op_table[node->kind].name);
+}
 
 dp_op_attr_t dp_op_attr_default(void) {
     dp_op_attr_t attr = {
@@ -48,6 +64,10 @@ dp_op_attr_t dp_op_attr_default(void) {
         .groups = 1,
         .count_include_pad = 1,
         .loss_denominator = 0.0f,
+        .training = 1,
+        .eps = 1e-5f,
+        .momentum = 0.1f,
+        .dropout_p = 0.5f,
     };
     return attr;
 }

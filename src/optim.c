@@ -3,11 +3,27 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct dp_optimizer {
     dp_optim_config_t config;
     size_t n;
+    uint64_t steps;
 };
+
+int dp_optim_kind_from_name(const char *name) {
+    return strcmp(name, "sgd") == 0 ? DP_OPTIM_SGD : -1;
+}
+
+const char *dp_optim_kind_name(dp_optim_kind_t kind) { return kind == DP_OPTIM_SGD ? "sgd" : "?"; }
+
+int dp_optimizer_num_states(const dp_optimizer_t *opt) { (void)opt; return 0; }
+float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name) {
+    (void)opt; (void)i; *name = NULL; return NULL;
+}
+uint64_t dp_optimizer_steps(const dp_optimizer_t *opt) { return opt->steps; }
+void dp_optimizer_set_steps(dp_optimizer_t *opt, uint64_t steps) { opt->steps = steps; }
+void dp_optimizer_begin_step(dp_optimizer_t *opt) { opt->steps++; }
 
 dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
                              dp_optimizer_t **out) {
@@ -31,6 +47,7 @@ void dp_optimizer_free(dp_optimizer_t *opt) { free(opt); }
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) { opt->config.lr = lr; }
 
 void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads) {
+    dp_optimizer_begin_step(opt);
     dp_optimizer_step_range(opt, params, grads, 0, opt->n);
 }
 

@@ -91,6 +91,7 @@ struct dp_trainer {
     int overlap;             /* config.overlap with the ring allreduce */
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
+    uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
     /* the parameter server (sync == DP_SYNC_PS) */
     dp_device_t *server;
     float *server_params, *server_grads; /* (num_params) each */
@@ -214,6 +215,19 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
 fail:
     dp_trainer_free(t);
     return status;
+}
+
+uint64_t dp_trainer_step_count(const dp_trainer_t *t) { return t->step_count; }
+void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count = steps; }
+
+dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
+    return t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
+}
+
+void dp_trainer_set_params(dp_trainer_t *t, const float *params) {
+    for (int d = 0; d < t->num_devices; d++)
+        memcpy(t->replicas[d].params, params, sizeof(float) * t->num_params);
+    if (t->server_params) memcpy(t->server_params, params, sizeof(float) * t->num_params);
 }
 
 float *dp_trainer_params(dp_trainer_t *t, int device) {
@@ -368,7 +382,7 @@ static dp_status_t reduce_naive_task(void *arg) {
 
 static dp_status_t update_task(void *arg) {
     replica_t *r = arg;
-    dp_optimizer_step(r->optimizer, r->params, r->grads);
+    dp_optimizer_step_range(r->optimizer, r->params, r->grads, 0, r->trainer->num_params);
     return DP_OK;
 }
 
@@ -448,6 +462,8 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
         r->count = count;
         r->denominator = n;
     }
+    if (t->config.sync != DP_SYNC_PS) /* the server's optimizer counts its own steps */
+        for (int d = 0; d < k; d++) dp_optimizer_begin_step(t->replicas[d].optimizer);
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
     DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
@@ -476,6 +492,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     }
     if (loss_sum) *loss_sum += total_loss;
     if (correct) *correct += total_correct;
+    t->step_count++;
     return DP_OK;
 }
 

@@ -33,6 +33,7 @@ typedef struct {
     int shape[DP_MAX_DIMS];
     size_t offset; /* into the flat buffer, in floats */
     size_t numel;
+    int trainable; /* 1: a weight or bias; 0: a buffer (batch norm's running statistics) */
 } dp_param_info_t;
 
 /* An empty model taking inputs of shape (N, channels, height, width). */
@@ -57,7 +58,12 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
 extern const char *const dp_builtin_models[];
 
 const char *dp_model_name(const dp_model_t *m);
+/* Floats in the flat buffer: the trainable parameters first, then the
+ * buffers (running statistics), which have no gradient, are not reduced and
+ * are not touched by the optimizer. */
 size_t dp_model_num_params(const dp_model_t *m);
+/* The first dp_model_num_trainable() floats of the flat buffer. */
+size_t dp_model_num_trainable(const dp_model_t *m);
 int dp_model_num_param_tensors(const dp_model_t *m);
 const dp_param_info_t *dp_model_param(const dp_model_t *m, int i);
 /* Input (C, H, W) and the output width (classes). */

@@ -30,8 +30,26 @@ typedef enum {
     DP_OP_RELU,         /* torch.relu */
     DP_OP_FLATTEN,      /* torch.flatten(x, 1): a view, shares data and grad */
     DP_OP_SOFTMAX_XENT, /* torch.nn.functional.cross_entropy, summed / denominator */
+    DP_OP_CONV_TRANSPOSE, /* torch.nn.functional.conv_transpose{1,2,3}d */
+    DP_OP_GLOBAL_AVG_POOL, /* torch.nn.functional.adaptive_avg_pool{1,2,3}d(x, 1): keeps ndim */
+    DP_OP_BATCH_NORM,   /* torch.nn.functional.batch_norm (training: batch statistics) */
+    DP_OP_DROPOUT,      /* torch.nn.functional.dropout, with dptrain's own counter-based mask */
+    DP_OP_SIGMOID,      /* torch.sigmoid */
+    DP_OP_TANH,         /* torch.tanh */
+    DP_OP_ADD,          /* x + y, same shapes (skip connections); fuse_relu: relu(x + y) */
+    DP_OP_MSE,          /* torch.nn.functional.mse_loss summed / denominator (Paddle's
+                           square_error_cost): in[1] is the target, same shape, no grad */
     DP_OP_COUNT
 } dp_op_kind_t;
+
+/* Sums `count` values element-wise across every participant (all devices of
+ * all ranks) in place: the SyncBatchNorm hook. Every participant calls it the
+ * same number of times with the same count; the sum is taken in a fixed
+ * order, so every participant gets the same bits. */
+typedef struct {
+    void (*sum)(void *ctx, double *values, int count);
+    void *ctx;
+} dp_stat_sync_t;
 
 /* Attributes; spatial arrays are indexed like the tensor's spatial dims
  * (2-D: [0] = H, [1] = W; 1-D: [0] = L; 3-D: [0] = D, [1] = H, [2] = W).
@@ -44,11 +62,26 @@ typedef struct {
     int groups;            /* conv: >= 1, divides C_in and C_out */
     int count_include_pad; /* avg pool: padded zeros count in the divisor (PyTorch default: 1) */
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N */
-    int fuse_relu;         /* conv: y = relu(conv(x)) in one pass (torch.relu after the conv) */
+    int fuse_relu;         /* conv, add: y = relu(...) in one pass (torch.relu after it) */
+    int output_padding[3]; /* conv_transpose: extra size on one side of each output dim */
+    int training;          /* batch_norm, dropout: 1 = training behaviour, 0 = inference */
+    float eps;             /* batch_norm: added to the variance (PyTorch default 1e-5) */
+    float momentum;        /* batch_norm: running = (1 - momentum) running + momentum batch (0.1);
+                              running_var takes the unbiased batch variance, as PyTorch */
+    float *running_mean;   /* batch_norm: (C) updated in training, used in inference */
+    float *running_var;    /* batch_norm: (C) */
+    const dp_stat_sync_t *stat_sync; /* batch_norm: NULL = this device's statistics only (the
+                              book's default); else statistics summed across participants */
+    float dropout_p;       /* dropout: probability of zeroing, in [0, 1) */
+    uint64_t dropout_seed; /* dropout: the mask of example e is a function of (seed, e) only */
+    int64_t example_offset; /* dropout: global index of this shard's first example, so the
+                              masks do not depend on how the batch is split */
 } dp_op_attr_t;
 
 /* A default attribute block: stride 1, pad 0, dilation 1, groups 1,
- * count_include_pad 1, kernel 1, loss_denominator 0, fuse_relu 0. */
+ * count_include_pad 1, kernel 1, loss_denominator 0, fuse_relu 0, output_padding 0,
+ * training 1, eps 1e-5, momentum 0.1, no running stats, no stat sync, dropout_p 0.5,
+ * dropout_seed 0, example_offset 0. */
 dp_op_attr_t dp_op_attr_default(void);
 
 typedef struct dp_node {
@@ -57,6 +90,11 @@ typedef struct dp_node {
     /* conv:   in[0] x (N, C, [D,] [H,] W), in[1] weight (OC, C/groups, [kD,] [kH,] kW),
      *         in[2] bias (OC) or NULL
      * linear: in[0] x (N, IN), in[1] weight (OUT, IN), in[2] bias (OUT) or NULL
+     * conv_transpose: in[0] x (N, C_in, ...), in[1] weight (C_in, C_out/groups, k...),
+     *         in[2] bias (C_out) or NULL
+     * batch_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C), in[2] bias (C)
+     * add:    in[0] x, in[1] y (same shape)
+     * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */
     dp_tensor_t *in[3];
     const int32_t *labels; /* softmax_xent: (N) class indices in [0, K) */

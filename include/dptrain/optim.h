@@ -10,18 +10,31 @@
 #define DPTRAIN_OPTIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dptrain/status.h"
 
+/* Each kind follows the torch.optim class of the same name, step for step. */
 typedef enum {
-    DP_OPTIM_SGD, /* p -= lr * (g + weight_decay * p) */
+    DP_OPTIM_SGD,      /* torch.optim.SGD: p -= lr * (g + weight_decay * p) */
+    DP_OPTIM_MOMENTUM, /* torch.optim.SGD with momentum (and nesterov) */
+    DP_OPTIM_ADAGRAD,  /* torch.optim.Adagrad */
+    DP_OPTIM_ADAM,     /* torch.optim.Adam */
 } dp_optim_kind_t;
 
 typedef struct {
     dp_optim_kind_t kind;
     float lr;
-    float weight_decay; /* L2 penalty added to the gradient, as torch.optim.SGD */
+    float weight_decay; /* L2 penalty added to the gradient, as torch.optim does */
+    float momentum;     /* momentum: 0.9 when 0 is given */
+    int nesterov;       /* momentum: Nesterov's variant */
+    float beta1, beta2; /* adam: 0.9, 0.999 when 0 is given */
+    float eps;          /* adam: 1e-8, adagrad: 1e-10 when 0 is given */
 } dp_optim_config_t;
+
+/* "sgd", "momentum", "adagrad", "adam" -> kind; -1 when unknown. */
+int dp_optim_kind_from_name(const char *name);
+const char *dp_optim_kind_name(dp_optim_kind_t kind);
 
 typedef struct dp_optimizer dp_optimizer_t;
 
@@ -29,15 +42,29 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
                              dp_optimizer_t **out);
 void dp_optimizer_free(dp_optimizer_t *opt);
 
-/* One update of params (n floats) with grads (n floats). */
+/* One update of params (n floats) with grads (n floats):
+ * dp_optimizer_begin_step, then dp_optimizer_step_range over all n. */
 void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads);
 
-/* The same update on elements [start, start + count) only, so that several
- * workers can update disjoint chunks of one buffer at once. */
+/* Starts a step: counts it (Adam's bias correction uses the count). Call
+ * once per step before the dp_optimizer_step_range calls of that step. */
+void dp_optimizer_begin_step(dp_optimizer_t *opt);
+
+/* The update of the current step on elements [start, start + count) only,
+ * so that several workers can update disjoint chunks of one buffer at once. */
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count);
 
 /* Changes the learning rate (schedules). */
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr);
+
+/* --- State, for checkpoints ----------------------------------------------------
+ * An optimizer's state is its step count and 0-2 buffers of n floats, named
+ * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),
+ * "exp_avg" and "exp_avg_sq" (adam). */
+int dp_optimizer_num_states(const dp_optimizer_t *opt);
+float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name);
+uint64_t dp_optimizer_steps(const dp_optimizer_t *opt);
+void dp_optimizer_set_steps(dp_optimizer_t *opt, uint64_t steps);
 
 #endif

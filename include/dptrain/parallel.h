@@ -73,6 +73,20 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
 /* Replica d's parameters (dp_model_num_params floats). */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
+
+/* Copies params (dp_model_num_params floats) into every replica (and the
+ * server): restoring a checkpoint. Call between steps. */
+void dp_trainer_set_params(dp_trainer_t *trainer, const float *params);
+
+/* Replica d's optimizer (with --sync ps: the server's, whatever d is); every
+ * replica's optimizer holds the same state. */
+dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *trainer, int device);
+
+/* Steps taken so far (dp_trainer_step counts them); a checkpoint saves it
+ * and restores it with dp_trainer_set_step_count. Dropout masks are drawn
+ * from (seed, step count), so a resumed run draws the same masks. */
+uint64_t dp_trainer_step_count(const dp_trainer_t *trainer);
+void dp_trainer_set_step_count(dp_trainer_t *trainer, uint64_t steps);
 /* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 
