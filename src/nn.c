@@ -390,3 +390,42 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
     }
     return status;
 }
+
+/* --- Placeholders for the issue-5 layers (being written) ---------------------- */
+int dp_model_num_layers(const dp_model_t *m) { return m->num_layers; }
+int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]) {
+    const int *s = output == 0 ? m->in_shape : m->layers[output - 1].out_shape;
+    int ndim = output == 0 ? 3 : m->layers[output - 1].out_ndim;
+    memcpy(shape, s, sizeof(int) * (size_t)ndim);
+    return ndim;
+}
+static dp_status_t not_yet(const dp_model_t *m, const char *what) {
+    return dp_fail(DP_ERR_ARG, "model %s: %s layers are not implemented yet", m->name, what);
+}
+dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,
+                                        int kernel_h, int kernel_w, const dp_op_attr_t *attr,
+                                        int bias) {
+    (void)name; (void)out_channels; (void)kernel_h; (void)kernel_w; (void)attr; (void)bias;
+    return not_yet(m, "conv_transpose");
+}
+dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr) {
+    (void)name; (void)attr;
+    return not_yet(m, "batch_norm");
+}
+dp_status_t dp_model_add_dropout(dp_model_t *m, float p) { (void)p; return not_yet(m, "dropout"); }
+dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
+    if (kind == DP_OP_RELU) return dp_model_add_relu(m);
+    return not_yet(m, "sigmoid/tanh");
+}
+dp_status_t dp_model_add_global_avg_pool(dp_model_t *m) { return not_yet(m, "global_avg_pool"); }
+dp_status_t dp_model_add_route(dp_model_t *m, int from) { (void)from; return not_yet(m, "route"); }
+dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
+    (void)from; (void)relu;
+    return not_yet(m, "residual");
+}
+dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
+                                  float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
+                                  dp_tensor_t **logits) {
+    (void)opts;
+    return dp_model_forward(m, tape, params, grads, x, logits);
+}

@@ -51,6 +51,31 @@ dp_status_t dp_model_add_relu(dp_model_t *m);
 dp_status_t dp_model_add_flatten(dp_model_t *m);
 dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_features, int bias);
 
+/* --- More layers (issue 5) ------------------------------------------------------
+ * Layer outputs are numbered: 0 is the model's input, i is the output of the
+ * i-th layer added (1-based); dp_model_num_layers() is the last one. A layer
+ * reads the previous output unless it says otherwise (route, add). */
+int dp_model_num_layers(const dp_model_t *m);
+/* Shape of output i without the batch dim; returns its ndim. */
+int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]);
+dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,
+                                        int kernel_h, int kernel_w, const dp_op_attr_t *attr,
+                                        int bias);
+/* Batch norm over channels (C, H, W) or features (F): "name.weight", "name.bias"
+ * (trainable, init 1 and 0) and buffers "name.running_mean", "name.running_var"
+ * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
+dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
+dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
+/* DP_OP_RELU, DP_OP_SIGMOID or DP_OP_TANH. */
+dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
+dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
+/* The next layer reads output `from` instead of the previous one (Darknet's
+ * [route]); adds no op. */
+dp_status_t dp_model_add_route(dp_model_t *m, int from);
+/* previous output + output `from` (same shapes), optionally followed by a ReLU:
+ * the skip connection of a residual block. */
+dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
+
 /* The built-in networks: "lenet" (d2l 12.5) and "lenet-paddle" (the
  * PaddlePaddle tutorial's MNIST CNN), both for 1x28x28 inputs, 10 classes. */
 dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
@@ -75,8 +100,22 @@ int dp_model_num_outputs(const dp_model_t *m);
 void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng);
 
 /* Runs the network forward on `x` (N, C, H, W), recording on the tape.
- * grads NULL: no gradients (evaluation). *logits is (N, outputs). */
+ * grads NULL: no gradients (evaluation). *logits is (N, outputs).
+ * Training behaviour (batch statistics, dropout) iff grads != NULL; dropout
+ * seeds 0 and example offset 0, per-device batch statistics. */
 dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params,
                              float *grads, dp_tensor_t *x, dp_tensor_t **logits);
+
+/* What a training or evaluation pass needs beyond the tensors. */
+typedef struct {
+    int training;             /* batch norm: batch statistics + running update; dropout on */
+    uint64_t seed;            /* dropout: layer i's masks use a seed mixed from (seed, i) */
+    int64_t example_offset;   /* global index of x's first example in the minibatch */
+    const dp_stat_sync_t *stat_sync; /* NULL: each device's own batch statistics */
+} dp_forward_opts_t;
+
+dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
+                                  float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
+                                  dp_tensor_t **logits);
 
 #endif
