@@ -9,7 +9,10 @@
  * direction, default 0.5). Forward includes allocating the output from the
  * step arena, as in training; backward computes every input's and
  * parameter's gradient (the data input too, as inside a network). A layer
- * whose op is missing prints "n/a". One thread: run it pinned or alone.
+ * whose op is missing prints "n/a". Times are the thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID; torch_layers.py uses time.thread_time), so a
+ * busy machine that preempts the thread does not inflate them; both sides
+ * run one thread.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +33,7 @@ typedef struct {
 
 static double now_sec(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 

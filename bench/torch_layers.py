@@ -6,6 +6,8 @@ Reads the same layer list as bench/layer_bench.c (bench/layers.txt) and prints
 SECONDS per direction), forward building the autograd graph as in training,
 backward computing the gradients of the input and of every parameter.
 
+Times are the thread's CPU time (time.thread_time), as layer_bench.c measures.
+
 usage: torch_layers.py LAYERS_FILE [SECONDS] (run with 1 thread: --threads)
 """
 import argparse
@@ -60,14 +62,14 @@ def time_layer(inputs, f, budget):
     dy = None
     while len(fwd) < 5 or (spent < budget and len(fwd) < 1000):
         xs = [t.detach().requires_grad_(True) for t in inputs]
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         y = f(*xs)
-        t1 = time.perf_counter()
+        t1 = time.thread_time()
         if dy is None:
             dy = torch.rand(y.shape) * 2 - 1
-        t2 = time.perf_counter()
+        t2 = time.thread_time()
         y.backward(dy)
-        t3 = time.perf_counter()
+        t3 = time.thread_time()
         fwd.append(1e3 * (t1 - t0))
         bwd.append(1e3 * (t3 - t2))
         spent += t3 - t0
