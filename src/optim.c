@@ -74,9 +74,7 @@ static dp_optim_config_t with_defaults(const dp_optim_config_t *config) {
     return c;
 }
 
-/* The shortest decimal that rounds to f, as a double: the value a person
- * wrote (with the defaults, the values torch writes). */
-static double decimal_value(float f) {
+double dp_float_decimal(float f) {
     char text[32];
     for (int digits = 1; digits <= 9; digits++) {
         snprintf(text, sizeof text, "%.*g", digits, (double)f);
@@ -124,9 +122,9 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
     if (!opt) return DP_ERR_NOMEM;
     opt->config = with_defaults(config);
     opt->n = num_params;
-    opt->lr = decimal_value(opt->config.lr);
-    opt->beta1 = decimal_value(opt->config.beta1);
-    opt->beta2 = decimal_value(opt->config.beta2);
+    opt->lr = dp_float_decimal(opt->config.lr);
+    opt->beta1 = dp_float_decimal(opt->config.beta1);
+    opt->beta2 = dp_float_decimal(opt->config.beta2);
     switch (opt->config.kind) {
     case DP_OPTIM_SGD: break;
     case DP_OPTIM_MOMENTUM: opt->state_names[opt->num_states++] = "momentum_buffer"; break;
@@ -155,7 +153,7 @@ void dp_optimizer_free(dp_optimizer_t *opt) {
 
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) {
     opt->config.lr = lr;
-    opt->lr = decimal_value(lr);
+    opt->lr = dp_float_decimal(lr);
 }
 float dp_optimizer_lr(const dp_optimizer_t *opt) { return opt->config.lr; }
 

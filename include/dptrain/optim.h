@@ -43,6 +43,11 @@ typedef struct {
     float eps;          /* adam: 1e-8, adagrad: 1e-10 when 0 is given; > 0 */
 } dp_optim_config_t;
 
+/* The shortest decimal that rounds to f, as a double (0.1f -> 0.1): the
+ * number a person wrote, which torch would hold as a Python float. Adam uses
+ * it for its double arithmetic (lr / (1 - beta1^t), 1 - beta). */
+double dp_float_decimal(float f);
+
 /* Checks a configuration without creating an optimizer (dp_optimizer_new
  * checks too): a one-line message naming the field, expected and found. */
 dp_status_t dp_optim_config_check(const dp_optim_config_t *config);
