@@ -2,6 +2,7 @@
  * print one line per epoch, write metrics and the plot. */
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "dptrain/io.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
+#include "dptrain/schedule.h"
 #include "options.h"
 
 typedef struct {
@@ -22,6 +24,10 @@ typedef struct {
     int batch_size;
     float lr;
     float weight_decay;
+    /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
+    const char *optimizer, *lr_schedule;
+    float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
+    int nesterov, lr_step_epochs, warmup_steps;
     int epochs;
     uint64_t seed;
     int limit;
@@ -39,9 +45,10 @@ typedef struct {
 static const char train_usage[] =
     "usage: dptrain train [options]\n"
     "\n"
-    "Trains a network with minibatch SGD, printing one line per epoch: mean\n"
-    "training loss, training accuracy, test accuracy, seconds per epoch (the\n"
-    "training steps, without evaluation), images per second and the devices.\n"
+    "Trains a network with minibatch SGD (or momentum, Adagrad, Adam), printing\n"
+    "one line per epoch: mean training loss, training accuracy, test accuracy,\n"
+    "the learning rate of the epoch's last step, seconds per epoch (the training\n"
+    "steps, without evaluation), images per second and the devices.\n"
     "\n"
     "options:\n"
     "  --model NAME              lenet (d2l 12.5, default) or lenet-paddle\n"
@@ -51,7 +58,23 @@ static const char train_usage[] =
     "                            default " DP_DEFAULT_DATA_DIR "\n"
     "  --batch-size N            examples per minibatch (default 256)\n"
     "  --lr X                    learning rate (default 0.2)\n"
-    "  --weight-decay X          L2 penalty (default 0)\n"
+    "  --weight-decay X          L2 penalty added to the gradient (default 0)\n"
+    "  --optimizer NAME          sgd (default), momentum, adagrad or adam: torch.optim's\n"
+    "                            SGD, SGD with momentum, Adagrad, Adam, step for step\n"
+    "  --momentum X              momentum: the factor, in (0, 1) (default 0.9)\n"
+    "  --nesterov                momentum: Nesterov's variant\n"
+    "  --beta1 X, --beta2 X      adam: the moment decays, in (0, 1) (default 0.9, 0.999)\n"
+    "  --eps X                   adam, adagrad: added to the denominator (default 1e-8,\n"
+    "                            1e-10)\n"
+    "  --lr-schedule NAME        constant (default), step (lr x gamma every\n"
+    "                            --lr-step-epochs) or cosine (from lr down to --lr-min\n"
+    "                            over all the epochs); updated every step\n"
+    "  --lr-step-epochs N        step: epochs between decays (required)\n"
+    "  --lr-gamma X              step: the decay factor, in (0, 1] (default 0.1)\n"
+    "  --lr-min X                cosine: the final learning rate (default 0)\n"
+    "  --warmup-epochs X         linear warm-up over X epochs (rounded to steps): step t\n"
+    "                            of the first W uses (t + 1) / W of the scheduled lr\n"
+    "  --warmup-steps N          the same, over N steps\n"
     "  --epochs N                passes over the training set (default 10)\n"
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
@@ -121,6 +144,44 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count) {
     return DP_OK;
 }
 
+/* An optional positive option: NAN (not given) -> 0, the library's default;
+ * an explicit 0 would silently mean the default too, so it is an error. */
+static dp_status_t optional_positive(const char *name, float value, float *out) {
+    if (value == 0.0f) return dp_fail(DP_ERR_ARG, "train: --%s must be > 0, found 0", name);
+    *out = isnan(value) ? 0.0f : value;
+    return DP_OK;
+}
+
+/* --optimizer and its options -> config->optim; --lr-schedule and its
+ * options -> *schedule. */
+static dp_status_t optimizer_options(const train_options_t *o, dp_optim_config_t *optim,
+                                     dp_lr_schedule_t *schedule) {
+    int kind = dp_optim_kind_from_name(o->optimizer);
+    if (kind < 0)
+        return dp_fail(DP_ERR_ARG, "train: --optimizer: '%s' is not sgd, momentum, adagrad or adam", o->optimizer);
+    *optim = (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = o->lr, .weight_decay = o->weight_decay,
+                                 .nesterov = o->nesterov};
+    DP_TRY(optional_positive("momentum", o->momentum, &optim->momentum));
+    DP_TRY(optional_positive("beta1", o->beta1, &optim->beta1));
+    DP_TRY(optional_positive("beta2", o->beta2, &optim->beta2));
+    DP_TRY(optional_positive("eps", o->eps, &optim->eps));
+    DP_TRY(dp_optim_config_check(optim));
+    kind = dp_lr_schedule_kind_from_name(o->lr_schedule);
+    if (kind < 0)
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule: '%s' is not constant, step or cosine", o->lr_schedule);
+    if (kind == DP_LR_STEP && o->lr_step_epochs == 0)
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule step needs --lr-step-epochs N");
+    float gamma = 0.0f;
+    DP_TRY(optional_positive("lr-gamma", o->lr_gamma, &gamma));
+    *schedule = (dp_lr_schedule_t){.kind = (dp_lr_schedule_kind_t)kind, .lr = dp_float_decimal(o->lr),
+                                   .step_epochs = o->lr_step_epochs, .gamma = dp_float_decimal(gamma),
+                                   .total_epochs = kind == DP_LR_COSINE ? o->epochs : 0,
+                                   .min_lr = dp_float_decimal(o->lr_min),
+                                   .warmup_epochs = dp_float_decimal(o->warmup_epochs),
+                                   .warmup_steps = (uint64_t)o->warmup_steps};
+    return dp_lr_schedule_check(schedule);
+}
+
 /* Reports the current error, naming the rank when there are several. */
 static int report_error(const dp_world_t *world) {
     if (world->size > 1) {
@@ -141,6 +202,9 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .seed = 0,
         .threads_per_device = 1,
         .comm_timeout = 300.0f,
+        .optimizer = "sgd",
+        .lr_schedule = "constant",
+        .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN,
     };
     const option_t options[] = {
         {"model", OPT_STRING, &o.model, 0, 0},
@@ -148,6 +212,18 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"batch-size", OPT_INT, &o.batch_size, 1, 1 << 24},
         {"lr", OPT_FLOAT, &o.lr, 0, 0},
         {"weight-decay", OPT_FLOAT, &o.weight_decay, 0, 0},
+        {"optimizer", OPT_STRING, &o.optimizer, 0, 0},
+        {"momentum", OPT_FLOAT, &o.momentum, 0, 0},
+        {"nesterov", OPT_FLAG, &o.nesterov, 0, 0},
+        {"beta1", OPT_FLOAT, &o.beta1, 0, 0},
+        {"beta2", OPT_FLOAT, &o.beta2, 0, 0},
+        {"eps", OPT_FLOAT, &o.eps, 0, 0},
+        {"lr-schedule", OPT_STRING, &o.lr_schedule, 0, 0},
+        {"lr-step-epochs", OPT_INT, &o.lr_step_epochs, 1, 1000000},
+        {"lr-gamma", OPT_FLOAT, &o.lr_gamma, 0, 0},
+        {"lr-min", OPT_FLOAT, &o.lr_min, 0, 0},
+        {"warmup-epochs", OPT_FLOAT, &o.warmup_epochs, 0, 0},
+        {"warmup-steps", OPT_INT, &o.warmup_steps, 1, 1 << 30},
         {"epochs", OPT_INT, &o.epochs, 1, 1000000},
         {"seed", OPT_UINT64, &o.seed, 0, 0},
         {"limit", OPT_INT, &o.limit, 1, 1 << 30},
@@ -196,6 +272,9 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
         return report_error(world);
     }
+    dp_optim_config_t optim;
+    dp_lr_schedule_t schedule;
+    if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
     int device_ids[MAX_DEVICES], num_devices = 0;
     if (o.devices) {
         if (parse_devices(o.devices, device_ids, &num_devices) != DP_OK) return report_error(world);
@@ -266,7 +345,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .overlap = overlap,
         .sync = sync,
         .world = *world,
-        .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
+        .optim = optim,
         .seed = o.seed,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
@@ -284,20 +363,24 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     }
     snprintf(devices + used, sizeof devices - used, "]");
     if (!o.quiet)
-        printf("training %s on %d images (test %d), batch %d, lr %g, %d epochs, seed %llu, on %s\n",
-               o.model, train_set.count, test_set.count, o.batch_size, o.lr, o.epochs,
-               (unsigned long long)o.seed, devices);
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
+               o.model, train_set.count, test_set.count, o.batch_size, o.optimizer, o.lr, o.lr_schedule,
+               o.epochs, (unsigned long long)o.seed, devices);
 
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         dp_loader_start_epoch(loader, epoch);
         dp_progress_t bar;
         dp_progress_init(&bar, world->rank == 0 ? stderr : NULL, dp_loader_num_batches(loader));
-        double loss_sum = 0.0;
+        double loss_sum = 0.0, lr = o.lr;
         int correct = 0, seen = 0, step = 0;
         const int *indices;
         int n;
         double start = now_seconds();
         while ((n = dp_loader_next(loader, &indices)) > 0) {
+            /* the schedule's lr for this step, from the step count (a resumed run agrees) */
+            lr = dp_lr_schedule_lr(&schedule, dp_trainer_step_count(trainer),
+                                   (uint64_t)dp_loader_num_batches(loader));
+            dp_trainer_set_lr(trainer, (float)lr);
             if (dp_trainer_step(trainer, &train_set, indices, n, &loss_sum, &correct) != DP_OK) {
                 dp_progress_finish(&bar);
                 goto done;
@@ -320,14 +403,15 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         s->train_acc = sums[1] / sums[2];
         s->test_acc = (double)test_correct / test_set.count;
         s->epoch_sec = epoch_sec;
+        s->lr = lr;
         s->images_per_sec = sums[2] / epoch_sec;
         s->devices = dp_trainer_device_names(trainer);
         s->num_devices = dp_trainer_num_devices(trainer) * world->size;
         s->num_ranks = world->size;
         if (!o.quiet)
-            printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, %.1f sec/epoch, "
+            printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
                    "%.0f images/sec on %s\n",
-                   s->epoch, o.epochs, s->train_loss, s->train_acc, s->test_acc, s->epoch_sec,
+                   s->epoch, o.epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
                    s->images_per_sec, devices);
         fflush(stdout);
         if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;

@@ -97,6 +97,7 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
     line_number(&line, "test_acc", stats->test_acc);
     line_number(&line, "epoch_sec", stats->epoch_sec);
     line_number(&line, "images_per_sec", stats->images_per_sec);
+    line_number(&line, "lr", stats->lr);
     line_device_array(&line, stats->devices);
     line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d}\n", stats->num_devices,
                 stats->num_ranks > 0 ? stats->num_ranks : 1);

@@ -1,65 +1,258 @@
-/* optim.c - minibatch SGD with optional weight decay over a flat buffer. */
+/* optim.c - SGD, SGD with momentum (and Nesterov), Adagrad and Adam over one
+ * flat parameter buffer, each following torch.optim 1.13 operation for
+ * operation (the formulas are in optim.h).
+ *
+ * DESIGN. dp_optimizer_step_range may run on several threads at once on
+ * disjoint ranges of the same buffers: every piece of state it writes is per
+ * element (params[i], state[k][i]); the step count and the configuration are
+ * only read there, and only begin_step, set_steps and set_lr change them,
+ * between steps, while no step_range runs.
+ *
+ * Float order follows ATen's CPU kernels, whose vector paths fuse a
+ * multiply and an add into one FMA (vec::fmadd, and the compiler's
+ * contraction of addcmul):
+ *   add(b, alpha)        fma(alpha, b, a)
+ *   addcmul(t1, t2, v)   fma(v * t1, t2, a)
+ *   addcdiv(t1, t2, v)   a + v * t1 / t2
+ * so on a CPU with FMA the results are PyTorch's to the bit (measured:
+ * tests/test_optim.c prints the worst difference, 0 for every fixture);
+ * without FMA both round twice. Python's scalars (bias corrections,
+ * 1 - beta) are computed in double, rounded to
+ * float where ATen casts a scalar to the tensor's type. Adam's lr and betas
+ * enter those double computations; the configuration holds them as floats,
+ * so Adam takes the shortest decimal that rounds to each float (0.999f ->
+ * 0.999, the number the user wrote) as the double torch would have: with
+ * (double)0.999f instead, 1 - beta2 alone is off by 5e-5 relative. */
 #include "dptrain/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_STATES 2
+
 struct dp_optimizer {
-    dp_optim_config_t config;
+    dp_optim_config_t config; /* defaults filled in */
+    double lr, beta1, beta2;  /* adam: the decimal values of config's floats */
     size_t n;
     uint64_t steps;
+    int num_states;
+    float *states[MAX_STATES]; /* (n) each, zeroed at creation */
+    const char *state_names[MAX_STATES];
 };
 
+static const char *const kind_names[] = {
+    [DP_OPTIM_SGD] = "sgd",
+    [DP_OPTIM_MOMENTUM] = "momentum",
+    [DP_OPTIM_ADAGRAD] = "adagrad",
+    [DP_OPTIM_ADAM] = "adam",
+};
+#define NUM_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DP_OPTIM_ADAM + 1, "a name for every kind");
+
 int dp_optim_kind_from_name(const char *name) {
-    return strcmp(name, "sgd") == 0 ? DP_OPTIM_SGD : -1;
+    for (int k = 0; k < NUM_KINDS; k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
 }
 
-const char *dp_optim_kind_name(dp_optim_kind_t kind) { return kind == DP_OPTIM_SGD ? "sgd" : "?"; }
-
-int dp_optimizer_num_states(const dp_optimizer_t *opt) { (void)opt; return 0; }
-float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name) {
-    (void)opt; (void)i; *name = NULL; return NULL;
+const char *dp_optim_kind_name(dp_optim_kind_t kind) {
+    return (int)kind >= 0 && (int)kind < NUM_KINDS ? kind_names[kind] : "?";
 }
-uint64_t dp_optimizer_steps(const dp_optimizer_t *opt) { return opt->steps; }
-void dp_optimizer_set_steps(dp_optimizer_t *opt, uint64_t steps) { opt->steps = steps; }
-void dp_optimizer_begin_step(dp_optimizer_t *opt) { opt->steps++; }
 
-dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
-                             dp_optimizer_t **out) {
-    *out = NULL;
+/* The configuration with torch's defaults for the fields given as 0. */
+static dp_optim_config_t with_defaults(const dp_optim_config_t *config) {
+    dp_optim_config_t c = *config;
+    if (c.kind == DP_OPTIM_MOMENTUM && c.momentum == 0.0f) c.momentum = 0.9f;
+    if (c.kind == DP_OPTIM_ADAM) {
+        if (c.beta1 == 0.0f) c.beta1 = 0.9f;
+        if (c.beta2 == 0.0f) c.beta2 = 0.999f;
+        if (c.eps == 0.0f) c.eps = 1e-8f;
+    }
+    if (c.kind == DP_OPTIM_ADAGRAD && c.eps == 0.0f) c.eps = 1e-10f;
+    return c;
+}
+
+double dp_float_decimal(float f) {
+    char text[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        if (strtof(text, NULL) == f) break;
+    }
+    return strtod(text, NULL);
+}
+
+/* value in [0, 1) and finite */
+static int is_fraction(float value) { return value >= 0.0f && value < 1.0f; }
+
+dp_status_t dp_optim_config_check(const dp_optim_config_t *config) {
+    if ((int)config->kind < 0 || (int)config->kind >= NUM_KINDS)
+        return dp_fail(DP_ERR_ARG, "optimizer: unknown kind %d (expected sgd, momentum, adagrad or adam)",
+                       (int)config->kind);
+    const char *kind = kind_names[config->kind];
     if (!(config->lr > 0.0f) || !isfinite(config->lr))
         return dp_fail(DP_ERR_ARG, "learning rate must be a positive number, found %g", config->lr);
     if (!(config->weight_decay >= 0.0f) || !isfinite(config->weight_decay))
         return dp_fail(DP_ERR_ARG, "weight decay must be >= 0, found %g", config->weight_decay);
-    if (config->kind != DP_OPTIM_SGD)
-        return dp_fail(DP_ERR_ARG, "unknown optimizer kind %d", (int)config->kind);
+    if (config->kind != DP_OPTIM_MOMENTUM && config->momentum != 0.0f)
+        return dp_fail(DP_ERR_ARG, "optimizer %s: momentum %g applies to the momentum optimizer only", kind,
+                       config->momentum);
+    if (config->kind != DP_OPTIM_MOMENTUM && config->nesterov)
+        return dp_fail(DP_ERR_ARG, "optimizer %s: nesterov needs momentum > 0 (the momentum optimizer)", kind);
+    if (config->kind != DP_OPTIM_ADAM && (config->beta1 != 0.0f || config->beta2 != 0.0f))
+        return dp_fail(DP_ERR_ARG, "optimizer %s: beta1 and beta2 apply to adam only", kind);
+    if ((config->kind == DP_OPTIM_SGD || config->kind == DP_OPTIM_MOMENTUM) && config->eps != 0.0f)
+        return dp_fail(DP_ERR_ARG, "optimizer %s: eps applies to adagrad and adam only", kind);
+    dp_optim_config_t c = with_defaults(config);
+    if (!is_fraction(c.momentum))
+        return dp_fail(DP_ERR_ARG, "momentum must be in [0, 1), found %g", c.momentum);
+    if (!is_fraction(c.beta1)) return dp_fail(DP_ERR_ARG, "beta1 must be in [0, 1), found %g", c.beta1);
+    if (!is_fraction(c.beta2)) return dp_fail(DP_ERR_ARG, "beta2 must be in [0, 1), found %g", c.beta2);
+    if (c.kind >= DP_OPTIM_ADAGRAD && (!(c.eps > 0.0f) || !isfinite(c.eps)))
+        return dp_fail(DP_ERR_ARG, "eps must be a positive number, found %g", c.eps);
+    return DP_OK;
+}
+
+dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
+                             dp_optimizer_t **out) {
+    *out = NULL;
+    DP_TRY(dp_optim_config_check(config));
     dp_optimizer_t *opt = dp_alloc_zeroed(1, sizeof *opt, "optimizer");
     if (!opt) return DP_ERR_NOMEM;
-    opt->config = *config;
+    opt->config = with_defaults(config);
     opt->n = num_params;
+    opt->lr = dp_float_decimal(opt->config.lr);
+    opt->beta1 = dp_float_decimal(opt->config.beta1);
+    opt->beta2 = dp_float_decimal(opt->config.beta2);
+    switch (opt->config.kind) {
+    case DP_OPTIM_SGD: break;
+    case DP_OPTIM_MOMENTUM: opt->state_names[opt->num_states++] = "momentum_buffer"; break;
+    case DP_OPTIM_ADAGRAD: opt->state_names[opt->num_states++] = "sum"; break;
+    case DP_OPTIM_ADAM:
+        opt->state_names[opt->num_states++] = "exp_avg";
+        opt->state_names[opt->num_states++] = "exp_avg_sq";
+        break;
+    }
+    for (int s = 0; s < opt->num_states; s++) {
+        opt->states[s] = dp_alloc_zeroed(num_params ? num_params : 1, sizeof(float), opt->state_names[s]);
+        if (!opt->states[s]) {
+            dp_optimizer_free(opt);
+            return DP_ERR_NOMEM;
+        }
+    }
     *out = opt;
     return DP_OK;
 }
 
-void dp_optimizer_free(dp_optimizer_t *opt) { free(opt); }
+void dp_optimizer_free(dp_optimizer_t *opt) {
+    if (!opt) return;
+    for (int s = 0; s < MAX_STATES; s++) free(opt->states[s]);
+    free(opt);
+}
 
-void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) { opt->config.lr = lr; }
+void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) {
+    opt->config.lr = lr;
+    opt->lr = dp_float_decimal(lr);
+}
+float dp_optimizer_lr(const dp_optimizer_t *opt) { return opt->config.lr; }
+
+int dp_optimizer_num_states(const dp_optimizer_t *opt) { return opt->num_states; }
+
+float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name) {
+    if (i < 0 || i >= opt->num_states) {
+        if (name) *name = NULL;
+        return NULL;
+    }
+    if (name) *name = opt->state_names[i];
+    return opt->states[i];
+}
+
+uint64_t dp_optimizer_steps(const dp_optimizer_t *opt) { return opt->steps; }
+void dp_optimizer_set_steps(dp_optimizer_t *opt, uint64_t steps) { opt->steps = steps; }
+void dp_optimizer_begin_step(dp_optimizer_t *opt) { opt->steps++; }
 
 void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads) {
     dp_optimizer_begin_step(opt);
     dp_optimizer_step_range(opt, params, grads, 0, opt->n);
 }
 
+/* --- The update rules, on n elements ------------------------------------------ */
+
+/* a * b + c as ATen computes it: one fused multiply-add where the CPU has
+ * one (FP_FAST_FMAF: fmaf is an instruction, not a library call), else two
+ * roundings. */
+static inline float mul_add(float a, float b, float c) {
+#ifdef FP_FAST_FMAF
+    return fmaf(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
+static void sgd_range(const dp_optim_config_t *c, float *p, const float *g, size_t n) {
+    const float neg_lr = -c->lr, wd = c->weight_decay;
+    if (wd == 0.0f) {
+        for (size_t i = 0; i < n; i++) p[i] = mul_add(neg_lr, g[i], p[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) p[i] = mul_add(neg_lr, mul_add(wd, p[i], g[i]), p[i]);
+    }
+}
+
+/* torch's first step clones the gradient into the new buffer; the buffer
+ * starts at zero here, and 0 * m + d is d, the same value. */
+static void momentum_range(const dp_optim_config_t *c, float *p, const float *g, float *buf, size_t n) {
+    const float neg_lr = -c->lr, wd = c->weight_decay, m = c->momentum;
+    for (size_t i = 0; i < n; i++) {
+        float d = mul_add(wd, p[i], g[i]);
+        float b = buf[i] * m + d; /* mul_, then add_ with alpha 1: fused or not, the same */
+        buf[i] = b;
+        p[i] = mul_add(neg_lr, c->nesterov ? mul_add(m, b, d) : b, p[i]);
+    }
+}
+
+static void adagrad_range(const dp_optim_config_t *c, float *p, const float *g, float *sum, size_t n) {
+    const float neg_lr = -c->lr, wd = c->weight_decay, eps = c->eps;
+    for (size_t i = 0; i < n; i++) {
+        float d = mul_add(wd, p[i], g[i]);
+        float s = mul_add(d, d, sum[i]);
+        sum[i] = s;
+        p[i] += neg_lr * d / (sqrtf(s) + eps);
+    }
+}
+
+static void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n) {
+    const dp_optim_config_t *c = &opt->config;
+    const double beta1 = opt->beta1, beta2 = opt->beta2, t = (double)opt->steps;
+    const float wd = c->weight_decay, eps = c->eps;
+    const float b1 = c->beta1, b2 = c->beta2;
+    const float one_minus_b1 = (float)(1.0 - beta1), one_minus_b2 = (float)(1.0 - beta2);
+    const double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
+    const float neg_step_size = (float)-(opt->lr / correction1);
+    const float correction2_sqrt = (float)sqrt(correction2);
+    for (size_t i = 0; i < n; i++) {
+        float d = mul_add(wd, p[i], g[i]);
+        float mi = mul_add(one_minus_b1, d, m[i] * b1);
+        float vi = mul_add(one_minus_b2 * d, d, v[i] * b2);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] += neg_step_size * mi / (sqrtf(vi) / correction2_sqrt + eps);
+    }
+}
+
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count) {
-    const float lr = opt->config.lr, wd = opt->config.weight_decay;
-    const size_t n = count;
-    params += start;
-    grads += start;
-    if (wd == 0.0f) {
-        for (size_t i = 0; i < n; i++) params[i] -= lr * grads[i];
-    } else {
-        for (size_t i = 0; i < n; i++) params[i] -= lr * (grads[i] + wd * params[i]);
+    DP_ASSERT(start <= opt->n && count <= opt->n - start);
+    const dp_optim_config_t *c = &opt->config;
+    float *p = params + start;
+    const float *g = grads + start;
+    switch (c->kind) {
+    case DP_OPTIM_SGD: sgd_range(c, p, g, count); break;
+    case DP_OPTIM_MOMENTUM: momentum_range(c, p, g, opt->states[0] + start, count); break;
+    case DP_OPTIM_ADAGRAD: adagrad_range(c, p, g, opt->states[0] + start, count); break;
+    case DP_OPTIM_ADAM:
+        DP_ASSERT(opt->steps >= 1); /* the bias corrections divide by 1 - beta^steps */
+        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count);
+        break;
     }
 }

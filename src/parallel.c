@@ -224,6 +224,11 @@ dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
     return t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
 }
 
+void dp_trainer_set_lr(dp_trainer_t *t, float lr) {
+    for (int d = 0; d < t->num_devices; d++) dp_optimizer_set_lr(t->replicas[d].optimizer, lr);
+    if (t->server_optimizer) dp_optimizer_set_lr(t->server_optimizer, lr);
+}
+
 void dp_trainer_set_params(dp_trainer_t *t, const float *params) {
     for (int d = 0; d < t->num_devices; d++)
         memcpy(t->replicas[d].params, params, sizeof(float) * t->num_params);

@@ -16,16 +16,7 @@
 #   test accuracy 0.57, 0.67, 0.70 for seeds 1-3; chance is 0.10, and a model
 #   with a broken gradient stays at 0.10 +- 0.02. The bound 0.40 is four
 #   times chance and below every seed measured.
-set -u
-bin=${DPTRAIN_BIN:?DPTRAIN_BIN must point at the dptrain binary}
-data=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAILED: $*" >&2; }
-
-json_field() { sed -E "s/.*\"$2\": *([^,}]*).*/\1/" <<<"$1"; }
+source "$(dirname "$0")/testing.sh"
 
 # --- End to end -----------------------------------------------------------------
 learn=(train --model lenet-paddle --data "$data" --limit 10000 --epochs 1 --lr 0.1 --batch-size 64 --seed 1
@@ -88,7 +79,9 @@ lo=$(json_field "$(cat "$tmp/o1.jsonl")" train_loss)
 # --- Help -----------------------------------------------------------------------
 "$bin" --help | grep -q "train" && pass || fail "dptrain --help"
 help=$("$bin" train --help)
-for opt in --model --data --batch-size --lr --epochs --seed --limit --metrics --plot --threads-per-device; do
+for opt in --model --data --batch-size --lr --epochs --seed --limit --metrics --plot --threads-per-device \
+           --optimizer --momentum --nesterov --beta1 --beta2 --eps --weight-decay --lr-schedule --lr-step-epochs \
+           --lr-gamma --lr-min --warmup-epochs --warmup-steps; do
   grep -q -- "$opt" <<<"$help" && pass || fail "train --help does not document $opt"
 done
 
@@ -123,6 +116,27 @@ expect_error "--devices: 'gpu:0' is not a count or a list" "${small[@]}" --devic
 expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduce tree
 expect_error "--overlap: 'maybe' is not on or off" "${small[@]}" --overlap maybe
 expect_error "--sync: 'gossip' is not allreduce or ps" "${small[@]}" --sync gossip
+expect_error "--optimizer: 'rmsprop' is not sgd, momentum, adagrad or adam" "${small[@]}" --optimizer rmsprop
+expect_error "momentum must be in \[0, 1\), found 1.5" "${small[@]}" --optimizer momentum --momentum 1.5
+expect_error "--momentum must be > 0, found 0" "${small[@]}" --optimizer momentum --momentum 0
+expect_error "momentum 0.9 applies to the momentum optimizer only" "${small[@]}" --momentum 0.9
+expect_error "nesterov needs momentum > 0" "${small[@]}" --optimizer adam --nesterov
+expect_error "beta2 must be in \[0, 1\), found 1" "${small[@]}" --optimizer adam --beta2 1
+expect_error "beta1 and beta2 apply to adam only" "${small[@]}" --optimizer adagrad --beta1 0.5
+expect_error "--beta1: 'abc' is not a number" "${small[@]}" --optimizer adam --beta1 abc
+expect_error "eps must be a positive number, found -1" "${small[@]}" --optimizer adam --eps -1
+expect_error "eps applies to adagrad and adam only" "${small[@]}" --optimizer momentum --eps 1e-8
+expect_error "--lr-schedule: 'linear' is not constant, step or cosine" "${small[@]}" --lr-schedule linear
+expect_error "--lr-schedule step needs --lr-step-epochs N" "${small[@]}" --lr-schedule step
+expect_error "--lr-step-epochs: 'x' is not a whole number" "${small[@]}" --lr-schedule step --lr-step-epochs x
+expect_error "gamma must be in \(0, 1\], found 2" "${small[@]}" --lr-schedule step --lr-step-epochs 2 --lr-gamma 2
+expect_error "--lr-gamma must be > 0, found 0" "${small[@]}" --lr-schedule step --lr-step-epochs 2 --lr-gamma 0
+expect_error "gamma apply to the step schedule only" "${small[@]}" --lr-schedule cosine --lr-gamma 0.5
+expect_error "minimum learning rate must be in \[0, 0.1\), found 0.5" "${small[@]}" --lr 0.1 --lr-schedule cosine --lr-min 0.5
+expect_error "minimum learning rate applies to the cosine schedule only" "${small[@]}" --lr-min 0.01
+expect_error "warm-up epochs must be >= 0, found -1" "${small[@]}" --warmup-epochs -1
+expect_error "warm-up in epochs or in steps, not both" "${small[@]}" --warmup-epochs 1 --warmup-steps 5
+expect_error "--warmup-steps: 0 is out of range" "${small[@]}" --warmup-steps 0
 expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small[@]}" --batch-size 2 --devices 3
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"

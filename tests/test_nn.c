@@ -1,7 +1,7 @@
-/* test_nn.c - models, the tape through a whole network, the optimizer and
- * the trainer: parameter tables, initialisation statistics, build errors,
- * whole networks against PyTorch, the fused conv+ReLU, SGD's update rule,
- * batch splitting, determinism, and replicas staying identical. */
+/* test_nn.c - models, the tape through a whole network, and the trainer:
+ * parameter tables, initialisation statistics, build errors, whole networks
+ * against PyTorch, the fused conv+ReLU, batch splitting, determinism, and
+ * replicas staying identical (the optimizers: test_optim.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,28 +212,6 @@ static void test_fused_relu(void) {
     }
 }
 
-static void test_sgd(void) {
-    float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f};
-    dp_optimizer_t *opt;
-    dp_optim_config_t config = {.kind = DP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.0f};
-    CHECK(dp_optimizer_new(&config, 3, &opt) == DP_OK, "%s", dp_error_message());
-    dp_optimizer_step(opt, p, g);
-    CHECK(p[0] == 1.0f - 0.1f * 0.5f && p[1] == -2.0f - 0.1f * 0.25f && p[2] == 0.5f + 0.1f,
-          "sgd gave %g %g %g", p[0], p[1], p[2]);
-    dp_optimizer_free(opt);
-    config.weight_decay = 0.5f;
-    float q = 2.0f, gq = 1.0f;
-    dp_optimizer_new(&config, 1, &opt);
-    dp_optimizer_step(opt, &q, &gq);
-    CHECK(fabsf(q - (2.0f - 0.1f * (1.0f + 0.5f * 2.0f))) < 1e-7f, "weight decay gave %g", q);
-    dp_optimizer_free(opt);
-    config.lr = 0.0f;
-    CHECK(dp_optimizer_new(&config, 1, &opt) == DP_ERR_ARG, "lr 0 accepted");
-    config.lr = 0.1f;
-    config.weight_decay = -1.0f;
-    CHECK(dp_optimizer_new(&config, 1, &opt) == DP_ERR_ARG, "negative weight decay accepted");
-}
-
 static void test_split_batch(void) {
     int cases[][2] = {{256, 1}, {256, 2}, {257, 2}, {10, 3}, {3, 3}, {7, 5}, {100, 8}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -420,7 +398,6 @@ int main(void) {
     test_network_against_pytorch("lenet");
     test_network_against_pytorch("lenet-paddle");
     test_fused_relu();
-    test_sgd();
     test_split_batch();
     test_trainer();
     return testing_finish("test_nn");

@@ -23,10 +23,11 @@ typedef struct {
     const char *devices;    /* e.g. "cpu:0,cpu:1" */
     int num_devices;        /* devices of all ranks */
     int num_ranks;          /* processes (0 is taken as 1) */
+    double lr;              /* the learning rate of the epoch's last step */
 } dp_epoch_stats_t;
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
- * train_acc, test_acc, epoch_sec, images_per_sec, devices (an array of
+ * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
  * names, the devices of one rank), num_devices (of all ranks), ranks. */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 

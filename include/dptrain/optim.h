@@ -22,15 +22,35 @@ typedef enum {
     DP_OPTIM_ADAM,     /* torch.optim.Adam */
 } dp_optim_kind_t;
 
+/* The update rules, with g the gradient plus weight_decay * p (when > 0)
+ * and t the step count (1 on the first step):
+ *   sgd:      p -= lr * g
+ *   momentum: b = g (t = 1), b = momentum * b + g (t > 1);
+ *             p -= lr * b, or with nesterov p -= lr * (g + momentum * b)
+ *   adagrad:  s += g * g; p -= lr * g / (sqrt(s) + eps)
+ *   adam:     m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g * g;
+ *             p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * (torch.optim 1.13 with dampening 0, lr_decay 0, initial accumulator 0,
+ * amsgrad off; the bias corrections are computed in double, as in Python).
+ * Fields that do not apply to the kind must be 0. */
 typedef struct {
     dp_optim_kind_t kind;
     float lr;
     float weight_decay; /* L2 penalty added to the gradient, as torch.optim does */
-    float momentum;     /* momentum: 0.9 when 0 is given */
+    float momentum;     /* momentum: 0.9 when 0 is given; in [0, 1) */
     int nesterov;       /* momentum: Nesterov's variant */
-    float beta1, beta2; /* adam: 0.9, 0.999 when 0 is given */
-    float eps;          /* adam: 1e-8, adagrad: 1e-10 when 0 is given */
+    float beta1, beta2; /* adam: 0.9, 0.999 when 0 is given; in [0, 1) */
+    float eps;          /* adam: 1e-8, adagrad: 1e-10 when 0 is given; > 0 */
 } dp_optim_config_t;
+
+/* The shortest decimal that rounds to f, as a double (0.1f -> 0.1): the
+ * number a person wrote, which torch would hold as a Python float. Adam uses
+ * it for its double arithmetic (lr / (1 - beta1^t), 1 - beta). */
+double dp_float_decimal(float f);
+
+/* Checks a configuration without creating an optimizer (dp_optimizer_new
+ * checks too): a one-line message naming the field, expected and found. */
+dp_status_t dp_optim_config_check(const dp_optim_config_t *config);
 
 /* "sgd", "momentum", "adagrad", "adam" -> kind; -1 when unknown. */
 int dp_optim_kind_from_name(const char *name);
@@ -55,13 +75,16 @@ void dp_optimizer_begin_step(dp_optimizer_t *opt);
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count);
 
-/* Changes the learning rate (schedules). */
+/* Changes the learning rate (schedules); call between steps. */
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr);
+float dp_optimizer_lr(const dp_optimizer_t *opt);
 
 /* --- State, for checkpoints ----------------------------------------------------
  * An optimizer's state is its step count and 0-2 buffers of n floats, named
  * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),
- * "exp_avg" and "exp_avg_sq" (adam). */
+ * "exp_avg" and "exp_avg_sq" (adam). The buffers start at zero; state(i)
+ * returns NULL for i out of range. A restored optimizer (buffers written,
+ * set_steps) continues exactly as the one that was saved. */
 int dp_optimizer_num_states(const dp_optimizer_t *opt);
 float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name);
 uint64_t dp_optimizer_steps(const dp_optimizer_t *opt);

@@ -82,6 +82,10 @@ void dp_trainer_set_params(dp_trainer_t *trainer, const float *params);
  * replica's optimizer holds the same state. */
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *trainer, int device);
 
+/* Sets the learning rate of every replica's optimizer (and the server's):
+ * schedules. Call between steps. */
+void dp_trainer_set_lr(dp_trainer_t *trainer, float lr);
+
 /* Steps taken so far (dp_trainer_step counts them); a checkpoint saves it
  * and restores it with dp_trainer_set_step_count. Dropout masks are drawn
  * from (seed, step count), so a resumed run draws the same masks. */

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# cli_optim.sh - `dptrain train --optimizer ... --lr-schedule ...` end to end
+# on a small cut of Fashion-MNIST (the first 1,200 training and 300 test
+# images, written as IDX files here so that loading takes no time):
+# - every optimizer trains lenet-paddle for 3 epochs (batch 50, 24 steps per
+#   epoch) and the mean training loss of epoch 3 is below 0.85 x that of
+#   epoch 1 (measured ratios: see the output; a broken update keeps the loss
+#   near ln 10 = 2.30 or makes it NaN);
+# - adam on 2 devices follows 1 device (float sums in another order);
+# - the per-epoch lr in the metrics follows the schedule.
+source "$(dirname "$0")/testing.sh"
+
+# cut_idx SET COUNT: the first COUNT images and labels of SET as IDX files.
+be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"; printf "\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+cut_idx() {
+  { be32 2051; be32 "$2"; be32 28; be32 28; gzip -dc "$data/$1-images-idx3-ubyte.gz" | tail -c +17 | head -c $(($2 * 784)); } \
+    >"$tmp/small/$1-images-idx3-ubyte"
+  { be32 2049; be32 "$2"; gzip -dc "$data/$1-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$2"; } \
+    >"$tmp/small/$1-labels-idx1-ubyte"
+}
+mkdir -p "$tmp/small"
+cut_idx train 1200
+cut_idx t10k 300
+
+base=(train --model lenet-paddle --data "$tmp/small" --epochs 3 --batch-size 50 --seed 2 --devices 1 --quiet)
+for run in "sgd --lr 0.1" "momentum --lr 0.02" "momentum --lr 0.02 --nesterov --weight-decay 0.0005" \
+           "adagrad --lr 0.01" "adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7"; do
+  name=$(tr ' ' '_' <<<"$run")
+  # shellcheck disable=SC2086
+  "$bin" "${base[@]}" --optimizer $run --metrics "$tmp/$name.jsonl" >/dev/null 2>"$tmp/$name.err" \
+    && pass || fail "--optimizer $run: $(cat "$tmp/$name.err")"
+  first=$(json_field "$(sed -n 1p "$tmp/$name.jsonl")" train_loss)
+  last=$(json_field "$(sed -n 3p "$tmp/$name.jsonl")" train_loss)
+  echo "--optimizer $run: loss epoch 1 $first, epoch 3 $last"
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < 0.85 * a) }' && pass \
+    || fail "--optimizer $run: the loss did not go down ($first -> $last)"
+done
+
+# adam: 2 devices against 1 (the same global batches; the gradient sums differ in float order)
+"$bin" "${base[@]}" --optimizer adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7 --devices 2 --metrics "$tmp/adam2.jsonl" >/dev/null 2>&1 && pass \
+  || fail "adam on 2 devices"
+for epoch in 1 3; do
+  one=$(json_field "$(sed -n ${epoch}p "$tmp/adam_--lr_0.002_--beta1_0.8_--beta2_0.99_--eps_1e-7.jsonl")" train_loss)
+  two=$(json_field "$(sed -n ${epoch}p "$tmp/adam2.jsonl")" train_loss)
+  echo "adam epoch $epoch: loss $one on 1 device, $two on 2"
+  awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * a) }' && pass \
+    || fail "adam epoch $epoch: 2 devices $two vs 1 device $one"
+done
+
+# The schedule is applied: a warm-up changes the run; a step schedule that
+# never decays within the run gives the constant run's bits.
+check_same() { # NAME EXPECT(same|different) ARGS... against the sgd --lr 0.1 run above
+  local name=$1 expect=$2; shift 2
+  "$bin" "${base[@]}" "$@" --metrics "$tmp/$name.jsonl" >/dev/null 2>&1
+  local a b; a=$(json_field "$(sed -n 1p "$tmp/sgd_--lr_0.1.jsonl")" train_loss)
+  b=$(json_field "$(sed -n 1p "$tmp/$name.jsonl")" train_loss)
+  if [[ -n "$b" && ( ( $expect == same && "$a" == "$b" ) || ( $expect == different && "$a" != "$b" ) ) ]]; then pass
+  else fail "$name: epoch 1 loss $b, constant lr $a (expected $expect)"; fi
+}
+check_same warmup-applied different --lr 0.1 --warmup-steps 30
+check_same no-decay same --lr 0.1 --lr-schedule step --lr-step-epochs 5
+
+# lr per epoch (the lr of the epoch's last step; 24 steps per epoch)
+lrs() { sed -E 's/.*"lr": *([^,}]*).*/\1/' "$1" | tr '\n' ' '; }
+check_lrs() { # NAME EXPECTED(space-separated, awk-comparable) ARGS...
+  local name=$1 expected=$2; shift 2
+  "$bin" "${base[@]}" "$@" --metrics "$tmp/$name.jsonl" >/dev/null 2>"$tmp/$name.err" || { fail "$name: $(cat "$tmp/$name.err")"; return; }
+  local got; got=$(lrs "$tmp/$name.jsonl")
+  awk -v got="$got" -v want="$expected" 'BEGIN { n = split(got, g, " "); m = split(want, w, " ");
+    if (n != m) exit 1; for (i = 1; i <= n; i++) { d = g[i] - w[i]; if (d < 0) d = -d; if (d > 1e-7 * w[i] + 1e-12) exit 1 } }' \
+    && pass || fail "$name: lr per epoch $got, expected $expected"
+}
+check_lrs step "0.1 0.1 0.05" --lr 0.1 --lr-schedule step --lr-step-epochs 2 --lr-gamma 0.5
+# cosine over 72 steps to 0.01: the last step of epoch e is t = 24 e - 1
+check_lrs cosine "$(awk 'BEGIN { for (e = 1; e <= 3; e++) printf "%.12g ", 0.01 + 0.19 * (1 + cos(3.141592653589793 * (24 * e - 1) / 72)) / 2 }')" \
+  --lr 0.2 --lr-schedule cosine --lr-min 0.01
+# warm-up of 30 steps: epoch 1 ends at step 23 -> 24/30 of the lr
+check_lrs warmup "0.08 0.1 0.1" --lr 0.1 --warmup-steps 30 --epochs 3
+# 1.5 epochs = 36 steps; the step decay every 2 epochs counts from step 0
+check_lrs warmup-epochs "0.0333333333333 0.05 0.025" --optimizer adam --lr 0.05 --warmup-epochs 1.5 \
+  --lr-schedule step --lr-step-epochs 2 --lr-gamma 0.5
+"$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --optimizer adam --lr 0.003 \
+  --lr-schedule cosine 2>/dev/null | grep -q "training lenet-paddle .*adam, lr 0.003 (cosine)" && pass || fail "first line names the optimizer"
+"$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --lr 0.1 --warmup-steps 48 \
+  2>/dev/null | grep -q "^epoch 1/1: loss .*, lr 0.05, " && pass || fail "per-epoch line shows the lr"
+
+echo "cli_optim: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,435 @@
+/* test_optim.c - the optimizers and learning-rate schedules against
+ * PyTorch-written trajectories (tools/make_optim_fixtures.py), the state API
+ * for checkpoints, bad configurations, and the optimizers inside the
+ * data-parallel trainer (1 device against several, overlap, parameter
+ * server). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/data.h"
+#include "dptrain/optim.h"
+#include "dptrain/parallel.h"
+#include "dptrain/rng.h"
+#include "dptrain/schedule.h"
+#include "fixture.h"
+#include "testing.h"
+
+/* float32 tolerance for a parameter or state value after up to 6 steps:
+ * PyTorch fuses some a + alpha * b into one FMA where dptrain rounds twice,
+ * so the two may differ by a few ulps; 1e-6 relative is ~8 ulps. The
+ * absolute parts cover values that cancel to near 0: parameters are ~1
+ * (ulp 1.2e-7), state terms ~0.1 (ulp 7.5e-9). */
+#define RTOL 1e-6
+#define ATOL 1e-7
+#define STATE_ATOL 1e-8
+
+static const char *const optim_cases[] = {
+    "optim-sgd", "optim-sgd-wd", "optim-sgd-lr2", "optim-momentum", "optim-momentum-wd",
+    "optim-nesterov", "optim-nesterov-wd", "optim-adagrad", "optim-adagrad-wd", "optim-adagrad-eps",
+    "optim-adam", "optim-adam-wd", "optim-adam-betas", "optim-adam-defaults",
+};
+#define NUM_OPTIM_CASES (sizeof optim_cases / sizeof optim_cases[0])
+
+static int load_case(const char *name, fixture_t *f) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "fixtures/optim/%s.bin", name);
+    int ok = fixture_read(testing_path(relative), f);
+    CHECK(ok, "cannot read fixture %s", relative);
+    return ok;
+}
+
+static dp_optim_config_t config_from_fixture(const fixture_t *f) {
+    const fixture_tensor_t *c = fixture_get(f, "config");
+    DP_ASSERT(c && c->numel == 7);
+    const float *v = c->data;
+    int kind = dp_optim_kind_from_name(f->op);
+    DP_ASSERT(kind >= 0);
+    return (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = v[0], .weight_decay = v[1],
+                               .momentum = v[2], .nesterov = v[3] != 0.0f, .beta1 = v[4], .beta2 = v[5],
+                               .eps = v[6]};
+}
+
+/* One step in chunks of `chunk` elements, last chunk first (as devices
+ * finish in any order). */
+static void step_in_chunks(dp_optimizer_t *opt, float *params, const float *grads, size_t n, size_t chunk) {
+    dp_optimizer_begin_step(opt);
+    size_t chunks = (n + chunk - 1) / chunk;
+    for (size_t c = chunks; c-- > 0;) {
+        size_t start = c * chunk;
+        dp_optimizer_step_range(opt, params, grads, start, start + chunk <= n ? chunk : n - start);
+    }
+}
+
+/* Replays the fixture's gradients whole and in chunks; after every step
+ * both must match torch's parameters and state buffers, and each other to
+ * the bit. Returns the worst violation seen (<= 1: within tolerance). */
+static double replay_case(const char *name, double *worst_diff) {
+    fixture_t f;
+    *worst_diff = INFINITY;
+    if (!load_case(name, &f)) return INFINITY;
+    dp_optim_config_t config = config_from_fixture(&f);
+    const fixture_tensor_t *p0 = fixture_get(&f, "params0"), *grads = fixture_get(&f, "grads"),
+                           *expected = fixture_get(&f, "params");
+    DP_ASSERT(p0 && grads && expected && grads->shape.ndim == 2);
+    size_t n = p0->numel, steps = (size_t)grads->shape.shape[0];
+    dp_optimizer_t *whole, *chunked;
+    CHECK(dp_optimizer_new(&config, n, &whole) == DP_OK, "%s: %s", name, dp_error_message());
+    CHECK(dp_optimizer_new(&config, n, &chunked) == DP_OK, "%s: %s", name, dp_error_message());
+    float *pw = malloc(n * sizeof(float)), *pc = malloc(n * sizeof(float));
+    memcpy(pw, p0->data, n * sizeof(float));
+    memcpy(pc, p0->data, n * sizeof(float));
+    double worst = 0.0;
+    *worst_diff = 0.0;
+    int same_bits = 1, states_named = 1;
+    for (size_t s = 0; s < steps; s++) {
+        const float *g = (const float *)grads->data + s * n;
+        dp_optimizer_step(whole, pw, g);
+        step_in_chunks(chunked, pc, g, n, 5);
+        same_bits &= memcmp(pw, pc, n * sizeof(float)) == 0;
+        size_t at;
+        const float *want = (const float *)expected->data + s * n;
+        double v = testing_max_violation(pw, want, n, RTOL, ATOL, &at);
+        if (v > worst) worst = v;
+        for (size_t i = 0; i < n; i++) *worst_diff = fmax(*worst_diff, fabs((double)pw[i] - want[i]));
+        CHECK(v <= 1.0, "%s step %zu: params[%zu] %.9g, torch %.9g", name, s + 1, at, pw[at], want[at]);
+        for (int k = 0; k < dp_optimizer_num_states(whole); k++) {
+            const char *state_name, *chunked_name;
+            float *state = dp_optimizer_state(whole, k, &state_name);
+            float *state_chunked = dp_optimizer_state(chunked, k, &chunked_name);
+            const fixture_tensor_t *ref = fixture_get(&f, state_name);
+            states_named &= ref != NULL;
+            if (!ref) continue;
+            same_bits &= memcmp(state, state_chunked, n * sizeof(float)) == 0;
+            const float *ref_s = (const float *)ref->data + s * n;
+            v = testing_max_violation(state, ref_s, n, RTOL, STATE_ATOL, &at);
+            if (v > worst) worst = v;
+            CHECK(v <= 1.0, "%s step %zu: %s[%zu] %.9g, torch %.9g", name, s + 1, state_name, at, state[at],
+                  ref_s[at]);
+        }
+    }
+    CHECK(states_named, "%s: a state buffer's name is not in the fixture", name);
+    CHECK(same_bits, "%s: the update in chunks differs from the whole update", name);
+    CHECK(dp_optimizer_steps(whole) == steps && dp_optimizer_steps(chunked) == steps, "%s: steps %llu", name,
+          (unsigned long long)dp_optimizer_steps(whole));
+    free(pw);
+    free(pc);
+    dp_optimizer_free(whole);
+    dp_optimizer_free(chunked);
+    fixture_free(&f);
+    return worst;
+}
+
+static void test_against_pytorch(void) {
+    for (size_t c = 0; c < NUM_OPTIM_CASES; c++) {
+        double diff;
+        double v = replay_case(optim_cases[c], &diff);
+        printf("%-22s worst |param - torch| %.3g, worst violation %.3f of tolerance\n", optim_cases[c], diff, v);
+    }
+}
+
+/* Optimizer state saved after `split` steps and loaded into a fresh
+ * optimizer (buffers + set_steps) continues bit for bit. */
+static void test_state_round_trip(const char *name, int split) {
+    fixture_t f;
+    if (!load_case(name, &f)) return;
+    dp_optim_config_t config = config_from_fixture(&f);
+    const fixture_tensor_t *p0 = fixture_get(&f, "params0"), *grads = fixture_get(&f, "grads");
+    size_t n = p0->numel, steps = (size_t)grads->shape.shape[0];
+    dp_optimizer_t *a, *b;
+    DP_ASSERT(dp_optimizer_new(&config, n, &a) == DP_OK && dp_optimizer_new(&config, n, &b) == DP_OK);
+    float *pa = malloc(n * sizeof(float)), *pb = malloc(n * sizeof(float));
+    memcpy(pa, p0->data, n * sizeof(float));
+    for (int s = 0; s < split; s++) dp_optimizer_step(a, pa, (const float *)grads->data + (size_t)s * n);
+    memcpy(pb, pa, n * sizeof(float));
+    for (int k = 0; k < dp_optimizer_num_states(a); k++) {
+        const char *na, *nb;
+        float *sa = dp_optimizer_state(a, k, &na), *sb = dp_optimizer_state(b, k, &nb);
+        CHECK(strcmp(na, nb) == 0, "%s: state %d named %s and %s", name, k, na, nb);
+        memcpy(sb, sa, n * sizeof(float));
+    }
+    dp_optimizer_set_steps(b, dp_optimizer_steps(a));
+    CHECK(dp_optimizer_steps(b) == (uint64_t)split, "%s: set_steps gave %llu", name,
+          (unsigned long long)dp_optimizer_steps(b));
+    for (size_t s = (size_t)split; s < steps; s++) {
+        dp_optimizer_step(a, pa, (const float *)grads->data + s * n);
+        dp_optimizer_step(b, pb, (const float *)grads->data + s * n);
+    }
+    CHECK(memcmp(pa, pb, n * sizeof(float)) == 0, "%s: restored after %d steps, the run differs", name, split);
+    free(pa);
+    free(pb);
+    dp_optimizer_free(a);
+    dp_optimizer_free(b);
+    fixture_free(&f);
+}
+
+static void test_state_api(void) {
+    static const struct {
+        dp_optim_kind_t kind;
+        const char *name;
+        int num_states;
+        const char *states[2];
+    } kinds[] = {
+        {DP_OPTIM_SGD, "sgd", 0, {NULL, NULL}},
+        {DP_OPTIM_MOMENTUM, "momentum", 1, {"momentum_buffer", NULL}},
+        {DP_OPTIM_ADAGRAD, "adagrad", 1, {"sum", NULL}},
+        {DP_OPTIM_ADAM, "adam", 2, {"exp_avg", "exp_avg_sq"}},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        CHECK(dp_optim_kind_from_name(kinds[k].name) == (int)kinds[k].kind, "kind of %s", kinds[k].name);
+        CHECK(strcmp(dp_optim_kind_name(kinds[k].kind), kinds[k].name) == 0, "name of %s", kinds[k].name);
+        dp_optimizer_t *opt;
+        dp_optim_config_t config = {.kind = kinds[k].kind, .lr = 0.5f};
+        DP_ASSERT(dp_optimizer_new(&config, 10, &opt) == DP_OK);
+        CHECK(dp_optimizer_num_states(opt) == kinds[k].num_states, "%s: %d states", kinds[k].name,
+              dp_optimizer_num_states(opt));
+        for (int i = 0; i < kinds[k].num_states; i++) {
+            const char *name = NULL;
+            float *state = dp_optimizer_state(opt, i, &name);
+            int zero = 1;
+            for (int j = 0; state && j < 10; j++) zero &= state[j] == 0.0f;
+            CHECK(state && name && strcmp(name, kinds[k].states[i]) == 0 && zero, "%s state %d: %s",
+                  kinds[k].name, i, name ? name : "(null)");
+        }
+        const char *name = "x";
+        CHECK(dp_optimizer_state(opt, kinds[k].num_states, &name) == NULL && name == NULL,
+              "%s: state past the end", kinds[k].name);
+        CHECK(dp_optimizer_steps(opt) == 0, "%s: a new optimizer has taken steps", kinds[k].name);
+        dp_optimizer_set_lr(opt, 0.25f);
+        CHECK(dp_optimizer_lr(opt) == 0.25f, "%s: set_lr", kinds[k].name);
+        dp_optimizer_free(opt);
+    }
+    CHECK(dp_optim_kind_from_name("rmsprop") == -1 && dp_optim_kind_from_name("") == -1, "unknown kind accepted");
+    test_state_round_trip("optim-momentum", 1);
+    test_state_round_trip("optim-nesterov-wd", 3);
+    test_state_round_trip("optim-adagrad-wd", 2);
+    test_state_round_trip("optim-adam-wd", 1);
+    test_state_round_trip("optim-adam-betas", 4);
+}
+
+/* Plain SGD by hand: p -= lr * (g + wd * p). */
+static void test_sgd_by_hand(void) {
+    float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f};
+    dp_optimizer_t *opt;
+    dp_optim_config_t config = {.kind = DP_OPTIM_SGD, .lr = 0.1f};
+    CHECK(dp_optimizer_new(&config, 3, &opt) == DP_OK, "%s", dp_error_message());
+    dp_optimizer_step(opt, p, g);
+    CHECK(p[0] == 1.0f - 0.1f * 0.5f && p[1] == -2.0f - 0.1f * 0.25f && p[2] == 0.5f + 0.1f,
+          "sgd gave %g %g %g", p[0], p[1], p[2]);
+    dp_optimizer_free(opt);
+    config.weight_decay = 0.5f;
+    float q = 2.0f, gq = 1.0f;
+    DP_ASSERT(dp_optimizer_new(&config, 1, &opt) == DP_OK);
+    dp_optimizer_step(opt, &q, &gq);
+    CHECK(fabsf(q - (2.0f - 0.1f * (1.0f + 0.5f * 2.0f))) < 1e-7f, "weight decay gave %g", q);
+    dp_optimizer_free(opt);
+}
+
+static void test_bad_configs(void) {
+    static const struct {
+        dp_optim_config_t config;
+        const char *message;
+    } cases[] = {
+        {{.kind = DP_OPTIM_SGD, .lr = 0.0f}, "learning rate must be a positive number, found 0"},
+        {{.kind = DP_OPTIM_SGD, .lr = -1.0f}, "learning rate must be a positive number, found -1"},
+        {{.kind = DP_OPTIM_ADAM, .lr = INFINITY}, "learning rate must be a positive number, found inf"},
+        {{.kind = DP_OPTIM_ADAM, .lr = NAN}, "learning rate must be a positive number"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .weight_decay = -1.0f}, "weight decay must be >= 0, found -1"},
+        {{.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .momentum = 1.0f}, "momentum must be in [0, 1), found 1"},
+        {{.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .momentum = -0.5f}, "momentum must be in [0, 1), found -0.5"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .momentum = 0.9f}, "momentum 0.9 applies to the momentum optimizer"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .nesterov = 1}, "nesterov needs momentum > 0"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .nesterov = 1}, "nesterov needs momentum > 0"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .beta1 = 1.0f}, "beta1 must be in [0, 1), found 1"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .beta2 = 1.5f}, "beta2 must be in [0, 1), found 1.5"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .beta2 = -0.1f}, "beta2 must be in [0, 1), found -0.1"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .eps = -1e-8f}, "eps must be a positive number, found -1e-08"},
+        {{.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .eps = INFINITY}, "eps must be a positive number, found inf"},
+        {{.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .beta1 = 0.5f}, "beta1 and beta2 apply to adam only"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .eps = 0.1f}, "eps applies to adagrad and adam only"},
+        {{.kind = (dp_optim_kind_t)7, .lr = 0.1f}, "unknown kind 7"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        dp_optimizer_t *opt = (dp_optimizer_t *)&opt;
+        dp_status_t st = dp_optimizer_new(&cases[c].config, 4, &opt);
+        CHECK(st == DP_ERR_ARG && opt == NULL, "case %zu (%s): status %d", c, cases[c].message, (int)st);
+        CHECK(strstr(dp_error_message(), cases[c].message) != NULL && !strchr(dp_error_message(), '\n'),
+              "case %zu: message '%s', expected '%s'", c, dp_error_message(), cases[c].message);
+        CHECK(dp_optim_config_check(&cases[c].config) == DP_ERR_ARG, "case %zu: check accepts it", c);
+    }
+    dp_optim_config_t nesterov = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .nesterov = 1};
+    CHECK(dp_optim_config_check(&nesterov) == DP_OK, "nesterov with the default momentum: %s",
+          dp_error_message());
+}
+
+/* --- Learning-rate schedules ------------------------------------------------------ */
+
+static const char *const schedule_cases[] = {
+    "schedule-constant", "schedule-constant-warmup", "schedule-step", "schedule-step-warmup",
+    "schedule-cosine", "schedule-cosine-min", "schedule-cosine-warmup",
+};
+
+static void test_schedules_against_pytorch(void) {
+    for (size_t c = 0; c < sizeof schedule_cases / sizeof schedule_cases[0]; c++) {
+        fixture_t f;
+        if (!load_case(schedule_cases[c], &f)) continue;
+        const float *cf = fixture_get(&f, "config")->data;
+        const int *ci = fixture_get(&f, "config_int")->data;
+        const fixture_tensor_t *lrs = fixture_get(&f, "lr");
+        dp_lr_schedule_t s = {.kind = (dp_lr_schedule_kind_t)ci[0], .lr = cf[0], .step_epochs = ci[1],
+                              .gamma = cf[1], .total_epochs = ci[2], .min_lr = cf[2], .warmup_epochs = cf[3],
+                              .warmup_steps = (uint64_t)ci[4]};
+        CHECK(dp_lr_schedule_check(&s) == DP_OK, "%s: %s", schedule_cases[c], dp_error_message());
+        double worst = 0.0;
+        size_t worst_t = 0;
+        for (size_t t = 0; t < lrs->numel; t++) {
+            double want = ((const float *)lrs->data)[t];
+            double rel = fabs(dp_lr_schedule_lr(&s, t, (uint64_t)ci[3]) - want) / want;
+            if (rel > worst) worst = rel, worst_t = t;
+        }
+        /* torch's lr in float64, stored as float32: 6e-8 relative */
+        CHECK(worst <= 1e-7, "%s: step %zu: lr %.9g, torch %.9g", schedule_cases[c], worst_t,
+              dp_lr_schedule_lr(&s, worst_t, (uint64_t)ci[3]), ((const float *)lrs->data)[worst_t]);
+        printf("%-26s %zu steps, worst relative lr difference %.2g\n", schedule_cases[c], lrs->numel, worst);
+        fixture_free(&f);
+    }
+}
+
+static void test_schedule_edges(void) {
+    CHECK(dp_lr_schedule_kind_from_name("cosine") == DP_LR_COSINE && dp_lr_schedule_kind_from_name("step") ==
+          DP_LR_STEP && dp_lr_schedule_kind_from_name("constant") == DP_LR_CONSTANT &&
+          dp_lr_schedule_kind_from_name("linear") == -1, "schedule names");
+    CHECK(strcmp(dp_lr_schedule_kind_name(DP_LR_STEP), "step") == 0, "name of step");
+    /* cosine: min_lr at the end of the run and after it; half way (lr + min) / 2 */
+    dp_lr_schedule_t cosine = {.kind = DP_LR_COSINE, .lr = 0.5, .total_epochs = 4, .min_lr = 0.1};
+    CHECK(dp_lr_schedule_lr(&cosine, 40, 10) == 0.1 && dp_lr_schedule_lr(&cosine, 50, 10) == 0.1,
+          "cosine after the run: %g", dp_lr_schedule_lr(&cosine, 50, 10));
+    CHECK(fabs(dp_lr_schedule_lr(&cosine, 20, 10) - 0.3) < 1e-15, "cosine half way: %.17g",
+          dp_lr_schedule_lr(&cosine, 20, 10));
+    /* warm-up in epochs: rounded to steps; the step after it is the base lr */
+    dp_lr_schedule_t warm = {.kind = DP_LR_CONSTANT, .lr = 1.0, .warmup_epochs = 0.5};
+    CHECK(dp_lr_schedule_warmup_steps(&warm, 7) == 4, "0.5 epochs of 7 steps: %llu warm-up steps",
+          (unsigned long long)dp_lr_schedule_warmup_steps(&warm, 7));
+    CHECK(dp_lr_schedule_lr(&warm, 0, 7) == 0.25 && dp_lr_schedule_lr(&warm, 3, 7) == 1.0 &&
+          dp_lr_schedule_lr(&warm, 4, 7) == 1.0, "warm-up 4 steps: %g %g", dp_lr_schedule_lr(&warm, 0, 7),
+          dp_lr_schedule_lr(&warm, 3, 7));
+    dp_lr_schedule_t step = {.kind = DP_LR_STEP, .lr = 1.0, .step_epochs = 2};
+    CHECK(dp_lr_schedule_lr(&step, 19, 10) == 1.0 && fabs(dp_lr_schedule_lr(&step, 20, 10) - 0.1) < 1e-16,
+          "step with the default gamma 0.1: %g", dp_lr_schedule_lr(&step, 20, 10));
+
+    static const struct {
+        dp_lr_schedule_t s;
+        const char *message;
+    } bad[] = {
+        {{.kind = DP_LR_CONSTANT, .lr = 0.0}, "learning rate must be a positive number, found 0"},
+        {{.kind = DP_LR_STEP, .lr = 0.1}, "step length must be >= 1 epoch, found 0"},
+        {{.kind = DP_LR_STEP, .lr = 0.1, .step_epochs = 2, .gamma = 1.5}, "gamma must be in (0, 1], found 1.5"},
+        {{.kind = DP_LR_STEP, .lr = 0.1, .step_epochs = 2, .gamma = -0.5}, "gamma must be in (0, 1], found -0.5"},
+        {{.kind = DP_LR_COSINE, .lr = 0.1, .gamma = 0.5}, "apply to the step schedule only"},
+        {{.kind = DP_LR_COSINE, .lr = 0.1}, "the run must last >= 1 epoch, found 0"},
+        {{.kind = DP_LR_COSINE, .lr = 0.1, .total_epochs = 3, .min_lr = 0.1}, "must be in [0, 0.1), found 0.1"},
+        {{.kind = DP_LR_STEP, .lr = 0.1, .step_epochs = 1, .min_lr = 0.01}, "applies to the cosine schedule only"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_epochs = -1.0}, "warm-up epochs must be >= 0, found -1"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_epochs = 1.0, .warmup_steps = 5}, "not both"},
+        {{.kind = (dp_lr_schedule_kind_t)9, .lr = 0.1}, "unknown kind 9"},
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+        CHECK(dp_lr_schedule_check(&bad[c].s) == DP_ERR_ARG && strstr(dp_error_message(), bad[c].message),
+              "schedule case %zu: '%s', expected '%s'", c, dp_error_message(), bad[c].message);
+    }
+}
+
+/* --- Inside the trainer ---------------------------------------------------------- */
+
+/* Random 28x28 images and labels: enough to give every step a gradient. */
+static dp_dataset_t random_images(int count) {
+    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 77);
+    for (size_t i = 0; i < (size_t)count * 784; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
+    for (int i = 0; i < count; i++) labels[i] = (uint8_t)dp_rng_below(&rng, 10);
+    dp_dataset_t ds;
+    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
+    free(pixels);
+    free(labels);
+    return ds;
+}
+
+static dp_trainer_t *optim_trainer(const dp_model_t *m, int devices, const dp_optim_config_t *optim,
+                                   int overlap, dp_sync_kind_t sync) {
+    dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1,
+                                  .allreduce = DP_ALLREDUCE_RING, .overlap = overlap, .sync = sync,
+                                  .optim = *optim, .seed = 5};
+    dp_trainer_t *t;
+    DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
+    return t;
+}
+
+/* steps of batch 50, the lr halved before every step (set_lr on all replicas) */
+static void train_steps(dp_trainer_t *t, const dp_dataset_t *ds, float lr, int steps) {
+    int indices[50];
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < 50; i++) indices[i] = (s * 50 + i * 7) % ds->count;
+        dp_trainer_set_lr(t, lr);
+        lr *= 0.5f;
+        DP_ASSERT(dp_trainer_step(t, ds, indices, 50, NULL, NULL) == DP_OK);
+    }
+}
+
+static void test_in_trainer(void) {
+    dp_model_t *m;
+    DP_ASSERT(dp_model_builtin("lenet-paddle", &m) == DP_OK);
+    size_t np = dp_model_num_params(m);
+    dp_dataset_t ds = random_images(300);
+    const dp_optim_config_t configs[] = {
+        {.kind = DP_OPTIM_ADAM, .lr = 0.01f, .weight_decay = 0.01f},
+        {.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .nesterov = 1},
+        {.kind = DP_OPTIM_ADAGRAD, .lr = 0.05f},
+    };
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        const char *kind = dp_optim_kind_name(configs[c].kind);
+        dp_trainer_t *one = optim_trainer(m, 1, &configs[c], 0, DP_SYNC_ALLREDUCE);
+        train_steps(one, &ds, configs[c].lr, 4);
+        CHECK(dp_optimizer_steps(dp_trainer_optimizer(one, 0)) == 4, "%s: optimizer steps", kind);
+        /* 1 device against 3: the gradient sums differ in float order only */
+        dp_trainer_t *three = optim_trainer(m, 3, &configs[c], 0, DP_SYNC_ALLREDUCE);
+        train_steps(three, &ds, configs[c].lr, 4);
+        size_t at;
+        double v = testing_max_violation(dp_trainer_params(three, 0), dp_trainer_params(one, 0), np, 1e-4, 1e-5,
+                                         &at);
+        CHECK(v <= 1.0, "%s: 3 devices drift from 1: violation %g at %zu (%g vs %g)", kind, v, at,
+              dp_trainer_params(three, 0)[at], dp_trainer_params(one, 0)[at]);
+        CHECK(dp_trainer_check_replicas(three) == DP_OK, "%s: %s", kind, dp_error_message());
+        for (int d = 0; d < 3; d++)
+            CHECK(dp_optimizer_lr(dp_trainer_optimizer(three, d)) == configs[c].lr / 8,
+                  "%s: replica %d lr %g", kind, d, dp_optimizer_lr(dp_trainer_optimizer(three, d)));
+        /* overlap (buckets updated from several threads during backward) and
+         * the parameter server apply the same updates to the bit */
+        dp_trainer_t *over = optim_trainer(m, 3, &configs[c], 1, DP_SYNC_ALLREDUCE);
+        dp_trainer_t *ps = optim_trainer(m, 3, &configs[c], 0, DP_SYNC_PS);
+        train_steps(over, &ds, configs[c].lr, 4);
+        train_steps(ps, &ds, configs[c].lr, 4);
+        CHECK(memcmp(dp_trainer_params(over, 2), dp_trainer_params(three, 0), np * sizeof(float)) == 0,
+              "%s: overlap differs from the ring", kind);
+        CHECK(memcmp(dp_trainer_params(ps, 1), dp_trainer_params(three, 0), np * sizeof(float)) == 0,
+              "%s: parameter server differs from the ring", kind);
+        CHECK(dp_optimizer_lr(dp_trainer_optimizer(ps, 0)) == configs[c].lr / 8, "%s: server lr", kind);
+        dp_trainer_free(one);
+        dp_trainer_free(three);
+        dp_trainer_free(over);
+        dp_trainer_free(ps);
+    }
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+}
+
+int main(void) {
+    test_sgd_by_hand();
+    test_against_pytorch();
+    test_state_api();
+    test_bad_configs();
+    test_schedules_against_pytorch();
+    test_schedule_edges();
+    test_in_trainer();
+    return testing_finish("test_optim");
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""make_optim_fixtures.py - writes tests/fixtures/optim/*.bin: torch.optim
+trajectories and torch.optim.lr_scheduler learning rates.
+
+Optimizer cases ("optim-*.bin"): one parameter vector of N_PARAMS float32
+values runs STEPS steps of a torch.optim optimizer (1.13, CPU, foreach off),
+each with its own gradient vector; after every step the file holds the
+parameters and the optimizer's state buffers. tests/test_optim.c replays the
+gradients through dp_optimizer and compares. A few elements get gradients
+around 1e-8, where Adam's and Adagrad's eps matters, so the place eps is
+added is tested too.
+
+torch gets the hyperparameters as written here (Python floats); the config
+tensor holds them as float32, as dptrain's configuration does (dptrain's
+Adam recovers the written decimal from the float for its double
+arithmetic, see src/optim.c). "optim-momentum", "optim-adagrad" and
+"optim-adam-defaults" hold zeros in the config (dptrain's defaults) and run
+torch's own defaults.
+
+Schedule cases ("schedule-*.bin"): the learning rate torch's schedulers give
+for each of STEPS_SCHED iterations (scheduler.step() once per iteration),
+the schedules of include/dptrain/schedule.h: StepLR, CosineAnnealingLR, and
+the warm-up LinearLR(1/W, total_iters=W-1) chained with them
+(ChainedScheduler). The script also checks torch's values against
+schedule.h's closed form in float64 before writing them.
+
+Run:  /usr/bin/python3 tools/make_optim_fixtures.py [output_dir]
+(default tests/fixtures/optim). Re-running reproduces the same bytes.
+
+The files use the DPFX format of tools/make_fixtures.py (tests/fixture.h):
+op name = the optimizer kind ("sgd", "momentum", "adagrad", "adam") or
+"schedule", attributes unused, and these tensors:
+  optimizer cases:
+    "config"    f32[7]  lr, weight_decay, momentum, nesterov (0/1), beta1,
+                        beta2, eps (0 = dptrain's default)
+    "params0"   f32[N]  initial parameters
+    "grads"     f32[S, N]  the gradient of step s
+    "params"    f32[S, N]  the parameters after step s
+    state names ("momentum_buffer", "sum", "exp_avg", "exp_avg_sq")
+                f32[S, N]  the state buffer after step s
+  schedule cases:
+    "config"     f32[4]  lr, gamma, min_lr, warmup_epochs
+    "config_int" i32[5]  kind (0 constant, 1 step, 2 cosine), step_epochs,
+                         total_epochs, steps_per_epoch, warmup_steps
+    "lr"         f32[S]  the learning rate of iteration t (before step t)
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import default_attr, rng_for, write_case  # noqa: E402
+
+N_PARAMS = 37  # not a multiple of the SIMD width: ATen's vector and scalar paths both run
+STEPS = 6
+STEPS_SCHED = 60
+
+
+def optim_case(name, kind, lr, weight_decay=0.0, momentum=0.0, nesterov=False, betas=None, eps=None,
+               torch_defaults=False):
+    """torch_defaults: torch runs its own defaults for momentum (0.9, SGD has
+    none: given), eps and betas; the config holds 0 for them, dptrain's
+    defaults."""
+    rng = rng_for(name)
+    params0 = rng.standard_normal(N_PARAMS).astype(np.float32)
+    grads = rng.standard_normal((STEPS, N_PARAMS)).astype(np.float32)
+    grads[:, :3] *= np.float32(1e-8)  # where eps is not negligible
+    grads[:, 3] = np.float32(0.0)
+
+    param = torch.nn.Parameter(torch.from_numpy(params0.copy()))
+    if kind == "sgd":
+        opt = torch.optim.SGD([param], lr=lr, weight_decay=weight_decay)
+        config = [lr, weight_decay, 0, 0, 0, 0, 0]
+    elif kind == "momentum":
+        opt = torch.optim.SGD([param], lr=lr, weight_decay=weight_decay, momentum=momentum or 0.9,
+                              nesterov=nesterov)
+        config = [lr, weight_decay, 0 if torch_defaults else momentum, int(nesterov), 0, 0, 0]
+    elif kind == "adagrad":
+        if torch_defaults:
+            opt = torch.optim.Adagrad([param], lr=lr, weight_decay=weight_decay)
+            config = [lr, weight_decay, 0, 0, 0, 0, 0]
+        else:
+            opt = torch.optim.Adagrad([param], lr=lr, weight_decay=weight_decay, eps=eps)
+            config = [lr, weight_decay, 0, 0, 0, 0, eps]
+    elif kind == "adam":
+        if torch_defaults:
+            opt = torch.optim.Adam([param], lr=lr, weight_decay=weight_decay)
+            config = [lr, weight_decay, 0, 0, 0, 0, 0]
+        else:
+            betas = betas or (0.9, 0.999)
+            eps = eps if eps is not None else 1e-8
+            opt = torch.optim.Adam([param], lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
+            config = [lr, weight_decay, 0, 0, betas[0], betas[1], eps]
+    else:
+        raise ValueError(kind)
+    state_names = {"sgd": [], "momentum": ["momentum_buffer"], "adagrad": ["sum"],
+                   "adam": ["exp_avg", "exp_avg_sq"]}[kind]
+
+    params_after = np.zeros((STEPS, N_PARAMS), np.float32)
+    states_after = {s: np.zeros((STEPS, N_PARAMS), np.float32) for s in state_names}
+    for step in range(STEPS):
+        param.grad = torch.from_numpy(grads[step].copy())
+        opt.step()
+        params_after[step] = param.detach().numpy()
+        for s in state_names:
+            states_after[s][step] = opt.state[param][s].numpy()
+    tensors = [("config", np.array(config, np.float32)), ("params0", params0), ("grads", grads),
+               ("params", params_after)]
+    tensors += [(s, states_after[s]) for s in state_names]
+    return name, kind, tensors
+
+
+def all_optim_cases():
+    return [
+        optim_case("optim-sgd", "sgd", lr=0.1),
+        optim_case("optim-sgd-wd", "sgd", lr=0.05, weight_decay=0.01),
+        optim_case("optim-sgd-lr2", "sgd", lr=2.0),
+        optim_case("optim-momentum", "momentum", lr=0.05, torch_defaults=True),
+        optim_case("optim-momentum-wd", "momentum", lr=0.02, momentum=0.8, weight_decay=0.05),
+        optim_case("optim-nesterov", "momentum", lr=0.03, momentum=0.9, nesterov=True),
+        optim_case("optim-nesterov-wd", "momentum", lr=0.03, momentum=0.7, nesterov=True, weight_decay=0.1),
+        optim_case("optim-adagrad", "adagrad", lr=0.1, torch_defaults=True),
+        optim_case("optim-adagrad-wd", "adagrad", lr=0.3, weight_decay=0.02, eps=1e-10),
+        optim_case("optim-adagrad-eps", "adagrad", lr=0.1, eps=1e-3),
+        optim_case("optim-adam", "adam", lr=0.001),
+        optim_case("optim-adam-wd", "adam", lr=0.01, weight_decay=0.1),
+        optim_case("optim-adam-betas", "adam", lr=0.05, betas=(0.5, 0.75), eps=1e-3),
+        optim_case("optim-adam-defaults", "adam", lr=0.002, torch_defaults=True),
+    ]
+
+
+def closed_form_lr(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, n, t):
+    """schedule.h's formula, in float64."""
+    if kind == 1:
+        base = lr * gamma ** (t // (step_epochs * n))
+    elif kind == 2:
+        base = min_lr + (lr - min_lr) * (1 + math.cos(math.pi * min(t, total_epochs * n) / (total_epochs * n))) / 2
+    else:
+        base = lr
+    return base * ((t + 1) / warmup if t < warmup else 1.0)
+
+
+def schedule_case(name, kind, lr, steps_per_epoch, step_epochs=0, gamma=0.0, total_epochs=0, min_lr=0.0,
+                  warmup_epochs=0.0, warmup_steps=0):
+    lr, gamma, min_lr, warmup_epochs = (float(np.float32(x)) for x in (lr, gamma, min_lr, warmup_epochs))
+    warmup = warmup_steps if warmup_steps else int(round(warmup_epochs * steps_per_epoch))
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=lr)
+    schedulers = []
+    if warmup >= 2:
+        schedulers.append(torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warmup, end_factor=1.0,
+                                                            total_iters=warmup - 1))
+    if kind == 1:
+        schedulers.append(torch.optim.lr_scheduler.StepLR(opt, step_size=step_epochs * steps_per_epoch,
+                                                          gamma=gamma))
+    elif kind == 2:
+        assert warmup < 2 or min_lr == 0.0, "torch's chained cosine is a product only with eta_min 0"
+        schedulers.append(torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_epochs * steps_per_epoch,
+                                                                     eta_min=min_lr))
+    chain = torch.optim.lr_scheduler.ChainedScheduler(schedulers) if schedulers else None
+    lrs = []
+    for t in range(STEPS_SCHED):
+        lrs.append(opt.param_groups[0]["lr"])
+        expected = closed_form_lr(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, steps_per_epoch, t)
+        assert abs(lrs[-1] - expected) <= 1e-12 + 1e-9 * expected, (name, t, lrs[-1], expected)
+        opt.step()
+        if chain:
+            chain.step()
+    config = np.array([lr, gamma, min_lr, warmup_epochs], np.float32)
+    config_int = np.array([kind, step_epochs, total_epochs, steps_per_epoch, warmup_steps], np.int32)
+    tensors = [("config", config), ("config_int", config_int), ("lr", np.array(lrs, np.float32))]
+    return name, "schedule", tensors
+
+
+def all_schedule_cases():
+    return [
+        schedule_case("schedule-constant", 0, lr=0.2, steps_per_epoch=7),
+        schedule_case("schedule-constant-warmup", 0, lr=0.4, steps_per_epoch=7, warmup_steps=10),
+        schedule_case("schedule-step", 1, lr=0.5, steps_per_epoch=4, step_epochs=3, gamma=0.5),
+        schedule_case("schedule-step-warmup", 1, lr=0.1, steps_per_epoch=5, step_epochs=2, gamma=0.1,
+                      warmup_epochs=1.4),
+        schedule_case("schedule-cosine", 2, lr=0.3, steps_per_epoch=6, total_epochs=10),
+        schedule_case("schedule-cosine-min", 2, lr=0.3, steps_per_epoch=5, total_epochs=12, min_lr=0.01),
+        schedule_case("schedule-cosine-warmup", 2, lr=1.0, steps_per_epoch=8, total_epochs=8, warmup_epochs=2.0),
+    ]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "fixtures", "optim")
+    os.makedirs(out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    total, names = 0, set()
+    for name, op, tensors in all_optim_cases() + all_schedule_cases():
+        assert name not in names, f"duplicate case {name}"
+        names.add(name)
+        total += write_case(out_dir, name, op, default_attr(), tensors)
+    print(f"wrote {len(names)} cases, {total} bytes, to {os.path.normpath(out_dir)}")
+
+
+if __name__ == "__main__":
+    main()
