@@ -12,14 +12,7 @@
 #   the whole job, non-zero, within 30 s, with a message naming the rank.
 # Every run also ends with dptrain's own check that all replicas on all
 # ranks hold the same parameters (it fails the run otherwise).
-set -u
-bin=${DPTRAIN_BIN:?DPTRAIN_BIN must point at the dptrain binary}
-data=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAILED: $*" >&2; }
+source "$(dirname "$0")/shell_testing.sh"
 command -v mpirun >/dev/null || { echo "cli_mpi: mpirun not found (openmpi-bin)"; echo "cli_mpi: 0 passed, 1 failed"; exit 1; }
 mpi=(mpirun --allow-run-as-root --oversubscribe)
 field() { sed -E "s/.*\"$1\": *([^,}]*).*/\1/" <<<"$2"; }

@@ -16,14 +16,7 @@
 #   test accuracy 0.57, 0.67, 0.70 for seeds 1-3; chance is 0.10, and a model
 #   with a broken gradient stays at 0.10 +- 0.02. The bound 0.40 is four
 #   times chance and below every seed measured.
-set -u
-bin=${DPTRAIN_BIN:?DPTRAIN_BIN must point at the dptrain binary}
-data=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAILED: $*" >&2; }
+source "$(dirname "$0")/shell_testing.sh"
 
 json_field() { sed -E "s/.*\"$2\": *([^,}]*).*/\1/" <<<"$1"; }
 
