@@ -22,6 +22,7 @@ train: build
 	$(BUILD)/dptrain train $(TRAIN_ARGS) --metrics $(BUILD)/metrics.jsonl --plot $(BUILD)/training.svg
 
 test: build
+	@scripts/setup.sh test
 	scripts/sanitize.sh thread
 	scripts/sanitize.sh address
 	scripts/check_no_mpi.sh

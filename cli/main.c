@@ -5,8 +5,6 @@
 #include "commands.h"
 #include "dptrain/status.h"
 
-#define DPTRAIN_VERSION "0.1.0"
-
 static const char usage[] =
     "usage: dptrain <command> [options]\n"
     "\n"
@@ -16,6 +14,8 @@ static const char usage[] =
     "commands:\n"
     "  train      train a network on Fashion-MNIST (or any IDX dataset)\n"
     "  launch     run `train` as N processes with mpirun, one log per process\n"
+    "  eval       test accuracy of a checkpoint (`train --save FILE`)\n"
+    "  inspect    print a checkpoint's metadata and tensors (names, shapes, sums)\n"
     "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
     "  version    print the version\n"
     "\n"
@@ -36,6 +36,8 @@ int main(int argc, char **argv) {
     const char *command = argv[1];
     if (strcmp(command, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(command, "launch") == 0) return cmd_launch(argc, argv);
+    if (strcmp(command, "eval") == 0) return cmd_eval(argc, argv);
+    if (strcmp(command, "inspect") == 0) return cmd_inspect(argc, argv);
     if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0) {
         fputs(usage, stdout);
         return 0;
@@ -44,6 +46,6 @@ int main(int argc, char **argv) {
         printf("dptrain %s\n", DPTRAIN_VERSION);
         return 0;
     }
-    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, help, version)\n", command);
+    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, eval, inspect, help, version)\n", command);
     return 2;
 }

@@ -39,6 +39,7 @@ typedef struct {
     float comm_timeout;
     const char *metrics_path;
     const char *plot_path;
+    const char *save_path, *resume_path;
     int quiet;
 } train_options_t;
 
@@ -92,6 +93,12 @@ static const char train_usage[] =
     "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
+    "  --save FILE               write a checkpoint (safetensors: parameters, optimizer state,\n"
+    "                            position) after every epoch, atomically\n"
+    "  --resume FILE             continue from a checkpoint; --epochs counts from the start,\n"
+    "                            so a 1-epoch checkpoint with --epochs 2 trains one more and\n"
+    "                            ends bit for bit where 2 epochs straight would (same devices);\n"
+    "                            --batch-size, --seed and --limit must be the saved ones\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -235,6 +242,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
+        {"save", OPT_STRING, &o.save_path, 0, 0},
+        {"resume", OPT_STRING, &o.resume_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
@@ -262,7 +271,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     int speaks = world->rank == 0 || (log_dir && *log_dir);
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
-        o.metrics_path = o.plot_path = NULL;
+        o.metrics_path = o.plot_path = o.save_path = NULL;
     }
     if (!(o.lr > 0.0f)) {
         dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
@@ -306,6 +315,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     }
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
     if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
+    if (o.save_path && check_output_path("save", o.save_path) != DP_OK) return report_error(world);
 
     int exit_code = 1;
     dp_model_t *model = NULL;
@@ -352,6 +362,14 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (dp_loader_new(train_set.count, o.batch_size, 1, o.seed, &loader) != DP_OK) goto done;
     history = dp_alloc_zeroed((size_t)o.epochs, sizeof *history, "epoch history");
     if (!history) goto done;
+    /* What a checkpoint records; --resume fills in the saved position. */
+    dp_checkpoint_info_t run = {.optim = config.optim, .lr_schedule = "none", .seed = o.seed,
+                                .batch_size = o.batch_size, .train_examples = train_set.count,
+                                .num_devices = num_devices, .num_ranks = world->size};
+    snprintf(run.model, sizeof run.model, "%s", o.model);
+    snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s", DPTRAIN_VERSION);
+    if (o.resume_path && cli_resume(o.resume_path, model, trainer, &run, speaks) != DP_OK) goto done;
+    const int first_epoch = run.loader_epoch;
 
     /* "[cpu:0, cpu:1]", as the book prints its device lists */
     char devices[5000]; /* the names plus ", " separators: up to 256 devices */
@@ -367,7 +385,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                o.model, train_set.count, test_set.count, o.batch_size, o.optimizer, o.lr, o.lr_schedule,
                o.epochs, (unsigned long long)o.seed, devices);
 
-    for (int epoch = 0; epoch < o.epochs; epoch++) {
+    if (first_epoch >= o.epochs && speaks)
+        printf("checkpoint %s has %d epochs, --epochs %d: nothing to train\n", o.resume_path,
+               first_epoch, o.epochs);
+    for (int epoch = first_epoch; epoch < o.epochs; epoch++) {
         dp_loader_start_epoch(loader, epoch);
         dp_progress_t bar;
         dp_progress_init(&bar, world->rank == 0 ? stderr : NULL, dp_loader_num_batches(loader));
@@ -415,16 +436,23 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                    s->images_per_sec, devices);
         fflush(stdout);
         if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;
-        if (o.plot_path && dp_plot_write_svg(o.plot_path, history, epoch + 1) != DP_OK) goto done;
+        if (o.plot_path && dp_plot_write_svg(o.plot_path, history + first_epoch, epoch + 1 - first_epoch) != DP_OK)
+            goto done;
+        run.epochs_completed = run.loader_epoch = epoch + 1;
+        if (o.save_path && cli_save(o.save_path, model, trainer, &run) != DP_OK) goto done;
     }
     /* Data parallelism's promise: every replica, on every rank, the same. */
     if (dp_trainer_check_replicas(trainer) != DP_OK) goto done;
     double total_sec = 0.0;
-    for (int e = 0; e < o.epochs; e++) total_sec += history[e].epoch_sec;
-    /* The book's summary line. */
-    if (speaks)
+    for (int e = first_epoch; e < o.epochs; e++) total_sec += history[e].epoch_sec;
+    if (first_epoch >= o.epochs) { /* the saved model's accuracy instead */
+        int test_correct;
+        if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
+        if (speaks) printf("test acc: %.4f on %d images\n", (double)test_correct / test_set.count, test_set.count);
+    } else if (speaks) { /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
-               total_sec / o.epochs, devices);
+               total_sec / (o.epochs - first_epoch), devices);
+    }
     exit_code = 0;
 
 done:

@@ -37,14 +37,6 @@ static size_t make_idx(uint8_t *buf, size_t size, unsigned type, int ndim, const
     return n;
 }
 
-static const char *tmp_file(const char *name) {
-    static char paths[8][512];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 512, "%s/%s", testing_tmpdir(), name);
-    return p;
-}
-
 static void write_plain(const char *path, const uint8_t *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
@@ -98,7 +90,7 @@ static void test_valid(void) {
     uint32_t dims[3] = {5, 4, 3};
     size_t n = make_idx(buf, sizeof buf, 0x08, 3, dims);
 
-    const char *paths[2] = {tmp_file("valid.idx"), tmp_file("valid.idx.gz")};
+    const char *paths[2] = {testing_tmp_file("valid.idx"), testing_tmp_file("valid.idx.gz")};
     write_plain(paths[0], buf, n);
     write_gz(paths[1], buf, n);
     for (int k = 0; k < 2; k++) {
@@ -115,7 +107,7 @@ static void test_valid(void) {
         CHECK(idx.data == NULL && idx.ndim == 0, "free clears the struct");
     }
     /* A gz file not named .gz is still detected by content. */
-    const char *disguised = tmp_file("gz-without-suffix.idx");
+    const char *disguised = testing_tmp_file("gz-without-suffix.idx");
     write_gz(disguised, buf, n);
     dp_idx_t idx;
     CHECK(dp_idx_read(disguised, &idx) == DP_OK, "gzip detected by content: %s", dp_error_message());
@@ -124,13 +116,13 @@ static void test_valid(void) {
     /* 1-D and 4-D are fine too. */
     uint32_t d1[1] = {7}, d4[4] = {2, 1, 3, 2};
     n = make_idx(buf, sizeof buf, 0x08, 1, d1);
-    write_plain(tmp_file("one.idx"), buf, n);
-    CHECK(dp_idx_read(tmp_file("one.idx"), &idx) == DP_OK && idx.ndim == 1 && idx.dims[0] == 7,
+    write_plain(testing_tmp_file("one.idx"), buf, n);
+    CHECK(dp_idx_read(testing_tmp_file("one.idx"), &idx) == DP_OK && idx.ndim == 1 && idx.dims[0] == 7,
           "1-D: %s", dp_error_message());
     dp_idx_free(&idx);
     n = make_idx(buf, sizeof buf, 0x08, 4, d4);
-    write_plain(tmp_file("four.idx"), buf, n);
-    CHECK(dp_idx_read(tmp_file("four.idx"), &idx) == DP_OK && idx.ndim == 4 && idx.dims[3] == 2,
+    write_plain(testing_tmp_file("four.idx"), buf, n);
+    CHECK(dp_idx_read(testing_tmp_file("four.idx"), &idx) == DP_OK && idx.ndim == 4 && idx.dims[3] == 2,
           "4-D: %s", dp_error_message());
     dp_idx_free(&idx);
 }
@@ -140,52 +132,52 @@ static void test_rejected(void) {
     uint32_t dims[3] = {5, 4, 3};
     size_t n = make_idx(buf, sizeof buf, 0x08, 3, dims); /* 16 header + 60 data */
 
-    const char *p = tmp_file("truncated.idx");
+    const char *p = testing_tmp_file("truncated.idx");
     write_plain(p, buf, n - 7);
     expect_idx_error(p, DP_ERR_FORMAT, "truncated");
     CHECK(message_has("60", "53"), "expected vs found bytes: %s", dp_error_message());
 
-    p = tmp_file("truncated-gz.idx.gz");
+    p = testing_tmp_file("truncated-gz.idx.gz");
     write_gz(p, buf, n - 7);
     expect_idx_error(p, DP_ERR_FORMAT, "truncated");
 
-    p = tmp_file("header-only.idx");
+    p = testing_tmp_file("header-only.idx");
     write_plain(p, buf, 10);
     expect_idx_error(p, DP_ERR_FORMAT, "truncated header");
 
-    p = tmp_file("empty.idx");
+    p = testing_tmp_file("empty.idx");
     write_plain(p, buf, 0);
     expect_idx_error(p, DP_ERR_FORMAT, "truncated header");
 
-    p = tmp_file("trailing.idx");
+    p = testing_tmp_file("trailing.idx");
     uint8_t *longer = malloc(n + 3);
     memcpy(longer, buf, n);
     memset(longer + n, 0xAB, 3);
     write_plain(p, longer, n + 3);
     expect_idx_error(p, DP_ERR_FORMAT, "3 trailing bytes");
-    p = tmp_file("trailing.idx.gz");
+    p = testing_tmp_file("trailing.idx.gz");
     write_gz(p, longer, n + 3);
     expect_idx_error(p, DP_ERR_FORMAT, "trailing");
     free(longer);
 
     uint8_t saved = buf[0];
     buf[0] = 0x12;
-    p = tmp_file("magic.idx");
+    p = testing_tmp_file("magic.idx");
     write_plain(p, buf, n);
     expect_idx_error(p, DP_ERR_FORMAT, "wrong magic 0x12000803");
     buf[0] = saved;
 
-    p = tmp_file("float.idx");
+    p = testing_tmp_file("float.idx");
     buf[2] = 0x0D;
     write_plain(p, buf, n);
     expect_idx_error(p, DP_ERR_FORMAT, "0x0d (float32)");
     buf[2] = 0x08;
 
-    p = tmp_file("ndim0.idx");
+    p = testing_tmp_file("ndim0.idx");
     buf[3] = 0;
     write_plain(p, buf, n);
     expect_idx_error(p, DP_ERR_FORMAT, "0 dims");
-    p = tmp_file("ndim5.idx");
+    p = testing_tmp_file("ndim5.idx");
     buf[3] = 5;
     write_plain(p, buf, n);
     expect_idx_error(p, DP_ERR_FORMAT, "5 dims");
@@ -193,23 +185,23 @@ static void test_rejected(void) {
 
     uint32_t zero_dims[3] = {5, 0, 3};
     size_t m = make_idx(buf, sizeof buf, 0x08, 3, zero_dims);
-    p = tmp_file("dim0.idx");
+    p = testing_tmp_file("dim0.idx");
     write_plain(p, buf, m);
     expect_idx_error(p, DP_ERR_FORMAT, "dim 1 is 0");
 
     /* 65536^3 bytes: must be rejected from the header, without allocating. */
     uint8_t huge[16] = {0, 0, 8, 3, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
-    p = tmp_file("huge.idx");
+    p = testing_tmp_file("huge.idx");
     write_plain(p, huge, sizeof huge);
     expect_idx_error(p, DP_ERR_FORMAT, "header is probably corrupt");
 
     /* A header claiming 1 GiB followed by 10 bytes: truncated, found 10. */
     uint8_t big[26] = {0, 0, 8, 1, 0x40, 0, 0, 0};
-    p = tmp_file("big-claim.idx");
+    p = testing_tmp_file("big-claim.idx");
     write_plain(p, big, sizeof big);
     expect_idx_error(p, DP_ERR_FORMAT, "found 18");
 
-    p = tmp_file("does-not-exist.idx");
+    p = testing_tmp_file("does-not-exist.idx");
     expect_idx_error(p, DP_ERR_IO, "No such file");
 
     expect_idx_error(testing_tmpdir(), DP_ERR_IO, "directory");
@@ -219,14 +211,14 @@ static void test_corrupt_gz(void) {
     static uint8_t buf[8192];
     uint32_t dims[2] = {40, 100};
     size_t n = make_idx(buf, sizeof buf, 0x08, 2, dims);
-    const char *good = tmp_file("good.idx.gz");
+    const char *good = testing_tmp_file("good.idx.gz");
     write_gz(good, buf, n);
     size_t gz_size;
     uint8_t *gz = read_whole(good, &gz_size);
 
     /* Garbage in the middle of the deflate stream. */
     for (size_t i = 12; i < gz_size - 12 && i < 40; i++) gz[i] ^= 0x5A;
-    const char *p = tmp_file("corrupt.idx.gz");
+    const char *p = testing_tmp_file("corrupt.idx.gz");
     write_plain(p, gz, gz_size);
     dp_idx_t idx;
     dp_status_t st = dp_idx_read(p, &idx);
@@ -238,18 +230,18 @@ static void test_corrupt_gz(void) {
     /* A wrong CRC in the trailer: the data decodes fine but the check fails. */
     gz = read_whole(good, &gz_size);
     gz[gz_size - 8] ^= 0xFF;
-    p = tmp_file("bad-crc.idx.gz");
+    p = testing_tmp_file("bad-crc.idx.gz");
     write_plain(p, gz, gz_size);
     expect_idx_error(p, DP_ERR_FORMAT, "corrupt gzip data");
 
     /* Only the 8-byte trailer (CRC, length) cut off: the data is all there
      * but cannot be verified. */
-    p = tmp_file("no-trailer.idx.gz");
+    p = testing_tmp_file("no-trailer.idx.gz");
     write_plain(p, gz, gz_size - 8);
     expect_idx_error(p, DP_ERR_FORMAT, "trailer");
 
     /* Cut in half: the gzip stream ends early. */
-    p = tmp_file("half.idx.gz");
+    p = testing_tmp_file("half.idx.gz");
     write_plain(p, gz, gz_size / 2);
     expect_idx_error(p, DP_ERR_FORMAT, "truncated");
     free(gz);
@@ -273,7 +265,7 @@ static void write_split(const char *dir, const char *split, int images, int labe
 }
 
 static const char *make_dir(const char *name) {
-    const char *dir = tmp_file(name);
+    const char *dir = testing_tmp_file(name);
     if (mkdir(dir, 0755) != 0) {
         fprintf(stderr, "mkdir %s: %s\n", dir, strerror(errno));
         exit(2);

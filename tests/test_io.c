@@ -48,24 +48,7 @@ static char *read_text_checked(const char *path) {
     return s;
 }
 
-static const char *tmp_file(const char *name) {
-    static char paths[8][512];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 512, "%s/%s", testing_tmpdir(), name);
-    return p;
-}
 
-/* Number of entries in dir whose name contains `part`. */
-static int count_entries(const char *dir, const char *part) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, part) != NULL;
-    closedir(d);
-    return n;
-}
 
 /* A JSON syntax check: returns the end of one value, or NULL. */
 static const char *json_value(const char *p);
@@ -193,7 +176,7 @@ static dp_epoch_stats_t make_stats(int epoch) {
 /* --- metrics ------------------------------------------------------------- */
 
 static void test_metrics(void) {
-    const char *path = tmp_file("metrics.jsonl");
+    const char *path = testing_tmp_file("metrics.jsonl");
     dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05};
     CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
     char *text = read_text_checked(path);
@@ -263,7 +246,7 @@ static void test_plot(void) {
     dp_epoch_stats_t stats[200];
     for (int i = 0; i < 200; i++) stats[i] = make_stats(i + 1);
 
-    const char *path = tmp_file("curves.svg");
+    const char *path = testing_tmp_file("curves.svg");
     CHECK(dp_plot_write_svg(path, stats, 10) == DP_OK, "10 epochs: %s", dp_error_message());
     check_svg(path, "10 epochs");
     char *svg = read_text_checked(path);
@@ -284,7 +267,7 @@ static void test_plot(void) {
     CHECK(strstr(svg, "<circle") && !strstr(svg, ">2<"), "single point, one epoch tick");
     free(svg);
 
-    const char *many = tmp_file("many.svg");
+    const char *many = testing_tmp_file("many.svg");
     CHECK(dp_plot_write_svg(many, stats, 200) == DP_OK, "200 epochs: %s", dp_error_message());
     check_svg(many, "200 epochs");
 
@@ -293,7 +276,7 @@ static void test_plot(void) {
     stats[4].train_loss = INFINITY;
     stats[6].test_acc = NAN;
     stats[0].devices = "<cpu&0>";
-    const char *gaps = tmp_file("gaps.svg");
+    const char *gaps = testing_tmp_file("gaps.svg");
     CHECK(dp_plot_write_svg(gaps, stats, 8) == DP_OK, "with NaN: %s", dp_error_message());
     check_svg(gaps, "with NaN");
     /* all-NaN loss */
@@ -312,19 +295,19 @@ static void test_plot(void) {
     CHECK(s == DP_ERR_IO && strstr(dp_error_message(), bad), "missing dir: %s (%s)",
           dp_status_name(s), dp_error_message());
     CHECK(access(missing_dir, F_OK) != 0, "no directory created");
-    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
 
     /* The target is a directory: the rename fails, the temp file goes away. */
-    const char *target_dir = tmp_file("plot-is-a-dir.svg");
+    const char *target_dir = testing_tmp_file("plot-is-a-dir.svg");
     CHECK(mkdir(target_dir, 0755) == 0, "mkdir");
     s = dp_plot_write_svg(target_dir, stats, 3);
     CHECK(s == DP_ERR_IO && strstr(dp_error_message(), target_dir), "rename onto dir: %s (%s)",
           dp_status_name(s), dp_error_message());
-    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "temp file removed after failed commit");
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "temp file removed after failed commit");
 }
 
 static void test_file_atomic(void) {
-    const char *path = tmp_file("atomic.txt");
+    const char *path = testing_tmp_file("atomic.txt");
     FILE *f = fopen(path, "w");
     fputs("old content\n", f);
     fclose(f);
@@ -353,7 +336,7 @@ static void test_file_atomic(void) {
     char small[8];
     CHECK(dp_file_begin(path, small, sizeof small, &out) == DP_ERR_ARG && out == NULL,
           "tmp_path buffer too small: %s", dp_error_message());
-    CHECK(count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
 }
 
 /* --- progress ------------------------------------------------------------ */

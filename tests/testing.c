@@ -1,6 +1,7 @@
 /* testing.c - the test harness behind testing.h. */
 #include "testing.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,24 @@ const char *testing_tmpdir(void) {
         exit(2);
     }
     return buf;
+}
+
+const char *testing_tmp_file(const char *name) {
+    static char paths[8][512];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 512, "%s/%s", testing_tmpdir(), name);
+    return p;
+}
+
+int testing_count_entries(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, part) != NULL;
+    closedir(d);
+    return n;
 }
 
 int testing_finish(const char *name) {

@@ -33,6 +33,12 @@ const char *testing_path(const char *relative);
 /* A fresh temporary directory (removed by the caller's script or left in /tmp). */
 const char *testing_tmpdir(void);
 
+/* testing_tmpdir()/name; the last 8 results stay valid. */
+const char *testing_tmp_file(const char *name);
+
+/* Number of entries in dir whose name contains `part` (-1: unreadable dir). */
+int testing_count_entries(const char *dir, const char *part);
+
 int testing_finish(const char *name);
 
 #endif

@@ -1,0 +1,48 @@
+/* json.h - a small strict JSON parser for file headers (safetensors).
+ *
+ * It accepts RFC 8259 JSON restricted to what file headers use: objects,
+ * arrays, strings and integers. true/false/null and numbers with a fraction
+ * or an exponent are refused with a message saying so. Strictness beyond the
+ * RFC: duplicate keys in an object are an error, strings must be valid UTF-8
+ * and may not contain NUL (raw or as \u0000), nesting is at most
+ * DP_JSON_MAX_DEPTH deep. Only whitespace may follow the top-level value.
+ *
+ * Errors are one line: "SOURCE, byte N: what was expected, what was found",
+ * where SOURCE is the caller's label (e.g. "a.safetensors: JSON header") and
+ * N the 0-based offset in the parsed text.
+ */
+#ifndef DPTRAIN_JSON_H
+#define DPTRAIN_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dptrain/status.h"
+
+#define DP_JSON_MAX_DEPTH 32
+
+typedef enum { DP_JSON_STRING, DP_JSON_INTEGER, DP_JSON_ARRAY, DP_JSON_OBJECT } dp_json_kind_t;
+
+typedef struct dp_json dp_json_t;
+struct dp_json {
+    dp_json_kind_t kind;
+    size_t offset;     /* byte offset of the value's first character */
+    char *string;      /* STRING: NUL-terminated UTF-8 */
+    int64_t integer;   /* INTEGER */
+    int count;         /* ARRAY, OBJECT: number of items */
+    dp_json_t *items;  /* ARRAY, OBJECT: (count) values, in text order */
+    char **keys;       /* OBJECT: (count) keys, keys[i] names items[i] */
+};
+
+/* Parses text[0..len) (need not be NUL-terminated). *out is freed with
+ * dp_json_free. DP_ERR_FORMAT on bad input, DP_ERR_NOMEM. */
+dp_status_t dp_json_parse(const char *text, size_t len, const char *source, dp_json_t **out);
+void dp_json_free(dp_json_t *value);
+
+/* The value of `key` in an object, or NULL. */
+const dp_json_t *dp_json_get(const dp_json_t *object, const char *key);
+
+/* "string", "integer", "array", "object" */
+const char *dp_json_kind_name(dp_json_kind_t kind);
+
+#endif

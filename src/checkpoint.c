@@ -1,0 +1,781 @@
+/* checkpoint.c - the safetensors writer and strict reader, and dptrain's
+ * checkpoints on top of them (checkpoint.h).
+ *
+ * Writer: the JSON header is built in memory (metadata first, then the
+ * tensors in the caller's order, each tensor's data right after the
+ * previous one's), padded with spaces to a multiple of 8 bytes together with
+ * the 8-byte length, then streamed to a temporary file as little-endian
+ * float32 and committed with dp_file_commit.
+ *
+ * Reader: the whole file is read into memory (checkpoints are small next to
+ * the training data), the header parsed by json.c, and every tensor entry
+ * checked before anything points into the data; sorted by offset, the
+ * tensors must tile the data exactly.
+ */
+#include "dptrain/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dptrain/io.h"
+#include "dptrain/json.h"
+
+static int host_is_little_endian(void) {
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+/* --- A growable text buffer for the header --------------------------------------- */
+typedef struct {
+    char *data;
+    size_t used, size;
+    int failed; /* an allocation failed; the text is incomplete */
+} text_t;
+
+static void text_append(text_t *t, const char *s, size_t n) {
+    if (t->failed) return;
+    if (t->used + n + 1 > t->size) {
+        size_t size = t->size ? t->size : 1024;
+        while (t->used + n + 1 > size) size *= 2;
+        char *data = realloc(t->data, size);
+        if (!data) {
+            t->failed = 1;
+            return;
+        }
+        t->data = data;
+        t->size = size;
+    }
+    memcpy(t->data + t->used, s, n);
+    t->used += n;
+    t->data[t->used] = '\0';
+}
+
+static void text_printf(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(text_t *t, const char *fmt, ...) {
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf) {
+        t->failed = 1;
+        return;
+    }
+    text_append(t, buf, (size_t)n);
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void text_json_string(text_t *t, const char *s) {
+    text_append(t, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char escaped[2] = {'\\', (char)*p};
+            text_append(t, escaped, 2);
+        } else if (*p < 0x20) {
+            text_printf(t, "\\u%04x", *p);
+        } else {
+            text_append(t, (const char *)p, 1);
+        }
+    }
+    text_append(t, "\"", 1);
+}
+
+/* --- Writer ----------------------------------------------------------------------- */
+static size_t tensor_numel(const dp_st_tensor_t *t) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+static dp_status_t check_tensors(const char *path, const dp_st_tensor_t *tensors, int count,
+                                 const dp_st_meta_t *meta, int meta_count) {
+    for (int i = 0; i < count; i++) {
+        const dp_st_tensor_t *t = &tensors[i];
+        if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
+            return dp_fail(DP_ERR_ARG, "%s: tensor %d has an empty or reserved name '%s'", path, i,
+                           t->name ? t->name : "");
+        if (t->ndim < 0 || t->ndim > DP_ST_MAX_DIMS)
+            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has %d dims (expected 0 to %d)", path, t->name,
+                           t->ndim, DP_ST_MAX_DIMS);
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] < 0)
+                return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has a negative dim", path, t->name);
+        if (!t->data && tensor_numel(t) > 0)
+            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has no data", path, t->name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(tensors[j].name, t->name) == 0)
+                return dp_fail(DP_ERR_ARG, "%s: tensor name '%s' is used twice", path, t->name);
+    }
+    for (int i = 0; i < meta_count; i++)
+        if (!meta[i].key || !meta[i].value)
+            return dp_fail(DP_ERR_ARG, "%s: metadata entry %d has no key or value", path, i);
+    return DP_OK;
+}
+
+static void build_header(text_t *h, const dp_st_tensor_t *tensors, int count, const dp_st_meta_t *meta,
+                         int meta_count) {
+    text_append(h, "{", 1);
+    if (meta_count > 0) {
+        text_append(h, "\"__metadata__\":{", 16);
+        for (int i = 0; i < meta_count; i++) {
+            if (i) text_append(h, ",", 1);
+            text_json_string(h, meta[i].key);
+            text_append(h, ":", 1);
+            text_json_string(h, meta[i].value);
+        }
+        text_append(h, "}", 1);
+    }
+    uint64_t offset = 0;
+    for (int i = 0; i < count; i++) {
+        const dp_st_tensor_t *t = &tensors[i];
+        if (i || meta_count > 0) text_append(h, ",", 1);
+        text_json_string(h, t->name);
+        text_append(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+        for (int d = 0; d < t->ndim; d++) text_printf(h, d ? ",%" PRId64 : "%" PRId64, t->shape[d]);
+        uint64_t end = offset + 4 * (uint64_t)tensor_numel(t);
+        text_printf(h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", offset, end);
+        offset = end;
+    }
+    text_append(h, "}", 1);
+    while ((8 + h->used) % 8 != 0) text_append(h, " ", 1);
+}
+
+static void store_le64(unsigned char *out, uint64_t v) {
+    for (int i = 0; i < 8; i++) out[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Writes n floats as little-endian float32. */
+static void write_floats_le(FILE *f, const float *data, size_t n) {
+    if (host_is_little_endian()) {
+        if (n) fwrite(data, sizeof(float), n, f);
+        return;
+    }
+    unsigned char chunk[4096];
+    for (size_t i = 0; i < n;) {
+        size_t m = 0;
+        for (; m < sizeof chunk / 4 && i < n; m++, i++) {
+            uint32_t bits;
+            memcpy(&bits, &data[i], 4);
+            for (int b = 0; b < 4; b++) chunk[4 * m + (size_t)b] = (unsigned char)(bits >> (8 * b));
+        }
+        fwrite(chunk, 4, m, f);
+    }
+}
+
+dp_status_t dp_safetensors_write(const char *path, const dp_st_tensor_t *tensors, int count,
+                                 const dp_st_meta_t *meta, int meta_count) {
+    DP_TRY(check_tensors(path, tensors, count, meta, meta_count));
+    text_t header = {0};
+    build_header(&header, tensors, count, meta, meta_count);
+    if (header.failed) {
+        free(header.data);
+        return dp_fail(DP_ERR_NOMEM, "%s: out of memory building the header", path);
+    }
+    char tmp_path[4200];
+    FILE *f;
+    dp_status_t status = dp_file_begin(path, tmp_path, sizeof tmp_path, &f);
+    if (status != DP_OK) {
+        free(header.data);
+        return status;
+    }
+    unsigned char length[8];
+    store_le64(length, header.used);
+    fwrite(length, 1, 8, f);
+    fwrite(header.data, 1, header.used, f);
+    free(header.data);
+    for (int i = 0; i < count && !ferror(f); i++) write_floats_le(f, tensors[i].data, tensor_numel(&tensors[i]));
+    return dp_file_commit(f, tmp_path, path); /* checks the stream's error flag */
+}
+
+/* --- Reader ----------------------------------------------------------------------- */
+struct dp_safetensors {
+    char *path;
+    unsigned char *file; /* the whole file */
+    size_t file_size;
+    dp_json_t *header;   /* names and metadata point into it */
+    dp_st_entry_t *entries;
+    int count;
+    dp_st_meta_t *meta;
+    int meta_count;
+};
+
+static dp_status_t read_whole_file(const char *path, unsigned char **out, size_t *size) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dp_fail(DP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return dp_fail(DP_ERR_IO, "%s: not a regular file", path);
+    }
+    *size = (size_t)st.st_size;
+    unsigned char *data = dp_alloc(*size ? *size : 1, "checkpoint file");
+    if (!data) {
+        fclose(f);
+        return DP_ERR_NOMEM;
+    }
+    size_t got = fread(data, 1, *size, f);
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    if (got != *size || extra) {
+        free(data);
+        return dp_fail(DP_ERR_IO, "%s: read %zu bytes, the file changed size while being read", path, got);
+    }
+    *out = data;
+    return DP_OK;
+}
+
+static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, d ? ", %" PRId64 : "%" PRId64, shape[d]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* One tensor entry {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}. */
+static dp_status_t parse_entry(const char *path, const char *name, const dp_json_t *v, size_t data_size,
+                               dp_st_entry_t *e, uint64_t *begin, uint64_t *end) {
+    if (v->kind != DP_JSON_OBJECT)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': expected an object, found %s", path, name,
+                       dp_json_kind_name(v->kind));
+    for (int i = 0; i < v->count; i++)
+        if (strcmp(v->keys[i], "dtype") && strcmp(v->keys[i], "shape") && strcmp(v->keys[i], "data_offsets"))
+            return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': unknown key '%s' (expected dtype, shape, "
+                           "data_offsets)", path, name, v->keys[i]);
+    const dp_json_t *dtype = dp_json_get(v, "dtype"), *shape = dp_json_get(v, "shape"),
+                    *offsets = dp_json_get(v, "data_offsets");
+    const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offsets ? "data_offsets" : NULL;
+    if (missing) return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has no '%s'", path, name, missing);
+    if (dtype->kind != DP_JSON_STRING)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': dtype must be a string", path, name);
+    if (strcmp(dtype->string, "F32") != 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has dtype '%s' (dptrain reads F32 only)", path, name,
+                       dtype->string);
+    if (shape->kind != DP_JSON_ARRAY)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape must be an array", path, name);
+    if (shape->count > DP_ST_MAX_DIMS)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has %d dims (dptrain reads up to %d)", path, name,
+                       shape->count, DP_ST_MAX_DIMS);
+    e->name = name;
+    e->ndim = shape->count;
+    uint64_t numel = 1;
+    int overflow = 0;
+    for (int d = 0; d < shape->count; d++) {
+        const dp_json_t *dim = &shape->items[d];
+        if (dim->kind != DP_JSON_INTEGER || dim->integer < 0)
+            return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape[%d] must be an integer >= 0", path, name, d);
+        e->shape[d] = dim->integer;
+        if (dim->integer != 0 && numel > UINT64_MAX / 4 / (uint64_t)dim->integer) overflow = 1;
+        else numel *= (uint64_t)dim->integer;
+    }
+    if (offsets->kind != DP_JSON_ARRAY || offsets->count != 2 || offsets->items[0].kind != DP_JSON_INTEGER ||
+        offsets->items[1].kind != DP_JSON_INTEGER || offsets->items[0].integer < 0 ||
+        offsets->items[1].integer < offsets->items[0].integer)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': data_offsets must be [begin, end] with "
+                       "0 <= begin <= end", path, name);
+    *begin = (uint64_t)offsets->items[0].integer;
+    *end = (uint64_t)offsets->items[1].integer;
+    char shape_text[200];
+    format_shape(shape_text, sizeof shape_text, e->ndim, e->shape);
+    if (overflow)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape %s has more than 2^62 elements", path, name,
+                       shape_text);
+    if (numel * 4 != *end - *begin)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape %s needs %" PRIu64 " bytes of F32, data_offsets "
+                       "[%" PRIu64 ", %" PRIu64 "] hold %" PRIu64, path, name, shape_text, numel * 4,
+                       *begin, *end, *end - *begin);
+    if (*end > data_size)
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] go past "
+                       "the end of the data (%zu bytes): the file is truncated or corrupt", path, name,
+                       *begin, *end, data_size);
+    e->numel = (size_t)numel;
+    return DP_OK;
+}
+
+typedef struct {
+    uint64_t begin, end;
+    int index;
+} span_t;
+
+static int compare_spans(const void *a, const void *b) {
+    const span_t *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->index - y->index;
+}
+
+/* The tensors, sorted by offset, must tile [0, data_size) exactly. */
+static dp_status_t check_tiling(const char *path, const dp_st_entry_t *entries, span_t *spans, int count,
+                                size_t data_size) {
+    qsort(spans, (size_t)count, sizeof *spans, compare_spans);
+    uint64_t expected = 0;
+    for (int i = 0; i < count; i++) {
+        const span_t *s = &spans[i];
+        if (s->begin < expected)
+            return dp_fail(DP_ERR_FORMAT, "%s: tensors '%s' [%" PRIu64 ", %" PRIu64 ") and '%s' [%" PRIu64
+                           ", %" PRIu64 ") overlap", path, entries[spans[i - 1].index].name, spans[i - 1].begin,
+                           spans[i - 1].end, entries[s->index].name, s->begin, s->end);
+        if (s->begin > expected)
+            return dp_fail(DP_ERR_FORMAT, "%s: %" PRIu64 " unused bytes before tensor '%s' (data offset %"
+                           PRIu64 ")", path, s->begin - expected, entries[s->index].name, expected);
+        expected = s->end;
+    }
+    if (expected != data_size)
+        return dp_fail(DP_ERR_FORMAT, "%s: %" PRIu64 " bytes after the last tensor (trailing data)", path,
+                       (uint64_t)data_size - expected);
+    return DP_OK;
+}
+
+static dp_status_t parse_metadata(const char *path, const dp_json_t *v, dp_safetensors_t *st) {
+    if (v->kind != DP_JSON_OBJECT)
+        return dp_fail(DP_ERR_FORMAT, "%s: __metadata__ must be an object, found %s", path,
+                       dp_json_kind_name(v->kind));
+    st->meta = dp_alloc_zeroed((size_t)v->count + 1, sizeof *st->meta, "checkpoint metadata");
+    if (!st->meta) return DP_ERR_NOMEM;
+    for (int i = 0; i < v->count; i++) {
+        if (v->items[i].kind != DP_JSON_STRING)
+            return dp_fail(DP_ERR_FORMAT, "%s: __metadata__ '%s' must be a string, found %s", path, v->keys[i],
+                           dp_json_kind_name(v->items[i].kind));
+        st->meta[i] = (dp_st_meta_t){v->keys[i], v->items[i].string};
+    }
+    st->meta_count = v->count;
+    return DP_OK;
+}
+
+static dp_status_t parse_file(dp_safetensors_t *st) {
+    const char *path = st->path;
+    if (st->file_size < 8)
+        return dp_fail(DP_ERR_FORMAT, "%s: %zu bytes, shorter than the 8-byte header length: truncated or "
+                       "not a safetensors file", path, st->file_size);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | st->file[i];
+    if (n > st->file_size - 8)
+        return dp_fail(DP_ERR_FORMAT, "%s: header length %" PRIu64 " is larger than the %zu bytes that follow "
+                       "it: truncated or not a safetensors file", path, n, st->file_size - 8);
+    if (n > DP_ST_MAX_HEADER)
+        return dp_fail(DP_ERR_FORMAT, "%s: header length %" PRIu64 " is above the limit of %" PRIu64 " bytes",
+                       path, n, DP_ST_MAX_HEADER);
+    if (n < 2 || st->file[8] != '{')
+        return dp_fail(DP_ERR_FORMAT, "%s: the header does not start with '{': not a safetensors file", path);
+    char source[4200];
+    snprintf(source, sizeof source, "%s: JSON header", path);
+    DP_TRY(dp_json_parse((const char *)st->file + 8, (size_t)n, source, &st->header));
+    const dp_json_t *root = st->header;
+    size_t data_size = st->file_size - 8 - (size_t)n;
+    st->entries = dp_alloc_zeroed((size_t)root->count + 1, sizeof *st->entries, "checkpoint entries");
+    span_t *spans = dp_alloc_zeroed((size_t)root->count + 1, sizeof *spans, "checkpoint spans");
+    dp_status_t status = st->entries && spans ? DP_OK : DP_ERR_NOMEM;
+    for (int i = 0; i < root->count && status == DP_OK; i++) {
+        if (strcmp(root->keys[i], "__metadata__") == 0) {
+            status = parse_metadata(path, &root->items[i], st);
+            continue;
+        }
+        dp_st_entry_t *e = &st->entries[st->count];
+        span_t *s = &spans[st->count];
+        status = parse_entry(path, root->keys[i], &root->items[i], data_size, e, &s->begin, &s->end);
+        if (status != DP_OK) break;
+        e->bytes = st->file + 8 + n + s->begin;
+        s->index = st->count++;
+    }
+    if (status == DP_OK) status = check_tiling(path, st->entries, spans, st->count, data_size);
+    free(spans);
+    return status;
+}
+
+dp_status_t dp_safetensors_read(const char *path, dp_safetensors_t **out) {
+    *out = NULL;
+    dp_safetensors_t *st = dp_alloc_zeroed(1, sizeof *st, "safetensors");
+    if (!st) return DP_ERR_NOMEM;
+    st->path = strdup(path);
+    dp_status_t status = st->path ? DP_OK : dp_fail(DP_ERR_NOMEM, "out of memory");
+    if (status == DP_OK) status = read_whole_file(path, &st->file, &st->file_size);
+    if (status == DP_OK) status = parse_file(st);
+    if (status != DP_OK) {
+        dp_safetensors_free(st);
+        return status;
+    }
+    *out = st;
+    return DP_OK;
+}
+
+void dp_safetensors_free(dp_safetensors_t *st) {
+    if (!st) return;
+    dp_json_free(st->header);
+    free(st->entries);
+    free(st->meta);
+    free(st->file);
+    free(st->path);
+    free(st);
+}
+
+const char *dp_safetensors_path(const dp_safetensors_t *st) { return st->path; }
+int dp_safetensors_count(const dp_safetensors_t *st) { return st->count; }
+const dp_st_entry_t *dp_safetensors_entry(const dp_safetensors_t *st, int i) {
+    DP_ASSERT(i >= 0 && i < st->count);
+    return &st->entries[i];
+}
+
+const dp_st_entry_t *dp_safetensors_find(const dp_safetensors_t *st, const char *name) {
+    for (int i = 0; i < st->count; i++)
+        if (strcmp(st->entries[i].name, name) == 0) return &st->entries[i];
+    return NULL;
+}
+
+void dp_safetensors_copy(const dp_st_entry_t *entry, float *dst) {
+    if (host_is_little_endian()) {
+        if (entry->numel) memcpy(dst, entry->bytes, 4 * entry->numel);
+        return;
+    }
+    for (size_t i = 0; i < entry->numel; i++) {
+        const unsigned char *b = entry->bytes + 4 * i;
+        uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        memcpy(&dst[i], &bits, 4);
+    }
+}
+
+const char *dp_safetensors_meta(const dp_safetensors_t *st, const char *key) {
+    for (int i = 0; i < st->meta_count; i++)
+        if (strcmp(st->meta[i].key, key) == 0) return st->meta[i].value;
+    return NULL;
+}
+
+int dp_safetensors_meta_count(const dp_safetensors_t *st) { return st->meta_count; }
+dp_st_meta_t dp_safetensors_meta_at(const dp_safetensors_t *st, int i) {
+    DP_ASSERT(i >= 0 && i < st->meta_count);
+    return st->meta[i];
+}
+
+/* --- dptrain checkpoints ------------------------------------------------------------- */
+#define OPTIMIZER_PREFIX "optimizer."
+
+uint64_t dp_model_fingerprint(const dp_model_t *model) {
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
+#define FNV_BYTE(b) (h = (h ^ (unsigned char)(b)) * 0x100000001b3ULL)
+    for (int i = 0; i < dp_model_num_param_tensors(model); i++) {
+        const dp_param_info_t *p = dp_model_param(model, i);
+        for (const char *c = p->name; *c; c++) FNV_BYTE(*c);
+        FNV_BYTE(0);
+        FNV_BYTE(p->ndim);
+        for (int d = 0; d < p->ndim; d++)
+            for (int b = 0; b < 4; b++) FNV_BYTE((uint32_t)p->shape[d] >> (8 * b));
+        FNV_BYTE(p->trainable ? 1 : 0);
+    }
+#undef FNV_BYTE
+    return h;
+}
+
+static void param_tensor(const dp_param_info_t *p, const float *data, const char *name, dp_st_tensor_t *t) {
+    t->name = name;
+    t->ndim = p->ndim;
+    for (int d = 0; d < p->ndim; d++) t->shape[d] = p->shape[d];
+    t->data = data;
+}
+
+/* The metadata keys, in the order they are written. */
+enum {
+    META_FORMAT, META_FORMAT_VERSION, META_DPTRAIN_VERSION, META_MODEL, META_FINGERPRINT, META_OPTIMIZER,
+    META_LR, META_WEIGHT_DECAY, META_MOMENTUM, META_NESTEROV, META_BETA1, META_BETA2, META_EPS,
+    META_OPTIMIZER_STATES, META_OPTIMIZER_STEPS, META_LR_SCHEDULE, META_STEP_COUNT, META_EPOCHS,
+    META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES, META_DEVICES,
+    META_RANKS, META_COUNT
+};
+static const char *const meta_keys[META_COUNT] = {
+    "format", "format_version", "dptrain_version", "model", "model_fingerprint", "optimizer",
+    "optimizer.lr", "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov",
+    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.states", "optimizer.steps",
+    "lr_schedule", "step_count", "epochs_completed", "loader.epoch", "loader.batch", "seed",
+    "batch_size", "train_examples", "devices", "ranks",
+};
+#define FORMAT_NAME "dptrain-checkpoint"
+
+dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const float *params,
+                               dp_optimizer_t *opt, const dp_checkpoint_info_t *info) {
+    int num_params = dp_model_num_param_tensors(model), num_trainable = 0;
+    for (int i = 0; i < num_params; i++) num_trainable += dp_model_param(model, i)->trainable != 0;
+    int num_states = opt ? dp_optimizer_num_states(opt) : 0;
+    int count = num_params + num_states * num_trainable;
+    dp_st_tensor_t *tensors = dp_alloc_zeroed((size_t)count + 1, sizeof *tensors, "checkpoint tensors");
+    char **names = dp_alloc_zeroed((size_t)count + 1, sizeof *names, "checkpoint names");
+    char values[META_COUNT][256] = {{0}};
+    size_t states_used = 0;
+    dp_status_t status = tensors && names ? DP_OK : DP_ERR_NOMEM;
+    for (int i = 0; i < num_params && status == DP_OK; i++) {
+        const dp_param_info_t *p = dp_model_param(model, i);
+        param_tensor(p, params + p->offset, p->name, &tensors[i]);
+    }
+    int t = num_params;
+    for (int s = 0; s < num_states && status == DP_OK; s++) {
+        const char *state_name;
+        const float *state = dp_optimizer_state(opt, s, &state_name);
+        states_used += (size_t)snprintf(values[META_OPTIMIZER_STATES] + states_used,
+                                        sizeof values[0] - states_used, s ? ",%s" : "%s", state_name);
+        for (int i = 0; i < num_params && status == DP_OK; i++) {
+            const dp_param_info_t *p = dp_model_param(model, i);
+            if (!p->trainable) continue;
+            size_t size = strlen(OPTIMIZER_PREFIX) + strlen(p->name) + strlen(state_name) + 2;
+            names[t] = dp_alloc(size, "checkpoint tensor name");
+            if (!names[t]) {
+                status = DP_ERR_NOMEM;
+                break;
+            }
+            snprintf(names[t], size, OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
+            param_tensor(p, state + p->offset, names[t], &tensors[t]);
+            t++;
+        }
+    }
+    if (status == DP_OK) {
+        const dp_optim_config_t *o = &info->optim;
+        const char *texts[META_COUNT] = {
+            [META_FORMAT] = FORMAT_NAME, [META_DPTRAIN_VERSION] = info->dptrain_version,
+            [META_MODEL] = info->model, [META_OPTIMIZER] = dp_optim_kind_name(o->kind),
+            [META_LR_SCHEDULE] = info->lr_schedule[0] ? info->lr_schedule : "none",
+        };
+        snprintf(values[META_FORMAT_VERSION], 256, "%d", DP_CHECKPOINT_VERSION);
+        snprintf(values[META_FINGERPRINT], 256, "%016" PRIx64, dp_model_fingerprint(model));
+        snprintf(values[META_LR], 256, "%.9g", o->lr);
+        snprintf(values[META_WEIGHT_DECAY], 256, "%.9g", o->weight_decay);
+        snprintf(values[META_MOMENTUM], 256, "%.9g", o->momentum);
+        snprintf(values[META_NESTEROV], 256, "%d", o->nesterov ? 1 : 0);
+        snprintf(values[META_BETA1], 256, "%.9g", o->beta1);
+        snprintf(values[META_BETA2], 256, "%.9g", o->beta2);
+        snprintf(values[META_EPS], 256, "%.9g", o->eps);
+        snprintf(values[META_OPTIMIZER_STEPS], 256, "%" PRIu64, info->optimizer_steps);
+        snprintf(values[META_STEP_COUNT], 256, "%" PRIu64, info->step_count);
+        snprintf(values[META_EPOCHS], 256, "%d", info->epochs_completed);
+        snprintf(values[META_LOADER_EPOCH], 256, "%d", info->loader_epoch);
+        snprintf(values[META_LOADER_BATCH], 256, "%d", info->loader_batch);
+        snprintf(values[META_SEED], 256, "%" PRIu64, info->seed);
+        snprintf(values[META_BATCH_SIZE], 256, "%d", info->batch_size);
+        snprintf(values[META_TRAIN_EXAMPLES], 256, "%d", info->train_examples);
+        snprintf(values[META_DEVICES], 256, "%d", info->num_devices);
+        snprintf(values[META_RANKS], 256, "%d", info->num_ranks > 0 ? info->num_ranks : 1);
+        dp_st_meta_t meta[META_COUNT];
+        for (int k = 0; k < META_COUNT; k++) meta[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : values[k]};
+        status = dp_safetensors_write(path, tensors, t, meta, META_COUNT);
+    }
+    for (int i = 0; names && i < count; i++) free(names[i]);
+    free(names);
+    free(tensors);
+    return status;
+}
+
+struct dp_checkpoint {
+    dp_safetensors_t *st;
+    dp_checkpoint_info_t info;
+    uint64_t fingerprint;
+    char optimizer[32];
+    char states[256];
+};
+
+/* --- metadata parsing: every value checked whole --- */
+static dp_status_t meta_text(const dp_checkpoint_t *c, int key, const char **out) {
+    *out = dp_safetensors_meta(c->st, meta_keys[key]);
+    if (!*out)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is missing (not a checkpoint written by dptrain?)",
+                       dp_safetensors_path(c->st), meta_keys[key]);
+    return DP_OK;
+}
+
+static dp_status_t meta_copy(const dp_checkpoint_t *c, int key, char *out, size_t size) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    if (strlen(text) >= size)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
+                       meta_keys[key], size - 1);
+    memcpy(out, text, strlen(text) + 1);
+    return DP_OK;
+}
+
+static dp_status_t meta_u64(const dp_checkpoint_t *c, int key, uint64_t max, uint64_t *out) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!(text[0] >= '0' && text[0] <= '9') || *end || errno || v > max)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer from 0 to %" PRIu64,
+                       dp_safetensors_path(c->st), meta_keys[key], text, max);
+    *out = v;
+    return DP_OK;
+}
+
+static dp_status_t meta_int(const dp_checkpoint_t *c, int key, int *out) {
+    uint64_t v;
+    DP_TRY(meta_u64(c, key, INT32_MAX, &v));
+    *out = (int)v;
+    return DP_OK;
+}
+
+static dp_status_t meta_float(const dp_checkpoint_t *c, int key, float *out) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    char *end;
+    errno = 0;
+    float v = strtof(text, &end);
+    if (!text[0] || *end || errno)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number", dp_safetensors_path(c->st),
+                       meta_keys[key], text);
+    *out = v;
+    return DP_OK;
+}
+
+static dp_status_t parse_info(dp_checkpoint_t *c) {
+    const char *path = dp_safetensors_path(c->st);
+    dp_checkpoint_info_t *info = &c->info;
+    if (!dp_safetensors_meta(c->st, "format") || strcmp(dp_safetensors_meta(c->st, "format"), FORMAT_NAME))
+        return dp_fail(DP_ERR_FORMAT, "%s: a safetensors file but not a dptrain checkpoint (metadata 'format' "
+                       "is not '" FORMAT_NAME "')", path);
+    int version;
+    DP_TRY(meta_int(c, META_FORMAT_VERSION, &version));
+    if (version != DP_CHECKPOINT_VERSION)
+        return dp_fail(DP_ERR_FORMAT, "%s: checkpoint format version %d, this dptrain reads version %d", path,
+                       version, DP_CHECKPOINT_VERSION);
+    DP_TRY(meta_copy(c, META_MODEL, info->model, sizeof info->model));
+    DP_TRY(meta_copy(c, META_DPTRAIN_VERSION, info->dptrain_version, sizeof info->dptrain_version));
+    DP_TRY(meta_copy(c, META_LR_SCHEDULE, info->lr_schedule, sizeof info->lr_schedule));
+    DP_TRY(meta_copy(c, META_OPTIMIZER, c->optimizer, sizeof c->optimizer));
+    DP_TRY(meta_copy(c, META_OPTIMIZER_STATES, c->states, sizeof c->states));
+    const char *fingerprint;
+    DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
+    char *end;
+    c->fingerprint = strtoull(fingerprint, &end, 16);
+    if (strlen(fingerprint) != 16 || *end)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
+                       fingerprint);
+    int kind = dp_optim_kind_from_name(c->optimizer);
+    info->optim.kind = kind < 0 ? DP_OPTIM_SGD : (dp_optim_kind_t)kind; /* unknown: refused when loaded */
+    DP_TRY(meta_float(c, META_LR, &info->optim.lr));
+    DP_TRY(meta_float(c, META_WEIGHT_DECAY, &info->optim.weight_decay));
+    DP_TRY(meta_float(c, META_MOMENTUM, &info->optim.momentum));
+    DP_TRY(meta_int(c, META_NESTEROV, &info->optim.nesterov));
+    DP_TRY(meta_float(c, META_BETA1, &info->optim.beta1));
+    DP_TRY(meta_float(c, META_BETA2, &info->optim.beta2));
+    DP_TRY(meta_float(c, META_EPS, &info->optim.eps));
+    DP_TRY(meta_u64(c, META_OPTIMIZER_STEPS, UINT64_MAX, &info->optimizer_steps));
+    DP_TRY(meta_u64(c, META_STEP_COUNT, UINT64_MAX, &info->step_count));
+    DP_TRY(meta_int(c, META_EPOCHS, &info->epochs_completed));
+    DP_TRY(meta_int(c, META_LOADER_EPOCH, &info->loader_epoch));
+    DP_TRY(meta_int(c, META_LOADER_BATCH, &info->loader_batch));
+    DP_TRY(meta_u64(c, META_SEED, UINT64_MAX, &info->seed));
+    DP_TRY(meta_int(c, META_BATCH_SIZE, &info->batch_size));
+    DP_TRY(meta_int(c, META_TRAIN_EXAMPLES, &info->train_examples));
+    DP_TRY(meta_int(c, META_DEVICES, &info->num_devices));
+    DP_TRY(meta_int(c, META_RANKS, &info->num_ranks));
+    return DP_OK;
+}
+
+dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out) {
+    *out = NULL;
+    dp_checkpoint_t *c = dp_alloc_zeroed(1, sizeof *c, "checkpoint");
+    if (!c) return DP_ERR_NOMEM;
+    dp_status_t status = dp_safetensors_read(path, &c->st);
+    if (status == DP_OK) status = parse_info(c);
+    if (status != DP_OK) {
+        dp_checkpoint_close(c);
+        return status;
+    }
+    *out = c;
+    return DP_OK;
+}
+
+void dp_checkpoint_close(dp_checkpoint_t *c) {
+    if (!c) return;
+    dp_safetensors_free(c->st);
+    free(c);
+}
+
+const dp_checkpoint_info_t *dp_checkpoint_info(const dp_checkpoint_t *c) { return &c->info; }
+const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c) { return c->st; }
+
+/* The entry `name` with parameter p's shape, or a message naming it. */
+static dp_status_t find_like(const dp_checkpoint_t *c, const dp_model_t *model, const char *name,
+                             const dp_param_info_t *p, const dp_st_entry_t **out) {
+    const char *path = dp_safetensors_path(c->st);
+    const dp_st_entry_t *e = dp_safetensors_find(c->st, name);
+    if (!e)
+        return dp_fail(DP_ERR_FORMAT, "%s: has no tensor '%s', which model %s needs (the checkpoint is of "
+                       "model %s)", path, name, dp_model_name(model), c->info.model);
+    int same = e->ndim == p->ndim;
+    for (int d = 0; same && d < p->ndim; d++) same = e->shape[d] == p->shape[d];
+    if (!same) {
+        int64_t expected[DP_ST_MAX_DIMS];
+        for (int d = 0; d < p->ndim; d++) expected[d] = p->shape[d];
+        char found_text[200], expected_text[200];
+        format_shape(found_text, sizeof found_text, e->ndim, e->shape);
+        format_shape(expected_text, sizeof expected_text, p->ndim, expected);
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has shape %s, model %s expects %s (the checkpoint is "
+                       "of model %s)", path, name, found_text, dp_model_name(model), expected_text,
+                       c->info.model);
+    }
+    *out = e;
+    return DP_OK;
+}
+
+dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t *model, float *params) {
+    const char *path = dp_safetensors_path(c->st);
+    int num_params = dp_model_num_param_tensors(model);
+    for (int i = 0; i < num_params; i++) {
+        const dp_st_entry_t *e;
+        DP_TRY(find_like(c, model, dp_model_param(model, i)->name, dp_model_param(model, i), &e));
+    }
+    for (int i = 0; i < dp_safetensors_count(c->st); i++) {
+        const char *name = dp_safetensors_entry(c->st, i)->name;
+        if (strncmp(name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0) continue;
+        int known = 0;
+        for (int j = 0; j < num_params && !known; j++) known = strcmp(dp_model_param(model, j)->name, name) == 0;
+        if (!known)
+            return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' is not a parameter of model %s (the checkpoint is of "
+                           "model %s)", path, name, dp_model_name(model), c->info.model);
+    }
+    if (c->fingerprint != dp_model_fingerprint(model))
+        return dp_fail(DP_ERR_FORMAT, "%s: model_fingerprint %016" PRIx64 " differs from model %s's %016" PRIx64
+                       " (same tensors, but another order or other trainable flags)", path, c->fingerprint,
+                       dp_model_name(model), dp_model_fingerprint(model));
+    for (int i = 0; i < num_params; i++) {
+        const dp_param_info_t *p = dp_model_param(model, i);
+        dp_safetensors_copy(dp_safetensors_find(c->st, p->name), params + p->offset);
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
+                                         dp_optim_kind_t kind, dp_optimizer_t *opt) {
+    const char *path = dp_safetensors_path(c->st);
+    if (strcmp(c->optimizer, dp_optim_kind_name(kind)) != 0)
+        return dp_fail(DP_ERR_ARG, "%s: saved with optimizer '%s', this run uses '%s'", path, c->optimizer,
+                       dp_optim_kind_name(kind));
+    int num_params = dp_model_num_param_tensors(model), num_states = dp_optimizer_num_states(opt);
+    /* First check every state tensor, then copy: a failure changes nothing. */
+    int expected = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int s = 0; s < num_states; s++) {
+            const char *state_name;
+            float *state = dp_optimizer_state(opt, s, &state_name);
+            for (int i = 0; i < num_params; i++) {
+                const dp_param_info_t *p = dp_model_param(model, i);
+                if (!p->trainable) continue;
+                char name[512];
+                snprintf(name, sizeof name, OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
+                const dp_st_entry_t *e;
+                DP_TRY(find_like(c, model, name, p, &e));
+                if (pass == 1) dp_safetensors_copy(e, state + p->offset);
+                else expected++;
+            }
+        }
+        if (pass == 1) break;
+        int found = 0;
+        for (int i = 0; i < dp_safetensors_count(c->st); i++)
+            found += strncmp(dp_safetensors_entry(c->st, i)->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0;
+        if (found != expected)
+            return dp_fail(DP_ERR_FORMAT, "%s: %d optimizer state tensors (states '%s'), the %s optimizer of "
+                           "model %s has %d", path, found, c->states, c->optimizer, dp_model_name(model),
+                           expected);
+    }
+    dp_optimizer_set_steps(opt, c->info.optimizer_steps);
+    return DP_OK;
+}

@@ -1,0 +1,622 @@
+/* test_checkpoint.c - the JSON parser, the safetensors writer and reader,
+ * and dptrain checkpoints.
+ *
+ * - JSON: valid texts give the expected tree; each kind of bad text fails
+ *   with a one-line message naming the byte offset.
+ * - Round trip: a model's parameters (and an optimizer's state, when an
+ *   optimizer with state is built) written and read back bit for bit, with
+ *   every metadata field; the writer is deterministic and 8-byte aligned.
+ * - A table of corrupt files (every truncation, header length too large,
+ *   bad JSON, wrong dtype, shape vs offsets, overlap, gap, out of range,
+ *   duplicate keys, trailing bytes, ...), each a one-line error naming the
+ *   file, never a crash (the suite also runs this under ASan); plus every
+ *   header byte replaced by a few bad values.
+ * - Checkpoint refusals: another model (naming the first mismatching tensor),
+ *   an extra tensor, another fingerprint, missing or malformed metadata,
+ *   another optimizer kind.
+ * - Atomic writes: a write that fails (file size limit, missing directory,
+ *   bad arguments) leaves the old checkpoint as it was and no temporary file.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "dptrain/checkpoint.h"
+#include "dptrain/json.h"
+#include "dptrain/rng.h"
+#include "testing.h"
+
+/* --- helpers ------------------------------------------------------------------------ */
+
+static unsigned char *read_bytes(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *data = malloc((size_t)n + 1);
+    if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return data;
+}
+
+static void write_bytes(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) {
+        perror(path);
+        exit(2);
+    }
+    fclose(f);
+}
+
+/* A safetensors file from a header text and `data_size` data bytes (0, 1, 2, ...). */
+static void write_raw_file(const char *path, const char *header, size_t data_size) {
+    size_t n = strlen(header);
+    unsigned char *bytes = malloc(8 + n + data_size + 1);
+    if (!bytes) exit(2);
+    for (int i = 0; i < 8; i++) bytes[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(bytes + 8, header, n);
+    for (size_t i = 0; i < data_size; i++) bytes[8 + n + i] = (unsigned char)i;
+    write_bytes(path, bytes, 8 + n + data_size);
+    free(bytes);
+}
+
+
+/* The read fails with a one-line message naming the file and containing `part`. */
+static void check_read_fails(const char *path, const char *part, const char *label) {
+    dp_safetensors_t *st = (dp_safetensors_t *)1;
+    dp_error_clear();
+    dp_status_t status = dp_safetensors_read(path, &st);
+    const char *m = dp_error_message();
+    CHECK(status == DP_ERR_FORMAT, "%s: status %d, expected a format error (message '%s')", label, (int)status, m);
+    CHECK(st == NULL, "%s: *out not NULL on failure", label);
+    CHECK(strstr(m, path) != NULL, "%s: message does not name the file: %s", label, m);
+    CHECK(strchr(m, '\n') == NULL, "%s: message is not one line: %s", label, m);
+    CHECK(!part || strstr(m, part) != NULL, "%s: message lacks '%s': %s", label, part, m);
+    if (status == DP_OK) dp_safetensors_free(st);
+}
+
+/* --- JSON ---------------------------------------------------------------------------- */
+static void test_json(void) {
+    const char *text = " {\"a\": [1, -2, 0], \"b\\u00e9\\ud83d\\ude00\": \"x\\n\\\"y\", \"c\": {}} ";
+    dp_json_t *v;
+    CHECK(dp_json_parse(text, strlen(text), "t", &v) == DP_OK, "valid JSON refused: %s", dp_error_message());
+    if (v) {
+        CHECK(v->kind == DP_JSON_OBJECT && v->count == 3, "root");
+        const dp_json_t *a = dp_json_get(v, "a");
+        CHECK(a && a->kind == DP_JSON_ARRAY && a->count == 3 && a->items[1].integer == -2, "array");
+        const dp_json_t *b = dp_json_get(v, "b\xc3\xa9\xf0\x9f\x98\x80");
+        CHECK(b && b->kind == DP_JSON_STRING && strcmp(b->string, "x\n\"y") == 0, "escapes and surrogate pair");
+        CHECK(dp_json_get(v, "c") && dp_json_get(v, "c")->count == 0, "empty object");
+        CHECK(v->items[0].offset == 7, "offset of the first value: %zu", v->items[0].offset);
+        dp_json_free(v);
+    }
+    /* Not NUL-terminated: only len bytes are read. */
+    char unterminated[2] = {'[', ']'};
+    CHECK(dp_json_parse(unterminated, 2, "t", &v) == DP_OK, "length-bounded text");
+    dp_json_free(v);
+
+    struct { const char *text, *part; } bad[] = {
+        {"", "expected a value"},
+        {"{", "a string key"},
+        {"{\"a\" 1}", "':' after an object key"},
+        {"{\"a\":1,}", "a string key"},
+        {"[1 2]", "',' or ']'"},
+        {"{\"a\":1}x", "only whitespace"},
+        {"{\"a\":1,\"a\":2}", "duplicate key \"a\""},
+        {"[01]", "leading zero"},
+        {"[1.5]", "only integers"},
+        {"[1e3]", "only integers"},
+        {"[-]", "a digit"},
+        {"[99999999999999999999]", "64 bits"},
+        {"[true]", "true, false and null"},
+        {"[\"abc]", "not closed"},
+        {"[\"a\\x\"]", "an escape"},
+        {"[\"\\u12\"]", "4 hex digits"},
+        {"[\"\\udc00\"]", "lone low surrogate"},
+        {"[\"\\ud800x\"]", "high surrogate"},
+        {"[\"\\u0000\"]", "NUL"},
+        {"[\"a\tb\"]", "control character"},
+        {"[\"\xc0\xaf\"]", "invalid UTF-8"},
+        {"[\"\xed\xa0\x80\"]", "invalid UTF-8"},
+        {"[\"\xe2\x82\"]", "invalid UTF-8"},
+        {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "nesting"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = (dp_json_t *)1;
+        dp_status_t status = dp_json_parse(bad[i].text, strlen(bad[i].text), "hdr", &v);
+        const char *m = dp_error_message();
+        CHECK(status == DP_ERR_FORMAT && v == NULL, "bad JSON %zu '%s' accepted", i, bad[i].text);
+        CHECK(strncmp(m, "hdr, byte ", 10) == 0 && strstr(m, bad[i].part) && !strchr(m, '\n'),
+              "bad JSON %zu '%s': message '%s' lacks '%s'", i, bad[i].text, m, bad[i].part);
+    }
+    /* A NUL byte inside the text is not the end of it. */
+    const char with_nul[] = "[\"a\0b\"]";
+    CHECK(dp_json_parse(with_nul, sizeof with_nul - 1, "t", &v) == DP_ERR_FORMAT &&
+          strstr(dp_error_message(), "NUL"), "NUL byte in a string: %s", dp_error_message());
+}
+
+/* --- safetensors round trip and format ------------------------------------------------ */
+static void test_safetensors_round_trip(void) {
+    float a[6] = {1.0f, -2.5f, 3.25e-30f, 0.0f, -0.0f, 1e30f};
+    float b[1] = {42.0f};
+    dp_st_tensor_t tensors[] = {
+        {"layer.weight", 2, {2, 3}, a},
+        {"scalar \"quoted\"\n", 0, {0}, b},
+        {"empty", 2, {0, 5}, NULL},
+    };
+    dp_st_meta_t meta[] = {{"k1", "v1"}, {"k\\2", "caf\xc3\xa9"}};
+    const char *path = testing_tmp_file("round.safetensors");
+    CHECK(dp_safetensors_write(path, tensors, 3, meta, 2) == DP_OK, "write: %s", dp_error_message());
+    size_t size;
+    unsigned char *bytes = read_bytes(path, &size);
+    CHECK(bytes != NULL, "cannot read back %s", path);
+    if (!bytes) return;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | bytes[i];
+    CHECK((8 + n) % 8 == 0, "data starts at %llu, not a multiple of 8", (unsigned long long)(8 + n));
+    CHECK(size == 8 + n + 28, "file size %zu, expected %llu", size, (unsigned long long)(8 + n + 28));
+    CHECK(bytes[8] == '{', "header starts with '{'");
+    CHECK(bytes[8 + n - 1] == '}' || bytes[8 + n - 1] == ' ', "header padded with spaces");
+    CHECK(memcmp(bytes + 8 + n, a, 24) == 0, "data of the first tensor right after the header");
+
+    /* Deterministic: the same input gives the same bytes. */
+    const char *again = testing_tmp_file("round2.safetensors");
+    dp_safetensors_write(again, tensors, 3, meta, 2);
+    size_t size2;
+    unsigned char *bytes2 = read_bytes(again, &size2);
+    CHECK(bytes2 && size2 == size && memcmp(bytes, bytes2, size) == 0, "two writes differ");
+    free(bytes2);
+    free(bytes);
+
+    dp_safetensors_t *st;
+    CHECK(dp_safetensors_read(path, &st) == DP_OK, "read: %s", dp_error_message());
+    if (!st) return;
+    CHECK(dp_safetensors_count(st) == 3, "count %d", dp_safetensors_count(st));
+    const dp_st_entry_t *e = dp_safetensors_find(st, "layer.weight");
+    float got[6];
+    CHECK(e && e->ndim == 2 && e->shape[0] == 2 && e->shape[1] == 3 && e->numel == 6, "layer.weight entry");
+    if (e) {
+        dp_safetensors_copy(e, got);
+        CHECK(memcmp(got, a, sizeof a) == 0, "layer.weight bits differ");
+    }
+    e = dp_safetensors_find(st, "scalar \"quoted\"\n");
+    CHECK(e && e->ndim == 0 && e->numel == 1, "scalar entry with an escaped name");
+    if (e) {
+        dp_safetensors_copy(e, got);
+        CHECK(got[0] == 42.0f, "scalar value %g", got[0]);
+    }
+    e = dp_safetensors_find(st, "empty");
+    CHECK(e && e->numel == 0 && e->shape[1] == 5, "empty entry");
+    CHECK(dp_safetensors_entry(st, 0) == dp_safetensors_find(st, "layer.weight"), "header order kept");
+    CHECK(dp_safetensors_meta(st, "k\\2") && strcmp(dp_safetensors_meta(st, "k\\2"), "caf\xc3\xa9") == 0,
+          "metadata value");
+    CHECK(dp_safetensors_meta_count(st) == 2 && strcmp(dp_safetensors_meta_at(st, 0).key, "k1") == 0,
+          "metadata order");
+    CHECK(dp_safetensors_meta(st, "absent") == NULL, "absent metadata");
+    dp_safetensors_free(st);
+
+    /* Bad arguments: nothing written. */
+    dp_st_tensor_t twice[] = {{"x", 1, {1}, b}, {"x", 1, {1}, b}};
+    const char *never = testing_tmp_file("never.safetensors");
+    CHECK(dp_safetensors_write(never, twice, 2, NULL, 0) == DP_ERR_ARG && strstr(dp_error_message(), "twice"),
+          "duplicate names accepted: %s", dp_error_message());
+    dp_st_tensor_t reserved[] = {{"__metadata__", 1, {1}, b}};
+    CHECK(dp_safetensors_write(never, reserved, 1, NULL, 0) == DP_ERR_ARG, "reserved name accepted");
+    CHECK(testing_count_entries(testing_tmpdir(), "never") == 0, "a refused write left a file");
+}
+
+/* --- corrupt files --------------------------------------------------------------------- */
+static void test_corrupt_files(void) {
+    const char *path = testing_tmp_file("corrupt.safetensors");
+    /* Every truncation of a valid file is refused. */
+    float a[4] = {1, 2, 3, 4};
+    dp_st_tensor_t tensors[] = {{"a", 1, {3}, a}, {"b", 1, {1}, a + 3}};
+    dp_st_meta_t meta[] = {{"format", "x"}};
+    const char *valid = testing_tmp_file("valid.safetensors");
+    CHECK(dp_safetensors_write(valid, tensors, 2, meta, 1) == DP_OK, "write: %s", dp_error_message());
+    size_t size;
+    unsigned char *bytes = read_bytes(valid, &size);
+    if (!bytes) return;
+    int truncations_refused = 0;
+    for (size_t cut = 0; cut < size; cut++) {
+        write_bytes(path, bytes, cut);
+        dp_safetensors_t *st = NULL;
+        dp_status_t status = dp_safetensors_read(path, &st);
+        const char *m = dp_error_message();
+        truncations_refused += status == DP_ERR_FORMAT && st == NULL && strstr(m, path) && !strchr(m, '\n');
+        if (st) dp_safetensors_free(st);
+    }
+    CHECK(truncations_refused == (int)size, "%d of %zu truncations refused cleanly", truncations_refused, size);
+    write_bytes(path, bytes, 3);
+    check_read_fails(path, "shorter than the 8-byte header length", "3-byte file");
+    write_bytes(path, bytes, size - 1);
+    check_read_fails(path, "truncated", "last byte cut");
+
+    /* Header length too large, or huge. */
+    unsigned char *copy = malloc(size);
+    memcpy(copy, bytes, size);
+    copy[0] = (unsigned char)(size - 7), copy[1] = (unsigned char)((size - 7) >> 8);
+    write_bytes(path, copy, size);
+    check_read_fails(path, "larger than the", "header length one past the file");
+    memset(copy, 0xff, 8);
+    write_bytes(path, copy, size);
+    check_read_fails(path, "header length 18446744073709551615", "header length 2^64-1");
+    free(copy);
+
+    /* Every header byte replaced by a few bad values: refused or read, never a crash. */
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | bytes[i];
+    const unsigned char replacements[] = {0x00, '"', '}', ']', ',', '9', '-', 0xff, '\\', '{'};
+    int mutations = 0, clean = 0;
+    for (size_t pos = 8; pos < 8 + n; pos++) {
+        for (size_t r = 0; r < sizeof replacements; r++) {
+            if (bytes[pos] == replacements[r]) continue;
+            unsigned char saved = bytes[pos];
+            bytes[pos] = replacements[r];
+            write_bytes(path, bytes, size);
+            bytes[pos] = saved;
+            dp_safetensors_t *st = NULL;
+            dp_error_clear();
+            dp_status_t status = dp_safetensors_read(path, &st);
+            const char *m = dp_error_message();
+            mutations++;
+            clean += status == DP_OK ? st != NULL : (st == NULL && strstr(m, path) && !strchr(m, '\n'));
+            dp_safetensors_free(st);
+        }
+    }
+    CHECK(clean == mutations, "%d of %d mutated headers handled cleanly", clean, mutations);
+    free(bytes);
+
+    struct { const char *header; size_t data; const char *part; } bad[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "',' or '}'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},}", 8, "a string key"},
+        {"[]", 0, "does not start with '{'"},
+        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "dtype 'F16'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "needs 12 bytes"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, "unused bytes"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, "past the end of the data"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, "duplicate key \"a\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, "4 bytes after the last tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "only integers"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "0 <= begin <= end"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "[begin, end]"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "no 'data_offsets'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "unknown key 'x'"},
+        {"{\"a\":[1]}", 0, "expected an object"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "9 dims"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,4]}}", 4, "2^62"},
+        {"{\"__metadata__\":{\"x\":1}}", 0, "must be a string"},
+        {"{\"__metadata__\":[]}", 0, "must be an object"},
+        {"{\"\xff\":{}}", 0, "invalid UTF-8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_raw_file(path, bad[i].header, bad[i].data);
+        char label[64];
+        snprintf(label, sizeof label, "corrupt case %zu", i);
+        check_read_fails(path, bad[i].part, label);
+    }
+    /* Sanity: the table's good shape is read. */
+    write_raw_file(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+    dp_safetensors_t *st;
+    CHECK(dp_safetensors_read(path, &st) == DP_OK, "valid hand-written file refused: %s", dp_error_message());
+    dp_safetensors_free(st);
+    dp_safetensors_t *none = (dp_safetensors_t *)1;
+    CHECK(dp_safetensors_read(testing_tmp_file("missing.safetensors"), &none) == DP_ERR_IO && !none,
+          "missing file: %s", dp_error_message());
+}
+
+/* --- checkpoints ------------------------------------------------------------------------- */
+static float *random_params(const dp_model_t *m, uint64_t seed) {
+    size_t n = dp_model_num_params(m);
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((double)(dp_rng_next(&rng) >> 11) * 0x1p-53 - 0.5);
+    return p;
+}
+
+static dp_checkpoint_info_t sample_info(const char *model) {
+    dp_checkpoint_info_t info = {0};
+    snprintf(info.model, sizeof info.model, "%s", model);
+    snprintf(info.dptrain_version, sizeof info.dptrain_version, "9.8.7");
+    /* values that need all 9 significant digits to come back exact */
+    info.optim = (dp_optim_config_t){.kind = DP_OPTIM_SGD, .lr = 1.0f / 3.0f, .weight_decay = 3e-4f / 7.0f,
+                                     .momentum = 0.9f / 1.1f, .beta1 = 0.8f / 0.7f, .beta2 = 0.99f / 1.03f,
+                                     .eps = 1e-7f / 3.0f};
+    info.step_count = 12345678901ULL;
+    info.optimizer_steps = 12345678900ULL;
+    info.epochs_completed = 3;
+    info.loader_epoch = 3;
+    info.loader_batch = 0;
+    info.seed = 18446744073709551615ULL;
+    info.batch_size = 256;
+    info.train_examples = 60000;
+    info.num_devices = 2;
+    info.num_ranks = 1;
+    return info;
+}
+
+/* Copies `in` to `out` with metadata `key` set to `value` (NULL: dropped)
+ * and, if extra is set, one more tensor of that name. */
+static void rewrite(const char *in, const char *out, const char *key, const char *value, const char *extra) {
+    dp_safetensors_t *st;
+    if (dp_safetensors_read(in, &st) != DP_OK) {
+        fprintf(stderr, "rewrite: %s\n", dp_error_message());
+        exit(2);
+    }
+    int count = dp_safetensors_count(st), meta_count = dp_safetensors_meta_count(st);
+    dp_st_tensor_t *tensors = calloc((size_t)count + 1, sizeof *tensors);
+    float **data = calloc((size_t)count + 1, sizeof *data);
+    dp_st_meta_t *meta = calloc((size_t)meta_count + 1, sizeof *meta);
+    for (int i = 0; i < count; i++) {
+        const dp_st_entry_t *e = dp_safetensors_entry(st, i);
+        data[i] = malloc(4 * e->numel + 4);
+        dp_safetensors_copy(e, data[i]);
+        tensors[i] = (dp_st_tensor_t){e->name, e->ndim, {0}, data[i]};
+        memcpy(tensors[i].shape, e->shape, sizeof e->shape);
+    }
+    static const float one = 1.0f;
+    if (extra) tensors[count++] = (dp_st_tensor_t){extra, 1, {1}, &one};
+    int m = 0;
+    for (int i = 0; i < meta_count; i++) {
+        dp_st_meta_t kv = dp_safetensors_meta_at(st, i);
+        if (strcmp(kv.key, key ? key : "") == 0) {
+            if (value) meta[m++] = (dp_st_meta_t){kv.key, value};
+        } else {
+            meta[m++] = kv;
+        }
+    }
+    if (dp_safetensors_write(out, tensors, count, meta, m) != DP_OK) exit(2);
+    for (int i = 0; i < count; i++) free(data[i]);
+    free(data);
+    free(tensors);
+    free(meta);
+    dp_safetensors_free(st);
+}
+
+static void check_open_fails(const char *path, const char *part, const char *label) {
+    dp_checkpoint_t *c = (dp_checkpoint_t *)1;
+    dp_status_t status = dp_checkpoint_open(path, &c);
+    const char *m = dp_error_message();
+    CHECK(status != DP_OK && c == NULL, "%s: opened", label);
+    CHECK(strstr(m, path) && strstr(m, part) && !strchr(m, '\n'), "%s: message '%s' lacks '%s'", label, m, part);
+}
+
+static void test_checkpoint_round_trip(void) {
+    dp_model_t *lenet, *paddle;
+    if (dp_model_builtin("lenet", &lenet) != DP_OK || dp_model_builtin("lenet-paddle", &paddle) != DP_OK) {
+        CHECK(0, "builtin models: %s", dp_error_message());
+        return;
+    }
+    size_t n = dp_model_num_params(lenet);
+    float *params = random_params(lenet, 7);
+    dp_checkpoint_info_t info = sample_info("lenet");
+    dp_optimizer_t *sgd;
+    CHECK(dp_optimizer_new(&info.optim, n, &sgd) == DP_OK, "sgd: %s", dp_error_message());
+    dp_optimizer_set_steps(sgd, 5);
+    const char *path = testing_tmp_file("lenet.safetensors");
+    CHECK(dp_checkpoint_save(path, lenet, params, sgd, &info) == DP_OK, "save: %s", dp_error_message());
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "temporary file left after a save");
+
+    dp_checkpoint_t *c;
+    CHECK(dp_checkpoint_open(path, &c) == DP_OK, "open: %s", dp_error_message());
+    if (c) {
+        const dp_checkpoint_info_t *got = dp_checkpoint_info(c);
+        CHECK(strcmp(got->model, "lenet") == 0 && strcmp(got->dptrain_version, "9.8.7") == 0, "names");
+        CHECK(strcmp(got->lr_schedule, "none") == 0, "lr schedule '%s'", got->lr_schedule);
+        CHECK(got->optim.kind == DP_OPTIM_SGD && got->optim.lr == info.optim.lr &&
+              got->optim.weight_decay == info.optim.weight_decay && got->optim.momentum == info.optim.momentum &&
+              got->optim.beta1 == info.optim.beta1 && got->optim.beta2 == info.optim.beta2 &&
+              got->optim.eps == info.optim.eps, "optimizer hyper-parameters not exact");
+        CHECK(got->step_count == info.step_count && got->optimizer_steps == info.optimizer_steps &&
+              got->epochs_completed == 3 && got->loader_epoch == 3 && got->loader_batch == 0 &&
+              got->seed == info.seed && got->batch_size == 256 && got->train_examples == 60000 &&
+              got->num_devices == 2 && got->num_ranks == 1, "counters");
+        float *loaded = calloc(n, sizeof(float));
+        CHECK(dp_checkpoint_load_params(c, lenet, loaded) == DP_OK, "load: %s", dp_error_message());
+        CHECK(memcmp(loaded, params, n * sizeof(float)) == 0, "parameters not bit-identical");
+        dp_optimizer_t *fresh;
+        dp_optimizer_new(&info.optim, n, &fresh);
+        CHECK(dp_checkpoint_load_optimizer(c, lenet, DP_OPTIM_SGD, fresh) == DP_OK, "optimizer: %s",
+              dp_error_message());
+        CHECK(dp_optimizer_steps(fresh) == info.optimizer_steps, "optimizer steps %llu",
+              (unsigned long long)dp_optimizer_steps(fresh));
+        /* Another optimizer kind is refused. */
+        CHECK(dp_checkpoint_load_optimizer(c, lenet, DP_OPTIM_ADAM, fresh) == DP_ERR_ARG &&
+              strstr(dp_error_message(), "saved with optimizer 'sgd'"), "other kind: %s", dp_error_message());
+        dp_optimizer_free(fresh);
+
+        /* Another model: the first mismatching tensor is named, nothing is read. */
+        float *other = calloc(dp_model_num_params(paddle), sizeof(float));
+        CHECK(dp_checkpoint_load_params(c, paddle, other) == DP_ERR_FORMAT, "lenet loaded into lenet-paddle");
+        const char *m = dp_error_message();
+        CHECK(strstr(m, path) && strstr(m, "tensor 'conv1.weight' has shape [20, 1, 3, 3], model lenet-paddle "
+                                           "expects [20, 1, 5, 5]") && strstr(m, "of model lenet"), "message: %s", m);
+        free(other);
+        free(loaded);
+        dp_checkpoint_close(c);
+    }
+
+    /* The tensor names PyTorch users expect, in table order. */
+    dp_safetensors_t *st;
+    if (dp_safetensors_read(path, &st) == DP_OK) {
+        CHECK(dp_safetensors_count(st) == dp_model_num_param_tensors(lenet), "tensor count");
+        for (int i = 0; i < dp_safetensors_count(st) && i < dp_model_num_param_tensors(lenet); i++)
+            CHECK(strcmp(dp_safetensors_entry(st, i)->name, dp_model_param(lenet, i)->name) == 0, "name %d", i);
+        dp_safetensors_free(st);
+    }
+
+    /* Refusals of a checkpoint that is almost right. */
+    const char *edited = testing_tmp_file("edited.safetensors");
+    float *loaded = calloc(n, sizeof(float));
+    rewrite(path, edited, NULL, NULL, "extra.weight");
+    if (dp_checkpoint_open(edited, &c) == DP_OK) {
+        CHECK(dp_checkpoint_load_params(c, lenet, loaded) == DP_ERR_FORMAT &&
+              strstr(dp_error_message(), "'extra.weight' is not a parameter of model lenet"), "extra tensor: %s",
+              dp_error_message());
+        dp_checkpoint_close(c);
+    }
+    rewrite(path, edited, NULL, NULL, "optimizer.conv1.weight.momentum_buffer");
+    if (dp_checkpoint_open(edited, &c) == DP_OK) {
+        dp_optimizer_t *fresh;
+        dp_optimizer_new(&info.optim, n, &fresh);
+        CHECK(dp_checkpoint_load_optimizer(c, lenet, DP_OPTIM_SGD, fresh) == DP_ERR_FORMAT &&
+              strstr(dp_error_message(), "optimizer state tensors"), "extra state: %s", dp_error_message());
+        CHECK(dp_optimizer_steps(fresh) == 0, "a refused optimizer load changed the step count");
+        dp_optimizer_free(fresh);
+        dp_checkpoint_close(c);
+    }
+    rewrite(path, edited, "model_fingerprint", "0123456789abcdef", NULL);
+    if (dp_checkpoint_open(edited, &c) == DP_OK) {
+        CHECK(dp_checkpoint_load_params(c, lenet, loaded) == DP_ERR_FORMAT &&
+              strstr(dp_error_message(), "model_fingerprint 0123456789abcdef differs"), "fingerprint: %s",
+              dp_error_message());
+        dp_checkpoint_close(c);
+    }
+    rewrite(path, edited, "step_count", NULL, NULL);
+    check_open_fails(edited, "metadata 'step_count' is missing", "no step_count");
+    rewrite(path, edited, "step_count", "12x", NULL);
+    check_open_fails(edited, "'step_count' is '12x', expected a decimal integer", "bad step_count");
+    rewrite(path, edited, "loader.epoch", "-1", NULL);
+    check_open_fails(edited, "'loader.epoch' is '-1'", "negative epoch");
+    rewrite(path, edited, "optimizer.lr", "fast", NULL);
+    check_open_fails(edited, "'optimizer.lr' is 'fast', expected a number", "bad lr");
+    rewrite(path, edited, "format_version", "2", NULL);
+    check_open_fails(edited, "format version 2", "future version");
+    rewrite(path, edited, "format", NULL, NULL);
+    check_open_fails(edited, "not a dptrain checkpoint", "no format");
+    free(loaded);
+
+    /* An optimizer with state, when this build has one (momentum: another branch). */
+    dp_optim_config_t momentum = info.optim;
+    momentum.kind = DP_OPTIM_MOMENTUM;
+    dp_optimizer_t *with_state = NULL;
+    if (dp_optimizer_new(&momentum, n, &with_state) == DP_OK && dp_optimizer_num_states(with_state) > 0) {
+        const char *state_name;
+        float *state = dp_optimizer_state(with_state, 0, &state_name);
+        float *values = random_params(lenet, 9);
+        memcpy(state, values, n * sizeof(float));
+        dp_checkpoint_info_t minfo = info;
+        minfo.optim = momentum;
+        const char *mpath = testing_tmp_file("momentum.safetensors");
+        CHECK(dp_checkpoint_save(mpath, lenet, params, with_state, &minfo) == DP_OK, "save: %s",
+              dp_error_message());
+        dp_optimizer_t *fresh;
+        dp_optimizer_new(&momentum, n, &fresh);
+        if (dp_checkpoint_open(mpath, &c) == DP_OK) {
+            CHECK(dp_checkpoint_load_optimizer(c, lenet, DP_OPTIM_MOMENTUM, fresh) == DP_OK, "load: %s",
+                  dp_error_message());
+            const char *name;
+            CHECK(memcmp(dp_optimizer_state(fresh, 0, &name), values,
+                         dp_model_num_trainable(lenet) * sizeof(float)) == 0, "state not bit-identical");
+            char tensor[128];
+            snprintf(tensor, sizeof tensor, "optimizer.conv1.weight.%s", state_name);
+            CHECK(dp_safetensors_find(dp_checkpoint_tensors(c), tensor) != NULL, "no tensor %s", tensor);
+            dp_checkpoint_close(c);
+        }
+        dp_optimizer_free(fresh);
+        free(values);
+    } else {
+        printf("test_checkpoint: no optimizer with state in this build: state round trip not run\n");
+    }
+    dp_optimizer_free(with_state);
+
+    /* A model with buffers (trainable = 0), when this build has batch norm. */
+    dp_model_t *bn;
+    if (dp_model_new("bn", 1, 4, 4, DP_INIT_NORMAL, 0.01f, &bn) == DP_OK) {
+        if (dp_model_add_conv(bn, "conv1", 2, 3, 3, NULL, 1) == DP_OK &&
+            dp_model_add_batch_norm(bn, "bn1", NULL) == DP_OK) {
+            float *p = random_params(bn, 3), *q = calloc(dp_model_num_params(bn), sizeof(float));
+            dp_checkpoint_info_t binfo = sample_info("bn");
+            const char *bpath = testing_tmp_file("bn.safetensors");
+            CHECK(dp_checkpoint_save(bpath, bn, p, NULL, &binfo) == DP_OK, "save: %s", dp_error_message());
+            if (dp_checkpoint_open(bpath, &c) == DP_OK) {
+                CHECK(dp_checkpoint_load_params(c, bn, q) == DP_OK, "load: %s", dp_error_message());
+                CHECK(memcmp(p, q, dp_model_num_params(bn) * sizeof(float)) == 0, "buffers not bit-identical");
+                CHECK(dp_safetensors_find(dp_checkpoint_tensors(c), "bn1.running_mean") != NULL, "no buffer");
+                dp_checkpoint_close(c);
+            }
+            free(p);
+            free(q);
+        } else {
+            printf("test_checkpoint: no batch norm in this build: buffer round trip not run\n");
+        }
+        dp_model_free(bn);
+    }
+
+    dp_optimizer_free(sgd);
+    free(params);
+    dp_model_free(lenet);
+    dp_model_free(paddle);
+}
+
+/* --- atomic writes ----------------------------------------------------------------------- */
+static void test_atomic_writes(void) {
+    dp_model_t *lenet;
+    if (dp_model_builtin("lenet", &lenet) != DP_OK) return;
+    float *old_params = random_params(lenet, 1), *new_params = random_params(lenet, 2);
+    dp_checkpoint_info_t info = sample_info("lenet");
+    const char *path = testing_tmp_file("atomic.safetensors");
+    CHECK(dp_checkpoint_save(path, lenet, old_params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    size_t old_size;
+    unsigned char *old_bytes = read_bytes(path, &old_size);
+
+    /* The file size limit makes the write fail half way (EFBIG). */
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = {(rlim_t)old_size / 2, saved.rlim_max};
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+    dp_status_t status = dp_checkpoint_save(path, lenet, new_params, NULL, &info);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    const char *m = dp_error_message();
+    CHECK(status == DP_ERR_IO && strstr(m, path) && !strchr(m, '\n'), "failed write: status %d, '%s'",
+          (int)status, m);
+    size_t size;
+    unsigned char *bytes = read_bytes(path, &size);
+    CHECK(bytes && old_bytes && size == old_size && memcmp(bytes, old_bytes, size) == 0,
+          "a failed write changed the old checkpoint");
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "a failed write left a temporary file");
+    free(bytes);
+
+    /* A directory that does not exist. */
+    char missing_dir[600];
+    snprintf(missing_dir, sizeof missing_dir, "%s/no/such/dir/x.safetensors", testing_tmpdir());
+    CHECK(dp_checkpoint_save(missing_dir, lenet, new_params, NULL, &info) == DP_ERR_IO &&
+          strstr(dp_error_message(), missing_dir), "missing directory: %s", dp_error_message());
+
+    /* And a good write replaces it. */
+    CHECK(dp_checkpoint_save(path, lenet, new_params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    bytes = read_bytes(path, &size);
+    CHECK(bytes && size == old_size && memcmp(bytes, old_bytes, size) != 0, "the good write did not replace");
+    free(bytes);
+    free(old_bytes);
+    free(old_params);
+    free(new_params);
+    dp_model_free(lenet);
+}
+
+int main(void) {
+    test_json();
+    test_safetensors_round_trip();
+    test_corrupt_files();
+    test_checkpoint_round_trip();
+    test_atomic_writes();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", testing_tmpdir());
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", testing_tmpdir());
+    return testing_finish("test_checkpoint");
+}
