@@ -192,6 +192,64 @@ static int compare_names(const void *a, const void *b) {
 
 /* --- error paths ---------------------------------------------------------- */
 
+/* Error paths of the ops of issue 5; `data` is 4096 zeros. */
+static void check_new_op_errors(dp_arena_t *arena, float *data) {
+    dp_tensor_t x = {4, {2, 4, 5, 5}, data, NULL, 0}, w = {4, {4, 3, 3, 3}, data, NULL, 0};
+    dp_node_t ct = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
+    ct.attr.stride[0] = ct.attr.stride[1] = 2;
+    ct.attr.output_padding[1] = 2; /* must be < max(stride, dilation) = 2 */
+    dp_status_t st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "output_padding 2 along W"),
+          "conv_transpose output_padding 2 with stride 2: status %d, '%s'", st, dp_error_message());
+    ct.attr.output_padding[1] = 1;
+    w.shape[0] = 3; /* C_in of the weight differs from the input's 4 */
+    st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "C_in = 4"), "conv_transpose weight C_in: status %d, '%s'",
+          st, dp_error_message());
+    w.shape[0] = 4;
+    ct.attr.pad[0] = 9; /* output size (5-1)*2 - 18 + 2 + 1 < 1 */
+    st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "output size along H"),
+          "conv_transpose output < 1: status %d, '%s'", st, dp_error_message());
+
+    dp_tensor_t one = {4, {1, 4, 1, 1}, data, NULL, 0}; /* one value per channel */
+    dp_node_t bn = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&one}};
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "more than 1 value per channel"),
+          "batch_norm training on 1 value per channel: status %d, '%s'", st, dp_error_message());
+    bn.attr.training = 0;
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "running_mean"),
+          "batch_norm inference without running stats: status %d, '%s'", st, dp_error_message());
+    dp_tensor_t gamma = {1, {3}, data, NULL, 0};
+    bn.in[0] = &x;
+    bn.in[1] = &gamma;
+    bn.attr.training = 1;
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "weight must be (4)"),
+          "batch_norm weight of 3 for 4 channels: status %d, '%s'", st, dp_error_message());
+
+    dp_node_t drop = {.kind = DP_OP_DROPOUT, .attr = dp_op_attr_default(), .in = {&x}};
+    drop.attr.dropout_p = 1.0f;
+    st = dp_op_forward(&drop, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "dropout_p"), "dropout p = 1: status %d, '%s'", st,
+          dp_error_message());
+
+    dp_tensor_t other = {4, {2, 4, 5, 4}, data, NULL, 0};
+    dp_node_t add = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &other}};
+    st = dp_op_forward(&add, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "[2, 4, 5, 4]"), "add shape mismatch: status %d, '%s'",
+          st, dp_error_message());
+    dp_node_t mse = {.kind = DP_OP_MSE, .attr = dp_op_attr_default(), .in = {&x, &other}};
+    st = dp_op_forward(&mse, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "mse"), "mse shape mismatch: status %d, '%s'", st,
+          dp_error_message());
+    dp_tensor_t flat = {2, {2, 4}, data, NULL, 0};
+    dp_node_t gap = {.kind = DP_OP_GLOBAL_AVG_POOL, .attr = dp_op_attr_default(), .in = {&flat}};
+    st = dp_op_forward(&gap, arena);
+    CHECK(st == DP_ERR_SHAPE, "global_avg_pool of (N, C): status %d, '%s'", st, dp_error_message());
+}
+
 static void check_errors(void) {
     dp_arena_t *arena = dp_arena_new(1 << 16);
     float data[4096] = {0};
@@ -232,6 +290,7 @@ static void check_errors(void) {
     labels[1] = -1;
     st = dp_op_forward(&xent, arena);
     CHECK(st == DP_ERR_ARG, "negative label: status %d, '%s'", st, dp_error_message());
+    check_new_op_errors(arena, data);
     dp_arena_free(arena);
 }
 
