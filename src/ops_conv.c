@@ -255,8 +255,9 @@ static void im2col_plain_narrow(const conv_geom_t *g, const float *restrict x, f
  * shifted right by kw. The kw contributions are summed in a register (a
  * lane permutation does the shift) and added to dx once, so no store waits
  * for the one before it. */
-static void col2im_add_plain_narrow(const conv_geom_t *g, const float *restrict col, size_t ldcol,
-                                    float *restrict dx) {
+static inline __attribute__((always_inline)) void col2im_add_plain_narrow(const conv_geom_t *g,
+                                                                          const float *restrict col, size_t ldcol,
+                                                                          float *restrict dx) {
     const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
     const int KH = g->kernel[1], KW = g->kernel[2];
     const __mmask16 seg = (__mmask16)((1u << OW) - 1), row_mask = (__mmask16)((1u << W) - 1);
@@ -347,9 +348,12 @@ static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *re
  * Rows go in (c, kw, kd, kh) order: the next row then adds into the same
  * input rows at the same alignment, or (next kw) after many other rows; in
  * (kd, kh, kw) order it would reload, one float to the right, what it has
- * just stored, which stalls the stores-to-loads forwarding. */
-static void col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict col, size_t ldcol,
-                       float *restrict dx) {
+ * just stored, which stalls the stores-to-loads forwarding. Always inlined
+ * (with col2im_add_plain_narrow), as when the backward was its only caller
+ * (dp_conv_col2im_add gets its own copy). */
+static inline __attribute__((always_inline)) void col2im_add(const conv_geom_t *g, const conv_tap_t *taps,
+                                                             const float *restrict col, size_t ldcol,
+                                                             float *restrict dx) {
 #ifdef __AVX512F__
     if (is_plain_narrow(g)) {
         col2im_add_plain_narrow(g, col, ldcol, dx);
@@ -402,7 +406,7 @@ void dp_conv_col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const floa
 
 /* Sum of n floats, in 8 independent lanes so that it vectorizes (a single
  * float accumulator is a chain of dependent adds). */
-double dp_conv_row_sum(const float *x, size_t n) {
+static double row_sum(const float *x, size_t n) {
     float lanes[8] = {0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -412,6 +416,8 @@ double dp_conv_row_sum(const float *x, size_t n) {
     for (; i < n; i++) sum += x[i];
     return sum;
 }
+
+double dp_conv_row_sum(const float *x, size_t n) { return row_sum(x, n); }
 
 dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     conv_geom_t g;
@@ -495,7 +501,7 @@ static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node
                 const float *y = node->out.data + row;
                 for (size_t l = 0; l < L; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
             }
-            if (bias_sum) bias_sum[grp * OCg + oc] += dp_conv_row_sum(dy, L);
+            if (bias_sum) bias_sum[grp * OCg + oc] += row_sum(dy, L);
             if (nb > 1) memcpy(dybuf + (size_t)oc * ld + (size_t)i * L, dy, L * sizeof(float));
         }
     return nb > 1 ? dybuf : node->out.grad + ((size_t)n0 * g->out_ch + (size_t)grp * OCg) * L;
