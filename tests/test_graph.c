@@ -68,8 +68,13 @@ static int read_fixture(const char *name, fixture_t *f) {
     return ok;
 }
 
-/* Compares n floats with a fixture tensor: relative 1e-4, absolute 1e-5
- * times the tensor's largest entry (float32 against float64). */
+/* Compares n floats with a fixture tensor (float32 against PyTorch's
+ * float64): relative 1e-4, absolute 5e-4 times the tensor's largest entry
+ * plus 1e-6. The graph is ill-conditioned behind bn3 (batch norm over 6
+ * examples of tanh outputs): PyTorch's own float32 run differs from its
+ * float64 one by up to 4e-3 of the largest entry (fc1.bias, conv5.bias);
+ * dptrain by 1.5e-4. The 1e-6 covers the conv biases before batch norm,
+ * whose exact gradient is 0. */
 static double compare(const char *what, const float *got, const fixture_tensor_t *want, size_t n) {
     if (!want || want->numel != n) {
         CHECK(0, "fixture lacks %s or has another size", what);
@@ -79,7 +84,7 @@ static double compare(const char *what, const float *got, const fixture_tensor_t
     double scale = 0.0;
     for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(w[i]));
     size_t at;
-    double v = testing_max_violation(got, w, n, 1e-4, 1e-5 * fmax(scale, 1e-3), &at);
+    double v = testing_max_violation(got, w, n, 1e-4, 5e-4 * scale + 1e-6, &at);
     CHECK(v <= 1.0, "%s[%zu]: %g, PyTorch %g (violation %g)", what, at, got[at], w[at], v);
     return v;
 }
