@@ -76,8 +76,9 @@ dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
                             const int *indices, int n, double *loss_sum, int *correct);
 
 /* Number of examples of `ds` the model classifies correctly, evaluated in
- * batches of batch_size, the examples split across all devices of all ranks
- * (the book's exercise 4); every rank gets the total. */
+ * batches of batch_size (fewer when a batch's activations would take more
+ * than about 1 GB per device), the examples split across all devices of all
+ * ranks (the book's exercise 4); every rank gets the total. */
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
                                 int batch_size, int *correct);
 
