@@ -394,8 +394,12 @@ static void test_in_trainer(void) {
         /* 1 device against 3: the gradient sums differ in float order only */
         dp_trainer_t *three = optim_trainer(m, 3, &configs[c], 0, DP_SYNC_ALLREDUCE);
         train_steps(three, &ds, configs[c].lr, 4);
+        /* Adagrad's and Adam's first steps are lr * g / |g|: where a gradient is
+         * float noise (a sum that is ~0), the order of the sum flips its step, so
+         * those two get an absolute bound of 1% of lr; SGD-like ones 1e-5. */
+        double atol = configs[c].kind == DP_OPTIM_MOMENTUM ? 1e-5 : 0.01 * configs[c].lr;
         size_t at;
-        double v = testing_max_violation(dp_trainer_params(three, 0), dp_trainer_params(one, 0), np, 1e-4, 1e-5,
+        double v = testing_max_violation(dp_trainer_params(three, 0), dp_trainer_params(one, 0), np, 1e-4, atol,
                                          &at);
         CHECK(v <= 1.0, "%s: 3 devices drift from 1: violation %g at %zu (%g vs %g)", kind, v, at,
               dp_trainer_params(three, 0)[at], dp_trainer_params(one, 0)[at]);
