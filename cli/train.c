@@ -31,6 +31,7 @@ typedef struct {
     const char *overlap;
     const char *sync;
     float comm_timeout;
+    int sync_batch_norm;
     const char *metrics_path;
     const char *plot_path;
     int quiet;
@@ -44,7 +45,7 @@ static const char train_usage[] =
     "training steps, without evaluation), images per second and the devices.\n"
     "\n"
     "options:\n"
-    "  --model NAME              lenet (d2l 12.5, default) or lenet-paddle\n"
+    "  --model NAME              lenet (d2l 12.5, default), lenet-paddle, resnet18 or alexnet\n"
     "  --data DIR                directory with the four IDX files\n"
     "                            (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
     "                            t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]);\n"
@@ -63,6 +64,8 @@ static const char train_usage[] =
     "                            server (pushes gradients, pulls parameters; rank 0's)\n"
     "  --overlap on|off          ring only: reduce gradient buckets while backward is still\n"
     "                            running (default off: for LeNet it measured no gain)\n"
+    "  --sync-batch-norm         batch norm uses the whole minibatch's statistics (all devices,\n"
+    "                            all ranks) instead of each device's shard (default off)\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
     "                            answered for this long (default 300; 0 = never)\n"
     "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
@@ -157,6 +160,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"overlap", OPT_STRING, &o.overlap, 0, 0},
         {"sync", OPT_STRING, &o.sync, 0, 0},
         {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
+        {"sync-batch-norm", OPT_FLAG, &o.sync_batch_norm, 0, 0},
         {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
         {"plot", OPT_STRING, &o.plot_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
@@ -268,6 +272,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .world = *world,
         .optim = {.kind = DP_OPTIM_SGD, .lr = o.lr, .weight_decay = o.weight_decay},
         .seed = o.seed,
+        .sync_batch_norm = o.sync_batch_norm,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     if (dp_loader_new(train_set.count, o.batch_size, 1, o.seed, &loader) != DP_OK) goto done;

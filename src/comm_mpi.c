@@ -3,9 +3,11 @@
  * build without MPI (DPTRAIN_HAVE_MPI undefined) compiles the single-rank
  * versions below, which refuse to run under mpirun.
  *
- * DESIGN. MPI is initialised with MPI_THREAD_FUNNELED: only the thread that
- * called dp_world_init (the one driving the trainer) ever calls MPI; device
- * workers never do. A watchdog thread (in the spirit of PyTorch's NCCL
+ * DESIGN. MPI is initialised with MPI_THREAD_SERIALIZED: the thread that
+ * called dp_world_init (the one driving the trainer) calls MPI between
+ * phases, and device 0's worker calls MPI_Allreduce inside the forward task
+ * for sync batch norm (parallel.c) while that thread is blocked waiting for
+ * the devices; never two at once. A watchdog thread (in the spirit of PyTorch's NCCL
  * watchdog) reads two atomics the MPI thread sets around every collective:
  * when one has run longer than the timeout, it writes one line to stderr and
  * _exits; it never calls MPI itself. */
@@ -93,9 +95,12 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
     world->size = 1;
     if (!launched_by_mpirun()) return DP_OK;
     int provided;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return dp_fail(DP_ERR_IO, "MPI_Init_thread failed");
     mpi_started = 1;
+    if (provided < MPI_THREAD_SERIALIZED)
+        return dp_fail(DP_ERR_IO, "MPI_Init_thread: this MPI provides thread level %d, dptrain needs "
+                       "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
@@ -160,10 +165,10 @@ dp_status_t dp_world_broadcast(float *buffer, size_t n) {
     if (!mpi_started) return DP_OK;
     for (size_t done = 0; done < n;) {
         int count = piece(n, done);
-        watch_begin("MPI_Bcast of the parameters from the server");
+        watch_begin("MPI_Bcast from rank 0 (parameters or buffers)");
         int rc = MPI_Bcast(buffer + done, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
         watch_end();
-        if (rc != MPI_SUCCESS) return mpi_error("MPI_Bcast of the parameters", rc);
+        if (rc != MPI_SUCCESS) return mpi_error("MPI_Bcast from rank 0", rc);
         done += (size_t)count;
     }
     return DP_OK;

@@ -1,5 +1,16 @@
-/* nn.c - sequential models: layer list, shape inference, parameter table,
- * initialisation, forward on the tape, and the built-in networks. */
+/* nn.c - models as layer graphs: layer list, shape inference, parameter
+ * table, initialisation, forward on the tape, and the built-in networks.
+ *
+ * Layers run in the order they were added; each reads the previous output,
+ * except a route (which makes output `from` the next layer's input, like
+ * Darknet's [route]) and a residual (which also reads output `from`). So
+ * the list is already a topological order and the tape records it as such.
+ *
+ * The flat buffer is laid out [all trainable parameters | all buffers]:
+ * offsets are reassigned after every parameter added (relayout), trainable
+ * ones in table order first, then buffers in table order. The table keeps
+ * the order layers added them (PyTorch's state_dict order within a layer:
+ * weight, bias, running_mean, running_var). */
 #include "dptrain/nn.h"
 
 #include <math.h>
@@ -7,13 +18,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { LAYER_CONV, LAYER_POOL, LAYER_RELU, LAYER_FLATTEN, LAYER_LINEAR } layer_kind_t;
+typedef enum {
+    LAYER_CONV,
+    LAYER_CONV_TRANSPOSE,
+    LAYER_POOL,
+    LAYER_ACTIVATION, /* relu, sigmoid, tanh */
+    LAYER_FLATTEN,
+    LAYER_LINEAR,
+    LAYER_BATCH_NORM,
+    LAYER_DROPOUT,
+    LAYER_GLOBAL_AVG_POOL,
+    LAYER_ROUTE,    /* no op: its output is output `input` */
+    LAYER_RESIDUAL, /* add: output `input` + output `other` */
+} layer_kind_t;
 
 typedef struct {
     layer_kind_t kind;
     dp_op_kind_t op;   /* the op the layer runs */
     dp_op_attr_t attr;
+    int input;         /* the output it reads (0 = the model's input) */
+    int other;         /* residual: the second output it reads; -1 */
+    int readers;       /* layers that read this layer's output */
     int weight, bias;  /* parameter indices, -1 if none */
+    int running_mean, running_var; /* batch norm's buffers, -1 if none */
     int out_ndim;
     int out_shape[DP_MAX_DIMS]; /* without the batch dim: (C, H, W) or (F) */
 } layer_t;
@@ -30,10 +57,10 @@ struct dp_model {
     dp_param_info_t *params;
     char (*param_names)[MAX_NAME];
     int num_params, param_capacity;
-    size_t total;
+    size_t total, trainable;
 };
 
-const char *const dp_builtin_models[] = {"lenet", "lenet-paddle", NULL};
+const char *const dp_builtin_models[] = {"lenet", "lenet-paddle", "resnet18", "alexnet", NULL};
 
 dp_status_t dp_model_new(const char *name, int channels, int height, int width,
                          dp_init_kind_t init, float init_scale, dp_model_t **out) {
@@ -61,17 +88,34 @@ void dp_model_free(dp_model_t *m) {
     free(m);
 }
 
-/* The shape the last layer produces (without batch), or the input's. */
-static const int *current_shape(const dp_model_t *m, int *ndim) {
-    if (m->num_layers == 0) {
+int dp_model_num_layers(const dp_model_t *m) { return m->num_layers; }
+
+/* The shape of output i (0: the input), without the batch dim. */
+static const int *output_shape(const dp_model_t *m, int output, int *ndim) {
+    if (output == 0) {
         *ndim = 3;
         return m->in_shape;
     }
-    const layer_t *last = &m->layers[m->num_layers - 1];
-    *ndim = last->out_ndim;
-    return last->out_shape;
+    const layer_t *l = &m->layers[output - 1];
+    *ndim = l->out_ndim;
+    return l->out_shape;
 }
 
+int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]) {
+    if (output < 0 || output > m->num_layers) return -1;
+    int ndim;
+    const int *s = output_shape(m, output, &ndim);
+    memcpy(shape, s, sizeof(int) * (size_t)ndim);
+    return ndim;
+}
+
+/* The shape the last layer produces (without batch), or the input's. */
+static const int *current_shape(const dp_model_t *m, int *ndim) {
+    return output_shape(m, m->num_layers, ndim);
+}
+
+/* A new layer reading the previous output; committed by commit_layer once
+ * its shape and parameters are in place. */
 static layer_t *push_layer(dp_model_t *m, layer_kind_t kind, dp_op_kind_t op) {
     if (m->num_layers == m->layer_capacity) {
         int capacity = m->layer_capacity ? m->layer_capacity * 2 : 16;
@@ -88,12 +132,37 @@ static layer_t *push_layer(dp_model_t *m, layer_kind_t kind, dp_op_kind_t op) {
     l->kind = kind;
     l->op = op;
     l->attr = dp_op_attr_default();
-    l->weight = l->bias = -1;
+    l->input = m->num_layers;
+    l->other = -1;
+    l->weight = l->bias = l->running_mean = l->running_var = -1;
     return l;
 }
 
+static void commit_layer(dp_model_t *m, layer_t *l, int ndim, const int *shape) {
+    l->out_ndim = ndim;
+    memcpy(l->out_shape, shape, sizeof(int) * (size_t)ndim);
+    if (l->input > 0) m->layers[l->input - 1].readers++;
+    if (l->other > 0) m->layers[l->other - 1].readers++;
+    m->num_layers++;
+}
+
+/* Offsets: every trainable tensor in table order, then every buffer. */
+static void relayout(dp_model_t *m) {
+    size_t offset = 0;
+    for (int pass = 1; pass >= 0; pass--) {
+        for (int i = 0; i < m->num_params; i++) {
+            dp_param_info_t *p = &m->params[i];
+            if (p->trainable != pass) continue;
+            p->offset = offset;
+            offset += p->numel;
+        }
+        if (pass == 1) m->trainable = offset;
+    }
+    m->total = offset;
+}
+
 static int add_param(dp_model_t *m, const char *layer, const char *suffix, int ndim,
-                     const int *shape) {
+                     const int *shape, int trainable) {
     if (m->num_params == m->param_capacity) {
         int capacity = m->param_capacity ? m->param_capacity * 2 : 16;
         dp_param_info_t *params = realloc(m->params, sizeof *params * (size_t)capacity);
@@ -115,13 +184,41 @@ static int add_param(dp_model_t *m, const char *layer, const char *suffix, int n
         p->shape[i] = shape[i];
         p->numel *= (size_t)shape[i];
     }
-    p->offset = m->total;
-    p->trainable = 1;
-    m->total += p->numel;
+    p->trainable = trainable;
+    relayout(m);
     return index;
 nomem:
     dp_fail(DP_ERR_NOMEM, "out of memory adding parameter %s.%s", layer, suffix);
     return -1;
+}
+
+/* The weight (shape wshape) and, if asked, a bias of `channels`. */
+static dp_status_t add_weight_bias(dp_model_t *m, layer_t *l, const char *name, int ndim,
+                                   const int *wshape, int bias, int channels) {
+    l->weight = add_param(m, name, "weight", ndim, wshape, 1);
+    if (l->weight < 0) return DP_ERR_NOMEM;
+    if (bias) {
+        l->bias = add_param(m, name, "bias", 1, &channels, 1);
+        if (l->bias < 0) return DP_ERR_NOMEM;
+    }
+    return DP_OK;
+}
+
+/* conv and conv_transpose: the checks both share. */
+static dp_status_t check_conv_args(const dp_model_t *m, const char *name, const char *what,
+                                   int in_channels, int ndim, int out_channels, int kernel_h,
+                                   int kernel_w, const dp_op_attr_t *a) {
+    if (ndim != 3)
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: %s needs a (C, H, W) input, found %d dims",
+                       m->name, name, what, ndim);
+    if (out_channels < 1 || kernel_h < 1 || kernel_w < 1 || a->groups < 1)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: channels, kernel and groups must be >= 1",
+                       m->name, name);
+    if (in_channels % a->groups || out_channels % a->groups)
+        return dp_fail(DP_ERR_SHAPE,
+                       "model %s: layer %s: groups %d must divide input channels %d and output channels %d",
+                       m->name, name, a->groups, in_channels, out_channels);
+    return DP_OK;
 }
 
 dp_status_t dp_model_add_conv(dp_model_t *m, const char *name, int out_channels,
@@ -129,17 +226,8 @@ dp_status_t dp_model_add_conv(dp_model_t *m, const char *name, int out_channels,
                               int bias) {
     int ndim;
     const int *in = current_shape(m, &ndim);
-    if (ndim != 3)
-        return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: conv needs a (C, H, W) input, found %d dims",
-                       m->name, name, ndim);
     dp_op_attr_t a = attr ? *attr : dp_op_attr_default();
-    if (out_channels < 1 || kernel_h < 1 || kernel_w < 1 || a.groups < 1)
-        return dp_fail(DP_ERR_ARG, "model %s: layer %s: channels, kernel and groups must be >= 1",
-                       m->name, name);
-    if (in[0] % a.groups || out_channels % a.groups)
-        return dp_fail(DP_ERR_SHAPE,
-                       "model %s: layer %s: groups %d must divide input channels %d and output channels %d",
-                       m->name, name, a.groups, in[0], out_channels);
+    DP_TRY(check_conv_args(m, name, "conv", in[0], ndim, out_channels, kernel_h, kernel_w, &a));
     int kernel[2] = {kernel_h, kernel_w};
     int out[3] = {out_channels, 0, 0};
     for (int d = 0; d < 2; d++) {
@@ -154,15 +242,42 @@ dp_status_t dp_model_add_conv(dp_model_t *m, const char *name, int out_channels,
     if (!l) return DP_ERR_NOMEM;
     l->attr = a;
     int wshape[4] = {out_channels, in_per_group, kernel_h, kernel_w};
-    l->weight = add_param(m, name, "weight", 4, wshape);
-    if (l->weight < 0) return DP_ERR_NOMEM;
-    if (bias) {
-        l->bias = add_param(m, name, "bias", 1, &out_channels);
-        if (l->bias < 0) return DP_ERR_NOMEM;
+    DP_TRY(add_weight_bias(m, l, name, 4, wshape, bias, out_channels));
+    commit_layer(m, l, 3, out);
+    return DP_OK;
+}
+
+/* torch.nn.ConvTranspose2d: out = (in - 1) stride - 2 pad + dilation (k - 1)
+ * + output_padding + 1; weight (C_in, C_out / groups, kH, kW). */
+dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,
+                                        int kernel_h, int kernel_w, const dp_op_attr_t *attr,
+                                        int bias) {
+    int ndim;
+    const int *in = current_shape(m, &ndim);
+    dp_op_attr_t a = attr ? *attr : dp_op_attr_default();
+    DP_TRY(check_conv_args(m, name, "conv_transpose", in[0], ndim, out_channels, kernel_h, kernel_w, &a));
+    int kernel[2] = {kernel_h, kernel_w};
+    int out[3] = {out_channels, 0, 0};
+    for (int d = 0; d < 2; d++) {
+        if (a.stride[d] < 1 || a.dilation[d] < 1 || a.pad[d] < 0 || a.output_padding[d] < 0 ||
+            (a.output_padding[d] >= a.stride[d] && a.output_padding[d] >= a.dilation[d]))
+            return dp_fail(DP_ERR_ARG,
+                           "model %s: layer %s: conv_transpose needs stride, dilation >= 1, pad >= 0 and "
+                           "0 <= output_padding < stride or dilation (found stride %d, dilation %d, pad %d, "
+                           "output_padding %d)",
+                           m->name, name, a.stride[d], a.dilation[d], a.pad[d], a.output_padding[d]);
+        out[1 + d] = (in[1 + d] - 1) * a.stride[d] - 2 * a.pad[d] + a.dilation[d] * (kernel[d] - 1) +
+                     a.output_padding[d] + 1;
+        if (out[1 + d] < 1)
+            return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: conv_transpose of input %dx%d gives no output "
+                           "(padding %d, %d)", m->name, name, in[1], in[2], a.pad[0], a.pad[1]);
     }
-    l->out_ndim = 3;
-    memcpy(l->out_shape, out, sizeof out);
-    m->num_layers++;
+    layer_t *l = push_layer(m, LAYER_CONV_TRANSPOSE, DP_OP_CONV_TRANSPOSE);
+    if (!l) return DP_ERR_NOMEM;
+    l->attr = a;
+    int wshape[4] = {in[0], out_channels / a.groups, kernel_h, kernel_w};
+    DP_TRY(add_weight_bias(m, l, name, 4, wshape, bias, out_channels));
+    commit_layer(m, l, 3, out);
     return DP_OK;
 }
 
@@ -186,22 +301,39 @@ dp_status_t dp_model_add_pool(dp_model_t *m, dp_op_kind_t kind, const dp_op_attr
     layer_t *l = push_layer(m, LAYER_POOL, kind);
     if (!l) return DP_ERR_NOMEM;
     l->attr = *attr;
-    l->out_ndim = 3;
-    memcpy(l->out_shape, out, sizeof out);
-    m->num_layers++;
+    commit_layer(m, l, 3, out);
+    return DP_OK;
+}
+
+/* A layer whose output has its input's shape. */
+static dp_status_t add_same_shape(dp_model_t *m, layer_kind_t kind, dp_op_kind_t op, layer_t **out) {
+    int ndim, shape[DP_MAX_DIMS];
+    memcpy(shape, current_shape(m, &ndim), sizeof shape);
+    layer_t *l = push_layer(m, kind, op);
+    if (!l) return DP_ERR_NOMEM;
+    commit_layer(m, l, ndim, shape);
+    if (out) *out = l;
     return DP_OK;
 }
 
 dp_status_t dp_model_add_relu(dp_model_t *m) {
-    int ndim;
-    const int *in = current_shape(m, &ndim);
-    int shape[DP_MAX_DIMS];
-    memcpy(shape, in, sizeof(int) * (size_t)ndim);
-    layer_t *l = push_layer(m, LAYER_RELU, DP_OP_RELU);
-    if (!l) return DP_ERR_NOMEM;
-    l->out_ndim = ndim;
-    memcpy(l->out_shape, shape, sizeof(int) * (size_t)ndim);
-    m->num_layers++;
+    return add_same_shape(m, LAYER_ACTIVATION, DP_OP_RELU, NULL);
+}
+
+dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
+    if (kind != DP_OP_RELU && kind != DP_OP_SIGMOID && kind != DP_OP_TANH)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, sigmoid or tanh, found op %d",
+                       m->name, m->num_layers + 1, (int)kind);
+    return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
+}
+
+dp_status_t dp_model_add_dropout(dp_model_t *m, float p) {
+    if (!(p >= 0.0f && p < 1.0f))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: dropout probability must be in [0, 1), found %g",
+                       m->name, m->num_layers + 1, p);
+    layer_t *l;
+    DP_TRY(add_same_shape(m, LAYER_DROPOUT, DP_OP_DROPOUT, &l));
+    l->attr.dropout_p = p;
     return DP_OK;
 }
 
@@ -212,9 +344,20 @@ dp_status_t dp_model_add_flatten(dp_model_t *m) {
     for (int i = 0; i < ndim; i++) features *= in[i];
     layer_t *l = push_layer(m, LAYER_FLATTEN, DP_OP_FLATTEN);
     if (!l) return DP_ERR_NOMEM;
-    l->out_ndim = 1;
-    l->out_shape[0] = features;
-    m->num_layers++;
+    commit_layer(m, l, 1, &features);
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_global_avg_pool(dp_model_t *m) {
+    int ndim;
+    const int *in = current_shape(m, &ndim);
+    if (ndim != 3)
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: global avg pool needs a (C, H, W) input, found %d dims",
+                       m->name, m->num_layers + 1, ndim);
+    int out[3] = {in[0], 1, 1};
+    layer_t *l = push_layer(m, LAYER_GLOBAL_AVG_POOL, DP_OP_GLOBAL_AVG_POOL);
+    if (!l) return DP_ERR_NOMEM;
+    commit_layer(m, l, 3, out);
     return DP_OK;
 }
 
@@ -230,21 +373,83 @@ dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_feature
     layer_t *l = push_layer(m, LAYER_LINEAR, DP_OP_LINEAR);
     if (!l) return DP_ERR_NOMEM;
     int wshape[2] = {out_features, in_features};
-    l->weight = add_param(m, name, "weight", 2, wshape);
-    if (l->weight < 0) return DP_ERR_NOMEM;
-    if (bias) {
-        l->bias = add_param(m, name, "bias", 1, &out_features);
-        if (l->bias < 0) return DP_ERR_NOMEM;
+    DP_TRY(add_weight_bias(m, l, name, 2, wshape, bias, out_features));
+    commit_layer(m, l, 1, &out_features);
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr) {
+    int ndim, shape[DP_MAX_DIMS];
+    memcpy(shape, current_shape(m, &ndim), sizeof shape);
+    if (ndim != 3 && ndim != 1)
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: batch norm needs a (C, H, W) or (F) input, found %d dims",
+                       m->name, name, ndim);
+    dp_op_attr_t a = attr ? *attr : dp_op_attr_default();
+    if (!(a.eps > 0.0f) || !(a.momentum >= 0.0f && a.momentum <= 1.0f))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: batch norm needs eps > 0 and momentum in [0, 1], "
+                       "found eps %g, momentum %g", m->name, name, a.eps, a.momentum);
+    layer_t *l = push_layer(m, LAYER_BATCH_NORM, DP_OP_BATCH_NORM);
+    if (!l) return DP_ERR_NOMEM;
+    l->attr.eps = a.eps;
+    l->attr.momentum = a.momentum;
+    int channels = shape[0];
+    DP_TRY(add_weight_bias(m, l, name, 1, &channels, 1, channels));
+    l->running_mean = add_param(m, name, "running_mean", 1, &channels, 0);
+    if (l->running_mean < 0) return DP_ERR_NOMEM;
+    l->running_var = add_param(m, name, "running_var", 1, &channels, 0);
+    if (l->running_var < 0) return DP_ERR_NOMEM;
+    commit_layer(m, l, ndim, shape);
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_route(dp_model_t *m, int from) {
+    if (from < 0 || from > m->num_layers)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: route from output %d, expected 0 to %d",
+                       m->name, m->num_layers + 1, from, m->num_layers);
+    int ndim, shape[DP_MAX_DIMS];
+    memcpy(shape, output_shape(m, from, &ndim), sizeof shape);
+    layer_t *l = push_layer(m, LAYER_ROUTE, DP_OP_COUNT);
+    if (!l) return DP_ERR_NOMEM;
+    l->input = from;
+    commit_layer(m, l, ndim, shape);
+    return DP_OK;
+}
+
+/* Writes "(64, 14, 14)". */
+static const char *shape_str(int ndim, const int *shape, char *buf, size_t size) {
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %d" : "%d", shape[i]);
+    if (used < size) snprintf(buf + used, size - used, ")");
+    return buf;
+}
+
+dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
+    int last = m->num_layers;
+    if (from < 0 || from >= last)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: residual from output %d, expected 0 to %d",
+                       m->name, last + 1, from, last - 1);
+    int ndim, from_ndim;
+    const int *shape = output_shape(m, last, &ndim), *from_shape = output_shape(m, from, &from_ndim);
+    if (ndim != from_ndim || memcmp(shape, from_shape, sizeof(int) * (size_t)ndim) != 0) {
+        char a[96], b[96];
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: residual adds output %d %s to output %d %s: "
+                       "the shapes must be equal", m->name, last + 1, last, shape_str(ndim, shape, a, sizeof a),
+                       from, shape_str(from_ndim, from_shape, b, sizeof b));
     }
-    l->out_ndim = 1;
-    l->out_shape[0] = out_features;
-    m->num_layers++;
+    int copy[DP_MAX_DIMS];
+    memcpy(copy, shape, sizeof(int) * (size_t)ndim);
+    layer_t *l = push_layer(m, LAYER_RESIDUAL, DP_OP_ADD);
+    if (!l) return DP_ERR_NOMEM;
+    l->other = from;
+    l->attr.fuse_relu = relu != 0;
+    commit_layer(m, l, ndim, copy);
     return DP_OK;
 }
 
 const char *dp_model_name(const dp_model_t *m) { return m->name; }
 size_t dp_model_num_params(const dp_model_t *m) { return m->total; }
-size_t dp_model_num_trainable(const dp_model_t *m) { return m->total; }
+size_t dp_model_num_trainable(const dp_model_t *m) { return m->trainable; }
 int dp_model_num_param_tensors(const dp_model_t *m) { return m->num_params; }
 
 const dp_param_info_t *dp_model_param(const dp_model_t *m, int i) {
@@ -264,20 +469,29 @@ int dp_model_num_outputs(const dp_model_t *m) {
     return ndim == 1 ? shape[0] : 0;
 }
 
+static void fill(float *params, const dp_param_info_t *p, float value) {
+    for (size_t k = 0; k < p->numel; k++) params[p->offset + k] = value;
+}
+
 void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
     for (int i = 0; i < m->num_layers; i++) {
         const layer_t *l = &m->layers[i];
+        if (l->kind == LAYER_BATCH_NORM) { /* torch.nn.BatchNorm: weight 1, bias 0, mean 0, var 1 */
+            fill(params, &m->params[l->weight], 1.0f);
+            fill(params, &m->params[l->bias], 0.0f);
+            fill(params, &m->params[l->running_mean], 0.0f);
+            fill(params, &m->params[l->running_var], 1.0f);
+            continue;
+        }
         if (l->weight < 0) continue;
         const dp_param_info_t *w = &m->params[l->weight];
-        /* fan_in: input features of one output unit (C/groups * kH * kW, or IN) */
+        /* fan_in: input features of one output unit (C/groups * kH * kW, or IN;
+         * conv_transpose: C_out/groups * kH * kW, as PyTorch computes it) */
         size_t fan_in = w->numel / (size_t)w->shape[0];
         if (m->init == DP_INIT_NORMAL) {
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)(m->init_scale * dp_rng_normal(rng));
-            if (l->bias >= 0) {
-                const dp_param_info_t *b = &m->params[l->bias];
-                memset(params + b->offset, 0, sizeof(float) * b->numel);
-            }
+            if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);
         } else {
             double bound = 1.0 / sqrt((double)fan_in);
             for (size_t k = 0; k < w->numel; k++)
@@ -291,37 +505,101 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
     }
 }
 
+uint64_t dp_seed_mix(uint64_t a, uint64_t b) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, a);
+    dp_rng_seed(&rng, dp_rng_next(&rng) ^ b);
+    return dp_rng_next(&rng);
+}
+
 static dp_tensor_t *param_view(const dp_model_t *m, dp_tape_t *tape, int index, float *params,
                                float *grads) {
     const dp_param_info_t *p = &m->params[index];
     dp_tensor_t *t = dp_tape_tensor(tape, p->ndim, p->shape);
     if (!t) return NULL;
     t->data = params + p->offset;
-    t->grad = grads ? grads + p->offset : NULL;
+    t->grad = grads && p->trainable ? grads + p->offset : NULL;
     return t;
 }
 
 dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params,
                              float *grads, dp_tensor_t *x, dp_tensor_t **logits) {
-    dp_tensor_t *h = x;
+    dp_forward_opts_t opts = {.training = grads != NULL};
+    return dp_model_forward_opts(m, tape, params, grads, x, &opts, logits);
+}
+
+/* Output tensors of models up to this many layers live on the stack. */
+#define STACK_OUTPUTS 256
+
+/* The layers from `first` on; outs[i] is output i. */
+static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *params, float *grads,
+                                  const dp_forward_opts_t *opts, dp_tensor_t **outs) {
     for (int i = 0; i < m->num_layers; i++) {
         const layer_t *l = &m->layers[i];
-        dp_tensor_t *w = NULL, *b = NULL;
-        if (l->weight >= 0 && !(w = param_view(m, tape, l->weight, params, grads)))
-            return DP_ERR_NOMEM;
-        if (l->bias >= 0 && !(b = param_view(m, tape, l->bias, params, grads)))
-            return DP_ERR_NOMEM;
-        dp_op_attr_t attr = l->attr;
-        /* A conv followed by a ReLU runs as one op (ops.h: fuse_relu). */
-        if (l->kind == LAYER_CONV && i + 1 < m->num_layers && m->layers[i + 1].kind == LAYER_RELU) {
-            attr.fuse_relu = 1;
-            i++;
+        dp_tensor_t *h = outs[l->input], *w = NULL, *b = NULL;
+        if (l->kind == LAYER_ROUTE || (l->kind == LAYER_DROPOUT && !opts->training)) {
+            outs[i + 1] = h; /* no op: an alias (dropout is the identity in inference) */
+            continue;
         }
-        h = dp_tape_op(tape, l->op, &attr, h, w, b, NULL);
-        if (!h) return DP_ERR_SHAPE;
+        if (l->weight >= 0 && !(w = param_view(m, tape, l->weight, params, grads))) return DP_ERR_NOMEM;
+        if (l->bias >= 0 && !(b = param_view(m, tape, l->bias, params, grads))) return DP_ERR_NOMEM;
+        dp_op_attr_t attr = l->attr;
+        dp_tensor_t *second = w;
+        switch (l->kind) {
+        case LAYER_CONV:
+            /* A conv followed by a ReLU runs as one op (ops.h: fuse_relu), unless
+             * another layer also reads the conv's output before the ReLU. */
+            if (i + 1 < m->num_layers && m->layers[i + 1].kind == LAYER_ACTIVATION &&
+                m->layers[i + 1].op == DP_OP_RELU && l->readers == 1) {
+                attr.fuse_relu = 1;
+                i++;
+                outs[i] = NULL; /* never read: readers == 1 */
+            }
+            break;
+        case LAYER_BATCH_NORM:
+            attr.training = opts->training;
+            attr.running_mean = params + m->params[l->running_mean].offset;
+            attr.running_var = params + m->params[l->running_var].offset;
+            attr.stat_sync = opts->stat_sync;
+            break;
+        case LAYER_DROPOUT:
+            attr.training = 1;
+            attr.dropout_seed = dp_seed_mix(opts->seed, (uint64_t)i);
+            attr.example_offset = opts->example_offset;
+            break;
+        case LAYER_RESIDUAL:
+            second = outs[l->other];
+            break;
+        default:
+            break;
+        }
+        h = dp_tape_op(tape, l->op, &attr, h, second, b, NULL);
+        if (!h) {
+            char message[1024];
+            snprintf(message, sizeof message, "%s", dp_error_message());
+            return dp_fail(DP_ERR_SHAPE, "model %s: layer %d (%s): %s", m->name, i + 1,
+                           dp_op_table[l->op].name, message);
+        }
+        outs[i + 1] = h;
     }
-    *logits = h;
     return DP_OK;
+}
+
+dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
+                                  float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
+                                  dp_tensor_t **logits) {
+    dp_forward_opts_t defaults = {.training = grads != NULL};
+    if (!opts) opts = &defaults;
+    dp_tensor_t *stack[STACK_OUTPUTS + 1], **outs = stack;
+    if (m->num_layers > STACK_OUTPUTS) {
+        outs = dp_alloc(sizeof *outs * ((size_t)m->num_layers + 1), "layer outputs");
+        if (!outs) return DP_ERR_NOMEM;
+    }
+    outs[0] = x;
+    dp_status_t status = forward_layers(m, tape, params, grads, opts, outs);
+    *logits = status == DP_OK ? outs[m->num_layers] : NULL;
+    if (outs != stack) free(outs);
+    return status;
 }
 
 /* --- Built-in networks ----------------------------------------------------- */
@@ -329,6 +607,13 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
 static dp_op_attr_t pool_attr(int kernel, int stride, int pad) {
     dp_op_attr_t a = dp_op_attr_default();
     a.kernel[0] = a.kernel[1] = kernel;
+    a.stride[0] = a.stride[1] = stride;
+    a.pad[0] = a.pad[1] = pad;
+    return a;
+}
+
+static dp_op_attr_t conv_attr(int stride, int pad) {
+    dp_op_attr_t a = dp_op_attr_default();
     a.stride[0] = a.stride[1] = stride;
     a.pad[0] = a.pad[1] = pad;
     return a;
@@ -356,8 +641,7 @@ static dp_status_t build_lenet(dp_model_t *m) {
  * conv 5x5 -> 20 pad 2, ReLU, max-pool 2/2, linear 980 -> 10; PyTorch's
  * default initialisation. */
 static dp_status_t build_lenet_paddle(dp_model_t *m) {
-    dp_op_attr_t conv = dp_op_attr_default();
-    conv.pad[0] = conv.pad[1] = 2;
+    dp_op_attr_t conv = conv_attr(1, 2);
     dp_op_attr_t pool = pool_attr(2, 2, 0);
     DP_TRY(dp_model_add_conv(m, "conv1", 20, 5, 5, &conv, 1));
     DP_TRY(dp_model_add_relu(m));
@@ -370,6 +654,83 @@ static dp_status_t build_lenet_paddle(dp_model_t *m) {
     return DP_OK;
 }
 
+/* d2l's Residual block (7.6 / 13.6), named as its state_dict names it
+ * ("PREFIX.conv1.weight", ..., "PREFIX.bn2.running_var"):
+ * relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut), the shortcut being x or,
+ * with use_1x1conv, conv3(x) (1x1, the block's stride). */
+static dp_status_t add_residual_block(dp_model_t *m, const char prefix[32], int channels, int use_1x1conv,
+                                      int stride) {
+    char name[MAX_NAME];
+    int block_input = dp_model_num_layers(m);
+    dp_op_attr_t first = conv_attr(stride, 1), second = conv_attr(1, 1), shortcut = conv_attr(stride, 0);
+    snprintf(name, sizeof name, "%s.conv1", prefix);
+    DP_TRY(dp_model_add_conv(m, name, channels, 3, 3, &first, 1));
+    snprintf(name, sizeof name, "%s.bn1", prefix);
+    DP_TRY(dp_model_add_batch_norm(m, name, NULL));
+    DP_TRY(dp_model_add_relu(m));
+    snprintf(name, sizeof name, "%s.conv2", prefix);
+    DP_TRY(dp_model_add_conv(m, name, channels, 3, 3, &second, 1));
+    snprintf(name, sizeof name, "%s.bn2", prefix);
+    DP_TRY(dp_model_add_batch_norm(m, name, NULL));
+    if (!use_1x1conv) return dp_model_add_residual(m, block_input, 1);
+    int main_path = dp_model_num_layers(m);
+    DP_TRY(dp_model_add_route(m, block_input));
+    snprintf(name, sizeof name, "%s.conv3", prefix);
+    DP_TRY(dp_model_add_conv(m, name, channels, 1, 1, &shortcut, 1));
+    return dp_model_add_residual(m, main_path, 1);
+}
+
+/* d2l 13.6's resnet18(10, 1) for 1x28x28: b1 = conv 3x3 -> 64 pad 1 ("0"),
+ * BN ("1"), ReLU; four stages resnet_block1..4 of two blocks with 64, 128,
+ * 256, 512 channels (stages 2-4 start with stride 2 and a 1x1 shortcut);
+ * global average pool, flatten, linear 512 -> 10 ("fc.1"). Names follow the
+ * PyTorch module's state_dict. Weights ~ N(0, 0.01^2) as d2l's init_weights
+ * (biases 0, not PyTorch's uniform default); BN weight 1, bias 0. */
+static dp_status_t build_resnet18(dp_model_t *m) {
+    dp_op_attr_t b1 = conv_attr(1, 1);
+    DP_TRY(dp_model_add_conv(m, "0", 64, 3, 3, &b1, 1));
+    DP_TRY(dp_model_add_batch_norm(m, "1", NULL));
+    DP_TRY(dp_model_add_relu(m));
+    static const int channels[4] = {64, 128, 256, 512};
+    for (int stage = 0; stage < 4; stage++) {
+        for (int block = 0; block < 2; block++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "resnet_block%d.%d", stage + 1, block);
+            int downsample = stage > 0 && block == 0;
+            DP_TRY(add_residual_block(m, prefix, channels[stage], downsample, downsample ? 2 : 1));
+        }
+    }
+    DP_TRY(dp_model_add_global_avg_pool(m));
+    DP_TRY(dp_model_add_flatten(m));
+    return dp_model_add_linear(m, "fc.1", 10, 1);
+}
+
+/* An AlexNet (d2l 8.1) scaled to 1x28x28: AlexNet's 5 convs (64, 192, 384,
+ * 256, 256 channels) with 3x3 kernels, pad 1, and 2x2/2 max pools after the
+ * 1st, 2nd and 5th (28 -> 14 -> 7 -> 3), then its classifier with 1024 wide
+ * hidden layers instead of 4096: linear 2304 -> 1024, ReLU, dropout 0.5,
+ * linear 1024 -> 1024, ReLU, dropout 0.5, linear 1024 -> 10 (5.67 M
+ * parameters). d2l's 224x224 input (11x11 stride-4 first conv) would cost
+ * 50x the compute per image. PyTorch's default initialisation. */
+static dp_status_t build_alexnet(dp_model_t *m) {
+    static const char *const names[5] = {"conv1", "conv2", "conv3", "conv4", "conv5"};
+    static const int channels[5] = {64, 192, 384, 256, 256};
+    dp_op_attr_t conv = conv_attr(1, 1), pool = pool_attr(2, 2, 0);
+    for (int i = 0; i < 5; i++) {
+        DP_TRY(dp_model_add_conv(m, names[i], channels[i], 3, 3, &conv, 1));
+        DP_TRY(dp_model_add_relu(m));
+        if (i == 0 || i == 1 || i == 4) DP_TRY(dp_model_add_pool(m, DP_OP_MAX_POOL, &pool));
+    }
+    DP_TRY(dp_model_add_flatten(m));
+    DP_TRY(dp_model_add_linear(m, "fc1", 1024, 1));
+    DP_TRY(dp_model_add_relu(m));
+    DP_TRY(dp_model_add_dropout(m, 0.5f));
+    DP_TRY(dp_model_add_linear(m, "fc2", 1024, 1));
+    DP_TRY(dp_model_add_relu(m));
+    DP_TRY(dp_model_add_dropout(m, 0.5f));
+    return dp_model_add_linear(m, "fc3", 10, 1);
+}
+
 dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
     dp_status_t (*build)(dp_model_t *) = NULL;
     dp_init_kind_t init = DP_INIT_TORCH_DEFAULT;
@@ -378,9 +739,15 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
         init = DP_INIT_NORMAL;
     } else if (strcmp(name, "lenet-paddle") == 0) {
         build = build_lenet_paddle;
+    } else if (strcmp(name, "resnet18") == 0) {
+        build = build_resnet18;
+        init = DP_INIT_NORMAL;
+    } else if (strcmp(name, "alexnet") == 0) {
+        build = build_alexnet;
     } else {
         *out = NULL;
-        return dp_fail(DP_ERR_ARG, "unknown model '%s' (built-in models: lenet, lenet-paddle)", name);
+        return dp_fail(DP_ERR_ARG, "unknown model '%s' (built-in models: lenet, lenet-paddle, resnet18, alexnet)",
+                       name);
     }
     DP_TRY(dp_model_new(name, 1, 28, 28, init, 0.01f, out));
     dp_status_t status = build(*out);
@@ -389,43 +756,4 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
         *out = NULL;
     }
     return status;
-}
-
-/* --- Placeholders for the issue-5 layers (being written) ---------------------- */
-int dp_model_num_layers(const dp_model_t *m) { return m->num_layers; }
-int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]) {
-    const int *s = output == 0 ? m->in_shape : m->layers[output - 1].out_shape;
-    int ndim = output == 0 ? 3 : m->layers[output - 1].out_ndim;
-    memcpy(shape, s, sizeof(int) * (size_t)ndim);
-    return ndim;
-}
-static dp_status_t not_yet(const dp_model_t *m, const char *what) {
-    return dp_fail(DP_ERR_ARG, "model %s: %s layers are not implemented yet", m->name, what);
-}
-dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,
-                                        int kernel_h, int kernel_w, const dp_op_attr_t *attr,
-                                        int bias) {
-    (void)name; (void)out_channels; (void)kernel_h; (void)kernel_w; (void)attr; (void)bias;
-    return not_yet(m, "conv_transpose");
-}
-dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr) {
-    (void)name; (void)attr;
-    return not_yet(m, "batch_norm");
-}
-dp_status_t dp_model_add_dropout(dp_model_t *m, float p) { (void)p; return not_yet(m, "dropout"); }
-dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
-    if (kind == DP_OP_RELU) return dp_model_add_relu(m);
-    return not_yet(m, "sigmoid/tanh");
-}
-dp_status_t dp_model_add_global_avg_pool(dp_model_t *m) { return not_yet(m, "global_avg_pool"); }
-dp_status_t dp_model_add_route(dp_model_t *m, int from) { (void)from; return not_yet(m, "route"); }
-dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
-    (void)from; (void)relu;
-    return not_yet(m, "residual");
-}
-dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
-                                  float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
-                                  dp_tensor_t **logits) {
-    (void)opts;
-    return dp_model_forward(m, tape, params, grads, x, logits);
 }

@@ -39,6 +39,21 @@
  *            MPI_Reduces the sums to rank 0, and afterwards MPI_Bcasts the
  *            parameters); phase 3 on every device: pull (copy) the server's
  *            parameters into its replica.
+ * Only the first num_trainable floats of the flat buffers are gradients:
+ * every sum and update above covers those. The rest are buffers (batch
+ * norm's running statistics), which each replica updates in its forward;
+ * after each step the caller copies replica 0's buffers to the others and,
+ * with several ranks, first broadcasts rank 0's (PyTorch DDP's
+ * broadcast_buffers), so the replicas stay identical.
+ *   sync batch norm (config.sync_batch_norm): the forward tasks meet inside
+ *            each batch norm op: stat_sum is called by every device with its
+ *            partial sums; a barrier; device 0 adds the k arrays in device
+ *            order and (several ranks) MPI_Allreduces them from its own
+ *            thread, while the caller is blocked in the wait (hence
+ *            MPI_THREAD_SERIALIZED, comm_mpi.c); a barrier; the others copy
+ *            device 0's result; a last barrier before device 0's array may
+ *            change. A task that fails breaks the barrier so that no device
+ *            waits for it; the caller re-arms it before each step.
  * The waits are the only other synchronisation: between phases every
  * replica's buffers are quiescent, and the caller reads results only after a
  * wait.
@@ -46,6 +61,7 @@
 #include "dptrain/parallel.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,9 +77,18 @@ typedef struct dp_trainer dp_trainer_t;
  * parameters make 8 buckets. */
 #define BUCKET_FLOATS ((size_t)16384)
 
+/* A reusable barrier for the k forward tasks of one step (sync batch norm)
+ * that a failing task can break. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int count, waiting, broken;
+    unsigned long generation;
+} stat_barrier_t;
+
 typedef struct {
     float *params; /* (num_params) this replica's copy of the parameters */
-    float *grads;  /* (num_params) gradient of the global mean loss, this shard's part */
+    float *grads;  /* (num_trainable) gradient of the global mean loss, this shard's part */
     dp_arena_t *arena;
     dp_tape_t *tape;
     dp_optimizer_t *optimizer;
@@ -78,12 +103,17 @@ typedef struct {
     int correct;
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
+    int64_t example_offset; /* global index of the shard's first example in the minibatch */
+    dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
+    double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
+    int stat_count;
 } replica_t;
 
 struct dp_trainer {
     dp_trainer_config_t config;
     const dp_model_t *model;
     size_t num_params;
+    size_t num_trainable;    /* the first num_trainable floats have gradients */
     int num_devices;
     replica_t *replicas;
     dp_device_t **devices; /* (num_devices) */
@@ -94,10 +124,14 @@ struct dp_trainer {
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
     /* the parameter server (sync == DP_SYNC_PS) */
     dp_device_t *server;
-    float *server_params, *server_grads; /* (num_params) each */
+    float *server_params, *server_grads; /* (num_params), (num_trainable) */
     dp_optimizer_t *server_optimizer;
     long num_buckets;
     atomic_int *bucket_done; /* (num_buckets) devices that have counted the bucket this step */
+    stat_barrier_t barrier;  /* sync batch norm */
+    int barrier_ready;
+    dp_status_t stat_status; /* sync batch norm: device 0's failure inside a forward */
+    char stat_error[512];
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
 };
 
@@ -135,7 +169,66 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->server_params);
     free(t->server_grads);
     dp_optimizer_free(t->server_optimizer);
+    if (t->barrier_ready) {
+        pthread_mutex_destroy(&t->barrier.lock);
+        pthread_cond_destroy(&t->barrier.cond);
+    }
     free(t);
+}
+
+/* --- Sync batch norm: the barrier and the sum ----------------------------- */
+
+/* 0 when all `count` tasks arrived, -1 when the barrier is (or gets) broken. */
+static int barrier_wait(stat_barrier_t *b) {
+    pthread_mutex_lock(&b->lock);
+    unsigned long generation = b->generation;
+    if (!b->broken && ++b->waiting == b->count) {
+        b->waiting = 0;
+        b->generation++;
+        pthread_cond_broadcast(&b->cond);
+    } else {
+        while (!b->broken && b->generation == generation) pthread_cond_wait(&b->cond, &b->lock);
+    }
+    int broken = b->broken;
+    pthread_mutex_unlock(&b->lock);
+    return broken ? -1 : 0;
+}
+
+static void barrier_break(stat_barrier_t *b) {
+    pthread_mutex_lock(&b->lock);
+    b->broken = 1;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* dp_stat_sync_t.sum: every device of every rank gets the sum of all. */
+static void stat_sum(void *ctx, double *values, int count) {
+    replica_t *r = ctx;
+    dp_trainer_t *t = r->trainer;
+    r->stat_values = values;
+    r->stat_count = count;
+    if (barrier_wait(&t->barrier) != 0) return;
+    if (r->index == 0) {
+        for (int d = 1; d < t->num_devices && t->stat_status == DP_OK; d++) {
+            const replica_t *other = &t->replicas[d];
+            if (other->stat_count != count) {
+                t->stat_status = DP_ERR_SHAPE;
+                snprintf(t->stat_error, sizeof t->stat_error,
+                         "sync batch norm: %s summed %d statistics, %s %d", dp_device_name(t->devices[0]), count,
+                         dp_device_name(t->devices[d]), other->stat_count);
+                break;
+            }
+            for (int i = 0; i < count; i++) values[i] += other->stat_values[i];
+        }
+        if (t->config.world.size > 1 && t->stat_status == DP_OK &&
+            dp_world_sum_doubles(values, count) != DP_OK) {
+            t->stat_status = DP_ERR_IO;
+            snprintf(t->stat_error, sizeof t->stat_error, "sync batch norm: %s", dp_error_message());
+        }
+    }
+    if (barrier_wait(&t->barrier) != 0) return;
+    if (r->index != 0) memcpy(values, t->replicas[0].stat_values, sizeof(double) * (size_t)count);
+    barrier_wait(&t->barrier); /* device 0's array stays as it is until everyone has copied it */
 }
 
 dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
@@ -155,13 +248,23 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (t->config.world.size < 1) t->config.world.size = 1;
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
+    t->num_trainable = dp_model_num_trainable(config->model);
     t->num_devices = config->num_devices;
     t->replicas = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->replicas, "replicas");
     t->devices = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->devices, "devices");
     t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
-    t->num_buckets = (long)((t->num_params + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
+    t->num_buckets = (long)((t->num_trainable + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
     t->bucket_done = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *t->bucket_done, "bucket counters");
     if (!t->replicas || !t->devices || !t->grad_buffers || !t->bucket_done) goto fail;
+    if (config->sync_batch_norm) {
+        if (pthread_mutex_init(&t->barrier.lock, NULL) != 0) goto fail;
+        if (pthread_cond_init(&t->barrier.cond, NULL) != 0) {
+            pthread_mutex_destroy(&t->barrier.lock);
+            goto fail;
+        }
+        t->barrier_ready = 1;
+        t->barrier.count = t->num_devices;
+    }
 
     /* get_params: initialise once, copy onto every device. */
     size_t used = 0;
@@ -174,12 +277,14 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
                                      d ? ",cpu:%d" : "cpu:%d", id);
         r->trainer = t;
         r->index = d;
+        r->stat_sync.sum = stat_sum;
+        r->stat_sync.ctx = r;
         r->params = dp_alloc_aligned(sizeof(float) * t->num_params, "parameters");
-        r->grads = dp_alloc_aligned(sizeof(float) * t->num_params, "gradients");
+        r->grads = dp_alloc_aligned(sizeof(float) * (t->num_trainable + 1), "gradients");
         r->arena = dp_arena_new((size_t)1 << 24);
         r->tape = r->arena ? dp_tape_new(r->arena) : NULL;
         if (!r->params || !r->grads || !r->tape) goto fail;
-        status = dp_optimizer_new(&config->optim, t->num_params, &r->optimizer);
+        status = dp_optimizer_new(&config->optim, t->num_trainable, &r->optimizer);
         if (status != DP_OK) goto fail;
         /* Pin only when several devices share the machine: a lone device
          * pinned to core 0 would collide with every other such process. */
@@ -199,10 +304,10 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     }
     if (config->sync == DP_SYNC_PS) {
         t->server_params = dp_alloc_aligned(sizeof(float) * t->num_params, "server parameters");
-        t->server_grads = dp_alloc_aligned(sizeof(float) * t->num_params, "server gradients");
+        t->server_grads = dp_alloc_aligned(sizeof(float) * (t->num_trainable + 1), "server gradients");
         if (!t->server_params || !t->server_grads) goto fail;
         memcpy(t->server_params, t->replicas[0].params, sizeof(float) * t->num_params);
-        status = dp_optimizer_new(&config->optim, t->num_params, &t->server_optimizer);
+        status = dp_optimizer_new(&config->optim, t->num_trainable, &t->server_optimizer);
         if (status != DP_OK) goto fail;
         status = dp_device_new(t->num_devices, -1, &t->server);
         if (status != DP_OK) goto fail;
@@ -268,7 +373,7 @@ static dp_status_t load_shard(replica_t *r, const dp_dataset_t *ds, const int *i
  * ring's phase 2 restricted to one bucket. */
 static void reduce_update_bucket(dp_trainer_t *t, long b) {
     size_t start = (size_t)b * BUCKET_FLOATS;
-    size_t count = t->num_params - start < BUCKET_FLOATS ? t->num_params - start : BUCKET_FLOATS;
+    size_t count = t->num_trainable - start < BUCKET_FLOATS ? t->num_trainable - start : BUCKET_FLOATS;
     int k = t->num_devices;
     float *sum = t->grad_buffers[0] + start;
     for (int r = 1; r < k; r++) {
@@ -294,13 +399,14 @@ static void count_ready_buckets(replica_t *r) {
 }
 
 /* The tape hook: after a node's backward, its parameters' gradients are
- * final (each parameter is used by one node of a sequential model). */
+ * final (each parameter is used by one node, and nodes run in layer order,
+ * which is parameter order, also with routes and skip connections). */
 static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
     replica_t *r = ctx;
     (void)node_index;
     for (int i = 1; i < 3; i++) {
         const dp_tensor_t *p = node->in[i];
-        if (p && p->grad >= r->grads && p->grad < r->grads + r->trainer->num_params) {
+        if (p && p->grad >= r->grads && p->grad < r->grads + r->trainer->num_trainable) {
             size_t offset = (size_t)(p->grad - r->grads);
             if (offset < r->ready_from) r->ready_from = offset;
         }
@@ -316,11 +422,17 @@ static dp_status_t shard_task(void *arg) {
     dp_trainer_t *t = r->trainer;
     dp_arena_reset(r->arena);
     dp_tape_reset(r->tape);
-    memset(r->grads, 0, sizeof(float) * t->num_params);
+    memset(r->grads, 0, sizeof(float) * t->num_trainable);
     dp_tensor_t *x, *logits, *loss;
     int32_t *y;
     DP_TRY(load_shard(r, r->ds, r->indices, r->count, &x, &y));
-    DP_TRY(dp_model_forward(t->model, r->tape, r->params, r->grads, x, &logits));
+    dp_forward_opts_t opts = {
+        .training = 1,
+        .seed = dp_seed_mix(t->config.seed, t->step_count),
+        .example_offset = r->example_offset,
+        .stat_sync = t->config.sync_batch_norm ? &r->stat_sync : NULL,
+    };
+    DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, r->grads, x, &opts, &logits));
     dp_op_attr_t attr = dp_op_attr_default();
     attr.loss_denominator = (float)r->denominator;
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
@@ -328,7 +440,7 @@ static dp_status_t shard_task(void *arg) {
     r->loss_sum = (double)loss->data[0] * r->denominator;
     r->correct = count_correct(logits->data, y, r->count, logits->shape[1]);
     if (!t->overlap) return dp_tape_backward(r->tape, loss, NULL, NULL);
-    r->ready_from = t->num_params;
+    r->ready_from = t->num_trainable;
     r->next_bucket = t->num_buckets - 1;
     DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
     r->ready_from = 0; /* every gradient is final now */
@@ -336,14 +448,23 @@ static dp_status_t shard_task(void *arg) {
     return DP_OK;
 }
 
+/* Phase 1 as the device's task: with sync batch norm, a failure breaks the
+ * barrier so that the other devices do not wait for this one. */
+static dp_status_t shard_task_guarded(void *arg) {
+    replica_t *r = arg;
+    dp_status_t status = shard_task(r);
+    if (status != DP_OK && r->trainer->config.sync_batch_norm) barrier_break(&r->trainer->barrier);
+    return status;
+}
+
 /* Phase 2, ring: device d reduces chunk d and updates it in every replica. */
 static dp_status_t reduce_update_chunk_task(void *arg) {
     replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
     int k = t->num_devices;
-    dp_allreduce_chunk(t->grad_buffers, k, t->num_params, r->index);
+    dp_allreduce_chunk(t->grad_buffers, k, t->num_trainable, r->index);
     size_t start, count;
-    dp_chunk_range(t->num_params, k, r->index, &start, &count);
+    dp_chunk_range(t->num_trainable, k, r->index, &start, &count);
     for (int e = 0; e < k; e++) {
         replica_t *other = &t->replicas[e];
         dp_optimizer_step_range(other->optimizer, other->params, other->grads, start, count);
@@ -358,7 +479,7 @@ static dp_status_t broadcast_update_chunk_task(void *arg) {
     dp_trainer_t *t = r->trainer;
     int k = t->num_devices;
     size_t start, count;
-    dp_chunk_range(t->num_params, k, r->index, &start, &count);
+    dp_chunk_range(t->num_trainable, k, r->index, &start, &count);
     for (int e = 0; e < k; e++) {
         replica_t *other = &t->replicas[e];
         if (e > 0) memcpy(other->grads + start, t->replicas[0].grads + start, sizeof(float) * count);
@@ -369,20 +490,20 @@ static dp_status_t broadcast_update_chunk_task(void *arg) {
 
 static dp_status_t allreduce_chunk_task(void *arg) {
     replica_t *r = arg;
-    dp_allreduce_chunk(r->trainer->grad_buffers, r->trainer->num_devices, r->trainer->num_params, r->index);
+    dp_allreduce_chunk(r->trainer->grad_buffers, r->trainer->num_devices, r->trainer->num_trainable, r->index);
     return DP_OK;
 }
 
 /* Phase 2, naive: device 0 sums and copies back (the seeds' allreduce). */
 static dp_status_t reduce_naive_task(void *arg) {
     dp_trainer_t *t = ((replica_t *)arg)->trainer;
-    dp_allreduce_naive(t->grad_buffers, t->num_devices, t->num_params);
+    dp_allreduce_naive(t->grad_buffers, t->num_devices, t->num_trainable);
     return DP_OK;
 }
 
 static dp_status_t update_task(void *arg) {
     replica_t *r = arg;
-    dp_optimizer_step_range(r->optimizer, r->params, r->grads, 0, r->trainer->num_params);
+    dp_optimizer_step_range(r->optimizer, r->params, r->grads, 0, r->trainer->num_trainable);
     return DP_OK;
 }
 
@@ -402,14 +523,17 @@ static dp_status_t run_on_all(dp_trainer_t *t, dp_task_fn fn) {
 }
 
 /* Parameter server, phase 2: push. The server sums every replica's
- * gradients (device order, as the allreduce) into its own buffer. */
+ * gradients (device order, as the allreduce) into its own buffer and takes
+ * replica 0's buffers (rank 0's reach every rank with the parameters). */
 static dp_status_t ps_push_task(void *arg) {
     dp_trainer_t *t = arg;
-    memcpy(t->server_grads, t->replicas[0].grads, sizeof(float) * t->num_params);
+    memcpy(t->server_grads, t->replicas[0].grads, sizeof(float) * t->num_trainable);
     for (int d = 1; d < t->num_devices; d++) {
         const float *g = t->replicas[d].grads;
-        for (size_t i = 0; i < t->num_params; i++) t->server_grads[i] += g[i];
+        for (size_t i = 0; i < t->num_trainable; i++) t->server_grads[i] += g[i];
     }
+    memcpy(t->server_params + t->num_trainable, t->replicas[0].params + t->num_trainable,
+           sizeof(float) * (t->num_params - t->num_trainable));
     return DP_OK;
 }
 
@@ -432,7 +556,7 @@ static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
     DP_TRY(dp_device_submit(t->server, ps_push_task, t));
     DP_TRY(dp_device_wait(t->server));
     double start = monotonic_sec();
-    if (ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_params));
+    if (ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_trainable));
     t->mpi_sec += monotonic_sec() - start;
     if (t->config.world.rank == 0) {
         DP_TRY(dp_device_submit(t->server, ps_update_task, t));
@@ -442,6 +566,19 @@ static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
     if (ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
     t->mpi_sec += monotonic_sec() - start;
     return run_on_all(t, ps_pull_task);
+}
+
+/* Buffers (running statistics) after a step: rank 0's replica 0 everywhere. */
+static dp_status_t sync_buffers(dp_trainer_t *t, int ranks) {
+    size_t count = t->num_params - t->num_trainable;
+    if (count == 0) return DP_OK;
+    float *source = t->replicas[0].params + t->num_trainable;
+    double start = monotonic_sec();
+    if (ranks > 1) DP_TRY(dp_world_broadcast(source, count));
+    t->mpi_sec += monotonic_sec() - start;
+    for (int d = 1; d < t->num_devices; d++)
+        memcpy(t->replicas[d].params + t->num_trainable, source, sizeof(float) * count);
+    return DP_OK;
 }
 
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
@@ -461,19 +598,26 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
         r->indices = indices + rank_start + start;
         r->count = count;
         r->denominator = n;
+        r->example_offset = rank_start + start;
+    }
+    if (t->config.sync_batch_norm) { /* re-arm: no device is inside a task now */
+        t->barrier.broken = 0;
+        t->barrier.waiting = 0;
+        t->stat_status = DP_OK;
     }
     if (t->config.sync != DP_SYNC_PS) /* the server's optimizer counts its own steps */
         for (int d = 0; d < k; d++) dp_optimizer_begin_step(t->replicas[d].optimizer);
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
-    DP_TRY(run_on_all(t, shard_task)); /* with overlap, this also reduced and applied every bucket */
+    DP_TRY(run_on_all(t, shard_task_guarded)); /* with overlap, this also reduced and applied every bucket */
+    if (t->stat_status != DP_OK) return dp_fail(t->stat_status, "%s", t->stat_error);
     double sync_start = monotonic_sec();
     if (t->config.sync == DP_SYNC_PS) {
         DP_TRY(ps_sync(t, ranks));
     } else if (ranks > 1) {
         if (k > 1) DP_TRY(run_on_all(t, allreduce_chunk_task));
         double mpi_start = monotonic_sec();
-        DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_params));
+        DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_trainable));
         t->mpi_sec += monotonic_sec() - mpi_start;
         DP_TRY(run_on_all(t, broadcast_update_chunk_task));
     } else if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
@@ -483,6 +627,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     } else if (!t->overlap) {
         DP_TRY(run_on_all(t, reduce_update_chunk_task));
     }
+    if (t->config.sync != DP_SYNC_PS) DP_TRY(sync_buffers(t, ranks)); /* ps pulled them */
     t->sync_sec += monotonic_sec() - sync_start;
     double total_loss = 0.0;
     int total_correct = 0;

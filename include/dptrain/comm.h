@@ -37,7 +37,8 @@ void dp_allreduce_chunk(float *const *buffers, int k, size_t n, int d);
  * Every rank runs the same program (SPMD) over its own devices. MPI is used
  * only when the process was started by mpirun; a build without MPI runs as a
  * single rank and says so when started by mpirun. All these calls are made
- * from one thread per process (the trainer's caller). */
+ * from one thread at a time per process (the trainer's caller; during a
+ * sync-batch-norm forward, device 0's worker, while the caller waits). */
 typedef struct {
     int rank, size;
 } dp_world_t;

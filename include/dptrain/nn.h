@@ -1,5 +1,5 @@
-/* nn.h - models: a sequence of layers with named parameters in one flat
- * buffer.
+/* nn.h - models: a graph of layers (a sequence with routes and skip
+ * connections) with named parameters in one flat buffer.
  *
  * A dp_model_t describes an architecture only: layers, the shape each one
  * produces, and the parameter table (name, shape, offset into the flat
@@ -70,14 +70,18 @@ dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's
- * [route]); adds no op. */
+ * [route]); adds no op. The route counts as a layer: its output number is
+ * an alias of output `from`. */
 dp_status_t dp_model_add_route(dp_model_t *m, int from);
 /* previous output + output `from` (same shapes), optionally followed by a ReLU:
  * the skip connection of a residual block. */
 dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
 
-/* The built-in networks: "lenet" (d2l 12.5) and "lenet-paddle" (the
- * PaddlePaddle tutorial's MNIST CNN), both for 1x28x28 inputs, 10 classes. */
+/* The built-in networks: "lenet" (d2l 12.5), "lenet-paddle" (the
+ * PaddlePaddle tutorial's MNIST CNN), "resnet18" (d2l 13.6's ResNet-18 with
+ * batch norm; parameter names as its PyTorch state_dict) and "alexnet" (an
+ * AlexNet scaled to 28x28, with dropout; see src/nn.c), all for 1x28x28
+ * inputs, 10 classes. */
 dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
 /* Names of the built-in models, NULL-terminated. */
 extern const char *const dp_builtin_models[];
@@ -113,6 +117,10 @@ typedef struct {
     int64_t example_offset;   /* global index of x's first example in the minibatch */
     const dp_stat_sync_t *stat_sync; /* NULL: each device's own batch statistics */
 } dp_forward_opts_t;
+
+/* A seed mixed from two values (dropout: the trainer's seed and step count,
+ * then the seed and the layer). */
+uint64_t dp_seed_mix(uint64_t a, uint64_t b);
 
 dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
                                   float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,

@@ -11,6 +11,14 @@
  * Each replica lives on its own device (device.h): the caller submits one
  * task per device per phase (forward+backward of the shard; then the
  * allreduce and update) and waits for all devices between phases.
+ *
+ * Only the model's trainable parameters (the first dp_model_num_trainable
+ * floats) are summed and updated. Its buffers (batch norm's running
+ * statistics) are computed by each replica from its shard; after each step
+ * rank 0's replica 0 buffers are copied to every replica (PyTorch DDP's
+ * broadcast_buffers), so replicas stay identical. Training passes run with
+ * dropout masks drawn from (seed, step count, global example index), which
+ * do not depend on how the batch is split.
  */
 #ifndef DPTRAIN_PARALLEL_H
 #define DPTRAIN_PARALLEL_H
@@ -42,7 +50,10 @@ typedef struct {
     int overlap;             /* ring only: reduce gradient buckets while backward runs */
     dp_world_t world;        /* this process's rank among `size` (zeros: one process) */
     dp_optim_config_t optim;
-    uint64_t seed;           /* parameter initialisation */
+    uint64_t seed;           /* parameter initialisation; dropout masks (with the step count) */
+    int sync_batch_norm;     /* batch norm uses the statistics of the whole minibatch (all
+                                devices of all ranks: PyTorch's SyncBatchNorm) rather than
+                                each device's shard (the default, as the book) */
 } dp_trainer_config_t;
 
 typedef struct dp_trainer dp_trainer_t;
