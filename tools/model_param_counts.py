@@ -62,23 +62,29 @@ def resnet18(num_classes=10, in_channels=1):
 
 
 class AlexNet28(nn.Module):
-    """models/alexnet.cfg: AlexNet's layout with 3x3/1/1 convs for 28x28."""
+    """models/alexnet.cfg: AlexNet's layout with 3x3/1/1 convs for 28x28,
+    1024-wide classifier; attribute names = dptrain's parameter names."""
 
     def __init__(self, num_classes=10):
         super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.classifier = nn.Sequential(
-            nn.Linear(256 * 3 * 3, 1024), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(1024, 1024), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(1024, num_classes))
+        self.conv1 = nn.Conv2d(1, 64, 3, padding=1)
+        self.conv2 = nn.Conv2d(64, 192, 3, padding=1)
+        self.conv3 = nn.Conv2d(192, 384, 3, padding=1)
+        self.conv4 = nn.Conv2d(384, 256, 3, padding=1)
+        self.conv5 = nn.Conv2d(256, 256, 3, padding=1)
+        self.fc1 = nn.Linear(256 * 3 * 3, 1024)
+        self.fc2 = nn.Linear(1024, 1024)
+        self.fc3 = nn.Linear(1024, num_classes)
 
     def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # (64, 14, 14)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)  # (192, 7, 7)
+        x = F.relu(self.conv3(x))
+        x = F.relu(self.conv4(x))
+        x = F.max_pool2d(F.relu(self.conv5(x)), 2)  # (256, 3, 3)
+        x = F.dropout(F.relu(self.fc1(torch.flatten(x, 1))), 0.5, self.training)
+        x = F.dropout(F.relu(self.fc2(x)), 0.5, self.training)
+        return self.fc3(x)
 
 
 def report(name, net):
