@@ -19,9 +19,10 @@
  * Each (image, out channel) row of L floats is contiguous in NCDHW, so Y_g
  * is scattered into y (and dY_g gathered from dy) a row at a time; with a
  * chunk of one image the gemm reads and writes y / dy in place. The chunk is
- * sized so that col and the chunk's Y_g stay around CHUNK_BUDGET_BYTES, in
- * the L2 cache (measured: 1 MiB is best for LeNet's two convs, smaller
- * chunks make the products narrow and slow, larger ones spill to L3). The
+ * sized so that col and the chunk's Y_g stay around
+ * DP_CONV_CHUNK_BUDGET_BYTES, in the L2 cache (measured: 1 MiB is best for
+ * LeNet's two convs, smaller chunks make the products narrow and slow,
+ * larger ones spill to L3). The
  * backward recomputes col instead of keeping it from the forward, which
  * would cost Cg * kvol * L floats per image for the whole batch.
  *
@@ -30,6 +31,9 @@
  *
  * Nothing is saved for backward (node->saved = NULL). All buffers come from
  * the arena. Backward adds into the grads of the inputs that have one.
+ *
+ * The geometry, im2col and col2im are shared with the transposed
+ * convolution (ops_conv_transpose.c) through conv_common.h.
  */
 #include <math.h>
 #ifdef __AVX512F__
@@ -39,29 +43,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "conv_common.h"
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
 
-/* Target size of the buffers of one chunk of images: columns plus gemm
- * output (see conv_geometry). */
-#define CHUNK_BUDGET_BYTES ((size_t)1 << 20)
-/* Output positions per image from which a chunk is a single image. */
-#define WIDE_OUTPUT 256
-
-typedef struct {
-    int ndim;                /* of the input: 3, 4 or 5 */
-    int batch, in_ch, out_ch, groups;
-    int group_in_ch;         /* Cg = C / groups */
-    int group_out_ch;        /* OCg = OC / groups */
-    int in_size[3];          /* (D, H, W), 1 for missing dims */
-    int out_size[3];         /* (OD, OH, OW) */
-    int kernel[3], stride[3], pad[3], dilation[3];
-    size_t in_plane;         /* D * H * W */
-    size_t out_plane;        /* L = OD * OH * OW */
-    size_t kernel_vol;       /* kD * kH * kW */
-    size_t col_rows;         /* Cg * kvol */
-    int chunk;               /* images per im2col chunk */
-} conv_geom_t;
+typedef dp_conv_geom_t conv_geom_t;
+typedef dp_conv_tap_t conv_tap_t;
 
 static const char *const dim_names[3] = {"D", "H", "W"};
 
@@ -110,7 +97,6 @@ static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
     if (b && (b->ndim != 1 || b->shape[0] != g->out_ch || !b->data))
         return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d) for weight %s, found %s", g->out_ch,
                        dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(b, bs, sizeof bs));
-    g->in_plane = g->out_plane = g->kernel_vol = 1;
     for (int d = 0; d < 3; d++) {
         int s = d - first; /* index into the attribute arrays, < 0 for missing dims */
         g->in_size[d] = s < 0 ? 1 : x->shape[2 + s];
@@ -130,6 +116,14 @@ static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
                            "conv: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",
                            dim_names[d], g->out_size[d], dp_tensor_shape_str(x, xs, sizeof xs), g->kernel[d],
                            g->stride[d], g->pad[d], g->dilation[d]);
+    }
+    dp_conv_geom_finish(g);
+    return DP_OK;
+}
+
+void dp_conv_geom_finish(dp_conv_geom_t *g) {
+    g->in_plane = g->out_plane = g->kernel_vol = 1;
+    for (int d = 0; d < 3; d++) {
         g->in_plane *= (size_t)g->in_size[d];
         g->out_plane *= (size_t)g->out_size[d];
         g->kernel_vol *= (size_t)g->kernel[d];
@@ -137,13 +131,12 @@ static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
     g->col_rows = (size_t)g->group_in_ch * g->kernel_vol;
     /* per image: its columns and its rows of Y_g / dY_g */
     size_t per_image = (g->col_rows + (size_t)g->group_out_ch) * g->out_plane * sizeof(float);
-    size_t chunk = CHUNK_BUDGET_BYTES / per_image;
+    size_t chunk = DP_CONV_CHUNK_BUDGET_BYTES / per_image;
     /* Wide outputs already give the gemm enough columns per image, and one
      * image at a time lets it write y (and read dy) in place. */
-    if (g->out_plane >= WIDE_OUTPUT || chunk < 1) chunk = 1;
+    if (g->out_plane >= DP_CONV_WIDE_OUTPUT || chunk < 1) chunk = 1;
     if (chunk > (size_t)g->batch) chunk = (size_t)g->batch;
     g->chunk = (int)chunk;
-    return DP_OK;
 }
 
 /* Output positions o in [lo, hi) are those whose input position
@@ -214,16 +207,9 @@ static inline void add_rows(float *restrict dst, size_t dst_stride, const float 
     }
 }
 
-/* One kernel tap along one dim: its input offset (k * dilation - pad) and
- * the range [lo, hi) of output positions whose input o * stride + off lies
- * inside the input; the others read padding. */
-typedef struct {
-    int off, lo, hi;
-} conv_tap_t;
-
-/* The taps of every dim, (kD + kH + kW) entries from the arena, computed
- * once per call so that the im2col loops do no division. */
-static conv_tap_t *conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
+/* The taps of every dim (conv_common.h), computed once per call so that the
+ * im2col loops do no division. */
+conv_tap_t *dp_conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
     conv_tap_t *taps = dp_arena_alloc(arena, ((size_t)g->kernel[0] + g->kernel[1] + g->kernel[2]) * sizeof *taps);
     if (!taps) return NULL;
     conv_tap_t *t = taps;
@@ -402,9 +388,21 @@ static void col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const float
     }
 }
 
+/* The shared entry points (conv_common.h). The convolution itself calls the
+ * static versions above, which the compiler inlines into its loops. */
+void dp_conv_im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict x, float *restrict col,
+                    size_t ldcol) {
+    im2col(g, taps, x, col, ldcol);
+}
+
+void dp_conv_col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict col, size_t ldcol,
+                        float *restrict dx) {
+    col2im_add(g, taps, col, ldcol, dx);
+}
+
 /* Sum of n floats, in 8 independent lanes so that it vectorizes (a single
  * float accumulator is a chain of dependent adds). */
-static double row_sum(const float *x, size_t n) {
+double dp_conv_row_sum(const float *x, size_t n) {
     float lanes[8] = {0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -413,12 +411,6 @@ static double row_sum(const float *x, size_t n) {
     for (int j = 0; j < 8; j++) sum += lanes[j];
     for (; i < n; i++) sum += x[i];
     return sum;
-}
-
-static int conv_needs_grad(const dp_node_t *node) {
-    for (int i = 0; i < 3; i++)
-        if (node->in[i] && node->in[i]->grad) return 1;
-    return 0;
 }
 
 dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
@@ -435,13 +427,13 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_set_shape(out, g.ndim, shape);
     size_t numel = dp_tensor_numel(out);
     out->data = dp_arena_floats(arena, numel); /* (N, OC, OD, OH, OW) */
-    out->grad = conv_needs_grad(node) ? dp_grad_alloc(arena, out, numel) : NULL;
+    out->grad = dp_conv_needs_grad(node) ? dp_grad_alloc(arena, out, numel) : NULL;
     node->saved = NULL;
     size_t ld_max = (size_t)g.chunk * L;
     float *col = dp_arena_floats(arena, g.col_rows * ld_max); /* (Cg * kvol, chunk * L) */
     float *ybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)g.group_out_ch * ld_max) : NULL; /* (OCg, chunk * L) */
-    const conv_tap_t *taps = conv_taps(&g, arena);
-    if (!out->data || (conv_needs_grad(node) && !out->grad) || !col || (g.chunk > 1 && !ybuf) || !taps)
+    const conv_tap_t *taps = dp_conv_taps(&g, arena);
+    if (!out->data || (dp_conv_needs_grad(node) && !out->grad) || !col || (g.chunk > 1 && !ybuf) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats and im2col buffer %zu floats",
                        numel, g.col_rows * ld_max);
 
@@ -503,7 +495,7 @@ static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node
                 const float *y = node->out.data + row;
                 for (size_t l = 0; l < L; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
             }
-            if (bias_sum) bias_sum[grp * OCg + oc] += row_sum(dy, L);
+            if (bias_sum) bias_sum[grp * OCg + oc] += dp_conv_row_sum(dy, L);
             if (nb > 1) memcpy(dybuf + (size_t)oc * ld + (size_t)i * L, dy, L * sizeof(float));
         }
     return nb > 1 ? dybuf : node->out.grad + ((size_t)n0 * g->out_ch + (size_t)grp * OCg) * L;
@@ -529,7 +521,7 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     float *dcol = dx ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL; /* (Cg * kvol, chunk * L) */
     float *dybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
     double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
-    const conv_tap_t *taps = conv_taps(&g, arena);
+    const conv_tap_t *taps = dp_conv_taps(&g, arena);
     if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || (want_bias && !bias_sum) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
                        g.col_rows * ld_max);

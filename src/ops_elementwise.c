@@ -1,45 +1,163 @@
-/* ops_elementwise.c - DP_OP_RELU and DP_OP_FLATTEN, forward and backward.
+/* ops_elementwise.c - element-wise ops, forward and backward: DP_OP_RELU,
+ * DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD and DP_OP_FLATTEN.
  *
  * relu: y = max(x, 0), torch.relu
  *   (https://pytorch.org/docs/stable/generated/torch.nn.functional.relu.html);
  *   a NaN input stays NaN; backward dx += dy where y > 0 (the gradient at 0
  *   is 0, as PyTorch's threshold_backward).
+ * sigmoid: y = 1 / (1 + exp(-x)), torch.sigmoid
+ *   (https://pytorch.org/docs/stable/generated/torch.sigmoid.html); for
+ *   x < 0 computed as e / (1 + e) with e = exp(x), so that no exp
+ *   overflows: exact 0 / 1 limits for large |x|, no NaN. Backward
+ *   dx += dy y (1 - y).
+ * tanh: torch.tanh (https://pytorch.org/docs/stable/generated/torch.tanh.html),
+ *   libm's tanhf (saturates to +-1 without overflow). Backward
+ *   dx += dy (1 - y^2).
+ * add: y = x + z for two inputs of the same shape (skip connections); with
+ *   attr.fuse_relu y = relu(x + z) in the same pass and the gradient is
+ *   masked by y > 0. Backward adds the (masked) dy into both inputs; the
+ *   two inputs may be the same tensor (x + x gets 2 dy).
  * flatten: torch.flatten(x, 1)
  *   (https://pytorch.org/docs/stable/generated/torch.flatten.html), (N, ...)
  *   -> (N, prod of the rest). A view: out.data = in.data, and out.grad =
  *   in.grad (NULL when the input has none), so the gradient that later ops
  *   add into out.grad lands in in.grad directly. Its backward therefore
  *   does nothing; it allocates nothing.
+ *
+ * The backward of relu, sigmoid, tanh and add writes an input grad that is
+ * still unset (dp_grad_claim) and adds otherwise. Nothing is saved: the
+ * gradients are functions of y.
  */
+#include <math.h>
+
 #include "dptrain/ops.h"
 
-dp_status_t dp_relu_forward(dp_node_t *node, dp_arena_t *arena) {
+/* Output of an element-wise op: x's shape, out.data, and out.grad when
+ * `want_grad`. */
+static dp_status_t elementwise_output(dp_node_t *node, const char *op, int want_grad, dp_arena_t *arena) {
     const dp_tensor_t *x = node->in[0];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
     dp_tensor_set_shape(&node->out, x->ndim, x->shape);
     size_t numel = dp_tensor_numel(x);
     node->out.data = dp_arena_floats(arena, numel); /* same shape as x */
-    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
+    node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
-    if (!node->out.data || (x->grad && !node->out.grad))
-        return dp_fail(DP_ERR_NOMEM, "relu: out of arena memory for an output of %zu floats", numel);
-    const float *in = x->data;
-    float *y = node->out.data;
-    for (size_t i = 0; i < numel; i++) y[i] = in[i] < 0.0f ? 0.0f : in[i];
+    if (!node->out.data || (want_grad && !node->out.grad))
+        return dp_fail(DP_ERR_NOMEM, "%s: out of arena memory for an output of %zu floats", op, numel);
     return DP_OK;
 }
 
-dp_status_t dp_relu_backward(dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
+typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH } unary_kind_t;
+static const char *const unary_names[] = {"relu", "sigmoid", "tanh"};
+
+static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t *node, dp_arena_t *arena, unary_kind_t kind) {
+    const dp_tensor_t *x = node->in[0];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", unary_names[kind]);
+    DP_TRY(elementwise_output(node, unary_names[kind], x->grad != NULL, arena));
+    size_t numel = dp_tensor_numel(x);
+    const float *in = x->data;
+    float *y = node->out.data;
+    switch (kind) {
+    case UNARY_RELU:
+        for (size_t i = 0; i < numel; i++) y[i] = in[i] < 0.0f ? 0.0f : in[i];
+        break;
+    case UNARY_SIGMOID:
+        for (size_t i = 0; i < numel; i++) {
+            float e = expf(-fabsf(in[i])); /* in (0, 1]: never overflows */
+            y[i] = in[i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        }
+        break;
+    case UNARY_TANH:
+        for (size_t i = 0; i < numel; i++) y[i] = tanhf(in[i]);
+        break;
+    }
+    return DP_OK;
+}
+
+/* f'(x) dy, with f' written in terms of y = f(x). */
+static inline float unary_grad(unary_kind_t kind, float y, float dy) {
+    switch (kind) {
+    case UNARY_RELU: return y > 0.0f ? dy : 0.0f;
+    case UNARY_SIGMOID: return dy * y * (1.0f - y);
+    case UNARY_TANH: return dy * (1.0f - y * y);
+    }
+    return 0.0f;
+}
+
+/* dx = (or +=) f'(x) dy. Always inlined, so that each op's copy has a
+ * constant kind and its loops no switch. */
+static inline __attribute__((always_inline)) dp_status_t unary_backward(dp_node_t *node, unary_kind_t kind) {
     const float *dy = node->out.grad;
     float *dx = node->in[0]->grad;
     if (!dy || !dx) return DP_OK;
     const float *y = node->out.data;
     size_t numel = dp_tensor_numel(&node->out);
     if (dp_grad_claim(node->in[0]))
-        for (size_t i = 0; i < numel; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        for (size_t i = 0; i < numel; i++) dx[i] = unary_grad(kind, y[i], dy[i]);
     else
-        for (size_t i = 0; i < numel; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        for (size_t i = 0; i < numel; i++) dx[i] += unary_grad(kind, y[i], dy[i]);
+    return DP_OK;
+}
+
+dp_status_t dp_relu_forward(dp_node_t *node, dp_arena_t *arena) { return unary_forward(node, arena, UNARY_RELU); }
+dp_status_t dp_relu_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_RELU);
+}
+dp_status_t dp_sigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(node, arena, UNARY_SIGMOID);
+}
+dp_status_t dp_sigmoid_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_SIGMOID);
+}
+dp_status_t dp_tanh_forward(dp_node_t *node, dp_arena_t *arena) { return unary_forward(node, arena, UNARY_TANH); }
+dp_status_t dp_tanh_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_TANH);
+}
+
+dp_status_t dp_add_forward(dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *z = node->in[1];
+    char xs[64], zs[64];
+    if (!x || !z || !x->data || !z->data)
+        return dp_fail(DP_ERR_ARG, "add: needs two inputs (in[0], in[1]) with data");
+    int same = x->ndim == z->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == z->shape[d];
+    if (!same)
+        return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
+    DP_TRY(elementwise_output(node, "add", x->grad || z->grad, arena));
+    size_t numel = dp_tensor_numel(x);
+    const float *a = x->data, *b = z->data;
+    float *y = node->out.data;
+    if (node->attr.fuse_relu)
+        for (size_t i = 0; i < numel; i++) {
+            float v = a[i] + b[i];
+            y[i] = v < 0.0f ? 0.0f : v; /* as the relu op */
+        }
+    else
+        for (size_t i = 0; i < numel; i++) y[i] = a[i] + b[i];
+    return DP_OK;
+}
+
+dp_status_t dp_add_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    float *dy = node->out.grad;
+    if (!dy) return DP_OK;
+    size_t numel = dp_tensor_numel(&node->out);
+    if (node->attr.fuse_relu) { /* relu'(v) = [y > 0]; out.grad is ours and complete: mask it in place */
+        const float *y = node->out.data;
+        for (size_t i = 0; i < numel; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    for (int k = 0; k < 2; k++) {
+        dp_tensor_t *t = node->in[k];
+        if (!t->grad) continue;
+        float *dx = t->grad;
+        if (dp_grad_claim(t))
+            for (size_t i = 0; i < numel; i++) dx[i] = dy[i];
+        else
+            for (size_t i = 0; i < numel; i++) dx[i] += dy[i];
+    }
     return DP_OK;
 }
 

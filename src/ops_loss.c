@@ -1,4 +1,6 @@
-/* ops_loss.c - DP_OP_SOFTMAX_XENT, forward and backward: softmax
+/* ops_loss.c - the losses, forward and backward.
+ *
+ * DP_OP_SOFTMAX_XENT: softmax
  * cross-entropy over logits (N, K) and int32 labels (N), matching
  * torch.nn.functional.cross_entropy(logits, labels, reduction='sum') / D
  * (https://pytorch.org/docs/stable/generated/torch.nn.functional.cross_entropy.html)
@@ -12,11 +14,30 @@
  *
  * Stable for large logits: the row maximum is subtracted before exp, and
  * the loss uses log-sum-exp, accumulated in double.
+ *
+ * DP_OP_MSE: mean squared error of a prediction x against a target t of
+ * the same shape, torch.nn.functional.mse_loss(x, t, reduction='sum') / D
+ * (https://pytorch.org/docs/stable/generated/torch.nn.functional.mse_loss.html),
+ * D = attr.loss_denominator, or numel(x) when that is 0 (reduction='mean';
+ * Paddle's square_error_cost averaged). The target gets no gradient.
+ *   out      scalar (ndim 0) = sum (x - t)^2 / D, summed in double
+ *   backward dx += out.grad[0] * 2 (x - t) / D
+ * Nothing is saved.
  */
 #include <math.h>
 #include <stdint.h>
 
 #include "dptrain/ops.h"
+
+/* The denominator of a loss: attr.loss_denominator, or `fallback` when it is 0. */
+static dp_status_t loss_denominator(const char *op, const dp_op_attr_t *attr, double fallback, double *denominator) {
+    float d = attr->loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "%s: loss_denominator must be finite and >= 0 (0 means the default), found %g", op,
+                       (double)d);
+    *denominator = d > 0.0f ? (double)d : fallback;
+    return DP_OK;
+}
 
 static dp_status_t xent_check(const dp_node_t *node, int *batch, int *classes, double *denominator) {
     const dp_tensor_t *x = node->in[0];
@@ -26,14 +47,9 @@ static dp_status_t xent_check(const dp_node_t *node, int *batch, int *classes, d
     if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
         return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
                        dp_tensor_shape_str(x, xs, sizeof xs));
-    float d = node->attr.loss_denominator;
-    if (!(d >= 0.0f) || isinf(d))
-        return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0 (0 means N), found %g",
-                       (double)d);
     *batch = x->shape[0];
     *classes = x->shape[1];
-    *denominator = d > 0.0f ? (double)d : (double)*batch;
-    return DP_OK;
+    return loss_denominator("softmax_xent", &node->attr, (double)*batch, denominator);
 }
 
 dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
@@ -89,5 +105,55 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
         float *g = dx + (size_t)i * K;
         for (int k = 0; k < K; k++) g[k] += scale * (p[k] - (k == node->labels[i] ? 1.0f : 0.0f));
     }
+    return DP_OK;
+}
+
+static dp_status_t mse_check(const dp_node_t *node, double *denominator) {
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    char xs[64], ts[64];
+    if (!x || !t || !x->data || !t->data)
+        return dp_fail(DP_ERR_ARG, "mse: needs a prediction (in[0]) and a target (in[1]) with data");
+    int same = x->ndim == t->ndim && dp_tensor_numel(x) > 0;
+    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == t->shape[d];
+    if (!same)
+        return dp_fail(DP_ERR_SHAPE, "mse: prediction %s and target %s must have the same, non-empty shape",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(t, ts, sizeof ts));
+    return loss_denominator("mse", &node->attr, (double)dp_tensor_numel(x), denominator);
+}
+
+dp_status_t dp_mse_forward(dp_node_t *node, dp_arena_t *arena) {
+    double D;
+    DP_TRY(mse_check(node, &D));
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    dp_tensor_set_shape(&node->out, 0, NULL);
+    node->out.data = dp_arena_floats(arena, 1); /* () the loss */
+    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, 1) : NULL;
+    node->saved = NULL;
+    if (!node->out.data || (x->grad && !node->out.grad))
+        return dp_fail(DP_ERR_NOMEM, "mse: out of arena memory for the loss");
+    size_t n = dp_tensor_numel(x);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x->data[i] - (double)t->data[i];
+        sum += d * d;
+    }
+    node->out.data[0] = (float)(sum / D);
+    return DP_OK;
+}
+
+dp_status_t dp_mse_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const float *dy = node->out.grad; /* () */
+    dp_tensor_t *x = node->in[0];
+    if (!dy || !x->grad) return DP_OK;
+    double D;
+    DP_TRY(mse_check(node, &D));
+    const float *t = node->in[1]->data;
+    size_t n = dp_tensor_numel(x);
+    float scale = (float)(2.0 * dy[0] / D);
+    if (dp_grad_claim(x))
+        for (size_t i = 0; i < n; i++) x->grad[i] = scale * (x->data[i] - t[i]);
+    else
+        for (size_t i = 0; i < n; i++) x->grad[i] += scale * (x->data[i] - t[i]);
     return DP_OK;
 }

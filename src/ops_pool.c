@@ -1,5 +1,5 @@
-/* ops_pool.c - DP_OP_MAX_POOL and DP_OP_AVG_POOL, forward and backward,
- * 1-D, 2-D and 3-D, matching torch.nn.functional.max_pool{1,2,3}d and
+/* ops_pool.c - DP_OP_MAX_POOL, DP_OP_AVG_POOL and DP_OP_GLOBAL_AVG_POOL,
+ * forward and backward, 1-D, 2-D and 3-D, matching torch.nn.functional.max_pool{1,2,3}d and
  * avg_pool{1,2,3}d with ceil_mode=False
  * (https://pytorch.org/docs/stable/generated/torch.nn.functional.max_pool2d.html,
  *  https://pytorch.org/docs/stable/generated/torch.nn.functional.avg_pool2d.html).
@@ -14,6 +14,13 @@
  * when attr.count_include_pad (PyTorch's default), else by the number of
  * input elements inside the window. Backward adds into in[0]->grad (or,
  * for the 2x2 fast path, writes it when it is unset: tensor.h).
+ *
+ * Global average pooling is torch.nn.functional.adaptive_avg_pool{1,2,3}d
+ * with output size 1
+ * (https://pytorch.org/docs/stable/generated/torch.nn.functional.adaptive_avg_pool2d.html):
+ * (N, C, spatial...) -> (N, C, 1, ...), keeping ndim; each output is the
+ * mean of its (D, H, W) plane, summed in double. Backward spreads dy / plane
+ * over the plane (writing an unset dx, adding otherwise).
  */
 #include <math.h>
 #include <stdint.h>
@@ -452,6 +459,48 @@ dp_status_t dp_avg_pool_backward(dp_node_t *node, dp_arena_t *arena) {
                     for (int iw = 0; iw < W; iw++) dxr[iw] += row[iw];
                 }
             }
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_global_avg_pool_forward(dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "global_avg_pool: needs an input (in[0]) with data");
+    if (x->ndim < 3 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "global_avg_pool: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, none "
+                       "empty, found %s", dp_tensor_shape_str(x, xs, sizeof xs));
+    int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
+    dp_tensor_set_shape(&node->out, x->ndim, shape);
+    size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1], plane = dp_tensor_numel(x) / planes;
+    node->out.data = dp_arena_floats(arena, planes); /* (N, C, 1...) */
+    node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, planes) : NULL;
+    node->saved = NULL;
+    if (!node->out.data || (x->grad && !node->out.grad))
+        return dp_fail(DP_ERR_NOMEM, "global_avg_pool: out of arena memory for an output of %zu floats", planes);
+    for (size_t p = 0; p < planes; p++) {
+        const float *src = x->data + p * plane;
+        double sum = 0.0;
+        for (size_t i = 0; i < plane; i++) sum += src[i];
+        node->out.data[p] = (float)(sum / (double)plane);
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_global_avg_pool_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const float *dy = node->out.grad; /* (N, C, 1...) */
+    dp_tensor_t *x = node->in[0];
+    if (!dy || !x->grad) return DP_OK;
+    size_t planes = dp_tensor_numel(&node->out), plane = dp_tensor_numel(x) / planes;
+    float inv = 1.0f / (float)plane;
+    int write = dp_grad_claim(x);
+    for (size_t p = 0; p < planes; p++) {
+        float *dst = x->grad + p * plane, g = dy[p] * inv;
+        if (write)
+            for (size_t i = 0; i < plane; i++) dst[i] = g;
+        else
+            for (size_t i = 0; i < plane; i++) dst[i] += g;
     }
     return DP_OK;
 }

@@ -1,8 +1,9 @@
 /* ops_table.c - the operator table (dp_op_table) and the default attributes.
  *
  * Each op's forward and backward live side by side in one file per op
- * family (ops_conv.c, ops_pool.c, ops_linear.c, ops_elementwise.c,
- * ops_loss.c); this file only registers them. The kernels are library
+ * family (ops_conv.c, ops_conv_transpose.c, ops_pool.c, ops_linear.c,
+ * ops_elementwise.c, ops_batch_norm.c, ops_dropout.c, ops_loss.c); this
+ * file only registers them. The kernels are library
  * internal: they are reached through dp_op_table, so their prototypes are
  * declared here and nowhere else.
  */
@@ -22,15 +23,30 @@ dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_conv_transpose_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_conv_transpose_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_global_avg_pool_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_global_avg_pool_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_dropout_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_dropout_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_sigmoid_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_sigmoid_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_tanh_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_tanh_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_add_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_add_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_mse_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_mse_backward(dp_node_t *node, dp_arena_t *arena);
 
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-dp_status_t dp_op_not_implemented(dp_node_t *node, dp_arena_t *arena);
-
 _Static_assert(DP_OP_COUNT == 15, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
-/* num_inputs counts the optional bias of conv and linear: in[2] may be NULL. */
+/* num_inputs counts the optional bias of conv, conv_transpose and linear
+ * and the optional weight and bias of batch_norm: those may be NULL. */
 const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_CONV] = {"conv", 3, dp_conv_forward, dp_conv_backward},
     [DP_OP_MAX_POOL] = {"max_pool", 1, dp_max_pool_forward, dp_max_pool_backward},
@@ -39,21 +55,15 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_RELU] = {"relu", 1, dp_relu_forward, dp_relu_backward},
     [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},
     [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, dp_softmax_xent_forward, dp_softmax_xent_backward},
-    [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_BATCH_NORM] = {"batch_norm", 3, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_DROPOUT] = {"dropout", 1, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_SIGMOID] = {"sigmoid", 1, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_TANH] = {"tanh", 1, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_ADD] = {"add", 2, dp_op_not_implemented, dp_op_not_implemented},
-    [DP_OP_MSE] = {"mse", 2, dp_op_not_implemented, dp_op_not_implemented},
+    [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, dp_conv_transpose_forward, dp_conv_transpose_backward},
+    [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, dp_global_avg_pool_forward, dp_global_avg_pool_backward},
+    [DP_OP_BATCH_NORM] = {"batch_norm", 3, dp_batch_norm_forward, dp_batch_norm_backward},
+    [DP_OP_DROPOUT] = {"dropout", 1, dp_dropout_forward, dp_dropout_backward},
+    [DP_OP_SIGMOID] = {"sigmoid", 1, dp_sigmoid_forward, dp_sigmoid_backward},
+    [DP_OP_TANH] = {"tanh", 1, dp_tanh_forward, dp_tanh_backward},
+    [DP_OP_ADD] = {"add", 2, dp_add_forward, dp_add_backward},
+    [DP_OP_MSE] = {"mse", 2, dp_mse_forward, dp_mse_backward},
 };
-
-/* Placeholder for ops whose kernels are being written (removed when done). */
-dp_status_t dp_op_not_implemented(dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
-    return dp_fail(DP_ERR_ARG, "op %s is not implemented yet", dp_op_table[node->kind].name);
-}
 
 dp_op_attr_t dp_op_attr_default(void) {
     dp_op_attr_t attr = {

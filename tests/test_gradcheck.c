@@ -17,6 +17,12 @@
  * MAX_POOL_SPACING apart, both larger than 2 EPS, so no perturbation moves
  * an input across a kink or changes a window's maximum.
  *
+ * Batch norm is checked in training mode (batch statistics: every x moves
+ * the mean and variance) through x, weight and bias, and in inference
+ * mode; dropout in training mode with its fixed, seeded mask (a pure
+ * function of seed and element, so the perturbed runs see the same mask);
+ * mse's target and inputs without a grad are not checked.
+ *
  * The loop runs over the table: an op without a case generator here fails.
  */
 #include <math.h>
@@ -41,6 +47,7 @@ typedef struct {
     dp_node_t node;
     dp_tensor_t inputs[3];
     int32_t labels[64];
+    float running_mean[16], running_var[16]; /* batch_norm */
 } gc_case_t;
 
 /* A case generator fills `c` for variant v and returns 1, or returns 0
@@ -236,10 +243,140 @@ static int make_softmax_xent(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* --- the ops of issue 5 --------------------------------------------------- */
+
+static int make_conv_transpose(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 15) return 0;
+    int n = 1 + v % 3; /* spatial dims */
+    dp_op_attr_t *a = &c->node.attr;
+    a->groups = 1 + (v / 3) % 3; /* 1, 2 or 3 */
+    int group_in = rand_int(rng, 1, 2), group_out = rand_int(rng, 1, 2);
+    int x_shape[5] = {rand_int(rng, 1, 2), group_in * a->groups}, w_shape[5] = {group_in * a->groups, group_out};
+    for (int d = 0; d < n; d++) {
+        int k = rand_int(rng, 1, n == 3 ? 2 : 3);
+        a->stride[d] = v < 3 ? 1 : rand_int(rng, 1, 3);
+        a->dilation[d] = v < 3 ? 1 : rand_int(rng, 1, 2);
+        int limit = a->stride[d] > a->dilation[d] ? a->stride[d] : a->dilation[d];
+        a->output_padding[d] = rand_int(rng, 0, limit - 1);
+        x_shape[2 + d] = rand_int(rng, 2, n == 3 ? 3 : 4);
+        /* pad up to 2, but keep at least 2 output positions */
+        int full = (x_shape[2 + d] - 1) * a->stride[d] + a->dilation[d] * (k - 1) + a->output_padding[d] + 1;
+        a->pad[d] = rand_int(rng, 0, 2);
+        while (a->pad[d] > 0 && full - 2 * a->pad[d] < 2) a->pad[d]--;
+        w_shape[2 + d] = k;
+    }
+    new_input(c, 0, n + 2, x_shape, rng);
+    new_input(c, 1, n + 2, w_shape, rng);
+    int has_bias = v % 4 != 3, out_ch = group_out * a->groups;
+    if (has_bias) new_input(c, 2, 1, &out_ch, rng);
+    describe(c, "conv_transpose%dd", n);
+    describe_list(c, "x", x_shape, n + 2);
+    describe_list(c, "w", w_shape, n + 2);
+    describe_list(c, "stride", a->stride, n);
+    describe_list(c, "pad", a->pad, n);
+    describe_list(c, "out_pad", a->output_padding, n);
+    describe_list(c, "dil", a->dilation, n);
+    describe(c, " groups=%d bias=%d", a->groups, has_bias);
+    return 1;
+}
+
+static int make_global_avg_pool(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 3) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v + 1][0], elementwise_shapes[v + 1] + 1, rng);
+    snprintf(c->label, sizeof c->label, "global_avg_pool %d-D", x->ndim);
+    return 1;
+}
+
+static int make_batch_norm(int v, dp_rng_t *rng, gc_case_t *c) {
+    /* ndim, shape; variants 4.. repeat the shapes with: no affine, inference */
+    static const int shapes[][6] = {{2, 6, 3}, {3, 3, 2, 4}, {4, 2, 3, 2, 3}, {5, 2, 2, 2, 3, 2}};
+    if (v >= 6) return 0;
+    const int *shape = shapes[v % 4];
+    dp_op_attr_t *a = &c->node.attr;
+    dp_tensor_t *x = new_input(c, 0, shape[0], shape + 1, rng);
+    int channels = shape[2];
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] = 2.0f * x->data[j] + 1.0f;
+    int affine = v != 4;
+    if (affine) {
+        new_input(c, 1, 1, &channels, rng);
+        new_input(c, 2, 1, &channels, rng);
+    }
+    for (int ch = 0; ch < channels; ch++) {
+        c->running_mean[ch] = 0.5f * randn(rng);
+        c->running_var[ch] = 0.5f + fabsf(randn(rng));
+    }
+    a->running_mean = c->running_mean;
+    a->running_var = c->running_var;
+    a->training = v != 5;
+    snprintf(c->label, sizeof c->label, "batch_norm %d-D training=%d affine=%d", x->ndim, a->training, affine);
+    describe_list(c, "x", x->shape, x->ndim);
+    return 1;
+}
+
+static int make_dropout(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 5) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v % 4][0], elementwise_shapes[v % 4] + 1, rng);
+    dp_op_attr_t *a = &c->node.attr;
+    a->dropout_p = v == 3 ? 0.7f : 0.3f;
+    a->dropout_seed = 1000u + (unsigned)v;
+    a->example_offset = 5 * v;
+    a->training = v != 4;
+    snprintf(c->label, sizeof c->label, "dropout %d-D p=%g training=%d", x->ndim, (double)a->dropout_p, a->training);
+    return 1;
+}
+
+static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] *= 2.0f;
+    snprintf(c->label, sizeof c->label, "%s %d-D", name, x->ndim);
+    return 1;
+}
+static int make_sigmoid(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "sigmoid"); }
+static int make_tanh(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "tanh"); }
+
+static int make_add(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 6) return 0;
+    const int *shape = elementwise_shapes[v % 4];
+    dp_tensor_t *x = new_input(c, 0, shape[0], shape + 1, rng), *z = new_input(c, 1, shape[0], shape + 1, rng);
+    c->node.attr.fuse_relu = v >= 2;
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) { /* x + z at least RELU_MARGIN from the kink */
+        float sum = x->data[j] + z->data[j];
+        if (fabsf(sum) < RELU_MARGIN) z->data[j] += sum < 0 ? -RELU_MARGIN : RELU_MARGIN;
+    }
+    snprintf(c->label, sizeof c->label, "add %d-D fuse_relu=%d", x->ndim, c->node.attr.fuse_relu);
+    return 1;
+}
+
+static int make_mse(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const float denominators[] = {0, 7, 0.5f, 0};
+    if (v >= 4) return 0;
+    const int *shape = elementwise_shapes[v];
+    new_input(c, 0, shape[0], shape + 1, rng);
+    dp_tensor_t *t = new_input(c, 1, shape[0], shape + 1, rng);
+    free(t->grad); /* the target gets no gradient */
+    t->grad = NULL;
+    c->node.attr.loss_denominator = denominators[v];
+    snprintf(c->label, sizeof c->label, "mse %d-D denominator=%g", t->ndim, (double)denominators[v]);
+    return 1;
+}
+
 static const case_maker_t case_makers[DP_OP_COUNT] = {
-    [DP_OP_CONV] = make_conv,       [DP_OP_MAX_POOL] = make_max_pool, [DP_OP_AVG_POOL] = make_avg_pool,
-    [DP_OP_LINEAR] = make_linear,   [DP_OP_RELU] = make_relu,         [DP_OP_FLATTEN] = make_flatten,
+    [DP_OP_CONV] = make_conv,
+    [DP_OP_MAX_POOL] = make_max_pool,
+    [DP_OP_AVG_POOL] = make_avg_pool,
+    [DP_OP_LINEAR] = make_linear,
+    [DP_OP_RELU] = make_relu,
+    [DP_OP_FLATTEN] = make_flatten,
     [DP_OP_SOFTMAX_XENT] = make_softmax_xent,
+    [DP_OP_CONV_TRANSPOSE] = make_conv_transpose,
+    [DP_OP_GLOBAL_AVG_POOL] = make_global_avg_pool,
+    [DP_OP_BATCH_NORM] = make_batch_norm,
+    [DP_OP_DROPOUT] = make_dropout,
+    [DP_OP_SIGMOID] = make_sigmoid,
+    [DP_OP_TANH] = make_tanh,
+    [DP_OP_ADD] = make_add,
+    [DP_OP_MSE] = make_mse,
 };
 
 /* --- the check ---------------------------------------------------------- */
@@ -284,7 +421,7 @@ static double check_case(gc_case_t *c, dp_rng_t *rng) {
     double worst = 0.0;
     for (int i = 0; i < 3; i++) {
         dp_tensor_t *t = node->in[i];
-        if (!t) continue;
+        if (!t || !t->grad) continue; /* e.g. mse's target */
         size_t n = dp_tensor_numel(t);
         float *analytic = malloc(n * sizeof(float));
         memcpy(analytic, t->grad, n * sizeof(float));
@@ -307,7 +444,7 @@ static double check_case(gc_case_t *c, dp_rng_t *rng) {
                 worst_numeric = numeric;
             }
         }
-        static const char *const names[3] = {"x", "weight", "bias"};
+        static const char *const names[3] = {"x", "in[1]", "in[2]"};
         CHECK(input_worst <= 1.0, "%s: d%s[%zu] analytic %.6g, numeric %.6g (violation %.3g)", c->label, names[i],
               worst_j, (double)analytic[worst_j], worst_numeric, input_worst);
         if (input_worst > worst) worst = input_worst;

@@ -12,6 +12,11 @@
  * Prints the largest violation per case and tensor (|got - want| /
  * (ATOL + RTOL |want|), <= 1 passes). Also checks that every op in the
  * table has a fixture, and a few error paths (bad shapes, bad labels).
+ *
+ * Attributes beyond the header's (output_padding, training, eps, momentum,
+ * fuse_relu, dropout_p) travel as "attr.*" tensors; batch norm's running
+ * stats as "running_mean" / "running_var", compared after the forward with
+ * "running_mean_after" / "running_var_after" (tools/make_fixtures.py).
  */
 #include <dirent.h>
 #include <math.h>
@@ -78,21 +83,56 @@ static void compare(const fixture_t *f, const char *pass, const char *what, cons
     free(adjusted);
 }
 
-/* Runs one pass of a case; x_grad says whether the data input gets a grad. */
+/* The attributes that travel as tensors (tools/make_fixtures.py). */
+static void read_attr_tensors(const fixture_t *f, dp_op_attr_t *attr) {
+    const fixture_tensor_t *t;
+    if ((t = fixture_get(f, "attr.output_padding")) && t->is_int && t->numel == 3)
+        for (int d = 0; d < 3; d++) attr->output_padding[d] = ((const int32_t *)t->data)[d];
+    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) attr->training = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1)
+        attr->fuse_relu = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) attr->eps = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) attr->momentum = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
+        attr->dropout_p = *(const float *)t->data;
+}
+
+/* A malloc'd copy of a float fixture tensor, or NULL when there is none. */
+static float *copy_floats(const fixture_t *f, const char *name) {
+    const fixture_tensor_t *t = fixture_get(f, name);
+    if (!t) return NULL;
+    float *copy = malloc(t->numel * sizeof(float) + 1);
+    memcpy(copy, t->data, t->numel * sizeof(float));
+    return copy;
+}
+
+/* Runs one pass of a case; x_grad says whether the data input gets a grad.
+ * in[1] is "weight", or "other" (add) or "target" (mse, never a grad). */
 static void run_pass(const fixture_t *f, int kind, int x_grad) {
     const char *pass = x_grad ? "all grads" : "no dx";
-    static const char *const input_names[3] = {"x", "weight", "bias"};
-    static const char *const grad_names[3] = {"dx", "dweight", "dbias"};
+    const char *input_names[3] = {"x", "weight", "bias"};
+    const char *grad_names[3] = {"dx", "dweight", "dbias"};
+    if (fixture_get(f, "other")) {
+        input_names[1] = "other";
+        grad_names[1] = "dother";
+    } else if (fixture_get(f, "target")) {
+        input_names[1] = "target";
+        grad_names[1] = NULL;
+    }
     dp_tensor_t inputs[3];
     dp_node_t node;
     memset(&node, 0, sizeof node);
     node.kind = (dp_op_kind_t)kind;
     node.attr = f->attr;
+    read_attr_tensors(f, &node.attr);
+    float *running_mean = copy_floats(f, "running_mean"), *running_var = copy_floats(f, "running_var");
+    node.attr.running_mean = running_mean;
+    node.attr.running_var = running_var;
     int any_grad = 0;
     for (int i = 0; i < 3; i++) {
         const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
         if (!ft) continue;
-        int with_grad = i == 0 ? x_grad : 1;
+        int with_grad = i == 0 ? x_grad : grad_names[i] != NULL;
         tensor_from_fixture(&inputs[i], ft, with_grad);
         node.in[i] = &inputs[i];
         any_grad |= with_grad;
@@ -111,6 +151,12 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
     if (!same_shape(&node.out, &y->shape)) goto done_arena;
     char report[256] = "";
     compare(f, pass, "y", node.out.data, 0.0f, y, report, sizeof report);
+    const fixture_tensor_t *mean_after = fixture_get(f, "running_mean_after");
+    const fixture_tensor_t *var_after = fixture_get(f, "running_var_after");
+    CHECK((mean_after != NULL) == (running_mean != NULL) && (var_after != NULL) == (running_var != NULL),
+          "%s: running stats without their expected values (or the reverse)", f->name);
+    if (mean_after && running_mean) compare(f, pass, "running_mean", running_mean, 0.0f, mean_after, report, sizeof report);
+    if (var_after && running_var) compare(f, pass, "running_var", running_var, 0.0f, var_after, report, sizeof report);
     CHECK((node.out.grad != NULL) == any_grad, "%s (%s): out.grad is %s but inputs %s grads", f->name, pass,
           node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
     if (node.out.grad) {
@@ -127,7 +173,7 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
             if (want) compare(f, pass, grad_names[i], node.in[i]->grad, GRAD_PREFILL, want, report, sizeof report);
         }
     }
-    printf("  %-36s %-9s max violation:%s\n", f->name, pass, report);
+    printf("  %-40s %-9s max violation:%s\n", f->name, pass, report);
 done_arena:
     dp_arena_free(arena);
 done:
@@ -136,6 +182,8 @@ done:
             free(node.in[i]->data);
             free(node.in[i]->grad);
         }
+    free(running_mean);
+    free(running_var);
 }
 
 static int compare_names(const void *a, const void *b) {
@@ -143,6 +191,64 @@ static int compare_names(const void *a, const void *b) {
 }
 
 /* --- error paths ---------------------------------------------------------- */
+
+/* Error paths of the ops of issue 5; `data` is 4096 zeros. */
+static void check_new_op_errors(dp_arena_t *arena, float *data) {
+    dp_tensor_t x = {4, {2, 4, 5, 5}, data, NULL, 0}, w = {4, {4, 3, 3, 3}, data, NULL, 0};
+    dp_node_t ct = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
+    ct.attr.stride[0] = ct.attr.stride[1] = 2;
+    ct.attr.output_padding[1] = 2; /* must be < max(stride, dilation) = 2 */
+    dp_status_t st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "output_padding 2 along W"),
+          "conv_transpose output_padding 2 with stride 2: status %d, '%s'", st, dp_error_message());
+    ct.attr.output_padding[1] = 1;
+    w.shape[0] = 3; /* C_in of the weight differs from the input's 4 */
+    st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "C_in = 4"), "conv_transpose weight C_in: status %d, '%s'",
+          st, dp_error_message());
+    w.shape[0] = 4;
+    ct.attr.pad[0] = 9; /* output size (5-1)*2 - 18 + 2 + 1 < 1 */
+    st = dp_op_forward(&ct, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "output size along H"),
+          "conv_transpose output < 1: status %d, '%s'", st, dp_error_message());
+
+    dp_tensor_t one = {4, {1, 4, 1, 1}, data, NULL, 0}; /* one value per channel */
+    dp_node_t bn = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&one}};
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "more than 1 value per channel"),
+          "batch_norm training on 1 value per channel: status %d, '%s'", st, dp_error_message());
+    bn.attr.training = 0;
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "running_mean"),
+          "batch_norm inference without running stats: status %d, '%s'", st, dp_error_message());
+    dp_tensor_t gamma = {1, {3}, data, NULL, 0};
+    bn.in[0] = &x;
+    bn.in[1] = &gamma;
+    bn.attr.training = 1;
+    st = dp_op_forward(&bn, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "weight must be (4)"),
+          "batch_norm weight of 3 for 4 channels: status %d, '%s'", st, dp_error_message());
+
+    dp_node_t drop = {.kind = DP_OP_DROPOUT, .attr = dp_op_attr_default(), .in = {&x}};
+    drop.attr.dropout_p = 1.0f;
+    st = dp_op_forward(&drop, arena);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "dropout_p"), "dropout p = 1: status %d, '%s'", st,
+          dp_error_message());
+
+    dp_tensor_t other = {4, {2, 4, 5, 4}, data, NULL, 0};
+    dp_node_t add = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &other}};
+    st = dp_op_forward(&add, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "[2, 4, 5, 4]"), "add shape mismatch: status %d, '%s'",
+          st, dp_error_message());
+    dp_node_t mse = {.kind = DP_OP_MSE, .attr = dp_op_attr_default(), .in = {&x, &other}};
+    st = dp_op_forward(&mse, arena);
+    CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "mse"), "mse shape mismatch: status %d, '%s'", st,
+          dp_error_message());
+    dp_tensor_t flat = {2, {2, 4}, data, NULL, 0};
+    dp_node_t gap = {.kind = DP_OP_GLOBAL_AVG_POOL, .attr = dp_op_attr_default(), .in = {&flat}};
+    st = dp_op_forward(&gap, arena);
+    CHECK(st == DP_ERR_SHAPE, "global_avg_pool of (N, C): status %d, '%s'", st, dp_error_message());
+}
 
 static void check_errors(void) {
     dp_arena_t *arena = dp_arena_new(1 << 16);
@@ -184,6 +290,7 @@ static void check_errors(void) {
     labels[1] = -1;
     st = dp_op_forward(&xent, arena);
     CHECK(st == DP_ERR_ARG, "negative label: status %d, '%s'", st, dp_error_message());
+    check_new_op_errors(arena, data);
     dp_arena_free(arena);
 }
 

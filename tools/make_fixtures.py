@@ -30,12 +30,25 @@ File format (".bin", all little-endian):
         name     str      inputs: "x", "weight", "bias", "labels";
                           upstream gradient "dy"; output "y";
                           expected gradients "dx", "dweight", "dbias"
+                          (see "Later additions" for the other names)
         dtype    u32      0 = float32, 1 = int32
         ndim     u32      0..5 (0 = a scalar, one value)
         dims     i32[ndim]
         data     numel x 4 bytes, row-major
     str = u32 byte length, then that many bytes of UTF-8 (no terminator)
 A missing "bias" means the case has no bias.
+
+Later additions (still version 1: they are tensors, so the header and every
+older file stay as they were; a reader that does not know a name ignores
+it, and a missing one means dp_op_attr_default's value):
+    in[1] of add       "other", its expected gradient "dother"
+    in[1] of mse       "target" (no gradient)
+    batch_norm         "running_mean", "running_var" (C) before the call and
+                       "running_mean_after", "running_var_after" expected
+                       after it; a missing "weight" / "bias" means NULL
+    attributes         "attr.output_padding" i32 (3), "attr.training" i32 (),
+                       "attr.eps" f32 (), "attr.momentum" f32 (),
+                       "attr.fuse_relu" i32 (), "attr.dropout_p" f32 ()
 """
 import os
 import struct
@@ -128,16 +141,27 @@ def conv_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, dilation=1, gr
     def fn(xt, wt, bt=None):
         return conv(xt, wt, bt, stride=stride, padding=pad, dilation=dilation, groups=groups)
 
-    y, dy, grads = run(fn, inputs, rng)
+    return name, "conv", conv_attr(n, w_shape, stride, pad, dilation, groups), \
+        conv_tensors(x, w, b, run(fn, inputs, rng))
+
+
+def conv_attr(n, w_shape, stride, pad, dilation, groups):
+    """The header attributes of a (transposed) convolution."""
     attr = default_attr()
     attr["kernel"] = spatial(list(w_shape[2:]), n)
     attr["stride"], attr["pad"], attr["dilation"] = spatial(stride, n), spatial(pad, n, 0), spatial(dilation, n)
     attr["groups"] = groups
-    tensors = [("x", x), ("weight", w)] + ([("bias", b)] if bias else [])
+    return attr
+
+
+def conv_tensors(x, w, b, result, extra=()):
+    """The tensors of a (transposed) convolution case, `extra` after the inputs."""
+    y, dy, grads = result
+    tensors = [("x", x), ("weight", w)] + ([("bias", b)] if b is not None else []) + list(extra)
     tensors += [("dy", dy), ("y", y), ("dx", grads[0]), ("dweight", grads[1])]
-    if bias:
+    if b is not None:
         tensors.append(("dbias", grads[2]))
-    return name, "conv", attr, tensors
+    return tensors
 
 
 def pool_attr(n, kernel, stride, pad, dilation=1, count_include_pad=True):
@@ -225,6 +249,122 @@ def large_logits_case(name):
     return name, "softmax_xent", default_attr(), [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
+def attr_tensors(output_padding=None, training=None, eps=None, momentum=None, fuse_relu=None, dropout_p=None):
+    """The attributes that travel as tensors (see the docstring), only those given."""
+    out = []
+    if output_padding is not None:
+        out.append(("attr.output_padding", np.array(output_padding, dtype=np.int32)))
+    for name, value, dtype in (("training", training, np.int32), ("eps", eps, np.float32),
+                               ("momentum", momentum, np.float32), ("fuse_relu", fuse_relu, np.int32),
+                               ("dropout_p", dropout_p, np.float32)):
+        if value is not None:
+            out.append(("attr." + name, np.array(value, dtype=dtype)))
+    return out
+
+
+def conv_transpose_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, output_padding=0, dilation=1, groups=1):
+    rng = rng_for(name)
+    n = len(x_shape) - 2
+    x = randn(rng, *x_shape)
+    w = randn(rng, *w_shape, scale=0.5)
+    b = randn(rng, w_shape[1] * groups) if bias else None
+    conv = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[n]
+    inputs = [x, w] + ([b] if bias else [])
+
+    def fn(xt, wt, bt=None):
+        return conv(xt, wt, bt, stride=stride, padding=pad, output_padding=output_padding, groups=groups,
+                    dilation=dilation)
+
+    return name, "conv_transpose", conv_attr(n, w_shape, stride, pad, dilation, groups), \
+        conv_tensors(x, w, b, run(fn, inputs, rng), attr_tensors(output_padding=spatial(output_padding, n, 0)))
+
+
+def global_avg_pool_case(name, x_shape):
+    rng = rng_for(name)
+    n = len(x_shape) - 2
+    x = randn(rng, *x_shape)
+    pool = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[n]
+    y, dy, grads = run(lambda t: pool(t, 1), [x], rng)
+    return name, "global_avg_pool", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def batch_norm_case(name, x_shape, training=True, affine=True, momentum=0.1, eps=1e-5, offset=0.0, scale=1.0):
+    """x = offset + scale * randn: an offset far from 0 tests the statistics' accuracy."""
+    rng = rng_for(name)
+    channels = x_shape[1]
+    x = (randn(rng, *x_shape) * np.float32(scale) + np.float32(offset)).astype(np.float32)
+    w = (1.0 + randn(rng, channels, scale=0.3)).astype(np.float32)
+    b = randn(rng, channels, scale=0.5)
+    running_mean = randn(rng, channels, scale=0.2) + np.float32(offset)
+    running_var = (np.abs(randn(rng, channels)) * np.float32(scale * scale) + np.float32(0.5)).astype(np.float32)
+    rm = torch.tensor(running_mean.astype(np.float64))
+    rv = torch.tensor(running_var.astype(np.float64))
+    inputs = [x, w, b] if affine else [x]
+
+    def fn(xt, wt=None, bt=None):
+        return F.batch_norm(xt, rm, rv, wt, bt, training=training, momentum=momentum, eps=eps)
+
+    y, dy, grads = run(fn, inputs, rng)
+    tensors = [("x", x)] + ([("weight", w), ("bias", b)] if affine else [])
+    tensors += [("running_mean", running_mean), ("running_var", running_var)]
+    tensors += attr_tensors(training=1 if training else 0, eps=eps, momentum=momentum)
+    tensors += [("dy", dy), ("y", y), ("dx", grads[0])]
+    if affine:
+        tensors += [("dweight", grads[1]), ("dbias", grads[2])]
+    tensors += [("running_mean_after", rm.numpy().astype(np.float32)),
+                ("running_var_after", rv.numpy().astype(np.float32))]
+    return name, "batch_norm", default_attr(), tensors
+
+
+def dropout_identity_case(name, shape, training, p):
+    """Only the identity cases compare with PyTorch (inference, or p = 0): its
+    mask comes from its own generator; tests/test_ops_new.c tests the rest."""
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    y, dy, grads = run(lambda t: F.dropout(t, p, training=bool(training)), [x], rng)
+    return name, "dropout", default_attr(), \
+        [("x", x)] + attr_tensors(training=training, dropout_p=p) + [("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def unary_case(name, op, shape, fn, extremes=False):
+    """extremes: large |x| mixed in (overflow of exp, saturation)."""
+    rng = rng_for(name)
+    x = randn(rng, *shape, scale=3.0)
+    if extremes:
+        big = np.array([1000, -1000, 100, -100, 88.8, -88.8, 30, -30, 15, -15, 1e-4, -1e-4, 0], dtype=np.float32)
+        x.reshape(-1)[:big.size] = big
+    y, dy, grads = run(fn, [x], rng)
+    return name, op, default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def add_case(name, shape, fuse_relu=False):
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    other = randn(rng, *shape)
+    s = x + other
+    other[np.abs(s) < 1e-3] += np.float32(0.01)  # no sum at the relu kink
+
+    def fn(a, b):
+        return torch.relu(a + b) if fuse_relu else a + b
+
+    y, dy, grads = run(fn, [x, other], rng)
+    return name, "add", default_attr(), \
+        [("x", x), ("other", other)] + attr_tensors(fuse_relu=1 if fuse_relu else 0) + \
+        [("dy", dy), ("y", y), ("dx", grads[0]), ("dother", grads[1])]
+
+
+def mse_case(name, shape, denominator=0.0):
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    target = randn(rng, *shape)
+    d = denominator if denominator > 0 else x.size
+    tt = torch.tensor(target.astype(np.float64))
+    y, dy, grads = run(lambda t: F.mse_loss(t, tt, reduction="sum") / d, [x], rng)
+    attr = default_attr()
+    attr["loss_denominator"] = float(denominator)
+    return name, "mse", attr, [("x", x), ("target", target), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
 def all_cases():
     return [
         # conv 2-D
@@ -282,6 +422,61 @@ def all_cases():
         xent_case("softmax_xent_denominator", 5, 7, denominator=16.0),
         large_logits_case("softmax_xent_large_logits"),
         xent_case("softmax_xent_offset100", 4, 6, logit_scale=5.0, logit_offset=100.0, denominator=3.0),
+    ] + new_cases()
+
+
+def new_cases():
+    """The ops of issue 5 (transposed conv, global pool, batch norm, dropout,
+    sigmoid, tanh, add, mse)."""
+    return [
+        # transposed conv 2-D: the classic 2x upsampling, odd sizes, groups, dilation
+        conv_transpose_case("conv_transpose2d_basic", (2, 3, 5, 4), (3, 4, 3, 3)),
+        conv_transpose_case("conv_transpose2d_s2p1op1", (2, 4, 5, 6), (4, 3, 3, 3), stride=2, pad=1,
+                            output_padding=1),
+        conv_transpose_case("conv_transpose2d_s3_groups2_nobias", (3, 4, 4, 5), (4, 2, 2, 3), bias=False,
+                            stride=3, pad=(1, 0), output_padding=(2, 1), groups=2),
+        conv_transpose_case("conv_transpose2d_dilation_nonsquare", (2, 2, 6, 5), (2, 3, 3, 2), stride=(2, 1),
+                            pad=(2, 1), output_padding=(1, 0), dilation=(2, 3)),
+        # output_padding >= stride, allowed because the dilation is larger
+        conv_transpose_case("conv_transpose2d_op_by_dilation", (1, 2, 5, 5), (2, 2, 2, 2), stride=1, pad=0,
+                            output_padding=(1, 2), dilation=3),
+        conv_transpose_case("conv_transpose2d_depthwise", (2, 3, 6, 6), (3, 1, 3, 3), stride=2, pad=1, groups=3),
+        # 16 x 17 inputs: 272 positions per image, one image per chunk (gemm in place)
+        conv_transpose_case("conv_transpose2d_wide", (2, 3, 16, 17), (3, 5, 4, 4), stride=2, pad=1),
+        # transposed conv 1-D and 3-D
+        conv_transpose_case("conv_transpose1d_s2p1op1", (2, 3, 7), (3, 4, 3), stride=2, pad=1, output_padding=1),
+        conv_transpose_case("conv_transpose1d_s3_dil2_groups2_nobias", (2, 4, 6), (4, 3, 4), bias=False, stride=3,
+                            pad=2, output_padding=2, dilation=2, groups=2),
+        conv_transpose_case("conv_transpose3d_s2_groups2", (2, 4, 3, 4, 3), (4, 1, 2, 3, 2), stride=(2, 2, 1),
+                            pad=(0, 1, 1), output_padding=(1, 1, 0), groups=2),
+        conv_transpose_case("conv_transpose3d_s3_dil", (1, 2, 3, 3, 4), (2, 3, 3, 2, 2), stride=(3, 1, 2),
+                            pad=(1, 0, 1), output_padding=(2, 0, 1), dilation=(1, 2, 1)),
+        # global average pooling
+        global_avg_pool_case("global_avg_pool1d", (2, 3, 7)),
+        global_avg_pool_case("global_avg_pool2d", (3, 4, 5, 7)),
+        global_avg_pool_case("global_avg_pool3d", (2, 2, 3, 4, 5)),
+        # batch norm: training (batch statistics, running stats updated) and inference
+        batch_norm_case("batch_norm_train_2d", (7, 5)),
+        batch_norm_case("batch_norm_train_4d", (3, 4, 5, 6)),
+        batch_norm_case("batch_norm_train_5d", (2, 3, 3, 4, 5), momentum=0.3, eps=1e-3),
+        batch_norm_case("batch_norm_train_offset", (4, 3, 7, 7), offset=300.0, scale=0.5),
+        batch_norm_case("batch_norm_train_noaffine", (5, 3, 4)),
+        batch_norm_case("batch_norm_eval_4d", (3, 4, 5, 6), training=False),
+        batch_norm_case("batch_norm_eval_2d", (6, 5), training=False, eps=1e-2),
+        # dropout: only the identity behaviours are PyTorch's
+        dropout_identity_case("dropout_eval", (3, 4, 5), training=0, p=0.5),
+        dropout_identity_case("dropout_p0", (2, 3, 4, 5), training=1, p=0.0),
+        # sigmoid, tanh (with inputs up to +-1000)
+        unary_case("sigmoid_4d", "sigmoid", (2, 3, 4, 5), torch.sigmoid),
+        unary_case("sigmoid_extremes", "sigmoid", (3, 9), torch.sigmoid, extremes=True),
+        unary_case("tanh_4d", "tanh", (2, 3, 4, 5), torch.tanh),
+        unary_case("tanh_extremes", "tanh", (3, 9), torch.tanh, extremes=True),
+        # add, with and without the fused relu
+        add_case("add_4d", (2, 3, 4, 5)),
+        add_case("add_fuse_relu", (3, 4, 6), fuse_relu=True),
+        # mean squared error
+        mse_case("mse_mean", (4, 10)),
+        mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
     ]
 
 

@@ -61,9 +61,13 @@ typedef struct {
     int dilation[3];       /* >= 1 (conv) */
     int groups;            /* conv: >= 1, divides C_in and C_out */
     int count_include_pad; /* avg pool: padded zeros count in the divisor (PyTorch default: 1) */
-    float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N */
-    int fuse_relu;         /* conv, add: y = relu(...) in one pass (torch.relu after it) */
-    int output_padding[3]; /* conv_transpose: extra size on one side of each output dim */
+    float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N;
+                              mse: sum of squares / this; 0 means numel (reduction='mean').
+                              With data parallelism set it to the global batch's value */
+    int fuse_relu;         /* conv, add: y = relu(...) in one pass (torch.relu after it);
+                              conv_transpose: not supported (an error) */
+    int output_padding[3]; /* conv_transpose: extra size on one side of each output dim,
+                              in [0, max(stride, dilation)) as PyTorch */
     int training;          /* batch_norm, dropout: 1 = training behaviour, 0 = inference */
     float eps;             /* batch_norm: added to the variance (PyTorch default 1e-5) */
     float momentum;        /* batch_norm: running = (1 - momentum) running + momentum batch (0.1);
@@ -71,9 +75,12 @@ typedef struct {
     float *running_mean;   /* batch_norm: (C) updated in training, used in inference */
     float *running_var;    /* batch_norm: (C) */
     const dp_stat_sync_t *stat_sync; /* batch_norm: NULL = this device's statistics only (the
-                              book's default); else statistics summed across participants */
-    float dropout_p;       /* dropout: probability of zeroing, in [0, 1) */
-    uint64_t dropout_seed; /* dropout: the mask of example e is a function of (seed, e) only */
+                              book's default); else statistics summed across participants:
+                              training forward calls sum() once (2C + 1 doubles), backward
+                              once (2C) when x needs a gradient; inference never */
+    float dropout_p;       /* dropout: probability of zeroing, in [0, 1); 0 = identity */
+    uint64_t dropout_seed; /* dropout: the mask of example e is a function of (seed, e) only
+                              (splitmix64-based, ops_dropout.c); change it every step */
     int64_t example_offset; /* dropout: global index of this shard's first example, so the
                               masks do not depend on how the batch is split */
 } dp_op_attr_t;
@@ -92,7 +99,8 @@ typedef struct dp_node {
      * linear: in[0] x (N, IN), in[1] weight (OUT, IN), in[2] bias (OUT) or NULL
      * conv_transpose: in[0] x (N, C_in, ...), in[1] weight (C_in, C_out/groups, k...),
      *         in[2] bias (C_out) or NULL
-     * batch_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C), in[2] bias (C)
+     * batch_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C) or NULL (1),
+     *         in[2] bias (C) or NULL (0)
      * add:    in[0] x, in[1] y (same shape)
      * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */

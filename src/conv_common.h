@@ -1,0 +1,80 @@
+/* conv_common.h - library-internal: the im2col machinery that
+ * ops_conv.c (convolution) and ops_conv_transpose.c (transposed
+ * convolution) share. Not installed, not part of the public API.
+ *
+ * Everything is phrased for a convolution that reads an "input" of
+ * in_size (D, H, W) with in_ch channels and writes an "output" of
+ * out_size with out_ch channels (missing leading dims have size 1 and a
+ * kernel of 1). A transposed convolution is the adjoint of such a
+ * convolution: its input is the convolution's output and vice versa, so
+ * it uses the same geometry with the roles of the tensors swapped.
+ *
+ *   col (Cg * kvol, L)   rows = (input channel of the group, kernel offset),
+ *                        columns = output positions; L = OD * OH * OW
+ *   im2col:      col = the input values each output position reads
+ *                (0 for padding)
+ *   col2im_add:  the adjoint, adds every col entry into the input
+ *                position it was read from
+ */
+#ifndef DPTRAIN_CONV_COMMON_H
+#define DPTRAIN_CONV_COMMON_H
+
+#include <stddef.h>
+
+#include "dptrain/ops.h"
+
+/* Target size of the buffers of one chunk of images: columns plus gemm
+ * output (see dp_conv_geom_finish). */
+#define DP_CONV_CHUNK_BUDGET_BYTES ((size_t)1 << 20)
+/* Output positions per image from which a chunk is a single image. */
+#define DP_CONV_WIDE_OUTPUT 256
+
+typedef struct {
+    int ndim;                /* of the input: 3, 4 or 5 */
+    int batch, in_ch, out_ch, groups;
+    int group_in_ch;         /* Cg = C / groups */
+    int group_out_ch;        /* OCg = OC / groups */
+    int in_size[3];          /* (D, H, W), 1 for missing dims */
+    int out_size[3];         /* (OD, OH, OW) */
+    int kernel[3], stride[3], pad[3], dilation[3];
+    size_t in_plane;         /* D * H * W */
+    size_t out_plane;        /* L = OD * OH * OW */
+    size_t kernel_vol;       /* kD * kH * kW */
+    size_t col_rows;         /* Cg * kvol */
+    int chunk;               /* images per im2col chunk */
+} dp_conv_geom_t;
+
+/* One kernel tap along one dim: its input offset (k * dilation - pad) and
+ * the range [lo, hi) of output positions whose input o * stride + off lies
+ * inside the input; the others read padding. */
+typedef struct {
+    int off, lo, hi;
+} dp_conv_tap_t;
+
+/* Fills the derived fields (in_plane, out_plane, kernel_vol, col_rows,
+ * chunk) once batch, channels, groups and the per-dim sizes are set. */
+void dp_conv_geom_finish(dp_conv_geom_t *g);
+
+/* The taps of every dim, (kD + kH + kW) entries from the arena (NULL when
+ * it runs out), so the im2col loops do no division. */
+dp_conv_tap_t *dp_conv_taps(const dp_conv_geom_t *g, dp_arena_t *arena);
+
+/* x (Cg, D, H, W) of one image -> col rows of L floats, ldcol apart. */
+void dp_conv_im2col(const dp_conv_geom_t *g, const dp_conv_tap_t *taps, const float *restrict x,
+                    float *restrict col, size_t ldcol);
+
+/* dx (Cg, D, H, W) of one image += the adjoint of im2col applied to col. */
+void dp_conv_col2im_add(const dp_conv_geom_t *g, const dp_conv_tap_t *taps, const float *restrict col, size_t ldcol,
+                        float *restrict dx);
+
+/* 1 when any input of the node has a grad (so the output needs one). */
+static inline int dp_conv_needs_grad(const dp_node_t *node) {
+    for (int i = 0; i < 3; i++)
+        if (node->in[i] && node->in[i]->grad) return 1;
+    return 0;
+}
+
+/* Sum of n floats in 8 float lanes (vectorizes), returned as double. */
+double dp_conv_row_sum(const float *x, size_t n);
+
+#endif

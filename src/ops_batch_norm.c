@@ -1,0 +1,257 @@
+/* ops_batch_norm.c - DP_OP_BATCH_NORM, forward and backward: batch
+ * normalisation matching torch.nn.functional.batch_norm
+ * (https://pytorch.org/docs/stable/generated/torch.nn.functional.batch_norm.html)
+ * over x (N, C) or (N, C, [D,] [H,] W), per channel c over the N * S values
+ * of the batch (S = prod of the spatial dims), and, with attr.stat_sync,
+ * torch.nn.SyncBatchNorm: the statistics of the whole global batch.
+ *
+ *   in[1] weight gamma (C) or NULL (1), in[2] bias beta (C) or NULL (0)
+ *   y = (x - mean) * invstd * gamma + beta,  invstd = 1 / sqrt(var + eps)
+ *
+ * Training (attr.training = 1): mean and biased variance of the batch;
+ * running_mean / running_var (when not NULL) become
+ *   (1 - momentum) running + momentum * batch value,
+ * with the UNBIASED variance var * m / (m - 1) (m = values per channel),
+ * as PyTorch; m must be > 1. Inference: mean / var = the running stats
+ * (which must be given), nothing is updated.
+ *
+ * Statistics, in double, in one pass over x: per channel the count m and
+ * the sums S1 = sum (x - K), S2 = sum (x - K)^2 around a shift K; then
+ * mean = K + S1 / m, var = S2 / m - (S1 / m)^2. Without stat_sync K is the
+ * channel's first value in the batch, which takes out the cancellation of
+ * E[x^2] - E[x]^2 for data far from 0. With stat_sync the sums of every
+ * participant are added (stat_sync->sum over [m, S1 (C), S2 (C)], 2C + 1
+ * doubles), so K must be the same everywhere and is 0: the products are
+ * exact in double and the sums carry a relative error of about
+ * m * 1e-16 (1 + mean^2 / var) at worst, far below float precision for
+ * any batch a CNN sees. A second pass writes y.
+ *
+ * Backward, with xhat = (x - mean) invstd, in two passes: per channel
+ *   sum_dy = sum dy, sum_dyx = sum dy (x - mean)        (double)
+ *   dbeta  += sum_dy,  dgamma += sum_dyx * invstd       (this device's
+ *             share; the gradient all-reduce adds the others, as PyTorch's
+ *             SyncBatchNorm)
+ *   training: dx = gamma invstd (dy - sum_dy / m - xhat invstd sum_dyx / m),
+ *             with sum_dy and sum_dyx summed over the participants by
+ *             stat_sync (2C doubles) and m the global count; no sync when
+ *             x needs no gradient (the same on every participant);
+ *   inference: dx = gamma invstd dy.
+ * Saved for backward (node->saved, from the arena): mean and invstd per
+ * channel and m. Input grads that are unset are written (dx) or zeroed
+ * first (gamma, beta).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dptrain/ops.h"
+
+typedef struct {
+    int batch, channels;
+    size_t plane; /* S: values per (example, channel); 1 for (N, C) */
+} bn_geom_t;
+
+typedef struct {
+    double *mean;   /* (C) */
+    double *invstd; /* (C) */
+    double count;   /* m: values per channel, over all participants */
+} bn_saved_t;
+
+static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ps[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "batch_norm: needs an input (in[0]) with data");
+    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "batch_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    g->batch = x->shape[0];
+    g->channels = x->shape[1];
+    g->plane = dp_tensor_numel(x) / ((size_t)g->batch * (size_t)g->channels);
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->channels))
+            return dp_fail(DP_ERR_SHAPE, "batch_norm: %s must be (%d) for input %s, found %s",
+                           i == 1 ? "weight" : "bias", g->channels, dp_tensor_shape_str(x, xs, sizeof xs),
+                           dp_tensor_shape_str(p, ps, sizeof ps));
+    }
+    if (!(a->eps >= 0.0f) || isinf(a->eps))
+        return dp_fail(DP_ERR_ARG, "batch_norm: eps must be finite and >= 0, found %g", (double)a->eps);
+    if (a->training && !(a->momentum >= 0.0f && a->momentum <= 1.0f))
+        return dp_fail(DP_ERR_ARG, "batch_norm: momentum must be in [0, 1], found %g", (double)a->momentum);
+    if ((a->running_mean == NULL) != (a->running_var == NULL))
+        return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
+    if (!a->training && !a->running_mean)
+        return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
+    return DP_OK;
+}
+
+/* s1 += sum (x - shift), s2 += sum (x - shift)^2 over n floats, in
+ * 4 double lanes (vectorizes). */
+static void shifted_sums(const float *x, size_t n, double shift, double *s1, double *s2) {
+    double l1[4] = {0}, l2[4] = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) {
+            double d = (double)x[i + j] - shift;
+            l1[j] += d;
+            l2[j] += d * d;
+        }
+    for (; i < n; i++) {
+        double d = (double)x[i] - shift;
+        l1[0] += d;
+        l2[0] += d * d;
+    }
+    *s1 += (l1[0] + l1[1]) + (l1[2] + l1[3]);
+    *s2 += (l2[0] + l2[1]) + (l2[2] + l2[3]);
+}
+
+/* s_dy += sum dy, s_dyx += sum dy (x - mean) over n floats, 4 double lanes. */
+static void grad_sums(const float *x, const float *dy, size_t n, double mean, double *s_dy, double *s_dyx) {
+    double l1[4] = {0}, l2[4] = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) {
+            l1[j] += (double)dy[i + j];
+            l2[j] += (double)dy[i + j] * ((double)x[i + j] - mean);
+        }
+    for (; i < n; i++) {
+        l1[0] += (double)dy[i];
+        l2[0] += (double)dy[i] * ((double)x[i] - mean);
+    }
+    *s_dy += (l1[0] + l1[1]) + (l1[2] + l1[3]);
+    *s_dyx += (l2[0] + l2[1]) + (l2[2] + l2[3]);
+}
+
+/* Batch statistics into saved (training), updating the running stats. */
+static dp_status_t batch_statistics(const dp_node_t *node, const bn_geom_t *g, bn_saved_t *saved, dp_arena_t *arena) {
+    const dp_op_attr_t *a = &node->attr;
+    const float *x = node->in[0]->data;
+    const int C = g->channels;
+    double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)C + 1)); /* [m, S1 (C), S2 (C)] */
+    if (!sums) return dp_fail(DP_ERR_NOMEM, "batch_norm: out of arena memory for %d channel sums", C);
+    memset(sums, 0, sizeof(double) * (2 * (size_t)C + 1));
+    double *s1 = sums + 1, *s2 = sums + 1 + C;
+    for (int c = 0; c < C; c++) saved->mean[c] = a->stat_sync ? 0.0 : (double)x[(size_t)c * g->plane]; /* K */
+    sums[0] = (double)g->batch * (double)g->plane;
+    for (int n = 0; n < g->batch; n++)
+        for (int c = 0; c < C; c++)
+            shifted_sums(x + ((size_t)n * C + c) * g->plane, g->plane, saved->mean[c], &s1[c], &s2[c]);
+    if (a->stat_sync) a->stat_sync->sum(a->stat_sync->ctx, sums, 2 * C + 1);
+    double m = sums[0];
+    if (!(m > 1.0))
+        return dp_fail(DP_ERR_SHAPE,
+                       "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
+                       a->stat_sync ? " over all participants" : "", m);
+    saved->count = m;
+    for (int c = 0; c < C; c++) {
+        double shifted_mean = s1[c] / m;
+        double var = s2[c] / m - shifted_mean * shifted_mean;
+        if (var < 0.0) var = 0.0; /* rounding */
+        double mean = saved->mean[c] + shifted_mean;
+        saved->mean[c] = mean;
+        saved->invstd[c] = 1.0 / sqrt(var + (double)a->eps);
+        if (a->running_mean) {
+            double mom = (double)a->momentum;
+            a->running_mean[c] = (float)((1.0 - mom) * a->running_mean[c] + mom * mean);
+            a->running_var[c] = (float)((1.0 - mom) * a->running_var[c] + mom * var * m / (m - 1.0));
+        }
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena) {
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    const int C = g.channels;
+    int want_grad = x->grad || (w && w->grad) || (b && b->grad);
+    size_t numel = dp_tensor_numel(x);
+    dp_tensor_set_shape(&node->out, x->ndim, x->shape);
+    node->out.data = dp_arena_floats(arena, numel); /* same shape as x */
+    node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
+    bn_saved_t *saved = dp_arena_alloc(arena, sizeof *saved);
+    double *per_channel = dp_arena_alloc(arena, 2 * sizeof(double) * (size_t)C);
+    node->saved = saved;
+    if (!node->out.data || (want_grad && !node->out.grad) || !saved || !per_channel)
+        return dp_fail(DP_ERR_NOMEM, "batch_norm: out of arena memory for an output of %zu floats", numel);
+    saved->mean = per_channel;
+    saved->invstd = per_channel + C;
+    if (a->training) {
+        DP_TRY(batch_statistics(node, &g, saved, arena));
+    } else {
+        saved->count = (double)g.batch * (double)g.plane;
+        for (int c = 0; c < C; c++) {
+            saved->mean[c] = a->running_mean[c];
+            saved->invstd[c] = 1.0 / sqrt((double)a->running_var[c] + (double)a->eps);
+        }
+    }
+    for (int n = 0; n < g.batch; n++)
+        for (int c = 0; c < C; c++) {
+            size_t at = ((size_t)n * C + c) * g.plane;
+            const float *src = x->data + at;
+            float *dst = node->out.data + at;
+            /* (x - mean) scale + beta with mean = mean_hi + mean_lo: x - mean_hi is
+             * exact near the mean, and the rounding of mean_hi to float goes
+             * into the shift instead of into every output */
+            double scale = saved->invstd[c] * (w ? (double)w->data[c] : 1.0);
+            float mean_hi = (float)saved->mean[c];
+            float shift = (float)((b ? (double)b->data[c] : 0.0) - (saved->mean[c] - (double)mean_hi) * scale);
+            float scale_f = (float)scale;
+            for (size_t i = 0; i < g.plane; i++) dst[i] = (src[i] - mean_hi) * scale_f + shift;
+        }
+    return DP_OK;
+}
+
+dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
+    const float *dy = node->out.grad;
+    if (!dy) return DP_OK;
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    const bn_saved_t *saved = node->saved;
+    const int C = g.channels;
+    double *sums = dp_arena_alloc(arena, 2 * sizeof(double) * (size_t)C); /* [sum_dy (C), sum_dyx (C)] */
+    if (!sums) return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of arena memory for %d channel sums", C);
+    memset(sums, 0, 2 * sizeof(double) * (size_t)C);
+    double *s_dy = sums, *s_dyx = sums + C;
+    for (int n = 0; n < g.batch; n++)
+        for (int c = 0; c < C; c++) {
+            size_t at = ((size_t)n * C + c) * g.plane;
+            grad_sums(x->data + at, dy + at, g.plane, saved->mean[c], &s_dy[c], &s_dyx[c]);
+        }
+    if (w && w->grad) {
+        dp_grad_prepare(w);
+        for (int c = 0; c < C; c++) w->grad[c] += (float)(s_dyx[c] * saved->invstd[c]);
+    }
+    if (b && b->grad) {
+        dp_grad_prepare(b);
+        for (int c = 0; c < C; c++) b->grad[c] += (float)s_dy[c];
+    }
+    if (!x->grad) return DP_OK;
+    if (a->training && a->stat_sync) a->stat_sync->sum(a->stat_sync->ctx, sums, 2 * C);
+    int write = dp_grad_claim(x);
+    const double m = saved->count;
+    for (int c = 0; c < C; c++) {
+        double invstd = saved->invstd[c], gamma = w ? (double)w->data[c] : 1.0;
+        /* dx = k_dy dy + k_x (x - mean) + k_0 */
+        float k_dy = (float)(gamma * invstd), k_x = 0.0f, k_0 = 0.0f;
+        if (a->training) {
+            k_x = (float)(-gamma * invstd * invstd * invstd * s_dyx[c] / m);
+            k_0 = (float)(-gamma * invstd * s_dy[c] / m);
+        }
+        float mean = (float)saved->mean[c];
+        k_0 += (float)(-(double)k_x * (saved->mean[c] - (double)mean)); /* the rounding of mean, as in forward */
+        for (int n = 0; n < g.batch; n++) {
+            size_t at = ((size_t)n * C + c) * g.plane;
+            const float *xs = x->data + at, *dys = dy + at;
+            float *dx = x->grad + at;
+            if (write)
+                for (size_t i = 0; i < g.plane; i++) dx[i] = k_dy * dys[i] + k_x * (xs[i] - mean) + k_0;
+            else
+                for (size_t i = 0; i < g.plane; i++) dx[i] += k_dy * dys[i] + k_x * (xs[i] - mean) + k_0;
+        }
+    }
+    return DP_OK;
+}

@@ -1,0 +1,339 @@
+/* test_ops_properties.c - properties of the ops that PyTorch fixtures
+ * cannot pin down: dropout's own mask and synchronised batch norm.
+ *
+ * Dropout (training): the same seed gives the same mask, another seed
+ * another; the kept fraction is 1 - p within 5 standard deviations and kept
+ * values are x / (1 - p); a batch split into shards with example_offset
+ * gives the bits of the whole batch, forward and backward; backward uses
+ * the forward's mask and adds into a grad that holds values; p = 0 and
+ * inference are the identity.
+ *
+ * Sync batch norm: PARTICIPANTS threads each run batch norm on an uneven
+ * shard of one batch, with a stat_sync hook that sums their buffers in
+ * rank order between two barriers (as an all-reduce would). Every shard's
+ * output, input gradient and running stats must equal plain batch norm over
+ * the whole batch, and the participants' weight / bias gradients must add
+ * up to the whole batch's. Without the hook the shards' outputs differ
+ * (the check can fail).
+ *
+ * Also: add with both inputs the same tensor gets 2 dy.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/ops.h"
+#include "dptrain/rng.h"
+#include "testing.h"
+
+/* --- helpers ----------------------------------------------------------------- */
+
+static float *random_floats(dp_rng_t *rng, size_t n, float scale, float offset) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = offset + scale * (float)dp_rng_normal(rng);
+    return v;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)a[i] - (double)b[i]) > worst) worst = fabs((double)a[i] - (double)b[i]);
+    return worst;
+}
+
+/* Runs a one-input op forward on (data, shape) with the given attributes;
+ * returns a malloc'd copy of the output. With `grad` (numel floats,
+ * holding values) also runs backward with out.grad = dy. */
+static float *run_unary(dp_op_kind_t kind, const dp_op_attr_t *attr, float *data, int ndim, const int *shape,
+                        float *grad, const float *dy) {
+    dp_tensor_t x = {0};
+    dp_tensor_set_shape(&x, ndim, shape);
+    x.data = data;
+    x.grad = grad;
+    dp_node_t node = {.kind = kind, .attr = *attr, .in = {&x}};
+    dp_arena_t *arena = dp_arena_new(1 << 16);
+    dp_status_t st = dp_op_forward(&node, arena);
+    CHECK(st == DP_OK, "%s forward: %s", dp_op_table[kind].name, dp_error_message());
+    size_t n = dp_tensor_numel(&x);
+    float *y = malloc(n * sizeof(float));
+    if (st == DP_OK) memcpy(y, node.out.data, n * sizeof(float));
+    if (st == DP_OK && grad) {
+        dp_grad_prepare(&node.out);
+        for (size_t i = 0; i < n; i++) node.out.grad[i] += dy[i];
+        st = dp_op_backward(&node, arena);
+        CHECK(st == DP_OK, "%s backward: %s", dp_op_table[kind].name, dp_error_message());
+    }
+    dp_arena_free(arena);
+    return y;
+}
+
+/* --- dropout ------------------------------------------------------------------- */
+
+static void test_dropout(void) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 7);
+    enum { N = 6, C = 4, H = 50, W = 50 };
+    const int shape[4] = {N, C, H, W};
+    const size_t numel = (size_t)N * C * H * W, per_example = numel / N;
+    float *x = random_floats(&rng, numel, 1.0f, 3.0f); /* no zeros: y == 0 means dropped */
+    for (size_t i = 0; i < numel; i++)
+        if (x[i] == 0.0f) x[i] = 1.0f;
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.training = 1;
+
+    /* kept fraction and scaling, for several p */
+    const float ps[] = {0.1f, 0.5f, 0.9f};
+    for (int k = 0; k < 3; k++) {
+        attr.dropout_p = ps[k];
+        attr.dropout_seed = 42;
+        float *y = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+        size_t kept = 0, wrong_scale = 0;
+        float scale = (float)(1.0 / (1.0 - (double)ps[k]));
+        for (size_t i = 0; i < numel; i++) {
+            if (y[i] == 0.0f) continue;
+            kept++;
+            if (y[i] != x[i] * scale) wrong_scale++;
+        }
+        double fraction = (double)kept / (double)numel, want = 1.0 - ps[k];
+        double sigma = sqrt(ps[k] * want / (double)numel);
+        printf("  dropout p=%.1f: kept %.5f (want %.5f +- %.5f)\n", (double)ps[k], fraction, want, 5 * sigma);
+        CHECK(fabs(fraction - want) <= 5 * sigma, "dropout p=%g: kept fraction %.5f, want %.5f", (double)ps[k],
+              fraction, want);
+        CHECK(wrong_scale == 0, "dropout p=%g: %zu kept values are not x / (1 - p)", (double)ps[k], wrong_scale);
+        free(y);
+    }
+
+    /* same seed -> same bits; another seed -> another mask; examples differ */
+    attr.dropout_p = 0.5f;
+    attr.dropout_seed = 1234;
+    float *y1 = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+    float *y2 = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(y1, y2, numel * sizeof(float)) == 0, "dropout: the same seed gave different outputs");
+    attr.dropout_seed = 1235;
+    float *y3 = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+    size_t differ = 0;
+    for (size_t i = 0; i < numel; i++) differ += (y1[i] == 0.0f) != (y3[i] == 0.0f);
+    CHECK(differ > numel / 3, "dropout: seeds 1234 and 1235 share most of the mask (%zu of %zu differ)", differ, numel);
+    size_t same_pattern = 0; /* example 0's mask against example 1's */
+    for (size_t i = 0; i < per_example; i++) same_pattern += (y1[i] == 0.0f) == (y1[per_example + i] == 0.0f);
+    CHECK(same_pattern < per_example * 3 / 4, "dropout: examples 0 and 1 have nearly the same mask");
+
+    /* shards: examples [0, 2) and [2, 6) with example_offset, forward and backward */
+    attr.dropout_seed = 1234;
+    float *dy = random_floats(&rng, numel, 1.0f, 0.0f);
+    float *grad_whole = calloc(numel, sizeof(float)), *grad_shards = calloc(numel, sizeof(float));
+    float *whole = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, grad_whole, dy);
+    const int split = 2, shape_a[4] = {split, C, H, W}, shape_b[4] = {N - split, C, H, W};
+    float *shard_a = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape_a, grad_shards, dy);
+    attr.example_offset = split;
+    float *shard_b = run_unary(DP_OP_DROPOUT, &attr, x + split * per_example, 4, shape_b,
+                               grad_shards + split * per_example, dy + split * per_example);
+    attr.example_offset = 0;
+    CHECK(memcmp(whole, shard_a, split * per_example * sizeof(float)) == 0 &&
+              memcmp(whole + split * per_example, shard_b, (N - split) * per_example * sizeof(float)) == 0,
+          "dropout: shards with example_offset differ from the whole batch");
+    CHECK(memcmp(grad_whole, grad_shards, numel * sizeof(float)) == 0,
+          "dropout backward: shards with example_offset differ from the whole batch");
+    /* backward uses the forward's mask: dx = dy / (1 - p) where kept, else 0 */
+    size_t bad = 0;
+    for (size_t i = 0; i < numel; i++) bad += grad_whole[i] != (whole[i] != 0.0f ? dy[i] * 2.0f : 0.0f);
+    CHECK(bad == 0, "dropout backward: %zu gradients disagree with the forward's mask", bad);
+    /* a grad holding values is added to */
+    for (size_t i = 0; i < numel; i++) grad_shards[i] = 1.0f;
+    free(run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, grad_shards, dy));
+    bad = 0;
+    for (size_t i = 0; i < numel; i++) bad += grad_shards[i] != 1.0f + grad_whole[i];
+    CHECK(bad == 0, "dropout backward: %zu gradients were not added to the existing ones", bad);
+
+    /* p = 0 and inference: the identity */
+    attr.dropout_p = 0.0f;
+    float *ident = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(ident, x, numel * sizeof(float)) == 0, "dropout p=0 is not the identity");
+    free(ident);
+    attr.dropout_p = 0.5f;
+    attr.training = 0;
+    ident = run_unary(DP_OP_DROPOUT, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(ident, x, numel * sizeof(float)) == 0, "dropout in inference is not the identity");
+    free(ident);
+
+    free(x), free(y1), free(y2), free(y3), free(dy), free(grad_whole), free(grad_shards);
+    free(whole), free(shard_a), free(shard_b);
+}
+
+/* --- sync batch norm ------------------------------------------------------------- */
+
+enum { PARTICIPANTS = 3, BN_C = 3, BN_H = 4, BN_W = 5, MAX_SYNC = 2 * BN_C + 1 };
+static const int shard_sizes[PARTICIPANTS] = {2, 3, 1}; /* uneven on purpose */
+
+/* The fake all-reduce: each participant writes its buffer into its slot;
+ * after the barrier everyone sums the slots in rank order; a second
+ * barrier keeps a fast participant from overwriting a slot still read. */
+typedef struct {
+    pthread_barrier_t barrier;
+    double slots[PARTICIPANTS][MAX_SYNC];
+    int calls[PARTICIPANTS];
+} sync_shared_t;
+
+typedef struct {
+    sync_shared_t *shared;
+    int rank;
+} sync_ctx_t;
+
+static void fake_allreduce_sum(void *ctx, double *values, int count) {
+    sync_ctx_t *c = ctx;
+    DP_ASSERT(count <= MAX_SYNC);
+    memcpy(c->shared->slots[c->rank], values, (size_t)count * sizeof(double));
+    c->shared->calls[c->rank]++;
+    pthread_barrier_wait(&c->shared->barrier);
+    for (int i = 0; i < count; i++) {
+        double sum = 0.0;
+        for (int p = 0; p < PARTICIPANTS; p++) sum += c->shared->slots[p][i];
+        values[i] = sum;
+    }
+    pthread_barrier_wait(&c->shared->barrier);
+}
+
+/* One batch norm forward + backward on (n, C, H, W) at x, dy; writes y and
+ * adds into dx, dgamma, dbeta; updates running stats. */
+typedef struct {
+    int n;
+    const float *x, *dy, *gamma, *beta;
+    float *y, *dx, *dgamma, *dbeta, running_mean[BN_C], running_var[BN_C];
+    const dp_stat_sync_t *sync;
+    dp_status_t status;
+} bn_run_t;
+
+static void *bn_run(void *arg) {
+    bn_run_t *r = arg;
+    const int x_shape[4] = {r->n, BN_C, BN_H, BN_W}, c_shape[1] = {BN_C};
+    dp_tensor_t x = {0}, w = {0}, b = {0};
+    dp_tensor_set_shape(&x, 4, x_shape);
+    dp_tensor_set_shape(&w, 1, c_shape);
+    dp_tensor_set_shape(&b, 1, c_shape);
+    x.data = (float *)r->x, x.grad = r->dx;
+    w.data = (float *)r->gamma, w.grad = r->dgamma;
+    b.data = (float *)r->beta, b.grad = r->dbeta;
+    dp_node_t node = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&x, &w, &b}};
+    node.attr.running_mean = r->running_mean;
+    node.attr.running_var = r->running_var;
+    node.attr.stat_sync = r->sync;
+    dp_arena_t *arena = dp_arena_new(1 << 16);
+    r->status = dp_op_forward(&node, arena);
+    size_t n = dp_tensor_numel(&x);
+    if (r->status == DP_OK) {
+        memcpy(r->y, node.out.data, n * sizeof(float));
+        dp_grad_prepare(&node.out);
+        for (size_t i = 0; i < n; i++) node.out.grad[i] += r->dy[i];
+        r->status = dp_op_backward(&node, arena);
+    }
+    dp_arena_free(arena);
+    return NULL;
+}
+
+static void bn_init_running(bn_run_t *r) {
+    for (int c = 0; c < BN_C; c++) r->running_mean[c] = 0.1f * (float)c, r->running_var[c] = 1.0f + (float)c;
+}
+
+static void test_sync_batch_norm(void) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 99);
+    int total = 0;
+    for (int p = 0; p < PARTICIPANTS; p++) total += shard_sizes[p];
+    const size_t per_example = (size_t)BN_C * BN_H * BN_W, numel = (size_t)total * per_example;
+    float *x = random_floats(&rng, numel, 2.0f, 5.0f), *dy = random_floats(&rng, numel, 1.0f, 0.0f);
+    float *gamma = random_floats(&rng, BN_C, 0.3f, 1.0f), *beta = random_floats(&rng, BN_C, 0.5f, 0.0f);
+
+    /* the reference: plain batch norm over the whole batch */
+    bn_run_t whole = {.n = total, .x = x, .dy = dy, .gamma = gamma, .beta = beta};
+    whole.y = malloc(numel * sizeof(float));
+    whole.dx = calloc(numel, sizeof(float));
+    whole.dgamma = calloc(BN_C, sizeof(float));
+    whole.dbeta = calloc(BN_C, sizeof(float));
+    bn_init_running(&whole);
+    bn_run(&whole);
+    CHECK(whole.status == DP_OK, "batch norm over the whole batch: %s", dp_error_message());
+
+    /* the participants, on threads, with and without the hook */
+    for (int synced = 1; synced >= 0; synced--) {
+        sync_shared_t shared;
+        memset(&shared, 0, sizeof shared);
+        pthread_barrier_init(&shared.barrier, NULL, PARTICIPANTS);
+        sync_ctx_t ctx[PARTICIPANTS];
+        dp_stat_sync_t hooks[PARTICIPANTS];
+        bn_run_t runs[PARTICIPANTS];
+        pthread_t threads[PARTICIPANTS];
+        float *y = malloc(numel * sizeof(float)), *dx = calloc(numel, sizeof(float));
+        float dgamma[PARTICIPANTS][BN_C] = {{0}}, dbeta[PARTICIPANTS][BN_C] = {{0}};
+        size_t first = 0;
+        for (int p = 0; p < PARTICIPANTS; p++) {
+            ctx[p] = (sync_ctx_t){&shared, p};
+            hooks[p] = (dp_stat_sync_t){fake_allreduce_sum, &ctx[p]};
+            runs[p] = (bn_run_t){.n = shard_sizes[p], .x = x + first, .dy = dy + first, .gamma = gamma, .beta = beta,
+                                 .y = y + first, .dx = dx + first, .dgamma = dgamma[p], .dbeta = dbeta[p],
+                                 .sync = synced ? &hooks[p] : NULL};
+            bn_init_running(&runs[p]);
+            first += (size_t)shard_sizes[p] * per_example;
+            pthread_create(&threads[p], NULL, bn_run, &runs[p]);
+        }
+        for (int p = 0; p < PARTICIPANTS; p++) pthread_join(threads[p], NULL);
+        pthread_barrier_destroy(&shared.barrier);
+        double y_diff = max_abs_diff(y, whole.y, numel);
+        if (!synced) {
+            printf("  batch norm per shard without stat_sync: max |y - y_whole| %.3g (must differ)\n", y_diff);
+            CHECK(y_diff > 1e-2, "batch norm without stat_sync matches the whole batch: the test cannot fail");
+            free(y), free(dx);
+            continue;
+        }
+        double dx_diff = max_abs_diff(dx, whole.dx, numel), stat_diff = 0.0, param_diff = 0.0;
+        for (int p = 0; p < PARTICIPANTS; p++) {
+            CHECK(runs[p].status == DP_OK, "participant %d failed", p);
+            CHECK(shared.calls[p] == 2, "participant %d called stat_sync %d times, want 2 (forward, backward)", p,
+                  shared.calls[p]);
+            double d = max_abs_diff(runs[p].running_mean, whole.running_mean, BN_C);
+            double v = max_abs_diff(runs[p].running_var, whole.running_var, BN_C);
+            stat_diff = fmax(stat_diff, fmax(d, v));
+        }
+        for (int c = 0; c < BN_C; c++) {
+            double sum_g = 0.0, sum_b = 0.0;
+            for (int p = 0; p < PARTICIPANTS; p++) sum_g += dgamma[p][c], sum_b += dbeta[p][c];
+            param_diff = fmax(param_diff, fmax(fabs(sum_g - whole.dgamma[c]), fabs(sum_b - whole.dbeta[c])));
+        }
+        printf("  sync batch norm, %d participants (shards 2+3+1) vs whole batch: max diff y %.3g, dx %.3g, "
+               "running stats %.3g, summed dgamma/dbeta %.3g\n",
+               PARTICIPANTS, y_diff, dx_diff, stat_diff, param_diff);
+        CHECK(y_diff < 1e-5, "sync batch norm: y differs from the whole batch by %.3g", y_diff);
+        CHECK(dx_diff < 1e-5, "sync batch norm: dx differs from the whole batch by %.3g", dx_diff);
+        CHECK(stat_diff < 1e-5, "sync batch norm: running stats differ from the whole batch by %.3g", stat_diff);
+        CHECK(param_diff < 1e-4, "sync batch norm: summed dgamma / dbeta differ from the whole batch by %.3g",
+              param_diff);
+        free(y), free(dx);
+    }
+    free(x), free(dy), free(gamma), free(beta), free(whole.y), free(whole.dx), free(whole.dgamma), free(whole.dbeta);
+}
+
+/* --- add with itself --------------------------------------------------------------- */
+
+static void test_add_aliased(void) {
+    float data[6] = {1, -2, 3, -4, 5, -6}, grad[6] = {0}, dy[6] = {1, 2, 3, 4, 5, 6};
+    dp_tensor_t x = {2, {2, 3}, data, grad, 1}; /* unset: the first write claims it */
+    dp_node_t node = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &x}};
+    dp_arena_t *arena = dp_arena_new(1 << 12);
+    CHECK(dp_op_forward(&node, arena) == DP_OK, "add x + x: %s", dp_error_message());
+    dp_grad_prepare(&node.out);
+    for (int i = 0; i < 6; i++) node.out.grad[i] += dy[i];
+    CHECK(dp_op_backward(&node, arena) == DP_OK, "add x + x backward: %s", dp_error_message());
+    int bad = 0;
+    for (int i = 0; i < 6; i++) bad += node.out.data[i] != 2 * data[i] || grad[i] != 2 * dy[i];
+    CHECK(bad == 0, "add x + x: y must be 2x and dx 2 dy (%d wrong)", bad);
+    dp_arena_free(arena);
+}
+
+int main(void) {
+    test_dropout();
+    test_sync_batch_norm();
+    test_add_aliased();
+    return testing_finish("test_ops_properties");
+}
