@@ -366,6 +366,13 @@ static void test_files(void) {
     snprintf(want, sizeof want, "%s:8: unknown key 'filtres' for [conv]", path);
     CHECK(strncmp(dp_error_message(), want, strlen(want)) == 0, "message: %s", dp_error_message());
     remove(path);
+    size_t big = (size_t)DP_MODEL_FILE_MAX_BYTES + 1;
+    char *text = malloc(big);
+    memset(text, '#', big);
+    CHECK(dp_model_parse(text, big, "big.cfg", &m) == DP_ERR_FORMAT && m == NULL, "a file over 1 MiB");
+    CHECK(strcmp(dp_error_message(), "big.cfg:1: larger than 1048576 bytes: not a model file") == 0, "message: %s",
+          dp_error_message());
+    free(text);
     /* --model NAME|FILE */
     CHECK(dp_model_load("lenet-paddle", &m) == DP_OK && dp_model_num_params(m) == 20350, "built-in by name");
     dp_model_free(m);
