@@ -13,6 +13,7 @@
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
+#include "dptrain/model_file.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "dptrain/schedule.h"
@@ -53,7 +54,8 @@ static const char train_usage[] =
     "steps, without evaluation), images per second and the devices.\n"
     "\n"
     "options:\n"
-    "  --model NAME              lenet (d2l 12.5, default), lenet-paddle, resnet18 or alexnet\n"
+    "  --model NAME|FILE         lenet (d2l 12.5, default), lenet-paddle, resnet18, alexnet,\n"
+    "                            or a model file (models/*.cfg; docs/model-format.md)\n"
     "  --data DIR                directory with the four IDX files\n"
     "                            (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
     "                            t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]);\n"
@@ -328,7 +330,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_loader_t *loader = NULL;
     dp_epoch_stats_t *history = NULL;
 
-    if (dp_model_builtin(o.model, &model) != DP_OK) goto done;
+    if (dp_model_load(o.model, &model) != DP_OK) goto done;
     if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
     if (dp_dataset_load(o.data_dir, "t10k", &test_set) != DP_OK) goto done;
     int c, h, w;

@@ -1,0 +1,37 @@
+/* model_file.h - model files: a small text format, one layer per block
+ * (in the spirit of Darknet's .cfg), read into a dp_model_t through the
+ * builder API of nn.h. The format is documented in docs/model-format.md;
+ * models/ holds every built-in network as a model file.
+ *
+ * Errors are one line, "FILE:LINE: problem" (unknown layer type or key,
+ * missing or duplicate key, bad number, unknown or later label, a shape that
+ * does not fit, ...); the parser never crashes on any input (it is fuzzed:
+ * tests/fuzz_model_file.c).
+ */
+#ifndef DPTRAIN_MODEL_FILE_H
+#define DPTRAIN_MODEL_FILE_H
+
+#include <stddef.h>
+
+#include "dptrain/nn.h"
+
+/* Longest line accepted, without its newline. */
+#define DP_MODEL_FILE_MAX_LINE 1024
+/* Largest model file accepted, in bytes. */
+#define DP_MODEL_FILE_MAX_BYTES (1 << 20)
+
+/* Builds a model from the `len` bytes of `text` (no NUL needed). file_name
+ * names the text in error messages ("FILE:LINE: ..."); NULL reads "<model>".
+ * *out is NULL on failure: DP_ERR_FORMAT for a malformed file, the
+ * builder's status (DP_ERR_SHAPE, DP_ERR_ARG) for layers that do not fit,
+ * DP_ERR_NOMEM. */
+dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, dp_model_t **out);
+
+/* Reads and parses the model file at `path` (DP_ERR_IO: cannot be read). */
+dp_status_t dp_model_load_file(const char *path, dp_model_t **out);
+
+/* `--model NAME|FILE`: a built-in model's name (dp_builtin_models) or the
+ * path of a model file. */
+dp_status_t dp_model_load(const char *name_or_path, dp_model_t **out);
+
+#endif

@@ -1,0 +1,458 @@
+/* test_model_file.c - the model-file parser (model_file.h): a table of valid
+ * snippets with the parameter table each must build, a table of broken
+ * snippets with the exact one-line message each must give (line numbers
+ * included), the shipped models (each identical to its built-in; alexnet
+ * and resnet18 with PyTorch's parameter counts), file
+ * errors, and a few thousand mutated files that must fail cleanly or parse. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/autograd.h"
+#include "dptrain/model_file.h"
+#include "dptrain/rng.h"
+#include "testing.h"
+
+/* Lines 1-4 of most snippets: layers start on line 5. */
+#define NET "[net]\nchannels = 1\nheight = 8\nwidth = 8\n"
+#define HEAD "[flatten]\n[linear]\nname = head\nout = 3\n"
+
+/* "name AxB, name C, ... -> outputs" */
+static void describe(const dp_model_t *m, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++) {
+        const dp_param_info_t *p = dp_model_param(m, i);
+        used += (size_t)snprintf(out + used, size - used, "%s%s ", i ? ", " : "", p->name);
+        for (int d = 0; d < p->ndim; d++)
+            used += (size_t)snprintf(out + used, size - used, "%s%d", d ? "x" : "", p->shape[d]);
+        if (used >= size) return;
+    }
+    snprintf(out + used, size - used, " -> %d", dp_model_num_outputs(m));
+}
+
+typedef struct {
+    const char *what;
+    const char *text;
+    const char *params; /* describe() of the model */
+} valid_case_t;
+
+static const valid_case_t valid_cases[] = {
+    {"minimal", NET HEAD, "head.weight 3x64, head.bias 3 -> 3"},
+    {"comments, blanks, tabs, CRLF, spaces around '=' and brackets, UTF-8 in a comment",
+     "# a model\r\n\r\n  [ net ]   # the input\r\n\tchannels=1\r\nheight =8\r\n width\t= 8 # \xc3\xa9\r\n"
+     "[flatten]\n\n[linear]\nname=head\nout=3",
+     "head.weight 3x64, head.bias 3 -> 3"},
+    {"conv: size_h/size_w, stride_w, pad, groups, bias = 0, activation; W (8+2-1)/2+1 = 5",
+     "[net]\nchannels = 2\nheight = 8\nwidth = 8\n"
+     "[conv]\nname = c\nfilters = 4\nsize_h = 3\nsize_w = 1\nstride_w = 2\npad = 1\ngroups = 2\nbias = 0\n"
+     "activation = relu\n" HEAD,
+     "c.weight 4x1x3x1, head.weight 3x160, head.bias 3 -> 3"},
+    {"conv: dilation 2 (8 - 2*2 = 4), linear bias = 0",
+     NET "[conv]\nname = c\nfilters = 2\nsize = 3\ndilation = 2\n[flatten]\n[linear]\nname = head\nout = 3\nbias = 0\n",
+     "c.weight 2x1x3x3, c.bias 2, head.weight 3x32 -> 3"},
+    {"pools: stride defaults to size, padding, count_include_pad",
+     NET "[maxpool]\nsize = 2\n[avgpool]\nsize = 3\nstride = 1\npad = 1\ncount_include_pad = 0\n" HEAD,
+     "head.weight 3x16, head.bias 3 -> 3"},
+    {"pool: rectangular window", NET "[avgpool]\nsize_h = 2\nsize_w = 4\n" HEAD, "head.weight 3x8, head.bias 3 -> 3"},
+    {"labels and names may hold '.', '-', '_'", NET "[relu]\nlabel = a.b-c_d\n" HEAD,
+     "head.weight 3x64, head.bias 3 -> 3"},
+    {"model name and torch init", "[net]\nname = my-net\ninit = torch\nchannels = 1\nheight = 8\nwidth = 8\n" HEAD,
+     "head.weight 3x64, head.bias 3 -> 3"},
+    {"no newline at the end", NET "[flatten]\n[linear]\nname = head\nout = 3", "head.weight 3x64, head.bias 3 -> 3"},
+};
+
+/* Layers that need issue 5's builder functions (nn.c). */
+static const valid_case_t valid_graph_cases[] = {
+    {"batchnorm, dropout, sigmoid, tanh",
+     NET "[conv]\nname = c\nfilters = 2\nsize = 3\n[batchnorm]\nname = bn\neps = 1e-3\nmomentum = 0.2\n"
+         "[sigmoid]\n[tanh]\n[flatten]\n[dropout]\np = 0.25\n[linear]\nname = head\nout = 3\n",
+     "c.weight 2x1x3x3, c.bias 2, bn.weight 2, bn.bias 2, bn.running_mean 2, bn.running_var 2, "
+     "head.weight 3x72, head.bias 3 -> 3"},
+    {"conv activation = tanh, linear activation = sigmoid, global_avgpool",
+     NET "[conv]\nname = c\nfilters = 5\nsize = 3\nactivation = tanh\n[global_avgpool]\n[flatten]\n"
+         "[linear]\nname = head\nout = 3\nactivation = sigmoid\n",
+     "c.weight 5x1x3x3, c.bias 5, head.weight 3x5, head.bias 3 -> 3"},
+    {"conv_transpose: (8-1)*2 - 2 + 3 + 1 = 16",
+     NET "[conv_transpose]\nname = up\nfilters = 2\nsize = 3\nstride = 2\npad = 1\noutput_padding = 1\n"
+         "[avgpool]\nsize = 4\n" HEAD,
+     "up.weight 1x2x3x3, up.bias 2, head.weight 3x32, head.bias 3 -> 3"},
+    {"route by label reads the input: the second conv sees 1 channel",
+     NET "[conv]\nname = a\nfilters = 4\nsize = 1\n[route]\nfrom = input\n[conv]\nname = b\nfilters = 2\nsize = 1\n" HEAD,
+     "a.weight 4x1x1x1, a.bias 4, b.weight 2x1x1x1, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"route by relative offset -2 reads conv a (4 channels), not the pool",
+     NET "[conv]\nname = a\nfilters = 4\nsize = 1\n[maxpool]\nsize = 2\n[route]\nfrom = -2\n"
+         "[conv]\nname = b\nfilters = 2\nsize = 1\n" HEAD,
+     "a.weight 4x1x1x1, a.bias 4, b.weight 2x4x1x1, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"residual by label and by offset, with and without relu",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\nsize = 3\n"
+         "pad = 1\n[residual]\nfrom = block_in\nrelu = 1\n[residual]\nfrom = -3\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+};
+
+typedef struct {
+    const char *what;
+    const char *text;
+    size_t len; /* 0: strlen(text) */
+    const char *message; /* exact; ending in '*': a prefix */
+} broken_case_t;
+
+#define LONG_100 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+#define LONG_1000 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100 LONG_100
+
+static const broken_case_t broken_cases[] = {
+    {"empty", "", 0, "t.cfg:1: empty file (a model file starts with [net])"},
+    {"only comments", "# nothing\n\n   # here\n", 0, "t.cfg:3: no [net] block (the file has no blocks)"},
+    {"no layers", NET, 0, "t.cfg:4: no layers after [net]"},
+    {"first block not net", "[conv]\nname = c\n", 0, "t.cfg:1: the first block must be [net], found [conv]"},
+    {"key outside a block", "filters = 3\n[net]\n", 0,
+     "t.cfg:1: 'filters = 3' is outside a block (a model file starts with [net])"},
+    {"second net", NET "[net]\n", 0, "t.cfg:5: a second [net] block (the one [net] block is on line 1)"},
+    {"unknown layer type", NET "\n[convolution]\n", 0,
+     "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
+     "global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route or residual)"},
+    {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
+    {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
+    {"unknown key in net", "[net]\nchannel = 1\n", 0,
+     "t.cfg:2: unknown key 'channel' for [net] (expected one of: channels height width init init_scale name)"},
+    {"no '='", NET "[conv]\nfilters 3\n", 0, "t.cfg:6: expected key = value or [type], found 'filters 3'"},
+    {"no key", NET "[conv]\n = 3\n", 0, "t.cfg:6: '= 3' has no key"},
+    {"no value", NET "[conv]\nfilters =   # later\n", 0, "t.cfg:6: filters has no value"},
+    {"duplicate key", NET "[conv]\nname = c\nfilters = 3\n\nfilters = 4\n", 0,
+     "t.cfg:9: duplicate key 'filters' (first given on line 7)"},
+    {"missing key", NET "[conv]\nname = c\nsize = 3\n" HEAD, 0, "t.cfg:5: [conv] needs filters"},
+    {"missing key in net", "[net]\nchannels = 1\nwidth = 8\n" HEAD, 0, "t.cfg:1: [net] needs height"},
+    {"missing size", NET "[conv]\nname = c\nfilters = 3\n" HEAD, 0,
+     "t.cfg:5: [conv] needs size (or size_h and size_w)"},
+    {"size_h without size_w", NET "[maxpool]\nsize_h = 2\n" HEAD, 0, "t.cfg:6: size_h given without size_w"},
+    {"size and size_w", NET "[maxpool]\nsize = 2\nsize_w = 2\n" HEAD, 0,
+     "t.cfg:7: size and size_w both given (line 6): give size, or size_h and size_w"},
+    {"not a number", NET "[conv]\nname = c\nfilters = abc\nsize = 3\n" HEAD, 0, "t.cfg:7: filters = abc is not an integer"},
+    {"a fraction for an integer", NET "[conv]\nname = c\nfilters = 3.5\nsize = 3\n" HEAD, 0,
+     "t.cfg:7: filters = 3.5 is not an integer"},
+    {"negative", NET "[conv]\nname = c\nfilters = -3\nsize = 3\n" HEAD, 0,
+     "t.cfg:7: filters = -3 is out of range (expected 1 to 65536)"},
+    {"overflow", NET "[conv]\nname = c\nfilters = 99999999999999999999999999\nsize = 3\n" HEAD, 0,
+     "t.cfg:7: filters = 99999999999999999999999999 is out of range (expected 1 to 65536)"},
+    {"zero stride", NET "[maxpool]\nsize = 2\nstride = 0\n" HEAD, 0,
+     "t.cfg:7: stride = 0 is out of range (expected 1 to 1024)"},
+    {"input too large", "[net]\nchannels = 65536\nheight = 65536\nwidth = 2\n" HEAD, 0,
+     "t.cfg:1: input 65536x65536x2 has more than 268435456 values"},
+    {"float out of range", NET "[dropout]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range (expected 0 to 1, exclusive)"},
+    {"float overflow", NET "[batchnorm]\nname = bn\neps = 1e999\n" HEAD, 0,
+     "t.cfg:7: eps = 1e999 is out of range (expected 1e-12 to 1)"},
+    {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
+    {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
+    {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
+     "t.cfg:5: init = xavier: expected normal or torch"},
+    {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
+    {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
+     "t.cfg:9: activation = gelu: expected relu, sigmoid, tanh or linear"},
+    {"duplicate parameter name", NET "[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n[linear]\nname = c\nout = 3\n",
+     0, "t.cfg:11: name = c is already the name of the layer on line 5"},
+    {"bad name", NET "[flatten]\n[linear]\nname = fc 1\nout = 3\n", 0,
+     "t.cfg:7: name = fc 1: use letters, digits, '_', '.' and '-' only"},
+    {"name too long", NET "[flatten]\n[linear]\nname = n234567890123456789012345678901234567890123456789\nout = 3\n", 0,
+     "t.cfg:7: name = n234567890123456789012345678901234567890... is longer than 48 characters"},
+    {"duplicate label", NET "[relu]\nlabel = a\n[relu]\nlabel = a\n" HEAD, 0,
+     "t.cfg:8: label = a is already the label of the layer on line 5"},
+    {"reserved label", NET "[relu]\nlabel = input\n" HEAD, 0,
+     "t.cfg:6: label = input is reserved (from = input names the model's input)"},
+    {"numeric label", NET "[relu]\nlabel = 2\n" HEAD, 0, "t.cfg:6: label = 2: a label starts with a letter, '_' or '.'"},
+    {"route to an unknown label", NET "[relu]\n[route]\nfrom = nowhere\n" HEAD, 0,
+     "t.cfg:7: from = nowhere: no layer has that label"},
+    {"route to a later layer", NET "[route]\nfrom = later\n[relu]\nlabel = later\n" HEAD, 0,
+     "t.cfg:6: from = later: that label is on a later layer (line 8); from must name an earlier layer"},
+    {"residual to itself", NET "[relu]\n[residual]\nfrom = me\nlabel = me\n" HEAD, 0,
+     "t.cfg:7: from = me: that label is on this layer (line 8); from must name an earlier layer"},
+    {"offset before the input", NET "[relu]\n[residual]\nfrom = -3\n" HEAD, 0,
+     "t.cfg:7: from = -3 reaches before the input (this is layer 2: -1 to -2 are possible)"},
+    {"positive offset", NET "[relu]\n[route]\nfrom = 1\n" HEAD, 0,
+     "t.cfg:7: from = 1: expected a negative offset (-1 is the layer before) or a label"},
+    {"route last", NET "[relu]\n[route]\nfrom = -1\n", 0,
+     "t.cfg:6: [route] cannot be the last layer (the next layer reads what it routes)"},
+    {"pool padding over half the window", NET "[maxpool]\nsize = 2\npad = 2\n" HEAD, 0,
+     "t.cfg:5: [maxpool] pad 2 must be at most half of size 2 (as in PyTorch)"},
+    {"conv does not fit (the builder's message)", NET "[conv]\nname = c\nfilters = 2\nsize = 9\n" HEAD, 0,
+     "t.cfg:5: [conv] model t: layer c: *"},
+    {"linear without flatten (the builder's message)", NET "\n[linear]\nname = fc\nout = 3\n", 0,
+     "t.cfg:6: [linear] model t: layer fc: *"},
+    {"ends with an image", NET "[conv]\nname = c\nfilters = 2\nsize = 3\n", 0,
+     "t.cfg:5: the network ends with a 3-dim output per example; it must end with a flat vector of class "
+     "scores ([flatten], then [linear])"},
+    {"line too long", NET "# " LONG_1000 LONG_100 "\n", 0, "t.cfg:5: line is longer than 1024 characters"},
+    {"control byte", NET "[re\x01lu]\n", 0, "t.cfg:5: non-text byte 0x01 at column 4"},
+    {"NUL byte", NET "[relu]\0\n", sizeof(NET "[relu]\0\n") - 1, "t.cfg:5: non-text byte 0x00 at column 7"},
+    {"carriage return inside a line", NET "[relu]\r[relu]\n", 0, "t.cfg:5: non-text byte 0x0d at column 7"},
+    {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
+     "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
+    {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
+     "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
+     "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route or "
+     "residual)"},
+};
+
+static int message_matches(const char *got, const char *want) {
+    size_t n = strlen(want);
+    if (n > 0 && want[n - 1] == '*') return strncmp(got, want, n - 1) == 0;
+    return strcmp(got, want) == 0;
+}
+
+static void check_valid(const valid_case_t *c) {
+    dp_model_t *m = NULL;
+    dp_status_t status = dp_model_parse(c->text, strlen(c->text), "t.cfg", &m);
+    CHECK(status == DP_OK && m, "%s: %s", c->what, dp_error_message());
+    if (!m) return;
+    char got[1024];
+    describe(m, got, sizeof got);
+    CHECK(strcmp(got, c->params) == 0, "%s:\n  got  %s\n  want %s", c->what, got, c->params);
+    dp_model_free(m);
+}
+
+static void test_valid(void) {
+    for (size_t i = 0; i < sizeof valid_cases / sizeof valid_cases[0]; i++) check_valid(&valid_cases[i]);
+}
+
+static void test_valid_graph_layers(void) {
+    for (size_t i = 0; i < sizeof valid_graph_cases / sizeof valid_graph_cases[0]; i++)
+        check_valid(&valid_graph_cases[i]);
+}
+
+static void test_broken(void) {
+    for (size_t i = 0; i < sizeof broken_cases / sizeof broken_cases[0]; i++) {
+        const broken_case_t *c = &broken_cases[i];
+        size_t len = c->len ? c->len : strlen(c->text);
+        dp_model_t *m = (dp_model_t *)&m; /* must be reset to NULL */
+        dp_status_t status = dp_model_parse(c->text, len, "t.cfg", &m);
+        CHECK(status != DP_OK && m == NULL, "%s: accepted", c->what);
+        CHECK(message_matches(dp_error_message(), c->message), "%s:\n  got  %s\n  want %s", c->what,
+              dp_error_message(), c->message);
+    }
+}
+
+/* A model parsed from models/NAME.cfg. */
+static dp_model_t *load_shipped(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "../models/%s.cfg", name);
+    dp_model_t *m = NULL;
+    CHECK(dp_model_load_file(testing_path(rel), &m) == DP_OK, "%s: %s", rel, dp_error_message());
+    return m;
+}
+
+/* Logits of a model for a fixed random batch, from parameters drawn with `seed`. */
+static float *forward_once(const dp_model_t *m, uint64_t seed, float **params_out) {
+    size_t np = dp_model_num_params(m);
+    float *params = malloc(sizeof(float) * np);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    dp_model_init_params(m, params, &rng);
+    int shape[4] = {3, 1, 28, 28};
+    float *x = malloc(sizeof(float) * 3 * 784);
+    dp_rng_seed(&rng, 1234);
+    for (int i = 0; i < 3 * 784; i++) x[i] = (float)dp_rng_uniform(&rng);
+    dp_arena_t *arena = dp_arena_new(1 << 20);
+    dp_tape_t *tape = dp_tape_new(arena);
+    dp_tensor_t *input = dp_tape_tensor(tape, 4, shape), *logits = NULL;
+    input->data = x;
+    float *out = NULL;
+    CHECK(dp_model_forward(m, tape, params, NULL, input, &logits) == DP_OK, "%s forward: %s", dp_model_name(m),
+          dp_error_message());
+    if (logits && (out = malloc(sizeof(float) * 30))) memcpy(out, logits->data, sizeof(float) * 30);
+    dp_tape_free(tape);
+    dp_arena_free(arena);
+    free(x);
+    *params_out = params;
+    return out;
+}
+
+/* models/NAME.cfg builds exactly the built-in model NAME: the same parameter
+ * table, the same initial parameters for a seed (so the same init kind and
+ * scale), the same logits (inference: batch norm's running statistics,
+ * no dropout). */
+static void test_builtin_equivalence(const char *name) {
+    dp_model_t *file = load_shipped(name), *builtin = NULL;
+    CHECK(dp_model_builtin(name, &builtin) == DP_OK, "%s", dp_error_message());
+    if (!file || !builtin) goto done;
+    CHECK(strcmp(dp_model_name(file), name) == 0, "name %s", dp_model_name(file));
+    CHECK(dp_model_num_params(file) == dp_model_num_params(builtin), "%s: %zu params, built-in %zu", name,
+          dp_model_num_params(file), dp_model_num_params(builtin));
+    CHECK(dp_model_num_param_tensors(file) == dp_model_num_param_tensors(builtin), "%s: tensors", name);
+    CHECK(dp_model_num_layers(file) == dp_model_num_layers(builtin), "%s: %d layers, built-in %d", name,
+          dp_model_num_layers(file), dp_model_num_layers(builtin));
+    if (dp_model_num_param_tensors(file) != dp_model_num_param_tensors(builtin) ||
+        dp_model_num_params(file) != dp_model_num_params(builtin))
+        goto done;
+    for (int i = 0; i < dp_model_num_param_tensors(file); i++) {
+        const dp_param_info_t *a = dp_model_param(file, i), *b = dp_model_param(builtin, i);
+        CHECK(strcmp(a->name, b->name) == 0 && a->ndim == b->ndim && a->offset == b->offset &&
+                  a->numel == b->numel && memcmp(a->shape, b->shape, sizeof(int) * (size_t)a->ndim) == 0,
+              "%s: parameter %d is %s, built-in %s", name, i, a->name, b->name);
+    }
+    float *pa, *pb;
+    float *ya = forward_once(file, 42, &pa), *yb = forward_once(builtin, 42, &pb);
+    CHECK(memcmp(pa, pb, sizeof(float) * dp_model_num_params(file)) == 0, "%s: initial parameters differ", name);
+    if (ya && yb) {
+        CHECK(memcmp(ya, yb, sizeof(float) * 30) == 0, "%s: logits differ: %g vs %g", name, ya[0], yb[0]);
+        float sum = 0.0f;
+        for (int i = 0; i < 30; i++) sum += fabsf(ya[i]);
+        CHECK(sum > 0.0f, "%s: logits all zero", name);
+        printf("%s.cfg: same parameter table, initial parameters and logits as the built-in\n", name);
+    }
+    free(pa);
+    free(pb);
+    free(ya);
+    free(yb);
+done:
+    dp_model_free(file);
+    dp_model_free(builtin);
+}
+
+static int find_param(const dp_model_t *m, const char *name) {
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++)
+        if (strcmp(dp_model_param(m, i)->name, name) == 0) return i;
+    return -1;
+}
+
+/* The counts are tools/model_param_counts.py's output (PyTorch 1.13):
+ *   alexnet: 5670602 trainable parameters, 0 running statistics
+ *   resnet18: 11175818 trainable parameters, 7808 running statistics
+ * resnet18 has 110 state_dict entries besides num_batches_tracked. */
+static void test_shipped_counts(void) {
+    dp_model_t *m = load_shipped("alexnet");
+    if (m) {
+        CHECK(dp_model_num_trainable(m) == 5670602, "alexnet: %zu trainable", dp_model_num_trainable(m));
+        CHECK(dp_model_num_params(m) == 5670602, "alexnet: %zu params", dp_model_num_params(m));
+        CHECK(dp_model_num_param_tensors(m) == 16, "alexnet: %d tensors", dp_model_num_param_tensors(m));
+        int i = find_param(m, "fc1.weight");
+        CHECK(i >= 0 && dp_model_param(m, i)->shape[1] == 2304, "alexnet: fc1.weight is not (1024, 2304)");
+        CHECK(dp_model_num_outputs(m) == 10, "alexnet: %d outputs", dp_model_num_outputs(m));
+        printf("alexnet.cfg: %zu parameters (PyTorch: 5670602)\n", dp_model_num_params(m));
+        dp_model_free(m);
+    }
+    m = load_shipped("resnet18");
+    if (m) {
+        CHECK(dp_model_num_trainable(m) == 11175818, "resnet18: %zu trainable", dp_model_num_trainable(m));
+        CHECK(dp_model_num_params(m) == 11175818 + 7808, "resnet18: %zu params", dp_model_num_params(m));
+        CHECK(dp_model_num_param_tensors(m) == 110, "resnet18: %d tensors", dp_model_num_param_tensors(m));
+        const char *names[] = {"0.weight", "1.running_var", "resnet_block2.0.conv3.weight",
+                               "resnet_block4.1.bn2.bias", "fc.1.weight"};
+        for (int k = 0; k < 5; k++) CHECK(find_param(m, names[k]) >= 0, "resnet18 lacks %s", names[k]);
+        int i = find_param(m, "resnet_block3.0.conv3.weight");
+        CHECK(i >= 0 && dp_model_param(m, i)->shape[0] == 256 && dp_model_param(m, i)->shape[1] == 128 &&
+                  dp_model_param(m, i)->shape[2] == 1,
+              "resnet18: resnet_block3.0.conv3.weight is not (256, 128, 1, 1)");
+        CHECK(dp_model_num_outputs(m) == 10, "resnet18: %d outputs", dp_model_num_outputs(m));
+        printf("resnet18.cfg: %zu trainable parameters (PyTorch: 11175818)\n", dp_model_num_trainable(m));
+        dp_model_free(m);
+    }
+}
+
+static void test_files(void) {
+    dp_model_t *m = (dp_model_t *)&m;
+    CHECK(dp_model_load_file("/nonexistent/x.cfg", &m) == DP_ERR_IO && m == NULL, "missing file");
+    CHECK(strcmp(dp_error_message(), "/nonexistent/x.cfg: cannot open model file (No such file or directory)") == 0,
+          "message: %s", dp_error_message());
+    CHECK(dp_model_load_file(testing_tmpdir(), &m) == DP_ERR_IO, "a directory");
+    CHECK(strstr(dp_error_message(), "cannot read model file (Is a directory)") != NULL, "message: %s",
+          dp_error_message());
+    char path[512];
+    snprintf(path, sizeof path, "%s/broken.cfg", testing_tmpdir());
+    FILE *f = fopen(path, "w");
+    fputs("[net]\nchannels = 1\nheight = 28\nwidth = 28\n\n[conv]\nname = c\nfiltres = 3\n", f);
+    fclose(f);
+    CHECK(dp_model_load_file(path, &m) == DP_ERR_FORMAT, "broken file");
+    char want[768];
+    snprintf(want, sizeof want, "%s:8: unknown key 'filtres' for [conv]", path);
+    CHECK(strncmp(dp_error_message(), want, strlen(want)) == 0, "message: %s", dp_error_message());
+    remove(path);
+    size_t big = (size_t)DP_MODEL_FILE_MAX_BYTES + 1;
+    char *text = malloc(big);
+    memset(text, '#', big);
+    CHECK(dp_model_parse(text, big, "big.cfg", &m) == DP_ERR_FORMAT && m == NULL, "a file over 1 MiB");
+    CHECK(strcmp(dp_error_message(), "big.cfg:1: larger than 1048576 bytes: not a model file") == 0, "message: %s",
+          dp_error_message());
+    free(text);
+    /* --model NAME|FILE */
+    CHECK(dp_model_load("lenet-paddle", &m) == DP_OK && dp_model_num_params(m) == 20350, "built-in by name");
+    dp_model_free(m);
+    CHECK(dp_model_load("resnet-9000", &m) == DP_ERR_ARG && m == NULL, "unknown name");
+    CHECK(strcmp(dp_error_message(),
+                 "unknown model 'resnet-9000': not a built-in model (lenet, lenet-paddle, resnet18, alexnet) nor "
+                 "a model file") == 0,
+          "message: %s", dp_error_message());
+    CHECK(dp_model_load("missing.cfg", &m) == DP_ERR_IO, "a .cfg name is a path");
+    CHECK(dp_model_load(testing_path("../models/lenet.cfg"), &m) == DP_OK, "%s", dp_error_message());
+    dp_model_free(m);
+}
+
+/* Mutated copies of the shipped models (bytes flipped, inserted, deleted,
+ * lines duplicated): each must parse or fail with one line starting
+ * "t.cfg:"; under AddressSanitizer (scripts/sanitize.sh) this also checks
+ * memory safety. tests/fuzz_model_file.c is the thorough version. */
+static void test_mutations(void) {
+    const char *names[] = {"lenet", "resnet18"};
+    static const char alphabet[] = "[]=#-\n \t0123456789abcdefilnoprstuvwx_.\r\x01\xff";
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 5);
+    int parsed = 0, failed_cleanly = 0, bad = 0;
+    for (int n = 0; n < 2; n++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "../models/%s.cfg", names[n]);
+        FILE *f = fopen(testing_path(rel), "rb");
+        CHECK(f != NULL, "cannot open %s", rel);
+        if (!f) continue;
+        static char original[1 << 15], text[1 << 16];
+        size_t len = fread(original, 1, sizeof original, f);
+        fclose(f);
+        for (int trial = 0; trial < 1500; trial++) {
+            memcpy(text, original, len);
+            size_t size = len;
+            int edits = 1 + (int)dp_rng_below(&rng, 4);
+            for (int e = 0; e < edits && size > 0; e++) {
+                size_t at = (size_t)dp_rng_below(&rng, size);
+                char c = alphabet[dp_rng_below(&rng, sizeof alphabet - 1)];
+                switch (dp_rng_below(&rng, 4)) {
+                case 0: text[at] = c; break;
+                case 1:
+                    memmove(text + at + 1, text + at, size - at);
+                    text[at] = c;
+                    size++;
+                    break;
+                case 2:
+                    memmove(text + at, text + at + 1, size - at - 1);
+                    size--;
+                    break;
+                default: { /* cut everything after `at` */
+                    size = at + 1;
+                    break;
+                }
+                }
+            }
+            dp_model_t *m = NULL;
+            dp_status_t status = dp_model_parse(text, size, "t.cfg", &m);
+            if (status == DP_OK) {
+                parsed++;
+                dp_model_free(m);
+            } else if (strncmp(dp_error_message(), "t.cfg:", 6) == 0 && !strchr(dp_error_message(), '\n') &&
+                       m == NULL) {
+                failed_cleanly++;
+            } else {
+                if (bad++ < 5) CHECK(0, "mutation %d of %s: %s", trial, names[n], dp_error_message());
+            }
+        }
+    }
+    CHECK(bad == 0, "%d mutations failed without a FILE:LINE message", bad);
+    printf("mutations: %d parsed, %d failed with a FILE:LINE message\n", parsed, failed_cleanly);
+}
+
+int main(void) {
+    test_valid();
+    test_valid_graph_layers();
+    test_broken();
+    for (int i = 0; dp_builtin_models[i]; i++) test_builtin_equivalence(dp_builtin_models[i]);
+    test_shipped_counts();
+    test_files();
+    test_mutations();
+    return testing_finish("test_model_file");
+}
