@@ -20,12 +20,17 @@
 #define DPTRAIN_CONV_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dptrain/ops.h"
 
 /* Target size of the buffers of one chunk of images: columns plus gemm
  * output (see dp_conv_geom_finish). */
 #define DP_CONV_CHUNK_BUDGET_BYTES ((size_t)1 << 20)
+/* Columns (images x output positions) a chunk has at least: measured on
+ * ResNet-18's 512-channel 4x4 conv, 48 columns (the budget's 3 images) ran
+ * at 120 GFLOP/s, 512 at 165-190. */
+#define DP_CONV_MIN_COLUMNS 512
 /* Output positions per image from which a chunk is a single image. */
 #define DP_CONV_WIDE_OUTPUT 256
 
@@ -42,6 +47,10 @@ typedef struct {
     size_t kernel_vol;       /* kD * kH * kW */
     size_t col_rows;         /* Cg * kvol */
     int chunk;               /* images per im2col chunk */
+    /* conv's small-plane path (ops_conv.c), set per call; NULL elsewhere */
+    float *pad_scratch;      /* (Cg, H + 2 pad, W + 2 pad) of one image */
+    int32_t *small_index;    /* backward: col2im gather tables */
+    uint16_t *small_mask;
 } dp_conv_geom_t;
 
 /* One kernel tap along one dim: its input offset (k * dilation - pad) and

@@ -135,8 +135,15 @@ void dp_conv_geom_finish(dp_conv_geom_t *g) {
     /* Wide outputs already give the gemm enough columns per image, and one
      * image at a time lets it write y (and read dy) in place. */
     if (g->out_plane >= DP_CONV_WIDE_OUTPUT || chunk < 1) chunk = 1;
+    /* Small planes (ResNet's 7x7, 4x4) would make a product of a few dozen
+     * columns: take enough images for DP_CONV_MIN_COLUMNS, past the budget. */
+    if (g->out_plane < DP_CONV_WIDE_OUTPUT && chunk * g->out_plane < DP_CONV_MIN_COLUMNS)
+        chunk = (DP_CONV_MIN_COLUMNS + g->out_plane - 1) / g->out_plane;
     if (chunk > (size_t)g->batch) chunk = (size_t)g->batch;
     g->chunk = (int)chunk;
+    g->pad_scratch = NULL;
+    g->small_index = NULL;
+    g->small_mask = NULL;
 }
 
 /* Output positions o in [lo, hi) are those whose input position
@@ -287,6 +294,123 @@ static inline __attribute__((always_inline)) void col2im_add_plain_narrow(const 
 }
 #endif
 
+#ifdef __AVX512F__
+/* Small output planes: a 2-D (or 1-D) conv whose output plane has at most
+ * 64 positions (ResNet's 7x7 and 4x4 stages, any stride, padding and
+ * dilation). Row by row, the general im2col spends its time on loop and
+ * padding bookkeeping for rows of 4 to 7 floats; here each image-group is
+ * first copied into a zero-padded plane (pad_scratch), after which every
+ * im2col row is the same pattern of L offsets from a tap-dependent base:
+ * one to four masked gathers per row, no bounds checks. col2im runs the
+ * adjoint: gather, add, scatter into a zeroed padded plane (a row's L
+ * positions are distinct, so a scatter never collides with itself), then
+ * adds the interior into dx. */
+static int is_small_plane(const conv_geom_t *g) {
+    return g->in_size[0] == 1 && g->kernel[0] == 1 && g->out_plane <= 64 && g->in_plane <= 256;
+}
+
+/* The L offsets of the output positions in the padded plane (Wp wide), as
+ * four index vectors and their masks. */
+static void small_plane_offsets(const conv_geom_t *g, int Wp, __m512i idx[4], __mmask16 mask[4]) {
+    int off[64] = {0};
+    const int OW = g->out_size[2];
+    for (int l = 0; l < (int)g->out_plane; l++) off[l] = (l / OW) * g->stride[1] * Wp + (l % OW) * g->stride[2];
+    for (int v = 0; v < 4; v++) {
+        idx[v] = _mm512_loadu_si512(off + 16 * v);
+        int left = (int)g->out_plane - 16 * v;
+        mask[v] = left <= 0 ? 0 : left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    }
+}
+
+static void im2col_small_plane(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
+    const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
+    const int Hp = H + 2 * ph, Wp = W + 2 * pw;
+    float *pad = g->pad_scratch; /* (Cg, Hp, Wp) */
+    for (int c = 0; c < g->group_in_ch; c++) {
+        float *plane = pad + (size_t)c * Hp * Wp;
+        memset(plane, 0, sizeof(float) * (size_t)ph * Wp);
+        for (int ih = 0; ih < H; ih++) {
+            float *row = plane + (size_t)(ph + ih) * Wp;
+            for (int j = 0; j < pw; j++) row[j] = row[pw + W + j] = 0.0f;
+            memcpy(row + pw, x + ((size_t)c * H + ih) * W, sizeof(float) * (size_t)W);
+        }
+        memset(plane + (size_t)(ph + H) * Wp, 0, sizeof(float) * (size_t)ph * Wp);
+    }
+    __m512i idx[4];
+    __mmask16 mask[4];
+    small_plane_offsets(g, Wp, idx, mask);
+    const int KH = g->kernel[1], KW = g->kernel[2], dh = g->dilation[1], dw = g->dilation[2];
+    float *row = col;
+    for (int c = 0; c < g->group_in_ch; c++)
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++, row += ldcol) {
+                const float *base = pad + ((size_t)c * Hp + (size_t)kh * dh) * Wp + (size_t)kw * dw;
+                for (int v = 0; v < 4 && mask[v]; v++)
+                    _mm512_mask_storeu_ps(row + 16 * v, mask[v],
+                                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask[v], idx[v], base, 4));
+            }
+}
+
+static void col2im_add_small_plane(const conv_geom_t *g, const float *restrict col, size_t ldcol, float *restrict dx) {
+    const int taps = g->kernel[1] * g->kernel[2];
+    const int nvec = ((int)g->in_plane + 15) / 16;
+    const int32_t *index = g->small_index; /* (taps, nvec, 16) */
+    const __mmask16 *mask = g->small_mask;  /* (taps, nvec) */
+    for (int c = 0; c < g->group_in_ch; c++) {
+        const float *rows = col + (size_t)c * taps * ldcol; /* this channel's taps */
+        float *dxc = dx + (size_t)c * g->in_plane;
+        for (int v = 0; v < nvec; v++) {
+            __m512 sum = _mm512_setzero_ps();
+            for (int t = 0; t < taps; t++) {
+                __mmask16 m = mask[t * nvec + v];
+                if (m)
+                    sum = _mm512_add_ps(sum, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
+                                                                      _mm512_loadu_si512(index + ((size_t)t * nvec + v) * 16),
+                                                                      rows + (size_t)t * ldcol, 4));
+            }
+            int left = (int)g->in_plane - 16 * v;
+            __mmask16 store = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            _mm512_mask_storeu_ps(dxc + 16 * v, store,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(store, dxc + 16 * v), sum));
+        }
+    }
+}
+
+/* For col2im_add_small_plane: for tap t and input position p (vector v,
+ * lane j), the output position l that read p through t, or no lane. */
+static dp_status_t small_plane_inverse(conv_geom_t *g, dp_arena_t *arena) {
+    const int KH = g->kernel[1], KW = g->kernel[2], taps = KH * KW;
+    const int H = g->in_size[1], W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
+    const int nvec = ((int)g->in_plane + 15) / 16;
+    g->small_index = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)taps * nvec * 16);
+    g->small_mask = dp_arena_alloc(arena, sizeof(__mmask16) * (size_t)taps * nvec);
+    if (!g->small_index || !g->small_mask) return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for col2im tables");
+    for (int kh = 0; kh < KH; kh++)
+        for (int kw = 0; kw < KW; kw++) {
+            int t = kh * KW + kw;
+            for (int v = 0; v < nvec; v++) {
+                __mmask16 m = 0;
+                for (int j = 0; j < 16; j++) {
+                    int p = 16 * v + j, l = 0;
+                    if (p < H * W) {
+                        /* ih = oh * stride + kh * dilation - pad */
+                        int ih = p / W, iw = p % W;
+                        int rh = ih + g->pad[1] - kh * g->dilation[1], rw = iw + g->pad[2] - kw * g->dilation[2];
+                        if (rh >= 0 && rw >= 0 && rh % g->stride[1] == 0 && rw % g->stride[2] == 0 &&
+                            rh / g->stride[1] < OH && rw / g->stride[2] < OW) {
+                            l = rh / g->stride[1] * OW + rw / g->stride[2];
+                            m |= (__mmask16)(1u << j);
+                        }
+                    }
+                    g->small_index[((size_t)t * nvec + v) * 16 + j] = l;
+                }
+                g->small_mask[t * nvec + v] = m;
+            }
+        }
+    return DP_OK;
+}
+#endif
+
 /* Writes one image-group's columns: col rows of L floats at stride ldcol.
  * x: (Cg, D, H, W) of one image; col: (Cg * kvol, ldcol), columns [0, L). */
 static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict x, float *restrict col,
@@ -294,6 +418,10 @@ static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *re
 #ifdef __AVX512F__
     if (is_plain_narrow(g)) {
         im2col_plain_narrow(g, x, col, ldcol);
+        return;
+    }
+    if (g->pad_scratch) {
+        im2col_small_plane(g, x, col, ldcol);
         return;
     }
 #endif
@@ -359,6 +487,10 @@ static inline __attribute__((always_inline)) void col2im_add(const conv_geom_t *
         col2im_add_plain_narrow(g, col, ldcol, dx);
         return;
     }
+    if (g->small_index) {
+        col2im_add_small_plane(g, col, ldcol, dx);
+        return;
+    }
 #endif
     const int OH = g->out_size[1], OW = g->out_size[2];
     const int H = g->in_size[1], W = g->in_size[2];
@@ -419,6 +551,21 @@ static double row_sum(const float *x, size_t n) {
 
 double dp_conv_row_sum(const float *x, size_t n) { return row_sum(x, n); }
 
+/* Sets g->pad_scratch when the small-plane path applies. */
+static dp_status_t use_small_plane(conv_geom_t *g, dp_arena_t *arena) {
+    g->pad_scratch = NULL;
+#ifdef __AVX512F__
+    if (!is_plain_narrow(g) && is_small_plane(g)) {
+        size_t n = (size_t)g->group_in_ch * (g->in_size[1] + 2 * g->pad[1]) * (g->in_size[2] + 2 * g->pad[2]);
+        g->pad_scratch = dp_arena_floats(arena, n);
+        if (!g->pad_scratch) return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for a padded plane");
+    }
+#else
+    (void)arena;
+#endif
+    return DP_OK;
+}
+
 dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     conv_geom_t g;
     DP_TRY(conv_geometry(node, &g));
@@ -439,6 +586,7 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     float *col = dp_arena_floats(arena, g.col_rows * ld_max); /* (Cg * kvol, chunk * L) */
     float *ybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)g.group_out_ch * ld_max) : NULL; /* (OCg, chunk * L) */
     const conv_tap_t *taps = dp_conv_taps(&g, arena);
+    DP_TRY(use_small_plane(&g, arena));
     if (!out->data || (dp_conv_needs_grad(node) && !out->grad) || !col || (g.chunk > 1 && !ybuf) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats and im2col buffer %zu floats",
                        numel, g.col_rows * ld_max);
@@ -528,6 +676,10 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     float *dybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
     double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
     const conv_tap_t *taps = dp_conv_taps(&g, arena);
+    DP_TRY(use_small_plane(&g, arena));
+#ifdef __AVX512F__
+    if (g.pad_scratch && dx) DP_TRY(small_plane_inverse(&g, arena));
+#endif
     if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || (want_bias && !bias_sum) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
                        g.col_rows * ld_max);
