@@ -480,9 +480,13 @@ dp_status_t dp_global_avg_pool_forward(dp_node_t *node, dp_arena_t *arena) {
         return dp_fail(DP_ERR_NOMEM, "global_avg_pool: out of arena memory for an output of %zu floats", planes);
     for (size_t p = 0; p < planes; p++) {
         const float *src = x->data + p * plane;
-        double sum = 0.0;
-        for (size_t i = 0; i < plane; i++) sum += src[i];
-        node->out.data[p] = (float)(sum / (double)plane);
+        /* 4 independent double sums: no chain of dependent adds */
+        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+        size_t i = 0;
+        for (; i + 4 <= plane; i += 4)
+            for (int j = 0; j < 4; j++) lanes[j] += src[i + j];
+        for (; i < plane; i++) lanes[0] += src[i];
+        node->out.data[p] = (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane);
     }
     return DP_OK;
 }
