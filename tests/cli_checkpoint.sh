@@ -14,7 +14,8 @@
 # - eval reports the test accuracy the training recorded, to the image (for
 #   the BN model: the running statistics came back);
 # - tools/read_checkpoint.py (numpy only; torch is made unimportable) prints
-#   exactly what `dptrain inspect` prints: names, shapes, float64 sums;
+#   exactly what `dptrain inspect` prints: names, shapes, float64 sums (also
+#   for the BN + adam checkpoint);
 # - refusals, one line each, exit 1, nothing written: another model (naming
 #   the tensor), a truncated / corrupt / padded file, another batch size,
 #   seed or --limit, a mid-epoch checkpoint, another lr schedule (kind,
@@ -150,6 +151,8 @@ diff "$tmp/py.out" "$tmp/c.out" >"$tmp/diff.out" && pass || fail "numpy and dptr
 grep -qE "^  conv1.weight \[20, 1, 5, 5\] sum -?[0-9]" "$tmp/c.out" && grep -q "^  optimizer = sgd" "$tmp/c.out" \
   && grep -q "^  epochs_completed = 2" "$tmp/c.out" && pass || fail "inspect output: $(head -30 "$tmp/c.out")"
 [[ $(/usr/bin/python3 "$reader" "$tmp/a.st" fc.bias | wc -l) -eq 10 ]] && pass || fail "reader: fc.bias values"
+diff <(PYTHONPATH="$tmp/notorch" /usr/bin/python3 "$reader" "$tmp/adam.a.st" 2>&1) <("$bin" inspect "$tmp/adam.a.st") \
+  >"$tmp/diff.out" && pass || fail "numpy and dptrain disagree on the BN + adam checkpoint: $(head "$tmp/diff.out")"
 # The sums are not trivially equal: the 1-epoch checkpoint's differ.
 "$bin" inspect "$tmp/one_epoch.st" | grep "conv1.weight" >"$tmp/one.sum"
 grep "conv1.weight" "$tmp/c.out" | cmp -s - "$tmp/one.sum" && fail "conv1.weight sum unchanged by epoch 2" || pass
