@@ -21,7 +21,7 @@ int cmd_inspect(int argc, char **argv);
  * position into `run`. Warnings go to stderr when `speaks`. */
 dp_status_t cli_resume(const char *path, const dp_model_t *model, dp_trainer_t *trainer,
                        dp_checkpoint_info_t *run, int speaks);
-/* train --save FILE: replica 0's parameters, its optimizer's state, `run`
+/* train --save FILE: replica 0's parameters, its optimizer's state (--sync ps: the server's), `run`
  * with the trainer's current step counts. */
 dp_status_t cli_save(const char *path, const dp_model_t *model, dp_trainer_t *trainer, dp_checkpoint_info_t *run);
 

@@ -7,11 +7,17 @@
  *   optimizer kind, a batch size, seed or training-set size (--limit) other
  *   than the checkpoint's (the loader's order and position would not mean
  *   the same batches), a checkpoint that stops inside an epoch (train only
- *   writes at epoch ends);
- * - warned about, then used: another learning rate or weight decay (a
- *   deliberate change; the run is then no longer the uninterrupted one), and
- *   another device or rank count (the gradient sums are added in another
- *   order: the same up to float rounding, not bit for bit).
+ *   writes at epoch ends), another learning-rate schedule: kind, step length,
+ *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
+ *   run is interrupted on purpose with --stop-after, not with a smaller
+ *   --epochs), since the lr of every later step would differ;
+ * - warned about, then used: another learning rate (the schedule's base
+ *   lr), weight decay or optimizer hyper-parameter (momentum, nesterov,
+ *   betas, eps): a deliberate change, the run is then no longer the
+ *   uninterrupted one; another device or rank count (the gradient sums are
+ *   added in another order: the same up to float rounding, not bit for
+ *   bit). Extending a constant or step schedule with a larger --epochs is
+ *   not a change: those schedules do not depend on the length.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -22,6 +28,7 @@
 
 #include "commands.h"
 #include "dptrain/data.h"
+#include "dptrain/model_file.h"
 #include "options.h"
 
 /* --- train --resume / --save -------------------------------------------------------- */
@@ -36,6 +43,61 @@ static void warn(int speaks, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* "lr 0.1, weight decay 0" and the kind's own hyper-parameters (%.9g: exact). */
+static void describe_optim(const dp_optim_config_t *o, char *text, size_t size) {
+    int used = snprintf(text, size, "lr %.9g, weight decay %.9g", o->lr, o->weight_decay);
+    if (used < 0 || (size_t)used >= size) return;
+    if (o->kind == DP_OPTIM_MOMENTUM)
+        snprintf(text + used, size - (size_t)used, ", momentum %.9g%s", o->momentum, o->nesterov ? ", nesterov" : "");
+    else if (o->kind == DP_OPTIM_ADAM)
+        snprintf(text + used, size - (size_t)used, ", beta1 %.9g, beta2 %.9g, eps %.9g", o->beta1, o->beta2, o->eps);
+    else if (o->kind == DP_OPTIM_ADAGRAD)
+        snprintf(text + used, size - (size_t)used, ", eps %.9g", o->eps);
+}
+
+/* The schedule's shape must be the saved one (its base lr is --lr, which may
+ * change with a warning): another shape would not continue the same run. */
+static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *saved, const dp_lr_schedule_t *now) {
+    if (saved->kind != now->kind)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --lr-schedule %s, this run has %s (resuming would not "
+                       "continue the same run; use the saved schedule)", path, dp_lr_schedule_kind_name(saved->kind),
+                       dp_lr_schedule_kind_name(now->kind));
+    struct { const char *what; double saved, now; } must_match[] = {
+        {"--lr-step-epochs", saved->step_epochs, now->step_epochs},
+        {"--lr-gamma", saved->gamma, now->gamma},
+        {"--epochs (the length of the cosine schedule)", saved->total_epochs, now->total_epochs},
+        {"--lr-min", saved->min_lr, now->min_lr},
+        {"--warmup-epochs", saved->warmup_epochs, now->warmup_epochs},
+        {"--warmup-steps", (double)saved->warmup_steps, (double)now->warmup_steps},
+    };
+    for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
+        if (must_match[i].saved != must_match[i].now)
+            return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %.9g, this run has %.9g (another lr schedule "
+                           "would not continue the same run; use the saved value)", path, must_match[i].what,
+                           must_match[i].saved, must_match[i].now);
+    return DP_OK;
+}
+
+/* What must be as saved for the loader to mean the same batches. */
+static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *saved,
+                                  const dp_checkpoint_info_t *run) {
+    struct { const char *what; uint64_t saved, now; } must_match[] = {
+        {"--batch-size", (uint64_t)saved->batch_size, (uint64_t)run->batch_size},
+        {"--seed", saved->seed, run->seed},
+        {"training-set size (--limit)", (uint64_t)saved->train_examples, (uint64_t)run->train_examples},
+    };
+    for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
+        if (must_match[i].saved != must_match[i].now)
+            return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %" PRIu64 ", this run has %" PRIu64
+                           " (resuming would not continue the same run; use the saved value)", path,
+                           must_match[i].what, must_match[i].saved, must_match[i].now);
+    if (saved->loader_batch != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: the checkpoint stops inside epoch %d (batch %d); dptrain "
+                       "train resumes only at the start of an epoch", path, saved->loader_epoch + 1,
+                       saved->loader_batch);
+    return DP_OK;
+}
+
 dp_status_t cli_resume(const char *path, const dp_model_t *model, dp_trainer_t *trainer,
                        dp_checkpoint_info_t *run, int speaks) {
     dp_checkpoint_t *c;
@@ -43,28 +105,18 @@ dp_status_t cli_resume(const char *path, const dp_model_t *model, dp_trainer_t *
     const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
     float *params = dp_alloc(sizeof(float) * dp_model_num_params(model), "resumed parameters");
     dp_status_t status = params ? dp_checkpoint_load_params(c, model, params) : DP_ERR_NOMEM;
+    /* every replica's optimizer (with --sync ps: the server's, on every rank) */
     for (int d = 0; d < dp_trainer_num_devices(trainer) && status == DP_OK; d++)
-        status = dp_checkpoint_load_optimizer(c, model, run->optim.kind, dp_trainer_optimizer(trainer, d));
+        status = dp_checkpoint_load_optimizer(c, model, dp_trainer_optimizer(trainer, d));
+    if (status == DP_OK) status = check_position(path, saved, run);
+    if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
     if (status != DP_OK) goto done;
-    struct { const char *what; uint64_t saved, now; } must_match[] = {
-        {"--batch-size", (uint64_t)saved->batch_size, (uint64_t)run->batch_size},
-        {"--seed", saved->seed, run->seed},
-        {"training-set size (--limit)", (uint64_t)saved->train_examples, (uint64_t)run->train_examples},
-    };
-    for (size_t i = 0; i < sizeof must_match / sizeof must_match[0] && status == DP_OK; i++)
-        if (must_match[i].saved != must_match[i].now)
-            status = dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %" PRIu64 ", this run has %" PRIu64
-                             " (resuming would not continue the same run; use the saved value)", path,
-                             must_match[i].what, must_match[i].saved, must_match[i].now);
-    if (status == DP_OK && saved->loader_batch != 0)
-        status = dp_fail(DP_ERR_ARG, "--resume %s: the checkpoint stops inside epoch %d (batch %d); dptrain "
-                         "train resumes only at the start of an epoch", path, saved->loader_epoch + 1,
-                         saved->loader_batch);
-    if (status != DP_OK) goto done;
-    if (saved->optim.lr != run->optim.lr || saved->optim.weight_decay != run->optim.weight_decay)
-        warn(speaks, "--resume %s: saved with lr %.9g, weight decay %.9g; continuing with lr %.9g, weight decay "
-             "%.9g (not what an uninterrupted run would do)", path, saved->optim.lr, saved->optim.weight_decay,
-             run->optim.lr, run->optim.weight_decay);
+    char saved_optim[256], run_optim[256];
+    describe_optim(&saved->optim, saved_optim, sizeof saved_optim);
+    describe_optim(&run->optim, run_optim, sizeof run_optim);
+    if (strcmp(saved_optim, run_optim) != 0)
+        warn(speaks, "--resume %s: saved with %s; continuing with %s (not what an uninterrupted run would do)",
+             path, saved_optim, run_optim);
     if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
         warn(speaks, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to float "
              "rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
@@ -83,10 +135,8 @@ done:
 }
 
 dp_status_t cli_save(const char *path, const dp_model_t *model, dp_trainer_t *trainer, dp_checkpoint_info_t *run) {
-    dp_optimizer_t *opt = dp_trainer_optimizer(trainer, 0);
     run->step_count = dp_trainer_step_count(trainer);
-    run->optimizer_steps = dp_optimizer_steps(opt);
-    return dp_checkpoint_save(path, model, dp_trainer_params(trainer, 0), opt, run);
+    return dp_checkpoint_save(path, model, dp_trainer_params(trainer, 0), dp_trainer_optimizer(trainer, 0), run);
 }
 
 /* --- dptrain eval ------------------------------------------------------------------- */
@@ -94,13 +144,15 @@ static const char eval_usage[] =
     "usage: dptrain eval --resume FILE [options]\n"
     "\n"
     "Evaluates a checkpoint written by `dptrain train --save` on the test set,\n"
-    "split across the devices, and prints\n"
+    "split across the devices (batch norm uses the saved running statistics,\n"
+    "dropout is off), and prints\n"
     "  test acc: 0.8340 (8340/10000 correct) on 10000 images, model lenet, epoch 10, FILE\n"
     "\n"
     "options:\n"
     "  --resume FILE       the checkpoint (safetensors)\n"
-    "  --model NAME        the network (default: the checkpoint's); another model's\n"
-    "                      checkpoint is refused, naming the first mismatching tensor\n"
+    "  --model NAME|FILE   the network, a built-in name or a model file (default: the\n"
+    "                      checkpoint's); another model's checkpoint is refused,\n"
+    "                      naming the first mismatching tensor\n"
     "  --data DIR          directory with t10k-images-idx3-ubyte[.gz] and\n"
     "                      t10k-labels-idx1-ubyte[.gz]; default " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N         devices to evaluate on (default: one per core)\n"
@@ -136,7 +188,7 @@ int cmd_eval(int argc, char **argv) {
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (dp_model_builtin(model_name ? model_name : info->model, &model) != DP_OK) goto done;
+    if (dp_model_load(model_name ? model_name : info->model, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     if (dp_dataset_load(data_dir, "t10k", &test_set) != DP_OK) goto done;

@@ -30,6 +30,7 @@ typedef struct {
     float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
     int nesterov, lr_step_epochs, warmup_steps;
     int epochs;
+    int stop_after; /* 0: run all the epochs */
     uint64_t seed;
     int limit;
     int threads_per_device;
@@ -80,6 +81,9 @@ static const char train_usage[] =
     "                            of the first W uses (t + 1) / W of the scheduled lr\n"
     "  --warmup-steps N          the same, over N steps\n"
     "  --epochs N                passes over the training set (default 10)\n"
+    "  --stop-after N            stop after epoch N of --epochs (a planned interruption:\n"
+    "                            the schedule and checkpoint are those of the full run;\n"
+    "                            continue later with --resume and the same options)\n"
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
     "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
@@ -103,7 +107,8 @@ static const char train_usage[] =
     "  --resume FILE             continue from a checkpoint; --epochs counts from the start,\n"
     "                            so a 1-epoch checkpoint with --epochs 2 trains one more and\n"
     "                            ends bit for bit where 2 epochs straight would (same devices);\n"
-    "                            --batch-size, --seed and --limit must be the saved ones\n"
+    "                            --batch-size, --seed, --limit and the lr schedule (with\n"
+    "                            cosine, --epochs too) must be the saved ones\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -237,6 +242,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"warmup-epochs", OPT_FLOAT, &o.warmup_epochs, 0, 0},
         {"warmup-steps", OPT_INT, &o.warmup_steps, 1, 1 << 30},
         {"epochs", OPT_INT, &o.epochs, 1, 1000000},
+        {"stop-after", OPT_INT, &o.stop_after, 1, 1000000},
         {"seed", OPT_UINT64, &o.seed, 0, 0},
         {"limit", OPT_INT, &o.limit, 1, 1 << 30},
         {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024},
@@ -369,14 +375,24 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (dp_loader_new(train_set.count, o.batch_size, 1, o.seed, &loader) != DP_OK) goto done;
     history = dp_alloc_zeroed((size_t)o.epochs, sizeof *history, "epoch history");
     if (!history) goto done;
-    /* What a checkpoint records; --resume fills in the saved position. */
-    dp_checkpoint_info_t run = {.optim = config.optim, .lr_schedule = "none", .seed = o.seed,
+    /* What a checkpoint records (the optimizer's hyper-parameters with the
+     * defaults filled in, the base lr); --resume fills in the saved position. */
+    dp_checkpoint_info_t run = {.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
+                                .schedule = schedule,
+                                .steps_per_epoch = (uint64_t)dp_loader_num_batches(loader), .seed = o.seed,
                                 .batch_size = o.batch_size, .train_examples = train_set.count,
                                 .num_devices = num_devices, .num_ranks = world->size};
+    run.optim.lr = o.lr;
+    if (strlen(o.model) >= sizeof run.model) {
+        dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
+                sizeof run.model - 1);
+        goto done;
+    }
     snprintf(run.model, sizeof run.model, "%s", o.model);
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s", DPTRAIN_VERSION);
     if (o.resume_path && cli_resume(o.resume_path, model, trainer, &run, speaks) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
+    const int last_epoch = o.stop_after && o.stop_after < o.epochs ? o.stop_after : o.epochs;
 
     /* "[cpu:0, cpu:1]", as the book prints its device lists */
     char devices[5000]; /* the names plus ", " separators: up to 256 devices */
@@ -392,10 +408,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                o.model, train_set.count, test_set.count, o.batch_size, o.optimizer, o.lr, o.lr_schedule,
                o.epochs, (unsigned long long)o.seed, devices);
 
-    if (first_epoch >= o.epochs && speaks)
-        printf("checkpoint %s has %d epochs, --epochs %d: nothing to train\n", o.resume_path,
-               first_epoch, o.epochs);
-    for (int epoch = first_epoch; epoch < o.epochs; epoch++) {
+    if (first_epoch >= last_epoch && speaks)
+        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o.resume_path, first_epoch,
+               last_epoch < o.epochs ? "stop-after" : "epochs", last_epoch);
+    for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
         dp_loader_start_epoch(loader, epoch);
         dp_progress_t bar;
         dp_progress_init(&bar, world->rank == 0 ? stderr : NULL, dp_loader_num_batches(loader));
@@ -451,14 +467,14 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     /* Data parallelism's promise: every replica, on every rank, the same. */
     if (dp_trainer_check_replicas(trainer) != DP_OK) goto done;
     double total_sec = 0.0;
-    for (int e = first_epoch; e < o.epochs; e++) total_sec += history[e].epoch_sec;
-    if (first_epoch >= o.epochs) { /* the saved model's accuracy instead */
+    for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
+    if (first_epoch >= last_epoch) { /* the saved model's accuracy instead */
         int test_correct;
         if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
         if (speaks) printf("test acc: %.4f on %d images\n", (double)test_correct / test_set.count, test_set.count);
     } else if (speaks) { /* the book's summary line */
-        printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[o.epochs - 1].test_acc,
-               total_sec / (o.epochs - first_epoch), devices);
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[last_epoch - 1].test_acc,
+               total_sec / (last_epoch - first_epoch), devices);
     }
     exit_code = 0;
 

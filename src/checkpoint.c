@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,25 +477,58 @@ static void param_tensor(const dp_param_info_t *p, const float *data, const char
     t->data = data;
 }
 
-/* The metadata keys, in the order they are written. */
+/* The metadata keys, in the order they are written (checkpoint.h says what each holds). */
 enum {
     META_FORMAT, META_FORMAT_VERSION, META_DPTRAIN_VERSION, META_MODEL, META_FINGERPRINT, META_OPTIMIZER,
     META_LR, META_WEIGHT_DECAY, META_MOMENTUM, META_NESTEROV, META_BETA1, META_BETA2, META_EPS,
-    META_OPTIMIZER_STATES, META_OPTIMIZER_STEPS, META_LR_SCHEDULE, META_STEP_COUNT, META_EPOCHS,
-    META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES, META_DEVICES,
-    META_RANKS, META_COUNT
+    META_OPTIMIZER_STATES, META_OPTIMIZER_STEPS, META_SCHEDULE, META_SCHEDULE_LR, META_SCHEDULE_STEP_EPOCHS,
+    META_SCHEDULE_GAMMA, META_SCHEDULE_TOTAL_EPOCHS, META_SCHEDULE_MIN_LR, META_SCHEDULE_WARMUP_EPOCHS,
+    META_SCHEDULE_WARMUP_STEPS, META_SCHEDULE_STEPS_PER_EPOCH, META_SCHEDULE_TOTAL_STEPS, META_STEP_COUNT,
+    META_EPOCHS, META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES,
+    META_DEVICES, META_RANKS, META_COUNT
 };
 static const char *const meta_keys[META_COUNT] = {
     "format", "format_version", "dptrain_version", "model", "model_fingerprint", "optimizer",
     "optimizer.lr", "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov",
     "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.states", "optimizer.steps",
-    "lr_schedule", "step_count", "epochs_completed", "loader.epoch", "loader.batch", "seed",
-    "batch_size", "train_examples", "devices", "ranks",
+    "lr_schedule", "lr_schedule.lr", "lr_schedule.step_epochs", "lr_schedule.gamma",
+    "lr_schedule.total_epochs", "lr_schedule.min_lr", "lr_schedule.warmup_epochs", "lr_schedule.warmup_steps",
+    "lr_schedule.steps_per_epoch", "lr_schedule.total_steps", "step_count", "epochs_completed",
+    "loader.epoch", "loader.batch", "seed", "batch_size", "train_examples", "devices", "ranks",
 };
 #define FORMAT_NAME "dptrain-checkpoint"
 
+/* cosine's T; 0 for the schedules that have no length */
+static uint64_t schedule_total_steps(const dp_checkpoint_info_t *info) {
+    return info->schedule.kind == DP_LR_COSINE ? (uint64_t)info->schedule.total_epochs * info->steps_per_epoch : 0;
+}
+
+/* The current error message, prefixed with `path: ` (the schedule and
+ * optimizer checks do not know the file). */
+static dp_status_t fail_in(dp_status_t status, const char *path, const char *what) {
+    char message[1024];
+    snprintf(message, sizeof message, "%s", dp_error_message());
+    return dp_fail(status, "%s: %s: %s", path, what, message);
+}
+
+/* Refuses what would make a file that cannot be loaded back. */
+static dp_status_t check_save(const char *path, const dp_model_t *model, const dp_optimizer_t *opt,
+                              const dp_checkpoint_info_t *info) {
+    if (opt && dp_optimizer_kind(opt) != info->optim.kind)
+        return dp_fail(DP_ERR_ARG, "%s: the checkpoint info says optimizer '%s', the optimizer saved is '%s'",
+                       path, dp_optim_kind_name(info->optim.kind), dp_optim_kind_name(dp_optimizer_kind(opt)));
+    if (opt && dp_optimizer_num_params(opt) < dp_model_num_trainable(model))
+        return dp_fail(DP_ERR_ARG, "%s: the optimizer updates %zu floats, model %s has %zu trainable ones", path,
+                       dp_optimizer_num_params(opt), dp_model_name(model), dp_model_num_trainable(model));
+    if (dp_lr_schedule_check(&info->schedule) != DP_OK) return fail_in(DP_ERR_ARG, path, "lr_schedule");
+    if (info->steps_per_epoch < 1)
+        return dp_fail(DP_ERR_ARG, "%s: lr_schedule.steps_per_epoch must be >= 1, found 0", path);
+    return DP_OK;
+}
+
 dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const float *params,
                                dp_optimizer_t *opt, const dp_checkpoint_info_t *info) {
+    DP_TRY(check_save(path, model, opt, info));
     int num_params = dp_model_num_param_tensors(model), num_trainable = 0;
     for (int i = 0; i < num_params; i++) num_trainable += dp_model_param(model, i)->trainable != 0;
     int num_states = opt ? dp_optimizer_num_states(opt) : 0;
@@ -530,10 +564,11 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
     }
     if (status == DP_OK) {
         const dp_optim_config_t *o = &info->optim;
+        const dp_lr_schedule_t *sc = &info->schedule;
         const char *texts[META_COUNT] = {
             [META_FORMAT] = FORMAT_NAME, [META_DPTRAIN_VERSION] = info->dptrain_version,
             [META_MODEL] = info->model, [META_OPTIMIZER] = dp_optim_kind_name(o->kind),
-            [META_LR_SCHEDULE] = info->lr_schedule[0] ? info->lr_schedule : "none",
+            [META_SCHEDULE] = dp_lr_schedule_kind_name(sc->kind),
         };
         snprintf(values[META_FORMAT_VERSION], 256, "%d", DP_CHECKPOINT_VERSION);
         snprintf(values[META_FINGERPRINT], 256, "%016" PRIx64, dp_model_fingerprint(model));
@@ -544,7 +579,16 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
         snprintf(values[META_BETA1], 256, "%.9g", o->beta1);
         snprintf(values[META_BETA2], 256, "%.9g", o->beta2);
         snprintf(values[META_EPS], 256, "%.9g", o->eps);
-        snprintf(values[META_OPTIMIZER_STEPS], 256, "%" PRIu64, info->optimizer_steps);
+        snprintf(values[META_OPTIMIZER_STEPS], 256, "%" PRIu64, opt ? dp_optimizer_steps(opt) : info->optimizer_steps);
+        snprintf(values[META_SCHEDULE_LR], 256, "%.17g", sc->lr);
+        snprintf(values[META_SCHEDULE_STEP_EPOCHS], 256, "%d", sc->step_epochs);
+        snprintf(values[META_SCHEDULE_GAMMA], 256, "%.17g", sc->gamma);
+        snprintf(values[META_SCHEDULE_TOTAL_EPOCHS], 256, "%d", sc->total_epochs);
+        snprintf(values[META_SCHEDULE_MIN_LR], 256, "%.17g", sc->min_lr);
+        snprintf(values[META_SCHEDULE_WARMUP_EPOCHS], 256, "%.17g", sc->warmup_epochs);
+        snprintf(values[META_SCHEDULE_WARMUP_STEPS], 256, "%" PRIu64, sc->warmup_steps);
+        snprintf(values[META_SCHEDULE_STEPS_PER_EPOCH], 256, "%" PRIu64, info->steps_per_epoch);
+        snprintf(values[META_SCHEDULE_TOTAL_STEPS], 256, "%" PRIu64, schedule_total_steps(info));
         snprintf(values[META_STEP_COUNT], 256, "%" PRIu64, info->step_count);
         snprintf(values[META_EPOCHS], 256, "%d", info->epochs_completed);
         snprintf(values[META_LOADER_EPOCH], 256, "%d", info->loader_epoch);
@@ -568,7 +612,6 @@ struct dp_checkpoint {
     dp_safetensors_t *st;
     dp_checkpoint_info_t info;
     uint64_t fingerprint;
-    char optimizer[32];
     char states[256];
 };
 
@@ -611,16 +654,76 @@ static dp_status_t meta_int(const dp_checkpoint_t *c, int key, int *out) {
     return DP_OK;
 }
 
-static dp_status_t meta_float(const dp_checkpoint_t *c, int key, float *out) {
+/* A number: float32 when `f` is given, else float64 into `d`. */
+static dp_status_t meta_number(const dp_checkpoint_t *c, int key, float *f, double *d) {
     const char *text;
     DP_TRY(meta_text(c, key, &text));
     char *end;
     errno = 0;
-    float v = strtof(text, &end);
-    if (!text[0] || *end || errno)
+    double v = f ? (double)strtof(text, &end) : strtod(text, &end);
+    if (!text[0] || *end || errno || !isfinite(v))
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number", dp_safetensors_path(c->st),
                        meta_keys[key], text);
-    *out = v;
+    if (f) *f = (float)v;
+    else *d = v;
+    return DP_OK;
+}
+
+/* The name of a kind (optimizer, schedule) -> the kind, via `from_name`. */
+static dp_status_t meta_kind(const dp_checkpoint_t *c, int key, int (*from_name)(const char *), const char *expected,
+                             int *out) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    *out = from_name(text);
+    if (*out < 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected %s", dp_safetensors_path(c->st),
+                       meta_keys[key], text, expected);
+    return DP_OK;
+}
+
+static dp_status_t parse_optimizer(dp_checkpoint_t *c) {
+    dp_optim_config_t *o = &c->info.optim;
+    int kind;
+    DP_TRY(meta_kind(c, META_OPTIMIZER, dp_optim_kind_from_name, "sgd, momentum, adagrad or adam", &kind));
+    o->kind = (dp_optim_kind_t)kind;
+    DP_TRY(meta_number(c, META_LR, &o->lr, NULL));
+    DP_TRY(meta_number(c, META_WEIGHT_DECAY, &o->weight_decay, NULL));
+    DP_TRY(meta_number(c, META_MOMENTUM, &o->momentum, NULL));
+    DP_TRY(meta_int(c, META_NESTEROV, &o->nesterov));
+    DP_TRY(meta_number(c, META_BETA1, &o->beta1, NULL));
+    DP_TRY(meta_number(c, META_BETA2, &o->beta2, NULL));
+    DP_TRY(meta_number(c, META_EPS, &o->eps, NULL));
+    DP_TRY(meta_copy(c, META_OPTIMIZER_STATES, c->states, sizeof c->states));
+    DP_TRY(meta_u64(c, META_OPTIMIZER_STEPS, UINT64_MAX, &c->info.optimizer_steps));
+    if (dp_optim_config_check(o) != DP_OK)
+        return fail_in(DP_ERR_FORMAT, dp_safetensors_path(c->st), "metadata 'optimizer.*'");
+    return DP_OK;
+}
+
+static dp_status_t parse_schedule(dp_checkpoint_t *c) {
+    const char *path = dp_safetensors_path(c->st);
+    dp_checkpoint_info_t *info = &c->info;
+    dp_lr_schedule_t *s = &info->schedule;
+    int kind;
+    DP_TRY(meta_kind(c, META_SCHEDULE, dp_lr_schedule_kind_from_name, "constant, step or cosine", &kind));
+    s->kind = (dp_lr_schedule_kind_t)kind;
+    DP_TRY(meta_number(c, META_SCHEDULE_LR, NULL, &s->lr));
+    DP_TRY(meta_int(c, META_SCHEDULE_STEP_EPOCHS, &s->step_epochs));
+    DP_TRY(meta_number(c, META_SCHEDULE_GAMMA, NULL, &s->gamma));
+    DP_TRY(meta_int(c, META_SCHEDULE_TOTAL_EPOCHS, &s->total_epochs));
+    DP_TRY(meta_number(c, META_SCHEDULE_MIN_LR, NULL, &s->min_lr));
+    DP_TRY(meta_number(c, META_SCHEDULE_WARMUP_EPOCHS, NULL, &s->warmup_epochs));
+    DP_TRY(meta_u64(c, META_SCHEDULE_WARMUP_STEPS, UINT64_MAX, &s->warmup_steps));
+    DP_TRY(meta_u64(c, META_SCHEDULE_STEPS_PER_EPOCH, UINT32_MAX, &info->steps_per_epoch));
+    uint64_t total_steps;
+    DP_TRY(meta_u64(c, META_SCHEDULE_TOTAL_STEPS, UINT64_MAX, &total_steps));
+    if (dp_lr_schedule_check(s) != DP_OK) return fail_in(DP_ERR_FORMAT, path, "metadata 'lr_schedule.*'");
+    if (info->steps_per_epoch < 1)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'lr_schedule.steps_per_epoch' is 0, expected >= 1", path);
+    if (total_steps != schedule_total_steps(info))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'lr_schedule.total_steps' is %" PRIu64 ", expected %" PRIu64
+                       " (total_epochs x steps_per_epoch for cosine, else 0)", path, total_steps,
+                       schedule_total_steps(info));
     return DP_OK;
 }
 
@@ -637,9 +740,6 @@ static dp_status_t parse_info(dp_checkpoint_t *c) {
                        version, DP_CHECKPOINT_VERSION);
     DP_TRY(meta_copy(c, META_MODEL, info->model, sizeof info->model));
     DP_TRY(meta_copy(c, META_DPTRAIN_VERSION, info->dptrain_version, sizeof info->dptrain_version));
-    DP_TRY(meta_copy(c, META_LR_SCHEDULE, info->lr_schedule, sizeof info->lr_schedule));
-    DP_TRY(meta_copy(c, META_OPTIMIZER, c->optimizer, sizeof c->optimizer));
-    DP_TRY(meta_copy(c, META_OPTIMIZER_STATES, c->states, sizeof c->states));
     const char *fingerprint;
     DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
     char *end;
@@ -647,16 +747,8 @@ static dp_status_t parse_info(dp_checkpoint_t *c) {
     if (strlen(fingerprint) != 16 || *end)
         return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
                        fingerprint);
-    int kind = dp_optim_kind_from_name(c->optimizer);
-    info->optim.kind = kind < 0 ? DP_OPTIM_SGD : (dp_optim_kind_t)kind; /* unknown: refused when loaded */
-    DP_TRY(meta_float(c, META_LR, &info->optim.lr));
-    DP_TRY(meta_float(c, META_WEIGHT_DECAY, &info->optim.weight_decay));
-    DP_TRY(meta_float(c, META_MOMENTUM, &info->optim.momentum));
-    DP_TRY(meta_int(c, META_NESTEROV, &info->optim.nesterov));
-    DP_TRY(meta_float(c, META_BETA1, &info->optim.beta1));
-    DP_TRY(meta_float(c, META_BETA2, &info->optim.beta2));
-    DP_TRY(meta_float(c, META_EPS, &info->optim.eps));
-    DP_TRY(meta_u64(c, META_OPTIMIZER_STEPS, UINT64_MAX, &info->optimizer_steps));
+    DP_TRY(parse_optimizer(c));
+    DP_TRY(parse_schedule(c));
     DP_TRY(meta_u64(c, META_STEP_COUNT, UINT64_MAX, &info->step_count));
     DP_TRY(meta_int(c, META_EPOCHS, &info->epochs_completed));
     DP_TRY(meta_int(c, META_LOADER_EPOCH, &info->loader_epoch));
@@ -744,11 +836,14 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
 }
 
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
-                                         dp_optim_kind_t kind, dp_optimizer_t *opt) {
+                                         dp_optimizer_t *opt) {
     const char *path = dp_safetensors_path(c->st);
-    if (strcmp(c->optimizer, dp_optim_kind_name(kind)) != 0)
-        return dp_fail(DP_ERR_ARG, "%s: saved with optimizer '%s', this run uses '%s'", path, c->optimizer,
-                       dp_optim_kind_name(kind));
+    if (c->info.optim.kind != dp_optimizer_kind(opt))
+        return dp_fail(DP_ERR_ARG, "%s: saved with optimizer '%s', this run uses '%s'", path,
+                       dp_optim_kind_name(c->info.optim.kind), dp_optim_kind_name(dp_optimizer_kind(opt)));
+    if (dp_optimizer_num_params(opt) < dp_model_num_trainable(model))
+        return dp_fail(DP_ERR_ARG, "%s: the optimizer updates %zu floats, model %s has %zu trainable ones", path,
+                       dp_optimizer_num_params(opt), dp_model_name(model), dp_model_num_trainable(model));
     int num_params = dp_model_num_param_tensors(model), num_states = dp_optimizer_num_states(opt);
     /* First check every state tensor, then copy: a failure changes nothing. */
     int expected = 0;
@@ -773,8 +868,8 @@ dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_mode
             found += strncmp(dp_safetensors_entry(c->st, i)->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0;
         if (found != expected)
             return dp_fail(DP_ERR_FORMAT, "%s: %d optimizer state tensors (states '%s'), the %s optimizer of "
-                           "model %s has %d", path, found, c->states, c->optimizer, dp_model_name(model),
-                           expected);
+                           "model %s has %d", path, found, c->states, dp_optim_kind_name(c->info.optim.kind),
+                           dp_model_name(model), expected);
     }
     dp_optimizer_set_steps(opt, c->info.optimizer_steps);
     return DP_OK;

@@ -156,6 +156,9 @@ void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) {
     opt->lr = dp_float_decimal(lr);
 }
 float dp_optimizer_lr(const dp_optimizer_t *opt) { return opt->config.lr; }
+dp_optim_kind_t dp_optimizer_kind(const dp_optimizer_t *opt) { return opt->config.kind; }
+const dp_optim_config_t *dp_optimizer_config(const dp_optimizer_t *opt) { return &opt->config; }
+size_t dp_optimizer_num_params(const dp_optimizer_t *opt) { return opt->n; }
 
 int dp_optimizer_num_states(const dp_optimizer_t *opt) { return opt->num_states; }
 

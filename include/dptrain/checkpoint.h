@@ -35,6 +35,7 @@
 
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
+#include "dptrain/schedule.h"
 #include "dptrain/status.h"
 
 /* --- safetensors --------------------------------------------------------------- */
@@ -87,19 +88,51 @@ int dp_safetensors_meta_count(const dp_safetensors_t *st);
 dp_st_meta_t dp_safetensors_meta_at(const dp_safetensors_t *st, int i);
 
 /* --- checkpoints ---------------------------------------------------------------- */
-/* Metadata "format_version"; readers refuse other versions. */
-#define DP_CHECKPOINT_VERSION 1
+/* Metadata "format_version"; readers refuse other versions (1: before the
+ * learning-rate schedule keys). */
+#define DP_CHECKPOINT_VERSION 2
 
 /* Where training stands, saved in the metadata. The RNG state is the seed:
  * the initialisation, each epoch's shuffle (seed, epoch) and the dropout
- * masks (seed, step_count) are pure functions of it. */
+ * masks (seed, step_count) are pure functions of it; so is the learning
+ * rate (schedule, step_count, steps_per_epoch).
+ *
+ * The metadata keys (all strings; integers in decimal, float32 values as
+ * %.9g and float64 values as %.17g, both exact when read back):
+ *   format                  "dptrain-checkpoint"
+ *   format_version          DP_CHECKPOINT_VERSION
+ *   dptrain_version         of the writer, informational
+ *   model                   what --model was given: a built-in name or a model file's path
+ *   model_fingerprint       16 hex digits, dp_model_fingerprint
+ *   optimizer               sgd | momentum | adagrad | adam
+ *   optimizer.lr            the base learning rate (--lr), float32
+ *   optimizer.weight_decay, optimizer.momentum, optimizer.nesterov (0/1),
+ *   optimizer.beta1, optimizer.beta2, optimizer.eps
+ *                           the hyper-parameters, defaults filled in; 0 where
+ *                           they do not apply to the kind
+ *   optimizer.states        the state names, comma-separated ("exp_avg,exp_avg_sq"; "" for sgd)
+ *   optimizer.steps         dp_optimizer_steps (Adam's bias correction)
+ *   lr_schedule             constant | step | cosine
+ *   lr_schedule.lr          the schedule's base lr, float64
+ *   lr_schedule.step_epochs, lr_schedule.gamma (float64)       step decay
+ *   lr_schedule.total_epochs, lr_schedule.min_lr (float64)     cosine
+ *   lr_schedule.warmup_epochs (float64), lr_schedule.warmup_steps
+ *                           as in dp_lr_schedule_t (0 where they do not apply)
+ *   lr_schedule.steps_per_epoch   N of the schedule's formulas
+ *   lr_schedule.total_steps       total_epochs x steps_per_epoch (cosine's T; 0 otherwise)
+ *   step_count              trainer steps taken (dropout masks, the schedule)
+ *   epochs_completed, loader.epoch, loader.batch   the position (batch 0: an epoch's start)
+ *   seed, batch_size, train_examples               must match to resume
+ *   devices, ranks          of the run that saved, informational
+ */
 typedef struct {
-    char model[128];            /* the model's name */
+    char model[1024];           /* --model: a built-in name or a model file's path */
     char dptrain_version[32];   /* of the writer, informational */
-    dp_optim_config_t optim;    /* kind and hyper-parameters (lr: the current one) */
-    char lr_schedule[64];       /* "none": dptrain has no schedules yet */
+    dp_optim_config_t optim;    /* kind and hyper-parameters (lr: the base lr, --lr) */
+    dp_lr_schedule_t schedule;  /* the learning-rate schedule */
+    uint64_t steps_per_epoch;   /* of the schedule (loader batches per epoch) */
     uint64_t step_count;        /* trainer steps taken (dp_trainer_step_count) */
-    uint64_t optimizer_steps;   /* dp_optimizer_steps */
+    uint64_t optimizer_steps;   /* dp_optimizer_steps (saving with an optimizer: its own count) */
     int epochs_completed;
     int loader_epoch;           /* the epoch training continues with (0-based) */
     int loader_batch;           /* the batch within it (0: its start) */
@@ -110,7 +143,12 @@ typedef struct {
 } dp_checkpoint_info_t;
 
 /* Writes params (dp_model_num_params floats: the whole table), the state of
- * `opt` (NULL: none) and `info`. */
+ * `opt` (NULL: none; else an optimizer of kind info->optim.kind over at
+ * least the model's dp_model_num_trainable floats, DP_ERR_ARG otherwise)
+ * and `info` (its schedule must pass dp_lr_schedule_check). Under data
+ * parallelism any replica's optimizer will do, they hold the same state;
+ * with a parameter server across ranks only rank 0's server optimizer
+ * steps, so rank 0 saves. */
 dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const float *params,
                                dp_optimizer_t *opt, const dp_checkpoint_info_t *info);
 
@@ -130,12 +168,12 @@ const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c);
  * optimizer state. */
 dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t *model, float *params);
 
-/* Restores the state buffers and step count of `opt`, an optimizer of
- * `kind` (optim.h has no getter). Fails, changing nothing, if the file was
- * saved by another kind or its state tensors are not exactly those of
- * `opt` for the model's trainable parameters. */
+/* Restores the state buffers and step count of `opt`. Fails, changing
+ * nothing, if the file was saved by another kind of optimizer, `opt` holds
+ * fewer than dp_model_num_trainable floats, or the file's state tensors are
+ * not exactly those of `opt` for the model's trainable parameters. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
-                                         dp_optim_kind_t kind, dp_optimizer_t *opt);
+                                         dp_optimizer_t *opt);
 
 /* The model's parameter-table fingerprint: FNV-1a 64 of the names, shapes
  * and trainable flags in order. */

@@ -79,6 +79,13 @@ void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *gr
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr);
 float dp_optimizer_lr(const dp_optimizer_t *opt);
 
+/* What the optimizer was built with: its kind, and its configuration with
+ * the defaults filled in (momentum 0.9, ...) and the current lr; the number
+ * of floats it updates (num_params of dp_optimizer_new). */
+dp_optim_kind_t dp_optimizer_kind(const dp_optimizer_t *opt);
+const dp_optim_config_t *dp_optimizer_config(const dp_optimizer_t *opt);
+size_t dp_optimizer_num_params(const dp_optimizer_t *opt);
+
 /* --- State, for checkpoints ----------------------------------------------------
  * An optimizer's state is its step count and 0-2 buffers of n floats, named
  * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),
