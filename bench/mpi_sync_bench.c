@@ -5,16 +5,23 @@
  * Trains LeNet (batch 256, synthetic data) with two trainers, --overlap off
  * and on, and times bare MPI_Allreduce calls on a buffer of the same number
  * of floats (each after a barrier, from the main thread while dptrain's
- * communication thread is idle), in 4 interleaved rounds of steps/4 each, so
- * that the machine's load hits all three alike. Per step, slowest rank:
+ * communication thread is idle), in 4 interleaved rounds of steps/4 each
+ * (off first in even rounds, on first in odd ones), so that the machine's
+ * load hits all three alike. Every figure is taken per step on every rank;
+ * the benchmark reports the median over the steps of the smallest value
+ * over the ranks (the rank that arrives last at the sync waits for no one,
+ * so its figure is the sync itself), and of the largest for the exposed
+ * sync and the step time:
  *   off: the sync time the caller waits after backward (local reduce, the
  *        sums across ranks, copy back to the devices, the SGD update, task
  *        and thread hand-offs), split into the time the communication thread
- *        spends inside MPI collectives (which includes waiting for the slower
- *        rank to finish its backward) and dptrain's own work, the rest. Own
+ *        spends inside MPI collectives and dptrain's own work, the rest. Own
  *        work is shown with the SGD update and without it: the update
  *        (timed here on its own, over the same floats) is part of the step,
- *        not of the gradient sync, in PyTorch DDP's terms.
+ *        not of the gradient sync, in PyTorch DDP's terms. (Until the
+ *        communication thread, this benchmark reported the own work with
+ *        the update, the slowest rank's mean, against a single blocking
+ *        MPI_Allreduce.)
  *   on:  the exposed sync time: what the caller still waits for after
  *        backward (the buckets not yet summed across ranks and updated);
  *        the rest of the sync ran during backward.
