@@ -25,13 +25,31 @@
  *            device in the step once all k have counted it. The sums and
  *            updates are those of phase 2 ring, element by element, so the
  *            results are the same bits.
- *   several ranks (MPI): overlap is off; phase 2 is the local ring
- *            allreduce (also with --allreduce naive, which only chooses the
- *            single-process algorithm), then the caller sums replica 0's gradients across
- *            ranks (MPI_Allreduce, from this one thread), then phase 3: device
- *            d copies chunk d of the global sum to the other replicas and
- *            updates chunk d of every replica (hierarchical: local reduce,
- *            across ranks, local broadcast).
+ *   several ranks (MPI), hierarchical: local reduce, across ranks, local
+ *            broadcast. Every MPI call is made by comm_mpi.c's communication
+ *            thread; the sum across ranks goes bucket by bucket (the same
+ *            BUCKET_FLOATS ranges with and without overlap, because MPI's
+ *            order of summation may depend on the message size: Open MPI's
+ *            ring with 3 ranks sums a bucket in another order than the
+ *            whole buffer).
+ *            overlap: the device that brings a bucket's count to k sums it
+ *            over the replicas into replica 0 and marks it summed; under
+ *            publish_lock, the summed buckets are handed to the
+ *            communication thread strictly in the order nb-1, ..., 0 (every
+ *            rank must queue the same collectives in the same order, and
+ *            two devices may finish buckets in either order). After each
+ *            bucket's MPI_Allreduce the communication thread copies it to
+ *            the other replicas and updates it in every replica
+ *            (bucket_summed_across_ranks), while the devices are still in
+ *            backward on earlier layers. The caller waits for all of it
+ *            (dp_world_drain) after the devices: that wait is the exposed
+ *            sync time.
+ *            no overlap: phase 2 is the local ring allreduce (also with
+ *            --allreduce naive, which only chooses the single-process
+ *            algorithm); the caller queues the buckets of replica 0's
+ *            gradients and waits for them; phase 3: device d copies chunk d
+ *            of the global sum to the other replicas and updates chunk d of
+ *            every replica.
  *   parameter server (config.sync == DP_SYNC_PS): phase 2 on the server
  *            device: sum every replica's gradients (in device order, the
  *            allreduce's sum) into the server's buffer and, on rank 0, update
@@ -48,9 +66,10 @@
  *   sync batch norm (config.sync_batch_norm): the forward tasks meet inside
  *            each batch norm op: stat_sum is called by every device with its
  *            partial sums; a barrier; device 0 adds the k arrays in device
- *            order and (several ranks) MPI_Allreduces them from its own
- *            thread, while the caller is blocked in the wait (hence
- *            MPI_THREAD_SERIALIZED, comm_mpi.c); a barrier; the others copy
+ *            order and (several ranks) has them summed across ranks by the
+ *            communication thread (dp_world_sum_doubles, a blocking call
+ *            queued like any other; no bucket is queued during a forward);
+ *            a barrier; the others copy
  *            device 0's result; a last barrier before device 0's array may
  *            change. A task that fails breaks the barrier so that no device
  *            waits for it; the caller re-arms it before each step.
@@ -72,6 +91,12 @@
 #include "dptrain/device.h"
 
 typedef struct dp_trainer dp_trainer_t;
+
+/* A bucket handed to the communication thread: what its callback needs. */
+struct bucket_job {
+    dp_trainer_t *trainer;
+    long bucket;
+};
 
 /* Gradient bucket size for the overlapped allreduce: 64 KB. LeNet's 129,068
  * parameters make 8 buckets. */
@@ -119,6 +144,7 @@ struct dp_trainer {
     dp_device_t **devices; /* (num_devices) */
     float **grad_buffers;  /* (num_devices) replicas[d].grads, for the allreduce */
     int overlap;             /* config.overlap with the ring allreduce */
+    int ranks;               /* config.world.size, >= 1 */
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
@@ -128,6 +154,12 @@ struct dp_trainer {
     dp_optimizer_t *server_optimizer;
     long num_buckets;
     atomic_int *bucket_done; /* (num_buckets) devices that have counted the bucket this step */
+    /* overlap across ranks: buckets locally summed, handed to the communication thread in order */
+    pthread_mutex_t publish_lock;
+    int publish_ready;
+    unsigned char *bucket_summed; /* (num_buckets) locally summed this step; under publish_lock */
+    long next_publish;            /* the bucket to hand over next (they go in order nb-1, ..., 0) */
+    struct bucket_job *bucket_jobs; /* (num_buckets) the completion contexts */
     stat_barrier_t barrier;  /* sync batch norm */
     int barrier_ready;
     dp_status_t stat_status; /* sync batch norm: device 0's failure inside a forward */
@@ -160,6 +192,12 @@ static void replica_free(replica_t *r) {
 
 void dp_trainer_free(dp_trainer_t *t) {
     if (!t) return;
+    if (t->publish_ready) { /* no bucket callback may still be running */
+        dp_world_drain();
+        pthread_mutex_destroy(&t->publish_lock);
+    }
+    free(t->bucket_summed);
+    free(t->bucket_jobs);
     for (int d = 0; t->replicas && d < t->num_devices; d++) replica_free(&t->replicas[d]);
     free(t->replicas);
     free(t->devices);
@@ -243,9 +281,9 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (!t) return DP_ERR_NOMEM;
     t->config = *config;
     t->config.device_ids = NULL; /* not kept: the caller's array */
-    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING && config->world.size <= 1 &&
-                 config->sync == DP_SYNC_ALLREDUCE;
+    t->overlap = config->overlap && config->allreduce == DP_ALLREDUCE_RING && config->sync == DP_SYNC_ALLREDUCE;
     if (t->config.world.size < 1) t->config.world.size = 1;
+    t->ranks = t->config.world.size;
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
     t->num_trainable = dp_model_num_trainable(config->model);
@@ -256,6 +294,13 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->num_buckets = (long)((t->num_trainable + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
     t->bucket_done = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *t->bucket_done, "bucket counters");
     if (!t->replicas || !t->devices || !t->grad_buffers || !t->bucket_done) goto fail;
+    if (t->overlap && t->ranks > 1) {
+        t->bucket_summed = dp_alloc_zeroed((size_t)t->num_buckets + 1, 1, "bucket flags");
+        t->bucket_jobs = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *t->bucket_jobs, "bucket jobs");
+        if (!t->bucket_summed || !t->bucket_jobs || pthread_mutex_init(&t->publish_lock, NULL) != 0) goto fail;
+        t->publish_ready = 1;
+        for (long b = 0; b < t->num_buckets; b++) t->bucket_jobs[b] = (struct bucket_job){t, b};
+    }
     if (config->sync_batch_norm) {
         if (pthread_mutex_init(&t->barrier.lock, NULL) != 0) goto fail;
         if (pthread_cond_init(&t->barrier.cond, NULL) != 0) {
@@ -374,32 +419,69 @@ static dp_status_t load_shard(replica_t *r, const dp_dataset_t *ds, const int *i
     return DP_OK;
 }
 
-/* Sums bucket b over all replicas and updates it in every replica: the
- * ring's phase 2 restricted to one bucket. */
-static void reduce_update_bucket(dp_trainer_t *t, long b) {
-    size_t start = (size_t)b * BUCKET_FLOATS;
-    size_t count = t->num_trainable - start < BUCKET_FLOATS ? t->num_trainable - start : BUCKET_FLOATS;
-    int k = t->num_devices;
+static void bucket_range(const dp_trainer_t *t, long b, size_t *start, size_t *count) {
+    *start = (size_t)b * BUCKET_FLOATS;
+    *count = t->num_trainable - *start < BUCKET_FLOATS ? t->num_trainable - *start : BUCKET_FLOATS;
+}
+
+/* Sums bucket b over all replicas into replica 0 (device order, as
+ * dp_allreduce_chunk). */
+static void sum_bucket_locally(dp_trainer_t *t, long b) {
+    size_t start, count;
+    bucket_range(t, b, &start, &count);
     float *sum = t->grad_buffers[0] + start;
-    for (int r = 1; r < k; r++) {
+    for (int r = 1; r < t->num_devices; r++) {
         const float *g = t->grad_buffers[r] + start;
         for (size_t i = 0; i < count; i++) sum[i] += g[i];
     }
-    for (int r = 1; r < k; r++) memcpy(t->grad_buffers[r] + start, sum, sizeof(float) * count);
-    for (int r = 0; r < k; r++) {
+}
+
+/* Replica 0's bucket b holds the sum: copy it to the other replicas and
+ * update the bucket in every replica. */
+static void broadcast_update_bucket(dp_trainer_t *t, long b) {
+    size_t start, count;
+    bucket_range(t, b, &start, &count);
+    for (int r = 0; r < t->num_devices; r++) {
         replica_t *other = &t->replicas[r];
+        if (r > 0) memcpy(other->grads + start, t->grad_buffers[0] + start, sizeof(float) * count);
         dp_optimizer_step_range(other->optimizer, other->params, other->grads, start, count);
     }
 }
 
+/* dp_world_done_fn of a bucket's sum across ranks (communication thread). */
+static void bucket_summed_across_ranks(void *ctx) {
+    struct bucket_job *job = ctx;
+    broadcast_update_bucket(job->trainer, job->bucket);
+}
+
+/* Bucket b is summed locally: hand every bucket that is ready, in the order
+ * nb-1, ..., 0 (the same on every rank, whichever device finished first),
+ * to the communication thread. */
+static void publish_bucket(dp_trainer_t *t, long b) {
+    pthread_mutex_lock(&t->publish_lock);
+    t->bucket_summed[b] = 1;
+    while (t->next_publish >= 0 && t->bucket_summed[t->next_publish]) {
+        long p = t->next_publish--;
+        size_t start, count;
+        bucket_range(t, p, &start, &count);
+        dp_world_sum_floats_async(t->grad_buffers[0] + start, count, bucket_summed_across_ranks,
+                                  &t->bucket_jobs[p]);
+    }
+    pthread_mutex_unlock(&t->publish_lock);
+}
+
 /* Counts every bucket inside this device's final suffix; the last device
- * to count a bucket reduces and updates it. */
+ * to count a bucket reduces it and updates it (one rank), or reduces it
+ * and hands it over to be summed across ranks (several). */
 static void count_ready_buckets(replica_t *r) {
     dp_trainer_t *t = r->trainer;
     while (r->next_bucket >= 0 && (size_t)r->next_bucket * BUCKET_FLOATS >= r->ready_from) {
         long b = r->next_bucket--;
-        if (atomic_fetch_add_explicit(&t->bucket_done[b], 1, memory_order_acq_rel) + 1 == t->num_devices)
-            reduce_update_bucket(t, b);
+        if (atomic_fetch_add_explicit(&t->bucket_done[b], 1, memory_order_acq_rel) + 1 != t->num_devices)
+            continue;
+        sum_bucket_locally(t, b);
+        if (t->ranks > 1) publish_bucket(t, b);
+        else broadcast_update_bucket(t, b);
     }
 }
 
@@ -428,6 +510,8 @@ static dp_status_t shard_task(void *arg) {
     dp_arena_reset(r->arena);
     dp_tape_reset(r->tape);
     memset(r->grads, 0, sizeof(float) * t->num_trainable);
+    r->ready_from = t->num_trainable;
+    r->next_bucket = t->num_buckets - 1;
     dp_tensor_t *x, *logits, *loss;
     int32_t *y;
     DP_TRY(load_shard(r, r->ds, r->indices, r->count, &x, &y));
@@ -445,8 +529,6 @@ static dp_status_t shard_task(void *arg) {
     r->loss_sum = (double)loss->data[0] * r->denominator;
     r->correct = count_correct(logits->data, y, r->count, logits->shape[1]);
     if (!t->overlap) return dp_tape_backward(r->tape, loss, NULL, NULL);
-    r->ready_from = t->num_trainable;
-    r->next_bucket = t->num_buckets - 1;
     DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
     r->ready_from = 0; /* every gradient is final now */
     count_ready_buckets(r);
@@ -454,11 +536,19 @@ static dp_status_t shard_task(void *arg) {
 }
 
 /* Phase 1 as the device's task: with sync batch norm, a failure breaks the
- * barrier so that the other devices do not wait for this one. */
+ * barrier so that the other devices do not wait for this one. With
+ * overlap, a failed device still counts every bucket it has not counted,
+ * so that every bucket is summed and handed over as on the other ranks
+ * (which would otherwise wait for it) and the step can be drained; the
+ * step fails all the same. */
 static dp_status_t shard_task_guarded(void *arg) {
     replica_t *r = arg;
     dp_status_t status = shard_task(r);
     if (status != DP_OK && r->trainer->config.sync_batch_norm) barrier_break(&r->trainer->barrier);
+    if (status != DP_OK && r->trainer->overlap) {
+        r->ready_from = 0;
+        count_ready_buckets(r);
+    }
     return status;
 }
 
@@ -560,16 +650,12 @@ static dp_status_t ps_pull_task(void *arg) {
 static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
     DP_TRY(dp_device_submit(t->server, ps_push_task, t));
     DP_TRY(dp_device_wait(t->server));
-    double start = monotonic_sec();
     if (ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_trainable));
-    t->mpi_sec += monotonic_sec() - start;
     if (t->config.world.rank == 0) {
         DP_TRY(dp_device_submit(t->server, ps_update_task, t));
         DP_TRY(dp_device_wait(t->server));
     }
-    start = monotonic_sec();
     if (ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
-    t->mpi_sec += monotonic_sec() - start;
     return run_on_all(t, ps_pull_task);
 }
 
@@ -578,9 +664,7 @@ static dp_status_t sync_buffers(dp_trainer_t *t, int ranks) {
     size_t count = t->num_params - t->num_trainable;
     if (count == 0) return DP_OK;
     float *source = t->replicas[0].params + t->num_trainable;
-    double start = monotonic_sec();
     if (ranks > 1) DP_TRY(dp_world_broadcast(source, count));
-    t->mpi_sec += monotonic_sec() - start;
     for (int d = 1; d < t->num_devices; d++)
         memcpy(t->replicas[d].params + t->num_trainable, source, sizeof(float) * count);
     return DP_OK;
@@ -614,16 +698,34 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
         for (int d = 0; d < k; d++) dp_optimizer_begin_step(t->replicas[d].optimizer);
     if (t->overlap)
         for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&t->bucket_done[b], 0, memory_order_relaxed);
-    DP_TRY(run_on_all(t, shard_task_guarded)); /* with overlap, this also reduced and applied every bucket */
-    if (t->stat_status != DP_OK) return dp_fail(t->stat_status, "%s", t->stat_error);
+    if (t->publish_ready) {
+        memset(t->bucket_summed, 0, (size_t)t->num_buckets);
+        t->next_publish = t->num_buckets - 1;
+    }
+    double mpi_start = dp_world_mpi_seconds();
+    /* with overlap, this also reduced every bucket and applied it (one rank)
+     * or handed it to the communication thread (several) */
+    dp_status_t status = run_on_all(t, shard_task_guarded);
     double sync_start = monotonic_sec();
+    if (t->publish_ready) { /* the buckets still being summed across ranks */
+        dp_status_t drained = dp_world_drain();
+        if (status == DP_OK) status = drained;
+    }
+    if (status != DP_OK) return status;
+    if (t->stat_status != DP_OK) return dp_fail(t->stat_status, "%s", t->stat_error);
+    if (!t->publish_ready) mpi_start = dp_world_mpi_seconds();
     if (t->config.sync == DP_SYNC_PS) {
         DP_TRY(ps_sync(t, ranks));
-    } else if (ranks > 1) {
+    } else if (ranks > 1 && !t->overlap) {
         if (k > 1) DP_TRY(run_on_all(t, allreduce_chunk_task));
-        double mpi_start = monotonic_sec();
-        DP_TRY(dp_world_sum_floats(t->replicas[0].grads, t->num_trainable));
-        t->mpi_sec += monotonic_sec() - mpi_start;
+        /* bucket by bucket, as with overlap: MPI's order of summation may
+         * depend on the message size (Open MPI's ring with 3 ranks does) */
+        for (long b = t->num_buckets - 1; b >= 0; b--) {
+            size_t start, count;
+            bucket_range(t, b, &start, &count);
+            dp_world_sum_floats_async(t->replicas[0].grads + start, count, NULL, NULL);
+        }
+        DP_TRY(dp_world_drain());
         DP_TRY(run_on_all(t, broadcast_update_chunk_task));
     } else if (!t->overlap && t->config.allreduce == DP_ALLREDUCE_NAIVE) {
         DP_TRY(dp_device_submit(t->devices[0], reduce_naive_task, &t->replicas[0]));
@@ -634,6 +736,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     }
     if (t->config.sync != DP_SYNC_PS) DP_TRY(sync_buffers(t, ranks)); /* ps pulled them */
     t->sync_sec += monotonic_sec() - sync_start;
+    t->mpi_sec += dp_world_mpi_seconds() - mpi_start;
     double total_loss = 0.0;
     int total_correct = 0;
     for (int d = 0; d < k; d++) { /* in device order: the same sum every run */

@@ -1,26 +1,75 @@
 #!/usr/bin/env bash
 # cli_mpi.sh - `dptrain train` under mpirun on localhost (Open MPI; as root,
 # --allow-run-as-root, and --oversubscribe for more ranks than cores).
-# - 2 ranks x 1 device give the same training curve as 1 process x 2 devices
-#   (the same shards, summed in the same order: equal to the last digit);
+# - 2 ranks x 1 device give the same training curve and the same parameters
+#   (bit for bit) as 1 process x 2 devices (the same shards, summed in the
+#   same order), with the gradient sync overlapped with backward (--overlap
+#   on, the default across ranks) and without it; so do 3 ranks with and
+#   without overlap (the sum across ranks goes bucket by bucket in both);
+# - sync batch norm (tiny_resnet.cfg): 2 ranks x 1 device = 1 process x 2
+#   devices, bit for bit; the flag changes the result; it takes no value;
 # - 2 ranks x 2 devices with uneven shards and a short last batch;
 # - only rank 0 writes the metrics; a run across ranks learns;
 # - ranks started with different options stop with a message naming the rank;
 # - the parameter server (--sync ps) gives the allreduce's numbers;
 # - `dptrain launch` leaves one worklog.N per process;
 # - a rank killed (SIGKILL) or stopped (SIGSTOP, --comm-timeout) mid-run ends
-#   the whole job, non-zero, within 30 s, with a message naming the rank.
+#   the whole job, non-zero, within 30 s, with a message naming the rank;
+#   with 3 ranks, every other rank names the stopped one.
 # Every run also ends with dptrain's own check that all replicas on all
 # ranks hold the same parameters (it fails the run otherwise).
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_mpi: mpirun not found (openmpi-bin)"; echo "cli_mpi: 0 passed, 1 failed"; exit 1; }
 mpi=(mpirun --allow-run-as-root --oversubscribe)
 field() { sed -E "s/.*\"$1\": *([^,}]*).*/\1/" <<<"$2"; }
+# the tensors of a checkpoint (its bytes after the JSON header, which names
+# the ranks and devices): the parameters, bit for bit
+tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
+same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 
-common=(train --data "$data" --limit 3000 --epochs 2 --lr 0.5 --batch-size 257 --seed 3)
-"${mpi[@]}" -np 2 "$bin" "${common[@]}" --devices 1 --metrics "$tmp/ranks.jsonl" >"$tmp/ranks.out" 2>&1 \
-  && pass || fail "2 ranks x 1 device: $(tail -3 "$tmp/ranks.out")"
-"$bin" "${common[@]}" --devices 2 --metrics "$tmp/local.jsonl" --quiet >/dev/null 2>&1 && pass || fail "2 devices"
+common=(train --model lenet-paddle --data "$data" --limit 3000 --epochs 2 --lr 0.1 --batch-size 257 --seed 3)
+"${mpi[@]}" -np 2 "$bin" "${common[@]}" --devices 1 --metrics "$tmp/ranks.jsonl" --save "$tmp/ranks.st" \
+  >"$tmp/ranks.out" 2>&1 && pass || fail "2 ranks x 1 device: $(tail -3 "$tmp/ranks.out")"
+"$bin" "${common[@]}" --devices 2 --metrics "$tmp/local.jsonl" --save "$tmp/local.st" --quiet >/dev/null 2>&1 \
+  && pass || fail "2 devices"
+"${mpi[@]}" -np 2 "$bin" "${common[@]}" --devices 1 --overlap off --quiet --metrics "$tmp/off.jsonl" \
+  --save "$tmp/off.st" >"$tmp/off.out" 2>&1 && pass || fail "2 ranks, --overlap off: $(tail -3 "$tmp/off.out")"
+same_tensors "$tmp/ranks.st" "$tmp/local.st" && pass || fail "2 ranks (overlap on) and 2 devices: parameters differ"
+same_tensors "$tmp/ranks.st" "$tmp/off.st" && pass || fail "2 ranks: overlap on and off: parameters differ"
+[[ -n "$(field train_loss "$(tail -1 "$tmp/off.jsonl")")" && \
+   "$(field train_loss "$(tail -1 "$tmp/off.jsonl")")" == "$(field train_loss "$(tail -1 "$tmp/ranks.jsonl")")" ]] \
+  && pass || fail "2 ranks, train_loss: overlap off $(tail -1 "$tmp/off.jsonl") vs on $(tail -1 "$tmp/ranks.jsonl")"
+# 3 ranks (Open MPI's ring sums a bucket in another order than a whole buffer:
+# both paths must sum the same buckets)
+three=(train --model lenet-paddle --data "$data" --limit 1500 --epochs 1 --lr 0.1 --batch-size 64 --seed 4 --devices 1 --quiet)
+for overlap in on off; do
+  "${mpi[@]}" -np 3 "$bin" "${three[@]}" --overlap $overlap --save "$tmp/three-$overlap.st" >"$tmp/three.out" 2>&1 \
+    && pass || fail "3 ranks, --overlap $overlap: $(tail -3 "$tmp/three.out")"
+done
+same_tensors "$tmp/three-on.st" "$tmp/three-off.st" && pass || fail "3 ranks: overlap on and off: parameters differ"
+
+# Sync batch norm across ranks: device 0 of each rank sums the statistics
+# (doubles) across ranks; with 2 shards that is shard 0's + shard 1's in
+# both cases (a sum of two numbers does not depend on their order), so
+# 2 ranks x 1 device and 1 process x 2 devices agree bit for bit.
+bn=(train --model "$(dirname "$0")/models/tiny_resnet.cfg" --data "$data" --limit 1200 --epochs 1 --lr 0.1
+    --batch-size 100 --seed 2 --quiet)
+"${mpi[@]}" -np 2 "$bin" "${bn[@]}" --devices 1 --sync-batch-norm --metrics "$tmp/bn-ranks.jsonl" \
+  --save "$tmp/bn-ranks.st" >"$tmp/bn.out" 2>&1 && pass || fail "sync batch norm, 2 ranks: $(tail -3 "$tmp/bn.out")"
+"$bin" "${bn[@]}" --devices 2 --sync-batch-norm --metrics "$tmp/bn-local.jsonl" --save "$tmp/bn-local.st" \
+  >"$tmp/bn.out" 2>&1 && pass || fail "sync batch norm, 2 devices: $(tail -3 "$tmp/bn.out")"
+"${mpi[@]}" -np 2 "$bin" "${bn[@]}" --devices 1 --metrics "$tmp/bn-plain.jsonl" >"$tmp/bn.out" 2>&1 \
+  && pass || fail "batch norm, 2 ranks: $(tail -3 "$tmp/bn.out")"
+a=$(field train_loss "$(cat "$tmp/bn-ranks.jsonl")") b=$(field train_loss "$(cat "$tmp/bn-local.jsonl")")
+c=$(field train_loss "$(cat "$tmp/bn-plain.jsonl")")
+echo "sync batch norm, train_loss: 2 ranks x 1 device $a, 1 process x 2 devices $b; without it (2 ranks) $c"
+[[ -n "$a" && "$a" == "$b" ]] && pass || fail "sync batch norm: 2 ranks $a vs 2 devices $b"
+same_tensors "$tmp/bn-ranks.st" "$tmp/bn-local.st" && pass || fail "sync batch norm: parameters differ"
+[[ -n "$c" && "$c" != "$a" ]] && pass || fail "sync batch norm changes nothing: $a with, $c without"
+"${mpi[@]}" -np 2 "$bin" "${bn[@]}" --devices 1 --sync-batch-norm=on >"$tmp/bn.out" 2>&1
+status=$?
+[[ $status -ne 0 ]] && grep -q "train: --sync-batch-norm takes no value" "$tmp/bn.out" && pass \
+  || fail "--sync-batch-norm=on: exit $status, $(head -3 "$tmp/bn.out")"
 [[ $(wc -l <"$tmp/ranks.jsonl") -eq 2 ]] && pass || fail "metrics lines: $(wc -l <"$tmp/ranks.jsonl") (only rank 0 writes)"
 for epoch in 1 2; do
   a=$(sed -n "${epoch}p" "$tmp/ranks.jsonl") b=$(sed -n "${epoch}p" "$tmp/local.jsonl")
@@ -71,16 +120,16 @@ done
 "$bin" launch --np 2 train >/dev/null 2>"$tmp/err"; [[ $? -ne 0 ]] && grep -q "unexpected argument 'train'" "$tmp/err" \
   && pass || fail "launch without --: $(cat "$tmp/err")"
 
-# Faults: start a 3-epoch job, then kill (SIGKILL) or stop (SIGSTOP) rank 1 once it
-# is training. The job must end, non-zero, within 30 s, naming rank 1.
-fault() { # fault SIGNAL EXTRA_TRAIN_OPTIONS...
-  local signal=$1; shift
+# Faults: start a 3-epoch job, then kill (SIGKILL) or stop (SIGSTOP) a rank once it
+# is training. The job must end, non-zero, within 30 s, naming that rank.
+fault() { # fault RANKS VICTIM SIGNAL EXTRA_TRAIN_OPTIONS...
+  local ranks=$1 victim=$2 signal=$3; shift 3
   rm -rf "$tmp/f"
-  "$bin" launch --np 2 --log-dir "$tmp/f" -- train --data "$data" --epochs 3 --devices 1 "$@" \
+  "$bin" launch --np "$ranks" --log-dir "$tmp/f" -- train --data "$data" --epochs 3 --devices 1 "$@" \
     >"$tmp/fault.out" 2>&1 &
   local job=$! pid=""
-  for _ in $(seq 1 100); do # wait until rank 1 has its log and rank 0 has trained a while
-    pid=$(sed -n 's/.*pid \([0-9]*\)$/\1/p' "$tmp/f/worklog.1" 2>/dev/null)
+  for _ in $(seq 1 100); do # wait until the victim has its log and rank 0 has trained a while
+    pid=$(sed -n 's/.*pid \([0-9]*\)$/\1/p' "$tmp/f/worklog.$victim" 2>/dev/null)
     [[ -n "$pid" ]] && grep -q "^training" "$tmp/f/worklog.0" 2>/dev/null && break
     sleep 0.2
   done
@@ -91,7 +140,7 @@ fault() { # fault SIGNAL EXTRA_TRAIN_OPTIONS...
   for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || { ended=1; break; }; sleep 0.1; done
   if [[ $ended -eq 0 ]]; then # the job hangs: clean up every rank, then report
     kill -9 "$job" 2>/dev/null
-    for r in 0 1; do
+    for r in $(seq 0 $((ranks - 1))); do
       local p; p=$(sed -n 's/.*pid \([0-9]*\)$/\1/p' "$tmp/f/worklog.$r" 2>/dev/null)
       [[ -n "$p" ]] && { kill -CONT "$p"; kill -9 "$p"; } 2>/dev/null
     done
@@ -100,19 +149,32 @@ fault() { # fault SIGNAL EXTRA_TRAIN_OPTIONS...
   fault_status=$? fault_secs=$((SECONDS - start))
   [[ $ended -eq 1 ]]
 }
-if fault KILL; then
+if fault 2 1 KILL; then
   [[ $fault_status -ne 0 ]] && grep -q "rank 1" "$tmp/fault.out" && pass \
     || fail "killed rank: exit $fault_status, $(grep -v '^-*$' "$tmp/fault.out" | head -4)"
   echo "killed rank 1: job ended in ${fault_secs} s, exit $fault_status"
 else
   fail "killed rank 1: the job did not end within 30 s"
 fi
-if fault STOP --comm-timeout 3; then
+if fault 2 1 STOP --comm-timeout 3; then
   [[ $fault_status -ne 0 ]] && grep -q "no answer from rank 1 .*--comm-timeout 3" "$tmp/f/worklog.0" && pass \
     || fail "stopped rank: exit $fault_status, $(tail -2 "$tmp/f/worklog.0")"
   echo "stopped rank 1: job ended in ${fault_secs} s, exit $fault_status"
 else
   fail "stopped rank 1: the job did not end within 30 s"
+fi
+# 3 ranks: the others find the silent rank from the arrival notices.
+if fault 3 2 STOP --comm-timeout 3; then
+  # the first rank to report ends the job: the other may not get to say it
+  said=$(grep -h "dptrain: rank [01] of 3: " "$tmp/f/worklog.0" "$tmp/f/worklog.1")
+  grep -q "no answer from rank 2 for .*--comm-timeout 3" <<<"$said" && pass \
+    || fail "3 ranks, rank 2 stopped: exit $fault_status, ranks 0 and 1 said: $said"
+  [[ $(grep -c "dptrain: rank" <<<"$said") -eq $(grep -c "no answer from rank 2 for" <<<"$said") ]] && pass \
+    || fail "3 ranks, rank 2 stopped: a rank named another rank: $said"
+  [[ $fault_status -ne 0 ]] && pass || fail "3 ranks, rank 2 stopped: exit $fault_status"
+  echo "3 ranks, stopped rank 2: job ended in ${fault_secs} s, exit $fault_status; $(grep -h 'no answer' "$tmp/f/worklog.0")"
+else
+  fail "3 ranks, stopped rank 2: the job did not end within 30 s"
 fi
 
 echo "cli_mpi: $passed passed, $failed failed"

@@ -36,9 +36,11 @@ void dp_allreduce_chunk(float *const *buffers, int k, size_t n, int d);
 /* --- Processes (MPI) ---------------------------------------------------------
  * Every rank runs the same program (SPMD) over its own devices. MPI is used
  * only when the process was started by mpirun; a build without MPI runs as a
- * single rank and says so when started by mpirun. All these calls are made
- * from one thread at a time per process (the trainer's caller; during a
- * sync-batch-norm forward, device 0's worker, while the caller waits). */
+ * single rank and says so when started by mpirun. Under mpirun one
+ * communication thread per process makes every MPI call: the collectives
+ * below may be called from any thread and are queued to it (blocking ones
+ * wait for their own turn). Every rank must make the same collectives in
+ * the same order. */
 typedef struct {
     int rank, size;
 } dp_world_t;
@@ -48,8 +50,10 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world);
 
 /* The communication timeout: a collective that has not completed after this
  * many seconds means a rank has stopped; the watchdog then prints which
- * collective (and, with 2 ranks, which rank) and ends this process with exit
- * status 3, and mpirun ends the job. Default 300 s; <= 0 turns it off. */
+ * collective and which ranks have not reached it (with more than 2 ranks,
+ * from arrival notices the ranks send each other before every collective)
+ * and ends this process with exit status 3, and mpirun ends the job.
+ * Default 300 s; <= 0 turns it off. */
 void dp_world_set_timeout(double seconds);
 void dp_world_finalize(void);
 /* Ends every rank of the job with `code` (MPI_Abort); a no-op for one rank.
@@ -61,6 +65,20 @@ int dp_world_has_mpi(void);
 /* In-place sums across all ranks. No-ops for a single rank. */
 dp_status_t dp_world_sum_floats(float *buffer, size_t n);
 dp_status_t dp_world_sum_doubles(double *buffer, int n);
+
+/* Queues an in-place sum of buffer[0..n) across ranks and returns at once
+ * (it waits only while 1024 collectives are already queued); after the sum,
+ * done(ctx) (unless NULL) runs on the communication thread (at once on the
+ * caller's thread for a single rank). The buffer must stay untouched until then. A failed
+ * sum does not call done; dp_world_drain reports it. */
+typedef void (*dp_world_done_fn)(void *ctx);
+void dp_world_sum_floats_async(float *buffer, size_t n, dp_world_done_fn done, void *ctx);
+/* Waits until every queued collective has run (and its done); returns the
+ * first failure of a queued sum since the last drain. */
+dp_status_t dp_world_drain(void);
+/* Seconds the communication thread has spent in collectives so far (from
+ * posting to completion: includes waiting for the slowest rank). */
+double dp_world_mpi_seconds(void);
 
 /* The parameter server's collectives: the sum of every rank's buffer ends up
  * on rank 0 only (MPI_Reduce); rank 0's buffer is copied to every rank

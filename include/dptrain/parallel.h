@@ -47,7 +47,9 @@ typedef struct {
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_sync_kind_t sync;
     dp_allreduce_kind_t allreduce;
-    int overlap;             /* ring only: reduce gradient buckets while backward runs */
+    int overlap;             /* ring only: reduce gradient buckets (several ranks: and sum
+                                them across ranks on the communication thread) while
+                                backward runs; the same bits as without */
     dp_world_t world;        /* this process's rank among `size` (zeros: one process) */
     dp_optim_config_t optim;
     uint64_t seed;           /* parameter initialisation; dropout masks (with the step count) */
@@ -107,10 +109,13 @@ void dp_trainer_set_step_count(dp_trainer_t *trainer, uint64_t steps);
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 
 /* Seconds the caller has spent in the gradient sync of all steps so far
- * (phases after forward/backward; with overlap the in-backward buckets are
- * not separable and count as compute), and in *in_mpi (may be NULL) the part
- * spent inside MPI_Allreduce, which includes waiting for the slowest rank.
- * For benchmarks. */
+ * (after every device's forward/backward; with overlap, only the exposed
+ * part: the buckets still being summed and updated when backward ended),
+ * and in *in_mpi (may be NULL) the seconds the communication thread spent
+ * inside MPI collectives for those steps' sync (dp_world_mpi_seconds;
+ * includes waiting for the slowest rank; with overlap, mostly during
+ * backward, and with sync batch norm the forward's sums too). For
+ * benchmarks. */
 double dp_trainer_sync_seconds(const dp_trainer_t *trainer, double *in_mpi);
 
 /* Checks that every replica on every rank holds the same parameters (bit for
