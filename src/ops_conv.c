@@ -322,7 +322,69 @@ static void small_plane_offsets(const conv_geom_t *g, int Wp, __m512i idx[4], __
     }
 }
 
+/* The tiniest planes (L <= 16, ResNet's 4x4 stage) without dilation: the
+ * padded plane is split by stride phase, phase (a, b) holding the padded
+ * positions (i * sh + a, j * sw + b), so that every tap reads, for each
+ * output row, OW consecutive floats of one phase: one masked load per output
+ * row instead of a 16-lane gather (which costs about as much as 16 loads).
+ * Lanes [oh * OW, oh * OW + OW) are loaded from the row's first float minus
+ * oh * OW: the masked-off lanes are never read. */
+static int is_phase_plane(const conv_geom_t *g) {
+    return g->out_plane <= 16 && g->dilation[1] == 1 && g->dilation[2] == 1;
+}
+
+/* Floats of scratch the phase planes of one image-group need. */
+static size_t phase_plane_floats(const conv_geom_t *g) {
+    const int sh = g->stride[1], sw = g->stride[2];
+    const int Hq = (g->in_size[1] + 2 * g->pad[1] + sh - 1) / sh, Wq = (g->in_size[2] + 2 * g->pad[2] + sw - 1) / sw;
+    return (size_t)g->group_in_ch * sh * sw * Hq * Wq;
+}
+
+static void im2col_phase_plane(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
+    const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
+    const int sh = g->stride[1], sw = g->stride[2];
+    const int Hq = (H + 2 * ph + sh - 1) / sh, Wq = (W + 2 * pw + sw - 1) / sw;
+    const size_t phase_size = (size_t)Hq * Wq, chan_size = (size_t)sh * sw * phase_size;
+    float *planes = g->pad_scratch; /* (Cg, sh, sw, Hq, Wq) */
+    for (int c = 0; c < g->group_in_ch; c++) {
+        const float *xc = x + (size_t)c * H * W;
+        float *pc = planes + (size_t)c * chan_size;
+        for (int a = 0; a < sh; a++)
+            for (int i = 0; i < Hq; i++) {
+                int r = i * sh + a - ph; /* input row, or padding */
+                for (int b = 0; b < sw; b++) {
+                    float *dst = pc + ((size_t)a * sw + b) * phase_size + (size_t)i * Wq;
+                    for (int j = 0; j < Wq; j++) {
+                        int col_in = j * sw + b - pw;
+                        dst[j] = r >= 0 && r < H && col_in >= 0 && col_in < W ? xc[(size_t)r * W + col_in] : 0.0f;
+                    }
+                }
+            }
+    }
+    const int OH = g->out_size[1], OW = g->out_size[2], KH = g->kernel[1], KW = g->kernel[2];
+    __mmask16 rows[16];
+    for (int oh = 0; oh < OH; oh++) rows[oh] = (__mmask16)(((1u << OW) - 1) << (oh * OW));
+    const __mmask16 all = (__mmask16)((1u << (OH * OW)) - 1);
+    float *row = col;
+    for (int c = 0; c < g->group_in_ch; c++)
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++, row += ldcol) {
+                const float *base = planes + (size_t)c * chan_size +
+                                    ((size_t)(kh % sh) * sw + (size_t)(kw % sw)) * phase_size +
+                                    (size_t)(kh / sh) * Wq + (size_t)(kw / sw);
+                __m512 v = _mm512_setzero_ps();
+                for (int oh = 0; oh < OH; oh++)
+                    v = _mm512_mask_loadu_ps(v, rows[oh], (const float *)((uintptr_t)(base + (size_t)oh * Wq) -
+                                                                          sizeof(float) * (size_t)(oh * OW)));
+                _mm512_mask_storeu_ps(row, all, v);
+            }
+}
+
 static void im2col_small_plane(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
+    if (is_phase_plane(g)) {
+        im2col_phase_plane(g, x, col, ldcol);
+        return;
+    }
     const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
     const int Hp = H + 2 * ph, Wp = W + 2 * pw;
     float *pad = g->pad_scratch; /* (Cg, Hp, Wp) */
@@ -557,6 +619,7 @@ static dp_status_t use_small_plane(conv_geom_t *g, dp_arena_t *arena) {
 #ifdef __AVX512F__
     if (!is_plain_narrow(g) && is_small_plane(g)) {
         size_t n = (size_t)g->group_in_ch * (g->in_size[1] + 2 * g->pad[1]) * (g->in_size[2] + 2 * g->pad[2]);
+        if (is_phase_plane(g) && phase_plane_floats(g) > n) n = phase_plane_floats(g);
         g->pad_scratch = dp_arena_floats(arena, n);
         if (!g->pad_scratch) return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for a padded plane");
     }
