@@ -169,7 +169,10 @@ if fault 3 2 STOP --comm-timeout 3; then
   said=$(grep -h "dptrain: rank [01] of 3: " "$tmp/f/worklog.0" "$tmp/f/worklog.1")
   grep -q "no answer from rank 2 for .*--comm-timeout 3" <<<"$said" && pass \
     || fail "3 ranks, rank 2 stopped: exit $fault_status, ranks 0 and 1 said: $said"
-  [[ $(grep -c "dptrain: rank" <<<"$said") -eq $(grep -c "no answer from rank 2 for" <<<"$said") ]] && pass \
+  # No rank may blame a live one. (A rank that has not yet seen the stopped
+  # rank's heartbeats go quiet may instead say MPI is stuck without naming
+  # anyone: seen once under AddressSanitizer, where everything is slower.)
+  ! grep -q "no answer from rank [01] " <<<"$said" && pass \
     || fail "3 ranks, rank 2 stopped: a rank named another rank: $said"
   [[ $fault_status -ne 0 ]] && pass || fail "3 ranks, rank 2 stopped: exit $fault_status"
   echo "3 ranks, stopped rank 2: job ended in ${fault_secs} s, exit $fault_status; $(grep -h 'no answer' "$tmp/f/worklog.0")"
