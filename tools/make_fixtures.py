@@ -382,10 +382,11 @@ def all_cases():
         # and outputs per image, so 5 images = 2 + 2 + 1 with ops_conv.c's 1 MiB
         conv_case("conv2d_chunked", (5, 8, 26, 26), (4, 8, 5, 5), pad=0),
         conv_case("conv2d_lenet_conv2", (2, 20, 13, 13), (16, 20, 5, 5)),
-        # ResNet's 4x4 stage in small (ops_conv.c's tap-plane forward): 64
-        # output channels so the products run dptrain's own gemm kernels,
-        # non-square input, fused ReLU
+        # ResNet's 4x4 and 7x7 stages in small (ops_conv.c's tap-plane
+        # forward): >= 32 output channels so the products run dptrain's own
+        # gemm kernels, non-square inputs, fused ReLU / no bias
         conv_case("conv2d_small_plane_relu", (3, 16, 7, 6), (64, 16, 3, 3), stride=2, pad=1, fuse_relu=True),
+        conv_case("conv2d_small_plane_s1_nobias", (2, 8, 5, 7), (32, 8, 3, 3), bias=False, pad=1),
         # conv 1-D and 3-D
         conv_case("conv1d_pad1_stride2", (2, 3, 11), (4, 3, 3), stride=2, pad=1),
         conv_case("conv1d_dilation3_groups2_nobias", (2, 4, 12), (6, 2, 4), bias=False, pad=2, dilation=3,
