@@ -98,8 +98,38 @@ static void describe_list(gc_case_t *c, const char *name, const int *values, int
 
 /* --- conv --------------------------------------------------------------- */
 
+/* Fixed configurations for ops_conv.c's tap-plane forward (small padded
+ * output planes, one product per kernel tap over the positions that read
+ * the input): 2-D 7x6 -> 4x3 with stride 2, pad 1, and 1-D 9 -> 5; the
+ * backward then differentiates a forward that it does not share code with. */
+static int make_conv_tap_plane(int v, dp_rng_t *rng, gc_case_t *c) {
+    dp_op_attr_t *a = &c->node.attr;
+    int two_d = v == 0, n = two_d ? 2 : 1;
+    int x_shape[4] = {2, 3, 7, 6}, w_shape[4] = {4, 3, 3, 3};
+    if (!two_d) {
+        x_shape[2] = 9;
+        w_shape[2] = 3;
+    }
+    for (int d = 0; d < n; d++) {
+        a->stride[d] = 2;
+        a->pad[d] = 1;
+        a->dilation[d] = 1;
+    }
+    a->groups = 1;
+    new_input(c, 0, n + 2, x_shape, rng);
+    new_input(c, 1, n + 2, w_shape, rng);
+    new_input(c, 2, 1, &w_shape[0], rng);
+    describe(c, "conv%dd", n);
+    describe_list(c, "x", x_shape, n + 2);
+    describe(c, " oc=%d", w_shape[0]);
+    describe_list(c, "k", w_shape + 2, n);
+    describe(c, " stride=2 pad=1 (tap plane)");
+    return 1;
+}
+
 static int make_conv(int v, dp_rng_t *rng, gc_case_t *c) {
-    if (v >= 18) return 0;
+    if (v >= 20) return 0;
+    if (v >= 18) return make_conv_tap_plane(v - 18, rng, c);
     int n = 1 + v % 3; /* spatial dims */
     dp_op_attr_t *a = &c->node.attr;
     a->groups = v % 2 ? 2 : 1 + (v / 6) % 3; /* 1, 2 or 3 */

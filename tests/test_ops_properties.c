@@ -16,7 +16,9 @@
  * up to the whole batch's. Without the hook the shards' outputs differ
  * (the check can fail).
  *
- * Also: add with both inputs the same tensor gets 2 dy.
+ * Also: add with both inputs the same tensor gets 2 dy; a convolution
+ * whose small-plane forward takes several chunks of images matches a direct
+ * convolution.
  */
 #include <math.h>
 #include <pthread.h>
@@ -314,6 +316,73 @@ static void test_sync_batch_norm(void) {
     free(x), free(dy), free(gamma), free(beta), free(whole.y), free(whole.dx), free(whole.dgamma), free(whole.dbeta);
 }
 
+/* --- conv over several chunks of images ----------------------------------------------- */
+
+/* ops_conv.c's tap-plane forward (padded output planes of <= 64 positions)
+ * splits the batch into chunks by its buffer budget; a fixture big enough
+ * to need two would weigh megabytes. Here x (17, 256, 7, 7) with a 3x3
+ * kernel, pad 1, 48 output channels, bias and fused ReLU, at stride 2
+ * (4x4 outputs) and stride 1 (7x7), takes about 75 KB per image, so
+ * 14 + 3 images against the 1 MiB budget; every output must match a direct
+ * convolution summed in double. */
+static void check_conv_tap_plane_chunks(int stride) {
+    enum { N = 17, C = 256, OC = 48, H = 7, W = 7, K = 3 };
+    const int OH = (H + 2 - K) / stride + 1, OW = (W + 2 - K) / stride + 1;
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 11);
+    float *xd = random_floats(&rng, (size_t)N * C * H * W, 1.0f, 0.0f);
+    float *wd = random_floats(&rng, (size_t)OC * C * K * K, 0.05f, 0.0f);
+    float *bd = random_floats(&rng, OC, 0.5f, 0.0f);
+    dp_tensor_t x = {0}, w = {0}, b = {0};
+    dp_tensor_set_shape(&x, 4, (const int[]){N, C, H, W});
+    dp_tensor_set_shape(&w, 4, (const int[]){OC, C, K, K});
+    dp_tensor_set_shape(&b, 1, (const int[]){OC});
+    x.data = xd;
+    w.data = wd;
+    b.data = bd;
+    dp_node_t node = {.kind = DP_OP_CONV, .attr = dp_op_attr_default(), .in = {&x, &w, &b}};
+    node.attr.stride[0] = node.attr.stride[1] = stride;
+    node.attr.pad[0] = node.attr.pad[1] = 1;
+    node.attr.fuse_relu = 1;
+    dp_arena_t *arena = dp_arena_new(1 << 20);
+    dp_status_t st = dp_op_forward(&node, arena);
+    CHECK(st == DP_OK, "conv forward: %s", dp_error_message());
+    double worst = 0.0;
+    int positive = 0;
+    for (int n = 0; st == DP_OK && n < N; n++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double sum = bd[oc];
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++) {
+                                int ih = oh * stride + kh - 1, iw = ow * stride + kw - 1;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                sum += (double)xd[(((size_t)n * C + c) * H + ih) * W + iw] *
+                                       wd[(((size_t)oc * C + c) * K + kh) * K + kw];
+                            }
+                    double want = sum > 0.0 ? sum : 0.0;
+                    positive += want > 0.0;
+                    float got = node.out.data[(((size_t)n * OC + oc) * OH + oh) * OW + ow];
+                    if (fabs(got - want) > worst) worst = fabs(got - want);
+                }
+    CHECK(worst <= 1e-4, "conv x (17, 256, 7, 7) stride %d pad 1 + ReLU: max |got - want| = %g, expected <= 1e-4",
+          stride, worst);
+    CHECK(positive > N * OC * OH * OW / 4, "conv reference: only %d positive outputs, the ReLU hides too much",
+          positive);
+    printf("  conv (17, 256, 7, 7) stride %d pad 1 + ReLU, 2 chunks: max |y - direct| %.3g\n", stride, worst);
+    dp_arena_free(arena);
+    free(xd);
+    free(wd);
+    free(bd);
+}
+
+static void test_conv_tap_plane_chunks(void) {
+    check_conv_tap_plane_chunks(2);
+    check_conv_tap_plane_chunks(1);
+}
+
 /* --- add with itself --------------------------------------------------------------- */
 
 static void test_add_aliased(void) {
@@ -335,5 +404,6 @@ int main(void) {
     test_dropout();
     test_sync_batch_norm();
     test_add_aliased();
+    test_conv_tap_plane_chunks();
     return testing_finish("test_ops_properties");
 }

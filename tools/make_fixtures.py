@@ -129,7 +129,7 @@ def run(fn, inputs, rng):
 
 # --- cases -----------------------------------------------------------------
 
-def conv_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, dilation=1, groups=1):
+def conv_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, dilation=1, groups=1, fuse_relu=False):
     rng = rng_for(name)
     n = len(x_shape) - 2
     x = randn(rng, *x_shape)
@@ -139,10 +139,11 @@ def conv_case(name, x_shape, w_shape, bias=True, stride=1, pad=0, dilation=1, gr
     inputs = [x, w] + ([b] if bias else [])
 
     def fn(xt, wt, bt=None):
-        return conv(xt, wt, bt, stride=stride, padding=pad, dilation=dilation, groups=groups)
+        y = conv(xt, wt, bt, stride=stride, padding=pad, dilation=dilation, groups=groups)
+        return torch.relu(y) if fuse_relu else y
 
     return name, "conv", conv_attr(n, w_shape, stride, pad, dilation, groups), \
-        conv_tensors(x, w, b, run(fn, inputs, rng))
+        conv_tensors(x, w, b, run(fn, inputs, rng), attr_tensors(fuse_relu=1) if fuse_relu else ())
 
 
 def conv_attr(n, w_shape, stride, pad, dilation, groups):
@@ -381,6 +382,11 @@ def all_cases():
         # and outputs per image, so 5 images = 2 + 2 + 1 with ops_conv.c's 1 MiB
         conv_case("conv2d_chunked", (5, 8, 26, 26), (4, 8, 5, 5), pad=0),
         conv_case("conv2d_lenet_conv2", (2, 20, 13, 13), (16, 20, 5, 5)),
+        # ResNet's 4x4 and 7x7 stages in small (ops_conv.c's tap-plane
+        # forward): >= 32 output channels so the products run dptrain's own
+        # gemm kernels, non-square inputs, fused ReLU / no bias
+        conv_case("conv2d_small_plane_relu", (3, 16, 7, 6), (64, 16, 3, 3), stride=2, pad=1, fuse_relu=True),
+        conv_case("conv2d_small_plane_s1_nobias", (2, 8, 5, 7), (32, 8, 3, 3), bias=False, pad=1),
         # conv 1-D and 3-D
         conv_case("conv1d_pad1_stride2", (2, 3, 11), (4, 3, 3), stride=2, pad=1),
         conv_case("conv1d_dilation3_groups2_nobias", (2, 4, 12), (6, 2, 4), bias=False, pad=2, dilation=3,
