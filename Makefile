@@ -36,6 +36,7 @@ bench: build
 	$(BUILD)/allreduce_bench 2
 	$(BUILD)/sync_bench 2 50
 	bench/book_runs.sh $(BUILD)/dptrain 0
+	bench/layers_vs_pytorch.sh $(BUILD)/layer_bench 0.3 3
 
 clean:
 	rm -rf $(BUILD)
