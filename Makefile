@@ -35,6 +35,7 @@ bench: build
 	bench/ddp_vs_dptrain.sh $(BUILD)/dptrain 5
 	$(BUILD)/allreduce_bench 2
 	$(BUILD)/sync_bench 2 50
+	if [ -x $(BUILD)/mpi_sync_bench ]; then mpirun --allow-run-as-root --oversubscribe -np 2 $(BUILD)/mpi_sync_bench 200; fi
 	bench/book_runs.sh $(BUILD)/dptrain 0
 	bench/layers_vs_pytorch.sh $(BUILD)/layer_bench 0.3 3
 
