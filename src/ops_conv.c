@@ -665,10 +665,10 @@ static int is_tap_plane(const conv_geom_t *g) {
  * DP_CONV_CHUNK_BUDGET_BYTES (L2). Measured on s4.conv_s2 (batch 64, 104 KB
  * per image): 8, 16, 32 and 64 images per chunk all within noise, so the
  * budget decides (10 images there). */
-static int tap_plane_chunk(const conv_geom_t *g, int Wq) {
+static int tap_plane_chunk(const conv_geom_t *g, int Wq, size_t budget) {
     size_t per_image =
         ((size_t)g->in_size[1] * g->stride[2] * Wq * g->in_ch + g->out_plane * g->out_ch) * sizeof(float);
-    size_t nb = DP_CONV_CHUNK_BUDGET_BYTES / per_image;
+    size_t nb = budget / per_image;
     if (nb < 1) nb = 1;
     return nb < (size_t)g->batch ? (int)nb : g->batch;
 }
@@ -723,7 +723,7 @@ static dp_status_t conv_forward_tap_plane(const conv_geom_t *g, const conv_tap_t
     const int sw = g->stride[2], pw = g->pad[2], ntaps = KH * KW;
     const int Wq = (W + 2 * pw + sw - 1) / sw;
     const size_t L = g->out_plane;
-    const int chunk = tap_plane_chunk(g, Wq);
+    const int chunk = tap_plane_chunk(g, Wq, DP_CONV_CHUNK_BUDGET_BYTES);
     const conv_tap_t *th = taps + g->kernel[0], *tw = th + KH;
     const size_t wt_n = (size_t)ntaps * C * OC, xt_n = (size_t)H * sw * Wq * chunk * C, yt_n = L * chunk * OC;
     float *wt = dp_arena_floats(arena, wt_n);
@@ -877,16 +877,28 @@ static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node
  *                           dx (N, C, H, W) by the adjoint of the input copy
  * Padding is neither read nor computed on.
  * Measured on ResNet-18 at batch 64, backward, one core, ms im2col ->
- * tap-plane (noisy shared machine, several alternating runs): s3.conv
- * 42-48 -> 31-34, s4.conv_s2 28-32 -> 21-27, but s3.conv_s2 (128 input
- * channels) 21.5-24.4 -> 24.4-26.3 and s4.conv (512 x 512, a 1 MiB dWt
- * block per tap) 56-66 -> 57-67: tap_plane_backward_pays keeps those on
- * im2col. */
+ * tap-plane (shared machine, 3 alternating runs): s3.conv 39-43 -> 32-33,
+ * s4.conv_s2 26.6-28 -> 20.7-22.3, s4.conv 57-59 -> 43-45; s3.conv_s2
+ * (128 input channels) 21.5-24.4 -> 24.4-26.3 with 1 MiB chunks and
+ * within noise with 4 MiB: tap_plane_backward_pays keeps it on im2col. */
+/* Chunk budget of the tap-plane backward: each segment's weight-gradient
+ * product reads and writes the tap's whole dWt block (C x OC) for
+ * (positions x images) rows of X and dY, so the chunk grows with the
+ * block: X and dYt of a chunk about 4 times the block, at least
+ * DP_CONV_CHUNK_BUDGET_BYTES. Measured on s4.conv (512 x 512, a 1 MiB
+ * block): budget 1 MiB 65 ms, 4 MiB 46-48 ms, 32 MiB 45-53 ms; on s3.conv
+ * (a 256 KiB block) 1 MiB 34-35 ms, 4 MiB 47 ms. */
+static size_t tap_plane_backward_budget(const conv_geom_t *g) {
+    size_t block = (size_t)g->in_ch * g->out_ch * sizeof(float);
+    return 4 * block > DP_CONV_CHUNK_BUDGET_BYTES ? 4 * block : DP_CONV_CHUNK_BUDGET_BYTES;
+}
+
 static dp_status_t conv_backward_tap_plane(const conv_geom_t *g, const conv_tap_t *taps, dp_node_t *node,
                                            float *dx, float *dw, double *bias_sum, dp_arena_t *arena) {
     const int C = g->in_ch, OC = g->out_ch, KH = g->kernel[1], KW = g->kernel[2], ntaps = KH * KW;
     const int OW = g->out_size[2], sw = g->stride[2], H = g->in_size[1];
-    const int Wq = (g->in_size[2] + 2 * g->pad[2] + sw - 1) / sw, chunk = tap_plane_chunk(g, Wq);
+    const int Wq = (g->in_size[2] + 2 * g->pad[2] + sw - 1) / sw;
+    const int chunk = tap_plane_chunk(g, Wq, tap_plane_backward_budget(g));
     const size_t L = g->out_plane;
     const conv_tap_t *th = taps + g->kernel[0], *tw = th + KH;
     const size_t wt_n = (size_t)ntaps * C * OC, xt_n = (size_t)H * sw * Wq * chunk * C, yt_n = L * chunk * OC;
@@ -942,10 +954,10 @@ static dp_status_t conv_backward_tap_plane(const conv_geom_t *g, const conv_tap_
     return DP_OK;
 }
 
-/* Where the tap-plane backward was measured faster than im2col (see above):
- * at least 256 input channels and a per-tap dWt block of at most 512 KiB. */
+/* Where the tap-plane backward was measured faster than im2col (see
+ * above): at least 256 input channels. */
 static int tap_plane_backward_pays(const conv_geom_t *g) {
-    return is_tap_plane(g) && g->in_ch >= 256 && (size_t)g->in_ch * g->out_ch * sizeof(float) <= ((size_t)512 << 10);
+    return is_tap_plane(g) && g->in_ch >= 256;
 }
 
 dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
