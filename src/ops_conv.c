@@ -655,7 +655,7 @@ static dp_status_t use_small_plane(conv_geom_t *g, dp_arena_t *arena) {
  * Measured on ResNet-18 at batch 64, forward, one core, ms before -> after:
  * s4.conv_s2 13.1-14.4 -> 8.6-9.3, s4.conv 27-29 -> 17, s3.conv 20-22.6 ->
  * 14.3, s3.conv_s2 10.3 -> 8.9; planes of 196 (s2) gained nothing, so they
- * keep im2col. The backward is unchanged. */
+ * keep im2col. The backward: conv_backward_tap_plane. */
 static int is_tap_plane(const conv_geom_t *g) {
     return g->in_size[0] == 1 && g->kernel[0] == 1 && g->groups == 1 && g->dilation[1] == 1 &&
            g->dilation[2] == 1 && g->out_plane <= 64 && (g->pad[1] > 0 || g->pad[2] > 0);
@@ -665,12 +665,54 @@ static int is_tap_plane(const conv_geom_t *g) {
  * DP_CONV_CHUNK_BUDGET_BYTES (L2). Measured on s4.conv_s2 (batch 64, 104 KB
  * per image): 8, 16, 32 and 64 images per chunk all within noise, so the
  * budget decides (10 images there). */
-static int tap_plane_chunk(const conv_geom_t *g, int Wq) {
+static int tap_plane_chunk(const conv_geom_t *g, int Wq, size_t budget) {
     size_t per_image =
         ((size_t)g->in_size[1] * g->stride[2] * Wq * g->in_ch + g->out_plane * g->out_ch) * sizeof(float);
-    size_t nb = DP_CONV_CHUNK_BUDGET_BYTES / per_image;
+    size_t nb = budget / per_image;
     if (nb < 1) nb = 1;
     return nb < (size_t)g->batch ? (int)nb : g->batch;
+}
+
+/* The chunk's images n0 .. n0 + nb - 1 between x (N, C, H, W) and the
+ * phase layout X (H, sw, Wq, nb, C):
+ *   X[ih][b][j][n][c] = x[n0 + n][c][ih][iw],  iw + pw = j * sw + b.
+ * to_x false copies x into X (forward, and the weight gradient); to_x true
+ * is its adjoint, adding X into x (the input gradient). Padded columns of X
+ * are neither read nor written. */
+static void tap_plane_copy(const conv_geom_t *g, int Wq, int n0, int nb, float *x, float *xt, bool to_x) {
+    const int C = g->in_ch, H = g->in_size[1], W = g->in_size[2], sw = g->stride[2], pw = g->pad[2];
+    for (int n = 0; n < nb; n++) {
+        float *xn = x + (size_t)(n0 + n) * C * g->in_plane;
+        for (int ih = 0; ih < H; ih++)
+            for (int iw = 0; iw < W; iw++) {
+                int b = (iw + pw) % sw, j = (iw + pw) / sw;
+                float *pt = xt + ((((size_t)ih * sw + b) * Wq + j) * nb + n) * C;
+                float *px = xn + (size_t)ih * W + iw;
+                if (to_x)
+                    for (int c = 0; c < C; c++) px[(size_t)c * g->in_plane] += pt[c];
+                else
+                    for (int c = 0; c < C; c++) pt[c] = px[(size_t)c * g->in_plane];
+            }
+    }
+}
+
+/* Between the weight w (OC, C, kH, kW) and Wt (kH * kW, C, OC), 16 output
+ * channels at a time: to_w false sets Wt[t][c][oc] = w[oc][c][t]; to_w true
+ * adds Wt into w (the weight gradient). */
+static void tap_plane_weight(const conv_geom_t *g, float *w, float *wt, bool to_w) {
+    const int C = g->in_ch, OC = g->out_ch, ntaps = g->kernel[1] * g->kernel[2];
+    for (int oc0 = 0; oc0 < OC; oc0 += 16) {
+        int ocn = OC - oc0 < 16 ? OC - oc0 : 16;
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < ntaps; t++) {
+                float *pt = wt + ((size_t)t * C + c) * OC + oc0;
+                float *pw = w + ((size_t)oc0 * C + c) * ntaps + t;
+                if (to_w)
+                    for (int o = 0; o < ocn; o++) pw[(size_t)o * C * ntaps] += pt[o];
+                else
+                    for (int o = 0; o < ocn; o++) pt[o] = pw[(size_t)o * C * ntaps];
+            }
+    }
 }
 
 static dp_status_t conv_forward_tap_plane(const conv_geom_t *g, const conv_tap_t *taps, const float *x,
@@ -681,7 +723,7 @@ static dp_status_t conv_forward_tap_plane(const conv_geom_t *g, const conv_tap_t
     const int sw = g->stride[2], pw = g->pad[2], ntaps = KH * KW;
     const int Wq = (W + 2 * pw + sw - 1) / sw;
     const size_t L = g->out_plane;
-    const int chunk = tap_plane_chunk(g, Wq);
+    const int chunk = tap_plane_chunk(g, Wq, DP_CONV_CHUNK_BUDGET_BYTES);
     const conv_tap_t *th = taps + g->kernel[0], *tw = th + KH;
     const size_t wt_n = (size_t)ntaps * C * OC, xt_n = (size_t)H * sw * Wq * chunk * C, yt_n = L * chunk * OC;
     float *wt = dp_arena_floats(arena, wt_n);
@@ -690,29 +732,10 @@ static dp_status_t conv_forward_tap_plane(const conv_geom_t *g, const conv_tap_t
     if (!wt || !xt || !yt)
         return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for the tap-plane buffers of %zu floats",
                        wt_n + xt_n + yt_n);
-    /* Wt[t][c][oc] = w[oc][c][t], 16 output channels at a time */
-    for (int oc0 = 0; oc0 < OC; oc0 += 16) {
-        int ocn = OC - oc0 < 16 ? OC - oc0 : 16;
-        for (int c = 0; c < C; c++)
-            for (int t = 0; t < ntaps; t++) {
-                float *dst = wt + ((size_t)t * C + c) * OC + oc0;
-                const float *src = w + ((size_t)oc0 * C + c) * ntaps + t;
-                for (int o = 0; o < ocn; o++) dst[o] = src[(size_t)o * C * ntaps];
-            }
-    }
+    tap_plane_weight(g, (float *)w, wt, false);
     for (int n0 = 0; n0 < g->batch; n0 += chunk) {
         const int nb = g->batch - n0 < chunk ? g->batch - n0 : chunk;
-        /* X[ih][b][j][n][c] = x[n0 + n][c][ih][iw], iw + pw = j * sw + b */
-        for (int n = 0; n < nb; n++) {
-            const float *xn = x + (size_t)(n0 + n) * C * g->in_plane;
-            for (int ih = 0; ih < H; ih++)
-                for (int iw = 0; iw < W; iw++) {
-                    int b = (iw + pw) % sw, j = (iw + pw) / sw;
-                    float *dst = xt + ((((size_t)ih * sw + b) * Wq + j) * nb + n) * C;
-                    const float *src = xn + (size_t)ih * W + iw;
-                    for (int c = 0; c < C; c++) dst[c] = src[(size_t)c * g->in_plane];
-                }
-        }
+        tap_plane_copy(g, Wq, n0, nb, (float *)x, xt, false);
         for (size_t r = 0; r < L * nb; r++) {
             if (bias)
                 memcpy(yt + r * OC, bias, sizeof(float) * (size_t)OC);
@@ -842,6 +865,101 @@ static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node
     return nb > 1 ? dybuf : node->out.grad + ((size_t)n0 * g->out_ch + (size_t)grp * OCg) * L;
 }
 
+/* Backward of the tap-plane forward (same layouts, same segments):
+ *   dYt (OH, OW, nb, OC)  the chunk's dy, channels innermost, masked by the
+ *                         fused ReLU; its per-channel sums give the bias
+ *                         gradient
+ *   dWt[t] (C, OC)       += X rows (ih, iw, n)^T dYt rows (oh, ow, n), one
+ *                           trans_a dp_gemm per (tap, output row) segment,
+ *                           accumulated over chunks, added into w->grad in
+ *                           (OC, C, kH, kW) order once at the end
+ *   dX (H, sw, Wq, nb, C)  += dYt rows Wt[t]^T per segment, then added into
+ *                           dx (N, C, H, W) by the adjoint of the input copy
+ * Padding is neither read nor computed on.
+ * Measured on ResNet-18 at batch 64, backward, one core, ms im2col ->
+ * tap-plane (shared machine, 3 alternating runs): s3.conv 39-43 -> 32-33,
+ * s4.conv_s2 26.6-28 -> 20.7-22.3, s4.conv 57-59 -> 43-45; s3.conv_s2
+ * (128 input channels) 21.5-24.4 -> 24.4-26.3 with 1 MiB chunks and
+ * within noise with 4 MiB: tap_plane_backward_pays keeps it on im2col. */
+/* Chunk budget of the tap-plane backward: each segment's weight-gradient
+ * product reads and writes the tap's whole dWt block (C x OC) for
+ * (positions x images) rows of X and dY, so the chunk grows with the
+ * block: X and dYt of a chunk about 4 times the block, at least
+ * DP_CONV_CHUNK_BUDGET_BYTES. Measured on s4.conv (512 x 512, a 1 MiB
+ * block): budget 1 MiB 65 ms, 4 MiB 46-48 ms, 32 MiB 45-53 ms; on s3.conv
+ * (a 256 KiB block) 1 MiB 34-35 ms, 4 MiB 47 ms. */
+static size_t tap_plane_backward_budget(const conv_geom_t *g) {
+    size_t block = (size_t)g->in_ch * g->out_ch * sizeof(float);
+    return 4 * block > DP_CONV_CHUNK_BUDGET_BYTES ? 4 * block : DP_CONV_CHUNK_BUDGET_BYTES;
+}
+
+static dp_status_t conv_backward_tap_plane(const conv_geom_t *g, const conv_tap_t *taps, dp_node_t *node,
+                                           float *dx, float *dw, double *bias_sum, dp_arena_t *arena) {
+    const int C = g->in_ch, OC = g->out_ch, KH = g->kernel[1], KW = g->kernel[2], ntaps = KH * KW;
+    const int OW = g->out_size[2], sw = g->stride[2], H = g->in_size[1];
+    const int Wq = (g->in_size[2] + 2 * g->pad[2] + sw - 1) / sw;
+    const int chunk = tap_plane_chunk(g, Wq, tap_plane_backward_budget(g));
+    const size_t L = g->out_plane;
+    const conv_tap_t *th = taps + g->kernel[0], *tw = th + KH;
+    const size_t wt_n = (size_t)ntaps * C * OC, xt_n = (size_t)H * sw * Wq * chunk * C, yt_n = L * chunk * OC;
+    float *wt = dx ? dp_arena_floats(arena, wt_n) : NULL;   /* Wt (taps, C, OC) */
+    float *dwt = dw ? dp_arena_floats(arena, wt_n) : NULL;  /* dWt (taps, C, OC) */
+    float *xt = dw ? dp_arena_floats(arena, xt_n) : NULL;   /* X */
+    float *dxt = dx ? dp_arena_floats(arena, xt_n) : NULL;  /* dX */
+    float *dyt = dp_arena_floats(arena, yt_n);              /* dYt */
+    if ((dx && (!wt || !dxt)) || (dw && (!dwt || !xt)) || !dyt)
+        return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for the tap-plane buffers of %zu floats",
+                       2 * (wt_n + xt_n) + yt_n);
+    const float *w = node->in[1]->data;
+    if (wt) tap_plane_weight(g, (float *)w, wt, false);
+    if (dwt) memset(dwt, 0, wt_n * sizeof(float));
+    const int relu = node->attr.fuse_relu;
+    for (int n0 = 0; n0 < g->batch; n0 += chunk) {
+        const int nb = g->batch - n0 < chunk ? g->batch - n0 : chunk;
+        /* dYt[l][n][oc] = dy[n0 + n][oc][l], 0 where the fused ReLU's output is 0 */
+        for (int n = 0; n < nb; n++)
+            for (int oc = 0; oc < OC; oc++) {
+                const size_t row = ((size_t)(n0 + n) * OC + oc) * L;
+                const float *dy = node->out.grad + row, *y = node->out.data + row;
+                float *dst = dyt + (size_t)n * OC + oc;
+                for (size_t l = 0; l < L; l++) dst[l * nb * OC] = relu && !(y[l] > 0.0f) ? 0.0f : dy[l];
+                if (bias_sum) {
+                    double sum = 0.0;
+                    for (size_t l = 0; l < L; l++) sum += dst[l * nb * OC];
+                    bias_sum[oc] += sum;
+                }
+            }
+        if (xt) tap_plane_copy(g, Wq, n0, nb, node->in[0]->data, xt, false);
+        if (dxt) memset(dxt, 0, (size_t)H * sw * Wq * nb * C * sizeof(float));
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++) {
+                const int lo = tw[kw].lo, hi = tw[kw].hi, t = kh * KW + kw;
+                if (lo >= hi) continue;
+                const int b = kw % sw, j_lo = lo + kw / sw;
+                for (int oh = th[kh].lo; oh < th[kh].hi; oh++) {
+                    const int ih = oh * g->stride[1] + th[kh].off, rows = (hi - lo) * nb;
+                    const size_t xoff = (((size_t)ih * sw + b) * Wq + j_lo) * nb * C;
+                    const float *dyseg = dyt + ((size_t)oh * OW + lo) * nb * OC;
+                    if (dwt)
+                        dp_gemm(true, false, C, OC, rows, 1.0f, xt + xoff, C, dyseg, OC, 1.0f,
+                                dwt + (size_t)t * C * OC, OC);
+                    if (dxt)
+                        dp_gemm(false, true, rows, C, OC, 1.0f, dyseg, OC, wt + (size_t)t * C * OC, OC, 1.0f,
+                                dxt + xoff, C);
+                }
+            }
+        if (dxt) tap_plane_copy(g, Wq, n0, nb, dx, dxt, true);
+    }
+    if (dwt) tap_plane_weight(g, dw, dwt, true);
+    return DP_OK;
+}
+
+/* Where the tap-plane backward was measured faster than im2col (see
+ * above): at least 256 input channels. */
+static int tap_plane_backward_pays(const conv_geom_t *g) {
+    return is_tap_plane(g) && g->in_ch >= 256;
+}
+
 dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!node->out.grad) return DP_OK;
     conv_geom_t g;
@@ -856,6 +974,17 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
     int want_bias = bt && bt->grad;
     if (!dx && !dw && !want_bias) return DP_OK;
+    if (tap_plane_backward_pays(&g)) {
+        double *sums = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
+        const conv_tap_t *taps = dp_conv_taps(&g, arena);
+        if ((want_bias && !sums) || !taps)
+            return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for the kernel taps");
+        if (sums) memset(sums, 0, sizeof(double) * (size_t)g.out_ch);
+        DP_TRY(conv_backward_tap_plane(&g, taps, node, dx, dw, sums, arena));
+        if (sums)
+            for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)sums[oc];
+        return DP_OK;
+    }
 
     size_t ld_max = (size_t)g.chunk * L;
     float *col = dw ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL;  /* (Cg * kvol, chunk * L) */

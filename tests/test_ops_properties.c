@@ -344,6 +344,10 @@ static void check_conv_tap_plane_chunks(int stride) {
     node.attr.stride[0] = node.attr.stride[1] = stride;
     node.attr.pad[0] = node.attr.pad[1] = 1;
     node.attr.fuse_relu = 1;
+    /* grads (set before the forward, which then keeps out.grad) start at 0.25: backward must add */
+    x.grad = random_floats(&rng, (size_t)N * C * H * W, 0.0f, 0.25f);
+    w.grad = random_floats(&rng, (size_t)OC * C * K * K, 0.0f, 0.25f);
+    b.grad = random_floats(&rng, OC, 0.0f, 0.25f);
     dp_arena_t *arena = dp_arena_new(1 << 20);
     dp_status_t st = dp_op_forward(&node, arena);
     CHECK(st == DP_OK, "conv forward: %s", dp_error_message());
@@ -372,10 +376,57 @@ static void check_conv_tap_plane_chunks(int stride) {
     CHECK(positive > N * OC * OH * OW / 4, "conv reference: only %d positive outputs, the ReLU hides too much",
           positive);
     printf("  conv (17, 256, 7, 7) stride %d pad 1 + ReLU, 2 chunks: max |y - direct| %.3g\n", stride, worst);
+
+    /* Backward: dy random; the gradient reaching the conv is dy where
+     * y > 0. dx, dw and db against direct sums in double. */
+    const size_t ny = (size_t)N * OC * OH * OW, nx = (size_t)N * C * H * W, nw = (size_t)OC * C * K * K;
+    float *dy = random_floats(&rng, ny, 1.0f, 0.0f);
+    double *dx_ref = calloc(nx, sizeof(double)), *dw_ref = calloc(nw, sizeof(double)), db_ref[OC] = {0};
+    CHECK(st != DP_OK || node.out.grad, "conv forward: no output gradient although the inputs have grads");
+    if (st == DP_OK && node.out.grad) {
+        dp_grad_prepare(&node.out);
+        memcpy(node.out.grad, dy, ny * sizeof(float));
+        st = dp_op_backward(&node, arena);
+    }
+    CHECK(st == DP_OK, "conv backward: %s", dp_error_message());
+    for (int n = 0; st == DP_OK && n < N; n++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    size_t o = (((size_t)n * OC + oc) * OH + oh) * OW + ow;
+                    double gy = node.out.data[o] > 0.0f ? dy[o] : 0.0;
+                    db_ref[oc] += gy;
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++) {
+                                int ih = oh * stride + kh - 1, iw = ow * stride + kw - 1;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                size_t xi = (((size_t)n * C + c) * H + ih) * W + iw;
+                                size_t wi = (((size_t)oc * C + c) * K + kh) * K + kw;
+                                dx_ref[xi] += gy * wd[wi];
+                                dw_ref[wi] += gy * xd[xi];
+                            }
+                }
+    double dx_err = 0.0, dw_err = 0.0, db_err = 0.0;
+    for (size_t i = 0; st == DP_OK && i < nx; i++) dx_err = fmax(dx_err, fabs(x.grad[i] - 0.25 - dx_ref[i]));
+    for (size_t i = 0; st == DP_OK && i < nw; i++) dw_err = fmax(dw_err, fabs(w.grad[i] - 0.25 - dw_ref[i]));
+    for (int i = 0; st == DP_OK && i < OC; i++) db_err = fmax(db_err, fabs(b.grad[i] - 0.25 - db_ref[i]));
+    /* dw sums N * OH * OW (up to 833) products of unit-scale values */
+    CHECK(dx_err <= 1e-5, "conv backward stride %d: max |dx - direct| = %g, expected <= 1e-5", stride, dx_err);
+    CHECK(dw_err <= 2e-4, "conv backward stride %d: max |dw - direct| = %g, expected <= 2e-4", stride, dw_err);
+    CHECK(db_err <= 1e-5, "conv backward stride %d: max |db - direct| = %g, expected <= 1e-5", stride, db_err);
+    printf("  conv (17, 256, 7, 7) stride %d backward, 2 chunks: max |dx - direct| %.3g, |dw - direct| %.3g, "
+           "|db - direct| %.3g\n", stride, dx_err, dw_err, db_err);
     dp_arena_free(arena);
     free(xd);
     free(wd);
     free(bd);
+    free(dy);
+    free(dx_ref);
+    free(dw_ref);
+    free(x.grad);
+    free(w.grad);
+    free(b.grad);
 }
 
 static void test_conv_tap_plane_chunks(void) {
