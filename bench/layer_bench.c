@@ -23,6 +23,8 @@
 #include "dptrain/ops.h"
 #include "dptrain/rng.h"
 
+#include "bench_util.h"
+
 #define MAX_REPS 1000
 
 typedef struct {
@@ -35,16 +37,6 @@ static double now_sec(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Parses "name op N C H W key=value..."; returns 0 for blank/comment lines. */
@@ -184,8 +176,8 @@ static int time_layer(dp_node_t *node, double budget, double *fwd_ms, double *bw
         spent += t3 - t0;
         reps++;
     }
-    *fwd_ms = median(fwd, reps);
-    *bwd_ms = median(bwd, reps);
+    *fwd_ms = bench_median(fwd, reps);
+    *bwd_ms = bench_median(bwd, reps);
     dp_arena_free(arena);
     free(dy);
     return 1;

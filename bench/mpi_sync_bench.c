@@ -36,6 +36,8 @@
 #include "dptrain/comm.h"
 #include "dptrain/parallel.h"
 
+#include "bench_util.h"
+
 #define ROUNDS 4
 
 /* Per-step figures of one trainer, in seconds. */
@@ -74,16 +76,6 @@ static const int *batch_indices(void) {
     return indices;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *values, int n) {
-    qsort(values, (size_t)n, sizeof *values, compare_doubles);
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 /* Seconds of one SGD update over n floats (the mean of 200). */
 static double update_seconds(size_t n) {
     dp_optim_config_t sgd = {.kind = DP_OPTIM_SGD, .lr = 1e-6f};
@@ -114,11 +106,8 @@ int main(int argc, char **argv) {
     dp_model_builtin("lenet", &model);
     size_t n = dp_model_num_trainable(model);
     int count = 512;
-    unsigned char *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
-    for (int i = 0; i < count * 784; i++) pixels[i] = (unsigned char)(i * 7);
-    for (int i = 0; i < count; i++) labels[i] = (unsigned char)(i % 10);
     dp_dataset_t ds;
-    dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels);
+    if (bench_synthetic_images(count, &ds) != DP_OK) return 1;
     timed_trainer_t modes[2] = {{0}, {0}}; /* overlap off, on */
     /* per step: off's sync, in_mpi, own; on's; the bare allreduce; the
      * steps' times and on's sync again (largest over the ranks) */
@@ -152,29 +141,27 @@ int main(int argc, char **argv) {
     double update = update_seconds(n);
     MPI_Allreduce(MPI_IN_PLACE, &update, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     if (world.rank == 0) {
-        double off = median(modes[0].sync, steps), in_mpi = median(modes[0].in_mpi, steps);
-        double own = median(modes[0].own, steps), exposed = median(modes[1].sync, steps);
-        double exposed_mpi = median(modes[1].in_mpi, steps), allreduce = median(bare, steps);
-        double slowest = median(exposed_max, steps);
+        double off = bench_median(modes[0].sync, steps), in_mpi = bench_median(modes[0].in_mpi, steps);
+        double own = bench_median(modes[0].own, steps), exposed = bench_median(modes[1].sync, steps);
+        double exposed_mpi = bench_median(modes[1].in_mpi, steps), allreduce = bench_median(bare, steps);
+        double slowest = bench_median(exposed_max, steps);
         printf("%d ranks x %d device(s), %zu floats (%.2f MB), %d steps; medians over the steps of the smallest "
                "figure over the ranks:\n  bare MPI_Allreduce %.3f ms\n",
                world.size, devices, n, n * 4.0 / 1e6, steps, allreduce * 1e3);
         printf("  overlap off: step %.2f ms; sync %.3f ms, in MPI %.3f, own work %.3f ms = %.0f%% of the bare "
                "allreduce; without the SGD update (%.3f ms): %.3f ms = %.0f%%\n",
-               median(modes[0].step, steps) * 1e3, off * 1e3, in_mpi * 1e3, own * 1e3, own / allreduce * 100.0,
+               bench_median(modes[0].step, steps) * 1e3, off * 1e3, in_mpi * 1e3, own * 1e3, own / allreduce * 100.0,
                update * 1e3, (own - update) * 1e3, (own - update) / allreduce * 100.0);
         printf("  overlap on:  step %.2f ms; exposed sync %.3f ms = %.0f%% of the bare allreduce (largest over "
                "the ranks, with the wait for the slower rank's backward: %.3f ms); in MPI %.3f ms, mostly "
                "during backward\n",
-               median(modes[1].step, steps) * 1e3, exposed * 1e3, exposed / allreduce * 100.0, slowest * 1e3,
+               bench_median(modes[1].step, steps) * 1e3, exposed * 1e3, exposed / allreduce * 100.0, slowest * 1e3,
                exposed_mpi * 1e3);
     }
     free(series);
     free(buffer);
     for (int m = 0; m < 2; m++) dp_trainer_free(modes[m].trainer);
     dp_dataset_free(&ds);
-    free(pixels);
-    free(labels);
     dp_model_free(model);
     dp_world_finalize();
     return 0;

@@ -13,6 +13,8 @@
 #include "dptrain/comm.h"
 #include "dptrain/parallel.h"
 
+#include "bench_util.h"
+
 static dp_model_t *wide_model(void) { /* 784 * 20480 + 20480 floats = 64.3 MB */
     dp_model_t *m;
     dp_model_new("wide", 1, 28, 28, DP_INIT_TORCH_DEFAULT, 0.0f, &m);
@@ -48,11 +50,8 @@ int main(int argc, char **argv) {
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return 1;
     int devices = argc > 1 ? atoi(argv[1]) : 2, steps = argc > 2 ? atoi(argv[2]) : 50;
     int count = 256;
-    unsigned char *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
-    for (int i = 0; i < count * 784; i++) pixels[i] = (unsigned char)(i * 7);
-    for (int i = 0; i < count; i++) labels[i] = (unsigned char)(i % 10);
     dp_dataset_t ds;
-    dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels);
+    if (bench_synthetic_images(count, &ds) != DP_OK) return 1;
     dp_model_t *lenet, *wide = wide_model();
     dp_model_builtin("lenet", &lenet);
     struct { const char *name; dp_model_t *model; int batch, steps; } cases[2] = {
@@ -69,8 +68,6 @@ int main(int argc, char **argv) {
     dp_model_free(lenet);
     dp_model_free(wide);
     dp_dataset_free(&ds);
-    free(pixels);
-    free(labels);
     dp_world_finalize();
     return 0;
 }
