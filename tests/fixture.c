@@ -1,5 +1,6 @@
 /* fixture.c - the reader of PyTorch-written fixture files (fixture.h). */
 #include "fixture.h"
+#include "testing.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -111,4 +112,12 @@ const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name) {
     for (int t = 0; t < f->count; t++)
         if (strcmp(f->tensors[t].name, name) == 0) return &f->tensors[t];
     return NULL;
+}
+
+int fixture_load(const char *subdir, const char *name, fixture_t *f) {
+    char relative[256];
+    snprintf(relative, sizeof relative, "fixtures/%s/%s.bin", subdir, name);
+    int ok = fixture_read(testing_path(relative), f);
+    CHECK(ok, "cannot read fixture %s", relative);
+    return ok;
 }

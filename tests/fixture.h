@@ -34,6 +34,9 @@ typedef struct {
 
 /* Reads one fixture file; returns 0 and prints why on a bad file. */
 int fixture_read(const char *path, fixture_t *f);
+/* Reads tests/fixtures/SUBDIR/NAME.bin (found through DPTRAIN_TEST_DIR); a
+ * file that cannot be read is a test failure. Returns 1 when it was read. */
+int fixture_load(const char *subdir, const char *name, fixture_t *f);
 void fixture_free(fixture_t *f);
 /* The tensor called `name`, or NULL. */
 const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name);

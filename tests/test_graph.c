@@ -60,14 +60,6 @@ static dp_model_t *build_fixture_graph(void) {
     return m;
 }
 
-static int read_fixture(const char *name, fixture_t *f) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "fixtures/network/%s.bin", name);
-    int ok = fixture_read(testing_path(rel), f);
-    CHECK(ok, "cannot read %s", rel);
-    return ok;
-}
-
 /* Compares n floats with a fixture tensor (float32 against PyTorch's
  * float64): relative 1e-4, absolute 5e-4 times the tensor's largest entry
  * plus 1e-6. The graph is ill-conditioned behind bn3 (batch norm over 6
@@ -91,8 +83,8 @@ static double compare(const char *what, const float *got, const fixture_tensor_t
 
 static void test_graph_against_pytorch(void) {
     fixture_t fp, fs, fe;
-    if (!read_fixture("graph_params", &fp)) return;
-    if (!read_fixture("graph_step", &fs) || !read_fixture("graph_eval", &fe)) {
+    if (!fixture_load("network", "graph_params", &fp)) return;
+    if (!fixture_load("network", "graph_step", &fs) || !fixture_load("network", "graph_eval", &fe)) {
         fixture_free(&fp);
         return;
     }
@@ -231,7 +223,7 @@ static void test_param_table(void) {
     dp_model_free(m);
 
     fixture_t counts;
-    if (!read_fixture("counts", &counts)) return;
+    if (!fixture_load("network", "counts", &counts)) return;
     const char *names[] = {"resnet18", "alexnet"};
     for (int i = 0; i < 2; i++) {
         char key[64];
@@ -388,21 +380,7 @@ static void test_dropout_split(void) {
 /* --- Training with batch norm and dropout ----------------------------------- */
 
 /* 1x12x12 images whose class (of 4) is a bright column. */
-static dp_dataset_t column_dataset(int count) {
-    uint8_t *pixels = malloc((size_t)count * 144), *labels = malloc((size_t)count);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, 17);
-    for (int i = 0; i < count; i++) {
-        labels[i] = (uint8_t)dp_rng_below(&rng, 4);
-        for (int p = 0; p < 144; p++) pixels[(size_t)i * 144 + p] = (uint8_t)dp_rng_below(&rng, 96);
-        for (int r = 0; r < 12; r++) pixels[(size_t)i * 144 + r * 12 + 3 * labels[i] + 1] = 255;
-    }
-    dp_dataset_t ds;
-    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 12, 12, 4, pixels, labels) == DP_OK);
-    free(pixels);
-    free(labels);
-    return ds;
-}
+static dp_dataset_t column_dataset(int count) { return testing_column_dataset(count, 12, 4, 3, 1, 96, 17); }
 
 /* conv-bn-relu, residual conv-bn (+relu), pool, flatten, linear-bn-relu,
  * dropout 0.3, linear. */

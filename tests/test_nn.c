@@ -89,13 +89,8 @@ static void test_init_statistics(void) {
  * against PyTorch's float64: relative 1e-4 with an absolute floor of 1e-5
  * times the tensor's largest entry (sums over thousands of products). */
 static void test_network_against_pytorch(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "fixtures/network/%s.bin", name);
     fixture_t f;
-    if (!fixture_read(testing_path(rel), &f)) {
-        CHECK(0, "cannot read %s", rel);
-        return;
-    }
+    if (!fixture_load("network", name, &f)) return;
     dp_model_t *m;
     dp_model_builtin(name, &m);
     size_t np = dp_model_num_params(m);
@@ -230,19 +225,7 @@ static void test_split_batch(void) {
 
 /* A synthetic 28x28 dataset whose class is visible in the pixels. */
 static dp_dataset_t synthetic_dataset(int count, uint64_t seed) {
-    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, seed);
-    for (int i = 0; i < count; i++) {
-        labels[i] = (uint8_t)dp_rng_below(&rng, 10);
-        for (int p = 0; p < 784; p++) pixels[(size_t)i * 784 + p] = (uint8_t)dp_rng_below(&rng, 64);
-        for (int r = 0; r < 28; r++) pixels[(size_t)i * 784 + r * 28 + 2 * labels[i] + 3] = 255;
-    }
-    dp_dataset_t ds;
-    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
-    free(pixels);
-    free(labels);
-    return ds;
+    return testing_column_dataset(count, 28, 10, 2, 3, 64, seed);
 }
 
 static dp_trainer_t *make_trainer_sync(const dp_model_t *m, int devices, float lr, dp_allreduce_kind_t allreduce,

@@ -31,14 +31,6 @@ static const char *const optim_cases[] = {
 };
 #define NUM_OPTIM_CASES (sizeof optim_cases / sizeof optim_cases[0])
 
-static int load_case(const char *name, fixture_t *f) {
-    char relative[256];
-    snprintf(relative, sizeof relative, "fixtures/optim/%s.bin", name);
-    int ok = fixture_read(testing_path(relative), f);
-    CHECK(ok, "cannot read fixture %s", relative);
-    return ok;
-}
-
 static dp_optim_config_t config_from_fixture(const fixture_t *f) {
     const fixture_tensor_t *c = fixture_get(f, "config");
     DP_ASSERT(c && c->numel == 7);
@@ -67,7 +59,7 @@ static void step_in_chunks(dp_optimizer_t *opt, float *params, const float *grad
 static double replay_case(const char *name, double *worst_diff) {
     fixture_t f;
     *worst_diff = INFINITY;
-    if (!load_case(name, &f)) return INFINITY;
+    if (!fixture_load("optim", name, &f)) return INFINITY;
     dp_optim_config_t config = config_from_fixture(&f);
     const fixture_tensor_t *p0 = fixture_get(&f, "params0"), *grads = fixture_get(&f, "grads"),
                            *expected = fixture_get(&f, "params");
@@ -132,7 +124,7 @@ static void test_against_pytorch(void) {
  * optimizer (buffers + set_steps) continues bit for bit. */
 static void test_state_round_trip(const char *name, int split) {
     fixture_t f;
-    if (!load_case(name, &f)) return;
+    if (!fixture_load("optim", name, &f)) return;
     dp_optim_config_t config = config_from_fixture(&f);
     const fixture_tensor_t *p0 = fixture_get(&f, "params0"), *grads = fixture_get(&f, "grads");
     size_t n = p0->numel, steps = (size_t)grads->shape.shape[0];
@@ -272,7 +264,7 @@ static const char *const schedule_cases[] = {
 static void test_schedules_against_pytorch(void) {
     for (size_t c = 0; c < sizeof schedule_cases / sizeof schedule_cases[0]; c++) {
         fixture_t f;
-        if (!load_case(schedule_cases[c], &f)) continue;
+        if (!fixture_load("optim", schedule_cases[c], &f)) continue;
         const float *cf = fixture_get(&f, "config")->data;
         const int *ci = fixture_get(&f, "config_int")->data;
         const fixture_tensor_t *lrs = fixture_get(&f, "lr");

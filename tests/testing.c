@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/rng.h"
+
 int testing_passed, testing_failed;
 
 double testing_max_violation(const float *a, const float *b, size_t n,
@@ -64,4 +66,24 @@ int testing_count_entries(const char *dir, const char *part) {
 int testing_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, testing_passed, testing_failed);
     return testing_failed == 0 ? 0 : 1;
+}
+
+dp_dataset_t testing_column_dataset(int count, int side, int classes, int column_step, int column_offset,
+                                    int noise, uint64_t seed) {
+    const size_t plane = (size_t)side * side;
+    uint8_t *pixels = malloc((size_t)count * plane), *labels = malloc((size_t)count);
+    DP_ASSERT(pixels && labels);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        labels[i] = (uint8_t)dp_rng_below(&rng, (uint64_t)classes);
+        for (size_t p = 0; p < plane; p++) pixels[(size_t)i * plane + p] = (uint8_t)dp_rng_below(&rng, (uint64_t)noise);
+        for (int r = 0; r < side; r++)
+            pixels[(size_t)i * plane + (size_t)r * side + column_step * labels[i] + column_offset] = 255;
+    }
+    dp_dataset_t ds;
+    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, side, side, classes, pixels, labels) == DP_OK);
+    free(pixels);
+    free(labels);
+    return ds;
 }

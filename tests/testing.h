@@ -7,7 +7,10 @@
 #ifndef DPTRAIN_TESTING_H
 #define DPTRAIN_TESTING_H
 
+#include <stdint.h>
 #include <stdio.h>
+
+#include "dptrain/data.h"
 
 extern int testing_passed, testing_failed;
 
@@ -40,5 +43,11 @@ const char *testing_tmp_file(const char *name);
 int testing_count_entries(const char *dir, const char *part);
 
 int testing_finish(const char *name);
+
+/* count side x side images of `classes` classes whose class is visible: noise
+ * in [0, noise) and a bright column at column_step * label + column_offset
+ * (drawn from seed: label, then the pixels, per image). */
+dp_dataset_t testing_column_dataset(int count, int side, int classes, int column_step, int column_offset,
+                                    int noise, uint64_t seed);
 
 #endif
