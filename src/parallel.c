@@ -662,7 +662,10 @@ static dp_status_t ps_sync(dp_trainer_t *t, int ranks) {
 /* Buffers (running statistics) after a step: rank 0's replica 0 everywhere. */
 static dp_status_t sync_buffers(dp_trainer_t *t, int ranks) {
     size_t count = t->num_params - t->num_trainable;
-    if (count == 0) return DP_OK;
+    /* With synchronised batch norm every replica on every rank updated its
+     * running statistics from the same global sums, in the same order: they
+     * are equal already (dp_trainer_check_replicas checks it). */
+    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
     float *source = t->replicas[0].params + t->num_trainable;
     if (ranks > 1) DP_TRY(dp_world_broadcast(source, count));
     for (int d = 1; d < t->num_devices; d++)
