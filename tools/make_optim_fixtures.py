@@ -13,7 +13,7 @@ added is tested too.
 torch gets the hyperparameters as written here (Python floats); the config
 tensor holds them as float32, as dptrain's configuration does (dptrain's
 Adam recovers the written decimal from the float for its double
-arithmetic, see src/optim.c). "optim-momentum", "optim-adagrad" and
+arithmetic, see src/optim/optim.c). "optim-momentum", "optim-adagrad" and
 "optim-adam-defaults" hold zeros in the config (dptrain's defaults) and run
 torch's own defaults.
 
