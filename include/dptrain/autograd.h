@@ -10,6 +10,13 @@
  * Whether a gradient flows is decided by the tensors themselves: an op's
  * output gets a gradient buffer iff one of its inputs has one. Evaluation
  * passes parameters with grad == NULL and so records nothing to undo.
+ *
+ * A tape runs the op table of a backend (backend.h). dp_tape_new's tape runs
+ * the CPU kernels and takes everything from one host arena.
+ * dp_tape_new_on's runs its backend's ops on tensors whose data come from a
+ * device arena, while the nodes and tensor headers (host bookkeeping) come
+ * from a host arena the tape owns; the one value the tape itself writes
+ * into device memory (the loss's seed gradient) goes through the backend.
  */
 #ifndef DPTRAIN_AUTOGRAD_H
 #define DPTRAIN_AUTOGRAD_H
@@ -20,6 +27,11 @@ typedef struct dp_tape dp_tape_t;
 
 /* A tape allocating its nodes and tensors from `arena` (not owned). */
 dp_tape_t *dp_tape_new(dp_arena_t *arena);
+/* A tape running `backend`'s ops, their data from `data_arena` (of that
+ * backend's memory: dp_arena_new_on; not owned). dp_tape_reset also resets
+ * the tape's own host arena; the caller resets data_arena. NULL (with the
+ * error set) when memory runs out. */
+dp_tape_t *dp_tape_new_on(const dp_backend_t *backend, dp_arena_t *data_arena);
 void dp_tape_free(dp_tape_t *tape);
 
 /* Forgets every node. Call with (or before) resetting the arena. */
@@ -44,7 +56,7 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
 int dp_tape_size(const dp_tape_t *tape);
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i);
 
-/* A tensor view allocated from the tape's arena (shape only, data NULL). */
+/* A tensor view allocated from the tape's (host) arena (shape only, data NULL). */
 dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape);
 
 #endif

@@ -8,7 +8,9 @@
  * buffers across all k replicas and writes the sum back into every replica,
  * a reduce-scatter and an all-gather in one pass; run by k workers at once,
  * each moves 1/k of the data and no one waits for another. Both sum the
- * replicas in the order 0, 1, ..., k-1, so they give the same bits.
+ * replicas in the order 0, 1, ..., k-1, so they give the same bits. Both are
+ * made of the CPU backend's primitives (backend.h), which the trainer uses
+ * directly on any backend.
  */
 #ifndef DPTRAIN_COMM_H
 #define DPTRAIN_COMM_H
@@ -17,9 +19,13 @@
 
 #include "dptrain/status.h"
 
+/* The in-process gradient sum. "chunked" is a reduce-scatter + all-gather
+ * over shared memory (no ring: every worker reads its chunk of all the
+ * replicas at once); it was called "ring", which stays an accepted alias. */
 typedef enum {
-    DP_ALLREDUCE_NAIVE, /* --allreduce naive */
-    DP_ALLREDUCE_RING,  /* --allreduce ring (default): chunked, all workers at once */
+    DP_ALLREDUCE_NAIVE,   /* --allreduce naive: one worker sums everything, copies it back */
+    DP_ALLREDUCE_CHUNKED, /* --allreduce chunked (default; alias ring): all workers at once */
+    DP_ALLREDUCE_RING = DP_ALLREDUCE_CHUNKED, /* the old name of DP_ALLREDUCE_CHUNKED */
 } dp_allreduce_kind_t;
 
 /* Chunk d of k over n floats: [*start, *start + *count). Boundaries are

@@ -12,10 +12,19 @@
  * error message, and handed to the next dp_device_wait / dp_waitall, which
  * also clears it. Later tasks still run (they see the failure through
  * dp_device_failed and may skip work).
+ *
+ * A device is a backend (backend.h: its memory, op table, optimizer update
+ * and collective primitives) plus that queue. dp_device_new makes a CPU
+ * device; dp_device_new_on a device of any backend. dp_device_alloc and the
+ * copies below are the backend's, synchronous for the calling thread: call
+ * them from the device's tasks, or from the caller between waits.
  */
 #ifndef DPTRAIN_DEVICE_H
 #define DPTRAIN_DEVICE_H
 
+#include <stddef.h>
+
+#include "dptrain/backend.h"
 #include "dptrain/status.h"
 
 typedef struct dp_device dp_device_t;
@@ -25,6 +34,20 @@ typedef dp_status_t (*dp_task_fn)(void *arg);
 /* Device `index` ("cpu:INDEX"); its worker is pinned to core `pin_core`
  * when >= 0 and the system allows (failure to pin is not an error). */
 dp_status_t dp_device_new(int index, int pin_core, dp_device_t **out);
+
+/* Device `index` of `backend` (named "BACKEND:INDEX"; the backend is not
+ * owned and must outlive the device), otherwise as dp_device_new. */
+dp_status_t dp_device_new_on(const dp_backend_t *backend, int index, int pin_core, dp_device_t **out);
+
+/* The device's backend. */
+const dp_backend_t *dp_device_backend(const dp_device_t *device);
+
+/* The backend's memory functions on this device (backend.h). dp_device_alloc
+ * returns NULL with the error set when memory runs out. */
+void *dp_device_alloc(dp_device_t *device, size_t bytes, const char *what);
+void dp_device_free_memory(dp_device_t *device, void *ptr);
+void dp_device_upload(dp_device_t *device, void *dst, const void *host_src, size_t bytes);
+void dp_device_download(dp_device_t *device, void *host_dst, const void *src, size_t bytes);
 
 /* Runs every task still queued, then stops and joins the worker. */
 void dp_device_free(dp_device_t *device);

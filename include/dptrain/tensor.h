@@ -24,6 +24,7 @@ typedef struct dp_tensor {
 } dp_tensor_t;
 
 typedef struct dp_arena dp_arena_t;
+typedef struct dp_backend dp_backend_t; /* backend.h */
 
 /* Number of elements (product of the shape; 1 for ndim == 0). */
 size_t dp_tensor_numel(const dp_tensor_t *t);
@@ -57,14 +58,22 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
  * A bump allocator. Allocations are 64-byte aligned and live until the
  * next dp_arena_reset. When a step outgrows the current block the arena
  * chains another; the reset after such a step folds them into one block of
- * the total size, so steady-state steps allocate nothing. */
+ * the total size, so steady-state steps allocate nothing.
+ *
+ * An arena's memory belongs to a backend (backend.h): dp_arena_new's is host
+ * memory; dp_arena_new_on's comes from the backend's alloc, so it is device
+ * memory that only the backend's own functions (its ops, copies) may touch.
+ * The bookkeeping is host memory either way. */
 
 dp_arena_t *dp_arena_new(size_t initial_bytes);
+/* An arena of `backend`'s memory (NULL: host memory, as dp_arena_new). */
+dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes);
 void dp_arena_free(dp_arena_t *arena);
 void dp_arena_reset(dp_arena_t *arena);
 /* NULL (with an error message) when memory runs out. */
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes);
 float *dp_arena_floats(dp_arena_t *arena, size_t count);
+/* count zeros (through the backend's zero for a device arena). */
 float *dp_arena_zeros(dp_arena_t *arena, size_t count);
 /* Bytes handed out since the last reset, and the high-water mark. */
 size_t dp_arena_used(const dp_arena_t *arena);

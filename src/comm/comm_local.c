@@ -1,8 +1,9 @@
 /* comm_local.c - in-process allreduce: the naive version and one worker's
- * chunk of the parallel version (comm.h). */
+ * chunk of the parallel version (comm.h), both made of the CPU backend's
+ * collective primitives (backend.h: reduce_range, broadcast_range). */
 #include "dptrain/comm.h"
 
-#include <string.h>
+#include "dptrain/backend.h"
 
 void dp_chunk_range(size_t n, int k, int d, size_t *start, size_t *count) {
     const size_t line = 16; /* floats per 64-byte cache line */
@@ -18,22 +19,15 @@ void dp_chunk_range(size_t n, int k, int d, size_t *start, size_t *count) {
 }
 
 void dp_allreduce_naive(float *const *buffers, int k, size_t n) {
-    float *sum = buffers[0];
-    for (int r = 1; r < k; r++) {
-        const float *b = buffers[r];
-        for (size_t i = 0; i < n; i++) sum[i] += b[i];
-    }
-    for (int r = 1; r < k; r++) memcpy(buffers[r], sum, sizeof(float) * n);
+    const dp_backend_t *cpu = dp_backend_cpu();
+    cpu->reduce_range(cpu->ctx, buffers[0], (const float *const *)buffers, k, 0, n);
+    cpu->broadcast_range(cpu->ctx, buffers, k, buffers[0], 0, n);
 }
 
 void dp_allreduce_chunk(float *const *buffers, int k, size_t n, int d) {
+    const dp_backend_t *cpu = dp_backend_cpu();
     size_t start, count;
     dp_chunk_range(n, k, d, &start, &count);
-    if (count == 0) return;
-    float *sum = buffers[0] + start;
-    for (int r = 1; r < k; r++) {
-        const float *b = buffers[r] + start;
-        for (size_t i = 0; i < count; i++) sum[i] += b[i];
-    }
-    for (int r = 1; r < k; r++) memcpy(buffers[r] + start, sum, sizeof(float) * count);
+    cpu->reduce_range(cpu->ctx, buffers[0], (const float *const *)buffers, k, start, count);
+    cpu->broadcast_range(cpu->ctx, buffers, k, buffers[0], start, count);
 }

@@ -1,5 +1,8 @@
-/* tensor.c - tensor shape helpers and the step arena. */
+/* tensor.c - tensor shape helpers and the step arena (host memory, or a
+ * backend's memory through its table). */
 #include "dptrain/tensor.h"
+
+#include "dptrain/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,15 +57,16 @@ typedef struct arena_block {
 } arena_block_t;
 
 struct dp_arena {
+    const dp_backend_t *backend; /* whose memory the blocks are; NULL: host */
     arena_block_t *head; /* current block; older blocks follow */
     size_t used_total;   /* bytes handed out since reset */
     size_t peak;
 };
 
-static arena_block_t *block_new(size_t size) {
+static arena_block_t *block_new(const dp_backend_t *backend, size_t size) {
     arena_block_t *b = dp_alloc(sizeof *b, "arena block");
     if (!b) return NULL;
-    b->base = dp_alloc_aligned(size, "arena memory");
+    b->base = backend ? backend->alloc(backend->ctx, size, "arena memory") : dp_alloc_aligned(size, "arena memory");
     if (!b->base) {
         free(b);
         return NULL;
@@ -73,10 +77,13 @@ static arena_block_t *block_new(size_t size) {
     return b;
 }
 
-dp_arena_t *dp_arena_new(size_t initial_bytes) {
+dp_arena_t *dp_arena_new(size_t initial_bytes) { return dp_arena_new_on(NULL, initial_bytes); }
+
+dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes) {
     dp_arena_t *a = dp_alloc_zeroed(1, sizeof *a, "arena");
     if (!a) return NULL;
-    a->head = block_new(initial_bytes < 4096 ? 4096 : initial_bytes);
+    a->backend = backend;
+    a->head = block_new(backend, initial_bytes < 4096 ? 4096 : initial_bytes);
     if (!a->head) {
         free(a);
         return NULL;
@@ -84,10 +91,11 @@ dp_arena_t *dp_arena_new(size_t initial_bytes) {
     return a;
 }
 
-static void free_blocks(arena_block_t *b) {
+static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
     while (b) {
         arena_block_t *next = b->next;
-        free(b->base);
+        if (backend) backend->free(backend->ctx, b->base);
+        else free(b->base);
         free(b);
         b = next;
     }
@@ -95,7 +103,7 @@ static void free_blocks(arena_block_t *b) {
 
 void dp_arena_free(dp_arena_t *arena) {
     if (!arena) return;
-    free_blocks(arena->head);
+    free_blocks(arena->backend, arena->head);
     free(arena);
 }
 
@@ -105,9 +113,9 @@ void dp_arena_reset(dp_arena_t *arena) {
          * enough for the whole step, so the next step allocates nothing. */
         size_t total = 0;
         for (arena_block_t *b = arena->head; b; b = b->next) total += b->size;
-        arena_block_t *merged = block_new(total);
+        arena_block_t *merged = block_new(arena->backend, total);
         if (merged) {
-            free_blocks(arena->head);
+            free_blocks(arena->backend, arena->head);
             arena->head = merged;
         } else {
             /* Keep the chain; it still works, just not as one block. */
@@ -124,7 +132,7 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
     if (b->size - b->used < rounded) {
         size_t size = b->size * 2;
         if (size < rounded) size = rounded;
-        arena_block_t *nb = block_new(size);
+        arena_block_t *nb = block_new(arena->backend, size);
         if (!nb) return NULL;
         nb->next = b;
         arena->head = nb;
@@ -143,7 +151,8 @@ float *dp_arena_floats(dp_arena_t *arena, size_t count) {
 
 float *dp_arena_zeros(dp_arena_t *arena, size_t count) {
     float *p = dp_arena_floats(arena, count);
-    if (p) memset(p, 0, count * sizeof(float));
+    if (p && arena->backend) arena->backend->zero(arena->backend->ctx, p, count * sizeof(float));
+    else if (p) memset(p, 0, count * sizeof(float));
     return p;
 }
 

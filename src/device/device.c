@@ -31,6 +31,7 @@ typedef struct {
 } task_t;
 
 struct dp_device {
+    const dp_backend_t *backend;
     char name[32];
     pthread_t thread;
     pthread_mutex_t lock;
@@ -76,10 +77,15 @@ static void *worker_main(void *arg) {
 }
 
 dp_status_t dp_device_new(int index, int pin_core, dp_device_t **out) {
+    return dp_device_new_on(dp_backend_cpu(), index, pin_core, out);
+}
+
+dp_status_t dp_device_new_on(const dp_backend_t *backend, int index, int pin_core, dp_device_t **out) {
     *out = NULL;
     dp_device_t *d = dp_alloc_zeroed(1, sizeof *d, "device");
     if (!d) return DP_ERR_NOMEM;
-    snprintf(d->name, sizeof d->name, "cpu:%d", index);
+    d->backend = backend;
+    snprintf(d->name, sizeof d->name, "%s:%d", backend->name, index);
     d->capacity = 16;
     d->ring = dp_alloc(sizeof *d->ring * (size_t)d->capacity, "device task queue");
     if (!d->ring) {
@@ -91,9 +97,10 @@ dp_status_t dp_device_new(int index, int pin_core, dp_device_t **out) {
     pthread_cond_init(&d->idle, NULL);
     int rc = pthread_create(&d->thread, NULL, worker_main, d);
     if (rc != 0) {
+        dp_fail(DP_ERR_NOMEM, "cannot start the worker thread of %s: %s", d->name, strerror(rc));
         free(d->ring);
         free(d);
-        return dp_fail(DP_ERR_NOMEM, "cannot start the worker thread of cpu:%d: %s", index, strerror(rc));
+        return DP_ERR_NOMEM;
     }
     if (pin_core >= 0) {
         cpu_set_t set;
@@ -120,6 +127,22 @@ void dp_device_free(dp_device_t *d) {
 }
 
 const char *dp_device_name(const dp_device_t *d) { return d->name; }
+
+const dp_backend_t *dp_device_backend(const dp_device_t *d) { return d->backend; }
+
+void *dp_device_alloc(dp_device_t *d, size_t bytes, const char *what) {
+    return d->backend->alloc(d->backend->ctx, bytes, what);
+}
+
+void dp_device_free_memory(dp_device_t *d, void *ptr) { d->backend->free(d->backend->ctx, ptr); }
+
+void dp_device_upload(dp_device_t *d, void *dst, const void *host_src, size_t bytes) {
+    d->backend->upload(d->backend->ctx, dst, host_src, bytes);
+}
+
+void dp_device_download(dp_device_t *d, void *host_dst, const void *src, size_t bytes) {
+    d->backend->download(d->backend->ctx, host_dst, src, bytes);
+}
 
 void dp_device_set_name(dp_device_t *d, const char *name) { snprintf(d->name, sizeof d->name, "%s", name); }
 

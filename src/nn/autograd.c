@@ -1,13 +1,21 @@
 /* autograd.c - the tape: a growing array of nodes from the step arena,
  * walked in reverse by backward (kann's dependency-sorted array: ops are
- * recorded in execution order, which is already a topological order). */
+ * recorded in execution order, which is already a topological order).
+ * The nodes come from a host arena, the ops' data from the data arena; for
+ * dp_tape_new both are the caller's arena. */
 #include "dptrain/autograd.h"
+
+#include "dptrain/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct dp_tape {
-    dp_arena_t *arena;
+    dp_arena_t *arena;      /* the ops' outputs and scratch (device memory for dp_tape_new_on) */
+    dp_arena_t *nodes_arena; /* nodes and tensor headers (host memory) */
+    dp_arena_t *own_arena;   /* nodes_arena when the tape owns it (dp_tape_new_on), else NULL */
+    const dp_backend_t *backend; /* NULL: the CPU kernels, host memory */
+    const dp_op_def_t *ops;      /* (DP_OP_COUNT) */
     dp_node_t **nodes; /* (capacity) pointers into the arena */
     int size, capacity;
 };
@@ -16,6 +24,8 @@ dp_tape_t *dp_tape_new(dp_arena_t *arena) {
     dp_tape_t *t = dp_alloc_zeroed(1, sizeof *t, "tape");
     if (!t) return NULL;
     t->arena = arena;
+    t->nodes_arena = arena;
+    t->ops = dp_op_table;
     t->capacity = 64;
     t->nodes = dp_alloc(sizeof *t->nodes * (size_t)t->capacity, "tape nodes");
     if (!t->nodes) {
@@ -25,13 +35,31 @@ dp_tape_t *dp_tape_new(dp_arena_t *arena) {
     return t;
 }
 
+dp_tape_t *dp_tape_new_on(const dp_backend_t *backend, dp_arena_t *data_arena) {
+    dp_arena_t *nodes = dp_arena_new((size_t)1 << 16);
+    if (!nodes) return NULL;
+    dp_tape_t *t = dp_tape_new(data_arena);
+    if (!t) {
+        dp_arena_free(nodes);
+        return NULL;
+    }
+    t->nodes_arena = t->own_arena = nodes;
+    t->backend = backend;
+    t->ops = backend->ops;
+    return t;
+}
+
 void dp_tape_free(dp_tape_t *tape) {
     if (!tape) return;
+    dp_arena_free(tape->own_arena);
     free(tape->nodes);
     free(tape);
 }
 
-void dp_tape_reset(dp_tape_t *tape) { tape->size = 0; }
+void dp_tape_reset(dp_tape_t *tape) {
+    tape->size = 0;
+    if (tape->own_arena) dp_arena_reset(tape->own_arena);
+}
 
 int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
 
@@ -41,7 +69,7 @@ const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i) {
 }
 
 dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape) {
-    dp_tensor_t *t = dp_arena_alloc(tape->arena, sizeof *t);
+    dp_tensor_t *t = dp_arena_alloc(tape->nodes_arena, sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     return dp_tensor_set_shape(t, ndim, shape);
@@ -61,7 +89,7 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
         tape->nodes = nodes;
         tape->capacity = capacity;
     }
-    dp_node_t *node = dp_arena_alloc(tape->arena, sizeof *node);
+    dp_node_t *node = dp_arena_alloc(tape->nodes_arena, sizeof *node);
     if (!node) return NULL;
     memset(node, 0, sizeof *node);
     node->kind = kind;
@@ -70,7 +98,7 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
     node->in[1] = b;
     node->in[2] = c;
     node->labels = labels;
-    if (dp_op_forward(node, tape->arena) != DP_OK) return NULL;
+    if (tape->ops[kind].forward(node, tape->arena) != DP_OK) return NULL;
     tape->nodes[tape->size++] = node;
     return &node->out;
 }
@@ -83,12 +111,14 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
         return dp_fail(DP_ERR_SHAPE, "backward: the loss must be a scalar, found %zu values",
                        dp_tensor_numel(loss));
     if (!loss->grad) return DP_OK; /* nothing requires a gradient */
-    loss->grad[0] = 1.0f;
+    const float one = 1.0f;
+    if (tape->backend) tape->backend->upload(tape->backend->ctx, loss->grad, &one, sizeof one);
+    else loss->grad[0] = one;
     loss->grad_unset = 0;
     for (int i = tape->size - 1; i >= 0; i--) {
         dp_node_t *node = tape->nodes[i];
         /* An output gradient still unset got nothing: the node passes nothing on. */
-        if (node->out.grad && !node->out.grad_unset) DP_TRY(dp_op_backward(node, tape->arena));
+        if (node->out.grad && !node->out.grad_unset) DP_TRY(tape->ops[node->kind].backward(node, tape->arena));
         if (hook) hook(hook_ctx, i, node);
     }
     return DP_OK;

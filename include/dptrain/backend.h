@@ -1,0 +1,82 @@
+/* backend.h - what a device owns: its memory, the op table its tasks run,
+ * the optimizer update over a range of a flat buffer, the local collective
+ * primitives, and the upload of a batch. A backend is a table of functions
+ * (ggml's ggml_backend_i is the model); a device (device.h) is a backend
+ * plus an in-order task queue.
+ *
+ * Code above the device never dereferences device memory: it allocates,
+ * fills and copies through this table, and reads the scalars it needs (a
+ * loss, the logits for an accuracy) by a download into host memory. The
+ * CPU backend (dp_backend_cpu, src/backend/cpu/) is host memory and the
+ * kernels of src/backend/cpu/ops_*.c; a CUDA backend is one more table in
+ * src/backend/cuda/ (device pointers, a stream per device, cuBLAS/cuDNN or
+ * own kernels), with no change to the code above it.
+ *
+ * Every function receives the table's ctx first. Pointers are device
+ * pointers unless named host_*. The functions are synchronous with respect
+ * to the calling thread: call them from the device's own tasks, or from the
+ * caller's thread between waits (dp_device_wait), never while a task of the
+ * device may be using the same memory.
+ */
+#ifndef DPTRAIN_BACKEND_H
+#define DPTRAIN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dptrain/data.h"
+#include "dptrain/ops.h"
+#include "dptrain/optim.h"
+
+struct dp_backend {
+    const char *name; /* "cpu": device d of this backend is named "NAME:d" */
+    void *ctx;        /* handed to every function below */
+    int host_memory;  /* 1 when device pointers are host pointers (MPI may then send
+                         from them directly); 0: the caller stages through host memory */
+
+    /* --- Memory --- */
+    /* bytes of device memory, 64-byte aligned; NULL with the error set
+     * (DP_ERR_NOMEM) naming `what` when it runs out. */
+    void *(*alloc)(void *ctx, size_t bytes, const char *what);
+    void (*free)(void *ctx, void *ptr); /* NULL is a no-op */
+    void (*zero)(void *ctx, void *dst, size_t bytes);
+    void (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);   /* host -> device */
+    void (*download)(void *ctx, void *host_dst, const void *src, size_t bytes); /* device -> host */
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);         /* device -> device */
+
+    /* --- Compute --- */
+    /* (DP_OP_COUNT) the op table the device's tapes run (dp_tape_new_on);
+     * ops see device pointers in their tensors and allocate from an arena
+     * of this backend (dp_arena_new_on). */
+    const dp_op_def_t *ops;
+    /* params[start, start + count) -= the optimizer's step from grads (the
+     * optimizer's state for that range included); dp_optimizer_step_range. */
+    void (*optimizer_update)(void *ctx, dp_optimizer_t *optimizer, float *params, const float *grads,
+                             size_t start, size_t count);
+
+    /* --- Local collectives (replicas of one process, possibly on several
+     * devices of this backend) --- */
+    /* dst[i] = src[0][i] + src[1][i] + ... + src[k-1][i] for i in [start,
+     * start + count), summed in that order (device order: the same bits
+     * whoever calls it); dst may be src[0]. The one place of "sum k replicas
+     * in device order". */
+    void (*reduce_range)(void *ctx, float *dst, const float *const *src, int k, size_t start,
+                         size_t count);
+    /* dst[e][start, start + count) = src[start, start + count) for every e
+     * in [0, k) with dst[e] != src: "copy a range from one replica to the
+     * others". */
+    void (*broadcast_range)(void *ctx, float *const *dst, int k, const float *src, size_t start,
+                            size_t count);
+
+    /* --- Data --- */
+    /* x (n, C, H, W) = the examples indices[0..n) of the host dataset as
+     * floats in [0, 1], y (n) = their labels (dp_dataset_fill's values). */
+    void (*load_batch)(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
+                       int32_t *y);
+};
+
+/* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:
+ * never freed. */
+const dp_backend_t *dp_backend_cpu(void);
+
+#endif

@@ -1,0 +1,81 @@
+/* backend_cpu.c - the CPU backend (backend.h): device memory is host memory
+ * (64-byte aligned), copies are memcpy, the op table is dp_op_table
+ * (ops_table.c: the SIMD kernels of ops_*.c), the optimizer update is
+ * optim.c's dp_optimizer_step_range, and the collective primitives are
+ * plain loops over shared memory. Stateless: one static table serves every
+ * CPU device. */
+#include "dptrain/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *cpu_alloc(void *ctx, size_t bytes, const char *what) {
+    (void)ctx;
+    return dp_alloc_aligned(bytes, what);
+}
+
+static void cpu_free(void *ctx, void *ptr) {
+    (void)ctx;
+    free(ptr);
+}
+
+static void cpu_zero(void *ctx, void *dst, size_t bytes) {
+    (void)ctx;
+    memset(dst, 0, bytes);
+}
+
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+static void cpu_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *params, const float *grads,
+                                 size_t start, size_t count) {
+    (void)ctx;
+    dp_optimizer_step_range(optimizer, params, grads, start, count);
+}
+
+static void cpu_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start,
+                             size_t count) {
+    (void)ctx;
+    if (count == 0) return;
+    float *sum = dst + start; /* (count) */
+    if (dst != src[0]) memcpy(sum, src[0] + start, sizeof(float) * count);
+    for (int r = 1; r < k; r++) {
+        const float *b = src[r] + start;
+        for (size_t i = 0; i < count; i++) sum[i] += b[i];
+    }
+}
+
+static void cpu_broadcast_range(void *ctx, float *const *dst, int k, const float *src, size_t start,
+                                size_t count) {
+    (void)ctx;
+    if (count == 0) return;
+    for (int e = 0; e < k; e++)
+        if (dst[e] != src) memcpy(dst[e] + start, src + start, sizeof(float) * count);
+}
+
+static void cpu_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
+                           int32_t *y) {
+    (void)ctx;
+    dp_dataset_fill(ds, host_indices, n, x, y);
+}
+
+static const dp_backend_t cpu_backend = {
+    .name = "cpu",
+    .ctx = NULL,
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .ops = dp_op_table,
+    .optimizer_update = cpu_optimizer_update,
+    .reduce_range = cpu_reduce_range,
+    .broadcast_range = cpu_broadcast_range,
+    .load_batch = cpu_load_batch,
+};
+
+const dp_backend_t *dp_backend_cpu(void) { return &cpu_backend; }
