@@ -8,9 +8,11 @@
  *      the gradients are parts of the global mean gradient;
  *   3. gradients are summed across the replicas (allreduce);
  *   4. every replica applies the same update, so replicas stay identical.
- * Each replica lives on its own device (device.h): the caller submits one
- * task per device per phase (forward+backward of the shard; then the
- * allreduce and update) and waits for all devices between phases.
+ * Each replica lives on its own device (device.h) in that device's memory
+ * (backend.h): the caller submits one task per device per phase
+ * (forward+backward of the shard; then the allreduce and update) and waits
+ * for all devices between phases, and reads or writes replicas only through
+ * the device (dp_trainer_params returns a host copy).
  *
  * Only the model's trainable parameters (the first dp_model_num_trainable
  * floats) are summed and updated. Its buffers (batch norm's running
@@ -25,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "dptrain/backend.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/nn.h"
@@ -47,7 +50,7 @@ typedef struct {
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_sync_kind_t sync;
     dp_allreduce_kind_t allreduce;
-    int overlap;             /* ring only: reduce gradient buckets (several ranks: and sum
+    int overlap;             /* chunked only: reduce gradient buckets (several ranks: and sum
                                 them across ranks on the communication thread) while
                                 backward runs; the same bits as without */
     dp_world_t world;        /* this process's rank among `size` (zeros: one process) */
@@ -56,6 +59,8 @@ typedef struct {
     int sync_batch_norm;     /* batch norm uses the statistics of the whole minibatch (all
                                 devices of all ranks: PyTorch's SyncBatchNorm) rather than
                                 each device's shard (the default, as the book) */
+    const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
+                                owned; must outlive the trainer */
 } dp_trainer_config_t;
 
 typedef struct dp_trainer dp_trainer_t;
@@ -84,12 +89,16 @@ dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
                                 int batch_size, int *correct);
 
-/* Replica d's parameters (dp_model_num_params floats). */
+/* A host copy of replica d's parameters (dp_model_num_params floats),
+ * downloaded from the device by this call: valid until the next
+ * dp_trainer_params or dp_trainer_check_replicas call, step or
+ * evaluation of this trainer; writing to it changes no replica (use
+ * dp_trainer_set_params). Call between steps. */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
 
-/* Copies params (dp_model_num_params floats) into every replica (and the
- * server): restoring a checkpoint. Call between steps. */
+/* Uploads params (dp_model_num_params floats, host memory) into every
+ * replica (and the server): restoring a checkpoint. Call between steps. */
 void dp_trainer_set_params(dp_trainer_t *trainer, const float *params);
 
 /* Replica d's optimizer (with --sync ps: the server's, whatever d is); every
@@ -107,6 +116,8 @@ uint64_t dp_trainer_step_count(const dp_trainer_t *trainer);
 void dp_trainer_set_step_count(dp_trainer_t *trainer, uint64_t steps);
 /* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
+/* The backend every device of the trainer runs. */
+const dp_backend_t *dp_trainer_backend(const dp_trainer_t *trainer);
 
 /* Seconds the caller has spent in the gradient sync of all steps so far
  * (after every device's forward/backward; with overlap, only the exposed

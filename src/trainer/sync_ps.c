@@ -1,0 +1,90 @@
+/* sync_ps.c - the parameter server (--sync ps, the Paddle seed): a server
+ * device holds the parameters and the optimizer; after backward the workers'
+ * gradients are pushed to it and summed, the server updates, and every
+ * device pulls the parameters (buffers included).
+ *
+ * DESIGN. The server is one more device of the trainer's backend ("ps"),
+ * with its own memory. Phase 2 on the server device (push): sum every
+ * replica's gradients in device order (the allreduce's sum: backend
+ * reduce_range) into the server's buffer and take replica 0's buffers; on
+ * rank 0, update the server's parameters (with several ranks the caller
+ * first MPI_Reduces the sums to rank 0, and afterwards MPI_Bcasts the
+ * parameters: MPI reads the server's memory, so several ranks need a
+ * host-memory backend). Phase 3 on every device (pull): copy the server's
+ * parameters into its replica. MPI calls are made from the caller's thread,
+ * between waits.
+ */
+#include "trainer_internal.h"
+
+static dp_status_t ps_init(dp_trainer_t *t) {
+    const dp_backend_t *be = t->backend;
+    if (t->ranks > 1 && !be->host_memory)
+        return dp_fail(DP_ERR_ARG, "the parameter server across processes needs a backend whose memory "
+                       "MPI can read; the %s backend's cannot be (yet)", be->name);
+    dp_status_t status = dp_device_new_on(be, t->num_devices, -1, &t->server);
+    if (status != DP_OK) return status;
+    dp_device_set_name(t->server, "ps");
+    t->server_params = be->alloc(be->ctx, sizeof(float) * t->num_params, "server parameters");
+    t->server_grads = be->alloc(be->ctx, sizeof(float) * (t->num_trainable + 1), "server gradients");
+    if (!t->server_params || !t->server_grads) return DP_ERR_NOMEM;
+    be->copy(be->ctx, t->server_params, t->replicas[0].params, sizeof(float) * t->num_params);
+    return dp_optimizer_new(&t->config.optim, t->num_trainable, &t->server_optimizer);
+}
+
+static void ps_release(dp_trainer_t *t) {
+    dp_device_free(t->server); /* first: runs what is queued, then joins */
+    t->backend->free(t->backend->ctx, t->server_params);
+    t->backend->free(t->backend->ctx, t->server_grads);
+    dp_optimizer_free(t->server_optimizer);
+    t->server = NULL;
+    t->server_params = t->server_grads = NULL;
+    t->server_optimizer = NULL;
+}
+
+/* Push: the server sums every replica's gradients and takes replica 0's
+ * buffers (rank 0's reach every rank with the parameters). */
+static dp_status_t ps_push_task(void *arg) {
+    dp_trainer_t *t = arg;
+    const dp_backend_t *be = t->backend;
+    be->reduce_range(be->ctx, t->server_grads, (const float *const *)t->grad_buffers, t->num_devices, 0,
+                     t->num_trainable);
+    be->copy(be->ctx, t->server_params + t->num_trainable, t->replicas[0].params + t->num_trainable,
+             sizeof(float) * (t->num_params - t->num_trainable));
+    return DP_OK;
+}
+
+/* The server's optimizer counts its own steps. */
+static dp_status_t ps_update_task(void *arg) {
+    dp_trainer_t *t = arg;
+    dp_optimizer_begin_step(t->server_optimizer);
+    t->backend->optimizer_update(t->backend->ctx, t->server_optimizer, t->server_params, t->server_grads, 0,
+                                 t->num_trainable);
+    return DP_OK;
+}
+
+/* Pull: every device copies the server's parameters into its replica. */
+static dp_status_t ps_pull_task(void *arg) {
+    dp_replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    r->backend->copy(r->backend->ctx, r->params, t->server_params, sizeof(float) * t->num_params);
+    return DP_OK;
+}
+
+static dp_status_t ps_end_step(dp_trainer_t *t) {
+    DP_TRY(dp_device_submit(t->server, ps_push_task, t));
+    DP_TRY(dp_device_wait(t->server));
+    if (t->ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_trainable));
+    if (t->config.world.rank == 0) {
+        DP_TRY(dp_device_submit(t->server, ps_update_task, t));
+        DP_TRY(dp_device_wait(t->server));
+    }
+    if (t->ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
+    return dp_trainer_run_on_all(t, ps_pull_task);
+}
+
+const dp_sync_strategy_t dp_sync_ps = {
+    .name = "ps",
+    .init = ps_init,
+    .release = ps_release,
+    .end_step = ps_end_step,
+};

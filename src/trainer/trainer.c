@@ -1,0 +1,485 @@
+/* trainer.c - the data-parallel trainer (parallel.h): the replicas, the step
+ * skeleton, evaluation, and the host copies of the parameters. How the
+ * replicas agree on each step's update is a synchronisation strategy
+ * (trainer_internal.h, one sync_*.c file each).
+ *
+ * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
+ * device d and lives in its backend's memory: only tasks on device d touch
+ * its arena and tape, and this file reads or writes a replica only through
+ * the backend (upload, download, copy, zero, load_batch). The caller's
+ * thread drives a step and waits for every device after each phase:
+ *   phase 1, on every device (shard_task): upload the shard's batch,
+ *            forward, loss scaled by the global batch size, backward into
+ *            the replica's grads; the loss and the logits are downloaded for
+ *            the step's loss sum and accuracy. With an overlapping strategy
+ *            the tape hook (backward_hook) moves the replica's final suffix
+ *            of the gradients down after every node and calls the
+ *            strategy's range_final, which may sum and update parts of the
+ *            buffers while other devices are still in backward;
+ *   phase 2 and later: the strategy's drain and end_step, on the caller's
+ *            thread, submitting tasks of their own.
+ * Only the first num_trainable floats of the flat buffers are gradients:
+ * every sum and update covers those. The rest are buffers (batch norm's
+ * running statistics), which each replica updates in its forward; after
+ * each step dp_trainer_sync_buffers copies replica 0's buffers to the others
+ * and, with several ranks, first broadcasts rank 0's (PyTorch DDP's
+ * broadcast_buffers), so the replicas stay identical; with --sync-batch-norm
+ * there is nothing to copy (every replica computed the same statistics) and
+ * the parameter server's pull carries them.
+ * The waits are the only other synchronisation: between phases every
+ * replica's buffers are quiescent, and the caller reads results (and the
+ * host copies of dp_trainer_params) only after a wait.
+ */
+#include "dptrain/parallel.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainer_internal.h"
+
+void dp_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+
+static double monotonic_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void dp_split_batch(int n, int k, int d, int *start, int *count) {
+    int base = n / k, extra = n % k;
+    *count = base + (d < extra ? 1 : 0);
+    *start = d * base + (d < extra ? d : extra);
+}
+
+static void replica_free(dp_replica_t *r) {
+    dp_device_free(r->device); /* first: runs what is queued, then joins */
+    r->backend->free(r->backend->ctx, r->params);
+    r->backend->free(r->backend->ctx, r->grads);
+    dp_tape_free(r->tape);
+    dp_arena_free(r->arena);
+    dp_optimizer_free(r->optimizer);
+    free(r->host_params);
+    free(r->host_logits);
+    free(r->host_indices);
+}
+
+void dp_trainer_free(dp_trainer_t *t) {
+    if (!t) return;
+    if (t->sync && t->sync->release) t->sync->release(t); /* nothing of the strategy runs any more */
+    for (int d = 0; t->replicas && d < t->num_devices; d++)
+        if (t->replicas[d].backend) replica_free(&t->replicas[d]);
+    free(t->replicas);
+    free(t->devices);
+    free(t->grad_buffers);
+    free(t->param_buffers);
+    dp_sync_batch_norm_release(t);
+    free(t);
+}
+
+/* The strategy for a configuration (parallel.h). */
+static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, int ranks) {
+    if (config->sync == DP_SYNC_PS) return &dp_sync_ps;
+    int overlap = config->overlap && config->allreduce == DP_ALLREDUCE_CHUNKED;
+    if (ranks > 1) return overlap ? &dp_sync_mpi_overlap : &dp_sync_mpi;
+    if (overlap) return &dp_sync_overlap;
+    return config->allreduce == DP_ALLREDUCE_NAIVE ? &dp_sync_local_naive : &dp_sync_local_chunked;
+}
+
+dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
+    *out = NULL;
+    if (config->num_devices < 1)
+        return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
+    if (config->threads_per_device < 1)
+        return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
+                       config->threads_per_device);
+    dp_status_t status = DP_ERR_NOMEM;
+    dp_trainer_t *t = dp_alloc_zeroed(1, sizeof *t, "trainer");
+    if (!t) return DP_ERR_NOMEM;
+    t->config = *config;
+    t->config.device_ids = NULL; /* not kept: the caller's array */
+    if (t->config.world.size < 1) t->config.world.size = 1;
+    t->ranks = t->config.world.size;
+    t->backend = config->backend ? config->backend : dp_backend_cpu();
+    t->model = config->model;
+    t->num_params = dp_model_num_params(config->model);
+    t->num_trainable = dp_model_num_trainable(config->model);
+    t->num_buckets = (long)((t->num_trainable + DP_BUCKET_FLOATS - 1) / DP_BUCKET_FLOATS);
+    t->num_devices = config->num_devices;
+    t->replicas = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->replicas, "replicas");
+    t->devices = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->devices, "devices");
+    t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
+    t->param_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->param_buffers, "parameter list");
+    if (!t->replicas || !t->devices || !t->grad_buffers || !t->param_buffers) goto fail;
+    if (config->sync_batch_norm && (status = dp_sync_batch_norm_init(t)) != DP_OK) goto fail;
+    status = DP_ERR_NOMEM;
+
+    /* get_params: initialise once on the host, upload onto every device. */
+    size_t used = 0;
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    size_t param_bytes = sizeof(float) * t->num_params;
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        const dp_backend_t *be = t->backend;
+        int id = config->device_ids ? config->device_ids[d] : d;
+        if (used < sizeof t->device_names)
+            used += (size_t)snprintf(t->device_names + used, sizeof t->device_names - used,
+                                     d ? ",%s:%d" : "%s:%d", be->name, id);
+        r->trainer = t;
+        r->index = d;
+        r->backend = be;
+        r->stat_sync.sum = dp_sync_batch_norm_sum;
+        r->stat_sync.ctx = r;
+        r->host_params = dp_alloc_aligned(param_bytes, "host copy of the parameters");
+        r->params = be->alloc(be->ctx, param_bytes, "parameters");
+        r->grads = be->alloc(be->ctx, sizeof(float) * (t->num_trainable + 1), "gradients");
+        r->arena = dp_arena_new_on(be, (size_t)1 << 24);
+        r->tape = r->arena ? dp_tape_new_on(be, r->arena) : NULL;
+        if (!r->host_params || !r->params || !r->grads || !r->tape) goto fail;
+        status = dp_optimizer_new(&config->optim, t->num_trainable, &r->optimizer);
+        if (status != DP_OK) goto fail;
+        /* Pin only when several devices share the machine: a lone device
+         * pinned to core 0 would collide with every other such process. */
+        int pin = t->num_devices > 1 && cores > 0 ? id % cores : -1;
+        status = dp_device_new_on(be, id, pin, &r->device);
+        if (status != DP_OK) goto fail;
+        status = DP_ERR_NOMEM;
+        t->devices[d] = r->device;
+        t->grad_buffers[d] = r->grads;
+        t->param_buffers[d] = r->params;
+        if (d == 0) {
+            dp_rng_t rng;
+            dp_rng_seed(&rng, config->seed);
+            dp_model_init_params(t->model, r->host_params, &rng);
+        }
+        be->upload(be->ctx, r->params, t->replicas[0].host_params, param_bytes);
+    }
+    t->sync = choose_sync(config, t->ranks);
+    if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
+    dp_blas_set_threads(config->threads_per_device);
+    *out = t;
+    return DP_OK;
+fail:
+    dp_trainer_free(t);
+    return status;
+}
+
+uint64_t dp_trainer_step_count(const dp_trainer_t *t) { return t->step_count; }
+void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count = steps; }
+
+dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
+    return t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
+}
+
+void dp_trainer_set_lr(dp_trainer_t *t, float lr) {
+    for (int d = 0; d < t->num_devices; d++) dp_optimizer_set_lr(t->replicas[d].optimizer, lr);
+    if (t->server_optimizer) dp_optimizer_set_lr(t->server_optimizer, lr);
+}
+
+void dp_trainer_set_params(dp_trainer_t *t, const float *params) {
+    size_t bytes = sizeof(float) * t->num_params;
+    for (int d = 0; d < t->num_devices; d++) dp_device_upload(t->devices[d], t->replicas[d].params, params, bytes);
+    if (t->server_params) dp_device_upload(t->server, t->server_params, params, bytes);
+}
+
+float *dp_trainer_params(dp_trainer_t *t, int device) {
+    DP_ASSERT(device >= 0 && device < t->num_devices);
+    dp_replica_t *r = &t->replicas[device];
+    dp_device_download(r->device, r->host_params, r->params, sizeof(float) * t->num_params);
+    return r->host_params;
+}
+
+int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
+const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
+const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
+
+dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_status_t status = dp_device_submit(t->devices[d], fn, &t->replicas[d]);
+        if (status != DP_OK) {
+            char message[1024];
+            snprintf(message, sizeof message, "%s", dp_error_message());
+            dp_waitall(t->devices, d);
+            return dp_fail(status, "%s", message);
+        }
+    }
+    return dp_waitall(t->devices, t->num_devices);
+}
+
+void dp_trainer_begin_optimizer_steps(dp_trainer_t *t) {
+    for (int d = 0; d < t->num_devices; d++) dp_optimizer_begin_step(t->replicas[d].optimizer);
+}
+
+void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count) {
+    t->backend->reduce_range(t->backend->ctx, t->grad_buffers[0], (const float *const *)t->grad_buffers,
+                             t->num_devices, start, count);
+}
+
+void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count) {
+    const dp_backend_t *be = t->backend;
+    be->broadcast_range(be->ctx, t->grad_buffers, t->num_devices, t->grad_buffers[0], start, count);
+    for (int e = 0; e < t->num_devices; e++) {
+        dp_replica_t *other = &t->replicas[e];
+        be->optimizer_update(be->ctx, other->optimizer, other->params, other->grads, start, count);
+    }
+}
+
+dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
+    size_t count = t->num_params - t->num_trainable;
+    /* With synchronised batch norm every replica on every rank updated its
+     * running statistics from the same global sums, in the same order: they
+     * are equal already (dp_trainer_check_replicas checks it). */
+    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
+    float *source = t->replicas[0].params;
+    /* the strategies with several ranks require host_memory (sync_mpi.c) */
+    if (t->ranks > 1) DP_TRY(dp_world_broadcast(source + t->num_trainable, count));
+    t->backend->broadcast_range(t->backend->ctx, t->param_buffers, t->num_devices, source, t->num_trainable,
+                                count);
+    return DP_OK;
+}
+
+/* Rows of logits (n, k), a host copy, whose largest entry is at the label of
+ * example indices[i] (the host dataset's labels: those load_batch uploaded). */
+static int count_correct(const float *logits, const dp_dataset_t *ds, const int *indices, int n, int k) {
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * k;
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (row[j] > row[best]) best = j;
+        correct += best == ds->labels[indices[i]];
+    }
+    return correct;
+}
+
+/* Downloads the logits (n, k) and counts the correct rows. */
+static dp_status_t download_correct(dp_replica_t *r, const dp_tensor_t *logits, const int *indices, int n,
+                                    int *correct) {
+    size_t size = dp_tensor_numel(logits);
+    if (size > r->host_logits_size) {
+        free(r->host_logits);
+        r->host_logits_size = 0;
+        r->host_logits = dp_alloc(sizeof(float) * size, "host copy of the logits");
+        if (!r->host_logits) return DP_ERR_NOMEM;
+        r->host_logits_size = size;
+    }
+    r->backend->download(r->backend->ctx, r->host_logits, logits->data, sizeof(float) * size);
+    *correct = count_correct(r->host_logits, r->ds, indices, n, logits->shape[1]);
+    return DP_OK;
+}
+
+/* Uploads the examples indices[0..n) (host) into the replica's arena as a
+ * batch. */
+static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int *indices, int n,
+                              dp_tensor_t **x, int32_t **y) {
+    int shape[4] = {n, ds->channels, ds->height, ds->width};
+    *x = dp_tape_tensor(r->tape, 4, shape);
+    if (!*x) return DP_ERR_NOMEM;
+    (*x)->data = dp_arena_floats(r->arena, dp_tensor_numel(*x));
+    *y = dp_arena_alloc(r->arena, sizeof(int32_t) * (size_t)n);
+    if (!(*x)->data || !*y) return DP_ERR_NOMEM;
+    r->backend->load_batch(r->backend->ctx, ds, indices, n, (*x)->data, *y);
+    return DP_OK;
+}
+
+/* The tape hook: after a node's backward, its parameters' gradients are
+ * final (each parameter is used by one node, and nodes run in layer order,
+ * which is parameter order, also with routes and skip connections). Only
+ * pointers are compared: no gradient is read. */
+static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
+    dp_replica_t *r = ctx;
+    (void)node_index;
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && p->grad >= r->grads && p->grad < r->grads + r->trainer->num_trainable) {
+            size_t offset = (size_t)(p->grad - r->grads);
+            if (offset < r->ready_from) r->ready_from = offset;
+        }
+    }
+    r->trainer->sync->range_final(r);
+}
+
+/* Phase 1 on device d (d2l's per-GPU part of train_batch): forward and
+ * backward of the shard; the loss is divided by the global batch size.
+ * With an overlapping strategy, backward also sums and applies finished
+ * ranges. */
+static dp_status_t shard_task(void *arg) {
+    dp_replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    dp_arena_reset(r->arena);
+    dp_tape_reset(r->tape);
+    r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
+    r->ready_from = t->num_trainable;
+    dp_tensor_t *x, *logits, *loss;
+    int32_t *y;
+    DP_TRY(load_shard(r, r->ds, r->indices, r->count, &x, &y));
+    dp_forward_opts_t opts = {
+        .training = 1,
+        .seed = dp_seed_mix(t->config.seed, t->step_count),
+        .example_offset = r->example_offset,
+        .stat_sync = t->config.sync_batch_norm ? &r->stat_sync : NULL,
+    };
+    DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, r->grads, x, &opts, &logits));
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.loss_denominator = (float)r->denominator;
+    loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
+    if (!loss) return DP_ERR_ARG;
+    float loss_value;
+    r->backend->download(r->backend->ctx, &loss_value, loss->data, sizeof loss_value);
+    r->loss_sum = (double)loss_value * r->denominator;
+    DP_TRY(download_correct(r, logits, r->indices, r->count, &r->correct));
+    if (!t->sync->range_final) return dp_tape_backward(r->tape, loss, NULL, NULL);
+    DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
+    r->ready_from = 0; /* every gradient is final now */
+    t->sync->range_final(r);
+    return DP_OK;
+}
+
+/* Phase 1 as the device's task: with sync batch norm, a failure breaks the
+ * barrier so that the other devices do not wait for this one. With an
+ * overlapping strategy, a failed device still declares all its gradients
+ * final, so that every bucket is summed and handed over as on the other
+ * ranks (which would otherwise wait for it) and the step can be drained;
+ * the step fails all the same. */
+static dp_status_t shard_task_guarded(void *arg) {
+    dp_replica_t *r = arg;
+    dp_status_t status = shard_task(r);
+    if (status != DP_OK && r->trainer->config.sync_batch_norm) dp_sync_batch_norm_break(r->trainer);
+    if (status != DP_OK && r->trainer->sync->range_final) {
+        r->ready_from = 0;
+        r->trainer->sync->range_final(r);
+    }
+    return status;
+}
+
+dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
+                            double *loss_sum, int *correct) {
+    int k = t->num_devices, ranks = t->config.world.size;
+    if (n < k * ranks)
+        return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
+                       "(the batch size must be at least the number of devices)", n, k * ranks);
+    /* distributed_batch_reader: this rank's shard of the global batch ... */
+    int rank_start, rank_count;
+    dp_split_batch(n, ranks, t->config.world.rank, &rank_start, &rank_count);
+    for (int d = 0; d < k; d++) { /* ... and split_and_load across its devices */
+        dp_replica_t *r = &t->replicas[d];
+        int start, count;
+        dp_split_batch(rank_count, k, d, &start, &count);
+        r->ds = ds;
+        r->indices = indices + rank_start + start;
+        r->count = count;
+        r->denominator = n;
+        r->example_offset = rank_start + start;
+    }
+    if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
+    if (t->sync->begin_step) t->sync->begin_step(t);
+    double mpi_start = dp_world_mpi_seconds();
+    /* with an overlapping strategy, this also summed and applied every bucket
+     * (one rank) or handed it to the communication thread (several) */
+    dp_status_t status = dp_trainer_run_on_all(t, shard_task_guarded);
+    double sync_start = monotonic_sec();
+    if (t->sync->drain) { /* what is still being summed across ranks */
+        dp_status_t drained = t->sync->drain(t);
+        if (status == DP_OK) status = drained;
+    }
+    if (status != DP_OK) return status;
+    if (t->stat_status != DP_OK) return dp_fail(t->stat_status, "%s", t->stat_error);
+    if (!t->sync->drain) mpi_start = dp_world_mpi_seconds();
+    if (t->sync->end_step) DP_TRY(t->sync->end_step(t));
+    t->sync_sec += monotonic_sec() - sync_start;
+    t->mpi_sec += dp_world_mpi_seconds() - mpi_start;
+    double total_loss = 0.0;
+    int total_correct = 0;
+    for (int d = 0; d < k; d++) { /* in device order: the same sum every run */
+        total_loss += t->replicas[d].loss_sum;
+        total_correct += t->replicas[d].correct;
+    }
+    if (loss_sum) *loss_sum += total_loss;
+    if (correct) *correct += total_correct;
+    t->step_count++;
+    return DP_OK;
+}
+
+/* Evaluation on device d: its contiguous share of the examples, in batches. */
+static dp_status_t evaluate_task(void *arg) {
+    dp_replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    int rank_start, rank_count, start, count;
+    dp_split_batch(r->ds->count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
+    dp_split_batch(rank_count, t->num_devices, r->index, &start, &count);
+    start += rank_start;
+    r->correct = 0;
+    for (int done = 0; done < count; done += r->eval_batch) {
+        int n = count - done < r->eval_batch ? count - done : r->eval_batch;
+        dp_arena_reset(r->arena);
+        dp_tape_reset(r->tape);
+        for (int i = 0; i < n; i++) r->host_indices[i] = start + done + i;
+        dp_tensor_t *x, *logits;
+        int32_t *y;
+        DP_TRY(load_shard(r, r->ds, r->host_indices, n, &x, &y));
+        DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
+        int batch_correct;
+        DP_TRY(download_correct(r, logits, r->host_indices, n, &batch_correct));
+        r->correct += batch_correct;
+    }
+    return DP_OK;
+}
+
+/* An evaluation batch keeps every layer's output in the device's arena (and
+ * conv's im2col scratch): the batch is capped so that they stay under about
+ * EVAL_ARENA_BYTES. LeNet's 1000 stays as it is; ResNet-18's 1000 would take
+ * over 5 GB per device. */
+#define EVAL_ARENA_BYTES ((size_t)1 << 30)
+
+static int eval_batch_cap(const dp_model_t *m, int batch_size) {
+    size_t floats = 0; /* per example: every output, the input included */
+    for (int i = 0; i <= dp_model_num_layers(m); i++) {
+        int shape[DP_MAX_DIMS], ndim = dp_model_output_shape(m, i, shape);
+        size_t n = 1;
+        for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
+        floats += n;
+    }
+    size_t cap = EVAL_ARENA_BYTES / (2 * sizeof(float) * floats); /* x2: scratch */
+    if (cap < 1) cap = 1;
+    return (size_t)batch_size < cap ? batch_size : (int)cap;
+}
+
+dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size,
+                                int *correct) {
+    if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
+    int eval_batch = eval_batch_cap(t->model, batch_size);
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        r->ds = ds;
+        if (r->eval_batch < eval_batch || !r->host_indices) {
+            free(r->host_indices);
+            r->host_indices = dp_alloc(sizeof(int) * (size_t)eval_batch, "evaluation indices");
+            if (!r->host_indices) return DP_ERR_NOMEM;
+        }
+        r->eval_batch = eval_batch;
+    }
+    DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
+    double total = 0;
+    for (int d = 0; d < t->num_devices; d++) total += t->replicas[d].correct;
+    DP_TRY(dp_world_sum_doubles(&total, 1));
+    *correct = (int)total;
+    return DP_OK;
+}
+
+double dp_trainer_sync_seconds(const dp_trainer_t *t, double *in_mpi) {
+    if (in_mpi) *in_mpi = t->mpi_sec;
+    return t->sync_sec;
+}
+
+dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
+    size_t bytes = sizeof(float) * t->num_params;
+    const float *first = dp_trainer_params(t, 0);
+    for (int d = 1; d < t->num_devices; d++)
+        if (memcmp(dp_trainer_params(t, d), first, bytes) != 0)
+            return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
+                           dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
+    return dp_world_check_same(&t->config.world, "parameters", first, bytes);
+}

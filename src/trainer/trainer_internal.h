@@ -1,0 +1,171 @@
+/* trainer_internal.h - what the trainer (trainer.c) and its synchronisation
+ * strategies (sync_*.c) share: the replica, the trainer's state, and the
+ * small interface every strategy implements. Library internal.
+ *
+ * A step (trainer.c) is: the strategy's begin_step on the caller's thread;
+ * phase 1 on every device (forward, backward), during which an overlapping
+ * strategy's range_final is called on the device's thread each time more of
+ * that replica's gradients are final; then, on the caller's thread, the
+ * strategy's drain (work it still has in flight, also after a failure) and,
+ * if phase 1 succeeded, its end_step (the sum and the update of whatever
+ * was not done during backward, and the buffers). One file per strategy:
+ *   sync_local_chunked.c  one process, reduce-scatter + all-gather over shared memory
+ *   sync_local_naive.c    one process, device 0 sums everything (the seeds' version)
+ *   sync_overlap.c        one process, buckets summed while backward runs
+ *   sync_mpi.c            several processes, hierarchical, with or without overlap
+ *   sync_ps.c             the parameter server
+ * and sync_batch_norm.c: batch statistics summed across devices inside the
+ * forward (orthogonal to the strategy).
+ * Every memory access to a replica goes through its device's backend
+ * (backend.h): the strategies sum, copy and update ranges with its
+ * reduce_range, broadcast_range and optimizer_update.
+ */
+#ifndef DPTRAIN_TRAINER_INTERNAL_H
+#define DPTRAIN_TRAINER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dptrain/autograd.h"
+#include "dptrain/backend.h"
+#include "dptrain/device.h"
+#include "dptrain/parallel.h"
+
+/* Gradient bucket size for the overlapped and the MPI sums: 64 KB. LeNet's
+ * 129,068 parameters make 8 buckets. */
+#define DP_BUCKET_FLOATS ((size_t)16384)
+
+typedef struct dp_replica {
+    float *params; /* (num_params) this replica's copy of the parameters; device memory */
+    float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
+    dp_arena_t *arena; /* device memory: activations, the batch */
+    dp_tape_t *tape;
+    dp_optimizer_t *optimizer;
+    dp_device_t *device;
+    const dp_backend_t *backend; /* the device's */
+    float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
+    float *host_logits;  /* (host_logits_size) host copy of a batch's logits, for the accuracy */
+    size_t host_logits_size;
+    int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
+    /* the current task's arguments and results */
+    dp_trainer_t *trainer;
+    int index;
+    const dp_dataset_t *ds;
+    const int *indices;
+    int count, denominator, eval_batch;
+    double loss_sum;
+    int correct;
+    size_t ready_from; /* overlap: grads at offsets >= this are final this step */
+    long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
+    int64_t example_offset; /* global index of the shard's first example in the minibatch */
+    dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
+    double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
+    int stat_count;
+} dp_replica_t;
+
+/* A synchronisation strategy. NULL members do nothing. */
+typedef struct dp_sync_strategy {
+    const char *name;
+    /* After the replicas exist (parameters initialised, equal); allocates
+     * the strategy's state. release undoes it and waits for anything the
+     * strategy still has in flight; it may run after a failed init. */
+    dp_status_t (*init)(dp_trainer_t *t);
+    void (*release)(dp_trainer_t *t);
+    /* Caller's thread, before phase 1. */
+    void (*begin_step)(dp_trainer_t *t);
+    /* Device r's thread, during backward: r->ready_from has moved down,
+     * gradients at offsets >= r->ready_from are final for this step (0:
+     * all, also when the device failed). Set only by overlapping strategies. */
+    void (*range_final)(dp_replica_t *r);
+    /* Caller's thread after phase 1, even when it failed: waits for what is
+     * in flight. A strategy with a drain is timed in MPI from before phase 1. */
+    dp_status_t (*drain)(dp_trainer_t *t);
+    /* Caller's thread after a successful phase 1: the rest of the sum and
+     * the update, and the buffers (dp_trainer_sync_buffers). */
+    dp_status_t (*end_step)(dp_trainer_t *t);
+} dp_sync_strategy_t;
+
+extern const dp_sync_strategy_t dp_sync_local_chunked, dp_sync_local_naive, dp_sync_overlap,
+    dp_sync_mpi, dp_sync_mpi_overlap, dp_sync_ps;
+
+/* A reusable barrier for the k forward tasks of one step (sync batch norm)
+ * that a failing task can break. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int count, waiting, broken;
+    unsigned long generation;
+} dp_stat_barrier_t;
+
+struct dp_trainer {
+    dp_trainer_config_t config;
+    const dp_model_t *model;
+    const dp_backend_t *backend; /* every device's */
+    const dp_sync_strategy_t *sync;
+    void *sync_state;        /* the strategy's own */
+    size_t num_params;
+    size_t num_trainable;    /* the first num_trainable floats have gradients */
+    long num_buckets;        /* DP_BUCKET_FLOATS ranges of the gradients */
+    int num_devices;
+    dp_replica_t *replicas;
+    dp_device_t **devices;   /* (num_devices) */
+    float **grad_buffers;    /* (num_devices) replicas[d].grads */
+    float **param_buffers;   /* (num_devices) replicas[d].params */
+    int ranks;               /* config.world.size, >= 1 */
+    double sync_sec;         /* time in phases 2 and 3, all steps */
+    double mpi_sec;          /* the part of it inside MPI_Allreduce */
+    uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
+    /* the parameter server (sync_ps.c) */
+    dp_device_t *server;
+    float *server_params, *server_grads; /* (num_params), (num_trainable + 1): server device memory */
+    dp_optimizer_t *server_optimizer;
+    /* sync batch norm (sync_batch_norm.c) */
+    dp_stat_barrier_t barrier;
+    int barrier_ready;
+    dp_status_t stat_status; /* device 0's failure inside a forward */
+    char stat_error[512];
+    char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
+};
+
+/* Bucket b of the gradients: [*start, *start + *count). */
+static inline void dp_bucket_range(const dp_trainer_t *t, long b, size_t *start, size_t *count) {
+    *start = (size_t)b * DP_BUCKET_FLOATS;
+    *count = t->num_trainable - *start < DP_BUCKET_FLOATS ? t->num_trainable - *start : DP_BUCKET_FLOATS;
+}
+
+/* trainer.c: submits fn(replica d) to every device and waits for all. */
+dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn);
+/* trainer.c: dp_optimizer_begin_step on every replica's optimizer. */
+void dp_trainer_begin_optimizer_steps(dp_trainer_t *t);
+/* trainer.c: buffers (running statistics) after a step: rank 0's replica 0
+ * everywhere. */
+dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t);
+
+/* trainer.c: replica 0's gradient range holds the sum: copy it to the
+ * other replicas and update the range in every replica. */
+void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count);
+/* trainer.c: sums the gradient range over all replicas into replica 0
+ * (device order). */
+void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count);
+
+/* sync_overlap.c: the bucket counting that the overlapping strategies share.
+ * The device that counts bucket b last calls complete(t, b). */
+typedef struct dp_bucket_counter {
+    atomic_int *done; /* (num_buckets) devices that have counted the bucket this step */
+    void (*complete)(dp_trainer_t *t, long b);
+} dp_bucket_counter_t;
+dp_status_t dp_bucket_counter_init(dp_bucket_counter_t *c, const dp_trainer_t *t,
+                                   void (*complete)(dp_trainer_t *t, long b));
+void dp_bucket_counter_release(dp_bucket_counter_t *c);
+void dp_bucket_counter_begin_step(dp_bucket_counter_t *c, dp_trainer_t *t);
+void dp_bucket_counter_count(dp_bucket_counter_t *c, dp_replica_t *r);
+
+/* sync_batch_norm.c */
+dp_status_t dp_sync_batch_norm_init(dp_trainer_t *t);
+void dp_sync_batch_norm_release(dp_trainer_t *t);
+void dp_sync_batch_norm_rearm(dp_trainer_t *t);
+void dp_sync_batch_norm_break(dp_trainer_t *t);
+/* dp_stat_sync_t.sum (ctx: the replica) */
+void dp_sync_batch_norm_sum(void *ctx, double *values, int count);
+
+#endif
