@@ -193,14 +193,15 @@ static dp_status_t checked_backward(dp_node_t *node, dp_arena_t *arena) {
 static void on_fault(int sig, siginfo_t *info, void *context) {
     (void)sig;
     (void)context;
-    const char *what = find_region(info->si_addr, 1)   ? "device memory touched outside the backend\n"
-                       : find_region(info->si_addr, 0) ? "device memory used after it was freed\n"
-                                                       : "segmentation fault outside device memory\n";
+    int live = find_region(info->si_addr, 1) != NULL, freed = !live && find_region(info->si_addr, 0) != NULL;
+    const char *what = live    ? "device memory touched outside the backend\n"
+                       : freed ? "device memory used after it was freed\n"
+                               : "segmentation fault outside device memory\n";
     const char *prefix = checked.expect_fault ? "test_backend: caught as expected: " : "test_backend: FAILED: ";
     ssize_t ignored = write(2, prefix, strlen(prefix));
     ignored = write(2, what, strlen(what));
     (void)ignored;
-    _exit(3);
+    _exit(live ? 3 : freed ? 4 : 5);
 }
 
 static void checked_setup(void) {
@@ -350,25 +351,22 @@ static void test_same_training(const dp_model_t *m, const dp_dataset_t *ds, cons
 
 /* The protection can fail: a child touches device memory directly (as a
  * trainer reading replica memory would) and must be stopped by the fault
- * handler; another frees memory and then reads it. */
+ * handler (exit 3); another frees memory and then reads it (exit 4). */
 static void test_protection_catches(void) {
     for (int use_after_free = 0; use_after_free <= 1; use_after_free++) {
         pid_t pid = fork();
         if (pid == 0) {
             checked.expect_fault = 1;
-            checked.protect = 1;
+            checked.protect = !use_after_free;
             float *p = checked_alloc(NULL, 4096, "probe");
-            if (use_after_free) {
-                checked.protect = 0;
-                checked_free(NULL, p);
-            }
+            if (use_after_free) checked_free(NULL, p);
             volatile float v = p[1]; /* must fault */
             (void)v;
             _exit(0);
         }
         int wstatus = 0;
         waitpid(pid, &wstatus, 0);
-        CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 3,
+        CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 3 + use_after_free,
               "%s: the child was not stopped by the fault handler (status %d)",
               use_after_free ? "use after free" : "direct access", wstatus);
     }
