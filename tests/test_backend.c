@@ -243,8 +243,8 @@ static long live_allocations(void) { return checked.allocs - checked.frees; }
 
 /* --- Training on both backends ----------------------------------------------- */
 
-#define STEPS 4
-#define BATCH 64
+#define STEPS 3
+#define BATCH 48
 
 typedef struct {
     const char *name;
@@ -413,7 +413,7 @@ int main(void) {
     test_protection_catches();
     dp_model_t *m;
     DP_ASSERT(dp_model_builtin("lenet", &m) == DP_OK);
-    dp_dataset_t ds = testing_column_dataset(400, 28, 10, 2, 3, 64, 3);
+    dp_dataset_t ds = testing_column_dataset(240, 28, 10, 2, 3, 64, 3);
     const run_config_t runs[] = {
         {"1 device", 1, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE},
         {"2 devices chunked", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE},

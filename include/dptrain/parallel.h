@@ -18,7 +18,9 @@
  * floats) are summed and updated. Its buffers (batch norm's running
  * statistics) are computed by each replica from its shard; after each step
  * rank 0's replica 0 buffers are copied to every replica (PyTorch DDP's
- * broadcast_buffers), so replicas stay identical. Training passes run with
+ * broadcast_buffers), so replicas stay identical. With sync_batch_norm
+ * nothing is copied: every replica computed the same statistics from the
+ * same global sums. Training passes run with
  * dropout masks drawn from (seed, step count, global example index), which
  * do not depend on how the batch is split.
  */
@@ -49,7 +51,7 @@ typedef struct {
     const int *device_ids;   /* (num_devices) N of "cpu:N", also the core it is pinned to;
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_sync_kind_t sync;
-    dp_allreduce_kind_t allreduce;
+    dp_allreduce_kind_t allreduce; /* one process: chunked (DP_ALLREDUCE_RING is its old name) or naive */
     int overlap;             /* chunked only: reduce gradient buckets (several ranks: and sum
                                 them across ranks on the communication thread) while
                                 backward runs; the same bits as without */
