@@ -88,6 +88,9 @@ int dp_safetensors_meta_count(const dp_safetensors_t *st);
 dp_st_meta_t dp_safetensors_meta_at(const dp_safetensors_t *st, int i);
 
 /* --- checkpoints ---------------------------------------------------------------- */
+/* The library's version, recorded in every checkpoint ("dptrain_version"). */
+#define DPTRAIN_VERSION "0.1.0"
+
 /* Metadata "format_version"; readers refuse other versions (1: before the
  * learning-rate schedule keys). */
 #define DP_CHECKPOINT_VERSION 2
