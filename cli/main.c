@@ -22,12 +22,6 @@ static const char usage[] =
     "example:\n"
     "  dptrain train --model lenet --epochs 10 --batch-size 256 --lr 0.2\n";
 
-int cli_report_error(void) {
-    const char *message = dp_error_message();
-    fprintf(stderr, "dptrain: %s\n", message[0] ? message : "unknown error");
-    return 1;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage, stderr);

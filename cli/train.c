@@ -1,17 +1,18 @@
-/* train.c - `dptrain train`: load the data, build the model, run the epochs,
- * print one line per epoch, write metrics and the plot. */
+/* train.c - `dptrain train`: parse the options, load the data, build the
+ * model and the trainer, run dp_fit (fit.h: the epochs, metrics, plot,
+ * checkpoints, resume) and print its lines and the progress bar. */
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
+#include "dptrain/fit.h"
 #include "dptrain/io.h"
 #include "dptrain/model_file.h"
 #include "dptrain/nn.h"
@@ -88,11 +89,13 @@ static const char train_usage[] =
     "  --limit N                 train on the first N training images only (default: all)\n"
     "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                            like cpu:0,cpu:1 (default: one per core)\n"
-    "  --allreduce ring|naive    gradient sum: ring (default; every device reduces 1/k of\n"
-    "                            the gradient) or naive (device 0 sums all, the book's code)\n"
+    "  --allreduce chunked|naive gradient sum: chunked (default; every device sums 1/k of\n"
+    "                            the gradient over shared memory and writes it to all\n"
+    "                            replicas: a reduce-scatter + all-gather) or naive (device 0\n"
+    "                            sums all, the book's code); ring is an alias of chunked\n"
     "  --sync allreduce|ps       how replicas agree: allreduce (default) or a parameter\n"
     "                            server (pushes gradients, pulls parameters; rank 0's)\n"
-    "  --overlap on|off          ring only: reduce gradient buckets (and across ranks, sum\n"
+    "  --overlap on|off          chunked only: reduce gradient buckets (and across ranks, sum\n"
     "                            them with MPI) while backward is still running (default:\n"
     "                            on across ranks, where it hides the sync; off in one\n"
     "                            process, where for LeNet it measured no gain)\n"
@@ -113,12 +116,6 @@ static const char train_usage[] =
     "                            cosine, --epochs too) must be the saved ones\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Fails unless the directory that will hold `path` exists and is writable,
  * so a bad --metrics or --plot is reported before training, not after. */
@@ -209,6 +206,69 @@ static int report_error(const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "rank %d of %d: %s", world->rank, world->size, message);
     }
     return cli_report_error();
+}
+
+/* What `dptrain train` prints, from dp_fit's callbacks. */
+typedef struct {
+    const train_options_t *o;
+    const dp_world_t *world;
+    int speaks;
+    int train_count, test_count;
+    char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
+    dp_progress_t bar;
+    int bar_open;
+} train_printer_t;
+
+static void print_begin(const dp_fit_begin_t *begin, void *ctx) {
+    train_printer_t *p = ctx;
+    const train_options_t *o = p->o;
+    /* "[cpu:0, cpu:1]", as the book prints its device lists */
+    char *devices = p->devices;
+    size_t size = sizeof p->devices;
+    size_t used = p->world->size > 1 ? (size_t)snprintf(devices, size, "%d ranks x [", p->world->size)
+                                     : (size_t)snprintf(devices, size, "[");
+    for (const char *c = begin->devices; *c && used + 3 < size; c++) {
+        if (*c == ',') devices[used++] = ',', devices[used++] = ' ';
+        else devices[used++] = *c;
+    }
+    snprintf(devices + used, size - used, "]");
+    if (!o->quiet)
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
+               o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
+               o->epochs, (unsigned long long)o->seed, devices);
+    if (begin->first_epoch >= begin->last_epoch && p->speaks)
+        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
+               begin->last_epoch < o->epochs ? "stop-after" : "epochs", begin->last_epoch);
+}
+
+/* The progress bar, on rank 0's stderr when it is a terminal. */
+static void draw_progress(const dp_fit_step_t *step, void *ctx) {
+    train_printer_t *p = ctx;
+    if (step->event == DP_FIT_EPOCH_BEGIN) {
+        dp_progress_init(&p->bar, p->world->rank == 0 ? stderr : NULL, step->steps);
+        p->bar_open = 1;
+    } else if (step->event == DP_FIT_STEP_END) {
+        dp_progress_update(&p->bar, step->step, step->mean_loss);
+    } else if (p->bar_open) {
+        dp_progress_finish(&p->bar);
+        p->bar_open = 0;
+    }
+}
+
+static void print_warning(const char *message, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
+}
+
+static dp_status_t print_epoch(const dp_epoch_stats_t *s, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (!p->o->quiet)
+        printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
+               "%.0f images/sec on %s\n",
+               s->epoch, p->o->epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
+               s->images_per_sec, p->devices);
+    fflush(stdout);
+    return DP_OK;
 }
 
 static int train_main(int argc, char **argv, const dp_world_t *world) {
@@ -306,11 +366,12 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
         for (int i = 0; i < num_devices; i++) device_ids[i] = i;
     }
-    dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING;
+    dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
         allreduce = DP_ALLREDUCE_NAIVE;
-    } else if (o.allreduce && strcmp(o.allreduce, "ring") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive", o.allreduce);
+    } else if (o.allreduce && strcmp(o.allreduce, "chunked") != 0 && strcmp(o.allreduce, "ring") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive (or chunked, of which ring is an alias)",
+                o.allreduce);
         return report_error(world);
     }
     dp_sync_kind_t sync = DP_SYNC_ALLREDUCE;
@@ -335,8 +396,6 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_model_t *model = NULL;
     dp_dataset_t train_set = {0}, test_set = {0};
     dp_trainer_t *trainer = NULL;
-    dp_loader_t *loader = NULL;
-    dp_epoch_stats_t *history = NULL;
 
     if (dp_model_load(o.model, &model) != DP_OK) goto done;
     if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
@@ -374,116 +433,47 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .sync_batch_norm = o.sync_batch_norm,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
-    if (dp_loader_new(train_set.count, o.batch_size, 1, o.seed, &loader) != DP_OK) goto done;
-    history = dp_alloc_zeroed((size_t)o.epochs, sizeof *history, "epoch history");
-    if (!history) goto done;
-    /* What a checkpoint records (the optimizer's hyper-parameters with the
-     * defaults filled in, the base lr); --resume fills in the saved position. */
-    dp_checkpoint_info_t run = {.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
-                                .schedule = schedule,
-                                .steps_per_epoch = (uint64_t)dp_loader_num_batches(loader), .seed = o.seed,
-                                .batch_size = o.batch_size, .train_examples = train_set.count,
-                                .num_devices = num_devices, .num_ranks = world->size};
-    run.optim.lr = o.lr;
-    if (strlen(o.model) >= sizeof run.model) {
+    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
         dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
-                sizeof run.model - 1);
+                sizeof ((dp_checkpoint_info_t *)0)->model - 1);
         goto done;
     }
-    snprintf(run.model, sizeof run.model, "%s", o.model);
-    snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s", DPTRAIN_VERSION);
-    if (o.resume_path && cli_resume(o.resume_path, model, trainer, &run, speaks) != DP_OK) goto done;
-    const int first_epoch = run.loader_epoch;
-    const int last_epoch = o.stop_after && o.stop_after < o.epochs ? o.stop_after : o.epochs;
-
-    /* "[cpu:0, cpu:1]", as the book prints its device lists */
-    char devices[5000]; /* the names plus ", " separators: up to 256 devices */
-    size_t used = world->size > 1 ? (size_t)snprintf(devices, sizeof devices, "%d ranks x [", world->size)
-                                  : (size_t)snprintf(devices, sizeof devices, "[");
-    for (const char *p = dp_trainer_device_names(trainer); *p && used + 3 < sizeof devices; p++) {
-        if (*p == ',') devices[used++] = ',', devices[used++] = ' ';
-        else devices[used++] = *p;
-    }
-    snprintf(devices + used, sizeof devices - used, "]");
-    if (!o.quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
-               o.model, train_set.count, test_set.count, o.batch_size, o.optimizer, o.lr, o.lr_schedule,
-               o.epochs, (unsigned long long)o.seed, devices);
-
-    if (first_epoch >= last_epoch && speaks)
-        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o.resume_path, first_epoch,
-               last_epoch < o.epochs ? "stop-after" : "epochs", last_epoch);
-    for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
-        dp_loader_start_epoch(loader, epoch);
-        dp_progress_t bar;
-        dp_progress_init(&bar, world->rank == 0 ? stderr : NULL, dp_loader_num_batches(loader));
-        double loss_sum = 0.0, lr = o.lr;
-        int correct = 0, seen = 0, step = 0;
-        const int *indices;
-        int n;
-        double start = now_seconds();
-        while ((n = dp_loader_next(loader, &indices)) > 0) {
-            /* the schedule's lr for this step, from the step count (a resumed run agrees) */
-            lr = dp_lr_schedule_lr(&schedule, dp_trainer_step_count(trainer),
-                                   (uint64_t)dp_loader_num_batches(loader));
-            dp_trainer_set_lr(trainer, (float)lr);
-            if (dp_trainer_step(trainer, &train_set, indices, n, &loss_sum, &correct) != DP_OK) {
-                dp_progress_finish(&bar);
-                goto done;
-            }
-            seen += n;
-            dp_progress_update(&bar, ++step, loss_sum / seen);
-        }
-        double epoch_sec = now_seconds() - start;
-        dp_progress_finish(&bar);
-        /* this rank's loss and correct count, then every rank's (seen counts
-         * the global batches already) */
-        double sums[3] = {loss_sum, correct, seen};
-        if (dp_world_sum_doubles(sums, 2) != DP_OK) goto done;
-        int test_correct;
-        if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
-
-        dp_epoch_stats_t *s = &history[epoch];
-        s->epoch = epoch + 1;
-        s->train_loss = sums[0] / sums[2];
-        s->train_acc = sums[1] / sums[2];
-        s->test_acc = (double)test_correct / test_set.count;
-        s->epoch_sec = epoch_sec;
-        s->lr = lr;
-        s->images_per_sec = sums[2] / epoch_sec;
-        s->devices = dp_trainer_device_names(trainer);
-        s->num_devices = dp_trainer_num_devices(trainer) * world->size;
-        s->num_ranks = world->size;
-        if (!o.quiet)
-            printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
-                   "%.0f images/sec on %s\n",
-                   s->epoch, o.epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
-                   s->images_per_sec, devices);
-        fflush(stdout);
-        if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;
-        if (o.plot_path && dp_plot_write_svg(o.plot_path, history + first_epoch, epoch + 1 - first_epoch) != DP_OK)
-            goto done;
-        run.epochs_completed = run.loader_epoch = epoch + 1;
-        if (o.save_path && cli_save(o.save_path, model, trainer, &run) != DP_OK) goto done;
-    }
-    /* Data parallelism's promise: every replica, on every rank, the same. */
-    if (dp_trainer_check_replicas(trainer) != DP_OK) goto done;
-    double total_sec = 0.0;
-    for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
-    if (first_epoch >= last_epoch) { /* the saved model's accuracy instead */
-        int test_correct;
-        if (dp_trainer_evaluate(trainer, &test_set, 1000, &test_correct) != DP_OK) goto done;
-        if (speaks) printf("test acc: %.4f on %d images\n", (double)test_correct / test_set.count, test_set.count);
+    train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
+                               .test_count = test_set.count};
+    dp_fit_config_t fit = {
+        .trainer = trainer,
+        .model = model,
+        .model_name = o.model,
+        .train_set = &train_set,
+        .test_set = &test_set,
+        .world = *world,
+        .batch_size = o.batch_size,
+        .epochs = o.epochs,
+        .stop_after = o.stop_after,
+        .seed = o.seed,
+        .schedule = schedule,
+        .eval_batch_size = 1000,
+        .metrics_path = o.metrics_path,
+        .plot_path = o.plot_path,
+        .save_path = o.save_path,
+        .resume_path = o.resume_path,
+        .on_begin = print_begin,
+        .on_step = draw_progress,
+        .on_warning = print_warning,
+    };
+    dp_fit_result_t result;
+    dp_status_t status = dp_fit(&fit, print_epoch, &printer, &result);
+    if (printer.bar_open) dp_progress_finish(&printer.bar);
+    if (status != DP_OK) goto done;
+    if (result.first_epoch >= result.last_epoch) { /* the saved model's accuracy instead */
+        if (speaks) printf("test acc: %.4f on %d images\n", result.test_acc, result.test_count);
     } else if (speaks) { /* the book's summary line */
-        printf("test acc: %.2f, %.1f sec/epoch on %s\n", history[last_epoch - 1].test_acc,
-               total_sec / (last_epoch - first_epoch), devices);
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", result.test_acc, result.mean_epoch_sec, printer.devices);
     }
     exit_code = 0;
 
 done:
     if (exit_code != 0) report_error(world);
-    free(history);
-    dp_loader_free(loader);
     dp_trainer_free(trainer);
     dp_dataset_free(&test_set);
     dp_dataset_free(&train_set);

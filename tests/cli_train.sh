@@ -66,6 +66,13 @@ ln=$(json_field "$(cat "$tmp/n1.jsonl")" train_loss)
 "$bin" "${two[@]}" --overlap on --metrics "$tmp/o1.jsonl" --quiet >/dev/null 2>&1
 lo=$(json_field "$(cat "$tmp/o1.jsonl")" train_loss)
 [[ -n "$l1" && "$l1" == "$lo" ]] && pass || fail "overlap on $l1 vs off $lo"
+# --allreduce chunked is the default's name; ring its alias: the same bits.
+"$bin" "${two[@]}" --allreduce chunked --metrics "$tmp/c1.jsonl" --quiet >/dev/null 2>&1
+"$bin" "${two[@]}" --allreduce ring --metrics "$tmp/c2.jsonl" --quiet >/dev/null 2>&1
+lc=$(json_field "$(cat "$tmp/c1.jsonl")" train_loss)
+lr_=$(json_field "$(cat "$tmp/c2.jsonl")" train_loss)
+[[ -n "$lc" && "$lc" == "$l1" && "$lr_" == "$l1" ]] && pass || fail "chunked $lc, ring $lr_, default $l1"
+"$bin" train --help | grep -q 'ring is an alias of chunked' && pass || fail "--help does not say ring is an alias"
 # Devices as a list, uneven shards (batch 10 on 3 devices), a short last batch.
 "$bin" train --data "$data" --limit 95 --epochs 1 --batch-size 10 --devices cpu:0,cpu:1,cpu:2 --quiet \
   >"$tmp/three.out" 2>&1 && grep -q "on \[cpu:0, cpu:1, cpu:2\]" "$tmp/three.out" && pass \

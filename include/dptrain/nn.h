@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 #include "dptrain/autograd.h"
-#include "dptrain/rng.h"
+#include "dptrain/rng.h" /* dp_seed_mix, which the trainer includes nn.h for */
 
 typedef struct dp_model dp_model_t;
 
@@ -117,10 +117,6 @@ typedef struct {
     int64_t example_offset;   /* global index of x's first example in the minibatch */
     const dp_stat_sync_t *stat_sync; /* NULL: each device's own batch statistics */
 } dp_forward_opts_t;
-
-/* A seed mixed from two values (dropout: the trainer's seed and step count,
- * then the seed and the layer). */
-uint64_t dp_seed_mix(uint64_t a, uint64_t b);
 
 dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
                                   float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,

@@ -30,4 +30,9 @@ double dp_rng_uniform(dp_rng_t *rng);
  * stream position depends only on the number of calls). */
 double dp_rng_normal(dp_rng_t *rng);
 
+/* A seed mixed from two values, well spread even when they differ in one
+ * bit (dropout: the trainer's seed and step count, then that and the
+ * layer's index). */
+uint64_t dp_seed_mix(uint64_t a, uint64_t b);
+
 #endif

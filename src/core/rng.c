@@ -1,4 +1,4 @@
-/* rng.c - xoshiro256** seeded by splitmix64; Box-Muller normals. */
+/* rng.c - xoshiro256** seeded by splitmix64; Box-Muller normals; seed mixing. */
 #include "dptrain/rng.h"
 
 #include <math.h>
@@ -50,4 +50,11 @@ double dp_rng_normal(dp_rng_t *rng) {
     double u2 = dp_rng_uniform(rng);
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+uint64_t dp_seed_mix(uint64_t a, uint64_t b) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, a);
+    dp_rng_seed(&rng, dp_rng_next(&rng) ^ b);
+    return dp_rng_next(&rng);
 }

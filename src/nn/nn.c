@@ -505,13 +505,6 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
     }
 }
 
-uint64_t dp_seed_mix(uint64_t a, uint64_t b) {
-    dp_rng_t rng;
-    dp_rng_seed(&rng, a);
-    dp_rng_seed(&rng, dp_rng_next(&rng) ^ b);
-    return dp_rng_next(&rng);
-}
-
 static dp_tensor_t *param_view(const dp_model_t *m, dp_tape_t *tape, int index, float *params,
                                float *grads) {
     const dp_param_info_t *p = &m->params[index];
@@ -531,7 +524,9 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
 /* Output tensors of models up to this many layers live on the stack. */
 #define STACK_OUTPUTS 256
 
-/* The layers from `first` on; outs[i] is output i. */
+/* Every layer in order: outs[0] is the input x, layer i writes outs[i + 1]
+ * (a route or an inference-time dropout aliases its input; a conv fused with
+ * the ReLU after it writes the ReLU's output and leaves its own NULL). */
 static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *params, float *grads,
                                   const dp_forward_opts_t *opts, dp_tensor_t **outs) {
     for (int i = 0; i < m->num_layers; i++) {

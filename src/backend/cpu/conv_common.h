@@ -1,6 +1,8 @@
 /* conv_common.h - library-internal: the im2col machinery that
  * ops_conv.c (convolution) and ops_conv_transpose.c (transposed
  * convolution) share. Not installed, not part of the public API.
+ * Defined in conv_common.c, except dp_conv_im2col and dp_conv_col2im_add:
+ * entry points to ops_conv.c's im2col kernels, which its loops inline.
  *
  * Everything is phrased for a convolution that reads an "input" of
  * in_size (D, H, W) with in_ch channels and writes an "output" of

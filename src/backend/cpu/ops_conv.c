@@ -52,14 +52,6 @@ typedef dp_conv_tap_t conv_tap_t;
 
 static const char *const dim_names[3] = {"D", "H", "W"};
 
-int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation) {
-    /* floor((in + 2 pad - dilation (kernel - 1) - 1) / stride) + 1, as in
-     * PyTorch; a window that does not fit even once gives 0. */
-    long span = (long)in + 2L * pad - (long)dilation * (kernel - 1) - 1;
-    if (span < 0 || stride < 1) return 0;
-    return (int)(span / stride + 1);
-}
-
 /* Checks the node's tensors and attributes and fills the geometry. */
 static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
@@ -121,42 +113,6 @@ static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
     return DP_OK;
 }
 
-void dp_conv_geom_finish(dp_conv_geom_t *g) {
-    g->in_plane = g->out_plane = g->kernel_vol = 1;
-    for (int d = 0; d < 3; d++) {
-        g->in_plane *= (size_t)g->in_size[d];
-        g->out_plane *= (size_t)g->out_size[d];
-        g->kernel_vol *= (size_t)g->kernel[d];
-    }
-    g->col_rows = (size_t)g->group_in_ch * g->kernel_vol;
-    /* per image: its columns and its rows of Y_g / dY_g */
-    size_t per_image = (g->col_rows + (size_t)g->group_out_ch) * g->out_plane * sizeof(float);
-    size_t chunk = DP_CONV_CHUNK_BUDGET_BYTES / per_image;
-    /* Wide outputs already give the gemm enough columns per image, and one
-     * image at a time lets it write y (and read dy) in place. */
-    if (g->out_plane >= DP_CONV_WIDE_OUTPUT || chunk < 1) chunk = 1;
-    /* Small planes (ResNet's 7x7, 4x4) would make a product of a few dozen
-     * columns: take enough images for DP_CONV_MIN_COLUMNS, past the budget. */
-    if (g->out_plane < DP_CONV_WIDE_OUTPUT && chunk * g->out_plane < DP_CONV_MIN_COLUMNS)
-        chunk = (DP_CONV_MIN_COLUMNS + g->out_plane - 1) / g->out_plane;
-    if (chunk > (size_t)g->batch) chunk = (size_t)g->batch;
-    g->chunk = (int)chunk;
-    g->pad_scratch = NULL;
-    g->small_index = NULL;
-    g->small_mask = NULL;
-}
-
-/* Output positions o in [lo, hi) are those whose input position
- * o * stride + offset lies inside [0, in); the others read padding. */
-static void valid_range(int in, int out, int stride, int offset, int *lo, int *hi) {
-    int l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-    int h = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
-    if (h > out) h = out;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
-
 /* dst[0, n) = src[0, n). Rows of im2col are short (often 5 to 16 floats),
  * so up to 16 floats are copied as two fixed-size, possibly overlapping
  * blocks that the compiler turns into single vector moves (overlap is
@@ -212,20 +168,6 @@ static inline void add_rows(float *restrict dst, size_t dst_stride, const float 
             for (int j = 0; j < 8; j++) dst[i + j] += src[i + j];
         for (; i < n; i++) dst[i] += src[i];
     }
-}
-
-/* The taps of every dim (conv_common.h), computed once per call so that the
- * im2col loops do no division. */
-conv_tap_t *dp_conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
-    conv_tap_t *taps = dp_arena_alloc(arena, ((size_t)g->kernel[0] + g->kernel[1] + g->kernel[2]) * sizeof *taps);
-    if (!taps) return NULL;
-    conv_tap_t *t = taps;
-    for (int d = 0; d < 3; d++)
-        for (int k = 0; k < g->kernel[d]; k++, t++) {
-            t->off = k * g->dilation[d] - g->pad[d];
-            valid_range(g->in_size[d], g->out_size[d], g->stride[d], t->off, &t->lo, &t->hi);
-        }
-    return taps;
 }
 
 #ifdef __AVX512F__
@@ -601,21 +543,6 @@ void dp_conv_col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const floa
     col2im_add(g, taps, col, ldcol, dx);
 }
 
-/* Sum of n floats, in 8 independent lanes so that it vectorizes (a single
- * float accumulator is a chain of dependent adds). */
-static double row_sum(const float *x, size_t n) {
-    float lanes[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) lanes[j] += x[i + j];
-    double sum = 0.0;
-    for (int j = 0; j < 8; j++) sum += lanes[j];
-    for (; i < n; i++) sum += x[i];
-    return sum;
-}
-
-double dp_conv_row_sum(const float *x, size_t n) { return row_sum(x, n); }
-
 /* Sets g->pad_scratch when the small-plane path applies. */
 static dp_status_t use_small_plane(conv_geom_t *g, dp_arena_t *arena) {
     g->pad_scratch = NULL;
@@ -862,7 +789,7 @@ static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node
                 const float *y = node->out.data + row;
                 for (size_t l = 0; l < L; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
             }
-            if (bias_sum) bias_sum[grp * OCg + oc] += row_sum(dy, L);
+            if (bias_sum) bias_sum[grp * OCg + oc] += dp_conv_row_sum(dy, L);
             if (nb > 1) memcpy(dybuf + (size_t)oc * ld + (size_t)i * L, dy, L * sizeof(float));
         }
     return nb > 1 ? dybuf : node->out.grad + ((size_t)n0 * g->out_ch + (size_t)grp * OCg) * L;

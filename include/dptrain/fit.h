@@ -1,0 +1,122 @@
+/* fit.h - the epoch loop: what `dptrain train` does between parsing its
+ * options and printing its lines, for any C program.
+ *
+ *   dp_fit_config_t fc = {.trainer = trainer, .model = model, .model_name = "lenet",
+ *                         .train_set = &train, .test_set = &test, .batch_size = 256,
+ *                         .epochs = 10, .seed = 0, .schedule = {.lr = 0.2},
+ *                         .metrics_path = "m.jsonl", .save_path = "ck.safetensors"};
+ *   dp_fit_result_t r;
+ *   if (dp_fit(&fc, on_epoch, ctx, &r) != DP_OK) fprintf(stderr, "%s\n", dp_error_message());
+ *
+ * One call runs epochs [first, last): first is 0, or with resume_path the
+ * checkpoint's completed epochs; last is `epochs`, or `stop_after` when it
+ * is smaller (a planned interruption: schedule and checkpoints are those of
+ * the whole run). Every epoch: a seeded shuffle (seed, epoch), one
+ * dp_trainer_step per global batch with the schedule's learning rate for
+ * that step (from the trainer's step count, so a resumed run agrees), the
+ * epoch's loss and accuracy summed across ranks, the test accuracy
+ * (dp_trainer_evaluate), then the callback, then (rank 0 only) the metrics
+ * line, the plot of this call's epochs and the checkpoint. At the end every
+ * replica on every rank must hold the same parameters
+ * (dp_trainer_check_replicas); when there was nothing to train, the saved
+ * model's test accuracy is evaluated instead. Keras' model.fit and
+ * PyTorch Lightning's Trainer.fit are the models; what `dptrain train`
+ * prints is built from the callbacks and the result.
+ *
+ * Resume (resume_path) restores the parameters into every replica, the
+ * optimizer state into every device's optimizer and the step count, and
+ * refuses (DP_ERR_ARG, one line naming the `dptrain train` option the field
+ * comes from): another model (the first mismatching tensor is named),
+ * another optimizer kind, batch size, seed or training-set size, a
+ * checkpoint that stops inside an epoch, another lr schedule (kind, step
+ * length, gamma, minimum, warm-up, and for cosine its length). Another lr,
+ * weight decay or optimizer hyper-parameter, or another device or rank
+ * count, is allowed with a warning (on_warning).
+ *
+ * Under MPI every rank calls dp_fit with the same config (world: this
+ * rank); only rank 0 writes the metrics, plot and checkpoint, every rank
+ * reads resume_path.
+ */
+#ifndef DPTRAIN_FIT_H
+#define DPTRAIN_FIT_H
+
+#include <stdint.h>
+
+#include "dptrain/comm.h"
+#include "dptrain/data.h"
+#include "dptrain/io.h"
+#include "dptrain/nn.h"
+#include "dptrain/parallel.h"
+#include "dptrain/schedule.h"
+#include "dptrain/status.h"
+
+/* What dp_fit tells on_step: an epoch begins (step 0), a step ended
+ * (step 1..steps, mean_loss over this rank's examples so far), the epoch's
+ * steps ended (also after a failed step). */
+typedef enum { DP_FIT_EPOCH_BEGIN, DP_FIT_STEP_END, DP_FIT_STEPS_END } dp_fit_event_t;
+
+typedef struct {
+    dp_fit_event_t event;
+    int epoch;        /* 1-based */
+    int step, steps;  /* steps: global batches per epoch */
+    double mean_loss; /* DP_FIT_STEP_END: this rank's summed loss / examples seen */
+} dp_fit_step_t;
+
+/* Where the run starts, told once (on_begin) after resume and before the
+ * first epoch. */
+typedef struct {
+    int first_epoch;      /* 0-based epoch trained first (= epochs a checkpoint holds) */
+    int last_epoch;       /* trains [first_epoch, last_epoch); equal: nothing to train */
+    int steps_per_epoch;
+    const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
+} dp_fit_begin_t;
+
+/* Called after each epoch's evaluation, before its metrics, plot and
+ * checkpoint are written, with the numbers the metrics line holds. A status
+ * other than DP_OK stops dp_fit, which returns it (set a message with
+ * dp_fail). */
+typedef dp_status_t (*dp_fit_epoch_fn)(const dp_epoch_stats_t *stats, void *ctx);
+
+typedef struct {
+    /* what to train: the caller made both and frees them */
+    dp_trainer_t *trainer;
+    const dp_model_t *model;       /* the trainer's */
+    const char *model_name;        /* recorded in checkpoints (--model: a built-in name or a
+                                      model file's path, < 1024 bytes); NULL: dp_model_name */
+    const dp_dataset_t *train_set; /* the loader shuffles [0, count) */
+    const dp_dataset_t *test_set;  /* evaluated after every epoch */
+    dp_world_t world;              /* this rank, as given to the trainer (zeros: one process) */
+    /* the run */
+    int batch_size;                /* global minibatch, ranks x devices <= batch_size <= count */
+    int epochs;                    /* counted from the start of training, >= 1 */
+    int stop_after;                /* 0: none; else stop after this epoch of `epochs` */
+    uint64_t seed;                 /* the shuffle's; recorded (the trainer's initialisation) */
+    dp_lr_schedule_t schedule;     /* its lr is the base lr (the trainer's optim.lr);
+                                      {.kind = DP_LR_CONSTANT, .lr = lr} for none */
+    int eval_batch_size;           /* 0: 1000 */
+    /* files, NULL for none; only rank 0 writes them */
+    const char *metrics_path;      /* one JSON line appended per epoch (dp_metrics_append) */
+    const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */
+    const char *save_path;         /* checkpoint after every epoch, atomically */
+    const char *resume_path;       /* start from this checkpoint */
+    const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
+    /* optional callbacks (NULL: none), given `ctx` */
+    void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
+    void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */
+    void (*on_warning)(const char *message, void *ctx);    /* resume's warnings */
+} dp_fit_config_t;
+
+typedef struct {
+    int first_epoch, last_epoch;  /* as dp_fit_begin_t */
+    int test_correct, test_count; /* the last epoch's test set (nothing trained: the saved model's) */
+    double test_acc;              /* test_correct / test_count */
+    double mean_epoch_sec;        /* over the trained epochs (0 when none) */
+    uint64_t step_count;          /* the trainer's, at the end */
+} dp_fit_result_t;
+
+/* Trains as described at the top. on_epoch and result may be NULL. On
+ * failure files already written (earlier epochs' checkpoint, metrics lines)
+ * stay as they are; a checkpoint is never half-written. */
+dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result);
+
+#endif

@@ -1,0 +1,308 @@
+/* fit.c - dp_fit, the epoch loop (fit.h): schedule, steps, per-epoch
+ * evaluation, metrics, plot, checkpoint per epoch, resume, stop-after.
+ *
+ * Resume policy (what resume_path accepts):
+ * - refused: another model (the first mismatching tensor is named), another
+ *   optimizer kind, a batch size, seed or training-set size (--limit) other
+ *   than the checkpoint's (the loader's order and position would not mean
+ *   the same batches), a checkpoint that stops inside an epoch (dp_fit only
+ *   writes at epoch ends), another learning-rate schedule: kind, step length,
+ *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
+ *   run is interrupted on purpose with --stop-after, not with a smaller
+ *   --epochs), since the lr of every later step would differ;
+ * - warned about, then used: another learning rate (the schedule's base
+ *   lr), weight decay or optimizer hyper-parameter (momentum, nesterov,
+ *   betas, eps): a deliberate change, the run is then no longer the
+ *   uninterrupted one; another device or rank count (the gradient sums are
+ *   added in another order: the same up to float rounding, not bit for
+ *   bit). Extending a constant or step schedule with a larger --epochs is
+ *   not a change: those schedules do not depend on the length.
+ * Messages name the `dptrain train` option each field comes from, since
+ * that is where most runs are configured.
+ *
+ * Runs on the caller's thread; the trainer's devices do the work.
+ */
+#include "dptrain/fit.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dptrain/checkpoint.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --- resume and save ------------------------------------------------------------- */
+static void warn(const dp_fit_config_t *config, void *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void warn(const dp_fit_config_t *config, void *ctx, const char *fmt, ...) {
+    if (!config->on_warning) return;
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    config->on_warning(message, ctx);
+}
+
+/* "lr 0.1, weight decay 0" and the kind's own hyper-parameters (%.9g: exact). */
+static void describe_optim(const dp_optim_config_t *o, char *text, size_t size) {
+    int used = snprintf(text, size, "lr %.9g, weight decay %.9g", o->lr, o->weight_decay);
+    if (used < 0 || (size_t)used >= size) return;
+    if (o->kind == DP_OPTIM_MOMENTUM)
+        snprintf(text + used, size - (size_t)used, ", momentum %.9g%s", o->momentum, o->nesterov ? ", nesterov" : "");
+    else if (o->kind == DP_OPTIM_ADAM)
+        snprintf(text + used, size - (size_t)used, ", beta1 %.9g, beta2 %.9g, eps %.9g", o->beta1, o->beta2, o->eps);
+    else if (o->kind == DP_OPTIM_ADAGRAD)
+        snprintf(text + used, size - (size_t)used, ", eps %.9g", o->eps);
+}
+
+/* The schedule's shape must be the saved one (its base lr is --lr, which may
+ * change with a warning): another shape would not continue the same run. */
+static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *saved, const dp_lr_schedule_t *now) {
+    if (saved->kind != now->kind)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --lr-schedule %s, this run has %s (resuming would not "
+                       "continue the same run; use the saved schedule)", path, dp_lr_schedule_kind_name(saved->kind),
+                       dp_lr_schedule_kind_name(now->kind));
+    struct { const char *what; double saved, now; } must_match[] = {
+        {"--lr-step-epochs", saved->step_epochs, now->step_epochs},
+        {"--lr-gamma", saved->gamma, now->gamma},
+        {"--epochs (the length of the cosine schedule)", saved->total_epochs, now->total_epochs},
+        {"--lr-min", saved->min_lr, now->min_lr},
+        {"--warmup-epochs", saved->warmup_epochs, now->warmup_epochs},
+        {"--warmup-steps", (double)saved->warmup_steps, (double)now->warmup_steps},
+    };
+    for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
+        if (must_match[i].saved != must_match[i].now)
+            return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %.9g, this run has %.9g (another lr schedule "
+                           "would not continue the same run; use the saved value)", path, must_match[i].what,
+                           must_match[i].saved, must_match[i].now);
+    return DP_OK;
+}
+
+/* What must be as saved for the loader to mean the same batches. */
+static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *saved,
+                                  const dp_checkpoint_info_t *run) {
+    struct { const char *what; uint64_t saved, now; } must_match[] = {
+        {"--batch-size", (uint64_t)saved->batch_size, (uint64_t)run->batch_size},
+        {"--seed", saved->seed, run->seed},
+        {"training-set size (--limit)", (uint64_t)saved->train_examples, (uint64_t)run->train_examples},
+    };
+    for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
+        if (must_match[i].saved != must_match[i].now)
+            return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %" PRIu64 ", this run has %" PRIu64
+                           " (resuming would not continue the same run; use the saved value)", path,
+                           must_match[i].what, must_match[i].saved, must_match[i].now);
+    if (saved->loader_batch != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: the checkpoint stops inside epoch %d (batch %d); dptrain "
+                       "train resumes only at the start of an epoch", path, saved->loader_epoch + 1,
+                       saved->loader_batch);
+    return DP_OK;
+}
+
+/* Checks the checkpoint at `path` against `run` (the policy at the top),
+ * loads the parameters into every replica, the optimizer state into every
+ * device's optimizer and the step count into the trainer, and copies the
+ * saved counters and loader position into `run`. */
+static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoint_info_t *run) {
+    const char *path = config->resume_path;
+    dp_trainer_t *trainer = config->trainer;
+    dp_checkpoint_t *c;
+    DP_TRY(dp_checkpoint_open(path, &c));
+    const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
+    float *params = dp_alloc(sizeof(float) * dp_model_num_params(config->model), "resumed parameters");
+    dp_status_t status = params ? dp_checkpoint_load_params(c, config->model, params) : DP_ERR_NOMEM;
+    /* every replica's optimizer (with --sync ps: the server's, on every rank) */
+    for (int d = 0; d < dp_trainer_num_devices(trainer) && status == DP_OK; d++)
+        status = dp_checkpoint_load_optimizer(c, config->model, dp_trainer_optimizer(trainer, d));
+    if (status == DP_OK) status = check_position(path, saved, run);
+    if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
+    if (status != DP_OK) goto done;
+    char saved_optim[256], run_optim[256];
+    describe_optim(&saved->optim, saved_optim, sizeof saved_optim);
+    describe_optim(&run->optim, run_optim, sizeof run_optim);
+    if (strcmp(saved_optim, run_optim) != 0)
+        warn(config, ctx, "--resume %s: saved with %s; continuing with %s (not what an uninterrupted run would do)",
+             path, saved_optim, run_optim);
+    if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
+        warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
+             "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
+             run->num_ranks);
+    dp_trainer_set_params(trainer, params);
+    dp_trainer_set_step_count(trainer, saved->step_count);
+    run->step_count = saved->step_count;
+    run->optimizer_steps = saved->optimizer_steps;
+    run->epochs_completed = saved->epochs_completed;
+    run->loader_epoch = saved->loader_epoch;
+    run->loader_batch = saved->loader_batch;
+done:
+    free(params);
+    dp_checkpoint_close(c);
+    return status;
+}
+
+/* Replica 0's parameters, its optimizer's state (--sync ps: the server's),
+ * `run` with the trainer's current step count. */
+static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
+    run->step_count = dp_trainer_step_count(config->trainer);
+    return dp_checkpoint_save(config->save_path, config->model, dp_trainer_params(config->trainer, 0),
+                              dp_trainer_optimizer(config->trainer, 0), run);
+}
+
+/* --- the loop -------------------------------------------------------------------- */
+static dp_status_t check_config(const dp_fit_config_t *c) {
+    if (!c->trainer || !c->model || !c->train_set || !c->test_set)
+        return dp_fail(DP_ERR_ARG, "fit: trainer, model, train_set and test_set are required");
+    if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
+    if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
+    if (c->eval_batch_size < 0)
+        return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
+    if (c->test_set->count < 1) return dp_fail(DP_ERR_ARG, "fit: the test set is empty");
+    int ranks = c->world.size > 1 ? c->world.size : 1;
+    int all_devices = dp_trainer_num_devices(c->trainer) * ranks;
+    if (c->batch_size < all_devices)
+        return dp_fail(DP_ERR_ARG, "fit: batch size %d is smaller than the number of devices (%d): every device "
+                       "needs at least one example", c->batch_size, all_devices);
+    if (c->batch_size > c->train_set->count)
+        return dp_fail(DP_ERR_ARG, "fit: batch size %d is larger than the training set (%d images)",
+                       c->batch_size, c->train_set->count);
+    const char *name = c->model_name ? c->model_name : dp_model_name(c->model);
+    if (strlen(name) >= sizeof ((dp_checkpoint_info_t *)0)->model)
+        return dp_fail(DP_ERR_ARG, "fit: model name: %zu bytes, checkpoints hold up to %zu", strlen(name),
+                       sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+    return dp_lr_schedule_check(&c->schedule);
+}
+
+static void tell_step(const dp_fit_config_t *config, void *ctx, dp_fit_event_t event, int epoch, int step,
+                      int steps, double mean_loss) {
+    if (!config->on_step) return;
+    dp_fit_step_t s = {.event = event, .epoch = epoch, .step = step, .steps = steps, .mean_loss = mean_loss};
+    config->on_step(&s, ctx);
+}
+
+/* One epoch's steps: the schedule's lr for each step, the loss and correct
+ * count of this rank's examples, the global examples seen, the seconds. */
+static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_loader_t *loader, int epoch,
+                               double sums[3], double *lr, double *epoch_sec) {
+    dp_trainer_t *trainer = config->trainer;
+    const int steps = dp_loader_num_batches(loader);
+    dp_loader_start_epoch(loader, epoch);
+    tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, 0, steps, 0.0);
+    double loss_sum = 0.0;
+    int correct = 0, seen = 0, step = 0;
+    const int *indices;
+    int n;
+    dp_status_t status = DP_OK;
+    double start = now_seconds();
+    while ((n = dp_loader_next(loader, &indices)) > 0) {
+        /* the schedule's lr for this step, from the step count (a resumed run agrees) */
+        *lr = dp_lr_schedule_lr(&config->schedule, dp_trainer_step_count(trainer), (uint64_t)steps);
+        dp_trainer_set_lr(trainer, (float)*lr);
+        status = dp_trainer_step(trainer, config->train_set, indices, n, &loss_sum, &correct);
+        if (status != DP_OK) break;
+        seen += n;
+        tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, ++step, steps, loss_sum / seen);
+    }
+    *epoch_sec = now_seconds() - start;
+    tell_step(config, ctx, DP_FIT_STEPS_END, epoch + 1, step, steps, seen ? loss_sum / seen : 0.0);
+    sums[0] = loss_sum;
+    sums[1] = correct;
+    sums[2] = seen;
+    return status;
+}
+
+dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
+    DP_TRY(check_config(config));
+    dp_trainer_t *trainer = config->trainer;
+    const dp_world_t *world = &config->world;
+    const int ranks = world->size > 1 ? world->size : 1;
+    const int writes = world->rank == 0; /* rank 0 alone writes files */
+    const int eval_batch = config->eval_batch_size ? config->eval_batch_size : 1000;
+    const dp_dataset_t *test_set = config->test_set;
+    dp_loader_t *loader = NULL;
+    dp_epoch_stats_t *history = NULL;
+    dp_status_t status = dp_loader_new(config->train_set->count, config->batch_size, 1, config->seed, &loader);
+    if (status != DP_OK) return status;
+    history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
+    if (!history) {
+        status = DP_ERR_NOMEM;
+        goto done;
+    }
+    /* What a checkpoint records (the optimizer's hyper-parameters with the
+     * defaults filled in, the base lr); resume fills in the saved position. */
+    dp_checkpoint_info_t run = {.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
+                                .schedule = config->schedule,
+                                .steps_per_epoch = (uint64_t)dp_loader_num_batches(loader), .seed = config->seed,
+                                .batch_size = config->batch_size, .train_examples = config->train_set->count,
+                                .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
+    run.optim.lr = (float)config->schedule.lr;
+    snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
+    snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
+             config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
+    if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
+    const int first_epoch = run.loader_epoch;
+    const int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after
+                                                                                      : config->epochs;
+    if (config->on_begin) {
+        dp_fit_begin_t begin = {.first_epoch = first_epoch, .last_epoch = last_epoch,
+                                .steps_per_epoch = dp_loader_num_batches(loader),
+                                .devices = dp_trainer_device_names(trainer)};
+        config->on_begin(&begin, ctx);
+    }
+    int test_correct = 0;
+    for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
+        double sums[3], lr = config->schedule.lr, epoch_sec;
+        if ((status = train_epoch(config, ctx, loader, epoch, sums, &lr, &epoch_sec)) != DP_OK) goto done;
+        /* this rank's loss and correct count, then every rank's (seen counts
+         * the global batches already) */
+        if ((status = dp_world_sum_doubles(sums, 2)) != DP_OK) goto done;
+        if ((status = dp_trainer_evaluate(trainer, test_set, eval_batch, &test_correct)) != DP_OK) goto done;
+
+        dp_epoch_stats_t *s = &history[epoch];
+        s->epoch = epoch + 1;
+        s->train_loss = sums[0] / sums[2];
+        s->train_acc = sums[1] / sums[2];
+        s->test_acc = (double)test_correct / test_set->count;
+        s->epoch_sec = epoch_sec;
+        s->lr = lr;
+        s->images_per_sec = sums[2] / epoch_sec;
+        s->devices = dp_trainer_device_names(trainer);
+        s->num_devices = dp_trainer_num_devices(trainer) * ranks;
+        s->num_ranks = world->size;
+        if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
+        if (writes && config->metrics_path && (status = dp_metrics_append(config->metrics_path, s)) != DP_OK)
+            goto done;
+        if (writes && config->plot_path &&
+            (status = dp_plot_write_svg(config->plot_path, history + first_epoch, epoch + 1 - first_epoch)) != DP_OK)
+            goto done;
+        run.epochs_completed = run.loader_epoch = epoch + 1;
+        if (writes && config->save_path && (status = save(config, &run)) != DP_OK) goto done;
+    }
+    /* Data parallelism's promise: every replica, on every rank, the same. */
+    if ((status = dp_trainer_check_replicas(trainer)) != DP_OK) goto done;
+    double total_sec = 0.0;
+    for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
+    if (first_epoch >= last_epoch) /* the saved model's accuracy instead */
+        if ((status = dp_trainer_evaluate(trainer, test_set, eval_batch, &test_correct)) != DP_OK) goto done;
+    if (result) {
+        *result = (dp_fit_result_t){.first_epoch = first_epoch, .last_epoch = last_epoch,
+                                    .test_correct = test_correct, .test_count = test_set->count,
+                                    .test_acc = (double)test_correct / test_set->count,
+                                    .mean_epoch_sec = last_epoch > first_epoch
+                                                          ? total_sec / (last_epoch - first_epoch) : 0.0,
+                                    .step_count = dp_trainer_step_count(trainer)};
+        /* the CLI's summary prints the last epoch's accuracy as computed there */
+        if (last_epoch > first_epoch) result->test_acc = history[last_epoch - 1].test_acc;
+    }
+done:
+    free(history);
+    dp_loader_free(loader);
+    return status;
+}

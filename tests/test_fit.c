@@ -1,0 +1,294 @@
+/* test_fit.c - dp_fit (fit.h), the epoch loop, used from C.
+ *
+ * LeNet on 300 synthetic 28x28 images (a bright column per class; 200 test
+ * images), 2 devices, momentum + a cosine schedule with warm-up, batch 64
+ * (5 steps per epoch, the last one short):
+ * - 2 epochs straight with metrics, plot and a checkpoint: the epoch
+ *   callback is called once per epoch, in order, with the numbers the
+ *   metrics file holds (the file equals dp_metrics_append of the callback's
+ *   stats, byte for byte); the step callback brackets every epoch (begin,
+ *   one call per step with the step number, end); the result agrees with
+ *   the last epoch; the model learned something (loss falls);
+ * - 1 epoch (stop_after 1 of 2) then a resume to 2 epochs in a fresh
+ *   trainer: the checkpoint equals the straight one to the byte, and the
+ *   resumed epoch's callback numbers equal the straight run's epoch 2;
+ * - resume from a finished checkpoint: nothing trained, no epoch callback,
+ *   the saved model's test accuracy (= the straight run's last);
+ * - resume with another lr warns once; with another seed or batch size it
+ *   is refused (DP_ERR_ARG naming the field) and nothing is written;
+ * - a callback that fails stops dp_fit with its status before that epoch's
+ *   metrics and checkpoint are written;
+ * - bad configs (batch larger than the data, no trainer, epochs 0) fail
+ *   with DP_ERR_ARG.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dptrain/fit.h"
+#include "dptrain/model_file.h"
+#include "testing.h"
+
+#define EPOCHS 2
+#define BATCH 64
+
+static unsigned char *read_bytes(const char *path, size_t *size) {
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *data = malloc((size_t)n + 1);
+    if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    if (data) data[n] = 0;
+    *size = (size_t)n;
+    return data;
+}
+
+static int same_files(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *da = read_bytes(a, &na), *db = read_bytes(b, &nb);
+    int same = da && db && na == nb && na > 0 && memcmp(da, db, na) == 0;
+    free(da);
+    free(db);
+    return same;
+}
+
+/* What the callbacks saw. */
+typedef struct {
+    dp_epoch_stats_t epochs[8];
+    int num_epochs;
+    int begins;
+    dp_fit_begin_t begin;
+    int step_events, step_errors; /* step callbacks; ones out of order */
+    int expect_step;              /* next DP_FIT_STEP_END's step, -1: outside an epoch */
+    int warnings;
+    char warning[2048];
+    int fail_at_epoch;            /* the epoch callback fails at this epoch (0: never) */
+} seen_t;
+
+static dp_status_t on_epoch(const dp_epoch_stats_t *s, void *ctx) {
+    seen_t *seen = ctx;
+    if (seen->num_epochs < 8) seen->epochs[seen->num_epochs++] = *s;
+    if (s->epoch == seen->fail_at_epoch) return dp_fail(DP_ERR_ARG, "callback stops at epoch %d", s->epoch);
+    return DP_OK;
+}
+
+static void on_begin(const dp_fit_begin_t *b, void *ctx) {
+    seen_t *seen = ctx;
+    seen->begins++;
+    seen->begin = *b;
+}
+
+static void on_step(const dp_fit_step_t *s, void *ctx) {
+    seen_t *seen = ctx;
+    seen->step_events++;
+    if (s->event == DP_FIT_EPOCH_BEGIN) {
+        if (seen->expect_step != -1 || s->step != 0) seen->step_errors++;
+        seen->expect_step = 1;
+    } else if (s->event == DP_FIT_STEP_END) {
+        if (s->step != seen->expect_step || !(s->mean_loss > 0.0) || s->epoch != seen->num_epochs + 1)
+            seen->step_errors++;
+        seen->expect_step++;
+    } else {
+        if (seen->expect_step != s->steps + 1 || s->step != s->steps) seen->step_errors++;
+        seen->expect_step = -1;
+    }
+}
+
+static void on_warning(const char *message, void *ctx) {
+    seen_t *seen = ctx;
+    seen->warnings++;
+    snprintf(seen->warning, sizeof seen->warning, "%s", message);
+}
+
+typedef struct {
+    dp_model_t *model;
+    dp_dataset_t train, test;
+} world_t;
+
+/* A fresh trainer (the same initialisation every time: seed 0). */
+static dp_trainer_t *new_trainer(const world_t *w, float lr) {
+    dp_trainer_config_t tc = {.model = w->model, .num_devices = 2, .threads_per_device = 1,
+                              .allreduce = DP_ALLREDUCE_RING,
+                              .optim = {.kind = DP_OPTIM_MOMENTUM, .lr = lr, .momentum = 0.9f}, .seed = 0};
+    dp_trainer_t *t = NULL;
+    if (dp_trainer_new(&tc, &t) != DP_OK) {
+        fprintf(stderr, "dp_trainer_new: %s\n", dp_error_message());
+        exit(2);
+    }
+    return t;
+}
+
+static dp_fit_config_t fit_config(const world_t *w, dp_trainer_t *t, double lr) {
+    return (dp_fit_config_t){
+        .trainer = t, .model = w->model, .model_name = "lenet", .train_set = &w->train, .test_set = &w->test,
+        .batch_size = BATCH, .epochs = EPOCHS, .seed = 0,
+        .schedule = {.kind = DP_LR_COSINE, .lr = lr, .total_epochs = EPOCHS, .min_lr = 0.001, .warmup_steps = 2},
+        .eval_batch_size = 100,
+        .on_begin = on_begin, .on_step = on_step, .on_warning = on_warning,
+    };
+}
+
+static seen_t fresh_seen(void) { return (seen_t){.expect_step = -1}; }
+
+int main(void) {
+    world_t w = {0};
+    if (dp_model_load("lenet", &w.model) != DP_OK) {
+        fprintf(stderr, "%s\n", dp_error_message());
+        return 2;
+    }
+    w.train = testing_column_dataset(300, 28, 10, 2, 4, 96, 11);
+    w.test = testing_column_dataset(200, 28, 10, 2, 4, 96, 12);
+    const char *straight_ck = testing_tmp_file("straight.safetensors");
+    const char *metrics = testing_tmp_file("metrics.jsonl");
+    const char *metrics_again = testing_tmp_file("metrics_again.jsonl");
+    const char *plot = testing_tmp_file("plot.svg");
+    const char *resumed_ck = testing_tmp_file("resumed.safetensors");
+    unlink(straight_ck), unlink(metrics), unlink(metrics_again), unlink(plot), unlink(resumed_ck);
+
+    /* --- 2 epochs straight ------------------------------------------------------ */
+    seen_t straight = fresh_seen();
+    dp_trainer_t *t = new_trainer(&w, 0.05f);
+    dp_fit_config_t fc = fit_config(&w, t, 0.05);
+    fc.metrics_path = metrics;
+    fc.plot_path = plot;
+    fc.save_path = straight_ck;
+    dp_fit_result_t r;
+    dp_status_t st = dp_fit(&fc, on_epoch, &straight, &r);
+    CHECK(st == DP_OK, "dp_fit: %s", dp_error_message());
+    CHECK(straight.num_epochs == EPOCHS, "the epoch callback ran %d times for %d epochs", straight.num_epochs, EPOCHS);
+    for (int e = 0; e < straight.num_epochs; e++) {
+        const dp_epoch_stats_t *s = &straight.epochs[e];
+        CHECK(s->epoch == e + 1, "callback %d has epoch %d", e, s->epoch);
+        CHECK(isfinite(s->train_loss) && s->train_acc >= 0 && s->train_acc <= 1 && s->test_acc >= 0 &&
+              s->test_acc <= 1 && s->epoch_sec > 0 && s->images_per_sec > 0, "epoch %d: odd numbers", e + 1);
+        CHECK(s->num_devices == 2 && strcmp(s->devices, "cpu:0,cpu:1") == 0, "epoch %d: devices %d %s", e + 1,
+              s->num_devices, s->devices);
+        dp_metrics_append(metrics_again, s);
+    }
+    CHECK(same_files(metrics, metrics_again), "the metrics file holds other numbers than the callback's");
+    CHECK(straight.num_epochs == 2 && straight.epochs[1].train_loss < straight.epochs[0].train_loss,
+          "no learning: loss %g then %g", straight.epochs[0].train_loss, straight.epochs[1].train_loss);
+    /* the lr of epoch 2's last step: the cosine's end (step 9 of 10) */
+    double last_lr = dp_lr_schedule_lr(&fc.schedule, 2 * 5 - 1, 5);
+    CHECK(straight.num_epochs == 2 && straight.epochs[1].lr == last_lr, "epoch 2 lr %.17g, schedule %.17g",
+          straight.epochs[1].lr, last_lr);
+    CHECK(straight.begins == 1 && straight.begin.first_epoch == 0 && straight.begin.last_epoch == EPOCHS &&
+          straight.begin.steps_per_epoch == 5, "on_begin: %d calls, epochs [%d, %d), %d steps", straight.begins,
+          straight.begin.first_epoch, straight.begin.last_epoch, straight.begin.steps_per_epoch);
+    CHECK(straight.step_errors == 0 && straight.step_events == EPOCHS * (5 + 2),
+          "step callbacks: %d out of order, %d calls", straight.step_errors, straight.step_events);
+    CHECK(r.first_epoch == 0 && r.last_epoch == EPOCHS && r.test_count == 200 && r.step_count == 10 &&
+          r.test_acc == straight.epochs[1].test_acc && r.test_correct == (int)lround(r.test_acc * 200) &&
+          fabs(r.mean_epoch_sec - (straight.epochs[0].epoch_sec + straight.epochs[1].epoch_sec) / 2) < 1e-12,
+          "result: epochs [%d, %d), %d/%d, %d steps", r.first_epoch, r.last_epoch, r.test_correct, r.test_count,
+          (int)r.step_count);
+    size_t plot_size;
+    unsigned char *svg = read_bytes(plot, &plot_size);
+    CHECK(svg && plot_size > 100 && strstr((const char *)svg, "<svg") && strstr((const char *)svg, "</svg>"),
+          "no plot written");
+    free(svg);
+    dp_trainer_free(t);
+
+    /* --- 1 epoch, then resumed in a fresh trainer: the same bytes -------------------- */
+    seen_t first = fresh_seen(), second = fresh_seen();
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    fc.stop_after = 1;
+    fc.save_path = resumed_ck;
+    st = dp_fit(&fc, on_epoch, &first, &r);
+    CHECK(st == DP_OK && first.num_epochs == 1 && r.last_epoch == 1, "stop_after 1: %s, %d epochs",
+          dp_error_message(), first.num_epochs);
+    dp_trainer_free(t);
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    fc.resume_path = fc.save_path = resumed_ck;
+    st = dp_fit(&fc, on_epoch, &second, &r);
+    CHECK(st == DP_OK, "resume: %s", dp_error_message());
+    CHECK(second.begin.first_epoch == 1 && second.num_epochs == 1 && second.epochs[0].epoch == 2,
+          "resume trained from epoch %d, %d epochs", second.begin.first_epoch, second.num_epochs);
+    CHECK(second.warnings == 0, "resume warned: %s", second.warning);
+    CHECK(same_files(straight_ck, resumed_ck), "1 epoch + resume is not byte-identical to 2 epochs straight");
+    const dp_epoch_stats_t *a = &straight.epochs[1], *b = &second.epochs[0];
+    CHECK(a->train_loss == b->train_loss && a->train_acc == b->train_acc && a->test_acc == b->test_acc &&
+          a->lr == b->lr, "resumed epoch 2: loss %.17g acc %g test %g lr %g, straight %.17g %g %g %g",
+          b->train_loss, b->train_acc, b->test_acc, b->lr, a->train_loss, a->train_acc, a->test_acc, a->lr);
+    CHECK(r.step_count == 10, "resumed step count %d", (int)r.step_count);
+    dp_trainer_free(t);
+
+    /* --- resume a finished checkpoint: nothing to train ------------------------------ */
+    seen_t none = fresh_seen();
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    fc.resume_path = straight_ck;
+    st = dp_fit(&fc, on_epoch, &none, &r);
+    CHECK(st == DP_OK && none.num_epochs == 0 && none.step_events == 0 && none.begin.first_epoch == EPOCHS &&
+          none.begin.last_epoch == EPOCHS, "finished checkpoint: %s, %d epochs trained", dp_error_message(),
+          none.num_epochs);
+    CHECK(r.test_acc == straight.epochs[1].test_acc && r.mean_epoch_sec == 0.0,
+          "finished checkpoint: test acc %g, saved model's %g", r.test_acc, straight.epochs[1].test_acc);
+    dp_trainer_free(t);
+
+    /* --- resume with another lr: one warning; another seed / batch: refused ---------- */
+    seen_t warned = fresh_seen();
+    t = new_trainer(&w, 0.02f);
+    fc = fit_config(&w, t, 0.02);
+    fc.resume_path = straight_ck;
+    st = dp_fit(&fc, NULL, &warned, NULL);
+    CHECK(st == DP_OK && warned.warnings == 1 && strstr(warned.warning, "saved with lr 0.0500000007"),
+          "another lr: %d warnings '%s'", warned.warnings, warned.warning);
+    fc.seed = 7;
+    fc.metrics_path = metrics_again;
+    unlink(metrics_again);
+    seen_t refused = fresh_seen();
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "saved with --seed 0, this run has 7") &&
+          refused.begins == 0 && access(metrics_again, F_OK) != 0, "another seed: status %d '%s'", st,
+          dp_error_message());
+    fc.seed = 0;
+    fc.batch_size = 50;
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "--batch-size 64, this run has 50"),
+          "another batch size: status %d '%s'", st, dp_error_message());
+    dp_trainer_free(t);
+
+    /* --- a failing callback stops before that epoch's files --------------------------- */
+    seen_t stopping = fresh_seen();
+    stopping.fail_at_epoch = 1;
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    const char *stopped_ck = testing_tmp_file("stopped.safetensors");
+    unlink(stopped_ck);
+    unlink(metrics_again);
+    fc.save_path = stopped_ck;
+    fc.metrics_path = metrics_again;
+    st = dp_fit(&fc, on_epoch, &stopping, NULL);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "callback stops at epoch 1") && stopping.num_epochs == 1 &&
+          access(stopped_ck, F_OK) != 0 && access(metrics_again, F_OK) != 0,
+          "failing callback: status %d '%s', %d epochs", st, dp_error_message(), stopping.num_epochs);
+
+    /* --- bad configs ------------------------------------------------------------------ */
+    fc = fit_config(&w, t, 0.05);
+    fc.batch_size = 301;
+    CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG && strstr(dp_error_message(), "larger than the training set"),
+          "batch 301 of 300: '%s'", dp_error_message());
+    fc = fit_config(&w, t, 0.05);
+    fc.epochs = 0;
+    CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG && strstr(dp_error_message(), "epochs must be >= 1"),
+          "epochs 0: '%s'", dp_error_message());
+    fc = fit_config(&w, NULL, 0.05);
+    CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG, "no trainer accepted");
+    dp_trainer_free(t);
+
+    dp_dataset_free(&w.train);
+    dp_dataset_free(&w.test);
+    dp_model_free(w.model);
+    return testing_finish("test_fit");
+}
