@@ -13,6 +13,7 @@ int cmd_launch(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_predict(int argc, char **argv); /* predict.c */
+int cmd_export(int argc, char **argv);  /* export.c */
 
 /* train --resume FILE (eval.c): checks FILE against `run` (this run's model
  * name, optimizer, seed, batch size, training-set size, device and rank
