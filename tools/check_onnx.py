@@ -6,6 +6,10 @@ here wrote, against the logits dptrain itself computed.
       writes the first COUNT images of an IDX image file (plain or .gz) as
       8-bit gray PNGs DIR/00000.png ... (zlib + struct only), for
       `dptrain predict --json --logits`.
+  check_onnx.py subset SRC_DIR COUNT DIR
+      writes the first COUNT training and COUNT test images and labels of
+      the IDX files in SRC_DIR (plain or .gz) to DIR as plain IDX files: a
+      small dataset for `dptrain train --data DIR`.
   check_onnx.py check MODEL.onnx IDX COUNT LOGITS.jsonl [--torch] [--no-opencv]
       1. onnx (Debian's python3-onnx): checker.check_model(full_check=True)
          and strict shape inference; the inferred output is (batch, classes)
@@ -41,6 +45,27 @@ def read_idx_images(path, count):
     if count > n:
         sys.exit(f"{path}: has {n} images, {count} asked")
     return np.frombuffer(data, np.uint8, count * rows * cols, 16).reshape(count, rows, cols)
+
+
+def write_subset(src, count, out_dir):
+    import os
+    for kind in ("train", "t10k"):
+        for part, header in (("images-idx3", 16), ("labels-idx1", 8)):
+            name = f"{kind}-{part}-ubyte"
+            path = f"{src}/{name}"
+            if not os.path.exists(path):
+                path += ".gz"
+            with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+                data = f.read()
+            item = 1
+            if part.startswith("images"):
+                rows, cols = struct.unpack(">II", data[8:16])
+                item = rows * cols
+            n = struct.unpack(">I", data[4:8])[0]
+            if count > n:
+                sys.exit(f"{path}: has {n} items, {count} asked")
+            with open(f"{out_dir}/{name}", "wb") as f:
+                f.write(data[:4] + struct.pack(">I", count) + data[8:header] + data[header:header + count * item])
 
 
 def png_gray8(pixels):
@@ -191,6 +216,9 @@ def check(path, idx, count, logits_path, use_torch, use_opencv):
 def main(argv):
     if len(argv) >= 5 and argv[1] == "pngs":
         write_pngs(argv[2], int(argv[3]), argv[4])
+        return 0
+    if len(argv) >= 5 and argv[1] == "subset":
+        write_subset(argv[2], int(argv[3]), argv[4])
         return 0
     if len(argv) >= 6 and argv[1] == "check":
         return check(argv[2], argv[3], int(argv[4]), argv[5], "--torch" in argv[6:], "--no-opencv" not in argv[6:])
