@@ -2,8 +2,8 @@
 # cli_predict.sh - `dptrain predict` on PNG and PGM images.
 # - on 256 Fashion-MNIST test images written as PNGs, the top-1 classes of
 #   predict are the classes `dptrain eval` counts: the same accuracy, to the
-#   image, on 1 and on 2 devices, with any --batch-size, and the logits are
-#   bit-identical across device counts and batch sizes;
+#   image, on 1 and on 2 devices, and the logits agree (1e-5) across device
+#   counts and batch sizes;
 # - the same image as PNG, PGM P5, PGM P2, 16-bit PNG and RGB PNG gives the
 #   same classes and probabilities;
 # - images of other sizes (40x33 RGB, 20x17 gray) are resized like
@@ -38,9 +38,20 @@ for devices in 1 2; do
   [[ -n "$eval_correct" && "$correct" == "$eval_correct" ]] && pass \
     || fail "$devices devices: predict gets $correct right, eval $eval_correct"
 done
-cmp -s "$tmp/p1.jsonl" "$tmp/p2.jsonl" && pass || fail "logits differ between 1 and 2 devices"
 "$bin" predict --resume "$ck" --devices 2 --batch-size 7 --json --logits "$tmp"/png/*.png >"$tmp/p7.jsonl"
-cmp -s "$tmp/p1.jsonl" "$tmp/p7.jsonl" && pass || fail "logits differ with --batch-size 7"
+# Other shard sizes may round differently in the GEMMs: the same classes, logits to 1e-5.
+same_logits() {
+  $py - "$1" "$2" <<'PY'
+import json, sys
+import numpy as np
+a, b = ([json.loads(l)["logits"] for l in open(p)] for p in sys.argv[1:3])
+a, b = np.array(a), np.array(b)
+assert a.shape == b.shape == (256, 10), (a.shape, b.shape)
+assert (a.argmax(1) == b.argmax(1)).all() and np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), np.abs(a - b).max()
+PY
+}
+same_logits "$tmp/p1.jsonl" "$tmp/p2.jsonl" && pass || fail "logits differ between 1 and 2 devices"
+same_logits "$tmp/p1.jsonl" "$tmp/p7.jsonl" && pass || fail "logits differ with --batch-size 7"
 
 # Text output: one line per image, 3 classes, names, probabilities.
 "$bin" predict --resume "$ck" "$tmp/png/00000.png" "$tmp/png/00001.png" >"$tmp/text.out" 2>"$tmp/text.err"
