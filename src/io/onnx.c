@@ -254,7 +254,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         const dp_param_info_t *w = l.weight >= 0 ? dp_model_param(model, l.weight) : NULL;
         const dp_param_info_t *b = l.bias >= 0 ? dp_model_param(model, l.bias) : NULL;
         char node_name[NAME_MAX_LEN];
-        snprintf(node_name, sizeof node_name, "layer%d.%s", i, layer_kind_name(l.kind));
+        /* "layer3.conv", "layer4.relu", "layer5.max_pool": the layer number and what it does */
+        const char *what = l.kind == DP_LAYER_ACTIVATION || l.kind == DP_LAYER_POOL ? dp_op_table[l.op].name
+                                                                                   : layer_kind_name(l.kind);
+        snprintf(node_name, sizeof node_name, "layer%d.%s", i, what);
         if (i == num_layers) snprintf(names[i], NAME_MAX_LEN, "logits");
         else snprintf(names[i], NAME_MAX_LEN, "%s", node_name);
         last_is_alias = 0;
