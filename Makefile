@@ -3,11 +3,14 @@
 #   make test    install what is missing, build, run the whole test suite
 #                (also under ThreadSanitizer and AddressSanitizer first)
 #   make bench   install what is missing (PyTorch too), run the benchmarks
+#   make install PREFIX=DIR   build, install the library, headers, dptrain.pc,
+#                the CMake package and the command under DIR (default /usr/local)
 BUILD ?= build
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 TRAIN_ARGS ?= --model lenet --epochs 10 --batch-size 256 --lr 0.2
 
-.PHONY: all setup build train test bench clean
+.PHONY: all setup build train test bench install clean
 
 all: build
 
@@ -38,6 +41,9 @@ bench: build
 	if [ -x $(BUILD)/mpi_sync_bench ]; then mpirun --allow-run-as-root --oversubscribe -np 2 $(BUILD)/mpi_sync_bench 200; fi
 	bench/book_runs.sh $(BUILD)/dptrain 0
 	bench/layers_vs_pytorch.sh $(BUILD)/layer_bench 0.3 3
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)

@@ -12,5 +12,7 @@ int cmd_train(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_predict(int argc, char **argv); /* predict.c */
+int cmd_export(int argc, char **argv);  /* export.c */
 
 #endif

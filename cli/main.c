@@ -16,6 +16,8 @@ static const char usage[] =
     "  launch     run `train` as N processes with mpirun, one log per process\n"
     "  eval       test accuracy of a checkpoint (`train --save FILE`)\n"
     "  inspect    print a checkpoint's metadata and tensors (names, shapes, sums)\n"
+    "  predict    classify PNG/PGM images with a checkpoint\n"
+    "  export     write a checkpoint's model as ONNX (--onnx FILE)\n"
     "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
     "  version    print the version\n"
     "\n"
@@ -32,6 +34,8 @@ int main(int argc, char **argv) {
     if (strcmp(command, "launch") == 0) return cmd_launch(argc, argv);
     if (strcmp(command, "eval") == 0) return cmd_eval(argc, argv);
     if (strcmp(command, "inspect") == 0) return cmd_inspect(argc, argv);
+    if (strcmp(command, "predict") == 0) return cmd_predict(argc, argv);
+    if (strcmp(command, "export") == 0) return cmd_export(argc, argv);
     if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0) {
         fputs(usage, stdout);
         return 0;
@@ -40,6 +44,6 @@ int main(int argc, char **argv) {
         printf("dptrain %s\n", DPTRAIN_VERSION);
         return 0;
     }
-    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, eval, inspect, help, version)\n", command);
+    fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, eval, inspect, predict, export, help, version)\n", command);
     return 2;
 }

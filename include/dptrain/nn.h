@@ -122,4 +122,35 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
                                   float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
                                   dp_tensor_t **logits);
 
+/* --- Reading a model's layers (export, tools) ------------------------------------
+ * The same kinds in the same order as the builder calls above. */
+typedef enum {
+    DP_LAYER_CONV,
+    DP_LAYER_CONV_TRANSPOSE,
+    DP_LAYER_POOL,            /* op: DP_OP_MAX_POOL or DP_OP_AVG_POOL */
+    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_SIGMOID or DP_OP_TANH */
+    DP_LAYER_FLATTEN,
+    DP_LAYER_LINEAR,
+    DP_LAYER_BATCH_NORM,
+    DP_LAYER_DROPOUT,         /* attr.dropout_p */
+    DP_LAYER_GLOBAL_AVG_POOL,
+    DP_LAYER_ROUTE,           /* no op: its output is output `input` */
+    DP_LAYER_RESIDUAL,        /* output `input` + output `other`; attr.fuse_relu: then a ReLU */
+} dp_layer_kind_t;
+
+typedef struct {
+    dp_layer_kind_t kind;
+    dp_op_kind_t op;    /* the op the layer runs */
+    dp_op_attr_t attr;  /* as built (kernel, stride, pad, dilation, groups, eps, ...) */
+    int input;          /* the output it reads (0 = the model's input) */
+    int other;          /* residual: the second output it reads; -1 otherwise */
+    int weight, bias;   /* indices into the parameter table (dp_model_param), -1 if none */
+    int running_mean, running_var; /* batch norm's buffers, -1 if none */
+    int out_ndim;       /* its output's shape without the batch dim */
+    int out_shape[DP_MAX_DIMS];
+} dp_layer_info_t;
+
+/* Layer `layer` (1-based: its output number); DP_ERR_ARG if out of range. */
+dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out);
+
 #endif

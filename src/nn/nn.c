@@ -752,3 +752,27 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
     }
     return status;
 }
+
+/* --- Reading the layers ------------------------------------------------------ */
+
+_Static_assert((int)LAYER_RESIDUAL == (int)DP_LAYER_RESIDUAL && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+               "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
+
+dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {
+    if (layer < 1 || layer > m->num_layers)
+        return dp_fail(DP_ERR_ARG, "model %s: no layer %d (it has %d)", m->name, layer, m->num_layers);
+    const layer_t *l = &m->layers[layer - 1];
+    memset(out, 0, sizeof *out);
+    out->kind = (dp_layer_kind_t)l->kind;
+    out->op = l->op;
+    out->attr = l->attr;
+    out->input = l->input;
+    out->other = l->other;
+    out->weight = l->weight;
+    out->bias = l->bias;
+    out->running_mean = l->running_mean;
+    out->running_var = l->running_var;
+    out->out_ndim = l->out_ndim;
+    memcpy(out->out_shape, l->out_shape, sizeof out->out_shape);
+    return DP_OK;
+}

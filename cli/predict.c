@@ -1,0 +1,292 @@
+/* predict.c - `dptrain predict`: classify PNG/PGM images with a checkpoint.
+ *
+ * Every image is read and converted first (image.h: channels, PIL-style
+ * bilinear resize to the model's input, / 255 like the training data), so a
+ * bad file stops the command before anything is printed; then the images
+ * run in batches on all devices (predict.h) and each gets one line (or one
+ * JSON object with --json) with its top classes and their probabilities.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "dptrain/checkpoint.h"
+#include "dptrain/image.h"
+#include "dptrain/model_file.h"
+#include "dptrain/predict.h"
+#include "options.h"
+
+static const char *const fashion_mnist_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+static const char predict_usage[] =
+    "usage: dptrain predict --resume CK.safetensors [options] IMAGE...\n"
+    "\n"
+    "Classifies PNG and PGM images (P2/P5; any size, bit depth, gray or colour)\n"
+    "with a checkpoint's model, on all devices. Each image is made into the\n"
+    "model's input the way the training data was: converted to its channels\n"
+    "(colour -> gray by the ITU-R 601-2 luma 0.299 R + 0.587 G + 0.114 B, as PIL's\n"
+    "convert(\"L\"); gray -> RGB by copying; alpha dropped), resized to its input\n"
+    "size with PIL's bilinear filter (antialiased when shrinking, as torchvision's\n"
+    "Resize), and scaled to [0, 1] as pixel / 255. Fashion-MNIST is white\n"
+    "clothes on black: invert photos of dark things on white first.\n"
+    "\n"
+    "Prints one line per image: FILE: CLASS PROB, ... (the top classes, most\n"
+    "probable first; probabilities from the softmax of the logits).\n"
+    "\n"
+    "options:\n"
+    "  --resume FILE       the checkpoint (safetensors), required\n"
+    "  --model NAME|FILE   the network (default: the checkpoint's)\n"
+    "  --top K             classes shown per image (default 3)\n"
+    "  --labels FILE       class names, one per line, as many as the model has\n"
+    "                      classes (default: Fashion-MNIST's ten names)\n"
+    "  --json              one JSON object per line instead: {\"image\": FILE,\n"
+    "                      \"top\": [{\"class\": I, \"label\": NAME, \"prob\": P}, ...]}\n"
+    "  --logits            with --json, also \"logits\": [...] (every class, %.9g)\n"
+    "  --devices N         devices to run on (default: one per core)\n"
+    "  --batch-size N      images per batch (default 256)\n"
+    "  --help              show this help\n";
+
+/* Splits argv[2..) into options (with their values) and images: an
+ * argument not starting with "--" that is not an option's value is an
+ * image; "--" ends the options. */
+static int split_args(int argc, char **argv, char **opts, int *num_opts, char **images, int *num_images) {
+    static const char *const flags[] = {"--json", "--logits", "--help", "-h", NULL};
+    int only_images = 0;
+    *num_opts = 2;
+    opts[0] = argv[0];
+    opts[1] = argv[1];
+    *num_images = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (only_images || (a[0] != '-' || strcmp(a, "-") == 0)) {
+            images[(*num_images)++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_images = 1;
+            continue;
+        }
+        opts[(*num_opts)++] = argv[i];
+        int is_flag = strchr(a, '=') != NULL;
+        for (int f = 0; flags[f]; f++) is_flag |= strcmp(a, flags[f]) == 0;
+        if (!is_flag && i + 1 < argc) opts[(*num_opts)++] = argv[++i];
+    }
+    return 0;
+}
+
+/* Reads `path`: exactly `count` non-empty lines (a final newline optional). */
+static dp_status_t read_labels(const char *path, int count, char ***out) {
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return dp_fail(DP_ERR_IO, "--labels %s: cannot open", path);
+    char **names = dp_alloc_zeroed((size_t)count, sizeof *names, "labels");
+    if (!names) {
+        fclose(f);
+        return DP_ERR_NOMEM;
+    }
+    char line[1024];
+    int n = 0;
+    dp_status_t status = DP_OK;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n') line[--len] = '\0';
+        else if (!feof(f)) {
+            status = dp_fail(DP_ERR_FORMAT, "--labels %s: line %d is longer than %zu bytes", path, n + 1,
+                             sizeof line - 2);
+            break;
+        }
+        if (len && line[len - 1] == '\r') line[--len] = '\0';
+        if (len == 0) {
+            status = dp_fail(DP_ERR_FORMAT, "--labels %s: line %d is empty (one class name per line)", path, n + 1);
+            break;
+        }
+        if (n == count) {
+            n++;
+            break;
+        }
+        if (!(names[n] = strdup(line))) {
+            status = dp_fail(DP_ERR_NOMEM, "out of memory reading --labels");
+            break;
+        }
+        n++;
+    }
+    fclose(f);
+    if (status == DP_OK && n != count)
+        status = dp_fail(DP_ERR_FORMAT, "--labels %s: %s%d names, the model has %d classes", path,
+                         n > count ? "more than " : "", n > count ? count : n, count);
+    if (status != DP_OK) {
+        for (int i = 0; i < count; i++) free(names[i]);
+        free(names);
+        return status;
+    }
+    *out = names;
+    return DP_OK;
+}
+
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
+int cmd_predict(int argc, char **argv) {
+    char **opts = malloc(sizeof(char *) * ((size_t)argc + 1));
+    char **images = malloc(sizeof(char *) * ((size_t)argc + 1));
+    if (!opts || !images) {
+        free(opts);
+        free(images);
+        dp_fail(DP_ERR_NOMEM, "out of memory");
+        return cli_report_error();
+    }
+    int num_opts, num_images;
+    split_args(argc, argv, opts, &num_opts, images, &num_images);
+    const char *resume = NULL, *model_name = NULL, *labels_path = NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 3, json = 0,
+        logits_out = 0, help = 0;
+    const option_t options[] = {
+        {"resume", OPT_STRING, &resume, 0, 0},
+        {"model", OPT_STRING, &model_name, 0, 0},
+        {"top", OPT_INT, &top, 1, 1 << 20},
+        {"labels", OPT_STRING, &labels_path, 0, 0},
+        {"json", OPT_FLAG, &json, 0, 0},
+        {"logits", OPT_FLAG, &logits_out, 0, 0},
+        {"devices", OPT_INT, &devices, 1, 256},
+        {"batch-size", OPT_INT, &batch_size, 1, 1 << 20},
+        {NULL, 0, NULL, 0, 0},
+    };
+    int exit_code = 1;
+    dp_checkpoint_t *c = NULL;
+    dp_model_t *model = NULL;
+    dp_predictor_t *predictor = NULL;
+    float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
+    int *order = NULL;
+    char **names = NULL;
+    if (options_parse("predict", options, num_opts, opts, 2, &help) != DP_OK) goto done;
+    if (help) {
+        fputs(predict_usage, stdout);
+        exit_code = 0;
+        goto done;
+    }
+    if (!resume) {
+        dp_fail(DP_ERR_ARG, "predict: --resume FILE is required (the checkpoint to classify with)");
+        goto done;
+    }
+    if (num_images == 0) {
+        dp_fail(DP_ERR_ARG, "predict: no images given (usage: dptrain predict --resume CK IMAGE...)");
+        goto done;
+    }
+    if (logits_out && !json) {
+        dp_fail(DP_ERR_ARG, "predict: --logits needs --json");
+        goto done;
+    }
+    if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
+    if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
+    params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
+    if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
+    int classes = dp_model_num_outputs(model);
+    if (top > classes) {
+        dp_fail(DP_ERR_ARG, "predict: --top %d is more than the model's %d classes", top, classes);
+        goto done;
+    }
+    if (labels_path) {
+        if (read_labels(labels_path, classes, &names) != DP_OK) goto done;
+    } else if (classes != 10) {
+        dp_fail(DP_ERR_ARG, "predict: the model has %d classes, not Fashion-MNIST's 10: give --labels FILE",
+                classes);
+        goto done;
+    }
+    int ch, h, w;
+    dp_model_input_shape(model, &ch, &h, &w);
+    if (ch != 1 && ch != 3) {
+        dp_fail(DP_ERR_ARG, "predict: the model takes %d-channel inputs; images give 1 (gray) or 3 (RGB)", ch);
+        goto done;
+    }
+    size_t example = (size_t)ch * h * w;
+    x = dp_alloc(sizeof(float) * example * (size_t)num_images, "images");
+    logits = dp_alloc(sizeof(float) * (size_t)classes * (size_t)num_images, "logits");
+    probs = dp_alloc(sizeof(float) * (size_t)classes, "probabilities");
+    order = dp_alloc(sizeof(int) * (size_t)classes, "class order");
+    if (!x || !logits || !probs || !order) goto done;
+    for (int i = 0; i < num_images; i++) {
+        dp_image_t image;
+        if (dp_image_read(images[i], &image) != DP_OK) goto done;
+        dp_status_t st = dp_image_to_input(&image, ch, h, w, x + (size_t)i * example);
+        dp_image_free(&image);
+        if (st != DP_OK) goto done;
+    }
+    if (devices > num_images) devices = num_images;
+    if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
+    for (int start = 0; start < num_images; start += batch_size) {
+        int n = num_images - start < batch_size ? num_images - start : batch_size;
+        if (dp_predictor_run(predictor, x + (size_t)start * example, n, logits + (size_t)start * classes) != DP_OK)
+            goto done;
+    }
+    for (int i = 0; i < num_images; i++) {
+        const float *row = logits + (size_t)i * classes;
+        dp_softmax(row, classes, probs);
+        /* the top classes, most probable first (ties: the lower class) */
+        for (int k = 0; k < classes; k++) order[k] = k;
+        for (int k = 0; k < top; k++) {
+            int best = k;
+            for (int j = k + 1; j < classes; j++)
+                if (probs[order[j]] > probs[order[best]]) best = j;
+            int t = order[k];
+            order[k] = order[best];
+            order[best] = t;
+        }
+        if (json) {
+            printf("{\"image\": ");
+            print_json_string(images[i]);
+            printf(", \"top\": [");
+            for (int k = 0; k < top; k++) {
+                int cls = order[k];
+                printf("%s{\"class\": %d, \"label\": ", k ? ", " : "", cls);
+                print_json_string(names ? names[cls] : fashion_mnist_names[cls]);
+                printf(", \"prob\": %.6g}", probs[cls]);
+            }
+            printf("]");
+            if (logits_out) {
+                printf(", \"logits\": [");
+                for (int k = 0; k < classes; k++) printf(k ? ", %.9g" : "%.9g", row[k]);
+                printf("]");
+            }
+            printf("}\n");
+        } else {
+            printf("%s:", images[i]);
+            for (int k = 0; k < top; k++) {
+                int cls = order[k];
+                printf("%s %s %.4f", k ? "," : "", names ? names[cls] : fashion_mnist_names[cls], probs[cls]);
+            }
+            printf("\n");
+        }
+    }
+    if (fflush(stdout) != 0) {
+        dp_fail(DP_ERR_IO, "predict: cannot write to standard output");
+        goto done;
+    }
+    exit_code = 0;
+done:
+    if (exit_code != 0) cli_report_error();
+    if (names)
+        for (int i = 0; i < dp_model_num_outputs(model); i++) free(names[i]);
+    free(names);
+    free(order);
+    free(probs);
+    free(logits);
+    free(x);
+    dp_predictor_free(predictor);
+    free(params);
+    dp_model_free(model);
+    dp_checkpoint_close(c);
+    free(opts);
+    free(images);
+    return exit_code;
+}

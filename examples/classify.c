@@ -1,0 +1,78 @@
+/* classify.c - using libdptrain from your own program: load a checkpoint
+ * (`dptrain train --save ck.safetensors`), read PNG/PGM images, classify
+ * them on all devices and print the most probable class of each.
+ * `dptrain predict` does the same with more options.
+ *
+ * usage: classify CK.safetensors IMAGE...
+ * build: cc classify.c $(pkg-config --cflags --libs dptrain)
+ *    or: find_package(dptrain) + target_link_libraries(... dptrain::dptrain)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dptrain/checkpoint.h"
+#include "dptrain/image.h"
+#include "dptrain/model_file.h"
+#include "dptrain/predict.h"
+
+static const char *const class_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s CK.safetensors IMAGE...\n", argv[0]);
+        return 2;
+    }
+    int n = argc - 2, status = 1;
+    dp_checkpoint_t *ck = NULL;
+    dp_model_t *model = NULL;
+    dp_predictor_t *predictor = NULL;
+    float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
+
+    /* the checkpoint names its model: a built-in one or a model file */
+    if (dp_checkpoint_open(argv[1], &ck) != DP_OK) goto done;
+    if (dp_model_load(dp_checkpoint_info(ck)->model, &model) != DP_OK) goto done;
+    params = malloc(sizeof(float) * dp_model_num_params(model));
+    if (!params || dp_checkpoint_load_params(ck, model, params) != DP_OK) goto done;
+
+    /* images -> (n, C, H, W) inputs, made like the training data */
+    int c, h, w, classes = dp_model_num_outputs(model);
+    dp_model_input_shape(model, &c, &h, &w);
+    x = malloc(sizeof(float) * (size_t)n * c * h * w);
+    logits = malloc(sizeof(float) * (size_t)n * classes);
+    probs = malloc(sizeof(float) * (size_t)classes);
+    if (!x || !logits || !probs) goto done;
+    for (int i = 0; i < n; i++) {
+        dp_image_t image;
+        if (dp_image_read(argv[2 + i], &image) != DP_OK) goto done;
+        dp_status_t st = dp_image_to_input(&image, c, h, w, x + (size_t)i * c * h * w);
+        dp_image_free(&image);
+        if (st != DP_OK) goto done;
+    }
+
+    /* forward on every core, batch norm with running statistics, no dropout */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int devices = cores < 1 ? 1 : cores > n ? n : (int)cores;
+    if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
+    if (dp_predictor_run(predictor, x, n, logits) != DP_OK) goto done;
+    for (int i = 0; i < n; i++) {
+        dp_softmax(logits + (size_t)i * classes, classes, probs);
+        int best = 0;
+        for (int k = 1; k < classes; k++)
+            if (probs[k] > probs[best]) best = k;
+        if (classes == 10) printf("%s: %s %.4f\n", argv[2 + i], class_names[best], probs[best]);
+        else printf("%s: class %d %.4f\n", argv[2 + i], best, probs[best]);
+    }
+    status = 0;
+done:
+    if (status != 0) fprintf(stderr, "classify: %s\n", dp_error_message());
+    dp_predictor_free(predictor);
+    free(probs);
+    free(logits);
+    free(x);
+    free(params);
+    dp_model_free(model);
+    dp_checkpoint_close(ck);
+    return status;
+}

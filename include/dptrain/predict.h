@@ -1,0 +1,29 @@
+/* predict.h - inference with a trained model on k devices: logits for a
+ * batch of inputs, batch norm with its running statistics, dropout off.
+ *
+ * A predictor holds the model's parameters once (read-only, shared by every
+ * device) and k devices with their own scratch memory; each call splits the
+ * batch into k shards (dp_split_batch) that run at the same time.
+ */
+#ifndef DPTRAIN_PREDICT_H
+#define DPTRAIN_PREDICT_H
+
+#include "dptrain/nn.h"
+#include "dptrain/status.h"
+
+typedef struct dp_predictor dp_predictor_t;
+
+/* params: dp_model_num_params floats (copied). num_devices >= 1. The model
+ * must outlive the predictor. */
+dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int num_devices,
+                             dp_predictor_t **out);
+void dp_predictor_free(dp_predictor_t *p);
+
+/* x: (n, C, H, W) as dp_model_input_shape; logits: (n, dp_model_num_outputs).
+ * Any n >= 1 (fewer examples than devices leaves devices idle). */
+dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits);
+
+/* Softmax of one row of logits into probs (stable: max subtracted). */
+void dp_softmax(const float *logits, int count, float *probs);
+
+#endif

@@ -1,0 +1,421 @@
+/* onnx.c - the ONNX export (onnx.h): a small protobuf encoder for the
+ * messages of onnx.proto that a feed-forward graph needs, and the mapping
+ * of dptrain's layers to ONNX ops.
+ *
+ * Protobuf wire format, as used here: every field is a key varint
+ * (field_number << 3 | wire_type) and a value: wire type 0 a varint
+ * (int64 / int32 / enum; negative numbers as 10-byte two's complement),
+ * 2 a varint length and that many bytes (strings, bytes, nested messages),
+ * 5 four little-endian bytes (float). Repeated fields are written one key
+ * per element (proto2's unpacked form, which every reader accepts). Nested
+ * messages are built in their own buffer and appended with their length.
+ *
+ * Field numbers (onnx.proto, IR version 7):
+ *   ModelProto         ir_version 1, producer_name 2, producer_version 3,
+ *                      doc_string 6, graph 7, opset_import 8
+ *   OperatorSetIdProto domain 1, version 2
+ *   GraphProto         node 1, name 2, initializer 5, input 11, output 12
+ *   NodeProto          input 1, output 2, name 3, op_type 4, attribute 5
+ *   AttributeProto     name 1, f 2, i 3, ints 8, type 20 (FLOAT 1, INT 2, INTS 7)
+ *   TensorProto        dims 1, data_type 2 (FLOAT 1), name 8, raw_data 9
+ *   ValueInfoProto     name 1, type 2; TypeProto tensor_type 1;
+ *   TypeProto.Tensor   elem_type 1, shape 2; TensorShapeProto dim 1;
+ *   Dimension          dim_value 1, dim_param 2
+ */
+#include "dptrain/onnx.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/io.h"
+
+/* --- protobuf encoding ------------------------------------------------------------ */
+
+typedef struct {
+    unsigned char *data;
+    size_t size, capacity;
+    int failed; /* an allocation failed: the buffer is unusable */
+} pb_t;
+
+enum { WIRE_VARINT = 0, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
+
+static void pb_free(pb_t *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static void pb_raw(pb_t *b, const void *bytes, size_t n) {
+    if (b->failed) return;
+    if (b->size + n > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 256;
+        while (capacity < b->size + n) capacity *= 2;
+        unsigned char *grown = realloc(b->data, capacity);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->data = grown;
+        b->capacity = capacity;
+    }
+    if (n) memcpy(b->data + b->size, bytes, n);
+    b->size += n;
+}
+
+static void pb_varint(pb_t *b, uint64_t v) {
+    unsigned char bytes[10];
+    int n = 0;
+    do {
+        bytes[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v) bytes[n] |= 0x80;
+        n++;
+    } while (v);
+    pb_raw(b, bytes, (size_t)n);
+}
+
+static void pb_key(pb_t *b, int field, int wire) { pb_varint(b, (uint64_t)field << 3 | (uint64_t)wire); }
+
+static void pb_int(pb_t *b, int field, int64_t v) {
+    pb_key(b, field, WIRE_VARINT);
+    pb_varint(b, (uint64_t)v);
+}
+
+static void pb_bytes(pb_t *b, int field, const void *bytes, size_t n) {
+    pb_key(b, field, WIRE_LEN);
+    pb_varint(b, n);
+    pb_raw(b, bytes, n);
+}
+
+static void pb_string(pb_t *b, int field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
+
+static void pb_float(pb_t *b, int field, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    unsigned char le[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                           (unsigned char)(u >> 24)};
+    pb_key(b, field, WIRE_FIXED32);
+    pb_raw(b, le, 4);
+}
+
+/* Appends `child` as a nested message and frees it. */
+static void pb_message(pb_t *b, int field, pb_t *child) {
+    if (child->failed) b->failed = 1;
+    else pb_bytes(b, field, child->data, child->size);
+    pb_free(child);
+}
+
+/* --- ONNX messages ------------------------------------------------------------------ */
+
+enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_INTS = 7 };
+enum { ONNX_FLOAT = 1 };
+
+static void attr_int(pb_t *node, const char *name, int64_t v) {
+    pb_t a = {0};
+    pb_string(&a, 1, name);
+    pb_int(&a, 3, v);
+    pb_int(&a, 20, ATTR_INT);
+    pb_message(node, 5, &a);
+}
+
+static void attr_float(pb_t *node, const char *name, float v) {
+    pb_t a = {0};
+    pb_string(&a, 1, name);
+    pb_float(&a, 2, v);
+    pb_int(&a, 20, ATTR_FLOAT);
+    pb_message(node, 5, &a);
+}
+
+static void attr_ints(pb_t *node, const char *name, const int *v, int n) {
+    pb_t a = {0};
+    pb_string(&a, 1, name);
+    for (int i = 0; i < n; i++) pb_int(&a, 8, v[i]);
+    pb_int(&a, 20, ATTR_INTS);
+    pb_message(node, 5, &a);
+}
+
+/* A node's inputs (NULL entries skipped), output, name and op; the caller
+ * adds attributes and then appends it with pb_message(graph, 1, node). */
+static pb_t node_begin(const char *op_type, const char *name, const char *const *inputs, int num_inputs,
+                       const char *output) {
+    pb_t n = {0};
+    for (int i = 0; i < num_inputs; i++)
+        if (inputs[i]) pb_string(&n, 1, inputs[i]);
+    pb_string(&n, 2, output);
+    pb_string(&n, 3, name);
+    pb_string(&n, 4, op_type);
+    return n;
+}
+
+/* A float32 initializer (little-endian raw data). */
+static void add_initializer(pb_t *graph, const char *name, const int *dims, int ndim, const float *values) {
+    pb_t t = {0};
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        pb_int(&t, 1, dims[i]);
+        count *= (size_t)dims[i];
+    }
+    pb_int(&t, 2, ONNX_FLOAT);
+    pb_string(&t, 8, name);
+    /* raw_data: little-endian float32, written in place */
+    pb_key(&t, 9, WIRE_LEN);
+    pb_varint(&t, count * 4);
+    size_t at = t.size;
+    pb_raw(&t, values, count * 4); /* host order; rewritten little-endian below */
+    {
+        if (!t.failed) {
+            unsigned char *p = t.data + at;
+            for (size_t i = 0; i < count; i++) {
+                uint32_t u;
+                memcpy(&u, &values[i], 4);
+                p[4 * i] = (unsigned char)u;
+                p[4 * i + 1] = (unsigned char)(u >> 8);
+                p[4 * i + 2] = (unsigned char)(u >> 16);
+                p[4 * i + 3] = (unsigned char)(u >> 24);
+            }
+        }
+    }
+    pb_message(graph, 5, &t);
+}
+
+/* A graph input or output: float32 of shape (batch, dims...). */
+static void add_value_info(pb_t *graph, int field, const char *name, const int *dims, int ndim) {
+    pb_t shape = {0};
+    pb_t dim = {0};
+    pb_string(&dim, 2, "batch");
+    pb_message(&shape, 1, &dim);
+    for (int i = 0; i < ndim; i++) {
+        dim = (pb_t){0};
+        pb_int(&dim, 1, dims[i]);
+        pb_message(&shape, 1, &dim);
+    }
+    pb_t tensor = {0};
+    pb_int(&tensor, 1, ONNX_FLOAT);
+    pb_message(&tensor, 2, &shape);
+    pb_t type = {0};
+    pb_message(&type, 1, &tensor);
+    pb_t info = {0};
+    pb_string(&info, 1, name);
+    pb_message(&info, 2, &type);
+    pb_message(graph, field, &info);
+}
+
+/* --- layers to nodes ------------------------------------------------------------------ */
+
+static const char *layer_kind_name(dp_layer_kind_t kind) {
+    switch (kind) {
+    case DP_LAYER_CONV: return "conv";
+    case DP_LAYER_CONV_TRANSPOSE: return "conv_transpose";
+    case DP_LAYER_POOL: return "pool";
+    case DP_LAYER_ACTIVATION: return "activation";
+    case DP_LAYER_FLATTEN: return "flatten";
+    case DP_LAYER_LINEAR: return "linear";
+    case DP_LAYER_BATCH_NORM: return "batchnorm";
+    case DP_LAYER_DROPOUT: return "dropout";
+    case DP_LAYER_GLOBAL_AVG_POOL: return "global_avgpool";
+    case DP_LAYER_ROUTE: return "route";
+    case DP_LAYER_RESIDUAL: return "residual";
+    }
+    return "unknown";
+}
+
+#define NAME_MAX_LEN 96
+
+/* Spatial attributes (kernel_shape, strides, pads begin+end, dilations) of
+ * a conv-like or pooling node with `spatial` dims. kernel NULL: not written. */
+static void spatial_attrs(pb_t *node, const dp_op_attr_t *a, int spatial, const int *kernel, int dilations) {
+    int pads[6];
+    for (int d = 0; d < spatial; d++) pads[d] = pads[spatial + d] = a->pad[d];
+    if (kernel) attr_ints(node, "kernel_shape", kernel, spatial);
+    attr_ints(node, "strides", a->stride, spatial);
+    attr_ints(node, "pads", pads, 2 * spatial);
+    if (dilations) attr_ints(node, "dilations", a->dilation, spatial);
+}
+
+dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
+                           const char *producer_version) {
+    int num_layers = dp_model_num_layers(model);
+    if (num_layers < 1) return dp_fail(DP_ERR_ARG, "export: model %s has no layers", dp_model_name(model));
+    /* names[i]: the ONNX tensor holding output i */
+    char (*names)[NAME_MAX_LEN] = dp_alloc_zeroed((size_t)num_layers + 1, NAME_MAX_LEN, "ONNX tensor names");
+    if (!names) return DP_ERR_NOMEM;
+    snprintf(names[0], NAME_MAX_LEN, "input");
+    pb_t graph = {0};
+    dp_status_t status = DP_OK;
+    int last_is_alias = 0;
+    for (int i = 1; i <= num_layers && status == DP_OK; i++) {
+        dp_layer_info_t l;
+        if ((status = dp_model_layer(model, i, &l)) != DP_OK) break;
+        const char *in = names[l.input];
+        int in_shape[DP_MAX_DIMS];
+        int in_ndim = dp_model_output_shape(model, l.input, in_shape);
+        int spatial = in_ndim - 1;
+        const dp_param_info_t *w = l.weight >= 0 ? dp_model_param(model, l.weight) : NULL;
+        const dp_param_info_t *b = l.bias >= 0 ? dp_model_param(model, l.bias) : NULL;
+        char node_name[NAME_MAX_LEN];
+        /* "layer3.conv", "layer4.relu", "layer5.max_pool": the layer number and what it does */
+        const char *what = l.kind == DP_LAYER_ACTIVATION || l.kind == DP_LAYER_POOL ? dp_op_table[l.op].name
+                                                                                   : layer_kind_name(l.kind);
+        snprintf(node_name, sizeof node_name, "layer%d.%s", i, what);
+        if (i == num_layers) snprintf(names[i], NAME_MAX_LEN, "logits");
+        else snprintf(names[i], NAME_MAX_LEN, "%s", node_name);
+        last_is_alias = 0;
+        const char *inputs[5] = {in, w ? w->name : NULL, b ? b->name : NULL, NULL, NULL};
+        pb_t node;
+        /* a layer followed by a ReLU of its own (residual's fuse_relu) writes
+         * its op's result here and the Relu writes names[i] */
+        char pre_relu[NAME_MAX_LEN + 16];
+        snprintf(pre_relu, sizeof pre_relu, "%s.pre_relu", node_name);
+        switch (l.kind) {
+        case DP_LAYER_ROUTE:
+        case DP_LAYER_DROPOUT:
+            /* an alias: a route reads an earlier output; dropout is the identity in inference */
+            snprintf(names[i], NAME_MAX_LEN, "%s", in);
+            last_is_alias = 1;
+            continue;
+        case DP_LAYER_CONV:
+        case DP_LAYER_CONV_TRANSPOSE: {
+            if (!w || spatial < 1 || spatial > 3) goto unsupported;
+            int is_t = l.kind == DP_LAYER_CONV_TRANSPOSE;
+            node = node_begin(is_t ? "ConvTranspose" : "Conv", node_name, inputs, 3,
+                              l.attr.fuse_relu ? pre_relu : names[i]);
+            spatial_attrs(&node, &l.attr, spatial, w->shape + 2, 1);
+            attr_int(&node, "group", l.attr.groups);
+            if (is_t) attr_ints(&node, "output_padding", l.attr.output_padding, spatial);
+            break;
+        }
+        case DP_LAYER_POOL: {
+            if (spatial < 1 || spatial > 3) goto unsupported;
+            int is_max = l.op == DP_OP_MAX_POOL;
+            if (!is_max && l.op != DP_OP_AVG_POOL) goto unsupported;
+            node = node_begin(is_max ? "MaxPool" : "AveragePool", node_name, inputs, 1, names[i]);
+            spatial_attrs(&node, &l.attr, spatial, l.attr.kernel, 0);
+            if (!is_max) attr_int(&node, "count_include_pad", l.attr.count_include_pad ? 1 : 0);
+            break;
+        }
+        case DP_LAYER_GLOBAL_AVG_POOL:
+            node = node_begin("GlobalAveragePool", node_name, inputs, 1, names[i]);
+            break;
+        case DP_LAYER_ACTIVATION: {
+            const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"
+                           : l.op == DP_OP_TANH ? "Tanh" : NULL;
+            if (!op) goto unsupported;
+            node = node_begin(op, node_name, inputs, 1, names[i]);
+            break;
+        }
+        case DP_LAYER_FLATTEN:
+            node = node_begin("Flatten", node_name, inputs, 1, names[i]);
+            attr_int(&node, "axis", 1);
+            break;
+        case DP_LAYER_LINEAR:
+            if (!w) goto unsupported;
+            node = node_begin("Gemm", node_name, inputs, 3, names[i]);
+            attr_int(&node, "transB", 1);
+            break;
+        case DP_LAYER_BATCH_NORM: {
+            if (l.running_mean < 0 || l.running_var < 0) goto unsupported;
+            int channels = in_shape[0];
+            char scale[NAME_MAX_LEN + 8] = "", shift[NAME_MAX_LEN + 8] = "";
+            /* without affine parameters: scale 1 and shift 0 as constants */
+            if (!w) {
+                snprintf(scale, sizeof scale, "%s.scale", node_name);
+                float *ones = dp_alloc(sizeof(float) * (size_t)channels, "batch norm scale");
+                if (!ones) {
+                    status = DP_ERR_NOMEM;
+                    break;
+                }
+                for (int c = 0; c < channels; c++) ones[c] = 1.0f;
+                add_initializer(&graph, scale, &channels, 1, ones);
+                free(ones);
+            }
+            if (!b) {
+                snprintf(shift, sizeof shift, "%s.shift", node_name);
+                float *zeros = dp_alloc_zeroed((size_t)channels, sizeof(float), "batch norm shift");
+                if (!zeros) {
+                    status = DP_ERR_NOMEM;
+                    break;
+                }
+                add_initializer(&graph, shift, &channels, 1, zeros);
+                free(zeros);
+            }
+            const char *bn_inputs[5] = {in, w ? w->name : scale, b ? b->name : shift,
+                                        dp_model_param(model, l.running_mean)->name,
+                                        dp_model_param(model, l.running_var)->name};
+            node = node_begin("BatchNormalization", node_name, bn_inputs, 5, names[i]);
+            attr_float(&node, "epsilon", l.attr.eps);
+            attr_float(&node, "momentum", 1.0f - l.attr.momentum); /* ONNX's momentum weighs the old value */
+            break;
+        }
+        case DP_LAYER_RESIDUAL: {
+            const char *add_inputs[2] = {in, names[l.other]};
+            node = node_begin("Add", node_name, add_inputs, 2, l.attr.fuse_relu ? pre_relu : names[i]);
+            break;
+        }
+        default:
+            goto unsupported;
+        }
+        if (status != DP_OK) break;
+        pb_message(&graph, 1, &node);
+        if ((l.kind == DP_LAYER_CONV || l.kind == DP_LAYER_CONV_TRANSPOSE || l.kind == DP_LAYER_RESIDUAL) &&
+            l.attr.fuse_relu) {
+            char relu_name[NAME_MAX_LEN + 8];
+            snprintf(relu_name, sizeof relu_name, "%s.relu", node_name);
+            const char *relu_in[1] = {pre_relu};
+            node = node_begin("Relu", relu_name, relu_in, 1, names[i]);
+            pb_message(&graph, 1, &node);
+        }
+        continue;
+    unsupported:
+        status = dp_fail(DP_ERR_ARG, "export: model %s: layer %d (%s, op %s) cannot be expressed in ONNX",
+                         dp_model_name(model), i, layer_kind_name(l.kind), dp_op_table[l.op].name);
+    }
+    if (status == DP_OK && last_is_alias) {
+        /* the model ends in a route or dropout: name its output "logits" */
+        const char *id_in[1] = {names[num_layers]};
+        pb_t node = node_begin("Identity", "output", id_in, 1, "logits");
+        pb_message(&graph, 1, &node);
+    }
+    if (status == DP_OK) {
+        for (int p = 0; p < dp_model_num_param_tensors(model); p++) {
+            const dp_param_info_t *info = dp_model_param(model, p);
+            add_initializer(&graph, info->name, info->shape, info->ndim, params + info->offset);
+        }
+        pb_string(&graph, 2, dp_model_name(model));
+        int c, h, w;
+        dp_model_input_shape(model, &c, &h, &w);
+        int in_dims[3] = {c, h, w};
+        add_value_info(&graph, 11, "input", in_dims, 3);
+        int classes = dp_model_num_outputs(model);
+        add_value_info(&graph, 12, "logits", &classes, 1);
+    }
+    free(names);
+    if (status != DP_OK) {
+        pb_free(&graph);
+        return status;
+    }
+    pb_t onnx = {0};
+    pb_int(&onnx, 1, DP_ONNX_IR_VERSION);
+    pb_string(&onnx, 2, "dptrain");
+    if (producer_version) pb_string(&onnx, 3, producer_version);
+    pb_string(&onnx, 6, "exported by dptrain export --onnx: inference form (batch norm with running "
+                        "statistics, no dropout); input: images scaled to [0, 1]");
+    pb_message(&onnx, 7, &graph);
+    pb_t opset = {0};
+    pb_string(&opset, 1, "");
+    pb_int(&opset, 2, DP_ONNX_OPSET);
+    pb_message(&onnx, 8, &opset);
+    if (onnx.failed) {
+        pb_free(&onnx);
+        return dp_fail(DP_ERR_NOMEM, "export: out of memory building the ONNX model for %s", path);
+    }
+    char tmp_path[4096];
+    FILE *f;
+    status = dp_file_begin(path, tmp_path, sizeof tmp_path, &f);
+    if (status == DP_OK) {
+        fwrite(onnx.data, 1, onnx.size, f);
+        status = dp_file_commit(f, tmp_path, path); /* checks the stream's error flag */
+    }
+    pb_free(&onnx);
+    return status;
+}

@@ -1,0 +1,146 @@
+/* predict.c - inference on k devices (predict.h).
+ *
+ * DESIGN. The predictor owns one parameter buffer that every device reads
+ * and nobody writes (inference never updates batch norm's statistics), and
+ * per device an arena and a tape that only tasks on that device touch. A
+ * call fills one task per device (its shard of x and of logits, disjoint),
+ * submits them and waits for all (dp_waitall); the caller's buffers are not
+ * touched by anyone once it returns.
+ */
+#include "dptrain/predict.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/device.h"
+#include "dptrain/parallel.h"
+
+typedef struct {
+    dp_predictor_t *owner;
+    dp_device_t *device;
+    dp_arena_t *arena;
+    dp_tape_t *tape;
+    const float *x; /* (count, C, H, W): this shard */
+    float *logits;  /* (count, classes) */
+    int count;
+} shard_t;
+
+struct dp_predictor {
+    const dp_model_t *model;
+    float *params;
+    int num_devices;
+    shard_t *shards;
+    dp_device_t **devices;
+};
+
+void dp_predictor_free(dp_predictor_t *p) {
+    if (!p) return;
+    for (int d = 0; d < p->num_devices; d++) {
+        shard_t *s = &p->shards[d];
+        dp_device_free(s->device);
+        dp_tape_free(s->tape);
+        dp_arena_free(s->arena);
+    }
+    free(p->shards);
+    free(p->devices);
+    free(p->params);
+    free(p);
+}
+
+dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int num_devices,
+                             dp_predictor_t **out) {
+    *out = NULL;
+    if (num_devices < 1) return dp_fail(DP_ERR_ARG, "predict: %d devices (at least 1)", num_devices);
+    dp_predictor_t *p = dp_alloc_zeroed(1, sizeof *p, "predictor");
+    if (!p) return DP_ERR_NOMEM;
+    p->model = model;
+    size_t n = dp_model_num_params(model);
+    p->params = dp_alloc(sizeof(float) * (n ? n : 1), "predictor parameters");
+    p->shards = dp_alloc_zeroed((size_t)num_devices, sizeof *p->shards, "predictor shards");
+    p->devices = dp_alloc_zeroed((size_t)num_devices, sizeof *p->devices, "predictor devices");
+    if (!p->params || !p->shards || !p->devices) {
+        dp_predictor_free(p);
+        return DP_ERR_NOMEM;
+    }
+    memcpy(p->params, params, sizeof(float) * n);
+    for (int d = 0; d < num_devices; d++) {
+        shard_t *s = &p->shards[d];
+        p->num_devices = d + 1; /* what free must release */
+        s->owner = p;
+        dp_status_t st = dp_device_new(d, -1, &s->device);
+        if (st != DP_OK) {
+            dp_predictor_free(p);
+            return st;
+        }
+        p->devices[d] = s->device;
+        s->arena = dp_arena_new((size_t)1 << 22);
+        s->tape = s->arena ? dp_tape_new(s->arena) : NULL;
+        if (!s->tape) {
+            dp_predictor_free(p);
+            return dp_fail(DP_ERR_NOMEM, "predict: out of memory for device %d's scratch memory", d);
+        }
+    }
+    *out = p;
+    return DP_OK;
+}
+
+static dp_status_t run_shard(void *arg) {
+    shard_t *s = arg;
+    const dp_model_t *m = s->owner->model;
+    dp_arena_reset(s->arena);
+    dp_tape_reset(s->tape);
+    int c, h, w;
+    dp_model_input_shape(m, &c, &h, &w);
+    int shape[4] = {s->count, c, h, w};
+    dp_tensor_t *x = dp_tape_tensor(s->tape, 4, shape);
+    if (!x) return DP_ERR_NOMEM;
+    size_t numel = dp_tensor_numel(x);
+    x->data = dp_arena_floats(s->arena, numel);
+    if (!x->data) return dp_fail(DP_ERR_NOMEM, "predict: out of memory for a batch of %d inputs", s->count);
+    memcpy(x->data, s->x, sizeof(float) * numel);
+    dp_tensor_t *logits;
+    DP_TRY(dp_model_forward(m, s->tape, s->owner->params, NULL, x, &logits));
+    size_t classes = (size_t)dp_model_num_outputs(m);
+    if (dp_tensor_numel(logits) != (size_t)s->count * classes)
+        return dp_fail(DP_ERR_SHAPE, "predict: model %s gives %zu outputs for %d inputs, expected %zu each",
+                       dp_model_name(m), dp_tensor_numel(logits), s->count, classes);
+    memcpy(s->logits, logits->data, sizeof(float) * (size_t)s->count * classes);
+    return DP_OK;
+}
+
+dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits) {
+    if (n < 1) return dp_fail(DP_ERR_ARG, "predict: %d inputs (at least 1)", n);
+    int c, h, w;
+    dp_model_input_shape(p->model, &c, &h, &w);
+    size_t example = (size_t)c * h * w, classes = (size_t)dp_model_num_outputs(p->model);
+    int used = 0;
+    for (int d = 0; d < p->num_devices; d++) {
+        int start, count;
+        dp_split_batch(n, p->num_devices, d, &start, &count);
+        if (count == 0) continue;
+        shard_t *s = &p->shards[d];
+        s->x = x + (size_t)start * example;
+        s->logits = logits + (size_t)start * classes;
+        s->count = count;
+        if (dp_device_submit(s->device, run_shard, s) != DP_OK) {
+            /* let the shards already queued finish before the caller's buffers go */
+            char message[1024];
+            snprintf(message, sizeof message, "%s", dp_error_message());
+            dp_waitall(p->devices, used);
+            return dp_fail(DP_ERR_NOMEM, "%s", message);
+        }
+        used = d + 1;
+    }
+    return dp_waitall(p->devices, used);
+}
+
+void dp_softmax(const float *logits, int count, float *probs) {
+    float max = logits[0];
+    for (int i = 1; i < count; i++)
+        if (logits[i] > max) max = logits[i];
+    double total = 0;
+    for (int i = 0; i < count; i++) total += exp((double)logits[i] - max);
+    for (int i = 0; i < count; i++) probs[i] = (float)(exp((double)logits[i] - max) / total);
+}

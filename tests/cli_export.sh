@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# cli_export.sh - `dptrain export --onnx`, checked by ONNX tools that no one
+# here wrote (tools/check_onnx.py): for lenet, lenet-paddle, alexnet
+# (models/alexnet.cfg), resnet18 (models/resnet18.cfg), tests/models/
+# tiny_resnet.cfg and tests/models/every_layer.cfg (every layer kind of the
+# model files), each trained for one epoch on a 256-image subset (128 for
+# AlexNet and ResNet-18) of
+# Fashion-MNIST (batch norm gets trained running statistics) and exported
+# (under the sanitizers only the three small ones, see below):
+# - python3-onnx 1.12: check_model(full_check=True), strict shape inference
+#   gives (batch, 10) with a symbolic batch; batch norm's running statistics
+#   in the file are the trained ones (not 0 / 1);
+# - OpenCV 4.6's cv2.dnn.readNetFromONNX, forward on the 256 test images
+#   (and on one: the batch is dynamic), and PyTorch rebuilding the network
+#   from the file's nodes and weights: logits agree with dptrain's own
+#   (`dptrain predict --json --logits` on the same images written as PNGs)
+#   to 1e-4 relative, and the predicted classes are the same;
+# - the export is deterministic (same bytes twice) and atomic: a failed
+#   export (missing checkpoint, another model's checkpoint, a directory that
+#   does not exist) is one line, exit 1, and leaves an existing file as it
+#   was, with no temporary file behind.
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+py=/usr/bin/python3
+check="$src/tools/check_onnx.py"
+if ! $py -c 'import onnx, cv2, torch, numpy' 2>"$tmp/import.err"; then
+  fail "python3-onnx, python3-opencv, python3-torch and python3-numpy are needed (scripts/setup.sh test): $(tail -1 "$tmp/import.err")"
+  testing_finish cli_export
+  exit
+fi
+mkdir -p "$tmp/data" "$tmp/png"
+$py "$check" subset "$data" 256 "$tmp/data"
+$py "$check" pngs "$tmp/data/t10k-images-idx3-ubyte" 256 "$tmp/png"
+
+models=(lenet lenet-paddle "$src/models/alexnet.cfg" "$src/models/resnet18.cfg"
+        "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg")
+# Under the sanitizers (scripts/sanitize.sh) training AlexNet and ResNet-18 takes
+# minutes: there the writer runs on the small models, which hold every layer kind.
+cache="$(dirname "$bin")/CMakeCache.txt"
+if [[ -f "$cache" ]] && grep -q '^CMAKE_C_FLAGS:STRING=.*-fsanitize' "$cache"; then
+  models=(lenet "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg")
+  echo "sanitizer build: checking lenet, tiny_resnet and every_layer only"
+fi
+for model in "${models[@]}"; do
+  name=$(basename "$model" .cfg)
+  ck="$tmp/$name.safetensors" onnx="$tmp/$name.onnx"
+  limit=256 # the big two train on 128 images (2 steps) to keep the test short
+  [[ $name == alexnet || $name == resnet18 ]] && limit=128
+  if ! "$bin" train --data "$tmp/data" --model "$model" --epochs 1 --batch-size 64 --limit $limit --optimizer adam \
+       --lr 0.002 --devices 2 --save "$ck" --quiet >"$tmp/train.out" 2>&1; then
+    fail "$name: training failed: $(tail -2 "$tmp/train.out")"; continue
+  fi
+  if ! "$bin" export --resume "$ck" --onnx "$onnx" 2>"$tmp/export.err"; then
+    fail "$name: export failed: $(cat "$tmp/export.err")"; continue
+  fi
+  [[ ! -s "$tmp/export.err" ]] && pass || fail "$name: export wrote to stderr: $(cat "$tmp/export.err")"
+  "$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp"/png/*.png >"$tmp/$name.jsonl" \
+    && [[ $(wc -l <"$tmp/$name.jsonl") -eq 256 ]] && pass || fail "$name: predict --json --logits"
+  if $py "$check" check "$onnx" "$tmp/data/t10k-images-idx3-ubyte" 256 "$tmp/$name.jsonl" --torch >"$tmp/check.out" 2>&1; then
+    pass
+  else
+    fail "$name: $(cat "$tmp/check.out" | tail -8)"
+  fi
+  sed 's/^/  /' "$tmp/check.out"
+done
+
+# Deterministic: the same checkpoint gives the same bytes.
+"$bin" export --resume "$tmp/tiny_resnet.safetensors" --onnx "$tmp/again.onnx" \
+  && cmp -s "$tmp/again.onnx" "$tmp/tiny_resnet.onnx" && pass || fail "export is not deterministic"
+
+# Refusals: one line, exit 1, the existing file untouched, no temporary file.
+refused() {
+  local label=$1 part=$2 status=$3 err=$4
+  [[ $status -eq 1 && $(wc -l <"$err") -eq 1 ]] && grep -qF -- "$part" "$err" && pass \
+    || fail "$label: status $status, stderr: $(head -c 400 "$err") (expected one line with '$part')"
+}
+before=$(sha256sum <"$tmp/lenet.onnx")
+"$bin" export --resume "$tmp/missing.safetensors" --onnx "$tmp/lenet.onnx" 2>"$tmp/err"
+refused "missing checkpoint" "missing.safetensors" $? "$tmp/err"
+"$bin" export --resume "$tmp/tiny_resnet.safetensors" --model lenet --onnx "$tmp/lenet.onnx" 2>"$tmp/err"
+refused "another model's checkpoint" "conv1.weight" $? "$tmp/err"
+head -c 1000 "$tmp/lenet.safetensors" >"$tmp/cut.safetensors"
+"$bin" export --resume "$tmp/cut.safetensors" --onnx "$tmp/lenet.onnx" 2>"$tmp/err"
+refused "truncated checkpoint" "cut.safetensors" $? "$tmp/err"
+[[ $(sha256sum <"$tmp/lenet.onnx") == "$before" ]] && pass || fail "a failed export changed the existing file"
+"$bin" export --resume "$tmp/lenet.safetensors" --onnx "$tmp/no/such/dir/m.onnx" 2>"$tmp/err"
+refused "missing directory" "no/such/dir" $? "$tmp/err"
+"$bin" export --resume "$tmp/lenet.safetensors" 2>"$tmp/err"
+refused "no --onnx" "--onnx" $? "$tmp/err"
+"$bin" export --resume "$tmp/lenet.safetensors" --onnx "$tmp/x.onnx" --bogus 1 2>"$tmp/err"
+refused "unknown option" "--bogus" $? "$tmp/err"
+[[ ! -e "$tmp/x.onnx" ]] && pass || fail "a refused export wrote a file"
+leftovers=$(find "$tmp" -name '*.tmp.*' | wc -l)
+[[ $leftovers -eq 0 ]] && pass || fail "temporary files left: $(find "$tmp" -name '*.tmp.*')"
+"$bin" export --help | grep -q "opset 13" && pass || fail "export --help"
+testing_finish cli_export

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# cli_install.sh - `cmake --install` into a temporary prefix, then programs
+# built out of tree against what was installed:
+# - the prefix holds the shared and static libdptrain, every public header,
+#   dptrain.pc, the CMake package and the dptrain command;
+# - the shared library exports only names declared in include/dptrain/*.h
+#   (internal functions of libdptrain.a, e.g. dp_conv_forward, are hidden);
+# - examples/multi_device_lenet.c and examples/classify.c build through
+#   pkg-config (shared; and static with --static: no libdptrain.so needed)
+#   and through CMake (find_package(dptrain): dptrain::dptrain and
+#   dptrain::dptrain_static), and run: the book's summary line, and the same
+#   classes as `dptrain predict` on test images.
+# The compiler flags of this build (e.g. the sanitizers') are used for the
+# out-of-tree programs too.
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$(dirname "$bin")" && pwd)
+prefix="$tmp/prefix"
+cflags=$(sed -n 's/^CMAKE_C_FLAGS:STRING=//p' "$build/CMakeCache.txt")
+cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.out" 2>&1; then
+  fail "cmake --install: $(tail -3 "$tmp/install.out")"; testing_finish cli_install; exit
+fi
+pass
+export PKG_CONFIG_PATH="$(dirname "$(find "$prefix" -name dptrain.pc)")"
+libdir=$(realpath "$(pkg-config --variable=libdir dptrain)")
+for f in "$libdir/libdptrain.so" "$libdir/libdptrain.a" "$prefix/include/dptrain/image.h" \
+         "$prefix/include/dptrain/onnx.h" "$libdir/cmake/dptrain/dptrainConfig.cmake" "$prefix/bin/dptrain"; do
+  [[ -e "$f" ]] && pass || fail "not installed: $f"
+done
+n_src=$(ls "$src"/include/dptrain/*.h | wc -l)
+n_inst=$(ls "$prefix"/include/dptrain/*.h | wc -l)
+[[ $n_src -eq $n_inst ]] && pass || fail "$n_inst headers installed, $n_src in include/dptrain"
+"$prefix/bin/dptrain" version | grep -q '^dptrain ' && pass || fail "installed dptrain version"
+
+# Only the public names are exported.
+cat "$prefix"/include/dptrain/*.h | grep -oE '\bdp_[a-z0-9_]+' | sort -u >"$tmp/declared"
+nm -D --defined-only "$libdir/libdptrain.so" | awk '{print $3}' | sort -u >"$tmp/exported"
+extra=$(comm -23 "$tmp/exported" "$tmp/declared" | head -5)
+[[ -z "$extra" ]] && pass || fail "exported but not in the public headers: $extra"
+grep -qx dp_predictor_run "$tmp/exported" && grep -qx dp_onnx_export "$tmp/exported" && grep -qx dp_builtin_models "$tmp/exported" \
+  && pass || fail "public names missing from the shared library"
+nm "$libdir/libdptrain.a" 2>/dev/null | grep -q ' T dp_conv_forward$' && ! grep -qx dp_conv_forward "$tmp/exported" \
+  && pass || fail "dp_conv_forward (internal) is not hidden, or not in libdptrain.a"
+
+# A checkpoint and test images for classify.
+mkdir -p "$tmp/data" "$tmp/png"
+/usr/bin/python3 "$src/tools/check_onnx.py" subset "$data" 256 "$tmp/data"
+/usr/bin/python3 "$src/tools/check_onnx.py" pngs "$tmp/data/t10k-images-idx3-ubyte" 8 "$tmp/png"
+"$bin" train --data "$tmp/data" --model lenet-paddle --epochs 1 --batch-size 32 --optimizer adam --lr 0.003 \
+  --save "$tmp/ck.safetensors" --quiet >/dev/null 2>&1 || fail "training the checkpoint"
+"$bin" predict --resume "$tmp/ck.safetensors" --top 1 "$tmp"/png/*.png | sed -E 's/ [0-9.]+$//' >"$tmp/want"
+
+run_lenet() { # $1: label, $2: program
+  local out
+  out=$("$2" 2 128 0.5 1 2000 2>&1)
+  [[ $? -eq 0 ]] && grep -qE '^test acc: [0-9.]+, [0-9.]+ sec/epoch on \[cpu:0, cpu:1\]$' <<<"$out" && pass \
+    || fail "$1 multi_device_lenet: $(tail -2 <<<"$out")"
+}
+run_classify() { # $1: label, $2: program
+  "$2" "$tmp/ck.safetensors" "$tmp"/png/*.png >"$tmp/got.raw" 2>"$tmp/got.err"
+  sed -E 's/ [0-9.]+$//' "$tmp/got.raw" >"$tmp/got"
+  [[ $? -eq 0 && -s "$tmp/got" ]] && cmp -s "$tmp/got" "$tmp/want" && pass \
+    || fail "$1 classify: $(head -3 "$tmp/got.raw" "$tmp/got.err") vs predict's $(head -3 "$tmp/want")"
+}
+
+# pkg-config, shared
+mkdir -p "$tmp/pc"
+for ex in multi_device_lenet classify; do
+  $cc $cflags -std=c11 -D_POSIX_C_SOURCE=200809L "$src/examples/$ex.c" -o "$tmp/pc/$ex" \
+    $(pkg-config --cflags --libs dptrain) -Wl,-rpath,"$libdir" 2>"$tmp/cc.err" \
+    && pass || fail "pkg-config build of $ex: $(head -5 "$tmp/cc.err")"
+done
+ldd "$tmp/pc/classify" | grep -q "$libdir/libdptrain.so" && pass || fail "pkg-config classify does not use the installed libdptrain.so"
+run_lenet "pkg-config" "$tmp/pc/multi_device_lenet"
+run_classify "pkg-config" "$tmp/pc/classify"
+# pkg-config, static
+$cc $cflags -std=c11 -D_POSIX_C_SOURCE=200809L "$src/examples/classify.c" -o "$tmp/pc/classify_static" \
+  $(pkg-config --cflags dptrain) "$libdir/libdptrain.a" $(pkg-config --static --libs dptrain | sed 's/-ldptrain//') 2>"$tmp/cc.err" \
+  && pass || fail "static pkg-config build: $(head -5 "$tmp/cc.err")"
+! ldd "$tmp/pc/classify_static" | grep -q libdptrain && pass || fail "the static build needs libdptrain.so"
+run_classify "pkg-config static" "$tmp/pc/classify_static"
+
+# CMake package
+mkdir -p "$tmp/consumer"
+cat >"$tmp/consumer/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.18)
+project(consumer C)
+find_package(dptrain 0.1 REQUIRED)
+add_executable(classify $src/examples/classify.c)
+target_link_libraries(classify PRIVATE dptrain::dptrain)
+add_executable(multi_device_lenet $src/examples/multi_device_lenet.c)
+target_link_libraries(multi_device_lenet PRIVATE dptrain::dptrain_static)
+target_compile_definitions(classify PRIVATE _POSIX_C_SOURCE=200809L)
+target_compile_definitions(multi_device_lenet PRIVATE _POSIX_C_SOURCE=200809L)
+CMAKE
+if cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+     -DCMAKE_C_FLAGS="$cflags" >"$tmp/cmake.out" 2>&1 && cmake --build "$tmp/consumer/build" -j2 >>"$tmp/cmake.out" 2>&1; then
+  pass
+  run_lenet "CMake (static)" "$tmp/consumer/build/multi_device_lenet"
+  run_classify "CMake (shared)" "$tmp/consumer/build/classify"
+  ldd "$tmp/consumer/build/classify" | grep -q "$libdir/libdptrain.so" && pass || fail "CMake classify does not use the installed libdptrain.so"
+else
+  fail "CMake consumer: $(grep -iE 'error' "$tmp/cmake.out" | head -5)"
+fi
+testing_finish cli_install

@@ -1,0 +1,98 @@
+/* test_predict.c - the predictor (predict.h): logits on k devices equal, bit
+ * for bit, those of plain dp_model_forward calls in inference (batch norm
+ * with running statistics, dropout off) on each device's shard
+ * (dp_split_batch), and those of one forward over the whole batch to 1e-5
+ * (a different batch size may round differently in the GEMMs), for k = 1, 2,
+ * 3 and batches smaller than, equal to and larger than k; repeated runs
+ * reuse the devices' memory; the softmax. Runs under ThreadSanitizer too
+ * (label `threads`).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/model_file.h"
+#include "dptrain/parallel.h"
+#include "dptrain/predict.h"
+#include "testing.h"
+
+/* Logits of x (n examples) by one forward on this thread. */
+static void reference_logits(const dp_model_t *m, float *params, const float *x, int n, float *out) {
+    dp_arena_t *arena = dp_arena_new(1 << 20);
+    dp_tape_t *tape = dp_tape_new(arena);
+    int c, h, w;
+    dp_model_input_shape(m, &c, &h, &w);
+    int shape[4] = {n, c, h, w};
+    dp_tensor_t *t = dp_tape_tensor(tape, 4, shape), *logits = NULL;
+    t->data = dp_arena_floats(arena, dp_tensor_numel(t));
+    memcpy(t->data, x, sizeof(float) * dp_tensor_numel(t));
+    CHECK(dp_model_forward(m, tape, params, NULL, t, &logits) == DP_OK, "%s", dp_error_message());
+    if (logits) memcpy(out, logits->data, sizeof(float) * dp_tensor_numel(logits));
+    dp_tape_free(tape);
+    dp_arena_free(arena);
+}
+
+static void check_model(const char *name_or_path) {
+    dp_model_t *m = NULL;
+    CHECK(dp_model_load(name_or_path, &m) == DP_OK, "%s: %s", name_or_path, dp_error_message());
+    if (!m) return;
+    size_t np = dp_model_num_params(m);
+    float *params = malloc(sizeof(float) * np);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 7);
+    dp_model_init_params(m, params, &rng);
+    /* non-trivial running statistics for batch norm: the buffers after the trainable part */
+    for (size_t i = dp_model_num_trainable(m); i < np; i++) params[i] = 0.5f + 0.25f * (float)(i % 7);
+    int c, h, w, classes = dp_model_num_outputs(m);
+    dp_model_input_shape(m, &c, &h, &w);
+    enum { MAX_N = 7 };
+    size_t example = (size_t)c * h * w;
+    float *x = malloc(sizeof(float) * example * MAX_N);
+    for (size_t i = 0; i < example * MAX_N; i++) x[i] = dp_rng_uniform(&rng);
+    float want[MAX_N * 10], whole[MAX_N * 10], got[MAX_N * 10];
+    for (int k = 1; k <= 3; k++) {
+        dp_predictor_t *p = NULL;
+        CHECK(dp_predictor_new(m, params, k, &p) == DP_OK, "%s", dp_error_message());
+        if (!p) continue;
+        int sizes[3] = {1, 3, MAX_N};
+        for (int r = 0; r < 2; r++) { /* twice: the devices' memory is reused */
+            for (int s = 0; s < 3; s++) {
+                int n = sizes[s];
+                for (int d = 0; d < k; d++) {
+                    int start, count;
+                    dp_split_batch(n, k, d, &start, &count);
+                    if (count > 0)
+                        reference_logits(m, params, x + (size_t)start * example, count,
+                                         want + (size_t)start * classes);
+                }
+                reference_logits(m, params, x, n, whole);
+                memset(got, 0, sizeof got);
+                CHECK(dp_predictor_run(p, x, n, got) == DP_OK, "%s", dp_error_message());
+                CHECK(memcmp(got, want, sizeof(float) * (size_t)n * classes) == 0,
+                      "%s: %d devices, batch %d: logits differ from the shards' forwards", name_or_path, k, n);
+                CHECK(testing_max_violation(got, whole, (size_t)n * classes, 1e-5, 1e-6, NULL) <= 1,
+                      "%s: %d devices, batch %d: logits differ from one forward over the batch", name_or_path, k, n);
+            }
+        }
+        CHECK(dp_predictor_run(p, x, 0, got) == DP_ERR_ARG, "batch 0 refused");
+        dp_predictor_free(p);
+    }
+    dp_predictor_t *p = NULL;
+    CHECK(dp_predictor_new(m, params, 0, &p) == DP_ERR_ARG && p == NULL, "0 devices refused");
+    free(x);
+    free(params);
+    dp_model_free(m);
+}
+
+int main(void) {
+    check_model("lenet");
+    check_model(testing_path("models/tiny_resnet.cfg")); /* batch norm, dropout, residual */
+    float logits[4] = {1.0f, 2.0f, 3.0f, 1000.0f}, probs[4];
+    dp_softmax(logits, 3, probs);
+    double e1 = exp(-2.0), e2 = exp(-1.0), total = e1 + e2 + 1.0;
+    CHECK(fabs(probs[0] - e1 / total) < 1e-6 && fabs(probs[2] - 1.0 / total) < 1e-6, "softmax %g %g %g", probs[0],
+          probs[1], probs[2]);
+    dp_softmax(logits, 4, probs);
+    CHECK(probs[3] == 1.0f && probs[0] == 0.0f, "softmax of a large logit is stable: %g %g", probs[3], probs[0]);
+    return testing_finish("test_predict");
+}
