@@ -1,8 +1,10 @@
 /* predict.c - inference on k devices (predict.h).
  *
- * DESIGN. The predictor owns one parameter buffer that every device reads
- * and nobody writes (inference never updates batch norm's statistics), and
- * per device an arena and a tape that only tasks on that device touch. A
+ * DESIGN. Every device holds its own copy of the parameters in its
+ * backend's memory (uploaded once; inference never updates batch norm's
+ * statistics), and an arena (device memory) and a tape that only tasks on
+ * that device touch. Inputs go to the device and logits come back through
+ * the device API (dp_device_upload/download), as in the trainer. A
  * call fills one task per device (its shard of x and of logits, disjoint),
  * submits them and waits for all (dp_waitall); the caller's buffers are not
  * touched by anyone once it returns.
@@ -22,6 +24,7 @@ typedef struct {
     dp_device_t *device;
     dp_arena_t *arena;
     dp_tape_t *tape;
+    float *params;  /* (num_params) device memory */
     const float *x; /* (count, C, H, W): this shard */
     float *logits;  /* (count, classes) */
     int count;
@@ -29,7 +32,6 @@ typedef struct {
 
 struct dp_predictor {
     const dp_model_t *model;
-    float *params;
     int num_devices;
     shard_t *shards;
     dp_device_t **devices;
@@ -39,13 +41,14 @@ void dp_predictor_free(dp_predictor_t *p) {
     if (!p) return;
     for (int d = 0; d < p->num_devices; d++) {
         shard_t *s = &p->shards[d];
-        dp_device_free(s->device);
+        if (s->device) dp_device_wait(s->device);
         dp_tape_free(s->tape);
         dp_arena_free(s->arena);
+        if (s->device) dp_device_free_memory(s->device, s->params);
+        dp_device_free(s->device);
     }
     free(p->shards);
     free(p->devices);
-    free(p->params);
     free(p);
 }
 
@@ -57,14 +60,12 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
     if (!p) return DP_ERR_NOMEM;
     p->model = model;
     size_t n = dp_model_num_params(model);
-    p->params = dp_alloc(sizeof(float) * (n ? n : 1), "predictor parameters");
     p->shards = dp_alloc_zeroed((size_t)num_devices, sizeof *p->shards, "predictor shards");
     p->devices = dp_alloc_zeroed((size_t)num_devices, sizeof *p->devices, "predictor devices");
-    if (!p->params || !p->shards || !p->devices) {
+    if (!p->shards || !p->devices) {
         dp_predictor_free(p);
         return DP_ERR_NOMEM;
     }
-    memcpy(p->params, params, sizeof(float) * n);
     for (int d = 0; d < num_devices; d++) {
         shard_t *s = &p->shards[d];
         p->num_devices = d + 1; /* what free must release */
@@ -75,8 +76,11 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
             return st;
         }
         p->devices[d] = s->device;
-        s->arena = dp_arena_new((size_t)1 << 22);
-        s->tape = s->arena ? dp_tape_new(s->arena) : NULL;
+        const dp_backend_t *backend = dp_device_backend(s->device);
+        s->params = dp_device_alloc(s->device, sizeof(float) * (n ? n : 1), "predictor parameters");
+        if (s->params) dp_device_upload(s->device, s->params, params, sizeof(float) * n);
+        s->arena = s->params ? dp_arena_new_on(backend, (size_t)1 << 22) : NULL;
+        s->tape = s->arena ? dp_tape_new_on(backend, s->arena) : NULL;
         if (!s->tape) {
             dp_predictor_free(p);
             return dp_fail(DP_ERR_NOMEM, "predict: out of memory for device %d's scratch memory", d);
@@ -99,14 +103,14 @@ static dp_status_t run_shard(void *arg) {
     size_t numel = dp_tensor_numel(x);
     x->data = dp_arena_floats(s->arena, numel);
     if (!x->data) return dp_fail(DP_ERR_NOMEM, "predict: out of memory for a batch of %d inputs", s->count);
-    memcpy(x->data, s->x, sizeof(float) * numel);
+    dp_device_upload(s->device, x->data, s->x, sizeof(float) * numel);
     dp_tensor_t *logits;
-    DP_TRY(dp_model_forward(m, s->tape, s->owner->params, NULL, x, &logits));
+    DP_TRY(dp_model_forward(m, s->tape, s->params, NULL, x, &logits));
     size_t classes = (size_t)dp_model_num_outputs(m);
     if (dp_tensor_numel(logits) != (size_t)s->count * classes)
         return dp_fail(DP_ERR_SHAPE, "predict: model %s gives %zu outputs for %d inputs, expected %zu each",
                        dp_model_name(m), dp_tensor_numel(logits), s->count, classes);
-    memcpy(s->logits, logits->data, sizeof(float) * (size_t)s->count * classes);
+    dp_device_download(s->device, s->logits, logits->data, sizeof(float) * (size_t)s->count * classes);
     return DP_OK;
 }
 
