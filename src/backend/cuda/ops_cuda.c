@@ -1,0 +1,474 @@
+/* ops_cuda.c - the op table of a CUDA device (ops.h semantics, on device
+ * pointers): conv with cuDNN (fixed deterministic algorithms, FMA math: no
+ * TF32), linear with cuBLAS (pedantic FP32), ReLU, max and average pooling
+ * and softmax cross-entropy with own kernels (kernels.cu); flatten is the
+ * CPU's (a view: no data touched). Done: LeNet's ops, 2-D (conv, max_pool,
+ * avg_pool, linear, relu, flatten, softmax_xent). Not done on the GPU yet
+ * (a forward fails with one line naming the op): conv_transpose,
+ * global_avg_pool, batch_norm, dropout, sigmoid, tanh, add, mse, and 1-D /
+ * 3-D conv and pooling.
+ *
+ * An op's grad of an input is written when still unset (dp_grad_claim) and
+ * added to otherwise, as the CPU ops do. Labels (softmax_xent) are device
+ * memory, as load_batch leaves them; a label outside [0, K) gives a NaN loss
+ * (the host cannot check device labels without a synchronisation).
+ *
+ * Ops have no context argument, so each GPU gets its own table of small
+ * wrappers (OP_WRAPPERS) that select its context, take its lock and report
+ * a failure of any asynchronous work queued so far. */
+#include <math.h>
+#include <stdio.h>
+
+#include "dptrain/ops.h"
+#include "cuda_internal.h"
+
+/* The CPU's flatten: a view over x, no arithmetic (ops_elementwise.c). */
+dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);
+
+static const float one = 1.0f, zero = 0.0f;
+
+static dp_status_t cudnn_fail(dp_cuda_ctx_t *c, cudnnStatus_t s, const char *what) {
+    return dp_fail(DP_ERR_ARG, "%s: %s: cuDNN: %s", c->name, what, cudnnGetErrorString(s));
+}
+#define CUDNN_TRY(c, call, what)                                                                                   \
+    do {                                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                          \
+            status = cudnn_fail(c, s_, what);                                                                      \
+            goto done;                                                                                             \
+        }                                                                                                          \
+    } while (0)
+
+static dp_status_t launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
+    return dp_cuda_check(c, err, what) ? dp_cuda_status(c) : DP_OK;
+}
+
+/* Output data (and an unset grad when `want_grad`) of `numel` floats. */
+static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
+                          dp_arena_t *arena) {
+    dp_tensor_set_shape(&node->out, ndim, shape);
+    size_t numel = dp_tensor_numel(&node->out);
+    node->out.data = dp_arena_floats(arena, numel);
+    node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
+    node->saved = NULL;
+    if (!node->out.data || (want_grad && !node->out.grad))
+        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for an output of %zu floats", op, numel);
+    return DP_OK;
+}
+
+/* cuDNN's workspace of at least `bytes`. */
+static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
+    if (bytes <= c->workspace_bytes) return DP_OK;
+    cudaFree(c->workspace); /* waits for the work that used it */
+    c->workspace = NULL;
+    c->workspace_bytes = 0;
+    cudaError_t err = cudaMalloc(&c->workspace, bytes);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
+    }
+    c->workspace_bytes = bytes;
+    return DP_OK;
+}
+
+/* --- conv (2-D) ---------------------------------------------------------------- */
+
+typedef struct {
+    int N, C, H, W, OC, kh, kw, OH, OW, groups;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} conv_desc_t;
+
+static void conv_desc_free(conv_desc_t *d) {
+    if (d->x) cudnnDestroyTensorDescriptor(d->x);
+    if (d->y) cudnnDestroyTensorDescriptor(d->y);
+    if (d->w) cudnnDestroyFilterDescriptor(d->w);
+    if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+}
+
+static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ws[64];
+    dp_status_t status = DP_OK;
+    *d = (conv_desc_t){0};
+    if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight with data");
+    if (x->ndim != 4 || w->ndim != 4)
+        return dp_fail(DP_ERR_ARG, "conv: %s: only 2-D convolutions are done on CUDA devices yet (input %s)", c->name,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    d->N = x->shape[0], d->C = x->shape[1], d->H = x->shape[2], d->W = x->shape[3];
+    d->OC = w->shape[0], d->kh = w->shape[2], d->kw = w->shape[3];
+    d->groups = a->groups < 1 ? 1 : a->groups;
+    if (d->C % d->groups || d->OC % d->groups || w->shape[1] != d->C / d->groups)
+        return dp_fail(DP_ERR_SHAPE, "conv: weight %s does not fit input %s with %d groups",
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs), d->groups);
+    if (b && (b->ndim != 1 || b->shape[0] != d->OC || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d)", d->OC);
+    for (int i = 0; i < 2; i++)
+        if (a->stride[i] < 1 || a->dilation[i] < 1 || a->pad[i] < 0)
+            return dp_fail(DP_ERR_ARG, "conv: stride and dilation must be >= 1 and pad >= 0");
+    d->OH = dp_conv_out_size(d->H, d->kh, a->stride[0], a->pad[0], a->dilation[0]);
+    d->OW = dp_conv_out_size(d->W, d->kw, a->stride[1], a->pad[1], a->dilation[1]);
+    if (d->OH < 1 || d->OW < 1)
+        return dp_fail(DP_ERR_SHAPE, "conv: kernel %dx%d does not fit input %s", d->kh, d->kw,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->x), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->y), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateFilterDescriptor(&d->w), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&d->conv), "conv descriptors");
+    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->C, d->H, d->W),
+              "conv input");
+    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->OC, d->OH, d->OW),
+              "conv output");
+    CUDNN_TRY(c, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->OC, d->C / d->groups, d->kh,
+                                            d->kw),
+              "conv weight");
+    CUDNN_TRY(c, cudnnSetConvolution2dDescriptor(d->conv, a->pad[0], a->pad[1], a->stride[0], a->stride[1],
+                                                 a->dilation[0], a->dilation[1], CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT),
+              "conv geometry");
+    CUDNN_TRY(c, cudnnSetConvolutionGroupCount(d->conv, d->groups), "conv groups");
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "conv math type"); /* no TF32 */
+done:
+    if (status != DP_OK) conv_desc_free(d);
+    return status;
+}
+
+/* Deterministic algorithms (cuDNN documents these as reproducible). */
+#define CONV_FWD_ALGO CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
+#define CONV_BWD_DATA_ALGO CUDNN_CONVOLUTION_BWD_DATA_ALGO_1
+#define CONV_BWD_FILTER_ALGO CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+
+static dp_status_t conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    conv_desc_t d;
+    DP_TRY(conv_desc(c, node, &d));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status;
+    int shape[4] = {d.N, d.OC, d.OH, d.OW};
+    size_t bytes = 0;
+    if ((status = output(node, "conv", 4, shape, x->grad || w->grad || (b && b->grad), arena)) != DP_OK) goto done;
+    CUDNN_TRY(c, cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d.x, d.w, d.conv, d.y, CONV_FWD_ALGO, &bytes),
+              "conv forward workspace");
+    if ((status = workspace(c, bytes)) != DP_OK) goto done;
+    CUDNN_TRY(c, cudnnConvolutionForward(c->cudnn, &one, d.x, x->data, d.w, w->data, d.conv, CONV_FWD_ALGO,
+                                         c->workspace, bytes, &zero, d.y, node->out.data),
+              "conv forward");
+    if (b || node->attr.fuse_relu)
+        status = launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, d.N, d.OC,
+                                            (size_t)d.OH * d.OW, node->attr.fuse_relu),
+                        "conv bias");
+done:
+    conv_desc_free(&d);
+    return status;
+}
+
+static dp_status_t conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    if (!node->out.grad) return DP_OK;
+    conv_desc_t d;
+    DP_TRY(conv_desc(c, node, &d));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status = DP_OK;
+    size_t n_out = dp_tensor_numel(&node->out), bytes = 0, more = 0;
+    const float *dy = node->out.grad; /* (N, OC, OH, OW) */
+    if (node->attr.fuse_relu) {       /* the gradient through relu: dy where y > 0 */
+        float *masked = dp_arena_floats(arena, n_out);
+        if (!masked) {
+            status = dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
+            goto done;
+        }
+        if ((status = launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask")))
+            goto done;
+        dy = masked;
+    }
+    if (b && b->grad) {
+        int add = !dp_grad_claim(b);
+        if ((status = launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, d.N, d.OC, (size_t)d.OH * d.OW, add),
+                             "conv bias gradient")))
+            goto done;
+    }
+    if (w->grad) {
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d.x, d.y, d.conv, d.w,
+                                                                    CONV_BWD_FILTER_ALGO, &bytes),
+                  "conv weight gradient workspace");
+    }
+    if (x->grad) {
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d.w, d.y, d.conv, d.x, CONV_BWD_DATA_ALGO,
+                                                                  &more),
+                  "conv input gradient workspace");
+    }
+    if ((status = workspace(c, bytes > more ? bytes : more)) != DP_OK) goto done;
+    if (w->grad) {
+        const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
+        CUDNN_TRY(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, d.x, x->data, d.y, dy, d.conv, CONV_BWD_FILTER_ALGO,
+                                                    c->workspace, c->workspace_bytes, &beta, d.w, w->grad),
+                  "conv weight gradient");
+    }
+    if (x->grad) {
+        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
+        CUDNN_TRY(c, cudnnConvolutionBackwardData(c->cudnn, &one, d.w, w->data, d.y, dy, d.conv, CONV_BWD_DATA_ALGO,
+                                                  c->workspace, c->workspace_bytes, &beta, d.x, x->grad),
+                  "conv input gradient");
+    }
+done:
+    conv_desc_free(&d);
+    return status;
+}
+
+/* --- linear: cuBLAS is column-major, so row-major y (N, OUT) is y^T ---------------- */
+
+static dp_status_t cublas_status(dp_cuda_ctx_t *c, cublasStatus_t s, const char *what) {
+    return s == CUBLAS_STATUS_SUCCESS ? DP_OK : dp_fail(DP_ERR_ARG, "%s: %s: cuBLAS status %d", c->name, what, (int)s);
+}
+
+static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    char xs[64], ws[64];
+    if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "linear: needs an input and a weight with data");
+    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || w->shape[0] < 1)
+        return dp_fail(DP_ERR_SHAPE, "linear: weight %s does not fit input %s (expected (OUT, IN) and (N, IN))",
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs));
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0] || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "linear: bias must be (%d)", w->shape[0]);
+    *N = x->shape[0], *IN = x->shape[1], *OUT = w->shape[0];
+    return DP_OK;
+}
+
+static dp_status_t linear_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, IN = 0, OUT = 0;
+    DP_TRY(linear_check(node, &N, &IN, &OUT));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    int shape[2] = {N, OUT};
+    DP_TRY(output(node, "linear", 2, shape, x->grad || w->grad || (b && b->grad), arena));
+    float beta = 0.0f;
+    if (b) { /* start from the bias, then add x W^T (as the CPU op) */
+        DP_TRY(launch(c, dp_cuda_fill_rows(c->stream, node->out.data, b->data, N, OUT), "linear bias"));
+        beta = 1.0f;
+    }
+    /* y^T (OUT, N) = W (OUT, IN) x^T: W is column-major (IN, OUT), transposed */
+    return cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &one, w->data, IN, x->data, IN,
+                                        &beta, node->out.data, OUT),
+                         "linear forward");
+}
+
+static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const float *dy = node->out.grad; /* (N, OUT) */
+    if (!dy) return DP_OK;
+    int N = 0, IN = 0, OUT = 0;
+    DP_TRY(linear_check(node, &N, &IN, &OUT));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    if (x->grad) { /* dx^T (IN, N) = W^T dy^T: W column-major (IN, OUT), dy^T (OUT, N) */
+        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
+        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, &one, w->data, IN, dy,
+                                            OUT, &beta, x->grad, IN),
+                             "linear input gradient"));
+    }
+    if (w->grad) { /* dW^T (IN, OUT) = x^T (IN, N) dy (N, OUT) */
+        const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
+        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &one, x->data, IN, dy,
+                                            OUT, &beta, w->grad, IN),
+                             "linear weight gradient"));
+    }
+    if (b && b->grad) /* column sums of dy: dy is (N, OUT, 1) */
+        DP_TRY(launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, N, OUT, 1, !dp_grad_claim(b)),
+                      "linear bias gradient"));
+    return DP_OK;
+}
+
+/* --- relu ------------------------------------------------------------------------ */
+
+static dp_status_t relu_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
+    DP_TRY(output(node, "relu", x->ndim, x->shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x)), "relu");
+}
+
+static dp_status_t relu_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_relu_backward(c->stream, node->out.data, node->out.grad, x->grad,
+                                           dp_tensor_numel(&node->out), add),
+                  "relu backward");
+}
+
+/* --- pooling (2-D) ------------------------------------------------------------------ */
+
+static dp_status_t pool_geometry(dp_cuda_ctx_t *c, const dp_node_t *node, const char *op, int dilation,
+                                 dp_cuda_pool_t *g) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
+    if (x->ndim != 4)
+        return dp_fail(DP_ERR_ARG, "%s: %s: only 2-D pooling is done on CUDA devices yet (input %s)", op, c->name,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .H = x->shape[2], .W = x->shape[3],
+                          .kh = a->kernel[0], .kw = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1],
+                          .ph = a->pad[0], .pw = a->pad[1], .dh = dilation ? a->dilation[0] : 1,
+                          .dw = dilation ? a->dilation[1] : 1, .count_include_pad = a->count_include_pad};
+    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 ||
+        2 * g->ph > g->kh || 2 * g->pw > g->kw)
+        return dp_fail(DP_ERR_ARG, "%s: kernel, stride and dilation must be >= 1 and pad in [0, kernel / 2]", op);
+    g->OH = dp_conv_out_size(g->H, g->kh, g->sh, g->ph, g->dh);
+    g->OW = dp_conv_out_size(g->W, g->kw, g->sw, g->pw, g->dw);
+    if (g->OH < 1 || g->OW < 1 || g->planes < 1)
+        return dp_fail(DP_ERR_SHAPE, "%s: window %dx%d does not fit input %s", op, g->kh, g->kw,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    return DP_OK;
+}
+
+static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    const dp_tensor_t *x = node->in[0];
+    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
+    DP_TRY(output(node, "max_pool", 4, shape, x->grad != NULL, arena));
+    int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OH * g.OW);
+    if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
+    node->saved = argmax;
+    return launch(c, dp_cuda_max_pool_forward(c->stream, &g, x->data, node->out.data, argmax), "max_pool");
+}
+
+static dp_status_t max_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_max_pool_backward(c->stream, &g, node->out.grad, node->saved, x->grad, add),
+                  "max_pool backward");
+}
+
+static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    const dp_tensor_t *x = node->in[0];
+    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
+    DP_TRY(output(node, "avg_pool", 4, shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
+}
+
+static dp_status_t avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_avg_pool_backward(c->stream, &g, node->out.grad, x->grad, add), "avg_pool backward");
+}
+
+/* --- softmax cross-entropy ----------------------------------------------------------- */
+
+static dp_status_t xent_check(const dp_node_t *node, int *N, int *K, double *D) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "softmax_xent: needs logits (in[0]) with data");
+    if (!node->labels) return dp_fail(DP_ERR_ARG, "softmax_xent: needs labels (node->labels is NULL)");
+    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
+        return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    float d = node->attr.loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0, found %g", (double)d);
+    *N = x->shape[0], *K = x->shape[1];
+    *D = d > 0.0f ? (double)d : (double)*N;
+    return DP_OK;
+}
+
+static dp_status_t xent_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, K = 0;
+    double D = 1.0;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    const dp_tensor_t *x = node->in[0];
+    DP_TRY(output(node, "softmax_xent", 0, NULL, x->grad != NULL, arena));
+    float *probs = dp_arena_floats(arena, (size_t)N * K);         /* (N, K) */
+    double *row_loss = dp_arena_alloc(arena, sizeof(double) * N); /* (N) */
+    if (!probs || !row_loss) return dp_fail(DP_ERR_NOMEM, "softmax_xent: out of GPU memory for %d x %d", N, K);
+    node->saved = probs;
+    return launch(c, dp_cuda_xent_forward(c->stream, x->data, node->labels, N, K, D, probs, row_loss, node->out.data),
+                  "softmax_xent");
+}
+
+static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int N = 0, K = 0;
+    double D = 1.0;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_xent_backward(c->stream, node->saved, node->labels, node->out.grad, N, K, D, x->grad, add),
+                  "softmax_xent backward");
+}
+
+/* --- not done yet ---------------------------------------------------------------------- */
+
+static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const char *name = node->kind >= 0 && node->kind < DP_OP_COUNT ? dp_op_table[node->kind].name : "?";
+    return dp_fail(DP_ERR_ARG, "%s: the op %s is not done on CUDA devices yet (train it on cpu devices)", c->name, name);
+}
+
+/* --- the per-GPU tables ------------------------------------------------------------------ */
+
+typedef dp_status_t (*cuda_op_fn)(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
+
+static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
+    if (!c) return dp_fail(DP_ERR_ARG, "cuda:%d: the GPU was not opened", gpu);
+    dp_cuda_enter(c);
+    dp_status_t status = c->failed ? dp_cuda_status(c) : fn(c, node, arena);
+    if (status == DP_OK) status = dp_cuda_status(c);
+    dp_cuda_leave(c);
+    return status;
+}
+
+#define WRAP(g, fn) \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena); }
+#define GPU_FUNCS(g)                                                                                       \
+    WRAP(g, conv_forward) WRAP(g, conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
+    WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
+    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)
+#define GPU_TABLE(g)                                                                                  \
+    {                                                                                                 \
+        [DP_OP_CONV] = {"conv", 3, conv_forward_##g, conv_backward_##g},                              \
+        [DP_OP_MAX_POOL] = {"max_pool", 1, max_pool_forward_##g, max_pool_backward_##g},              \
+        [DP_OP_AVG_POOL] = {"avg_pool", 1, avg_pool_forward_##g, avg_pool_backward_##g},              \
+        [DP_OP_LINEAR] = {"linear", 3, linear_forward_##g, linear_backward_##g},                      \
+        [DP_OP_RELU] = {"relu", 1, relu_forward_##g, relu_backward_##g},                              \
+        [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
+        [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
+        [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, undone_##g, undone_##g},                       \
+        [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, undone_##g, undone_##g},                     \
+        [DP_OP_BATCH_NORM] = {"batch_norm", 3, undone_##g, undone_##g},                               \
+        [DP_OP_DROPOUT] = {"dropout", 1, undone_##g, undone_##g},                                     \
+        [DP_OP_SIGMOID] = {"sigmoid", 1, undone_##g, undone_##g},                                     \
+        [DP_OP_TANH] = {"tanh", 1, undone_##g, undone_##g},                                           \
+        [DP_OP_ADD] = {"add", 2, undone_##g, undone_##g},                                             \
+        [DP_OP_MSE] = {"mse", 2, undone_##g, undone_##g},                                             \
+    }
+
+_Static_assert(DP_OP_COUNT == 15, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
+
+GPU_FUNCS(0)
+GPU_FUNCS(1)
+GPU_FUNCS(2)
+GPU_FUNCS(3)
+GPU_FUNCS(4)
+GPU_FUNCS(5)
+GPU_FUNCS(6)
+GPU_FUNCS(7)
+
+static const dp_op_def_t tables[DP_CUDA_MAX_GPUS][DP_OP_COUNT] = {
+    GPU_TABLE(0), GPU_TABLE(1), GPU_TABLE(2), GPU_TABLE(3), GPU_TABLE(4), GPU_TABLE(5), GPU_TABLE(6), GPU_TABLE(7),
+};
+
+const dp_op_def_t *dp_cuda_op_table(int gpu) { return tables[gpu]; }
