@@ -144,7 +144,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     size_t n = dp_optimizer_num_params(opt);
     uint64_t steps = dp_optimizer_steps(opt);
     int fresh = 0;
-    if (!slot || slot->n != n) {
+    if (!slot || slot->n != n || slot->kind != (int)dp_optimizer_kind(opt)) {
         if (slot) {
             for (int s = 0; s < 2; s++) cudaFree(slot->state[s]);
             memset(slot, 0, sizeof *slot);
@@ -161,6 +161,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
         slot = free_slot;
         slot->optimizer = opt;
         slot->n = n;
+        slot->kind = (int)dp_optimizer_kind(opt);
         for (int s = 0; s < dp_optimizer_num_states(opt); s++)
             if (dp_cuda_check(c, cudaMalloc((void **)&slot->state[s], sizeof(float) * (n ? n : 1)),
                               "allocating optimizer state"))

@@ -40,6 +40,7 @@ typedef struct {
 typedef struct {
     const dp_optimizer_t *optimizer; /* the host optimizer, as a key */
     size_t n;
+    int kind;         /* dp_optim_kind_t */
     uint64_t steps;   /* its step count at the last update */
     float *state[2];  /* (n) device copies of its state buffers */
 } dp_cuda_optim_state_t;
