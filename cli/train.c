@@ -312,6 +312,11 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     const dp_backend_t *backend = dp_backend_cpu();
     if (o.devices) {
         if (parse_devices(o.devices, device_ids, &num_devices, &backend) != DP_OK) return report_error(world);
+        if (!backend->host_memory && o.save_path && optim.kind != DP_OPTIM_SGD) {
+            dp_fail(DP_ERR_ARG, "train: --save with --optimizer %s on %s devices: saving that optimizer's state "
+                    "from a GPU is not done yet (sgd can be saved)", dp_optim_kind_name(optim.kind), backend->name);
+            return report_error(world);
+        }
     } else {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;

@@ -9,8 +9,9 @@
  * so whatever a thread queued before a host-side synchronisation (a device
  * wait) runs before what any thread queues after it: the seam's ordering
  * rules carry over without events. Downloads synchronise the stream (the
- * host reads the result). Errors of asynchronous work are sticky in the
- * context (`failed`, `error`) and reported by the next op.
+ * host reads the result). A failure (a launch, a copy, a fault of
+ * asynchronous work seen at a download) is kept in the context (`failed`,
+ * `error`, the first one) and every later op fails with it.
  */
 #ifndef DPTRAIN_CUDA_INTERNAL_H
 #define DPTRAIN_CUDA_INTERNAL_H

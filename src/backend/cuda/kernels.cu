@@ -36,6 +36,7 @@ __global__ void reduce_kernel(float *dst, src_list_t src, int k, int first, size
 }
 
 extern "C" cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *src, int k, size_t count) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     /* chunks of up to 16 sources; later chunks add onto dst, so the order stays 0, 1, ..., k-1 */
     for (int base = 0; base < k; base += DP_CUDA_REDUCE_MAX_SRC) {
         src_list_t list;
@@ -60,6 +61,7 @@ __global__ void gather_kernel(const uint8_t *pixels, const uint8_t *labels, cons
 
 extern "C" cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
                                             const int *indices, int n, size_t example, float *x, int32_t *y) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     gather_kernel<<<blocks_for((size_t)n * example), THREADS, 0, stream>>>(pixels, labels, indices, n, example, x, y);
     return cudaGetLastError();
 }
@@ -102,6 +104,7 @@ __global__ void optim_kernel(dp_cuda_optim_args_t a, float *p, const float *g, f
 
 extern "C" cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g,
                                      float *s0, float *s1, size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     if (n == 0) return cudaSuccess;
     optim_kernel<<<blocks_for(n), THREADS, 0, stream>>>(*a, p, g, s0, s1, n);
     return cudaGetLastError();
@@ -113,6 +116,7 @@ __global__ void fill_rows_kernel(float *y, const float *b, int rows, int cols) {
 }
 
 extern "C" cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     fill_rows_kernel<<<blocks_for((size_t)rows * cols), THREADS, 0, stream>>>(y, b, rows, cols);
     return cudaGetLastError();
 }
@@ -128,6 +132,7 @@ __global__ void bias_act_kernel(float *y, const float *b, int N, int C, size_t L
 
 extern "C" cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L,
                                         int relu) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     bias_act_kernel<<<blocks_for((size_t)N * C * L), THREADS, 0, stream>>>(y, b, N, C, L, relu);
     return cudaGetLastError();
 }
@@ -155,6 +160,7 @@ __global__ void bias_grad_kernel(const float *dy, float *db, int N, int C, size_
 
 extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, float *db, int N, int C, size_t L,
                                          int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     bias_grad_kernel<<<C, THREADS, 0, stream>>>(dy, db, N, C, L, add);
     return cudaGetLastError();
 }
@@ -164,6 +170,7 @@ __global__ void relu_mask_kernel(const float *y, const float *dy, float *out, si
 }
 
 extern "C" cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     relu_mask_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, out, n);
     return cudaGetLastError();
 }
@@ -173,6 +180,7 @@ __global__ void relu_forward_kernel(const float *x, float *y, size_t n) {
 }
 
 extern "C" cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     relu_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n);
     return cudaGetLastError();
 }
@@ -186,6 +194,7 @@ __global__ void relu_backward_kernel(const float *y, const float *dy, float *dx,
 
 extern "C" cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx,
                                              size_t n, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     relu_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, dx, n, add);
     return cudaGetLastError();
 }
@@ -219,6 +228,7 @@ __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
 
 extern "C" cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
                                                 float *y, int32_t *argmax) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     max_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y, argmax);
     return cudaGetLastError();
 }
@@ -250,6 +260,7 @@ __global__ void max_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, cons
 
 extern "C" cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                                  const int32_t *argmax, float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     max_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->H * g->W), THREADS, 0, stream>>>(*g, dy, argmax, dx,
                                                                                                   add);
     return cudaGetLastError();
@@ -285,6 +296,7 @@ __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
 
 extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
                                                 float *y) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y);
     return cudaGetLastError();
 }
@@ -307,6 +319,7 @@ __global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, floa
 
 extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                                  float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     avg_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->H * g->W), THREADS, 0, stream>>>(*g, dy, dx, add);
     return cudaGetLastError();
 }
@@ -340,6 +353,7 @@ __global__ void xent_sum_kernel(const double *row_loss, int N, double denominato
 
 extern "C" cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,
                                             double denominator, float *probs, double *row_loss, float *loss) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     xent_rows_kernel<<<blocks_for((size_t)N), THREADS, 0, stream>>>(x, labels, N, K, probs, row_loss);
     xent_sum_kernel<<<1, 1, 0, stream>>>(row_loss, N, denominator, loss);
     return cudaGetLastError();
@@ -357,6 +371,7 @@ __global__ void xent_backward_kernel(const float *probs, const int32_t *labels, 
 
 extern "C" cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels,
                                              const float *dy, int N, int K, double denominator, float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     xent_backward_kernel<<<blocks_for((size_t)N * K), THREADS, 0, stream>>>(probs, labels, dy, N, K, denominator, dx,
                                                                          add);
     return cudaGetLastError();
