@@ -2,14 +2,16 @@
  * tests/fixtures/ops (skipped without a GPU).
  *
  * For every fixture of an op the CUDA backend does (conv, max_pool,
- * avg_pool on 4-D inputs; linear, relu, flatten, softmax_xent), the case
+ * avg_pool on 4-D inputs; linear, relu, flatten, softmax_xent, sigmoid,
+ * tanh, add, dropout, global_avg_pool, mse), the case
  * runs as in test_ops_fixtures.c, with the same tolerances, but on device
  * memory: inputs and grads (pre-filled with GRAD_PREFILL, so adding instead
  * of overwriting is checked) are uploaded, the op runs from the cuda:0
  * table with an arena of GPU memory, and the results are downloaded and
  * compared. Each case runs twice: the second run must give the same bits
  * (deterministic algorithms). Also: every done op had at least one case,
- * and an op that is not done fails with a line naming it. */
+ * an op that is not done fails with a line naming it, and dropout in
+ * training drops the CPU's elements (the same bits, forward and backward). */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +45,13 @@ static int done_on_gpu(int kind, const fixture_t *f) {
     case DP_OP_LINEAR:
     case DP_OP_RELU:
     case DP_OP_FLATTEN:
-    case DP_OP_SOFTMAX_XENT: return 1;
+    case DP_OP_SOFTMAX_XENT:
+    case DP_OP_SIGMOID:
+    case DP_OP_TANH:
+    case DP_OP_ADD:
+    case DP_OP_DROPOUT:
+    case DP_OP_GLOBAL_AVG_POOL:
+    case DP_OP_MSE: return 1;
     default: return 0;
     }
 }
@@ -80,6 +88,9 @@ static void compare(const fixture_t *f, const char *pass, const char *what, cons
  * downloaded into out[0..3] (malloc'd, NULL where absent). Returns 1 when it ran. */
 static int run_once(const fixture_t *f, int kind, int x_grad, float *out[4], size_t out_n[4]) {
     const char *input_names[3] = {"x", "weight", "bias"};
+    int target = 0; /* mse: in[1] is the target, never a grad */
+    if (fixture_get(f, "other")) input_names[1] = "other";
+    else if (fixture_get(f, "target")) input_names[1] = "target", target = 1;
     dp_tensor_t inputs[3];
     dp_node_t node;
     memset(&node, 0, sizeof node);
@@ -88,11 +99,14 @@ static int run_once(const fixture_t *f, int kind, int x_grad, float *out[4], siz
     node.attr = f->attr;
     const fixture_tensor_t *t;
     if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1) node.attr.fuse_relu = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) node.attr.training = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
+        node.attr.dropout_p = *(const float *)t->data;
     int any_grad = 0;
     for (int i = 0; i < 3; i++) {
         const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
         if (!ft) continue;
-        int with_grad = i == 0 ? x_grad : 1;
+        int with_grad = i == 0 ? x_grad : !(i == 1 && target);
         dp_tensor_set_shape(&inputs[i], ft->shape.ndim, ft->shape.shape);
         inputs[i].data = upload(ft->data, sizeof(float) * ft->numel);
         if (with_grad) {
@@ -144,7 +158,7 @@ done:
 
 static void run_pass(const fixture_t *f, int kind, int x_grad) {
     const char *pass = x_grad ? "all grads" : "no dx";
-    const char *grad_names[3] = {"dx", "dweight", "dbias"};
+    const char *grad_names[3] = {"dx", fixture_get(f, "other") ? "dother" : "dweight", "dbias"};
     float *a[4] = {0}, *b[4] = {0};
     size_t an[4] = {0}, bn[4] = {0};
     if (run_once(f, kind, x_grad, a, an) && run_once(f, kind, x_grad, b, bn)) {
@@ -175,13 +189,52 @@ static int compare_names(const void *x, const void *y) { return strcmp(*(char *c
 static void check_undone(void) {
     float host[16] = {0};
     dp_tensor_t x = {4, {1, 1, 4, 4}, upload(host, sizeof host), NULL, 0};
-    dp_node_t node = {.kind = DP_OP_SIGMOID, .attr = dp_op_attr_default(), .in = {&x}};
+    dp_node_t node = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&x}};
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 12);
-    dp_status_t st = be->ops[DP_OP_SIGMOID].forward(&node, arena);
-    CHECK(st != DP_OK && strstr(dp_error_message(), "sigmoid") && strstr(dp_error_message(), "cuda:0"),
-          "sigmoid (not done on the GPU): status %d, '%s'", st, dp_error_message());
+    dp_status_t st = be->ops[DP_OP_BATCH_NORM].forward(&node, arena);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "batch_norm") && strstr(dp_error_message(), "cuda:0"),
+          "batch_norm (not done on the GPU): status %d, '%s'", st, dp_error_message());
     dp_arena_free(arena);
     be->free(be->ctx, x.data);
+}
+
+/* Dropout in training (no fixture: the mask is dptrain's own) drops the same
+ * elements as the CPU op, with the same kept values, forward and backward. */
+static void check_dropout_like_cpu(void) {
+    enum { N = 6, F = 500 };
+    static float x[N * F], dy[N * F], y_cpu[N * F], y_gpu[N * F], dx_cpu[N * F], dx_gpu[N * F];
+    for (int i = 0; i < N * F; i++) x[i] = (float)((i * 37) % 101) / 7.0f - 5.0f, dy[i] = (float)(i % 13) - 6.0f;
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.dropout_p = 0.3f;
+    attr.dropout_seed = 1234;
+    attr.example_offset = 17;
+    dp_tensor_t xc = {2, {N, F}, x, dx_cpu, 1};
+    dp_node_t cpu = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xc}};
+    dp_arena_t *ha = dp_arena_new(1 << 16);
+    CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu dropout: %s", dp_error_message());
+    memcpy(y_cpu, cpu.out.data, sizeof y_cpu);
+    memcpy(cpu.out.grad, dy, sizeof dy);
+    cpu.out.grad_unset = 0;
+    CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu dropout backward: %s", dp_error_message());
+    dp_tensor_t xg = {2, {N, F}, upload(x, sizeof x), upload(x, sizeof x), 1};
+    dp_node_t gpu_node = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xg}};
+    dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
+    dp_status_t st = be->ops[DP_OP_DROPOUT].forward(&gpu_node, ga);
+    CHECK(st == DP_OK, "gpu dropout: %s", dp_error_message());
+    if (st == DP_OK) {
+        be->download(be->ctx, y_gpu, gpu_node.out.data, sizeof y_gpu);
+        be->upload(be->ctx, gpu_node.out.grad, dy, sizeof dy);
+        gpu_node.out.grad_unset = 0;
+        st = be->ops[DP_OP_DROPOUT].backward(&gpu_node, ga);
+        CHECK(st == DP_OK, "gpu dropout backward: %s", dp_error_message());
+        be->download(be->ctx, dx_gpu, xg.grad, sizeof dx_gpu);
+        CHECK(memcmp(y_gpu, y_cpu, sizeof y_cpu) == 0, "dropout forward: GPU mask or values differ from the CPU's");
+        CHECK(memcmp(dx_gpu, dx_cpu, sizeof dx_cpu) == 0, "dropout backward: GPU differs from the CPU's");
+    }
+    dp_arena_free(ha);
+    dp_arena_free(ga);
+    be->free(be->ctx, xg.data);
+    be->free(be->ctx, xg.grad);
 }
 
 int main(void) {
@@ -213,9 +266,11 @@ int main(void) {
         free(names[i]);
     }
     const int done[] = {DP_OP_CONV, DP_OP_MAX_POOL, DP_OP_AVG_POOL, DP_OP_LINEAR, DP_OP_RELU, DP_OP_FLATTEN,
-                        DP_OP_SOFTMAX_XENT};
+                        DP_OP_SOFTMAX_XENT, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD, DP_OP_DROPOUT,
+                        DP_OP_GLOBAL_AVG_POOL, DP_OP_MSE};
     for (size_t i = 0; i < sizeof done / sizeof done[0]; i++)
         CHECK(cases_per_op[done[i]] > 0, "no fixture ran for %s", dp_op_table[done[i]].name);
     check_undone();
+    check_dropout_like_cpu();
     return testing_finish("test_cuda_ops");
 }

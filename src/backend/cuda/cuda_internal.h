@@ -125,6 +125,24 @@ cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int3
 cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels, const float *dy,
                                   int N, int K, double denominator, float *dx, int add);
 
+/* kind 0: sigmoid, 1: tanh; backward from y */
+cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);
+cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
+                                   size_t n, int add);
+cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+/* dx (+)= dy */
+cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
+/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0 */
+cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
+                            int64_t offset, uint64_t threshold, float scale, int add);
+cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane);
+cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
+                                        int add);
+cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float *t, size_t n, double denominator,
+                                float *loss);
+cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,
+                                 double denominator, float *dx, int add);
+
 #ifdef __cplusplus
 }
 #endif

@@ -376,3 +376,168 @@ extern "C" cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *p
                                                                          add);
     return cudaGetLastError();
 }
+
+/* --- sigmoid, tanh, add, dropout (ops_elementwise.c, ops_dropout.c) ----------------- */
+__global__ void unary_forward_kernel(int kind, const float *x, float *y, size_t n) {
+    GRID_LOOP(i, n) {
+        float v = x[i];
+        if (kind == 0) { /* sigmoid, without overflow */
+            float e = expf(-fabsf(v));
+            y[i] = v >= 0.0f ? __fdiv_rn(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(e, __fadd_rn(1.0f, e));
+        } else {
+            y[i] = tanhf(v);
+        }
+    }
+}
+
+extern "C" cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    unary_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, x, y, n);
+    return cudaGetLastError();
+}
+
+__global__ void unary_backward_kernel(int kind, const float *y, const float *dy, float *dx, size_t n, int add) {
+    GRID_LOOP(i, n) {
+        float yi = y[i];
+        float g = kind == 0 ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
+                            : __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)));
+        dx[i] = add ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
+                                              size_t n, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    unary_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, y, dy, dx, n, add);
+    return cudaGetLastError();
+}
+
+__global__ void add_kernel(const float *a, const float *b, float *y, size_t n, int relu) {
+    GRID_LOOP(i, n) {
+        float v = __fadd_rn(a[i], b[i]);
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    add_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, relu);
+    return cudaGetLastError();
+}
+
+/* dx (+)= dy */
+__global__ void accumulate_kernel(const float *dy, float *dx, size_t n, int add) {
+    GRID_LOOP(i, n) dx[i] = add ? __fadd_rn(dx[i], dy[i]) : dy[i];
+}
+
+extern "C" cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    accumulate_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dy, dx, n, add);
+    return cudaGetLastError();
+}
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+__device__ static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ops_dropout.c's mask: element i of example e kept when
+ * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
+ * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). */
+__global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed, int64_t offset,
+                               uint64_t threshold, float scale, int add) {
+    GRID_LOOP(j, (size_t)N * per_example) {
+        size_t n = j / per_example, i = j % per_example;
+        uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
+        int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
+        float g = kept ? __fmul_rn(x[j], scale) : 0.0f;
+        y[j] = add ? __fadd_rn(y[j], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example,
+                                       uint64_t seed, int64_t offset, uint64_t threshold, float scale, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, offset,
+                                                                              threshold, scale, add);
+    return cudaGetLastError();
+}
+
+/* --- global average pooling, MSE (ops_pool.c, ops_loss.c) ----------------------------- */
+/* One thread per plane, the CPU's four double lanes in the same order: its bits. */
+__global__ void global_avg_kernel(const float *x, float *y, size_t planes, size_t plane) {
+    GRID_LOOP(p, planes) {
+        const float *src = x + p * plane;
+        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+        size_t i = 0;
+        for (; i + 4 <= plane; i += 4)
+            for (int j = 0; j < 4; j++) lanes[j] += src[i + j];
+        for (; i < plane; i++) lanes[0] += src[i];
+        y[p] = (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes,
+                                                  size_t plane) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane);
+    return cudaGetLastError();
+}
+
+__global__ void global_avg_backward_kernel(const float *dy, float *dx, size_t planes, size_t plane, int add) {
+    const float inv = __fdiv_rn(1.0f, (float)plane);
+    GRID_LOOP(i, planes * plane) {
+        float g = __fmul_rn(dy[i / plane], inv);
+        dx[i] = add ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes,
+                                                   size_t plane, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    global_avg_backward_kernel<<<blocks_for(planes * plane), THREADS, 0, stream>>>(dy, dx, planes, plane, add);
+    return cudaGetLastError();
+}
+
+/* One block: fixed strided partial sums in double, then a fixed tree: the
+ * same bits every run (not the CPU's single chain: a tolerance applies). */
+__global__ void mse_kernel(const float *x, const float *t, size_t n, double denominator, float *loss) {
+    __shared__ double part[THREADS];
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += THREADS) {
+        double d = (double)x[i] - (double)t[i];
+        s += d * d;
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) loss[0] = (float)(part[0] / denominator);
+}
+
+extern "C" cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float *t, size_t n,
+                                           double denominator, float *loss) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    mse_kernel<<<1, THREADS, 0, stream>>>(x, t, n, denominator, loss);
+    return cudaGetLastError();
+}
+
+__global__ void mse_backward_kernel(const float *x, const float *t, const float *dy, size_t n, double denominator,
+                                    float *dx, int add) {
+    float scale = (float)(2.0 * dy[0] / denominator);
+    GRID_LOOP(i, n) {
+        float g = __fmul_rn(scale, __fsub_rn(x[i], t[i]));
+        dx[i] = add ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy,
+                                            size_t n, double denominator, float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    mse_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, t, dy, n, denominator, dx, add);
+    return cudaGetLastError();
+}

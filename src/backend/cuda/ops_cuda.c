@@ -1,12 +1,12 @@
 /* ops_cuda.c - the op table of a CUDA device (ops.h semantics, on device
  * pointers): conv with cuDNN (fixed deterministic algorithms, FMA math: no
  * TF32), linear with cuBLAS (pedantic FP32), ReLU, max and average pooling
- * and softmax cross-entropy with own kernels (kernels.cu); flatten is the
- * CPU's (a view: no data touched). Done: LeNet's ops, 2-D (conv, max_pool,
- * avg_pool, linear, relu, flatten, softmax_xent). Not done on the GPU yet
- * (a forward fails with one line naming the op): conv_transpose,
- * global_avg_pool, batch_norm, dropout, sigmoid, tanh, add, mse, and 1-D /
- * 3-D conv and pooling.
+ * softmax cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the
+ * CPU's counter-based mask: the same elements dropped), global average
+ * pooling and MSE with own kernels (kernels.cu); flatten is the CPU's (a
+ * view: no data touched). Not done on the GPU yet (a forward fails with one
+ * line naming the op): conv_transpose, batch_norm, and 1-D / 3-D conv and
+ * pooling (global average pooling takes 1-D to 3-D).
  *
  * An op's grad of an input is written when still unset (dp_grad_claim) and
  * added to otherwise, as the CPU ops do. Labels (softmax_xent) are device
@@ -408,6 +408,187 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                   "softmax_xent backward");
 }
 
+/* --- sigmoid, tanh --------------------------------------------------------------------- */
+
+static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
+    const dp_tensor_t *x = node->in[0];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
+    DP_TRY(output(node, op, x->ndim, x->shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x)), op);
+}
+
+static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_unary_backward(c->stream, kind, node->out.data, node->out.grad, x->grad,
+                                            dp_tensor_numel(&node->out), add),
+                  op);
+}
+
+static dp_status_t sigmoid_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(c, node, arena, 0, "sigmoid");
+}
+static dp_status_t sigmoid_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(c, node, 0, "sigmoid");
+}
+static dp_status_t tanh_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(c, node, arena, 1, "tanh");
+}
+static dp_status_t tanh_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(c, node, 1, "tanh");
+}
+
+/* --- add (skip connections), with fuse_relu ------------------------------------------------ */
+
+static int same_shape(const dp_tensor_t *a, const dp_tensor_t *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *z = node->in[1];
+    char xs[64], zs[64];
+    if (!x || !z || !x->data || !z->data) return dp_fail(DP_ERR_ARG, "add: needs two inputs (in[0], in[1]) with data");
+    if (!same_shape(x, z))
+        return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
+    DP_TRY(output(node, "add", x->ndim, x->shape, x->grad || z->grad, arena));
+    return launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x), node->attr.fuse_relu),
+                  "add");
+}
+
+static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    float *dy = node->out.grad;
+    if (!dy) return DP_OK;
+    size_t n = dp_tensor_numel(&node->out);
+    if (node->attr.fuse_relu) /* out.grad is this op's own and complete: mask it in place */
+        DP_TRY(launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, dy, n), "add relu mask"));
+    for (int k = 0; k < 2; k++) { /* in order: x + x gets 2 dy */
+        dp_tensor_t *t = node->in[k];
+        if (t->grad) DP_TRY(launch(c, dp_cuda_accumulate(c->stream, dy, t->grad, n, !dp_grad_claim(t)), "add backward"));
+    }
+    return DP_OK;
+}
+
+/* --- dropout (the CPU's counter-based mask: the same elements dropped) ------------------------ */
+
+static int dropout_identity(const dp_op_attr_t *a) { return !a->training || a->dropout_p == 0.0f; }
+
+static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "dropout: needs an input (in[0]) with data");
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return dp_fail(DP_ERR_SHAPE, "dropout: input must be (N, ...) with N >= 1, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return dp_fail(DP_ERR_ARG, "dropout: dropout_p must be in [0, 1), found %g", (double)a->dropout_p);
+    if (a->example_offset < 0)
+        return dp_fail(DP_ERR_ARG, "dropout: example_offset must be >= 0, found %lld", (long long)a->example_offset);
+    if (dropout_identity(a)) { /* a view, as the CPU's */
+        dp_tensor_set_shape(&node->out, x->ndim, x->shape);
+        node->saved = NULL;
+        node->out.data = x->data;
+        node->out.grad = x->grad;
+        node->out.grad_unset = x->grad_unset;
+        return DP_OK;
+    }
+    DP_TRY(output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
+    size_t numel = dp_tensor_numel(x);
+    return launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
+                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0),
+                  "dropout");
+}
+
+static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    if (dropout_identity(a)) {
+        if (x->grad) x->grad_unset = node->out.grad_unset;
+        return DP_OK;
+    }
+    if (!node->out.grad || !x->grad) return DP_OK;
+    size_t numel = dp_tensor_numel(x);
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
+                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add),
+                  "dropout backward");
+}
+
+/* --- global average pooling ------------------------------------------------------------------ */
+
+static dp_status_t global_avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "global_avg_pool: needs an input (in[0]) with data");
+    if (x->ndim < 3 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "global_avg_pool: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, none "
+                       "empty, found %s", dp_tensor_shape_str(x, xs, sizeof xs));
+    int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
+    DP_TRY(output(node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena));
+    size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+    return launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes),
+                  "global_avg_pool");
+}
+
+static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    size_t planes = dp_tensor_numel(&node->out);
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_global_avg_backward(c->stream, node->out.grad, x->grad, planes, dp_tensor_numel(x) / planes,
+                                                 add),
+                  "global_avg_pool backward");
+}
+
+/* --- MSE ----------------------------------------------------------------------------------------- */
+
+static dp_status_t mse_check(const dp_node_t *node, double *D) {
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    char xs[64], ts[64];
+    if (!x || !t || !x->data || !t->data)
+        return dp_fail(DP_ERR_ARG, "mse: needs a prediction (in[0]) and a target (in[1]) with data");
+    if (!same_shape(x, t) || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "mse: prediction %s and target %s must have the same, non-empty shape",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(t, ts, sizeof ts));
+    float d = node->attr.loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "mse: loss_denominator must be finite and >= 0, found %g", (double)d);
+    *D = d > 0.0f ? (double)d : (double)dp_tensor_numel(x);
+    return DP_OK;
+}
+
+static dp_status_t mse_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    double D = 1.0;
+    DP_TRY(mse_check(node, &D));
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    DP_TRY(output(node, "mse", 0, NULL, x->grad != NULL, arena));
+    return launch(c, dp_cuda_mse_forward(c->stream, x->data, t->data, dp_tensor_numel(x), D, node->out.data), "mse");
+}
+
+static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    double D = 1.0;
+    DP_TRY(mse_check(node, &D));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_mse_backward(c->stream, x->data, node->in[1]->data, node->out.grad, dp_tensor_numel(x), D,
+                                          x->grad, add),
+                  "mse backward");
+}
+
 /* --- not done yet ---------------------------------------------------------------------- */
 
 static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -435,7 +616,10 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
 #define GPU_FUNCS(g)                                                                                       \
     WRAP(g, conv_forward) WRAP(g, conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
     WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
-    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)
+    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)   \
+    WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
+    WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
+    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward)
 #define GPU_TABLE(g)                                                                                  \
     {                                                                                                 \
         [DP_OP_CONV] = {"conv", 3, conv_forward_##g, conv_backward_##g},                              \
@@ -446,13 +630,13 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
         [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
         [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
         [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, undone_##g, undone_##g},                       \
-        [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, undone_##g, undone_##g},                     \
+        [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \
         [DP_OP_BATCH_NORM] = {"batch_norm", 3, undone_##g, undone_##g},                               \
-        [DP_OP_DROPOUT] = {"dropout", 1, undone_##g, undone_##g},                                     \
-        [DP_OP_SIGMOID] = {"sigmoid", 1, undone_##g, undone_##g},                                     \
-        [DP_OP_TANH] = {"tanh", 1, undone_##g, undone_##g},                                           \
-        [DP_OP_ADD] = {"add", 2, undone_##g, undone_##g},                                             \
-        [DP_OP_MSE] = {"mse", 2, undone_##g, undone_##g},                                             \
+        [DP_OP_DROPOUT] = {"dropout", 1, dropout_forward_##g, dropout_backward_##g},                                     \
+        [DP_OP_SIGMOID] = {"sigmoid", 1, sigmoid_forward_##g, sigmoid_backward_##g},                                     \
+        [DP_OP_TANH] = {"tanh", 1, tanh_forward_##g, tanh_backward_##g},                                           \
+        [DP_OP_ADD] = {"add", 2, add_forward_##g, add_backward_##g},                                             \
+        [DP_OP_MSE] = {"mse", 2, mse_forward_##g, mse_backward_##g},                                             \
     }
 
 _Static_assert(DP_OP_COUNT == 15, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
