@@ -3,7 +3,8 @@
  *
  * For every fixture of an op the CUDA backend does (conv, max_pool,
  * avg_pool on 4-D inputs; linear, relu, flatten, softmax_xent, sigmoid,
- * tanh, add, dropout, global_avg_pool, mse), the case
+ * tanh, add, dropout, global_avg_pool, mse, batch_norm with its running
+ * statistics), the case
  * runs as in test_ops_fixtures.c, with the same tolerances, but on device
  * memory: inputs and grads (pre-filled with GRAD_PREFILL, so adding instead
  * of overwriting is checked) are uploaded, the op runs from the cuda:0
@@ -51,6 +52,7 @@ static int done_on_gpu(int kind, const fixture_t *f) {
     case DP_OP_ADD:
     case DP_OP_DROPOUT:
     case DP_OP_GLOBAL_AVG_POOL:
+    case DP_OP_BATCH_NORM:
     case DP_OP_MSE: return 1;
     default: return 0;
     }
@@ -86,7 +88,7 @@ static void compare(const fixture_t *f, const char *pass, const char *what, cons
 
 /* One run of a case on the GPU; results (y, then the grads of in[0..2]) are
  * downloaded into out[0..3] (malloc'd, NULL where absent). Returns 1 when it ran. */
-static int run_once(const fixture_t *f, int kind, int x_grad, float *out[4], size_t out_n[4]) {
+static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], size_t out_n[6]) {
     const char *input_names[3] = {"x", "weight", "bias"};
     int target = 0; /* mse: in[1] is the target, never a grad */
     if (fixture_get(f, "other")) input_names[1] = "other";
@@ -102,6 +104,13 @@ static int run_once(const fixture_t *f, int kind, int x_grad, float *out[4], siz
     if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) node.attr.training = *(const int32_t *)t->data;
     if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
         node.attr.dropout_p = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) node.attr.eps = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) node.attr.momentum = *(const float *)t->data;
+    const fixture_tensor_t *rm = fixture_get(f, "running_mean"), *rv = fixture_get(f, "running_var");
+    if (rm && rv) { /* batch norm's running statistics, on the GPU too */
+        node.attr.running_mean = upload(rm->data, sizeof(float) * rm->numel);
+        node.attr.running_var = upload(rv->data, sizeof(float) * rv->numel);
+    }
     int any_grad = 0;
     for (int i = 0; i < 3; i++) {
         const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
@@ -128,6 +137,11 @@ static int run_once(const fixture_t *f, int kind, int x_grad, float *out[4], siz
     if (st != DP_OK) goto done;
     out_n[0] = dp_tensor_numel(&node.out);
     out[0] = download_floats(node.out.data, out_n[0]);
+    if (rm && rv) {
+        out_n[4] = rm->numel, out_n[5] = rv->numel;
+        out[4] = download_floats(node.attr.running_mean, rm->numel);
+        out[5] = download_floats(node.attr.running_var, rv->numel);
+    }
     CHECK((node.out.grad != NULL) == any_grad, "%s: out.grad is %s but inputs %s grads", f->name,
           node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
     if (node.out.grad && dy) { /* out.grad += dy (a view's out.grad holds the input's prefill) */
@@ -153,14 +167,16 @@ done:
         be->free(be->ctx, inputs[i].grad);
     }
     be->free(be->ctx, (void *)node.labels);
+    be->free(be->ctx, node.attr.running_mean);
+    be->free(be->ctx, node.attr.running_var);
     return ran;
 }
 
 static void run_pass(const fixture_t *f, int kind, int x_grad) {
     const char *pass = x_grad ? "all grads" : "no dx";
     const char *grad_names[3] = {"dx", fixture_get(f, "other") ? "dother" : "dweight", "dbias"};
-    float *a[4] = {0}, *b[4] = {0};
-    size_t an[4] = {0}, bn[4] = {0};
+    float *a[6] = {0}, *b[6] = {0};
+    size_t an[6] = {0}, bn[6] = {0};
     if (run_once(f, kind, x_grad, a, an) && run_once(f, kind, x_grad, b, bn)) {
         char report[256] = "";
         const fixture_tensor_t *y = fixture_get(f, "y");
@@ -173,12 +189,19 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
             if (want && want->numel == an[1 + i])
                 compare(f, pass, grad_names[i], a[1 + i], GRAD_PREFILL, want, report, sizeof report);
         }
+        const char *stats[2] = {"running_mean_after", "running_var_after"};
+        for (int i = 0; i < 2; i++) {
+            const fixture_tensor_t *want = fixture_get(f, stats[i]);
+            CHECK((want != NULL) == (a[4 + i] != NULL), "%s: running statistics without expected values", f->name);
+            if (want && a[4 + i] && want->numel == an[4 + i])
+                compare(f, pass, stats[i], a[4 + i], 0.0f, want, report, sizeof report);
+        }
         int same = 1;
-        for (int i = 0; i < 4; i++) same &= an[i] == bn[i] && (!a[i] || memcmp(a[i], b[i], sizeof(float) * an[i]) == 0);
+        for (int i = 0; i < 6; i++) same &= an[i] == bn[i] && (!a[i] || memcmp(a[i], b[i], sizeof(float) * an[i]) == 0);
         CHECK(same, "%s (%s): two runs gave different bits", f->name, pass);
         printf("  %-40s %-9s max violation:%s%s\n", f->name, pass, report, same ? ", same bits twice" : "");
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         free(a[i]);
         free(b[i]);
     }
@@ -189,11 +212,12 @@ static int compare_names(const void *x, const void *y) { return strcmp(*(char *c
 static void check_undone(void) {
     float host[16] = {0};
     dp_tensor_t x = {4, {1, 1, 4, 4}, upload(host, sizeof host), NULL, 0};
-    dp_node_t node = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&x}};
+    dp_tensor_t w = {4, {1, 1, 2, 2}, x.data, NULL, 0};
+    dp_node_t node = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w}};
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 12);
-    dp_status_t st = be->ops[DP_OP_BATCH_NORM].forward(&node, arena);
-    CHECK(st != DP_OK && strstr(dp_error_message(), "batch_norm") && strstr(dp_error_message(), "cuda:0"),
-          "batch_norm (not done on the GPU): status %d, '%s'", st, dp_error_message());
+    dp_status_t st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&node, arena);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "conv_transpose") && strstr(dp_error_message(), "cuda:0"),
+          "conv_transpose (not done on the GPU): status %d, '%s'", st, dp_error_message());
     dp_arena_free(arena);
     be->free(be->ctx, x.data);
 }
@@ -267,7 +291,7 @@ int main(void) {
     }
     const int done[] = {DP_OP_CONV, DP_OP_MAX_POOL, DP_OP_AVG_POOL, DP_OP_LINEAR, DP_OP_RELU, DP_OP_FLATTEN,
                         DP_OP_SOFTMAX_XENT, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD, DP_OP_DROPOUT,
-                        DP_OP_GLOBAL_AVG_POOL, DP_OP_MSE};
+                        DP_OP_GLOBAL_AVG_POOL, DP_OP_MSE, DP_OP_BATCH_NORM};
     for (size_t i = 0; i < sizeof done / sizeof done[0]; i++)
         CHECK(cases_per_op[done[i]] > 0, "no fixture ran for %s", dp_op_table[done[i]].name);
     check_undone();

@@ -142,6 +142,21 @@ cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float
                                 float *loss);
 cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,
                                  double denominator, float *dx, int add);
+/* batch norm: sums [m, S1 (C), S2 (C)] (doubles); saved [mean (C), invstd (C), m];
+ * gsums [sum dy (C), sum dy (x - mean) (C)] */
+cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                             double *sums);
+cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
+                                const double *sums, int training, double eps, double momentum, float *running_mean,
+                                float *running_var, double *saved, double count);
+cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
+                             const double *saved, const float *w, const float *b);
+cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C, size_t plane,
+                                 const double *saved, double *gsums);
+cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved, float *dw,
+                                   int add_w, float *db, int add_b);
+cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
+                          const double *saved, const double *gsums, const float *w, int training, int add);
 
 #ifdef __cplusplus
 }

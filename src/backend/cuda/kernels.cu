@@ -541,3 +541,180 @@ extern "C" cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x,
     mse_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, t, dy, n, denominator, dx, add);
     return cudaGetLastError();
 }
+
+/* --- batch norm (ops_batch_norm.c's formulas; sums in double) ------------------------------ */
+/* One block per channel c: sums[1 + c] = sum (x - K), sums[1 + C + c] = sum
+ * (x - K)^2 over the N planes, K = 0 (use_shift 0) or the channel's first
+ * value. Fixed strided partials and a fixed tree: the same bits every run. */
+__global__ void bn_stats_kernel(const float *x, int N, int C, size_t plane, int use_shift, double *sums) {
+    __shared__ double p1[THREADS], p2[THREADS];
+    int c = blockIdx.x;
+    double k = use_shift ? (double)x[(size_t)c * plane] : 0.0;
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t j = threadIdx.x; j < (size_t)N * plane; j += THREADS) {
+        size_t n = j / plane, i = j % plane;
+        double d = (double)x[((size_t)n * C + c) * plane + i] - k;
+        s1 += d;
+        s2 += d * d;
+    }
+    p1[threadIdx.x] = s1;
+    p2[threadIdx.x] = s2;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            p1[threadIdx.x] += p1[threadIdx.x + w];
+            p2[threadIdx.x] += p2[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        sums[1 + c] = p1[0];
+        sums[1 + C + c] = p2[0];
+        if (c == 0) sums[0] = (double)N * (double)plane;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                                        double *sums) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_stats_kernel<<<C, THREADS, 0, stream>>>(x, N, C, plane, use_shift, sums);
+    return cudaGetLastError();
+}
+
+/* saved = [mean (C), invstd (C), m]; training: from sums (and the shift
+ * K), updating the running stats; inference: from the running stats. */
+__global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_shift, const double *sums, int training,
+                                   double eps, double momentum, float *running_mean, float *running_var, double *saved,
+                                   double count) {
+    GRID_LOOP(c, (size_t)C) {
+        if (training) {
+            double m = sums[0];
+            double shifted_mean = sums[1 + c] / m;
+            double var = sums[1 + C + c] / m - shifted_mean * shifted_mean;
+            if (var < 0.0) var = 0.0;
+            double mean = (use_shift ? (double)x[c * plane] : 0.0) + shifted_mean;
+            saved[c] = mean;
+            saved[C + c] = 1.0 / sqrt(var + eps);
+            if (running_mean) {
+                running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+                running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * m / (m - 1.0));
+            }
+            if (c == 0) saved[2 * C] = m;
+        } else {
+            saved[c] = running_mean[c];
+            saved[C + c] = 1.0 / sqrt((double)running_var[c] + eps);
+            if (c == 0) saved[2 * C] = count;
+        }
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
+                                           const double *sums, int training, double eps, double momentum,
+                                           float *running_mean, float *running_var, double *saved, double count) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_finalize_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(x, C, plane, use_shift, sums, training, eps,
+                                                                    momentum, running_mean, running_var, saved, count);
+    return cudaGetLastError();
+}
+
+/* y = (x - mean_hi) scale + shift, as the CPU's forward */
+__global__ void bn_apply_kernel(const float *x, float *y, int N, int C, size_t plane, const double *saved,
+                                const float *w, const float *b) {
+    GRID_LOOP(j, (size_t)N * C * plane) {
+        int c = (int)((j / plane) % C);
+        double scale = saved[C + c] * (w ? (double)w[c] : 1.0);
+        float mean_hi = (float)saved[c];
+        float shift = (float)((b ? (double)b[c] : 0.0) - (saved[c] - (double)mean_hi) * scale);
+        y[j] = __fadd_rn(__fmul_rn(__fsub_rn(x[j], mean_hi), (float)scale), shift);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
+                                        const double *saved, const float *w, const float *b) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_apply_kernel<<<blocks_for((size_t)N * C * plane), THREADS, 0, stream>>>(x, y, N, C, plane, saved, w, b);
+    return cudaGetLastError();
+}
+
+/* One block per channel: gsums[c] = sum dy, gsums[C + c] = sum dy (x - mean). */
+__global__ void bn_grad_sums_kernel(const float *x, const float *dy, int N, int C, size_t plane, const double *saved,
+                                    double *gsums) {
+    __shared__ double p1[THREADS], p2[THREADS];
+    int c = blockIdx.x;
+    double mean = saved[c], s1 = 0.0, s2 = 0.0;
+    for (size_t j = threadIdx.x; j < (size_t)N * plane; j += THREADS) {
+        size_t at = ((j / plane) * C + c) * plane + j % plane;
+        s1 += (double)dy[at];
+        s2 += (double)dy[at] * ((double)x[at] - mean);
+    }
+    p1[threadIdx.x] = s1;
+    p2[threadIdx.x] = s2;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            p1[threadIdx.x] += p1[threadIdx.x + w];
+            p2[threadIdx.x] += p2[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        gsums[c] = p1[0];
+        gsums[C + c] = p2[0];
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C,
+                                            size_t plane, const double *saved, double *gsums) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_grad_sums_kernel<<<C, THREADS, 0, stream>>>(x, dy, N, C, plane, saved, gsums);
+    return cudaGetLastError();
+}
+
+/* dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy */
+__global__ void bn_param_grads_kernel(int C, const double *gsums, const double *saved, float *dw, int add_w, float *db,
+                                      int add_b) {
+    GRID_LOOP(c, (size_t)C) {
+        if (dw) {
+            float g = (float)(gsums[C + c] * saved[C + c]);
+            dw[c] = add_w ? __fadd_rn(dw[c], g) : g;
+        }
+        if (db) {
+            float g = (float)gsums[c];
+            db[c] = add_b ? __fadd_rn(db[c], g) : g;
+        }
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved,
+                                              float *dw, int add_w, float *db, int add_b) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_param_grads_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(C, gsums, saved, dw, add_w, db, add_b);
+    return cudaGetLastError();
+}
+
+/* dx (+)= k_dy dy + k_x (x - mean_f) + k_0, the CPU's coefficients per channel */
+__global__ void bn_dx_kernel(const float *x, const float *dy, float *dx, int N, int C, size_t plane, const double *saved,
+                             const double *gsums, const float *w, int training, int add) {
+    GRID_LOOP(j, (size_t)N * C * plane) {
+        int c = (int)((j / plane) % C);
+        double invstd = saved[C + c], gamma = w ? (double)w[c] : 1.0, m = saved[2 * C];
+        float k_dy = (float)(gamma * invstd), k_x = 0.0f, k_0 = 0.0f;
+        if (training) {
+            k_x = (float)(-gamma * invstd * invstd * invstd * gsums[C + c] / m);
+            k_0 = (float)(-gamma * invstd * gsums[c] / m);
+        }
+        float mean = (float)saved[c];
+        k_0 = __fadd_rn(k_0, (float)(-(double)k_x * (saved[c] - (double)mean)));
+        float g = __fadd_rn(__fadd_rn(__fmul_rn(k_dy, dy[j]), __fmul_rn(k_x, __fsub_rn(x[j], mean))), k_0);
+        dx[j] = add ? __fadd_rn(dx[j], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C,
+                                     size_t plane, const double *saved, const double *gsums, const float *w,
+                                     int training, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    bn_dx_kernel<<<blocks_for((size_t)N * C * plane), THREADS, 0, stream>>>(x, dy, dx, N, C, plane, saved, gsums, w,
+                                                                          training, add);
+    return cudaGetLastError();
+}

@@ -4,9 +4,11 @@
  * softmax cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the
  * CPU's counter-based mask: the same elements dropped), global average
  * pooling and MSE with own kernels (kernels.cu); flatten is the CPU's (a
- * view: no data touched). Not done on the GPU yet (a forward fails with one
- * line naming the op): conv_transpose, batch_norm, and 1-D / 3-D conv and
- * pooling (global average pooling takes 1-D to 3-D).
+ * view: no data touched); batch norm with own kernels (double sums per
+ * channel, one block each; SyncBatchNorm's statistics go through the host
+ * hook: a download, the sum, an upload). Not done on the GPU yet (a forward
+ * fails with one line naming the op): conv_transpose, and 1-D / 3-D conv
+ * and pooling (global average pooling and batch norm take 1-D to 3-D).
  *
  * An op's grad of an input is written when still unset (dp_grad_claim) and
  * added to otherwise, as the CPU ops do. Labels (softmax_xent) are device
@@ -589,6 +591,118 @@ static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
                   "mse backward");
 }
 
+/* --- batch norm (ops_batch_norm.c's formulas; saved: device doubles [mean, invstd, m]) --------- */
+
+typedef struct {
+    int N, C;
+    size_t plane;
+} bn_geom_t;
+
+static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ps[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "batch_norm: needs an input (in[0]) with data");
+    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "batch_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    g->N = x->shape[0];
+    g->C = x->shape[1];
+    g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
+            return dp_fail(DP_ERR_SHAPE, "batch_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
+                           g->C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
+    }
+    if (!(a->eps >= 0.0f) || isinf(a->eps))
+        return dp_fail(DP_ERR_ARG, "batch_norm: eps must be finite and >= 0, found %g", (double)a->eps);
+    if (a->training && !(a->momentum >= 0.0f && a->momentum <= 1.0f))
+        return dp_fail(DP_ERR_ARG, "batch_norm: momentum must be in [0, 1], found %g", (double)a->momentum);
+    if ((a->running_mean == NULL) != (a->running_var == NULL))
+        return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
+    if (!a->training && !a->running_mean)
+        return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
+    return DP_OK;
+}
+
+/* stat_sync's host hook over `count` device doubles: download, sum across
+ * participants, upload (the one host synchronisation SyncBatchNorm needs). */
+static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count) {
+    double host[1 + 2 * 4096];
+    if (count > (int)(sizeof host / sizeof host[0]))
+        return dp_fail(DP_ERR_ARG, "batch_norm: %s: synchronised statistics of more than 4096 channels are not done",
+                       c->name);
+    if (dp_cuda_check(c, cudaMemcpyAsync(host, dev, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, c->stream),
+                      "batch_norm statistics") ||
+        dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics"))
+        return dp_cuda_status(c);
+    sync->sum(sync->ctx, host, count);
+    dp_cuda_check(c, cudaMemcpyAsync(dev, host, sizeof(double) * (size_t)count, cudaMemcpyHostToDevice, c->stream),
+                  "batch_norm statistics");
+    return dp_cuda_status(c);
+}
+
+static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    DP_TRY(output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
+    double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
+    if (!saved || !sums) return dp_fail(DP_ERR_NOMEM, "batch_norm: out of GPU memory for %d channels", g.C);
+    node->saved = saved;
+    int shift = !a->stat_sync; /* with stat_sync every participant sums around 0, as the CPU op */
+    double m = (double)g.N * (double)g.plane;
+    if (a->training) {
+        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, sums), "batch_norm statistics"));
+        if (a->stat_sync) {
+            DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1));
+            double total = 0;
+            if (dp_cuda_check(c, cudaMemcpyAsync(&total, sums, sizeof total, cudaMemcpyDeviceToHost, c->stream),
+                              "batch_norm count") ||
+                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm count"))
+                return dp_cuda_status(c);
+            m = total;
+        }
+        if (!(m > 1.0))
+            return dp_fail(DP_ERR_SHAPE,
+                           "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
+                           a->stat_sync ? " over all participants" : "", m);
+    }
+    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.C, g.plane, shift, sums, a->training, (double)a->eps,
+                                         (double)a->momentum, a->running_mean, a->running_var, saved, m),
+                  "batch_norm statistics"));
+    return launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, saved, w ? w->data : NULL,
+                                      b ? b->data : NULL),
+                  "batch_norm");
+}
+
+static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    if (!node->out.grad) return DP_OK;
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    double *gsums = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)g.C);
+    if (!gsums) return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
+    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, gsums),
+                  "batch_norm gradient sums"));
+    float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
+    if (dw || db) {
+        int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
+        DP_TRY(launch(c, dp_cuda_bn_param_grads(c->stream, g.C, gsums, node->saved, dw, add_w, db, add_b),
+                      "batch_norm parameter gradients"));
+    }
+    if (!x->grad) return DP_OK;
+    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
+                                   w ? w->data : NULL, a->training, add),
+                  "batch_norm backward");
+}
+
 /* --- not done yet ---------------------------------------------------------------------- */
 
 static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -619,7 +733,8 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
     WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)   \
     WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
     WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
-    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward)
+    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward) \
+    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward)
 #define GPU_TABLE(g)                                                                                  \
     {                                                                                                 \
         [DP_OP_CONV] = {"conv", 3, conv_forward_##g, conv_backward_##g},                              \
@@ -631,7 +746,7 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
         [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
         [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, undone_##g, undone_##g},                       \
         [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \
-        [DP_OP_BATCH_NORM] = {"batch_norm", 3, undone_##g, undone_##g},                               \
+        [DP_OP_BATCH_NORM] = {"batch_norm", 3, batch_norm_forward_##g, batch_norm_backward_##g},                               \
         [DP_OP_DROPOUT] = {"dropout", 1, dropout_forward_##g, dropout_backward_##g},                                     \
         [DP_OP_SIGMOID] = {"sigmoid", 1, sigmoid_forward_##g, sigmoid_backward_##g},                                     \
         [DP_OP_TANH] = {"tanh", 1, tanh_forward_##g, tanh_backward_##g},                                           \
