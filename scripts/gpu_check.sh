@@ -103,6 +103,7 @@ if [[ -n "$gpu" ]]; then
   if bench/gpu_vs_pytorch.sh "$build"/dptrain 3 3 >"$out/bench.log" 2>&1; then
     note "benchmark: $(grep -m1 'LeNet median' "$out/bench.log")"
     note "benchmark: $(grep -m1 'torch.compile' "$out/bench.log")"
+    note "benchmark: $(grep -m1 'ResNet-18' "$out/bench.log")"
   else
     fail "benchmark: $(tail -1 "$out/bench.log")"
   fi
