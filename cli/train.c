@@ -132,9 +132,13 @@ static dp_status_t check_output_path(const char *option, const char *path) {
 #define MAX_DEVICES 256
 
 /* --devices: "N" (cpu:0 .. cpu:N-1) or "cpu:A,cpu:B,...", distinct ids. */
-static dp_status_t parse_devices(const char *text, int *ids, int *count) {
+/* --devices: a count of CPU devices, or a list cpu:N,... or cuda:N,... (one
+ * kind; cuda:N may repeat: several devices sharing one GPU). *backend is
+ * the list's backend (the CPU's for a count). */
+static dp_status_t parse_devices(const char *text, int *ids, int *count, const dp_backend_t **backend) {
     char *end;
     long n = strtol(text, &end, 10);
+    *backend = dp_backend_cpu();
     if (*text != '\0' && *end == '\0') {
         if (n < 1 || n > MAX_DEVICES)
             return dp_fail(DP_ERR_ARG, "train: --devices: %ld is out of range (expected 1 to %d)", n, MAX_DEVICES);
@@ -144,20 +148,26 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count) {
     }
     *count = 0;
     const char *p = text;
+    int cuda = strncmp(text, "cuda:", 5) == 0;
+    const char *kind = cuda ? "cuda:" : "cpu:";
+    size_t prefix = strlen(kind);
     while (*p) {
-        if (strncmp(p, "cpu:", 4) != 0)
-            return dp_fail(DP_ERR_ARG, "train: --devices: '%s' is not a count or a list like cpu:0,cpu:1", text);
-        long id = strtol(p + 4, &end, 10);
-        if (end == p + 4 || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
-            return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected cpu:N, N from 0 to 4095)", text);
+        if (strncmp(p, kind, prefix) != 0)
+            return dp_fail(DP_ERR_ARG, "train: --devices: '%s' is not a count or a list like cpu:0,cpu:1 or cuda:0", text);
+        long id = strtol(p + prefix, &end, 10);
+        if (end == p + prefix || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
+            return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected %sN, N from 0 to 4095)", text, kind);
         for (int i = 0; i < *count; i++)
-            if (ids[i] == id) return dp_fail(DP_ERR_ARG, "train: --devices: cpu:%ld is listed twice", id);
+            if (ids[i] == id && !cuda) return dp_fail(DP_ERR_ARG, "train: --devices: cpu:%ld is listed twice", id);
+            else if (ids[i] != id && cuda)
+                return dp_fail(DP_ERR_ARG, "train: --devices: cuda:%d and cuda:%ld: devices on several GPUs are not "
+                               "done yet (several devices may share one GPU: cuda:0,cuda:0)", ids[i], id);
         if (*count == MAX_DEVICES) return dp_fail(DP_ERR_ARG, "train: --devices: more than %d devices", MAX_DEVICES);
         ids[(*count)++] = (int)id;
         p = *end == ',' ? end + 1 : end;
         if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "train: --devices: '%s' ends with a comma", text);
     }
-    return DP_OK;
+    return cuda ? dp_backend_by_name("cuda", ids[0], backend) : DP_OK;
 }
 
 /* An optional positive option: NAN (not given) -> 0, the library's default;
@@ -359,8 +369,14 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_lr_schedule_t schedule;
     if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
     int device_ids[MAX_DEVICES], num_devices = 0;
+    const dp_backend_t *backend = dp_backend_cpu();
     if (o.devices) {
-        if (parse_devices(o.devices, device_ids, &num_devices) != DP_OK) return report_error(world);
+        if (parse_devices(o.devices, device_ids, &num_devices, &backend) != DP_OK) return report_error(world);
+        if (!backend->host_memory && o.save_path && optim.kind != DP_OPTIM_SGD) {
+            dp_fail(DP_ERR_ARG, "train: --save with --optimizer %s on %s devices: saving that optimizer's state "
+                    "from a GPU is not done yet (sgd can be saved)", dp_optim_kind_name(optim.kind), backend->name);
+            return report_error(world);
+        }
     } else {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
@@ -431,6 +447,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .optim = optim,
         .seed = o.seed,
         .sync_batch_norm = o.sync_batch_norm,
+        .backend = backend,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {

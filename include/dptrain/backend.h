@@ -79,4 +79,20 @@ struct dp_backend {
  * never freed. */
 const dp_backend_t *dp_backend_cpu(void);
 
+/* A backend by name (backend_registry.c): "cpu" (index ignored) or "cuda"
+ * (GPU `index`: its memory, one stream, cuBLAS/cuDNN handles; opened on
+ * first use and kept until exit, like the CPU table). Fails with one line:
+ * "this dptrain was built without CUDA" in a build without the CUDA
+ * backend; "cuda:N: ..." naming what failed (no such GPU, no driver) in
+ * one with it; "unknown backend" for any other name. */
+dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t **out);
+
+/* Whether this build has the CUDA backend (1) or not (0). */
+int dp_backend_cuda_built(void);
+
+/* The number of GPUs the CUDA backend can use: 0 without a driver, without
+ * a GPU, or in a build without CUDA; *why (when not NULL) then says which,
+ * in a static string. */
+int dp_backend_cuda_count(const char **why);
+
 #endif

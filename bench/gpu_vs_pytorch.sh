@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# gpu_vs_pytorch.sh - LeNet seconds per epoch on one GPU: dptrain
+# (--devices cuda:0) against PyTorch eager on CUDA (bench/torch_lenet_cuda.py:
+# the same network, initialisation, batch 256, lr 0.2, the data on the GPU,
+# one synchronize per epoch, FP32 without TF32), alternating A B A B in one
+# run on the same GPU; then torch.compile once, if it runs. Not a test.
+#
+# usage: bench/gpu_vs_pytorch.sh [path/to/dptrain] [pairs] [epochs]
+# Each run trains `epochs` epochs (default 3) and counts the median of
+# epochs 2.. (epoch 1 holds the warm-up: the dataset upload, cuDNN's and
+# cuBLAS's first calls). Prints each pair, the medians, the ratio
+# PyTorch / dptrain (the issue's target: >= 3x, and < 0.1 s/epoch on an H100),
+# and the GPU's name. Then ResNet-18 (models/resnet18.cfg, batch 256, the
+# first 12,800 images) images per second, dptrain (its 2nd epoch of 2) against
+# PyTorch eager (bench/torch_resnet18_cuda.py, after a warm-up epoch), one pair.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:-$here/../build-cuda/dptrain}
+pairs=${2:-3}
+epochs=${3:-3}
+data=${DPTRAIN_DATA:-/usr/share/datasets/fashion-mnist}
+py=${PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+later_epochs() { tail -n +2; } # drop epoch 1
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+echo "GPU: ${gpu:-unknown}; CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+dp_all=() pt_all=() ratios=()
+for pair in $(seq 1 "$pairs"); do
+  "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+    --seed "$pair" --metrics "$tmp/m$pair.jsonl" --quiet >/dev/null
+  dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m$pair.jsonl" | later_epochs))
+  pt=$(median $("$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --seed "$pair" |
+                sed -E 's/.* ([0-9.]+) sec\/epoch/\1/' | later_epochs))
+  ratio=$(awk -v a="$pt" -v b="$dp" 'BEGIN { printf "%.2f", a / b }')
+  printf 'pair %d: dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, pytorch/dptrain %sx\n' "$pair" "$dp" "$pt" "$ratio"
+  dp_all+=("$dp") pt_all+=("$pt") ratios+=("$ratio")
+done
+printf 'LeNet median (%d pairs, epochs 2-%d): dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, speed-up %.2fx\n' \
+  "$pairs" "$epochs" "$(median "${dp_all[@]}")" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
+if out=$("$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --compile 2>"$tmp/compile.err"); then
+  printf 'pytorch torch.compile: %.4f s/epoch (median of epochs 2-%d, one run)\n' \
+    "$(median $(printf '%s\n' "$out" | sed -E 's/.* ([0-9.]+) sec\/epoch/\1/' | later_epochs))" "$epochs"
+else
+  echo "pytorch torch.compile: did not run ($(tail -1 "$tmp/compile.err"))"
+fi
+
+dp_r=$("$bin" train --model resnet18 --data "$data" --batch-size 256 --lr 0.05 --epochs 2 --limit 12800 \
+         --devices cuda:0 --metrics "$tmp/r.jsonl" --quiet >/dev/null 2>"$tmp/r.err" &&
+       tail -1 "$tmp/r.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r.err")")
+pt_r=$("$py" "$here/torch_resnet18_cuda.py" --data "$data" --limit 12800 2>"$tmp/rp.err" | sed -E 's/resnet18: ([0-9.]+).*/\1/' ||
+       echo "failed: $(tail -1 "$tmp/rp.err")")
+echo "ResNet-18 (batch 256, one pair): dptrain $dp_r images/sec, pytorch eager $pt_r images/sec"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# gpu_check.sh - issue 10's GPU checks in one command, on a machine with an
+# NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build, run the GPU tests
+# (ctest -L gpu), train LeNet for 10 epochs with the book's settings on
+# cuda:0 (test accuracy must reach 0.80), run bench/gpu_vs_pytorch.sh, and
+# print one summary. Exit 0 only when every step passed; without a GPU the
+# GPU steps say NOT RUN and it exits 2.
+#
+#   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
+#       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
+#       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS +
+#       zlib (libraries and headers). About 45 MB.
+#   scripts/gpu_check.sh        on the GPU machine. With this workplace's
+#       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
+#       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/.
+# Nothing here needs network. cuDNN is taken from the toolkit, else from
+# PyTorch's nvidia-cudnn wheel (DPTRAIN_CUDNN_ROOT).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+carry=$root/build-gpu-carry
+
+if [[ "${1:-}" == pack ]]; then
+  set -e
+  mkdir -p "$carry/deps/lib" "$carry/deps/include" "$carry/fashion-mnist"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$carry/fashion-mnist/"
+  lib=/usr/lib/x86_64-linux-gnu
+  cp -L "$lib/libopenblas.so.0" "$carry/deps/lib/libopenblas.so"
+  cp -L "$lib/libopenblas.so.0" "$lib/libgfortran.so.5" "$lib/libquadmath.so.0" "$lib/libz.so" "$carry/deps/lib/"
+  for h in cblas.h openblas_config.h; do cp -L "$(find /usr/include -name "$h" | head -1)" "$carry/deps/include/"; done
+  cp -L /usr/include/zlib.h /usr/include/zconf.h "$carry/deps/include/"
+  tar -C "$carry" -czf "$carry/deps.tar.gz" deps && rm -rf "$carry/deps"
+  du -sh "$carry"
+  exit 0
+fi
+
+build=${DPTRAIN_BUILD:-build-cuda} # the build folder
+out=${OUT:-$root/$build/gpu_check}
+mkdir -p "$out"
+summary=()
+failed=0
+note() { summary+=("$1"); echo "== $1"; }
+fail() { failed=1; note "FAIL: $1"; }
+
+export PATH=$PATH:/usr/local/cuda/bin
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
+[[ -n "$gpu" ]] && note "GPU: $gpu" || note "GPU: none found (nvidia-smi): the GPU steps cannot pass here"
+note "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
+
+# What the GPU machine may lack, from the carried tarball (DPTRAIN_USE_CARRIED_DEPS=1: even when the system has it).
+if [[ -f "$carry/deps.tar.gz" ]] && { [[ -n "${DPTRAIN_USE_CARRIED_DEPS:-}" ]] ||
+     ! [[ -f /usr/include/cblas.h || -f /usr/include/x86_64-linux-gnu/cblas.h || -f /usr/include/openblas/cblas.h ]]; }; then
+  mkdir -p /tmp/dptrain-deps && tar -C /tmp/dptrain-deps -xzf "$carry/deps.tar.gz"
+  export CMAKE_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib CMAKE_INCLUDE_PATH=/tmp/dptrain-deps/deps/include
+  export LD_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export CPATH=/tmp/dptrain-deps/deps/include${CPATH:+:$CPATH}
+  note "deps: OpenBLAS and zlib from build-gpu-carry/deps.tar.gz"
+fi
+if [[ -z "${DPTRAIN_CUDNN_ROOT:-}" && ! -f /usr/local/cuda/include/cudnn.h ]]; then
+  wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.dirname(c.__file__) if c.__file__ else list(c.__path__)[0])' 2>/dev/null || true)
+  if [[ -n "$wheel" ]]; then
+    export DPTRAIN_CUDNN_ROOT=$wheel LD_LIBRARY_PATH=$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    note "cuDNN: PyTorch's wheel, $wheel"
+  fi
+fi
+data=${DPTRAIN_DATA:-}
+[[ -z "$data" && -f "$carry/fashion-mnist/train-images-idx3-ubyte.gz" ]] && data=$carry/fashion-mnist
+data=${data:-/usr/share/datasets/fashion-mnist}
+export DPTRAIN_DATA=$data
+
+# 1. configure and build
+if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDPTRAIN_CUDA=ON >"$out/configure.log" 2>&1 &&
+   cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1; then
+  note "build: OK ($(grep -o 'CUDA on.*' "$out/configure.log" | head -1))"
+else
+  fail "build (see configure.log / build.log): $(grep -m1 -iE 'error' "$out/configure.log" "$out/build.log" | head -1)"
+  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  exit 1
+fi
+
+# 2. the GPU tests
+(cd "$build" && ctest -L gpu --output-on-failure -V) >"$out/gpu_tests.log" 2>&1
+tests_rc=$?
+line=$(grep -E 'tests passed|tests failed' "$out/gpu_tests.log" | tail -1)
+skipped=$(grep -c '\*\*\*Skipped' "$out/gpu_tests.log" || true)
+if [[ $tests_rc -ne 0 ]]; then fail "GPU tests: $line"
+elif [[ "$skipped" -gt 0 ]]; then failed=1; note "NOT RUN: GPU tests skipped ($skipped): $(grep -m1 SKIPPED "$out/gpu_tests.log")"
+else note "GPU tests: $line"; fi
+grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 's/^ *[0-9]*: */   /' | head -20
+
+# 3. LeNet, 10 epochs, the book's settings, on cuda:0
+if [[ -n "$gpu" ]]; then
+  if "$build"/dptrain train --model lenet --data "$data" --epochs 10 --batch-size 256 --lr 0.2 --devices cuda:0 \
+       --metrics "$out/lenet_cuda.jsonl" >"$out/train.log" 2>&1; then
+    acc=$(tail -1 "$out/lenet_cuda.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')
+    sec=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$out/lenet_cuda.jsonl" | tail -n +2 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    if awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }'; then note "LeNet 10 epochs on cuda:0: test accuracy $acc (>= 0.80), median epoch ${sec}s"
+    else fail "LeNet 10 epochs on cuda:0: test accuracy $acc < 0.80"; fi
+  else
+    fail "LeNet on cuda:0: $(tail -1 "$out/train.log")"
+  fi
+  # 4. the benchmark
+  if bench/gpu_vs_pytorch.sh "$build"/dptrain 3 3 >"$out/bench.log" 2>&1; then
+    note "benchmark: $(grep -m1 'LeNet median' "$out/bench.log")"
+    note "benchmark: $(grep -m1 'torch.compile' "$out/bench.log")"
+    note "benchmark: $(grep -m1 'ResNet-18' "$out/bench.log")"
+  else
+    fail "benchmark: $(tail -1 "$out/bench.log")"
+  fi
+else
+  failed=1
+  note "NOT RUN: LeNet on cuda:0 and the benchmark (no GPU)"
+fi
+
+echo
+echo "gpu_check summary ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?')):"
+printf '  %s\n' "${summary[@]}" | tee "$out/summary.txt"
+[[ $failed -eq 0 ]] && exit 0
+[[ -z "$gpu" ]] && exit 2
+exit 1

@@ -1,0 +1,374 @@
+/* backend_cuda.c - the CUDA backend (backend.h) of one GPU: device memory
+ * (cudaMalloc), copies and zeroing on the GPU's stream, the optimizer update
+ * and the device-order sum as own kernels (kernels.cu), broadcasts as
+ * device-to-device copies, and batches gathered on the GPU from a copy of
+ * the dataset uploaded once. The op table is ops_cuda.c's.
+ *
+ * DESIGN: cuda_internal.h (one context per GPU, its lock and stream).
+ * Optimizer state: the host dp_optimizer_t keeps the configuration and the
+ * step count; its state buffers (momentum, sums, Adam's moments) live on
+ * the GPU, one device copy per host optimizer, created at its first update
+ * from the host buffers (so a restored optimizer continues from its
+ * checkpointed state) and taken again from the host whenever the step count
+ * jumps (set_steps after a restore). The host buffers are NOT updated from
+ * the GPU: saving a checkpoint of a momentum/Adagrad/Adam optimizer trained
+ * on a GPU needs a download that the seam does not have yet (not done). */
+#include "backend_cuda.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+static dp_cuda_ctx_t *contexts[DP_CUDA_MAX_GPUS];
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+dp_cuda_ctx_t *dp_cuda_ctx(int gpu) { return gpu >= 0 && gpu < DP_CUDA_MAX_GPUS ? contexts[gpu] : NULL; }
+
+void dp_cuda_enter(dp_cuda_ctx_t *c) {
+    pthread_mutex_lock(&c->lock);
+    cudaSetDevice(c->gpu);
+}
+
+void dp_cuda_leave(dp_cuda_ctx_t *c) { pthread_mutex_unlock(&c->lock); }
+
+int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
+    if (err == cudaSuccess) return 0;
+    if (!c->failed) {
+        c->failed = 1;
+        snprintf(c->error, sizeof c->error, "%s: %s failed: %s", c->name, what, cudaGetErrorString(err));
+    }
+    return 1;
+}
+
+/* Only failures this backend saw: cuDNN and cuBLAS may leave errors they
+ * handled themselves in the runtime's last-error, which are not ours. A
+ * fault of asynchronous work shows at the next synchronising call (a
+ * download), which records it here. */
+dp_status_t dp_cuda_status(dp_cuda_ctx_t *c) {
+    if (!c->failed) return DP_OK;
+    return dp_fail(DP_ERR_ARG, "%s", c->error);
+}
+
+int dp_cuda_gpu_count(const char **why) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count <= 0) {
+        if (why)
+            *why = err == cudaErrorNoDevice || (err == cudaSuccess && count <= 0) ? "no CUDA GPU found"
+                   : err == cudaErrorInsufficientDriver                        ? "no NVIDIA driver (or one too old for this CUDA)"
+                                                                               : "the CUDA runtime failed to start";
+        return 0;
+    }
+    if (why) *why = NULL;
+    return count;
+}
+
+/* --- Memory ----------------------------------------------------------------- */
+
+static void *cuda_alloc(void *ctx, size_t bytes, const char *what) {
+    dp_cuda_ctx_t *c = ctx;
+    void *ptr = NULL;
+    dp_cuda_enter(c);
+    cudaError_t err = cudaMalloc(&ptr, bytes ? bytes : 1);
+    dp_cuda_leave(c);
+    if (err != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory error is not sticky */
+        dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for %s (%zu bytes): %s", c->name, what ? what : "memory", bytes,
+                cudaGetErrorString(err));
+        return NULL;
+    }
+    return ptr;
+}
+
+static void cuda_free(void *ctx, void *ptr) {
+    dp_cuda_ctx_t *c = ctx;
+    if (!ptr) return;
+    dp_cuda_enter(c);
+    dp_cuda_check(c, cudaFree(ptr), "cudaFree"); /* waits for work that may still use it */
+    dp_cuda_leave(c);
+}
+
+static void cuda_zero(void *ctx, void *dst, size_t bytes) {
+    dp_cuda_ctx_t *c = ctx;
+    if (!bytes) return;
+    dp_cuda_enter(c);
+    dp_cuda_check(c, cudaMemsetAsync(dst, 0, bytes, c->stream), "zeroing memory");
+    dp_cuda_leave(c);
+}
+
+/* From pageable host memory, cudaMemcpyAsync returns once the source has
+ * been staged: the caller may reuse it at once, and the copy is ordered on
+ * the stream before whatever is queued after it. */
+static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
+    dp_cuda_ctx_t *c = ctx;
+    if (!bytes) return;
+    dp_cuda_enter(c);
+    dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "an upload");
+    dp_cuda_leave(c);
+}
+
+/* Waits for everything queued before it: the host reads the result. On a
+ * failure the host buffer is filled with NaN bytes, so that no stale value
+ * passes for a result. */
+static void cuda_download(void *ctx, void *host_dst, const void *src, size_t bytes) {
+    dp_cuda_ctx_t *c = ctx;
+    if (!bytes) return;
+    dp_cuda_enter(c);
+    if (c->failed ||
+        dp_cuda_check(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "a download") ||
+        dp_cuda_check(c, cudaStreamSynchronize(c->stream), "a download"))
+        memset(host_dst, 0xff, bytes);
+    dp_cuda_leave(c);
+}
+
+static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    dp_cuda_ctx_t *c = ctx;
+    if (!bytes || dst == src) return;
+    dp_cuda_enter(c);
+    dp_cuda_check(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "a copy");
+    dp_cuda_leave(c);
+}
+
+/* --- Optimizer ----------------------------------------------------------------- */
+
+/* The device state of `opt` (created, or refreshed from the host after a
+ * restore); NULL with the context failed when GPU memory runs out. */
+static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt) {
+    dp_cuda_optim_state_t *slot = NULL, *free_slot = NULL;
+    for (int i = 0; i < DP_CUDA_MAX_OPTIMIZERS; i++) {
+        if (c->optims[i].optimizer == opt) slot = &c->optims[i];
+        else if (!c->optims[i].optimizer && !free_slot) free_slot = &c->optims[i];
+    }
+    size_t n = dp_optimizer_num_params(opt);
+    uint64_t steps = dp_optimizer_steps(opt);
+    int fresh = 0;
+    if (!slot || slot->n != n || slot->kind != (int)dp_optimizer_kind(opt)) {
+        if (slot) {
+            for (int s = 0; s < 2; s++) cudaFree(slot->state[s]);
+            memset(slot, 0, sizeof *slot);
+            free_slot = slot;
+        }
+        if (!free_slot) {
+            if (!c->failed) {
+                c->failed = 1;
+                snprintf(c->error, sizeof c->error, "%s: more than %d optimizers on one GPU", c->name,
+                         DP_CUDA_MAX_OPTIMIZERS);
+            }
+            return NULL;
+        }
+        slot = free_slot;
+        slot->optimizer = opt;
+        slot->n = n;
+        slot->kind = (int)dp_optimizer_kind(opt);
+        for (int s = 0; s < dp_optimizer_num_states(opt); s++)
+            if (dp_cuda_check(c, cudaMalloc((void **)&slot->state[s], sizeof(float) * (n ? n : 1)),
+                              "allocating optimizer state"))
+                return NULL;
+        fresh = 1;
+    }
+    /* a new optimizer, or one whose step count was set (a restore): its host state is the truth */
+    if (fresh || (steps != slot->steps && steps != slot->steps + 1)) {
+        for (int s = 0; s < dp_optimizer_num_states(opt); s++)
+            if (dp_cuda_check(c, cudaMemcpyAsync(slot->state[s], dp_optimizer_state(opt, s, NULL), sizeof(float) * n,
+                                                 cudaMemcpyHostToDevice, c->stream),
+                              "uploading optimizer state") ||
+                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "uploading optimizer state"))
+                return NULL;
+    }
+    slot->steps = steps;
+    return slot;
+}
+
+/* optim.c's scalars, computed on the host as there (Adam's corrections in double). */
+static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
+    const dp_optim_config_t *cf = dp_optimizer_config(opt);
+    dp_cuda_optim_args_t a = {.kind = (int)cf->kind, .nesterov = cf->nesterov, .neg_lr = -cf->lr,
+                              .wd = cf->weight_decay, .momentum = cf->momentum, .eps = cf->eps,
+                              .b1 = cf->beta1, .b2 = cf->beta2};
+    if (cf->kind == DP_OPTIM_ADAM) {
+        double lr = dp_float_decimal(cf->lr), beta1 = dp_float_decimal(cf->beta1), beta2 = dp_float_decimal(cf->beta2);
+        double t = (double)dp_optimizer_steps(opt);
+        double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
+        a.one_minus_b1 = (float)(1.0 - beta1);
+        a.one_minus_b2 = (float)(1.0 - beta2);
+        a.neg_step_size = (float)-(lr / correction1);
+        a.correction2_sqrt = (float)sqrt(correction2);
+    }
+    return a;
+}
+
+static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *params, const float *grads,
+                                  size_t start, size_t count) {
+    dp_cuda_ctx_t *c = ctx;
+    DP_ASSERT(start <= dp_optimizer_num_params(optimizer) && count <= dp_optimizer_num_params(optimizer) - start);
+    DP_ASSERT(dp_optimizer_kind(optimizer) != DP_OPTIM_ADAM || dp_optimizer_steps(optimizer) >= 1);
+    dp_cuda_enter(c);
+    dp_cuda_optim_state_t *st = optim_state(c, optimizer);
+    if (st) {
+        dp_cuda_optim_args_t a = optim_args(optimizer);
+        float *s0 = st->state[0] ? st->state[0] + start : NULL, *s1 = st->state[1] ? st->state[1] + start : NULL;
+        dp_cuda_check(c, dp_cuda_optim(c->stream, &a, params + start, grads + start, s0, s1, count), "an optimizer update");
+    }
+    dp_cuda_leave(c);
+}
+
+/* --- Collectives ----------------------------------------------------------------- */
+
+static void cuda_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start, size_t count) {
+    dp_cuda_ctx_t *c = ctx;
+    if (count == 0) return;
+    const float *shifted[256];
+    DP_ASSERT(k >= 1 && k <= 256);
+    for (int r = 0; r < k; r++) shifted[r] = src[r] + start;
+    dp_cuda_enter(c);
+    dp_cuda_check(c, dp_cuda_reduce(c->stream, dst + start, shifted, k, count), "a reduce");
+    dp_cuda_leave(c);
+}
+
+static void cuda_broadcast_range(void *ctx, float *const *dst, int k, const float *src, size_t start, size_t count) {
+    dp_cuda_ctx_t *c = ctx;
+    if (count == 0) return;
+    dp_cuda_enter(c);
+    for (int e = 0; e < k; e++)
+        if (dst[e] != src &&
+            dp_cuda_check(c, cudaMemcpyAsync(dst[e] + start, src + start, sizeof(float) * count,
+                                             cudaMemcpyDeviceToDevice, c->stream),
+                          "a broadcast"))
+            break;
+    dp_cuda_leave(c);
+}
+
+/* --- Data ------------------------------------------------------------------------- */
+
+/* The device copy of `ds` (uploaded at its first batch; up to
+ * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). */
+static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *ds) {
+    dp_cuda_dataset_t *slot = &c->datasets[0];
+    c->uses++;
+    for (int i = 0; i < DP_CUDA_MAX_DATASETS; i++) {
+        dp_cuda_dataset_t *d = &c->datasets[i];
+        if (d->host_pixels == ds->pixels && d->count == ds->count) {
+            d->last_use = c->uses;
+            return d;
+        }
+        if (d->last_use < slot->last_use) slot = d;
+    }
+    cudaFree(slot->pixels);
+    cudaFree(slot->labels);
+    memset(slot, 0, sizeof *slot);
+    size_t bytes = (size_t)ds->count * ds->channels * ds->height * ds->width;
+    if (dp_cuda_check(c, cudaMalloc((void **)&slot->pixels, bytes ? bytes : 1), "uploading the dataset") ||
+        dp_cuda_check(c, cudaMalloc((void **)&slot->labels, ds->count ? (size_t)ds->count : 1), "uploading the dataset") ||
+        /* on the context's stream (non-blocking: the legacy stream's copies would not order with it) */
+        dp_cuda_check(c, cudaMemcpyAsync(slot->pixels, ds->pixels, bytes, cudaMemcpyHostToDevice, c->stream),
+                      "uploading the dataset") ||
+        dp_cuda_check(c, cudaMemcpyAsync(slot->labels, ds->labels, (size_t)ds->count, cudaMemcpyHostToDevice,
+                                         c->stream),
+                      "uploading the dataset"))
+        return NULL;
+    slot->host_pixels = ds->pixels;
+    slot->count = ds->count;
+    slot->last_use = c->uses;
+    return slot;
+}
+
+static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x, int32_t *y) {
+    dp_cuda_ctx_t *c = ctx;
+    if (n <= 0) return;
+    for (int i = 0; i < n; i++) DP_ASSERT(host_indices[i] >= 0 && host_indices[i] < ds->count);
+    dp_cuda_enter(c);
+    dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
+    if (d && n > c->indices_cap) {
+        cudaFree(c->indices);
+        c->indices = NULL;
+        c->indices_cap = 0;
+        if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "a batch's indices"))
+            c->indices_cap = n;
+    }
+    if (d && c->indices_cap >= n &&
+        !dp_cuda_check(c, cudaMemcpyAsync(c->indices, host_indices, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
+                                          c->stream),
+                       "a batch's indices")) {
+        size_t example = (size_t)ds->channels * ds->height * ds->width;
+        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, x, y),
+                      "gathering a batch");
+    }
+    dp_cuda_leave(c);
+}
+
+/* --- Opening ----------------------------------------------------------------------- */
+
+dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
+    *out = NULL;
+    const char *why = NULL;
+    int count = dp_cuda_gpu_count(&why);
+    if (count == 0) return dp_fail(DP_ERR_ARG, "cuda:%d: %s", gpu, why);
+    if (gpu < 0 || gpu >= count)
+        return dp_fail(DP_ERR_ARG, "cuda:%d: no such GPU (this machine has %d: cuda:0 to cuda:%d)", gpu, count,
+                       count - 1);
+    if (gpu >= DP_CUDA_MAX_GPUS)
+        return dp_fail(DP_ERR_ARG, "cuda:%d: dptrain drives at most %d GPUs", gpu, DP_CUDA_MAX_GPUS);
+    pthread_mutex_lock(&open_lock);
+    dp_status_t status = DP_OK;
+    dp_cuda_ctx_t *c = contexts[gpu];
+    if (!c) {
+        c = dp_alloc_zeroed(1, sizeof *c, "CUDA context");
+        if (!c) {
+            pthread_mutex_unlock(&open_lock);
+            return DP_ERR_NOMEM;
+        }
+        c->gpu = gpu;
+        snprintf(c->name, sizeof c->name, "cuda:%d", gpu);
+        /* recursive: an op holds it while its arena allocates through cuda_alloc */
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&c->lock, &attr);
+        pthread_mutexattr_destroy(&attr);
+        cudaError_t err = cudaSetDevice(gpu);
+        if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+        cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+        cudnnStatus_t ds = CUDNN_STATUS_SUCCESS;
+        if (err == cudaSuccess && (bs = cublasCreate(&c->cublas)) == CUBLAS_STATUS_SUCCESS) {
+            cublasSetStream(c->cublas, c->stream);
+            /* FP32 without TF32 or reduced-precision reductions: the same bits every run */
+            cublasSetMathMode(c->cublas, CUBLAS_PEDANTIC_MATH);
+            cublasSetPointerMode(c->cublas, CUBLAS_POINTER_MODE_HOST);
+            if ((ds = cudnnCreate(&c->cudnn)) == CUDNN_STATUS_SUCCESS) cudnnSetStream(c->cudnn, c->stream);
+        }
+        if (err != cudaSuccess)
+            status = dp_fail(DP_ERR_ARG, "cuda:%d: cannot start the GPU: %s", gpu, cudaGetErrorString(err));
+        else if (bs != CUBLAS_STATUS_SUCCESS)
+            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuBLAS failed to start (status %d)", gpu, (int)bs);
+        else if (ds != CUDNN_STATUS_SUCCESS)
+            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuDNN failed to start: %s", gpu, cudnnGetErrorString(ds));
+        if (status != DP_OK) {
+            free(c); /* the handles that did start are left to exit: the GPU is unusable anyway */
+            pthread_mutex_unlock(&open_lock);
+            return status;
+        }
+        c->table = (dp_backend_t){
+            .name = "cuda",
+            .ctx = c,
+            .host_memory = 0,
+            .alloc = cuda_alloc,
+            .free = cuda_free,
+            .zero = cuda_zero,
+            .upload = cuda_upload,
+            .download = cuda_download,
+            .copy = cuda_copy,
+            .ops = dp_cuda_op_table(gpu),
+            .optimizer_update = cuda_optimizer_update,
+            .reduce_range = cuda_reduce_range,
+            .broadcast_range = cuda_broadcast_range,
+            .load_batch = cuda_load_batch,
+        };
+        contexts[gpu] = c;
+    }
+    pthread_mutex_unlock(&open_lock);
+    *out = &c->table;
+    return DP_OK;
+}

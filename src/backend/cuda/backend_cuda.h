@@ -1,0 +1,16 @@
+/* backend_cuda.h - the CUDA backend's entry points for backend_registry.c
+ * (library internal; only compiled in a build with CUDA). */
+#ifndef DPTRAIN_BACKEND_CUDA_H
+#define DPTRAIN_BACKEND_CUDA_H
+
+#include "dptrain/backend.h"
+
+/* GPUs the runtime sees; 0 with *why set (static text) when none. */
+int dp_cuda_gpu_count(const char **why);
+
+/* The backend of GPU `gpu` (0 <= gpu < DP_CUDA_MAX_GPUS), opened once
+ * (stream, cuBLAS and cuDNN handles) and kept until exit. Errors name
+ * "cuda:N" and what failed. */
+dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out);
+
+#endif

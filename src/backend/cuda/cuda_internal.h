@@ -1,0 +1,165 @@
+/* cuda_internal.h - what the CUDA backend's files share: the per-GPU context
+ * and the kernel launchers of kernels.cu (plain C declarations, callable
+ * from the C11 host files). Library internal.
+ *
+ * DESIGN. One context per GPU: one stream, one cuBLAS and one cuDNN handle,
+ * a mutex. Every backend function and every op takes the mutex, selects the
+ * GPU, and queues its work on the stream; several dptrain devices on one GPU
+ * (several worker threads) therefore queue onto the same in-order stream,
+ * so whatever a thread queued before a host-side synchronisation (a device
+ * wait) runs before what any thread queues after it: the seam's ordering
+ * rules carry over without events. Downloads synchronise the stream (the
+ * host reads the result). A failure (a launch, a copy, a fault of
+ * asynchronous work seen at a download) is kept in the context (`failed`,
+ * `error`, the first one) and every later op fails with it.
+ */
+#ifndef DPTRAIN_CUDA_INTERNAL_H
+#define DPTRAIN_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "dptrain/backend.h"
+
+#define DP_CUDA_MAX_GPUS 8
+#define DP_CUDA_MAX_DATASETS 4
+#define DP_CUDA_MAX_OPTIMIZERS 64
+
+typedef struct {
+    const uint8_t *host_pixels; /* the host dataset's, as a key */
+    int count;
+    uint8_t *pixels;  /* (count, C, H, W) device copy */
+    uint8_t *labels;  /* (count) */
+    uint64_t last_use;
+} dp_cuda_dataset_t;
+
+typedef struct {
+    const dp_optimizer_t *optimizer; /* the host optimizer, as a key */
+    size_t n;
+    int kind;         /* dp_optim_kind_t */
+    uint64_t steps;   /* its step count at the last update */
+    float *state[2];  /* (n) device copies of its state buffers */
+} dp_cuda_optim_state_t;
+
+typedef struct dp_cuda_context {
+    int gpu;
+    char name[16]; /* "cuda:N" */
+    pthread_mutex_t lock;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    void *workspace; /* cuDNN's, grown on demand */
+    size_t workspace_bytes;
+    int *indices;    /* (indices_cap) a batch's example indices */
+    int indices_cap;
+    dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
+    uint64_t uses;
+    dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
+    int failed;
+    char error[256];
+    dp_backend_t table;
+} dp_cuda_ctx_t;
+
+/* The context of GPU g (NULL until opened). */
+dp_cuda_ctx_t *dp_cuda_ctx(int gpu);
+
+/* Takes the lock and selects the GPU / releases the lock. */
+void dp_cuda_enter(dp_cuda_ctx_t *c);
+void dp_cuda_leave(dp_cuda_ctx_t *c);
+
+/* Records a CUDA runtime failure (the first is kept); returns 0 on success. */
+int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
+/* The sticky failure as a status (DP_OK when none), with its message. */
+dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
+
+/* The op table of GPU g (ops_cuda.c). */
+const dp_op_def_t *dp_cuda_op_table(int gpu);
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- kernels.cu: each launches on `stream` and returns the launch error --- */
+#define DP_CUDA_REDUCE_MAX_SRC 16
+cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *src, int k, size_t count);
+cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
+                                 const int *indices, int n, size_t example, float *x, int32_t *y);
+/* kind: dp_optim_kind_t; states as dp_optimizer_state */
+typedef struct {
+    int kind, nesterov;
+    float neg_lr, wd, momentum, eps, b1, b2, one_minus_b1, one_minus_b2, neg_step_size, correction2_sqrt;
+} dp_cuda_optim_args_t;
+cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g, float *s0,
+                          float *s1, size_t n);
+cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
+/* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
+cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L, int relu);
+/* db[c] (+)= sum over n, l of dy (N, C, L): one thread per channel, n then l in order */
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, float *db, int N, int C, size_t L, int add);
+/* out = dy where y > 0 else 0 (n) */
+cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n);
+cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n);
+/* dx (+)= dy where y > 0 */
+cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx, size_t n,
+                                  int add);
+typedef struct {
+    int planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad;
+} dp_cuda_pool_t;
+cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y,
+                                     int32_t *argmax);
+cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
+                                      const int32_t *argmax, float *dx, int add);
+cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y);
+cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy, float *dx,
+                                      int add);
+/* loss[0] = sum_i (logsumexp(x_i) - x_i[label_i]) / denominator; probs (N, K);
+ * row_loss (N) doubles of scratch. A label outside [0, K) makes the loss NaN. */
+cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,
+                                 double denominator, float *probs, double *row_loss, float *loss);
+/* dx (+)= dy[0] / denominator * (probs - onehot) */
+cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels, const float *dy,
+                                  int N, int K, double denominator, float *dx, int add);
+
+/* kind 0: sigmoid, 1: tanh; backward from y */
+cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);
+cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
+                                   size_t n, int add);
+cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+/* dx (+)= dy */
+cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
+/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0 */
+cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
+                            int64_t offset, uint64_t threshold, float scale, int add);
+cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane);
+cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
+                                        int add);
+cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float *t, size_t n, double denominator,
+                                float *loss);
+cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,
+                                 double denominator, float *dx, int add);
+/* batch norm: sums [m, S1 (C), S2 (C)] (doubles); saved [mean (C), invstd (C), m];
+ * gsums [sum dy (C), sum dy (x - mean) (C)] */
+cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                             double *sums);
+cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
+                                const double *sums, int training, double eps, double momentum, float *running_mean,
+                                float *running_var, double *saved, double count);
+cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
+                             const double *saved, const float *w, const float *b);
+cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C, size_t plane,
+                                 const double *saved, double *gsums);
+cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved, float *dw,
+                                   int add_w, float *db, int add_b);
+cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
+                          const double *saved, const double *gsums, const float *w, int training, int add);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,773 @@
+/* ops_cuda.c - the op table of a CUDA device (ops.h semantics, on device
+ * pointers): conv with cuDNN (fixed deterministic algorithms, FMA math: no
+ * TF32), linear with cuBLAS (pedantic FP32), ReLU, max and average pooling
+ * softmax cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the
+ * CPU's counter-based mask: the same elements dropped), global average
+ * pooling and MSE with own kernels (kernels.cu); flatten is the CPU's (a
+ * view: no data touched); batch norm with own kernels (double sums per
+ * channel, one block each; SyncBatchNorm's statistics go through the host
+ * hook: a download, the sum, an upload). Not done on the GPU yet (a forward
+ * fails with one line naming the op): conv_transpose, and 1-D / 3-D conv
+ * and pooling (global average pooling and batch norm take 1-D to 3-D).
+ *
+ * An op's grad of an input is written when still unset (dp_grad_claim) and
+ * added to otherwise, as the CPU ops do. Labels (softmax_xent) are device
+ * memory, as load_batch leaves them; a label outside [0, K) gives a NaN loss
+ * (the host cannot check device labels without a synchronisation).
+ *
+ * Ops have no context argument, so each GPU gets its own table of small
+ * wrappers (OP_WRAPPERS) that select its context, take its lock and report
+ * a failure of any asynchronous work queued so far. */
+#include <math.h>
+#include <stdio.h>
+
+#include "dptrain/ops.h"
+#include "cuda_internal.h"
+
+/* The CPU's flatten: a view over x, no arithmetic (ops_elementwise.c). */
+dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);
+
+static const float one = 1.0f, zero = 0.0f;
+
+static dp_status_t cudnn_fail(dp_cuda_ctx_t *c, cudnnStatus_t s, const char *what) {
+    return dp_fail(DP_ERR_ARG, "%s: %s: cuDNN: %s", c->name, what, cudnnGetErrorString(s));
+}
+#define CUDNN_TRY(c, call, what)                                                                                   \
+    do {                                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                          \
+            status = cudnn_fail(c, s_, what);                                                                      \
+            goto done;                                                                                             \
+        }                                                                                                          \
+    } while (0)
+
+static dp_status_t launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
+    return dp_cuda_check(c, err, what) ? dp_cuda_status(c) : DP_OK;
+}
+
+/* Output data (and an unset grad when `want_grad`) of `numel` floats. */
+static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
+                          dp_arena_t *arena) {
+    dp_tensor_set_shape(&node->out, ndim, shape);
+    size_t numel = dp_tensor_numel(&node->out);
+    node->out.data = dp_arena_floats(arena, numel);
+    node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
+    node->saved = NULL;
+    if (!node->out.data || (want_grad && !node->out.grad))
+        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for an output of %zu floats", op, numel);
+    return DP_OK;
+}
+
+/* cuDNN's workspace of at least `bytes`. */
+static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
+    if (bytes <= c->workspace_bytes) return DP_OK;
+    cudaFree(c->workspace); /* waits for the work that used it */
+    c->workspace = NULL;
+    c->workspace_bytes = 0;
+    cudaError_t err = cudaMalloc(&c->workspace, bytes);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
+    }
+    c->workspace_bytes = bytes;
+    return DP_OK;
+}
+
+/* --- conv (2-D) ---------------------------------------------------------------- */
+
+typedef struct {
+    int N, C, H, W, OC, kh, kw, OH, OW, groups;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} conv_desc_t;
+
+static void conv_desc_free(conv_desc_t *d) {
+    if (d->x) cudnnDestroyTensorDescriptor(d->x);
+    if (d->y) cudnnDestroyTensorDescriptor(d->y);
+    if (d->w) cudnnDestroyFilterDescriptor(d->w);
+    if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+}
+
+static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ws[64];
+    dp_status_t status = DP_OK;
+    *d = (conv_desc_t){0};
+    if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight with data");
+    if (x->ndim != 4 || w->ndim != 4)
+        return dp_fail(DP_ERR_ARG, "conv: %s: only 2-D convolutions are done on CUDA devices yet (input %s)", c->name,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    d->N = x->shape[0], d->C = x->shape[1], d->H = x->shape[2], d->W = x->shape[3];
+    d->OC = w->shape[0], d->kh = w->shape[2], d->kw = w->shape[3];
+    d->groups = a->groups < 1 ? 1 : a->groups;
+    if (d->C % d->groups || d->OC % d->groups || w->shape[1] != d->C / d->groups)
+        return dp_fail(DP_ERR_SHAPE, "conv: weight %s does not fit input %s with %d groups",
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs), d->groups);
+    if (b && (b->ndim != 1 || b->shape[0] != d->OC || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d)", d->OC);
+    for (int i = 0; i < 2; i++)
+        if (a->stride[i] < 1 || a->dilation[i] < 1 || a->pad[i] < 0)
+            return dp_fail(DP_ERR_ARG, "conv: stride and dilation must be >= 1 and pad >= 0");
+    d->OH = dp_conv_out_size(d->H, d->kh, a->stride[0], a->pad[0], a->dilation[0]);
+    d->OW = dp_conv_out_size(d->W, d->kw, a->stride[1], a->pad[1], a->dilation[1]);
+    if (d->OH < 1 || d->OW < 1)
+        return dp_fail(DP_ERR_SHAPE, "conv: kernel %dx%d does not fit input %s", d->kh, d->kw,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->x), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->y), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateFilterDescriptor(&d->w), "conv descriptors");
+    CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&d->conv), "conv descriptors");
+    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->C, d->H, d->W),
+              "conv input");
+    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->OC, d->OH, d->OW),
+              "conv output");
+    CUDNN_TRY(c, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->OC, d->C / d->groups, d->kh,
+                                            d->kw),
+              "conv weight");
+    CUDNN_TRY(c, cudnnSetConvolution2dDescriptor(d->conv, a->pad[0], a->pad[1], a->stride[0], a->stride[1],
+                                                 a->dilation[0], a->dilation[1], CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT),
+              "conv geometry");
+    CUDNN_TRY(c, cudnnSetConvolutionGroupCount(d->conv, d->groups), "conv groups");
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "conv math type"); /* no TF32 */
+done:
+    if (status != DP_OK) conv_desc_free(d);
+    return status;
+}
+
+/* Deterministic algorithms (cuDNN documents these as reproducible). */
+#define CONV_FWD_ALGO CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
+#define CONV_BWD_DATA_ALGO CUDNN_CONVOLUTION_BWD_DATA_ALGO_1
+#define CONV_BWD_FILTER_ALGO CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+
+static dp_status_t conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    conv_desc_t d;
+    DP_TRY(conv_desc(c, node, &d));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status;
+    int shape[4] = {d.N, d.OC, d.OH, d.OW};
+    size_t bytes = 0;
+    if ((status = output(node, "conv", 4, shape, x->grad || w->grad || (b && b->grad), arena)) != DP_OK) goto done;
+    CUDNN_TRY(c, cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d.x, d.w, d.conv, d.y, CONV_FWD_ALGO, &bytes),
+              "conv forward workspace");
+    if ((status = workspace(c, bytes)) != DP_OK) goto done;
+    CUDNN_TRY(c, cudnnConvolutionForward(c->cudnn, &one, d.x, x->data, d.w, w->data, d.conv, CONV_FWD_ALGO,
+                                         c->workspace, bytes, &zero, d.y, node->out.data),
+              "conv forward");
+    if (b || node->attr.fuse_relu)
+        status = launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, d.N, d.OC,
+                                            (size_t)d.OH * d.OW, node->attr.fuse_relu),
+                        "conv bias");
+done:
+    conv_desc_free(&d);
+    return status;
+}
+
+static dp_status_t conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    if (!node->out.grad) return DP_OK;
+    conv_desc_t d;
+    DP_TRY(conv_desc(c, node, &d));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status = DP_OK;
+    size_t n_out = dp_tensor_numel(&node->out), bytes = 0, more = 0;
+    const float *dy = node->out.grad; /* (N, OC, OH, OW) */
+    if (node->attr.fuse_relu) {       /* the gradient through relu: dy where y > 0 */
+        float *masked = dp_arena_floats(arena, n_out);
+        if (!masked) {
+            status = dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
+            goto done;
+        }
+        if ((status = launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask")))
+            goto done;
+        dy = masked;
+    }
+    if (b && b->grad) {
+        int add = !dp_grad_claim(b);
+        if ((status = launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, d.N, d.OC, (size_t)d.OH * d.OW, add),
+                             "conv bias gradient")))
+            goto done;
+    }
+    if (w->grad) {
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d.x, d.y, d.conv, d.w,
+                                                                    CONV_BWD_FILTER_ALGO, &bytes),
+                  "conv weight gradient workspace");
+    }
+    if (x->grad) {
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d.w, d.y, d.conv, d.x, CONV_BWD_DATA_ALGO,
+                                                                  &more),
+                  "conv input gradient workspace");
+    }
+    if ((status = workspace(c, bytes > more ? bytes : more)) != DP_OK) goto done;
+    if (w->grad) {
+        const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
+        CUDNN_TRY(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, d.x, x->data, d.y, dy, d.conv, CONV_BWD_FILTER_ALGO,
+                                                    c->workspace, c->workspace_bytes, &beta, d.w, w->grad),
+                  "conv weight gradient");
+    }
+    if (x->grad) {
+        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
+        CUDNN_TRY(c, cudnnConvolutionBackwardData(c->cudnn, &one, d.w, w->data, d.y, dy, d.conv, CONV_BWD_DATA_ALGO,
+                                                  c->workspace, c->workspace_bytes, &beta, d.x, x->grad),
+                  "conv input gradient");
+    }
+done:
+    conv_desc_free(&d);
+    return status;
+}
+
+/* --- linear: cuBLAS is column-major, so row-major y (N, OUT) is y^T ---------------- */
+
+static dp_status_t cublas_status(dp_cuda_ctx_t *c, cublasStatus_t s, const char *what) {
+    return s == CUBLAS_STATUS_SUCCESS ? DP_OK : dp_fail(DP_ERR_ARG, "%s: %s: cuBLAS status %d", c->name, what, (int)s);
+}
+
+static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    char xs[64], ws[64];
+    if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "linear: needs an input and a weight with data");
+    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || w->shape[0] < 1)
+        return dp_fail(DP_ERR_SHAPE, "linear: weight %s does not fit input %s (expected (OUT, IN) and (N, IN))",
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs));
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0] || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "linear: bias must be (%d)", w->shape[0]);
+    *N = x->shape[0], *IN = x->shape[1], *OUT = w->shape[0];
+    return DP_OK;
+}
+
+static dp_status_t linear_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, IN = 0, OUT = 0;
+    DP_TRY(linear_check(node, &N, &IN, &OUT));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    int shape[2] = {N, OUT};
+    DP_TRY(output(node, "linear", 2, shape, x->grad || w->grad || (b && b->grad), arena));
+    float beta = 0.0f;
+    if (b) { /* start from the bias, then add x W^T (as the CPU op) */
+        DP_TRY(launch(c, dp_cuda_fill_rows(c->stream, node->out.data, b->data, N, OUT), "linear bias"));
+        beta = 1.0f;
+    }
+    /* y^T (OUT, N) = W (OUT, IN) x^T: W is column-major (IN, OUT), transposed */
+    return cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &one, w->data, IN, x->data, IN,
+                                        &beta, node->out.data, OUT),
+                         "linear forward");
+}
+
+static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const float *dy = node->out.grad; /* (N, OUT) */
+    if (!dy) return DP_OK;
+    int N = 0, IN = 0, OUT = 0;
+    DP_TRY(linear_check(node, &N, &IN, &OUT));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    if (x->grad) { /* dx^T (IN, N) = W^T dy^T: W column-major (IN, OUT), dy^T (OUT, N) */
+        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
+        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, &one, w->data, IN, dy,
+                                            OUT, &beta, x->grad, IN),
+                             "linear input gradient"));
+    }
+    if (w->grad) { /* dW^T (IN, OUT) = x^T (IN, N) dy (N, OUT) */
+        const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
+        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &one, x->data, IN, dy,
+                                            OUT, &beta, w->grad, IN),
+                             "linear weight gradient"));
+    }
+    if (b && b->grad) /* column sums of dy: dy is (N, OUT, 1) */
+        DP_TRY(launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, N, OUT, 1, !dp_grad_claim(b)),
+                      "linear bias gradient"));
+    return DP_OK;
+}
+
+/* --- relu ------------------------------------------------------------------------ */
+
+static dp_status_t relu_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
+    DP_TRY(output(node, "relu", x->ndim, x->shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x)), "relu");
+}
+
+static dp_status_t relu_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_relu_backward(c->stream, node->out.data, node->out.grad, x->grad,
+                                           dp_tensor_numel(&node->out), add),
+                  "relu backward");
+}
+
+/* --- pooling (2-D) ------------------------------------------------------------------ */
+
+static dp_status_t pool_geometry(dp_cuda_ctx_t *c, const dp_node_t *node, const char *op, int dilation,
+                                 dp_cuda_pool_t *g) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
+    if (x->ndim != 4)
+        return dp_fail(DP_ERR_ARG, "%s: %s: only 2-D pooling is done on CUDA devices yet (input %s)", op, c->name,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .H = x->shape[2], .W = x->shape[3],
+                          .kh = a->kernel[0], .kw = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1],
+                          .ph = a->pad[0], .pw = a->pad[1], .dh = dilation ? a->dilation[0] : 1,
+                          .dw = dilation ? a->dilation[1] : 1, .count_include_pad = a->count_include_pad};
+    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 ||
+        2 * g->ph > g->kh || 2 * g->pw > g->kw)
+        return dp_fail(DP_ERR_ARG, "%s: kernel, stride and dilation must be >= 1 and pad in [0, kernel / 2]", op);
+    g->OH = dp_conv_out_size(g->H, g->kh, g->sh, g->ph, g->dh);
+    g->OW = dp_conv_out_size(g->W, g->kw, g->sw, g->pw, g->dw);
+    if (g->OH < 1 || g->OW < 1 || g->planes < 1)
+        return dp_fail(DP_ERR_SHAPE, "%s: window %dx%d does not fit input %s", op, g->kh, g->kw,
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    return DP_OK;
+}
+
+static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    const dp_tensor_t *x = node->in[0];
+    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
+    DP_TRY(output(node, "max_pool", 4, shape, x->grad != NULL, arena));
+    int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OH * g.OW);
+    if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
+    node->saved = argmax;
+    return launch(c, dp_cuda_max_pool_forward(c->stream, &g, x->data, node->out.data, argmax), "max_pool");
+}
+
+static dp_status_t max_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_max_pool_backward(c->stream, &g, node->out.grad, node->saved, x->grad, add),
+                  "max_pool backward");
+}
+
+static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    const dp_tensor_t *x = node->in[0];
+    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
+    DP_TRY(output(node, "avg_pool", 4, shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
+}
+
+static dp_status_t avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    dp_cuda_pool_t g;
+    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_avg_pool_backward(c->stream, &g, node->out.grad, x->grad, add), "avg_pool backward");
+}
+
+/* --- softmax cross-entropy ----------------------------------------------------------- */
+
+static dp_status_t xent_check(const dp_node_t *node, int *N, int *K, double *D) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "softmax_xent: needs logits (in[0]) with data");
+    if (!node->labels) return dp_fail(DP_ERR_ARG, "softmax_xent: needs labels (node->labels is NULL)");
+    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
+        return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    float d = node->attr.loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0, found %g", (double)d);
+    *N = x->shape[0], *K = x->shape[1];
+    *D = d > 0.0f ? (double)d : (double)*N;
+    return DP_OK;
+}
+
+static dp_status_t xent_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, K = 0;
+    double D = 1.0;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    const dp_tensor_t *x = node->in[0];
+    DP_TRY(output(node, "softmax_xent", 0, NULL, x->grad != NULL, arena));
+    float *probs = dp_arena_floats(arena, (size_t)N * K);         /* (N, K) */
+    double *row_loss = dp_arena_alloc(arena, sizeof(double) * N); /* (N) */
+    if (!probs || !row_loss) return dp_fail(DP_ERR_NOMEM, "softmax_xent: out of GPU memory for %d x %d", N, K);
+    node->saved = probs;
+    return launch(c, dp_cuda_xent_forward(c->stream, x->data, node->labels, N, K, D, probs, row_loss, node->out.data),
+                  "softmax_xent");
+}
+
+static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int N = 0, K = 0;
+    double D = 1.0;
+    DP_TRY(xent_check(node, &N, &K, &D));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_xent_backward(c->stream, node->saved, node->labels, node->out.grad, N, K, D, x->grad, add),
+                  "softmax_xent backward");
+}
+
+/* --- sigmoid, tanh --------------------------------------------------------------------- */
+
+static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
+    const dp_tensor_t *x = node->in[0];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
+    DP_TRY(output(node, op, x->ndim, x->shape, x->grad != NULL, arena));
+    return launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x)), op);
+}
+
+static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_unary_backward(c->stream, kind, node->out.data, node->out.grad, x->grad,
+                                            dp_tensor_numel(&node->out), add),
+                  op);
+}
+
+static dp_status_t sigmoid_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(c, node, arena, 0, "sigmoid");
+}
+static dp_status_t sigmoid_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(c, node, 0, "sigmoid");
+}
+static dp_status_t tanh_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(c, node, arena, 1, "tanh");
+}
+static dp_status_t tanh_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(c, node, 1, "tanh");
+}
+
+/* --- add (skip connections), with fuse_relu ------------------------------------------------ */
+
+static int same_shape(const dp_tensor_t *a, const dp_tensor_t *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *z = node->in[1];
+    char xs[64], zs[64];
+    if (!x || !z || !x->data || !z->data) return dp_fail(DP_ERR_ARG, "add: needs two inputs (in[0], in[1]) with data");
+    if (!same_shape(x, z))
+        return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
+    DP_TRY(output(node, "add", x->ndim, x->shape, x->grad || z->grad, arena));
+    return launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x), node->attr.fuse_relu),
+                  "add");
+}
+
+static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    float *dy = node->out.grad;
+    if (!dy) return DP_OK;
+    size_t n = dp_tensor_numel(&node->out);
+    if (node->attr.fuse_relu) /* out.grad is this op's own and complete: mask it in place */
+        DP_TRY(launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, dy, n), "add relu mask"));
+    for (int k = 0; k < 2; k++) { /* in order: x + x gets 2 dy */
+        dp_tensor_t *t = node->in[k];
+        if (t->grad) DP_TRY(launch(c, dp_cuda_accumulate(c->stream, dy, t->grad, n, !dp_grad_claim(t)), "add backward"));
+    }
+    return DP_OK;
+}
+
+/* --- dropout (the CPU's counter-based mask: the same elements dropped) ------------------------ */
+
+static int dropout_identity(const dp_op_attr_t *a) { return !a->training || a->dropout_p == 0.0f; }
+
+static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "dropout: needs an input (in[0]) with data");
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return dp_fail(DP_ERR_SHAPE, "dropout: input must be (N, ...) with N >= 1, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return dp_fail(DP_ERR_ARG, "dropout: dropout_p must be in [0, 1), found %g", (double)a->dropout_p);
+    if (a->example_offset < 0)
+        return dp_fail(DP_ERR_ARG, "dropout: example_offset must be >= 0, found %lld", (long long)a->example_offset);
+    if (dropout_identity(a)) { /* a view, as the CPU's */
+        dp_tensor_set_shape(&node->out, x->ndim, x->shape);
+        node->saved = NULL;
+        node->out.data = x->data;
+        node->out.grad = x->grad;
+        node->out.grad_unset = x->grad_unset;
+        return DP_OK;
+    }
+    DP_TRY(output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
+    size_t numel = dp_tensor_numel(x);
+    return launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
+                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0),
+                  "dropout");
+}
+
+static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    if (dropout_identity(a)) {
+        if (x->grad) x->grad_unset = node->out.grad_unset;
+        return DP_OK;
+    }
+    if (!node->out.grad || !x->grad) return DP_OK;
+    size_t numel = dp_tensor_numel(x);
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
+                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add),
+                  "dropout backward");
+}
+
+/* --- global average pooling ------------------------------------------------------------------ */
+
+static dp_status_t global_avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "global_avg_pool: needs an input (in[0]) with data");
+    if (x->ndim < 3 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "global_avg_pool: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, none "
+                       "empty, found %s", dp_tensor_shape_str(x, xs, sizeof xs));
+    int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
+    DP_TRY(output(node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena));
+    size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+    return launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes),
+                  "global_avg_pool");
+}
+
+static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    size_t planes = dp_tensor_numel(&node->out);
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_global_avg_backward(c->stream, node->out.grad, x->grad, planes, dp_tensor_numel(x) / planes,
+                                                 add),
+                  "global_avg_pool backward");
+}
+
+/* --- MSE ----------------------------------------------------------------------------------------- */
+
+static dp_status_t mse_check(const dp_node_t *node, double *D) {
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    char xs[64], ts[64];
+    if (!x || !t || !x->data || !t->data)
+        return dp_fail(DP_ERR_ARG, "mse: needs a prediction (in[0]) and a target (in[1]) with data");
+    if (!same_shape(x, t) || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "mse: prediction %s and target %s must have the same, non-empty shape",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(t, ts, sizeof ts));
+    float d = node->attr.loss_denominator;
+    if (!(d >= 0.0f) || isinf(d))
+        return dp_fail(DP_ERR_ARG, "mse: loss_denominator must be finite and >= 0, found %g", (double)d);
+    *D = d > 0.0f ? (double)d : (double)dp_tensor_numel(x);
+    return DP_OK;
+}
+
+static dp_status_t mse_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    double D = 1.0;
+    DP_TRY(mse_check(node, &D));
+    const dp_tensor_t *x = node->in[0], *t = node->in[1];
+    DP_TRY(output(node, "mse", 0, NULL, x->grad != NULL, arena));
+    return launch(c, dp_cuda_mse_forward(c->stream, x->data, t->data, dp_tensor_numel(x), D, node->out.data), "mse");
+}
+
+static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0];
+    if (!node->out.grad || !x->grad) return DP_OK;
+    double D = 1.0;
+    DP_TRY(mse_check(node, &D));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_mse_backward(c->stream, x->data, node->in[1]->data, node->out.grad, dp_tensor_numel(x), D,
+                                          x->grad, add),
+                  "mse backward");
+}
+
+/* --- batch norm (ops_batch_norm.c's formulas; saved: device doubles [mean, invstd, m]) --------- */
+
+typedef struct {
+    int N, C;
+    size_t plane;
+} bn_geom_t;
+
+static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
+    const dp_tensor_t *x = node->in[0];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ps[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "batch_norm: needs an input (in[0]) with data");
+    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "batch_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    g->N = x->shape[0];
+    g->C = x->shape[1];
+    g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
+            return dp_fail(DP_ERR_SHAPE, "batch_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
+                           g->C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
+    }
+    if (!(a->eps >= 0.0f) || isinf(a->eps))
+        return dp_fail(DP_ERR_ARG, "batch_norm: eps must be finite and >= 0, found %g", (double)a->eps);
+    if (a->training && !(a->momentum >= 0.0f && a->momentum <= 1.0f))
+        return dp_fail(DP_ERR_ARG, "batch_norm: momentum must be in [0, 1], found %g", (double)a->momentum);
+    if ((a->running_mean == NULL) != (a->running_var == NULL))
+        return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
+    if (!a->training && !a->running_mean)
+        return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
+    return DP_OK;
+}
+
+/* stat_sync's host hook over `count` device doubles: download, sum across
+ * participants, upload (the one host synchronisation SyncBatchNorm needs). */
+static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count) {
+    double host[1 + 2 * 4096];
+    if (count > (int)(sizeof host / sizeof host[0]))
+        return dp_fail(DP_ERR_ARG, "batch_norm: %s: synchronised statistics of more than 4096 channels are not done",
+                       c->name);
+    if (dp_cuda_check(c, cudaMemcpyAsync(host, dev, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, c->stream),
+                      "batch_norm statistics") ||
+        dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics"))
+        return dp_cuda_status(c);
+    sync->sum(sync->ctx, host, count);
+    dp_cuda_check(c, cudaMemcpyAsync(dev, host, sizeof(double) * (size_t)count, cudaMemcpyHostToDevice, c->stream),
+                  "batch_norm statistics");
+    return dp_cuda_status(c);
+}
+
+static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    DP_TRY(output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
+    double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
+    if (!saved || !sums) return dp_fail(DP_ERR_NOMEM, "batch_norm: out of GPU memory for %d channels", g.C);
+    node->saved = saved;
+    int shift = !a->stat_sync; /* with stat_sync every participant sums around 0, as the CPU op */
+    double m = (double)g.N * (double)g.plane;
+    if (a->training) {
+        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, sums), "batch_norm statistics"));
+        if (a->stat_sync) {
+            DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1));
+            double total = 0;
+            if (dp_cuda_check(c, cudaMemcpyAsync(&total, sums, sizeof total, cudaMemcpyDeviceToHost, c->stream),
+                              "batch_norm count") ||
+                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm count"))
+                return dp_cuda_status(c);
+            m = total;
+        }
+        if (!(m > 1.0))
+            return dp_fail(DP_ERR_SHAPE,
+                           "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
+                           a->stat_sync ? " over all participants" : "", m);
+    }
+    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.C, g.plane, shift, sums, a->training, (double)a->eps,
+                                         (double)a->momentum, a->running_mean, a->running_var, saved, m),
+                  "batch_norm statistics"));
+    return launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, saved, w ? w->data : NULL,
+                                      b ? b->data : NULL),
+                  "batch_norm");
+}
+
+static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    if (!node->out.grad) return DP_OK;
+    bn_geom_t g;
+    DP_TRY(bn_geometry(node, &g));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    double *gsums = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)g.C);
+    if (!gsums) return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
+    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, gsums),
+                  "batch_norm gradient sums"));
+    float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
+    if (dw || db) {
+        int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
+        DP_TRY(launch(c, dp_cuda_bn_param_grads(c->stream, g.C, gsums, node->saved, dw, add_w, db, add_b),
+                      "batch_norm parameter gradients"));
+    }
+    if (!x->grad) return DP_OK;
+    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C));
+    int add = !dp_grad_claim(x);
+    return launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
+                                   w ? w->data : NULL, a->training, add),
+                  "batch_norm backward");
+}
+
+/* --- not done yet ---------------------------------------------------------------------- */
+
+static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    const char *name = node->kind >= 0 && node->kind < DP_OP_COUNT ? dp_op_table[node->kind].name : "?";
+    return dp_fail(DP_ERR_ARG, "%s: the op %s is not done on CUDA devices yet (train it on cpu devices)", c->name, name);
+}
+
+/* --- the per-GPU tables ------------------------------------------------------------------ */
+
+typedef dp_status_t (*cuda_op_fn)(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
+
+static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena) {
+    dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
+    if (!c) return dp_fail(DP_ERR_ARG, "cuda:%d: the GPU was not opened", gpu);
+    dp_cuda_enter(c);
+    dp_status_t status = c->failed ? dp_cuda_status(c) : fn(c, node, arena);
+    if (status == DP_OK) status = dp_cuda_status(c);
+    dp_cuda_leave(c);
+    return status;
+}
+
+#define WRAP(g, fn) \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena); }
+#define GPU_FUNCS(g)                                                                                       \
+    WRAP(g, conv_forward) WRAP(g, conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
+    WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
+    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)   \
+    WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
+    WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
+    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward) \
+    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward)
+#define GPU_TABLE(g)                                                                                  \
+    {                                                                                                 \
+        [DP_OP_CONV] = {"conv", 3, conv_forward_##g, conv_backward_##g},                              \
+        [DP_OP_MAX_POOL] = {"max_pool", 1, max_pool_forward_##g, max_pool_backward_##g},              \
+        [DP_OP_AVG_POOL] = {"avg_pool", 1, avg_pool_forward_##g, avg_pool_backward_##g},              \
+        [DP_OP_LINEAR] = {"linear", 3, linear_forward_##g, linear_backward_##g},                      \
+        [DP_OP_RELU] = {"relu", 1, relu_forward_##g, relu_backward_##g},                              \
+        [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
+        [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
+        [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, undone_##g, undone_##g},                       \
+        [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \
+        [DP_OP_BATCH_NORM] = {"batch_norm", 3, batch_norm_forward_##g, batch_norm_backward_##g},                               \
+        [DP_OP_DROPOUT] = {"dropout", 1, dropout_forward_##g, dropout_backward_##g},                                     \
+        [DP_OP_SIGMOID] = {"sigmoid", 1, sigmoid_forward_##g, sigmoid_backward_##g},                                     \
+        [DP_OP_TANH] = {"tanh", 1, tanh_forward_##g, tanh_backward_##g},                                           \
+        [DP_OP_ADD] = {"add", 2, add_forward_##g, add_backward_##g},                                             \
+        [DP_OP_MSE] = {"mse", 2, mse_forward_##g, mse_backward_##g},                                             \
+    }
+
+_Static_assert(DP_OP_COUNT == 15, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
+
+GPU_FUNCS(0)
+GPU_FUNCS(1)
+GPU_FUNCS(2)
+GPU_FUNCS(3)
+GPU_FUNCS(4)
+GPU_FUNCS(5)
+GPU_FUNCS(6)
+GPU_FUNCS(7)
+
+static const dp_op_def_t tables[DP_CUDA_MAX_GPUS][DP_OP_COUNT] = {
+    GPU_TABLE(0), GPU_TABLE(1), GPU_TABLE(2), GPU_TABLE(3), GPU_TABLE(4), GPU_TABLE(5), GPU_TABLE(6), GPU_TABLE(7),
+};
+
+const dp_op_def_t *dp_cuda_op_table(int gpu) { return tables[gpu]; }

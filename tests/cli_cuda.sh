@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# cli_cuda.sh - `--devices cuda:N` from the command line, in whichever build
+# this is: without CUDA one stderr line "this dptrain was built without
+# CUDA", non-zero exit; with CUDA on a machine without a GPU one line naming
+# cuda:0 and what failed; with a GPU, cuda:99 names the missing GPU. In every
+# build: devices on two GPUs, a cpu/cuda mix and --save of a stateful
+# optimizer on a GPU are refused with one line, and nothing is written.
+source "$(dirname "$0")/testing.sh"
+
+# one_line_error WHAT PATTERN ARGS...: non-zero exit, one stderr line matching PATTERN
+one_line_error() {
+  local what=$1 pattern=$2
+  shift 2
+  "$bin" train --model lenet --data "$data" --epochs 1 --limit 256 --batch-size 64 "$@" >"$tmp/out" 2>"$tmp/err"
+  local status=$?
+  [[ $status -ne 0 && $status -lt 128 ]] && pass || fail "$what: exit status $status"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] && pass || fail "$what: want one stderr line, got: $(cat "$tmp/err")"
+  grep -qE "$pattern" "$tmp/err" && pass || fail "$what: stderr '$(cat "$tmp/err")' lacks /$pattern/"
+}
+
+if ldd "$bin" | grep -q libcudart; then
+  if nvidia-smi -L >/dev/null 2>&1; then
+    one_line_error "absent GPU" "cuda:99: no such GPU" --devices cuda:99
+  else
+    one_line_error "no GPU" "^dptrain: cuda:0: (no CUDA GPU|no NVIDIA driver|the CUDA runtime)" --devices cuda:0
+  fi
+else
+  one_line_error "no CUDA in this build" "this dptrain was built without CUDA" --devices cuda:0
+fi
+one_line_error "two GPUs" "cuda:0 and cuda:1: devices on several GPUs are not done yet" --devices cuda:0,cuda:1
+one_line_error "cpu and cuda mixed" "not a count or a list" --devices cuda:0,cpu:1
+one_line_error "cuda:N bad" "bad device" --devices cuda:x
+one_line_error "--save momentum on a GPU" "saving that optimizer's state from a GPU is not done yet|built without CUDA|cuda:0: " \
+  --devices cuda:0 --optimizer momentum --save "$tmp/ck.safetensors"
+[[ ! -e "$tmp/ck.safetensors" ]] && pass || fail "a checkpoint was written after an error"
+testing_finish cli_cuda

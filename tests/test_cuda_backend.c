@@ -1,0 +1,172 @@
+/* test_cuda_backend.c - the CUDA backend's memory, collectives, optimizer
+ * update and batch loading against the CPU backend (skipped without a GPU).
+ *
+ *   memory: upload / download round trip, zero, copy, an impossible
+ *           allocation fails with a message naming cuda:0, cuda:N with N
+ *           past the last GPU fails naming it;
+ *   reduce_range: 3 replicas, an inner range, summed in device order: the
+ *           CPU's bits exactly (both add left to right, one rounding each);
+ *   broadcast_range: copies the range to the others, leaves the rest;
+ *   optimizer_update: sgd (+ weight decay), momentum, nesterov, adagrad,
+ *           adam, 3 steps over two ranges each: within 2 ulp-ish (rtol
+ *           1e-6) of optim.c, and the number of differing floats printed
+ *           (0 expected where the CPU fuses as the kernels do);
+ *   load_batch: the same floats and labels as dp_dataset_fill. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dptrain/backend.h"
+#include "dptrain/optim.h"
+#include "dptrain/rng.h"
+#include "test_cuda_common.h"
+#include "testing.h"
+
+static const dp_backend_t *be;
+
+static float *gpu_floats(const float *host, size_t n) {
+    float *d = be->alloc(be->ctx, sizeof(float) * n, "test buffer");
+    CHECK(d != NULL, "alloc of %zu floats: %s", n, dp_error_message());
+    if (d && host) be->upload(be->ctx, d, host, sizeof(float) * n);
+    return d;
+}
+
+static void download(float *host, const float *d, size_t n) { be->download(be->ctx, host, d, sizeof(float) * n); }
+
+static void fill(float *x, size_t n, uint64_t seed) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++) x[i] = dp_rng_normal(&rng);
+}
+
+static void check_memory(void) {
+    enum { N = 1000 };
+    float a[N], b[N];
+    fill(a, N, 1);
+    float *d = gpu_floats(a, N), *e = gpu_floats(NULL, N);
+    if (!d || !e) return;
+    download(b, d, N);
+    CHECK(memcmp(a, b, sizeof a) == 0, "upload then download changed the data");
+    be->copy(be->ctx, e, d, sizeof a);
+    memset(b, 0, sizeof b);
+    download(b, e, N);
+    CHECK(memcmp(a, b, sizeof a) == 0, "copy changed the data");
+    be->zero(be->ctx, e + 10, sizeof(float) * 20);
+    download(b, e, N);
+    int zeros_ok = 1;
+    for (int i = 0; i < N; i++) zeros_ok &= (i >= 10 && i < 30) ? b[i] == 0.0f : b[i] == a[i];
+    CHECK(zeros_ok, "zero of [10, 30) wrote outside it or left values inside");
+    be->free(be->ctx, d);
+    be->free(be->ctx, e);
+
+    void *huge = be->alloc(be->ctx, (size_t)1 << 52, "a 4 PiB buffer");
+    CHECK(huge == NULL && strstr(dp_error_message(), "cuda:0") && strstr(dp_error_message(), "out of GPU memory"),
+          "a 4 PiB allocation: %p, '%s'", huge, dp_error_message());
+    const char *why;
+    int count = dp_backend_cuda_count(&why);
+    const dp_backend_t *none = NULL;
+    dp_status_t st = dp_backend_by_name("cuda", count, &none);
+    char want[32];
+    snprintf(want, sizeof want, "cuda:%d", count);
+    CHECK(st != DP_OK && !none && strstr(dp_error_message(), want), "cuda:%d (past the last GPU): status %d, '%s'",
+          count, st, dp_error_message());
+}
+
+static void check_collectives(void) {
+    enum { N = 5000, K = 3 };
+    static float host[K][N], want[N], got[N];
+    float *dev[K];
+    const float *src_cpu[K];
+    for (int r = 0; r < K; r++) {
+        fill(host[r], N, 10 + r);
+        dev[r] = gpu_floats(host[r], N);
+        if (!dev[r]) return;
+        src_cpu[r] = host[r];
+    }
+    memcpy(want, host[0], sizeof want);
+    dp_backend_cpu()->reduce_range(NULL, want, src_cpu, K, 100, 3000); /* want = replica 0 with the range summed */
+    be->reduce_range(be->ctx, dev[0], (const float *const *)dev, K, 100, 3000);
+    download(got, dev[0], N);
+    CHECK(memcmp(got, want, sizeof got) == 0, "reduce_range differs from the CPU's device-order sum");
+    be->broadcast_range(be->ctx, dev, K, dev[0], 50, 4000);
+    for (int r = 1; r < K; r++) {
+        download(got, dev[r], N);
+        int ok = 1;
+        for (int i = 0; i < N; i++) ok &= got[i] == (i >= 50 && i < 4050 ? want[i] : host[r][i]);
+        CHECK(ok, "broadcast_range to replica %d: wrong inside or outside [50, 4050)", r);
+    }
+    for (int r = 0; r < K; r++) be->free(be->ctx, dev[r]);
+}
+
+static void check_optimizer(const char *name, dp_optim_config_t config) {
+    enum { N = 3000 };
+    static float p_cpu[N], g[N], p_gpu[N];
+    fill(p_cpu, N, 20);
+    float *dp_ = gpu_floats(p_cpu, N), *dg = gpu_floats(NULL, N);
+    if (!dp_ || !dg) return;
+    dp_optimizer_t *cpu = NULL, *gpu = NULL;
+    CHECK(dp_optimizer_new(&config, N, &cpu) == DP_OK && dp_optimizer_new(&config, N, &gpu) == DP_OK, "%s: new: %s",
+          name, dp_error_message());
+    if (!cpu || !gpu) return;
+    for (int step = 0; step < 3; step++) {
+        fill(g, N, 30 + step);
+        be->upload(be->ctx, dg, g, sizeof g);
+        dp_optimizer_begin_step(cpu);
+        dp_optimizer_begin_step(gpu);
+        dp_optimizer_step_range(cpu, p_cpu, g, 0, 1000);
+        dp_optimizer_step_range(cpu, p_cpu, g, 1000, N - 1000);
+        be->optimizer_update(be->ctx, gpu, dp_, dg, 1000, N - 1000); /* ranges in either order */
+        be->optimizer_update(be->ctx, gpu, dp_, dg, 0, 1000);
+    }
+    download(p_gpu, dp_, N);
+    size_t worst = 0, differ = 0;
+    for (size_t i = 0; i < N; i++) differ += p_gpu[i] != p_cpu[i];
+    double v = testing_max_violation(p_gpu, p_cpu, N, 1e-6, 1e-7, &worst);
+    printf("  optimizer %-9s 3 steps: %zu of %d parameters differ from the CPU's bits, max violation %.3g\n", name,
+           differ, N, v);
+    CHECK(v <= 1.0, "%s: parameter %zu: GPU %.9g, CPU %.9g", name, worst, (double)p_gpu[worst], (double)p_cpu[worst]);
+    dp_optimizer_free(cpu);
+    dp_optimizer_free(gpu);
+    be->free(be->ctx, dp_);
+    be->free(be->ctx, dg);
+}
+
+static void check_load_batch(void) {
+    dp_dataset_t ds = testing_column_dataset(200, 28, 10, 2, 3, 60, 7);
+    enum { B = 37 };
+    int indices[B];
+    for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds.count;
+    size_t example = 28 * 28;
+    static float want[B * 28 * 28], got[B * 28 * 28];
+    int32_t want_y[B], got_y[B];
+    dp_dataset_fill(&ds, indices, B, want, want_y);
+    float *x = gpu_floats(NULL, B * example);
+    int32_t *y = be->alloc(be->ctx, sizeof want_y, "labels");
+    if (!x || !y) return;
+    for (int round = 0; round < 2; round++) { /* the second from the dataset already on the GPU */
+        be->load_batch(be->ctx, &ds, indices, B, x, y);
+        download(got, x, B * example);
+        be->download(be->ctx, got_y, y, sizeof got_y);
+        CHECK(memcmp(got, want, sizeof got) == 0, "load_batch (round %d): pixels differ from dp_dataset_fill", round);
+        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch (round %d): labels differ", round);
+    }
+    be->free(be->ctx, x);
+    be->free(be->ctx, y);
+    dp_dataset_free(&ds);
+}
+
+int main(void) {
+    be = cuda_backend_or_skip("test_cuda_backend");
+    CHECK(strcmp(be->name, "cuda") == 0 && !be->host_memory, "the backend is '%s', host_memory %d", be->name,
+          be->host_memory);
+    check_memory();
+    check_collectives();
+    check_optimizer("sgd", (dp_optim_config_t){.kind = DP_OPTIM_SGD, .lr = 0.1f});
+    check_optimizer("sgd_wd", (dp_optim_config_t){.kind = DP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.01f});
+    check_optimizer("momentum", (dp_optim_config_t){.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .weight_decay = 1e-3f});
+    check_optimizer("nesterov", (dp_optim_config_t){.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .nesterov = 1});
+    check_optimizer("adagrad", (dp_optim_config_t){.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .weight_decay = 1e-3f});
+    check_optimizer("adam", (dp_optim_config_t){.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f});
+    check_load_batch();
+    return testing_finish("test_cuda_backend");
+}

@@ -1,0 +1,300 @@
+/* test_cuda_ops.c - the CUDA op table against the PyTorch fixtures of
+ * tests/fixtures/ops (skipped without a GPU).
+ *
+ * For every fixture of an op the CUDA backend does (conv, max_pool,
+ * avg_pool on 4-D inputs; linear, relu, flatten, softmax_xent, sigmoid,
+ * tanh, add, dropout, global_avg_pool, mse, batch_norm with its running
+ * statistics), the case
+ * runs as in test_ops_fixtures.c, with the same tolerances, but on device
+ * memory: inputs and grads (pre-filled with GRAD_PREFILL, so adding instead
+ * of overwriting is checked) are uploaded, the op runs from the cuda:0
+ * table with an arena of GPU memory, and the results are downloaded and
+ * compared. Each case runs twice: the second run must give the same bits
+ * (deterministic algorithms). Also: every done op had at least one case,
+ * an op that is not done fails with a line naming it, and dropout in
+ * training drops the CPU's elements (the same bits, forward and backward). */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/ops.h"
+#include "fixture.h"
+#include "test_cuda_common.h"
+#include "testing.h"
+
+#define RTOL 1e-4
+#define ATOL 1e-5
+#define GRAD_PREFILL 0.25f
+
+static const dp_backend_t *be;
+static int cases_per_op[DP_OP_COUNT];
+
+static int op_kind(const char *name) {
+    for (int k = 0; k < DP_OP_COUNT; k++)
+        if (strcmp(dp_op_table[k].name, name) == 0) return k;
+    return -1;
+}
+
+static int done_on_gpu(int kind, const fixture_t *f) {
+    const fixture_tensor_t *x = fixture_get(f, "x");
+    switch (kind) {
+    case DP_OP_CONV:
+    case DP_OP_MAX_POOL:
+    case DP_OP_AVG_POOL: return x && x->shape.ndim == 4;
+    case DP_OP_LINEAR:
+    case DP_OP_RELU:
+    case DP_OP_FLATTEN:
+    case DP_OP_SOFTMAX_XENT:
+    case DP_OP_SIGMOID:
+    case DP_OP_TANH:
+    case DP_OP_ADD:
+    case DP_OP_DROPOUT:
+    case DP_OP_GLOBAL_AVG_POOL:
+    case DP_OP_BATCH_NORM:
+    case DP_OP_MSE: return 1;
+    default: return 0;
+    }
+}
+
+static void *upload(const void *host, size_t bytes) {
+    void *d = be->alloc(be->ctx, bytes ? bytes : 4, "test tensor");
+    if (d && bytes) be->upload(be->ctx, d, host, bytes);
+    return d;
+}
+
+static float *download_floats(const float *d, size_t n) {
+    float *h = malloc(sizeof(float) * n + 4);
+    be->download(be->ctx, h, d, sizeof(float) * n);
+    return h;
+}
+
+static void compare(const fixture_t *f, const char *pass, const char *what, const float *got, float offset,
+                    const fixture_tensor_t *want, char *report, size_t report_size) {
+    float *adjusted = malloc(want->numel * sizeof(float) + 1);
+    for (size_t i = 0; i < want->numel; i++) adjusted[i] = got[i] - offset;
+    double scale = 1.0;
+    for (size_t i = 0; i < want->numel; i++)
+        if (fabs(((const float *)want->data)[i]) > scale) scale = fabs(((const float *)want->data)[i]);
+    size_t worst = 0;
+    double v = testing_max_violation(adjusted, want->data, want->numel, RTOL, ATOL * scale, &worst);
+    size_t used = strlen(report);
+    snprintf(report + used, report_size - used, " %s %.3g", what, v);
+    CHECK(v <= 1.0, "%s (%s): %s differs at index %zu: got %.8g, want %.8g (violation %.3g)", f->name, pass, what,
+          worst, (double)adjusted[worst], (double)((const float *)want->data)[worst], v);
+    free(adjusted);
+}
+
+/* One run of a case on the GPU; results (y, then the grads of in[0..2]) are
+ * downloaded into out[0..3] (malloc'd, NULL where absent). Returns 1 when it ran. */
+static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], size_t out_n[6]) {
+    const char *input_names[3] = {"x", "weight", "bias"};
+    int target = 0; /* mse: in[1] is the target, never a grad */
+    if (fixture_get(f, "other")) input_names[1] = "other";
+    else if (fixture_get(f, "target")) input_names[1] = "target", target = 1;
+    dp_tensor_t inputs[3];
+    dp_node_t node;
+    memset(&node, 0, sizeof node);
+    memset(inputs, 0, sizeof inputs);
+    node.kind = (dp_op_kind_t)kind;
+    node.attr = f->attr;
+    const fixture_tensor_t *t;
+    if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1) node.attr.fuse_relu = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) node.attr.training = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
+        node.attr.dropout_p = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) node.attr.eps = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) node.attr.momentum = *(const float *)t->data;
+    const fixture_tensor_t *rm = fixture_get(f, "running_mean"), *rv = fixture_get(f, "running_var");
+    if (rm && rv) { /* batch norm's running statistics, on the GPU too */
+        node.attr.running_mean = upload(rm->data, sizeof(float) * rm->numel);
+        node.attr.running_var = upload(rv->data, sizeof(float) * rv->numel);
+    }
+    int any_grad = 0;
+    for (int i = 0; i < 3; i++) {
+        const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
+        if (!ft) continue;
+        int with_grad = i == 0 ? x_grad : !(i == 1 && target);
+        dp_tensor_set_shape(&inputs[i], ft->shape.ndim, ft->shape.shape);
+        inputs[i].data = upload(ft->data, sizeof(float) * ft->numel);
+        if (with_grad) {
+            float *prefill = malloc(sizeof(float) * ft->numel + 4);
+            for (size_t j = 0; j < ft->numel; j++) prefill[j] = GRAD_PREFILL;
+            inputs[i].grad = upload(prefill, sizeof(float) * ft->numel);
+            free(prefill);
+        }
+        node.in[i] = &inputs[i];
+        any_grad |= with_grad;
+    }
+    const fixture_tensor_t *labels = fixture_get(f, "labels");
+    if (labels) node.labels = upload(labels->data, sizeof(int32_t) * labels->numel);
+    const fixture_tensor_t *dy = fixture_get(f, "dy");
+    int ran = 0;
+    dp_arena_t *arena = dp_arena_new_on(be, 1 << 16);
+    dp_status_t st = be->ops[kind].forward(&node, arena);
+    CHECK(st == DP_OK, "%s: forward failed on the GPU: %s", f->name, dp_error_message());
+    if (st != DP_OK) goto done;
+    out_n[0] = dp_tensor_numel(&node.out);
+    out[0] = download_floats(node.out.data, out_n[0]);
+    if (rm && rv) {
+        out_n[4] = rm->numel, out_n[5] = rv->numel;
+        out[4] = download_floats(node.attr.running_mean, rm->numel);
+        out[5] = download_floats(node.attr.running_var, rv->numel);
+    }
+    CHECK((node.out.grad != NULL) == any_grad, "%s: out.grad is %s but inputs %s grads", f->name,
+          node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
+    if (node.out.grad && dy) { /* out.grad += dy (a view's out.grad holds the input's prefill) */
+        float *g = calloc(dy->numel + 1, sizeof(float));
+        if (!node.out.grad_unset) be->download(be->ctx, g, node.out.grad, sizeof(float) * dy->numel);
+        for (size_t i = 0; i < dy->numel; i++) g[i] += ((const float *)dy->data)[i];
+        be->upload(be->ctx, node.out.grad, g, sizeof(float) * dy->numel);
+        node.out.grad_unset = 0;
+        free(g);
+        st = be->ops[kind].backward(&node, arena);
+        CHECK(st == DP_OK, "%s: backward failed on the GPU: %s", f->name, dp_error_message());
+        for (int i = 0; i < 3 && st == DP_OK; i++)
+            if (node.in[i] && node.in[i]->grad) {
+                out_n[1 + i] = dp_tensor_numel(node.in[i]);
+                out[1 + i] = download_floats(node.in[i]->grad, out_n[1 + i]);
+            }
+    }
+    ran = st == DP_OK;
+done:
+    dp_arena_free(arena);
+    for (int i = 0; i < 3; i++) {
+        be->free(be->ctx, inputs[i].data);
+        be->free(be->ctx, inputs[i].grad);
+    }
+    be->free(be->ctx, (void *)node.labels);
+    be->free(be->ctx, node.attr.running_mean);
+    be->free(be->ctx, node.attr.running_var);
+    return ran;
+}
+
+static void run_pass(const fixture_t *f, int kind, int x_grad) {
+    const char *pass = x_grad ? "all grads" : "no dx";
+    const char *grad_names[3] = {"dx", fixture_get(f, "other") ? "dother" : "dweight", "dbias"};
+    float *a[6] = {0}, *b[6] = {0};
+    size_t an[6] = {0}, bn[6] = {0};
+    if (run_once(f, kind, x_grad, a, an) && run_once(f, kind, x_grad, b, bn)) {
+        char report[256] = "";
+        const fixture_tensor_t *y = fixture_get(f, "y");
+        CHECK(y && an[0] == y->numel, "%s: output has %zu floats, want %zu", f->name, an[0], y ? y->numel : 0);
+        if (y && an[0] == y->numel) compare(f, pass, "y", a[0], 0.0f, y, report, sizeof report);
+        for (int i = 0; i < 3; i++) {
+            if (!a[1 + i]) continue;
+            const fixture_tensor_t *want = fixture_get(f, grad_names[i]);
+            CHECK(want && want->numel == an[1 + i], "%s: fixture lacks %s", f->name, grad_names[i]);
+            if (want && want->numel == an[1 + i])
+                compare(f, pass, grad_names[i], a[1 + i], GRAD_PREFILL, want, report, sizeof report);
+        }
+        const char *stats[2] = {"running_mean_after", "running_var_after"};
+        for (int i = 0; i < 2; i++) {
+            const fixture_tensor_t *want = fixture_get(f, stats[i]);
+            CHECK((want != NULL) == (a[4 + i] != NULL), "%s: running statistics without expected values", f->name);
+            if (want && a[4 + i] && want->numel == an[4 + i])
+                compare(f, pass, stats[i], a[4 + i], 0.0f, want, report, sizeof report);
+        }
+        int same = 1;
+        for (int i = 0; i < 6; i++) same &= an[i] == bn[i] && (!a[i] || memcmp(a[i], b[i], sizeof(float) * an[i]) == 0);
+        CHECK(same, "%s (%s): two runs gave different bits", f->name, pass);
+        printf("  %-40s %-9s max violation:%s%s\n", f->name, pass, report, same ? ", same bits twice" : "");
+    }
+    for (int i = 0; i < 6; i++) {
+        free(a[i]);
+        free(b[i]);
+    }
+}
+
+static int compare_names(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+static void check_undone(void) {
+    float host[16] = {0};
+    dp_tensor_t x = {4, {1, 1, 4, 4}, upload(host, sizeof host), NULL, 0};
+    dp_tensor_t w = {4, {1, 1, 2, 2}, x.data, NULL, 0};
+    dp_node_t node = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w}};
+    dp_arena_t *arena = dp_arena_new_on(be, 1 << 12);
+    dp_status_t st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&node, arena);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "conv_transpose") && strstr(dp_error_message(), "cuda:0"),
+          "conv_transpose (not done on the GPU): status %d, '%s'", st, dp_error_message());
+    dp_arena_free(arena);
+    be->free(be->ctx, x.data);
+}
+
+/* Dropout in training (no fixture: the mask is dptrain's own) drops the same
+ * elements as the CPU op, with the same kept values, forward and backward. */
+static void check_dropout_like_cpu(void) {
+    enum { N = 6, F = 500 };
+    static float x[N * F], dy[N * F], y_cpu[N * F], y_gpu[N * F], dx_cpu[N * F], dx_gpu[N * F];
+    for (int i = 0; i < N * F; i++) x[i] = (float)((i * 37) % 101) / 7.0f - 5.0f, dy[i] = (float)(i % 13) - 6.0f;
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.dropout_p = 0.3f;
+    attr.dropout_seed = 1234;
+    attr.example_offset = 17;
+    dp_tensor_t xc = {2, {N, F}, x, dx_cpu, 1};
+    dp_node_t cpu = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xc}};
+    dp_arena_t *ha = dp_arena_new(1 << 16);
+    CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu dropout: %s", dp_error_message());
+    memcpy(y_cpu, cpu.out.data, sizeof y_cpu);
+    memcpy(cpu.out.grad, dy, sizeof dy);
+    cpu.out.grad_unset = 0;
+    CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu dropout backward: %s", dp_error_message());
+    dp_tensor_t xg = {2, {N, F}, upload(x, sizeof x), upload(x, sizeof x), 1};
+    dp_node_t gpu_node = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xg}};
+    dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
+    dp_status_t st = be->ops[DP_OP_DROPOUT].forward(&gpu_node, ga);
+    CHECK(st == DP_OK, "gpu dropout: %s", dp_error_message());
+    if (st == DP_OK) {
+        be->download(be->ctx, y_gpu, gpu_node.out.data, sizeof y_gpu);
+        be->upload(be->ctx, gpu_node.out.grad, dy, sizeof dy);
+        gpu_node.out.grad_unset = 0;
+        st = be->ops[DP_OP_DROPOUT].backward(&gpu_node, ga);
+        CHECK(st == DP_OK, "gpu dropout backward: %s", dp_error_message());
+        be->download(be->ctx, dx_gpu, xg.grad, sizeof dx_gpu);
+        CHECK(memcmp(y_gpu, y_cpu, sizeof y_cpu) == 0, "dropout forward: GPU mask or values differ from the CPU's");
+        CHECK(memcmp(dx_gpu, dx_cpu, sizeof dx_cpu) == 0, "dropout backward: GPU differs from the CPU's");
+    }
+    dp_arena_free(ha);
+    dp_arena_free(ga);
+    be->free(be->ctx, xg.data);
+    be->free(be->ctx, xg.grad);
+}
+
+int main(void) {
+    be = cuda_backend_or_skip("test_cuda_ops");
+    const char *dir = testing_path("fixtures/ops");
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    if (!d) return testing_finish("test_cuda_ops");
+    char *names[512];
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && count < 512) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0) names[count++] = strndup(e->d_name, len - 4);
+    }
+    closedir(d);
+    qsort(names, (size_t)count, sizeof *names, compare_names);
+    for (int i = 0; i < count; i++) {
+        fixture_t f;
+        if (fixture_load("ops", names[i], &f)) {
+            int kind = op_kind(f.op);
+            if (kind >= 0 && done_on_gpu(kind, &f)) {
+                cases_per_op[kind]++;
+                run_pass(&f, kind, 1);
+                run_pass(&f, kind, 0);
+            }
+            fixture_free(&f);
+        }
+        free(names[i]);
+    }
+    const int done[] = {DP_OP_CONV, DP_OP_MAX_POOL, DP_OP_AVG_POOL, DP_OP_LINEAR, DP_OP_RELU, DP_OP_FLATTEN,
+                        DP_OP_SOFTMAX_XENT, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD, DP_OP_DROPOUT,
+                        DP_OP_GLOBAL_AVG_POOL, DP_OP_MSE, DP_OP_BATCH_NORM};
+    for (size_t i = 0; i < sizeof done / sizeof done[0]; i++)
+        CHECK(cases_per_op[done[i]] > 0, "no fixture ran for %s", dp_op_table[done[i]].name);
+    check_undone();
+    check_dropout_like_cpu();
+    return testing_finish("test_cuda_ops");
+}
