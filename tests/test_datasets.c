@@ -34,11 +34,6 @@
 #include "dptrain/tensor.h"
 #include "testing.h"
 
-#if defined(__has_include)
-#if __has_include("dptrain/image.h")
-#define HAVE_IMAGE_DECODER 1
-#endif
-#endif
 
 #define N_TRAIN 512
 #define N_TEST 256
@@ -298,7 +293,6 @@ static void test_image_folder(const dp_dataset_t *train, const dp_dataset_t *tes
     dp_data_layout_t layout = DP_DATA_IDX;
     CHECK(dp_data_detect_layout(gray_dir, &layout) == DP_OK && layout == DP_DATA_IMAGE_FOLDER, "layout %d",
           (int)layout);
-#ifdef HAVE_IMAGE_DECODER
     dp_dataset_t ds = {0};
     dp_dataset_load_options_t options = {.progress = count_progress};
     CHECK(dp_dataset_load_with(gray_dir, "train", &options, &ds) == DP_OK, "%s", dp_error_message());
@@ -316,7 +310,7 @@ static void test_image_folder(const dp_dataset_t *train, const dp_dataset_t *tes
     dp_dataset_free(&ds);
 
     /* bad trees: each a fresh copy of a tiny valid one */
-    char dir[600], path[800];
+    char dir[700], path[900];
     snprintf(dir, sizeof dir, "%s_bad", gray_dir);
     make_dir(dir);
     dp_dataset_t few = {.count = 4, .channels = 1, .height = SIDE, .width = SIDE, .num_classes = 10,
@@ -356,14 +350,6 @@ static void test_image_folder(const dp_dataset_t *train, const dp_dataset_t *tes
               contains(dp_error_message(), "not one of the 1 training classes"),
           "unknown test class named: %s", dp_error_message());
     CHECK(ds.pixels == NULL && ds.class_names == NULL, "nothing left on failure");
-#else
-    (void)count_progress;
-    (void)ctrain, (void)ctest, (void)rgb_dir;
-    dp_dataset_t ds = {0};
-    CHECK(dp_dataset_load(gray_dir, "train", &ds) != DP_OK && contains(dp_error_message(), "image decoder"),
-          "without the decoder: %s", dp_error_message());
-    printf("note: no image decoder in this build; PNG decoding checks skipped\n");
-#endif
 }
 
 /* --- the command line: same numbers on every layout ------------------------------- */
@@ -432,7 +418,6 @@ static void test_cli_same_numbers(const dp_dataset_t *train, const dp_dataset_t 
         CHECK(first > 0.0 && second > 0.0 && second < first && isfinite(first),
               "lenet-cifar learns on CIFAR files: loss %g then %g", first, second);
     }
-#ifdef HAVE_IMAGE_DECODER
     char *idx = train_metrics(bin, "lenet", idx_dir, "idx.jsonl");
     char *gray = train_metrics(bin, "lenet", gray_dir, "gray.jsonl");
     CHECK(idx && gray && strcmp(idx, gray) == 0, "IDX and PNG folder train to the same numbers:\n%s\n%s",
@@ -443,9 +428,6 @@ static void test_cli_same_numbers(const dp_dataset_t *train, const dp_dataset_t 
     free(idx);
     free(gray);
     free(rgb);
-#else
-    (void)gray_dir, (void)rgb_dir;
-#endif
     free(cifar);
 }
 

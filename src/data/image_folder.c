@@ -20,12 +20,7 @@
 
 #include "data_internal.h"
 
-#if defined(__has_include)
-#if __has_include("dptrain/image.h")
 #include "dptrain/image.h"
-#define HAVE_IMAGE_DECODER 1
-#endif
-#endif
 
 typedef struct {
     char **names;
@@ -141,7 +136,6 @@ static dp_status_t list_split(const char *split_dir, const name_list_t *classes,
     return st;
 }
 
-#ifdef HAVE_IMAGE_DECODER
 /* Decodes every file into (count, C, H, W) bytes. */
 static dp_status_t decode_all(const file_table_t *files, const dp_dataset_load_options_t *options, dp_dataset_t *out) {
     const int count = files->paths.count;
@@ -189,7 +183,6 @@ static dp_status_t decode_all(const file_table_t *files, const dp_dataset_load_o
     out->pixels = pixels;
     return DP_OK;
 }
-#endif
 
 dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_dataset_load_options_t *options,
                                       dp_dataset_t *out) {
@@ -205,13 +198,7 @@ dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_datase
         st = dp_fail(DP_ERR_FORMAT, "%s: %d class folders, at most 256 are supported", train_dir, classes.count);
     file_table_t files = {0};
     if (st == DP_OK) st = list_split(split_dir, &classes, &files);
-#ifdef HAVE_IMAGE_DECODER
     if (st == DP_OK) st = decode_all(&files, options, out);
-#else
-    if (st == DP_OK)
-        st = dp_fail(DP_ERR_ARG, "%s: image folders need the image decoder (include/dptrain/image.h), "
-                     "which this build does not have", split_dir);
-#endif
     if (st == DP_OK) {
         out->count = files.paths.count;
         out->labels = files.labels;
