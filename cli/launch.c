@@ -4,13 +4,16 @@
  * and replaces itself with mpirun; every rank then writes its output to
  * DIR/worklog.RANK (train.c reads DPTRAIN_LOG_DIR).
  *
- * Across hosts (--hosts), mpirun's daemons talk over TCP; when a link goes
- * down, mpirun waits for TCP to notice before it can end the job, which by
- * default takes many minutes. So launch turns on TCP keepalive on those
- * connections (oob_tcp_keepalive_*), set so that a lost host is declared
- * between T + 2 and T + 3 + T/5 seconds after it went silent, T being the
- * job's --comm-timeout: the ranks' own check (which names the silent rank)
- * speaks first, and mpirun then ends the job a few seconds later.
+ * Across hosts (--hosts), mpirun's daemons talk over TCP, and a dead link is
+ * only noticed when TCP gives up. launch turns on TCP keepalive on those
+ * connections (oob_tcp_keepalive_*: probes from 1 s of silence, 5 of them,
+ * I = ceil((T + 2) / 5) s apart, T being the job's --comm-timeout), so an
+ * idle daemon link that dies is declared lost after T + 2 to T + 3 + I
+ * seconds: later than the ranks' own check, which names the silent rank.
+ * Once a rank has ended the job, mpirun's message to the lost host's daemon
+ * is pending, and then TCP's retransmission limit decides instead
+ * (net.ipv4.tcp_retries2 on the launching host: about 15 minutes by
+ * default, about 3 s with 3; see the README).
  *
  * --restarts K (like torchrun's --max-restarts): launch stays the parent of
  * mpirun and, when the job fails, runs it again, up to K times, saying why on
