@@ -594,6 +594,26 @@ static void test_augment(const dp_dataset_t *ctrain) {
         dp_dataset_free(&norm);
         free(out);
     }
+    /* padding larger than the image, odd sizes, 1 and 3 channels: every
+     * draw against the reference */
+    for (int channels = 1; channels <= 3; channels += 2) {
+        uint8_t tiny_pixels[2 * 3 * 4 * 5], tiny_labels[2] = {1, 2};
+        for (int i = 0; i < (int)sizeof tiny_pixels; i++) tiny_pixels[i] = (uint8_t)(7 + 13 * i);
+        dp_dataset_t tiny;
+        dp_dataset_from_memory(&tiny, 2, channels, 4, 5, 3, tiny_pixels, tiny_labels);
+        dp_augment_t wide = {.crop_padding = 6, .flip = 1};
+        float got[3 * 20], want[3 * 20];
+        int differing = 0;
+        for (int64_t q = 0; q < 300; q++) {
+            int index = (int)(q % 2), dy, dx, flip;
+            dp_dataset_fill_augmented(&tiny, &wide, 1, 2, q, &index, 1, got, NULL);
+            dp_augment_draw(&wide, 1, 2, q, &dy, &dx, &flip);
+            reference_augment(&tiny, index, 6, dy, dx, flip, want);
+            differing += memcmp(got, want, sizeof(float) * (size_t)channels * 20) != 0;
+        }
+        CHECK(differing == 0, "%d-channel 4x5 images, padding 6: %d of 300 draws differ from the reference", channels, differing);
+        dp_dataset_free(&tiny);
+    }
     /* no augmentation = dp_dataset_fill */
     dp_augment_t none = {0};
     dp_dataset_fill_augmented(ctrain, &none, 42, 3, 0, indices, B, whole, y_whole);

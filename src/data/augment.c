@@ -100,10 +100,25 @@ void dp_dataset_fill_augmented(const dp_dataset_t *ds, const dp_augment_t *aug, 
                     continue;
                 }
                 const uint8_t *in = src + (size_t)c * plane + (size_t)sr * W;
-                for (int w = 0; w < W; w++) {
-                    int sc = (flip ? W - 1 - w : w) + dx - P;
-                    row[w] = sc < 0 || sc >= W ? zero : lut ? lut[in[sc]] : (float)in[sc] * scale;
+                /* source column of output w: sc = w + s0 (no flip) or s0 - w (flip);
+                 * [w_lo, w_hi) is where it falls inside the image */
+                int s0 = flip ? W - 1 + dx - P : dx - P;
+                int w_lo = flip ? s0 - (W - 1) : -s0, w_hi = flip ? s0 + 1 : W - s0;
+                w_lo = w_lo < 0 ? 0 : w_lo > W ? W : w_lo;
+                w_hi = w_hi < w_lo ? w_lo : w_hi > W ? W : w_hi;
+                for (int w = 0; w < w_lo; w++) row[w] = zero;
+                if (flip) {
+                    if (lut)
+                        for (int w = w_lo; w < w_hi; w++) row[w] = lut[in[s0 - w]];
+                    else
+                        for (int w = w_lo; w < w_hi; w++) row[w] = (float)in[s0 - w] * scale;
+                } else {
+                    if (lut)
+                        for (int w = w_lo; w < w_hi; w++) row[w] = lut[in[w + s0]];
+                    else
+                        for (int w = w_lo; w < w_hi; w++) row[w] = (float)in[w + s0] * scale;
                 }
+                for (int w = w_hi; w < W; w++) row[w] = zero;
             }
         }
         if (y) y[i] = ds->labels[index];
