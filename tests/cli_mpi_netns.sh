@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cli_netns.sh - two hosts over a real network: two network namespaces
+# cli_mpi_netns.sh - two hosts over a real network: two network namespaces
 # joined by a veth pair (iproute2), one MPI rank in each, Open MPI's TCP
 # transport only (--mca btl tcp,self: no shared memory), mpirun started in
 # the first namespace and reaching the second through a launch agent that
@@ -17,10 +17,10 @@
 # Namespaces and leftover processes in them are removed on exit. Skipped
 # (exit 77) where namespaces cannot be made (not root, no iproute2).
 source "$(dirname "$0")/testing.sh"
-skip() { echo "cli_netns: SKIPPED: $*"; exit 77; }
+skip() { echo "cli_mpi_netns: SKIPPED: $*"; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "network namespaces need root"
 command -v ip >/dev/null || skip "ip (iproute2) not found"
-command -v mpirun >/dev/null || { echo "cli_netns: mpirun not found (openmpi-bin)"; echo "cli_netns: 0 passed, 1 failed"; exit 1; }
+command -v mpirun >/dev/null || { echo "cli_mpi_netns: mpirun not found (openmpi-bin)"; echo "cli_mpi_netns: 0 passed, 1 failed"; exit 1; }
 id=$$
 nsa=dpt-a-$id nsb=dpt-b-$id veth_a=dpta$id veth_b=dptb$id
 net=10.$((200 + id % 50)).$((id / 50 % 250))
@@ -34,6 +34,11 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 1' TERM INT HUP
+# namespaces left by an earlier run that was killed outright (its pid is gone)
+for ns in $(ip netns list 2>/dev/null | grep -oE '^dpt-[ab]-[0-9]+'); do
+  kill -0 "${ns##*-}" 2>/dev/null || ip netns del "$ns" 2>/dev/null
+done
 err=$(ip netns add $nsa 2>&1) || skip "cannot make a network namespace: $err"
 ip netns add $nsb && ip link add $veth_a type veth peer name $veth_b && ip link set $veth_a netns $nsa \
   && ip link set $veth_b netns $nsb && ip -n $nsa addr add $host_a/24 dev $veth_a \
@@ -124,4 +129,4 @@ status=$?
   || fail "cut link: rank 1 not named within --comm-timeout $timeout + 1.5 s (named after '${named}' s): $(grep -h dptrain "$tmp/cut/worklog.0" "$tmp/cut.out" | head -3)"
 echo "cut link: rank 0 named rank 1 after ${named:-?} s (--comm-timeout $timeout), mpirun exited after ${ended:-?} s with status $status"
 grep -h "no answer" "$tmp/cut/worklog.0" | head -1
-testing_finish cli_netns
+testing_finish cli_mpi_netns

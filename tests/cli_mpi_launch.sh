@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cli_launch.sh - `dptrain launch --restarts K`: a rank killed (SIGKILL) in the
+# cli_mpi_launch.sh - `dptrain launch --restarts K`: a rank killed (SIGKILL) in the
 # middle of epoch 2 of a 3-epoch job with --save; launch says why (the signal)
 # on stderr and in DIR/launch.log, reruns the job with --resume of the saved
 # checkpoint, keeps the failed attempt's worklogs, and the job finishes with
@@ -8,18 +8,18 @@
 # passed through; a job failing every time stops after K restarts; bad
 # --restarts values are refused.
 source "$(dirname "$0")/testing.sh"
-command -v mpirun >/dev/null || { echo "cli_launch: mpirun not found (openmpi-bin)"; echo "cli_launch: 0 passed, 1 failed"; exit 1; }
+command -v mpirun >/dev/null || { echo "cli_mpi_launch: mpirun not found (openmpi-bin)"; echo "cli_mpi_launch: 0 passed, 1 failed"; exit 1; }
 tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
 same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 
-job=(train --model lenet-paddle --data "$data" --limit 4000 --epochs 3 --lr 0.1 --batch-size 100 --seed 7 --devices 1)
+job=(train --model lenet-paddle --data "$data" --limit 2000 --epochs 3 --lr 0.1 --batch-size 100 --seed 7 --devices 1)
 "$bin" launch --np 2 -- "${job[@]}" --save "$tmp/straight.st" >"$tmp/straight.out" 2>&1 \
   && pass || fail "uninterrupted run: $(tail -3 "$tmp/straight.out")"
 
 "$bin" launch --np 2 --restarts 2 --log-dir "$tmp/log" -- "${job[@]}" --save "$tmp/ck.st" >"$tmp/restart.out" 2>&1 &
 launcher=$!
 killed=0
-for _ in $(seq 1 600); do # once epoch 1's checkpoint exists, kill rank 1
+for _ in $(seq 1 6000); do # once epoch 1's checkpoint exists, kill rank 1
   if [[ -s "$tmp/ck.st" && -s "$tmp/log/worklog.1" ]]; then
     pid=$(sed -nE 's/^rank 1 of 2, .* pid ([0-9]+)$/\1/p' "$tmp/log/worklog.1")
     [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null && { killed=1; break; }
@@ -27,7 +27,7 @@ for _ in $(seq 1 600); do # once epoch 1's checkpoint exists, kill rank 1
   sleep 0.05
 done
 ended=0
-for _ in $(seq 1 1200); do kill -0 "$launcher" 2>/dev/null || { ended=1; break; }; sleep 0.1; done
+for _ in $(seq 1 4000); do kill -0 "$launcher" 2>/dev/null || { ended=1; break; }; sleep 0.1; done
 [[ $ended -eq 1 ]] || { kill -TERM "$launcher"; sleep 1; }
 wait "$launcher"
 status=$?
@@ -55,4 +55,4 @@ for bad in -1 x 1001; do
   out=$("$bin" launch --np 2 --restarts "$bad" -- train 2>&1) && fail "--restarts $bad accepted" \
     || { grep -q -- "--restarts" <<<"$out" && [[ $(wc -l <<<"$out") -eq 1 ]] && pass || fail "--restarts $bad: $out"; }
 done
-testing_finish cli_launch
+testing_finish cli_mpi_launch
