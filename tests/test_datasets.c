@@ -624,6 +624,32 @@ static void test_augment(const dp_dataset_t *ctrain) {
     free(ref);
 }
 
+/* --- the loader's position inside an epoch -------------------------------------- */
+static void test_loader_seek(void) {
+    dp_loader_t *a = NULL, *b = NULL;
+    CHECK(dp_loader_new(1000, 64, 1, 11, &a) == DP_OK && dp_loader_new(1000, 64, 1, 11, &b) == DP_OK, "loaders");
+    if (!a || !b) return;
+    dp_loader_start_epoch(a, 3);
+    const int *ia, *ib;
+    for (int s = 0; s < 5; s++) dp_loader_next(a, &ia);
+    CHECK(dp_loader_step(a) == 5, "step 5 after five batches, found %d", dp_loader_step(a));
+    dp_loader_start_epoch(b, 3);
+    CHECK(dp_loader_step(b) == 0 && dp_loader_seek(b, 5) == DP_OK && dp_loader_step(b) == 5, "seek to step 5");
+    int same = 1, na, nb;
+    while ((na = dp_loader_next(a, &ia)) > 0) {
+        nb = dp_loader_next(b, &ib);
+        same &= na == nb && memcmp(ia, ib, sizeof(int) * (size_t)na) == 0;
+    }
+    CHECK(same && dp_loader_next(b, &ib) == 0, "a seeked loader hands out the rest of the epoch as an uninterrupted one");
+    CHECK(dp_loader_step(a) == 16, "16 batches of 64 (the last short): step %d at the end", dp_loader_step(a));
+    CHECK(dp_loader_seek(b, 16) == DP_OK && dp_loader_next(b, &ib) == 0, "seek to the end");
+    CHECK(dp_loader_seek(b, 17) != DP_OK && contains(dp_error_message(), "step 17"), "seek past the end: %s",
+          dp_error_message());
+    CHECK(dp_loader_seek(b, -1) != DP_OK, "negative step refused");
+    dp_loader_free(a);
+    dp_loader_free(b);
+}
+
 /* --- CIFAR-sized models ---------------------------------------------------------------- */
 static void test_cifar_model(const char *file, size_t trainable, const dp_dataset_t *ctrain) {
     dp_model_t *m = NULL;
@@ -673,6 +699,7 @@ int main(void) {
     test_image_folder(&train, &test, &ctrain, &ctest, gray_dir, rgb_dir);
     test_normalize(&ctrain);
     test_augment(&ctrain);
+    test_loader_seek();
     test_cifar_model("../models/lenet-cifar.cfg", 62006, &ctrain);
     test_cifar_model("../models/resnet18-cifar.cfg", 11175818 + 2 * 64 * 9, &ctrain);
     test_cli_same_numbers(&train, &test, idx_dir, gray_dir, cifar_dir, rgb_dir);

@@ -183,4 +183,16 @@ int dp_loader_next(dp_loader_t *loader, const int **indices);
 /* Batches per epoch: ceil(count / batch_size). */
 int dp_loader_num_batches(const dp_loader_t *loader);
 
+/* The current epoch's position as a step: the index of the batch the next
+ * dp_loader_next returns (0 after dp_loader_start_epoch). Its first
+ * example is at position step * batch_size of the epoch's order, the
+ * `first_position` of dp_dataset_fill_augmented. */
+int dp_loader_step(const dp_loader_t *loader);
+
+/* Moves to batch `step` of the current epoch (0 <= step <= num_batches; a
+ * run resumed in the middle of an epoch calls dp_loader_start_epoch(e),
+ * then this): the batches that follow are those an uninterrupted epoch
+ * would hand out. */
+dp_status_t dp_loader_seek(dp_loader_t *loader, int step);
+
 #endif
