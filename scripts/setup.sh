@@ -6,6 +6,7 @@
 #   test:  build's packages (the suite trains on the real dataset) plus
 #          numpy (tests/cli_checkpoint.sh reads checkpoints with tools/read_checkpoint.py),
 #          onnx, OpenCV and PyTorch (tests/cli_export.sh checks the ONNX export with them)
+#          and iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces)
 #   bench: build's packages plus PyTorch and numpy (the benchmark peer)
 # Needs root or sudo only when something is missing.
 set -euo pipefail
@@ -13,7 +14,7 @@ set -euo pipefail
 want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libpng-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
 case "${1:-build}" in
   build) ;;
-  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch) ;;
+  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch iproute2) ;;
   bench) want+=(python3-torch python3-numpy) ;;
   *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
 esac

@@ -5,10 +5,23 @@
  * data. Files may be gzip-compressed (.gz) or plain; the reader checks the
  * magic, the dims and that the data is exactly as long as the dims say.
  *
+ * A data directory is one of three layouts, detected by what it holds
+ * (dp_dataset_load): the four IDX files of (Fashion-)MNIST; torchvision's
+ * ImageFolder (DIR/train/CLASS/NAME.png, DIR/test/CLASS/NAME.png, classes = the
+ * sorted folder names of DIR/train); the CIFAR-10 binary files
+ * (data_batch_1.bin .. data_batch_5.bin, test_batch.bin: one label byte and
+ * 3 x 32 x 32 channel-major pixel bytes per record), in DIR or in
+ * DIR/cifar-10-batches-bin.
+ *
  * Images stay bytes in memory; a batch is converted to float in [0, 1] when
- * it is filled, into the caller's buffer, so each device can fill its own
- * shard. The loader only hands out example indices: a seeded shuffle per
- * epoch, then batches of B, the last short batch kept.
+ * it is filled (then normalised per channel when the dataset says so), into
+ * the caller's buffer, so each device can fill its own shard. Augmentation
+ * (random crop with padding, horizontal flip) is applied while filling, and
+ * is a pure function of (seed, epoch, the example's position in the epoch),
+ * so it does not depend on how a batch is split over devices and ranks, and
+ * a run resumed in the middle of an epoch redraws the same crops. The loader
+ * only hands out example indices: a seeded shuffle per epoch, then batches
+ * of B, the last short batch kept.
  */
 #ifndef DPTRAIN_DATA_H
 #define DPTRAIN_DATA_H
@@ -32,22 +45,79 @@ typedef struct {
 dp_status_t dp_idx_read(const char *path, dp_idx_t *out);
 void dp_idx_free(dp_idx_t *idx);
 
+#define DP_DATA_MAX_CHANNELS 4
+
 typedef struct {
     int count;         /* number of examples */
-    int channels;      /* 1 for (Fashion-)MNIST */
-    int height, width; /* 28 x 28 */
-    int num_classes;   /* 10 */
+    int channels;      /* 1 for (Fashion-)MNIST, 3 for CIFAR */
+    int height, width; /* 28 x 28, 32 x 32 */
+    int num_classes;   /* 10; ImageFolder: the number of class folders */
     uint8_t *pixels;   /* (count, channels, height, width) */
     uint8_t *labels;   /* (count) in [0, num_classes) */
+    /* Per-channel normalisation applied by the fill functions when
+     * `normalize` is set: x = (pixel / 255 - mean[c]) / std[c]
+     * (torchvision's Normalize after ToTensor). Off: x = pixel / 255. */
+    int normalize;
+    float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+    char **class_names; /* (num_classes) ImageFolder's folder names, else NULL */
 } dp_dataset_t;
 
 /* The default data directory (Debian's dataset-fashion-mnist package). */
 #define DP_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 
-/* Loads split "train" or "t10k" from `dir`: DIR/SPLIT-images-idx3-ubyte and
- * DIR/SPLIT-labels-idx1-ubyte, each with or without .gz. Checks that image
- * and label counts agree and that every label is < 10. */
+typedef enum {
+    DP_DATA_IDX,          /* DIR/SPLIT-images-idx3-ubyte[.gz], DIR/SPLIT-labels-idx1-ubyte[.gz] */
+    DP_DATA_IMAGE_FOLDER, /* DIR/train/CLASS/FILE, DIR/test/CLASS/FILE (PNG or PGM) */
+    DP_DATA_CIFAR,        /* DIR[/cifar-10-batches-bin]/data_batch_N.bin, test_batch.bin */
+} dp_data_layout_t;
+
+/* The layout of `dir`: ImageFolder when DIR/train is a directory, CIFAR when
+ * data_batch_1.bin or test_batch.bin is there (or in
+ * DIR/cifar-10-batches-bin), else IDX. A missing directory is an error. */
+dp_status_t dp_data_detect_layout(const char *dir, dp_data_layout_t *out);
+const char *dp_data_layout_name(dp_data_layout_t layout);
+
+/* Called while a large split is decoded: `done` of `total` files. */
+typedef void (*dp_data_progress_fn)(void *ctx, int done, int total);
+
+typedef struct {
+    dp_data_progress_fn progress; /* NULL: none */
+    void *progress_ctx;
+} dp_dataset_load_options_t;
+
+/* Loads split "train" or "test" ("t10k", IDX's name for it, is the same
+ * split) from `dir`, whatever its layout:
+ * - IDX: DIR/SPLIT-images-idx3-ubyte and DIR/SPLIT-labels-idx1-ubyte, each
+ *   with or without .gz; image and label counts agree, every label < 10.
+ * - ImageFolder: every file in DIR/SPLIT/CLASS/ (dot files skipped), in
+ *   sorted class then file order, decoded once into memory; all images have
+ *   the size and channel count of the first; classes are the sorted folder
+ *   names of DIR/train, and the test split's folders must be among them. An
+ *   empty class folder, a file that is not an image, or an image of another
+ *   size is an error naming the file.
+ * - CIFAR: train = data_batch_1.bin .. data_batch_5.bin (those present,
+ *   from 1 without gaps), test = test_batch.bin; each a whole number of
+ *   3073-byte records, labels < 10.
+ * dp_dataset_load draws a progress bar on stderr while an ImageFolder split
+ * decodes, when stderr is a terminal; dp_dataset_load_with takes a callback
+ * (or none). */
 dp_status_t dp_dataset_load(const char *dir, const char *split, dp_dataset_t *out);
+dp_status_t dp_dataset_load_with(const char *dir, const char *split,
+                                 const dp_dataset_load_options_t *options, dp_dataset_t *out);
+
+/* Reads CIFAR-10 binary files (1 label byte + 3072 pixel bytes per record,
+ * 3 x 32 x 32 channel-major), concatenated in the order given. Errors name
+ * the file: missing, empty, not a whole number of records, label >= 10. */
+dp_status_t dp_cifar_read(const char *const *paths, int num_paths, dp_dataset_t *out);
+
+/* Sets per-channel normalisation: `n` is 1 (the same for every channel) or
+ * the dataset's channel count; every std > 0. "0.5,0.25" style text is
+ * parsed by dp_normalize_parse (n values, 1 or channels). */
+dp_status_t dp_dataset_set_normalize(dp_dataset_t *ds, int n, const float *mean, const float *std);
+/* Parses "MEAN,STD" (one channel or all) or "M0,M1,M2,S0,S1,S2" (2 x C
+ * values): n gets the number of channels given. */
+dp_status_t dp_normalize_parse(const char *text, int *n, float mean[DP_DATA_MAX_CHANNELS],
+                               float std[DP_DATA_MAX_CHANNELS]);
 
 /* Builds a dataset from memory (copies); for tests and examples. */
 dp_status_t dp_dataset_from_memory(dp_dataset_t *out, int count, int channels,
@@ -58,10 +128,38 @@ void dp_dataset_free(dp_dataset_t *ds);
 /* Keeps only the first `limit` examples (no-op when limit <= 0 or >= count). */
 void dp_dataset_truncate(dp_dataset_t *ds, int limit);
 
-/* Fills x (n, C, H, W) with pixels / 255 and y (n) with labels for the
- * examples indices[0..n). */
+/* Fills x (n, C, H, W) with pixels / 255 (normalised when the dataset says
+ * so) and y (n) with labels for the examples indices[0..n). */
 void dp_dataset_fill(const dp_dataset_t *ds, const int *indices, int n,
                      float *x, int32_t *y);
+
+/* --- Augmentation -------------------------------------------------------- */
+/* torchvision's RandomCrop(size=(H, W), padding=crop_padding) (zero fill)
+ * then RandomHorizontalFlip(p=0.5), on the byte image, before the
+ * conversion to float and the normalisation. */
+typedef struct {
+    int crop_padding; /* 0: no crop; else pad every side by this many zero pixels, crop H x W */
+    int flip;         /* 1: flip horizontally with probability 1/2 */
+} dp_augment_t;
+
+/* Parses "crop:P,flip", "flip", "crop:P" or "none" (P in 1..64). */
+dp_status_t dp_augment_parse(const char *text, dp_augment_t *out);
+
+/* The draws for one example: crop offsets dy, dx in [0, 2P] (the window's
+ * top-left corner in the padded image) and the flip, a pure function of
+ * (seed, epoch, position): position is the example's index in the epoch's
+ * order, step * batch_size + its index in the global batch, so every device
+ * and rank draws the same for it however the batch is split. */
+void dp_augment_draw(const dp_augment_t *aug, uint64_t seed, int epoch, int64_t position,
+                     int *dy, int *dx, int *flip);
+
+/* dp_dataset_fill with augmentation: example i (indices[i]) is at position
+ * first_position + i in the epoch (a shard starting at global offset `o` of
+ * step s's batch passes s * batch_size + o). aug NULL or all zero: exactly
+ * dp_dataset_fill. */
+void dp_dataset_fill_augmented(const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
+                               int epoch, int64_t first_position, const int *indices, int n,
+                               float *x, int32_t *y);
 
 /* --- The batch loader ---------------------------------------------------- */
 typedef struct dp_loader dp_loader_t;
@@ -84,5 +182,17 @@ int dp_loader_next(dp_loader_t *loader, const int **indices);
 
 /* Batches per epoch: ceil(count / batch_size). */
 int dp_loader_num_batches(const dp_loader_t *loader);
+
+/* The current epoch's position as a step: the index of the batch the next
+ * dp_loader_next returns (0 after dp_loader_start_epoch). Its first
+ * example is at position step * batch_size of the epoch's order, the
+ * `first_position` of dp_dataset_fill_augmented. */
+int dp_loader_step(const dp_loader_t *loader);
+
+/* Moves to batch `step` of the current epoch (0 <= step <= num_batches; a
+ * run resumed in the middle of an epoch calls dp_loader_start_epoch(e),
+ * then this): the batches that follow are those an uninterrupted epoch
+ * would hand out. */
+dp_status_t dp_loader_seek(dp_loader_t *loader, int step);
 
 #endif

@@ -1,6 +1,8 @@
-/* dataset.c - datasets of byte images and labels: loading a split from an
- * IDX directory, building one from memory, truncating, and filling a batch
- * as float (x = pixels / 255) and int32 labels.
+/* dataset.c - datasets of byte images and labels: detecting a data
+ * directory's layout and loading a split (IDX here; CIFAR in cifar.c,
+ * ImageFolder in image_folder.c), building one from memory, truncating,
+ * per-channel normalisation, and filling a batch as float (x = pixels / 255,
+ * normalised when asked) and int32 labels.
  *
  * A split SPLIT in DIR is DIR/SPLIT-images-idx3-ubyte and
  * DIR/SPLIT-labels-idx1-ubyte, each gzip-compressed (.gz) or plain. When both
@@ -11,10 +13,14 @@
 #include "dptrain/data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "data_internal.h"
+#include "dptrain/io.h"
 
 #define DATASET_NUM_CLASSES 10
 
@@ -40,8 +46,100 @@ static dp_status_t find_split_file(const char *dir, const char *split, const cha
                    kind, split, plain, strerror(gz_errno), plain, strerror(plain_errno));
 }
 
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* CIFAR's files in `dir` itself: writes dir to `where`. */
+static int has_cifar_files(const char *dir, char *where, size_t size) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/data_batch_1.bin", dir);
+    int found = is_file(path);
+    snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    found = found || is_file(path);
+    if (found) snprintf(where, size, "%s", dir);
+    return found;
+}
+
+/* Detects the layout; for CIFAR `where` gets the folder holding the files. */
+static dp_status_t detect_layout(const char *dir, dp_data_layout_t *out, char *where, size_t size) {
+    if (strlen(dir) > 4000) return dp_fail(DP_ERR_ARG, "data directory path too long: %.64s...", dir);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return dp_fail(DP_ERR_IO, "%s: cannot open the data directory (%s)", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return dp_fail(DP_ERR_IO, "%s: is not a data directory", dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train", dir);
+    if (is_dir(path)) {
+        *out = DP_DATA_IMAGE_FOLDER;
+        return DP_OK;
+    }
+    snprintf(path, sizeof path, "%s/cifar-10-batches-bin", dir);
+    if (has_cifar_files(dir, where, size) || (is_dir(path) && has_cifar_files(path, where, size))) {
+        *out = DP_DATA_CIFAR;
+        return DP_OK;
+    }
+    *out = DP_DATA_IDX;
+    return DP_OK;
+}
+
+dp_status_t dp_data_detect_layout(const char *dir, dp_data_layout_t *out) {
+    char where[4200];
+    return detect_layout(dir, out, where, sizeof where);
+}
+
+const char *dp_data_layout_name(dp_data_layout_t layout) {
+    switch (layout) {
+    case DP_DATA_IDX: return "IDX";
+    case DP_DATA_IMAGE_FOLDER: return "ImageFolder";
+    case DP_DATA_CIFAR: return "CIFAR-10 binary";
+    }
+    return "?";
+}
+
+/* A terminal progress bar for dp_dataset_load. */
+static void progress_bar(void *ctx, int done, int total) {
+    dp_progress_t *bar = ctx;
+    if (done == 0) dp_progress_init(bar, stderr, total);
+    dp_progress_update(bar, done, 0.0);
+    if (done == total) dp_progress_finish(bar);
+}
+
 dp_status_t dp_dataset_load(const char *dir, const char *split, dp_dataset_t *out) {
+    dp_progress_t bar;
+    dp_dataset_load_options_t options = {.progress = progress_bar, .progress_ctx = &bar};
+    return dp_dataset_load_with(dir, split, &options, out);
+}
+
+static dp_status_t load_idx(const char *dir, const char *split, dp_dataset_t *out);
+
+dp_status_t dp_dataset_load_with(const char *dir, const char *split,
+                                 const dp_dataset_load_options_t *options, dp_dataset_t *out) {
     memset(out, 0, sizeof *out);
+    int test;
+    if (strcmp(split, "train") == 0) test = 0;
+    else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0) test = 1;
+    else return dp_fail(DP_ERR_ARG, "dataset split '%s' is not train or test", split);
+    dp_data_layout_t layout = DP_DATA_IDX;
+    char where[4200];
+    DP_TRY(detect_layout(dir, &layout, where, sizeof where));
+    static const dp_dataset_load_options_t none = {0};
+    switch (layout) {
+    case DP_DATA_IMAGE_FOLDER:
+        return dp_data_load_image_folder(dir, test, options ? options : &none, out);
+    case DP_DATA_CIFAR: return dp_data_load_cifar(where, test, out);
+    case DP_DATA_IDX: break;
+    }
+    return load_idx(dir, test ? "t10k" : "train", out);
+}
+
+static dp_status_t load_idx(const char *dir, const char *split, dp_dataset_t *out) {
     char images_path[4200], labels_path[4200];
     DP_TRY(find_split_file(dir, split, "images-idx3-ubyte", images_path, sizeof images_path));
     DP_TRY(find_split_file(dir, split, "labels-idx1-ubyte", labels_path, sizeof labels_path));
@@ -136,6 +234,9 @@ void dp_dataset_free(dp_dataset_t *ds) {
     if (!ds) return;
     free(ds->pixels);
     free(ds->labels);
+    if (ds->class_names)
+        for (int i = 0; i < ds->num_classes; i++) free(ds->class_names[i]);
+    free(ds->class_names);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -143,15 +244,79 @@ void dp_dataset_truncate(dp_dataset_t *ds, int limit) {
     if (limit > 0 && limit < ds->count) ds->count = limit;
 }
 
+dp_status_t dp_dataset_set_normalize(dp_dataset_t *ds, int n, const float *mean, const float *std) {
+    if (n != 1 && n != ds->channels)
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give 1 or %d)", n,
+                       ds->channels, ds->channels);
+    if (ds->channels > DP_DATA_MAX_CHANNELS)
+        return dp_fail(DP_ERR_ARG, "normalize: images have %d channels, at most %d can be normalised",
+                       ds->channels, DP_DATA_MAX_CHANNELS);
+    for (int i = 0; i < n; i++)
+        if (!(std[i] > 0.0f) || !isfinite(std[i]) || !isfinite(mean[i]))
+            return dp_fail(DP_ERR_ARG, "normalize: channel %d: std must be > 0 and mean finite, found mean %g std %g",
+                           i, (double)mean[i], (double)std[i]);
+    for (int c = 0; c < ds->channels; c++) {
+        ds->mean[c] = mean[n == 1 ? 0 : c];
+        ds->std[c] = std[n == 1 ? 0 : c];
+    }
+    ds->normalize = 1;
+    return DP_OK;
+}
+
+dp_status_t dp_normalize_parse(const char *text, int *n, float mean[DP_DATA_MAX_CHANNELS],
+                               float std[DP_DATA_MAX_CHANNELS]) {
+    float values[2 * DP_DATA_MAX_CHANNELS];
+    int count = 0;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || (*end != ',' && *end != '\0'))
+            return dp_fail(DP_ERR_ARG, "normalize: '%s' is not MEAN,STD or M0,M1,M2,S0,S1,S2 (bad number at '%s')",
+                           text, p);
+        if (count == 2 * DP_DATA_MAX_CHANNELS)
+            return dp_fail(DP_ERR_ARG, "normalize: '%s' has more than %d values", text, 2 * DP_DATA_MAX_CHANNELS);
+        values[count++] = (float)v;
+        if (*end == '\0') break;
+        p = end + 1;
+    }
+    if (count % 2)
+        return dp_fail(DP_ERR_ARG, "normalize: '%s' has %d values: give a mean and a std per channel", text, count);
+    *n = count / 2;
+    for (int i = 0; i < *n; i++) {
+        mean[i] = values[i];
+        std[i] = values[*n + i];
+        if (!(std[i] > 0.0f))
+            return dp_fail(DP_ERR_ARG, "normalize: '%s': std %g of channel %d must be > 0", text, (double)std[i], i);
+    }
+    return DP_OK;
+}
+
+void dp_data_pixel_tables(const dp_dataset_t *ds, float table[][256]) {
+    const float scale = 1.0f / 255.0f;
+    for (int c = 0; c < ds->channels; c++)
+        for (int p = 0; p < 256; p++)
+            table[c][p] = ds->normalize ? ((float)p * scale - ds->mean[c]) / ds->std[c] : (float)p * scale;
+}
+
 void dp_dataset_fill(const dp_dataset_t *ds, const int *indices, int n, float *x, int32_t *y) {
     const size_t example = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
+    const size_t plane = (size_t)ds->height * (size_t)ds->width;
     const float scale = 1.0f / 255.0f;
+    float table[DP_DATA_MAX_CHANNELS][256];
+    if (ds->normalize) dp_data_pixel_tables(ds, table);
     for (int i = 0; i < n; i++) {
         int index = indices[i];
         DP_ASSERT(index >= 0 && index < ds->count);
         const uint8_t *src = ds->pixels + (size_t)index * example; /* (C, H, W) */
         float *dst = x + (size_t)i * example;                      /* (C, H, W) */
-        for (size_t j = 0; j < example; j++) dst[j] = (float)src[j] * scale;
+        if (ds->normalize) {
+            for (int c = 0; c < ds->channels; c++)
+                for (size_t j = 0; j < plane; j++) dst[c * plane + j] = table[c][src[c * plane + j]];
+        } else {
+            for (size_t j = 0; j < example; j++) dst[j] = (float)src[j] * scale;
+        }
         if (y) y[i] = ds->labels[index];
     }
 }

@@ -85,3 +85,16 @@ int dp_loader_next(dp_loader_t *loader, const int **indices) {
 int dp_loader_num_batches(const dp_loader_t *loader) {
     return loader->count / loader->batch_size + (loader->count % loader->batch_size != 0);
 }
+
+int dp_loader_step(const dp_loader_t *loader) {
+    return loader->position / loader->batch_size + (loader->position % loader->batch_size != 0);
+}
+
+dp_status_t dp_loader_seek(dp_loader_t *loader, int step) {
+    int batches = dp_loader_num_batches(loader);
+    if (step < 0 || step > batches)
+        return dp_fail(DP_ERR_ARG, "loader: step %d is outside the epoch's 0..%d batches", step, batches);
+    long long position = (long long)step * loader->batch_size;
+    loader->position = position > loader->count ? loader->count : (int)position;
+    return DP_OK;
+}
