@@ -28,7 +28,13 @@ dp_status_t dp_fail(dp_status_t status, const char *fmt, ...)
 /* This thread's last error message ("" if none). */
 const char *dp_error_message(void);
 
-/* Clears this thread's error message. */
+/* The status of this thread's last dp_fail (DP_OK if none since the last
+ * dp_error_clear): what a function that returns only NULL on failure (a
+ * tape op, an arena allocation) failed with, so that a caller passes on
+ * "out of memory" as such rather than as a shape error. */
+dp_status_t dp_error_status(void);
+
+/* Clears this thread's error message and status. */
 void dp_error_clear(void);
 
 /* Short name of a status ("bad argument", "I/O error", ...). */

@@ -75,8 +75,5 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes);
 float *dp_arena_floats(dp_arena_t *arena, size_t count);
 /* count zeros (through the backend's zero for a device arena). */
 float *dp_arena_zeros(dp_arena_t *arena, size_t count);
-/* Bytes handed out since the last reset, and the high-water mark. */
-size_t dp_arena_used(const dp_arena_t *arena);
-size_t dp_arena_peak(const dp_arena_t *arena);
 
 #endif

@@ -7,18 +7,25 @@
 #include <string.h>
 
 static _Thread_local char error_message[1024];
+static _Thread_local dp_status_t error_status = DP_OK;
 
 dp_status_t dp_fail(dp_status_t status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(error_message, sizeof error_message, fmt, ap);
     va_end(ap);
+    error_status = status;
     return status;
 }
 
 const char *dp_error_message(void) { return error_message; }
 
-void dp_error_clear(void) { error_message[0] = '\0'; }
+dp_status_t dp_error_status(void) { return error_status; }
+
+void dp_error_clear(void) {
+    error_message[0] = '\0';
+    error_status = DP_OK;
+}
 
 const char *dp_status_name(dp_status_t status) {
     switch (status) {

@@ -156,5 +156,3 @@ float *dp_arena_zeros(dp_arena_t *arena, size_t count) {
     return p;
 }
 
-size_t dp_arena_used(const dp_arena_t *arena) { return arena->used_total; }
-size_t dp_arena_peak(const dp_arena_t *arena) { return arena->peak; }

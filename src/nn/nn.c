@@ -572,7 +572,8 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
         if (!h) {
             char message[1024];
             snprintf(message, sizeof message, "%s", dp_error_message());
-            return dp_fail(DP_ERR_SHAPE, "model %s: layer %d (%s): %s", m->name, i + 1,
+            dp_status_t failed = dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_SHAPE;
+            return dp_fail(failed, "model %s: layer %d (%s): %s", m->name, i + 1,
                            dp_op_table[l->op].name, message);
         }
         outs[i + 1] = h;

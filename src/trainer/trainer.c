@@ -326,7 +326,7 @@ static dp_status_t shard_task(void *arg) {
     dp_op_attr_t attr = dp_op_attr_default();
     attr.loss_denominator = (float)r->denominator;
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
-    if (!loss) return DP_ERR_ARG;
+    if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;
     float loss_value;
     r->backend->download(r->backend->ctx, &loss_value, loss->data, sizeof loss_value);
     r->loss_sum = (double)loss_value * r->denominator;
