@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "dptrain/comm.h"
+#include "dptrain/cpu.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
 #include "dptrain/model_file.h"
@@ -409,6 +410,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
                o.model, train_set.count, test_set.count, o.batch_size, o.optimizer, o.lr, o.lr_schedule,
                o.epochs, (unsigned long long)o.seed, devices);
+    if (!o.quiet) printf("%s\n", dp_cpu_summary()); /* kernels ISA, CPU model, BLAS */
 
     if (first_epoch >= last_epoch && speaks)
         printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o.resume_path, first_epoch,
@@ -460,7 +462,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                    s->epoch, o.epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
                    s->images_per_sec, devices);
         fflush(stdout);
-        if (o.metrics_path && dp_metrics_append(o.metrics_path, s) != DP_OK) goto done;
+        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas()};
+        if (o.metrics_path && dp_metrics_append_run(o.metrics_path, s, &what_ran) != DP_OK) goto done;
         if (o.plot_path && dp_plot_write_svg(o.plot_path, history + first_epoch, epoch + 1 - first_epoch) != DP_OK)
             goto done;
         run.epochs_completed = run.loader_epoch = epoch + 1;
