@@ -29,6 +29,7 @@ test: build
 	scripts/sanitize.sh thread
 	scripts/sanitize.sh address
 	scripts/check_no_mpi.sh
+	scripts/check_arm64.sh
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -4,6 +4,7 @@
 # DistributedDataParallel (gloo) with 2 processes x 1 thread, alternating
 # in the same run. Training steps only, evaluation excluded, for both.
 #
+# DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
 # usage: bench/ddp_vs_dptrain.sh [path/to/dptrain] [runs]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,6 +12,8 @@ bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain; prints both sides' ISA
+isa_info "$bin" | sed 's/^onednn_verbose,info,cpu,isa:/pytorch: oneDNN isa /' | grep -E '^(dptrain|pytorch)'
 dp_times=() ddp_times=() ratios=()
 for run in $(seq 1 "$runs"); do
   "$bin" train --model lenet --batch-size 256 --lr 0.2 --epochs 1 --devices 2 --threads-per-device 1 \

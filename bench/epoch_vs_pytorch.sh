@@ -3,6 +3,7 @@
 # against PyTorch, same network, batch, learning rate and thread count, in
 # the same run, alternating A B A B so machine drift hits both alike.
 #
+# DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
 # usage: bench/epoch_vs_pytorch.sh [path/to/dptrain] [runs] [threads]
 # dptrain runs on one device (--devices 1). Prints each run's seconds per
 # epoch (training steps only, evaluation excluded, for both) and the median
@@ -15,6 +16,8 @@ threads=${3:-1}
 data=${DPTRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain; prints both sides' ISA
+isa_info "$bin" | sed 's/^onednn_verbose,info,cpu,isa:/pytorch: oneDNN isa /' | grep -E '^(dptrain|pytorch)'
 
 dp_times=() pt_times=() ratios=()
 for run in $(seq 1 "$runs"); do

@@ -7,6 +7,7 @@
 # (each with overlap on), and what overlapping the gradient sync with
 # backward buys (on / off) in one process and across 2 ranks.
 #
+# DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
 # usage: bench/scaling.sh [path/to/dptrain] [runs]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +15,8 @@ bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # prints the ISA dptrain runs (DPTRAIN_ISA caps it)
+isa_info "$bin" | grep '^dptrain'
 field() { sed -E "s/.*\"$1\": *([0-9.eE+-]+).*/\1/" "$2"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 devices=() ranks=() local_gain=() mpi_gain=()

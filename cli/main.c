@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dptrain/cpu.h"
 #include "dptrain/status.h"
 
 static const char usage[] =
@@ -19,10 +20,13 @@ static const char usage[] =
     "  predict    classify PNG/PGM images with a checkpoint\n"
     "  export     write a checkpoint's model as ONNX (--onnx FILE)\n"
     "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
-    "  version    print the version\n"
+    "  version    print the version, the CPU, the kernels' ISA and the BLAS\n"
     "\n"
     "example:\n"
-    "  dptrain train --model lenet --epochs 10 --batch-size 256 --lr 0.2\n";
+    "  dptrain train --model lenet --epochs 10 --batch-size 256 --lr 0.2\n"
+    "\n"
+    "SIMD kernels are chosen for the CPU at start-up (avx512, avx2, neon or generic);\n"
+    "DPTRAIN_ISA=NAME caps the choice. `dptrain version` says what runs.\n";
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -30,6 +34,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *command = argv[1];
+    if (dp_cpu_init() != DP_OK) return cli_report_error(); /* a bad DPTRAIN_ISA */
     if (strcmp(command, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(command, "launch") == 0) return cmd_launch(argc, argv);
     if (strcmp(command, "eval") == 0) return cmd_eval(argc, argv);
@@ -41,7 +46,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
-        printf("dptrain %s\n", DPTRAIN_VERSION);
+        printf("dptrain %s\ncpu: %s\nisa: %s\nbest isa: %s\nblas: %s\n", DPTRAIN_VERSION, dp_cpu_model(),
+               dp_isa_name(dp_cpu_isa()), dp_isa_name(dp_cpu_best_isa()), dp_cpu_blas());
         return 0;
     }
     fprintf(stderr, "dptrain: unknown command '%s' (commands: train, launch, eval, inspect, predict, export, help, version)\n", command);

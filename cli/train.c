@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "dptrain/comm.h"
+#include "dptrain/cpu.h"
 #include "dptrain/data.h"
 #include "dptrain/fit.h"
 #include "dptrain/io.h"
@@ -246,6 +247,7 @@ static void print_begin(const dp_fit_begin_t *begin, void *ctx) {
         printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
                o->epochs, (unsigned long long)o->seed, devices);
+    if (!o->quiet) printf("%s\n", dp_cpu_summary()); /* kernels ISA, CPU model, BLAS */
     if (begin->first_epoch >= begin->last_epoch && p->speaks)
         printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
                begin->last_epoch < o->epochs ? "stop-after" : "epochs", begin->last_epoch);

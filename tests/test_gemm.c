@@ -2,14 +2,17 @@
  * every path it has (packed, B read in place, transposed-B packing with its
  * 16x16 blocks and gathered tail, the A B^T dot kernel, the BLAS fallback)
  * and the edges of each: sizes that are not multiples of the tiles (6 rows,
- * 64 columns, 16-wide transposes, K slices of 128), alpha and beta, leading
- * dimensions larger than the matrix. */
+ * 64 / 16 / 8 columns, 16-wide transposes, K slices of 128 / 256 / 384),
+ * alpha and beta, leading dimensions larger than the matrix. ctest runs it
+ * once per ISA the CPU has (DPTRAIN_ISA, tests/isa_run.sh); it checks that
+ * the kernels it tests are the ones asked for. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/cpu.h"
 #include "dptrain/gemm.h"
 #include "dptrain/rng.h"
 #include "testing.h"
@@ -76,6 +79,29 @@ int main(void) {
     check_case(false, false, 300, 10, 128, 1.0f, 0.0f, &rng);  /* narrow C: BLAS */
     check_case(false, false, 40, 3000, 70, 1.0f, 1.0f, &rng);  /* more columns than one NC block */
     check_case(true, true, 13, 70, 270, 2.0f, 0.0f, &rng);     /* transposed tails in both */
-    printf("gemm backend: %s\n", dp_gemm_backend());
+    /* The AVX2 tile's edges: 8-lane halves, 6 rows, K slices of 256; and the
+     * AVX-512 tile's K slices of 384. */
+    static const int narrow[] = {8, 9, 12, 15, 16, 23, 24, 33};
+    for (int i = 0; i < (int)(sizeof narrow / sizeof narrow[0]); i++) {
+        check_case(false, false, 13, narrow[i], 257, 1.0f, 0.5f, &rng);
+        check_case(true, true, 7, narrow[i], 31, 0.5f, 0.0f, &rng);
+        check_case(false, true, 1, narrow[i], 300, 1.0f, 1.0f, &rng); /* dot kernel, one row */
+    }
+    check_case(false, false, 125, 70, 800, 1.0f, 1.0f, &rng); /* several K slices and MC blocks */
+
+    /* The kernels under test are the ones DPTRAIN_ISA asked for. */
+    const char *want = getenv("DPTRAIN_ISA");
+    const char *isa = dp_isa_name(dp_cpu_isa());
+    CHECK(dp_cpu_init() == DP_OK, "dp_cpu_init: %s", dp_error_message());
+    if (want && want[0]) {
+        CHECK(strcmp(isa, want) == 0, "DPTRAIN_ISA=%s but the kernels are %s", want, isa);
+        const char *backend = strcmp(want, "generic") == 0 ? "blas" : want;
+        CHECK(strcmp(dp_gemm_backend(), backend) == 0, "DPTRAIN_ISA=%s: gemm backend %s, expected %s", want,
+              dp_gemm_backend(), backend);
+    } else {
+        CHECK(dp_cpu_isa() == dp_cpu_best_isa(), "no DPTRAIN_ISA: kernels %s, best %s", isa,
+              dp_isa_name(dp_cpu_best_isa()));
+    }
+    printf("gemm backend: %s (isa %s)\n", dp_gemm_backend(), isa);
     return testing_finish("test_gemm");
 }

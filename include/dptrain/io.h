@@ -26,10 +26,21 @@ typedef struct {
     double lr;              /* the learning rate of the epoch's last step */
 } dp_epoch_stats_t;
 
+/* What ran (cpu.h), for the metrics. */
+typedef struct {
+    const char *isa;        /* the kernels' ISA, e.g. "avx2" */
+    const char *cpu;        /* the CPU model */
+    const char *blas;       /* the BLAS library and its kernels */
+} dp_run_info_t;
+
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
  * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
  * names, the devices of one rank), num_devices (of all ranks), ranks. */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
+
+/* The same line with the keys isa, cpu and blas (strings) appended, for
+ * those of `run` that are not NULL (run may be NULL). */
+dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run);
 
 /* Writes an SVG with train loss, train accuracy and test accuracy against the
  * epoch, axes with ticks, and a legend; atomically (temp file + rename). */

@@ -1,9 +1,9 @@
-/* metrics.c - per-epoch metrics as JSON lines (dp_metrics_append).
+/* metrics.c - per-epoch metrics as JSON lines (dp_metrics_append, dp_metrics_append_run).
  *
  * Each call appends one line, e.g.
  *   {"epoch": 1, "train_loss": 0.512, "train_acc": 0.81, "test_acc": 0.84,
  *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
- *    "num_devices": 2, "ranks": 1}
+ *    "num_devices": 2, "ranks": 1, "isa": "avx2", "cpu": "...", "blas": "..."}
  * (on one line). The line is built in memory and written with a single
  * fwrite to a file opened for appending, so concurrent appenders and crashes
  * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
@@ -84,10 +84,18 @@ static void line_device_array(line_t *line, const char *devices) {
 }
 
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
+    return dp_metrics_append_run(path, stats, NULL);
+}
+
+dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run) {
     size_t devices_len = stats->devices ? strlen(stats->devices) : 0;
     /* Fixed keys and numbers take < 400 bytes; a device name character takes
      * at most 6 ("\u00XX"), each name adds 3 (quotes and comma). */
     size_t size = 512 + 9 * devices_len + 3;
+    const char *const info_keys[3] = {"isa", "cpu", "blas"};
+    const char *const info[3] = {run ? run->isa : NULL, run ? run->cpu : NULL, run ? run->blas : NULL};
+    for (int i = 0; i < 3; i++)
+        if (info[i]) size += 6 * strlen(info[i]) + 16;
     line_t line = {dp_alloc(size, "metrics line"), size, 0, 1};
     if (!line.data) return DP_ERR_NOMEM;
 
@@ -99,8 +107,14 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
     line_number(&line, "images_per_sec", stats->images_per_sec);
     line_number(&line, "lr", stats->lr);
     line_device_array(&line, stats->devices);
-    line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d}\n", stats->num_devices,
+    line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d", stats->num_devices,
                 stats->num_ranks > 0 ? stats->num_ranks : 1);
+    for (int i = 0; i < 3; i++)
+        if (info[i]) {
+            line_printf(&line, ", \"%s\": ", info_keys[i]);
+            line_json_string(&line, info[i], strlen(info[i]));
+        }
+    line_printf(&line, "}\n");
     DP_ASSERT(line.ok); /* the size bound above covers every case */
 
     FILE *f = fopen(path, "a");

@@ -25,6 +25,8 @@
  * (double)0.999f instead, 1 - beta2 alone is off by 5e-5 relative. */
 #include "dptrain/optim.h"
 
+#include "dptrain/cpu.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,18 +184,18 @@ void dp_optimizer_step(dp_optimizer_t *opt, float *params, const float *grads) {
 
 /* --- The update rules, on n elements ------------------------------------------ */
 
-/* a * b + c as ATen computes it: one fused multiply-add where the CPU has
- * one (FP_FAST_FMAF: fmaf is an instruction, not a library call), else two
- * roundings. */
-static inline float mul_add(float a, float b, float c) {
-#ifdef FP_FAST_FMAF
-    return fmaf(a, b, c);
-#else
-    return a * b + c;
-#endif
+/* a * b + c as ATen computes it: one fused multiply-add where its kernels
+ * use one (CPUs with FMA), else two roundings. The library is built for the
+ * baseline ISA, so the choice is made at run time (update_range): `fused`
+ * is a constant in each of the two copies of the loops, one compiled for
+ * FMA (on aarch64 FMA is baseline) and used when the kernels' ISA is not
+ * the generic one (cpu.h). */
+static inline __attribute__((always_inline)) float mul_add_impl(float a, float b, float c, const int fused) {
+    return fused ? fmaf(a, b, c) : a * b + c;
 }
+#define mul_add(a, b, c) mul_add_impl((a), (b), (c), fused)
 
-static void sgd_range(const dp_optim_config_t *c, float *p, const float *g, size_t n) {
+static inline __attribute__((always_inline)) void sgd_range(const dp_optim_config_t *c, float *p, const float *g, size_t n, const int fused) {
     const float neg_lr = -c->lr, wd = c->weight_decay;
     if (wd == 0.0f) {
         for (size_t i = 0; i < n; i++) p[i] = mul_add(neg_lr, g[i], p[i]);
@@ -204,7 +206,7 @@ static void sgd_range(const dp_optim_config_t *c, float *p, const float *g, size
 
 /* torch's first step clones the gradient into the new buffer; the buffer
  * starts at zero here, and 0 * m + d is d, the same value. */
-static void momentum_range(const dp_optim_config_t *c, float *p, const float *g, float *buf, size_t n) {
+static inline __attribute__((always_inline)) void momentum_range(const dp_optim_config_t *c, float *p, const float *g, float *buf, size_t n, const int fused) {
     const float neg_lr = -c->lr, wd = c->weight_decay, m = c->momentum;
     for (size_t i = 0; i < n; i++) {
         float d = mul_add(wd, p[i], g[i]);
@@ -214,7 +216,7 @@ static void momentum_range(const dp_optim_config_t *c, float *p, const float *g,
     }
 }
 
-static void adagrad_range(const dp_optim_config_t *c, float *p, const float *g, float *sum, size_t n) {
+static inline __attribute__((always_inline)) void adagrad_range(const dp_optim_config_t *c, float *p, const float *g, float *sum, size_t n, const int fused) {
     const float neg_lr = -c->lr, wd = c->weight_decay, eps = c->eps;
     for (size_t i = 0; i < n; i++) {
         float d = mul_add(wd, p[i], g[i]);
@@ -224,7 +226,7 @@ static void adagrad_range(const dp_optim_config_t *c, float *p, const float *g, 
     }
 }
 
-static void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n) {
+static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n, const int fused) {
     const dp_optim_config_t *c = &opt->config;
     const double beta1 = opt->beta1, beta2 = opt->beta2, t = (double)opt->steps;
     const float wd = c->weight_decay, eps = c->eps;
@@ -243,19 +245,39 @@ static void adam_range(const dp_optimizer_t *opt, float *p, const float *g, floa
     }
 }
 
+static inline __attribute__((always_inline)) void update_range(dp_optimizer_t *opt, float *p, const float *g,
+                                                               size_t start, size_t count, const int fused) {
+    const dp_optim_config_t *c = &opt->config;
+    switch (c->kind) {
+    case DP_OPTIM_SGD: sgd_range(c, p, g, count, fused); break;
+    case DP_OPTIM_MOMENTUM: momentum_range(c, p, g, opt->states[0] + start, count, fused); break;
+    case DP_OPTIM_ADAGRAD: adagrad_range(c, p, g, opt->states[0] + start, count, fused); break;
+    case DP_OPTIM_ADAM:
+        DP_ASSERT(opt->steps >= 1); /* the bias corrections divide by 1 - beta^steps */
+        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, fused);
+        break;
+    }
+}
+
+#if defined(__x86_64__) && !defined(__FMA__)
+#define DP_FMA_TARGET __attribute__((target("avx2,fma")))
+#else
+#define DP_FMA_TARGET
+#endif
+DP_FMA_TARGET static void update_range_fused(dp_optimizer_t *opt, float *p, const float *g, size_t start, size_t count) {
+    update_range(opt, p, g, start, count, 1);
+}
+static void update_range_plain(dp_optimizer_t *opt, float *p, const float *g, size_t start, size_t count) {
+    update_range(opt, p, g, start, count, 0);
+}
+
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count) {
     DP_ASSERT(start <= opt->n && count <= opt->n - start);
-    const dp_optim_config_t *c = &opt->config;
     float *p = params + start;
     const float *g = grads + start;
-    switch (c->kind) {
-    case DP_OPTIM_SGD: sgd_range(c, p, g, count); break;
-    case DP_OPTIM_MOMENTUM: momentum_range(c, p, g, opt->states[0] + start, count); break;
-    case DP_OPTIM_ADAGRAD: adagrad_range(c, p, g, opt->states[0] + start, count); break;
-    case DP_OPTIM_ADAM:
-        DP_ASSERT(opt->steps >= 1); /* the bias corrections divide by 1 - beta^steps */
-        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count);
-        break;
-    }
+    if (dp_cpu_isa() != DP_ISA_GENERIC)
+        update_range_fused(opt, p, g, start, count);
+    else
+        update_range_plain(opt, p, g, start, count);
 }

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "dptrain/checkpoint.h"
+#include "dptrain/cpu.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -277,7 +278,10 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         s->num_devices = dp_trainer_num_devices(trainer) * ranks;
         s->num_ranks = world->size;
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
-        if (writes && config->metrics_path && (status = dp_metrics_append(config->metrics_path, s)) != DP_OK)
+        /* the metrics also say what ran: the kernels' ISA, the CPU, the BLAS */
+        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas()};
+        if (writes && config->metrics_path &&
+            (status = dp_metrics_append_run(config->metrics_path, s, &what_ran)) != DP_OK)
             goto done;
         if (writes && config->plot_path &&
             (status = dp_plot_write_svg(config->plot_path, history + first_epoch, epoch + 1 - first_epoch)) != DP_OK)

@@ -1,16 +1,9 @@
-/* gemm.c - dp_gemm: a packed single-precision GEMM with an AVX-512 kernel.
+/* gemm.c - dp_gemm: dispatch to the kernels of the CPU at hand, or BLAS.
  *
- * Loop structure (BLIS): for each NC-wide block of columns and KC-deep slice
- * of K, pack B's slice into NR-wide panels; for each MC-tall block of rows,
- * pack A's block into MR-tall panels; then run the MR x NR micro-kernel over
- * every (panel of A, panel of B) pair. Packing pads with zeros, so the
- * kernel always computes a full 6 x 64 tile (24 zmm accumulators); edges are
- * stored with row counts and column masks. Transposed operands are handled
- * in packing only.
- *
- * Why our own: the OpenBLAS build here is pinned to its AVX2 (Haswell)
- * kernels, which leave half of an AVX-512 core unused; convolutions spend
- * almost all their time here.
+ * The per-ISA kernels (kernels/gemm_avx512.c: 6x64 tile; gemm_avx2.c: 6x16;
+ * gemm_neon.c: 8x8) each take the shapes they suit and hand the others back;
+ * those, and every shape on the generic ISA, go to the BLAS library
+ * (cblas_sgemm). Which ISA runs is chosen once per process (cpu.h).
  *
  * Thread safety: packing buffers are per thread (_Thread_local, freed at
  * thread exit), so device workers may call dp_gemm concurrently.
@@ -18,241 +11,19 @@
 #include "dptrain/gemm.h"
 
 #include <cblas.h>
-#include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dptrain/status.h"
-
-/* KC = 384: long K (the im2col rows of wide 3x3 convs, thousands) then
- * reloads the C tile 3x less often than at 128; measured 156 -> 225 GFLOP/s
- * for (512 x 4608) (4608 x 512), no change on LeNet's shapes. */
-enum { MR = 6, NR = 64, KC = 384, MC = 240, NC = 2048 };
+#include "kernels/kernels.h"
 
 static void gemm_blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* --- Packing ---------------------------------------------------------------- */
-
-/* A block of op(A): rows [i0, i0+mc), k [k0, k0+kc) into MR-row panels,
- * each panel k-major: panel[k * MR + r]. */
-static void pack_a(bool trans_a, const float *A, int lda, int i0, int mc, int k0, int kc,
-                   float *packed) {
-    for (int p = 0; p < mc; p += MR) {
-        int rows = mc - p < MR ? mc - p : MR;
-        float *dst = packed + (size_t)p * kc;
-        if (!trans_a) {
-            for (int r = 0; r < rows; r++) {
-                const float *src = A + (size_t)(i0 + p + r) * lda + k0;
-                for (int k = 0; k < kc; k++) dst[k * MR + r] = src[k];
-            }
-        } else { /* op(A)[i][k] = A[k][i]: rows of A are contiguous in i */
-            for (int k = 0; k < kc; k++) {
-                const float *src = A + (size_t)(k0 + k) * lda + i0 + p;
-                for (int r = 0; r < rows; r++) dst[k * MR + r] = src[r];
-            }
-        }
-        for (int r = rows; r < MR; r++)
-            for (int k = 0; k < kc; k++) dst[k * MR + r] = 0.0f;
-    }
-}
-
-/* out[k] = (r[0][k], ..., r[15][k]): a 16 x 16 transpose in registers.
- * Pairs of rows interleave (unpack ps, then pd), which leaves, in 128-bit
- * lane l of u[4g + j], column 4l + j of rows 4g..4g+3; a 4 x 4 transpose of
- * those lanes (two rounds of shuffle_f32x4) finishes it. */
-__attribute__((target("avx512f"))) static inline void transpose_16x16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; g++) {
-        __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
-        __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    for (int j = 0; j < 4; j++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);
-        __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
-        __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
-        __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
-        r[0 + j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-        r[8 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-}
-
-/* One panel of a transposed B: dst[k * NR + c] = src[c * ldb + k] for
- * c < cols (zeros for c >= cols), k < kc. Blocks of 16 x 16 are loaded as
- * rows, transposed in registers and stored as panel rows; a last k < 16 is
- * fetched with gathers. */
-__attribute__((target("avx512f"))) static void pack_b_transposed(const float *src, int ldb,
-                                                                  int kc, int cols, float *dst) {
-    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(ldb));
-    const int k16 = kc - kc % 16;
-    for (int c0 = 0; c0 < NR; c0 += 16) {
-        int n = cols - c0;
-        if (n <= 0) {
-            for (int k = 0; k < kc; k++) _mm512_storeu_ps(dst + (size_t)k * NR + c0, _mm512_setzero_ps());
-            continue;
-        }
-        const float *base = src + (size_t)c0 * ldb;
-        for (int k0 = 0; k0 < k16; k0 += 16) {
-            __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < n ? _mm512_loadu_ps(base + (size_t)i * ldb + k0) : _mm512_setzero_ps();
-            transpose_16x16(r);
-            for (int k = 0; k < 16; k++) _mm512_storeu_ps(dst + (size_t)(k0 + k) * NR + c0, r[k]);
-        }
-        __mmask16 mask = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
-        for (int k = k16; k < kc; k++)
-            _mm512_storeu_ps(dst + (size_t)k * NR + c0,
-                             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, base + k, 4));
-    }
-}
-
-/* A slice of op(B): k [k0, k0+kc), columns [j0, j0+nc) into NR-column
- * panels, each panel k-major: panel[k * NR + c]. */
-static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0, int nc,
-                   float *packed) {
-    for (int p = 0; p < nc; p += NR) {
-        int cols = nc - p < NR ? nc - p : NR;
-        float *dst = packed + (size_t)p * kc;
-        if (!trans_b) {
-            for (int k = 0; k < kc; k++) {
-                const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
-                float *row = dst + (size_t)k * NR;
-                memcpy(row, src, sizeof(float) * (size_t)cols);
-                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
-            }
-        } else { /* op(B)[k][j] = B[j][k] */
-            pack_b_transposed(B + (size_t)(j0 + p) * ldb + k0, ldb, kc, cols, dst);
-        }
-    }
-}
-
-/* --- The AVX-512 micro-kernel ----------------------------------------------- */
-
-/* C[0..rows, 0..cols) (ldc) = beta * C + alpha * Ap Bp, over the first NV
- * 16-column vectors of the tile (cols <= 16 * NV): a last, narrow panel
- * (a conv chunk of 196 columns leaves 4) costs 1/4 of a full one, not all.
- * Ap: (kc, MR) packed; Bp: (kc, NR) with rows ldbp floats apart (NR when
- * packed, or B's own row stride when B is read in place). */
-#define DEFINE_KERNEL(NV)                                                                           \
-    __attribute__((target("avx512f"))) static void kernel_6x##NV(                                    \
-        int kc, const float *Ap, const float *Bp, size_t ldbp, float *C, int ldc, int rows,         \
-        int cols, float alpha, float beta) {                                                        \
-        __m512 acc[MR][NV];                                                                         \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++)                                        \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();   \
-        for (int k = 0; k < kc; k++) {                                                              \
-            __m512 b[NV];                                                                           \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(Bp + 16 * v); \
-            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                  \
-                __m512 a = _mm512_set1_ps(Ap[r]);                                                   \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                \
-                    acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);                                \
-            }                                                                                       \
-            Ap += MR;                                                                               \
-            Bp += ldbp;                                                                             \
-        }                                                                                           \
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                               \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                      \
-            if (r >= rows) break;                                                                   \
-            float *c = C + (size_t)r * ldc;                                                         \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                  \
-                int left = cols - 16 * v;                                                           \
-                if (left <= 0) break;                                                               \
-                __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);    \
-                __m512 result = _mm512_mul_ps(va, acc[r][v]);                                       \
-                if (beta != 0.0f)                                                                   \
-                    result = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, c + 16 * v), result);  \
-                _mm512_mask_storeu_ps(c + 16 * v, mask, result);                                    \
-            }                                                                                       \
-        }                                                                                           \
-    }
-DEFINE_KERNEL(1)
-DEFINE_KERNEL(2)
-DEFINE_KERNEL(3)
-DEFINE_KERNEL(4)
-
-typedef void (*kernel_fn)(int, const float *, const float *, size_t, float *, int, int, int, float,
-                          float);
-/* kernels[v]: the kernel for a panel of at most 16 * v columns */
-static const kernel_fn kernels[5] = {NULL, kernel_6x1, kernel_6x2, kernel_6x3, kernel_6x4};
-
-/* --- The A B^T kernel for long K ---------------------------------------------
- * C (M, N) = alpha A B^T + beta C with A (M, K) and B (N, K) both row-major:
- * every entry is a dot product of two contiguous rows. Weight gradients have
- * this shape (dW = dY col^T: M output channels, N kernel taps, K the
- * positions of a chunk of images), often with N far below the 64-wide tile
- * of the packed kernel. Blocks of 4 x 4 entries accumulate in 16 zmm
- * registers along K (masked loads for the tail), then reduce horizontally;
- * no packing is needed. */
-__attribute__((target("avx512f"))) static void gemm_nt_dot(int M, int N, int K, float alpha,
-                                                            const float *A, int lda,
-                                                            const float *B, int ldb, float beta,
-                                                            float *C, int ldc) {
-    const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
-    const int K16 = K - K % 16;
-    for (int i0 = 0; i0 < M; i0 += 4) {
-        int mi = M - i0 < 4 ? M - i0 : 4;
-        for (int j0 = 0; j0 < N; j0 += 4) {
-            int nj = N - j0 < 4 ? N - j0 : 4;
-            __m512 acc[4][4];
-            const float *a[4], *b[4];
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                /* rows past the edge repeat the last row; their sums are dropped */
-                a[r] = A + (size_t)(i0 + (r < mi ? r : mi - 1)) * lda;
-                b[r] = B + (size_t)(j0 + (r < nj ? r : nj - 1)) * ldb;
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
-            }
-            for (int k = 0; k < K16; k += 16) {
-                __m512 va[4], vb[4];
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    va[r] = _mm512_loadu_ps(a[r] + k);
-                    vb[r] = _mm512_loadu_ps(b[r] + k);
-                }
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(va[r], vb[c], acc[r][c]);
-            }
-            if (tail) {
-                __m512 va[4], vb[4];
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    va[r] = _mm512_maskz_loadu_ps(tail, a[r] + K16);
-                    vb[r] = _mm512_maskz_loadu_ps(tail, b[r] + K16);
-                }
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(va[r], vb[c], acc[r][c]);
-            }
-            for (int r = 0; r < mi; r++)
-                for (int c = 0; c < nj; c++) {
-                    float *out = C + (size_t)(i0 + r) * ldc + j0 + c;
-                    float dot = alpha * _mm512_reduce_add_ps(acc[r][c]);
-                    *out = beta == 0.0f ? dot : beta * *out + dot;
-                }
-        }
-    }
 }
 
 /* Per-thread packing buffers, allocated on a thread's first product and
@@ -271,94 +42,33 @@ static void free_buffers(void *unused) {
 
 static void create_buffers_key(void) { (void)pthread_key_create(&buffers_key, free_buffers); }
 
-static bool ensure_buffers(void) {
-    if (packed_a && packed_b) return true;
-    pthread_once(&buffers_once, create_buffers_key);
-    if (!packed_a) packed_a = dp_alloc_aligned(sizeof(float) * MC * KC, "gemm packing buffer");
-    if (!packed_b) packed_b = dp_alloc_aligned(sizeof(float) * (size_t)KC * NC, "gemm packing buffer");
-    /* any non-NULL value makes the destructor run at thread exit */
-    (void)pthread_setspecific(buffers_key, (void *)1);
+bool dp_gemm_buffers(float **a, float **b) {
+    if (!packed_a || !packed_b) {
+        pthread_once(&buffers_once, create_buffers_key);
+        if (!packed_a) packed_a = dp_alloc_aligned(sizeof(float) * DP_GEMM_PACK_A, "gemm packing buffer");
+        if (!packed_b) packed_b = dp_alloc_aligned(sizeof(float) * DP_GEMM_PACK_B, "gemm packing buffer");
+        /* any non-NULL value makes the destructor run at thread exit */
+        (void)pthread_setspecific(buffers_key, (void *)1);
+    }
+    *a = packed_a;
+    *b = packed_b;
     return packed_a && packed_b;
 }
 
-/* B (not transposed) is read in place, without packing, for every full
- * 64-column panel: its rows are contiguous, and the blocks the callers pass
- * (an im2col chunk) sit in L2. Only a last, partial panel is packed. */
-__attribute__((target("avx512f"))) static void gemm_avx512(bool trans_a, bool trans_b, int M,
-                                                            int N, int K, float alpha,
-                                                            const float *A, int lda,
-                                                            const float *B, int ldb, float beta,
-                                                            float *C, int ldc) {
-    for (int j0 = 0; j0 < N; j0 += NC) {
-        int nc = N - j0 < NC ? N - j0 : NC;
-        for (int k0 = 0; k0 < K; k0 += KC) {
-            int kc = K - k0 < KC ? K - k0 : KC;
-            /* The first K slice applies beta; later slices accumulate. */
-            float slice_beta = k0 == 0 ? beta : 1.0f;
-            int in_place = !trans_b;
-            int full = in_place ? nc / NR * NR : 0; /* columns read in place */
-            if (full < nc) pack_b(trans_b, B, ldb, k0, kc, j0 + full, nc - full, packed_b);
-            for (int i0 = 0; i0 < M; i0 += MC) {
-                int mc = M - i0 < MC ? M - i0 : MC;
-                pack_a(trans_a, A, lda, i0, mc, k0, kc, packed_a);
-                for (int jr = 0; jr < nc; jr += NR) {
-                    int cols = nc - jr < NR ? nc - jr : NR;
-                    const float *bp;
-                    size_t ldbp;
-                    if (jr < full) {
-                        bp = B + (size_t)k0 * ldb + j0 + jr;
-                        ldbp = (size_t)ldb;
-                    } else {
-                        bp = packed_b + (size_t)(jr - full) * kc;
-                        ldbp = NR;
-                    }
-                    const kernel_fn kernel = kernels[(cols + 15) / 16];
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        int rows = mc - ir < MR ? mc - ir : MR;
-                        kernel(kc, packed_a + (size_t)ir * kc, bp, ldbp,
-                                    C + (size_t)(i0 + ir) * ldc + j0 + jr, ldc, rows, cols,
-                                    alpha, slice_beta);
-                    }
-                }
-            }
-        }
-    }
-}
-
-static int use_avx512;
-static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
-
-static void decide_backend(void) {
-    const char *env = getenv("DPTRAIN_GEMM");
-    if (env && strcmp(env, "blas") == 0)
-        use_avx512 = 0;
-    else
-        use_avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
-}
-
 const char *dp_gemm_backend(void) {
-    pthread_once(&backend_once, decide_backend);
-    return use_avx512 ? "avx512" : "blas";
+    const dp_cpu_kernels_t *k = dp_cpu_kernels();
+    return k->gemm ? dp_isa_name(k->isa) : "blas";
 }
 
 void dp_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
              int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    pthread_once(&backend_once, decide_backend);
     if (K <= 0) {
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    /* Long dot products with a narrow result: no packing, no padding. */
-    if (use_avx512 && !trans_a && trans_b && K >= 256 && (N < NR || M < MR * 4)) {
-        gemm_nt_dot(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    /* A narrow C would be mostly padding in the 64-wide tile. */
-    if (use_avx512 && N >= NR / 2 && ensure_buffers()) {
-        gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
+    const dp_gemm_kernel_fn kernel = dp_cpu_kernels()->gemm;
+    if (kernel && kernel(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     gemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

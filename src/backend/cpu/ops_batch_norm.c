@@ -41,12 +41,10 @@
  * first (gamma, beta).
  */
 #include <math.h>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 #include <string.h>
 
 #include "dptrain/ops.h"
+#include "kernels/kernels.h"
 
 typedef struct {
     int batch, channels;
@@ -90,77 +88,16 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
 
 /* s1 += sum (x - shift), s2 += sum (x - shift)^2 over the n floats of one
  * (example, channel) plane, and (grad_sums) s_dy += sum dy, s_dyx += sum
- * dy (x - mean). With AVX-512: float partial sums in one zmm per sum, the
- * tail by a masked load, reduced and added to the double totals once per
- * plane. A plane holds at most a few thousand values, so the float
+ * dy (x - mean): kernels of the ISA chosen at start-up (kernels/bn_*.c).
+ * With AVX-512 / AVX2 / NEON: float partial sums in one vector register per
+ * sum, the tail by a masked (or scalar) load, reduced and added to the
+ * double totals once per plane. A plane holds at most a few thousand values, so the float
  * partials lose nothing that matters next to float32 data, and small planes
  * (ResNet's 4x4: 16 values) cost one vector step instead of a loop of
  * double conversions. x - mean is taken against mean rounded to float,
  * mean_f, and the rounding put back exactly:
  * sum dy (x - mean) = sum dy (x - mean_f) - (mean - mean_f) sum dy.
- * Without AVX-512: the same sums in double lanes. */
-#ifdef __AVX512F__
-static void shifted_sums(const float *x, size_t n, double shift, double *s1, double *s2) {
-    const __m512 k = _mm512_set1_ps((float)shift); /* the shift is one of the x values: exact */
-    __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), k);
-        a1 = _mm512_add_ps(a1, d);
-        a2 = _mm512_fmadd_ps(d, d, a2);
-    }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), k);
-        a1 = _mm512_add_ps(a1, d);
-        a2 = _mm512_fmadd_ps(d, d, a2);
-    }
-    *s1 += (double)_mm512_reduce_add_ps(a1);
-    *s2 += (double)_mm512_reduce_add_ps(a2);
-}
-
-static void grad_sums(const float *x, const float *dy, size_t n, double mean, double *s_dy, double *s_dyx) {
-    const float mean_f = (float)mean;
-    const __m512 mv = _mm512_set1_ps(mean_f);
-    __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 g = _mm512_loadu_ps(dy + i);
-        a1 = _mm512_add_ps(a1, g);
-        a2 = _mm512_fmadd_ps(g, _mm512_sub_ps(_mm512_loadu_ps(x + i), mv), a2);
-    }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 g = _mm512_maskz_loadu_ps(m, dy + i);
-        a1 = _mm512_add_ps(a1, g);
-        a2 = _mm512_fmadd_ps(g, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv), a2);
-    }
-    double t1 = (double)_mm512_reduce_add_ps(a1);
-    *s_dy += t1;
-    *s_dyx += (double)_mm512_reduce_add_ps(a2) - (mean - (double)mean_f) * t1;
-}
-#else
-static void shifted_sums(const float *x, size_t n, double shift, double *s1, double *s2) {
-    double l1[4] = {0}, l2[4] = {0};
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)x[i] - shift;
-        l1[i % 4] += d;
-        l2[i % 4] += d * d;
-    }
-    *s1 += (l1[0] + l1[1]) + (l1[2] + l1[3]);
-    *s2 += (l2[0] + l2[1]) + (l2[2] + l2[3]);
-}
-
-static void grad_sums(const float *x, const float *dy, size_t n, double mean, double *s_dy, double *s_dyx) {
-    double l1[4] = {0}, l2[4] = {0};
-    for (size_t i = 0; i < n; i++) {
-        l1[i % 4] += (double)dy[i];
-        l2[i % 4] += (double)dy[i] * ((double)x[i] - mean);
-    }
-    *s_dy += (l1[0] + l1[1]) + (l1[2] + l1[3]);
-    *s_dyx += (l2[0] + l2[1]) + (l2[2] + l2[3]);
-}
-#endif
+ * Generic: the same sums in double lanes. */
 
 /* Batch statistics into saved (training), updating the running stats. */
 static dp_status_t batch_statistics(const dp_node_t *node, const bn_geom_t *g, bn_saved_t *saved, dp_arena_t *arena) {
@@ -173,6 +110,7 @@ static dp_status_t batch_statistics(const dp_node_t *node, const bn_geom_t *g, b
     double *s1 = sums + 1, *s2 = sums + 1 + C;
     for (int c = 0; c < C; c++) saved->mean[c] = a->stat_sync ? 0.0 : (double)x[(size_t)c * g->plane]; /* K */
     sums[0] = (double)g->batch * (double)g->plane;
+    const dp_bn_shifted_sums_fn shifted_sums = dp_cpu_kernels()->bn_shifted_sums;
     for (int n = 0; n < g->batch; n++)
         for (int c = 0; c < C; c++)
             shifted_sums(x + ((size_t)n * C + c) * g->plane, g->plane, saved->mean[c], &s1[c], &s2[c]);
@@ -256,6 +194,7 @@ dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!sums) return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of arena memory for %d channel sums", C);
     memset(sums, 0, 2 * sizeof(double) * (size_t)C);
     double *s_dy = sums, *s_dyx = sums + C;
+    const dp_bn_grad_sums_fn grad_sums = dp_cpu_kernels()->bn_grad_sums;
     for (int n = 0; n < g.batch; n++)
         for (int c = 0; c < C; c++) {
             size_t at = ((size_t)n * C + c) * g.plane;

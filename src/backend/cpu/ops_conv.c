@@ -36,9 +36,6 @@
  * convolution (ops_conv_transpose.c) through conv_common.h.
  */
 #include <math.h>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -46,6 +43,7 @@
 #include "conv_common.h"
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
+#include "kernels/kernels.h"
 
 typedef dp_conv_geom_t conv_geom_t;
 typedef dp_conv_tap_t conv_tap_t;
@@ -132,17 +130,6 @@ static inline void copy_short(float *restrict dst, const float *restrict src, in
     }
 }
 
-#ifdef __AVX512F__
-/* `rows` rows of n <= 16 floats into consecutive rows of dst (row r at
- * dst + r * n), src rows src_step apart: one masked load and one masked
- * store per row, nothing written past a row. */
-static inline void copy_rows_short(float *restrict dst, const float *restrict src, size_t src_step, int rows,
-                                   int n) {
-    const __mmask16 mask = (__mmask16)((1u << n) - 1);
-    for (int r = 0; r < rows; r++, dst += n, src += src_step)
-        _mm512_mask_storeu_ps(dst, mask, _mm512_maskz_loadu_ps(mask, src));
-}
-#else
 /* `rows` rows of n <= 16 floats into consecutive rows of dst (row r at
  * dst + r * n), src rows src_step >= n apart. While the rows still to go
  * cover at least 16 floats, a row is copied as one 16-float block: what
@@ -155,7 +142,6 @@ static inline void copy_rows_short(float *restrict dst, const float *restrict sr
     for (; (rows - r) * n >= 16; r++, dst += n, src += src_step) memcpy(dst, src, 16 * sizeof(float));
     for (; r < rows; r++, dst += n, src += src_step) copy_short(dst, src, n);
 }
-#endif
 
 /* dst[i] += src[i] for `rows` rows of n floats, dst rows dst_stride apart,
  * src rows src_stride apart. Blocks of 8 the compiler vectorizes, then the
@@ -170,215 +156,6 @@ static inline void add_rows(float *restrict dst, size_t dst_stride, const float 
     }
 }
 
-#ifdef __AVX512F__
-/* The common case: 2-D, stride 1, dilation 1, no padding, output rows of at
- * most 16 floats (both LeNet convolutions). Every col row is OH input row
- * segments of OW floats; every dx row receives, from each kernel column kw,
- * a col segment shifted right by kw. */
-static int is_plain_narrow(const conv_geom_t *g) {
-    return g->in_size[0] == 1 && g->kernel[0] == 1 && g->out_size[2] <= 16 && g->in_size[2] <= 16 &&
-           g->stride[1] == 1 && g->stride[2] == 1 && g->dilation[1] == 1 && g->dilation[2] == 1 &&
-           g->pad[1] == 0 && g->pad[2] == 0;
-}
-
-/* im2col for is_plain_narrow: x (Cg, H, W) of one image; col rows (c, kh, kw)
- * of OH * OW floats, ldcol apart. */
-static void im2col_plain_narrow(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
-    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
-    const int KH = g->kernel[1], KW = g->kernel[2];
-    const __mmask16 mask = (__mmask16)((1u << OW) - 1);
-    for (int c = 0; c < g->group_in_ch; c++) {
-        const float *xc = x + (size_t)c * g->in_plane;
-        for (int kh = 0; kh < KH; kh++)
-            for (int kw = 0; kw < KW; kw++, col += ldcol) {
-                const float *src = xc + (size_t)kh * W + kw;
-                float *dst = col;
-                for (int oh = 0; oh < OH; oh++, src += W, dst += OW)
-                    _mm512_mask_storeu_ps(dst, mask, _mm512_maskz_loadu_ps(mask, src));
-            }
-    }
-}
-
-/* col2im for is_plain_narrow: dx row (c, ih) gets, for every kh with
- * oh = ih - kh in range, the sum over kw of col row (c, kh, kw) segment oh
- * shifted right by kw. The kw contributions are summed in a register (a
- * lane permutation does the shift) and added to dx once, so no store waits
- * for the one before it. */
-static inline __attribute__((always_inline)) void col2im_add_plain_narrow(const conv_geom_t *g,
-                                                                          const float *restrict col, size_t ldcol,
-                                                                          float *restrict dx) {
-    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
-    const int KH = g->kernel[1], KW = g->kernel[2];
-    const __mmask16 seg = (__mmask16)((1u << OW) - 1), row_mask = (__mmask16)((1u << W) - 1);
-    __m512i shift[16];
-    __mmask16 shifted[16];
-    for (int kw = 0; kw < KW; kw++) { /* lane i takes lane i - kw, for kw <= i < kw + OW */
-        shift[kw] = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                     _mm512_set1_epi32(kw));
-        shifted[kw] = (__mmask16)(seg << kw);
-    }
-    for (int c = 0; c < g->group_in_ch; c++) {
-        float *dxc = dx + (size_t)c * g->in_plane;
-        const float *colc = col + (size_t)c * KH * KW * ldcol;
-        for (int kh = 0; kh < KH; kh++) {
-            const float *rows = colc + (size_t)kh * KW * ldcol;
-            for (int oh = 0; oh < OH; oh++) {
-                __m512 acc = _mm512_setzero_ps();
-                for (int kw = 0; kw < KW; kw++) {
-                    __m512 v = _mm512_maskz_loadu_ps(seg, rows + (size_t)kw * ldcol + (size_t)oh * OW);
-                    acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(shifted[kw], shift[kw], v));
-                }
-                float *d = dxc + (size_t)(oh + kh) * W;
-                _mm512_mask_storeu_ps(d, row_mask, _mm512_add_ps(_mm512_maskz_loadu_ps(row_mask, d), acc));
-            }
-        }
-    }
-}
-#endif
-
-#ifdef __AVX512F__
-/* Small output planes: a 2-D (or 1-D) conv whose output plane has at most
- * 64 positions (ResNet's 7x7 and 4x4 stages, any stride, padding and
- * dilation). Row by row, the general im2col spends its time on loop and
- * padding bookkeeping for rows of 4 to 7 floats; here each image-group is
- * first copied into a zero-padded plane (pad_scratch), after which every
- * im2col row is the same pattern of L offsets from a tap-dependent base:
- * one to four masked gathers per row, no bounds checks. col2im runs the
- * adjoint: gather, add, scatter into a zeroed padded plane (a row's L
- * positions are distinct, so a scatter never collides with itself), then
- * adds the interior into dx. */
-static int is_small_plane(const conv_geom_t *g) {
-    return g->in_size[0] == 1 && g->kernel[0] == 1 && g->out_plane <= 64 && g->in_plane <= 256;
-}
-
-/* The L offsets of the output positions in the padded plane (Wp wide), as
- * four index vectors and their masks. */
-static void small_plane_offsets(const conv_geom_t *g, int Wp, __m512i idx[4], __mmask16 mask[4]) {
-    int off[64] = {0};
-    const int OW = g->out_size[2];
-    for (int l = 0; l < (int)g->out_plane; l++) off[l] = (l / OW) * g->stride[1] * Wp + (l % OW) * g->stride[2];
-    for (int v = 0; v < 4; v++) {
-        idx[v] = _mm512_loadu_si512(off + 16 * v);
-        int left = (int)g->out_plane - 16 * v;
-        mask[v] = left <= 0 ? 0 : left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-    }
-}
-
-/* The tiniest planes (L <= 16, ResNet's 4x4 stage) without dilation: the
- * padded plane is split by stride phase, phase (a, b) holding the padded
- * positions (i * sh + a, j * sw + b), so that every tap reads, for each
- * output row, OW consecutive floats of one phase: one masked load per output
- * row instead of a 16-lane gather (which costs about as much as 16 loads).
- * Lanes [oh * OW, oh * OW + OW) are loaded from the row's first float minus
- * oh * OW: the masked-off lanes are never read. */
-static int is_phase_plane(const conv_geom_t *g) {
-    return g->out_plane <= 16 && g->dilation[1] == 1 && g->dilation[2] == 1;
-}
-
-/* Floats of scratch the phase planes of one image-group need. */
-static size_t phase_plane_floats(const conv_geom_t *g) {
-    const int sh = g->stride[1], sw = g->stride[2];
-    const int Hq = (g->in_size[1] + 2 * g->pad[1] + sh - 1) / sh, Wq = (g->in_size[2] + 2 * g->pad[2] + sw - 1) / sw;
-    return (size_t)g->group_in_ch * sh * sw * Hq * Wq;
-}
-
-static void im2col_phase_plane(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
-    const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
-    const int sh = g->stride[1], sw = g->stride[2];
-    const int Hq = (H + 2 * ph + sh - 1) / sh, Wq = (W + 2 * pw + sw - 1) / sw;
-    const size_t phase_size = (size_t)Hq * Wq, chan_size = (size_t)sh * sw * phase_size;
-    float *planes = g->pad_scratch; /* (Cg, sh, sw, Hq, Wq) */
-    for (int c = 0; c < g->group_in_ch; c++) {
-        const float *xc = x + (size_t)c * H * W;
-        float *pc = planes + (size_t)c * chan_size;
-        for (int a = 0; a < sh; a++)
-            for (int i = 0; i < Hq; i++) {
-                int r = i * sh + a - ph; /* input row, or padding */
-                for (int b = 0; b < sw; b++) {
-                    float *dst = pc + ((size_t)a * sw + b) * phase_size + (size_t)i * Wq;
-                    for (int j = 0; j < Wq; j++) {
-                        int col_in = j * sw + b - pw;
-                        dst[j] = r >= 0 && r < H && col_in >= 0 && col_in < W ? xc[(size_t)r * W + col_in] : 0.0f;
-                    }
-                }
-            }
-    }
-    const int OH = g->out_size[1], OW = g->out_size[2], KH = g->kernel[1], KW = g->kernel[2];
-    __mmask16 rows[16];
-    for (int oh = 0; oh < OH; oh++) rows[oh] = (__mmask16)(((1u << OW) - 1) << (oh * OW));
-    const __mmask16 all = (__mmask16)((1u << (OH * OW)) - 1);
-    float *row = col;
-    for (int c = 0; c < g->group_in_ch; c++)
-        for (int kh = 0; kh < KH; kh++)
-            for (int kw = 0; kw < KW; kw++, row += ldcol) {
-                const float *base = planes + (size_t)c * chan_size +
-                                    ((size_t)(kh % sh) * sw + (size_t)(kw % sw)) * phase_size +
-                                    (size_t)(kh / sh) * Wq + (size_t)(kw / sw);
-                __m512 v = _mm512_setzero_ps();
-                for (int oh = 0; oh < OH; oh++)
-                    v = _mm512_mask_loadu_ps(v, rows[oh], (const float *)((uintptr_t)(base + (size_t)oh * Wq) -
-                                                                          sizeof(float) * (size_t)(oh * OW)));
-                _mm512_mask_storeu_ps(row, all, v);
-            }
-}
-
-static void im2col_small_plane(const conv_geom_t *g, const float *restrict x, float *restrict col, size_t ldcol) {
-    if (is_phase_plane(g)) {
-        im2col_phase_plane(g, x, col, ldcol);
-        return;
-    }
-    const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
-    const int Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *pad = g->pad_scratch; /* (Cg, Hp, Wp) */
-    for (int c = 0; c < g->group_in_ch; c++) {
-        float *plane = pad + (size_t)c * Hp * Wp;
-        memset(plane, 0, sizeof(float) * (size_t)ph * Wp);
-        for (int ih = 0; ih < H; ih++) {
-            float *row = plane + (size_t)(ph + ih) * Wp;
-            for (int j = 0; j < pw; j++) row[j] = row[pw + W + j] = 0.0f;
-            memcpy(row + pw, x + ((size_t)c * H + ih) * W, sizeof(float) * (size_t)W);
-        }
-        memset(plane + (size_t)(ph + H) * Wp, 0, sizeof(float) * (size_t)ph * Wp);
-    }
-    __m512i idx[4];
-    __mmask16 mask[4];
-    small_plane_offsets(g, Wp, idx, mask);
-    const int KH = g->kernel[1], KW = g->kernel[2], dh = g->dilation[1], dw = g->dilation[2];
-    float *row = col;
-    for (int c = 0; c < g->group_in_ch; c++)
-        for (int kh = 0; kh < KH; kh++)
-            for (int kw = 0; kw < KW; kw++, row += ldcol) {
-                const float *base = pad + ((size_t)c * Hp + (size_t)kh * dh) * Wp + (size_t)kw * dw;
-                for (int v = 0; v < 4 && mask[v]; v++)
-                    _mm512_mask_storeu_ps(row + 16 * v, mask[v],
-                                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask[v], idx[v], base, 4));
-            }
-}
-
-static void col2im_add_small_plane(const conv_geom_t *g, const float *restrict col, size_t ldcol, float *restrict dx) {
-    const int taps = g->kernel[1] * g->kernel[2];
-    const int nvec = ((int)g->in_plane + 15) / 16;
-    const int32_t *index = g->small_index; /* (taps, nvec, 16) */
-    const __mmask16 *mask = g->small_mask;  /* (taps, nvec) */
-    for (int c = 0; c < g->group_in_ch; c++) {
-        const float *rows = col + (size_t)c * taps * ldcol; /* this channel's taps */
-        float *dxc = dx + (size_t)c * g->in_plane;
-        for (int v = 0; v < nvec; v++) {
-            __m512 sum = _mm512_setzero_ps();
-            for (int t = 0; t < taps; t++) {
-                __mmask16 m = mask[t * nvec + v];
-                if (m)
-                    sum = _mm512_add_ps(sum, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
-                                                                      _mm512_loadu_si512(index + ((size_t)t * nvec + v) * 16),
-                                                                      rows + (size_t)t * ldcol, 4));
-            }
-            int left = (int)g->in_plane - 16 * v;
-            __mmask16 store = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-            _mm512_mask_storeu_ps(dxc + 16 * v, store,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(store, dxc + 16 * v), sum));
-        }
-    }
-}
 
 /* For col2im_add_small_plane: for tap t and input position p (vector v,
  * lane j), the output position l that read p through t, or no lane. */
@@ -387,13 +164,13 @@ static dp_status_t small_plane_inverse(conv_geom_t *g, dp_arena_t *arena) {
     const int H = g->in_size[1], W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
     const int nvec = ((int)g->in_plane + 15) / 16;
     g->small_index = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)taps * nvec * 16);
-    g->small_mask = dp_arena_alloc(arena, sizeof(__mmask16) * (size_t)taps * nvec);
+    g->small_mask = dp_arena_alloc(arena, sizeof(uint16_t) * (size_t)taps * nvec);
     if (!g->small_index || !g->small_mask) return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for col2im tables");
     for (int kh = 0; kh < KH; kh++)
         for (int kw = 0; kw < KW; kw++) {
             int t = kh * KW + kw;
             for (int v = 0; v < nvec; v++) {
-                __mmask16 m = 0;
+                uint16_t m = 0;
                 for (int j = 0; j < 16; j++) {
                     int p = 16 * v + j, l = 0;
                     if (p < H * W) {
@@ -403,7 +180,7 @@ static dp_status_t small_plane_inverse(conv_geom_t *g, dp_arena_t *arena) {
                         if (rh >= 0 && rw >= 0 && rh % g->stride[1] == 0 && rw % g->stride[2] == 0 &&
                             rh / g->stride[1] < OH && rw / g->stride[2] < OW) {
                             l = rh / g->stride[1] * OW + rw / g->stride[2];
-                            m |= (__mmask16)(1u << j);
+                            m |= (uint16_t)(1u << j);
                         }
                     }
                     g->small_index[((size_t)t * nvec + v) * 16 + j] = l;
@@ -413,22 +190,20 @@ static dp_status_t small_plane_inverse(conv_geom_t *g, dp_arena_t *arena) {
         }
     return DP_OK;
 }
-#endif
 
 /* Writes one image-group's columns: col rows of L floats at stride ldcol.
  * x: (Cg, D, H, W) of one image; col: (Cg * kvol, ldcol), columns [0, L). */
 static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *restrict x, float *restrict col,
                    size_t ldcol) {
-#ifdef __AVX512F__
-    if (is_plain_narrow(g)) {
-        im2col_plain_narrow(g, x, col, ldcol);
+    const dp_cpu_kernels_t *k = dp_cpu_kernels();
+    if (k->conv_im2col_narrow && dp_conv_is_plain_narrow(g)) {
+        k->conv_im2col_narrow(g, x, col, ldcol);
         return;
     }
-    if (g->pad_scratch) {
-        im2col_small_plane(g, x, col, ldcol);
+    if (g->pad_scratch) { /* set by use_small_plane only when the ISA has the path */
+        k->conv_im2col_small(g, x, col, ldcol);
         return;
     }
-#endif
     const int OD = g->out_size[0], OH = g->out_size[1], OW = g->out_size[2];
     const int H = g->in_size[1], W = g->in_size[2];
     const int sd = g->stride[0], sh = g->stride[1], sw = g->stride[2];
@@ -489,16 +264,15 @@ static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *re
 static inline __attribute__((always_inline)) void col2im_add(const conv_geom_t *g, const conv_tap_t *taps,
                                                              const float *restrict col, size_t ldcol,
                                                              float *restrict dx) {
-#ifdef __AVX512F__
-    if (is_plain_narrow(g)) {
-        col2im_add_plain_narrow(g, col, ldcol, dx);
+    const dp_cpu_kernels_t *k = dp_cpu_kernels();
+    if (k->conv_col2im_narrow && dp_conv_is_plain_narrow(g)) {
+        k->conv_col2im_narrow(g, col, ldcol, dx);
         return;
     }
-    if (g->small_index) {
-        col2im_add_small_plane(g, col, ldcol, dx);
+    if (g->small_index) { /* set only when the ISA has the small-plane path */
+        k->conv_col2im_small(g, col, ldcol, dx);
         return;
     }
-#endif
     const int OH = g->out_size[1], OW = g->out_size[2];
     const int H = g->in_size[1], W = g->in_size[2];
     const int KD = g->kernel[0], KH = g->kernel[1], KW = g->kernel[2];
@@ -546,16 +320,15 @@ void dp_conv_col2im_add(const conv_geom_t *g, const conv_tap_t *taps, const floa
 /* Sets g->pad_scratch when the small-plane path applies. */
 static dp_status_t use_small_plane(conv_geom_t *g, dp_arena_t *arena) {
     g->pad_scratch = NULL;
-#ifdef __AVX512F__
-    if (!is_plain_narrow(g) && is_small_plane(g)) {
+    g->small_index = NULL;
+    g->small_mask = NULL;
+    const dp_cpu_kernels_t *k = dp_cpu_kernels();
+    if (k->conv_im2col_small && !(k->conv_im2col_narrow && dp_conv_is_plain_narrow(g)) && dp_conv_is_small_plane(g)) {
         size_t n = (size_t)g->group_in_ch * (g->in_size[1] + 2 * g->pad[1]) * (g->in_size[2] + 2 * g->pad[2]);
-        if (is_phase_plane(g) && phase_plane_floats(g) > n) n = phase_plane_floats(g);
+        if (dp_conv_is_phase_plane(g) && dp_conv_phase_plane_floats(g) > n) n = dp_conv_phase_plane_floats(g);
         g->pad_scratch = dp_arena_floats(arena, n);
         if (!g->pad_scratch) return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for a padded plane");
     }
-#else
-    (void)arena;
-#endif
     return DP_OK;
 }
 
@@ -923,9 +696,7 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
     const conv_tap_t *taps = dp_conv_taps(&g, arena);
     DP_TRY(use_small_plane(&g, arena));
-#ifdef __AVX512F__
     if (g.pad_scratch && dx) DP_TRY(small_plane_inverse(&g, arena));
-#endif
     if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || (want_bias && !bias_sum) || !taps)
         return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
                        g.col_rows * ld_max);

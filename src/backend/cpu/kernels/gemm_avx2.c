@@ -1,0 +1,206 @@
+/* gemm_avx2.c - the AVX2+FMA kernels of dp_gemm (gemm.c, gemm.h), for x86
+ * CPUs without AVX-512 (Haswell to Alder Lake, AMD Zen 1-3). Compiled with
+ * -mavx2 -mfma; called only through the kernel table (kernels/kernels.h).
+ *
+ * The AVX-512 file's structure with 16 ymm registers instead of 32 zmm: the
+ * BLIS loops around a 6 x 16 register tile (12 ymm accumulators, 2 for a row
+ * of B, 1 broadcast of A); B (not transposed) read in place for full
+ * 16-column panels, packed (zero padded) otherwise; A packed into 6-row
+ * panels. Edges are stored with row counts and maskstore column masks.
+ * A B^T with long K and a narrow C goes to a dot-product kernel (2 x 4
+ * blocks of 8-lane partial sums, masked loads for the K tail).
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* MC x KC floats of A (120 KB) stay in L2 next to the C tile; KC rows of a
+ * B panel (16 KB) in L1. */
+enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = 2048 };
+_Static_assert((size_t)MC * KC <= DP_GEMM_PACK_A && (size_t)KC * NC <= DP_GEMM_PACK_B, "packing buffers");
+
+/* Lanes [0, n) of a maskload / maskstore mask (n may be <= 0 or >= 8). */
+static inline __m256i lane_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* A slice of op(B): k [k0, k0+kc), columns [j0, j0+nc) into NR-column
+ * panels, each panel k-major: panel[k * NR + c], columns past nc zero. */
+static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0, int nc, float *packed) {
+    for (int p = 0; p < nc; p += NR) {
+        int cols = nc - p < NR ? nc - p : NR;
+        float *dst = packed + (size_t)p * kc;
+        if (!trans_b) {
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
+                float *row = dst + (size_t)k * NR;
+                memcpy(row, src, sizeof(float) * (size_t)cols);
+                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+            }
+        } else { /* op(B)[k][j] = B[j][k]: column c of the panel is a row of B */
+            if (cols < NR)
+                for (int k = 0; k < kc; k++) memset(dst + (size_t)k * NR + cols, 0, sizeof(float) * (size_t)(NR - cols));
+            for (int c = 0; c < cols; c++) {
+                const float *src = B + (size_t)(j0 + p + c) * ldb + k0;
+                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = src[k];
+            }
+        }
+    }
+}
+
+/* C[0..rows, 0..cols) (ldc) = beta * C + alpha * Ap Bp over the first NV
+ * 8-column vectors of the tile (cols <= 8 * NV). Ap: (kc, MR) packed; Bp:
+ * (kc, NR) with rows ldbp floats apart. */
+#define DEFINE_KERNEL(NV)                                                                              \
+    static void kernel_6x##NV(int kc, const float *Ap, const float *Bp, size_t ldbp, float *C, int ldc, \
+                              int rows, int cols, float alpha, float beta) {                           \
+        __m256 acc[MR][NV];                                                                            \
+        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++)                                           \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();      \
+        for (int k = 0; k < kc; k++) {                                                                 \
+            __m256 b[NV];                                                                              \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) b[v] = _mm256_loadu_ps(Bp + 8 * v);   \
+            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                     \
+                __m256 a = _mm256_broadcast_ss(Ap + r);                                                \
+                _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)                                   \
+                    acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);                                   \
+            }                                                                                          \
+            Ap += MR;                                                                                  \
+            Bp += ldbp;                                                                                \
+        }                                                                                              \
+        const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);                            \
+        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                         \
+            if (r >= rows) break;                                                                      \
+            float *c = C + (size_t)r * ldc;                                                            \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {                                     \
+                int left = cols - 8 * v;                                                               \
+                if (left <= 0) break;                                                                  \
+                __m256 result = _mm256_mul_ps(va, acc[r][v]);                                          \
+                if (left >= 8) {                                                                       \
+                    if (beta != 0.0f) result = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8 * v), result); \
+                    _mm256_storeu_ps(c + 8 * v, result);                                               \
+                } else {                                                                               \
+                    __m256i mask = lane_mask(left);                                                    \
+                    if (beta != 0.0f)                                                                  \
+                        result = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + 8 * v, mask), result);     \
+                    _mm256_maskstore_ps(c + 8 * v, mask, result);                                      \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+    }
+DEFINE_KERNEL(1)
+DEFINE_KERNEL(2)
+
+static void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc, float *packed_a,
+                        float *packed_b) {
+    for (int j0 = 0; j0 < N; j0 += NC) {
+        int nc = N - j0 < NC ? N - j0 : NC;
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            int kc = K - k0 < KC ? K - k0 : KC;
+            /* The first K slice applies beta; later slices accumulate. */
+            float slice_beta = k0 == 0 ? beta : 1.0f;
+            int full = trans_b ? 0 : nc / NR * NR; /* columns read in place */
+            if (full < nc) pack_b(trans_b, B, ldb, k0, kc, j0 + full, nc - full, packed_b);
+            for (int i0 = 0; i0 < M; i0 += MC) {
+                int mc = M - i0 < MC ? M - i0 : MC;
+                dp_gemm_pack_a(trans_a, A, lda, i0, mc, k0, kc, MR, packed_a);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int cols = nc - jr < NR ? nc - jr : NR;
+                    const float *bp;
+                    size_t ldbp;
+                    if (jr < full) {
+                        bp = B + (size_t)k0 * ldb + j0 + jr;
+                        ldbp = (size_t)ldb;
+                    } else {
+                        bp = packed_b + (size_t)(jr - full) * kc;
+                        ldbp = NR;
+                    }
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int rows = mc - ir < MR ? mc - ir : MR;
+                        float *c = C + (size_t)(i0 + ir) * ldc + j0 + jr;
+                        if (cols > 8)
+                            kernel_6x2(kc, packed_a + (size_t)ir * kc, bp, ldbp, c, ldc, rows, cols, alpha, slice_beta);
+                        else
+                            kernel_6x1(kc, packed_a + (size_t)ir * kc, bp, ldbp, c, ldc, rows, cols, alpha, slice_beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* C (M, N) = alpha A B^T + beta C, A (M, K) and B (N, K) row-major: every
+ * entry a dot product of two contiguous rows (weight gradients). Blocks of
+ * 2 x 4 entries accumulate in 8 ymm registers along K, then reduce. */
+static void gemm_nt_dot(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                        float beta, float *C, int ldc) {
+    const int K8 = K - K % 8;
+    const __m256i tail = lane_mask(K % 8);
+    for (int i0 = 0; i0 < M; i0 += 2) {
+        int mi = M - i0 < 2 ? M - i0 : 2;
+        for (int j0 = 0; j0 < N; j0 += 4) {
+            int nj = N - j0 < 4 ? N - j0 : 4;
+            __m256 acc[2][4];
+            const float *a[2], *b[4];
+            for (int r = 0; r < 2; r++) /* rows past the edge repeat the last; their sums are dropped */
+                a[r] = A + (size_t)(i0 + (r < mi ? r : mi - 1)) * lda;
+            for (int c = 0; c < 4; c++) b[c] = B + (size_t)(j0 + (c < nj ? c : nj - 1)) * ldb;
+#pragma GCC unroll 2
+            for (int r = 0; r < 2; r++)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) acc[r][c] = _mm256_setzero_ps();
+            for (int k = 0; k < K8; k += 8) {
+                __m256 vb[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) vb[c] = _mm256_loadu_ps(b[c] + k);
+#pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    __m256 va = _mm256_loadu_ps(a[r] + k);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) acc[r][c] = _mm256_fmadd_ps(va, vb[c], acc[r][c]);
+                }
+            }
+            if (K8 < K) {
+                __m256 vb[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) vb[c] = _mm256_maskload_ps(b[c] + K8, tail);
+#pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    __m256 va = _mm256_maskload_ps(a[r] + K8, tail);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) acc[r][c] = _mm256_fmadd_ps(va, vb[c], acc[r][c]);
+                }
+            }
+            for (int r = 0; r < mi; r++)
+                for (int c = 0; c < nj; c++) {
+                    float *out = C + (size_t)(i0 + r) * ldc + j0 + c;
+                    float dot = alpha * hsum(acc[r][c]);
+                    *out = beta == 0.0f ? dot : beta * *out + dot;
+                }
+        }
+    }
+}
+
+bool dp_gemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc) {
+    /* Long dot products with a narrow result: no packing, no padding. */
+    if (!trans_a && trans_b && K >= 256 && (N < NR || M < MR * 4)) {
+        gemm_nt_dot(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return true;
+    }
+    /* A C narrower than one 8-lane vector is mostly padding: BLAS. */
+    float *packed_a, *packed_b;
+    if (N < NR / 2 || !dp_gemm_buffers(&packed_a, &packed_b)) return false;
+    gemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, packed_a, packed_b);
+    return true;
+}

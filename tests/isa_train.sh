@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# isa_train.sh ISA - a short training run with the kernels capped to ISA
+# (DPTRAIN_ISA), skipped (77) where this CPU cannot run ISA:
+# - an unknown DPTRAIN_ISA is refused with one line;
+# - the start-up line and every metrics line name the ISA, the CPU, the BLAS;
+# - a network with batch norm and a residual block (tests/models/tiny_resnet.cfg)
+#   learns: epoch 2's loss below epoch 1's, test accuracy at least twice chance (0.2);
+# - LeNet on 2 devices gives the same loss as the portable C path
+#   (DPTRAIN_ISA=generic) within float rounding (relative 1e-4): the SIMD
+#   kernels compute what the reference computes.
+source "$(dirname "$0")/testing.sh"
+isa=$1
+emu=(${DPTRAIN_EMULATOR:-})
+run() { DPTRAIN_ISA=$1 "${emu[@]}" "$bin" "${@:2}"; }
+out=$(run "$isa" version 2>&1)
+if [[ $? -ne 0 ]] && grep -q "this CPU does not support it" <<<"$out"; then
+  echo "skipped: $out"
+  exit 77
+fi
+
+# A bad DPTRAIN_ISA: one line naming it, exit 1, nothing trained.
+bad=$(run bogus train --limit 300 --epochs 1 --metrics "$tmp/bad.jsonl" 2>&1)
+[[ $? -eq 1 && "$bad" == "dptrain: DPTRAIN_ISA='bogus' is not an instruction set (expected avx512, avx2, neon or generic)" &&
+   ! -e "$tmp/bad.jsonl" ]] && pass || fail "DPTRAIN_ISA=bogus: $bad"
+
+# The first 3000 training and 1000 test images of Fashion-MNIST (under an
+# emulator, scripts/check_arm64.sh, 1500 and 500), as plain IDX files (the
+# count in the header rewritten): the evaluation of every epoch stays short.
+subset() { # NAME HEADER_BYTES RECORD_BYTES COUNT
+  local full=$tmp/data/$1.full
+  zcat "$data/$1.gz" | head -c $(($2 + $3 * $4)) >"$full"
+  { head -c 4 "$full"
+    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($4 >> 24 & 255)) $(($4 >> 16 & 255)) $(($4 >> 8 & 255)) $(($4 & 255)))"
+    tail -c +9 "$full"; } >"$tmp/data/$1"
+  rm "$full"
+}
+mkdir -p "$tmp/data"
+train_n=3000 test_n=1000
+[[ ${#emu[@]} -gt 0 ]] && train_n=1500 test_n=500
+subset train-images-idx3-ubyte 16 784 $train_n && subset train-labels-idx1-ubyte 8 1 $train_n &&
+  subset t10k-images-idx3-ubyte 16 784 $test_n && subset t10k-labels-idx1-ubyte 8 1 $test_n || fail "subset of $data"
+
+common=(train --data "$tmp/data" --batch-size 64 --devices 2)
+if run "$isa" "${common[@]}" --model "$DPTRAIN_TEST_DIR/models/tiny_resnet.cfg" --lr 0.1 --epochs 2 \
+    --metrics "$tmp/resnet.jsonl" >"$tmp/resnet.out" 2>&1; then pass; else fail "tiny_resnet run: $(cat "$tmp/resnet.out")"; fi
+grep -Eq "^kernels $isa( \(capped by DPTRAIN_ISA; best [a-z0-9]+\))? on .+, BLAS .+" "$tmp/resnet.out" && pass || fail "start-up line does not name $isa: $(head -3 "$tmp/resnet.out")"
+lines=$(grep -c "\"isa\": \"$isa\", \"cpu\": \"[^\"]\+\", \"blas\": \"[^\"]\+\"}$" "$tmp/resnet.jsonl" 2>/dev/null)
+[[ "$lines" == 2 ]] && pass || fail "metrics lines naming isa $isa, cpu and blas: ${lines:-0} of 2"
+first=$(sed -n 1p "$tmp/resnet.jsonl") second=$(sed -n 2p "$tmp/resnet.jsonl")
+awk -v a="$(json_field "$first" train_loss)" -v b="$(json_field "$second" train_loss)" \
+    -v acc="$(json_field "$second" test_acc)" 'BEGIN { exit !(b < a && acc > 0.2) }' && pass \
+  || fail "tiny_resnet did not learn: $first / $second"
+
+if [[ $isa != generic ]]; then
+  for path in "$isa" generic; do
+    run "$path" "${common[@]}" --model lenet --limit $((train_n / 3)) --lr 0.2 --epochs 1 --quiet --metrics "$tmp/lenet-$path.jsonl" \
+      >/dev/null 2>&1 || fail "lenet run with DPTRAIN_ISA=$path"
+  done
+  a=$(json_field "$(cat "$tmp/lenet-$isa.jsonl")" train_loss) b=$(json_field "$(cat "$tmp/lenet-generic.jsonl")" train_loss)
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4 * b) }' && pass \
+    || fail "lenet loss with $isa kernels $a, portable C $b"
+fi
+testing_finish "isa_train_$isa"
