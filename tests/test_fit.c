@@ -5,7 +5,7 @@
  * (5 steps per epoch, the last one short):
  * - 2 epochs straight with metrics, plot and a checkpoint: the epoch
  *   callback is called once per epoch, in order, with the numbers the
- *   metrics file holds (the file equals dp_metrics_append of the callback's
+ *   metrics file holds (the file equals dp_metrics_append_run of the callback's
  *   stats, byte for byte); the step callback brackets every epoch (begin,
  *   one call per step with the step number, end); the result agrees with
  *   the last epoch; the model learned something (loss falls);
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dptrain/cpu.h"
 #include "dptrain/fit.h"
 #include "dptrain/model_file.h"
 #include "testing.h"
@@ -171,7 +172,8 @@ int main(void) {
               s->test_acc <= 1 && s->epoch_sec > 0 && s->images_per_sec > 0, "epoch %d: odd numbers", e + 1);
         CHECK(s->num_devices == 2 && strcmp(s->devices, "cpu:0,cpu:1") == 0, "epoch %d: devices %d %s", e + 1,
               s->num_devices, s->devices);
-        dp_metrics_append(metrics_again, s);
+        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas()};
+        dp_metrics_append_run(metrics_again, s, &what_ran);
     }
     CHECK(same_files(metrics, metrics_again), "the metrics file holds other numbers than the callback's");
     CHECK(straight.num_epochs == 2 && straight.epochs[1].train_loss < straight.epochs[0].train_loss,
