@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1" >&2; fi; }
-cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >build-nompi.log 2>&1 &&
+cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DDPTRAIN_CUDA=OFF >build-nompi.log 2>&1 &&
   cmake --build build-nompi -j "$(nproc)" --target dptrain_cli >>build-nompi.log 2>&1
 check "build without MPI (see build-nompi.log)" '[[ -x build-nompi/dptrain ]]'
 check "MPI reported off" 'grep -q "dptrain: MPI off" build-nompi.log'
