@@ -372,6 +372,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
      * print only into their own worklog (dptrain launch --log-dir). */
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");
     int speaks = world->rank == 0 || (log_dir && *log_dir);
+    if (o.save_every_steps && !o.save_path) {
+        dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
+        return report_error(world);
+    }
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = o.save_path = NULL;
@@ -426,10 +430,6 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
     if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
     if (o.save_path && check_output_path("save", o.save_path) != DP_OK) return report_error(world);
-    if (o.save_every_steps && !o.save_path) {
-        dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
-        return report_error(world);
-    }
     if (o.accumulate < 1) o.accumulate = 1;
     if ((int64_t)o.batch_size * o.accumulate > (1 << 24)) {
         dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",

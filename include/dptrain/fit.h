@@ -106,7 +106,8 @@ typedef struct {
     const char *resume_path;       /* start from this checkpoint (an epoch's end or inside one) */
     int save_every_steps;          /* 0: none; else also a checkpoint every N steps inside an
                                       epoch (with the loader position and the epoch's sums so
-                                      far), so that a resume continues exactly */
+                                      far), so that a resume continues exactly; give it on every
+                                      rank (they sum the epoch's sums), save_path on rank 0 */
     const char *augment_text;      /* the trainer's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */

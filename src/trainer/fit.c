@@ -301,12 +301,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
         if (status != DP_OK) break;
         seen += n;
         tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, ++step, steps, loss_sum / seen);
-        if (config->save_path && config->save_every_steps > 0 && step % config->save_every_steps == 0 &&
-            step < steps) { /* inside the epoch: its end saves anyway */
+        /* inside the epoch (its end saves anyway); every rank gathers the
+         * sums, whether or not it has a save_path (only rank 0 writes) */
+        if (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) {
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
-            if (rank == 0 && (status = save(config, run)) != DP_OK) break;
+            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
         }
     }
     *epoch_sec = now_seconds() - start;
