@@ -10,7 +10,8 @@
 #   (it is applied);
 # - 2 MPI ranks x 1 device = 1 process x 2 devices, bit for bit (tensors and
 #   loss), with augmentation and --accumulate 2; likewise 3 ranks x 1 device
-#   = 1 process x 3 devices;
+#   = 1 process x 3 devices; and with --accumulate 3 under --sync ps and
+#   under --sync-batch-norm (tiny_resnet.cfg);
 # - --batch-size 32 --accumulate 4 gives --batch-size 128's epoch-1 loss to
 #   1e-5 relative (1 device; also across 2 ranks), batch 32 alone does not;
 # - the checkpoint records data.normalize and data.augment; a resume with
@@ -58,6 +59,15 @@ if command -v mpirun >/dev/null; then
       --metrics "$tmp/l$n.jsonl" >/dev/null 2>&1 || fail "$n devices, accumulate 2"
     same_tensors "$tmp/r$n.st" "$tmp/l$n.st" && [[ "$(loss "$tmp/r$n.jsonl")" == "$(loss "$tmp/l$n.jsonl")" ]] && pass \
       || fail "$n ranks x 1 device and 1 x $n devices differ (augment, accumulate 2): $(loss "$tmp/r$n.jsonl") vs $(loss "$tmp/l$n.jsonl")"
+  done
+  # accumulation with the parameter server and with synchronised batch norm
+  for extra in "--sync ps" "--sync-batch-norm --model $(dirname "$0")/models/tiny_resnet.cfg"; do
+    "${mpi[@]}" -np 2 "$bin" "${common[@]}" --epochs 1 --batch-size 32 --accumulate 3 --augment flip $extra --devices 1 \
+      --save "$tmp/x-r.st" >"$tmp/x.out" 2>&1 || fail "2 ranks, accumulate 3, $extra: $(tail -3 "$tmp/x.out")"
+    "$bin" "${common[@]}" --epochs 1 --batch-size 32 --accumulate 3 --augment flip $extra --devices 2 \
+      --save "$tmp/x-l.st" >/dev/null 2>&1 || fail "2 devices, accumulate 3, $extra"
+    same_tensors "$tmp/x-r.st" "$tmp/x-l.st" && pass || fail "accumulate 3, $extra: 2 ranks and 2 devices differ"
+    rm -f "$tmp/x-r.st" "$tmp/x-l.st"
   done
   "${mpi[@]}" -np 2 "$bin" "${common[@]}" --batch-size 32 --accumulate 4 --devices 1 --metrics "$tmp/racc.jsonl" \
     >"$tmp/racc.out" 2>&1 || fail "2 ranks, accumulate 4: $(tail -3 "$tmp/racc.out")"
