@@ -222,6 +222,24 @@ int cmd_predict(int argc, char **argv) {
         dp_image_free(&image);
         if (st != DP_OK) goto done;
     }
+    if (dp_checkpoint_info(c)->normalize[0]) { /* the training data's normalisation, per channel */
+        int n;
+        float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+        const char *text = dp_checkpoint_info(c)->normalize;
+        if (dp_normalize_parse(text, &n, mean, std) != DP_OK) goto done;
+        if (n != 1 && n != ch) {
+            dp_fail(DP_ERR_FORMAT, "predict: the checkpoint's normalisation '%s' has %d channels, the model %d", text,
+                    n, ch);
+            goto done;
+        }
+        size_t plane = (size_t)h * w;
+        for (int i = 0; i < num_images; i++)
+            for (int k = 0; k < ch; k++) {
+                float *p = x + (size_t)i * example + (size_t)k * plane;
+                float m = mean[n == 1 ? 0 : k], sd = std[n == 1 ? 0 : k];
+                for (size_t j = 0; j < plane; j++) p[j] = (p[j] - m) / sd;
+            }
+    }
     if (devices > num_images) devices = num_images;
     if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
     for (int start = 0; start < num_images; start += batch_size) {

@@ -46,6 +46,9 @@ typedef struct {
     const char *plot_path;
     const char *save_path, *resume_path;
     int quiet;
+    const char *normalize, *augment; /* NULL: none */
+    int accumulate;                  /* micro-batches per step, 1: none */
+    int save_every_steps;            /* 0: checkpoints at epoch ends only */
 } train_options_t;
 
 static const char train_usage[] =
@@ -63,7 +66,17 @@ static const char train_usage[] =
     "                            (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],\n"
     "                            t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]);\n"
     "                            default " DP_DEFAULT_DATA_DIR "\n"
-    "  --batch-size N            examples per minibatch (default 256)\n"
+    "  --batch-size N            examples per minibatch (default 256); with --accumulate,\n"
+    "                            per micro-batch\n"
+    "  --accumulate N            gradient accumulation: N micro-batches of --batch-size per\n"
+    "                            optimizer step, synchronised once (a step of N x B; same\n"
+    "                            update as --batch-size N x B up to float rounding)\n"
+    "  --normalize MEAN,STD      per-channel normalisation (x/255 - mean) / std: one pair\n"
+    "                            for every channel or M0,M1,M2,S0,S1,S2 (saved; resume\n"
+    "                            and eval use the checkpoint's)\n"
+    "  --augment crop:P,flip     training only: random crop with P pixels of zero padding\n"
+    "                            and/or horizontal flip, seeded by (seed, epoch, position):\n"
+    "                            the same for any number of devices and ranks\n"
     "  --lr X                    learning rate (default 0.2)\n"
     "  --weight-decay X          L2 penalty added to the gradient (default 0)\n"
     "  --optimizer NAME          sgd (default), momentum, adagrad or adam: torch.optim's\n"
@@ -110,6 +123,8 @@ static const char train_usage[] =
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
     "  --save FILE               write a checkpoint (safetensors: parameters, optimizer state,\n"
     "                            position) after every epoch, atomically\n"
+    "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
+    "                            loader position: --resume continues exactly)\n"
     "  --resume FILE             continue from a checkpoint; --epochs counts from the start,\n"
     "                            so a 1-epoch checkpoint with --epochs 2 trains one more and\n"
     "                            ends bit for bit where 2 epochs straight would (same devices);\n"
@@ -331,6 +346,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"save", OPT_STRING, &o.save_path, 0, 0},
         {"resume", OPT_STRING, &o.resume_path, 0, 0},
         {"quiet", OPT_FLAG, &o.quiet, 0, 0},
+        {"normalize", OPT_STRING, &o.normalize, 0, 0},
+        {"augment", OPT_STRING, &o.augment, 0, 0},
+        {"accumulate", OPT_INT, &o.accumulate, 1, 1 << 20},
+        {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
         {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
@@ -355,6 +374,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
      * print only into their own worklog (dptrain launch --log-dir). */
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");
     int speaks = world->rank == 0 || (log_dir && *log_dir);
+    if (o.save_every_steps && !o.save_path) {
+        dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
+        return report_error(world);
+    }
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = o.save_path = NULL;
@@ -409,6 +432,26 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
     if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
     if (o.save_path && check_output_path("save", o.save_path) != DP_OK) return report_error(world);
+    if (o.accumulate < 1) o.accumulate = 1;
+    if ((int64_t)o.batch_size * o.accumulate > (1 << 24)) {
+        dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",
+                o.batch_size, o.accumulate, 1 << 24);
+        return report_error(world);
+    }
+    dp_augment_t augment = {0};
+    char why[1024];
+    if (o.augment && dp_augment_parse(o.augment, &augment) != DP_OK) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        dp_fail(DP_ERR_ARG, "train: --%s", why);
+        return report_error(world);
+    }
+    int norm_n = 0;
+    float norm_mean[DP_DATA_MAX_CHANNELS], norm_std[DP_DATA_MAX_CHANNELS];
+    if (o.normalize && dp_normalize_parse(o.normalize, &norm_n, norm_mean, norm_std) != DP_OK) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        dp_fail(DP_ERR_ARG, "train: --normalize: %s", why);
+        return report_error(world);
+    }
 
     int exit_code = 1;
     dp_model_t *model = NULL;
@@ -425,15 +468,26 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                 c, h, w, o.data_dir, train_set.channels, train_set.height, train_set.width);
         goto done;
     }
+    if (o.normalize && (dp_dataset_set_normalize(&train_set, norm_n, norm_mean, norm_std) != DP_OK ||
+                        dp_dataset_set_normalize(&test_set, norm_n, norm_mean, norm_std) != DP_OK)) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        dp_fail(DP_ERR_ARG, "train: --normalize %s: %s", o.normalize, why);
+        goto done;
+    }
     dp_dataset_truncate(&train_set, o.limit);
+    const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
     if (o.batch_size < num_devices * world->size) {
         dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
                 "needs at least one example", o.batch_size, num_devices * world->size);
         goto done;
     }
-    if (o.batch_size > train_set.count) {
-        dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
-                o.batch_size, train_set.count);
+    if (step_batch > train_set.count) {
+        if (o.accumulate > 1)
+            dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set (%d "
+                    "images)", o.batch_size, o.accumulate, train_set.count);
+        else
+            dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
+                    o.batch_size, train_set.count);
         goto done;
     }
 
@@ -450,6 +504,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .seed = o.seed,
         .sync_batch_norm = o.sync_batch_norm,
         .backend = backend,
+        .augment = augment,
+        .accumulate = o.accumulate,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
@@ -466,7 +522,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .train_set = &train_set,
         .test_set = &test_set,
         .world = *world,
-        .batch_size = o.batch_size,
+        .batch_size = step_batch,
         .epochs = o.epochs,
         .stop_after = o.stop_after,
         .seed = o.seed,
@@ -476,6 +532,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .plot_path = o.plot_path,
         .save_path = o.save_path,
         .resume_path = o.resume_path,
+        .save_every_steps = o.save_every_steps,
+        .augment_text = o.augment,
         .on_begin = print_begin,
         .on_step = draw_progress,
         .on_warning = print_warning,

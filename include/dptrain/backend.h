@@ -73,6 +73,13 @@ struct dp_backend {
      * floats in [0, 1], y (n) = their labels (dp_dataset_fill's values). */
     void (*load_batch)(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
                        int32_t *y);
+    /* The same with augmentation (dp_dataset_fill_augmented's values):
+     * example i is at position first_position + i of epoch `epoch`. NULL
+     * when the backend cannot augment: the trainer then refuses --augment
+     * on its devices (dp_trainer_new) rather than ignoring it. */
+    void (*load_batch_augmented)(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
+                                 int epoch, int64_t first_position, const int *host_indices, int n, float *x,
+                                 int32_t *y);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

@@ -66,7 +66,20 @@
  *   epochs_completed, loader.epoch, loader.batch   the position (batch 0: an epoch's start)
  *   seed, batch_size, train_examples               must match to resume
  *   devices, ranks          of the run that saved, informational
+ *   data.normalize          "" or the --normalize values, per channel:
+ *                           "M0,..,S0,.." (%.9g); a resume must use the same
+ *   data.augment            "" or --augment's text ("crop:4,flip")
+ *   epoch.loss_sums, epoch.correct, epoch.examples
+ *                           a checkpoint inside an epoch (loader.batch > 0):
+ *                           the epoch's summed loss (%.17g) and correct count
+ *                           so far, one per rank, comma-separated (or one
+ *                           total when the run had more than
+ *                           DP_CHECKPOINT_RANK_SUMS ranks), and its examples
+ *                           so far (global); "", "" and 0 at an epoch's end
+ * The last five are optional when read (an older file: none, none, an
+ * epoch's end).
  */
+#define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
     char model[1024];           /* --model: a built-in name or a model file's path */
     char dptrain_version[32];   /* of the writer, informational */
@@ -82,6 +95,12 @@ typedef struct {
     int batch_size;             /* global minibatch */
     int train_examples;         /* size of the training set (after --limit) */
     int num_devices, num_ranks; /* of the run that saved, informational */
+    char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
+    char augment[32];           /* "" or the augmentation's text */
+    int epoch_ranks;            /* 0 at an epoch's end; else the entries of the sums below */
+    double epoch_loss[DP_CHECKPOINT_RANK_SUMS]; /* the current epoch's loss sum so far, per rank */
+    int epoch_correct[DP_CHECKPOINT_RANK_SUMS]; /* its correct count so far, per rank */
+    int epoch_examples;         /* its examples so far, all ranks */
 } dp_checkpoint_info_t;
 
 /* Writes params (dp_model_num_params floats: the whole table), the state of

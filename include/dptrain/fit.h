@@ -27,11 +27,16 @@
  * optimizer state into every device's optimizer and the step count, and
  * refuses (DP_ERR_ARG, one line naming the `dptrain train` option the field
  * comes from): another model (the first mismatching tensor is named),
- * another optimizer kind, batch size, seed or training-set size, a
- * checkpoint that stops inside an epoch, another lr schedule (kind, step
+ * another optimizer kind, batch size, seed or training-set size, another
+ * normalisation of the data (train_set's), another lr schedule (kind, step
  * length, gamma, minimum, warm-up, and for cosine its length). Another lr,
  * weight decay or optimizer hyper-parameter, or another device or rank
- * count, is allowed with a warning (on_warning).
+ * count, or another augmentation, is allowed with a warning (on_warning).
+ * A checkpoint written inside an epoch (save_every_steps) resumes at its
+ * step: the loader seeks there (dp_loader_seek), the epoch's loss and
+ * correct sums so far are restored (per rank, when the rank count is the
+ * saved one), so the epoch's metrics line and every later checkpoint are
+ * those of the uninterrupted run, bit for bit (same devices and ranks).
  *
  * Under MPI every rank calls dp_fit with the same config (world: this
  * rank); only rank 0 writes the metrics, plot and checkpoint, every rank
@@ -98,7 +103,13 @@ typedef struct {
     const char *metrics_path;      /* one JSON line appended per epoch (dp_metrics_append) */
     const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */
     const char *save_path;         /* checkpoint after every epoch, atomically */
-    const char *resume_path;       /* start from this checkpoint */
+    const char *resume_path;       /* start from this checkpoint (an epoch's end or inside one) */
+    int save_every_steps;          /* 0: none; else also a checkpoint every N steps inside an
+                                      epoch (with the loader position and the epoch's sums so
+                                      far), so that a resume continues exactly; give it on every
+                                      rank (they sum the epoch's sums), save_path on rank 0 */
+    const char *augment_text;      /* the trainer's augmentation as --augment wrote it (recorded
+                                      in checkpoints; resume warns when it differs); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);

@@ -63,6 +63,16 @@ typedef struct {
                                 each device's shard (the default, as the book) */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
+    dp_augment_t augment;    /* training batches: random crop / flip while each device fills its
+                                shard, keyed by (seed, epoch, position in the epoch: see
+                                dp_trainer_set_position); zeros: none. Evaluation never augments */
+    int accumulate;          /* micro-batches per step (gradient accumulation), 0 or 1: none.
+                                A step's batch of n is cut into `accumulate` micro-batches
+                                (dp_split_batch), each split across ranks and devices and run
+                                forward and backward, the gradients summed in each replica; the
+                                replicas are synchronised and updated once, after the last
+                                (DDP's no_sync). The loss is divided by n, so the update equals
+                                the one-step update of the whole batch up to float rounding */
 } dp_trainer_config_t;
 
 typedef struct dp_trainer dp_trainer_t;
@@ -83,6 +93,12 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * dp_world_sum_doubles. n < ranks x devices is an error. */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
                             const int *indices, int n, double *loss_sum, int *correct);
+
+/* Where the next dp_trainer_step's batch lies in the epoch, for
+ * augmentation: epoch (0-based) and the position of its first example in
+ * the epoch's order (dp_loader_step x batch size). dp_fit sets it before
+ * every step; without a call: epoch 0, position 0. */
+void dp_trainer_set_position(dp_trainer_t *trainer, int epoch, int64_t first_position);
 
 /* Number of examples of `ds` the model classifies correctly, evaluated in
  * batches of batch_size (fewer when a batch's activations would take more

@@ -47,7 +47,8 @@ enum {
     META_SCHEDULE_GAMMA, META_SCHEDULE_TOTAL_EPOCHS, META_SCHEDULE_MIN_LR, META_SCHEDULE_WARMUP_EPOCHS,
     META_SCHEDULE_WARMUP_STEPS, META_SCHEDULE_STEPS_PER_EPOCH, META_SCHEDULE_TOTAL_STEPS, META_STEP_COUNT,
     META_EPOCHS, META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES,
-    META_DEVICES, META_RANKS, META_COUNT
+    META_DEVICES, META_RANKS, META_NORMALIZE, META_AUGMENT, META_EPOCH_LOSS, META_EPOCH_CORRECT,
+    META_EPOCH_EXAMPLES, META_COUNT
 };
 static const char *const meta_keys[META_COUNT] = {
     "format", "format_version", "dptrain_version", "model", "model_fingerprint", "optimizer",
@@ -57,6 +58,7 @@ static const char *const meta_keys[META_COUNT] = {
     "lr_schedule.total_epochs", "lr_schedule.min_lr", "lr_schedule.warmup_epochs", "lr_schedule.warmup_steps",
     "lr_schedule.steps_per_epoch", "lr_schedule.total_steps", "step_count", "epochs_completed",
     "loader.epoch", "loader.batch", "seed", "batch_size", "train_examples", "devices", "ranks",
+    "data.normalize", "data.augment", "epoch.loss_sums", "epoch.correct", "epoch.examples",
 };
 #define FORMAT_NAME "dptrain-checkpoint"
 
@@ -160,6 +162,16 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
         snprintf(values[META_TRAIN_EXAMPLES], 256, "%d", info->train_examples);
         snprintf(values[META_DEVICES], 256, "%d", info->num_devices);
         snprintf(values[META_RANKS], 256, "%d", info->num_ranks > 0 ? info->num_ranks : 1);
+        snprintf(values[META_NORMALIZE], 256, "%s", info->normalize);
+        snprintf(values[META_AUGMENT], 256, "%s", info->augment);
+        size_t used_loss = 0, used_correct = 0;
+        for (int r = 0; r < info->epoch_ranks && r < DP_CHECKPOINT_RANK_SUMS; r++) {
+            used_loss += (size_t)snprintf(values[META_EPOCH_LOSS] + used_loss, 256 - used_loss, r ? ",%.17g" : "%.17g",
+                                          info->epoch_loss[r]);
+            used_correct += (size_t)snprintf(values[META_EPOCH_CORRECT] + used_correct, 256 - used_correct,
+                                             r ? ",%d" : "%d", info->epoch_correct[r]);
+        }
+        snprintf(values[META_EPOCH_EXAMPLES], 256, "%d", info->epoch_examples);
         dp_st_meta_t meta[META_COUNT];
         for (int k = 0; k < META_COUNT; k++) meta[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : values[k]};
         status = dp_safetensors_write(path, tensors, t, meta, META_COUNT);
@@ -176,6 +188,8 @@ struct dp_checkpoint {
     uint64_t fingerprint;
     char states[256];
 };
+
+static dp_status_t parse_optional(dp_checkpoint_t *c);
 
 /* --- metadata parsing: every value checked whole --- */
 static dp_status_t meta_text(const dp_checkpoint_t *c, int key, const char **out) {
@@ -320,6 +334,57 @@ static dp_status_t parse_info(dp_checkpoint_t *c) {
     DP_TRY(meta_int(c, META_TRAIN_EXAMPLES, &info->train_examples));
     DP_TRY(meta_int(c, META_DEVICES, &info->num_devices));
     DP_TRY(meta_int(c, META_RANKS, &info->num_ranks));
+    return parse_optional(c);
+}
+
+/* The epoch's sums so far: "a,b,..." (at most DP_CHECKPOINT_RANK_SUMS). */
+static dp_status_t parse_sums(const dp_checkpoint_t *c, int key, double *doubles, int *ints, int *count) {
+    const char *text = dp_safetensors_meta(c->st, meta_keys[key]);
+    *count = 0;
+    if (!text || !*text) return DP_OK;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        if (*count == DP_CHECKPOINT_RANK_SUMS) goto bad;
+        if (doubles) {
+            doubles[*count] = strtod(p, &end);
+        } else {
+            long v = strtol(p, &end, 10);
+            if (v < 0 || v > INT32_MAX) goto bad;
+            ints[*count] = (int)v;
+        }
+        if (end == p || errno) goto bad;
+        (*count)++;
+        if (*end == '\0') return DP_OK;
+        if (*end != ',') goto bad;
+        p = end + 1;
+    }
+bad:
+    return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected up to %d comma-separated numbers",
+                   dp_safetensors_path(c->st), meta_keys[key], text, DP_CHECKPOINT_RANK_SUMS);
+}
+
+/* The keys a file of an older dptrain may lack: none, none, an epoch's end. */
+static dp_status_t parse_optional(dp_checkpoint_t *c) {
+    dp_checkpoint_info_t *info = &c->info;
+    if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
+        DP_TRY(meta_copy(c, META_NORMALIZE, info->normalize, sizeof info->normalize));
+    if (dp_safetensors_meta(c->st, meta_keys[META_AUGMENT]))
+        DP_TRY(meta_copy(c, META_AUGMENT, info->augment, sizeof info->augment));
+    if (dp_safetensors_meta(c->st, meta_keys[META_EPOCH_EXAMPLES]))
+        DP_TRY(meta_int(c, META_EPOCH_EXAMPLES, &info->epoch_examples));
+    int losses, corrects;
+    DP_TRY(parse_sums(c, META_EPOCH_LOSS, info->epoch_loss, NULL, &losses));
+    DP_TRY(parse_sums(c, META_EPOCH_CORRECT, NULL, info->epoch_correct, &corrects));
+    if (losses != corrects)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'epoch.loss_sums' has %d entries, 'epoch.correct' %d",
+                       dp_safetensors_path(c->st), losses, corrects);
+    info->epoch_ranks = losses;
+    if (info->loader_batch > 0 && losses == 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
+                       "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",
+                       dp_safetensors_path(c->st), info->loader_epoch + 1, info->loader_batch);
     return DP_OK;
 }
 

@@ -5,8 +5,9 @@
  * - refused: another model (the first mismatching tensor is named), another
  *   optimizer kind, a batch size, seed or training-set size (--limit) other
  *   than the checkpoint's (the loader's order and position would not mean
- *   the same batches), a checkpoint that stops inside an epoch (dp_fit only
- *   writes at epoch ends), another learning-rate schedule: kind, step length,
+ *   the same batches), another --normalize (the parameters were fitted to
+ *   inputs scaled otherwise: continuing would silently train a different
+ *   problem), another learning-rate schedule: kind, step length,
  *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
  *   run is interrupted on purpose with --stop-after, not with a smaller
  *   --epochs), since the lr of every later step would differ;
@@ -15,10 +16,18 @@
  *   betas, eps): a deliberate change, the run is then no longer the
  *   uninterrupted one; another device or rank count (the gradient sums are
  *   added in another order: the same up to float rounding, not bit for
- *   bit). Extending a constant or step schedule with a larger --epochs is
+ *   bit); another --augment (a deliberate change of the data's
+ *   randomisation, as torchvision users do between phases of a run).
+ *   Extending a constant or step schedule with a larger --epochs is
  *   not a change: those schedules do not depend on the length.
  * Messages name the `dptrain train` option each field comes from, since
  * that is where most runs are configured.
+ *
+ * A checkpoint inside an epoch (save_every_steps) holds the step reached
+ * (loader.batch) and the epoch's loss and correct sums so far, per rank:
+ * the resumed epoch seeks the loader to that step and starts from those
+ * sums, so its metrics line and every later checkpoint are the
+ * uninterrupted run's (the images per second count this call's part).
  *
  * Runs on the caller's thread; the trainer's devices do the work.
  */
@@ -101,10 +110,13 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
             return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s %" PRIu64 ", this run has %" PRIu64
                            " (resuming would not continue the same run; use the saved value)", path,
                            must_match[i].what, must_match[i].saved, must_match[i].now);
-    if (saved->loader_batch != 0)
-        return dp_fail(DP_ERR_ARG, "--resume %s: the checkpoint stops inside epoch %d (batch %d); dptrain "
-                       "train resumes only at the start of an epoch", path, saved->loader_epoch + 1,
-                       saved->loader_batch);
+    if (saved->loader_batch < 0 || (uint64_t)saved->loader_batch >= run->steps_per_epoch)
+        return dp_fail(DP_ERR_ARG, "--resume %s: loader.batch %d is not a step inside an epoch of %" PRIu64
+                       " steps", path, saved->loader_batch, run->steps_per_epoch);
+    if (strcmp(saved->normalize, run->normalize) != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --normalize %s, this run has %s (the model was "
+                       "trained on differently scaled inputs; use the saved value)", path,
+                       saved->normalize[0] ? saved->normalize : "(none)", run->normalize[0] ? run->normalize : "(none)");
     return DP_OK;
 }
 
@@ -132,6 +144,10 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     if (strcmp(saved_optim, run_optim) != 0)
         warn(config, ctx, "--resume %s: saved with %s; continuing with %s (not what an uninterrupted run would do)",
              path, saved_optim, run_optim);
+    if (strcmp(saved->augment, run->augment) != 0)
+        warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
+             "run would do)", path, saved->augment[0] ? saved->augment : "none",
+             run->augment[0] ? run->augment : "none");
     if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
         warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
@@ -143,6 +159,15 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     run->epochs_completed = saved->epochs_completed;
     run->loader_epoch = saved->loader_epoch;
     run->loader_batch = saved->loader_batch;
+    run->epoch_examples = saved->epoch_examples;
+    /* the epoch's sums so far: this rank's own when the rank count is the
+     * saved one (the epoch's metrics line is then the uninterrupted one's,
+     * bit for bit); else their total on rank 0 */
+    run->epoch_ranks = saved->epoch_ranks;
+    for (int r = 0; r < saved->epoch_ranks; r++) {
+        run->epoch_loss[r] = saved->epoch_loss[r];
+        run->epoch_correct[r] = saved->epoch_correct[r];
+    }
 done:
     free(params);
     dp_checkpoint_close(c);
@@ -157,6 +182,17 @@ static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run
                               dp_trainer_optimizer(config->trainer, 0), run);
 }
 
+/* "M0,..,S0,.." (%.9g, exact) of the dataset's normalisation, "" for none. */
+static void describe_normalize(const dp_dataset_t *ds, char *text, size_t size) {
+    text[0] = '\0';
+    if (!ds->normalize) return;
+    size_t used = 0;
+    for (int i = 0; i < 2 * ds->channels && used < size; i++) {
+        float v = i < ds->channels ? ds->mean[i] : ds->std[i - ds->channels];
+        used += (size_t)snprintf(text + used, size - used, i ? ",%.9g" : "%.9g", v);
+    }
+}
+
 /* --- the loop -------------------------------------------------------------------- */
 static dp_status_t check_config(const dp_fit_config_t *c) {
     if (!c->trainer || !c->model || !c->train_set || !c->test_set)
@@ -165,6 +201,8 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
+    if (c->save_every_steps < 0)
+        return dp_fail(DP_ERR_ARG, "fit: save_every_steps must be >= 0, found %d", c->save_every_steps);
     if (c->test_set->count < 1) return dp_fail(DP_ERR_ARG, "fit: the test set is empty");
     int ranks = c->world.size > 1 ? c->world.size : 1;
     int all_devices = dp_trainer_num_devices(c->trainer) * ranks;
@@ -188,30 +226,93 @@ static void tell_step(const dp_fit_config_t *config, void *ctx, dp_fit_event_t e
     config->on_step(&s, ctx);
 }
 
-/* One epoch's steps: the schedule's lr for each step, the loss and correct
- * count of this rank's examples, the global examples seen, the seconds. */
+/* The epoch's sums so far into `run` (every rank calls it: rank r's
+ * loss and correct count go to slot r, added to zeros, so exact). */
+static dp_status_t gather_epoch_sums(const dp_fit_config_t *config, double loss_sum, int correct, int seen,
+                                     dp_checkpoint_info_t *run) {
+    const int ranks = config->world.size > 1 ? config->world.size : 1;
+    double *sums = dp_alloc_zeroed((size_t)ranks * 2, sizeof *sums, "epoch sums");
+    if (!sums) return DP_ERR_NOMEM;
+    sums[2 * config->world.rank] = loss_sum;
+    sums[2 * config->world.rank + 1] = correct;
+    dp_status_t status = ranks > 1 ? dp_world_sum_doubles(sums, 2 * ranks) : DP_OK;
+    if (status == DP_OK) {
+        if (ranks <= DP_CHECKPOINT_RANK_SUMS) {
+            run->epoch_ranks = ranks;
+            for (int r = 0; r < ranks; r++) {
+                run->epoch_loss[r] = sums[2 * r];
+                run->epoch_correct[r] = (int)sums[2 * r + 1];
+            }
+        } else { /* too many to list: the total */
+            run->epoch_ranks = 1;
+            run->epoch_loss[0] = run->epoch_correct[0] = 0;
+            for (int r = 0; r < ranks; r++) {
+                run->epoch_loss[0] += sums[2 * r];
+                run->epoch_correct[0] += (int)sums[2 * r + 1];
+            }
+        }
+        run->epoch_examples = seen;
+    }
+    free(sums);
+    return status;
+}
+
+/* One epoch's steps, from step run->loader_batch when resuming inside it
+ * (the loader sought there, the sums so far restored): the schedule's lr
+ * for each step, the loss and correct count of this rank's examples, the
+ * global examples seen, the seconds; every save_every_steps steps a
+ * checkpoint (rank 0 writes it). */
 static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_loader_t *loader, int epoch,
-                               double sums[3], double *lr, double *epoch_sec) {
+                               dp_checkpoint_info_t *run, double sums[3], double *lr, double *epoch_sec,
+                               int *trained) {
     dp_trainer_t *trainer = config->trainer;
     const int steps = dp_loader_num_batches(loader);
+    const int rank = config->world.rank, ranks = config->world.size > 1 ? config->world.size : 1;
     dp_loader_start_epoch(loader, epoch);
-    tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, 0, steps, 0.0);
     double loss_sum = 0.0;
     int correct = 0, seen = 0, step = 0;
+    if (run->loader_epoch == epoch && run->loader_batch > 0) { /* resumed inside this epoch */
+        DP_TRY(dp_loader_seek(loader, run->loader_batch));
+        step = run->loader_batch;
+        seen = run->epoch_examples;
+        if (run->epoch_ranks == ranks) {
+            loss_sum = run->epoch_loss[rank];
+            correct = run->epoch_correct[rank];
+        } else if (rank == 0) {
+            for (int r = 0; r < run->epoch_ranks; r++) {
+                loss_sum += run->epoch_loss[r];
+                correct += run->epoch_correct[r];
+            }
+        }
+    }
+    const int first_seen = seen;
+    tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, step, steps, 0.0);
     const int *indices;
     int n;
     dp_status_t status = DP_OK;
     double start = now_seconds();
-    while ((n = dp_loader_next(loader, &indices)) > 0) {
+    for (;;) {
+        int64_t first_position = (int64_t)dp_loader_step(loader) * config->batch_size;
+        if ((n = dp_loader_next(loader, &indices)) <= 0) break;
         /* the schedule's lr for this step, from the step count (a resumed run agrees) */
         *lr = dp_lr_schedule_lr(&config->schedule, dp_trainer_step_count(trainer), (uint64_t)steps);
         dp_trainer_set_lr(trainer, (float)*lr);
+        dp_trainer_set_position(trainer, epoch, first_position);
         status = dp_trainer_step(trainer, config->train_set, indices, n, &loss_sum, &correct);
         if (status != DP_OK) break;
         seen += n;
         tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, ++step, steps, loss_sum / seen);
+        /* inside the epoch (its end saves anyway); every rank gathers the
+         * sums, whether or not it has a save_path (only rank 0 writes) */
+        if (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) {
+            if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
+            run->epochs_completed = run->loader_epoch = epoch;
+            run->loader_batch = step;
+            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
+        }
     }
     *epoch_sec = now_seconds() - start;
+    *trained = seen - first_seen;
     tell_step(config, ctx, DP_FIT_STEPS_END, epoch + 1, step, steps, seen ? loss_sum / seen : 0.0);
     sums[0] = loss_sum;
     sums[1] = correct;
@@ -244,6 +345,9 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
                                 .batch_size = config->batch_size, .train_examples = config->train_set->count,
                                 .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run.optim.lr = (float)config->schedule.lr;
+    describe_normalize(config->train_set, run.normalize, sizeof run.normalize);
+    snprintf(run.augment, sizeof run.augment, "%s",
+             config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
              config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
@@ -260,7 +364,9 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     int test_correct = 0;
     for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
         double sums[3], lr = config->schedule.lr, epoch_sec;
-        if ((status = train_epoch(config, ctx, loader, epoch, sums, &lr, &epoch_sec)) != DP_OK) goto done;
+        int trained;
+        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained)) != DP_OK)
+            goto done;
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
         if ((status = dp_world_sum_doubles(sums, 2)) != DP_OK) goto done;
@@ -273,7 +379,7 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         s->test_acc = (double)test_correct / test_set->count;
         s->epoch_sec = epoch_sec;
         s->lr = lr;
-        s->images_per_sec = sums[2] / epoch_sec;
+        s->images_per_sec = trained / epoch_sec; /* a resumed epoch: the part trained now */
         s->devices = dp_trainer_device_names(trainer);
         s->num_devices = dp_trainer_num_devices(trainer) * ranks;
         s->num_ranks = world->size;
@@ -287,6 +393,9 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
             (status = dp_plot_write_svg(config->plot_path, history + first_epoch, epoch + 1 - first_epoch)) != DP_OK)
             goto done;
         run.epochs_completed = run.loader_epoch = epoch + 1;
+        run.loader_batch = run.epoch_ranks = run.epoch_examples = 0; /* an epoch's end */
+        memset(run.epoch_loss, 0, sizeof run.epoch_loss);
+        memset(run.epoch_correct, 0, sizeof run.epoch_correct);
         if (writes && config->save_path && (status = save(config, &run)) != DP_OK) goto done;
     }
     /* Data parallelism's promise: every replica, on every rank, the same. */

@@ -18,6 +18,14 @@
  *            buffers while other devices are still in backward;
  *   phase 2 and later: the strategy's drain and end_step, on the caller's
  *            thread, submitting tasks of their own.
+ * With gradient accumulation (config.accumulate = N), phase 1 runs N times,
+ * once per micro-batch, each time on every device and waited for: the
+ * gradients are zeroed before the first and summed into by the others'
+ * backward; the strategy's begin_step comes before the last micro-batch and
+ * its tape hook (range_final) fires during the last one's backward only, so
+ * every strategy sees one step as before, with the sum of N backward passes
+ * in the replicas' grads (DDP's no_sync for the first N - 1). A failure in
+ * a micro-batch ends the step at once (the job is ended with it).
  * Only the first num_trainable floats of the flat buffers are gradients:
  * every sum and update covers those. The rest are buffers (batch norm's
  * running statistics), which each replica updates in its forward; after
@@ -93,6 +101,17 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     *out = NULL;
     if (config->num_devices < 1)
         return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
+    if (config->accumulate < 0)
+        return dp_fail(DP_ERR_ARG, "accumulate: micro-batches per step must be >= 1, found %d", config->accumulate);
+    if (config->augment.crop_padding < 0 || config->augment.crop_padding > 64)
+        return dp_fail(DP_ERR_ARG, "augment: crop padding must be from 0 to 64, found %d",
+                       config->augment.crop_padding);
+    {
+        const dp_backend_t *be = config->backend ? config->backend : dp_backend_cpu();
+        if ((config->augment.crop_padding || config->augment.flip) && !be->load_batch_augmented)
+            return dp_fail(DP_ERR_ARG, "%s:%d: --augment is not implemented on this backend's devices (the "
+                           "CPU devices have it)", be->name, config->device_ids ? config->device_ids[0] : 0);
+    }
     if (config->threads_per_device < 1)
         return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
                        config->threads_per_device);
@@ -103,6 +122,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->config.device_ids = NULL; /* not kept: the caller's array */
     if (t->config.world.size < 1) t->config.world.size = 1;
     t->ranks = t->config.world.size;
+    t->augment = config->augment.crop_padding > 0 || config->augment.flip;
+    if (t->config.accumulate < 1) t->config.accumulate = 1;
     t->backend = config->backend ? config->backend : dp_backend_cpu();
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
@@ -168,6 +189,10 @@ fail:
 }
 
 uint64_t dp_trainer_step_count(const dp_trainer_t *t) { return t->step_count; }
+void dp_trainer_set_position(dp_trainer_t *t, int epoch, int64_t first_position) {
+    t->epoch = epoch;
+    t->first_position = first_position;
+}
 void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count = steps; }
 
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
@@ -272,8 +297,9 @@ static dp_status_t download_correct(dp_replica_t *r, const dp_tensor_t *logits, 
 }
 
 /* Uploads the examples indices[0..n) (host) into the replica's arena as a
- * batch. */
-static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int *indices, int n,
+ * batch; `augment`: a training shard, augmented when the trainer says so,
+ * its first example at r->example_offset of the step's batch. */
+static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int *indices, int n, int augment,
                               dp_tensor_t **x, int32_t **y) {
     int shape[4] = {n, ds->channels, ds->height, ds->width};
     *x = dp_tape_tensor(r->tape, 4, shape);
@@ -281,7 +307,12 @@ static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int
     (*x)->data = dp_arena_floats(r->arena, dp_tensor_numel(*x));
     *y = dp_arena_alloc(r->arena, sizeof(int32_t) * (size_t)n);
     if (!(*x)->data || !*y) return DP_ERR_NOMEM;
-    r->backend->load_batch(r->backend->ctx, ds, indices, n, (*x)->data, *y);
+    dp_trainer_t *t = r->trainer;
+    if (augment && t->augment)
+        r->backend->load_batch_augmented(r->backend->ctx, ds, &t->config.augment, t->config.seed, t->epoch,
+                                         t->first_position + r->example_offset, indices, n, (*x)->data, *y);
+    else
+        r->backend->load_batch(r->backend->ctx, ds, indices, n, (*x)->data, *y);
     return DP_OK;
 }
 
@@ -309,13 +340,18 @@ static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
 static dp_status_t shard_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
+    const int last = t->micro == t->last_micro; /* only then the hook and the strategy */
     dp_arena_reset(r->arena);
     dp_tape_reset(r->tape);
-    r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
+    if (t->micro == 0) { /* later micro-batches add to the gradients */
+        r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
+        r->loss_sum = 0.0;
+        r->correct = 0;
+    }
     r->ready_from = t->num_trainable;
     dp_tensor_t *x, *logits, *loss;
     int32_t *y;
-    DP_TRY(load_shard(r, r->ds, r->indices, r->count, &x, &y));
+    DP_TRY(load_shard(r, r->ds, r->indices, r->count, 1, &x, &y));
     dp_forward_opts_t opts = {
         .training = 1,
         .seed = dp_seed_mix(t->config.seed, t->step_count),
@@ -329,9 +365,11 @@ static dp_status_t shard_task(void *arg) {
     if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;
     float loss_value;
     r->backend->download(r->backend->ctx, &loss_value, loss->data, sizeof loss_value);
-    r->loss_sum = (double)loss_value * r->denominator;
-    DP_TRY(download_correct(r, logits, r->indices, r->count, &r->correct));
-    if (!t->sync->range_final) return dp_tape_backward(r->tape, loss, NULL, NULL);
+    r->loss_sum += (double)loss_value * r->denominator;
+    int correct;
+    DP_TRY(download_correct(r, logits, r->indices, r->count, &correct));
+    r->correct += correct;
+    if (!t->sync->range_final || !last) return dp_tape_backward(r->tape, loss, NULL, NULL);
     DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
     r->ready_from = 0; /* every gradient is final now */
     t->sync->range_final(r);
@@ -348,7 +386,7 @@ static dp_status_t shard_task_guarded(void *arg) {
     dp_replica_t *r = arg;
     dp_status_t status = shard_task(r);
     if (status != DP_OK && r->trainer->config.sync_batch_norm) dp_sync_batch_norm_break(r->trainer);
-    if (status != DP_OK && r->trainer->sync->range_final) {
+    if (status != DP_OK && r->trainer->sync->range_final && r->trainer->micro == r->trainer->last_micro) {
         r->ready_from = 0;
         r->trainer->sync->range_final(r);
     }
@@ -361,25 +399,39 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     if (n < k * ranks)
         return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
                        "(the batch size must be at least the number of devices)", n, k * ranks);
-    /* distributed_batch_reader: this rank's shard of the global batch ... */
-    int rank_start, rank_count;
-    dp_split_batch(n, ranks, t->config.world.rank, &rank_start, &rank_count);
-    for (int d = 0; d < k; d++) { /* ... and split_and_load across its devices */
-        dp_replica_t *r = &t->replicas[d];
-        int start, count;
-        dp_split_batch(rank_count, k, d, &start, &count);
-        r->ds = ds;
-        r->indices = indices + rank_start + start;
-        r->count = count;
-        r->denominator = n;
-        r->example_offset = rank_start + start;
+    /* micro-batches: as many as asked while each still has an example per device */
+    int micros = t->config.accumulate;
+    while (micros > 1 && n / micros < k * ranks) micros--;
+    t->last_micro = micros - 1;
+    double mpi_start = 0.0;
+    dp_status_t status = DP_OK;
+    for (t->micro = 0; t->micro < micros && status == DP_OK; t->micro++) {
+        int micro_start, micro_count;
+        dp_split_batch(n, micros, t->micro, &micro_start, &micro_count);
+        /* distributed_batch_reader: this rank's shard of the micro-batch ... */
+        int rank_start, rank_count;
+        dp_split_batch(micro_count, ranks, t->config.world.rank, &rank_start, &rank_count);
+        for (int d = 0; d < k; d++) { /* ... and split_and_load across its devices */
+            dp_replica_t *r = &t->replicas[d];
+            int start, count;
+            dp_split_batch(rank_count, k, d, &start, &count);
+            r->ds = ds;
+            r->indices = indices + micro_start + rank_start + start;
+            r->count = count;
+            r->denominator = n; /* the whole step's batch: the micro-batches' gradients add up */
+            r->example_offset = micro_start + rank_start + start;
+        }
+        if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
+        if (t->micro == t->last_micro) {
+            if (t->sync->begin_step) t->sync->begin_step(t);
+            mpi_start = dp_world_mpi_seconds();
+        }
+        /* with an overlapping strategy, the last micro-batch also summed and
+         * applied every bucket (one rank) or handed it to the communication
+         * thread (several) */
+        status = dp_trainer_run_on_all(t, shard_task_guarded);
     }
-    if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
-    if (t->sync->begin_step) t->sync->begin_step(t);
-    double mpi_start = dp_world_mpi_seconds();
-    /* with an overlapping strategy, this also summed and applied every bucket
-     * (one rank) or handed it to the communication thread (several) */
-    dp_status_t status = dp_trainer_run_on_all(t, shard_task_guarded);
+    if (status != DP_OK && t->micro <= t->last_micro) return status; /* the strategy never started */
     double sync_start = monotonic_sec();
     if (t->sync->drain) { /* what is still being summed across ranks */
         dp_status_t drained = t->sync->drain(t);
@@ -419,7 +471,7 @@ static dp_status_t evaluate_task(void *arg) {
         for (int i = 0; i < n; i++) r->host_indices[i] = start + done + i;
         dp_tensor_t *x, *logits;
         int32_t *y;
-        DP_TRY(load_shard(r, r->ds, r->host_indices, n, &x, &y));
+        DP_TRY(load_shard(r, r->ds, r->host_indices, n, 0, &x, &y));
         DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
         int batch_correct;
         DP_TRY(download_correct(r, logits, r->host_indices, n, &batch_correct));

@@ -115,6 +115,10 @@ struct dp_trainer {
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
+    int epoch;               /* dp_trainer_set_position: augmentation's epoch ... */
+    int64_t first_position;  /* ... and the position of the step's first example in it */
+    int augment;             /* config.augment asks for anything */
+    int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
     /* the parameter server (sync_ps.c) */
     dp_device_t *server;
     float *server_params, *server_grads; /* (num_params), (num_trainable + 1): server device memory */

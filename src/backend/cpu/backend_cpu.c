@@ -61,6 +61,13 @@ static void cpu_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_in
     dp_dataset_fill(ds, host_indices, n, x, y);
 }
 
+static void cpu_load_batch_augmented(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
+                                     int epoch, int64_t first_position, const int *host_indices, int n, float *x,
+                                     int32_t *y) {
+    (void)ctx;
+    dp_dataset_fill_augmented(ds, aug, seed, epoch, first_position, host_indices, n, x, y);
+}
+
 static const dp_backend_t cpu_backend = {
     .name = "cpu",
     .ctx = NULL,
@@ -76,6 +83,7 @@ static const dp_backend_t cpu_backend = {
     .reduce_range = cpu_reduce_range,
     .broadcast_range = cpu_broadcast_range,
     .load_batch = cpu_load_batch,
+    .load_batch_augmented = cpu_load_batch_augmented,
 };
 
 const dp_backend_t *dp_backend_cpu(void) { return &cpu_backend; }
