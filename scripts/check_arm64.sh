@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_arm64.sh - dptrain on aarch64, without an ARM machine: cross-compiles
-# with Debian's gcc-aarch64-linux-gnu against the arm64 OpenBLAS and zlib
+# with Debian's gcc-aarch64-linux-gnu against the arm64 OpenBLAS, zlib and libpng
 # (dpkg multiarch) into build-arm64/, MPI off, and runs under qemu-user the
 # unit tests (every test_*), the per-ISA runs for neon and generic (GEMM,
 # op fixtures, gradient checks) and the short training runs
@@ -17,7 +17,7 @@ set -u
 cd "$(dirname "$0")/.."
 skip() { echo "check_arm64: SKIPPED: $*" >&2; exit 0; }
 
-want=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libopenblas-dev:arm64 zlib1g-dev:arm64)
+want=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libopenblas-dev:arm64 zlib1g-dev:arm64 libpng-dev:arm64)
 missing=()
 for pkg in "${want[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
