@@ -67,7 +67,7 @@ readelf -h "$dir/dptrain" 2>/dev/null | grep -q "AArch64" || { echo "check_arm64
 grep -q "dptrain: kernels neon, generic" "$dir.log" || { echo "check_arm64: FAILED: NEON kernels not configured" >&2; exit 1; }
 qemu-aarch64 "$dir/dptrain" version || { echo "check_arm64: FAILED: dptrain version under qemu" >&2; exit 1; }
 cd "$dir"
-ctest -L 'unit|isa' -E '^test_(nn|optim)$' -j "$(nproc)" --output-on-failure
+ctest -L 'unit|isa' -E '^test_(nn|optim|datasets)$' -j "$(nproc)" --output-on-failure
 status=$?
-echo "check_arm64: aarch64 build under qemu-user: ctest -L 'unit|isa' -E '^test_(nn|optim)\$' exit $status"
+echo "check_arm64: aarch64 build under qemu-user: ctest -L 'unit|isa' -E '^test_(nn|optim|datasets)\$' exit $status"
 exit $status
