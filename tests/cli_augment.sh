@@ -24,8 +24,6 @@
 # - bad --augment, --normalize and --accumulate values: one line, non-zero,
 #   no file written.
 source "$(dirname "$0")/testing.sh"
-tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
-same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 loss() { json_field "$(tail -1 "$1")" train_loss; }
 # epoch 1's loss: where runs equal up to float rounding are compared (over
 # more epochs the rounding grows with training, also without augmentation)

@@ -24,8 +24,6 @@ mpi=(mpirun --allow-run-as-root --oversubscribe)
 field() { sed -E "s/.*\"$1\": *([^,}]*).*/\1/" <<<"$2"; }
 # the tensors of a checkpoint (its bytes after the JSON header, which names
 # the ranks and devices): the parameters, bit for bit
-tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
-same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 
 common=(train --model lenet-paddle --data "$data" --limit 3000 --epochs 2 --lr 0.1 --batch-size 257 --seed 3)
 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --devices 1 --metrics "$tmp/ranks.jsonl" --save "$tmp/ranks.st" \

@@ -63,25 +63,9 @@ exec ip netns exec \$ns /bin/sh -c "\$*"
 AGENT
 chmod +x "$tmp/agent.sh"
 rx_bytes() { ip -n $nsb -s link show $veth_b | awk '/RX:/ {getline; print $1}'; }
-tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
-same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 no_timing() { sed -E 's/"epoch_sec": [^,]*, "images_per_sec": [^,]*, //; s/"devices": \[[^]]*\], "num_devices": [0-9]*, "ranks": [0-9]*//' "$1"; }
 
-# small_data DIR N_TRAIN N_TEST: the first images of Fashion-MNIST as plain IDX
-# files (a small test split keeps each epoch's evaluation short)
-be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
-small_data() {
-  mkdir -p "$1"
-  local split n
-  for split in train t10k; do
-    [[ $split == train ]] && n=$2 || n=$3
-    { printf '\x00\x00\x08\x03'; be32 "$n"; be32 28; be32 28
-      gzip -dc "$data/$split-images-idx3-ubyte.gz" | tail -c +17 | head -c $((n * 784)); } >"$1/$split-images-idx3-ubyte"
-    { printf '\x00\x00\x08\x01'; be32 "$n"
-      gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
-  done
-}
 small_data "$tmp/small" 2000 300
 job=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --lr 0.1 --batch-size 128 --seed 3)
 "$bin" "${job[@]}" --devices 2 --quiet --metrics "$tmp/local.jsonl" --save "$tmp/local.st" >/dev/null 2>&1 \

@@ -10,17 +10,7 @@
 # - the per-epoch lr in the metrics follows the schedule.
 source "$(dirname "$0")/testing.sh"
 
-# cut_idx SET COUNT: the first COUNT images and labels of SET as IDX files.
-be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"; printf "\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
-cut_idx() {
-  { be32 2051; be32 "$2"; be32 28; be32 28; gzip -dc "$data/$1-images-idx3-ubyte.gz" | tail -c +17 | head -c $(($2 * 784)); } \
-    >"$tmp/small/$1-images-idx3-ubyte"
-  { be32 2049; be32 "$2"; gzip -dc "$data/$1-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$2"; } \
-    >"$tmp/small/$1-labels-idx1-ubyte"
-}
-mkdir -p "$tmp/small"
-cut_idx train 1200
-cut_idx t10k 300
+small_data "$tmp/small" 1200 300
 
 base=(train --model lenet-paddle --data "$tmp/small" --epochs 3 --batch-size 50 --seed 2 --devices 1 --quiet)
 for run in "sgd --lr 0.1" "momentum --lr 0.02" "momentum --lr 0.02 --nesterov --weight-decay 0.0005" \

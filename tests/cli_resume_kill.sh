@@ -22,24 +22,10 @@ source "$(dirname "$0")/testing.sh"
 # under ASan (scripts/sanitize.sh address) Open MPI's own allocations are
 # reported as leaks at exit: its ranks run without leak detection, as cli_mpi's
 mpi_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
-same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
 # meta FILE KEY: a metadata value of a checkpoint ("" when missing)
 meta() { [[ -s "$1" ]] && grep -ao "\"$2\":\"[^\"]*\"" "$1" | head -1 | sed -E 's/.*:"(.*)"/\1/'; }
 metric_cols() { sed -E 's/"epoch_sec".*"lr"/"lr"/; s/, "images_per_sec": [^,}]*//' "$1"; } # without timings
 
-be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
-small_data() {
-  mkdir -p "$1"
-  local split n
-  for split in train t10k; do
-    [[ $split == train ]] && n=$2 || n=$3
-    { printf '\x00\x00\x08\x03'; be32 "$n"; be32 28; be32 28
-      gzip -dc "$data/$split-images-idx3-ubyte.gz" | tail -c +17 | head -c $((n * 784)); } >"$1/$split-images-idx3-ubyte"
-    { printf '\x00\x00\x08\x01'; be32 "$n"
-      gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
-  done
-}
 small_data "$tmp/small" 4000 300
 job=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 32 --lr 0.05 --seed 4
      --augment crop:4,flip --normalize 0.286,0.353 --save-every-steps 5 --quiet)

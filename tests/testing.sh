@@ -16,3 +16,21 @@ testing_finish() {
   echo "$1: $passed passed, $failed failed"
   [[ $failed -eq 0 ]]
 }
+# tensors FILE: a safetensors file without its header (the tensors' bytes);
+# same_tensors A B: both non-empty and their tensors byte-identical
+tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
+same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
+# small_data DIR N_TRAIN N_TEST: the first images of Fashion-MNIST as plain IDX
+# files (a small test split keeps each epoch's evaluation short)
+be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+small_data() {
+  mkdir -p "$1"
+  local split n
+  for split in train t10k; do
+    [[ $split == train ]] && n=$2 || n=$3
+    { printf '\x00\x00\x08\x03'; be32 "$n"; be32 28; be32 28
+      gzip -dc "$data/$split-images-idx3-ubyte.gz" | tail -c +17 | head -c $((n * 784)); } >"$1/$split-images-idx3-ubyte"
+    { printf '\x00\x00\x08\x01'; be32 "$n"
+      gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
+  done
+}
