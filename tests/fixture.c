@@ -2,6 +2,7 @@
 #include "fixture.h"
 #include "testing.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,4 +121,38 @@ int fixture_load(const char *subdir, const char *name, fixture_t *f) {
     int ok = fixture_read(testing_path(relative), f);
     CHECK(ok, "cannot read fixture %s", relative);
     return ok;
+}
+
+void fixture_read_attrs(const fixture_t *f, dp_op_attr_t *attr) {
+    const fixture_tensor_t *t;
+    if ((t = fixture_get(f, "attr.output_padding")) && t->is_int && t->numel == 3)
+        for (int d = 0; d < 3; d++) attr->output_padding[d] = ((const int32_t *)t->data)[d];
+    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) attr->training = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1)
+        attr->fuse_relu = *(const int32_t *)t->data;
+    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) attr->eps = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) attr->momentum = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
+        attr->dropout_p = *(const float *)t->data;
+}
+
+void fixture_compare(const fixture_t *f, double rtol, double atol, const char *pass, const char *what,
+                     const float *got, float offset, const fixture_tensor_t *want, char *report, size_t report_size) {
+    const float *expected = want->data;
+    float *adjusted = malloc(want->numel * sizeof(float) + 1);
+    if (!adjusted) {
+        CHECK(0, "%s (%s): out of memory comparing %s", f->name, pass, what);
+        return;
+    }
+    for (size_t i = 0; i < want->numel; i++) adjusted[i] = got[i] - offset;
+    double scale = 1.0;
+    for (size_t i = 0; i < want->numel; i++)
+        if (fabs(expected[i]) > scale) scale = fabs(expected[i]);
+    size_t worst = 0;
+    double v = testing_max_violation(adjusted, expected, want->numel, rtol, atol * scale, &worst);
+    size_t used = strlen(report);
+    snprintf(report + used, report_size - used, " %s %.3g", what, v);
+    CHECK(v <= 1.0, "%s (%s): %s differs at index %zu: got %.8g, want %.8g (violation %.3g)", f->name, pass, what,
+          worst, (double)adjusted[worst], (double)expected[worst], v);
+    free(adjusted);
 }

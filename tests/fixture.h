@@ -40,5 +40,14 @@ int fixture_load(const char *subdir, const char *name, fixture_t *f);
 void fixture_free(fixture_t *f);
 /* The tensor called `name`, or NULL. */
 const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name);
+/* The attributes that travel as tensors (attr.training, attr.eps, ...;
+ * tools/make_fixtures.py) into *attr; the others came with the header. */
+void fixture_read_attrs(const fixture_t *f, dp_op_attr_t *attr);
+/* Checks got[i] - offset against the fixture tensor `want` (numel floats)
+ * within rtol, and atol scaled by want's largest magnitude (at least 1); a
+ * test failure names the case, the pass, `what` and the worst index. Appends
+ * " what violation" to report (the per-case summary line). */
+void fixture_compare(const fixture_t *f, double rtol, double atol, const char *pass, const char *what,
+                     const float *got, float offset, const fixture_tensor_t *want, char *report, size_t report_size);
 
 #endif

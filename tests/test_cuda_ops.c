@@ -70,22 +70,6 @@ static float *download_floats(const float *d, size_t n) {
     return h;
 }
 
-static void compare(const fixture_t *f, const char *pass, const char *what, const float *got, float offset,
-                    const fixture_tensor_t *want, char *report, size_t report_size) {
-    float *adjusted = malloc(want->numel * sizeof(float) + 1);
-    for (size_t i = 0; i < want->numel; i++) adjusted[i] = got[i] - offset;
-    double scale = 1.0;
-    for (size_t i = 0; i < want->numel; i++)
-        if (fabs(((const float *)want->data)[i]) > scale) scale = fabs(((const float *)want->data)[i]);
-    size_t worst = 0;
-    double v = testing_max_violation(adjusted, want->data, want->numel, RTOL, ATOL * scale, &worst);
-    size_t used = strlen(report);
-    snprintf(report + used, report_size - used, " %s %.3g", what, v);
-    CHECK(v <= 1.0, "%s (%s): %s differs at index %zu: got %.8g, want %.8g (violation %.3g)", f->name, pass, what,
-          worst, (double)adjusted[worst], (double)((const float *)want->data)[worst], v);
-    free(adjusted);
-}
-
 /* One run of a case on the GPU; results (y, then the grads of in[0..2]) are
  * downloaded into out[0..3] (malloc'd, NULL where absent). Returns 1 when it ran. */
 static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], size_t out_n[6]) {
@@ -99,13 +83,7 @@ static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], siz
     memset(inputs, 0, sizeof inputs);
     node.kind = (dp_op_kind_t)kind;
     node.attr = f->attr;
-    const fixture_tensor_t *t;
-    if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1) node.attr.fuse_relu = *(const int32_t *)t->data;
-    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) node.attr.training = *(const int32_t *)t->data;
-    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
-        node.attr.dropout_p = *(const float *)t->data;
-    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) node.attr.eps = *(const float *)t->data;
-    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) node.attr.momentum = *(const float *)t->data;
+    fixture_read_attrs(f, &node.attr);
     const fixture_tensor_t *rm = fixture_get(f, "running_mean"), *rv = fixture_get(f, "running_var");
     if (rm && rv) { /* batch norm's running statistics, on the GPU too */
         node.attr.running_mean = upload(rm->data, sizeof(float) * rm->numel);
@@ -181,20 +159,20 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
         char report[256] = "";
         const fixture_tensor_t *y = fixture_get(f, "y");
         CHECK(y && an[0] == y->numel, "%s: output has %zu floats, want %zu", f->name, an[0], y ? y->numel : 0);
-        if (y && an[0] == y->numel) compare(f, pass, "y", a[0], 0.0f, y, report, sizeof report);
+        if (y && an[0] == y->numel) fixture_compare(f, RTOL, ATOL, pass, "y", a[0], 0.0f, y, report, sizeof report);
         for (int i = 0; i < 3; i++) {
             if (!a[1 + i]) continue;
             const fixture_tensor_t *want = fixture_get(f, grad_names[i]);
             CHECK(want && want->numel == an[1 + i], "%s: fixture lacks %s", f->name, grad_names[i]);
             if (want && want->numel == an[1 + i])
-                compare(f, pass, grad_names[i], a[1 + i], GRAD_PREFILL, want, report, sizeof report);
+                fixture_compare(f, RTOL, ATOL, pass, grad_names[i], a[1 + i], GRAD_PREFILL, want, report, sizeof report);
         }
         const char *stats[2] = {"running_mean_after", "running_var_after"};
         for (int i = 0; i < 2; i++) {
             const fixture_tensor_t *want = fixture_get(f, stats[i]);
             CHECK((want != NULL) == (a[4 + i] != NULL), "%s: running statistics without expected values", f->name);
             if (want && a[4 + i] && want->numel == an[4 + i])
-                compare(f, pass, stats[i], a[4 + i], 0.0f, want, report, sizeof report);
+                fixture_compare(f, RTOL, ATOL, pass, stats[i], a[4 + i], 0.0f, want, report, sizeof report);
         }
         int same = 1;
         for (int i = 0; i < 6; i++) same &= an[i] == bn[i] && (!a[i] || memcmp(a[i], b[i], sizeof(float) * an[i]) == 0);

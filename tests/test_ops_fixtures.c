@@ -66,37 +66,6 @@ static int same_shape(const dp_tensor_t *a, const dp_tensor_t *b) {
     return 1;
 }
 
-/* Compares got (numel floats, minus `offset`) with the fixture tensor `want`. */
-static void compare(const fixture_t *f, const char *pass, const char *what, const float *got, float offset,
-                    const fixture_tensor_t *want, char *report, size_t report_size) {
-    float *adjusted = malloc(want->numel * sizeof(float) + 1);
-    for (size_t i = 0; i < want->numel; i++) adjusted[i] = got[i] - offset;
-    double scale = 1.0;
-    for (size_t i = 0; i < want->numel; i++)
-        if (fabs(((const float *)want->data)[i]) > scale) scale = fabs(((const float *)want->data)[i]);
-    size_t worst = 0;
-    double v = testing_max_violation(adjusted, want->data, want->numel, RTOL, ATOL * scale, &worst);
-    size_t used = strlen(report);
-    snprintf(report + used, report_size - used, " %s %.3g", what, v);
-    CHECK(v <= 1.0, "%s (%s): %s differs at index %zu: got %.8g, want %.8g (violation %.3g)", f->name, pass, what,
-          worst, (double)adjusted[worst], (double)((const float *)want->data)[worst], v);
-    free(adjusted);
-}
-
-/* The attributes that travel as tensors (tools/make_fixtures.py). */
-static void read_attr_tensors(const fixture_t *f, dp_op_attr_t *attr) {
-    const fixture_tensor_t *t;
-    if ((t = fixture_get(f, "attr.output_padding")) && t->is_int && t->numel == 3)
-        for (int d = 0; d < 3; d++) attr->output_padding[d] = ((const int32_t *)t->data)[d];
-    if ((t = fixture_get(f, "attr.training")) && t->is_int && t->numel == 1) attr->training = *(const int32_t *)t->data;
-    if ((t = fixture_get(f, "attr.fuse_relu")) && t->is_int && t->numel == 1)
-        attr->fuse_relu = *(const int32_t *)t->data;
-    if ((t = fixture_get(f, "attr.eps")) && !t->is_int && t->numel == 1) attr->eps = *(const float *)t->data;
-    if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) attr->momentum = *(const float *)t->data;
-    if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
-        attr->dropout_p = *(const float *)t->data;
-}
-
 /* A malloc'd copy of a float fixture tensor, or NULL when there is none. */
 static float *copy_floats(const fixture_t *f, const char *name) {
     const fixture_tensor_t *t = fixture_get(f, name);
@@ -124,7 +93,7 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
     memset(&node, 0, sizeof node);
     node.kind = (dp_op_kind_t)kind;
     node.attr = f->attr;
-    read_attr_tensors(f, &node.attr);
+    fixture_read_attrs(f, &node.attr);
     float *running_mean = copy_floats(f, "running_mean"), *running_var = copy_floats(f, "running_var");
     node.attr.running_mean = running_mean;
     node.attr.running_var = running_var;
@@ -150,13 +119,13 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
     CHECK(same_shape(&node.out, &y->shape), "%s (%s): output shape differs", f->name, pass);
     if (!same_shape(&node.out, &y->shape)) goto done_arena;
     char report[256] = "";
-    compare(f, pass, "y", node.out.data, 0.0f, y, report, sizeof report);
+    fixture_compare(f, RTOL, ATOL, pass, "y", node.out.data, 0.0f, y, report, sizeof report);
     const fixture_tensor_t *mean_after = fixture_get(f, "running_mean_after");
     const fixture_tensor_t *var_after = fixture_get(f, "running_var_after");
     CHECK((mean_after != NULL) == (running_mean != NULL) && (var_after != NULL) == (running_var != NULL),
           "%s: running stats without their expected values (or the reverse)", f->name);
-    if (mean_after && running_mean) compare(f, pass, "running_mean", running_mean, 0.0f, mean_after, report, sizeof report);
-    if (var_after && running_var) compare(f, pass, "running_var", running_var, 0.0f, var_after, report, sizeof report);
+    if (mean_after && running_mean) fixture_compare(f, RTOL, ATOL, pass, "running_mean", running_mean, 0.0f, mean_after, report, sizeof report);
+    if (var_after && running_var) fixture_compare(f, RTOL, ATOL, pass, "running_var", running_var, 0.0f, var_after, report, sizeof report);
     CHECK((node.out.grad != NULL) == any_grad, "%s (%s): out.grad is %s but inputs %s grads", f->name, pass,
           node.out.grad ? "set" : "NULL", any_grad ? "have" : "have no");
     if (node.out.grad) {
@@ -170,7 +139,7 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
             if (!node.in[i] || !node.in[i]->grad) continue;
             const fixture_tensor_t *want = fixture_get(f, grad_names[i]);
             CHECK(want != NULL, "%s: fixture lacks %s", f->name, grad_names[i]);
-            if (want) compare(f, pass, grad_names[i], node.in[i]->grad, GRAD_PREFILL, want, report, sizeof report);
+            if (want) fixture_compare(f, RTOL, ATOL, pass, grad_names[i], node.in[i]->grad, GRAD_PREFILL, want, report, sizeof report);
         }
     }
     printf("  %-40s %-9s max violation:%s\n", f->name, pass, report);
