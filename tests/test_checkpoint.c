@@ -29,22 +29,6 @@
 
 /* --- helpers ------------------------------------------------------------------------ */
 
-static unsigned char *read_bytes(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *data = malloc((size_t)n + 1);
-    if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return data;
-}
-
 static void write_bytes(const char *path, const void *data, size_t size) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, size, f) != size) {
@@ -154,7 +138,7 @@ static void test_safetensors_round_trip(void) {
     const char *path = testing_tmp_file("round.safetensors");
     CHECK(dp_safetensors_write(path, tensors, 3, meta, 2) == DP_OK, "write: %s", dp_error_message());
     size_t size;
-    unsigned char *bytes = read_bytes(path, &size);
+    unsigned char *bytes = testing_read_file(path, &size);
     CHECK(bytes != NULL, "cannot read back %s", path);
     if (!bytes) return;
     uint64_t n = 0;
@@ -169,7 +153,7 @@ static void test_safetensors_round_trip(void) {
     const char *again = testing_tmp_file("round2.safetensors");
     dp_safetensors_write(again, tensors, 3, meta, 2);
     size_t size2;
-    unsigned char *bytes2 = read_bytes(again, &size2);
+    unsigned char *bytes2 = testing_read_file(again, &size2);
     CHECK(bytes2 && size2 == size && memcmp(bytes, bytes2, size) == 0, "two writes differ");
     free(bytes2);
     free(bytes);
@@ -221,7 +205,7 @@ static void test_corrupt_files(void) {
     const char *valid = testing_tmp_file("valid.safetensors");
     CHECK(dp_safetensors_write(valid, tensors, 2, meta, 1) == DP_OK, "write: %s", dp_error_message());
     size_t size;
-    unsigned char *bytes = read_bytes(valid, &size);
+    unsigned char *bytes = testing_read_file(valid, &size);
     if (!bytes) return;
     int truncations_refused = 0;
     for (size_t cut = 0; cut < size; cut++) {
@@ -683,7 +667,7 @@ static void test_atomic_writes(void) {
     const char *path = testing_tmp_file("atomic.safetensors");
     CHECK(dp_checkpoint_save(path, lenet, old_params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
     size_t old_size;
-    unsigned char *old_bytes = read_bytes(path, &old_size);
+    unsigned char *old_bytes = testing_read_file(path, &old_size);
 
     /* The file size limit makes the write fail half way (EFBIG). */
     struct rlimit saved;
@@ -697,7 +681,7 @@ static void test_atomic_writes(void) {
     CHECK(status == DP_ERR_IO && strstr(m, path) && !strchr(m, '\n'), "failed write: status %d, '%s'",
           (int)status, m);
     size_t size;
-    unsigned char *bytes = read_bytes(path, &size);
+    unsigned char *bytes = testing_read_file(path, &size);
     CHECK(bytes && old_bytes && size == old_size && memcmp(bytes, old_bytes, size) == 0,
           "a failed write changed the old checkpoint");
     CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "a failed write left a temporary file");
@@ -711,7 +695,7 @@ static void test_atomic_writes(void) {
 
     /* And a good write replaces it. */
     CHECK(dp_checkpoint_save(path, lenet, new_params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
-    bytes = read_bytes(path, &size);
+    bytes = testing_read_file(path, &size);
     CHECK(bytes && size == old_size && memcmp(bytes, old_bytes, size) != 0, "the good write did not replace");
     free(bytes);
     free(old_bytes);

@@ -34,27 +34,9 @@
 #define EPOCHS 2
 #define BATCH 64
 
-static unsigned char *read_bytes(const char *path, size_t *size) {
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *data = malloc((size_t)n + 1);
-    if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    if (data) data[n] = 0;
-    *size = (size_t)n;
-    return data;
-}
-
 static int same_files(const char *a, const char *b) {
     size_t na, nb;
-    unsigned char *da = read_bytes(a, &na), *db = read_bytes(b, &nb);
+    unsigned char *da = testing_read_file(a, &na), *db = testing_read_file(b, &nb);
     int same = da && db && na == nb && na > 0 && memcmp(da, db, na) == 0;
     free(da);
     free(db);
@@ -193,7 +175,7 @@ int main(void) {
           "result: epochs [%d, %d), %d/%d, %d steps", r.first_epoch, r.last_epoch, r.test_correct, r.test_count,
           (int)r.step_count);
     size_t plot_size;
-    unsigned char *svg = read_bytes(plot, &plot_size);
+    unsigned char *svg = testing_read_file(plot, &plot_size);
     CHECK(svg && plot_size > 100 && strstr((const char *)svg, "<svg") && strstr((const char *)svg, "</svg>"),
           "no plot written");
     free(svg);

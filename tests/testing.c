@@ -87,3 +87,21 @@ dp_dataset_t testing_column_dataset(int count, int side, int classes, int column
     free(labels);
     return ds;
 }
+
+unsigned char *testing_read_file(const char *path, size_t *size) {
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    unsigned char *data = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    if (!data) return NULL;
+    data[n] = 0;
+    *size = (size_t)n;
+    return data;
+}

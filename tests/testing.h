@@ -38,6 +38,9 @@ const char *testing_tmpdir(void);
 
 /* testing_tmpdir()/name; the last 8 results stay valid. */
 const char *testing_tmp_file(const char *name);
+/* The whole file, malloc'd with a terminating NUL after its *size bytes
+ * (so text files are strings); NULL and *size 0 when it cannot be read. */
+unsigned char *testing_read_file(const char *path, size_t *size);
 
 /* Number of entries in dir whose name contains `part` (-1: unreadable dir). */
 int testing_count_entries(const char *dir, const char *part);
