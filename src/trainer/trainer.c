@@ -6,7 +6,13 @@
  * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
  * device d and lives in its backend's memory: only tasks on device d touch
  * its arena and tape, and this file reads or writes a replica only through
- * the backend (upload, download, copy, zero, load_batch). The caller's
+ * the backend (upload, download, copy, zero, load_batch; an augmented shard
+ * on a backend without load_batch_augmented is filled on the host and
+ * uploaded). Nothing here assumes host memory: what MPI reads or writes
+ * goes through t->host_stage when the backend's memory is not host memory
+ * (dp_trainer_stage_down/up), and an optimizer whose state the backend keeps
+ * on the device is downloaded by dp_trainer_optimizer (what a checkpoint
+ * saves) and uploaded after a restore (dp_trainer_optimizers_uploaded). The caller's
  * thread drives a step and waits for every device after each phase:
  *   phase 1, on every device (shard_task): upload the shard's batch,
  *            forward, loss scaled by the global batch size, backward into
