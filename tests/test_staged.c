@@ -2,7 +2,7 @@
  * double of a GPU, through the same calls test_cuda_staging.c makes on a GPU:
  *
  *   the table: name "staged", host_memory 0, no load_batch_augmented, no
- *     set_tf32, the optimizer state calls present; dp_backend_by_name finds it;
+ *     set_tf32, the optimizer state calls present;
  *   optimizer_update keeps the state in a copy of its own: after 3 Adam steps
  *     the host buffers are still zeros; optimizer_download gives the CPU
  *     optimizer's state bit for bit, and the parameters are the CPU's bits;
@@ -49,13 +49,14 @@ static void step_both(const dp_backend_t *be, dp_optimizer_t *cpu, float *p_cpu,
 }
 
 static void check_table(void) {
-    const dp_backend_t *be = dp_backend_cpu_staged(), *named = NULL;
+    const dp_backend_t *be = dp_backend_cpu_staged();
     CHECK(strcmp(be->name, "staged") == 0 && !be->host_memory, "staged: name %s, host_memory %d", be->name,
           be->host_memory);
     CHECK(!be->load_batch_augmented && !be->set_tf32 && be->optimizer_download && be->optimizer_upload &&
               be->optimizer_forget,
           "staged: the table's optional functions are not a GPU's");
-    CHECK(dp_backend_by_name("staged", 3, &named) == DP_OK && named == be, "dp_backend_by_name(staged)");
+    /* (not dp_backend_by_name: in a CUDA build it pulls in the CUDA objects,
+     * which this C-linked test cannot link) */
     const dp_backend_t *cpu = dp_backend_cpu();
     CHECK(!cpu->optimizer_download && !cpu->optimizer_upload && !cpu->optimizer_forget && !cpu->set_tf32,
           "cpu: the host optimizer's buffers are its state; it has no TF32");
