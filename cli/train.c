@@ -49,6 +49,7 @@ typedef struct {
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */
     int save_every_steps;            /* 0: checkpoints at epoch ends only */
+    int tf32;                        /* GPU devices: TF32 math (off by default) */
 } train_options_t;
 
 static const char train_usage[] =
@@ -102,7 +103,11 @@ static const char train_usage[] =
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
     "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
-    "                            like cpu:0,cpu:1 (default: one per core)\n"
+    "                            like cpu:0,cpu:1 or cuda:0,cuda:0 (default: the GPU when\n"
+    "                            CUDA sees one, else one CPU device per core)\n"
+    "  --tf32                    GPU devices: TF32 tensor-core math in matrix products and\n"
+    "                            convolutions (faster, products rounded to 10 mantissa\n"
+    "                            bits; default off: FP32); refused on CPU devices\n"
     "  --allreduce chunked|naive gradient sum: chunked (default; every device sums 1/k of\n"
     "                            the gradient over shared memory and writes it to all\n"
     "                            replicas: a reduce-scatter + all-gather) or naive (device 0\n"
@@ -147,10 +152,11 @@ static dp_status_t check_output_path(const char *option, const char *path) {
 
 #define MAX_DEVICES 256
 
-/* --devices: "N" (cpu:0 .. cpu:N-1) or "cpu:A,cpu:B,...", distinct ids. */
 /* --devices: a count of CPU devices, or a list cpu:N,... or cuda:N,... (one
  * kind; cuda:N may repeat: several devices sharing one GPU). *backend is
- * the list's backend (the CPU's for a count). */
+ * the list's backend (the CPU's for a count). staged:N,... (distinct ids)
+ * is the test double of a GPU (backend_cpu_staged.c): for tests, not in
+ * --help. */
 static dp_status_t parse_devices(const char *text, int *ids, int *count, const dp_backend_t **backend) {
     char *end;
     long n = strtol(text, &end, 10);
@@ -164,8 +170,9 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count, const d
     }
     *count = 0;
     const char *p = text;
-    int cuda = strncmp(text, "cuda:", 5) == 0;
-    const char *kind = cuda ? "cuda:" : "cpu:";
+    int cuda = strncmp(text, "cuda:", 5) == 0, staged = strncmp(text, "staged:", 7) == 0;
+    const char *kind = cuda ? "cuda:" : staged ? "staged:" : "cpu:";
+    if (staged) *backend = dp_backend_cpu_staged();
     size_t prefix = strlen(kind);
     while (*p) {
         if (strncmp(p, kind, prefix) != 0)
@@ -174,7 +181,7 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count, const d
         if (end == p + prefix || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
             return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected %sN, N from 0 to 4095)", text, kind);
         for (int i = 0; i < *count; i++)
-            if (ids[i] == id && !cuda) return dp_fail(DP_ERR_ARG, "train: --devices: cpu:%ld is listed twice", id);
+            if (ids[i] == id && !cuda) return dp_fail(DP_ERR_ARG, "train: --devices: %s%ld is listed twice", kind, id);
             else if (ids[i] != id && cuda)
                 return dp_fail(DP_ERR_ARG, "train: --devices: cuda:%d and cuda:%ld: devices on several GPUs are not "
                                "done yet (several devices may share one GPU: cuda:0,cuda:0)", ids[i], id);
@@ -184,6 +191,28 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count, const d
         if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "train: --devices: '%s' ends with a comma", text);
     }
     return cuda ? dp_backend_by_name("cuda", ids[0], backend) : DP_OK;
+}
+
+/* No --devices: the GPU when the CUDA backend sees one (the book's
+ * try_all_gpus; devices on several GPUs are not done yet, so cuda:0 alone
+ * when there are more), else one CPU device per core. `note` says which and
+ * why, for the first line. */
+static dp_status_t default_devices(int *ids, int *count, const dp_backend_t **backend, char *note, size_t size) {
+    const char *why = NULL;
+    int gpus = dp_backend_cuda_count(&why);
+    if (gpus > 0) {
+        ids[0] = 0;
+        *count = 1;
+        if (gpus == 1) snprintf(note, size, "default: the GPU");
+        else snprintf(note, size, "default: the first of %d GPUs; several GPUs are not done yet", gpus);
+        return dp_backend_by_name("cuda", 0, backend);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *count = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
+    for (int i = 0; i < *count; i++) ids[i] = i;
+    *backend = dp_backend_cpu();
+    snprintf(note, size, "default: one CPU device per core; no GPU: %s", why ? why : "none found");
+    return DP_OK;
 }
 
 /* An optional positive option: NAN (not given) -> 0, the library's default;
@@ -241,6 +270,7 @@ typedef struct {
     int speaks;
     int train_count, test_count;
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
+    const char *devices_note; /* without --devices: why these (on the first line) */
     dp_progress_t bar;
     int bar_open;
 } train_printer_t;
@@ -259,9 +289,10 @@ static void print_begin(const dp_fit_begin_t *begin, void *ctx) {
     }
     snprintf(devices + used, size - used, "]");
     if (!o->quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s\n",
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
-               o->epochs, (unsigned long long)o->seed, devices);
+               o->epochs, (unsigned long long)o->seed, devices, p->devices_note ? " (" : "",
+               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "");
     if (!o->quiet) printf("%s\n", dp_cpu_summary()); /* kernels ISA, CPU model, BLAS */
     if (begin->first_epoch >= begin->last_epoch && p->speaks)
         printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
@@ -350,6 +381,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"augment", OPT_STRING, &o.augment, 0, 0},
         {"accumulate", OPT_INT, &o.accumulate, 1, 1 << 20},
         {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
+        {"tf32", OPT_FLAG, &o.tf32, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
@@ -395,18 +427,19 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
     int device_ids[MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backend = dp_backend_cpu();
+    char devices_note[256];
+    devices_note[0] = '\0';
     if (o.devices) {
         if (parse_devices(o.devices, device_ids, &num_devices, &backend) != DP_OK) return report_error(world);
-        if (!backend->host_memory && o.save_path && optim.kind != DP_OPTIM_SGD) {
-            dp_fail(DP_ERR_ARG, "train: --save with --optimizer %s on %s devices: saving that optimizer's state "
-                    "from a GPU is not done yet (sgd can be saved)", dp_optim_kind_name(optim.kind), backend->name);
-            return report_error(world);
-        }
-    } else {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        num_devices = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
-        for (int i = 0; i < num_devices; i++) device_ids[i] = i;
+    } else if (default_devices(device_ids, &num_devices, &backend, devices_note, sizeof devices_note) != DP_OK) {
+        return report_error(world);
     }
+    if (o.tf32 && !backend->set_tf32) {
+        dp_fail(DP_ERR_ARG, "train: --tf32: %s devices have no TF32 mode (a GPU's tensor-core math); they "
+                "compute in FP32 anyway", backend->name);
+        return report_error(world);
+    }
+    if (o.tf32 && backend->set_tf32(backend->ctx, 1) != DP_OK) return report_error(world);
     dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
         allreduce = DP_ALLREDUCE_NAIVE;
@@ -514,7 +547,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         goto done;
     }
     train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
-                               .test_count = test_set.count};
+                               .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL};
     dp_fit_config_t fit = {
         .trainer = trainer,
         .model = model,

@@ -53,6 +53,21 @@ struct dp_backend {
      * optimizer's state for that range included); dp_optimizer_step_range. */
     void (*optimizer_update)(void *ctx, dp_optimizer_t *optimizer, float *params, const float *grads,
                              size_t start, size_t count);
+    /* Optimizer state kept in device memory (momentum, sums, Adam's
+     * moments): NULL in a backend whose optimizer_update works on the host
+     * optimizer's own buffers (the CPU's). Otherwise optimizer_update keeps
+     * a device copy per host optimizer, made from the host buffers at its
+     * first update; then
+     *   optimizer_download: host buffers (dp_optimizer_state) = the device
+     *     copy (what a checkpoint saves); no-op if never updated here;
+     *   optimizer_upload: device copy = the host buffers (after a restore
+     *     wrote them); no-op if never updated here (the first update takes
+     *     them anyway);
+     *   optimizer_forget: frees the device copy; call before
+     *     dp_optimizer_free (a new optimizer may get the same address). */
+    void (*optimizer_download)(void *ctx, dp_optimizer_t *optimizer);
+    void (*optimizer_upload)(void *ctx, dp_optimizer_t *optimizer);
+    void (*optimizer_forget)(void *ctx, const dp_optimizer_t *optimizer);
 
     /* --- Local collectives (replicas of one process, possibly on several
      * devices of this backend) --- */
@@ -75,24 +90,41 @@ struct dp_backend {
                        int32_t *y);
     /* The same with augmentation (dp_dataset_fill_augmented's values):
      * example i is at position first_position + i of epoch `epoch`. NULL
-     * when the backend cannot augment: the trainer then refuses --augment
-     * on its devices (dp_trainer_new) rather than ignoring it. */
+     * when the backend has no augmentation of its own: the trainer then
+     * fills the shard with dp_dataset_fill_augmented in host memory and
+     * uploads it (the same values). */
     void (*load_batch_augmented)(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
                                  int epoch, int64_t first_position, const int *host_indices, int n, float *x,
                                  int32_t *y);
+
+    /* --- Settings --- */
+    /* TF32 tensor-core math for FP32 matrix products and convolutions
+     * (on: faster, about 10 mantissa bits in products; off: plain FP32, the
+     * default). NULL: the backend has no such mode (the CPU's): --tf32 is
+     * refused on its devices. Call before any work is queued. */
+    dp_status_t (*set_tf32)(void *ctx, int on);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:
  * never freed. */
 const dp_backend_t *dp_backend_cpu(void);
 
-/* A backend by name (backend_registry.c): "cpu" (index ignored) or "cuda"
+/* A backend by name (backend_registry.c): "cpu" or "staged" (index
+ * ignored) or "cuda"
  * (GPU `index`: its memory, one stream, cuBLAS/cuDNN handles; opened on
  * first use and kept until exit, like the CPU table). Fails with one line:
  * "this dptrain was built without CUDA" in a build without the CUDA
  * backend; "cuda:N: ..." naming what failed (no such GPU, no driver) in
  * one with it; "unknown backend" for any other name. */
 dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t **out);
+
+/* The staged CPU backend ("staged", backend_cpu_staged.c), a test double
+ * of a GPU: the CPU's kernels, but host_memory = 0 and its optimizer state
+ * in memory of its own, so every layer above the seam must stage through
+ * upload/download as it would for a GPU; it must give the CPU backend's
+ * bits. For tests (--devices staged:0,...), not documented for users.
+ * Static: never freed. */
+const dp_backend_t *dp_backend_cpu_staged(void);
 
 /* Whether this build has the CUDA backend (1) or not (0). */
 int dp_backend_cuda_built(void);

@@ -1,4 +1,4 @@
-/* backend_registry.c - backends by name ("cpu", "cuda"), and the one place
+/* backend_registry.c - backends by name ("cpu", "staged", "cuda"), and the one place
  * that knows whether this build has the CUDA backend (DPTRAIN_HAVE_CUDA,
  * defined for this file only by CMakeLists.txt's CUDA section). */
 #include "dptrain/backend.h"
@@ -30,6 +30,10 @@ dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t *
     *out = NULL;
     if (strcmp(name, "cpu") == 0) {
         *out = dp_backend_cpu();
+        return DP_OK;
+    }
+    if (strcmp(name, "staged") == 0) { /* the test double of a GPU (backend_cpu_staged.c) */
+        *out = dp_backend_cpu_staged();
         return DP_OK;
     }
     if (strcmp(name, "cuda") == 0) {

@@ -42,6 +42,7 @@
 
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
+#include "trainer_internal.h" /* dp_trainer_optimizers_uploaded */
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -153,6 +154,7 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
              run->num_ranks);
     dp_trainer_set_params(trainer, params);
+    dp_trainer_optimizers_uploaded(trainer); /* a backend with the state in device memory takes it */
     dp_trainer_set_step_count(trainer, saved->step_count);
     run->step_count = saved->step_count;
     run->optimizer_steps = saved->optimizer_steps;

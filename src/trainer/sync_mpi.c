@@ -6,9 +6,13 @@
  * sum across ranks goes bucket by bucket (the same DP_BUCKET_FLOATS ranges
  * with and without overlap, because MPI's order of summation may depend on
  * the message size: Open MPI's ring with 3 ranks sums a bucket in another
- * order than the whole buffer). MPI reads and writes replica 0's gradients
- * directly, so these strategies need a backend whose memory is host memory
- * (host_memory); another backend would stage through the host here.
+ * order than the whole buffer). On a backend whose memory is host memory
+ * (host_memory) MPI reads and writes replica 0's gradients directly; on any
+ * other (a GPU) each bucket is downloaded into the trainer's host staging
+ * buffer (t->host_stage, the same offsets), summed there by MPI and
+ * uploaded back into replica 0 before it is copied to the other replicas
+ * (dp_trainer_stage_down / dp_trainer_stage_up): the same floats summed in
+ * the same order, so the same bits.
  *   no overlap (dp_sync_mpi; also with --allreduce naive, which only chooses
  *            the single-process algorithm): phase 2 is the local chunked
  *            allreduce (one task per device, disjoint chunks); the caller
@@ -22,8 +26,9 @@
  *            order nb-1, ..., 0 (every rank must queue the same collectives
  *            in the same order, and two devices may finish buckets in either
  *            order). After each bucket's MPI_Allreduce the communication
- *            thread copies it to the other replicas and updates it in every
- *            replica (bucket_summed_across_ranks), while the devices are
+ *            thread (uploads it, when staged, and) copies it to the other
+ *            replicas and updates it in every replica
+ *            (bucket_summed_across_ranks), while the devices are
  *            still in backward on earlier layers. The caller waits for all
  *            of it (drain: dp_world_drain) after the devices: that wait is
  *            the exposed sync time. release drains too, so no bucket
@@ -34,12 +39,6 @@
 #include <string.h>
 
 #include "trainer_internal.h"
-
-static dp_status_t require_host_memory(dp_trainer_t *t) {
-    if (t->backend->host_memory) return DP_OK;
-    return dp_fail(DP_ERR_ARG, "training across %d processes needs a backend whose memory MPI can read; "
-                   "the %s backend's cannot be (yet)", t->ranks, t->backend->name);
-}
 
 /* --- No overlap ----------------------------------------------------------- */
 
@@ -69,19 +68,20 @@ static dp_status_t mpi_end_step(dp_trainer_t *t) {
     if (t->num_devices > 1) DP_TRY(dp_trainer_run_on_all(t, allreduce_chunk_task));
     /* bucket by bucket, as with overlap: MPI's order of summation may
      * depend on the message size (Open MPI's ring with 3 ranks does) */
+    float *sum = t->grad_buffers[0];
     for (long b = t->num_buckets - 1; b >= 0; b--) {
         size_t start, count;
         dp_bucket_range(t, b, &start, &count);
-        dp_world_sum_floats_async(t->grad_buffers[0] + start, count, NULL, NULL);
+        dp_world_sum_floats_async(dp_trainer_stage_down(t, sum, start, count), count, NULL, NULL);
     }
     DP_TRY(dp_world_drain());
+    dp_trainer_stage_up(t, sum, 0, t->num_trainable);
     DP_TRY(dp_trainer_run_on_all(t, broadcast_update_chunk_task));
     return dp_trainer_sync_buffers(t);
 }
 
 const dp_sync_strategy_t dp_sync_mpi = {
     .name = "mpi",
-    .init = require_host_memory,
     .begin_step = dp_trainer_begin_optimizer_steps,
     .end_step = mpi_end_step,
 };
@@ -99,6 +99,7 @@ typedef struct {
     pthread_mutex_t publish_lock;
     int publish_ready;
     unsigned char *bucket_summed; /* (num_buckets) locally summed this step; under publish_lock */
+    float **bucket_sums;          /* (num_buckets) where each bucket's local sum is for MPI; under publish_lock */
     long next_publish;            /* the bucket to hand over next (they go in order nb-1, ..., 0) */
     struct bucket_job *bucket_jobs; /* (num_buckets) the completion contexts */
 } overlap_state_t;
@@ -108,6 +109,7 @@ static void bucket_summed_across_ranks(void *ctx) {
     struct bucket_job *job = ctx;
     size_t start, count;
     dp_bucket_range(job->trainer, job->bucket, &start, &count);
+    dp_trainer_stage_up(job->trainer, job->trainer->grad_buffers[0], start, count);
     dp_sync_broadcast_update(job->trainer, start, count);
 }
 
@@ -119,13 +121,14 @@ static void publish_bucket(dp_trainer_t *t, long b) {
     size_t start, count;
     dp_bucket_range(t, b, &start, &count);
     dp_sync_reduce_to_first(t, start, count);
+    float *sum = dp_trainer_stage_down(t, t->grad_buffers[0], start, count); /* (count) what MPI sums */
     pthread_mutex_lock(&s->publish_lock);
+    s->bucket_sums[b] = sum;
     s->bucket_summed[b] = 1;
     while (s->next_publish >= 0 && s->bucket_summed[s->next_publish]) {
         long p = s->next_publish--;
         dp_bucket_range(t, p, &start, &count);
-        dp_world_sum_floats_async(t->grad_buffers[0] + start, count, bucket_summed_across_ranks,
-                                  &s->bucket_jobs[p]);
+        dp_world_sum_floats_async(s->bucket_sums[p], count, bucket_summed_across_ranks, &s->bucket_jobs[p]);
     }
     pthread_mutex_unlock(&s->publish_lock);
 }
@@ -139,20 +142,21 @@ static void mpi_overlap_release(dp_trainer_t *t) {
     }
     dp_bucket_counter_release(&s->counter);
     free(s->bucket_summed);
+    free(s->bucket_sums);
     free(s->bucket_jobs);
     free(s);
     t->sync_state = NULL;
 }
 
 static dp_status_t mpi_overlap_init(dp_trainer_t *t) {
-    DP_TRY(require_host_memory(t));
     overlap_state_t *s = dp_alloc_zeroed(1, sizeof *s, "bucket state");
     if (!s) return DP_ERR_NOMEM;
     t->sync_state = s;
     DP_TRY(dp_bucket_counter_init(&s->counter, t, publish_bucket));
     s->bucket_summed = dp_alloc_zeroed((size_t)t->num_buckets + 1, 1, "bucket flags");
     s->bucket_jobs = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *s->bucket_jobs, "bucket jobs");
-    if (!s->bucket_summed || !s->bucket_jobs || pthread_mutex_init(&s->publish_lock, NULL) != 0)
+    s->bucket_sums = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *s->bucket_sums, "bucket sums");
+    if (!s->bucket_summed || !s->bucket_jobs || !s->bucket_sums || pthread_mutex_init(&s->publish_lock, NULL) != 0)
         return DP_ERR_NOMEM;
     s->publish_ready = 1;
     for (long b = 0; b < t->num_buckets; b++) s->bucket_jobs[b] = (struct bucket_job){t, b};

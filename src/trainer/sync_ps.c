@@ -9,8 +9,9 @@
  * reduce_range) into the server's buffer and take replica 0's buffers; on
  * rank 0, update the server's parameters (with several ranks the caller
  * first MPI_Reduces the sums to rank 0, and afterwards MPI_Bcasts the
- * parameters: MPI reads the server's memory, so several ranks need a
- * host-memory backend). Phase 3 on every device (pull): copy the server's
+ * parameters: from the server's memory itself on a host-memory backend,
+ * else through the trainer's host staging buffer, downloaded before and
+ * uploaded after each collective). Phase 3 on every device (pull): copy the server's
  * parameters into its replica. MPI calls are made from the caller's thread,
  * between waits.
  */
@@ -18,9 +19,6 @@
 
 static dp_status_t ps_init(dp_trainer_t *t) {
     const dp_backend_t *be = t->backend;
-    if (t->ranks > 1 && !be->host_memory)
-        return dp_fail(DP_ERR_ARG, "the parameter server across processes needs a backend whose memory "
-                       "MPI can read; the %s backend's cannot be (yet)", be->name);
     dp_status_t status = dp_device_new_on(be, t->num_devices, -1, &t->server);
     if (status != DP_OK) return status;
     dp_device_set_name(t->server, "ps");
@@ -35,6 +33,8 @@ static void ps_release(dp_trainer_t *t) {
     dp_device_free(t->server); /* first: runs what is queued, then joins */
     t->backend->free(t->backend->ctx, t->server_params);
     t->backend->free(t->backend->ctx, t->server_grads);
+    if (t->server_optimizer && t->backend->optimizer_forget)
+        t->backend->optimizer_forget(t->backend->ctx, t->server_optimizer);
     dp_optimizer_free(t->server_optimizer);
     t->server = NULL;
     t->server_params = t->server_grads = NULL;
@@ -73,12 +73,19 @@ static dp_status_t ps_pull_task(void *arg) {
 static dp_status_t ps_end_step(dp_trainer_t *t) {
     DP_TRY(dp_device_submit(t->server, ps_push_task, t));
     DP_TRY(dp_device_wait(t->server));
-    if (t->ranks > 1) DP_TRY(dp_world_reduce_to_root(t->server_grads, t->num_trainable));
+    if (t->ranks > 1) {
+        DP_TRY(dp_world_reduce_to_root(dp_trainer_stage_down(t, t->server_grads, 0, t->num_trainable),
+                                       t->num_trainable));
+        if (t->config.world.rank == 0) dp_trainer_stage_up(t, t->server_grads, 0, t->num_trainable);
+    }
     if (t->config.world.rank == 0) {
         DP_TRY(dp_device_submit(t->server, ps_update_task, t));
         DP_TRY(dp_device_wait(t->server));
     }
-    if (t->ranks > 1) DP_TRY(dp_world_broadcast(t->server_params, t->num_params));
+    if (t->ranks > 1) {
+        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, t->server_params, 0, t->num_params), t->num_params));
+        dp_trainer_stage_up(t, t->server_params, 0, t->num_params);
+    }
     return dp_trainer_run_on_all(t, ps_pull_task);
 }
 

@@ -6,7 +6,13 @@
  * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
  * device d and lives in its backend's memory: only tasks on device d touch
  * its arena and tape, and this file reads or writes a replica only through
- * the backend (upload, download, copy, zero, load_batch). The caller's
+ * the backend (upload, download, copy, zero, load_batch; an augmented shard
+ * on a backend without load_batch_augmented is filled on the host and
+ * uploaded). Nothing here assumes host memory: what MPI reads or writes
+ * goes through t->host_stage when the backend's memory is not host memory
+ * (dp_trainer_stage_down/up), and an optimizer whose state the backend keeps
+ * on the device is downloaded by dp_trainer_optimizer (what a checkpoint
+ * saves) and uploaded after a restore (dp_trainer_optimizers_uploaded). The caller's
  * thread drives a step and waits for every device after each phase:
  *   phase 1, on every device (shard_task): upload the shard's batch,
  *            forward, loss scaled by the global batch size, backward into
@@ -69,10 +75,13 @@ static void replica_free(dp_replica_t *r) {
     r->backend->free(r->backend->ctx, r->grads);
     dp_tape_free(r->tape);
     dp_arena_free(r->arena);
+    if (r->optimizer && r->backend->optimizer_forget) r->backend->optimizer_forget(r->backend->ctx, r->optimizer);
     dp_optimizer_free(r->optimizer);
     free(r->host_params);
     free(r->host_logits);
     free(r->host_indices);
+    free(r->host_batch);
+    free(r->host_labels);
 }
 
 void dp_trainer_free(dp_trainer_t *t) {
@@ -84,6 +93,7 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->devices);
     free(t->grad_buffers);
     free(t->param_buffers);
+    free(t->host_stage);
     dp_sync_batch_norm_release(t);
     free(t);
 }
@@ -106,12 +116,6 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (config->augment.crop_padding < 0 || config->augment.crop_padding > 64)
         return dp_fail(DP_ERR_ARG, "augment: crop padding must be from 0 to 64, found %d",
                        config->augment.crop_padding);
-    {
-        const dp_backend_t *be = config->backend ? config->backend : dp_backend_cpu();
-        if ((config->augment.crop_padding || config->augment.flip) && !be->load_batch_augmented)
-            return dp_fail(DP_ERR_ARG, "%s:%d: --augment is not implemented on this backend's devices (the "
-                           "CPU devices have it)", be->name, config->device_ids ? config->device_ids[0] : 0);
-    }
     if (config->threads_per_device < 1)
         return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
                        config->threads_per_device);
@@ -135,6 +139,9 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
     t->param_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->param_buffers, "parameter list");
     if (!t->replicas || !t->devices || !t->grad_buffers || !t->param_buffers) goto fail;
+    if (t->ranks > 1 && !t->backend->host_memory &&
+        !(t->host_stage = dp_alloc_aligned(sizeof(float) * (t->num_params + 1), "host staging buffer for MPI")))
+        goto fail;
     if (config->sync_batch_norm && (status = dp_sync_batch_norm_init(t)) != DP_OK) goto fail;
     status = DP_ERR_NOMEM;
 
@@ -195,8 +202,32 @@ void dp_trainer_set_position(dp_trainer_t *t, int epoch, int64_t first_position)
 }
 void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count = steps; }
 
+/* A backend that keeps the optimizer state in device memory: its host
+ * buffers are brought up to date first, so that what the caller reads (a
+ * checkpoint) is the state. */
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
-    return t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
+    dp_optimizer_t *opt = t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
+    const dp_backend_t *be = t->backend;
+    if (be->optimizer_download) be->optimizer_download(be->ctx, opt);
+    return opt;
+}
+
+void dp_trainer_optimizers_uploaded(dp_trainer_t *t) {
+    const dp_backend_t *be = t->backend;
+    if (!be->optimizer_upload) return;
+    for (int d = 0; d < t->num_devices; d++) be->optimizer_upload(be->ctx, t->replicas[d].optimizer);
+    if (t->server_optimizer) be->optimizer_upload(be->ctx, t->server_optimizer);
+}
+
+float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t start, size_t count) {
+    if (!t->host_stage) return (float *)device_buffer + start;
+    t->backend->download(t->backend->ctx, t->host_stage + start, device_buffer + start, sizeof(float) * count);
+    return t->host_stage + start;
+}
+
+void dp_trainer_stage_up(dp_trainer_t *t, float *device_buffer, size_t start, size_t count) {
+    if (t->host_stage)
+        t->backend->upload(t->backend->ctx, device_buffer + start, t->host_stage + start, sizeof(float) * count);
 }
 
 void dp_trainer_set_lr(dp_trainer_t *t, float lr) {
@@ -259,8 +290,10 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
      * are equal already (dp_trainer_check_replicas checks it). */
     if (count == 0 || t->config.sync_batch_norm) return DP_OK;
     float *source = t->replicas[0].params;
-    /* the strategies with several ranks require host_memory (sync_mpi.c) */
-    if (t->ranks > 1) DP_TRY(dp_world_broadcast(source + t->num_trainable, count));
+    if (t->ranks > 1) { /* through host memory when MPI may not read the device's */
+        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, t->num_trainable, count), count));
+        dp_trainer_stage_up(t, source, t->num_trainable, count);
+    }
     t->backend->broadcast_range(t->backend->ctx, t->param_buffers, t->num_devices, source, t->num_trainable,
                                 count);
     return DP_OK;
@@ -308,11 +341,33 @@ static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int
     *y = dp_arena_alloc(r->arena, sizeof(int32_t) * (size_t)n);
     if (!(*x)->data || !*y) return DP_ERR_NOMEM;
     dp_trainer_t *t = r->trainer;
-    if (augment && t->augment)
-        r->backend->load_batch_augmented(r->backend->ctx, ds, &t->config.augment, t->config.seed, t->epoch,
-                                         t->first_position + r->example_offset, indices, n, (*x)->data, *y);
-    else
-        r->backend->load_batch(r->backend->ctx, ds, indices, n, (*x)->data, *y);
+    const dp_backend_t *be = r->backend;
+    if (!augment || !t->augment) {
+        be->load_batch(be->ctx, ds, indices, n, (*x)->data, *y);
+    } else if (be->load_batch_augmented) {
+        be->load_batch_augmented(be->ctx, ds, &t->config.augment, t->config.seed, t->epoch,
+                                 t->first_position + r->example_offset, indices, n, (*x)->data, *y);
+    } else { /* augmented on the host, then uploaded: the same values */
+        size_t floats = dp_tensor_numel(*x);
+        if (floats > r->host_batch_size) {
+            free(r->host_batch);
+            r->host_batch_size = 0;
+            if (!(r->host_batch = dp_alloc(sizeof(float) * floats, "host copy of an augmented shard")))
+                return DP_ERR_NOMEM;
+            r->host_batch_size = floats;
+        }
+        if ((size_t)n > r->host_labels_size) {
+            free(r->host_labels);
+            r->host_labels_size = 0;
+            if (!(r->host_labels = dp_alloc(sizeof(int32_t) * (size_t)n, "host copy of a shard's labels")))
+                return DP_ERR_NOMEM;
+            r->host_labels_size = (size_t)n;
+        }
+        dp_dataset_fill_augmented(ds, &t->config.augment, t->config.seed, t->epoch,
+                                  t->first_position + r->example_offset, indices, n, r->host_batch, r->host_labels);
+        be->upload(be->ctx, (*x)->data, r->host_batch, sizeof(float) * floats);
+        be->upload(be->ctx, *y, r->host_labels, sizeof(int32_t) * (size_t)n);
+    }
     return DP_OK;
 }
 

@@ -18,7 +18,9 @@
  * forward (orthogonal to the strategy).
  * Every memory access to a replica goes through its device's backend
  * (backend.h): the strategies sum, copy and update ranges with its
- * reduce_range, broadcast_range and optimizer_update.
+ * reduce_range, broadcast_range and optimizer_update; what MPI reads or
+ * writes is staged through host memory (dp_trainer_stage_down/up) when the
+ * backend's memory is not host memory.
  */
 #ifndef DPTRAIN_TRAINER_INTERNAL_H
 #define DPTRAIN_TRAINER_INTERNAL_H
@@ -47,6 +49,9 @@ typedef struct dp_replica {
     float *host_logits;  /* (host_logits_size) host copy of a batch's logits, for the accuracy */
     size_t host_logits_size;
     int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
+    float *host_batch;   /* (host_batch_size) a shard augmented on the host, for a backend */
+    int32_t *host_labels; /* without load_batch_augmented: uploaded from here */
+    size_t host_batch_size, host_labels_size;
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;
@@ -112,6 +117,8 @@ struct dp_trainer {
     float **grad_buffers;    /* (num_devices) replicas[d].grads */
     float **param_buffers;   /* (num_devices) replicas[d].params */
     int ranks;               /* config.world.size, >= 1 */
+    float *host_stage;       /* (num_params + 1) with ranks > 1 on a backend without host_memory:
+                                what MPI sums and broadcasts, staged through host memory */
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
@@ -136,6 +143,16 @@ static inline void dp_bucket_range(const dp_trainer_t *t, long b, size_t *start,
     *start = (size_t)b * DP_BUCKET_FLOATS;
     *count = t->num_trainable - *start < DP_BUCKET_FLOATS ? t->num_trainable - *start : DP_BUCKET_FLOATS;
 }
+
+/* trainer.c: with a host staging buffer (t->host_stage: a backend without
+ * host_memory and several ranks), these move [start, start + count) of a
+ * device buffer to the same offsets of host_stage and back; without one
+ * they return the device pointer itself (MPI may use it). */
+float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t start, size_t count);
+void dp_trainer_stage_up(dp_trainer_t *t, float *device_buffer, size_t start, size_t count);
+/* trainer.c: every optimizer's device copy = its host buffers (after a
+ * restore wrote them: fit.c's resume). */
+void dp_trainer_optimizers_uploaded(dp_trainer_t *t);
 
 /* trainer.c: submits fn(replica d) to every device and waits for all. */
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn);

@@ -10,9 +10,12 @@
  * the GPU, one device copy per host optimizer, created at its first update
  * from the host buffers (so a restored optimizer continues from its
  * checkpointed state) and taken again from the host whenever the step count
- * jumps (set_steps after a restore). The host buffers are NOT updated from
- * the GPU: saving a checkpoint of a momentum/Adagrad/Adam optimizer trained
- * on a GPU needs a download that the seam does not have yet (not done). */
+ * jumps (set_steps after a restore) or when optimizer_upload says so; the
+ * host buffers are updated from the GPU by optimizer_download (the trainer
+ * calls it before a checkpoint reads them: dp_trainer_optimizer), and
+ * optimizer_forget frees the slot with the host optimizer.
+ * Augmentation: no kernel; the trainer augments on the host and uploads
+ * (load_batch_augmented is NULL). TF32: off unless --tf32 (cuda_set_tf32). */
 #include "backend_cuda.h"
 
 #include <math.h>
@@ -215,6 +218,78 @@ static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *p
     dp_cuda_leave(c);
 }
 
+/* The slot of `opt`, NULL if this GPU never updated it. Under the lock. */
+static dp_cuda_optim_state_t *find_optim_state(dp_cuda_ctx_t *c, const dp_optimizer_t *opt) {
+    for (int i = 0; i < DP_CUDA_MAX_OPTIMIZERS; i++)
+        if (c->optims[i].optimizer == opt) return &c->optims[i];
+    return NULL;
+}
+
+/* The host buffers = the device state (a checkpoint is about to read them).
+ * Waits for the updates queued before it. On a failure the host buffers
+ * are filled with NaN bytes, as cuda_download does, and the failure is the
+ * context's (the next op reports it). */
+static void cuda_optimizer_download(void *ctx, dp_optimizer_t *optimizer) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
+    size_t bytes = st ? sizeof(float) * st->n : 0;
+    for (int s = 0; st && bytes && s < dp_optimizer_num_states(optimizer); s++) {
+        float *host = dp_optimizer_state(optimizer, s, NULL);
+        if (c->failed ||
+            dp_cuda_check(c, cudaMemcpyAsync(host, st->state[s], bytes, cudaMemcpyDeviceToHost, c->stream),
+                          "downloading optimizer state") ||
+            dp_cuda_check(c, cudaStreamSynchronize(c->stream), "downloading optimizer state"))
+            memset(host, 0xff, bytes);
+    }
+    dp_cuda_leave(c);
+}
+
+/* The device state = the host buffers (a restore wrote them). cudaMemcpyAsync
+ * from pageable memory returns once the source is staged (cuda_upload). */
+static void cuda_optimizer_upload(void *ctx, dp_optimizer_t *optimizer) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
+    size_t bytes = st ? sizeof(float) * st->n : 0;
+    for (int s = 0; st && bytes && s < dp_optimizer_num_states(optimizer); s++)
+        dp_cuda_check(c, cudaMemcpyAsync(st->state[s], dp_optimizer_state(optimizer, s, NULL), bytes,
+                                         cudaMemcpyHostToDevice, c->stream),
+                      "uploading optimizer state");
+    if (st) st->steps = dp_optimizer_steps(optimizer);
+    dp_cuda_leave(c);
+}
+
+/* Frees the slot of an optimizer about to be freed (cudaFree waits for
+ * the work that may still use it). */
+static void cuda_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
+    if (st) {
+        for (int s = 0; s < 2; s++)
+            if (st->state[s]) dp_cuda_check(c, cudaFree(st->state[s]), "freeing optimizer state");
+        memset(st, 0, sizeof *st);
+    }
+    dp_cuda_leave(c);
+}
+
+/* --- Settings ------------------------------------------------------------------- */
+
+/* TF32: cuBLAS's TF32 tensor-op math, and cuDNN's default math type for
+ * the convolutions described from now on (ops_cuda.c reads c->tf32); off:
+ * pedantic FP32 and FMA-only convolutions, the same bits every run. */
+static dp_status_t cuda_set_tf32(void *ctx, int on) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    cublasStatus_t bs = cublasSetMathMode(c->cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    if (bs == CUBLAS_STATUS_SUCCESS) c->tf32 = on != 0;
+    dp_cuda_leave(c);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return dp_fail(DP_ERR_ARG, "%s: --tf32: cuBLAS refused the math mode (status %d)", c->name, (int)bs);
+    return DP_OK;
+}
+
 /* --- Collectives ----------------------------------------------------------------- */
 
 static void cuda_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start, size_t count) {
@@ -362,6 +437,10 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .copy = cuda_copy,
             .ops = dp_cuda_op_table(gpu),
             .optimizer_update = cuda_optimizer_update,
+            .optimizer_download = cuda_optimizer_download,
+            .optimizer_upload = cuda_optimizer_upload,
+            .optimizer_forget = cuda_optimizer_forget,
+            .set_tf32 = cuda_set_tf32,
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,

@@ -60,6 +60,7 @@ typedef struct dp_cuda_context {
     dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
     uint64_t uses;
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
+    int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
     int failed;
     char error[256];
     dp_backend_t table;

@@ -132,7 +132,9 @@ static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_
                                                  CUDNN_DATA_FLOAT),
               "conv geometry");
     CUDNN_TRY(c, cudnnSetConvolutionGroupCount(d->conv, d->groups), "conv groups");
-    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "conv math type"); /* no TF32 */
+    /* FMA only: no TF32, unless --tf32 (the default math type allows it) */
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+              "conv math type");
 done:
     if (status != DP_OK) conv_desc_free(d);
     return status;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# cli_staged.sh - the generic (non-host-memory) paths above the device seam,
+# on the staged CPU backend (--devices staged:0,..., backend_cpu_staged.c: the
+# CPU's kernels with host_memory = 0 and the optimizer state in a device copy
+# of its own, a test double of a GPU). Every run is compared with the same
+# run on cpu:0,cpu:1: the checkpoint's tensors (parameters and optimizer
+# state) byte for byte, and the metrics' train_loss to the last digit.
+# - momentum, Adagrad and Adam (the state is saved through
+#   optimizer_download; a run that forgot it saves zeros and differs);
+# - resume: 1 epoch saved on staged devices, resumed for a second on staged
+#   devices and on CPU devices, and the other way round, all equal to 2
+#   epochs straight on CPU devices (optimizer_upload after a restore);
+# - --augment crop:4,flip (filled on the host and uploaded by the trainer);
+# - --sync ps and --overlap on;
+# - --tf32 on CPU devices: one line, non-zero, nothing written;
+# - without --devices the first line says which devices and why (here: one
+#   CPU device per core, no GPU; with a GPU: the GPU).
+source "$(dirname "$0")/testing.sh"
+# Fashion-MNIST with its first 1000 test images only (the evaluation after
+# every epoch is most of a short run's time): the IDX headers' counts rewritten
+small=$tmp/data
+mkdir -p "$small"
+ln -s "$data"/train-*-ubyte.gz "$small/"
+{ printf '\x00\x00\x08\x03\x00\x00\x03\xe8'; gzip -dc "$data/t10k-images-idx3-ubyte.gz" | tail -c +9 | head -c $((8 + 1000 * 784)); } \
+  >"$small/t10k-images-idx3-ubyte"
+{ printf '\x00\x00\x08\x01\x00\x00\x03\xe8'; gzip -dc "$data/t10k-labels-idx1-ubyte.gz" | tail -c +9 | head -c 1000; } \
+  >"$small/t10k-labels-idx1-ubyte"
+data=$small
+tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
+same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
+loss() { json_field "$(tail -1 "$1")" train_loss; }
+common=(train --model lenet --data "$data" --limit 768 --batch-size 96 --lr 0.05 --seed 5 --quiet)
+
+# run NAME DEVICES ARGS...: trains, saving $tmp/NAME.st and $tmp/NAME.jsonl
+run() {
+  local name=$1 devices=$2
+  shift 2
+  "$bin" "${common[@]}" --devices "$devices" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" \
+    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+# same NAME ARGS...: staged:0,staged:1 gives cpu:0,cpu:1's bits
+same() {
+  local name=$1
+  shift
+  run "$name-cpu" cpu:0,cpu:1 "$@"
+  run "$name-staged" staged:0,staged:1 "$@"
+  same_tensors "$tmp/$name-cpu.st" "$tmp/$name-staged.st" && pass || fail "$name: checkpoint tensors differ"
+  [[ -n "$(loss "$tmp/$name-cpu.jsonl")" && "$(loss "$tmp/$name-cpu.jsonl")" == "$(loss "$tmp/$name-staged.jsonl")" ]] \
+    && pass || fail "$name: train_loss cpu $(loss "$tmp/$name-cpu.jsonl") staged $(loss "$tmp/$name-staged.jsonl")"
+}
+
+for optimizer in momentum adagrad adam; do
+  same "$optimizer" --epochs 1 --optimizer "$optimizer"
+done
+# the saved state is not all zeros (what a forgotten download would save)
+[[ $(tensors "$tmp/adam-staged.st" | od -An -v -t x1 | tr -d ' \n' | tr -d 0 | wc -c) -gt 0 ]] && pass \
+  || fail "adam: the staged checkpoint is all zeros"
+
+# resume across backends: every way gives 2 epochs straight on CPU devices
+run straight cpu:0,cpu:1 --epochs 2 --optimizer adam
+for first in cpu staged; do
+  run "half-$first" "$first:0,$first:1" --epochs 2 --stop-after 1 --optimizer adam
+  for second in cpu staged; do
+    cp "$tmp/half-$first.st" "$tmp/from-$first-$second.st"
+    run "resume-$first-$second" "$second:0,$second:1" --epochs 2 --optimizer adam \
+      --resume "$tmp/from-$first-$second.st"
+    same_tensors "$tmp/straight.st" "$tmp/resume-$first-$second.st" && pass \
+      || fail "saved on $first, resumed on $second: not 2 epochs straight's tensors"
+  done
+done
+
+same augment --epochs 1 --optimizer momentum --augment crop:4,flip
+same ps --epochs 1 --optimizer momentum --sync ps
+same overlap --epochs 1 --optimizer adam --overlap on
+same naive --epochs 1 --optimizer adagrad --allreduce naive
+
+# --tf32 on CPU devices: refused, nothing written
+"$bin" "${common[@]}" --devices staged:0 --tf32 --epochs 1 --save "$tmp/tf32.st" >"$tmp/out" 2>"$tmp/err"
+status=$?
+[[ $status -ne 0 && $status -lt 128 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "train: --tf32: staged devices have no TF32" "$tmp/err" \
+  && pass || fail "--tf32 on staged devices: exit $status, stderr $(cat "$tmp/err")"
+[[ ! -e "$tmp/tf32.st" ]] && pass || fail "--tf32 refused, but a checkpoint was written"
+"$bin" "${common[@]}" --devices 1 --tf32 --epochs 1 >"$tmp/out" 2>"$tmp/err"
+[[ $? -ne 0 ]] && grep -q "train: --tf32: cpu devices have no TF32" "$tmp/err" && pass \
+  || fail "--tf32 on cpu devices: $(cat "$tmp/err")"
+"$bin" "${common[@]}" --devices staged:1,staged:1 --epochs 1 >"$tmp/out" 2>"$tmp/err"
+[[ $? -ne 0 ]] && grep -q "staged:1 is listed twice" "$tmp/err" && pass || fail "staged:1 twice: $(cat "$tmp/err")"
+
+# default devices: the first line names them and why
+cores=$(getconf _NPROCESSORS_ONLN)
+"$bin" train --model lenet --data "$data" --limit 512 --batch-size 512 --epochs 1 >"$tmp/default.out" 2>&1 \
+  && pass || fail "default devices: $(tail -3 "$tmp/default.out")"
+first=$(head -1 "$tmp/default.out")
+if ldd "$bin" | grep -q libcudart && nvidia-smi -L >/dev/null 2>&1; then
+  grep -qE "on \[cuda:0\] \(default: the (GPU|first of [0-9]+ GPUs)" <<<"$first" && pass || fail "default on a GPU machine: $first"
+else
+  names=$(seq -s ', ' -f 'cpu:%g' 0 $((cores - 1)))
+  grep -qF "on [$names] (default: one CPU device per core; no GPU: " <<<"$first" && pass \
+    || fail "default devices: want [$names] and why, got: $first"
+  ldd "$bin" | grep -q libcudart || { grep -q "no GPU: this dptrain was built without CUDA" <<<"$first" && pass \
+    || fail "default devices: the reason should be the build: $first"; }
+fi
+testing_finish cli_staged
