@@ -8,8 +8,8 @@
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
-#       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS +
-#       zlib (libraries and headers). About 45 MB.
+#       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS,
+#       zlib and libpng (libraries and headers). About 45 MB.
 #   scripts/gpu_check.sh        on the GPU machine. With this workplace's
 #       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
 #       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/.
@@ -29,6 +29,8 @@ if [[ "${1:-}" == pack ]]; then
   cp -L "$lib/libopenblas.so.0" "$lib/libgfortran.so.5" "$lib/libquadmath.so.0" "$lib/libz.so" "$carry/deps/lib/"
   for h in cblas.h openblas_config.h; do cp -L "$(find /usr/include -name "$h" | head -1)" "$carry/deps/include/"; done
   cp -L /usr/include/zlib.h /usr/include/zconf.h "$carry/deps/include/"
+  cp -L "$lib/libpng16.so.16" "$carry/deps/lib/" && cp -L "$lib/libpng16.so.16" "$carry/deps/lib/libpng.so"
+  cp -L /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h "$carry/deps/include/"
   tar -C "$carry" -czf "$carry/deps.tar.gz" deps && rm -rf "$carry/deps"
   du -sh "$carry"
   exit 0
@@ -49,12 +51,13 @@ note "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
 
 # What the GPU machine may lack, from the carried tarball (DPTRAIN_USE_CARRIED_DEPS=1: even when the system has it).
 if [[ -f "$carry/deps.tar.gz" ]] && { [[ -n "${DPTRAIN_USE_CARRIED_DEPS:-}" ]] ||
-     ! [[ -f /usr/include/cblas.h || -f /usr/include/x86_64-linux-gnu/cblas.h || -f /usr/include/openblas/cblas.h ]]; }; then
+     ! [[ -f /usr/include/cblas.h || -f /usr/include/x86_64-linux-gnu/cblas.h || -f /usr/include/openblas/cblas.h ]] ||
+     ! [[ -f /usr/include/png.h ]]; }; then
   mkdir -p /tmp/dptrain-deps && tar -C /tmp/dptrain-deps -xzf "$carry/deps.tar.gz"
   export CMAKE_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib CMAKE_INCLUDE_PATH=/tmp/dptrain-deps/deps/include
   export LD_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export CPATH=/tmp/dptrain-deps/deps/include${CPATH:+:$CPATH}
-  note "deps: OpenBLAS and zlib from build-gpu-carry/deps.tar.gz"
+  note "deps: OpenBLAS, zlib and libpng from build-gpu-carry/deps.tar.gz"
 fi
 if [[ -z "${DPTRAIN_CUDNN_ROOT:-}" && ! -f /usr/local/cuda/include/cudnn.h ]]; then
   wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.dirname(c.__file__) if c.__file__ else list(c.__path__)[0])' 2>/dev/null || true)
