@@ -43,8 +43,10 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             for (int k = 0; k < kc; k++) {
                 const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
                 float *row = dst + (size_t)k * NR;
-                memcpy(row, src, sizeof(float) * (size_t)cols);
-                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+                /* masked loads, zeros past cols (a short memcpy / memset
+                 * compiles to slow-starting rep movs / rep stos) */
+                _mm256_storeu_ps(row, _mm256_maskload_ps(src, lane_mask(cols)));
+                _mm256_storeu_ps(row + 8, _mm256_maskload_ps(src + 8, lane_mask(cols - 8)));
             }
         } else { /* op(B)[k][j] = B[j][k]: column c of the panel is a row of B */
             if (cols < NR)

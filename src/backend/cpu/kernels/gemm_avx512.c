@@ -99,8 +99,14 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             for (int k = 0; k < kc; k++) {
                 const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
                 float *row = dst + (size_t)k * NR;
-                memcpy(row, src, sizeof(float) * (size_t)cols);
-                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+                /* masked vector moves, zeros past cols: memcpy / memset of
+                 * a short variable length compile to rep movs / rep stos
+                 * (slow to start) under the portable build's tuning */
+                for (int c = 0; c < NR; c += 16) {
+                    int left = cols - c;
+                    __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+                    _mm512_storeu_ps(row + c, _mm512_maskz_loadu_ps(m, src + c));
+                }
             }
         } else { /* op(B)[k][j] = B[j][k] */
             pack_b_transposed(B + (size_t)(j0 + p) * ldb + k0, ldb, kc, cols, dst);
