@@ -72,7 +72,7 @@ static double ref_row_sum(const float *x, size_t n) {
 
 static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
     static float src[MAXN + 16], dst[MAXN + 16], want[MAXN + 16], y[MAXN + 16];
-    int bad_relu = 0, bad_relu_in = 0, bad_add = 0, bad_add_in = 0, bad_mask = 0, bad_sum = 0;
+    int bad_relu = 0, bad_relu_in = 0, bad_add = 0, bad_add_in = 0, bad_mask = 0, bad_sum = 0, bad_acc = 0;
     const float biases[] = {0.0f, -0.0f, 0.5f, -1.25f, 3e-3f};
     for (size_t n = 0; n <= 70; n++)
         for (size_t off = 0; off < 3; off++)
@@ -92,6 +92,10 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
                 t->add_scalar_inplace(dst + off, n, b);
                 bad_add_in += !same_bits(dst + off, want + off, n);
                 fill(y + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->add_inplace(dst + off, y + off, n);
+                for (size_t i = 0; i < n; i++) want[off + i] = src[off + i] + y[off + i];
+                bad_acc += !same_bits(dst + off, want + off, n);
                 memcpy(want + off, src + off, n * sizeof(float));
                 ref_relu_mask(want + off, y + off, n);
                 memcpy(dst + off, src + off, n * sizeof(float));
@@ -112,6 +116,7 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
     CHECK(bad_relu_in == 0, "%s: add_scalar_relu_inplace differs in %d cases", isa, bad_relu_in);
     CHECK(bad_add == 0, "%s: add_scalar differs in %d cases", isa, bad_add);
     CHECK(bad_add_in == 0, "%s: add_scalar_inplace differs in %d cases", isa, bad_add_in);
+    CHECK(bad_acc == 0, "%s: add_inplace differs in %d cases", isa, bad_acc);
     CHECK(bad_mask == 0, "%s: relu_mask differs in %d cases", isa, bad_mask);
     CHECK(bad_sum == 0, "%s: row_sum differs in %d cases", isa, bad_sum);
 }

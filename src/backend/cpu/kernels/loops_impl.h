@@ -1,5 +1,6 @@
 /* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU masks, bias
- * epilogues, row sums, 2x2 average pooling), written once and compiled once
+ * epilogues, row sums, 2x2 average pooling) and of the backend (the sum of
+ * replicas), written once and compiled once
  * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
  * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
  * and CMakeLists.txt compiles each with its ISA's flags, so the compiler
@@ -42,6 +43,11 @@ static void DP_LOOP(add_scalar)(float *restrict dst, const float *restrict src, 
 /* x[l] += b */
 static void DP_LOOP(add_scalar_inplace)(float *x, size_t n, float b) {
     for (size_t l = 0; l < n; l++) x[l] += b;
+}
+
+/* dst[i] += src[i] (the backend's sum of replicas, reduce_range) */
+static void DP_LOOP(add_inplace)(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
 /* dy[l] = y[l] > 0 ? dy[l] : 0 (the gradient through a ReLU whose output
@@ -116,6 +122,7 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .add_scalar_relu_inplace = DP_LOOP(add_scalar_relu_inplace),
     .add_scalar = DP_LOOP(add_scalar),
     .add_scalar_inplace = DP_LOOP(add_scalar_inplace),
+    .add_inplace = DP_LOOP(add_inplace),
     .relu_mask = DP_LOOP(relu_mask),
     .row_sum = DP_LOOP(row_sum),
     .avg_pool_2x2_forward = DP_LOOP(avg_pool_2x2_forward),
