@@ -101,6 +101,9 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
                 memcpy(dst + off, src + off, n * sizeof(float));
                 t->relu_mask(dst + off, y + off, n);
                 bad_mask += !same_bits(dst + off, want + off, n);
+                fill(dst + off, n);
+                t->relu_mask_copy(dst + off, src + off, y + off, n);
+                bad_mask += !same_bits(dst + off, want + off, n);
                 /* sums of finite values (a NaN or inf would hide the order) */
                 for (size_t i = 0; i < n; i++)
                     if (!isfinite(src[off + i])) src[off + i] = 0.125f * (float)i;
@@ -117,7 +120,7 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
     CHECK(bad_add == 0, "%s: add_scalar differs in %d cases", isa, bad_add);
     CHECK(bad_add_in == 0, "%s: add_scalar_inplace differs in %d cases", isa, bad_add_in);
     CHECK(bad_acc == 0, "%s: add_inplace differs in %d cases", isa, bad_acc);
-    CHECK(bad_mask == 0, "%s: relu_mask differs in %d cases", isa, bad_mask);
+    CHECK(bad_mask == 0, "%s: relu_mask or relu_mask_copy differs in %d cases", isa, bad_mask);
     CHECK(bad_sum == 0, "%s: row_sum differs in %d cases", isa, bad_sum);
 }
 

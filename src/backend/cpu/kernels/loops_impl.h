@@ -56,6 +56,13 @@ static void DP_LOOP(relu_mask)(float *restrict dy, const float *restrict y, size
     for (size_t l = 0; l < n; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
 }
 
+/* dst[l] = y[l] > 0 ? dy[l] : 0: relu_mask into another buffer, dy
+ * unchanged */
+static void DP_LOOP(relu_mask_copy)(float *restrict dst, const float *restrict dy, const float *restrict y,
+                                    size_t n) {
+    for (size_t l = 0; l < n; l++) dst[l] = y[l] > 0.0f ? dy[l] : 0.0f;
+}
+
 /* The sum of n floats in 8 float lanes (element i into lane i % 8), the
  * lanes then the tail added in double: the same bits on every ISA. */
 static double DP_LOOP(row_sum)(const float *x, size_t n) {
@@ -124,6 +131,7 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .add_scalar_inplace = DP_LOOP(add_scalar_inplace),
     .add_inplace = DP_LOOP(add_inplace),
     .relu_mask = DP_LOOP(relu_mask),
+    .relu_mask_copy = DP_LOOP(relu_mask_copy),
     .row_sum = DP_LOOP(row_sum),
     .avg_pool_2x2_forward = DP_LOOP(avg_pool_2x2_forward),
     .avg_pool_2x2_backward = DP_LOOP(avg_pool_2x2_backward),
