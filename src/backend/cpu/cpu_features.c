@@ -53,6 +53,8 @@ static const dp_cpu_kernels_t kernels_avx2 = {
     .bn_grad_sums = dp_bn_grad_sums_avx2,
     .conv_im2col_narrow = dp_conv_im2col_narrow_avx2,
     .conv_col2im_narrow = dp_conv_col2im_narrow_avx2,
+    .conv_im2col_small = dp_conv_im2col_small_avx2,
+    .conv_col2im_small = dp_conv_col2im_small_avx2,
 };
 static const dp_cpu_kernels_t kernels_avx512 = {
     .isa = DP_ISA_AVX512,

@@ -98,6 +98,10 @@ void dp_conv_im2col_narrow_avx2(const dp_conv_geom_t *g, const float *restrict x
                                 size_t ldcol);
 void dp_conv_col2im_narrow_avx2(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
                                 float *restrict dx);
+void dp_conv_im2col_small_avx2(const dp_conv_geom_t *g, const float *restrict x, float *restrict col,
+                               size_t ldcol);
+void dp_conv_col2im_small_avx2(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
+                               float *restrict dx);
 #endif
 #if defined(__aarch64__)
 bool dp_gemm_neon(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
