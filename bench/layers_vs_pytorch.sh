@@ -7,18 +7,25 @@
 # Prints a table: milliseconds of both, and dptrain / PyTorch per direction;
 # "SLOW" marks a layer where dptrain takes more than 1.5x PyTorch's time.
 #
+# DPTRAIN_ISA=avx2|generic measures a capped path, PyTorch capped alike
+# (bench/isa_info.sh); LAYERS=file times another layer list (layers.txt's
+# format), e.g. LeNet's layers at the training batch.
+#
 # usage: bench/layers_vs_pytorch.sh [path/to/layer_bench] [seconds_per_layer] [rounds]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/layer_bench}
 seconds=${2:-0.5}
 rounds=${3:-3}
+layers=${LAYERS:-$here/layers.txt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain
+echo "dptrain kernels: ${DPTRAIN_ISA:-best}; pytorch: ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset} ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-unset}"
 
 for r in $(seq 1 "$rounds"); do
-  OPENBLAS_NUM_THREADS=1 "$bin" "$here/layers.txt" "$seconds" >"$tmp/dp.$r"
-  OMP_NUM_THREADS=1 /usr/bin/python3 "$here/torch_layers.py" "$here/layers.txt" "$seconds" --threads 1 >"$tmp/pt.$r"
+  OPENBLAS_NUM_THREADS=1 "$bin" "$layers" "$seconds" >"$tmp/dp.$r"
+  OMP_NUM_THREADS=1 /usr/bin/python3 "$here/torch_layers.py" "$layers" "$seconds" --threads 1 >"$tmp/pt.$r"
 done
 # one line per layer and round: side name fwd bwd; medians per (side, layer)
 for r in $(seq 1 "$rounds"); do
