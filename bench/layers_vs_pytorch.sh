@@ -32,7 +32,7 @@ for r in $(seq 1 "$rounds"); do
   awk '{ print "dp", NR, $0 }' "$tmp/dp.$r"
   awk '{ print "pt", NR, $0 }' "$tmp/pt.$r"
 done |
-  awk -v rounds="$rounds" '
+  awk -v rounds="$rounds" -v title="$([[ -n "${LAYERS:-}" ]] && echo "layer" || echo "layer (batch 64)")" '
     function median(list,   n, v, i, j, t) {
       n = split(list, v, " ")
       for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
@@ -40,7 +40,7 @@ done |
     }
     { key = $1 SUBSEP $2; name[$2] = $3; f[key] = f[key] " " $4; b[key] = b[key] " " $5; if ($2 > last) last = $2 }
     END {
-      printf "%-22s %10s %10s %10s %10s %8s %8s\n", "layer (batch 64)", "dp fwd ms", "pt fwd ms",
+      printf "%-22s %10s %10s %10s %10s %8s %8s\n", title, "dp fwd ms", "pt fwd ms",
              "dp bwd ms", "pt bwd ms", "fwd x", "bwd x"
       for (i = 1; i <= last; i++) {
         d = "dp" SUBSEP i; p = "pt" SUBSEP i
