@@ -546,8 +546,8 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
  * the output is positive and 0 elsewhere (relu'(z) = [z > 0] = [y > 0]);
  * with several images the rows are gathered into dybuf (OCg, nb * L),
  * masked on the way (out.grad is left as it was: writing it back cost a
- * pass over memory on LeNet's conv1, 14 MB a step at batch 256), with one
- * image they are masked in place (the node's own out.grad is complete once
+ * pass over memory, 4 MB a step on LeNet's conv2 at batch 256), with one
+ * image (wide outputs such as LeNet's conv1) they are masked in place (the node's own out.grad is complete once
  * backward reaches the node, and nothing reads it afterwards); each masked
  * row is summed into bias_sum[oc]. Returns dY_g. */
 static const float *prepare_dy_chunk(const conv_geom_t *g, const dp_node_t *node, int n0, int nb, int grp,
