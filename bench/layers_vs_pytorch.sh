@@ -7,25 +7,32 @@
 # Prints a table: milliseconds of both, and dptrain / PyTorch per direction;
 # "SLOW" marks a layer where dptrain takes more than 1.5x PyTorch's time.
 #
+# DPTRAIN_ISA=avx2|generic measures a capped path, PyTorch capped alike
+# (bench/isa_info.sh); LAYERS=file times another layer list (layers.txt's
+# format), e.g. LeNet's layers at the training batch.
+#
 # usage: bench/layers_vs_pytorch.sh [path/to/layer_bench] [seconds_per_layer] [rounds]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/layer_bench}
 seconds=${2:-0.5}
 rounds=${3:-3}
+layers=${LAYERS:-$here/layers.txt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain
+echo "dptrain kernels: ${DPTRAIN_ISA:-best}; pytorch: ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset} ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-unset}"
 
 for r in $(seq 1 "$rounds"); do
-  OPENBLAS_NUM_THREADS=1 "$bin" "$here/layers.txt" "$seconds" >"$tmp/dp.$r"
-  OMP_NUM_THREADS=1 /usr/bin/python3 "$here/torch_layers.py" "$here/layers.txt" "$seconds" --threads 1 >"$tmp/pt.$r"
+  OPENBLAS_NUM_THREADS=1 "$bin" "$layers" "$seconds" >"$tmp/dp.$r"
+  OMP_NUM_THREADS=1 /usr/bin/python3 "$here/torch_layers.py" "$layers" "$seconds" --threads 1 >"$tmp/pt.$r"
 done
 # one line per layer and round: side name fwd bwd; medians per (side, layer)
 for r in $(seq 1 "$rounds"); do
   awk '{ print "dp", NR, $0 }' "$tmp/dp.$r"
   awk '{ print "pt", NR, $0 }' "$tmp/pt.$r"
 done |
-  awk -v rounds="$rounds" '
+  awk -v rounds="$rounds" -v title="$([[ -n "${LAYERS:-}" ]] && echo "layer" || echo "layer (batch 64)")" '
     function median(list,   n, v, i, j, t) {
       n = split(list, v, " ")
       for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
@@ -33,7 +40,7 @@ done |
     }
     { key = $1 SUBSEP $2; name[$2] = $3; f[key] = f[key] " " $4; b[key] = b[key] " " $5; if ($2 > last) last = $2 }
     END {
-      printf "%-22s %10s %10s %10s %10s %8s %8s\n", "layer (batch 64)", "dp fwd ms", "pt fwd ms",
+      printf "%-22s %10s %10s %10s %10s %8s %8s\n", title, "dp fwd ms", "pt fwd ms",
              "dp bwd ms", "pt bwd ms", "fwd x", "bwd x"
       for (i = 1; i <= last; i++) {
         d = "dp" SUBSEP i; p = "pt" SUBSEP i

@@ -2,12 +2,15 @@
  * (64-byte aligned), copies are memcpy, the op table is dp_op_table
  * (ops_table.c: the SIMD kernels of ops_*.c), the optimizer update is
  * optim.c's dp_optimizer_step_range, and the collective primitives are
- * plain loops over shared memory. Stateless: one static table serves every
+ * plain loops over shared memory (the sums: the kernel table's per-ISA
+ * loop). Stateless: one static table serves every
  * CPU device. */
 #include "dptrain/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/kernels.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes, const char *what) {
     (void)ctx;
@@ -41,10 +44,8 @@ static void cpu_reduce_range(void *ctx, float *dst, const float *const *src, int
     if (count == 0) return;
     float *sum = dst + start; /* (count) */
     if (dst != src[0]) memcpy(sum, src[0] + start, sizeof(float) * count);
-    for (int r = 1; r < k; r++) {
-        const float *b = src[r] + start;
-        for (size_t i = 0; i < count; i++) sum[i] += b[i];
-    }
+    const dp_cpu_loops_t *loops = dp_cpu_kernels()->loops; /* vectorized for the ISA in use */
+    for (int r = 1; r < k; r++) loops->add_inplace(sum, src[r] + start, count);
 }
 
 static void cpu_broadcast_range(void *ctx, float *const *dst, int k, const float *src, size_t start,

@@ -10,6 +10,7 @@
 
 #include "conv_common.h"
 #include "dptrain/ops.h"
+#include "kernels/kernels.h"
 
 typedef dp_conv_geom_t conv_geom_t;
 typedef dp_conv_tap_t conv_tap_t;
@@ -73,14 +74,8 @@ conv_tap_t *dp_conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
 }
 
 /* Sum of n floats, in 8 independent lanes so that it vectorizes (a single
- * float accumulator is a chain of dependent adds). */
+ * float accumulator is a chain of dependent adds): the kernel table's loop
+ * (kernels/loops_impl.h), compiled for the ISA in use. */
 double dp_conv_row_sum(const float *x, size_t n) {
-    float lanes[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) lanes[j] += x[i + j];
-    double sum = 0.0;
-    for (int j = 0; j < 8; j++) sum += lanes[j];
-    for (; i < n; i++) sum += x[i];
-    return sum;
+    return dp_cpu_kernels()->loops->row_sum(x, n);
 }

@@ -40,20 +40,25 @@ static const char *const isa_names[] = {"generic", "neon", "avx2", "avx512"};
 
 static const dp_cpu_kernels_t kernels_generic = {
     .isa = DP_ISA_GENERIC,
+    .loops = &dp_cpu_loops_generic,
     .bn_shifted_sums = dp_bn_shifted_sums_generic,
     .bn_grad_sums = dp_bn_grad_sums_generic,
 };
 #if defined(__x86_64__) || defined(__i386__)
 static const dp_cpu_kernels_t kernels_avx2 = {
     .isa = DP_ISA_AVX2,
+    .loops = &dp_cpu_loops_avx2,
     .gemm = dp_gemm_avx2,
     .bn_shifted_sums = dp_bn_shifted_sums_avx2,
     .bn_grad_sums = dp_bn_grad_sums_avx2,
     .conv_im2col_narrow = dp_conv_im2col_narrow_avx2,
     .conv_col2im_narrow = dp_conv_col2im_narrow_avx2,
+    .conv_im2col_small = dp_conv_im2col_small_avx2,
+    .conv_col2im_small = dp_conv_col2im_small_avx2,
 };
 static const dp_cpu_kernels_t kernels_avx512 = {
     .isa = DP_ISA_AVX512,
+    .loops = &dp_cpu_loops_avx512,
     .gemm = dp_gemm_avx512,
     .bn_shifted_sums = dp_bn_shifted_sums_avx512,
     .bn_grad_sums = dp_bn_grad_sums_avx512,
@@ -66,6 +71,7 @@ static const dp_cpu_kernels_t kernels_avx512 = {
 #if defined(__aarch64__)
 static const dp_cpu_kernels_t kernels_neon = {
     .isa = DP_ISA_NEON,
+    .loops = &dp_cpu_loops_generic, /* NEON is aarch64's baseline */
     .gemm = dp_gemm_neon,
     .bn_shifted_sums = dp_bn_shifted_sums_neon,
     .bn_grad_sums = dp_bn_grad_sums_neon,

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "dptrain/ops.h"
+#include "kernels/kernels.h"
 
 typedef struct {
     const char *op;           /* "max_pool" or "avg_pool", for messages */
@@ -312,55 +313,12 @@ dp_status_t dp_max_pool_backward(dp_node_t *node, dp_arena_t *arena) {
  * LeNet's pools. Each output is the mean of its 2x2 block; the general path
  * below pays per-row window bookkeeping that costs more than the sums
  * themselves. The sums run in the general path's order (rows first, then
- * adjacent columns). */
+ * adjacent columns). The loops are kernels/loops_impl.h's, compiled per
+ * ISA. */
 static int is_plain_2x2(const pool_geom_t *g) {
     return g->in_size[0] == 1 && g->kernel[0] == 1 && g->kernel[1] == 2 && g->kernel[2] == 2 &&
            g->stride[1] == 2 && g->stride[2] == 2 && g->pad[0] == 0 && g->pad[1] == 0 && g->pad[2] == 0 &&
            g->dilation[1] == 1 && g->dilation[2] == 1;
-}
-
-static void avg_pool_2x2_forward(const pool_geom_t *g, const float *restrict x, float *restrict y) {
-    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
-    for (size_t p = 0; p < g->planes; p++) {
-        const float *xp = x + p * g->in_plane; /* (H, W) */
-        float *yp = y + p * g->out_plane;      /* (OH, OW) */
-        for (int oh = 0; oh < OH; oh++) {
-            const float *r0 = xp + (size_t)(2 * oh) * W, *r1 = r0 + W;
-            float *out = yp + (size_t)oh * OW;
-            for (int ow = 0; ow < OW; ow++)
-                out[ow] = ((r0[2 * ow] + r1[2 * ow]) + (r0[2 * ow + 1] + r1[2 * ow + 1])) * 0.25f;
-        }
-    }
-}
-
-static void avg_pool_2x2_backward(const pool_geom_t *g, const float *restrict dy, float *restrict dx,
-                                  int overwrite) {
-    const int W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
-    for (size_t p = 0; p < g->planes; p++) {
-        float *dxp = dx + p * g->in_plane;     /* (H, W) */
-        const float *dyp = dy + p * g->out_plane; /* (OH, OW) */
-        for (int oh = 0; oh < OH; oh++) {
-            float *r0 = dxp + (size_t)(2 * oh) * W, *r1 = r0 + W;
-            const float *d = dyp + (size_t)oh * OW;
-            if (overwrite) {
-                for (int ow = 0; ow < OW; ow++) {
-                    float v = d[ow] * 0.25f;
-                    r0[2 * ow] = v;
-                    r0[2 * ow + 1] = v;
-                    r1[2 * ow] = v;
-                    r1[2 * ow + 1] = v;
-                }
-                continue;
-            }
-            for (int ow = 0; ow < OW; ow++) {
-                float v = d[ow] * 0.25f;
-                r0[2 * ow] += v;
-                r0[2 * ow + 1] += v;
-                r1[2 * ow] += v;
-                r1[2 * ow + 1] += v;
-            }
-        }
-    }
 }
 
 dp_status_t dp_avg_pool_forward(dp_node_t *node, dp_arena_t *arena) {
@@ -369,7 +327,9 @@ dp_status_t dp_avg_pool_forward(dp_node_t *node, dp_arena_t *arena) {
     DP_TRY(pool_output(node, &g, arena));
     node->saved = NULL;
     if (is_plain_2x2(&g)) {
-        avg_pool_2x2_forward(&g, node->in[0]->data, node->out.data);
+        /* the kernel table's loop, vectorized for the ISA in use */
+        dp_cpu_kernels()->loops->avg_pool_2x2_forward(node->in[0]->data, node->out.data, g.planes, g.in_size[2],
+                                                       g.out_size[1], g.out_size[2], g.in_plane, g.out_plane);
         return DP_OK;
     }
     pool_scratch_t s;
@@ -424,7 +384,8 @@ dp_status_t dp_avg_pool_backward(dp_node_t *node, dp_arena_t *arena) {
         int whole = g.in_size[1] % 2 == 0 && g.in_size[2] % 2 == 0;
         int overwrite = whole && dp_grad_claim(node->in[0]);
         if (!overwrite) dp_grad_prepare(node->in[0]);
-        avg_pool_2x2_backward(&g, dy, dx, overwrite);
+        dp_cpu_kernels()->loops->avg_pool_2x2_backward(dy, dx, g.planes, g.in_size[2], g.out_size[1],
+                                                        g.out_size[2], g.in_plane, g.out_plane, overwrite);
         return DP_OK;
     }
     dp_grad_prepare(node->in[0]);

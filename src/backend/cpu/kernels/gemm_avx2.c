@@ -33,6 +33,52 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* out[k] = (r[0][k], ..., r[7][k]): an 8 x 8 transpose in registers
+ * (unpack, shuffle, then swap 128-bit halves). */
+static inline void transpose_8x8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* One panel of a transposed B: dst[k * NR + c] = src[c * ldb + k] for
+ * c < cols (zeros for c >= cols), k < kc. Blocks of 8 x 8 are loaded as
+ * rows of B, transposed in registers and stored as panel rows; the last
+ * k < 8 are copied one by one. (The scalar loop this replaces cost 60% of
+ * the packed product's own time on LeNet's weight gradient.) */
+static void pack_b_transposed(const float *src, int ldb, int kc, int cols, float *dst) {
+    const int k8 = kc - kc % 8;
+    for (int c0 = 0; c0 < NR; c0 += 8) {
+        const int n = cols - c0;
+        if (n <= 0) {
+            for (int k = 0; k < kc; k++) _mm256_storeu_ps(dst + (size_t)k * NR + c0, _mm256_setzero_ps());
+            continue;
+        }
+        const float *base = src + (size_t)c0 * ldb;
+        for (int k0 = 0; k0 < k8; k0 += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i < n ? _mm256_loadu_ps(base + (size_t)i * ldb + k0) : _mm256_setzero_ps();
+            transpose_8x8(r);
+            for (int k = 0; k < 8; k++) _mm256_storeu_ps(dst + (size_t)(k0 + k) * NR + c0, r[k]);
+        }
+        for (int k = k8; k < kc; k++)
+            for (int i = 0; i < 8; i++) dst[(size_t)k * NR + c0 + i] = i < n ? base[(size_t)i * ldb + k] : 0.0f;
+    }
+}
+
 /* A slice of op(B): k [k0, k0+kc), columns [j0, j0+nc) into NR-column
  * panels, each panel k-major: panel[k * NR + c], columns past nc zero. */
 static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0, int nc, float *packed) {
@@ -43,62 +89,75 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             for (int k = 0; k < kc; k++) {
                 const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
                 float *row = dst + (size_t)k * NR;
-                memcpy(row, src, sizeof(float) * (size_t)cols);
-                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+                /* masked loads, zeros past cols (a short memcpy / memset
+                 * compiles to slow-starting rep movs / rep stos) */
+                _mm256_storeu_ps(row, _mm256_maskload_ps(src, lane_mask(cols)));
+                _mm256_storeu_ps(row + 8, _mm256_maskload_ps(src + 8, lane_mask(cols - 8)));
             }
         } else { /* op(B)[k][j] = B[j][k]: column c of the panel is a row of B */
-            if (cols < NR)
-                for (int k = 0; k < kc; k++) memset(dst + (size_t)k * NR + cols, 0, sizeof(float) * (size_t)(NR - cols));
-            for (int c = 0; c < cols; c++) {
-                const float *src = B + (size_t)(j0 + p + c) * ldb + k0;
-                for (int k = 0; k < kc; k++) dst[(size_t)k * NR + c] = src[k];
-            }
+            pack_b_transposed(B + (size_t)(j0 + p) * ldb + k0, ldb, kc, cols, dst);
         }
     }
 }
 
 /* C[0..rows, 0..cols) (ldc) = beta * C + alpha * Ap Bp over the first NV
- * 8-column vectors of the tile (cols <= 8 * NV). Ap: (kc, MR) packed; Bp:
- * (kc, NR) with rows ldbp floats apart. */
-#define DEFINE_KERNEL(NV)                                                                              \
-    static void kernel_6x##NV(int kc, const float *Ap, const float *Bp, size_t ldbp, float *C, int ldc, \
-                              int rows, int cols, float alpha, float beta) {                           \
-        __m256 acc[MR][NV];                                                                            \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++)                                           \
-            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();      \
-        for (int k = 0; k < kc; k++) {                                                                 \
-            __m256 b[NV];                                                                              \
-            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) b[v] = _mm256_loadu_ps(Bp + 8 * v);   \
-            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                     \
-                __m256 a = _mm256_broadcast_ss(Ap + r);                                                \
-                _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)                                   \
-                    acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);                                   \
-            }                                                                                          \
-            Ap += MR;                                                                                  \
-            Bp += ldbp;                                                                                \
-        }                                                                                              \
-        const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);                            \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                         \
-            if (r >= rows) break;                                                                      \
-            float *c = C + (size_t)r * ldc;                                                            \
-            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {                                     \
-                int left = cols - 8 * v;                                                               \
-                if (left <= 0) break;                                                                  \
-                __m256 result = _mm256_mul_ps(va, acc[r][v]);                                          \
-                if (left >= 8) {                                                                       \
-                    if (beta != 0.0f) result = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8 * v), result); \
-                    _mm256_storeu_ps(c + 8 * v, result);                                               \
-                } else {                                                                               \
-                    __m256i mask = lane_mask(left);                                                    \
-                    if (beta != 0.0f)                                                                  \
-                        result = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + 8 * v, mask), result);     \
-                    _mm256_maskstore_ps(c + 8 * v, mask, result);                                      \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
+ * 8-column vectors of the tile (cols <= 8 * NV) and its first ROWS rows
+ * (rows <= ROWS): the last panel of an M that is no multiple of 6 (LeNet's
+ * 20 and 50 output channels leave 2) computes only its rows, not 6. Each
+ * entry is the same chain of FMAs in every variant. Ap: (kc, MR) packed;
+ * Bp: (kc, NR) with rows ldbp floats apart. */
+#define DEFINE_KERNEL(NV, ROWS)                                                                            \
+    static void kernel_##ROWS##x##NV(int kc, const float *Ap, const float *Bp, size_t ldbp, float *C,      \
+                                     int ldc, int rows, int cols, float alpha, float beta) {               \
+        __m256 acc[ROWS][NV];                                                                              \
+        _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++)                                             \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();          \
+        for (int k = 0; k < kc; k++) {                                                                     \
+            __m256 b[NV];                                                                                  \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) b[v] = _mm256_loadu_ps(Bp + 8 * v);       \
+            _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++) {                                       \
+                __m256 a = _mm256_broadcast_ss(Ap + r);                                                    \
+                _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++)                                       \
+                    acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);                                       \
+            }                                                                                              \
+            Ap += MR;                                                                                      \
+            Bp += ldbp;                                                                                    \
+        }                                                                                                  \
+        const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);                                \
+        _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++) {                                           \
+            if (r >= rows) break;                                                                          \
+            float *c = C + (size_t)r * ldc;                                                                \
+            _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {                                         \
+                int left = cols - 8 * v;                                                                   \
+                if (left <= 0) break;                                                                      \
+                __m256 result = _mm256_mul_ps(va, acc[r][v]);                                              \
+                if (left >= 8) {                                                                           \
+                    if (beta != 0.0f) result = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8 * v), result);     \
+                    _mm256_storeu_ps(c + 8 * v, result);                                                   \
+                } else {                                                                                   \
+                    __m256i mask = lane_mask(left);                                                        \
+                    if (beta != 0.0f)                                                                      \
+                        result = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + 8 * v, mask), result);         \
+                    _mm256_maskstore_ps(c + 8 * v, mask, result);                                          \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
     }
-DEFINE_KERNEL(1)
-DEFINE_KERNEL(2)
+#define DEFINE_KERNELS(ROWS) DEFINE_KERNEL(1, ROWS) DEFINE_KERNEL(2, ROWS)
+DEFINE_KERNELS(1)
+DEFINE_KERNELS(2)
+DEFINE_KERNELS(3)
+DEFINE_KERNELS(4)
+DEFINE_KERNELS(5)
+DEFINE_KERNELS(6)
+
+typedef void (*kernel_fn)(int, const float *, const float *, size_t, float *, int, int, int, float, float);
+/* kernels[rows][v]: the kernel for `rows` rows and at most 8 * v columns */
+static const kernel_fn kernels[MR + 1][3] = {
+    {NULL, NULL, NULL},          {NULL, kernel_1x1, kernel_1x2}, {NULL, kernel_2x1, kernel_2x2},
+    {NULL, kernel_3x1, kernel_3x2}, {NULL, kernel_4x1, kernel_4x2}, {NULL, kernel_5x1, kernel_5x2},
+    {NULL, kernel_6x1, kernel_6x2},
+};
 
 static void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, float *C, int ldc, float *packed_a,
@@ -128,10 +187,8 @@ static void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float a
                     for (int ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? mc - ir : MR;
                         float *c = C + (size_t)(i0 + ir) * ldc + j0 + jr;
-                        if (cols > 8)
-                            kernel_6x2(kc, packed_a + (size_t)ir * kc, bp, ldbp, c, ldc, rows, cols, alpha, slice_beta);
-                        else
-                            kernel_6x1(kc, packed_a + (size_t)ir * kc, bp, ldbp, c, ldc, rows, cols, alpha, slice_beta);
+                        kernels[rows][cols > 8 ? 2 : 1](kc, packed_a + (size_t)ir * kc, bp, ldbp, c, ldc, rows, cols,
+                                                        alpha, slice_beta);
                     }
                 }
             }

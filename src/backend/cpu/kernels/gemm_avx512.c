@@ -99,8 +99,14 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             for (int k = 0; k < kc; k++) {
                 const float *src = B + (size_t)(k0 + k) * ldb + j0 + p;
                 float *row = dst + (size_t)k * NR;
-                memcpy(row, src, sizeof(float) * (size_t)cols);
-                if (cols < NR) memset(row + cols, 0, sizeof(float) * (size_t)(NR - cols));
+                /* masked vector moves, zeros past cols: memcpy / memset of
+                 * a short variable length compile to rep movs / rep stos
+                 * (slow to start) under the portable build's tuning */
+                for (int c = 0; c < NR; c += 16) {
+                    int left = cols - c;
+                    __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+                    _mm512_storeu_ps(row + c, _mm512_maskz_loadu_ps(m, src + c));
+                }
             }
         } else { /* op(B)[k][j] = B[j][k] */
             pack_b_transposed(B + (size_t)(j0 + p) * ldb + k0, ldb, kc, cols, dst);
@@ -111,21 +117,24 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
 /* --- The AVX-512 micro-kernel ----------------------------------------------- */
 
 /* C[0..rows, 0..cols) (ldc) = beta * C + alpha * Ap Bp, over the first NV
- * 16-column vectors of the tile (cols <= 16 * NV): a last, narrow panel
- * (a conv chunk of 196 columns leaves 4) costs 1/4 of a full one, not all.
+ * 16-column vectors of the tile (cols <= 16 * NV) and its first ROWS rows
+ * (rows <= ROWS): a last, narrow panel (a conv chunk of 196 columns leaves
+ * 4) costs 1/4 of a full one, not all, and the last panel of an M that is
+ * no multiple of 6 (LeNet's 20 and 50 output channels leave 2) computes
+ * only its rows. Each entry is the same chain of FMAs in every variant.
  * Ap: (kc, MR) packed; Bp: (kc, NR) with rows ldbp floats apart (NR when
  * packed, or B's own row stride when B is read in place). */
-#define DEFINE_KERNEL(NV)                                                                           \
-    static void kernel_6x##NV(                                    \
+#define DEFINE_KERNEL(NV, ROWS)                                                                     \
+    static void kernel_##ROWS##x##NV(                                                               \
         int kc, const float *Ap, const float *Bp, size_t ldbp, float *C, int ldc, int rows,         \
         int cols, float alpha, float beta) {                                                        \
-        __m512 acc[MR][NV];                                                                         \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++)                                        \
+        __m512 acc[ROWS][NV];                                                                       \
+        _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++)                                      \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();   \
         for (int k = 0; k < kc; k++) {                                                              \
             __m512 b[NV];                                                                           \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(Bp + 16 * v); \
-            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                  \
+            _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++) {                                \
                 __m512 a = _mm512_set1_ps(Ap[r]);                                                   \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                \
                     acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);                                \
@@ -134,7 +143,7 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             Bp += ldbp;                                                                             \
         }                                                                                           \
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                               \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                      \
+        _Pragma("GCC unroll 6") for (int r = 0; r < ROWS; r++) {                                    \
             if (r >= rows) break;                                                                   \
             float *c = C + (size_t)r * ldc;                                                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                  \
@@ -148,15 +157,22 @@ static void pack_b(bool trans_b, const float *B, int ldb, int k0, int kc, int j0
             }                                                                                       \
         }                                                                                           \
     }
-DEFINE_KERNEL(1)
-DEFINE_KERNEL(2)
-DEFINE_KERNEL(3)
-DEFINE_KERNEL(4)
+#define DEFINE_KERNELS(ROWS) DEFINE_KERNEL(1, ROWS) DEFINE_KERNEL(2, ROWS) DEFINE_KERNEL(3, ROWS) DEFINE_KERNEL(4, ROWS)
+DEFINE_KERNELS(1)
+DEFINE_KERNELS(2)
+DEFINE_KERNELS(3)
+DEFINE_KERNELS(4)
+DEFINE_KERNELS(5)
+DEFINE_KERNELS(6)
 
 typedef void (*kernel_fn)(int, const float *, const float *, size_t, float *, int, int, int, float,
                           float);
-/* kernels[v]: the kernel for a panel of at most 16 * v columns */
-static const kernel_fn kernels[5] = {NULL, kernel_6x1, kernel_6x2, kernel_6x3, kernel_6x4};
+/* kernels[rows][v]: the kernel for `rows` rows and at most 16 * v columns */
+#define KERNEL_ROW(ROWS) {NULL, kernel_##ROWS##x1, kernel_##ROWS##x2, kernel_##ROWS##x3, kernel_##ROWS##x4}
+static const kernel_fn kernels[MR + 1][5] = {
+    {NULL, NULL, NULL, NULL, NULL}, KERNEL_ROW(1), KERNEL_ROW(2), KERNEL_ROW(3), KERNEL_ROW(4), KERNEL_ROW(5),
+    KERNEL_ROW(6),
+};
 
 /* --- The A B^T kernel for long K ---------------------------------------------
  * C (M, N) = alpha A B^T + beta C with A (M, K) and B (N, K) both row-major:
@@ -247,10 +263,9 @@ static void gemm_packed(bool trans_a, bool trans_b, int M, int N, int K, float a
                         bp = packed_b + (size_t)(jr - full) * kc;
                         ldbp = NR;
                     }
-                    const kernel_fn kernel = kernels[(cols + 15) / 16];
                     for (int ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? mc - ir : MR;
-                        kernel(kc, packed_a + (size_t)ir * kc, bp, ldbp,
+                        kernels[rows][(cols + 15) / 16](kc, packed_a + (size_t)ir * kc, bp, ldbp,
                                     C + (size_t)(i0 + ir) * ldc + j0 + jr, ldc, rows, cols,
                                     alpha, slice_beta);
                     }

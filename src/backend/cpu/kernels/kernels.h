@@ -35,8 +35,26 @@ typedef void (*dp_conv_im2col_fn)(const dp_conv_geom_t *g, const float *restrict
 typedef void (*dp_conv_col2im_fn)(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
                                   float *restrict dx);
 
+/* The ops' hot plain-C loops, one copy compiled per ISA (loops_impl.h
+ * says what each computes; every copy gives the same bits). */
+typedef struct {
+    void (*add_scalar_relu)(float *restrict dst, const float *restrict src, size_t n, float b);
+    void (*add_scalar_relu_inplace)(float *x, size_t n, float b);
+    void (*add_scalar)(float *restrict dst, const float *restrict src, size_t n, float b);
+    void (*add_scalar_inplace)(float *x, size_t n, float b);
+    void (*add_inplace)(float *restrict dst, const float *restrict src, size_t n);
+    void (*relu_mask)(float *restrict dy, const float *restrict y, size_t n);
+    void (*relu_mask_copy)(float *restrict dst, const float *restrict dy, const float *restrict y, size_t n);
+    double (*row_sum)(const float *x, size_t n);
+    void (*avg_pool_2x2_forward)(const float *restrict x, float *restrict y, size_t planes, int W, int OH, int OW,
+                                 size_t in_plane, size_t out_plane);
+    void (*avg_pool_2x2_backward)(const float *restrict dy, float *restrict dx, size_t planes, int W, int OH,
+                                  int OW, size_t in_plane, size_t out_plane, int overwrite);
+} dp_cpu_loops_t;
+
 typedef struct {
     dp_isa_t isa;
+    const dp_cpu_loops_t *loops;            /* never NULL */
     dp_gemm_kernel_fn gemm;                 /* NULL: BLAS */
     dp_bn_shifted_sums_fn bn_shifted_sums;  /* never NULL */
     dp_bn_grad_sums_fn bn_grad_sums;        /* never NULL */
@@ -54,9 +72,12 @@ typedef struct {
 const dp_cpu_kernels_t *dp_cpu_kernels(void);
 
 /* --- The kernels each ISA file exports ------------------------------------ */
+extern const dp_cpu_loops_t dp_cpu_loops_generic; /* loops_generic.c (also aarch64's NEON table) */
 void dp_bn_shifted_sums_generic(const float *x, size_t n, double shift, double *s1, double *s2);
 void dp_bn_grad_sums_generic(const float *x, const float *dy, size_t n, double mean, double *s_dy, double *s_dyx);
 #if defined(__x86_64__) || defined(__i386__)
+extern const dp_cpu_loops_t dp_cpu_loops_avx512;
+extern const dp_cpu_loops_t dp_cpu_loops_avx2;
 bool dp_gemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
 void dp_bn_shifted_sums_avx512(const float *x, size_t n, double shift, double *s1, double *s2);
@@ -77,6 +98,10 @@ void dp_conv_im2col_narrow_avx2(const dp_conv_geom_t *g, const float *restrict x
                                 size_t ldcol);
 void dp_conv_col2im_narrow_avx2(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
                                 float *restrict dx);
+void dp_conv_im2col_small_avx2(const dp_conv_geom_t *g, const float *restrict x, float *restrict col,
+                               size_t ldcol);
+void dp_conv_col2im_small_avx2(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
+                               float *restrict dx);
 #endif
 #if defined(__aarch64__)
 bool dp_gemm_neon(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,

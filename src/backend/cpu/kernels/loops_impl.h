@@ -1,0 +1,138 @@
+/* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU masks, bias
+ * epilogues, row sums, 2x2 average pooling) and of the backend (the sum of
+ * replicas), written once and compiled once
+ * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
+ * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
+ * and CMakeLists.txt compiles each with its ISA's flags, so the compiler
+ * vectorizes the same C for 16, 8 or 4 lanes. The portable build's own
+ * files (ops_*.c) are compiled for baseline x86-64 (SSE2): these loops were
+ * the measured cost of that build against -march=native.
+ *
+ * No intrinsics. Every loop is element-wise or keeps its order of
+ * additions (no reassociation: the build does not allow it, and ISO C mode
+ * contracts no a * b + c into an FMA), so every ISA gives the same bits.
+ * Not installed; included only by the loops_*.c files.
+ */
+#ifndef DP_LOOP
+#error "define DP_LOOP(name) before including loops_impl.h"
+#endif
+
+#include <stddef.h>
+
+/* dst[l] = max(src[l] + b, 0), as the relu op (a NaN passes through) */
+static void DP_LOOP(add_scalar_relu)(float *restrict dst, const float *restrict src, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) {
+        float v = src[l] + b;
+        dst[l] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+/* x[l] = max(x[l] + b, 0) in place */
+static void DP_LOOP(add_scalar_relu_inplace)(float *x, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) {
+        float v = x[l] + b;
+        x[l] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+/* dst[l] = src[l] + b */
+static void DP_LOOP(add_scalar)(float *restrict dst, const float *restrict src, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) dst[l] = src[l] + b;
+}
+
+/* x[l] += b */
+static void DP_LOOP(add_scalar_inplace)(float *x, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) x[l] += b;
+}
+
+/* dst[i] += src[i] (the backend's sum of replicas, reduce_range) */
+static void DP_LOOP(add_inplace)(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* dy[l] = y[l] > 0 ? dy[l] : 0 (the gradient through a ReLU whose output
+ * is y) */
+static void DP_LOOP(relu_mask)(float *restrict dy, const float *restrict y, size_t n) {
+    for (size_t l = 0; l < n; l++) dy[l] = y[l] > 0.0f ? dy[l] : 0.0f;
+}
+
+/* dst[l] = y[l] > 0 ? dy[l] : 0: relu_mask into another buffer, dy
+ * unchanged */
+static void DP_LOOP(relu_mask_copy)(float *restrict dst, const float *restrict dy, const float *restrict y,
+                                    size_t n) {
+    for (size_t l = 0; l < n; l++) dst[l] = y[l] > 0.0f ? dy[l] : 0.0f;
+}
+
+/* The sum of n floats in 8 float lanes (element i into lane i % 8), the
+ * lanes then the tail added in double: the same bits on every ISA. */
+static double DP_LOOP(row_sum)(const float *x, size_t n) {
+    float lanes[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lanes[j] += x[i + j];
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++) sum += lanes[j];
+    for (; i < n; i++) sum += x[i];
+    return sum;
+}
+
+/* 2x2, stride 2 average pooling over `planes` planes (H, W) -> (OH, OW):
+ * y = ((x00 + x10) + (x01 + x11)) * 0.25 (ops_pool.c's order). */
+static void DP_LOOP(avg_pool_2x2_forward)(const float *restrict x, float *restrict y, size_t planes, int W,
+                                          int OH, int OW, size_t in_plane, size_t out_plane) {
+    for (size_t p = 0; p < planes; p++) {
+        const float *xp = x + p * in_plane; /* (H, W) */
+        float *yp = y + p * out_plane;      /* (OH, OW) */
+        for (int oh = 0; oh < OH; oh++) {
+            const float *r0 = xp + (size_t)(2 * oh) * W, *r1 = r0 + W;
+            float *out = yp + (size_t)oh * OW;
+            for (int ow = 0; ow < OW; ow++)
+                out[ow] = ((r0[2 * ow] + r1[2 * ow]) + (r0[2 * ow + 1] + r1[2 * ow + 1])) * 0.25f;
+        }
+    }
+}
+
+/* Its adjoint: every x of a window gets dy * 0.25, written (overwrite) or
+ * added. */
+static void DP_LOOP(avg_pool_2x2_backward)(const float *restrict dy, float *restrict dx, size_t planes, int W,
+                                           int OH, int OW, size_t in_plane, size_t out_plane, int overwrite) {
+    for (size_t p = 0; p < planes; p++) {
+        float *dxp = dx + p * in_plane;           /* (H, W) */
+        const float *dyp = dy + p * out_plane;    /* (OH, OW) */
+        for (int oh = 0; oh < OH; oh++) {
+            float *restrict r0 = dxp + (size_t)(2 * oh) * W, *restrict r1 = r0 + W;
+            const float *d = dyp + (size_t)oh * OW;
+            if (overwrite) {
+                for (int ow = 0; ow < OW; ow++) {
+                    float v = d[ow] * 0.25f;
+                    r0[2 * ow] = v;
+                    r0[2 * ow + 1] = v;
+                    r1[2 * ow] = v;
+                    r1[2 * ow + 1] = v;
+                }
+                continue;
+            }
+            for (int ow = 0; ow < OW; ow++) {
+                float v = d[ow] * 0.25f;
+                r0[2 * ow] += v;
+                r0[2 * ow + 1] += v;
+                r1[2 * ow] += v;
+                r1[2 * ow + 1] += v;
+            }
+        }
+    }
+}
+
+/* The table entry of this ISA's loops (kernels.h's dp_cpu_loops_t). */
+const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
+    .add_scalar_relu = DP_LOOP(add_scalar_relu),
+    .add_scalar_relu_inplace = DP_LOOP(add_scalar_relu_inplace),
+    .add_scalar = DP_LOOP(add_scalar),
+    .add_scalar_inplace = DP_LOOP(add_scalar_inplace),
+    .add_inplace = DP_LOOP(add_inplace),
+    .relu_mask = DP_LOOP(relu_mask),
+    .relu_mask_copy = DP_LOOP(relu_mask_copy),
+    .row_sum = DP_LOOP(row_sum),
+    .avg_pool_2x2_forward = DP_LOOP(avg_pool_2x2_forward),
+    .avg_pool_2x2_backward = DP_LOOP(avg_pool_2x2_backward),
+};

@@ -1,0 +1,208 @@
+/* test_cpu_loops.c - the per-ISA copies of the ops' plain-C loops
+ * (src/backend/cpu/kernels/loops_impl.h): every copy this CPU can run
+ * (avx512, avx2, generic on x86-64; generic on aarch64) gives the same bits
+ * as a scalar reference written here (a NaN may be any NaN), for lengths 0-70 at unaligned
+ * offsets, with -0, NaN, infinities and values near the ReLU threshold;
+ * the 2x2 average pool for odd and even planes, overwriting and adding;
+ * and the table in use is the copy of the ISA in use (DPTRAIN_ISA). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/backend/cpu/kernels/kernels.h" /* library-internal: the per-ISA tables */
+#include "dptrain/cpu.h"
+#include "testing.h"
+
+enum { MAXN = 4096 };
+
+static uint32_t state = 12345u;
+static float next_value(void) {
+    state = state * 1664525u + 1013904223u;
+    uint32_t r = state >> 8;
+    switch (r % 16) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return NAN;
+    case 3: return (r & 256) ? INFINITY : -INFINITY;
+    case 4: return 1e-40f * (float)(r % 7); /* subnormal */
+    default: return ((float)(r % 20001) - 10000.0f) / 1000.0f;
+    }
+}
+
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = next_value();
+}
+
+/* Bit for bit, except that any NaN equals any NaN: which of two NaN
+ * operands an add passes on (and so the sign of the result, e.g. a NaN
+ * input plus inf - inf) depends on the order the compiler gives the
+ * operands of a commutative add. */
+static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+static int same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!same_value(a[i], b[i])) return 0;
+    return 1;
+}
+
+/* The references: the loops' meaning in the plainest C. */
+static void ref_add_scalar_relu(float *dst, const float *src, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) {
+        float v = src[l] + b;
+        dst[l] = v < 0.0f ? 0.0f : v;
+    }
+}
+static void ref_add_scalar(float *dst, const float *src, size_t n, float b) {
+    for (size_t l = 0; l < n; l++) dst[l] = src[l] + b;
+}
+static void ref_relu_mask(float *dy, const float *y, size_t n) {
+    for (size_t l = 0; l < n; l++)
+        if (!(y[l] > 0.0f)) dy[l] = 0.0f;
+}
+static double ref_row_sum(const float *x, size_t n) {
+    float lanes[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lanes[j] += x[i + j];
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++) sum += lanes[j];
+    for (; i < n; i++) sum += x[i];
+    return sum;
+}
+
+static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
+    static float src[MAXN + 16], dst[MAXN + 16], want[MAXN + 16], y[MAXN + 16];
+    int bad_relu = 0, bad_relu_in = 0, bad_add = 0, bad_add_in = 0, bad_mask = 0, bad_sum = 0, bad_acc = 0;
+    const float biases[] = {0.0f, -0.0f, 0.5f, -1.25f, 3e-3f};
+    for (size_t n = 0; n <= 70; n++)
+        for (size_t off = 0; off < 3; off++)
+            for (size_t bi = 0; bi < sizeof biases / sizeof biases[0]; bi++) {
+                float b = biases[bi];
+                fill(src + off, n);
+                ref_add_scalar_relu(want + off, src + off, n, b);
+                t->add_scalar_relu(dst + off, src + off, n, b);
+                bad_relu += !same_bits(dst + off, want + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->add_scalar_relu_inplace(dst + off, n, b);
+                bad_relu_in += !same_bits(dst + off, want + off, n);
+                ref_add_scalar(want + off, src + off, n, b);
+                t->add_scalar(dst + off, src + off, n, b);
+                bad_add += !same_bits(dst + off, want + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->add_scalar_inplace(dst + off, n, b);
+                bad_add_in += !same_bits(dst + off, want + off, n);
+                fill(y + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->add_inplace(dst + off, y + off, n);
+                for (size_t i = 0; i < n; i++) want[off + i] = src[off + i] + y[off + i];
+                bad_acc += !same_bits(dst + off, want + off, n);
+                memcpy(want + off, src + off, n * sizeof(float));
+                ref_relu_mask(want + off, y + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->relu_mask(dst + off, y + off, n);
+                bad_mask += !same_bits(dst + off, want + off, n);
+                fill(dst + off, n);
+                t->relu_mask_copy(dst + off, src + off, y + off, n);
+                bad_mask += !same_bits(dst + off, want + off, n);
+                /* sums of finite values (a NaN or inf would hide the order) */
+                for (size_t i = 0; i < n; i++)
+                    if (!isfinite(src[off + i])) src[off + i] = 0.125f * (float)i;
+                double got = t->row_sum(src + off, n), ref = ref_row_sum(src + off, n);
+                bad_sum += memcmp(&got, &ref, sizeof got) != 0;
+            }
+    /* a long row: the lanes' order of additions matters at this length */
+    for (size_t i = 0; i < MAXN; i++) src[i] = (float)(i % 97) * 0.37f - 17.0f;
+    double got = t->row_sum(src + 1, MAXN - 1), ref = ref_row_sum(src + 1, MAXN - 1);
+    CHECK(memcmp(&got, &ref, sizeof got) == 0, "%s: row_sum of %d floats %.17g, reference %.17g", isa, MAXN - 1,
+          got, ref);
+    CHECK(bad_relu == 0, "%s: add_scalar_relu differs from the reference in %d cases", isa, bad_relu);
+    CHECK(bad_relu_in == 0, "%s: add_scalar_relu_inplace differs in %d cases", isa, bad_relu_in);
+    CHECK(bad_add == 0, "%s: add_scalar differs in %d cases", isa, bad_add);
+    CHECK(bad_add_in == 0, "%s: add_scalar_inplace differs in %d cases", isa, bad_add_in);
+    CHECK(bad_acc == 0, "%s: add_inplace differs in %d cases", isa, bad_acc);
+    CHECK(bad_mask == 0, "%s: relu_mask or relu_mask_copy differs in %d cases", isa, bad_mask);
+    CHECK(bad_sum == 0, "%s: row_sum differs in %d cases", isa, bad_sum);
+}
+
+static void check_pool(const char *isa, const dp_cpu_loops_t *t) {
+    const int sizes[][2] = {{2, 2}, {3, 5}, {26, 26}, {9, 9}, {13, 13}, {4, 34}, {28, 28}, {7, 40}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int H = sizes[s][0], W = sizes[s][1], OH = H / 2, OW = W / 2;
+        const size_t planes = 5, in_plane = (size_t)H * W, out_plane = (size_t)OH * OW;
+        float *x = malloc(planes * in_plane * sizeof(float)), *y = malloc(planes * out_plane * sizeof(float));
+        float *want = malloc(planes * in_plane * sizeof(float)), *dx = malloc(planes * in_plane * sizeof(float));
+        if (!x || !y || !want || !dx) {
+            CHECK(0, "out of memory");
+            free(x), free(y), free(want), free(dx);
+            return;
+        }
+        fill(x, planes * in_plane);
+        t->avg_pool_2x2_forward(x, y, planes, W, OH, OW, in_plane, out_plane);
+        int bad = 0;
+        for (size_t p = 0; p < planes; p++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    const float *r0 = x + p * in_plane + (size_t)(2 * oh) * W + 2 * ow, *r1 = r0 + W;
+                    float v = ((r0[0] + r1[0]) + (r0[1] + r1[1])) * 0.25f;
+                    bad += !same_value(v, y[p * out_plane + (size_t)oh * OW + ow]);
+                }
+        CHECK(bad == 0, "%s: avg_pool_2x2_forward %dx%d: %d outputs differ", isa, H, W, bad);
+        /* backward, adding into dx and overwriting it: rows and columns
+         * past the last window (odd H, W) keep what dx had */
+        fill(y, planes * out_plane);
+        for (int overwrite = 0; overwrite < 2; overwrite++) {
+            fill(dx, planes * in_plane);
+            memcpy(want, dx, planes * in_plane * sizeof(float));
+            for (size_t p = 0; p < planes; p++)
+                for (int oh = 0; oh < OH; oh++)
+                    for (int ow = 0; ow < OW; ow++) {
+                        float v = y[p * out_plane + (size_t)oh * OW + ow] * 0.25f;
+                        for (int a = 0; a < 2; a++)
+                            for (int b = 0; b < 2; b++) {
+                                float *w = want + p * in_plane + (size_t)(2 * oh + a) * W + 2 * ow + b;
+                                *w = overwrite ? v : *w + v;
+                            }
+                    }
+            t->avg_pool_2x2_backward(y, dx, planes, W, OH, OW, in_plane, out_plane, overwrite);
+            CHECK(same_bits(dx, want, planes * in_plane), "%s: avg_pool_2x2_backward %dx%d overwrite %d differs",
+                  isa, H, W, overwrite);
+        }
+        free(x), free(y), free(want), free(dx);
+    }
+}
+
+int main(void) {
+    CHECK(dp_cpu_init() == DP_OK, "dp_cpu_init: %s", dp_error_message());
+    const dp_cpu_loops_t *in_use = dp_cpu_kernels()->loops;
+    CHECK(in_use != NULL, "no loops in the kernel table");
+    struct {
+        const char *name;
+        dp_isa_t isa;
+        const dp_cpu_loops_t *loops;
+    } copies[] = {
+        {"generic", DP_ISA_GENERIC, &dp_cpu_loops_generic},
+#if defined(__x86_64__) || defined(__i386__)
+        {"avx2", DP_ISA_AVX2, &dp_cpu_loops_avx2},
+        {"avx512", DP_ISA_AVX512, &dp_cpu_loops_avx512},
+#endif
+    };
+    int tested = 0;
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+        if (copies[i].isa > dp_cpu_best_isa()) {
+            printf("%s: not on this CPU, skipped\n", copies[i].name);
+            continue;
+        }
+        check_elementwise(copies[i].name, copies[i].loops);
+        check_pool(copies[i].name, copies[i].loops);
+        tested++;
+        if (dp_cpu_isa() == copies[i].isa)
+            CHECK(in_use == copies[i].loops, "isa %s in use, but its table has another ISA's loops",
+                  copies[i].name);
+        printf("%s: checked\n", copies[i].name);
+    }
+#if defined(__aarch64__)
+    CHECK(in_use == &dp_cpu_loops_generic, "aarch64: the loops are the baseline (NEON) copy");
+#endif
+    CHECK(tested >= 1, "no copy tested");
+    return testing_finish("test_cpu_loops");
+}
