@@ -79,3 +79,27 @@ conv_tap_t *dp_conv_taps(const conv_geom_t *g, dp_arena_t *arena) {
 double dp_conv_row_sum(const float *x, size_t n) {
     return dp_cpu_kernels()->loops->row_sum(x, n);
 }
+
+const float *dp_conv_split_phases(const dp_conv_geom_t *g, const float *restrict x) {
+    const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
+    const int sh = g->stride[1], sw = g->stride[2];
+    const int Hq = (H + 2 * ph + sh - 1) / sh, Wq = (W + 2 * pw + sw - 1) / sw;
+    const size_t phase_size = (size_t)Hq * Wq, chan_size = (size_t)sh * sw * phase_size;
+    float *planes = g->pad_scratch;
+    for (int c = 0; c < g->group_in_ch; c++) {
+        const float *xc = x + (size_t)c * H * W;
+        float *pc = planes + (size_t)c * chan_size;
+        for (int a = 0; a < sh; a++)
+            for (int i = 0; i < Hq; i++) {
+                int r = i * sh + a - ph; /* input row, or padding */
+                for (int b = 0; b < sw; b++) {
+                    float *dst = pc + ((size_t)a * sw + b) * phase_size + (size_t)i * Wq;
+                    for (int j = 0; j < Wq; j++) {
+                        int col_in = j * sw + b - pw;
+                        dst[j] = r >= 0 && r < H && col_in >= 0 && col_in < W ? xc[(size_t)r * W + col_in] : 0.0f;
+                    }
+                }
+            }
+    }
+    return planes;
+}

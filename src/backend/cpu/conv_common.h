@@ -78,6 +78,15 @@ void dp_conv_im2col(const dp_conv_geom_t *g, const dp_conv_tap_t *taps, const fl
 void dp_conv_col2im_add(const dp_conv_geom_t *g, const dp_conv_tap_t *taps, const float *restrict col, size_t ldcol,
                         float *restrict dx);
 
+/* The padded plane of each input channel of one image split by stride
+ * phase into g->pad_scratch, laid out (Cg, sh, sw, Hq, Wq) with
+ * Hq = ceil((H + 2 ph) / sh), Wq = ceil((W + 2 pw) / sw): phase (a, b) holds
+ * the padded positions (i * sh + a, j * sw + b), zeros for padding, so that a
+ * tap reads each output row as consecutive floats of one phase (the
+ * small-plane im2col paths of kernels/conv_ISA.c). 2-D (H, W) only. Returns
+ * the planes. */
+const float *dp_conv_split_phases(const dp_conv_geom_t *g, const float *restrict x);
+
 /* 1 when any input of the node has a grad (so the output needs one). */
 static inline int dp_conv_needs_grad(const dp_node_t *node) {
     for (int i = 0; i < 3; i++)

@@ -104,22 +104,7 @@ static void im2col_phase_plane(const conv_geom_t *g, const float *restrict x, fl
     const int sh = g->stride[1], sw = g->stride[2];
     const int Hq = (H + 2 * ph + sh - 1) / sh, Wq = (W + 2 * pw + sw - 1) / sw;
     const size_t phase_size = (size_t)Hq * Wq, chan_size = (size_t)sh * sw * phase_size;
-    float *planes = g->pad_scratch; /* (Cg, sh, sw, Hq, Wq) */
-    for (int c = 0; c < g->group_in_ch; c++) {
-        const float *xc = x + (size_t)c * H * W;
-        float *pc = planes + (size_t)c * chan_size;
-        for (int a = 0; a < sh; a++)
-            for (int i = 0; i < Hq; i++) {
-                int r = i * sh + a - ph; /* input row, or padding */
-                for (int b = 0; b < sw; b++) {
-                    float *dst = pc + ((size_t)a * sw + b) * phase_size + (size_t)i * Wq;
-                    for (int j = 0; j < Wq; j++) {
-                        int col_in = j * sw + b - pw;
-                        dst[j] = r >= 0 && r < H && col_in >= 0 && col_in < W ? xc[(size_t)r * W + col_in] : 0.0f;
-                    }
-                }
-            }
-    }
+    const float *planes = dp_conv_split_phases(g, x); /* (Cg, sh, sw, Hq, Wq) */
     const int OH = g->out_size[1], OW = g->out_size[2], KH = g->kernel[1], KW = g->kernel[2];
     __mmask16 rows[16];
     for (int oh = 0; oh < OH; oh++) rows[oh] = (__mmask16)(((1u << OW) - 1) << (oh * OW));
