@@ -4,6 +4,7 @@
  * as a scalar reference written here (a NaN may be any NaN), for lengths 0-70 at unaligned
  * offsets, with -0, NaN, infinities and values near the ReLU threshold;
  * the 2x2 average pool for odd and even planes, overwriting and adding;
+ * the Winograd transforms (any matrix and the fixed F(3x3, 5x5) ones);
  * and the table in use is the copy of the ISA in use (DPTRAIN_ISA). */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "../src/backend/cpu/kernels/kernels.h" /* library-internal: the per-ISA tables */
+#include "../src/backend/cpu/kernels/winograd_f35.h"
 #include "dptrain/cpu.h"
 #include "testing.h"
 
@@ -171,6 +173,64 @@ static void check_pool(const char *isa, const dp_cpu_loops_t *t) {
     }
 }
 
+/* The Winograd transforms (wino_sandwich with any matrix, and the fixed
+ * F(3x3, 5x5) ones): the same bits as a scalar reference with the same
+ * order of sums, on strided tiles, for 8-lane blocks and a tail. */
+static void ref_sandwich(const float *mat, int a, int b, const float *src, size_t src_rs, size_t src_cs, float *dst,
+                         size_t dst_rs, size_t dst_cs, size_t lanes) {
+    for (size_t q = 0; q < lanes; q++) {
+        float t[64];
+        for (int i = 0; i < a; i++)
+            for (int l = 0; l < b; l++) {
+                float acc = 0.0f;
+                for (int k = 0; k < b; k++)
+                    if (mat[i * b + k] != 0.0f) acc += mat[i * b + k] * src[k * src_rs + l * src_cs + q];
+                t[i * b + l] = acc;
+            }
+        for (int i = 0; i < a; i++)
+            for (int j = 0; j < a; j++) {
+                float acc = 0.0f;
+                for (int l = 0; l < b; l++)
+                    if (mat[j * b + l] != 0.0f) acc += mat[j * b + l] * t[i * b + l];
+                dst[i * dst_rs + j * dst_cs + q] = acc;
+            }
+    }
+}
+
+static void check_winograd(const char *isa, const dp_cpu_loops_t *t) {
+    const struct {
+        const char *name;
+        dp_wino_fn fn;
+        const float *mat;
+        int a, b;
+    } fixed[] = {
+        {"wino_input", t->wino_input, dp_wino_bt, DP_WINO_N, DP_WINO_N},
+        {"wino_output", t->wino_output, dp_wino_at, DP_WINO_M, DP_WINO_N},
+        {"wino_dy", t->wino_dy, dp_wino_gw, DP_WINO_N, DP_WINO_M},
+        {"wino_dy_adjoint", t->wino_dy_adjoint, dp_wino_a, DP_WINO_N, DP_WINO_M},
+        {"wino_input_adjoint", t->wino_input_adjoint, dp_wino_b, DP_WINO_N, DP_WINO_N},
+        {"wino_sandwich (G)", NULL, dp_wino_g, DP_WINO_N, DP_WINO_R},
+        {"wino_sandwich (A'^T)", NULL, dp_wino_atw, DP_WINO_R, DP_WINO_N},
+    };
+    enum { LANES = 19, RS = 8 * 23, CS = 23 }; /* src/dst [k][l][q] at k * RS + l * CS + q */
+    float *src = malloc(8 * RS * sizeof(float)), *got = malloc(8 * RS * sizeof(float));
+    float *want = malloc(8 * RS * sizeof(float));
+    for (size_t i = 0; i < 8 * RS; i++) src[i] = ((float)((i * 7919) % 2001) - 1000.0f) / 137.0f;
+    for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
+        for (size_t lanes = 1; lanes <= LANES; lanes += 9) { /* 1, 10 (8 + 2), 19 (16 + 3) */
+            memset(got, 0, 8 * RS * sizeof(float));
+            memset(want, 0, 8 * RS * sizeof(float));
+            if (fixed[f].fn)
+                fixed[f].fn(src, RS, CS, got, RS, CS, lanes);
+            else
+                t->wino_sandwich(fixed[f].mat, fixed[f].a, fixed[f].b, src, RS, CS, got, RS, CS, lanes);
+            ref_sandwich(fixed[f].mat, fixed[f].a, fixed[f].b, src, RS, CS, want, RS, CS, lanes);
+            CHECK(same_bits(got, want, 8 * RS), "%s: %s over %zu lanes differs from the reference", isa,
+                  fixed[f].name, lanes);
+        }
+    free(src), free(got), free(want);
+}
+
 int main(void) {
     CHECK(dp_cpu_init() == DP_OK, "dp_cpu_init: %s", dp_error_message());
     const dp_cpu_loops_t *in_use = dp_cpu_kernels()->loops;
@@ -194,6 +254,7 @@ int main(void) {
         }
         check_elementwise(copies[i].name, copies[i].loops);
         check_pool(copies[i].name, copies[i].loops);
+        check_winograd(copies[i].name, copies[i].loops);
         tested++;
         if (dp_cpu_isa() == copies[i].isa)
             CHECK(in_use == copies[i].loops, "isa %s in use, but its table has another ISA's loops",

@@ -103,6 +103,13 @@ struct dp_backend {
      * default). NULL: the backend has no such mode (the CPU's): --tf32 is
      * refused on its devices. Call before any work is queued. */
     dp_status_t (*set_tf32)(void *ctx, int on);
+    /* Winograd convolution F(3x3, 5x5) for 5x5, stride-1 convolutions with
+     * at least 8 input and output channels (LeNet's conv2), forward and
+     * backward (on: fewer multiplications, rounding errors about 5 times
+     * those of im2col, still FP32; off: the default). For the whole
+     * process. NULL: the backend has none (--winograd is refused). Call
+     * before any work is queued. */
+    dp_status_t (*set_winograd)(void *ctx, int on);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

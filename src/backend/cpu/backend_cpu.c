@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_winograd.h"
 #include "kernels/kernels.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes, const char *what) {
@@ -69,6 +70,13 @@ static void cpu_load_batch_augmented(void *ctx, const dp_dataset_t *ds, const dp
     dp_dataset_fill_augmented(ds, aug, seed, epoch, first_position, host_indices, n, x, y);
 }
 
+/* The process-wide convolution mode (conv_winograd.h). */
+static dp_status_t cpu_set_winograd(void *ctx, int on) {
+    (void)ctx;
+    dp_conv_winograd_set_mode(on ? DP_WINO_ON : DP_WINO_OFF);
+    return DP_OK;
+}
+
 static const dp_backend_t cpu_backend = {
     .name = "cpu",
     .ctx = NULL,
@@ -85,6 +93,7 @@ static const dp_backend_t cpu_backend = {
     .broadcast_range = cpu_broadcast_range,
     .load_batch = cpu_load_batch,
     .load_batch_augmented = cpu_load_batch_augmented,
+    .set_winograd = cpu_set_winograd,
 };
 
 const dp_backend_t *dp_backend_cpu(void) { return &cpu_backend; }

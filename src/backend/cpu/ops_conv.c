@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "conv_common.h"
+#include "conv_winograd.h"
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
 #include "kernels/kernels.h"
@@ -489,6 +490,11 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     out->data = dp_arena_floats(arena, numel); /* (N, OC, OD, OH, OW) */
     out->grad = dp_conv_needs_grad(node) ? dp_grad_alloc(arena, out, numel) : NULL;
     node->saved = NULL;
+    if (dp_conv_winograd_applies(&g)) {
+        if (!out->data || (dp_conv_needs_grad(node) && !out->grad))
+            return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats", numel);
+        return dp_conv_winograd_forward(&g, x, w, bias, node->attr.fuse_relu, out->data, arena);
+    }
     if (is_tap_plane(&g)) {
         const conv_tap_t *taps = dp_conv_taps(&g, arena);
         if (!out->data || (dp_conv_needs_grad(node) && !out->grad) || !taps)
@@ -685,6 +691,16 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
     int want_bias = bt && bt->grad;
     if (!dx && !dw && !want_bias) return DP_OK;
+    if (dp_conv_winograd_applies(&g)) {
+        double *sums = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
+        if (want_bias && !sums) return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for bias sums");
+        if (sums) memset(sums, 0, sizeof(double) * (size_t)g.out_ch);
+        DP_TRY(dp_conv_winograd_backward(&g, xt->data, wt->data, node->out.data, node->out.grad,
+                                         node->attr.fuse_relu, dx, dw, sums, arena));
+        if (sums)
+            for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)sums[oc];
+        return DP_OK;
+    }
     if (tap_plane_backward_pays(&g)) {
         double *sums = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
         const conv_tap_t *taps = dp_conv_taps(&g, arena);

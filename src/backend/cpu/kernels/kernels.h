@@ -35,6 +35,10 @@ typedef void (*dp_conv_im2col_fn)(const dp_conv_geom_t *g, const float *restrict
 typedef void (*dp_conv_col2im_fn)(const dp_conv_geom_t *g, const float *restrict col, size_t ldcol,
                                   float *restrict dx);
 
+/* A Winograd transform with a fixed matrix (loops_impl.h). */
+typedef void (*dp_wino_fn)(const float *restrict src, size_t src_rs, size_t src_cs, float *restrict dst,
+                           size_t dst_rs, size_t dst_cs, size_t lanes);
+
 /* The ops' hot plain-C loops, one copy compiled per ISA (loops_impl.h
  * says what each computes; every copy gives the same bits). */
 typedef struct {
@@ -50,6 +54,10 @@ typedef struct {
                                  size_t in_plane, size_t out_plane);
     void (*avg_pool_2x2_backward)(const float *restrict dy, float *restrict dx, size_t planes, int W, int OH,
                                   int OW, size_t in_plane, size_t out_plane, int overwrite);
+    void (*wino_sandwich)(const float *restrict mat, int a, int b, const float *restrict src, size_t src_rs,
+                          size_t src_cs, float *restrict dst, size_t dst_rs, size_t dst_cs, size_t lanes);
+    /* F(3x3, 5x5)'s B^T, A^T, G', and A, B (the adjoints) */
+    dp_wino_fn wino_input, wino_output, wino_dy, wino_dy_adjoint, wino_input_adjoint;
 } dp_cpu_loops_t;
 
 typedef struct {

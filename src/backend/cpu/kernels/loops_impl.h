@@ -18,6 +18,9 @@
 #endif
 
 #include <stddef.h>
+#include <string.h>
+
+#include "winograd_f35.h"
 
 /* dst[l] = max(src[l] + b, 0), as the relu op (a NaN passes through) */
 static void DP_LOOP(add_scalar_relu)(float *restrict dst, const float *restrict src, size_t n, float b) {
@@ -123,6 +126,100 @@ static void DP_LOOP(avg_pool_2x2_backward)(const float *restrict dy, float *rest
     }
 }
 
+/* The two-sided product of a Winograd transform (conv_winograd.c) on
+ * `lanes` independent (b, b) tiles at once:
+ *   dst[i][j][q] = sum_l (sum_k mat[i][k] src[k][l][q]) mat[j][l]
+ * for i, j < a, k, l < b, q < lanes; mat is (a, b) row-major, a, b <= 8;
+ * src[k][l][q] lives at src + k * src_rs + l * src_cs + q and dst[i][j][q]
+ * at dst + i * dst_rs + j * dst_cs + q. Each sum runs in order of k (then
+ * l) from 0 and skips the zero entries of mat; products and sums in float
+ * without contraction: the same bits on every ISA and in every lane.
+ * Eight lanes at a time in a GCC vector (no intrinsics: one AVX register,
+ * two SSE or NEON ones). Always inlined: with one of
+ * winograd_f35.h's constant matrices the loops unroll and only the
+ * nonzero entries remain, multiplications by 1 and -1 folded away. */
+typedef float DP_LOOP(v8) __attribute__((vector_size(32)));
+
+/* One block of 8 lanes at src, dst. */
+static inline __attribute__((always_inline)) void DP_LOOP(sandwich8)(const float *restrict mat, int a, int b,
+                                                                     const float *restrict src, size_t src_rs,
+                                                                     size_t src_cs, float *restrict dst,
+                                                                     size_t dst_rs, size_t dst_cs) {
+    typedef DP_LOOP(v8) v8;
+    v8 t[8 * 8];
+#pragma GCC unroll 8
+    for (int i = 0; i < a; i++) /* t[i][l] = sum_k mat[i][k] src[k][l] */
+#pragma GCC unroll 8
+        for (int l = 0; l < b; l++) {
+            v8 acc = {0};
+#pragma GCC unroll 8
+            for (int k = 0; k < b; k++) {
+                const float c = mat[i * b + k];
+                if (c == 0.0f) continue;
+                v8 s;
+                memcpy(&s, src + (size_t)k * src_rs + (size_t)l * src_cs, sizeof s);
+                acc += c * s;
+            }
+            t[i * b + l] = acc;
+        }
+#pragma GCC unroll 8
+    for (int i = 0; i < a; i++) /* dst[i][j] = sum_l t[i][l] mat[j][l] */
+#pragma GCC unroll 8
+        for (int j = 0; j < a; j++) {
+            v8 acc = {0};
+#pragma GCC unroll 8
+            for (int l = 0; l < b; l++) {
+                const float c = mat[j * b + l];
+                if (c == 0.0f) continue;
+                acc += c * t[i * b + l];
+            }
+            memcpy(dst + (size_t)i * dst_rs + (size_t)j * dst_cs, &acc, sizeof acc);
+        }
+}
+
+/* Every block of 8 lanes in place; the last lanes (fewer than 8) through
+ * zero-padded copies (lanes are independent: the same bits). */
+static inline __attribute__((always_inline)) void DP_LOOP(sandwich)(const float *restrict mat, int a, int b,
+                                                                    const float *restrict src, size_t src_rs,
+                                                                    size_t src_cs, float *restrict dst,
+                                                                    size_t dst_rs, size_t dst_cs, size_t lanes) {
+    size_t q0 = 0;
+    for (; q0 + 8 <= lanes; q0 += 8)
+        DP_LOOP(sandwich8)(mat, a, b, src + q0, src_rs, src_cs, dst + q0, dst_rs, dst_cs);
+    if (q0 == lanes) return;
+    const size_t nq = lanes - q0;
+    float in[8 * 8 * 8] = {0}, out[8 * 8 * 8];
+    for (int k = 0; k < b; k++)
+        for (int l = 0; l < b; l++) memcpy(in + (k * b + l) * 8, src + (size_t)k * src_rs + (size_t)l * src_cs + q0,
+                                           nq * sizeof(float));
+    DP_LOOP(sandwich8)(mat, a, b, in, (size_t)b * 8, 8, out, (size_t)a * 8, 8);
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++)
+            memcpy(dst + (size_t)i * dst_rs + (size_t)j * dst_cs + q0, out + (i * a + j) * 8, nq * sizeof(float));
+}
+
+/* The sandwich with any matrix (the transforms done once per call). */
+static void DP_LOOP(wino_sandwich)(const float *restrict mat, int a, int b, const float *restrict src, size_t src_rs,
+                                   size_t src_cs, float *restrict dst, size_t dst_rs, size_t dst_cs, size_t lanes) {
+    DP_LOOP(sandwich)(mat, a, b, src, src_rs, src_cs, dst, dst_rs, dst_cs, lanes);
+}
+
+/* The per-chunk transforms of F(3x3, 5x5), each with its constant matrix:
+ * input tiles (B^T, 7x7 -> 7x7), output tiles (A^T, 7x7 -> 3x3), and their
+ * adjoints for the data gradient (A: dy blocks 3x3 -> 7x7, B: 7x7 -> 7x7),
+ * dy blocks of the weight gradient (G', 3x3 -> 7x7). */
+#define DP_WINO_FIXED(name, mat, a, b)                                                                              \
+    static void DP_LOOP(name)(const float *restrict src, size_t src_rs, size_t src_cs, float *restrict dst,          \
+                              size_t dst_rs, size_t dst_cs, size_t lanes) {                                           \
+        DP_LOOP(sandwich)(mat, a, b, src, src_rs, src_cs, dst, dst_rs, dst_cs, lanes);                                \
+    }
+DP_WINO_FIXED(wino_input, dp_wino_bt, DP_WINO_N, DP_WINO_N)
+DP_WINO_FIXED(wino_output, dp_wino_at, DP_WINO_M, DP_WINO_N)
+DP_WINO_FIXED(wino_dy_adjoint, dp_wino_a, DP_WINO_N, DP_WINO_M)
+DP_WINO_FIXED(wino_input_adjoint, dp_wino_b, DP_WINO_N, DP_WINO_N)
+DP_WINO_FIXED(wino_dy, dp_wino_gw, DP_WINO_N, DP_WINO_M)
+#undef DP_WINO_FIXED
+
 /* The table entry of this ISA's loops (kernels.h's dp_cpu_loops_t). */
 const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .add_scalar_relu = DP_LOOP(add_scalar_relu),
@@ -135,4 +232,10 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .row_sum = DP_LOOP(row_sum),
     .avg_pool_2x2_forward = DP_LOOP(avg_pool_2x2_forward),
     .avg_pool_2x2_backward = DP_LOOP(avg_pool_2x2_backward),
+    .wino_sandwich = DP_LOOP(wino_sandwich),
+    .wino_input = DP_LOOP(wino_input),
+    .wino_output = DP_LOOP(wino_output),
+    .wino_dy = DP_LOOP(wino_dy),
+    .wino_dy_adjoint = DP_LOOP(wino_dy_adjoint),
+    .wino_input_adjoint = DP_LOOP(wino_input_adjoint),
 };
