@@ -9,7 +9,10 @@
 #   OPENBLAS_CORETYPE=Haswell   OpenBLAS's kernels (both sides' BLAS)
 # DPTRAIN_ISA=generic: SSE4.1, ATen's default kernels, OpenBLAS Nehalem.
 #
-# isa_info BIN: prints "dptrain: isa I (best B), CPU, BLAS" and
+# DPTRAIN_CONV=winograd measures dptrain with its Winograd 5x5 convolutions
+# (what `dptrain train --winograd` turns on; the default is im2col).
+#
+# isa_info BIN: prints "dptrain: isa I (best B), CPU, BLAS, conv" and
 # "pytorch: oneDNN isa ..., ATen CPU capability ..." lines.
 case "${DPTRAIN_ISA:-}" in
   avx2) : "${ONEDNN_MAX_CPU_ISA:=AVX2}" "${ATEN_CPU_CAPABILITY:=avx2}" "${OPENBLAS_CORETYPE:=Haswell}" ;;
@@ -22,8 +25,9 @@ done
 isa_info() {
   local v
   v=$("$1" version) || return 1
-  printf 'dptrain: isa %s (best %s), cpu %s, blas %s\n' "$(sed -n 's/^isa: //p' <<<"$v")" \
-    "$(sed -n 's/^best isa: //p' <<<"$v")" "$(sed -n 's/^cpu: //p' <<<"$v")" "$(sed -n 's/^blas: //p' <<<"$v")"
+  printf 'dptrain: isa %s (best %s), cpu %s, blas %s, conv %s\n' "$(sed -n 's/^isa: //p' <<<"$v")" \
+    "$(sed -n 's/^best isa: //p' <<<"$v")" "$(sed -n 's/^cpu: //p' <<<"$v")" "$(sed -n 's/^blas: //p' <<<"$v")" \
+    "$([[ ${DPTRAIN_CONV:-} == winograd ]] && echo "winograd (5x5 layers)" || echo im2col)"
   ONEDNN_VERBOSE=1 OMP_NUM_THREADS=1 /usr/bin/python3 - <<'PY' 2>/dev/null || echo "pytorch: (not available)"
 import torch
 torch.set_num_threads(1)
