@@ -14,7 +14,9 @@
 #   its lib/, ../lib (an installed bin/dptrain); missing: one line naming
 #   every path tried, exit 1; a file that is not a module (not ELF, no entry
 #   point, an entry point answering another interface version): one line
-#   naming the file and what is wrong;
+#   naming the file and what is wrong; installed (`cmake --install`): the
+#   module beside libdptrain.so, exporting only its entry point, found by
+#   the installed dptrain and by a program linked with libdptrain.so;
 # - the module's entry point refuses a host table of another ABI or layout
 #   (a small C program, built here, that dlopens the module).
 # A build without CUDA has no module: skipped (exit 77).
@@ -170,5 +172,41 @@ if "$cc" -std=c11 -D_DEFAULT_SOURCE -I"$src/include" -I"$src/src/backend" "$tmp/
   fi
 else
   fail "compiling the host program: $(head -3 "$tmp/cc.err")"
+fi
+
+# 6. Installed: bin/dptrain and a program linked with the installed
+#    libdptrain.so each find the module in the install's libdir.
+if cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.out" 2>&1; then
+  pass
+  inst_module=$(find "$tmp/prefix" -name libdptrain_cuda.so | head -1)
+  inst_lib=$(dirname "$(find "$tmp/prefix" -name libdptrain.so | head -1)")
+  [[ -n "$inst_module" && "$(dirname "$inst_module")" == "$inst_lib" ]] && pass \
+    || fail "the module is not installed beside libdptrain.so: '$inst_module' vs '$inst_lib'"
+  nm -D --defined-only "$inst_module" | awk '{print $3}' | grep -qvx dp_cuda_module_entry \
+    && fail "the module exports more than its entry: $(nm -D --defined-only "$inst_module" | head -5)" || pass
+  readelf -d "$inst_lib/libdptrain.so" | grep -qE "NEEDED.*$cuda_libs" && fail "libdptrain.so needs a CUDA library" || pass
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    one_line installed "$no_gpu" "$tmp/prefix/bin/dptrain" "${train[@]}" --devices cuda:0
+    grep -q "file=$inst_module " "$tmp/installed.ld" && pass || fail "installed dptrain: $(loaded_cuda installed)"
+    cat >"$tmp/shared.c" <<'C'
+#include <stdio.h>
+#include "dptrain/backend.h"
+int main(void) {
+    const dp_backend_t *be = NULL;
+    dp_status_t st = dp_backend_by_name("cuda", 0, &be);
+    printf("dptrain: %s\n", st == DP_OK ? "cuda:0 opened" : dp_error_message());
+    return st == DP_OK ? 0 : 1;
+}
+C
+    if "$cc" -std=c11 -I"$tmp/prefix/include" "$tmp/shared.c" -o "$tmp/shared" -L"$inst_lib" -ldptrain \
+         -Wl,-rpath,"$inst_lib" 2>"$tmp/cc.err"; then
+      one_line shared_lib "$no_gpu" "$tmp/shared"
+      grep -q "file=$inst_module " "$tmp/shared_lib.ld" && pass || fail "libdptrain.so: $(loaded_cuda shared_lib)"
+    else
+      fail "compiling against the installed libdptrain.so: $(head -3 "$tmp/cc.err")"
+    fi
+  fi
+else
+  fail "cmake --install: $(tail -3 "$tmp/install.out")"
 fi
 testing_finish cli_cuda_module
