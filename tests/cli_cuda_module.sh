@@ -29,6 +29,7 @@ if [[ ! -e "$module" ]]; then
 fi
 src=$(cd "$(dirname "$0")/.." && pwd)
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+cflags=$(sed -n 's/^CMAKE_C_FLAGS:STRING=//p' "$build/CMakeCache.txt") # for programs built here (a sanitizer's too)
 cuda_libs='lib(dptrain_cuda|cudart|cublas|cublasLt|cudnn)[._a-zA-Z0-9]*\.so'
 gpu_nodes() { compgen -G '/dev/nvidia[0-9]*' >/dev/null || [[ -e /dev/nvidiactl || -e /dev/dxg ]]; }
 small_data "$tmp/data" 256 64
@@ -157,7 +158,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 C
-if "$cc" -std=c11 -D_DEFAULT_SOURCE -I"$src/include" -I"$src/src/backend" "$tmp/host.c" -o "$tmp/host" -ldl 2>"$tmp/cc.err"; then
+if "$cc" $cflags -std=c11 -D_DEFAULT_SOURCE -I"$src/include" -I"$src/src/backend" "$tmp/host.c" -o "$tmp/host" -ldl 2>"$tmp/cc.err"; then
   pass
   out=$("$tmp/host" "$module" abi); rc=$?
   [[ $rc -eq 2 ]] && grep -q "^refused: its interface is version 1, this dptrain's is 2" <<<"$out" && pass || fail "another ABI: $rc $out"
@@ -198,7 +199,7 @@ int main(void) {
     return st == DP_OK ? 0 : 1;
 }
 C
-    if "$cc" -std=c11 -I"$tmp/prefix/include" "$tmp/shared.c" -o "$tmp/shared" -L"$inst_lib" -ldptrain \
+    if "$cc" $cflags -std=c11 -I"$tmp/prefix/include" "$tmp/shared.c" -o "$tmp/shared" -L"$inst_lib" -ldptrain \
          -Wl,-rpath,"$inst_lib" 2>"$tmp/cc.err"; then
       one_line shared_lib "$no_gpu" "$tmp/shared"
       grep -q "file=$inst_module " "$tmp/shared_lib.ld" && pass || fail "libdptrain.so: $(loaded_cuda shared_lib)"
