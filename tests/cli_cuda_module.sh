@@ -103,15 +103,23 @@ one_line env_missing "${cannot}not found \(tried $tmp/none.so\)\$" \
 [[ -z $(loaded_cuda env_missing) ]] && pass || fail "a missing module: loaded $(loaded_cuda env_missing)"
 mkdir -p "$tmp/alone/bin"
 cp "$bin" "$tmp/alone/bin/dptrain"
-one_line copy_missing "${cannot}not found \(tried $tmp/alone/bin/libdptrain_cuda.so, $tmp/alone/bin/lib/libdptrain_cuda.so, $tmp/alone/lib[^,]*/libdptrain_cuda.so" \
-  "$tmp/alone/bin/dptrain" "${train[@]}" --devices cuda:0
+# (unless this build was installed: its libdir is the last place looked in)
+prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:[A-Z]*=//p' "$build/CMakeCache.txt")
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+libdir=${libdir:-lib}
+[[ "$libdir" == /* ]] && installed_module=$libdir/libdptrain_cuda.so || installed_module=$prefix/$libdir/libdptrain_cuda.so
+if [[ ! -e "$installed_module" ]]; then
+  one_line copy_missing "${cannot}not found \(tried $tmp/alone/bin/libdptrain_cuda.so, $tmp/alone/bin/lib/libdptrain_cuda.so, $tmp/alone/$libdir/libdptrain_cuda.so, $installed_module\)\$" \
+    "$tmp/alone/bin/dptrain" "${train[@]}" --devices cuda:0
+else
+  echo "cli_cuda_module: $installed_module is installed: the search without a module is not checked"
+fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
   one_line env_found "$no_gpu" env DPTRAIN_CUDA_MODULE="$module" "$tmp/alone/bin/dptrain" "${train[@]}" --devices cuda:0
   mkdir -p "$tmp/alone/bin/lib" && cp "$module" "$tmp/alone/bin/lib/"
   one_line beside_lib "$no_gpu" "$tmp/alone/bin/dptrain" "${train[@]}" --devices cuda:0
   grep -q "file=$tmp/alone/bin/lib/libdptrain_cuda.so " "$tmp/beside_lib.ld" && pass || fail "bin/lib/: $(loaded_cuda beside_lib)"
   rm -r "$tmp/alone/bin/lib"
-  libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
   mkdir -p "$tmp/alone/${libdir:-lib}" && cp "$module" "$tmp/alone/${libdir:-lib}/"
   one_line install_layout "$no_gpu" "$tmp/alone/bin/dptrain" "${train[@]}" --devices cuda:0
   grep -q "file=$tmp/alone/${libdir:-lib}/libdptrain_cuda.so " "$tmp/install_layout.ld" && pass \
