@@ -44,6 +44,6 @@ for f in "$build/dptrain" "$build"/lib/libdptrain.so; do
     failed=1
   fi
 done
-echo "check_cuda_build: $module built with $(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
+echo "check_cuda_build: $module built (nvcc: ${toolkit:-$(sed -n 's/^DPTRAIN_NVCC:[A-Z]*=//p' "$build/CMakeCache.txt")})"
 (cd "$build" && ctest -R 'cuda' --output-on-failure) || failed=1
 exit $failed
