@@ -57,7 +57,7 @@ set(CMAKE_CROSSCOMPILING_EMULATOR /usr/bin/qemu-aarch64)
 TOOLCHAIN
 # qemu finds the arm64 loader and libraries where multiarch puts them (/lib/ld-linux-aarch64.so.1).
 if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$dir/toolchain.cmake" \
-     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DBLAS_LIBRARIES=/usr/lib/aarch64-linux-gnu/libopenblas.so \
+     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DDPTRAIN_CUDA=OFF -DBLAS_LIBRARIES=/usr/lib/aarch64-linux-gnu/libopenblas.so \
      -DCBLAS_INCLUDE_DIR=/usr/include/aarch64-linux-gnu -DZLIB_LIBRARY=/usr/lib/aarch64-linux-gnu/libz.so \
      -DZLIB_INCLUDE_DIR=/usr/include >"$dir.log" 2>&1 ||
    ! cmake --build "$dir" -j "$(nproc)" >>"$dir.log" 2>&1; then

@@ -1,22 +1,49 @@
 #!/usr/bin/env bash
-# check_cuda_build.sh - builds dptrain with the CUDA backend (build-cuda/,
-# -DDPTRAIN_CUDA=AUTO) where a CUDA toolkit is installed (our machines:
-# /usr/local/cuda), so that every CUDA file is compiled and linked, and runs
-# the tests that concern it: the `--devices cuda:N` messages (cli_cuda) and
-# the GPU tests, which report themselves Skipped without a GPU (exit 77)
-# and are never counted as passed. Without a toolkit it says so and stops
-# with success: the plain build is the one without CUDA.
-set -euo pipefail
+# check_cuda_build.sh [BUILD] - the CUDA backend in the plain build (BUILD,
+# default build/, configured here if it is not yet): where a CUDA toolkit is
+# installed (our machines, CI's: /usr/local/cuda), -DDPTRAIN_CUDA=AUTO (the
+# default) must have found it and built the module lib/libdptrain_cuda.so,
+# so that every CUDA file is compiled and linked; the module exports only
+# its entry point, and neither dptrain nor libdptrain.so links a CUDA
+# library (they dlopen the module on demand). Then the tests that concern
+# it: the `--devices cuda:N` messages (cli_cuda), the module's loading
+# (cli_cuda_module) and the GPU tests, which report themselves Skipped
+# without a GPU (exit 77) and are never counted as passed. Without a
+# toolkit, or in a build configured with -DDPTRAIN_CUDA=OFF, it says so and
+# stops with success.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-if ! cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DDPTRAIN_CUDA=AUTO >build-cuda.log 2>&1; then
-  echo "check_cuda_build: configure failed (see build-cuda.log)" >&2
-  exit 1
+build=${1:-build}
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build.log" 2>&1 ||
+    { echo "check_cuda_build: configure failed (see $build.log)" >&2; exit 1; }
 fi
-if ! grep -q "dptrain: CUDA on" build-cuda.log; then
-  echo "check_cuda_build: skipped: $(grep -o 'dptrain: CUDA off.*' build-cuda.log)"
+setting=$(sed -n 's/^DPTRAIN_CUDA:[A-Z]*=//p' "$build/CMakeCache.txt")
+toolkit=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+if [[ "$setting" == OFF ]]; then
+  echo "check_cuda_build: skipped: $build is configured with -DDPTRAIN_CUDA=OFF"
   exit 0
 fi
-grep -o 'dptrain: CUDA on.*' build-cuda.log
-cmake --build build-cuda -j "$(nproc)" >>build-cuda.log 2>&1 || { echo "check_cuda_build: build failed (see build-cuda.log)" >&2; exit 1; }
-cd build-cuda
-ctest -R 'cuda' --output-on-failure
+cmake --build "$build" -j "$(nproc)" >"$build/check_cuda_build.log" 2>&1 ||
+  { echo "check_cuda_build: build failed (see $build/check_cuda_build.log)" >&2; exit 1; }
+module=$build/lib/libdptrain_cuda.so
+if [[ ! -f "$module" ]]; then
+  if [[ -n "$toolkit" ]]; then
+    echo "check_cuda_build: FAILED: $toolkit is here but $build has no CUDA module (DPTRAIN_CUDA=$setting)" >&2
+    exit 1
+  fi
+  echo "check_cuda_build: skipped: no CUDA toolkit (nvcc) here"
+  exit 0
+fi
+failed=0
+exported=$(nm -D --defined-only "$module" | awk '{print $3}' | sort -u | tr '\n' ' ')
+[[ "$exported" == "dp_cuda_module_entry " ]] || { echo "check_cuda_build: FAILED: the module exports: $exported" >&2; failed=1; }
+for f in "$build/dptrain" "$build"/lib/libdptrain.so; do
+  if readelf -d "$f" | grep -qE 'NEEDED.*lib(cudart|cublas|cudnn)'; then
+    echo "check_cuda_build: FAILED: $f links a CUDA library" >&2
+    failed=1
+  fi
+done
+echo "check_cuda_build: $module built (nvcc: ${toolkit:-$(sed -n 's/^DPTRAIN_NVCC:[A-Z]*=//p' "$build/CMakeCache.txt")})"
+(cd "$build" && ctest -R 'cuda' --output-on-failure) || failed=1
+exit $failed

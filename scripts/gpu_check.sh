@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gpu_check.sh - issue 10's GPU checks in one command, on a machine with an
-# NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build, run the GPU tests
-# (ctest -L gpu), train LeNet for 10 epochs with the book's settings on
-# cuda:0 (test accuracy must reach 0.80), run bench/gpu_vs_pytorch.sh, and
-# print one summary. Exit 0 only when every step passed; without a GPU the
+# NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build (the backend is the
+# module build-cuda/lib/libdptrain_cuda.so, which dptrain dlopens), run the
+# GPU tests (ctest -L gpu) and the module's command-line tests (cli_cuda,
+# cli_cuda_module), check that the default devices are the GPU, train LeNet
+# for 10 epochs with the book's settings on cuda:0 (test accuracy must reach
+# 0.80), run bench/gpu_vs_pytorch.sh, and print one summary. Exit 0 only when every step passed; without a GPU the
 # GPU steps say NOT RUN and it exits 2.
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
@@ -91,8 +93,29 @@ elif [[ "$skipped" -gt 0 ]]; then failed=1; note "NOT RUN: GPU tests skipped ($s
 else note "GPU tests: $line"; fi
 grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 's/^ *[0-9]*: */   /' | head -20
 
+# 2b. The CUDA module's loading and the cuda:N messages on a GPU machine
+# (cli_cuda, cli_cuda_module). testing.sh reads Fashion-MNIST from
+# /usr/share/datasets/fashion-mnist: linked to the carried copy if absent.
+std_data=/usr/share/datasets/fashion-mnist
+[[ -e "$std_data" || "$data" == "$std_data" ]] || { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
+  (cd "$build" && ctest -R '^cli_cuda' --output-on-failure) >"$out/cli_cuda.log" 2>&1
+  cli_rc=$?
+  line=$(grep -E 'tests passed|tests failed' "$out/cli_cuda.log" | tail -1)
+  if [[ $cli_rc -eq 0 ]]; then note "cli_cuda, cli_cuda_module: $line"
+  else fail "cli_cuda, cli_cuda_module: $line $(grep -m2 FAILED "$out/cli_cuda.log" | tr '\n' ' ')"; fi
+else
+  failed=1
+  note "NOT RUN: cli_cuda, cli_cuda_module (no Fashion-MNIST at $std_data)"
+fi
+
 # 3. LeNet, 10 epochs, the book's settings, on cuda:0
 if [[ -n "$gpu" ]]; then
+  # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
+  "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size 256 --epochs 1 >"$out/default.log" 2>&1
+  first=$(head -1 "$out/default.log")
+  if grep -qE 'on \[cuda:0\] \(default: the (GPU|first of [0-9]+ GPUs)' <<<"$first"; then note "default devices: ${first##* on }"
+  else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
   if "$build"/dptrain train --model lenet --data "$data" --epochs 10 --batch-size 256 --lr 0.2 --devices cuda:0 \
        --metrics "$out/lenet_cuda.jsonl" >"$out/train.log" 2>&1; then
     acc=$(tail -1 "$out/lenet_cuda.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')

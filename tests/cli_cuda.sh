@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cli_cuda.sh - `--devices cuda:N` from the command line, in whichever build
 # this is: without CUDA one stderr line "this dptrain was built without
-# CUDA", non-zero exit; with CUDA on a machine without a GPU one line naming
-# cuda:0 and what failed; with a GPU, cuda:99 names the missing GPU. In every
+# CUDA", non-zero exit; with CUDA (the module lib/libdptrain_cuda.so in the
+# build) on a machine without a GPU one line naming cuda:0 and what failed; with a GPU, cuda:99 names the missing GPU. In every
 # build: devices on two GPUs and a cpu/cuda mix are refused with one line;
 # without a GPU, --save of a stateful optimizer on cuda:0 fails with the
 # same one line, and nothing is written (with a GPU it is allowed:
@@ -20,7 +20,7 @@ one_line_error() {
   grep -qE "$pattern" "$tmp/err" && pass || fail "$what: stderr '$(cat "$tmp/err")' lacks /$pattern/"
 }
 
-if ldd "$bin" | grep -q libcudart; then
+if [[ -e "$(dirname "$bin")/lib/libdptrain_cuda.so" ]]; then # a build with the CUDA module
   if nvidia-smi -L >/dev/null 2>&1; then
     one_line_error "absent GPU" "cuda:99: no such GPU" --devices cuda:99
   else

@@ -83,13 +83,13 @@ cores=$(getconf _NPROCESSORS_ONLN)
 "$bin" train --model lenet --data "$data" --limit 512 --batch-size 512 --epochs 1 >"$tmp/default.out" 2>&1 \
   && pass || fail "default devices: $(tail -3 "$tmp/default.out")"
 first=$(head -1 "$tmp/default.out")
-if ldd "$bin" | grep -q libcudart && nvidia-smi -L >/dev/null 2>&1; then
+if [[ -e "$(dirname "$bin")/lib/libdptrain_cuda.so" ]] && nvidia-smi -L >/dev/null 2>&1; then
   grep -qE "on \[cuda:0\] \(default: the (GPU|first of [0-9]+ GPUs)" <<<"$first" && pass || fail "default on a GPU machine: $first"
 else
   names=$(seq -s ', ' -f 'cpu:%g' 0 $((cores - 1)))
   grep -qF "on [$names] (default: one CPU device per core; no GPU: " <<<"$first" && pass \
     || fail "default devices: want [$names] and why, got: $first"
-  ldd "$bin" | grep -q libcudart || { grep -q "no GPU: this dptrain was built without CUDA" <<<"$first" && pass \
+  [[ -e "$(dirname "$bin")/lib/libdptrain_cuda.so" ]] || { grep -q "no GPU: this dptrain was built without CUDA" <<<"$first" && pass \
     || fail "default devices: the reason should be the build: $first"; }
 fi
 testing_finish cli_staged

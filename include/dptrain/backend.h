@@ -119,10 +119,12 @@ const dp_backend_t *dp_backend_cpu(void);
 /* A backend by name (backend_registry.c): "cpu" or "staged" (index
  * ignored) or "cuda"
  * (GPU `index`: its memory, one stream, cuBLAS/cuDNN handles; opened on
- * first use and kept until exit, like the CPU table). Fails with one line:
- * "this dptrain was built without CUDA" in a build without the CUDA
- * backend; "cuda:N: ..." naming what failed (no such GPU, no driver) in
- * one with it; "unknown backend" for any other name. */
+ * first use and kept until exit, like the CPU table; the first "cuda"
+ * loads the CUDA backend module, libdptrain_cuda.so, or $DPTRAIN_CUDA_MODULE).
+ * Fails with one line: "this dptrain was built without CUDA" in a build
+ * without the CUDA backend; "cuda:N: ..." naming what failed (no such GPU,
+ * no driver, the module not found or not loadable: the paths tried or the
+ * loader's reason) in one with it; "unknown backend" for any other name. */
 dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t **out);
 
 /* The staged CPU backend ("staged", backend_cpu_staged.c), a test double
@@ -133,12 +135,16 @@ dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t *
  * Static: never freed. */
 const dp_backend_t *dp_backend_cpu_staged(void);
 
-/* Whether this build has the CUDA backend (1) or not (0). */
+/* Whether this build has the CUDA backend (1) or not (0): built as its
+ * module, which may still be missing at run time (dp_backend_by_name says). */
 int dp_backend_cuda_built(void);
 
 /* The number of GPUs the CUDA backend can use: 0 without a driver, without
  * a GPU, or in a build without CUDA; *why (when not NULL) then says which,
- * in a static string. */
+ * in a static string. Cheap where there is no GPU: the CUDA module is loaded
+ * only when the machine shows an NVIDIA device (/dev/nvidia*, /dev/nvidiactl,
+ * /proc/driver/nvidia/gpus/, /dev/dxg) and CUDA_VISIBLE_DEVICES does not hide
+ * every GPU (empty, or a negative first index such as -1). */
 int dp_backend_cuda_count(const char **why);
 
 #endif

@@ -1,5 +1,6 @@
-/* backend_cuda.h - the CUDA backend's entry points for backend_registry.c
- * (library internal; only compiled in a build with CUDA). */
+/* backend_cuda.h - the CUDA backend's entry points, which module_host.c
+ * hands to backend_registry.c in the module's table (internal to the
+ * module libdptrain_cuda.so). */
 #ifndef DPTRAIN_BACKEND_CUDA_H
 #define DPTRAIN_BACKEND_CUDA_H
 

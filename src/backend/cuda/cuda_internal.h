@@ -1,6 +1,6 @@
 /* cuda_internal.h - what the CUDA backend's files share: the per-GPU context
  * and the kernel launchers of kernels.cu (plain C declarations, callable
- * from the C11 host files). Library internal.
+ * from the C11 host files). Internal to the module libdptrain_cuda.so.
  *
  * DESIGN. One context per GPU: one stream, one cuBLAS and one cuDNN handle,
  * a mutex. Every backend function and every op takes the mutex, selects the

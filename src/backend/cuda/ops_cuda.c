@@ -709,7 +709,7 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
 
 static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
-    const char *name = node->kind >= 0 && node->kind < DP_OP_COUNT ? dp_op_table[node->kind].name : "?";
+    const char *name = node->kind >= 0 && node->kind < DP_OP_COUNT ? dp_cuda_op_table(c->gpu)[node->kind].name : "?";
     return dp_fail(DP_ERR_ARG, "%s: the op %s is not done on CUDA devices yet (train it on cpu devices)", c->name, name);
 }
 
