@@ -55,8 +55,8 @@ static void check_table(void) {
     CHECK(!be->load_batch_augmented && !be->set_tf32 && be->optimizer_download && be->optimizer_upload &&
               be->optimizer_forget,
           "staged: the table's optional functions are not a GPU's");
-    /* (not dp_backend_by_name: in a CUDA build it pulls in the CUDA objects,
-     * which this C-linked test cannot link) */
+    /* (the tables themselves; finding backends by name is
+     * test_backend_registry's) */
     const dp_backend_t *cpu = dp_backend_cpu();
     CHECK(!cpu->optimizer_download && !cpu->optimizer_upload && !cpu->optimizer_forget && !cpu->set_tf32,
           "cpu: the host optimizer's buffers are its state; it has no TF32");
