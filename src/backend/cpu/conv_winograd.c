@@ -55,13 +55,7 @@ enum { LANE_STEP = 8 };
  * F(4x4, 5x5) in a first version with generated matrices: F(4x4) had twice
  * the error on the op fixture and tiles of 12x12 outputs for 9x9 (more work
  * per output), F(2x2) twice the products per output. */
-typedef struct {
-    int m, r, n;
-    const float *G;   /* (n, r) kernels */
-    const float *ATw; /* (r, n) the weight gradient's output */
-} wino_t;
-
-static const wino_t f35 = {DP_WINO_M, DP_WINO_R, DP_WINO_N, dp_wino_g, dp_wino_atw};
+enum { M = DP_WINO_M, R = DP_WINO_R, N = DP_WINO_N, N2 = DP_WINO_N * DP_WINO_N };
 
 /* --- the mode ---------------------------------------------------------- */
 
@@ -107,12 +101,12 @@ typedef struct {
     int hp, wp;   /* the padded input plane: th * m + r - 1, tw * m + r - 1 */
 } tiling_t;
 
-static tiling_t tiling(const wino_t *c, int out_h, int out_w) {
+static tiling_t tiling(int out_h, int out_w) {
     tiling_t t;
-    t.th = (out_h + c->m - 1) / c->m;
-    t.tw = (out_w + c->m - 1) / c->m;
-    t.hp = t.th * c->m + c->r - 1;
-    t.wp = t.tw * c->m + c->r - 1;
+    t.th = (out_h + M - 1) / M;
+    t.tw = (out_w + M - 1) / M;
+    t.hp = t.th * M + R - 1;
+    t.wp = t.tw * M + R - 1;
     return t;
 }
 
@@ -142,39 +136,37 @@ static void gather(const float *src, int C, int H, int W, int n0, int nb, int to
 }
 
 /* V (n^2, C, T) = B^T d B for every tile of XT (C, hp, wp, lanes). */
-static void input_transform(const wino_t *c, const float *xt, int C, const tiling_t *t, int lanes, float *v) {
+static void input_transform(const float *xt, int C, const tiling_t *t, int lanes, float *v) {
     const dp_cpu_loops_t *k = dp_cpu_kernels()->loops;
     const size_t T = (size_t)t->th * t->tw * lanes, xi = (size_t)C * T;
     for (int ch = 0; ch < C; ch++)
         for (int a = 0; a < t->th; a++)
             for (int b = 0; b < t->tw; b++)
-                k->wino_input(xt + (((size_t)ch * t->hp + (size_t)a * c->m) * t->wp + (size_t)b * c->m) * lanes,
-                                 (size_t)t->wp * lanes, (size_t)lanes,
-                                 v + (size_t)ch * T + ((size_t)a * t->tw + b) * lanes, c->n * xi, xi, (size_t)lanes);
+                k->wino_input(xt + (((size_t)ch * t->hp + (size_t)a * M) * t->wp + (size_t)b * M) * lanes,
+                              (size_t)t->wp * lanes, (size_t)lanes,
+                              v + (size_t)ch * T + ((size_t)a * t->tw + b) * lanes, N * xi, xi, (size_t)lanes);
 }
 
 /* U (n^2, OC, C) = G g G^T of the kernels g = w[oc][c] (w (OC, C, r, r)).
  * buf: r * r * C floats. */
-static void weight_transform(const wino_t *c, const float *w, int OC, int C, float *buf, float *u) {
+static void weight_transform(const float *w, int OC, int C, float *buf, float *u) {
     const dp_cpu_loops_t *k = dp_cpu_kernels()->loops;
-    const int r = c->r;
     const size_t xi = (size_t)OC * C;
     for (int o = 0; o < OC; o++) {
         for (int i = 0; i < C; i++) /* buf[kh][kw][i] */
-            for (int kk = 0; kk < r * r; kk++) buf[(size_t)kk * C + i] = w[((size_t)o * C + i) * r * r + kk];
-        k->wino_sandwich(c->G, c->n, r, buf, (size_t)r * C, (size_t)C, u + (size_t)o * C, c->n * xi, xi, (size_t)C);
+            for (int kk = 0; kk < R * R; kk++) buf[(size_t)kk * C + i] = w[((size_t)o * C + i) * R * R + kk];
+        k->wino_sandwich(dp_wino_g, N, R, buf, (size_t)R * C, (size_t)C, u + (size_t)o * C, N * xi, xi, (size_t)C);
     }
 }
 
 /* M (n^2, OUT, T) = U V; then out (N, OUT, OH, OW) = A^T M A of every
  * tile + bias, ReLU when relu is set. */
-static void multiply_and_output(const wino_t *c, const float *u, const float *v, float *mbuf, int IN, int OUT,
+static void multiply_and_output(const float *u, const float *v, float *mbuf, int IN, int OUT,
                                 const tiling_t *t, int lanes, int n0, int nb, float *out, int OH, int OW,
                                 const float *bias, int relu) {
     const dp_cpu_loops_t *k = dp_cpu_kernels()->loops;
-    const int n2 = c->n * c->n, m = c->m;
     const size_t T = (size_t)t->th * t->tw * lanes;
-    for (int x = 0; x < n2; x++)
+    for (int x = 0; x < N2; x++)
         dp_gemm(false, false, OUT, (int)T, IN, 1.0f, u + (size_t)x * OUT * IN, IN, v + (size_t)x * IN * T, (int)T,
                 0.0f, mbuf + (size_t)x * OUT * T, (int)T);
     float tile[DP_WINO_M * DP_WINO_M * 64];
@@ -186,12 +178,12 @@ static void multiply_and_output(const wino_t *c, const float *u, const float *v,
                 for (int q0 = 0; q0 < lanes; q0 += 64) {
                     const int nq = lanes - q0 < 64 ? lanes - q0 : 64;
                     k->wino_output(mbuf + (size_t)o * T + ((size_t)a * t->tw + bb) * lanes + q0,
-                                     c->n * xi, xi, tile, (size_t)m * nq, (size_t)nq, (size_t)nq);
-                    for (int i = 0; i < m && a * m + i < OH; i++)
-                        for (int j = 0; j < m && bb * m + j < OW; j++) {
-                            const float *s = tile + ((size_t)i * m + j) * nq;
-                            float *d = out + ((size_t)(n0 + q0) * OUT + o) * plane + (size_t)(a * m + i) * OW +
-                                       (size_t)(bb * m + j);
+                                     N * xi, xi, tile, (size_t)M * nq, (size_t)nq, (size_t)nq);
+                    for (int i = 0; i < M && a * M + i < OH; i++)
+                        for (int j = 0; j < M && bb * M + j < OW; j++) {
+                            const float *s = tile + ((size_t)i * M + j) * nq;
+                            float *d = out + ((size_t)(n0 + q0) * OUT + o) * plane + (size_t)(a * M + i) * OW +
+                                       (size_t)(bb * M + j);
                             const int qn = nb - q0 < nq ? nb - q0 : nq;
                             for (int q = 0; q < qn; q++, d += (size_t)OUT * plane) {
                                 float y = s[q] + b; /* as the relu op */
@@ -204,27 +196,26 @@ static void multiply_and_output(const wino_t *c, const float *u, const float *v,
 
 dp_status_t dp_conv_winograd_forward(const conv_geom_t *g, const float *x, const float *w, const float *bias,
                                      int relu, float *y, dp_arena_t *arena) {
-    const wino_t *c = &f35;
-    const int C = g->in_ch, OC = g->out_ch, n2 = c->n * c->n;
+    const int C = g->in_ch, OC = g->out_ch;
     const int H = g->in_size[1], W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
-    const tiling_t t = tiling(c, OH, OW);
+    const tiling_t t = tiling(OH, OW);
     const size_t tiles = (size_t)t.th * t.tw;
-    const int lanes = chunk_lanes((size_t)C * t.hp * t.wp + (size_t)n2 * (C + OC) * tiles, g->batch);
+    const int lanes = chunk_lanes((size_t)C * t.hp * t.wp + (size_t)N2 * (C + OC) * tiles, g->batch);
     const size_t T = tiles * lanes;
-    float *u = dp_arena_floats(arena, (size_t)n2 * OC * C);
-    float *buf = dp_arena_floats(arena, (size_t)c->r * c->r * (C > OC ? C : OC));
+    float *u = dp_arena_floats(arena, (size_t)N2 * OC * C);
+    float *buf = dp_arena_floats(arena, (size_t)R * R * (C > OC ? C : OC));
     float *xt = dp_arena_floats(arena, (size_t)C * t.hp * t.wp * lanes);
-    float *v = dp_arena_floats(arena, (size_t)n2 * C * T);
-    float *mbuf = dp_arena_floats(arena, (size_t)n2 * OC * T);
+    float *v = dp_arena_floats(arena, (size_t)N2 * C * T);
+    float *mbuf = dp_arena_floats(arena, (size_t)N2 * OC * T);
     if (!u || !buf || !xt || !v || !mbuf)
         return dp_fail(DP_ERR_NOMEM, "conv (winograd): out of arena memory for %zu floats of transforms",
-                       (size_t)n2 * (OC * C + (C + OC) * T) + (size_t)C * t.hp * t.wp * lanes);
-    weight_transform(c, w, OC, C, buf, u);
+                       (size_t)N2 * (OC * C + (C + OC) * T) + (size_t)C * t.hp * t.wp * lanes);
+    weight_transform(w, OC, C, buf, u);
     for (int n0 = 0; n0 < g->batch; n0 += lanes) {
         const int nb = g->batch - n0 < lanes ? g->batch - n0 : lanes;
         gather(x, C, H, W, n0, nb, g->pad[1], g->pad[2], &t, lanes, xt);
-        input_transform(c, xt, C, &t, lanes, v);
-        multiply_and_output(c, u, v, mbuf, C, OC, &t, lanes, n0, nb, y, OH, OW, bias, relu);
+        input_transform(xt, C, &t, lanes, v);
+        multiply_and_output(u, v, mbuf, C, OC, &t, lanes, n0, nb, y, OH, OW, bias, relu);
     }
     return DP_OK;
 }
@@ -232,31 +223,30 @@ dp_status_t dp_conv_winograd_forward(const conv_geom_t *g, const float *x, const
 dp_status_t dp_conv_winograd_backward(const conv_geom_t *g, const float *x, const float *w, const float *y,
                                       const float *dy, int relu, float *dx, float *dw, double *bias_sum,
                                       dp_arena_t *arena) {
-    const wino_t *c = &f35;
     const dp_cpu_loops_t *k = dp_cpu_kernels()->loops;
-    const int C = g->in_ch, OC = g->out_ch, n2 = c->n * c->n, m = c->m, r = c->r, n = c->n;
+    const int C = g->in_ch, OC = g->out_ch;
     const int H = g->in_size[1], W = g->in_size[2], OH = g->out_size[1], OW = g->out_size[2];
     const int ph = g->pad[1], pw = g->pad[2];
     const size_t L = (size_t)OH * OW;
-    const tiling_t t = tiling(c, OH, OW); /* the forward's tiles */
-    const size_t tiles = (size_t)t.th * t.tw, bh = (size_t)t.th * m, bw = (size_t)t.tw * m;
-    size_t per_image = (size_t)OC * bh * bw + (size_t)n2 * (C + OC) * tiles + (size_t)C * t.hp * t.wp;
+    const tiling_t t = tiling(OH, OW); /* the forward's tiles */
+    const size_t tiles = (size_t)t.th * t.tw, bh = (size_t)t.th * M, bw = (size_t)t.tw * M;
+    size_t per_image = (size_t)OC * bh * bw + (size_t)N2 * (C + OC) * tiles + (size_t)C * t.hp * t.wp;
     const int lanes = chunk_lanes(per_image, g->batch);
     const size_t T = tiles * lanes, xi_y = (size_t)OC * T, xi_x = (size_t)C * T;
     float *dyt = dp_arena_floats(arena, (size_t)OC * bh * bw * lanes); /* (OC, bh, bw, lanes) */
     float *row = dp_arena_floats(arena, L);
-    float *vy = dp_arena_floats(arena, (size_t)n2 * xi_y);      /* (n^2, OC, T) */
-    float *vx = dp_arena_floats(arena, (size_t)n2 * xi_x);      /* (n^2, C, T) */
+    float *vy = dp_arena_floats(arena, (size_t)N2 * xi_y);      /* (n^2, OC, T) */
+    float *vx = dp_arena_floats(arena, (size_t)N2 * xi_x);      /* (n^2, C, T) */
     float *xt = dp_arena_floats(arena, (size_t)C * t.hp * t.wp * lanes); /* (C, hp, wp, lanes) */
-    float *u = dx ? dp_arena_floats(arena, (size_t)n2 * OC * C) : NULL;
-    float *buf = dx ? dp_arena_floats(arena, (size_t)r * r * C) : NULL;
-    float *dwh = dw ? dp_arena_floats(arena, (size_t)n2 * OC * C) : NULL;
-    float *dwk = dw ? dp_arena_floats(arena, (size_t)r * r * OC * C) : NULL;
+    float *u = dx ? dp_arena_floats(arena, (size_t)N2 * OC * C) : NULL;
+    float *buf = dx ? dp_arena_floats(arena, (size_t)R * R * C) : NULL;
+    float *dwh = dw ? dp_arena_floats(arena, (size_t)N2 * OC * C) : NULL;
+    float *dwk = dw ? dp_arena_floats(arena, (size_t)R * R * OC * C) : NULL;
     if (!dyt || !row || !vy || !vx || !xt || (dx && (!u || !buf)) || (dw && (!dwh || !dwk)))
         return dp_fail(DP_ERR_NOMEM, "conv backward (winograd): out of arena memory for %zu floats a chunk",
                        per_image * lanes);
-    if (dx) weight_transform(c, w, OC, C, buf, u);
-    if (dwh) memset(dwh, 0, (size_t)n2 * OC * C * sizeof(float));
+    if (dx) weight_transform(w, OC, C, buf, u);
+    if (dwh) memset(dwh, 0, (size_t)N2 * OC * C * sizeof(float));
     float tile[DP_WINO_N * DP_WINO_N * 8];
     for (int n0 = 0; n0 < g->batch; n0 += lanes) {
         const int nb = g->batch - n0 < lanes ? g->batch - n0 : lanes;
@@ -282,11 +272,11 @@ dp_status_t dp_conv_winograd_backward(const conv_geom_t *g, const float *x, cons
             for (int oc = 0; oc < OC; oc++)
                 for (int a = 0; a < t.th; a++)
                     for (int b = 0; b < t.tw; b++)
-                        k->wino_dy_adjoint(dyt + (((size_t)oc * bh + (size_t)a * m) * bw + (size_t)b * m) * lanes,
+                        k->wino_dy_adjoint(dyt + (((size_t)oc * bh + (size_t)a * M) * bw + (size_t)b * M) * lanes,
                                            bw * lanes, (size_t)lanes,
-                                           vy + (size_t)oc * T + ((size_t)a * t.tw + b) * lanes, n * xi_y, xi_y,
+                                           vy + (size_t)oc * T + ((size_t)a * t.tw + b) * lanes, N * xi_y, xi_y,
                                            (size_t)lanes);
-            for (int x2 = 0; x2 < n2; x2++)
+            for (int x2 = 0; x2 < N2; x2++)
                 dp_gemm(true, false, C, (int)T, OC, 1.0f, u + (size_t)x2 * OC * C, C, vy + (size_t)x2 * xi_y, (int)T,
                         0.0f, vx + (size_t)x2 * xi_x, (int)T);
             memset(xt, 0, (size_t)C * t.hp * t.wp * lanes * sizeof(float));
@@ -295,12 +285,12 @@ dp_status_t dp_conv_winograd_backward(const conv_geom_t *g, const float *x, cons
                     for (int b = 0; b < t.tw; b++)
                         for (int q0 = 0; q0 < lanes; q0 += 8) {
                             k->wino_input_adjoint(vx + (size_t)ch * T + ((size_t)a * t.tw + b) * lanes + q0,
-                                                  n * xi_x, xi_x, tile, (size_t)n * 8, 8, 8);
-                            for (int i = 0; i < n; i++) {
-                                float *d = xt + (((size_t)ch * t.hp + (size_t)a * m + i) * t.wp + (size_t)b * m) *
+                                                  N * xi_x, xi_x, tile, (size_t)N * 8, 8, 8);
+                            for (int i = 0; i < N; i++) {
+                                float *d = xt + (((size_t)ch * t.hp + (size_t)a * M + i) * t.wp + (size_t)b * M) *
                                                     lanes + q0;
-                                const float *s = tile + (size_t)i * n * 8;
-                                for (int j = 0; j < n; j++)
+                                const float *s = tile + (size_t)i * N * 8;
+                                for (int j = 0; j < N; j++)
                                     for (int q = 0; q < 8; q++) d[(size_t)j * lanes + q] += s[j * 8 + q];
                             }
                         }
@@ -315,25 +305,25 @@ dp_status_t dp_conv_winograd_backward(const conv_geom_t *g, const float *x, cons
         }
         if (dw) { /* dwh[xi] += (G' dy G'^T)[xi] (B^T x B)[xi]^T over the chunk's tiles */
             gather(x, C, H, W, n0, nb, ph, pw, &t, lanes, xt);
-            input_transform(c, xt, C, &t, lanes, vx);
+            input_transform(xt, C, &t, lanes, vx);
             for (int oc = 0; oc < OC; oc++)
                 for (int a = 0; a < t.th; a++)
                     for (int b = 0; b < t.tw; b++)
-                        k->wino_dy(dyt + (((size_t)oc * bh + (size_t)a * m) * bw + (size_t)b * m) * lanes,
+                        k->wino_dy(dyt + (((size_t)oc * bh + (size_t)a * M) * bw + (size_t)b * M) * lanes,
                                    bw * lanes, (size_t)lanes, vy + (size_t)oc * T + ((size_t)a * t.tw + b) * lanes,
-                                   n * xi_y, xi_y, (size_t)lanes);
-            for (int x2 = 0; x2 < n2; x2++)
+                                   N * xi_y, xi_y, (size_t)lanes);
+            for (int x2 = 0; x2 < N2; x2++)
                 dp_gemm(false, true, OC, C, (int)T, 1.0f, vy + (size_t)x2 * xi_y, (int)T, vx + (size_t)x2 * xi_x,
                         (int)T, 1.0f, dwh + (size_t)x2 * OC * C, C);
         }
     }
     if (dw) { /* dw[oc][c] += A'^T dwh A' */
         const size_t xi = (size_t)OC * C;
-        k->wino_sandwich(c->ATw, r, n, dwh, n * xi, xi, dwk, (size_t)r * xi, xi, xi);
+        k->wino_sandwich(dp_wino_atw, R, N, dwh, N * xi, xi, dwk, (size_t)R * xi, xi, xi);
         for (int oc = 0; oc < OC; oc++)
             for (int ch = 0; ch < C; ch++)
-                for (int kk = 0; kk < r * r; kk++)
-                    dw[((size_t)oc * C + ch) * r * r + kk] += dwk[(size_t)kk * xi + (size_t)oc * C + ch];
+                for (int kk = 0; kk < R * R; kk++)
+                    dw[((size_t)oc * C + ch) * R * R + kk] += dwk[(size_t)kk * xi + (size_t)oc * C + ch];
     }
     return DP_OK;
 }

@@ -677,13 +677,55 @@ static int tap_plane_backward_pays(const conv_geom_t *g) {
     return is_tap_plane(g) && g->in_ch >= 256;
 }
 
+/* The im2col backward: dw += dY col^T, dcol = W^T dY then col2im into dx,
+ * bias_sum[oc] += the rows of dY (prepare_dy_chunk), chunk by chunk. */
+static dp_status_t conv_backward_im2col(conv_geom_t *g, dp_node_t *node, float *dx, float *dw, double *bias_sum,
+                                        dp_arena_t *arena) {
+    const dp_tensor_t *xt = node->in[0], *wt = node->in[1];
+    const size_t L = g->out_plane;
+    const int OCg = g->group_out_ch;
+    size_t ld_max = (size_t)g->chunk * L;
+    float *col = dw ? dp_arena_floats(arena, g->col_rows * ld_max) : NULL;  /* (Cg * kvol, chunk * L) */
+    float *dcol = dx ? dp_arena_floats(arena, g->col_rows * ld_max) : NULL; /* (Cg * kvol, chunk * L) */
+    float *dybuf = g->chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
+    const conv_tap_t *taps = dp_conv_taps(g, arena);
+    DP_TRY(use_small_plane(g, arena));
+    if (g->pad_scratch && dx) DP_TRY(small_plane_inverse(g, arena));
+    if ((dw && !col) || (dx && !dcol) || (g->chunk > 1 && !dybuf) || !taps)
+        return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
+                       g->col_rows * ld_max);
+
+    for (int n0 = 0; n0 < g->batch; n0 += g->chunk) {
+        int nb = g->batch - n0 < g->chunk ? g->batch - n0 : g->chunk;
+        size_t ld = (size_t)nb * L;
+        for (int grp = 0; grp < g->groups; grp++) {
+            const float *dyg = prepare_dy_chunk(g, node, n0, nb, grp, dybuf, bias_sum); /* (OCg, nb * L) */
+            if (dw) {
+                for (int i = 0; i < nb; i++)
+                    im2col(g, taps,
+                           xt->data + ((size_t)(n0 + i) * g->in_ch + (size_t)grp * g->group_in_ch) * g->in_plane,
+                           col + (size_t)i * L, ld);
+                dp_gemm(false, true, OCg, (int)g->col_rows, (int)ld, 1.0f, dyg, (int)ld, col, (int)ld, 1.0f,
+                       dw + (size_t)grp * OCg * g->col_rows, (int)g->col_rows);
+            }
+            if (dx) {
+                const float *wg = wt->data + (size_t)grp * OCg * g->col_rows; /* (OCg, Cg * kvol) */
+                dp_gemm(true, false, (int)g->col_rows, (int)ld, OCg, 1.0f, wg, (int)g->col_rows, dyg, (int)ld, 0.0f,
+                       dcol, (int)ld);
+                for (int i = 0; i < nb; i++)
+                    col2im_add(g, taps, dcol + (size_t)i * L, ld,
+                               dx + ((size_t)(n0 + i) * g->in_ch + (size_t)grp * g->group_in_ch) * g->in_plane);
+            }
+        }
+    }
+    return DP_OK;
+}
+
 dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!node->out.grad) return DP_OK;
     conv_geom_t g;
     DP_TRY(conv_geometry(node, &g));
     dp_tensor_t *xt = node->in[0], *wt = node->in[1], *bt = node->in[2];
-    const size_t L = g.out_plane;
-    const int OCg = g.group_out_ch;
     if (xt->grad) dp_grad_prepare(xt); /* col2im adds */
     if (wt->grad) dp_grad_prepare(wt);
     if (bt && bt->grad) dp_grad_prepare(bt);
@@ -691,62 +733,19 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     float *dw = wt->grad; /* (OC, Cg, kD, kH, kW) */
     int want_bias = bt && bt->grad;
     if (!dx && !dw && !want_bias) return DP_OK;
-    if (dp_conv_winograd_applies(&g)) {
-        double *sums = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
-        if (want_bias && !sums) return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for bias sums");
-        if (sums) memset(sums, 0, sizeof(double) * (size_t)g.out_ch);
-        DP_TRY(dp_conv_winograd_backward(&g, xt->data, wt->data, node->out.data, node->out.grad,
-                                         node->attr.fuse_relu, dx, dw, sums, arena));
-        if (sums)
-            for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)sums[oc];
-        return DP_OK;
-    }
-    if (tap_plane_backward_pays(&g)) {
-        double *sums = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
-        const conv_tap_t *taps = dp_conv_taps(&g, arena);
-        if ((want_bias && !sums) || !taps)
-            return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for the kernel taps");
-        if (sums) memset(sums, 0, sizeof(double) * (size_t)g.out_ch);
-        DP_TRY(conv_backward_tap_plane(&g, taps, node, dx, dw, sums, arena));
-        if (sums)
-            for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)sums[oc];
-        return DP_OK;
-    }
-
-    size_t ld_max = (size_t)g.chunk * L;
-    float *col = dw ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL;  /* (Cg * kvol, chunk * L) */
-    float *dcol = dx ? dp_arena_floats(arena, g.col_rows * ld_max) : NULL; /* (Cg * kvol, chunk * L) */
-    float *dybuf = g.chunk > 1 ? dp_arena_floats(arena, (size_t)OCg * ld_max) : NULL; /* (OCg, chunk * L) */
+    /* every path adds the rows of dY into bias_sum (double), added to db once */
     double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
-    const conv_tap_t *taps = dp_conv_taps(&g, arena);
-    DP_TRY(use_small_plane(&g, arena));
-    if (g.pad_scratch && dx) DP_TRY(small_plane_inverse(&g, arena));
-    if ((dw && !col) || (dx && !dcol) || (g.chunk > 1 && !dybuf) || (want_bias && !bias_sum) || !taps)
-        return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for im2col buffers of %zu floats",
-                       g.col_rows * ld_max);
+    if (want_bias && !bias_sum) return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for bias sums");
     if (bias_sum) memset(bias_sum, 0, sizeof(double) * (size_t)g.out_ch);
-
-    for (int n0 = 0; n0 < g.batch; n0 += g.chunk) {
-        int nb = g.batch - n0 < g.chunk ? g.batch - n0 : g.chunk;
-        size_t ld = (size_t)nb * L;
-        for (int grp = 0; grp < g.groups; grp++) {
-            const float *dyg = prepare_dy_chunk(&g, node, n0, nb, grp, dybuf, bias_sum); /* (OCg, nb * L) */
-            if (dw) {
-                for (int i = 0; i < nb; i++)
-                    im2col(&g, taps, xt->data + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane,
-                           col + (size_t)i * L, ld);
-                dp_gemm(false, true, OCg, (int)g.col_rows, (int)ld, 1.0f, dyg, (int)ld, col, (int)ld, 1.0f,
-                       dw + (size_t)grp * OCg * g.col_rows, (int)g.col_rows);
-            }
-            if (dx) {
-                const float *wg = wt->data + (size_t)grp * OCg * g.col_rows; /* (OCg, Cg * kvol) */
-                dp_gemm(true, false, (int)g.col_rows, (int)ld, OCg, 1.0f, wg, (int)g.col_rows, dyg, (int)ld, 0.0f,
-                       dcol, (int)ld);
-                for (int i = 0; i < nb; i++)
-                    col2im_add(&g, taps, dcol + (size_t)i * L, ld,
-                               dx + ((size_t)(n0 + i) * g.in_ch + (size_t)grp * g.group_in_ch) * g.in_plane);
-            }
-        }
+    if (dp_conv_winograd_applies(&g)) {
+        DP_TRY(dp_conv_winograd_backward(&g, xt->data, wt->data, node->out.data, node->out.grad,
+                                         node->attr.fuse_relu, dx, dw, bias_sum, arena));
+    } else if (tap_plane_backward_pays(&g)) {
+        const conv_tap_t *taps = dp_conv_taps(&g, arena);
+        if (!taps) return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for the kernel taps");
+        DP_TRY(conv_backward_tap_plane(&g, taps, node, dx, dw, bias_sum, arena));
+    } else {
+        DP_TRY(conv_backward_im2col(&g, node, dx, dw, bias_sum, arena));
     }
     if (bias_sum) /* db[oc] += sum of dy over images and positions */
         for (int oc = 0; oc < g.out_ch; oc++) bt->grad[oc] += (float)bias_sum[oc];
