@@ -32,14 +32,16 @@ job=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 32 -
 steps=250
 
 # wait_and_kill PID FILE TARGET: once FILE's step_count >= TARGET, sleep a
-# random 0-0.3 s and SIGKILL PID; returns 1 when the run ended first.
+# random 0-0.06 s and SIGKILL PID; returns 1 when the run ended first. (A
+# step takes about 5 ms here: a delay of up to 0.3 s outran the last targets
+# of the 250-step runs, and the run ended before the kill now and then.)
 wait_and_kill() {
   local pid=$1 file=$2 target=$3 n
   for _ in $(seq 1 3000); do
     kill -0 "$pid" 2>/dev/null || return 1
     n=$(meta "$file" step_count)
     if [[ -n "$n" && $n -ge $target ]]; then
-      sleep "0.$((RANDOM % 4))"
+      sleep "0.0$((2 * (RANDOM % 4)))"
       kill -9 "$pid" 2>/dev/null || return 1
       return 0
     fi
@@ -48,7 +50,7 @@ wait_and_kill() {
   return 1
 }
 # random kill targets: inside epoch 1, near the epoch boundary, inside epoch 2
-targets() { echo $((10 + RANDOM % 80)) $((115 + RANDOM % 20)) $((150 + RANDOM % 80)); }
+targets() { echo $((10 + RANDOM % 80)) $((115 + RANDOM % 20)) $((150 + RANDOM % 60)); }
 
 # --- 2 devices -------------------------------------------------------------------
 "$bin" "${job[@]}" --devices 2 --save "$tmp/ref.st" --metrics "$tmp/ref.jsonl" >/dev/null 2>&1 \
