@@ -104,8 +104,8 @@ static const char train_usage[] =
     "  --seed N                  seed of the initialisation and the shuffle (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
     "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
-    "                            like cpu:0,cpu:1 or cuda:0,cuda:0 (default: the GPU when\n"
-    "                            CUDA sees one, else one CPU device per core)\n"
+    "                            like cpu:0,cpu:1, cuda:0,cuda:1 or cuda:0,cuda:0 (default:\n"
+    "                            every GPU CUDA sees, else one CPU device per core)\n"
     "  --tf32                    GPU devices: TF32 tensor-core math in matrix products and\n"
     "                            convolutions (faster, products rounded to 10 mantissa\n"
     "                            bits; default off: FP32); refused on CPU devices\n"
@@ -158,26 +158,31 @@ static dp_status_t check_output_path(const char *option, const char *path) {
 #define MAX_DEVICES 256
 
 /* --devices: a count of CPU devices, or a list cpu:N,... or cuda:N,... (one
- * kind; cuda:N may repeat: several devices sharing one GPU). *backend is
- * the list's backend (the CPU's for a count). staged:N,... (distinct ids)
- * is the test double of a GPU (backend_cpu_staged.c): for tests, not in
- * --help. */
-static dp_status_t parse_devices(const char *text, int *ids, int *count, const dp_backend_t **backend) {
+ * kind; cuda:N may repeat: several devices sharing one GPU; cuda:0,cuda:1:
+ * one device per GPU). backends[d] is device d's table (the CPU's for a
+ * count; one per GPU). staged:N,... (distinct ids) is the test double of a
+ * GPU (backend_cpu_staged.c) and split:N,... the test double of distinct
+ * GPUs (backend_cpu_split.c, a table per N; N may repeat): for tests, not
+ * in --help. */
+static dp_status_t parse_devices(const char *text, int *ids, int *count, const dp_backend_t **backends) {
     char *end;
     long n = strtol(text, &end, 10);
-    *backend = dp_backend_cpu();
     if (*text != '\0' && *end == '\0') {
         if (n < 1 || n > MAX_DEVICES)
             return dp_fail(DP_ERR_ARG, "train: --devices: %ld is out of range (expected 1 to %d)", n, MAX_DEVICES);
-        for (int i = 0; i < n; i++) ids[i] = i;
+        for (int i = 0; i < n; i++) {
+            ids[i] = i;
+            backends[i] = dp_backend_cpu();
+        }
         *count = (int)n;
         return DP_OK;
     }
     *count = 0;
     const char *p = text;
-    int cuda = strncmp(text, "cuda:", 5) == 0, staged = strncmp(text, "staged:", 7) == 0;
-    const char *kind = cuda ? "cuda:" : staged ? "staged:" : "cpu:";
-    if (staged) *backend = dp_backend_cpu_staged();
+    int cuda = strncmp(text, "cuda:", 5) == 0, staged = strncmp(text, "staged:", 7) == 0,
+        split = strncmp(text, "split:", 6) == 0;
+    const char *kind = cuda ? "cuda:" : staged ? "staged:" : split ? "split:" : "cpu:";
+    int may_repeat = cuda || split; /* devices sharing one GPU */
     size_t prefix = strlen(kind);
     while (*p) {
         if (strncmp(p, kind, prefix) != 0)
@@ -185,38 +190,63 @@ static dp_status_t parse_devices(const char *text, int *ids, int *count, const d
         long id = strtol(p + prefix, &end, 10);
         if (end == p + prefix || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
             return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected %sN, N from 0 to 4095)", text, kind);
-        for (int i = 0; i < *count; i++)
-            if (ids[i] == id && !cuda) return dp_fail(DP_ERR_ARG, "train: --devices: %s%ld is listed twice", kind, id);
-            else if (ids[i] != id && cuda)
-                return dp_fail(DP_ERR_ARG, "train: --devices: cuda:%d and cuda:%ld: devices on several GPUs are not "
-                               "done yet (several devices may share one GPU: cuda:0,cuda:0)", ids[i], id);
+        for (int i = 0; i < *count && !may_repeat; i++)
+            if (ids[i] == id) return dp_fail(DP_ERR_ARG, "train: --devices: %s%ld is listed twice", kind, id);
         if (*count == MAX_DEVICES) return dp_fail(DP_ERR_ARG, "train: --devices: more than %d devices", MAX_DEVICES);
         ids[(*count)++] = (int)id;
         p = *end == ',' ? end + 1 : end;
         if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "train: --devices: '%s' ends with a comma", text);
     }
-    return cuda ? dp_backend_by_name("cuda", ids[0], backend) : DP_OK;
+    for (int d = 0; d < *count; d++) /* the whole list is well formed: open the tables */
+        if (cuda) DP_TRY(dp_backend_by_name("cuda", ids[d], &backends[d])); /* one table per GPU, opened once */
+        else if (split) DP_TRY(dp_backend_by_name("split", ids[d], &backends[d]));
+        else backends[d] = staged ? dp_backend_cpu_staged() : dp_backend_cpu();
+    return DP_OK;
 }
 
-/* No --devices: the GPU when the CUDA backend sees one (the book's
- * try_all_gpus; devices on several GPUs are not done yet, so cuda:0 alone
- * when there are more), else one CPU device per core. `note` says which and
- * why, for the first line. */
-static dp_status_t default_devices(int *ids, int *count, const dp_backend_t **backend, char *note, size_t size) {
+/* No --devices: every GPU when the CUDA backend sees one (the book's
+ * try_all_gpus), else one CPU device per core. `note` says which and why,
+ * for the first line. */
+static dp_status_t default_devices(int *ids, int *count, const dp_backend_t **backends, char *note, size_t size) {
     const char *why = NULL;
     int gpus = dp_backend_cuda_count(&why);
     if (gpus > 0) {
-        ids[0] = 0;
-        *count = 1;
+        *count = gpus > MAX_DEVICES ? MAX_DEVICES : gpus;
+        for (int i = 0; i < *count; i++) {
+            ids[i] = i;
+            DP_TRY(dp_backend_by_name("cuda", i, &backends[i]));
+        }
         if (gpus == 1) snprintf(note, size, "default: the GPU");
-        else snprintf(note, size, "default: the first of %d GPUs; several GPUs are not done yet", gpus);
-        return dp_backend_by_name("cuda", 0, backend);
+        else snprintf(note, size, "default: every GPU (%d)", gpus);
+        return DP_OK;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *count = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
-    for (int i = 0; i < *count; i++) ids[i] = i;
-    *backend = dp_backend_cpu();
+    for (int i = 0; i < *count; i++) {
+        ids[i] = i;
+        backends[i] = dp_backend_cpu();
+    }
     snprintf(note, size, "default: one CPU device per core; no GPU: %s", why ? why : "none found");
+    return DP_OK;
+}
+
+/* --tf32 and --winograd on each distinct table of the devices (a setting
+ * is the table's: one GPU's, the CPU's). */
+static dp_status_t device_settings(const dp_backend_t *const *backends, int count, int tf32, int winograd) {
+    for (int d = 0; d < count; d++) {
+        const dp_backend_t *be = backends[d];
+        int seen = 0;
+        for (int e = 0; e < d && !seen; e++) seen = backends[e] == be;
+        if (seen) continue;
+        if (tf32 && !be->set_tf32)
+            return dp_fail(DP_ERR_ARG, "train: --tf32: %s devices have no TF32 mode (a GPU's tensor-core math); "
+                           "they compute in FP32 anyway", be->name);
+        if (tf32) DP_TRY(be->set_tf32(be->ctx, 1));
+        if (winograd && !be->set_winograd)
+            return dp_fail(DP_ERR_ARG, "train: --winograd: %s devices have no Winograd convolution (CPU devices do)",
+                           be->name);
+        if (winograd) DP_TRY(be->set_winograd(be->ctx, 1));
+    }
     return DP_OK;
 }
 
@@ -433,26 +463,15 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_lr_schedule_t schedule;
     if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
     int device_ids[MAX_DEVICES], num_devices = 0;
-    const dp_backend_t *backend = dp_backend_cpu();
+    const dp_backend_t *backends[MAX_DEVICES];
     char devices_note[256];
     devices_note[0] = '\0';
     if (o.devices) {
-        if (parse_devices(o.devices, device_ids, &num_devices, &backend) != DP_OK) return report_error(world);
-    } else if (default_devices(device_ids, &num_devices, &backend, devices_note, sizeof devices_note) != DP_OK) {
+        if (parse_devices(o.devices, device_ids, &num_devices, backends) != DP_OK) return report_error(world);
+    } else if (default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
         return report_error(world);
     }
-    if (o.tf32 && !backend->set_tf32) {
-        dp_fail(DP_ERR_ARG, "train: --tf32: %s devices have no TF32 mode (a GPU's tensor-core math); they "
-                "compute in FP32 anyway", backend->name);
-        return report_error(world);
-    }
-    if (o.tf32 && backend->set_tf32(backend->ctx, 1) != DP_OK) return report_error(world);
-    if (o.winograd && !backend->set_winograd) {
-        dp_fail(DP_ERR_ARG, "train: --winograd: %s devices have no Winograd convolution (CPU devices do)",
-                backend->name);
-        return report_error(world);
-    }
-    if (o.winograd && backend->set_winograd(backend->ctx, 1) != DP_OK) return report_error(world);
+    if (device_settings(backends, num_devices, o.tf32, o.winograd) != DP_OK) return report_error(world);
     dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
         allreduce = DP_ALLREDUCE_NAIVE;
@@ -549,7 +568,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .optim = optim,
         .seed = o.seed,
         .sync_batch_norm = o.sync_batch_norm,
-        .backend = backend,
+        .backend = backends[0],
+        .backends = backends,
         .augment = augment,
         .accumulate = o.accumulate,
     };

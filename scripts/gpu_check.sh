@@ -114,7 +114,7 @@ if [[ -n "$gpu" ]]; then
   # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
   "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size 256 --epochs 1 >"$out/default.log" 2>&1
   first=$(head -1 "$out/default.log")
-  if grep -qE 'on \[cuda:0\] \(default: the (GPU|first of [0-9]+ GPUs)' <<<"$first"; then note "default devices: ${first##* on }"
+  if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
   if "$build"/dptrain train --model lenet --data "$data" --epochs 10 --batch-size 256 --lr 0.2 --devices cuda:0 \
        --metrics "$out/lenet_cuda.jsonl" >"$out/train.log" 2>&1; then

@@ -84,7 +84,7 @@ cores=$(getconf _NPROCESSORS_ONLN)
   && pass || fail "default devices: $(tail -3 "$tmp/default.out")"
 first=$(head -1 "$tmp/default.out")
 if [[ -e "$(dirname "$bin")/lib/libdptrain_cuda.so" ]] && nvidia-smi -L >/dev/null 2>&1; then
-  grep -qE "on \[cuda:0\] \(default: the (GPU|first of [0-9]+ GPUs)" <<<"$first" && pass || fail "default on a GPU machine: $first"
+  grep -qE "on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))" <<<"$first" && pass || fail "default on a GPU machine: $first"
 else
   names=$(seq -s ', ' -f 'cpu:%g' 0 $((cores - 1)))
   grep -qF "on [$names] (default: one CPU device per core; no GPU: " <<<"$first" && pass \

@@ -117,7 +117,7 @@ struct dp_backend {
 const dp_backend_t *dp_backend_cpu(void);
 
 /* A backend by name (backend_registry.c): "cpu" or "staged" (index
- * ignored) or "cuda"
+ * ignored), "split" (table `index`, 0 to 63) or "cuda"
  * (GPU `index`: its memory, one stream, cuBLAS/cuDNN handles; opened on
  * first use and kept until exit, like the CPU table; the first "cuda"
  * loads the CUDA backend module, libdptrain_cuda.so, or $DPTRAIN_CUDA_MODULE).
@@ -134,6 +134,15 @@ dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t *
  * bits. For tests (--devices staged:0,...), not documented for users.
  * Static: never freed. */
 const dp_backend_t *dp_backend_cpu_staged(void);
+
+/* The split CPU backend ("split", backend_cpu_split.c), a test double of
+ * devices on distinct GPUs: table `index` (0 to 63; NULL otherwise) is the
+ * staged backend's with memory of its own: a function handed a pointer
+ * that is not an allocation of its table aborts with one line (as a GPU's
+ * table may not be handed another GPU's memory). A trainer on split:0,
+ * split:1 (config.backends) must give the CPU backend's bits. For tests,
+ * not documented for users. Static: never freed. */
+const dp_backend_t *dp_backend_cpu_split(int index);
 
 /* Whether this build has the CUDA backend (1) or not (0): built as its
  * module, which may still be missing at run time (dp_backend_by_name says). */

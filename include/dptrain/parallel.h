@@ -63,6 +63,12 @@ typedef struct {
                                 each device's shard (the default, as the book) */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
+    const dp_backend_t *const *backends; /* (num_devices) device d's backend, when the devices
+                                are on several backend tables (cuda:0 and cuda:1: one table per
+                                GPU); NULL: `backend` for every device. Sums and copies among
+                                devices of one table use its reduce_range/broadcast_range; among
+                                several they go through host memory (download, the sum in device
+                                order on the CPU, upload): the same bits. Not owned */
     dp_augment_t augment;    /* training batches: random crop / flip while each device fills its
                                 shard, keyed by (seed, epoch, position in the epoch: see
                                 dp_trainer_set_position); zeros: none. Evaluation never augments */

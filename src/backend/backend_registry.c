@@ -1,4 +1,4 @@
-/* backend_registry.c - backends by name ("cpu", "staged", "cuda"), and the one place
+/* backend_registry.c - backends by name ("cpu", "staged", "split", "cuda"), and the one place
  * that knows about CUDA. In a build with CUDA (DPTRAIN_HAVE_CUDA, defined
  * for this file only by CMakeLists.txt's CUDA section) the CUDA backend is
  * a module of its own, libdptrain_cuda.so, the only file that links cudart,
@@ -238,6 +238,11 @@ dp_status_t dp_backend_by_name(const char *name, int index, const dp_backend_t *
     }
     if (strcmp(name, "staged") == 0) { /* the test double of a GPU (backend_cpu_staged.c) */
         *out = dp_backend_cpu_staged();
+        return DP_OK;
+    }
+    if (strcmp(name, "split") == 0) { /* the test double of distinct GPUs (backend_cpu_split.c) */
+        if (!(*out = dp_backend_cpu_split(index)))
+            return dp_fail(DP_ERR_ARG, "split:%d: no such device (split:0 to split:63)", index);
         return DP_OK;
     }
     if (strcmp(name, "cuda") == 0) {

@@ -13,8 +13,7 @@
 static dp_status_t reduce_naive_task(void *arg) {
     dp_trainer_t *t = ((dp_replica_t *)arg)->trainer;
     dp_sync_reduce_to_first(t, 0, t->num_trainable);
-    t->backend->broadcast_range(t->backend->ctx, t->grad_buffers, t->num_devices, t->grad_buffers[0], 0,
-                                t->num_trainable);
+    dp_replicas_broadcast(t, t->grad_buffers, 0, 0, t->num_trainable);
     return DP_OK;
 }
 

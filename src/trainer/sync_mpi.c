@@ -48,8 +48,7 @@ static dp_status_t allreduce_chunk_task(void *arg) {
     size_t start, count;
     dp_chunk_range(t->num_trainable, t->num_devices, r->index, &start, &count);
     dp_sync_reduce_to_first(t, start, count);
-    t->backend->broadcast_range(t->backend->ctx, t->grad_buffers, t->num_devices, t->grad_buffers[0], start,
-                                count);
+    dp_replicas_broadcast(t, t->grad_buffers, 0, start, count);
     return DP_OK;
 }
 

@@ -3,8 +3,8 @@
  * gradients are pushed to it and summed, the server updates, and every
  * device pulls the parameters (buffers included).
  *
- * DESIGN. The server is one more device of the trainer's backend ("ps"),
- * with its own memory. Phase 2 on the server device (push): sum every
+ * DESIGN. The server is one more device of device 0's backend ("ps"),
+ * with its own memory (with devices on several GPUs: on the first). Phase 2 on the server device (push): sum every
  * replica's gradients in device order (the allreduce's sum: backend
  * reduce_range) into the server's buffer and take replica 0's buffers; on
  * rank 0, update the server's parameters (with several ranks the caller
@@ -45,9 +45,8 @@ static void ps_release(dp_trainer_t *t) {
  * buffers (rank 0's reach every rank with the parameters). */
 static dp_status_t ps_push_task(void *arg) {
     dp_trainer_t *t = arg;
-    const dp_backend_t *be = t->backend;
-    be->reduce_range(be->ctx, t->server_grads, (const float *const *)t->grad_buffers, t->num_devices, 0,
-                     t->num_trainable);
+    const dp_backend_t *be = t->backend; /* the server's and replica 0's */
+    dp_replicas_reduce(t, be, t->server_grads, 0, t->num_trainable);
     be->copy(be->ctx, t->server_params + t->num_trainable, t->replicas[0].params + t->num_trainable,
              sizeof(float) * (t->num_params - t->num_trainable));
     return DP_OK;
@@ -66,7 +65,7 @@ static dp_status_t ps_update_task(void *arg) {
 static dp_status_t ps_pull_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
-    r->backend->copy(r->backend->ctx, r->params, t->server_params, sizeof(float) * t->num_params);
+    dp_replica_copy_in(r, t->backend, t->server_params, 0, t->num_params);
     return DP_OK;
 }
 

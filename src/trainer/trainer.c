@@ -94,6 +94,8 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->grad_buffers);
     free(t->param_buffers);
     free(t->host_stage);
+    free(t->split_sum);
+    free(t->split_part);
     dp_sync_batch_norm_release(t);
     free(t);
 }
@@ -139,6 +141,20 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->grad_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->grad_buffers, "gradient list");
     t->param_buffers = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->param_buffers, "parameter list");
     if (!t->replicas || !t->devices || !t->grad_buffers || !t->param_buffers) goto fail;
+    if (config->backends) { /* devices on several tables: sums through host memory */
+        int split = 0;
+        for (int d = 0; d < t->num_devices; d++) {
+            if (!config->backends[d]) {
+                status = dp_fail(DP_ERR_ARG, "device %d has no backend", d);
+                goto fail;
+            }
+            split |= config->backends[d] != config->backends[0];
+        }
+        t->backend = config->backends[0];
+        if (split && (!(t->split_sum = dp_alloc_aligned(sizeof(float) * (t->num_params + 1), "host buffer for sums")) ||
+                      !(t->split_part = dp_alloc_aligned(sizeof(float) * (t->num_params + 1), "host buffer for sums"))))
+            goto fail;
+    }
     if (t->ranks > 1 && !t->backend->host_memory &&
         !(t->host_stage = dp_alloc_aligned(sizeof(float) * (t->num_params + 1), "host staging buffer for MPI")))
         goto fail;
@@ -151,7 +167,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     size_t param_bytes = sizeof(float) * t->num_params;
     for (int d = 0; d < t->num_devices; d++) {
         dp_replica_t *r = &t->replicas[d];
-        const dp_backend_t *be = t->backend;
+        const dp_backend_t *be = config->backends ? config->backends[d] : t->backend;
         int id = config->device_ids ? config->device_ids[d] : d;
         if (used < sizeof t->device_names)
             used += (size_t)snprintf(t->device_names + used, sizeof t->device_names - used,
@@ -206,17 +222,20 @@ void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count 
  * buffers are brought up to date first, so that what the caller reads (a
  * checkpoint) is the state. */
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
-    dp_optimizer_t *opt = t->config.sync == DP_SYNC_PS ? t->server_optimizer : t->replicas[device].optimizer;
-    const dp_backend_t *be = t->backend;
+    int ps = t->config.sync == DP_SYNC_PS;
+    dp_optimizer_t *opt = ps ? t->server_optimizer : t->replicas[device].optimizer;
+    const dp_backend_t *be = ps ? t->backend : t->replicas[device].backend; /* the server's is device 0's */
     if (be->optimizer_download) be->optimizer_download(be->ctx, opt);
     return opt;
 }
 
 void dp_trainer_optimizers_uploaded(dp_trainer_t *t) {
-    const dp_backend_t *be = t->backend;
-    if (!be->optimizer_upload) return;
-    for (int d = 0; d < t->num_devices; d++) be->optimizer_upload(be->ctx, t->replicas[d].optimizer);
-    if (t->server_optimizer) be->optimizer_upload(be->ctx, t->server_optimizer);
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        if (be->optimizer_upload) be->optimizer_upload(be->ctx, t->replicas[d].optimizer);
+    }
+    if (t->server_optimizer && t->backend->optimizer_upload)
+        t->backend->optimizer_upload(t->backend->ctx, t->server_optimizer);
 }
 
 float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t start, size_t count) {
@@ -270,16 +289,15 @@ void dp_trainer_begin_optimizer_steps(dp_trainer_t *t) {
 }
 
 void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count) {
-    t->backend->reduce_range(t->backend->ctx, t->grad_buffers[0], (const float *const *)t->grad_buffers,
-                             t->num_devices, start, count);
+    dp_replicas_reduce(t, t->backend, t->grad_buffers[0], start, count);
 }
 
 void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count) {
-    const dp_backend_t *be = t->backend;
-    be->broadcast_range(be->ctx, t->grad_buffers, t->num_devices, t->grad_buffers[0], start, count);
+    dp_replicas_broadcast(t, t->grad_buffers, 0, start, count);
     for (int e = 0; e < t->num_devices; e++) {
         dp_replica_t *other = &t->replicas[e];
-        be->optimizer_update(be->ctx, other->optimizer, other->params, other->grads, start, count);
+        other->backend->optimizer_update(other->backend->ctx, other->optimizer, other->params, other->grads, start,
+                                         count);
     }
 }
 
@@ -294,8 +312,7 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
         DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, t->num_trainable, count), count));
         dp_trainer_stage_up(t, source, t->num_trainable, count);
     }
-    t->backend->broadcast_range(t->backend->ctx, t->param_buffers, t->num_devices, source, t->num_trainable,
-                                count);
+    dp_replicas_broadcast(t, t->param_buffers, 0, t->num_trainable, count);
     return DP_OK;
 }
 

@@ -105,7 +105,7 @@ typedef struct {
 struct dp_trainer {
     dp_trainer_config_t config;
     const dp_model_t *model;
-    const dp_backend_t *backend; /* every device's */
+    const dp_backend_t *backend; /* device 0's (every device's unless split_sum) */
     const dp_sync_strategy_t *sync;
     void *sync_state;        /* the strategy's own */
     size_t num_params;
@@ -117,6 +117,9 @@ struct dp_trainer {
     float **grad_buffers;    /* (num_devices) replicas[d].grads */
     float **param_buffers;   /* (num_devices) replicas[d].params */
     int ranks;               /* config.world.size, >= 1 */
+    float *split_sum, *split_part; /* (num_params + 1) each when the devices are on several
+                                backend tables (config.backends): replica_collectives.c's host
+                                buffers; NULL: one table */
     float *host_stage;       /* (num_params + 1) with ranks > 1 on a backend without host_memory:
                                 what MPI sums and broadcasts, staged through host memory */
     double sync_sec;         /* time in phases 2 and 3, all steps */
@@ -143,6 +146,22 @@ static inline void dp_bucket_range(const dp_trainer_t *t, long b, size_t *start,
     *start = (size_t)b * DP_BUCKET_FLOATS;
     *count = t->num_trainable - *start < DP_BUCKET_FLOATS ? t->num_trainable - *start : DP_BUCKET_FLOATS;
 }
+
+/* replica_collectives.c: the sums and copies among the replicas, through
+ * the backend's collectives when every device is on one table, through host
+ * memory when they are on several (t->split_sum); the same bits either way.
+ * Calls at once from several threads must have disjoint ranges.
+ *   dp_replicas_reduce: dst[start, start + count) (memory of dst_backend) =
+ *     the sum of every replica's grads over the range, in device order;
+ *   dp_replicas_broadcast: buffers[e][range] = buffers[source][range] for
+ *     every replica e (buffers: t->grad_buffers or t->param_buffers);
+ *   dp_replica_copy_in: r->params[range] = src[range] (memory of
+ *     src_backend; through r->host_params when the tables differ). */
+void dp_replicas_reduce(dp_trainer_t *t, const dp_backend_t *dst_backend, float *dst, size_t start,
+                        size_t count);
+void dp_replicas_broadcast(dp_trainer_t *t, float *const *buffers, int source, size_t start, size_t count);
+void dp_replica_copy_in(dp_replica_t *r, const dp_backend_t *src_backend, const float *src, size_t start,
+                        size_t count);
 
 /* trainer.c: with a host staging buffer (t->host_stage: a backend without
  * host_memory and several ranks), these move [start, start + count) of a
