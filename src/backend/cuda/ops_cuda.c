@@ -629,8 +629,13 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
 }
 
 /* stat_sync's host hook over `count` device doubles: download, sum across
- * participants, upload (the one host synchronisation SyncBatchNorm needs). */
-static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count) {
+ * participants, upload (the one host synchronisation SyncBatchNorm needs);
+ * *first (when not NULL) = the summed first value (the count m).
+ * The context lock is let go around sum(): it waits at a barrier for the
+ * other devices, and devices sharing this GPU need the lock to get there
+ * (run() holds it exactly once here). The upload is waited for before
+ * returning: its source is this frame's array. */
+static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count, double *first) {
     double host[1 + 2 * 4096];
     if (count > (int)(sizeof host / sizeof host[0]))
         return dp_fail(DP_ERR_ARG, "batch_norm: %s: synchronised statistics of more than 4096 channels are not done",
@@ -639,9 +644,14 @@ static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double 
                       "batch_norm statistics") ||
         dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics"))
         return dp_cuda_status(c);
+    dp_cuda_leave(c);
     sync->sum(sync->ctx, host, count);
+    dp_cuda_enter(c);
+    if (c->failed) return dp_cuda_status(c);
+    if (first) *first = host[0];
     dp_cuda_check(c, cudaMemcpyAsync(dev, host, sizeof(double) * (size_t)count, cudaMemcpyHostToDevice, c->stream),
                   "batch_norm statistics");
+    dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics");
     return dp_cuda_status(c);
 }
 
@@ -659,15 +669,7 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     double m = (double)g.N * (double)g.plane;
     if (a->training) {
         DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, sums), "batch_norm statistics"));
-        if (a->stat_sync) {
-            DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1));
-            double total = 0;
-            if (dp_cuda_check(c, cudaMemcpyAsync(&total, sums, sizeof total, cudaMemcpyDeviceToHost, c->stream),
-                              "batch_norm count") ||
-                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm count"))
-                return dp_cuda_status(c);
-            m = total;
-        }
+        if (a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1, &m));
         if (!(m > 1.0))
             return dp_fail(DP_ERR_SHAPE,
                            "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
@@ -698,7 +700,7 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
                       "batch_norm parameter gradients"));
     }
     if (!x->grad) return DP_OK;
-    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C));
+    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
     int add = !dp_grad_claim(x);
     return launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
                                    w ? w->data : NULL, a->training, add),
