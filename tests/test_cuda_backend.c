@@ -11,9 +11,11 @@
  *           adam, 3 steps over two ranges each: within 2 ulp-ish (rtol
  *           1e-6) of optim.c, and the number of differing floats printed
  *           (0 expected where the CPU fuses as the kernels do);
- *   load_batch: the same floats and labels as dp_dataset_fill. */
+ *   load_batch: the same floats and labels as dp_dataset_fill, plain and
+ *           normalised (one pair, and one per channel of 3). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dptrain/backend.h"
@@ -131,28 +133,55 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     be->free(be->ctx, dg);
 }
 
-static void check_load_batch(void) {
-    dp_dataset_t ds = testing_column_dataset(200, 28, 10, 2, 3, 60, 7);
+/* load_batch of B examples of `ds` against dp_dataset_fill, twice (the
+ * second from the dataset already on the GPU): the same bits. */
+static void check_load_batch_of(const char *what, const dp_dataset_t *ds) {
     enum { B = 37 };
     int indices[B];
-    for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds.count;
-    size_t example = 28 * 28;
-    static float want[B * 28 * 28], got[B * 28 * 28];
+    for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds->count;
+    size_t example = (size_t)ds->channels * ds->height * ds->width;
+    float *want = malloc(sizeof(float) * B * example), *got = malloc(sizeof(float) * B * example);
     int32_t want_y[B], got_y[B];
-    dp_dataset_fill(&ds, indices, B, want, want_y);
+    DP_ASSERT(want && got);
+    dp_dataset_fill(ds, indices, B, want, want_y);
     float *x = gpu_floats(NULL, B * example);
     int32_t *y = be->alloc(be->ctx, sizeof want_y, "labels");
-    if (!x || !y) return;
-    for (int round = 0; round < 2; round++) { /* the second from the dataset already on the GPU */
-        be->load_batch(be->ctx, &ds, indices, B, x, y);
+    for (int round = 0; x && y && round < 2; round++) {
+        memset(got, 0, sizeof(float) * B * example);
+        be->load_batch(be->ctx, ds, indices, B, x, y);
         download(got, x, B * example);
         be->download(be->ctx, got_y, y, sizeof got_y);
-        CHECK(memcmp(got, want, sizeof got) == 0, "load_batch (round %d): pixels differ from dp_dataset_fill", round);
-        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch (round %d): labels differ", round);
+        CHECK(memcmp(got, want, sizeof(float) * B * example) == 0,
+              "load_batch, %s (round %d): pixels differ from dp_dataset_fill", what, round);
+        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch, %s (round %d): labels differ", what, round);
     }
     be->free(be->ctx, x);
     be->free(be->ctx, y);
+    free(want);
+    free(got);
+}
+
+static void check_load_batch(void) {
+    dp_dataset_t ds = testing_column_dataset(200, 28, 10, 2, 3, 60, 7);
+    check_load_batch_of("1x28x28 / 255", &ds);
+    const float mean = 0.2860f, std = 0.3530f; /* Fashion-MNIST's */
+    DP_ASSERT(dp_dataset_set_normalize(&ds, 1, &mean, &std) == DP_OK);
+    check_load_batch_of("1x28x28 normalised", &ds);
     dp_dataset_free(&ds);
+    /* 3 channels, each its own mean and std: the channel of every pixel */
+    dp_dataset_t rgb = {.count = 50, .channels = 3, .height = 8, .width = 6, .num_classes = 10};
+    rgb.pixels = malloc((size_t)50 * 3 * 8 * 6);
+    rgb.labels = malloc(50);
+    DP_ASSERT(rgb.pixels && rgb.labels);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 5);
+    for (size_t i = 0; i < (size_t)50 * 3 * 8 * 6; i++) rgb.pixels[i] = (uint8_t)(dp_rng_next(&rng) >> 56);
+    for (int i = 0; i < 50; i++) rgb.labels[i] = (uint8_t)(i % 10);
+    check_load_batch_of("3x8x6 / 255", &rgb);
+    const float means[3] = {0.4914f, 0.4822f, 0.4465f}, stds[3] = {0.2470f, 0.2435f, 0.2616f}; /* CIFAR-10's */
+    DP_ASSERT(dp_dataset_set_normalize(&rgb, 3, means, stds) == DP_OK);
+    check_load_batch_of("3x8x6 normalised per channel", &rgb);
+    dp_dataset_free(&rgb);
 }
 
 int main(void) {

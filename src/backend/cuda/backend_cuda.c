@@ -14,8 +14,10 @@
  * host buffers are updated from the GPU by optimizer_download (the trainer
  * calls it before a checkpoint reads them: dp_trainer_optimizer), and
  * optimizer_forget frees the slot with the host optimizer.
- * Augmentation: no kernel; the trainer augments on the host and uploads
- * (load_batch_augmented is NULL). TF32: off unless --tf32 (cuda_set_tf32). */
+ * Batches: dp_dataset_fill's values (/ 255, then the dataset's
+ * normalisation when it has one). Augmentation: no kernel; the trainer
+ * augments on the host and uploads (load_batch_augmented is NULL). TF32: off
+ * unless --tf32 (cuda_set_tf32). */
 #include "backend_cuda.h"
 
 #include <math.h>
@@ -368,7 +370,12 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
                                           c->stream),
                        "a batch's indices")) {
         size_t example = (size_t)ds->channels * ds->height * ds->width;
-        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, x, y),
+        dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
+        _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
+                       "dp_cuda_pixel_map_t holds DP_DATA_MAX_CHANNELS means and stds");
+        memcpy(map.mean, ds->mean, sizeof map.mean);
+        memcpy(map.std, ds->std, sizeof map.std);
+        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, &map, x, y),
                       "gathering a batch");
     }
     dp_cuda_leave(c);

@@ -88,8 +88,16 @@ extern "C" {
 /* --- kernels.cu: each launches on `stream` and returns the launch error --- */
 #define DP_CUDA_REDUCE_MAX_SRC 16
 cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *src, int k, size_t count);
+/* dp_dataset_fill's pixel values: p / 255, or with `normalize`
+ * (p / 255 - mean[c]) / std[c] for channel c = (offset in the example) / plane */
+typedef struct {
+    int normalize;
+    size_t plane; /* H * W */
+    float mean[4], std[4];
+} dp_cuda_pixel_map_t;
 cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                                 const int *indices, int n, size_t example, float *x, int32_t *y);
+                                 const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map, float *x,
+                                 int32_t *y);
 /* kind: dp_optim_kind_t; states as dp_optimizer_state */
 typedef struct {
     int kind, nesterov;
