@@ -321,13 +321,17 @@ static void cuda_broadcast_range(void *ctx, float *const *dst, int k, const floa
 /* --- Data ------------------------------------------------------------------------- */
 
 /* The device copy of `ds` (uploaded at its first batch; up to
- * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). */
+ * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). Known by its
+ * host pointers and shape: the bytes are never compared, so a dataset freed
+ * and another made at the same addresses with the same shape would be taken
+ * for it (backend.h has no call that says a dataset is gone). */
 static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *ds) {
     dp_cuda_dataset_t *slot = &c->datasets[0];
     c->uses++;
     for (int i = 0; i < DP_CUDA_MAX_DATASETS; i++) {
         dp_cuda_dataset_t *d = &c->datasets[i];
-        if (d->host_pixels == ds->pixels && d->count == ds->count) {
+        if (d->host_pixels == ds->pixels && d->host_labels == ds->labels && d->count == ds->count &&
+            d->channels == ds->channels && d->height == ds->height && d->width == ds->width) {
             d->last_use = c->uses;
             return d;
         }
@@ -347,7 +351,11 @@ static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *d
                       "uploading the dataset"))
         return NULL;
     slot->host_pixels = ds->pixels;
+    slot->host_labels = ds->labels;
     slot->count = ds->count;
+    slot->channels = ds->channels;
+    slot->height = ds->height;
+    slot->width = ds->width;
     slot->last_use = c->uses;
     return slot;
 }

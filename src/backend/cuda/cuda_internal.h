@@ -31,8 +31,8 @@
 #define DP_CUDA_MAX_OPTIMIZERS 64
 
 typedef struct {
-    const uint8_t *host_pixels; /* the host dataset's, as a key */
-    int count;
+    const uint8_t *host_pixels, *host_labels; /* the host dataset's, with the shape as a key */
+    int count, channels, height, width;
     uint8_t *pixels;  /* (count, C, H, W) device copy */
     uint8_t *labels;  /* (count) */
     uint64_t last_use;
