@@ -57,6 +57,12 @@ dp_status_t dp_cuda_status(dp_cuda_ctx_t *c) {
     return dp_fail(DP_ERR_ARG, "%s", c->error);
 }
 
+void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what) {
+    if (!ptr) return;
+    dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+    dp_cuda_check(c, cudaFree(ptr), what);
+}
+
 int dp_cuda_gpu_count(const char **why) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -92,7 +98,7 @@ static void cuda_free(void *ctx, void *ptr) {
     dp_cuda_ctx_t *c = ctx;
     if (!ptr) return;
     dp_cuda_enter(c);
-    dp_cuda_check(c, cudaFree(ptr), "cudaFree"); /* waits for work that may still use it */
+    dp_cuda_free_idle(c, ptr, "cudaFree"); /* after the work that may still use it */
     dp_cuda_leave(c);
 }
 
@@ -152,7 +158,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     int fresh = 0;
     if (!slot || slot->n != n || slot->kind != (int)dp_optimizer_kind(opt)) {
         if (slot) {
-            for (int s = 0; s < 2; s++) cudaFree(slot->state[s]);
+            for (int s = 0; s < 2; s++) dp_cuda_free_idle(c, slot->state[s], "freeing optimizer state");
             memset(slot, 0, sizeof *slot);
             free_slot = slot;
         }
@@ -262,15 +268,15 @@ static void cuda_optimizer_upload(void *ctx, dp_optimizer_t *optimizer) {
     dp_cuda_leave(c);
 }
 
-/* Frees the slot of an optimizer about to be freed (cudaFree waits for
- * the work that may still use it). */
+/* Frees the slot of an optimizer about to be freed (after the work that
+ * may still use it). */
 static void cuda_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
     if (st) {
         for (int s = 0; s < 2; s++)
-            if (st->state[s]) dp_cuda_check(c, cudaFree(st->state[s]), "freeing optimizer state");
+            dp_cuda_free_idle(c, st->state[s], "freeing optimizer state");
         memset(st, 0, sizeof *st);
     }
     dp_cuda_leave(c);
@@ -337,8 +343,8 @@ static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *d
         }
         if (d->last_use < slot->last_use) slot = d;
     }
-    cudaFree(slot->pixels);
-    cudaFree(slot->labels);
+    dp_cuda_free_idle(c, slot->pixels, "replacing a dataset");
+    dp_cuda_free_idle(c, slot->labels, "replacing a dataset");
     memset(slot, 0, sizeof *slot);
     size_t bytes = (size_t)ds->count * ds->channels * ds->height * ds->width;
     if (dp_cuda_check(c, cudaMalloc((void **)&slot->pixels, bytes ? bytes : 1), "uploading the dataset") ||
@@ -367,7 +373,7 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
     dp_cuda_enter(c);
     dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
     if (d && n > c->indices_cap) {
-        cudaFree(c->indices);
+        dp_cuda_free_idle(c, c->indices, "a batch's indices");
         c->indices = NULL;
         c->indices_cap = 0;
         if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "a batch's indices"))

@@ -78,6 +78,10 @@ int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
 /* The sticky failure as a status (DP_OK when none), with its message. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
 
+/* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
+ * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */
+void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what);
+
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
 

@@ -62,7 +62,7 @@ static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *
 /* cuDNN's workspace of at least `bytes`. */
 static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     if (bytes <= c->workspace_bytes) return DP_OK;
-    cudaFree(c->workspace); /* waits for the work that used it */
+    dp_cuda_free_idle(c, c->workspace, "a cuDNN workspace"); /* after the work that used it */
     c->workspace = NULL;
     c->workspace_bytes = 0;
     cudaError_t err = cudaMalloc(&c->workspace, bytes);
