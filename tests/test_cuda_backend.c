@@ -1,7 +1,8 @@
 /* test_cuda_backend.c - the CUDA backend's memory, collectives, optimizer
  * update and batch loading against the CPU backend (skipped without a GPU).
  *
- *   memory: upload / download round trip, zero, copy, an impossible
+ *   memory: upload / download round trip, an upload's source reusable when
+ *           it returns, zero, copy, an impossible
  *           allocation fails with a message naming cuda:0, cuda:N with N
  *           past the last GPU fails naming it;
  *   reduce_range: 3 replicas, an inner range, summed in device order: the
@@ -58,6 +59,12 @@ static void check_memory(void) {
     int zeros_ok = 1;
     for (int i = 0; i < N; i++) zeros_ok &= (i >= 10 && i < 30) ? b[i] == 0.0f : b[i] == a[i];
     CHECK(zeros_ok, "zero of [10, 30) wrote outside it or left values inside");
+    /* upload returns with the copy done: the source rewritten at once does not reach the GPU */
+    memcpy(b, a, sizeof a);
+    be->upload(be->ctx, e, b, sizeof b);
+    memset(b, 0x7f, sizeof b);
+    download(b, e, N);
+    CHECK(memcmp(a, b, sizeof a) == 0, "a source rewritten right after upload returned changed the GPU's copy");
     be->free(be->ctx, d);
     be->free(be->ctx, e);
 
@@ -127,6 +134,7 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     printf("  optimizer %-9s 3 steps: %zu of %d parameters differ from the CPU's bits, max violation %.3g\n", name,
            differ, N, v);
     CHECK(v <= 1.0, "%s: parameter %zu: GPU %.9g, CPU %.9g", name, worst, (double)p_gpu[worst], (double)p_cpu[worst]);
+    be->optimizer_forget(be->ctx, gpu); /* before the free (backend.h): the next optimizer may get its address */
     dp_optimizer_free(cpu);
     dp_optimizer_free(gpu);
     be->free(be->ctx, dp_);

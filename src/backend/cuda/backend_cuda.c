@@ -110,14 +110,23 @@ static void cuda_zero(void *ctx, void *dst, size_t bytes) {
     dp_cuda_leave(c);
 }
 
-/* From pageable host memory, cudaMemcpyAsync returns once the source has
- * been staged: the caller may reuse it at once, and the copy is ordered on
- * the stream before whatever is queued after it. */
+/* Returns once the copy is done: backend.h's calls are synchronous for the
+ * caller, who may reuse or free host_src at once (autograd seeds the loss
+ * gradient from a stack variable, the trainer refills its staging buffers).
+ * cudaMemcpyAsync alone does not promise that: cuda_runtime_api.h says it
+ * "may return before the copy is complete", and the API's synchronisation
+ * notes say from pageable memory it "might be synchronous". On the stream:
+ * ordered after the work queued before it. */
+static int upload_synced(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
+    return dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), what) ||
+           dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+}
+
 static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
     dp_cuda_ctx_t *c = ctx;
     if (!bytes) return;
     dp_cuda_enter(c);
-    dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "an upload");
+    upload_synced(c, dst, host_src, bytes, "an upload");
     dp_cuda_leave(c);
 }
 
@@ -183,10 +192,8 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     /* a new optimizer, or one whose step count was set (a restore): its host state is the truth */
     if (fresh || (steps != slot->steps && steps != slot->steps + 1)) {
         for (int s = 0; s < dp_optimizer_num_states(opt); s++)
-            if (dp_cuda_check(c, cudaMemcpyAsync(slot->state[s], dp_optimizer_state(opt, s, NULL), sizeof(float) * n,
-                                                 cudaMemcpyHostToDevice, c->stream),
-                              "uploading optimizer state") ||
-                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "uploading optimizer state"))
+            if (upload_synced(c, slot->state[s], dp_optimizer_state(opt, s, NULL), sizeof(float) * n,
+                              "uploading optimizer state"))
                 return NULL;
     }
     slot->steps = steps;
@@ -253,17 +260,16 @@ static void cuda_optimizer_download(void *ctx, dp_optimizer_t *optimizer) {
     dp_cuda_leave(c);
 }
 
-/* The device state = the host buffers (a restore wrote them). cudaMemcpyAsync
- * from pageable memory returns once the source is staged (cuda_upload). */
+/* The device state = the host buffers (a restore wrote them); done when it
+ * returns (cuda_upload). */
 static void cuda_optimizer_upload(void *ctx, dp_optimizer_t *optimizer) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
     size_t bytes = st ? sizeof(float) * st->n : 0;
     for (int s = 0; st && bytes && s < dp_optimizer_num_states(optimizer); s++)
-        dp_cuda_check(c, cudaMemcpyAsync(st->state[s], dp_optimizer_state(optimizer, s, NULL), bytes,
-                                         cudaMemcpyHostToDevice, c->stream),
-                      "uploading optimizer state");
+        if (upload_synced(c, st->state[s], dp_optimizer_state(optimizer, s, NULL), bytes, "uploading optimizer state"))
+            break;
     if (st) st->steps = dp_optimizer_steps(optimizer);
     dp_cuda_leave(c);
 }
@@ -380,9 +386,7 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
-        !dp_cuda_check(c, cudaMemcpyAsync(c->indices, host_indices, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
-                                          c->stream),
-                       "a batch's indices")) {
+        !upload_synced(c, c->indices, host_indices, sizeof(int) * (size_t)n, "a batch's indices")) {
         size_t example = (size_t)ds->channels * ds->height * ds->width;
         dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
         _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
