@@ -27,7 +27,10 @@ typedef struct {
     const float *p[DP_CUDA_REDUCE_MAX_SRC];
 } src_list_t;
 
-__global__ void reduce_kernel(float *dst, src_list_t src, int k, int first, size_t n) {
+/* __grid_constant__ (here and in gather_kernel): the parameter's array,
+ * indexed at run time, is read where it is; a plain by-value parameter is
+ * copied to every thread's local memory first (ptxas -warn-lmem-usage). */
+__global__ void reduce_kernel(float *dst, const __grid_constant__ src_list_t src, int k, int first, size_t n) {
     GRID_LOOP(i, n) {
         float s = first ? src.p[0][i] : dst[i];
         for (int r = first ? 1 : 0; r < k; r++) s = __fadd_rn(s, src.p[r][i]);
@@ -49,7 +52,7 @@ extern "C" cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const flo
 
 /* --- batch: x = pixels[indices] as dp_dataset_fill (/ 255, then normalised), y = labels[indices] --- */
 __global__ void gather_kernel(const uint8_t *pixels, const uint8_t *labels, const int *indices, int n, size_t example,
-                              dp_cuda_pixel_map_t map, float *x, int32_t *y) {
+                              const __grid_constant__ dp_cuda_pixel_map_t map, float *x, int32_t *y) {
     const float scale = 1.0f / 255.0f;
     GRID_LOOP(i, (size_t)n * example) {
         size_t e = i / example, j = i % example;
