@@ -318,6 +318,10 @@ static dp_status_t pool_geometry(dp_cuda_ctx_t *c, const dp_node_t *node, const 
     if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 ||
         2 * g->ph > g->kh || 2 * g->pw > g->kw)
         return dp_fail(DP_ERR_ARG, "%s: kernel, stride and dilation must be >= 1 and pad in [0, kernel / 2]", op);
+    if (!dilation && (a->dilation[0] != 1 || a->dilation[1] != 1)) /* as ops_pool.c: avg pool has none */
+        return dp_fail(DP_ERR_ARG, "%s: dilation must be 1, found %d x %d", op, a->dilation[0], a->dilation[1]);
+    if (g->H < 1 || g->W < 1)
+        return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
     g->OH = dp_conv_out_size(g->H, g->kh, g->sh, g->ph, g->dh);
     g->OW = dp_conv_out_size(g->W, g->kw, g->sw, g->pw, g->dw);
     if (g->OH < 1 || g->OW < 1 || g->planes < 1)
