@@ -230,7 +230,8 @@ static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     char xs[64], ws[64];
     if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "linear: needs an input and a weight with data");
-    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || w->shape[0] < 1)
+    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || x->shape[1] < 1 ||
+        w->shape[0] < 1)
         return dp_fail(DP_ERR_SHAPE, "linear: weight %s does not fit input %s (expected (OUT, IN) and (N, IN))",
                        dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs));
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0] || !b->data))
