@@ -8,8 +8,12 @@
  * (several worker threads) therefore queue onto the same in-order stream,
  * so whatever a thread queued before a host-side synchronisation (a device
  * wait) runs before what any thread queues after it: the seam's ordering
- * rules carry over without events. Downloads synchronise the stream (the
- * host reads the result). A failure (a launch, a copy, a fault of
+ * rules carry over without events. Uploads and downloads wait for their
+ * copy (the host reuses or reads the memory at once), and device memory is
+ * freed only after the stream's queued work (dp_cuda_free_idle). An op
+ * holds the lock from start to end, except around SyncBatchNorm's host
+ * hook (ops_cuda.c bn_sync), which waits at a barrier for every device,
+ * those on this GPU included. A failure (a launch, a copy, a fault of
  * asynchronous work seen at a download) is kept in the context (`failed`,
  * `error`, the first one) and every later op fails with it.
  */
