@@ -4,11 +4,14 @@
  *
  * Floating point follows the CPU code it replaces: the build passes
  * -fmad=false, so a * b + c rounds twice unless written fmaf(a, b, c), which
- * is written exactly where the CPU code calls its mul_add (optim.c); sums
- * run in the CPU's order where one thread owns an output (reduce, bias
- * gradients, the loss), so those match the CPU to the bit. Pool backward is
- * a gather (one thread per input element, its outputs in order): no atomics,
- * so the same input gives the same bits every run. */
+ * is written exactly where the CPU code calls its mul_add (optim.c). Sums
+ * run in the CPU's order where one thread owns an output: reduce and global
+ * average pooling give the CPU's bits, the cross-entropy loss its order
+ * (its terms use the GPU's expf and log). The per-channel sums (bias
+ * gradients, batch norm, MSE) are one block each, fixed strided partials
+ * and a fixed tree: not the CPU's order, but the same bits every run. Pool
+ * backward is a gather (one thread per input element, its outputs in
+ * order). No atomics anywhere. */
 #include <math.h>
 
 #include "cuda_internal.h"
