@@ -1,7 +1,8 @@
 /* test_cuda_backend.c - the CUDA backend's memory, collectives, optimizer
  * update and batch loading against the CPU backend (skipped without a GPU).
  *
- *   memory: upload / download round trip, zero, copy, an impossible
+ *   memory: upload / download round trip, an upload's source reusable when
+ *           it returns, zero, copy, an impossible
  *           allocation fails with a message naming cuda:0, cuda:N with N
  *           past the last GPU fails naming it;
  *   reduce_range: 3 replicas, an inner range, summed in device order: the
@@ -11,9 +12,11 @@
  *           adam, 3 steps over two ranges each: within 2 ulp-ish (rtol
  *           1e-6) of optim.c, and the number of differing floats printed
  *           (0 expected where the CPU fuses as the kernels do);
- *   load_batch: the same floats and labels as dp_dataset_fill. */
+ *   load_batch: the same floats and labels as dp_dataset_fill, plain and
+ *           normalised (one pair, and one per channel of 3). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dptrain/backend.h"
@@ -56,6 +59,12 @@ static void check_memory(void) {
     int zeros_ok = 1;
     for (int i = 0; i < N; i++) zeros_ok &= (i >= 10 && i < 30) ? b[i] == 0.0f : b[i] == a[i];
     CHECK(zeros_ok, "zero of [10, 30) wrote outside it or left values inside");
+    /* upload returns with the copy done: the source rewritten at once does not reach the GPU */
+    memcpy(b, a, sizeof a);
+    be->upload(be->ctx, e, b, sizeof b);
+    memset(b, 0x7f, sizeof b);
+    download(b, e, N);
+    CHECK(memcmp(a, b, sizeof a) == 0, "a source rewritten right after upload returned changed the GPU's copy");
     be->free(be->ctx, d);
     be->free(be->ctx, e);
 
@@ -125,34 +134,62 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     printf("  optimizer %-9s 3 steps: %zu of %d parameters differ from the CPU's bits, max violation %.3g\n", name,
            differ, N, v);
     CHECK(v <= 1.0, "%s: parameter %zu: GPU %.9g, CPU %.9g", name, worst, (double)p_gpu[worst], (double)p_cpu[worst]);
+    be->optimizer_forget(be->ctx, gpu); /* before the free (backend.h): the next optimizer may get its address */
     dp_optimizer_free(cpu);
     dp_optimizer_free(gpu);
     be->free(be->ctx, dp_);
     be->free(be->ctx, dg);
 }
 
-static void check_load_batch(void) {
-    dp_dataset_t ds = testing_column_dataset(200, 28, 10, 2, 3, 60, 7);
+/* load_batch of B examples of `ds` against dp_dataset_fill, twice (the
+ * second from the dataset already on the GPU): the same bits. */
+static void check_load_batch_of(const char *what, const dp_dataset_t *ds) {
     enum { B = 37 };
     int indices[B];
-    for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds.count;
-    size_t example = 28 * 28;
-    static float want[B * 28 * 28], got[B * 28 * 28];
+    for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds->count;
+    size_t example = (size_t)ds->channels * ds->height * ds->width;
+    float *want = malloc(sizeof(float) * B * example), *got = malloc(sizeof(float) * B * example);
     int32_t want_y[B], got_y[B];
-    dp_dataset_fill(&ds, indices, B, want, want_y);
+    DP_ASSERT(want && got);
+    dp_dataset_fill(ds, indices, B, want, want_y);
     float *x = gpu_floats(NULL, B * example);
     int32_t *y = be->alloc(be->ctx, sizeof want_y, "labels");
-    if (!x || !y) return;
-    for (int round = 0; round < 2; round++) { /* the second from the dataset already on the GPU */
-        be->load_batch(be->ctx, &ds, indices, B, x, y);
+    for (int round = 0; x && y && round < 2; round++) {
+        memset(got, 0, sizeof(float) * B * example);
+        be->load_batch(be->ctx, ds, indices, B, x, y);
         download(got, x, B * example);
         be->download(be->ctx, got_y, y, sizeof got_y);
-        CHECK(memcmp(got, want, sizeof got) == 0, "load_batch (round %d): pixels differ from dp_dataset_fill", round);
-        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch (round %d): labels differ", round);
+        CHECK(memcmp(got, want, sizeof(float) * B * example) == 0,
+              "load_batch, %s (round %d): pixels differ from dp_dataset_fill", what, round);
+        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch, %s (round %d): labels differ", what, round);
     }
     be->free(be->ctx, x);
     be->free(be->ctx, y);
+    free(want);
+    free(got);
+}
+
+static void check_load_batch(void) {
+    dp_dataset_t ds = testing_column_dataset(200, 28, 10, 2, 3, 60, 7);
+    check_load_batch_of("1x28x28 / 255", &ds);
+    const float mean = 0.2860f, std = 0.3530f; /* Fashion-MNIST's */
+    DP_ASSERT(dp_dataset_set_normalize(&ds, 1, &mean, &std) == DP_OK);
+    check_load_batch_of("1x28x28 normalised", &ds);
     dp_dataset_free(&ds);
+    /* 3 channels, each its own mean and std: the channel of every pixel */
+    dp_dataset_t rgb = {.count = 50, .channels = 3, .height = 8, .width = 6, .num_classes = 10};
+    rgb.pixels = malloc((size_t)50 * 3 * 8 * 6);
+    rgb.labels = malloc(50);
+    DP_ASSERT(rgb.pixels && rgb.labels);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 5);
+    for (size_t i = 0; i < (size_t)50 * 3 * 8 * 6; i++) rgb.pixels[i] = (uint8_t)(dp_rng_next(&rng) >> 56);
+    for (int i = 0; i < 50; i++) rgb.labels[i] = (uint8_t)(i % 10);
+    check_load_batch_of("3x8x6 / 255", &rgb);
+    const float means[3] = {0.4914f, 0.4822f, 0.4465f}, stds[3] = {0.2470f, 0.2435f, 0.2616f}; /* CIFAR-10's */
+    DP_ASSERT(dp_dataset_set_normalize(&rgb, 3, means, stds) == DP_OK);
+    check_load_batch_of("3x8x6 normalised per channel", &rgb);
+    dp_dataset_free(&rgb);
 }
 
 int main(void) {

@@ -7,7 +7,8 @@
  * statistics), the case
  * runs as in test_ops_fixtures.c, with the same tolerances, but on device
  * memory: inputs and grads (pre-filled with GRAD_PREFILL, so adding instead
- * of overwriting is checked) are uploaded, the op runs from the cuda:0
+ * of overwriting is checked; then again unset and filled with NaN, so
+ * writing instead of adding is checked) are uploaded, the op runs from the cuda:0
  * table with an arena of GPU memory, and the results are downloaded and
  * compared. Each case runs twice: the second run must give the same bits
  * (deterministic algorithms). Also: every done op had at least one case,
@@ -70,9 +71,14 @@ static float *download_floats(const float *d, size_t n) {
     return h;
 }
 
+/* The passes over a case: x without a grad; every grad holding GRAD_PREFILL
+ * (the op must add); every grad unset and filled with NaN (the op must
+ * write each element, dp_grad_claim: the path the trainer's activations take). */
+enum { PASS_NO_DX, PASS_ADD, PASS_UNSET };
+
 /* One run of a case on the GPU; results (y, then the grads of in[0..2]) are
  * downloaded into out[0..3] (malloc'd, NULL where absent). Returns 1 when it ran. */
-static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], size_t out_n[6]) {
+static int run_once(const fixture_t *f, int kind, int mode, float *out[6], size_t out_n[6]) {
     const char *input_names[3] = {"x", "weight", "bias"};
     int target = 0; /* mse: in[1] is the target, never a grad */
     if (fixture_get(f, "other")) input_names[1] = "other";
@@ -93,13 +99,14 @@ static int run_once(const fixture_t *f, int kind, int x_grad, float *out[6], siz
     for (int i = 0; i < 3; i++) {
         const fixture_tensor_t *ft = fixture_get(f, input_names[i]);
         if (!ft) continue;
-        int with_grad = i == 0 ? x_grad : !(i == 1 && target);
+        int with_grad = i == 0 ? mode != PASS_NO_DX : !(i == 1 && target);
         dp_tensor_set_shape(&inputs[i], ft->shape.ndim, ft->shape.shape);
         inputs[i].data = upload(ft->data, sizeof(float) * ft->numel);
         if (with_grad) {
             float *prefill = malloc(sizeof(float) * ft->numel + 4);
-            for (size_t j = 0; j < ft->numel; j++) prefill[j] = GRAD_PREFILL;
+            for (size_t j = 0; j < ft->numel; j++) prefill[j] = mode == PASS_UNSET ? NAN : GRAD_PREFILL;
             inputs[i].grad = upload(prefill, sizeof(float) * ft->numel);
+            inputs[i].grad_unset = mode == PASS_UNSET;
             free(prefill);
         }
         node.in[i] = &inputs[i];
@@ -150,12 +157,13 @@ done:
     return ran;
 }
 
-static void run_pass(const fixture_t *f, int kind, int x_grad) {
-    const char *pass = x_grad ? "all grads" : "no dx";
+static void run_pass(const fixture_t *f, int kind, int mode) {
+    const char *pass = mode == PASS_UNSET ? "unset" : mode == PASS_ADD ? "all grads" : "no dx";
+    const float offset = mode == PASS_UNSET ? 0.0f : GRAD_PREFILL;
     const char *grad_names[3] = {"dx", fixture_get(f, "other") ? "dother" : "dweight", "dbias"};
     float *a[6] = {0}, *b[6] = {0};
     size_t an[6] = {0}, bn[6] = {0};
-    if (run_once(f, kind, x_grad, a, an) && run_once(f, kind, x_grad, b, bn)) {
+    if (run_once(f, kind, mode, a, an) && run_once(f, kind, mode, b, bn)) {
         char report[256] = "";
         const fixture_tensor_t *y = fixture_get(f, "y");
         CHECK(y && an[0] == y->numel, "%s: output has %zu floats, want %zu", f->name, an[0], y ? y->numel : 0);
@@ -165,7 +173,7 @@ static void run_pass(const fixture_t *f, int kind, int x_grad) {
             const fixture_tensor_t *want = fixture_get(f, grad_names[i]);
             CHECK(want && want->numel == an[1 + i], "%s: fixture lacks %s", f->name, grad_names[i]);
             if (want && want->numel == an[1 + i])
-                fixture_compare(f, RTOL, ATOL, pass, grad_names[i], a[1 + i], GRAD_PREFILL, want, report, sizeof report);
+                fixture_compare(f, RTOL, ATOL, pass, grad_names[i], a[1 + i], offset, want, report, sizeof report);
         }
         const char *stats[2] = {"running_mean_after", "running_var_after"};
         for (int i = 0; i < 2; i++) {
@@ -260,8 +268,9 @@ int main(void) {
             int kind = op_kind(f.op);
             if (kind >= 0 && done_on_gpu(kind, &f)) {
                 cases_per_op[kind]++;
-                run_pass(&f, kind, 1);
-                run_pass(&f, kind, 0);
+                run_pass(&f, kind, PASS_ADD);
+                run_pass(&f, kind, PASS_UNSET);
+                run_pass(&f, kind, PASS_NO_DX);
             }
             fixture_free(&f);
         }

@@ -8,12 +8,20 @@
  *     server) against 1 GPU device: parameters within 1e-4 (the issue's bound);
  *   the same seed twice on the GPU: the same bits;
  *   parameters moved GPU -> CPU (dp_trainer_params, dp_trainer_set_params)
- *     evaluate to the same accuracy, within one example. */
+ *     evaluate to the same accuracy, within one example;
+ *   tests/models/tiny_resnet.cfg (batch norm, residual add, dropout, global
+ *     average pooling) on 2 devices sharing the GPU with synchronised batch
+ *     norm against 2 CPU devices: losses and parameters within TOL_CPU, and
+ *     no deadlock (both devices meet inside the op while sharing the GPU's
+ *     lock: an alarm fails the test after SYNC_BN_SECONDS). */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dptrain/data.h"
+#include "dptrain/model_file.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "test_cuda_common.h"
@@ -22,6 +30,7 @@
 #define STEPS 4
 #define BATCH 64
 #define TOL_CPU 1e-3
+#define SYNC_BN_SECONDS 120
 
 static const dp_backend_t *gpu;
 
@@ -31,6 +40,7 @@ typedef struct {
     dp_allreduce_kind_t allreduce;
     int overlap;
     dp_sync_kind_t sync;
+    int sync_bn;
 } run_config_t;
 
 typedef struct {
@@ -46,7 +56,7 @@ static int run(const dp_model_t *m, const dp_dataset_t *ds, const run_config_t *
                                   .device_ids = be ? ids : NULL, .allreduce = rc->allreduce,
                                   .overlap = rc->overlap, .sync = rc->sync,
                                   .optim = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.2f, .momentum = 0.9f},
-                                  .seed = 21, .backend = be};
+                                  .seed = 21, .backend = be, .sync_batch_norm = rc->sync_bn};
     dp_trainer_t *t = NULL;
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "%s: trainer: %s", rc->name, dp_error_message());
@@ -82,13 +92,48 @@ static double params_violation(const float *a, const float *b, size_t n, double 
     return testing_max_violation(a, b, n, tol, tol, &worst);
 }
 
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL: sync batch norm on 2 devices of cuda:0 did not finish in time (deadlock?)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+/* Synchronised batch norm with two devices on one GPU, against two CPU devices. */
+static void check_sync_batch_norm(const dp_dataset_t *ds) {
+    dp_model_t *m = NULL;
+    dp_status_t st = dp_model_load(testing_path("models/tiny_resnet.cfg"), &m);
+    CHECK(st == DP_OK, "tiny_resnet.cfg: %s", dp_error_message());
+    if (st != DP_OK) return;
+    const run_config_t two = {"2 devices sync bn", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE, 1};
+    run_result_t cpu = {0}, g = {0};
+    signal(SIGALRM, on_alarm);
+    alarm(SYNC_BN_SECONDS);
+    int ok = run(m, ds, &two, NULL, &cpu) && run(m, ds, &two, gpu, &g);
+    alarm(0);
+    if (ok) {
+        size_t np = dp_model_num_params(m);
+        double worst_loss = 0;
+        for (int s = 0; s < STEPS; s++)
+            worst_loss = fmax(worst_loss, fabs(g.losses[s] - cpu.losses[s]) / fabs(cpu.losses[s]));
+        double v = params_violation(g.params, cpu.params, np, TOL_CPU);
+        printf("  tiny_resnet, sync batch norm, 2 devices on cuda:0 vs 2 CPU devices: loss relative difference %.3g, "
+               "parameters (running statistics included) violation %.3g at tol %g\n", worst_loss, v, TOL_CPU);
+        CHECK(worst_loss <= TOL_CPU && v <= 1.0, "tiny_resnet with sync batch norm: GPU and CPU differ beyond %g",
+              TOL_CPU);
+    }
+    free(cpu.params);
+    free(g.params);
+    dp_model_free(m);
+}
+
 int main(void) {
     gpu = cuda_backend_or_skip("test_cuda_train");
     dp_model_t *m;
     DP_ASSERT(dp_model_builtin("lenet", &m) == DP_OK);
     size_t np = dp_model_num_params(m);
     dp_dataset_t ds = testing_column_dataset(400, 28, 10, 2, 3, 64, 3);
-    const run_config_t one = {"1 device", 1, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE};
+    const run_config_t one = {"1 device", 1, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE, 0};
     run_result_t cpu = {0}, g1 = {0}, again = {0};
     if (!run(m, &ds, &one, NULL, &cpu) || !run(m, &ds, &one, gpu, &g1) || !run(m, &ds, &one, gpu, &again))
         return testing_finish("test_cuda_train");
@@ -105,11 +150,11 @@ int main(void) {
           "the same seed twice on the GPU gave different bits");
 
     const run_config_t many[] = {
-        {"2 devices chunked", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE},
-        {"3 devices chunked", 3, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE},
-        {"2 devices naive", 2, DP_ALLREDUCE_NAIVE, 0, DP_SYNC_ALLREDUCE},
-        {"2 devices overlap", 2, DP_ALLREDUCE_CHUNKED, 1, DP_SYNC_ALLREDUCE},
-        {"2 devices ps", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_PS},
+        {"2 devices chunked", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE, 0},
+        {"3 devices chunked", 3, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE, 0},
+        {"2 devices naive", 2, DP_ALLREDUCE_NAIVE, 0, DP_SYNC_ALLREDUCE, 0},
+        {"2 devices overlap", 2, DP_ALLREDUCE_CHUNKED, 1, DP_SYNC_ALLREDUCE, 0},
+        {"2 devices ps", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_PS, 0},
     };
     for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
         run_result_t r = {0};
@@ -120,6 +165,8 @@ int main(void) {
         }
         free(r.params);
     }
+
+    check_sync_batch_norm(&ds);
 
     /* GPU parameters continue on the CPU: the same evaluation */
     dp_trainer_config_t config = {.model = m, .num_devices = 1, .threads_per_device = 1,

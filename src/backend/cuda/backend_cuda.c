@@ -14,8 +14,10 @@
  * host buffers are updated from the GPU by optimizer_download (the trainer
  * calls it before a checkpoint reads them: dp_trainer_optimizer), and
  * optimizer_forget frees the slot with the host optimizer.
- * Augmentation: no kernel; the trainer augments on the host and uploads
- * (load_batch_augmented is NULL). TF32: off unless --tf32 (cuda_set_tf32). */
+ * Batches: dp_dataset_fill's values (/ 255, then the dataset's
+ * normalisation when it has one). Augmentation: no kernel; the trainer
+ * augments on the host and uploads (load_batch_augmented is NULL). TF32: off
+ * unless --tf32 (cuda_set_tf32). */
 #include "backend_cuda.h"
 
 #include <math.h>
@@ -55,6 +57,12 @@ dp_status_t dp_cuda_status(dp_cuda_ctx_t *c) {
     return dp_fail(DP_ERR_ARG, "%s", c->error);
 }
 
+void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what) {
+    if (!ptr) return;
+    dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+    dp_cuda_check(c, cudaFree(ptr), what);
+}
+
 int dp_cuda_gpu_count(const char **why) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -90,7 +98,7 @@ static void cuda_free(void *ctx, void *ptr) {
     dp_cuda_ctx_t *c = ctx;
     if (!ptr) return;
     dp_cuda_enter(c);
-    dp_cuda_check(c, cudaFree(ptr), "cudaFree"); /* waits for work that may still use it */
+    dp_cuda_free_idle(c, ptr, "cudaFree"); /* after the work that may still use it */
     dp_cuda_leave(c);
 }
 
@@ -102,14 +110,23 @@ static void cuda_zero(void *ctx, void *dst, size_t bytes) {
     dp_cuda_leave(c);
 }
 
-/* From pageable host memory, cudaMemcpyAsync returns once the source has
- * been staged: the caller may reuse it at once, and the copy is ordered on
- * the stream before whatever is queued after it. */
+/* Returns once the copy is done: backend.h's calls are synchronous for the
+ * caller, who may reuse or free host_src at once (autograd seeds the loss
+ * gradient from a stack variable, the trainer refills its staging buffers).
+ * cudaMemcpyAsync alone does not promise that: cuda_runtime_api.h says it
+ * "may return before the copy is complete", and the API's synchronisation
+ * notes say from pageable memory it "might be synchronous". On the stream:
+ * ordered after the work queued before it. */
+static int upload_synced(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
+    return dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), what) ||
+           dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+}
+
 static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
     dp_cuda_ctx_t *c = ctx;
     if (!bytes) return;
     dp_cuda_enter(c);
-    dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), "an upload");
+    upload_synced(c, dst, host_src, bytes, "an upload");
     dp_cuda_leave(c);
 }
 
@@ -150,7 +167,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     int fresh = 0;
     if (!slot || slot->n != n || slot->kind != (int)dp_optimizer_kind(opt)) {
         if (slot) {
-            for (int s = 0; s < 2; s++) cudaFree(slot->state[s]);
+            for (int s = 0; s < 2; s++) dp_cuda_free_idle(c, slot->state[s], "freeing optimizer state");
             memset(slot, 0, sizeof *slot);
             free_slot = slot;
         }
@@ -175,10 +192,8 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     /* a new optimizer, or one whose step count was set (a restore): its host state is the truth */
     if (fresh || (steps != slot->steps && steps != slot->steps + 1)) {
         for (int s = 0; s < dp_optimizer_num_states(opt); s++)
-            if (dp_cuda_check(c, cudaMemcpyAsync(slot->state[s], dp_optimizer_state(opt, s, NULL), sizeof(float) * n,
-                                                 cudaMemcpyHostToDevice, c->stream),
-                              "uploading optimizer state") ||
-                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "uploading optimizer state"))
+            if (upload_synced(c, slot->state[s], dp_optimizer_state(opt, s, NULL), sizeof(float) * n,
+                              "uploading optimizer state"))
                 return NULL;
     }
     slot->steps = steps;
@@ -245,30 +260,29 @@ static void cuda_optimizer_download(void *ctx, dp_optimizer_t *optimizer) {
     dp_cuda_leave(c);
 }
 
-/* The device state = the host buffers (a restore wrote them). cudaMemcpyAsync
- * from pageable memory returns once the source is staged (cuda_upload). */
+/* The device state = the host buffers (a restore wrote them); done when it
+ * returns (cuda_upload). */
 static void cuda_optimizer_upload(void *ctx, dp_optimizer_t *optimizer) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
     size_t bytes = st ? sizeof(float) * st->n : 0;
     for (int s = 0; st && bytes && s < dp_optimizer_num_states(optimizer); s++)
-        dp_cuda_check(c, cudaMemcpyAsync(st->state[s], dp_optimizer_state(optimizer, s, NULL), bytes,
-                                         cudaMemcpyHostToDevice, c->stream),
-                      "uploading optimizer state");
+        if (upload_synced(c, st->state[s], dp_optimizer_state(optimizer, s, NULL), bytes, "uploading optimizer state"))
+            break;
     if (st) st->steps = dp_optimizer_steps(optimizer);
     dp_cuda_leave(c);
 }
 
-/* Frees the slot of an optimizer about to be freed (cudaFree waits for
- * the work that may still use it). */
+/* Frees the slot of an optimizer about to be freed (after the work that
+ * may still use it). */
 static void cuda_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = find_optim_state(c, optimizer);
     if (st) {
         for (int s = 0; s < 2; s++)
-            if (st->state[s]) dp_cuda_check(c, cudaFree(st->state[s]), "freeing optimizer state");
+            dp_cuda_free_idle(c, st->state[s], "freeing optimizer state");
         memset(st, 0, sizeof *st);
     }
     dp_cuda_leave(c);
@@ -319,20 +333,24 @@ static void cuda_broadcast_range(void *ctx, float *const *dst, int k, const floa
 /* --- Data ------------------------------------------------------------------------- */
 
 /* The device copy of `ds` (uploaded at its first batch; up to
- * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). */
+ * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). Known by its
+ * host pointers and shape: the bytes are never compared, so a dataset freed
+ * and another made at the same addresses with the same shape would be taken
+ * for it (backend.h has no call that says a dataset is gone). */
 static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *ds) {
     dp_cuda_dataset_t *slot = &c->datasets[0];
     c->uses++;
     for (int i = 0; i < DP_CUDA_MAX_DATASETS; i++) {
         dp_cuda_dataset_t *d = &c->datasets[i];
-        if (d->host_pixels == ds->pixels && d->count == ds->count) {
+        if (d->host_pixels == ds->pixels && d->host_labels == ds->labels && d->count == ds->count &&
+            d->channels == ds->channels && d->height == ds->height && d->width == ds->width) {
             d->last_use = c->uses;
             return d;
         }
         if (d->last_use < slot->last_use) slot = d;
     }
-    cudaFree(slot->pixels);
-    cudaFree(slot->labels);
+    dp_cuda_free_idle(c, slot->pixels, "replacing a dataset");
+    dp_cuda_free_idle(c, slot->labels, "replacing a dataset");
     memset(slot, 0, sizeof *slot);
     size_t bytes = (size_t)ds->count * ds->channels * ds->height * ds->width;
     if (dp_cuda_check(c, cudaMalloc((void **)&slot->pixels, bytes ? bytes : 1), "uploading the dataset") ||
@@ -345,7 +363,11 @@ static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *d
                       "uploading the dataset"))
         return NULL;
     slot->host_pixels = ds->pixels;
+    slot->host_labels = ds->labels;
     slot->count = ds->count;
+    slot->channels = ds->channels;
+    slot->height = ds->height;
+    slot->width = ds->width;
     slot->last_use = c->uses;
     return slot;
 }
@@ -357,18 +379,21 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
     dp_cuda_enter(c);
     dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
     if (d && n > c->indices_cap) {
-        cudaFree(c->indices);
+        dp_cuda_free_idle(c, c->indices, "a batch's indices");
         c->indices = NULL;
         c->indices_cap = 0;
         if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "a batch's indices"))
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
-        !dp_cuda_check(c, cudaMemcpyAsync(c->indices, host_indices, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
-                                          c->stream),
-                       "a batch's indices")) {
+        !upload_synced(c, c->indices, host_indices, sizeof(int) * (size_t)n, "a batch's indices")) {
         size_t example = (size_t)ds->channels * ds->height * ds->width;
-        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, x, y),
+        dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
+        _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
+                       "dp_cuda_pixel_map_t holds DP_DATA_MAX_CHANNELS means and stds");
+        memcpy(map.mean, ds->mean, sizeof map.mean);
+        memcpy(map.std, ds->std, sizeof map.std);
+        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, &map, x, y),
                       "gathering a batch");
     }
     dp_cuda_leave(c);

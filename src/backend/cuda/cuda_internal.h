@@ -8,8 +8,12 @@
  * (several worker threads) therefore queue onto the same in-order stream,
  * so whatever a thread queued before a host-side synchronisation (a device
  * wait) runs before what any thread queues after it: the seam's ordering
- * rules carry over without events. Downloads synchronise the stream (the
- * host reads the result). A failure (a launch, a copy, a fault of
+ * rules carry over without events. Uploads and downloads wait for their
+ * copy (the host reuses or reads the memory at once), and device memory is
+ * freed only after the stream's queued work (dp_cuda_free_idle). An op
+ * holds the lock from start to end, except around SyncBatchNorm's host
+ * hook (ops_cuda.c bn_sync), which waits at a barrier for every device,
+ * those on this GPU included. A failure (a launch, a copy, a fault of
  * asynchronous work seen at a download) is kept in the context (`failed`,
  * `error`, the first one) and every later op fails with it.
  */
@@ -31,8 +35,8 @@
 #define DP_CUDA_MAX_OPTIMIZERS 64
 
 typedef struct {
-    const uint8_t *host_pixels; /* the host dataset's, as a key */
-    int count;
+    const uint8_t *host_pixels, *host_labels; /* the host dataset's, with the shape as a key */
+    int count, channels, height, width;
     uint8_t *pixels;  /* (count, C, H, W) device copy */
     uint8_t *labels;  /* (count) */
     uint64_t last_use;
@@ -78,6 +82,10 @@ int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
 /* The sticky failure as a status (DP_OK when none), with its message. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
 
+/* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
+ * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */
+void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what);
+
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
 
@@ -88,8 +96,16 @@ extern "C" {
 /* --- kernels.cu: each launches on `stream` and returns the launch error --- */
 #define DP_CUDA_REDUCE_MAX_SRC 16
 cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *src, int k, size_t count);
+/* dp_dataset_fill's pixel values: p / 255, or with `normalize`
+ * (p / 255 - mean[c]) / std[c] for channel c = (offset in the example) / plane */
+typedef struct {
+    int normalize;
+    size_t plane; /* H * W */
+    float mean[4], std[4];
+} dp_cuda_pixel_map_t;
 cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                                 const int *indices, int n, size_t example, float *x, int32_t *y);
+                                 const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map, float *x,
+                                 int32_t *y);
 /* kind: dp_optim_kind_t; states as dp_optimizer_state */
 typedef struct {
     int kind, nesterov;

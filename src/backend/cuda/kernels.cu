@@ -4,11 +4,14 @@
  *
  * Floating point follows the CPU code it replaces: the build passes
  * -fmad=false, so a * b + c rounds twice unless written fmaf(a, b, c), which
- * is written exactly where the CPU code calls its mul_add (optim.c); sums
- * run in the CPU's order where one thread owns an output (reduce, bias
- * gradients, the loss), so those match the CPU to the bit. Pool backward is
- * a gather (one thread per input element, its outputs in order): no atomics,
- * so the same input gives the same bits every run. */
+ * is written exactly where the CPU code calls its mul_add (optim.c). Sums
+ * run in the CPU's order where one thread owns an output: reduce and global
+ * average pooling give the CPU's bits, the cross-entropy loss its order
+ * (its terms use the GPU's expf and log). The per-channel sums (bias
+ * gradients, batch norm, MSE) are one block each, fixed strided partials
+ * and a fixed tree: not the CPU's order, but the same bits every run. Pool
+ * backward is a gather (one thread per input element, its outputs in
+ * order). No atomics anywhere. */
 #include <math.h>
 
 #include "cuda_internal.h"
@@ -27,7 +30,10 @@ typedef struct {
     const float *p[DP_CUDA_REDUCE_MAX_SRC];
 } src_list_t;
 
-__global__ void reduce_kernel(float *dst, src_list_t src, int k, int first, size_t n) {
+/* __grid_constant__ (here and in gather_kernel): the parameter's array,
+ * indexed at run time, is read where it is; a plain by-value parameter is
+ * copied to every thread's local memory first (ptxas -warn-lmem-usage). */
+__global__ void reduce_kernel(float *dst, const __grid_constant__ src_list_t src, int k, int first, size_t n) {
     GRID_LOOP(i, n) {
         float s = first ? src.p[0][i] : dst[i];
         for (int r = first ? 1 : 0; r < k; r++) s = __fadd_rn(s, src.p[r][i]);
@@ -47,22 +53,29 @@ extern "C" cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const flo
     return cudaGetLastError();
 }
 
-/* --- batch: x = pixels[indices] / 255 (as dp_dataset_fill), y = labels[indices] --- */
+/* --- batch: x = pixels[indices] as dp_dataset_fill (/ 255, then normalised), y = labels[indices] --- */
 __global__ void gather_kernel(const uint8_t *pixels, const uint8_t *labels, const int *indices, int n, size_t example,
-                              float *x, int32_t *y) {
+                              const __grid_constant__ dp_cuda_pixel_map_t map, float *x, int32_t *y) {
     const float scale = 1.0f / 255.0f;
     GRID_LOOP(i, (size_t)n * example) {
         size_t e = i / example, j = i % example;
         int index = indices[e];
-        x[i] = __fmul_rn((float)pixels[(size_t)index * example + j], scale);
+        float v = __fmul_rn((float)pixels[(size_t)index * example + j], scale);
+        if (map.normalize) {
+            int c = (int)(j / map.plane);
+            v = __fdiv_rn(__fsub_rn(v, map.mean[c]), map.std[c]); /* dataset.c's table, one rounding each */
+        }
+        x[i] = v;
         if (j == 0) y[e] = labels[index];
     }
 }
 
 extern "C" cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                                            const int *indices, int n, size_t example, float *x, int32_t *y) {
+                                            const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map,
+                                            float *x, int32_t *y) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    gather_kernel<<<blocks_for((size_t)n * example), THREADS, 0, stream>>>(pixels, labels, indices, n, example, x, y);
+    gather_kernel<<<blocks_for((size_t)n * example), THREADS, 0, stream>>>(pixels, labels, indices, n, example, *map,
+                                                                           x, y);
     return cudaGetLastError();
 }
 

@@ -62,7 +62,7 @@ static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *
 /* cuDNN's workspace of at least `bytes`. */
 static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     if (bytes <= c->workspace_bytes) return DP_OK;
-    cudaFree(c->workspace); /* waits for the work that used it */
+    dp_cuda_free_idle(c, c->workspace, "a cuDNN workspace"); /* after the work that used it */
     c->workspace = NULL;
     c->workspace_bytes = 0;
     cudaError_t err = cudaMalloc(&c->workspace, bytes);
@@ -230,7 +230,8 @@ static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     char xs[64], ws[64];
     if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "linear: needs an input and a weight with data");
-    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || w->shape[0] < 1)
+    if (x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1] || x->shape[0] < 1 || x->shape[1] < 1 ||
+        w->shape[0] < 1)
         return dp_fail(DP_ERR_SHAPE, "linear: weight %s does not fit input %s (expected (OUT, IN) and (N, IN))",
                        dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs));
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0] || !b->data))
@@ -318,6 +319,10 @@ static dp_status_t pool_geometry(dp_cuda_ctx_t *c, const dp_node_t *node, const 
     if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 ||
         2 * g->ph > g->kh || 2 * g->pw > g->kw)
         return dp_fail(DP_ERR_ARG, "%s: kernel, stride and dilation must be >= 1 and pad in [0, kernel / 2]", op);
+    if (!dilation && (a->dilation[0] != 1 || a->dilation[1] != 1)) /* as ops_pool.c: avg pool has none */
+        return dp_fail(DP_ERR_ARG, "%s: dilation must be 1, found %d x %d", op, a->dilation[0], a->dilation[1]);
+    if (g->H < 1 || g->W < 1)
+        return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
     g->OH = dp_conv_out_size(g->H, g->kh, g->sh, g->ph, g->dh);
     g->OW = dp_conv_out_size(g->W, g->kw, g->sw, g->pw, g->dw);
     if (g->OH < 1 || g->OW < 1 || g->planes < 1)
@@ -629,8 +634,13 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
 }
 
 /* stat_sync's host hook over `count` device doubles: download, sum across
- * participants, upload (the one host synchronisation SyncBatchNorm needs). */
-static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count) {
+ * participants, upload (the one host synchronisation SyncBatchNorm needs);
+ * *first (when not NULL) = the summed first value (the count m).
+ * The context lock is let go around sum(): it waits at a barrier for the
+ * other devices, and devices sharing this GPU need the lock to get there
+ * (run() holds it exactly once here). The upload is waited for before
+ * returning: its source is this frame's array. */
+static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double *dev, int count, double *first) {
     double host[1 + 2 * 4096];
     if (count > (int)(sizeof host / sizeof host[0]))
         return dp_fail(DP_ERR_ARG, "batch_norm: %s: synchronised statistics of more than 4096 channels are not done",
@@ -639,9 +649,14 @@ static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double 
                       "batch_norm statistics") ||
         dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics"))
         return dp_cuda_status(c);
+    dp_cuda_leave(c);
     sync->sum(sync->ctx, host, count);
+    dp_cuda_enter(c);
+    if (c->failed) return dp_cuda_status(c);
+    if (first) *first = host[0];
     dp_cuda_check(c, cudaMemcpyAsync(dev, host, sizeof(double) * (size_t)count, cudaMemcpyHostToDevice, c->stream),
                   "batch_norm statistics");
+    dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics");
     return dp_cuda_status(c);
 }
 
@@ -659,15 +674,7 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     double m = (double)g.N * (double)g.plane;
     if (a->training) {
         DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, sums), "batch_norm statistics"));
-        if (a->stat_sync) {
-            DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1));
-            double total = 0;
-            if (dp_cuda_check(c, cudaMemcpyAsync(&total, sums, sizeof total, cudaMemcpyDeviceToHost, c->stream),
-                              "batch_norm count") ||
-                dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm count"))
-                return dp_cuda_status(c);
-            m = total;
-        }
+        if (a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1, &m));
         if (!(m > 1.0))
             return dp_fail(DP_ERR_SHAPE,
                            "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
@@ -698,7 +705,7 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
                       "batch_norm parameter gradients"));
     }
     if (!x->grad) return DP_OK;
-    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C));
+    if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
     int add = !dp_grad_claim(x);
     return launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
                                    w ? w->data : NULL, a->training, add),
