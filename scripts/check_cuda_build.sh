@@ -45,5 +45,13 @@ for f in "$build/dptrain" "$build"/lib/libdptrain.so; do
   fi
 done
 echo "check_cuda_build: $module built (nvcc: ${toolkit:-$(sed -n 's/^DPTRAIN_NVCC:[A-Z]*=//p' "$build/CMakeCache.txt")})"
-(cd "$build" && ctest -R 'cuda' --output-on-failure) || failed=1
+emulator="$build/lib/libdptrain_cuda_emu.so" # the CUDA emulator (tests/cuda_emulator/): its tests run in the plain ctest
+if [[ ! -f "$emulator" ]]; then
+  echo "check_cuda_build: FAILED: $build has the CUDA module but not the CUDA emulator ($emulator)" >&2
+  failed=1
+elif [[ "$(nm -D --defined-only "$emulator" | awk '{print $3}' | sort -u | tr '\n' ' ')" != "dp_cuda_module_entry " ]]; then
+  echo "check_cuda_build: FAILED: the emulator exports more than dp_cuda_module_entry" >&2
+  failed=1
+fi
+(cd "$build" && ctest -R 'cuda' -E 'emu' --output-on-failure) || failed=1
 exit $failed

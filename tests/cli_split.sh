@@ -21,29 +21,15 @@
 source "$(dirname "$0")/testing.sh"
 small_data "$tmp/data" 600 1000
 data=$tmp/data
-loss() { json_field "$(tail -1 "$1")" train_loss; }
 common=(train --data "$data" --limit 600 --batch-size 96 --lr 0.05 --seed 7 --quiet)
 
-# run NAME DEVICES ARGS...: trains, saving $tmp/NAME.st and $tmp/NAME.jsonl
-run() {
-  local name=$1 devices=$2
-  shift 2
-  "$bin" "${common[@]}" --devices "$devices" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" \
-    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
-}
-# equal A B: checkpoint tensors and the last train_loss
-equal() {
-  same_tensors "$tmp/$1.st" "$tmp/$2.st" && pass || fail "$1 vs $2: checkpoint tensors differ"
-  [[ -n "$(loss "$tmp/$1.jsonl")" && "$(loss "$tmp/$1.jsonl")" == "$(loss "$tmp/$2.jsonl")" ]] \
-    && pass || fail "$1 vs $2: train_loss $(loss "$tmp/$1.jsonl") vs $(loss "$tmp/$2.jsonl")"
-}
 # same NAME ARGS...: split:0,split:1,split:2 gives cpu:0,cpu:1,cpu:2's bits
 same() {
   local name=$1
   shift
-  run "$name-cpu" cpu:0,cpu:1,cpu:2 "$@"
-  run "$name-split" split:0,split:1,split:2 "$@"
-  equal "$name-cpu" "$name-split"
+  train_run "$name-cpu" cpu:0,cpu:1,cpu:2 "$@"
+  train_run "$name-split" split:0,split:1,split:2 "$@"
+  same_run "$name-cpu" "$name-split"
 }
 
 same momentum --model lenet --epochs 1 --optimizer momentum
@@ -64,18 +50,18 @@ same batch-norm --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --op
 same sync-bn --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm
 
 # two devices on one table, one on another: the same bits again
-run shared split:0,split:0,split:1 --model lenet --epochs 1 --optimizer momentum
-equal momentum-cpu shared
+train_run shared split:0,split:0,split:1 --model lenet --epochs 1 --optimizer momentum
+same_run momentum-cpu shared
 
 # resume across kinds: every way gives 2 epochs straight on CPU devices
-run straight cpu:0,cpu:1,cpu:2 --model lenet --epochs 2 --optimizer adam
+train_run straight cpu:0,cpu:1,cpu:2 --model lenet --epochs 2 --optimizer adam
 for first in cpu split; do
-  run "half-$first" "$first:0,$first:1,$first:2" --model lenet --epochs 2 --stop-after 1 --optimizer adam
+  train_run "half-$first" "$first:0,$first:1,$first:2" --model lenet --epochs 2 --stop-after 1 --optimizer adam
 done
 for pair in cpu-split split-cpu; do
   first=${pair%-*} second=${pair#*-}
   cp "$tmp/half-$first.st" "$tmp/from-$pair.st"
-  run "resume-$pair" "$second:0,$second:1,$second:2" --model lenet --epochs 2 --optimizer adam \
+  train_run "resume-$pair" "$second:0,$second:1,$second:2" --model lenet --epochs 2 --optimizer adam \
     --resume "$tmp/from-$pair.st"
   same_tensors "$tmp/straight.st" "$tmp/resume-$pair.st" && pass \
     || fail "saved on $first, resumed on $second: not 2 epochs straight's tensors"
@@ -91,7 +77,7 @@ if command -v mpirun >/dev/null; then
         || fail "2 ranks on $kind devices, overlap $overlap: $(tail -3 "$tmp/mpi-$overlap-$kind.out")"
     done
   done
-  for overlap in on off; do equal "mpi-$overlap-cpu" "mpi-$overlap-split"; done
+  for overlap in on off; do same_run "mpi-$overlap-cpu" "mpi-$overlap-split"; done
   grep -q '"ranks": 2' "$tmp/mpi-on-split.jsonl" && pass || fail "not 2 ranks: $(cat "$tmp/mpi-on-split.jsonl")"
 else
   fail "mpirun not found (openmpi-bin)"

@@ -20,25 +20,15 @@ source "$(dirname "$0")/testing.sh"
 # after every epoch is most of a short run's time)
 small_data "$tmp/data" 768 1000
 data=$tmp/data
-loss() { json_field "$(tail -1 "$1")" train_loss; }
 common=(train --model lenet --data "$data" --limit 768 --batch-size 96 --lr 0.05 --seed 5 --quiet)
 
-# run NAME DEVICES ARGS...: trains, saving $tmp/NAME.st and $tmp/NAME.jsonl
-run() {
-  local name=$1 devices=$2
-  shift 2
-  "$bin" "${common[@]}" --devices "$devices" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" \
-    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
-}
 # same NAME ARGS...: staged:0,staged:1 gives cpu:0,cpu:1's bits
 same() {
   local name=$1
   shift
-  run "$name-cpu" cpu:0,cpu:1 "$@"
-  run "$name-staged" staged:0,staged:1 "$@"
-  same_tensors "$tmp/$name-cpu.st" "$tmp/$name-staged.st" && pass || fail "$name: checkpoint tensors differ"
-  [[ -n "$(loss "$tmp/$name-cpu.jsonl")" && "$(loss "$tmp/$name-cpu.jsonl")" == "$(loss "$tmp/$name-staged.jsonl")" ]] \
-    && pass || fail "$name: train_loss cpu $(loss "$tmp/$name-cpu.jsonl") staged $(loss "$tmp/$name-staged.jsonl")"
+  train_run "$name-cpu" cpu:0,cpu:1 "$@"
+  train_run "$name-staged" staged:0,staged:1 "$@"
+  same_run "$name-cpu" "$name-staged"
 }
 
 for optimizer in momentum adagrad adam; do
@@ -49,12 +39,12 @@ done
   || fail "adam: the staged checkpoint is all zeros"
 
 # resume across backends: every way gives 2 epochs straight on CPU devices
-run straight cpu:0,cpu:1 --epochs 2 --optimizer adam
+train_run straight cpu:0,cpu:1 --epochs 2 --optimizer adam
 for first in cpu staged; do
-  run "half-$first" "$first:0,$first:1" --epochs 2 --stop-after 1 --optimizer adam
+  train_run "half-$first" "$first:0,$first:1" --epochs 2 --stop-after 1 --optimizer adam
   for second in cpu staged; do
     cp "$tmp/half-$first.st" "$tmp/from-$first-$second.st"
-    run "resume-$first-$second" "$second:0,$second:1" --epochs 2 --optimizer adam \
+    train_run "resume-$first-$second" "$second:0,$second:1" --epochs 2 --optimizer adam \
       --resume "$tmp/from-$first-$second.st"
     same_tensors "$tmp/straight.st" "$tmp/resume-$first-$second.st" && pass \
       || fail "saved on $first, resumed on $second: not 2 epochs straight's tensors"

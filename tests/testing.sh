@@ -34,3 +34,19 @@ small_data() {
       gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
   done
 }
+# train_run NAME DEVICES ARGS...: "$bin" "${common[@]}" (the script's) on
+# DEVICES, saving $tmp/NAME.st, $tmp/NAME.jsonl and its output $tmp/NAME.out;
+# passes when it exits 0. same_run A B: their checkpoint tensors byte-identical
+# and their last train_loss equal to the last digit.
+last_loss() { json_field "$(tail -1 "$1")" train_loss; }
+train_run() {
+  local name=$1 devices=$2
+  shift 2
+  "$bin" "${common[@]}" --devices "$devices" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" \
+    >"$tmp/$name.out" 2>&1 && pass || fail "$name on $devices: $(tail -3 "$tmp/$name.out")"
+}
+same_run() {
+  same_tensors "$tmp/$1.st" "$tmp/$2.st" && pass || fail "$1 vs $2: checkpoint tensors differ"
+  [[ -n "$(last_loss "$tmp/$1.jsonl")" && "$(last_loss "$tmp/$1.jsonl")" == "$(last_loss "$tmp/$2.jsonl")" ]] && pass \
+    || fail "$1 vs $2: train_loss $(last_loss "$tmp/$1.jsonl") vs $(last_loss "$tmp/$2.jsonl")"
+}

@@ -181,6 +181,9 @@ static const char *gpu_absent(void) {
         if (*visible == '\0' || *visible == ',') return "CUDA_VISIBLE_DEVICES is empty (it hides every GPU)";
         if (*visible == '-') return "CUDA_VISIBLE_DEVICES starts with a negative index (it hides every GPU)";
     }
+    /* a module named explicitly is asked (a GPU whose nodes live elsewhere, or a test double of one) */
+    const char *module_path = getenv("DPTRAIN_CUDA_MODULE");
+    if (module_path && *module_path) return NULL;
     if (access("/dev/nvidiactl", F_OK) == 0 || access("/dev/dxg", F_OK) == 0) return NULL;
     DIR *dev = opendir("/dev");
     if (dev) {

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# cli_cuda_emu.sh - dptrain on CUDA devices of the CUDA emulator
+# (tests/cuda_emulator/: the CUDA backend's own host code and kernels, with
+# the runtime, cuBLAS and cuDNN done on the CPU; 2 GPUs unless
+# DPTRAIN_CUDA_EMU_GPUS says otherwise), loaded as the CUDA module through
+# DPTRAIN_CUDA_MODULE. Skipped (77) in a build without CUDA. What it shows
+# is the backend's logic end to end, not a GPU's behaviour (cuda_emulator.h):
+# - cuda:0 trains like cpu:0 (loss within 1e-4 relative, accuracy within 0.01);
+# - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
+#   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
+#   chunked allreduce, overlap, --sync ps and --sync-batch-norm;
+# - without --devices: every GPU, said on the first line;
+# - checkpoints: saved on GPUs, resumed on GPUs = 2 epochs straight (bits),
+#   saved on GPUs and resumed on CPU devices, and the other way round, learn;
+# - 2 MPI ranks sharing one GPU = one process with 2 devices on it (bits);
+# - out of GPU memory, a GPU that faults, a GPU that is not there: one line
+#   naming the device and what failed, non-zero exit, the checkpoint file
+#   untouched.
+source "$(dirname "$0")/testing.sh"
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ ! -e "$emu" ]]; then
+  echo "cli_cuda_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
+  exit 77
+fi
+export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
+small_data "$tmp/data" 384 200
+data=$tmp/data
+acc() { json_field "$(tail -1 "$1")" test_acc; }
+common=(train --data "$data" --limit 384 --batch-size 96 --lr 0.1 --seed 3 --quiet)
+
+# close A B: train_loss within 1e-4 relative, test accuracy within 0.01
+close() {
+  awk -v a="$(last_loss "$tmp/$1.jsonl")" -v b="$(last_loss "$tmp/$2.jsonl")" -v p="$(acc "$tmp/$1.jsonl")" \
+    -v q="$(acc "$tmp/$2.jsonl")" 'BEGIN { d = a - b; if (d < 0) d = -d; e = p - q; if (e < 0) e = -e;
+      exit !(a != "" && b != "" && d <= 1e-4 * (a < 0 ? -a : a) && e <= 0.01) }' && pass \
+    || fail "$1 vs $2: loss $(last_loss "$tmp/$1.jsonl") vs $(last_loss "$tmp/$2.jsonl"), accuracy $(acc "$tmp/$1.jsonl") vs $(acc "$tmp/$2.jsonl")"
+}
+
+# one GPU against the CPU, 2 epochs
+train_run cpu cpu:0 --model lenet --epochs 2 --optimizer momentum
+train_run gpu cuda:0 --model lenet --epochs 2 --optimizer momentum
+close cpu gpu
+
+# two GPUs = one GPU, bit for bit
+for mode in chunked overlap ps; do
+  args=(--model lenet --epochs 1 --optimizer adam)
+  [[ $mode == overlap ]] && args+=(--overlap on)
+  [[ $mode == ps ]] && args+=(--sync ps)
+  train_run "$mode-one" cuda:0,cuda:0,cuda:0 "${args[@]}"
+  train_run "$mode-two" cuda:0,cuda:1,cuda:1 "${args[@]}"
+  same_run "$mode-one" "$mode-two"
+done
+train_run bn-one cuda:0,cuda:0 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm
+train_run bn-two cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm
+same_run bn-one bn-two
+
+# the default devices: every GPU
+"$bin" train --data "$data" --model lenet --limit 96 --batch-size 96 --epochs 1 >"$tmp/default.out" 2>&1 \
+  && pass || fail "default devices: $(tail -2 "$tmp/default.out")"
+grep -q "on \[cuda:0, cuda:1\] (default: every GPU (2))" "$tmp/default.out" && pass \
+  || fail "default devices: want every GPU, got: $(head -1 "$tmp/default.out")"
+
+# checkpoints across GPUs and CPUs
+train_run straight cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam
+train_run half-gpu cuda:0,cuda:1 --model lenet --epochs 2 --stop-after 1 --optimizer adam
+cp "$tmp/half-gpu.st" "$tmp/resume-gpu.st"
+train_run resume-gpu cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-gpu.st"
+same_run straight resume-gpu
+cp "$tmp/half-gpu.st" "$tmp/resume-cpu.st"
+train_run resume-cpu cpu:0,cpu:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-cpu.st"
+close straight resume-cpu
+train_run half-cpu cpu:0,cpu:1 --model lenet --epochs 2 --stop-after 1 --optimizer adam
+cp "$tmp/half-cpu.st" "$tmp/resume-from-cpu.st"
+train_run resume-from-cpu cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-from-cpu.st"
+close straight resume-from-cpu
+
+# 2 MPI ranks sharing one GPU = one process with 2 devices on it
+if command -v mpirun >/dev/null; then
+  DPTRAIN_CUDA_EMU_GPUS=1 mpirun --allow-run-as-root --oversubscribe -np 2 -x DPTRAIN_CUDA_MODULE -x DPTRAIN_CUDA_EMU_GPUS \
+    "$bin" "${common[@]}" --model lenet --epochs 1 --optimizer momentum --devices cuda:0 --save "$tmp/ranks.st" \
+    --metrics "$tmp/ranks.jsonl" >"$tmp/ranks.out" 2>&1 && pass || fail "2 ranks on cuda:0: $(tail -3 "$tmp/ranks.out")"
+  train_run process cuda:0,cuda:0 --model lenet --epochs 1 --optimizer momentum
+  same_run process ranks
+  grep -q '"ranks": 2' "$tmp/ranks.jsonl" && pass || fail "not 2 ranks: $(cat "$tmp/ranks.jsonl")"
+else
+  fail "mpirun not found (openmpi-bin)"
+fi
+
+# one_line_error WHAT PATTERN ENV... -- ARGS...: non-zero exit, one stderr line
+# matching PATTERN, $tmp/keep.st (an earlier checkpoint, saved to) untouched
+printf 'an earlier checkpoint' >"$tmp/keep.st"
+cp "$tmp/keep.st" "$tmp/keep.orig"
+one_line_error() {
+  local what=$1 pattern=$2 envs=()
+  shift 2
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$bin" "${common[@]}" --model lenet --epochs 2 --save "$tmp/keep.st" "$@" >"$tmp/out" 2>"$tmp/err"
+  local status=$?
+  [[ $status -ne 0 && $status -lt 128 ]] && pass || fail "$what: exit status $status ($(tail -2 "$tmp/err"))"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] && pass || fail "$what: want one stderr line, got: $(cat "$tmp/err")"
+  grep -qE "$pattern" "$tmp/err" && pass || fail "$what: stderr '$(cat "$tmp/err")' lacks /$pattern/"
+  cmp -s "$tmp/keep.st" "$tmp/keep.orig" && pass || fail "$what: the checkpoint file was changed"
+}
+one_line_error "out of GPU memory" "cuda:0: .*out of GPU memory" DPTRAIN_CUDA_EMU_MEMORY=3000000 -- --devices cuda:0
+one_line_error "a GPU that faults" "cuda:1: .*an illegal memory access" DPTRAIN_CUDA_EMU_FAULT=60 -- \
+  --devices cuda:1 --optimizer momentum
+one_line_error "a GPU that is not there" "cuda:2: no such GPU \(this machine has 2: cuda:0 to cuda:1\)" \
+  DPTRAIN_CUDA_EMU_GPUS=2 -- --devices cuda:0,cuda:2
+testing_finish cli_cuda_emu

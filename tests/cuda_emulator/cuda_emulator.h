@@ -1,0 +1,66 @@
+/* cuda_emulator.h - what the files of the CUDA emulator share. The
+ * emulator is a test double of a machine with GPUs: the few functions of
+ * the CUDA runtime, cuBLAS and cuDNN that the CUDA backend calls
+ * (src/backend/cuda/), implemented on the CPU, plus a launcher that runs
+ * the backend's own kernels (kernels.cu, compiled for the host by
+ * emu_device.h) thread by thread. Linked with the backend's files into
+ * lib/libdptrain_cuda_emu.so, a CUDA module that dptrain loads through
+ * DPTRAIN_CUDA_MODULE: the backend's host code and kernels then run here,
+ * without a GPU, with checks a GPU would not give:
+ *   - device memory is mapped apart for each allocation, its end against
+ *     an inaccessible page (an overrun of more than 255 bytes faults), and
+ *     each allocation belongs to the device that made it: a copy, cuBLAS or
+ *     cuDNN call handed memory of another device, or host memory where
+ *     device memory belongs, aborts with one line naming the call;
+ *   - a kernel launched on a stream of another device than the current
+ *     one, or with a launch configuration a GPU refuses, fails as on a GPU;
+ *   - cuBLAS and cuDNN check their arguments (leading dimensions, extents
+ *     of every operand, descriptor shapes against each other, workspace).
+ * Settings (environment):
+ *   DPTRAIN_CUDA_EMU_GPUS    GPUs the runtime reports (default 2; 0: none)
+ *   DPTRAIN_CUDA_EMU_MEMORY  bytes of memory per GPU (default 4 GiB): a
+ *                            cudaMalloc beyond fails as out of memory
+ *   DPTRAIN_CUDA_EMU_FAULT   N: the N-th kernel launch (from 1) faults: the
+ *                            launch returns success, and the GPU's
+ *                            synchronising calls then fail with an illegal
+ *                            address error, for good (a sticky error)
+ * It does not show what only a GPU shows: races between streams (every
+ * call runs to its end when made), the memory model, cuDNN's and cuBLAS's
+ * own algorithms and rounding (here plain loops), the speed. */
+#ifndef DPTRAIN_CUDA_EMULATOR_H
+#define DPTRAIN_CUDA_EMULATOR_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device of an allocation holding [p, p + bytes); -1: none (host memory). */
+int emu_device_of(const void *p, size_t bytes);
+/* Aborts with one line unless [p, p + bytes) is memory of `device`. */
+void emu_check_device_memory(const char *call, const char *what, const void *p, size_t bytes, int device);
+/* The calling thread's current device (cudaSetDevice). */
+int emu_current_device(void);
+/* The device of a stream (NULL: the current device's legacy stream). */
+int emu_stream_device(const void *stream);
+/* A fault of asynchronous work on `device` is sticky: its error (0 if none). */
+int emu_device_fault(int device);
+
+/* Runs fn(arg) as the kernel's every thread: grid x block threads, 1-D,
+ * threadIdx/blockIdx set for each; `cooperative`: the block's threads run
+ * as coroutines that meet at emu_syncthreads. Returns a cudaError_t. */
+int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
+               void (*fn)(void *), void *arg);
+void emu_syncthreads(void);
+
+typedef struct {
+    unsigned x, y, z;
+} emu_dim3_t;
+extern __thread emu_dim3_t emu_thread_idx, emu_block_idx, emu_block_dim, emu_grid_dim;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

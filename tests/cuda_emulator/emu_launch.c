@@ -1,0 +1,130 @@
+/* emu_launch.c - kernel launches of the CUDA emulator (cuda_emulator.h): a
+ * kernel runs when launched, on the launching thread, once per CUDA thread
+ * of its grid (1-D), blocks in order. A kernel that meets at
+ * __syncthreads is launched cooperatively: each block's threads are then
+ * coroutines (ucontext) run in turn up to the next barrier, so shared
+ * memory and the barrier behave as on a GPU. A launch a GPU refuses (an
+ * empty or too large grid or block, a stream of another device than the
+ * current one) sets the error a GPU gives and runs nothing.
+ *
+ * DESIGN. threadIdx, blockIdx, blockDim and gridDim are per launching
+ * thread (several dptrain devices launch at once), set before each CUDA
+ * thread runs or resumes; kernels read them afresh after a barrier. The
+ * coroutines' stacks are per launching thread, made once. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+#include "cuda_emulator.h"
+
+__thread emu_dim3_t emu_thread_idx, emu_block_idx, emu_block_dim, emu_grid_dim;
+
+void emu_fault_device(int device);   /* emu_runtime.c */
+void emu_set_last_error(int error); /* emu_runtime.c */
+
+#define MAX_BLOCK 1024
+#define STACK_BYTES (64 * 1024)
+
+typedef struct {
+    ucontext_t main, threads[MAX_BLOCK];
+    char *stacks;
+    int done[MAX_BLOCK];
+    int current, active;
+    void (*fn)(void *);
+    void *arg;
+} coop_t;
+
+static __thread coop_t *coop;
+static __thread const char *running; /* the kernel running on this thread, for messages */
+static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT */
+static long fault_at = -1;
+
+static void coroutine_main(void) {
+    coop_t *c = coop;
+    int t = c->current;
+    c->fn(c->arg);
+    c->done[t] = 1; /* returns to c->main (uc_link) */
+}
+
+void emu_syncthreads(void) {
+    if (!coop || !coop->active) {
+        fprintf(stderr, "cuda emulator: %s: __syncthreads in a kernel launched as not cooperative\n",
+                running ? running : "a kernel");
+        fflush(stderr);
+        abort();
+    }
+    swapcontext(&coop->threads[coop->current], &coop->main);
+}
+
+static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
+    if (!coop) {
+        coop = calloc(1, sizeof *coop);
+        if (coop) coop->stacks = malloc((size_t)MAX_BLOCK * STACK_BYTES);
+        if (!coop || !coop->stacks) abort();
+    }
+    coop_t *c = coop;
+    c->fn = fn;
+    c->arg = arg;
+    c->active = 1;
+    for (unsigned t = 0; t < block; t++) {
+        getcontext(&c->threads[t]);
+        c->threads[t].uc_stack.ss_sp = c->stacks + (size_t)t * STACK_BYTES;
+        c->threads[t].uc_stack.ss_size = STACK_BYTES;
+        c->threads[t].uc_link = &c->main;
+        makecontext(&c->threads[t], coroutine_main, 0);
+        c->done[t] = 0;
+    }
+    /* rounds: every thread runs to its next barrier (or its end) */
+    for (int left = 1; left;) {
+        left = 0;
+        for (unsigned t = 0; t < block; t++) {
+            if (c->done[t]) continue;
+            c->current = (int)t;
+            emu_thread_idx = (emu_dim3_t){t, 0, 0};
+            swapcontext(&c->main, &c->threads[t]);
+            left |= !c->done[t];
+        }
+    }
+    c->active = 0;
+}
+
+int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
+               void (*fn)(void *), void *arg) {
+    int device = emu_stream_device(stream);
+    int refused = device != emu_current_device() ? cudaErrorInvalidResourceHandle /* as cudaLaunchKernel */
+                  : grid == 0 || grid > 2147483647u || block == 0 || block > MAX_BLOCK ? cudaErrorInvalidConfiguration
+                                                                                        : 0;
+    if (refused) {
+        emu_set_last_error(refused);
+        return refused;
+    }
+    if (emu_device_fault(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
+    if (fault_at < 0) {
+        const char *v = getenv("DPTRAIN_CUDA_EMU_FAULT");
+        fault_at = v && *v ? strtol(v, NULL, 10) : 0;
+    }
+    if (__atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST) == fault_at) {
+        emu_fault_device(device); /* seen at the next synchronising call, as a GPU's fault */
+        return cudaSuccess;
+    }
+    const char *outer = running;
+    running = kernel;
+    emu_grid_dim = (emu_dim3_t){grid, 1, 1};
+    emu_block_dim = (emu_dim3_t){block, 1, 1};
+    for (unsigned b = 0; b < grid; b++) {
+        emu_block_idx = (emu_dim3_t){b, 0, 0};
+        if (cooperative) {
+            run_cooperative(block, fn, arg);
+            continue;
+        }
+        for (unsigned t = 0; t < block; t++) {
+            emu_thread_idx = (emu_dim3_t){t, 0, 0};
+            fn(arg);
+        }
+    }
+    running = outer;
+    return cudaSuccess;
+}

@@ -1,0 +1,257 @@
+/* emu_runtime.c - the CUDA runtime functions the CUDA backend calls, on the
+ * CPU (cuda_emulator.h): devices, streams, memory, copies, errors. Every
+ * call runs to its end when made (an in-order stream whose work is always
+ * done), so a synchronisation only reports the device's sticky fault.
+ *
+ * DESIGN. Allocations are kept in one list under a mutex (pointer, size,
+ * device); each is its own mapping, the pointer placed so that the 256-byte
+ * rounded size ends at an inaccessible page. The current device and the
+ * last error are per thread, as in CUDA; a device's fault (after an
+ * injected faulting launch) is global and sticky. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda_emulator.h"
+
+#define EMU_MAX_GPUS 8
+
+typedef struct {
+    char *base;   /* the mapping */
+    size_t map_bytes;
+    char *ptr;    /* what cudaMalloc returned */
+    size_t bytes; /* asked for */
+    size_t rounded; /* counted against the device's memory */
+    int device;
+} block_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static block_t *blocks;
+static int block_count, block_cap;
+static size_t used[EMU_MAX_GPUS];
+static int faults[EMU_MAX_GPUS]; /* cudaError_t of a faulted device, 0: none */
+static __thread int current_device;
+static __thread cudaError_t last_error;
+
+struct CUstream_st {
+    int device;
+};
+
+static long env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : fallback;
+}
+
+static int gpu_count(void) {
+    long n = env_long("DPTRAIN_CUDA_EMU_GPUS", 2);
+    return n < 0 ? 0 : n > EMU_MAX_GPUS ? EMU_MAX_GPUS : (int)n;
+}
+
+static cudaError_t fail(cudaError_t err) {
+    last_error = err;
+    return err;
+}
+
+int emu_current_device(void) { return current_device; }
+
+void emu_set_last_error(int error);
+void emu_set_last_error(int error) { last_error = (cudaError_t)error; }
+
+int emu_stream_device(const void *stream) {
+    return stream ? ((const struct CUstream_st *)stream)->device : current_device;
+}
+
+int emu_device_fault(int device) {
+    pthread_mutex_lock(&lock);
+    int f = device >= 0 && device < EMU_MAX_GPUS ? faults[device] : 0;
+    pthread_mutex_unlock(&lock);
+    return f;
+}
+
+/* Called by emu_launch for the injected faulting launch. */
+void emu_fault_device(int device);
+void emu_fault_device(int device) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < EMU_MAX_GPUS) faults[device] = cudaErrorIllegalAddress;
+    pthread_mutex_unlock(&lock);
+}
+
+int emu_device_of(const void *p, size_t bytes) {
+    const char *c = p;
+    int device = -1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < block_count && device < 0; i++)
+        if (c >= blocks[i].ptr && c + bytes <= blocks[i].ptr + blocks[i].bytes + (bytes == 0))
+            device = blocks[i].device;
+    pthread_mutex_unlock(&lock);
+    return device;
+}
+
+void emu_check_device_memory(const char *call, const char *what, const void *p, size_t bytes, int device) {
+    if (bytes == 0) return;
+    int owner = emu_device_of(p, bytes);
+    if (owner == device) return;
+    fprintf(stderr, "cuda emulator: %s: %s [%p, +%zu bytes) is %s, not memory of GPU %d\n", call, what, p, bytes,
+            owner < 0 ? "not device memory (host memory, or past an allocation's end)" : "memory of another GPU",
+            device);
+    fflush(stderr);
+    abort();
+}
+
+/* --- devices ------------------------------------------------------------------ */
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = gpu_count();
+    return *count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= gpu_count()) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t err = last_error;
+    int sticky = emu_device_fault(current_device);
+    last_error = cudaSuccess;
+    return sticky ? (cudaError_t)sticky : err;
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+    switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    default: return "unknown error";
+    }
+}
+
+/* --- streams ------------------------------------------------------------------ */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    (void)flags;
+    struct CUstream_st *s = malloc(sizeof *s);
+    if (!s) return fail(cudaErrorMemoryAllocation);
+    s->device = current_device;
+    *stream = s;
+    return cudaSuccess;
+}
+
+/* Work is done when queued: what is left to report is a fault. */
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    int f = emu_device_fault(emu_stream_device(stream));
+    return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
+/* --- memory ------------------------------------------------------------------- */
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+    *ptr = NULL;
+    int device = current_device;
+    if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    long limit = env_long("DPTRAIN_CUDA_EMU_MEMORY", 4L << 30);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), rounded = (size + 255) & ~(size_t)255;
+    if (rounded == 0) rounded = 256;
+    pthread_mutex_lock(&lock);
+    int refused = used[device] + rounded > (size_t)limit;
+    if (!refused) used[device] += rounded;
+    pthread_mutex_unlock(&lock);
+    if (refused) return fail(cudaErrorMemoryAllocation);
+    size_t data_pages = (rounded + page - 1) / page * page, map_bytes = data_pages + page;
+    char *base = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        pthread_mutex_lock(&lock);
+        used[device] -= rounded;
+        pthread_mutex_unlock(&lock);
+        return fail(cudaErrorMemoryAllocation);
+    }
+    mprotect(base + data_pages, page, PROT_NONE);
+    char *p = base + data_pages - rounded;
+    memset(p, 0xff, rounded); /* NaN bytes: memory a GPU hands out is not zeroed */
+    pthread_mutex_lock(&lock);
+    if (block_count == block_cap) {
+        int cap = block_cap ? 2 * block_cap : 256;
+        block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
+        if (!grown) abort();
+        blocks = grown;
+        block_cap = cap;
+    }
+    blocks[block_count++] = (block_t){base, map_bytes, p, size, rounded, device};
+    pthread_mutex_unlock(&lock);
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+    if (!ptr) return cudaSuccess;
+    block_t b = {0};
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < block_count; i++)
+        if (blocks[i].ptr == ptr) {
+            b = blocks[i];
+            blocks[i] = blocks[--block_count];
+            used[b.device] -= b.rounded;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (!found) {
+        fprintf(stderr, "cuda emulator: cudaFree: %p is not an allocation of cudaMalloc\n", ptr);
+        fflush(stderr);
+        abort();
+    }
+    munmap(b.base, b.map_bytes);
+    int f = emu_device_fault(b.device);
+    return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
+    int device = emu_stream_device(stream);
+    emu_check_device_memory("cudaMemsetAsync", "the destination", dst, count, device);
+    if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    memset(dst, value, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    int device = emu_stream_device(stream);
+    if (count == 0) return cudaSuccess;
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        emu_check_device_memory("cudaMemcpyAsync (host to device)", "the destination", dst, count, device);
+        emu_check_device_memory("cudaMemcpyAsync (host to device)", "the source", src, count, -1);
+        break;
+    case cudaMemcpyDeviceToHost:
+        emu_check_device_memory("cudaMemcpyAsync (device to host)", "the source", src, count, device);
+        emu_check_device_memory("cudaMemcpyAsync (device to host)", "the destination", dst, count, -1);
+        break;
+    case cudaMemcpyDeviceToDevice:
+        emu_check_device_memory("cudaMemcpyAsync (device to device)", "the source", src, count, device);
+        emu_check_device_memory("cudaMemcpyAsync (device to device)", "the destination", dst, count, device);
+        break;
+    default:
+        fprintf(stderr, "cuda emulator: cudaMemcpyAsync: kind %d is not emulated\n", (int)kind);
+        fflush(stderr);
+        abort();
+    }
+    int f = emu_device_fault(device);
+    if (f) {
+        if (kind == cudaMemcpyDeviceToHost) memset(dst, 0xff, count); /* what a faulted copy leaves */
+        return fail((cudaError_t)f);
+    }
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
