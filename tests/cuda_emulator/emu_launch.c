@@ -10,9 +10,11 @@
  * DESIGN. threadIdx, blockIdx, blockDim and gridDim are per launching
  * thread (several dptrain devices launch at once), set before each CUDA
  * thread runs or resumes; kernels read them afresh after a barrier. The
- * coroutines' stacks are per launching thread, made once. */
+ * coroutines' stacks are per launching thread, made at its first
+ * cooperative launch and freed when it ends. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +30,27 @@ void emu_set_last_error(int error); /* emu_runtime.c */
 #define MAX_BLOCK 1024
 #define STACK_BYTES (64 * 1024)
 
+/* ThreadSanitizer follows the coroutines as its fibers (a switch orders
+ * what each side did before it). */
+#if defined(__SANITIZE_THREAD__)
+#define EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EMU_TSAN 1
+#endif
+#endif
+#ifdef EMU_TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#endif
+
 typedef struct {
     ucontext_t main, threads[MAX_BLOCK];
+#ifdef EMU_TSAN
+    void *main_fiber, *fibers[MAX_BLOCK];
+#endif
     char *stacks;
     int done[MAX_BLOCK];
     int current, active;
@@ -42,11 +63,20 @@ static __thread const char *running; /* the kernel running on this thread, for m
 static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT */
 static long fault_at = -1;
 
+/* Back to the block's scheduler (the launching thread's own stack). */
+static void to_main(coop_t *c) {
+#ifdef EMU_TSAN
+    __tsan_switch_to_fiber(c->main_fiber, 0);
+#endif
+    swapcontext(&c->threads[c->current], &c->main);
+}
+
 static void coroutine_main(void) {
     coop_t *c = coop;
     int t = c->current;
     c->fn(c->arg);
-    c->done[t] = 1; /* returns to c->main (uc_link) */
+    c->done[t] = 1;
+    to_main(c); /* never resumed */
 }
 
 void emu_syncthreads(void) {
@@ -56,14 +86,30 @@ void emu_syncthreads(void) {
         fflush(stderr);
         abort();
     }
-    swapcontext(&coop->threads[coop->current], &coop->main);
+    to_main(coop);
 }
+
+/* A launching thread's coroutines go with it (device threads come and go). */
+static pthread_key_t coop_key;
+static pthread_once_t coop_once = PTHREAD_ONCE_INIT;
+static void coop_free(void *p) {
+    coop_t *c = p;
+#ifdef EMU_TSAN
+    for (int t = 0; t < MAX_BLOCK; t++)
+        if (c->fibers[t]) __tsan_destroy_fiber(c->fibers[t]);
+#endif
+    free(c->stacks);
+    free(c);
+}
+static void coop_key_make(void) { pthread_key_create(&coop_key, coop_free); }
 
 static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
     if (!coop) {
+        pthread_once(&coop_once, coop_key_make);
         coop = calloc(1, sizeof *coop);
         if (coop) coop->stacks = malloc((size_t)MAX_BLOCK * STACK_BYTES);
         if (!coop || !coop->stacks) abort();
+        pthread_setspecific(coop_key, coop);
     }
     coop_t *c = coop;
     c->fn = fn;
@@ -76,7 +122,14 @@ static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
         c->threads[t].uc_link = &c->main;
         makecontext(&c->threads[t], coroutine_main, 0);
         c->done[t] = 0;
+#ifdef EMU_TSAN
+        if (c->fibers[t]) __tsan_destroy_fiber(c->fibers[t]);
+        c->fibers[t] = __tsan_create_fiber(0);
+#endif
     }
+#ifdef EMU_TSAN
+    c->main_fiber = __tsan_get_current_fiber();
+#endif
     /* rounds: every thread runs to its next barrier (or its end) */
     for (int left = 1; left;) {
         left = 0;
@@ -84,6 +137,9 @@ static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
             if (c->done[t]) continue;
             c->current = (int)t;
             emu_thread_idx = (emu_dim3_t){t, 0, 0};
+#ifdef EMU_TSAN
+            __tsan_switch_to_fiber(c->fibers[t], 0);
+#endif
             swapcontext(&c->main, &c->threads[t]);
             left |= !c->done[t];
         }
