@@ -211,12 +211,15 @@ static void check_conv_transpose_like_cpu(void) {
     attr.output_padding[0] = 2, attr.output_padding[1] = 1; /* 2 >= stride 1 along H: the buffered path */
     static float zx[sizeof x / sizeof x[0]], zw[sizeof w / sizeof w[0]], zb[CO];
     static float cdx[sizeof x / sizeof x[0]], cdw[sizeof w / sizeof w[0]], cdb[CO];
-    dp_tensor_t xc = {4, {N, CI, H, W}, x, cdx, 0}, wc = {4, {CI, CO / G, KH, KW}, w, cdw, 0}, bc = {1, {CO}, b, cdb, 0};
+    dp_tensor_t xc = {4, {N, CI, H, W}, x, cdx, 0}, wc = {4, {CI, CO / G, KH, KW}, w, cdw, 0};
+    dp_tensor_t bc = {1, {CO}, b, cdb, 0};
     dp_node_t cpu = {.kind = DP_OP_CONV_TRANSPOSE, .attr = attr, .in = {&xc, &wc, &bc}};
     dp_arena_t *ha = dp_arena_new(1 << 20);
     CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu conv_transpose: %s", dp_error_message());
     size_t ny = dp_tensor_numel(&cpu.out);
-    CHECK(cpu.out.shape[2] == (H - 1) * 1 - 2 + 3 * (KH - 1) + 2 + 1 && cpu.out.shape[3] == (W - 1) * 2 - 2 + 2 * (KW - 1) + 1 + 1,
+    /* O = (I - 1) stride - 2 pad + dilation (k - 1) + output_padding + 1 */
+    CHECK(cpu.out.shape[2] == (H - 1) * 1 - 2 + 3 * (KH - 1) + 2 + 1 &&
+              cpu.out.shape[3] == (W - 1) * 2 - 2 + 2 * (KW - 1) + 1 + 1,
           "cpu conv_transpose: output %dx%d", cpu.out.shape[2], cpu.out.shape[3]);
     float *dy = malloc(sizeof(float) * ny), *gy = malloc(sizeof(float) * ny);
     for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
