@@ -1,19 +1,21 @@
 /* test_cuda_ops.c - the CUDA op table against the PyTorch fixtures of
  * tests/fixtures/ops (skipped without a GPU).
  *
- * For every fixture of an op the CUDA backend does (conv, max_pool,
- * avg_pool on 4-D inputs; linear, relu, flatten, softmax_xent, sigmoid,
- * tanh, add, dropout, global_avg_pool, mse, batch_norm with its running
- * statistics), the case
- * runs as in test_ops_fixtures.c, with the same tolerances, but on device
- * memory: inputs and grads (pre-filled with GRAD_PREFILL, so adding instead
- * of overwriting is checked; then again unset and filled with NaN, so
- * writing instead of adding is checked) are uploaded, the op runs from the cuda:0
- * table with an arena of GPU memory, and the results are downloaded and
- * compared. Each case runs twice: the second run must give the same bits
- * (deterministic algorithms). Also: every done op had at least one case,
- * an op that is not done fails with a line naming it, and dropout in
- * training drops the CPU's elements (the same bits, forward and backward). */
+ * Every fixture of every op (conv, conv_transpose, max_pool, avg_pool on
+ * 1-D to 3-D inputs; linear, relu, flatten, softmax_xent, sigmoid, tanh,
+ * add, dropout, global_avg_pool, mse, batch_norm with its running
+ * statistics) runs as in test_ops_fixtures.c, with the same tolerances,
+ * but on device memory: inputs and grads (pre-filled with GRAD_PREFILL, so
+ * adding instead of overwriting is checked; then again unset and filled
+ * with NaN, so writing instead of adding is checked) are uploaded, the op
+ * runs from the cuda:0 table with an arena of GPU memory, and the results
+ * are downloaded and compared. Each case runs twice: the second run must
+ * give the same bits (deterministic algorithms). Also: every op of the
+ * table had at least one case (none is left undone); conv_transpose with
+ * output_padding >= stride and a pad (the buffered path no fixture takes)
+ * gives the CPU op's results, and fuse_relu on it fails with one line as on
+ * the CPU; dropout in training drops the CPU's elements (the same bits,
+ * forward and backward). */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -38,25 +40,11 @@ static int op_kind(const char *name) {
     return -1;
 }
 
+/* Every op of the table is done on the GPU, on every input the fixtures
+ * have (1-D to 3-D convs, transposed convs and pools included). */
 static int done_on_gpu(int kind, const fixture_t *f) {
-    const fixture_tensor_t *x = fixture_get(f, "x");
-    switch (kind) {
-    case DP_OP_CONV:
-    case DP_OP_MAX_POOL:
-    case DP_OP_AVG_POOL: return x && x->shape.ndim == 4;
-    case DP_OP_LINEAR:
-    case DP_OP_RELU:
-    case DP_OP_FLATTEN:
-    case DP_OP_SOFTMAX_XENT:
-    case DP_OP_SIGMOID:
-    case DP_OP_TANH:
-    case DP_OP_ADD:
-    case DP_OP_DROPOUT:
-    case DP_OP_GLOBAL_AVG_POOL:
-    case DP_OP_BATCH_NORM:
-    case DP_OP_MSE: return 1;
-    default: return 0;
-    }
+    (void)f;
+    return kind >= 0 && kind < DP_OP_COUNT;
 }
 
 static void *upload(const void *host, size_t bytes) {
@@ -195,17 +183,93 @@ static void run_pass(const fixture_t *f, int kind, int mode) {
 
 static int compare_names(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
-static void check_undone(void) {
-    float host[16] = {0};
-    dp_tensor_t x = {4, {1, 1, 4, 4}, upload(host, sizeof host), NULL, 0};
-    dp_tensor_t w = {4, {1, 1, 2, 2}, x.data, NULL, 0};
-    dp_node_t node = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w}};
-    dp_arena_t *arena = dp_arena_new_on(be, 1 << 12);
-    dp_status_t st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&node, arena);
-    CHECK(st != DP_OK && strstr(dp_error_message(), "conv_transpose") && strstr(dp_error_message(), "cuda:0"),
-          "conv_transpose (not done on the GPU): status %d, '%s'", st, dp_error_message());
-    dp_arena_free(arena);
-    be->free(be->ctx, x.data);
+/* The largest |a - b| beyond ATOL + RTOL |b| over n floats (0: within tolerance). */
+static double violation(const float *a, const float *b, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) - (ATOL + RTOL * fabs((double)b[i]));
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+/* conv_transpose with output_padding >= stride (allowed by a larger
+ * dilation) and a pad along the same dim: the GPU runs it on a buffer and a
+ * window of it (ops_cuda.c), a path the fixtures take only without a pad.
+ * y, dx, dweight and dbias must be the CPU op's, within the fixtures'
+ * tolerances; the grads start at 0 and are added to on both. */
+static void check_conv_transpose_like_cpu(void) {
+    enum { N = 2, CI = 4, CO = 3, G = 1, H = 4, W = 5, KH = 2, KW = 3 };
+    static float x[N * CI * H * W], w[CI * (CO / G) * KH * KW], b[CO];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = (float)((i * 29) % 23) / 11.0f - 1.0f;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = (float)((i * 17) % 13) / 9.0f - 0.6f;
+    for (int i = 0; i < CO; i++) b[i] = 0.1f * (float)(i + 1);
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.stride[0] = 1, attr.stride[1] = 2;
+    attr.pad[0] = 1, attr.pad[1] = 1;
+    attr.dilation[0] = 3, attr.dilation[1] = 2;
+    attr.output_padding[0] = 2, attr.output_padding[1] = 1; /* 2 >= stride 1 along H: the buffered path */
+    static float zx[sizeof x / sizeof x[0]], zw[sizeof w / sizeof w[0]], zb[CO];
+    static float cdx[sizeof x / sizeof x[0]], cdw[sizeof w / sizeof w[0]], cdb[CO];
+    dp_tensor_t xc = {4, {N, CI, H, W}, x, cdx, 0}, wc = {4, {CI, CO / G, KH, KW}, w, cdw, 0};
+    dp_tensor_t bc = {1, {CO}, b, cdb, 0};
+    dp_node_t cpu = {.kind = DP_OP_CONV_TRANSPOSE, .attr = attr, .in = {&xc, &wc, &bc}};
+    dp_arena_t *ha = dp_arena_new(1 << 20);
+    CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu conv_transpose: %s", dp_error_message());
+    size_t ny = dp_tensor_numel(&cpu.out);
+    /* O = (I - 1) stride - 2 pad + dilation (k - 1) + output_padding + 1 */
+    CHECK(cpu.out.shape[2] == (H - 1) * 1 - 2 + 3 * (KH - 1) + 2 + 1 &&
+              cpu.out.shape[3] == (W - 1) * 2 - 2 + 2 * (KW - 1) + 1 + 1,
+          "cpu conv_transpose: output %dx%d", cpu.out.shape[2], cpu.out.shape[3]);
+    float *dy = malloc(sizeof(float) * ny), *gy = malloc(sizeof(float) * ny);
+    for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+    memcpy(cpu.out.grad, dy, sizeof(float) * ny);
+    cpu.out.grad_unset = 0;
+    CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu conv_transpose backward: %s", dp_error_message());
+
+    dp_tensor_t xg = {4, {N, CI, H, W}, upload(x, sizeof x), upload(zx, sizeof zx), 0};
+    dp_tensor_t wg = {4, {CI, CO / G, KH, KW}, upload(w, sizeof w), upload(zw, sizeof zw), 0};
+    dp_tensor_t bg = {1, {CO}, upload(b, sizeof b), upload(zb, sizeof zb), 0};
+    dp_node_t gpu = {.kind = DP_OP_CONV_TRANSPOSE, .attr = attr, .in = {&xg, &wg, &bg}};
+    dp_arena_t *ga = dp_arena_new_on(be, 1 << 20);
+    dp_status_t st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&gpu, ga);
+    CHECK(st == DP_OK, "gpu conv_transpose (buffered): %s", dp_error_message());
+    if (st == DP_OK) {
+        CHECK(dp_tensor_numel(&gpu.out) == ny && memcmp(gpu.out.shape, cpu.out.shape, sizeof cpu.out.shape) == 0,
+              "gpu conv_transpose (buffered): output shape differs from the CPU's");
+        be->download(be->ctx, gy, gpu.out.data, sizeof(float) * ny);
+        double vy = violation(gy, cpu.out.data, ny);
+        be->upload(be->ctx, gpu.out.grad, dy, sizeof(float) * ny);
+        gpu.out.grad_unset = 0;
+        st = be->ops[DP_OP_CONV_TRANSPOSE].backward(&gpu, ga);
+        CHECK(st == DP_OK, "gpu conv_transpose backward (buffered): %s", dp_error_message());
+        float gdx[sizeof x / sizeof x[0]], gdw[sizeof w / sizeof w[0]], gdb[CO];
+        be->download(be->ctx, gdx, xg.grad, sizeof gdx);
+        be->download(be->ctx, gdw, wg.grad, sizeof gdw);
+        be->download(be->ctx, gdb, bg.grad, sizeof gdb);
+        double vx = violation(gdx, cdx, sizeof x / sizeof x[0]), vw = violation(gdw, cdw, sizeof w / sizeof w[0]),
+               vb = violation(gdb, cdb, CO);
+        CHECK(vy == 0.0 && vx == 0.0 && vw == 0.0 && vb == 0.0,
+              "gpu conv_transpose (buffered) differs from the CPU beyond tolerance: y %g dx %g dw %g db %g", vy, vx, vw,
+              vb);
+        printf("  conv_transpose buffered (pad 1, output_padding 2 >= stride 1) vs cpu: y %g dx %g dw %g db %g\n", vy,
+               vx, vw, vb);
+    }
+    /* fuse_relu is refused as by the CPU op, in one line naming it */
+    gpu.attr.fuse_relu = 1;
+    st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&gpu, ga);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "conv_transpose") && strstr(dp_error_message(), "fuse_relu") &&
+              !strchr(dp_error_message(), '\n'),
+          "conv_transpose with fuse_relu: status %d, '%s'", st, dp_error_message());
+    dp_arena_free(ha);
+    dp_arena_free(ga);
+    dp_tensor_t *ts[3] = {&xg, &wg, &bg};
+    for (int i = 0; i < 3; i++) {
+        be->free(be->ctx, ts[i]->data);
+        be->free(be->ctx, ts[i]->grad);
+    }
+    free(dy);
+    free(gy);
 }
 
 /* Dropout in training (no fixture: the mask is dptrain's own) drops the same
@@ -276,12 +340,10 @@ int main(void) {
         }
         free(names[i]);
     }
-    const int done[] = {DP_OP_CONV, DP_OP_MAX_POOL, DP_OP_AVG_POOL, DP_OP_LINEAR, DP_OP_RELU, DP_OP_FLATTEN,
-                        DP_OP_SOFTMAX_XENT, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD, DP_OP_DROPOUT,
-                        DP_OP_GLOBAL_AVG_POOL, DP_OP_MSE, DP_OP_BATCH_NORM};
-    for (size_t i = 0; i < sizeof done / sizeof done[0]; i++)
-        CHECK(cases_per_op[done[i]] > 0, "no fixture ran for %s", dp_op_table[done[i]].name);
-    check_undone();
+    for (int k = 0; k < DP_OP_COUNT; k++) /* every op of the table is done and ran */
+        CHECK(be->ops[k].forward && be->ops[k].backward && cases_per_op[k] > 0, "no fixture ran for %s on the GPU",
+              dp_op_table[k].name);
+    check_conv_transpose_like_cpu();
     check_dropout_like_cpu();
     return testing_finish("test_cuda_ops");
 }

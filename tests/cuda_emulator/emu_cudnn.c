@@ -1,14 +1,19 @@
 /* emu_cudnn.c - the cuDNN functions the CUDA backend calls, on the CPU
- * (cuda_emulator.h): a handle bound to a device and a stream, 4-D NCHW
- * float tensor and filter descriptors, 2-D convolution descriptors (pads,
+ * (cuda_emulator.h): a handle bound to a device and a stream, float tensor
+ * and filter descriptors (4-D NCHW by cudnnSetTensor4dDescriptor /
+ * cudnnSetFilter4dDescriptor, or 4-D / 5-D NC(D)HW by the Nd setters; the
+ * tensors packed), convolution descriptors of 2 or 3 spatial dims (pads,
  * strides, dilations, cross-correlation or convolution, groups, math type),
  * the workspace queries, and the convolution forward, backward data and
  * backward filter by their definitions (output = alpha * op + beta * output;
  * the output not read when beta is 0), summing in FP32 in the order of the
- * loops. Checked as cuDNN does (CUDNN_STATUS_BAD_PARAM): descriptors that
- * do not fit each other (channels, groups, the output's size for the
- * geometry), a workspace smaller than its query said; and every operand's
- * whole extent must be memory of the handle's GPU (else one line and abort). */
+ * loops, over (D, H, W) with D = 1 for 4-D tensors. Checked as cuDNN does
+ * (CUDNN_STATUS_BAD_PARAM): descriptors that do not fit each other (number
+ * of dims, channels, groups, each output size for the geometry), a
+ * workspace smaller than its query said; and every operand's whole extent
+ * must be memory of the handle's GPU (else one line and abort). What the
+ * emulator does not take (other layouts or strides, other data types,
+ * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED. */
 #include <cudnn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +24,16 @@ struct cudnnContext {
     int device;
     cudaStream_t stream;
 };
+/* sizes (D, H, W): D = 1 for 4-D descriptors */
 struct cudnnTensorStruct {
-    int set, n, c, h, w;
+    int set, nb, n, c, size[3];
 };
 struct cudnnFilterStruct {
-    int set, k, c, r, s;
+    int set, nb, k, c, size[3];
 };
+/* (D, H, W): pad 0, stride 1, dilation 1 along D for 2 spatial dims */
 struct cudnnConvolutionStruct {
-    int set, pad[2], stride[2], dilation[2], flip, groups;
+    int set, spatial, pad[3], stride[3], dilation[3], flip, groups;
     cudnnMathType_t math;
 };
 
@@ -74,7 +81,23 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorF
                                          cudnnDataType_t type, int n, int c, int h, int w) {
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
-    *d = (struct cudnnTensorStruct){1, n, c, h, w};
+    *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* dims (N, C, [D,] H, W) with strides; only packed NC(D)HW is emulated */
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nb, const int dims[],
+                                         const int strides[]) {
+    if (!d || !dims || !strides || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < nb; i++)
+        if (dims[i] < 1 || strides[i] < 1) return CUDNN_STATUS_BAD_PARAM;
+    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    long packed = 1;
+    for (int i = nb - 1; i >= 0; i--) {
+        if (strides[i] != packed) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
+        packed *= dims[i];
+    }
+    *d = (struct cudnnTensorStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -89,7 +112,16 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                                          int k, int c, int h, int w) {
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnFilterStruct){1, k, c, h, w};
+    *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}};
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
+                                         int nb, const int dims[]) {
+    if (!d || !dims || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < nb; i++)
+        if (dims[i] < 1) return CUDNN_STATUS_BAD_PARAM;
+    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -102,18 +134,37 @@ cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t des
     free(desc);
     return CUDNN_STATUS_SUCCESS;
 }
+/* pad, stride, dilation of `spatial` dims (2: H, W; 3: D, H, W) */
+static cudnnStatus_t set_convolution(cudnnConvolutionDescriptor_t d, int spatial, const int *pad, const int *stride,
+                                     const int *dilation, cudnnConvolutionMode_t mode, cudnnDataType_t compute) {
+    if (!d || (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION)) return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < spatial; i++)
+        if (pad[i] < 0 || stride[i] < 1 || dilation[i] < 1) return CUDNN_STATUS_BAD_PARAM;
+    if (compute != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    d->set = 1;
+    d->spatial = spatial;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - spatial); /* < 0: D of a 2-D convolution */
+        d->pad[i] = j < 0 ? 0 : pad[j];
+        d->stride[i] = j < 0 ? 1 : stride[j];
+        d->dilation[i] = j < 0 ? 1 : dilation[j];
+    }
+    d->flip = mode == CUDNN_CONVOLUTION;
+    return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w, int u, int v,
                                               int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,
                                               cudnnDataType_t compute) {
-    if (!d || pad_h < 0 || pad_w < 0 || u < 1 || v < 1 || dilation_h < 1 || dilation_w < 1 ||
-        (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION))
-        return CUDNN_STATUS_BAD_PARAM;
-    if (compute != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
-    d->set = 1;
-    d->pad[0] = pad_h, d->pad[1] = pad_w, d->stride[0] = u, d->stride[1] = v;
-    d->dilation[0] = dilation_h, d->dilation[1] = dilation_w;
-    d->flip = mode == CUDNN_CONVOLUTION;
-    return CUDNN_STATUS_SUCCESS;
+    const int pad[2] = {pad_h, pad_w}, stride[2] = {u, v}, dilation[2] = {dilation_h, dilation_w};
+    return set_convolution(d, 2, pad, stride, dilation, mode, compute);
+}
+/* arrayLength = the tensors' dims - 2 */
+cudnnStatus_t cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t d, int length, const int pad[],
+                                              const int stride[], const int dilation[], cudnnConvolutionMode_t mode,
+                                              cudnnDataType_t compute) {
+    if (!d || !pad || !stride || !dilation || length < 1 || length > CUDNN_DIM_MAX - 2) return CUDNN_STATUS_BAD_PARAM;
+    if (length < 2 || length > 3) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: 2-D and 3-D */
+    return set_convolution(d, length, pad, stride, dilation, mode, compute);
 }
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups) {
     if (!d || groups < 1) return CUDNN_STATUS_BAD_PARAM;
@@ -134,20 +185,27 @@ static int out_size(int in, int k, int stride, int pad, int dilation) {
     return (in + 2 * pad - ((k - 1) * dilation + 1)) / stride + 1;
 }
 
-/* x, w, y fit each other and the geometry (cuDNN's BAD_PARAM otherwise). */
+/* x, w, y fit each other and the geometry (cuDNN's BAD_PARAM otherwise):
+ * the same number of dims, conv's spatial dims 2 fewer; channels and
+ * groups; y's size along each dim the output size of x's. */
 static int fits(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
                 const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *y) {
     if (!x || !w || !cv || !y || !x->set || !w->set || !cv->set || !y->set) return 0;
-    return x->c == w->c * cv->groups && w->k % cv->groups == 0 && y->n == x->n && y->c == w->k &&
-           y->h == out_size(x->h, w->r, cv->stride[0], cv->pad[0], cv->dilation[0]) &&
-           y->w == out_size(x->w, w->s, cv->stride[1], cv->pad[1], cv->dilation[1]) && y->h >= 1 && y->w >= 1;
+    if (x->nb != y->nb || w->nb != x->nb || cv->spatial != x->nb - 2) return 0;
+    if (x->c != w->c * cv->groups || w->k % cv->groups != 0 || y->n != x->n || y->c != w->k) return 0;
+    for (int i = 0; i < 3; i++)
+        if (y->size[i] < 1 ||
+            y->size[i] != out_size(x->size[i], w->size[i], cv->stride[i], cv->pad[i], cv->dilation[i]))
+            return 0;
+    return 1;
 }
 
+static size_t plane_of(const int size[3]) { return (size_t)size[0] * size[1] * size[2]; }
 static size_t tensor_bytes(const struct cudnnTensorStruct *t) {
-    return sizeof(float) * (size_t)t->n * t->c * t->h * t->w;
+    return sizeof(float) * (size_t)t->n * t->c * plane_of(t->size);
 }
 static size_t filter_bytes(const struct cudnnFilterStruct *f) {
-    return sizeof(float) * (size_t)f->k * f->c * f->r * f->s;
+    return sizeof(float) * (size_t)f->k * f->c * plane_of(f->size);
 }
 
 typedef enum { FORWARD, BACKWARD_DATA, BACKWARD_FILTER } pass_t;
@@ -164,45 +222,52 @@ static void valid_range(int out, int in, int stride, int pad, int tap, int *lo, 
 }
 
 /* One pass over every (output, tap) pair, an output row at a time:
- * forward sums into y (each output over c, r, s in order), backward data
- * into x, backward filter into w; the result (`sum`, zeroed) then goes out
- * as alpha * sum + beta * out. */
+ * forward sums into y (each output over c, then taps t, r, s along D, H,
+ * W, in order), backward data into x, backward filter into w; the result
+ * (`sum`, zeroed) then goes out as alpha * sum + beta * out. */
 static void convolve(pass_t pass, const struct cudnnTensorStruct *xd, const struct cudnnFilterStruct *wd,
                      const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd, const float *x,
                      const float *w, const float *y, float *sum) {
-    int kg = wd->k / cv->groups;
+    const int kg = wd->k / cv->groups;
+    const int *X = xd->size, *Y = yd->size, *F = wd->size;
     for (int n = 0; n < yd->n; n++)
         for (int k = 0; k < yd->c; k++) {
             int g = k / kg;
             for (int c = 0; c < wd->c; c++)
-                for (int r = 0; r < wd->r; r++)
-                    for (int s = 0; s < wd->s; s++) {
-                        int fr = cv->flip ? wd->r - 1 - r : r, fs = cv->flip ? wd->s - 1 - s : s;
-                        size_t wi = (((size_t)k * wd->c + c) * wd->r + fr) * wd->s + fs;
-                        int oh0, oh1, ow0, ow1;
-                        valid_range(yd->h, xd->h, cv->stride[0], cv->pad[0], r * cv->dilation[0], &oh0, &oh1);
-                        valid_range(yd->w, xd->w, cv->stride[1], cv->pad[1], s * cv->dilation[1], &ow0, &ow1);
-                        for (int oh = oh0; oh < oh1; oh++) {
-                            int ih = oh * cv->stride[0] - cv->pad[0] + r * cv->dilation[0];
-                            size_t yrow = (((size_t)n * yd->c + k) * yd->h + oh) * yd->w;
-                            size_t xrow = (((size_t)n * xd->c + (size_t)g * wd->c + c) * xd->h + ih) * xd->w;
-                            int shift = s * cv->dilation[1] - cv->pad[1], stride = cv->stride[1];
-                            float wv = w ? w[wi] : 0.0f;
-                            if (pass == FORWARD && stride == 1) {
-                                float *restrict out = sum + yrow;
-                                const float *restrict in = x + xrow + shift;
-                                for (int ow = ow0; ow < ow1; ow++) out[ow] += in[ow] * wv;
-                            } else if (pass == FORWARD)
-                                for (int ow = ow0; ow < ow1; ow++)
-                                    sum[yrow + ow] += x[xrow + ow * stride + shift] * wv;
-                            else if (pass == BACKWARD_DATA)
-                                for (int ow = ow0; ow < ow1; ow++)
-                                    sum[xrow + ow * stride + shift] += wv * y[yrow + ow];
-                            else
-                                for (int ow = ow0; ow < ow1; ow++)
-                                    sum[wi] += x[xrow + ow * stride + shift] * y[yrow + ow];
+                for (int t = 0; t < F[0]; t++)
+                    for (int r = 0; r < F[1]; r++)
+                        for (int s = 0; s < F[2]; s++) {
+                            int ft = cv->flip ? F[0] - 1 - t : t, fr = cv->flip ? F[1] - 1 - r : r,
+                                fs = cv->flip ? F[2] - 1 - s : s;
+                            size_t wi = ((((size_t)k * wd->c + c) * F[0] + ft) * F[1] + fr) * F[2] + fs;
+                            int od0, od1, oh0, oh1, ow0, ow1;
+                            valid_range(Y[0], X[0], cv->stride[0], cv->pad[0], t * cv->dilation[0], &od0, &od1);
+                            valid_range(Y[1], X[1], cv->stride[1], cv->pad[1], r * cv->dilation[1], &oh0, &oh1);
+                            valid_range(Y[2], X[2], cv->stride[2], cv->pad[2], s * cv->dilation[2], &ow0, &ow1);
+                            const int shift = s * cv->dilation[2] - cv->pad[2], stride = cv->stride[2];
+                            const float wv = w ? w[wi] : 0.0f;
+                            for (int od = od0; od < od1; od++)
+                                for (int oh = oh0; oh < oh1; oh++) {
+                                    int id = od * cv->stride[0] - cv->pad[0] + t * cv->dilation[0];
+                                    int ih = oh * cv->stride[1] - cv->pad[1] + r * cv->dilation[1];
+                                    size_t yrow = ((((size_t)n * yd->c + k) * Y[0] + od) * Y[1] + oh) * Y[2];
+                                    size_t xrow =
+                                        ((((size_t)n * xd->c + (size_t)g * wd->c + c) * X[0] + id) * X[1] + ih) * X[2];
+                                    if (pass == FORWARD && stride == 1) {
+                                        float *restrict out = sum + yrow;
+                                        const float *restrict in = x + xrow + shift;
+                                        for (int ow = ow0; ow < ow1; ow++) out[ow] += in[ow] * wv;
+                                    } else if (pass == FORWARD)
+                                        for (int ow = ow0; ow < ow1; ow++)
+                                            sum[yrow + ow] += x[xrow + ow * stride + shift] * wv;
+                                    else if (pass == BACKWARD_DATA)
+                                        for (int ow = ow0; ow < ow1; ow++)
+                                            sum[xrow + ow * stride + shift] += wv * y[yrow + ow];
+                                    else
+                                        for (int ow = ow0; ow < ow1; ow++)
+                                            sum[wi] += x[xrow + ow * stride + shift] * y[yrow + ow];
+                                }
                         }
-                    }
         }
 }
 

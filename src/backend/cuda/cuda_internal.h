@@ -124,8 +124,10 @@ cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, 
 /* dx (+)= dy where y > 0 */
 cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx, size_t n,
                                   int add);
+/* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
+ * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1) */
 typedef struct {
-    int planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad;
+    int planes, D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, count_include_pad;
 } dp_cuda_pool_t;
 cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y,
                                      int32_t *argmax);
@@ -134,6 +136,12 @@ cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t 
 cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y);
 cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy, float *dx,
                                       int add);
+/* dst (planes, dst[0..2]) = src (planes, src[0..2]) at (d, h, w) + offset, 0
+ * where that falls outside src: a crop (offset >= 0) or a zero padding (< 0) */
+typedef struct {
+    int planes, src[3], dst[3], offset[3];
+} dp_cuda_window_t;
+cudaError_t dp_cuda_window_copy(cudaStream_t stream, const dp_cuda_window_t *g, const float *src, float *dst);
 /* loss[0] = sum_i (logsumexp(x_i) - x_i[label_i]) / denominator; probs (N, K);
  * row_loss (N) doubles of scratch. A label outside [0, K) makes the loss NaN. */
 cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,

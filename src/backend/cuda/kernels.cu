@@ -1,6 +1,7 @@
 /* kernels.cu - the CUDA backend's own kernels: the device-order sum of
- * replicas, the batch gather, the four optimizers, bias/ReLU, pooling and
- * softmax cross-entropy. Each has a plain C launcher (cuda_internal.h).
+ * replicas, the batch gather, the four optimizers, bias/ReLU, pooling (1-D
+ * to 3-D), conv_transpose's window copy and softmax cross-entropy. Each has
+ * a plain C launcher (cuda_internal.h).
  *
  * Floating point follows the CPU code it replaces: the build passes
  * -fmad=false, so a * b + c rounds twice unless written fmaf(a, b, c), which
@@ -212,25 +213,32 @@ extern "C" cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y
     return cudaGetLastError();
 }
 
-/* --- 2-D pooling (ops_pool.c's rules) ------------------------------------------ */
+/* --- pooling, 1-D to 3-D (ops_pool.c's rules): (D, H, W) planes, 1-D and
+ * 2-D with the missing leading dims of size 1 and a window of 1 ------------ */
 __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y, int32_t *argmax) {
-    GRID_LOOP(i, (size_t)g.planes * g.OH * g.OW) {
-        size_t plane = i / ((size_t)g.OH * g.OW);
-        int o = (int)(i % ((size_t)g.OH * g.OW)), oh = o / g.OW, ow = o % g.OW;
-        const float *xp = x + plane * (size_t)g.H * g.W;
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * out_plane) {
+        size_t plane = i / out_plane;
+        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
         float best = -INFINITY;
         int32_t at = -1;
-        for (int a = 0; a < g.kh; a++) {
-            int h = oh * g.sh - g.ph + a * g.dh;
-            if (h < 0 || h >= g.H) continue;
-            for (int b = 0; b < g.kw; b++) {
-                int w = ow * g.sw - g.pw + b * g.dw;
-                if (w < 0 || w >= g.W) continue;
-                float v = xp[h * g.W + w];
-                /* the first maximum wins; a NaN beats everything after it (PyTorch) */
-                if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
-                    best = v;
-                    at = h * g.W + w;
+        for (int t = 0; t < g.kd; t++) {
+            int d = od * g.sd - g.pd + t * g.dd;
+            if (d < 0 || d >= g.D) continue;
+            for (int a = 0; a < g.kh; a++) {
+                int h = oh * g.sh - g.ph + a * g.dh;
+                if (h < 0 || h >= g.H) continue;
+                for (int b = 0; b < g.kw; b++) {
+                    int w = ow * g.sw - g.pw + b * g.dw;
+                    if (w < 0 || w >= g.W) continue;
+                    int32_t idx = (d * g.H + h) * g.W + w;
+                    float v = xp[idx];
+                    /* the first maximum in (d, h, w) order wins; a NaN beats everything after it (PyTorch) */
+                    if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+                        best = v;
+                        at = idx;
+                    }
                 }
             }
         }
@@ -242,7 +250,8 @@ __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
 extern "C" cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
                                                 float *y, int32_t *argmax) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    max_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y, argmax);
+    max_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(
+        *g, x, y, argmax);
     return cudaGetLastError();
 }
 
@@ -255,18 +264,24 @@ __device__ static void covering(int h, int k, int s, int p, int d, int out, int 
     if (*hi > out - 1) *hi = out - 1;
 }
 
+/* dx of one input element: its outputs in (od, oh, ow) order whose argmax it is */
 __global__ void max_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, const int32_t *argmax, float *dx, int add) {
-    GRID_LOOP(i, (size_t)g.planes * g.H * g.W) {
-        size_t plane = i / ((size_t)g.H * g.W);
-        int at = (int)(i % ((size_t)g.H * g.W)), h = at / g.W, w = at % g.W;
-        int h0, h1, w0, w1;
+    const size_t in_plane = (size_t)g.D * g.H * g.W, out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * in_plane) {
+        size_t plane = i / in_plane;
+        int at = (int)(i % in_plane), d = at / (g.H * g.W), h = at / g.W % g.H, w = at % g.W;
+        int d0, d1, h0, h1, w0, w1;
+        covering(d, g.kd, g.sd, g.pd, g.dd, g.OD, &d0, &d1);
         covering(h, g.kh, g.sh, g.ph, g.dh, g.OH, &h0, &h1);
         covering(w, g.kw, g.sw, g.pw, g.dw, g.OW, &w0, &w1);
-        const size_t base = plane * (size_t)g.OH * g.OW;
+        const size_t base = plane * out_plane;
         float s = 0.0f;
-        for (int oh = h0; oh <= h1; oh++)
-            for (int ow = w0; ow <= w1; ow++)
-                if (argmax[base + (size_t)oh * g.OW + ow] == at) s = __fadd_rn(s, dy[base + (size_t)oh * g.OW + ow]);
+        for (int od = d0; od <= d1; od++)
+            for (int oh = h0; oh <= h1; oh++)
+                for (int ow = w0; ow <= w1; ow++) {
+                    size_t o = base + ((size_t)od * g.OH + oh) * g.OW + ow;
+                    if (argmax[o] == at) s = __fadd_rn(s, dy[o]);
+                }
         dx[i] = add ? __fadd_rn(dx[i], s) : s;
     }
 }
@@ -274,58 +289,70 @@ __global__ void max_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, cons
 extern "C" cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                                  const int32_t *argmax, float *dx, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    max_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->H * g->W), THREADS, 0, stream>>>(*g, dy, argmax, dx,
-                                                                                                  add);
+    max_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->D * g->H * g->W), THREADS, 0, stream>>>(
+        *g, dy, argmax, dx, add);
     return cudaGetLastError();
 }
 
-/* The divisor of output (oh, ow): the kernel area, or the inputs inside the window. */
-__device__ static float avg_divisor(const dp_cuda_pool_t *g, int oh, int ow) {
-    if (g->count_include_pad) return (float)(g->kh * g->kw);
-    int h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
-    int h1 = min(h0 + g->kh, g->H), w1 = min(w0 + g->kw, g->W);
-    h0 = max(h0, 0);
-    w0 = max(w0, 0);
-    return (float)((h1 - h0) * (w1 - w0));
+/* The inputs inside [o * s - p, o * s - p + k) along one dim. */
+__device__ static int inside(int o, int k, int s, int p, int in) {
+    int a = o * s - p;
+    return min(a + k, in) - max(a, 0);
+}
+
+/* The divisor of output (od, oh, ow): the kernel volume, or the inputs inside the window. */
+__device__ static float avg_divisor(const dp_cuda_pool_t *g, int od, int oh, int ow) {
+    if (g->count_include_pad) return (float)(g->kd * g->kh * g->kw);
+    return (float)(inside(od, g->kd, g->sd, g->pd, g->D) * inside(oh, g->kh, g->sh, g->ph, g->H) *
+                   inside(ow, g->kw, g->sw, g->pw, g->W));
 }
 
 __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y) {
-    GRID_LOOP(i, (size_t)g.planes * g.OH * g.OW) {
-        size_t plane = i / ((size_t)g.OH * g.OW);
-        int o = (int)(i % ((size_t)g.OH * g.OW)), oh = o / g.OW, ow = o % g.OW;
-        const float *xp = x + plane * (size_t)g.H * g.W;
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * out_plane) {
+        size_t plane = i / out_plane;
+        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
         float s = 0.0f;
-        for (int a = 0; a < g.kh; a++) {
-            int h = oh * g.sh - g.ph + a;
-            if (h < 0 || h >= g.H) continue;
-            for (int b = 0; b < g.kw; b++) {
-                int w = ow * g.sw - g.pw + b;
-                if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[h * g.W + w]);
+        for (int t = 0; t < g.kd; t++) {
+            int d = od * g.sd - g.pd + t;
+            if (d < 0 || d >= g.D) continue;
+            for (int a = 0; a < g.kh; a++) {
+                int h = oh * g.sh - g.ph + a;
+                if (h < 0 || h >= g.H) continue;
+                for (int b = 0; b < g.kw; b++) {
+                    int w = ow * g.sw - g.pw + b;
+                    if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[(d * g.H + h) * g.W + w]);
+                }
             }
         }
-        y[i] = __fdiv_rn(s, avg_divisor(&g, oh, ow));
+        y[i] = __fdiv_rn(s, avg_divisor(&g, od, oh, ow));
     }
 }
 
 extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
                                                 float *y) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y);
+    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y);
     return cudaGetLastError();
 }
 
 __global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, float *dx, int add) {
-    GRID_LOOP(i, (size_t)g.planes * g.H * g.W) {
-        size_t plane = i / ((size_t)g.H * g.W);
-        int at = (int)(i % ((size_t)g.H * g.W)), h = at / g.W, w = at % g.W;
-        int h0, h1, w0, w1;
+    const size_t in_plane = (size_t)g.D * g.H * g.W, out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * in_plane) {
+        size_t plane = i / in_plane;
+        int at = (int)(i % in_plane), d = at / (g.H * g.W), h = at / g.W % g.H, w = at % g.W;
+        int d0, d1, h0, h1, w0, w1;
+        covering(d, g.kd, g.sd, g.pd, 1, g.OD, &d0, &d1);
         covering(h, g.kh, g.sh, g.ph, 1, g.OH, &h0, &h1);
         covering(w, g.kw, g.sw, g.pw, 1, g.OW, &w0, &w1);
-        const size_t base = plane * (size_t)g.OH * g.OW;
+        const size_t base = plane * out_plane;
         float s = 0.0f;
-        for (int oh = h0; oh <= h1; oh++)
-            for (int ow = w0; ow <= w1; ow++)
-                s = __fadd_rn(s, __fdiv_rn(dy[base + (size_t)oh * g.OW + ow], avg_divisor(&g, oh, ow)));
+        for (int od = d0; od <= d1; od++)
+            for (int oh = h0; oh <= h1; oh++)
+                for (int ow = w0; ow <= w1; ow++)
+                    s = __fadd_rn(s, __fdiv_rn(dy[base + ((size_t)od * g.OH + oh) * g.OW + ow],
+                                               avg_divisor(&g, od, oh, ow)));
         dx[i] = add ? __fadd_rn(dx[i], s) : s;
     }
 }
@@ -333,7 +360,30 @@ __global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, floa
 extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                                  float *dx, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    avg_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->H * g->W), THREADS, 0, stream>>>(*g, dy, dx, add);
+    avg_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->D * g->H * g->W), THREADS, 0, stream>>>(*g, dy, dx,
+                                                                                                        add);
+    return cudaGetLastError();
+}
+
+/* --- window copy (conv_transpose's crop and zero padding) ---------------------- */
+__global__ void window_copy_kernel(dp_cuda_window_t g, const float *src, float *dst) {
+    const size_t dst_plane = (size_t)g.dst[0] * g.dst[1] * g.dst[2];
+    GRID_LOOP(i, (size_t)g.planes * dst_plane) {
+        size_t plane = i / dst_plane;
+        int o = (int)(i % dst_plane);
+        int d = o / (g.dst[1] * g.dst[2]) + g.offset[0], h = o / g.dst[2] % g.dst[1] + g.offset[1],
+            w = o % g.dst[2] + g.offset[2];
+        int in = d >= 0 && d < g.src[0] && h >= 0 && h < g.src[1] && w >= 0 && w < g.src[2];
+        dst[i] = in ? src[plane * ((size_t)g.src[0] * g.src[1] * g.src[2]) + ((size_t)d * g.src[1] + h) * g.src[2] + w]
+                    : 0.0f;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_window_copy(cudaStream_t stream, const dp_cuda_window_t *g, const float *src,
+                                           float *dst) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    window_copy_kernel<<<blocks_for((size_t)g->planes * g->dst[0] * g->dst[1] * g->dst[2]), THREADS, 0, stream>>>(
+        *g, src, dst);
     return cudaGetLastError();
 }
 

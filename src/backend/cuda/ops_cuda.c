@@ -1,14 +1,14 @@
 /* ops_cuda.c - the op table of a CUDA device (ops.h semantics, on device
- * pointers): conv with cuDNN (fixed deterministic algorithms, FMA math: no
- * TF32), linear with cuBLAS (pedantic FP32), ReLU, max and average pooling
- * softmax cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the
- * CPU's counter-based mask: the same elements dropped), global average
- * pooling and MSE with own kernels (kernels.cu); flatten is the CPU's (a
- * view: no data touched); batch norm with own kernels (double sums per
- * channel, one block each; SyncBatchNorm's statistics go through the host
- * hook: a download, the sum, an upload). Not done on the GPU yet (a forward
- * fails with one line naming the op): conv_transpose, and 1-D / 3-D conv
- * and pooling (global average pooling and batch norm take 1-D to 3-D).
+ * pointers): conv (1-D to 3-D) and conv_transpose (1-D to 3-D, as the
+ * input gradient of the convolution it transposes) with cuDNN (fixed
+ * deterministic algorithms, FMA math: no TF32), linear with cuBLAS
+ * (pedantic FP32), ReLU, max and average pooling (1-D to 3-D), softmax
+ * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
+ * counter-based mask: the same elements dropped), global average pooling
+ * and MSE with own kernels (kernels.cu); flatten is the CPU's (a view: no
+ * data touched); batch norm with own kernels (double sums per channel, one
+ * block each; SyncBatchNorm's statistics go through the host hook: a
+ * download, the sum, an upload). Every op of the table is done.
  *
  * An op's grad of an input is written when still unset (dp_grad_claim) and
  * added to otherwise, as the CPU ops do. Labels (softmax_xent) are device
@@ -74,10 +74,19 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     return DP_OK;
 }
 
-/* --- conv (2-D) ---------------------------------------------------------------- */
+/* --- conv and conv_transpose (1-D to 3-D) with cuDNN -------------------------------- *
+ * A cuDNN convolution of x (N, C, in...) by w (K, C / groups, k...) into y
+ * (N, K, out...). 2-D and 1-D run as 4-D NCHW tensors (1-D: H = 1 with a
+ * kernel of 1, stride 1, pad 0, dilation 1 there), 3-D as 5-D NCDHW ones;
+ * the Nd descriptors with packed strides for both. */
+
+static const char *const dim_names[3] = {"D", "H", "W"};
 
 typedef struct {
-    int N, C, H, W, OC, kh, kw, OH, OW, groups;
+    int nb;                 /* tensor dims: 4 (1-D, 2-D) or 5 (3-D) */
+    int N, C, K, groups;    /* the convolution's input and output channels */
+    int in[3], out[3], k[3]; /* (D, H, W) of x, y and the filter; D = 1 (and H = 1 for 1-D) when nb = 4 */
+    int pad[3], stride[3], dilation[3];
     cudnnTensorDescriptor_t x, y;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
@@ -88,59 +97,104 @@ static void conv_desc_free(conv_desc_t *d) {
     if (d->y) cudnnDestroyTensorDescriptor(d->y);
     if (d->w) cudnnDestroyFilterDescriptor(d->w);
     if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+    d->x = d->y = NULL, d->w = NULL, d->conv = NULL;
 }
 
-static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ws[64];
+/* An NC(D)HW float tensor descriptor of d->nb dims, packed. */
+static cudnnStatus_t set_tensor(const conv_desc_t *d, cudnnTensorDescriptor_t t, int channels, const int size[3]) {
+    int dims[5] = {d->N, channels}, strides[5];
+    for (int i = 0; i < d->nb - 2; i++) dims[2 + i] = size[3 - (d->nb - 2) + i];
+    strides[d->nb - 1] = 1;
+    for (int i = d->nb - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
+    return cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT, d->nb, dims, strides);
+}
+
+/* The descriptors of the geometry in d (every field but the descriptors set). */
+static dp_status_t conv_descriptors(dp_cuda_ctx_t *c, conv_desc_t *d, const char *op) {
     dp_status_t status = DP_OK;
-    *d = (conv_desc_t){0};
-    if (!x || !w || !x->data || !w->data) return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight with data");
-    if (x->ndim != 4 || w->ndim != 4)
-        return dp_fail(DP_ERR_ARG, "conv: %s: only 2-D convolutions are done on CUDA devices yet (input %s)", c->name,
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    d->N = x->shape[0], d->C = x->shape[1], d->H = x->shape[2], d->W = x->shape[3];
-    d->OC = w->shape[0], d->kh = w->shape[2], d->kw = w->shape[3];
-    d->groups = a->groups < 1 ? 1 : a->groups;
-    if (d->C % d->groups || d->OC % d->groups || w->shape[1] != d->C / d->groups)
-        return dp_fail(DP_ERR_SHAPE, "conv: weight %s does not fit input %s with %d groups",
-                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs), d->groups);
-    if (b && (b->ndim != 1 || b->shape[0] != d->OC || !b->data))
-        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d)", d->OC);
-    for (int i = 0; i < 2; i++)
-        if (a->stride[i] < 1 || a->dilation[i] < 1 || a->pad[i] < 0)
-            return dp_fail(DP_ERR_ARG, "conv: stride and dilation must be >= 1 and pad >= 0");
-    d->OH = dp_conv_out_size(d->H, d->kh, a->stride[0], a->pad[0], a->dilation[0]);
-    d->OW = dp_conv_out_size(d->W, d->kw, a->stride[1], a->pad[1], a->dilation[1]);
-    if (d->OH < 1 || d->OW < 1)
-        return dp_fail(DP_ERR_SHAPE, "conv: kernel %dx%d does not fit input %s", d->kh, d->kw,
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->x), "conv descriptors");
-    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->y), "conv descriptors");
-    CUDNN_TRY(c, cudnnCreateFilterDescriptor(&d->w), "conv descriptors");
-    CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&d->conv), "conv descriptors");
-    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->C, d->H, d->W),
-              "conv input");
-    CUDNN_TRY(c, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->N, d->OC, d->OH, d->OW),
-              "conv output");
-    CUDNN_TRY(c, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->OC, d->C / d->groups, d->kh,
-                                            d->kw),
-              "conv weight");
-    CUDNN_TRY(c, cudnnSetConvolution2dDescriptor(d->conv, a->pad[0], a->pad[1], a->stride[0], a->stride[1],
-                                                 a->dilation[0], a->dilation[1], CUDNN_CROSS_CORRELATION,
+    int fdims[5] = {d->K, d->C / d->groups}, pad[3], stride[3], dilation[3];
+    const int first = 3 - (d->nb - 2); /* the first of (D, H, W) the descriptors hold */
+    for (int i = 0; i < d->nb - 2; i++) {
+        fdims[2 + i] = d->k[first + i];
+        pad[i] = d->pad[first + i], stride[i] = d->stride[first + i], dilation[i] = d->dilation[first + i];
+    }
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->x), op);
+    CUDNN_TRY(c, cudnnCreateTensorDescriptor(&d->y), op);
+    CUDNN_TRY(c, cudnnCreateFilterDescriptor(&d->w), op);
+    CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&d->conv), op);
+    CUDNN_TRY(c, set_tensor(d, d->x, d->C, d->in), op);
+    CUDNN_TRY(c, set_tensor(d, d->y, d->K, d->out), op);
+    CUDNN_TRY(c, cudnnSetFilterNdDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->nb, fdims), op);
+    CUDNN_TRY(c, cudnnSetConvolutionNdDescriptor(d->conv, d->nb - 2, pad, stride, dilation, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT),
-              "conv geometry");
-    CUDNN_TRY(c, cudnnSetConvolutionGroupCount(d->conv, d->groups), "conv groups");
+              op);
+    CUDNN_TRY(c, cudnnSetConvolutionGroupCount(d->conv, d->groups), op);
     /* FMA only: no TF32, unless --tf32 (the default math type allows it) */
-    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
-              "conv math type");
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(d->conv, c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), op);
 done:
     if (status != DP_OK) conv_desc_free(d);
     return status;
 }
 
-/* Deterministic algorithms (cuDNN documents these as reproducible). */
+/* conv: x (N, C, [D,] [H,] W), w (OC, C / groups, k...), b (OC) or NULL; ops_conv.c's checks. */
+static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ws[64];
+    *d = (conv_desc_t){0};
+    if (!x || !w || !x->data || !w->data)
+        return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight (in[0], in[1]) with data");
+    if (x->ndim < 3 || x->ndim > 5)
+        return dp_fail(DP_ERR_SHAPE, "conv: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    if (w->ndim != x->ndim)
+        return dp_fail(DP_ERR_SHAPE, "conv: weight must have %d dims like the input %s, found %s", x->ndim,
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+    d->nb = x->ndim == 5 ? 5 : 4;
+    d->N = x->shape[0], d->C = x->shape[1], d->K = w->shape[0];
+    d->groups = a->groups;
+    if (d->groups < 1) return dp_fail(DP_ERR_ARG, "conv: groups must be >= 1, found %d", d->groups);
+    if (d->N < 1 || d->C < 1 || d->K < 1)
+        return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s", dp_tensor_shape_str(x, xs, sizeof xs),
+                       dp_tensor_shape_str(w, ws, sizeof ws));
+    if (d->C % d->groups || d->K % d->groups || w->shape[1] != d->C / d->groups)
+        return dp_fail(DP_ERR_SHAPE, "conv: weight %s does not fit input %s with %d groups",
+                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs), d->groups);
+    if (b && (b->ndim != 1 || b->shape[0] != d->K || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d)", d->K);
+    const int first = 3 - (x->ndim - 2);
+    for (int i = 0; i < 3; i++) {
+        int j = i - first; /* index into the attribute arrays, < 0 for missing dims */
+        d->in[i] = j < 0 ? 1 : x->shape[2 + j];
+        d->k[i] = j < 0 ? 1 : w->shape[2 + j];
+        d->stride[i] = j < 0 ? 1 : a->stride[j];
+        d->pad[i] = j < 0 ? 0 : a->pad[j];
+        d->dilation[i] = j < 0 ? 1 : a->dilation[j];
+        if (d->stride[i] < 1 || d->dilation[i] < 1 || d->pad[i] < 0)
+            return dp_fail(DP_ERR_ARG, "conv: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
+                           dim_names[i], d->stride[i], d->dilation[i], d->pad[i]);
+        if (d->in[i] < 1 || d->k[i] < 1)
+            return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s", dp_tensor_shape_str(x, xs, sizeof xs),
+                           dp_tensor_shape_str(w, ws, sizeof ws));
+        d->out[i] = dp_conv_out_size(d->in[i], d->k[i], d->stride[i], d->pad[i], d->dilation[i]);
+        if (d->out[i] < 1)
+            return dp_fail(DP_ERR_SHAPE, "conv: kernel %s does not fit input %s along %s",
+                           dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs),
+                           dim_names[i]);
+    }
+    return conv_descriptors(c, d, "conv descriptors");
+}
+
+static size_t plane_of(const int size[3]) { return (size_t)size[0] * size[1] * size[2]; }
+
+/* The output shape (N, channels, size of the spatial dims the input has). */
+static void spatial_shape(int ndim, int N, int channels, const int size[3], int shape[DP_MAX_DIMS]) {
+    shape[0] = N, shape[1] = channels;
+    for (int s = 0; s < ndim - 2; s++) shape[2 + s] = size[3 - (ndim - 2) + s];
+}
+
+/* Deterministic algorithms (cuDNN documents these as reproducible, for 4-D
+ * and 5-D tensors alike). */
 #define CONV_FWD_ALGO CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
 #define CONV_BWD_DATA_ALGO CUDNN_CONVOLUTION_BWD_DATA_ALGO_1
 #define CONV_BWD_FILTER_ALGO CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
@@ -150,9 +204,11 @@ static dp_status_t conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     DP_TRY(conv_desc(c, node, &d));
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     dp_status_t status;
-    int shape[4] = {d.N, d.OC, d.OH, d.OW};
+    int shape[DP_MAX_DIMS];
+    spatial_shape(x->ndim, d.N, d.K, d.out, shape);
     size_t bytes = 0;
-    if ((status = output(node, "conv", 4, shape, x->grad || w->grad || (b && b->grad), arena)) != DP_OK) goto done;
+    if ((status = output(node, "conv", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena)) != DP_OK)
+        goto done;
     CUDNN_TRY(c, cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, d.x, d.w, d.conv, d.y, CONV_FWD_ALGO, &bytes),
               "conv forward workspace");
     if ((status = workspace(c, bytes)) != DP_OK) goto done;
@@ -160,11 +216,51 @@ static dp_status_t conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
                                          c->workspace, bytes, &zero, d.y, node->out.data),
               "conv forward");
     if (b || node->attr.fuse_relu)
-        status = launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, d.N, d.OC,
-                                            (size_t)d.OH * d.OW, node->attr.fuse_relu),
+        status = launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, d.N, d.K, plane_of(d.out),
+                                            node->attr.fuse_relu),
                         "conv bias");
 done:
     conv_desc_free(&d);
+    return status;
+}
+
+/* The gradients of a convolution's input (dx, into `dx_grad` of tensor
+ * `xt`), filter (into `wt`'s grad) from dy over d's descriptors; x_data /
+ * w_data are the forward's operands. Each grad is written when unset and
+ * added to otherwise (dp_grad_claim). */
+static dp_status_t conv_grads(dp_cuda_ctx_t *c, const conv_desc_t *d, const float *x_data, const float *w_data,
+                              const float *dy, dp_tensor_t *xt, dp_tensor_t *wt, const char *op) {
+    dp_status_t status = DP_OK;
+    size_t bytes = 0, more = 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s weight gradient", op);
+    if (wt && wt->grad)
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d->x, d->y, d->conv, d->w,
+                                                                    CONV_BWD_FILTER_ALGO, &bytes),
+                  what);
+    snprintf(what, sizeof what, "%s input gradient", op);
+    if (xt && xt->grad)
+        CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d->w, d->y, d->conv, d->x,
+                                                                  CONV_BWD_DATA_ALGO, &more),
+                  what);
+    if ((status = workspace(c, bytes > more ? bytes : more)) != DP_OK) goto done;
+    if (wt && wt->grad) {
+        const float beta = dp_grad_claim(wt) ? 0.0f : 1.0f;
+        snprintf(what, sizeof what, "%s weight gradient", op);
+        CUDNN_TRY(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, d->x, x_data, d->y, dy, d->conv,
+                                                    CONV_BWD_FILTER_ALGO, c->workspace, c->workspace_bytes, &beta,
+                                                    d->w, wt->grad),
+                  what);
+    }
+    if (xt && xt->grad) {
+        const float beta = dp_grad_claim(xt) ? 0.0f : 1.0f;
+        snprintf(what, sizeof what, "%s input gradient", op);
+        CUDNN_TRY(c, cudnnConvolutionBackwardData(c->cudnn, &one, d->w, w_data, d->y, dy, d->conv,
+                                                  CONV_BWD_DATA_ALGO, c->workspace, c->workspace_bytes, &beta, d->x,
+                                                  xt->grad),
+                  what);
+    }
+done:
     return status;
 }
 
@@ -174,8 +270,8 @@ static dp_status_t conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     DP_TRY(conv_desc(c, node, &d));
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     dp_status_t status = DP_OK;
-    size_t n_out = dp_tensor_numel(&node->out), bytes = 0, more = 0;
-    const float *dy = node->out.grad; /* (N, OC, OH, OW) */
+    size_t n_out = dp_tensor_numel(&node->out);
+    const float *dy = node->out.grad; /* (N, OC, out...) */
     if (node->attr.fuse_relu) {       /* the gradient through relu: dy where y > 0 */
         float *masked = dp_arena_floats(arena, n_out);
         if (!masked) {
@@ -188,35 +284,198 @@ static dp_status_t conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     }
     if (b && b->grad) {
         int add = !dp_grad_claim(b);
-        if ((status = launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, d.N, d.OC, (size_t)d.OH * d.OW, add),
+        if ((status = launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, d.N, d.K, plane_of(d.out), add),
                              "conv bias gradient")))
             goto done;
     }
-    if (w->grad) {
-        CUDNN_TRY(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, d.x, d.y, d.conv, d.w,
-                                                                    CONV_BWD_FILTER_ALGO, &bytes),
-                  "conv weight gradient workspace");
-    }
-    if (x->grad) {
-        CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, d.w, d.y, d.conv, d.x, CONV_BWD_DATA_ALGO,
-                                                                  &more),
-                  "conv input gradient workspace");
-    }
-    if ((status = workspace(c, bytes > more ? bytes : more)) != DP_OK) goto done;
-    if (w->grad) {
-        const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
-        CUDNN_TRY(c, cudnnConvolutionBackwardFilter(c->cudnn, &one, d.x, x->data, d.y, dy, d.conv, CONV_BWD_FILTER_ALGO,
-                                                    c->workspace, c->workspace_bytes, &beta, d.w, w->grad),
-                  "conv weight gradient");
-    }
-    if (x->grad) {
-        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
-        CUDNN_TRY(c, cudnnConvolutionBackwardData(c->cudnn, &one, d.w, w->data, d.y, dy, d.conv, CONV_BWD_DATA_ALGO,
-                                                  c->workspace, c->workspace_bytes, &beta, d.x, x->grad),
-                  "conv input gradient");
-    }
+    status = conv_grads(c, &d, x->data, w->data, dy, x, w, "conv");
 done:
     conv_desc_free(&d);
+    return status;
+}
+
+/* --- conv_transpose: the input gradient of the convolution it transposes ---------------
+ * x (N, C_in, I...), weight (C_in, C_out / groups, k...) = the filter (K =
+ * C_in, C = C_out / groups) of a convolution from (N, C_out, O...) to x:
+ *   forward       y  = cudnnConvolutionBackwardData(w, dy := x)
+ *   dx            = cudnnConvolutionForward(dy_y, w)
+ *   dweight       = cudnnConvolutionBackwardFilter(x := dy_y, dy := x)
+ *   dbias[c]      = sum of dy_y over images and positions (as conv's).
+ * O = (I - 1) stride - 2 pad + dilation (k - 1) + output_padding + 1. The
+ * convolution maps O back to I when output_padding < stride along every
+ * dim; otherwise (allowed up to the dilation) it runs on a buffer of
+ * B = (I - 1) stride + dilation (k - 1) + 1 per dim without padding, and y
+ * is the window [pad, pad + O) of it, 0 past B (dp_cuda_window_copy; the
+ * backward pads dy_y into such a buffer the same way). fuse_relu is refused,
+ * as by ops_conv_transpose.c. */
+
+typedef struct {
+    conv_desc_t d;     /* the convolution: its input is y (or the buffer), its output x */
+    int ndim, C_out;
+    int O[3];          /* y's (D, H, W) */
+    int buffered;      /* 1: the convolution's input is the buffer d.in, y its window at d.pad */
+    int window_off[3]; /* the window's offset into the buffer (= pad) */
+} convt_desc_t;
+
+static dp_status_t convt_desc(dp_cuda_ctx_t *c, const dp_node_t *node, convt_desc_t *t) {
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const dp_op_attr_t *a = &node->attr;
+    char xs[64], ws[64], bs[64];
+    conv_desc_t *d = &t->d;
+    *t = (convt_desc_t){0};
+    if (!x || !w || !x->data || !w->data)
+        return dp_fail(DP_ERR_ARG, "conv_transpose: needs an input and a weight (in[0], in[1]) with data");
+    if (x->ndim < 3 || x->ndim > 5)
+        return dp_fail(DP_ERR_SHAPE, "conv_transpose: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    if (w->ndim != x->ndim)
+        return dp_fail(DP_ERR_SHAPE, "conv_transpose: weight must have %d dims like the input %s, found %s", x->ndim,
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+    if (a->fuse_relu) return dp_fail(DP_ERR_ARG, "conv_transpose: fuse_relu is not supported (use a relu op)");
+    if (a->groups < 1) return dp_fail(DP_ERR_ARG, "conv_transpose: groups must be >= 1, found %d", a->groups);
+    int in_ch = x->shape[1];
+    if (x->shape[0] < 1 || in_ch < 1 || w->shape[1] < 1)
+        return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+    if (w->shape[0] != in_ch || in_ch % a->groups != 0)
+        return dp_fail(DP_ERR_SHAPE,
+                       "conv_transpose: weight %s must be (C_in, C_out/groups, k...) with C_in = %d (input %s) "
+                       "divisible by groups %d",
+                       dp_tensor_shape_str(w, ws, sizeof ws), in_ch, dp_tensor_shape_str(x, xs, sizeof xs), a->groups);
+    t->ndim = x->ndim;
+    t->C_out = w->shape[1] * a->groups;
+    if (b && (b->ndim != 1 || b->shape[0] != t->C_out || !b->data))
+        return dp_fail(DP_ERR_SHAPE, "conv_transpose: bias must be (%d) for weight %s and %d groups, found %s",
+                       t->C_out, dp_tensor_shape_str(w, ws, sizeof ws), a->groups,
+                       dp_tensor_shape_str(b, bs, sizeof bs));
+    d->nb = x->ndim == 5 ? 5 : 4;
+    d->N = x->shape[0], d->C = t->C_out, d->K = in_ch, d->groups = a->groups;
+    const int first = 3 - (x->ndim - 2);
+    for (int i = 0; i < 3; i++) {
+        int j = i - first; /* index into the attribute arrays, < 0 for missing dims */
+        int out_pad = j < 0 ? 0 : a->output_padding[j];
+        d->out[i] = j < 0 ? 1 : x->shape[2 + j];
+        d->k[i] = j < 0 ? 1 : w->shape[2 + j];
+        d->stride[i] = j < 0 ? 1 : a->stride[j];
+        d->pad[i] = j < 0 ? 0 : a->pad[j];
+        d->dilation[i] = j < 0 ? 1 : a->dilation[j];
+        if (d->stride[i] < 1 || d->dilation[i] < 1 || d->pad[i] < 0)
+            return dp_fail(DP_ERR_ARG, "conv_transpose: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
+                           dim_names[i], d->stride[i], d->dilation[i], d->pad[i]);
+        int limit = d->stride[i] > d->dilation[i] ? d->stride[i] : d->dilation[i];
+        if (out_pad < 0 || out_pad >= limit)
+            return dp_fail(DP_ERR_ARG,
+                           "conv_transpose: output_padding %d along %s must be >= 0 and smaller than stride %d "
+                           "or dilation %d",
+                           out_pad, dim_names[i], d->stride[i], d->dilation[i]);
+        if (d->k[i] < 1 || d->out[i] < 1)
+            return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
+                           dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
+        long span = ((long)d->out[i] - 1) * d->stride[i] + (long)d->dilation[i] * (d->k[i] - 1) + 1;
+        long O = span - 2L * d->pad[i] + out_pad;
+        if (O < 1 || span > (1L << 30))
+            return dp_fail(DP_ERR_SHAPE,
+                           "conv_transpose: output size along %s is %ld, must be >= 1 (input %s, kernel %d, stride %d, "
+                           "pad %d, dilation %d, output_padding %d)",
+                           dim_names[i], O, dp_tensor_shape_str(x, xs, sizeof xs), d->k[i], d->stride[i], d->pad[i],
+                           d->dilation[i], out_pad);
+        t->O[i] = (int)O;
+        t->window_off[i] = d->pad[i];
+        t->buffered |= out_pad >= d->stride[i];
+        d->in[i] = (int)span; /* buffered; replaced by O below otherwise */
+    }
+    for (int i = 0; i < 3; i++) {
+        if (t->buffered) d->pad[i] = 0;
+        else d->in[i] = t->O[i];
+    }
+    return conv_descriptors(c, d, "conv_transpose descriptors");
+}
+
+/* The window copy between y (O) and the buffer (d.in): to_y 1 crops the
+ * buffer into y, 0 pads y (dy) into the buffer. */
+static dp_status_t convt_window(dp_cuda_ctx_t *c, const convt_desc_t *t, const float *src, float *dst, int to_y) {
+    dp_cuda_window_t g = {.planes = t->d.N * t->C_out};
+    for (int i = 0; i < 3; i++) {
+        g.src[i] = to_y ? t->d.in[i] : t->O[i];
+        g.dst[i] = to_y ? t->O[i] : t->d.in[i];
+        g.offset[i] = to_y ? t->window_off[i] : -t->window_off[i];
+    }
+    return launch(c, dp_cuda_window_copy(c->stream, &g, src, dst), "conv_transpose window");
+}
+
+static dp_status_t conv_transpose_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    convt_desc_t t;
+    DP_TRY(convt_desc(c, node, &t));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status;
+    int shape[DP_MAX_DIMS];
+    spatial_shape(x->ndim, t.d.N, t.C_out, t.O, shape);
+    size_t bytes = 0, buf_n = (size_t)t.d.N * t.C_out * plane_of(t.d.in);
+    float *buf = NULL;
+    if ((status = output(node, "conv_transpose", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena)) !=
+        DP_OK)
+        goto done;
+    if (t.buffered && !(buf = dp_arena_floats(arena, buf_n))) {
+        status = dp_fail(DP_ERR_NOMEM, "conv_transpose: out of GPU memory for a buffer of %zu floats", buf_n);
+        goto done;
+    }
+    CUDNN_TRY(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, t.d.w, t.d.y, t.d.conv, t.d.x,
+                                                              CONV_BWD_DATA_ALGO, &bytes),
+              "conv_transpose forward workspace");
+    if ((status = workspace(c, bytes)) != DP_OK) goto done;
+    CUDNN_TRY(c, cudnnConvolutionBackwardData(c->cudnn, &one, t.d.w, w->data, t.d.y, x->data, t.d.conv,
+                                              CONV_BWD_DATA_ALGO, c->workspace, bytes, &zero, t.d.x,
+                                              buf ? buf : node->out.data),
+              "conv_transpose forward");
+    if (buf && (status = convt_window(c, &t, buf, node->out.data, 1)) != DP_OK) goto done;
+    if (b)
+        status = launch(c, dp_cuda_bias_act(c->stream, node->out.data, b->data, t.d.N, t.C_out, plane_of(t.O), 0),
+                        "conv_transpose bias");
+done:
+    conv_desc_free(&t.d);
+    return status;
+}
+
+static dp_status_t conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    if (!node->out.grad) return DP_OK;
+    convt_desc_t t;
+    DP_TRY(convt_desc(c, node, &t));
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    dp_status_t status = DP_OK;
+    const float *dy = node->out.grad; /* (N, C_out, O...) */
+    if (b && b->grad) {
+        int add = !dp_grad_claim(b);
+        if ((status = launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, t.d.N, t.C_out, plane_of(t.O), add),
+                             "conv_transpose bias gradient")))
+            goto done;
+    }
+    if (t.buffered && (x->grad || w->grad)) { /* dy padded into the convolution's input size */
+        size_t buf_n = (size_t)t.d.N * t.C_out * plane_of(t.d.in);
+        float *buf = dp_arena_floats(arena, buf_n);
+        if (!buf) {
+            status = dp_fail(DP_ERR_NOMEM, "conv_transpose: out of GPU memory for a buffer of %zu floats", buf_n);
+            goto done;
+        }
+        if ((status = convt_window(c, &t, dy, buf, 0)) != DP_OK) goto done;
+        dy = buf;
+    }
+    /* the convolution's input is dy, its output gradient x: its "dx" is our
+     * dy's side (not wanted), its "dy" our x; so dx is a forward and dweight
+     * a backward filter with the roles of x and dy swapped */
+    if (x->grad) {
+        size_t bytes = 0;
+        CUDNN_TRY(c, cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, t.d.x, t.d.w, t.d.conv, t.d.y, CONV_FWD_ALGO,
+                                                              &bytes),
+                  "conv_transpose input gradient workspace");
+        if ((status = workspace(c, bytes)) != DP_OK) goto done;
+        const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
+        CUDNN_TRY(c, cudnnConvolutionForward(c->cudnn, &one, t.d.x, dy, t.d.w, w->data, t.d.conv, CONV_FWD_ALGO,
+                                             c->workspace, bytes, &beta, t.d.y, x->grad),
+                  "conv_transpose input gradient");
+    }
+    if (w->grad) status = conv_grads(c, &t.d, dy, NULL, x->data, NULL, w, "conv_transpose");
+done:
+    conv_desc_free(&t.d);
     return status;
 }
 
@@ -301,43 +560,64 @@ static dp_status_t relu_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                   "relu backward");
 }
 
-/* --- pooling (2-D) ------------------------------------------------------------------ */
+/* --- pooling (1-D to 3-D; ops_pool.c's geometry and messages) ----------------------- */
 
-static dp_status_t pool_geometry(dp_cuda_ctx_t *c, const dp_node_t *node, const char *op, int dilation,
-                                 dp_cuda_pool_t *g) {
+static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int dilation, dp_cuda_pool_t *g) {
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     char xs[64];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
-    if (x->ndim != 4)
-        return dp_fail(DP_ERR_ARG, "%s: %s: only 2-D pooling is done on CUDA devices yet (input %s)", op, c->name,
+    if (x->ndim < 3 || x->ndim > 5)
+        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s", op,
                        dp_tensor_shape_str(x, xs, sizeof xs));
-    *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .H = x->shape[2], .W = x->shape[3],
-                          .kh = a->kernel[0], .kw = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1],
-                          .ph = a->pad[0], .pw = a->pad[1], .dh = dilation ? a->dilation[0] : 1,
-                          .dw = dilation ? a->dilation[1] : 1, .count_include_pad = a->count_include_pad};
-    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 ||
-        2 * g->ph > g->kh || 2 * g->pw > g->kw)
-        return dp_fail(DP_ERR_ARG, "%s: kernel, stride and dilation must be >= 1 and pad in [0, kernel / 2]", op);
-    if (!dilation && (a->dilation[0] != 1 || a->dilation[1] != 1)) /* as ops_pool.c: avg pool has none */
-        return dp_fail(DP_ERR_ARG, "%s: dilation must be 1, found %d x %d", op, a->dilation[0], a->dilation[1]);
-    if (g->H < 1 || g->W < 1)
+    if (x->shape[0] < 1 || x->shape[1] < 1 || (long)x->shape[0] * x->shape[1] > INT32_MAX)
         return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
-    g->OH = dp_conv_out_size(g->H, g->kh, g->sh, g->ph, g->dh);
-    g->OW = dp_conv_out_size(g->W, g->kw, g->sw, g->pw, g->dw);
-    if (g->OH < 1 || g->OW < 1 || g->planes < 1)
-        return dp_fail(DP_ERR_SHAPE, "%s: window %dx%d does not fit input %s", op, g->kh, g->kw,
-                       dp_tensor_shape_str(x, xs, sizeof xs));
+    int in[3], out[3], k[3], s[3], p[3], d[3];
+    int spatial = x->ndim - 2, first = 3 - spatial;
+    for (int i = 0; i < 3; i++) {
+        int j = i - first; /* index into the attribute arrays, < 0 for missing dims */
+        in[i] = j < 0 ? 1 : x->shape[2 + j];
+        k[i] = j < 0 ? 1 : a->kernel[j];
+        s[i] = j < 0 ? 1 : a->stride[j];
+        p[i] = j < 0 ? 0 : a->pad[j];
+        d[i] = j < 0 ? 1 : a->dilation[j];
+        if (k[i] < 1 || s[i] < 1 || d[i] < 1)
+            return dp_fail(DP_ERR_ARG, "%s: along %s kernel %d, stride %d and dilation %d must be >= 1", op,
+                           dim_names[i], k[i], s[i], d[i]);
+        if (!dilation && d[i] != 1) /* as ops_pool.c: avg pool has none */
+            return dp_fail(DP_ERR_ARG, "%s: dilation must be 1, found %d along %s", op, d[i], dim_names[i]);
+        if (p[i] < 0 || 2 * p[i] > k[i])
+            return dp_fail(DP_ERR_ARG, "%s: pad %d along %s must be between 0 and half the kernel %d", op, p[i],
+                           dim_names[i], k[i]);
+        if (in[i] < 1) return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
+        out[i] = dp_conv_out_size(in[i], k[i], s[i], p[i], d[i]);
+        if (out[i] < 1)
+            return dp_fail(DP_ERR_SHAPE,
+                           "%s: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",
+                           op, dim_names[i], out[i], dp_tensor_shape_str(x, xs, sizeof xs), k[i], s[i], p[i], d[i]);
+    }
+    *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .D = in[0], .H = in[1], .W = in[2],
+                          .OD = out[0], .OH = out[1], .OW = out[2], .kd = k[0], .kh = k[1], .kw = k[2],
+                          .sd = s[0], .sh = s[1], .sw = s[2], .pd = p[0], .ph = p[1], .pw = p[2],
+                          .dd = d[0], .dh = d[1], .dw = d[2], .count_include_pad = a->count_include_pad};
     return DP_OK;
+}
+
+/* The output shape of a pool: (N, C) and the output sizes of the input's spatial dims. */
+static void pool_shape(const dp_tensor_t *x, const dp_cuda_pool_t *g, int shape[DP_MAX_DIMS]) {
+    const int out[3] = {g->OD, g->OH, g->OW};
+    shape[0] = x->shape[0], shape[1] = x->shape[1];
+    for (int s = 0; s < x->ndim - 2; s++) shape[2 + s] = out[3 - (x->ndim - 2) + s];
 }
 
 static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     dp_cuda_pool_t g;
-    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    DP_TRY(pool_geometry(node, "max_pool", 1, &g));
     const dp_tensor_t *x = node->in[0];
-    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
-    DP_TRY(output(node, "max_pool", 4, shape, x->grad != NULL, arena));
-    int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OH * g.OW);
+    int shape[DP_MAX_DIMS];
+    pool_shape(x, &g, shape);
+    DP_TRY(output(node, "max_pool", x->ndim, shape, x->grad != NULL, arena));
+    int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OD * g.OH * g.OW);
     if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
     node->saved = argmax;
     return launch(c, dp_cuda_max_pool_forward(c->stream, &g, x->data, node->out.data, argmax), "max_pool");
@@ -348,7 +628,7 @@ static dp_status_t max_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
     dp_cuda_pool_t g;
-    DP_TRY(pool_geometry(c, node, "max_pool", 1, &g));
+    DP_TRY(pool_geometry(node, "max_pool", 1, &g));
     int add = !dp_grad_claim(x);
     return launch(c, dp_cuda_max_pool_backward(c->stream, &g, node->out.grad, node->saved, x->grad, add),
                   "max_pool backward");
@@ -356,10 +636,11 @@ static dp_status_t max_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena
 
 static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     dp_cuda_pool_t g;
-    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    DP_TRY(pool_geometry(node, "avg_pool", 0, &g));
     const dp_tensor_t *x = node->in[0];
-    int shape[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
-    DP_TRY(output(node, "avg_pool", 4, shape, x->grad != NULL, arena));
+    int shape[DP_MAX_DIMS];
+    pool_shape(x, &g, shape);
+    DP_TRY(output(node, "avg_pool", x->ndim, shape, x->grad != NULL, arena));
     return launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
 }
 
@@ -368,7 +649,7 @@ static dp_status_t avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
     dp_cuda_pool_t g;
-    DP_TRY(pool_geometry(c, node, "avg_pool", 0, &g));
+    DP_TRY(pool_geometry(node, "avg_pool", 0, &g));
     int add = !dp_grad_claim(x);
     return launch(c, dp_cuda_avg_pool_backward(c->stream, &g, node->out.grad, x->grad, add), "avg_pool backward");
 }
@@ -712,14 +993,6 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
                   "batch_norm backward");
 }
 
-/* --- not done yet ---------------------------------------------------------------------- */
-
-static dp_status_t undone(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
-    const char *name = node->kind >= 0 && node->kind < DP_OP_COUNT ? dp_cuda_op_table(c->gpu)[node->kind].name : "?";
-    return dp_fail(DP_ERR_ARG, "%s: the op %s is not done on CUDA devices yet (train it on cpu devices)", c->name, name);
-}
-
 /* --- the per-GPU tables ------------------------------------------------------------------ */
 
 typedef dp_status_t (*cuda_op_fn)(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
@@ -739,11 +1012,12 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
 #define GPU_FUNCS(g)                                                                                       \
     WRAP(g, conv_forward) WRAP(g, conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
     WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
-    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward) WRAP(g, undone)   \
+    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward)   \
     WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
     WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
     WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward) \
-    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward)
+    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward) \
+    WRAP(g, conv_transpose_forward) WRAP(g, conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
     {                                                                                                 \
         [DP_OP_CONV] = {"conv", 3, conv_forward_##g, conv_backward_##g},                              \
@@ -753,7 +1027,7 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
         [DP_OP_RELU] = {"relu", 1, relu_forward_##g, relu_backward_##g},                              \
         [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
         [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
-        [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, undone_##g, undone_##g},                       \
+        [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, conv_transpose_forward_##g, conv_transpose_backward_##g},                       \
         [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \
         [DP_OP_BATCH_NORM] = {"batch_norm", 3, batch_norm_forward_##g, batch_norm_backward_##g},                               \
         [DP_OP_DROPOUT] = {"dropout", 1, dropout_forward_##g, dropout_backward_##g},                                     \
