@@ -61,7 +61,13 @@ typedef struct {
 static __thread coop_t *coop;
 static __thread const char *running; /* the kernel running on this thread, for messages */
 static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT */
-static long fault_at = -1;
+static long fault_at;                /* DPTRAIN_CUDA_EMU_FAULT, read once */
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static void read_fault_setting(void) {
+    const char *v = getenv("DPTRAIN_CUDA_EMU_FAULT");
+    fault_at = v && *v ? strtol(v, NULL, 10) : 0;
+}
 
 /* Back to the block's scheduler (the launching thread's own stack). */
 static void to_main(coop_t *c) {
@@ -158,10 +164,7 @@ int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *st
         return refused;
     }
     if (emu_device_fault(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
-    if (fault_at < 0) {
-        const char *v = getenv("DPTRAIN_CUDA_EMU_FAULT");
-        fault_at = v && *v ? strtol(v, NULL, 10) : 0;
-    }
+    pthread_once(&fault_once, read_fault_setting);
     if (__atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST) == fault_at) {
         emu_fault_device(device); /* seen at the next synchronising call, as a GPU's fault */
         return cudaSuccess;
