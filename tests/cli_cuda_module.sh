@@ -168,15 +168,17 @@ int main(int argc, char **argv) {
 C
 if "$cc" $cflags -std=c11 -D_DEFAULT_SOURCE -I"$src/include" -I"$src/src/backend" "$tmp/host.c" -o "$tmp/host" -ldl 2>"$tmp/cc.err"; then
   pass
+  abi=$(sed -n 's/^#define DP_CUDA_MODULE_ABI \([0-9]*\).*/\1/p' "$src/src/backend/cuda/cuda_module.h")
   out=$("$tmp/host" "$module" abi); rc=$?
-  [[ $rc -eq 2 ]] && grep -q "^refused: its interface is version 1, this dptrain's is 2" <<<"$out" && pass || fail "another ABI: $rc $out"
+  [[ $rc -eq 2 ]] && grep -q "^refused: its interface is version $abi, this dptrain's is $((abi + 1))" <<<"$out" && pass \
+    || fail "another ABI: $rc $out"
   out=$("$tmp/host" "$module" layout); rc=$?
   [[ $rc -eq 2 ]] && grep -q "^refused: it was built against other dptrain headers" <<<"$out" && pass || fail "another layout: $rc $out"
   out=$("$tmp/host" "$module" same); rc=$?
   if nvidia-smi -L >/dev/null 2>&1; then
-    [[ $rc -eq 0 ]] && grep -qE "^accepted: abi 1, [1-9][0-9]* GPUs" <<<"$out" && pass || fail "the same ABI: $rc $out"
+    [[ $rc -eq 0 ]] && grep -qE "^accepted: abi $abi, [1-9][0-9]* GPUs" <<<"$out" && pass || fail "the same ABI: $rc $out"
   else
-    [[ $rc -eq 0 ]] && grep -qE "^accepted: abi 1, 0 GPUs \((no CUDA GPU|no NVIDIA driver|the CUDA runtime)" <<<"$out" && pass \
+    [[ $rc -eq 0 ]] && grep -qE "^accepted: abi $abi, 0 GPUs \((no CUDA GPU|no NVIDIA driver|the CUDA runtime)" <<<"$out" && pass \
       || fail "the same ABI: $rc $out"
   fi
 else

@@ -87,6 +87,8 @@ static void try_load(void) {
         .arena_alloc = dp_arena_alloc,
         .arena_floats = dp_arena_floats,
         .conv_out_size = dp_conv_out_size,
+        .conv_shape = dp_conv_shape,
+        .conv_transpose_shape = dp_conv_transpose_shape,
         .float_decimal = dp_float_decimal,
         .grad_alloc = dp_grad_alloc,
         .grad_claim = dp_grad_claim,

@@ -80,6 +80,25 @@ double dp_conv_row_sum(const float *x, size_t n) {
     return dp_cpu_kernels()->loops->row_sum(x, n);
 }
 
+void dp_conv_geom_from_shape(const dp_conv_shape_t *s, dp_conv_geom_t *g) {
+    g->ndim = s->ndim;
+    g->batch = s->batch;
+    g->in_ch = s->in_ch;
+    g->out_ch = s->out_ch;
+    g->groups = s->groups;
+    g->group_in_ch = s->in_ch / s->groups;
+    g->group_out_ch = s->out_ch / s->groups;
+    for (int d = 0; d < 3; d++) {
+        g->in_size[d] = s->in_size[d];
+        g->out_size[d] = s->out_size[d];
+        g->kernel[d] = s->kernel[d];
+        g->stride[d] = s->stride[d];
+        g->pad[d] = s->pad[d];
+        g->dilation[d] = s->dilation[d];
+    }
+    dp_conv_geom_finish(g);
+}
+
 const float *dp_conv_split_phases(const dp_conv_geom_t *g, const float *restrict x) {
     const int H = g->in_size[1], W = g->in_size[2], ph = g->pad[1], pw = g->pad[2];
     const int sh = g->stride[1], sw = g->stride[2];

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../conv_shape.h"
 #include "dptrain/ops.h"
 
 /* Target size of the buffers of one chunk of images: columns plus gemm
@@ -65,6 +66,10 @@ typedef struct {
 /* Fills the derived fields (in_plane, out_plane, kernel_vol, col_rows,
  * chunk) once batch, channels, groups and the per-dim sizes are set. */
 void dp_conv_geom_finish(dp_conv_geom_t *g);
+
+/* The geometry of a checked node's convolution (conv_shape.h: for
+ * conv_transpose, the adjoint's), finished. */
+void dp_conv_geom_from_shape(const dp_conv_shape_t *s, dp_conv_geom_t *g);
 
 /* The taps of every dim, (kD + kH + kW) entries from the arena (NULL when
  * it runs out), so the im2col loops do no division. */

@@ -49,66 +49,12 @@
 typedef dp_conv_geom_t conv_geom_t;
 typedef dp_conv_tap_t conv_tap_t;
 
-static const char *const dim_names[3] = {"D", "H", "W"};
 
-/* Checks the node's tensors and attributes and fills the geometry. */
+/* Checks the node's tensors and attributes (conv_shape.c) and fills the geometry. */
 static dp_status_t conv_geometry(const dp_node_t *node, conv_geom_t *g) {
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    char xs[64], ws[64], bs[64];
-    if (!x || !w || !x->data || !w->data)
-        return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight (in[0], in[1]) with data");
-    if (x->ndim < 3 || x->ndim > 5)
-        return dp_fail(DP_ERR_SHAPE, "conv: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (w->ndim != x->ndim)
-        return dp_fail(DP_ERR_SHAPE, "conv: weight must have %d dims like the input %s, found %s", x->ndim,
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    const dp_op_attr_t *a = &node->attr;
-    int spatial = x->ndim - 2, first = 3 - spatial;
-    g->ndim = x->ndim;
-    g->batch = x->shape[0];
-    g->in_ch = x->shape[1];
-    g->out_ch = w->shape[0];
-    g->groups = a->groups;
-    if (g->groups < 1)
-        return dp_fail(DP_ERR_ARG, "conv: groups must be >= 1, found %d", g->groups);
-    if (g->batch < 1 || g->in_ch < 1 || g->out_ch < 1)
-        return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    if (g->in_ch % g->groups != 0 || g->out_ch % g->groups != 0)
-        return dp_fail(DP_ERR_SHAPE, "conv: groups %d must divide input channels %d and output channels %d",
-                       g->groups, g->in_ch, g->out_ch);
-    g->group_in_ch = g->in_ch / g->groups;
-    g->group_out_ch = g->out_ch / g->groups;
-    if (w->shape[1] != g->group_in_ch)
-        return dp_fail(DP_ERR_SHAPE,
-                       "conv: weight %s has %d input channels per group, input %s has %d channels / %d groups",
-                       dp_tensor_shape_str(w, ws, sizeof ws), w->shape[1], dp_tensor_shape_str(x, xs, sizeof xs),
-                       g->in_ch, g->groups);
-    if (b && (b->ndim != 1 || b->shape[0] != g->out_ch || !b->data))
-        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d) for weight %s, found %s", g->out_ch,
-                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(b, bs, sizeof bs));
-    for (int d = 0; d < 3; d++) {
-        int s = d - first; /* index into the attribute arrays, < 0 for missing dims */
-        g->in_size[d] = s < 0 ? 1 : x->shape[2 + s];
-        g->kernel[d] = s < 0 ? 1 : w->shape[2 + s];
-        g->stride[d] = s < 0 ? 1 : a->stride[s];
-        g->pad[d] = s < 0 ? 0 : a->pad[s];
-        g->dilation[d] = s < 0 ? 1 : a->dilation[s];
-        if (g->stride[d] < 1 || g->dilation[d] < 1 || g->pad[d] < 0)
-            return dp_fail(DP_ERR_ARG, "conv: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
-                           dim_names[d], g->stride[d], g->dilation[d], g->pad[d]);
-        if (g->kernel[d] < 1 || g->in_size[d] < 1)
-            return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s",
-                           dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-        g->out_size[d] = dp_conv_out_size(g->in_size[d], g->kernel[d], g->stride[d], g->pad[d], g->dilation[d]);
-        if (g->out_size[d] < 1)
-            return dp_fail(DP_ERR_SHAPE,
-                           "conv: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",
-                           dim_names[d], g->out_size[d], dp_tensor_shape_str(x, xs, sizeof xs), g->kernel[d],
-                           g->stride[d], g->pad[d], g->dilation[d]);
-    }
-    dp_conv_geom_finish(g);
+    dp_conv_shape_t s;
+    DP_TRY(dp_conv_shape(node, &s));
+    dp_conv_geom_from_shape(&s, g);
     return DP_OK;
 }
 

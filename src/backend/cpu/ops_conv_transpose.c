@@ -36,78 +36,12 @@
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
 
-static const char *const dim_names[3] = {"D", "H", "W"};
 
-/* Checks the node and fills the geometry of the adjoint convolution. */
+/* Checks the node (conv_shape.c) and fills the geometry of the adjoint convolution. */
 static dp_status_t conv_transpose_geometry(const dp_node_t *node, dp_conv_geom_t *g) {
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ws[64], bs[64];
-    if (!x || !w || !x->data || !w->data)
-        return dp_fail(DP_ERR_ARG, "conv_transpose: needs an input and a weight (in[0], in[1]) with data");
-    if (x->ndim < 3 || x->ndim > 5)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (w->ndim != x->ndim)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: weight must have %d dims like the input %s, found %s", x->ndim,
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    if (a->fuse_relu) return dp_fail(DP_ERR_ARG, "conv_transpose: fuse_relu is not supported (use a relu op)");
-    if (a->groups < 1) return dp_fail(DP_ERR_ARG, "conv_transpose: groups must be >= 1, found %d", a->groups);
-    int in_ch = x->shape[1];
-    if (x->shape[0] < 1 || in_ch < 1 || w->shape[1] < 1)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    if (w->shape[0] != in_ch || in_ch % a->groups != 0)
-        return dp_fail(DP_ERR_SHAPE,
-                       "conv_transpose: weight %s must be (C_in, C_out/groups, k...) with C_in = %d (input %s) "
-                       "divisible by groups %d",
-                       dp_tensor_shape_str(w, ws, sizeof ws), in_ch, dp_tensor_shape_str(x, xs, sizeof xs), a->groups);
-    int out_ch = w->shape[1] * a->groups;
-    if (b && (b->ndim != 1 || b->shape[0] != out_ch || !b->data))
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: bias must be (%d) for weight %s and %d groups, found %s", out_ch,
-                       dp_tensor_shape_str(w, ws, sizeof ws), a->groups, dp_tensor_shape_str(b, bs, sizeof bs));
-    /* The adjoint convolution reads our output and writes our input. */
-    g->ndim = x->ndim;
-    g->batch = x->shape[0];
-    g->in_ch = out_ch;
-    g->out_ch = in_ch;
-    g->groups = a->groups;
-    g->group_in_ch = w->shape[1];
-    g->group_out_ch = in_ch / a->groups;
-    int spatial = x->ndim - 2, first = 3 - spatial;
-    for (int d = 0; d < 3; d++) {
-        int s = d - first; /* index into the attribute arrays, < 0 for missing dims */
-        int in = s < 0 ? 1 : x->shape[2 + s];
-        int out_pad = s < 0 ? 0 : a->output_padding[s];
-        g->kernel[d] = s < 0 ? 1 : w->shape[2 + s];
-        g->stride[d] = s < 0 ? 1 : a->stride[s];
-        g->pad[d] = s < 0 ? 0 : a->pad[s];
-        g->dilation[d] = s < 0 ? 1 : a->dilation[s];
-        if (g->stride[d] < 1 || g->dilation[d] < 1 || g->pad[d] < 0)
-            return dp_fail(DP_ERR_ARG,
-                           "conv_transpose: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
-                           dim_names[d], g->stride[d], g->dilation[d], g->pad[d]);
-        int limit = g->stride[d] > g->dilation[d] ? g->stride[d] : g->dilation[d];
-        if (out_pad < 0 || out_pad >= limit)
-            return dp_fail(DP_ERR_ARG,
-                           "conv_transpose: output_padding %d along %s must be >= 0 and smaller than stride %d "
-                           "or dilation %d",
-                           out_pad, dim_names[d], g->stride[d], g->dilation[d]);
-        if (g->kernel[d] < 1 || in < 1)
-            return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
-                           dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-        long out = ((long)in - 1) * g->stride[d] - 2L * g->pad[d] + (long)g->dilation[d] * (g->kernel[d] - 1) +
-                   out_pad + 1;
-        if (out < 1 || out > (1L << 30))
-            return dp_fail(DP_ERR_SHAPE,
-                           "conv_transpose: output size along %s is %ld, must be >= 1 (input %s, kernel %d, stride %d, "
-                           "pad %d, dilation %d, output_padding %d)",
-                           dim_names[d], out, dp_tensor_shape_str(x, xs, sizeof xs), g->kernel[d], g->stride[d],
-                           g->pad[d], g->dilation[d], out_pad);
-        g->in_size[d] = (int)out;
-        g->out_size[d] = in;
-    }
-    dp_conv_geom_finish(g);
+    dp_conv_shape_t s;
+    DP_TRY(dp_conv_transpose_shape(node, &s));
+    dp_conv_geom_from_shape(&s, g);
     return DP_OK;
 }
 

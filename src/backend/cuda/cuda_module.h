@@ -18,11 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../conv_shape.h"
 #include "dptrain/backend.h"
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 1
+#define DP_CUDA_MODULE_ABI 2
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 
@@ -30,8 +31,8 @@
  * against other headers sees other numbers. */
 #define DP_CUDA_MODULE_LAYOUT                                                                          \
     {sizeof(dp_backend_t), sizeof(dp_op_def_t), sizeof(dp_tensor_t), sizeof(dp_node_t),              \
-     sizeof(dp_dataset_t), sizeof(dp_optim_config_t), (size_t)DP_OP_COUNT}
-#define DP_CUDA_MODULE_LAYOUT_N 7
+     sizeof(dp_dataset_t), sizeof(dp_optim_config_t), sizeof(dp_conv_shape_t), (size_t)DP_OP_COUNT}
+#define DP_CUDA_MODULE_LAYOUT_N 8
 
 /* What the host lends the module: libdptrain's functions, by the names
  * of the public headers. */
@@ -45,6 +46,8 @@ typedef struct {
     void *(*arena_alloc)(dp_arena_t *arena, size_t bytes);
     float *(*arena_floats)(dp_arena_t *arena, size_t count);
     int (*conv_out_size)(int in, int kernel, int stride, int pad, int dilation);
+    dp_status_t (*conv_shape)(const dp_node_t *node, dp_conv_shape_t *s);
+    dp_status_t (*conv_transpose_shape)(const dp_node_t *node, dp_conv_shape_t *s);
     dp_status_t (*flatten_forward)(dp_node_t *node, dp_arena_t *arena);
     dp_status_t (*flatten_backward)(dp_node_t *node, dp_arena_t *arena);
     double (*float_decimal)(float f);

@@ -38,6 +38,10 @@ float *dp_arena_floats(dp_arena_t *arena, size_t count) { return host->arena_flo
 int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation) {
     return host->conv_out_size(in, kernel, stride, pad, dilation);
 }
+dp_status_t dp_conv_shape(const dp_node_t *node, dp_conv_shape_t *s) { return host->conv_shape(node, s); }
+dp_status_t dp_conv_transpose_shape(const dp_node_t *node, dp_conv_shape_t *s) {
+    return host->conv_transpose_shape(node, s);
+}
 dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena) { return host->flatten_forward(node, arena); }
 dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);

@@ -21,8 +21,9 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "dptrain/ops.h"
+#include "../conv_shape.h"
 #include "cuda_internal.h"
+#include "dptrain/ops.h"
 
 /* The CPU's flatten: a view over x, no arithmetic (ops_elementwise.c). */
 dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
@@ -136,52 +137,22 @@ done:
     return status;
 }
 
-/* conv: x (N, C, [D,] [H,] W), w (OC, C / groups, k...), b (OC) or NULL; ops_conv.c's checks. */
-static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ws[64];
-    *d = (conv_desc_t){0};
-    if (!x || !w || !x->data || !w->data)
-        return dp_fail(DP_ERR_ARG, "conv: needs an input and a weight (in[0], in[1]) with data");
-    if (x->ndim < 3 || x->ndim > 5)
-        return dp_fail(DP_ERR_SHAPE, "conv: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (w->ndim != x->ndim)
-        return dp_fail(DP_ERR_SHAPE, "conv: weight must have %d dims like the input %s, found %s", x->ndim,
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    d->nb = x->ndim == 5 ? 5 : 4;
-    d->N = x->shape[0], d->C = x->shape[1], d->K = w->shape[0];
-    d->groups = a->groups;
-    if (d->groups < 1) return dp_fail(DP_ERR_ARG, "conv: groups must be >= 1, found %d", d->groups);
-    if (d->N < 1 || d->C < 1 || d->K < 1)
-        return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s", dp_tensor_shape_str(x, xs, sizeof xs),
-                       dp_tensor_shape_str(w, ws, sizeof ws));
-    if (d->C % d->groups || d->K % d->groups || w->shape[1] != d->C / d->groups)
-        return dp_fail(DP_ERR_SHAPE, "conv: weight %s does not fit input %s with %d groups",
-                       dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs), d->groups);
-    if (b && (b->ndim != 1 || b->shape[0] != d->K || !b->data))
-        return dp_fail(DP_ERR_SHAPE, "conv: bias must be (%d)", d->K);
-    const int first = 3 - (x->ndim - 2);
+/* The convolution of a checked node (conv_shape.h), descriptors unset. */
+static void desc_from_shape(const dp_conv_shape_t *sh, conv_desc_t *d) {
+    *d = (conv_desc_t){.nb = sh->ndim == 5 ? 5 : 4, .N = sh->batch, .C = sh->in_ch, .K = sh->out_ch,
+                       .groups = sh->groups};
     for (int i = 0; i < 3; i++) {
-        int j = i - first; /* index into the attribute arrays, < 0 for missing dims */
-        d->in[i] = j < 0 ? 1 : x->shape[2 + j];
-        d->k[i] = j < 0 ? 1 : w->shape[2 + j];
-        d->stride[i] = j < 0 ? 1 : a->stride[j];
-        d->pad[i] = j < 0 ? 0 : a->pad[j];
-        d->dilation[i] = j < 0 ? 1 : a->dilation[j];
-        if (d->stride[i] < 1 || d->dilation[i] < 1 || d->pad[i] < 0)
-            return dp_fail(DP_ERR_ARG, "conv: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
-                           dim_names[i], d->stride[i], d->dilation[i], d->pad[i]);
-        if (d->in[i] < 1 || d->k[i] < 1)
-            return dp_fail(DP_ERR_SHAPE, "conv: empty input %s or weight %s", dp_tensor_shape_str(x, xs, sizeof xs),
-                           dp_tensor_shape_str(w, ws, sizeof ws));
-        d->out[i] = dp_conv_out_size(d->in[i], d->k[i], d->stride[i], d->pad[i], d->dilation[i]);
-        if (d->out[i] < 1)
-            return dp_fail(DP_ERR_SHAPE, "conv: kernel %s does not fit input %s along %s",
-                           dp_tensor_shape_str(w, ws, sizeof ws), dp_tensor_shape_str(x, xs, sizeof xs),
-                           dim_names[i]);
+        d->in[i] = sh->in_size[i], d->out[i] = sh->out_size[i], d->k[i] = sh->kernel[i];
+        d->pad[i] = sh->pad[i], d->stride[i] = sh->stride[i], d->dilation[i] = sh->dilation[i];
     }
+}
+
+/* conv: x (N, C, [D,] [H,] W), w (OC, C / groups, k...), b (OC) or NULL; the CPU op's checks (conv_shape.c). */
+static dp_status_t conv_desc(dp_cuda_ctx_t *c, const dp_node_t *node, conv_desc_t *d) {
+    dp_conv_shape_t sh;
+    *d = (conv_desc_t){0};
+    DP_TRY(dp_conv_shape(node, &sh));
+    desc_from_shape(&sh, d);
     return conv_descriptors(c, d, "conv descriptors");
 }
 
@@ -318,76 +289,23 @@ typedef struct {
 } convt_desc_t;
 
 static dp_status_t convt_desc(dp_cuda_ctx_t *c, const dp_node_t *node, convt_desc_t *t) {
-    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ws[64], bs[64];
-    conv_desc_t *d = &t->d;
+    dp_conv_shape_t sh;
     *t = (convt_desc_t){0};
-    if (!x || !w || !x->data || !w->data)
-        return dp_fail(DP_ERR_ARG, "conv_transpose: needs an input and a weight (in[0], in[1]) with data");
-    if (x->ndim < 3 || x->ndim > 5)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (w->ndim != x->ndim)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: weight must have %d dims like the input %s, found %s", x->ndim,
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    if (a->fuse_relu) return dp_fail(DP_ERR_ARG, "conv_transpose: fuse_relu is not supported (use a relu op)");
-    if (a->groups < 1) return dp_fail(DP_ERR_ARG, "conv_transpose: groups must be >= 1, found %d", a->groups);
-    int in_ch = x->shape[1];
-    if (x->shape[0] < 1 || in_ch < 1 || w->shape[1] < 1)
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-    if (w->shape[0] != in_ch || in_ch % a->groups != 0)
-        return dp_fail(DP_ERR_SHAPE,
-                       "conv_transpose: weight %s must be (C_in, C_out/groups, k...) with C_in = %d (input %s) "
-                       "divisible by groups %d",
-                       dp_tensor_shape_str(w, ws, sizeof ws), in_ch, dp_tensor_shape_str(x, xs, sizeof xs), a->groups);
-    t->ndim = x->ndim;
-    t->C_out = w->shape[1] * a->groups;
-    if (b && (b->ndim != 1 || b->shape[0] != t->C_out || !b->data))
-        return dp_fail(DP_ERR_SHAPE, "conv_transpose: bias must be (%d) for weight %s and %d groups, found %s",
-                       t->C_out, dp_tensor_shape_str(w, ws, sizeof ws), a->groups,
-                       dp_tensor_shape_str(b, bs, sizeof bs));
-    d->nb = x->ndim == 5 ? 5 : 4;
-    d->N = x->shape[0], d->C = t->C_out, d->K = in_ch, d->groups = a->groups;
-    const int first = 3 - (x->ndim - 2);
+    DP_TRY(dp_conv_transpose_shape(node, &sh)); /* the CPU op's checks (conv_shape.c) */
+    conv_desc_t *d = &t->d;
+    desc_from_shape(&sh, d);
+    t->ndim = sh.ndim;
+    t->C_out = sh.in_ch;
     for (int i = 0; i < 3; i++) {
-        int j = i - first; /* index into the attribute arrays, < 0 for missing dims */
-        int out_pad = j < 0 ? 0 : a->output_padding[j];
-        d->out[i] = j < 0 ? 1 : x->shape[2 + j];
-        d->k[i] = j < 0 ? 1 : w->shape[2 + j];
-        d->stride[i] = j < 0 ? 1 : a->stride[j];
-        d->pad[i] = j < 0 ? 0 : a->pad[j];
-        d->dilation[i] = j < 0 ? 1 : a->dilation[j];
-        if (d->stride[i] < 1 || d->dilation[i] < 1 || d->pad[i] < 0)
-            return dp_fail(DP_ERR_ARG, "conv_transpose: along %s stride %d and dilation %d must be >= 1, pad %d >= 0",
-                           dim_names[i], d->stride[i], d->dilation[i], d->pad[i]);
-        int limit = d->stride[i] > d->dilation[i] ? d->stride[i] : d->dilation[i];
-        if (out_pad < 0 || out_pad >= limit)
-            return dp_fail(DP_ERR_ARG,
-                           "conv_transpose: output_padding %d along %s must be >= 0 and smaller than stride %d "
-                           "or dilation %d",
-                           out_pad, dim_names[i], d->stride[i], d->dilation[i]);
-        if (d->k[i] < 1 || d->out[i] < 1)
-            return dp_fail(DP_ERR_SHAPE, "conv_transpose: empty input %s or weight %s",
-                           dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(w, ws, sizeof ws));
-        long span = ((long)d->out[i] - 1) * d->stride[i] + (long)d->dilation[i] * (d->k[i] - 1) + 1;
-        long O = span - 2L * d->pad[i] + out_pad;
-        if (O < 1 || span > (1L << 30))
-            return dp_fail(DP_ERR_SHAPE,
-                           "conv_transpose: output size along %s is %ld, must be >= 1 (input %s, kernel %d, stride %d, "
-                           "pad %d, dilation %d, output_padding %d)",
-                           dim_names[i], O, dp_tensor_shape_str(x, xs, sizeof xs), d->k[i], d->stride[i], d->pad[i],
-                           d->dilation[i], out_pad);
-        t->O[i] = (int)O;
+        t->O[i] = sh.in_size[i];
         t->window_off[i] = d->pad[i];
-        t->buffered |= out_pad >= d->stride[i];
-        d->in[i] = (int)span; /* buffered; replaced by O below otherwise */
+        t->buffered |= sh.output_padding[i] >= d->stride[i];
     }
-    for (int i = 0; i < 3; i++) {
-        if (t->buffered) d->pad[i] = 0;
-        else d->in[i] = t->O[i];
-    }
+    for (int i = 0; i < 3; i++) /* buffered: the unpadded span (I - 1) stride + dilation (k - 1) + 1 */
+        if (t->buffered) {
+            d->in[i] = (d->out[i] - 1) * d->stride[i] + d->dilation[i] * (d->k[i] - 1) + 1;
+            d->pad[i] = 0;
+        }
     return conv_descriptors(c, d, "conv_transpose descriptors");
 }
 
