@@ -13,6 +13,7 @@
 # - checkpoints: saved on GPUs, resumed on GPUs = 2 epochs straight (bits),
 #   saved on GPUs and resumed on CPU devices, and the other way round, learn;
 # - 2 MPI ranks sharing one GPU = one process with 2 devices on it (bits);
+# - at most 4 host synchronisations per step on one GPU (DPTRAIN_CUDA_EMU_STATS);
 # - out of GPU memory, a GPU that faults, a GPU that is not there: one line
 #   naming the device and what failed, non-zero exit, the checkpoint file
 #   untouched.
@@ -85,6 +86,18 @@ if command -v mpirun >/dev/null; then
 else
   fail "mpirun not found (openmpi-bin)"
 fi
+
+# host synchronisations per step on one GPU (the emulator's counts of a 2-step and a 4-step epoch, the
+# difference / 2): 4 now (the loss and the logits downloaded, the batch indices and the loss seed uploaded and
+# waited for); more is a regression (the issue asks for none inside a step)
+for steps in 2 4; do
+  DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${common[@]}" --model lenet --epochs 1 --limit $((96 * steps)) --devices cuda:0 \
+    >"$tmp/stats$steps.out" 2>&1 && pass || fail "statistics run: $(tail -2 "$tmp/stats$steps.out")"
+done
+syncs() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream synchronisations.*/\1/p' "$tmp/stats$1.out"; }
+per_step=$(( ($(syncs 4) - $(syncs 2)) / 2 ))
+echo "cli_cuda_emu: $per_step host synchronisations per step on one GPU ($(grep 'cuda emulator:' "$tmp/stats4.out"))"
+[[ -n "$(syncs 2)" && $per_step -le 4 ]] && pass || fail "host synchronisations per step: $per_step (> 4)"
 
 # one_line_error WHAT PATTERN ENV... -- ARGS...: non-zero exit, one stderr line
 # matching PATTERN, $tmp/keep.st (an earlier checkpoint, saved to) untouched

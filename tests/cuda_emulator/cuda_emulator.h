@@ -24,6 +24,10 @@
  *                            launch returns success, and the GPU's
  *                            synchronising calls then fail with an illegal
  *                            address error, for good (a sticky error)
+ *   DPTRAIN_CUDA_EMU_STATS   1: at exit, one stderr line counting kernel
+ *                            launches, stream synchronisations, downloads
+ *                            (each waits for its stream), uploads and
+ *                            device-to-device copies
  * It does not show what only a GPU shows: races between streams (every
  * call runs to its end when made), the memory model, cuDNN's and cuBLAS's
  * own algorithms and rounding (here plain loops), the speed. */

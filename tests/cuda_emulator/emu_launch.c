@@ -60,7 +60,9 @@ typedef struct {
 
 static __thread coop_t *coop;
 static __thread const char *running; /* the kernel running on this thread, for messages */
-static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT */
+static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT and the statistics */
+long emu_stat_launches(void);
+long emu_stat_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
 static long fault_at;                /* DPTRAIN_CUDA_EMU_FAULT, read once */
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 

@@ -38,6 +38,16 @@ static size_t used[EMU_MAX_GPUS];
 static int faults[EMU_MAX_GPUS]; /* cudaError_t of a faulted device, 0: none */
 static __thread int current_device;
 static __thread cudaError_t last_error;
+/* DPTRAIN_CUDA_EMU_STATS: what the process asked of the GPUs, one line at exit */
+static long stat_syncs, stat_downloads, stat_uploads, stat_copies;
+long emu_stat_launches(void); /* emu_launch.c */
+
+static void print_stats(void) {
+    fprintf(stderr, "cuda emulator: %ld kernel launches, %ld stream synchronisations, %ld downloads, %ld uploads, "
+            "%ld device copies\n", emu_stat_launches(), stat_syncs, stat_downloads, stat_uploads, stat_copies);
+}
+
+static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
 
 struct CUstream_st {
     int device;
@@ -106,7 +116,14 @@ void emu_check_device_memory(const char *call, const char *what, const void *p, 
 
 /* --- devices ------------------------------------------------------------------ */
 
+static void register_stats(void) {
+    const char *v = getenv("DPTRAIN_CUDA_EMU_STATS");
+    if (v && *v && strcmp(v, "0") != 0) atexit(print_stats);
+}
+
 cudaError_t cudaGetDeviceCount(int *count) {
+    static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+    pthread_once(&stats_once, register_stats);
     *count = gpu_count();
     return *count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
 }
@@ -151,6 +168,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
 
 /* Work is done when queued: what is left to report is a fault. */
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    tally(&stat_syncs);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -231,14 +249,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
     if (count == 0) return cudaSuccess;
     switch (kind) {
     case cudaMemcpyHostToDevice:
+        tally(&stat_uploads);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the destination", dst, count, device);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the source", src, count, -1);
         break;
     case cudaMemcpyDeviceToHost:
+        tally(&stat_downloads); /* waits for the stream: a synchronisation of the host */
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the source", src, count, device);
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the destination", dst, count, -1);
         break;
     case cudaMemcpyDeviceToDevice:
+        tally(&stat_copies);
         emu_check_device_memory("cudaMemcpyAsync (device to device)", "the source", src, count, device);
         emu_check_device_memory("cudaMemcpyAsync (device to device)", "the destination", dst, count, device);
         break;
