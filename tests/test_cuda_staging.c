@@ -109,15 +109,7 @@ static int train(const dp_model_t *m, const dp_dataset_t *ds, const dp_backend_t
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "trainer on %s: %s", backend ? "cuda:0" : "cpu", dp_error_message());
     if (status != DP_OK) return 0;
-    int indices[64], ok = 1;
-    for (int s = 0; s < STEPS && ok; s++) {
-        for (int i = 0; i < 64; i++) indices[i] = (s * 64 + i * 7) % ds->count;
-        dp_trainer_set_position(t, 0, (int64_t)s * 64);
-        losses[s] = 0;
-        status = dp_trainer_step(t, ds, indices, 64, &losses[s], NULL);
-        CHECK(status == DP_OK, "step %d: %s", s, dp_error_message());
-        ok = status == DP_OK;
-    }
+    int ok = testing_train_steps(t, ds, STEPS, 64, 7, losses, backend ? "cuda:0" : "cpu");
     size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
     memcpy(params, dp_trainer_params(t, 0), sizeof(float) * np);
     memcpy(state, dp_optimizer_state(dp_trainer_optimizer(t, 0), 0, NULL), sizeof(float) * nt);

@@ -134,15 +134,7 @@ static int train(const dp_model_t *m, const dp_dataset_t *ds, const dp_backend_t
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "trainer on %s: %s", name, dp_error_message());
     if (status != DP_OK) return 0;
-    int indices[BATCH], ok = 1;
-    for (int s = 0; s < STEPS && ok; s++) {
-        for (int i = 0; i < BATCH; i++) indices[i] = (s * BATCH + i * 5) % ds->count;
-        dp_trainer_set_position(t, 0, (int64_t)s * BATCH);
-        out->losses[s] = 0;
-        status = dp_trainer_step(t, ds, indices, BATCH, &out->losses[s], NULL);
-        CHECK(status == DP_OK, "%s: step %d: %s", name, s, dp_error_message());
-        ok = status == DP_OK;
-    }
+    int ok = testing_train_steps(t, ds, STEPS, BATCH, 5, out->losses, name);
     size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
     out->params = malloc(sizeof(float) * np);
     out->state = malloc(sizeof(float) * nt);

@@ -105,3 +105,20 @@ unsigned char *testing_read_file(const char *path, size_t *size) {
     *size = (size_t)n;
     return data;
 }
+
+int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int batch, int stride, double *losses,
+                        const char *name) {
+    int *indices = malloc(sizeof(int) * (size_t)batch);
+    DP_ASSERT(indices);
+    int ok = 1;
+    for (int s = 0; s < steps && ok; s++) {
+        for (int i = 0; i < batch; i++) indices[i] = (s * batch + i * stride) % ds->count;
+        dp_trainer_set_position(t, 0, (int64_t)s * batch);
+        losses[s] = 0;
+        dp_status_t status = dp_trainer_step(t, ds, indices, batch, &losses[s], NULL);
+        CHECK(status == DP_OK, "%s: step %d: %s", name, s, dp_error_message());
+        ok = status == DP_OK;
+    }
+    free(indices);
+    return ok;
+}

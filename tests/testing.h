@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "dptrain/data.h"
+#include "dptrain/parallel.h"
 
 extern int testing_passed, testing_failed;
 
@@ -46,6 +47,13 @@ unsigned char *testing_read_file(const char *path, size_t *size);
 int testing_count_entries(const char *dir, const char *part);
 
 int testing_finish(const char *name);
+
+/* `steps` training steps of `batch` examples on t: step s takes examples
+ * (s * batch + i * stride) % count at position s * batch of epoch 0, its
+ * loss sum into losses[s]. A failed step is a CHECK failure naming `name`
+ * and ends the loop; returns 1 when every step succeeded. */
+int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int batch, int stride, double *losses,
+                        const char *name);
 
 /* count side x side images of `classes` classes whose class is visible: noise
  * in [0, noise) and a bright column at column_step * label + column_offset
