@@ -601,7 +601,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .on_begin = print_begin,
-        .on_step = draw_progress,
+        /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
+        .on_step = world->rank == 0 && isatty(fileno(stderr)) ? draw_progress : NULL,
         .on_warning = print_warning,
     };
     dp_fit_result_t result;

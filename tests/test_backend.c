@@ -51,7 +51,7 @@ static struct {
     int expect_fault;     /* the probe children of test_protection_catches */
     region_t regions[MAX_REGIONS];
     int num_regions;
-    long allocs, frees, uploads, downloads, copies, ops;
+    long allocs, frees, uploads, downloads, copies, ops, metrics;
     size_t upload_bytes, download_bytes;
 } checked;
 
@@ -173,6 +173,14 @@ static void checked_load_batch(void *ctx, const dp_dataset_t *ds, const int *ind
     leave();
 }
 
+static void checked_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
+                                  const int32_t *labels, int n, int k) {
+    enter();
+    checked.metrics++;
+    dp_backend_cpu()->count_metrics(NULL, sums, loss, scale, logits, labels, n, k);
+    leave();
+}
+
 static dp_status_t checked_forward(dp_node_t *node, dp_arena_t *arena) {
     enter();
     checked.ops++;
@@ -230,6 +238,7 @@ static void checked_setup(void) {
         .reduce_range = checked_reduce_range,
         .broadcast_range = checked_broadcast_range,
         .load_batch = checked_load_batch,
+        .count_metrics = checked_count_metrics,
     };
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -307,11 +316,14 @@ static void test_same_training(const dp_model_t *m, const dp_dataset_t *ds, cons
     CHECK(strncmp(dp_trainer_device_names(t), "checked:0", 9) == 0, "%s: device names %s", rc->name,
           dp_trainer_device_names(t));
     CHECK(dp_trainer_backend(t) == &checked_backend, "%s: the trainer's backend", rc->name);
-    long downloads_before = checked.downloads;
+    long downloads_before = checked.downloads, metrics_before = checked.metrics;
     run_steps(t, ds, checked_losses, &checked_correct);
-    /* every step downloads at least its loss and logits per device */
-    CHECK(checked.downloads - downloads_before >= 2L * STEPS * rc->devices, "%s: %ld downloads in %d steps",
-          rc->name, checked.downloads - downloads_before, STEPS);
+    /* every step counts its loss and accuracy on each device, and (asked
+     * for them) downloads them: one download of every device's sums */
+    CHECK(checked.metrics - metrics_before == (long)STEPS * rc->devices, "%s: %ld metric counts in %d steps",
+          rc->name, checked.metrics - metrics_before, STEPS);
+    CHECK(checked.downloads - downloads_before == STEPS, "%s: %ld downloads in %d steps", rc->name,
+          checked.downloads - downloads_before, STEPS);
     CHECK(dp_trainer_evaluate(t, ds, 100, &checked_eval) == DP_OK, "%s: evaluate: %s", rc->name,
           dp_error_message());
     CHECK(checked.ops > ops_before, "%s: the tapes did not run the device's op table", rc->name);

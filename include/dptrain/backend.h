@@ -5,8 +5,9 @@
  * plus an in-order task queue.
  *
  * Code above the device never dereferences device memory: it allocates,
- * fills and copies through this table, and reads the scalars it needs (a
- * loss, the logits for an accuracy) by a download into host memory. The
+ * fills and copies through this table, and reads the scalars it needs by a
+ * download into host memory (a step's loss and accuracy are summed on the
+ * device by count_metrics and downloaded when asked for). The
  * CPU backend (dp_backend_cpu, src/backend/cpu/) is host memory and the
  * kernels of src/backend/cpu/ops_*.c; a CUDA backend is one more table in
  * src/backend/cuda/ (device pointers, a stream per device, cuBLAS/cuDNN or
@@ -96,6 +97,19 @@ struct dp_backend {
     void (*load_batch_augmented)(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
                                  int epoch, int64_t first_position, const int *host_indices, int n, float *x,
                                  int32_t *y);
+
+    /* --- Metrics --- */
+    /* A batch's figures added to sums (2 doubles of device memory), on the
+     * device, with no host wait: sums[0] += (double)loss[0] * scale (loss:
+     * 1 device float; NULL: sums[0] unchanged), rounded as the host's
+     * `sum += (double)loss * scale` (a multiply, then an add: no fused
+     * multiply-add); sums[1] += the number of rows i of logits (n, k) whose
+     * first largest entry (best = 0, then best = j where row[j] > row[best]
+     * for j = 1..k-1: a tie goes to the lower j; any comparison with a NaN
+     * is false) is labels[i] (n int32, device memory). So the
+     * trainer reads a step's loss and accuracy only when it wants them. */
+    void (*count_metrics)(void *ctx, double *sums, const float *loss, double scale, const float *logits,
+                          const int32_t *labels, int n, int k);
 
     /* --- Settings --- */
     /* TF32 tensor-core math for FP32 matrix products and convolutions

@@ -57,14 +57,22 @@
 
 /* What dp_fit tells on_step: an epoch begins (step 0), a step ended
  * (step 1..steps, mean_loss over this rank's examples so far), the epoch's
- * steps ended (also after a failed step). */
+ * steps ended (also after a failed step).
+ * The steps' figures are summed on the devices and read only now and then
+ * (a read waits for the devices: a host synchronisation on a GPU), so a
+ * DP_FIT_STEP_END's mean_loss is read at the epoch's first step, its last
+ * step, every save_every_steps step, and otherwise at most every 0.25 s of
+ * wall time; in between it repeats the last value read (its step's mean
+ * then). Without on_step only the fixed steps read (the last, the
+ * save_every_steps ones). DP_FIT_STEPS_END's mean_loss is the epoch's. */
 typedef enum { DP_FIT_EPOCH_BEGIN, DP_FIT_STEP_END, DP_FIT_STEPS_END } dp_fit_event_t;
 
 typedef struct {
     dp_fit_event_t event;
     int epoch;        /* 1-based */
     int step, steps;  /* steps: global batches per epoch */
-    double mean_loss; /* DP_FIT_STEP_END: this rank's summed loss / examples seen */
+    double mean_loss; /* DP_FIT_STEP_END: this rank's summed loss / examples seen, at the
+                         last read (see above) */
 } dp_fit_step_t;
 
 /* Where the run starts, told once (on_begin) after resume and before the

@@ -95,10 +95,32 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
 /* One training step on the global minibatch indices[0..n) of `ds` (every
  * rank passes the same batch; each takes its own shard). Adds this rank's
  * summed loss over its examples to *loss_sum and its number of correct
- * predictions to *correct (either may be NULL); sum them across ranks with
- * dp_world_sum_doubles. n < ranks x devices is an error. */
+ * predictions to *correct; sum them across ranks with dp_world_sum_doubles.
+ * n < ranks x devices is an error.
+ * The figures are summed on each device (the backend's count_metrics) and
+ * read by dp_trainer_read_metrics: with loss_sum or correct non-NULL the
+ * step ends with dp_trainer_read_metrics(trainer, loss_sum, correct, 1)
+ * (a download per backend table, which waits for the device: on a GPU, a
+ * host synchronisation per step); with both NULL nothing is read, the
+ * figures stay on the devices, added to until read, and the step has no
+ * host wait of its own on a GPU (a loop that wants figures now and then
+ * calls dp_trainer_read_metrics itself: dp_fit does). */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
                             const int *indices, int n, double *loss_sum, int *correct);
+
+/* The training figures not read yet (the steps since the last read with
+ * reset, or since the trainer was made): adds this rank's summed loss to
+ * *loss_sum and its correct count to *correct (either may be NULL). The
+ * devices' sums are added in device order, then to *loss_sum, so steps read
+ * one by one give the bits they always gave (total = device 0's + device
+ * 1's + ..., then *loss_sum += total). `reset`: the devices' sums are zeroed
+ * after the read (0: a peek, they keep adding up). Both pointers NULL with
+ * reset: the sums are dropped, nothing is downloaded. Otherwise one
+ * download per backend table (every device on one GPU: one host
+ * synchronisation). Call between steps, on the caller's thread. Fails (one
+ * line naming the device) when a count read is not a count: a failed GPU's
+ * download. */
+dp_status_t dp_trainer_read_metrics(dp_trainer_t *trainer, double *loss_sum, int *correct, int reset);
 
 /* Where the next dp_trainer_step's batch lies in the epoch, for
  * augmentation: epoch (0-based) and the position of its first example in

@@ -23,6 +23,15 @@
  * Messages name the `dptrain train` option each field comes from, since
  * that is where most runs are configured.
  *
+ * A step's loss and correct count are summed on the devices
+ * (dp_trainer_step with NULL pointers: no host wait) and folded into the
+ * epoch's host sums at fixed steps only: a save_every_steps step and the
+ * epoch's last. The rounding of the sums therefore depends on the steps
+ * and the save_every_steps setting, never on timing, and a run resumed at
+ * a checkpoint folds where the uninterrupted one did. The progress
+ * callback's mean loss is read at those folds and, between them, peeked
+ * (read, not folded: no rounding changes) at most every DP_FIT_PEEK_SEC.
+ *
  * A checkpoint inside an epoch (save_every_steps) holds the step reached
  * (loader.batch) and the epoch's loss and correct sums so far, per rank:
  * the resumed epoch seeks the loader to that step and starts from those
@@ -43,6 +52,10 @@
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
 #include "trainer_internal.h" /* dp_trainer_optimizers_uploaded */
+
+/* The progress callback's mean loss is read from the devices (a host wait
+ * on a GPU) at most this often, besides the fixed folds. */
+#define DP_FIT_PEEK_SEC 0.25
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -289,10 +302,12 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
     }
     const int first_seen = seen;
     tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, step, steps, 0.0);
+    /* the devices' sums start at zero (a failed call may have left some) */
+    DP_TRY(dp_trainer_read_metrics(trainer, NULL, NULL, 1));
     const int *indices;
-    int n;
+    int n, unread = 0;
     dp_status_t status = DP_OK;
-    double start = now_seconds();
+    double start = now_seconds(), shown_loss = 0.0, shown_at = -1.0;
     for (;;) {
         int64_t first_position = (int64_t)dp_loader_step(loader) * config->batch_size;
         if ((n = dp_loader_next(loader, &indices)) <= 0) break;
@@ -300,19 +315,36 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
         *lr = dp_lr_schedule_lr(&config->schedule, dp_trainer_step_count(trainer), (uint64_t)steps);
         dp_trainer_set_lr(trainer, (float)*lr);
         dp_trainer_set_position(trainer, epoch, first_position);
-        status = dp_trainer_step(trainer, config->train_set, indices, n, &loss_sum, &correct);
+        /* the step's figures stay on the devices (no host wait): read at
+         * fixed steps only, so their sums' rounding never depends on timing */
+        status = dp_trainer_step(trainer, config->train_set, indices, n, NULL, NULL);
         if (status != DP_OK) break;
         seen += n;
-        tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, ++step, steps, loss_sum / seen);
+        unread = 1;
+        step++;
+        const int saves = config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps;
+        if (step == steps || saves) { /* folded into the epoch's sums */
+            if ((status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1)) != DP_OK) break;
+            unread = 0;
+            shown_loss = loss_sum / seen;
+            shown_at = now_seconds();
+        } else if (config->on_step && (shown_at < 0.0 || now_seconds() - shown_at >= DP_FIT_PEEK_SEC)) {
+            double peek = loss_sum; /* a peek: the sums stay on the devices */
+            if ((status = dp_trainer_read_metrics(trainer, &peek, NULL, 0)) != DP_OK) break;
+            shown_loss = peek / seen;
+            shown_at = now_seconds();
+        }
+        tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, step, steps, shown_loss);
         /* inside the epoch (its end saves anyway); every rank gathers the
          * sums, whether or not it has a save_path (only rank 0 writes) */
-        if (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) {
+        if (saves) {
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
             if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
         }
     }
+    if (status == DP_OK && unread) status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1);
     *epoch_sec = now_seconds() - start;
     *trained = seen - first_seen;
     tell_step(config, ctx, DP_FIT_STEPS_END, epoch + 1, step, steps, seen ? loss_sum / seen : 0.0);

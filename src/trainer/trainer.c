@@ -16,8 +16,11 @@
  * thread drives a step and waits for every device after each phase:
  *   phase 1, on every device (shard_task): upload the shard's batch,
  *            forward, loss scaled by the global batch size, backward into
- *            the replica's grads; the loss and the logits are downloaded for
- *            the step's loss sum and accuracy. With an overlapping strategy
+ *            the replica's grads; the shard's summed loss and correct count
+ *            are added to the replica's train_sums on the device
+ *            (count_metrics: nothing downloaded; dp_trainer_read_metrics
+ *            reads them, on the caller's thread between steps, one download
+ *            per backend table). With an overlapping strategy
  *            the tape hook (backward_hook) moves the replica's final suffix
  *            of the gradients down after every node and calls the
  *            strategy's range_final, which may sum and update parts of the
@@ -47,6 +50,7 @@
 #include "dptrain/parallel.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +81,8 @@ static void replica_free(dp_replica_t *r) {
     dp_arena_free(r->arena);
     if (r->optimizer && r->backend->optimizer_forget) r->backend->optimizer_forget(r->backend->ctx, r->optimizer);
     dp_optimizer_free(r->optimizer);
+    r->backend->free(r->backend->ctx, r->metrics_block);
     free(r->host_params);
-    free(r->host_logits);
     free(r->host_indices);
     free(r->host_batch);
     free(r->host_labels);
@@ -94,10 +98,93 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->grad_buffers);
     free(t->param_buffers);
     free(t->host_stage);
+    free(t->host_metrics);
     free(t->split_sum);
     free(t->split_part);
     dp_sync_batch_norm_release(t);
     free(t);
+}
+
+/* The device sums of count_metrics (trainer_internal.h): one zeroed block
+ * per backend table, [training | evaluation], 2 doubles per device in each. */
+static dp_status_t metrics_alloc(dp_trainer_t *t) {
+    int k = t->num_devices;
+    if (!(t->host_metrics = dp_alloc_zeroed((size_t)4 * k, sizeof(double), "host copy of the step's metrics")))
+        return DP_ERR_NOMEM;
+    for (int d = 0; d < k; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        int owner = 0;
+        while (t->replicas[owner].backend != r->backend) owner++;
+        r->metrics_owner = owner;
+        r->metrics_slot = t->replicas[owner].metrics_slots++;
+    }
+    for (int d = 0; d < k; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        if (r->metrics_owner != d) continue;
+        size_t bytes = sizeof(double) * 4 * (size_t)r->metrics_slots;
+        if (!(r->metrics_block = r->backend->alloc(r->backend->ctx, bytes, "the step's loss and accuracy sums")))
+            return DP_ERR_NOMEM;
+        r->backend->zero(r->backend->ctx, r->metrics_block, bytes);
+    }
+    for (int d = 0; d < k; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        const dp_replica_t *o = &t->replicas[r->metrics_owner];
+        r->train_sums = o->metrics_block + 2 * r->metrics_slot;
+        r->eval_sums = o->metrics_block + 2 * o->metrics_slots + 2 * r->metrics_slot;
+    }
+    return DP_OK;
+}
+
+/* The training (eval = 0) or evaluation sums of every device into
+ * t->host_metrics + 2k (device d's at 2d): one download per block, unless
+ * `download` is 0; then, with `reset`, the blocks' sums zeroed. Between
+ * waits, on the caller's thread. */
+static void metrics_move(dp_trainer_t *t, int eval, int download, int reset) {
+    int k = t->num_devices;
+    double *scratch = t->host_metrics, *per_device = t->host_metrics + 2 * k;
+    for (int o = 0; o < k; o++) {
+        const dp_replica_t *owner = &t->replicas[o];
+        if (!owner->metrics_block) continue;
+        const dp_backend_t *be = owner->backend;
+        size_t bytes = sizeof(double) * 2 * (size_t)owner->metrics_slots;
+        double *sums = owner->metrics_block + (eval ? 2 * owner->metrics_slots : 0);
+        if (download) {
+            be->download(be->ctx, scratch, sums, bytes);
+            for (int d = o; d < k; d++)
+                if (t->replicas[d].metrics_owner == o)
+                    memcpy(per_device + 2 * d, scratch + 2 * t->replicas[d].metrics_slot, 2 * sizeof(double));
+        }
+        if (reset) be->zero(be->ctx, sums, bytes);
+    }
+}
+
+/* Device d's correct count as read: a whole number from 0 to INT_MAX, or
+ * the download failed (a GPU's failure leaves NaN bytes). */
+static dp_status_t metrics_count(const dp_trainer_t *t, int d, double value, int *count) {
+    if (!(value >= 0.0 && value <= (double)INT_MAX) || value != (double)(int)value)
+        return dp_fail(DP_ERR_ARG, "%s: the correct count read from the device is %g, not a count (the device "
+                       "failed?)", dp_device_name(t->devices[d]), value);
+    *count = (int)value;
+    return DP_OK;
+}
+
+dp_status_t dp_trainer_read_metrics(dp_trainer_t *t, double *loss_sum, int *correct, int reset) {
+    int download = loss_sum || correct;
+    if (!download && !reset) return DP_OK;
+    metrics_move(t, 0, download, reset);
+    if (!download) return DP_OK;
+    const double *per_device = t->host_metrics + 2 * t->num_devices;
+    double total_loss = 0.0;
+    int total_correct = 0;
+    for (int d = 0; d < t->num_devices; d++) { /* in device order: the same sum every run */
+        int count = 0;
+        DP_TRY(metrics_count(t, d, per_device[2 * d + 1], &count));
+        total_loss += per_device[2 * d];
+        total_correct += count;
+    }
+    if (loss_sum) *loss_sum += total_loss;
+    if (correct) *correct += total_correct;
+    return DP_OK;
 }
 
 /* The strategy for a configuration (parallel.h). */
@@ -169,6 +256,11 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         dp_replica_t *r = &t->replicas[d];
         const dp_backend_t *be = config->backends ? config->backends[d] : t->backend;
         int id = config->device_ids ? config->device_ids[d] : d;
+        if (!be->count_metrics) {
+            status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' has no count_metrics (backend.h): it cannot "
+                             "train here", d, be->name);
+            goto fail;
+        }
         if (used < sizeof t->device_names)
             used += (size_t)snprintf(t->device_names + used, sizeof t->device_names - used,
                                      d ? ",%s:%d" : "%s:%d", be->name, id);
@@ -201,6 +293,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         }
         be->upload(be->ctx, r->params, t->replicas[0].host_params, param_bytes);
     }
+    if ((status = metrics_alloc(t)) != DP_OK) goto fail;
     t->sync = choose_sync(config, t->ranks);
     if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
     dp_blas_set_threads(config->threads_per_device);
@@ -316,36 +409,6 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
     return DP_OK;
 }
 
-/* Rows of logits (n, k), a host copy, whose largest entry is at the label of
- * example indices[i] (the host dataset's labels: those load_batch uploaded). */
-static int count_correct(const float *logits, const dp_dataset_t *ds, const int *indices, int n, int k) {
-    int correct = 0;
-    for (int i = 0; i < n; i++) {
-        const float *row = logits + (size_t)i * k;
-        int best = 0;
-        for (int j = 1; j < k; j++)
-            if (row[j] > row[best]) best = j;
-        correct += best == ds->labels[indices[i]];
-    }
-    return correct;
-}
-
-/* Downloads the logits (n, k) and counts the correct rows. */
-static dp_status_t download_correct(dp_replica_t *r, const dp_tensor_t *logits, const int *indices, int n,
-                                    int *correct) {
-    size_t size = dp_tensor_numel(logits);
-    if (size > r->host_logits_size) {
-        free(r->host_logits);
-        r->host_logits_size = 0;
-        r->host_logits = dp_alloc(sizeof(float) * size, "host copy of the logits");
-        if (!r->host_logits) return DP_ERR_NOMEM;
-        r->host_logits_size = size;
-    }
-    r->backend->download(r->backend->ctx, r->host_logits, logits->data, sizeof(float) * size);
-    *correct = count_correct(r->host_logits, r->ds, indices, n, logits->shape[1]);
-    return DP_OK;
-}
-
 /* Uploads the examples indices[0..n) (host) into the replica's arena as a
  * batch; `augment`: a training shard, augmented when the trainer says so,
  * its first example at r->example_offset of the step's batch. */
@@ -417,8 +480,6 @@ static dp_status_t shard_task(void *arg) {
     dp_tape_reset(r->tape);
     if (t->micro == 0) { /* later micro-batches add to the gradients */
         r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
-        r->loss_sum = 0.0;
-        r->correct = 0;
     }
     r->ready_from = t->num_trainable;
     dp_tensor_t *x, *logits, *loss;
@@ -435,12 +496,9 @@ static dp_status_t shard_task(void *arg) {
     attr.loss_denominator = (float)r->denominator;
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
     if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;
-    float loss_value;
-    r->backend->download(r->backend->ctx, &loss_value, loss->data, sizeof loss_value);
-    r->loss_sum += (double)loss_value * r->denominator;
-    int correct;
-    DP_TRY(download_correct(r, logits, r->indices, r->count, &correct));
-    r->correct += correct;
+    /* the shard's summed loss and correct count, added up on the device (read when asked for) */
+    r->backend->count_metrics(r->backend->ctx, r->train_sums, loss->data, (double)r->denominator, logits->data, y,
+                              r->count, logits->shape[1]);
     if (!t->sync->range_final || !last) return dp_tape_backward(r->tape, loss, NULL, NULL);
     DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
     r->ready_from = 0; /* every gradient is final now */
@@ -515,16 +573,9 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     if (t->sync->end_step) DP_TRY(t->sync->end_step(t));
     t->sync_sec += monotonic_sec() - sync_start;
     t->mpi_sec += dp_world_mpi_seconds() - mpi_start;
-    double total_loss = 0.0;
-    int total_correct = 0;
-    for (int d = 0; d < k; d++) { /* in device order: the same sum every run */
-        total_loss += t->replicas[d].loss_sum;
-        total_correct += t->replicas[d].correct;
-    }
-    if (loss_sum) *loss_sum += total_loss;
-    if (correct) *correct += total_correct;
     t->step_count++;
-    return DP_OK;
+    /* asked for: this step's figures (and any unread before it) now, one download per backend table */
+    return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
 }
 
 /* Evaluation on device d: its contiguous share of the examples, in batches. */
@@ -535,7 +586,6 @@ static dp_status_t evaluate_task(void *arg) {
     dp_split_batch(r->ds->count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
     dp_split_batch(rank_count, t->num_devices, r->index, &start, &count);
     start += rank_start;
-    r->correct = 0;
     for (int done = 0; done < count; done += r->eval_batch) {
         int n = count - done < r->eval_batch ? count - done : r->eval_batch;
         dp_arena_reset(r->arena);
@@ -545,9 +595,7 @@ static dp_status_t evaluate_task(void *arg) {
         int32_t *y;
         DP_TRY(load_shard(r, r->ds, r->host_indices, n, 0, &x, &y));
         DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
-        int batch_correct;
-        DP_TRY(download_correct(r, logits, r->host_indices, n, &batch_correct));
-        r->correct += batch_correct;
+        r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, n, logits->shape[1]);
     }
     return DP_OK;
 }
@@ -585,9 +633,15 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
         }
         r->eval_batch = eval_batch;
     }
+    metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
     DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
+    metrics_move(t, 1, 1, 0); /* every device's count: one download per backend table */
     double total = 0;
-    for (int d = 0; d < t->num_devices; d++) total += t->replicas[d].correct;
+    for (int d = 0; d < t->num_devices; d++) {
+        int count = 0;
+        DP_TRY(metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &count));
+        total += count;
+    }
     DP_TRY(dp_world_sum_doubles(&total, 1));
     *correct = (int)total;
     return DP_OK;

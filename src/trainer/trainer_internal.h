@@ -46,8 +46,6 @@ typedef struct dp_replica {
     dp_device_t *device;
     const dp_backend_t *backend; /* the device's */
     float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
-    float *host_logits;  /* (host_logits_size) host copy of a batch's logits, for the accuracy */
-    size_t host_logits_size;
     int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
     float *host_batch;   /* (host_batch_size) a shard augmented on the host, for a backend */
     int32_t *host_labels; /* without load_batch_augmented: uploaded from here */
@@ -58,8 +56,15 @@ typedef struct dp_replica {
     const dp_dataset_t *ds;
     const int *indices;
     int count, denominator, eval_batch;
-    double loss_sum;
-    int correct;
+    /* device memory the backend's count_metrics adds a batch's figures to:
+     * train_sums (2: loss, correct) the steps' not read yet
+     * (dp_trainer_read_metrics), eval_sums (2) an evaluation's; both in
+     * the block of the first replica on the same backend table
+     * (metrics_owner), so that reading every device on one GPU is one
+     * download */
+    double *train_sums, *eval_sums;
+    double *metrics_block; /* the owner's: (4 x metrics_slots) [training | evaluation], else NULL */
+    int metrics_owner, metrics_slot, metrics_slots;
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
     int64_t example_offset; /* global index of the shard's first example in the minibatch */
@@ -120,6 +125,8 @@ struct dp_trainer {
     float *split_sum, *split_part; /* (num_params + 1) each when the devices are on several
                                 backend tables (config.backends): replica_collectives.c's host
                                 buffers; NULL: one table */
+    double *host_metrics;    /* (4 x num_devices) a metrics block's download [0, 2k), the
+                                sums per device in device order [2k, 4k) */
     float *host_stage;       /* (num_params + 1) with ranks > 1 on a backend without host_memory:
                                 what MPI sums and broadcasts, staged through host memory */
     double sync_sec;         /* time in phases 2 and 3, all steps */

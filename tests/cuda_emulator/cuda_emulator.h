@@ -25,9 +25,15 @@
  *                            synchronising calls then fail with an illegal
  *                            address error, for good (a sticky error)
  *   DPTRAIN_CUDA_EMU_STATS   1: at exit, one stderr line counting kernel
- *                            launches, stream synchronisations, downloads
- *                            (each waits for its stream), uploads and
+ *                            launches, stream synchronisations (with the
+ *                            event synchronisations: every call that makes
+ *                            the host wait for a GPU), downloads (each
+ *                            waits for its stream), uploads and
  *                            device-to-device copies
+ *   DPTRAIN_CUDA_EMU_EVENTS_PENDING  1: a recorded event is "not ready"
+ *                            to cudaEventQuery until cudaEventSynchronize
+ *                            (else done at once, as all work here): the
+ *                            backend's path that waits for a staging slot
  * It does not show what only a GPU shows: races between streams (every
  * call runs to its end when made), the memory model, cuDNN's and cuBLAS's
  * own algorithms and rounding (here plain loops), the speed. */

@@ -151,6 +151,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     default: return "unknown error";
     }
 }
@@ -173,7 +174,75 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
 
+/* --- events ------------------------------------------------------------------- */
+/* An event's work is done when recorded (the stream's work is), so a query
+ * says it is done, unless DPTRAIN_CUDA_EMU_EVENTS_PENDING=1: then a recorded
+ * event is "not ready" until cudaEventSynchronize waits for it, which lets
+ * a test take the backend's waiting path. cudaEventSynchronize counts as a
+ * synchronisation (the STATS line's), a query does not. */
+struct CUevent_st {
+    int device;
+    int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
+};
+
+static int events_pending(void) {
+    static int pending = -1;
+    int p = __atomic_load_n(&pending, __ATOMIC_RELAXED);
+    if (p < 0) {
+        p = env_long("DPTRAIN_CUDA_EMU_EVENTS_PENDING", 0) != 0;
+        __atomic_store_n(&pending, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    (void)flags;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e) return fail(cudaErrorMemoryAllocation);
+    e->device = current_device;
+    *event = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    free(event);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!event || event->device != emu_stream_device(stream)) return fail(cudaErrorInvalidResourceHandle);
+    int f = emu_device_fault(event->device);
+    if (f) return fail((cudaError_t)f);
+    event->pending = events_pending();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    int f = emu_device_fault(event->device);
+    if (f) return fail((cudaError_t)f);
+    return event->pending ? fail(cudaErrorNotReady) : cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    tally(&stat_syncs);
+    event->pending = 0;
+    int f = emu_device_fault(event->device);
+    return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
 /* --- memory ------------------------------------------------------------------- */
+
+/* Pinned host memory is host memory here (a device's calls see it as such). */
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
+    (void)flags;
+    *ptr = malloc(size ? size : 1);
+    return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+    free(ptr);
+    return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void **ptr, size_t size) {
     *ptr = NULL;

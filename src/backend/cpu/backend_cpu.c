@@ -3,7 +3,8 @@
  * (ops_table.c: the SIMD kernels of ops_*.c), the optimizer update is
  * optim.c's dp_optimizer_step_range, and the collective primitives are
  * plain loops over shared memory (the sums: the kernel table's per-ISA
- * loop). Stateless: one static table serves every
+ * loop); a batch's loss and correct count are added up in place
+ * (count_metrics). Stateless: one static table serves every
  * CPU device. */
 #include "dptrain/backend.h"
 
@@ -70,6 +71,28 @@ static void cpu_load_batch_augmented(void *ctx, const dp_dataset_t *ds, const dp
     dp_dataset_fill_augmented(ds, aug, seed, epoch, first_position, host_indices, n, x, y);
 }
 
+/* backend.h's count_metrics on host memory. The product and the sum are
+ * separate statements with the product in a volatile: no fused
+ * multiply-add whatever the compiler's contraction setting, the bits of
+ * the trainer's former `loss_sum += (double)loss * denominator`. */
+static void cpu_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
+                              const int32_t *labels, int n, int k) {
+    (void)ctx;
+    if (loss) {
+        volatile double product = (double)loss[0] * scale;
+        sums[0] += product;
+    }
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * k; /* (k) */
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (row[j] > row[best]) best = j;
+        correct += best == labels[i];
+    }
+    sums[1] += correct;
+}
+
 /* The process-wide convolution mode (conv_winograd.h). */
 static dp_status_t cpu_set_winograd(void *ctx, int on) {
     (void)ctx;
@@ -93,6 +116,7 @@ static const dp_backend_t cpu_backend = {
     .broadcast_range = cpu_broadcast_range,
     .load_batch = cpu_load_batch,
     .load_batch_augmented = cpu_load_batch_augmented,
+    .count_metrics = cpu_count_metrics,
     .set_winograd = cpu_set_winograd,
 };
 

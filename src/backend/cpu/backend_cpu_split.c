@@ -156,6 +156,15 @@ static void split_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_
     staged()->load_batch(staged()->ctx, ds, host_indices, n, x, y);
 }
 
+static void split_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
+                                const int32_t *labels, int n, int k) {
+    check_own(ctx, "count_metrics (sums)", sums, 2 * sizeof(double));
+    if (loss) check_own(ctx, "count_metrics (loss)", loss, sizeof(float));
+    check_own(ctx, "count_metrics (logits)", logits, sizeof(float) * (size_t)n * (size_t)k);
+    check_own(ctx, "count_metrics (labels)", labels, sizeof(int32_t) * (size_t)n);
+    staged()->count_metrics(staged()->ctx, sums, loss, scale, logits, labels, n, k);
+}
+
 static void split_init(void) {
     for (int s = 0; s < SPLIT_MAX; s++) {
         split_t *sp = &splits[s];
@@ -175,6 +184,7 @@ static void split_init(void) {
         sp->table.reduce_range = split_reduce_range;
         sp->table.broadcast_range = split_broadcast_range;
         sp->table.load_batch = split_load_batch;
+        sp->table.count_metrics = split_count_metrics;
     }
 }
 

@@ -15,7 +15,10 @@
  * calls it before a checkpoint reads them: dp_trainer_optimizer), and
  * optimizer_forget frees the slot with the host optimizer.
  * Batches: dp_dataset_fill's values (/ 255, then the dataset's
- * normalisation when it has one). Augmentation: no kernel; the trainer
+ * normalisation when it has one); their indices go up through the pinned
+ * staging slots without a wait (upload_staged), as does the loss seed.
+ * A step's loss and correct count are added up on the GPU
+ * (count_metrics), so a step has no host synchronisation. Augmentation: no kernel; the trainer
  * augments on the host and uploads (load_batch_augmented is NULL). TF32: off
  * unless --tf32 (cuda_set_tf32). */
 #include "backend_cuda.h"
@@ -122,11 +125,61 @@ static int upload_synced(dp_cuda_ctx_t *c, void *dst, const void *host_src, size
            dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
 }
 
+/* The ring of pinned staging slots (cuda_internal.h), made at the first
+ * small upload; refused for good (every upload then waits) when pinned
+ * memory or an event cannot be had. Under the lock. */
+static int stage_ready(dp_cuda_ctx_t *c) {
+    if (c->stage) return 1;
+    if (c->stage_refused) return 0;
+    void *pinned = NULL;
+    int made = 0;
+    if (cudaHostAlloc(&pinned, DP_CUDA_STAGE_SLOTS * DP_CUDA_STAGE_BYTES, cudaHostAllocDefault) == cudaSuccess) {
+        while (made < DP_CUDA_STAGE_SLOTS &&
+               cudaEventCreateWithFlags(&c->stage_done[made], cudaEventDisableTiming) == cudaSuccess)
+            made++;
+    }
+    if (made < DP_CUDA_STAGE_SLOTS) {
+        for (int s = 0; s < made; s++) cudaEventDestroy(c->stage_done[s]);
+        if (pinned) cudaFreeHost(pinned);
+        cudaGetLastError(); /* not sticky: the uploads wait instead */
+        c->stage_refused = 1;
+        return 0;
+    }
+    c->stage = pinned;
+    return 1;
+}
+
+/* An upload that does not wait: host_src copied into the next staging
+ * slot (after that slot's previous copy is done: its event queried, and
+ * waited for only when not ready), queued from there, the slot's event
+ * recorded after it. The caller may reuse host_src at once, as backend.h
+ * promises. Larger uploads, or without the ring, wait (upload_synced). */
+static int upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
+    if (bytes > DP_CUDA_STAGE_BYTES || !stage_ready(c)) return upload_synced(c, dst, host_src, bytes, what);
+    int s = c->stage_next;
+    c->stage_next = (s + 1) % DP_CUDA_STAGE_SLOTS;
+    if (c->stage_recorded[s]) {
+        cudaError_t done = cudaEventQuery(c->stage_done[s]);
+        if (done == cudaErrorNotReady) {
+            cudaGetLastError(); /* "not ready" is an answer, not an error */
+            done = cudaEventSynchronize(c->stage_done[s]);
+        }
+        if (dp_cuda_check(c, done, what)) return 1;
+    }
+    uint8_t *slot = c->stage + (size_t)s * DP_CUDA_STAGE_BYTES;
+    memcpy(slot, host_src, bytes);
+    if (dp_cuda_check(c, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->stream), what) ||
+        dp_cuda_check(c, cudaEventRecord(c->stage_done[s], c->stream), what))
+        return 1;
+    c->stage_recorded[s] = 1;
+    return 0;
+}
+
 static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
     dp_cuda_ctx_t *c = ctx;
     if (!bytes) return;
     dp_cuda_enter(c);
-    upload_synced(c, dst, host_src, bytes, "an upload");
+    upload_staged(c, dst, host_src, bytes, "an upload");
     dp_cuda_leave(c);
 }
 
@@ -386,7 +439,7 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
-        !upload_synced(c, c->indices, host_indices, sizeof(int) * (size_t)n, "a batch's indices")) {
+        !upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "a batch's indices")) {
         size_t example = (size_t)ds->channels * ds->height * ds->width;
         dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
         _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
@@ -396,6 +449,19 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
         dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, &map, x, y),
                       "gathering a batch");
     }
+    dp_cuda_leave(c);
+}
+
+/* --- Metrics ---------------------------------------------------------------------- */
+
+static void cuda_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
+                               const int32_t *labels, int n, int k) {
+    dp_cuda_ctx_t *c = ctx;
+    DP_ASSERT(n >= 0 && k >= 1);
+    dp_cuda_enter(c);
+    if (!c->failed)
+        dp_cuda_check(c, dp_cuda_count_metrics(c->stream, sums, loss, scale, logits, labels, n, k),
+                      "counting a batch's loss and accuracy");
     dp_cuda_leave(c);
 }
 
@@ -469,6 +535,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,
+            .count_metrics = cuda_count_metrics,
         };
         contexts[gpu] = c;
     }

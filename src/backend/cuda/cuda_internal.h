@@ -8,8 +8,13 @@
  * (several worker threads) therefore queue onto the same in-order stream,
  * so whatever a thread queued before a host-side synchronisation (a device
  * wait) runs before what any thread queues after it: the seam's ordering
- * rules carry over without events. Uploads and downloads wait for their
- * copy (the host reuses or reads the memory at once), and device memory is
+ * rules carry over without events. Downloads wait for their copy (the host
+ * reads the memory at once); so do uploads of more than DP_CUDA_STAGE_BYTES
+ * (parameters, optimizer state, an augmented shard: not per step, except
+ * the last). A small upload is copied into a pinned staging slot under the
+ * lock and queued from there: the caller may reuse its memory at once, the
+ * slot is not written again before its copy's event is done (the slots'
+ * state is the context's, under the lock). Device memory is
  * freed only after the stream's queued work (dp_cuda_free_idle). An op
  * holds the lock from start to end, except around SyncBatchNorm's host
  * hook (ops_cuda.c bn_sync), which waits at a barrier for every device,
@@ -33,6 +38,8 @@
 #define DP_CUDA_MAX_GPUS 8
 #define DP_CUDA_MAX_DATASETS 4
 #define DP_CUDA_MAX_OPTIMIZERS 64
+#define DP_CUDA_STAGE_SLOTS 8
+#define DP_CUDA_STAGE_BYTES ((size_t)65536)
 
 typedef struct {
     const uint8_t *host_pixels, *host_labels; /* the host dataset's, with the shape as a key */
@@ -60,6 +67,16 @@ typedef struct dp_cuda_context {
     void *workspace; /* cuDNN's, grown on demand */
     size_t workspace_bytes;
     int *indices;    /* (indices_cap) a batch's example indices */
+    /* small uploads (<= DP_CUDA_STAGE_BYTES: a batch's indices, the loss
+     * seed) are copied into a slot of pinned host memory and queued from
+     * there, without a wait: the slots in turn, an event recorded after
+     * each slot's copy and waited for (only when not done yet) before the
+     * slot is written again */
+    uint8_t *stage;  /* (DP_CUDA_STAGE_SLOTS x DP_CUDA_STAGE_BYTES) pinned; NULL until the first */
+    cudaEvent_t stage_done[DP_CUDA_STAGE_SLOTS];
+    int stage_recorded[DP_CUDA_STAGE_SLOTS];
+    int stage_next;
+    int stage_refused; /* no pinned memory or events: every upload waits, as larger ones do */
     int indices_cap;
     dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
     uint64_t uses;
@@ -149,6 +166,11 @@ cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int3
 /* dx (+)= dy[0] / denominator * (probs - onehot) */
 cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels, const float *dy,
                                   int N, int K, double denominator, float *dx, int add);
+
+/* backend.h's count_metrics: sums[0] += loss[0] * scale (loss may be NULL),
+ * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i] */
+cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
+                                  const float *logits, const int32_t *labels, int n, int k);
 
 /* kind 0: sigmoid, 1: tanh; backward from y */
 cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);

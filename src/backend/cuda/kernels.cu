@@ -8,7 +8,8 @@
  * is written exactly where the CPU code calls its mul_add (optim.c). Sums
  * run in the CPU's order where one thread owns an output: reduce and global
  * average pooling give the CPU's bits, the cross-entropy loss its order
- * (its terms use the GPU's expf and log). The per-channel sums (bias
+ * (its terms use the GPU's expf and log), the metrics (count_metrics) the
+ * host's bits. The per-channel sums (bias
  * gradients, batch norm, MSE) are one block each, fixed strided partials
  * and a fixed tree: not the CPU's order, but the same bits every run. Pool
  * backward is a gather (one thread per input element, its outputs in
@@ -437,6 +438,41 @@ extern "C" cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *p
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     xent_backward_kernel<<<blocks_for((size_t)N * K), THREADS, 0, stream>>>(probs, labels, dy, N, K, denominator, dx,
                                                                          add);
+    return cudaGetLastError();
+}
+
+/* --- metrics: a batch's loss and correct count added to two doubles (backend.h count_metrics) --- */
+/* One block: each thread counts its strided rows (trainer.c's rule: the
+ * first largest entry), a fixed tree adds the counts (integers: exact),
+ * thread 0 adds to the sums with one rounding per operation (__dmul_rn,
+ * __dadd_rn: never a fused multiply-add), the host's bits. */
+__global__ void count_metrics_kernel(double *sums, const float *loss, double scale, const float *logits,
+                                     const int32_t *labels, int n, int k) {
+    __shared__ int part[THREADS];
+    int correct = 0;
+    for (int i = (int)threadIdx.x; i < n; i += THREADS) {
+        const float *row = logits + (size_t)i * k; /* (k) */
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (row[j] > row[best]) best = j;
+        correct += best == labels[i];
+    }
+    part[threadIdx.x] = correct;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (loss) sums[0] = __dadd_rn(sums[0], __dmul_rn((double)loss[0], scale));
+        sums[1] = __dadd_rn(sums[1], (double)part[0]);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
+                                             const float *logits, const int32_t *labels, int n, int k) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    count_metrics_kernel<<<1, THREADS, 0, stream>>>(sums, loss, scale, logits, labels, n, k);
     return cudaGetLastError();
 }
 
