@@ -13,7 +13,8 @@
  *           1e-6) of optim.c, and the number of differing floats printed
  *           (0 expected where the CPU fuses as the kernels do);
  *   load_batch: the same floats and labels as dp_dataset_fill, plain and
- *           normalised (one pair, and one per channel of 3). */
+ *           normalised (one pair, and one per channel of 3);
+ *   count_metrics: metrics_checks.h's checks (the CPU's rule and bits). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "dptrain/backend.h"
 #include "dptrain/optim.h"
 #include "dptrain/rng.h"
+#include "metrics_checks.h"
 #include "test_cuda_common.h"
 #include "testing.h"
 
@@ -205,5 +207,6 @@ int main(void) {
     check_optimizer("adagrad", (dp_optim_config_t){.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .weight_decay = 1e-3f});
     check_optimizer("adam", (dp_optim_config_t){.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f});
     check_load_batch();
+    check_count_metrics(be, "cuda:0"); /* metrics_checks.h */
     return testing_finish("test_cuda_backend");
 }
