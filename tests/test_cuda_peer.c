@@ -14,7 +14,8 @@
  * fork), one group across two processes (as two MPI ranks):
  * - two processes on GPUs 0 and 1 sum right;
  * - two processes both on GPU 0 are refused in both (ranks sharing a GPU);
- * - members whose counts differ abort, one line in each process;
+ * - members whose counts differ abort, one line in each process, and so do
+ *   members summing the same count at different offsets (calls out of order);
  * - a member handed another GPU's memory aborts with one line.
  * Skipped (77) without a GPU and without the emulator. */
 #define _GNU_SOURCE
@@ -114,7 +115,7 @@ static void group_in_process(int gpus, int emulated) {
 
 /* --- Two processes (the emulator only) ------------------------------------------------ */
 
-typedef enum { CHILD_SUM, CHILD_COUNT_DIFFERS } child_job_t;
+typedef enum { CHILD_SUM, CHILD_COUNT_DIFFERS, CHILD_OFFSET_DIFFERS } child_job_t;
 
 /* A forked member: GPU `g` of this process, member `member` of 2, stderr to
  * err_path; exits 0 when its sum is right, 2 when the group was refused
@@ -135,7 +136,8 @@ static pid_t child(int g, int member, const unsigned char uid[128], child_job_t 
     }
     float *buf = upload_member(be, member, host);
     size_t count = job == CHILD_COUNT_DIFFERS && member == 1 ? COUNT - 10 : COUNT;
-    if (be->peer_allreduce(group, &buf, START, count) != DP_OK) _exit(1);
+    size_t start = job == CHILD_OFFSET_DIFFERS && member == 1 ? START + 16 : START; /* another bucket */
+    if (be->peer_allreduce(group, &buf, start, count) != DP_OK) _exit(1);
     be->download(be->ctx, host, buf, sizeof host);
     size_t bad = 0;
     _exit(check_sum(host, member, 2, 1, &bad) ? 0 : 1);
@@ -196,6 +198,20 @@ static void two_processes(const dp_backend_t *be0) {
         int lines = lines_of(m ? err1 : err0, line, sizeof line);
         CHECK(lines == 1 && strstr(line, "member 1 sums 289990 floats") && strstr(line, "member 0 sums 290000"),
               "counts differ: member %d's stderr (%d lines) '%s'", m, lines, line);
+    }
+
+    /* the same count at another offset: calls out of order (buckets issued in another order) */
+    be0->peer_unique_id(be0->ctx, uid);
+    a = child(0, 0, uid, CHILD_OFFSET_DIFFERS, err0);
+    b = child(1, 1, uid, CHILD_OFFSET_DIFFERS, err1);
+    sa = wait_status(a);
+    sb = wait_status(b);
+    CHECK(WIFSIGNALED(sa) && WTERMSIG(sa) == SIGABRT && WIFSIGNALED(sb) && WTERMSIG(sb) == SIGABRT,
+          "members at different offsets: not aborted (statuses %d, %d)", sa, sb);
+    for (int m = 0; m < 2; m++) {
+        int lines = lines_of(m ? err1 : err0, line, sizeof line);
+        CHECK(lines == 1 && strstr(line, "at offset 4064 of its buffer") && strstr(line, "not made in the same order"),
+              "offsets differ: member %d's stderr (%d lines) '%s'", m, lines, line);
     }
 
     /* a member handed another GPU's memory */

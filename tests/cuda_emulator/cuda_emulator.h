@@ -16,6 +16,10 @@
  *     one, or with a launch configuration a GPU refuses, fails as on a GPU;
  *   - cuBLAS and cuDNN check their arguments (leading dimensions, extents
  *     of every operand, descriptor shapes against each other, workspace).
+ * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
+ * one unique id meet in shared memory, in one process or several (MPI
+ * ranks), and sum in member order; two members on one GPU are refused as
+ * NCCL refuses them, and misuse NCCL would not survive aborts with one line.
  * Settings (environment):
  *   DPTRAIN_CUDA_EMU_GPUS    GPUs of the machine (default 2; 0: none)
  *   CUDA_VISIBLE_DEVICES     as CUDA: the physical GPUs this process sees,
