@@ -306,6 +306,7 @@ typedef struct {
     int train_count, test_count;
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
     const char *devices_note; /* without --devices: why these (on the first line) */
+    char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */
     dp_progress_t bar;
     int bar_open;
 } train_printer_t;
@@ -323,11 +324,13 @@ static void print_begin(const dp_fit_begin_t *begin, void *ctx) {
         else devices[used++] = *c;
     }
     snprintf(devices + used, size - used, "]");
+    if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
+        snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
     if (!o->quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s\n",
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s%s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
                o->epochs, (unsigned long long)o->seed, devices, p->devices_note ? " (" : "",
-               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "");
+               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->allreduce);
     if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
                           o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
     if (begin->first_epoch >= begin->last_epoch && p->speaks)

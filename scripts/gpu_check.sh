@@ -5,7 +5,8 @@
 # GPU tests (ctest -L gpu) and the module's command-line tests (cli_cuda,
 # cli_cuda_module), check that the default devices are the GPU, train LeNet
 # for 10 epochs with the book's settings on cuda:0 (test accuracy must reach
-# 0.80), run bench/gpu_vs_pytorch.sh, and print one summary. Exit 0 only when every step passed; without a GPU the
+# 0.80), train with NCCL's one-member group (DPTRAIN_NCCL=1) against the host
+# path, run bench/gpu_vs_pytorch.sh, and print one summary. Exit 0 only when every step passed; without a GPU the
 # GPU steps say NOT RUN and it exits 2.
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
@@ -124,6 +125,28 @@ if [[ -n "$gpu" ]]; then
     else fail "LeNet 10 epochs on cuda:0: test accuracy $acc < 0.80"; fi
   else
     fail "LeNet on cuda:0: $(tail -1 "$out/train.log")"
+  fi
+  # 3b. NCCL with one member (DPTRAIN_NCCL=1) against the host path on cuda:0: a group of one sums
+  # nothing (NCCL copies the buffer), so the update sees the same gradients and, with the backend's
+  # deterministic algorithms, the same bits are expected; the guard is a loose 1e-5 relative on the
+  # last train_loss (the line says whether the checkpoints were also the same bits)
+  nccl_args=(train --model lenet --data "$data" --limit 2048 --batch-size 256 --lr 0.2 --epochs 2 --devices cuda:0)
+  if DPTRAIN_NCCL=1 "$build"/dptrain "${nccl_args[@]}" --save "$out/nccl1.st" --metrics "$out/nccl1.jsonl" \
+       >"$out/nccl1.log" 2>&1 &&
+     DPTRAIN_NCCL=0 "$build"/dptrain "${nccl_args[@]}" --save "$out/host1.st" --metrics "$out/host1.jsonl" \
+       >"$out/host1.log" 2>&1; then
+    a=$(tail -1 "$out/nccl1.jsonl" | sed -E 's/.*"train_loss": *([0-9.eE+-]+).*/\1/')
+    b=$(tail -1 "$out/host1.jsonl" | sed -E 's/.*"train_loss": *([0-9.eE+-]+).*/\1/')
+    bits=$(cmp -s "$out/nccl1.st" "$out/host1.st" && echo "same checkpoint bits" || echo "checkpoints differ")
+    said=$(head -1 "$out/nccl1.log" | grep -o 'allreduce: .*')
+    if [[ "$said" == "allreduce: nccl" ]] &&
+       awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * a) }'; then
+      note "NCCL (1 member) on cuda:0: train_loss $a vs host $b, $bits"
+    else
+      fail "NCCL (1 member) on cuda:0: '$said', train_loss $a vs host $b, $bits"
+    fi
+  else
+    fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
   fi
   # 4. the benchmark
   if bench/gpu_vs_pytorch.sh "$build"/dptrain 3 3 >"$out/bench.log" 2>&1; then

@@ -29,6 +29,10 @@
 #include "dptrain/ops.h"
 #include "dptrain/optim.h"
 
+/* A group of devices that sum buffers among themselves (NCCL's
+ * communicators), made by peer_group_new. */
+typedef struct dp_peer_group dp_peer_group_t;
+
 struct dp_backend {
     const char *name; /* "cpu": device d of this backend is named "NAME:d" */
     void *ctx;        /* handed to every function below */
@@ -124,6 +128,34 @@ struct dp_backend {
      * process. NULL: the backend has none (--winograd is refused). Call
      * before any work is queued. */
     dp_status_t (*set_winograd)(void *ctx, int on);
+
+    /* --- Peer collectives: devices on distinct GPUs sum among themselves
+     * (NCCL), within a process and across processes. Optional: NULL in the
+     * CPU tables and in a CUDA module built without NCCL. The backend knows
+     * nothing of MPI: the caller moves the ids between processes. --- */
+    /* id = this table's device identity (16 bytes, a GPU's UUID): two tables
+     * with one id are on one device, which NCCL refuses in one group. */
+    dp_status_t (*peer_id)(void *ctx, unsigned char id[16]);
+    /* id = the unique id of a new group (128 bytes), made by one member of
+     * the whole group and handed to every other (in every process). */
+    dp_status_t (*peer_unique_id)(void *ctx, unsigned char id[128]);
+    /* A group over tables[0..k) of this process (tables of this backend,
+     * each on a device of its own), its members first_member, ...,
+     * first_member + k - 1 of world_members in all; the other processes
+     * join with the same unique id and their own members. Returns when every
+     * member has joined; fails with one line (NCCL's own reason: two
+     * members on one device, a failed start). */
+    dp_status_t (*peer_group_new)(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
+                                  int world_members, int first_member, dp_peer_group_t **out);
+    /* bufs[i][start, start + count) (memory of tables[i]) = the sum of that
+     * range over every member of the group, in place, in every buffer.
+     * Ordered after the work queued so far on each member's device and
+     * before the work queued there after it returns; the host does not
+     * wait for the sum. Calls are serialised within the group; every process
+     * must make the same calls in the same order (NCCL deadlocks otherwise). */
+    dp_status_t (*peer_allreduce)(dp_peer_group_t *group, float *const *bufs, size_t start, size_t count);
+    /* After the work queued on the members; NULL is a no-op. */
+    void (*peer_group_free)(dp_peer_group_t *group);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

@@ -92,6 +92,13 @@ double dp_world_mpi_seconds(void);
 dp_status_t dp_world_reduce_to_root(float *buffer, size_t n);
 dp_status_t dp_world_broadcast(float *buffer, size_t n);
 
+/* Bytes among ranks (set-up: the GPUs' identities, NCCL's unique id):
+ * all[r * n .. (r + 1) * n) = rank r's `mine` (n bytes) on every rank;
+ * buffer[0..n) = rank 0's on every rank. For a single rank, the copy and
+ * a no-op. */
+dp_status_t dp_world_allgather_bytes(const void *mine, void *all, size_t n);
+dp_status_t dp_world_broadcast_bytes(void *buffer, size_t n);
+
 /* Fails on every rank, naming the first rank that differs from rank 0, when
  * the ranks' `bytes` differ (options, models, ...). */
 dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n);

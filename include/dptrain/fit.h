@@ -82,6 +82,7 @@ typedef struct {
     int last_epoch;       /* trains [first_epoch, last_epoch); equal: nothing to train */
     int steps_per_epoch;
     const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
+    const char *allreduce; /* dp_trainer_allreduce: "nccl", "host (why)", "" */
 } dp_fit_begin_t;
 
 /* Called after each epoch's evaluation, before its metrics, plot and

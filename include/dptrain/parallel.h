@@ -164,6 +164,13 @@ void dp_trainer_set_step_count(dp_trainer_t *trainer, uint64_t steps);
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 /* The backend every device of the trainer runs. */
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *trainer);
+/* How the gradients are summed between devices on distinct GPUs: "nccl",
+ * or "host (why not NCCL)" when a device is a GPU; "" on devices without
+ * NCCL (the CPU's). Chosen by dp_trainer_new, the same on every rank:
+ * NCCL when every device of every rank is on a GPU of its own (with the
+ * default chunked allreduce, with or without overlap) and at least two
+ * devices are (the environment's DPTRAIN_NCCL=1: also one; =0: never). */
+const char *dp_trainer_allreduce(const dp_trainer_t *trainer);
 
 /* Seconds the caller has spent in the gradient sync of all steps so far
  * (after every device's forward/backward; with overlap, only the exposed

@@ -392,7 +392,8 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     if (config->on_begin) {
         dp_fit_begin_t begin = {.first_epoch = first_epoch, .last_epoch = last_epoch,
                                 .steps_per_epoch = dp_loader_num_batches(loader),
-                                .devices = dp_trainer_device_names(trainer)};
+                                .devices = dp_trainer_device_names(trainer),
+                                .allreduce = dp_trainer_allreduce(trainer)};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;

@@ -9,7 +9,10 @@
  * downloaded from its device, summed on the CPU in device order (the CPU
  * backend's reduce_range, two at a time: ((g0 + g1) + g2) + ..., the order
  * every backend sums in) and uploaded to each device. The same bits as on
- * one table; slower by the copies (NCCL between GPUs is not done).
+ * one table; slower by the copies. Devices each on a GPU of its own sum with
+NCCL instead (sync_peer.c), when the backend has it; these paths remain
+for the rest (tables shared by some devices, ranks sharing a GPU, --sync
+ps, --allreduce naive, DPTRAIN_NCCL=0).
  *
  * DESIGN. The host buffers t->split_sum and t->split_part (num_params + 1
  * floats each, the buffers' own offsets) are used only at the offsets of

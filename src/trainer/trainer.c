@@ -91,6 +91,7 @@ static void replica_free(dp_replica_t *r) {
 void dp_trainer_free(dp_trainer_t *t) {
     if (!t) return;
     if (t->sync && t->sync->release) t->sync->release(t); /* nothing of the strategy runs any more */
+    dp_sync_peer_release(t);
     for (int d = 0; t->replicas && d < t->num_devices; d++)
         if (t->replicas[d].backend) replica_free(&t->replicas[d]);
     free(t->replicas);
@@ -294,7 +295,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         be->upload(be->ctx, r->params, t->replicas[0].host_params, param_bytes);
     }
     if ((status = metrics_alloc(t)) != DP_OK) goto fail;
-    t->sync = choose_sync(config, t->ranks);
+    if ((status = dp_sync_peer_choose(t)) != DP_OK) goto fail; /* NCCL, or the host paths */
+    t->sync = !t->peer_group ? choose_sync(config, t->ranks) : config->overlap ? &dp_sync_peer_overlap : &dp_sync_peer;
     if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
     dp_blas_set_threads(config->threads_per_device);
     *out = t;
@@ -363,6 +365,7 @@ float *dp_trainer_params(dp_trainer_t *t, int device) {
 int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
+const char *dp_trainer_allreduce(const dp_trainer_t *t) { return t->allreduce; }
 
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {
     for (int d = 0; d < t->num_devices; d++) {

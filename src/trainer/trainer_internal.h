@@ -14,6 +14,9 @@
  *   sync_overlap.c        one process, buckets summed while backward runs
  *   sync_mpi.c            several processes, hierarchical, with or without overlap
  *   sync_ps.c             the parameter server
+ *   sync_peer.c           devices on distinct GPUs: NCCL (the backend's peer
+ *                         collectives), in one process or across ranks,
+ *                         with or without overlap
  * and sync_batch_norm.c: batch statistics summed across devices inside the
  * forward (orthogonal to the strategy).
  * Every memory access to a replica goes through its device's backend
@@ -96,7 +99,7 @@ typedef struct dp_sync_strategy {
 } dp_sync_strategy_t;
 
 extern const dp_sync_strategy_t dp_sync_local_chunked, dp_sync_local_naive, dp_sync_overlap,
-    dp_sync_mpi, dp_sync_mpi_overlap, dp_sync_ps;
+    dp_sync_mpi, dp_sync_mpi_overlap, dp_sync_ps, dp_sync_peer, dp_sync_peer_overlap;
 
 /* A reusable barrier for the k forward tasks of one step (sync batch norm)
  * that a failing task can break. */
@@ -146,6 +149,10 @@ struct dp_trainer {
     dp_status_t stat_status; /* device 0's failure inside a forward */
     char stat_error[512];
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
+    /* sync_peer.c: the NCCL group of every device of every rank (NULL: the
+     * host paths), and what dp_trainer_allreduce says */
+    dp_peer_group_t *peer_group;
+    char allreduce[160];
 };
 
 /* Bucket b of the gradients: [*start, *start + *count). */
@@ -206,6 +213,12 @@ dp_status_t dp_bucket_counter_init(dp_bucket_counter_t *c, const dp_trainer_t *t
 void dp_bucket_counter_release(dp_bucket_counter_t *c);
 void dp_bucket_counter_begin_step(dp_bucket_counter_t *c, dp_trainer_t *t);
 void dp_bucket_counter_count(dp_bucket_counter_t *c, dp_replica_t *r);
+
+/* sync_peer.c: with the replicas made, chooses NCCL or the host paths
+ * (the same choice on every rank: a collective with ranks > 1) and makes
+ * t->peer_group for NCCL; dp_sync_peer_release frees it. */
+dp_status_t dp_sync_peer_choose(dp_trainer_t *t);
+void dp_sync_peer_release(dp_trainer_t *t);
 
 /* sync_batch_norm.c */
 dp_status_t dp_sync_batch_norm_init(dp_trainer_t *t);

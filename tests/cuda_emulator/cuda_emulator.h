@@ -16,8 +16,15 @@
  *     one, or with a launch configuration a GPU refuses, fails as on a GPU;
  *   - cuBLAS and cuDNN check their arguments (leading dimensions, extents
  *     of every operand, descriptor shapes against each other, workspace).
+ * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
+ * one unique id meet in shared memory, in one process or several (MPI
+ * ranks), and sum in member order; two members on one GPU are refused as
+ * NCCL refuses them, and misuse NCCL would not survive aborts with one line.
  * Settings (environment):
- *   DPTRAIN_CUDA_EMU_GPUS    GPUs the runtime reports (default 2; 0: none)
+ *   DPTRAIN_CUDA_EMU_GPUS    GPUs of the machine (default 2; 0: none)
+ *   CUDA_VISIBLE_DEVICES     as CUDA: the physical GPUs this process sees,
+ *                            in its order (device d is the d-th listed); a
+ *                            GPU's UUID names its physical index
  *   DPTRAIN_CUDA_EMU_MEMORY  bytes of memory per GPU (default 4 GiB): a
  *                            cudaMalloc beyond fails as out of memory
  *   DPTRAIN_CUDA_EMU_FAULT   N: the N-th kernel launch (from 1) faults: the
@@ -48,8 +55,12 @@ extern "C" {
 
 /* The device of an allocation holding [p, p + bytes); -1: none (host memory). */
 int emu_device_of(const void *p, size_t bytes);
+/* p's offset in its allocation ((size_t)-1: not device memory). */
+size_t emu_allocation_offset(const void *p);
 /* Aborts with one line unless [p, p + bytes) is memory of `device`. */
 void emu_check_device_memory(const char *call, const char *what, const void *p, size_t bytes, int device);
+/* The physical index of device `device` (CUDA_VISIBLE_DEVICES), -1: none. */
+int emu_physical_gpu(int device);
 /* The calling thread's current device (cudaSetDevice). */
 int emu_current_device(void);
 /* The device of a stream (NULL: the current device's legacy stream). */

@@ -58,10 +58,40 @@ static long env_long(const char *name, long fallback) {
     return v && *v ? strtol(v, NULL, 10) : fallback;
 }
 
-static int gpu_count(void) {
+/* The machine's GPUs (DPTRAIN_CUDA_EMU_GPUS) and those this process sees:
+ * CUDA_VISIBLE_DEVICES, as CUDA reads it, lists physical indices; the list
+ * ends at the first entry that is not one (out of range, repeated, not a
+ * number). visible[d] is the physical index of device d: its identity (the
+ * UUID, what emulated NCCL compares). */
+static int visible[EMU_MAX_GPUS], visible_count;
+
+static void read_visible(void) {
     long n = env_long("DPTRAIN_CUDA_EMU_GPUS", 2);
-    return n < 0 ? 0 : n > EMU_MAX_GPUS ? EMU_MAX_GPUS : (int)n;
+    int physical = n < 0 ? 0 : n > EMU_MAX_GPUS ? EMU_MAX_GPUS : (int)n;
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    if (!list) {
+        for (visible_count = 0; visible_count < physical; visible_count++) visible[visible_count] = visible_count;
+        return;
+    }
+    for (const char *p = list; *p && visible_count < physical;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g >= physical || (*end && *end != ',')) break;
+        int repeated = 0;
+        for (int i = 0; i < visible_count; i++) repeated |= visible[i] == g;
+        if (repeated) break;
+        visible[visible_count++] = (int)g;
+        p = *end ? end + 1 : end;
+    }
 }
+
+static int gpu_count(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_visible);
+    return visible_count;
+}
+
+int emu_physical_gpu(int device) { return device >= 0 && device < gpu_count() ? visible[device] : -1; }
 
 static cudaError_t fail(cudaError_t err) {
     last_error = err;
@@ -103,6 +133,16 @@ int emu_device_of(const void *p, size_t bytes) {
     return device;
 }
 
+size_t emu_allocation_offset(const void *p) {
+    const char *c = p;
+    size_t offset = (size_t)-1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < block_count && offset == (size_t)-1; i++)
+        if (c >= blocks[i].ptr && c <= blocks[i].ptr + blocks[i].bytes) offset = (size_t)(c - blocks[i].ptr);
+    pthread_mutex_unlock(&lock);
+    return offset;
+}
+
 void emu_check_device_memory(const char *call, const char *what, const void *p, size_t bytes, int device) {
     if (bytes == 0) return;
     int owner = emu_device_of(p, bytes);
@@ -131,6 +171,17 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaSetDevice(int device) {
     if (device < 0 || device >= gpu_count()) return fail(cudaErrorInvalidDevice);
     current_device = device;
+    return cudaSuccess;
+}
+
+/* The name, the memory and the UUID: "dptrain-emu-gpu" and the physical index. */
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (device < 0 || device >= gpu_count()) return fail(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "dptrain CUDA emulator GPU %d", visible[device]);
+    memcpy(prop->uuid.bytes, "dptrain-emu-gpu", 15);
+    prop->uuid.bytes[15] = (char)visible[device];
+    prop->totalGlobalMem = (size_t)env_long("DPTRAIN_CUDA_EMU_MEMORY", 4L << 30);
     return cudaSuccess;
 }
 
@@ -164,6 +215,11 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
     if (!s) return fail(cudaErrorMemoryAllocation);
     s->device = current_device;
     *stream = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    free(stream);
     return cudaSuccess;
 }
 
@@ -215,6 +271,16 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (f) return fail((cudaError_t)f);
     event->pending = events_pending();
     return cudaSuccess;
+}
+
+/* Every call runs to its end when made: the event has nothing left to
+ * order, only the devices to check (NCCL's stream waits on the compute
+ * stream's event and the other way round: peer_nccl.c). */
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    (void)flags;
+    if (!event) return fail(cudaErrorInvalidResourceHandle);
+    int f = emu_device_fault(emu_stream_device(stream));
+    return f ? fail((cudaError_t)f) : cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {

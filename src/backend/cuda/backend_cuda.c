@@ -537,6 +537,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .load_batch = cuda_load_batch,
             .count_metrics = cuda_count_metrics,
         };
+        dp_cuda_peer_register(&c->table); /* peer_nccl.c: NCCL's members, when built with it */
         contexts[gpu] = c;
     }
     pthread_mutex_unlock(&open_lock);

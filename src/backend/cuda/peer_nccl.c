@@ -1,0 +1,205 @@
+/* peer_nccl.c - the CUDA backend's peer collectives (backend.h: peer_id,
+ * peer_unique_id, peer_group_new, peer_allreduce, peer_group_free): devices
+ * on distinct GPUs sum their gradients with NCCL, in one process and across
+ * processes. Built with NCCL when CMake found it beside the toolkit
+ * (DPTRAIN_HAVE_NCCL; the CUDA emulator's module has its own NCCL,
+ * tests/cuda_emulator/emu_nccl.c); without it the members stay NULL and
+ * the trainer sums through host memory.
+ *
+ * DESIGN. A group holds one NCCL communicator per member GPU of this
+ * process (made in one ncclGroupStart/End, as NCCL asks of one thread
+ * driving several GPUs), and per member a stream of its own with two
+ * events. peer_allreduce runs under the group's mutex (calls from several
+ * device threads are serialised: NCCL needs every member to issue the same
+ * collectives in the same order, and the order within a process is the
+ * caller's, not a race's) and, inside it, holds every member context's
+ * lock (cuda_internal.h: in index order, after the group's mutex; nothing
+ * takes them the other way round) while it
+ *   records `produced` on each context's stream (after the gradients'
+ *   producers) and makes the NCCL stream wait for it;
+ *   queues one ncclAllReduce per member between one ncclGroupStart/End;
+ *   records `summed` on each NCCL stream and makes the context's stream
+ *   wait for it (so the optimizer update queued next runs after the sum).
+ * Holding the contexts' locks keeps another thread from queuing work on a
+ * member's stream in between. Nothing waits on the host. A failure is
+ * returned, and kept in every member's context (the next op reports it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+#ifdef DPTRAIN_HAVE_NCCL
+#include <nccl.h>
+
+struct dp_peer_group {
+    int k;
+    pthread_mutex_t lock;
+    dp_cuda_ctx_t *ctx[DP_CUDA_MAX_GPUS];
+    ncclComm_t comm[DP_CUDA_MAX_GPUS];
+    cudaStream_t stream[DP_CUDA_MAX_GPUS]; /* NCCL's, one per member */
+    cudaEvent_t produced[DP_CUDA_MAX_GPUS], summed[DP_CUDA_MAX_GPUS];
+};
+
+_Static_assert(NCCL_UNIQUE_ID_BYTES == 128, "backend.h's peer_unique_id is 128 bytes");
+
+/* message = "NCCL: WHAT failed: NCCL's reason" */
+static void nccl_message(char *message, size_t size, ncclResult_t r, const char *what) {
+    const char *last = ncclGetLastError(NULL);
+    snprintf(message, size, "NCCL: %s failed: %s%s%s", what, ncclGetErrorString(r), last && *last ? ": " : "",
+             last ? last : "");
+}
+
+static dp_status_t nccl_fail(ncclResult_t r, const char *what) {
+    char message[256];
+    nccl_message(message, sizeof message, r, what);
+    return dp_fail(DP_ERR_ARG, "%s", message);
+}
+
+static dp_status_t cuda_peer_id(void *ctx, unsigned char id[16]) {
+    dp_cuda_ctx_t *c = ctx;
+    struct cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    dp_cuda_enter(c);
+    cudaError_t err = cudaGetDeviceProperties(&prop, c->gpu);
+    dp_cuda_leave(c);
+    if (err != cudaSuccess) return dp_fail(DP_ERR_ARG, "%s: reading its UUID failed: %s", c->name, cudaGetErrorString(err));
+    _Static_assert(sizeof prop.uuid == 16, "a GPU's UUID is 16 bytes");
+    memcpy(id, &prop.uuid, 16);
+    return DP_OK;
+}
+
+static dp_status_t cuda_peer_unique_id(void *ctx, unsigned char id[128]) {
+    (void)ctx;
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return nccl_fail(r, "ncclGetUniqueId");
+    memcpy(id, u.internal, sizeof u.internal);
+    return DP_OK;
+}
+
+static void cuda_peer_group_free(dp_peer_group_t *g) {
+    if (!g) return;
+    for (int i = 0; i < g->k; i++) {
+        dp_cuda_ctx_t *c = g->ctx[i];
+        if (!c) continue;
+        dp_cuda_enter(c);
+        if (g->stream[i]) cudaStreamSynchronize(g->stream[i]);
+        if (g->comm[i]) ncclCommDestroy(g->comm[i]);
+        if (g->produced[i]) cudaEventDestroy(g->produced[i]);
+        if (g->summed[i]) cudaEventDestroy(g->summed[i]);
+        if (g->stream[i]) cudaStreamDestroy(g->stream[i]);
+        dp_cuda_leave(c);
+    }
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
+                                       int world_members, int first_member, dp_peer_group_t **out);
+
+static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
+    if (count == 0) return DP_OK;
+    char message[256] = "";
+    int failed = 0;
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i < g->k; i++) dp_cuda_enter(g->ctx[i]);
+    for (int i = 0; i < g->k && !failed; i++) {
+        dp_cuda_ctx_t *c = g->ctx[i];
+        cudaSetDevice(c->gpu);
+        failed = c->failed ||
+                 dp_cuda_check(c, cudaEventRecord(g->produced[i], c->stream), "NCCL: ordering after the gradients") ||
+                 dp_cuda_check(c, cudaStreamWaitEvent(g->stream[i], g->produced[i], 0), "NCCL: ordering after the gradients");
+        if (failed) snprintf(message, sizeof message, "%s", c->error);
+    }
+    if (!failed) {
+        ncclResult_t r = ncclGroupStart(), queued = ncclSuccess;
+        for (int i = 0; i < g->k && r == ncclSuccess && queued == ncclSuccess; i++) {
+            cudaSetDevice(g->ctx[i]->gpu);
+            queued = ncclAllReduce(bufs[i] + start, bufs[i] + start, count, ncclFloat, ncclSum, g->comm[i], g->stream[i]);
+        }
+        ncclResult_t ended = r == ncclSuccess ? ncclGroupEnd() : r;
+        if ((failed = queued != ncclSuccess))
+            nccl_message(message, sizeof message, queued, "ncclAllReduce");
+        else if ((failed = ended != ncclSuccess))
+            nccl_message(message, sizeof message, ended, "ncclAllReduce (ncclGroupEnd)");
+    }
+    for (int i = 0; i < g->k && !failed; i++) {
+        dp_cuda_ctx_t *c = g->ctx[i];
+        cudaSetDevice(c->gpu);
+        failed = dp_cuda_check(c, cudaEventRecord(g->summed[i], g->stream[i]), "NCCL: ordering the update after the sum") ||
+                 dp_cuda_check(c, cudaStreamWaitEvent(c->stream, g->summed[i], 0), "NCCL: ordering the update after the sum");
+        if (failed) snprintf(message, sizeof message, "%s", c->error);
+    }
+    if (failed) /* sticky in every member: its next op fails with it */
+        for (int i = 0; i < g->k; i++)
+            if (!g->ctx[i]->failed) {
+                g->ctx[i]->failed = 1;
+                snprintf(g->ctx[i]->error, sizeof g->ctx[i]->error, "%s: %s", g->ctx[i]->name, message);
+            }
+    for (int i = g->k - 1; i >= 0; i--) dp_cuda_leave(g->ctx[i]);
+    pthread_mutex_unlock(&g->lock);
+    return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
+}
+
+static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
+                                       int world_members, int first_member, dp_peer_group_t **out) {
+    *out = NULL;
+    if (k < 1 || k > DP_CUDA_MAX_GPUS)
+        return dp_fail(DP_ERR_ARG, "NCCL: a group of %d GPUs in one process (1 to %d)", k, DP_CUDA_MAX_GPUS);
+    if (first_member < 0 || first_member + k > world_members)
+        return dp_fail(DP_ERR_ARG, "NCCL: members %d to %d of %d", first_member, first_member + k - 1, world_members);
+    for (int i = 0; i < k; i++)
+        if (!tables[i] || tables[i]->peer_group_new != cuda_peer_group_new)
+            return dp_fail(DP_ERR_ARG, "NCCL: device %d is not a GPU of this CUDA backend", i);
+    dp_peer_group_t *g = dp_alloc_zeroed(1, sizeof *g, "NCCL group");
+    if (!g) return DP_ERR_NOMEM;
+    pthread_mutex_init(&g->lock, NULL);
+    g->k = k;
+    dp_status_t status = DP_OK;
+    for (int i = 0; i < k && status == DP_OK; i++) {
+        dp_cuda_ctx_t *c = tables[i]->ctx;
+        g->ctx[i] = c;
+        dp_cuda_enter(c);
+        cudaError_t err = cudaStreamCreateWithFlags(&g->stream[i], cudaStreamNonBlocking);
+        if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->produced[i], cudaEventDisableTiming);
+        if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->summed[i], cudaEventDisableTiming);
+        dp_cuda_leave(c);
+        if (err != cudaSuccess)
+            status = dp_fail(DP_ERR_ARG, "%s: NCCL's stream: %s", c->name, cudaGetErrorString(err));
+    }
+    if (status == DP_OK) {
+        ncclUniqueId id;
+        memcpy(id.internal, unique_id, sizeof id.internal);
+        ncclResult_t r = ncclGroupStart(), init = ncclSuccess;
+        for (int i = 0; i < k && r == ncclSuccess && init == ncclSuccess; i++) {
+            cudaSetDevice(g->ctx[i]->gpu);
+            init = ncclCommInitRank(&g->comm[i], world_members, id, first_member + i);
+        }
+        ncclResult_t ended = r == ncclSuccess ? ncclGroupEnd() : r;
+        if (init != ncclSuccess) status = nccl_fail(init, "ncclCommInitRank");
+        else if (ended != ncclSuccess) status = nccl_fail(ended, "ncclCommInitRank (ncclGroupEnd)");
+        if (status != DP_OK) memset(g->comm, 0, sizeof g->comm); /* none started */
+    }
+    if (status != DP_OK) {
+        cuda_peer_group_free(g);
+        return status;
+    }
+    *out = g;
+    return DP_OK;
+}
+
+void dp_cuda_peer_register(dp_backend_t *table) {
+    table->peer_id = cuda_peer_id;
+    table->peer_unique_id = cuda_peer_unique_id;
+    table->peer_group_new = cuda_peer_group_new;
+    table->peer_allreduce = cuda_peer_allreduce;
+    table->peer_group_free = cuda_peer_group_free;
+}
+
+#else /* built without NCCL: the members stay NULL (host sums) */
+
+void dp_cuda_peer_register(dp_backend_t *table) { (void)table; }
+
+#endif

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# cli_nccl_emu.sh - devices on distinct GPUs summing with NCCL
+# (src/trainer/sync_peer.c, src/backend/cuda/peer_nccl.c), on the CUDA
+# emulator and its emulated NCCL (tests/cuda_emulator/emu_nccl.c: member
+# order, so the host path's bits). Skipped (77) in a build without CUDA or
+# whose emulator has no NCCL. Every NCCL run is compared with the same run
+# on the host path (DPTRAIN_NCCL=0): the checkpoint's tensors byte for byte
+# and the last train_loss to the last digit; the first line says which path
+# ran ("allreduce: nccl" or "allreduce: host (why)"):
+# - cuda:0,cuda:1: the chunked allreduce (momentum), --overlap (Adam),
+#   --accumulate 3, batch norm with and without --sync-batch-norm;
+# - 3 GPUs (DPTRAIN_CUDA_EMU_GPUS=3), with and without --overlap;
+# - 2 MPI ranks each with its own GPU (CUDA_VISIBLE_DEVICES per rank from
+#   OMPI_COMM_WORLD_RANK): NCCL across the ranks = the host path (MPI) =
+#   one process on cuda:0,cuda:1; 2 ranks of 2 GPUs each with --overlap
+#   (the bucket order across ranks: the emulator aborts on members whose
+#   calls differ) = one process on 4 GPUs (member order) and within 1e-4
+#   of the host path across ranks (which sums (g0 + g1) + (g2 + g3));
+#   2 ranks sharing one GPU: the host path, the same bits;
+# - DPTRAIN_NCCL=1 on one GPU: a group of one, the host path's bits; the
+#   host path without it; devices sharing a GPU (cuda:0,cuda:0,cuda:1) and
+#   --sync ps keep the host path; DPTRAIN_NCCL=2: one line, exit 1.
+source "$(dirname "$0")/testing.sh"
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ ! -e "$emu" ]]; then
+  echo "cli_nccl_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
+  exit 77
+fi
+if ! nm -D "$emu" 2>/dev/null | grep -q ncclAllReduce && ! nm "$emu" 2>/dev/null | grep -q ncclAllReduce; then
+  echo "cli_nccl_emu: SKIPPED: the CUDA emulator was built without NCCL (no nccl.h found)"
+  exit 77
+fi
+export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
+unset DPTRAIN_NCCL CUDA_VISIBLE_DEVICES
+small_data "$tmp/data" 384 100
+data=$tmp/data
+common=(train --data "$data" --limit 384 --batch-size 96 --lr 0.05 --seed 5)
+
+# says NAME PATTERN: the first line of NAME's output matches PATTERN
+says() {
+  head -1 "$tmp/$1.out" | grep -qE "$2" && pass || fail "$1: first line '$(head -1 "$tmp/$1.out")' lacks /$2/"
+}
+# nccl_vs_host NAME DEVICES ARGS...: NCCL and the host path, the same bits
+nccl_vs_host() {
+  local name=$1 devices=$2
+  shift 2
+  train_run "$name-nccl" "$devices" "$@"
+  DPTRAIN_NCCL=0 train_run "$name-host" "$devices" "$@"
+  says "$name-nccl" ", allreduce: nccl$"
+  says "$name-host" ", allreduce: host \(DPTRAIN_NCCL=0\)$"
+  same_run "$name-nccl" "$name-host"
+}
+
+nccl_vs_host chunked cuda:0,cuda:1 --model lenet --epochs 2 --optimizer momentum
+nccl_vs_host overlap cuda:0,cuda:1 --model lenet --epochs 1 --optimizer adam --overlap on
+nccl_vs_host accumulate cuda:0,cuda:1 --model lenet --epochs 1 --optimizer momentum --accumulate 3
+nccl_vs_host bn cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum
+nccl_vs_host syncbn cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum \
+  --sync-batch-norm --overlap on
+# overlap and not: the same bits (the same buckets, the same order)
+train_run overlap-sgd-nccl cuda:0,cuda:1 --model lenet --epochs 2 --optimizer momentum --overlap on
+same_run chunked-nccl overlap-sgd-nccl
+DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer momentum
+DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three-overlap cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer adam \
+  --overlap on
+
+# one GPU: the host path unless DPTRAIN_NCCL=1 (a group of one member)
+train_run one-host cuda:0 --model lenet --epochs 1 --optimizer momentum
+says one-host ", allreduce: host \(one GPU; DPTRAIN_NCCL=1 uses NCCL for it\)$"
+DPTRAIN_NCCL=1 train_run one-nccl cuda:0 --model lenet --epochs 1 --optimizer momentum
+says one-nccl ", allreduce: nccl$"
+same_run one-host one-nccl
+# devices sharing a GPU, and the parameter server: the host path
+train_run shared cuda:0,cuda:0,cuda:1 --model lenet --epochs 1 --optimizer momentum
+says shared ", allreduce: host \(devices sharing a GPU\)$"
+train_run ps cuda:0,cuda:1 --model lenet --epochs 1 --optimizer momentum --sync ps
+says ps ", allreduce: host \(--sync ps\)$"
+# CPU devices: nothing said
+train_run cpu cpu:0,cpu:1 --model lenet --epochs 1 --optimizer momentum
+head -1 "$tmp/cpu.out" | grep -q "allreduce" && fail "cpu devices: '$(head -1 "$tmp/cpu.out")'" || pass
+# a bad switch: one line, exit 1, nothing written
+DPTRAIN_NCCL=2 "$bin" "${common[@]}" --model lenet --epochs 1 --devices cuda:0,cuda:1 --save "$tmp/bad.st" \
+  >"$tmp/bad.out" 2>"$tmp/bad.err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/bad.err") -eq 1 ]] && grep -q "DPTRAIN_NCCL: expected 0 .* or 1 .*, found '2'" \
+  "$tmp/bad.err" && [[ ! -e "$tmp/bad.st" ]] && pass || fail "DPTRAIN_NCCL=2: status $status, '$(cat "$tmp/bad.err")'"
+
+# MPI ranks: each its own GPUs (GPUS_PER_RANK of them: rank r sees r*k .. r*k+k-1), or all on GPU 0
+cat >"$tmp/gpus.sh" <<'EOF'
+#!/usr/bin/env bash
+k=${GPUS_PER_RANK:-1} r=${OMPI_COMM_WORLD_RANK:?not started by mpirun}
+if [[ ${SHARE_GPU:-0} == 1 ]]; then
+  export CUDA_VISIBLE_DEVICES=0
+else
+  list=""
+  for ((i = 0; i < k; i++)); do list+="${list:+,}$((r * k + i))"; done
+  export CUDA_VISIBLE_DEVICES=$list
+fi
+exec "$@"
+EOF
+# ranks NAME GPUS_PER_RANK SHARE ENV... -- ARGS...: 2 ranks, devices cuda:0..k-1 each
+ranks() {
+  local name=$1 k=$2 share=$3 envs=() devices=cuda:0
+  shift 3
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  ((k == 2)) && devices=cuda:0,cuda:1
+  env "${envs[@]}" GPUS_PER_RANK="$k" SHARE_GPU="$share" DPTRAIN_CUDA_EMU_GPUS=4 \
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x DPTRAIN_CUDA_MODULE -x DPTRAIN_CUDA_EMU_GPUS -x GPUS_PER_RANK \
+    -x SHARE_GPU -x DPTRAIN_NCCL bash "$tmp/gpus.sh" "$bin" "${common[@]}" --devices "$devices" \
+    --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>&1 \
+    && pass || fail "$name (2 ranks): $(tail -3 "$tmp/$name.out")"
+}
+if command -v mpirun >/dev/null; then
+  lenet=(--model lenet --epochs 1 --optimizer momentum)
+  ranks ranks-nccl 1 0 DPTRAIN_NCCL= -- "${lenet[@]}"
+  says ranks-nccl "^training .* on 2 ranks x \[cuda:0\], allreduce: nccl$"
+  ranks ranks-host 1 0 DPTRAIN_NCCL=0 -- "${lenet[@]}"
+  says ranks-host "allreduce: host \(DPTRAIN_NCCL=0\)$"
+  same_run ranks-nccl ranks-host
+  train_run process cuda:0,cuda:1 "${lenet[@]}"
+  same_run ranks-nccl process
+  ranks ranks-shared 1 1 DPTRAIN_NCCL= -- "${lenet[@]}"
+  says ranks-shared "allreduce: host \(ranks sharing a GPU\)$"
+  same_run ranks-nccl ranks-shared
+  # 2 ranks x 2 GPUs with overlap: the buckets go in one order on both ranks
+  adam=(--model lenet --epochs 2 --optimizer adam --overlap on)
+  ranks four-nccl 2 0 DPTRAIN_NCCL= -- "${adam[@]}"
+  says four-nccl "on 2 ranks x \[cuda:0, cuda:1\], allreduce: nccl$"
+  # NCCL sums the 4 members in member order, as one process of 4 devices does
+  DPTRAIN_NCCL=0 DPTRAIN_CUDA_EMU_GPUS=4 train_run four-process cuda:0,cuda:1,cuda:2,cuda:3 "${adam[@]}"
+  same_run four-nccl four-process
+  # the host path across ranks sums hierarchically, (g0 + g1) + (g2 + g3): close, not the same bits
+  ranks four-host 2 0 DPTRAIN_NCCL=0 -- "${adam[@]}"
+  awk -v a="$(last_loss "$tmp/four-nccl.jsonl")" -v b="$(last_loss "$tmp/four-host.jsonl")" \
+    'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * a) }' && pass \
+    || fail "four-nccl vs four-host: train_loss $(last_loss "$tmp/four-nccl.jsonl") vs $(last_loss "$tmp/four-host.jsonl")"
+  grep -q "emulated NCCL" "$tmp/four-nccl.out" && fail "four-nccl: $(grep "emulated NCCL" "$tmp/four-nccl.out")" || pass
+else
+  fail "mpirun not found (openmpi-bin)"
+fi
+testing_finish cli_nccl_emu

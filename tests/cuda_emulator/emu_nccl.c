@@ -1,0 +1,471 @@
+/* emu_nccl.c - the NCCL functions the CUDA backend calls (peer_nccl.c), for
+ * the CUDA emulator (cuda_emulator.h): ncclGetUniqueId, ncclCommInitRank,
+ * ncclGroupStart/End, ncclAllReduce (float, sum), ncclCommDestroy,
+ * ncclGetErrorString, ncclGetLastError. The CUDA events and stream calls
+ * NCCL's ordering uses are emu_runtime.c's.
+ *
+ * The members of one unique id meet in POSIX shared memory named by it
+ * (shm_open), in one process or in several (MPI ranks each loading the
+ * emulator): a header (a process-shared mutex and condition variable
+ * making a barrier; each member's physical GPU; the current collective's
+ * count and buffer offset per member) and one slot of SLOT_FLOATS per
+ * member. An all-reduce goes in pieces of SLOT_FLOATS: every member copies
+ * its piece into its slot, all meet at the barrier, every member sums the
+ * slots in member order (member 0 + 1 + 2 ...: so the result is the host
+ * path's device-order bits; real NCCL's ring sums in another order for 3
+ * members or more) into its buffer, and all meet again before the slots
+ * are reused. It refuses, as NCCL does, two members on one GPU (the
+ * physical index after CUDA_VISIBLE_DEVICES: the UUID): every member's
+ * ncclCommInitRank fails with "Duplicate GPU detected". Where NCCL would
+ * hang or read another GPU's memory it aborts with one line: a buffer that
+ * is not memory of the communicator's GPU, a stream of another GPU,
+ * members whose counts differ, and members summing at different offsets
+ * of their buffers (in dptrain's use every member's buffer is a replica of
+ * one layout: different offsets mean the members' calls are out of order,
+ * which on a GPU sums the wrong buckets or deadlocks); a member waiting
+ * more than WAIT_SEC for the others aborts too.
+ *
+ * DESIGN. The calls of one group (ncclGroupStart/End, per thread as in
+ * NCCL) are kept and run at ncclGroupEnd, all of them by the calling
+ * thread: the barrier counts that thread's members at once (its weight),
+ * so one thread drives every member of its process. In one process every
+ * communicator of one id shares one mapping (a registry under a mutex), so
+ * that the members' threads see one mutex at one address (ThreadSanitizer
+ * keys on it). Member 0's process unlinks the name once all have joined.
+ */
+#define _GNU_SOURCE
+#ifdef DPTRAIN_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_emulator.h"
+
+#define MAX_MEMBERS 64
+#define SLOT_FLOATS ((size_t)1 << 18)
+#define READY 0x6470656d75636c31ull /* the header is initialised */
+#define WAIT_SEC 300
+#define ID_MAGIC "dptrain-emu-nccl"
+
+typedef struct {
+    _Atomic uint64_t ready;
+    int nranks;
+    pthread_mutex_t lock; /* process-shared: guards what follows */
+    pthread_cond_t cond;
+    int arrived;
+    uint64_t generation;
+    int gpu[MAX_MEMBERS];        /* each member's physical GPU; -1 until it joins */
+    size_t count[MAX_MEMBERS];   /* the current all-reduce's count per member */
+    size_t offset[MAX_MEMBERS];  /* and its buffer's offset in its allocation */
+    float slots[];               /* (nranks, SLOT_FLOATS) */
+} shared_t;
+
+typedef struct mapping {
+    char name[64];
+    shared_t *s;
+    size_t bytes;
+    int refs;
+    struct mapping *next;
+} mapping_t;
+
+struct ncclComm {
+    mapping_t *map;
+    int rank, nranks, device, gpu;
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static mapping_t *mappings;
+
+static __thread char last_error[256];
+
+static ncclResult_t set_error(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t set_error(ncclResult_t r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "emulated NCCL: %s\n", line);
+    fflush(stderr);
+    abort();
+}
+
+/* --- ids and shared memory ------------------------------------------------------ */
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    static _Atomic unsigned counter;
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, ID_MAGIC, sizeof ID_MAGIC - 1);
+    unsigned char noise[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, noise, sizeof noise) : -1;
+    if (fd >= 0) close(fd);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (got != (ssize_t)sizeof noise) memcpy(noise, &now, sizeof noise < sizeof now ? sizeof noise : sizeof now);
+    snprintf(id->internal + 16, 64, "%ld-%u-", (long)getpid(), atomic_fetch_add(&counter, 1));
+    size_t used = strlen(id->internal + 16) + 16;
+    for (int i = 0; i < 16 && used + 2 < 64; i++, used += 2) snprintf(id->internal + used, 3, "%02x", noise[i]);
+    return ncclSuccess;
+}
+
+/* The shared memory's name of an id ("" when the id is none of ours). */
+static void id_name(const ncclUniqueId *id, char *name, size_t size) {
+    char text[49];
+    memcpy(text, id->internal + 16, 48);
+    text[48] = 0;
+    if (memcmp(id->internal, ID_MAGIC, sizeof ID_MAGIC - 1) != 0 || !*text) *name = 0;
+    else snprintf(name, size, "/dptrain-emu-nccl-%s", text);
+}
+
+static double monotonic(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void init_header(shared_t *s, int nranks) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutex_init(&s->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    s->nranks = nranks;
+    for (int i = 0; i < MAX_MEMBERS; i++) s->gpu[i] = -1;
+    atomic_store(&s->ready, READY);
+}
+
+static void detach(mapping_t *m);
+
+/* This process's mapping of `name` for nranks members (made by the first
+ * member to come, in any process); NULL with last_error. */
+static mapping_t *attach(const char *name, int nranks) {
+    size_t bytes = sizeof(shared_t) + sizeof(float) * SLOT_FLOATS * (size_t)nranks;
+    pthread_mutex_lock(&registry_lock);
+    for (mapping_t *m = mappings; m; m = m->next)
+        if (strcmp(m->name, name) == 0) {
+            m->refs++;
+            pthread_mutex_unlock(&registry_lock);
+            if (m->s->nranks != nranks) {
+                set_error(ncclInvalidUsage, "members of one unique id disagree on the number of ranks (%d, %d)",
+                          m->s->nranks, nranks);
+                detach(m);
+                return NULL;
+            }
+            return m;
+        }
+    int made = 1, fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        made = 0;
+        fd = shm_open(name, O_RDWR, 0600);
+    }
+    shared_t *s = NULL;
+    if (fd >= 0 && made && ftruncate(fd, (off_t)bytes) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    double start = monotonic();
+    struct stat st;
+    while (fd >= 0 && !made && (fstat(fd, &st) != 0 || (size_t)st.st_size < bytes) && monotonic() - start < WAIT_SEC)
+        usleep(1000); /* the maker is still sizing it */
+    if (fd >= 0) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        s = p == MAP_FAILED ? NULL : p;
+    }
+    mapping_t *m = s ? calloc(1, sizeof *m) : NULL;
+    if (!m) {
+        if (s) munmap(s, bytes);
+        pthread_mutex_unlock(&registry_lock);
+        set_error(ncclSystemError, "shared memory %s: %s", name, strerror(errno));
+        return NULL;
+    }
+    if (made) init_header(s, nranks);
+    while (atomic_load(&s->ready) != READY && monotonic() - start < WAIT_SEC) usleep(1000);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->s = s;
+    m->bytes = bytes;
+    m->refs = 1;
+    m->next = mappings;
+    mappings = m;
+    pthread_mutex_unlock(&registry_lock);
+    if (atomic_load(&s->ready) != READY || s->nranks != nranks) {
+        set_error(ncclInvalidUsage, "members of one unique id disagree on the number of ranks (%d, %d)", s->nranks,
+                  nranks);
+        detach(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void detach(mapping_t *m) {
+    pthread_mutex_lock(&registry_lock);
+    if (--m->refs == 0) {
+        for (mapping_t **p = &mappings; *p; p = &(*p)->next)
+            if (*p == m) {
+                *p = m->next;
+                break;
+            }
+        munmap(m->s, m->bytes);
+        free(m);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Every member of s arrives (this thread brings `weight` of them); the last
+ * one releases all. */
+static void barrier(shared_t *s, int weight, const char *what) {
+    pthread_mutex_lock(&s->lock);
+    uint64_t generation = s->generation;
+    s->arrived += weight;
+    if (s->arrived == s->nranks) {
+        s->arrived = 0;
+        s->generation++;
+        pthread_cond_broadcast(&s->cond);
+    }
+    double start = monotonic();
+    while (s->generation == generation) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&s->cond, &s->lock, &until);
+        if (s->generation == generation && monotonic() - start > WAIT_SEC) {
+            int arrived = s->arrived;
+            pthread_mutex_unlock(&s->lock);
+            die("%s: waited %d s for the other members (%d of %d here): a member never made this call", what,
+                WAIT_SEC, arrived, s->nranks);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* --- groups --------------------------------------------------------------------- */
+
+typedef struct {
+    int init; /* 1: ncclCommInitRank, 0: ncclAllReduce */
+    ncclComm_t *out;
+    ncclUniqueId id;
+    int nranks, rank, device;
+    ncclComm_t comm;
+    const float *send;
+    float *recv;
+    size_t count;
+} op_t;
+
+static __thread int group_depth;
+static __thread op_t *pending;
+static __thread int pending_count, pending_cap;
+
+static ncclResult_t keep(const op_t *op) {
+    if (pending_count == pending_cap) {
+        int cap = pending_cap ? 2 * pending_cap : 16;
+        op_t *grown = realloc(pending, sizeof *grown * (size_t)cap);
+        if (!grown) return set_error(ncclSystemError, "out of memory");
+        pending = grown;
+        pending_cap = cap;
+    }
+    pending[pending_count++] = *op;
+    return ncclSuccess;
+}
+
+/* ops[0..n): ncclCommInitRank of one id, this thread's members. */
+static ncclResult_t run_inits(op_t *ops, int n) {
+    char name[96];
+    id_name(&ops[0].id, name, sizeof name);
+    if (!*name) return set_error(ncclInvalidArgument, "ncclCommInitRank: a unique id not made by ncclGetUniqueId");
+    for (int i = 1; i < n; i++)
+        if (memcmp(&ops[i].id, &ops[0].id, sizeof ops[0].id) != 0 || ops[i].nranks != ops[0].nranks)
+            return set_error(ncclInvalidUsage, "ncclCommInitRank: one group of one thread makes communicators of "
+                                               "one unique id (the emulator's limit)");
+    mapping_t *m = attach(name, ops[0].nranks);
+    if (!m) return ncclInvalidUsage;
+    shared_t *s = m->s;
+    int twice = -1;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < n; i++) {
+        if (s->gpu[ops[i].rank] >= 0) twice = ops[i].rank;
+        s->gpu[ops[i].rank] = emu_physical_gpu(ops[i].device);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (twice >= 0) die("ncclCommInitRank: rank %d of one unique id joined twice", twice);
+    barrier(s, n, "ncclCommInitRank");
+    for (int i = 0; i < n; i++)
+        if (ops[i].rank == 0) shm_unlink(name); /* every member has it mapped */
+    /* NCCL's refusal: two members on one GPU (every member fails alike) */
+    int first = -1, second = -1;
+    for (int a = 0; a < s->nranks && first < 0; a++)
+        for (int b = a + 1; b < s->nranks && first < 0; b++)
+            if (s->gpu[a] == s->gpu[b]) first = a, second = b;
+    if (first >= 0) {
+        int gpu = s->gpu[first];
+        barrier(s, n, "ncclCommInitRank"); /* every member has read the table */
+        detach(m); /* attach's one reference */
+        return set_error(ncclInvalidUsage, "Duplicate GPU detected: rank %d and rank %d both on GPU %d", second,
+                         first, gpu);
+    }
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *c = calloc(1, sizeof *c);
+        if (!c) die("out of memory");
+        *c = (struct ncclComm){m, ops[i].rank, ops[i].nranks, ops[i].device, emu_physical_gpu(ops[i].device)};
+        *ops[i].out = c;
+        if (i > 0) {
+            pthread_mutex_lock(&registry_lock);
+            m->refs++; /* one reference per communicator */
+            pthread_mutex_unlock(&registry_lock);
+        }
+    }
+    return ncclSuccess;
+}
+
+/* ops[0..n): ncclAllReduce of this thread's members of one id. */
+static ncclResult_t run_allreduces(op_t *ops, int n) {
+    shared_t *s = ops[0].comm->map->s;
+    for (int i = 1; i < n; i++)
+        if (ops[i].comm->map != ops[0].comm->map)
+            return set_error(ncclInvalidUsage, "ncclAllReduce: one group of one thread sums over one unique id's "
+                                               "communicators (the emulator's limit)");
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < n; i++) {
+        s->count[ops[i].comm->rank] = ops[i].count;
+        s->offset[ops[i].comm->rank] = emu_allocation_offset(ops[i].send);
+    }
+    pthread_mutex_unlock(&s->lock);
+    size_t count = ops[0].count;
+    for (size_t done = 0;; done += SLOT_FLOATS) {
+        for (int i = 0; i < n; i++) {
+            size_t piece = ops[i].count - done < SLOT_FLOATS ? ops[i].count - done : SLOT_FLOATS;
+            if (done < ops[i].count)
+                memcpy(s->slots + SLOT_FLOATS * (size_t)ops[i].comm->rank, ops[i].send + done, sizeof(float) * piece);
+        }
+        barrier(s, n, "ncclAllReduce");
+        if (done == 0)
+            for (int r = 1; r < s->nranks; r++)
+                if (s->count[r] != s->count[0] || s->offset[r] != s->offset[0])
+                    die("ncclAllReduce: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
+                        "at offset %zu: the members' calls differ (not made in the same order)",
+                        r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
+        size_t piece = count - done < SLOT_FLOATS ? count - done : SLOT_FLOATS;
+        for (int i = 0; i < n; i++) {
+            float *out = ops[i].recv + done;
+            for (size_t j = 0; j < piece; j++) { /* member order: ((m0 + m1) + m2) + ... */
+                float sum = s->slots[j];
+                for (int r = 1; r < s->nranks; r++) sum += s->slots[SLOT_FLOATS * (size_t)r + j];
+                out[j] = sum;
+            }
+        }
+        barrier(s, n, "ncclAllReduce"); /* the slots are free again */
+        if (done + piece >= count) break;
+    }
+    return ncclSuccess;
+}
+
+/* Runs and forgets the thread's kept calls: the communicators first. */
+static ncclResult_t run_pending(void) {
+    op_t *ops = pending;
+    int n = pending_count, inits = 0;
+    pending = NULL;
+    pending_count = pending_cap = 0;
+    if (n == 0) return ncclSuccess;
+    op_t *sorted = malloc(sizeof *sorted * (size_t)n); /* the inits, then the sums */
+    if (!sorted) {
+        free(ops);
+        return set_error(ncclSystemError, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        if (ops[i].init) sorted[inits++] = ops[i];
+    for (int i = 0, k = inits; i < n; i++)
+        if (!ops[i].init) sorted[k++] = ops[i];
+    ncclResult_t r = inits ? run_inits(sorted, inits) : ncclSuccess;
+    if (r == ncclSuccess && n > inits) r = run_allreduces(sorted + inits, n - inits);
+    free(sorted);
+    free(ops);
+    return r;
+}
+
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) return set_error(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    if (--group_depth > 0) return ncclSuccess;
+    return run_pending();
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+    *comm = NULL;
+    if (nranks < 1 || nranks > MAX_MEMBERS)
+        return set_error(ncclInvalidArgument, "nranks %d (the emulator's range: 1 to %d)", nranks, MAX_MEMBERS);
+    if (rank < 0 || rank >= nranks) return set_error(ncclInvalidArgument, "rank %d of %d", rank, nranks);
+    op_t op = {.init = 1, .out = comm, .id = commId, .nranks = nranks, .rank = rank, .device = emu_current_device()};
+    if (group_depth > 0) return keep(&op);
+    return run_inits(&op, 1);
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    if (!comm) return set_error(ncclInvalidArgument, "ncclAllReduce: no communicator");
+    if (datatype != ncclFloat || op != ncclSum)
+        return set_error(ncclInvalidArgument, "ncclAllReduce: the emulator sums floats only");
+    emu_check_device_memory("ncclAllReduce", "the send buffer", sendbuff, sizeof(float) * count, comm->device);
+    emu_check_device_memory("ncclAllReduce", "the receive buffer", recvbuff, sizeof(float) * count, comm->device);
+    if (emu_stream_device(stream) != comm->device)
+        die("ncclAllReduce: the stream is of GPU %d, the communicator's GPU is %d", emu_stream_device(stream),
+            comm->device);
+    op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count};
+    if (group_depth > 0) return keep(&o);
+    return run_allreduces(&o, 1);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    detach(comm->map);
+    free(comm);
+    return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm) {
+    (void)comm;
+    return last_error;
+}
+
+#endif
