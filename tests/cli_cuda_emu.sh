@@ -92,12 +92,14 @@ fi
 # host synchronisations per step: none (the issue: a step waits for the GPU only for a collective across
 # processes). The emulator counts every call that makes the host wait (stream and event synchronisations,
 # downloads among them); runs of one epoch that differ only in their number of steps (2 or 4 batches of 96,
-# --limit) must count the same, on one GPU and with 2 devices sharing it. What they count is per run and
+# --limit) must count the same: on one GPU, with 2 devices sharing it, and with 2 GPUs summing through NCCL
+# (the default there; its emulation waits for its members on the host, as NCCL does on the GPU, which is
+# no host synchronisation of the step). What they count is per run and
 # epoch (README, "GPUs"): the parameters' upload per device, the epoch's loss and accuracy read once at its end
 # and the test accuracy once, the final replica check's downloads, the frees at exit.
 syncs() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream synchronisations.*/\1/p' "$tmp/$1.out"; }
 launches() { sed -nE 's/^cuda emulator: ([0-9]+) kernel launches.*/\1/p' "$tmp/$1.out"; }
-for devices in cuda:0 cuda:0,cuda:0; do
+for devices in cuda:0 cuda:0,cuda:0 cuda:0,cuda:1; do
   for steps in 2 4; do
     DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${common[@]}" --model lenet --epochs 1 --limit $((96 * steps)) \
       --devices $devices --metrics "$tmp/stats-$devices-$steps.jsonl" >"$tmp/stats-$devices-$steps.out" 2>&1 \
