@@ -165,23 +165,40 @@ void dp_sync_peer_release(dp_trainer_t *t) {
     t->peer_group = NULL;
 }
 
-/* Bucket b summed in every replica of every rank, then updated in every replica. */
-static dp_status_t sum_update_bucket(dp_trainer_t *t, long b) {
-    size_t start, count;
-    dp_bucket_range(t, b, &start, &count);
-    const dp_backend_t *be = t->replicas[0].backend;
-    DP_TRY(be->peer_allreduce(t->peer_group, t->grad_buffers, start, count));
+/* [start, start + count) of every replica's parameters updated. */
+static void update_range(dp_trainer_t *t, size_t start, size_t count) {
     for (int e = 0; e < t->num_devices; e++) {
         dp_replica_t *r = &t->replicas[e];
         r->backend->optimizer_update(r->backend->ctx, r->optimizer, r->params, r->grads, start, count);
     }
+}
+
+/* Bucket b summed in every replica of every rank. */
+static dp_status_t sum_bucket(dp_trainer_t *t, long b) {
+    size_t start, count;
+    dp_bucket_range(t, b, &start, &count);
+    const dp_backend_t *be = t->replicas[0].backend;
+    return be->peer_allreduce(t->peer_group, t->grad_buffers, start, count);
+}
+
+/* Bucket b summed, then updated in every replica. */
+static dp_status_t sum_update_bucket(dp_trainer_t *t, long b) {
+    DP_TRY(sum_bucket(t, b));
+    size_t start, count;
+    dp_bucket_range(t, b, &start, &count);
+    update_range(t, start, count);
     return DP_OK;
 }
 
 /* --- No overlap ------------------------------------------------------------- */
 
+/* The sums bucket by bucket (overlap's sizes and order: its bits), then one
+ * update of the whole range per replica: the optimizers are elementwise, so
+ * that is the per-bucket updates' bits in one launch per replica instead of
+ * one per bucket (LeNet: 8). */
 static dp_status_t peer_end_step(dp_trainer_t *t) {
-    for (long b = t->num_buckets - 1; b >= 0; b--) DP_TRY(sum_update_bucket(t, b));
+    for (long b = t->num_buckets - 1; b >= 0; b--) DP_TRY(sum_bucket(t, b));
+    update_range(t, 0, t->num_trainable);
     return dp_trainer_sync_buffers(t);
 }
 
