@@ -99,12 +99,18 @@ fi
 # and the test accuracy once, the final replica check's downloads, the frees at exit.
 syncs() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream synchronisations.*/\1/p' "$tmp/$1.out"; }
 launches() { sed -nE 's/^cuda emulator: ([0-9]+) kernel launches.*/\1/p' "$tmp/$1.out"; }
+loud=("${common[@]:0:${#common[@]}-1}") # common without its last word, --quiet: the first line says the allreduce
+[[ ${common[-1]} == --quiet ]] || fail "common's last word is not --quiet"
 for devices in cuda:0 cuda:0,cuda:0 cuda:0,cuda:1; do
   for steps in 2 4; do
-    DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${common[@]}" --model lenet --epochs 1 --limit $((96 * steps)) \
+    DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((96 * steps)) \
       --devices $devices --metrics "$tmp/stats-$devices-$steps.jsonl" >"$tmp/stats-$devices-$steps.out" 2>&1 \
       && pass || fail "statistics run: $(tail -2 "$tmp/stats-$devices-$steps.out")"
   done
+  if [[ $devices == cuda:0,cuda:1 ]]; then # the NCCL path, not the host one (which waits per step)
+    grep -q "^training .*, allreduce: nccl$" "$tmp/stats-$devices-4.out" && pass \
+      || fail "$devices: the run does not say allreduce: nccl: $(grep "^training" "$tmp/stats-$devices-4.out")"
+  fi
   two=$(syncs "stats-$devices-2") four=$(syncs "stats-$devices-4")
   echo "cli_cuda_emu: $devices: $two host synchronisations in a 2-step run, $four in a 4-step one;" \
     "$(( ($(launches "stats-$devices-4") - $(launches "stats-$devices-2")) / 2 )) kernel launches per step"
