@@ -545,13 +545,18 @@ static int heuristic_query(cudnnHandle_t handle, pass_t pass, const struct cudnn
     return *returned;
 }
 
-#define FILL_PERF(results, list, n)                                                                         \
-    for (int i = 0; i < (n); i++) {                                                                        \
-        memset(&(results)[i], 0, sizeof (results)[i]);                                                      \
-        (results)[i].algo = (list)[i].algo, (results)[i].status = (list)[i].status, (results)[i].time = -1.0f; \
-        (results)[i].memory = (list)[i].memory, (results)[i].determinism = (list)[i].determinism;          \
-        (results)[i].mathType = (list)[i].math;                                                             \
-    }
+/* The end of a heuristic query: BAD_PARAM (n < 0) or n results from list. */
+#define RETURN_RESULTS(results, list, n)                                                                    \
+    do {                                                                                                   \
+        if ((n) < 0) return CUDNN_STATUS_BAD_PARAM;                                                        \
+        for (int i = 0; i < (n); i++) {                                                                    \
+            memset(&(results)[i], 0, sizeof(results)[i]);                                                  \
+            (results)[i].algo = (list)[i].algo, (results)[i].status = (list)[i].status;                    \
+            (results)[i].time = -1.0f, (results)[i].memory = (list)[i].memory;                             \
+            (results)[i].determinism = (list)[i].determinism, (results)[i].mathType = (list)[i].math;      \
+        }                                                                                                  \
+        return CUDNN_STATUS_SUCCESS;                                                                       \
+    } while (0)
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
                                                      const cudnnFilterDescriptor_t w,
@@ -560,9 +565,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const
                                                      int *returned, cudnnConvolutionFwdAlgoPerf_t *results) {
     emu_perf_t list[EMU_MAX_ALGOS];
     int n = heuristic_query(handle, FORWARD, x, w, conv, y, requested, returned, results, list);
-    if (n < 0) return CUDNN_STATUS_BAD_PARAM;
-    FILL_PERF(results, list, n);
-    return CUDNN_STATUS_SUCCESS;
+    RETURN_RESULTS(results, list, n);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -572,9 +575,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, 
                                                           int *returned, cudnnConvolutionBwdDataAlgoPerf_t *results) {
     emu_perf_t list[EMU_MAX_ALGOS];
     int n = heuristic_query(handle, BACKWARD_DATA, dx, w, conv, dy, requested, returned, results, list);
-    if (n < 0) return CUDNN_STATUS_BAD_PARAM;
-    FILL_PERF(results, list, n);
-    return CUDNN_STATUS_SUCCESS;
+    RETURN_RESULTS(results, list, n);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -585,9 +586,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
                                                             cudnnConvolutionBwdFilterAlgoPerf_t *results) {
     emu_perf_t list[EMU_MAX_ALGOS];
     int n = heuristic_query(handle, BACKWARD_FILTER, x, dw, conv, dy, requested, returned, results, list);
-    if (n < 0) return CUDNN_STATUS_BAD_PARAM;
-    FILL_PERF(results, list, n);
-    return CUDNN_STATUS_SUCCESS;
+    RETURN_RESULTS(results, list, n);
 }
 
 /* --- convolutions ------------------------------------------------------------------ */
