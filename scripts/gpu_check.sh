@@ -159,6 +159,7 @@ if [[ -n "$gpu" ]]; then
     fixed=$(sed -nE 's/^ResNet-18 .*, ([0-9.eE+-]+) images\/sec \(DPTRAIN_CUDNN_ALGO=fixed\).*/\1/p' "$out/bench.log")
     note "benchmark: ResNet-18 cuDNN algorithms: heuristic ${heuristic:-?} images/sec, fixed ${fixed:-?} images/sec$(
       [[ -n "$heuristic" && -n "$fixed" ]] && awk -v h="$heuristic" -v f="$fixed" 'BEGIN { printf ", heuristic/fixed %.2fx", h / f }')"
+    note "benchmark: $(grep -m1 'ResNet-18 cuDNN choices' "$out/bench.log")"
   else
     fail "benchmark: $(tail -1 "$out/bench.log")"
   fi

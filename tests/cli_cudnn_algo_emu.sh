@@ -11,8 +11,10 @@
 #   with the heuristics (the default) without springing a trap, and give the
 #   bits of DPTRAIN_CUDNN_ALGO=fixed (the emulator's algorithms all compute
 #   alike: what differs is only which one is called); the fixed runs ask the
-#   heuristics nothing, the heuristic ones do. (emu_test_cuda_ops runs every
-#   op fixture, 1-D to 3-D convs and transposed convs, through them too.)
+#   heuristics nothing, the heuristic ones do; DPTRAIN_CUDNN_ALGO_LOG says
+#   one line per choice (a heuristic result, or the fixed one and why).
+#   (emu_test_cuda_ops runs every op fixture, 1-D to 3-D convs and
+#   transposed convs, through the heuristics too.)
 # - descriptors are made once per shape: runs of 2 and 4 steps create the
 #   same number of cuDNN descriptors and ask the heuristics as often;
 # - --tf32 takes the tensor-op result (allowed there) and trains;
@@ -47,7 +49,7 @@ run() {
   shift 2
   while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
   [[ $# -gt 0 ]] && shift
-  env DPTRAIN_CUDA_EMU_STATS=1 "${envs[@]}" "$bin" "${common[@]}" --model "$model" --devices cuda:0 \
+  env DPTRAIN_CUDA_EMU_STATS=1 DPTRAIN_CUDNN_ALGO_LOG=1 "${envs[@]}" "$bin" "${common[@]}" --model "$model" --devices cuda:0 \
     --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>&1 \
     && pass || fail "$name: $(grep -vE '^cuda emulator: ([0-9]+ kernel|cuDNN:)' "$tmp/$name.out" | tail -2)"
 }
@@ -60,6 +62,11 @@ for model in lenet "$models/every_layer.cfg" "$models/tiny_resnet.cfg"; do
   same_run "$name-heuristic" "$name-fixed"
   [[ $(stat "$name-heuristic" heuristic) -gt 0 && $(stat "$name-fixed" heuristic) -eq 0 ]] && pass \
     || fail "$name: heuristic queries $(stat "$name-heuristic" heuristic) (want > 0), fixed $(stat "$name-fixed" heuristic) (want 0)"
+  # DPTRAIN_CUDNN_ALGO_LOG: a line per choice, from the heuristics (each query had a qualifying result) or fixed
+  chose=$(grep -cE '^cuda:0: cuDNN conv(_transpose)? (forward|backward data|backward filter) of x .*: algorithm [0-9]+, heuristic result [0-9]+ of [0-9]+, [0-9]+ qualified$' "$tmp/$name-heuristic.out")
+  fixed=$(grep -c ': algorithm [0-9]*, the fixed one: DPTRAIN_CUDNN_ALGO=fixed$' "$tmp/$name-fixed.out")
+  [[ $chose -eq $(stat "$name-heuristic" heuristic) && $fixed -eq $chose ]] && pass \
+    || fail "$name: DPTRAIN_CUDNN_ALGO_LOG: $chose heuristic choices for $(stat "$name-heuristic" heuristic) queries, $fixed fixed ones"
 done
 echo "cli_cudnn_algo_emu: every_layer, 2 steps: $(stat every_layer-heuristic descriptors) cuDNN descriptors," \
   "$(stat every_layer-heuristic heuristic) heuristic queries"

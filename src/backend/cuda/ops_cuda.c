@@ -166,6 +166,7 @@ typedef struct {
 
 struct dp_cuda_conv_plans {
     int heuristic; /* DPTRAIN_CUDNN_ALGO: 1 heuristic (the default), 0 fixed */
+    int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
 };
@@ -227,6 +228,8 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
             return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default) or fixed, found '%s'", mode);
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
         c->conv_plans->heuristic = heuristic;
+        const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
+        c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
     }
     struct dp_cuda_conv_plans *plans = c->conv_plans;
     plan_key_t key;
@@ -300,20 +303,57 @@ static void add_candidate(plan_algos_t *a, int algo) {
     a->algo[a->count++] = algo;
 }
 
+/* "AxBxC" of n ints into buf. */
+static const char *dims_str(const int *v, int n, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < size; i++) at += (size_t)snprintf(buf + at, size - at, i ? "x%d" : "%d", v[i]);
+    return buf;
+}
+
+/* "x NxCxHxW by w KxCgxkhxkw (pad, stride, dilation, groups)" of p's geometry. */
+static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) {
+    const conv_geom_t *g = &p->key.g;
+    const int first = 3 - (g->nb - 2), spatial = g->nb - 2;
+    int xd[5] = {g->N, g->C}, wd[5] = {g->K, g->C / g->groups};
+    for (int i = 0; i < spatial; i++) xd[2 + i] = g->in[first + i], wd[2 + i] = g->k[first + i];
+    char xs[64], ws[64], ps[32], ss[32], ds[32];
+    snprintf(buf, size, "x %s by w %s (pad %s, stride %s, dilation %s, groups %d)", dims_str(xd, g->nb, xs, sizeof xs),
+             dims_str(wd, g->nb, ws, sizeof ws), dims_str(g->pad + first, spatial, ps, sizeof ps),
+             dims_str(g->stride + first, spatial, ss, sizeof ss), dims_str(g->dilation + first, spatial, ds, sizeof ds),
+             g->groups);
+    return buf;
+}
+
 /* Direction dir's candidates: the qualifying heuristic results in cuDNN's
  * order (none with DPTRAIN_CUDNN_ALGO=fixed or when the query fails), then
- * the fixed algorithm. */
+ * the fixed algorithm. With DPTRAIN_CUDNN_ALGO_LOG, one stderr line says
+ * which algorithm comes first and why (on a GPU: whether the heuristics
+ * gave anything the filter keeps). */
 static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
+    static const char *const dir_names[CONV_DIRECTIONS] = {"forward", "backward data", "backward filter"};
     plan_algos_t *a = &p->algos[dir];
+    int n = 0, first = -1, qualified = 0;
     *a = (plan_algos_t){.listed = 1};
     if (c->conv_plans->heuristic) {
         algo_perf_t perf[CONV_HEURISTIC_MAX];
-        int n = 0;
         heuristic_results(c, p, dir, perf, &n);
         for (int i = 0; i < n; i++)
-            if (qualifies(p, &perf[i])) add_candidate(a, perf[i].algo);
+            if (qualifies(p, &perf[i])) {
+                if (first < 0) first = i;
+                qualified++;
+                add_candidate(a, perf[i].algo);
+            }
     }
     add_candidate(a, fixed_algo[dir]);
+    if (!c->conv_plans->log) return;
+    char cs[192], why[64];
+    if (first >= 0) snprintf(why, sizeof why, "heuristic result %d of %d, %d qualified", first + 1, n, qualified);
+    else if (c->conv_plans->heuristic) snprintf(why, sizeof why, "the fixed one: none of %d heuristic results qualified", n);
+    else snprintf(why, sizeof why, "the fixed one: DPTRAIN_CUDNN_ALGO=fixed");
+    fprintf(stderr, "%s: cuDNN %s %s of %s: algorithm %d, %s\n", c->name,
+            p->key.op == PLAN_CONV ? "conv" : "conv_transpose", dir_names[dir], conv_str(p, cs, sizeof cs), a->algo[0],
+            why);
 }
 
 static cudnnStatus_t workspace_query(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, int algo, size_t *bytes) {
@@ -341,30 +381,13 @@ static cudnnStatus_t convolve(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t
                                           (cudnnConvolutionBwdFilterAlgo_t)algo, c->workspace, bytes, beta, p->w, out);
 }
 
-/* "AxBxC" of n ints into buf. */
-static const char *dims_str(const int *v, int n, char *buf, size_t size) {
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && at < size; i++) at += (size_t)snprintf(buf + at, size - at, i ? "x%d" : "%d", v[i]);
-    return buf;
-}
-
 /* No candidate left for direction `what` of p: one line naming the GPU
  * and the convolution. */
 static dp_status_t no_algorithm_left(dp_cuda_ctx_t *c, const conv_plan_t *p, const plan_algos_t *a,
                                      cudnnStatus_t last, const char *what) {
-    const conv_geom_t *g = &p->key.g;
-    const int first = 3 - (g->nb - 2), spatial = g->nb - 2;
-    int xd[5] = {g->N, g->C}, wd[5] = {g->K, g->C / g->groups};
-    for (int i = 0; i < spatial; i++) xd[2 + i] = g->in[first + i], wd[2 + i] = g->k[first + i];
-    char xs[64], ws[64], ps[32], ss[32], ds[32];
-    return dp_fail(DP_ERR_ARG,
-                   "%s: %s: no cuDNN algorithm left for the convolution of x %s by w %s (pad %s, stride %s, "
-                   "dilation %s, groups %d): %d tried, the last said %s",
-                   c->name, what, dims_str(xd, g->nb, xs, sizeof xs), dims_str(wd, g->nb, ws, sizeof ws),
-                   dims_str(g->pad + first, spatial, ps, sizeof ps), dims_str(g->stride + first, spatial, ss, sizeof ss),
-                   dims_str(g->dilation + first, spatial, ds, sizeof ds), g->groups, a->count,
-                   cudnnGetErrorString(last));
+    char cs[192];
+    return dp_fail(DP_ERR_ARG, "%s: %s: no cuDNN algorithm left for the convolution of %s: %d tried, the last said %s",
+                   c->name, what, conv_str(p, cs, sizeof cs), a->count, cudnnGetErrorString(last));
 }
 
 /* Direction dir of plan p: out = conv(a, b) + beta out (convolve()), with
