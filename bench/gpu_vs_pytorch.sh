@@ -11,8 +11,12 @@
 # cuBLAS's first calls). Prints each pair, the medians, the ratio
 # PyTorch / dptrain (the issue's target: >= 3x, and < 0.1 s/epoch on an H100),
 # and the GPU's name. Then ResNet-18 (models/resnet18.cfg, batch 256, the
-# first 12,800 images) images per second, dptrain (its 2nd epoch of 2) against
-# PyTorch eager (bench/torch_resnet18_cuda.py, after a warm-up epoch), one pair.
+# first 12,800 images) images per second, dptrain (its 2nd epoch of 2) with
+# cuDNN's heuristic algorithms (the default) and with the fixed ones
+# (DPTRAIN_CUDNN_ALGO=fixed), against PyTorch eager
+# (bench/torch_resnet18_cuda.py, after a warm-up epoch), one run each; and
+# how many of the heuristic run's algorithm choices came from cuDNN's
+# heuristics rather than the fixed fallback (DPTRAIN_CUDNN_ALGO_LOG).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build-cuda/dptrain}
@@ -47,9 +51,17 @@ else
   echo "pytorch torch.compile: did not run ($(tail -1 "$tmp/compile.err"))"
 fi
 
-dp_r=$("$bin" train --model resnet18 --data "$data" --batch-size 256 --lr 0.05 --epochs 2 --limit 12800 \
-         --devices cuda:0 --metrics "$tmp/r.jsonl" --quiet >/dev/null 2>"$tmp/r.err" &&
-       tail -1 "$tmp/r.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r.err")")
+# resnet ALGO: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO
+resnet() {
+  DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model resnet18 --data "$data" --batch-size 256 --lr 0.05 --epochs 2 \
+    --limit 12800 --devices cuda:0 --metrics "$tmp/r-$1.jsonl" --quiet >/dev/null 2>"$tmp/r-$1.err" &&
+    tail -1 "$tmp/r-$1.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r-$1.err")"
+}
+dp_heuristic=$(resnet heuristic)
+dp_fixed=$(resnet fixed)
 pt_r=$("$py" "$here/torch_resnet18_cuda.py" --data "$data" --limit 12800 2>"$tmp/rp.err" | sed -E 's/resnet18: ([0-9.]+).*/\1/' ||
        echo "failed: $(tail -1 "$tmp/rp.err")")
-echo "ResNet-18 (batch 256, one pair): dptrain $dp_r images/sec, pytorch eager $pt_r images/sec"
+echo "ResNet-18 (batch 256, one run each): dptrain $dp_heuristic images/sec (cuDNN heuristic algorithms)," \
+  "$dp_fixed images/sec (DPTRAIN_CUDNN_ALGO=fixed), pytorch eager $pt_r images/sec"
+echo "ResNet-18 cuDNN choices (heuristic run): $(grep -c ', heuristic result ' "$tmp/r-heuristic.err" || true) from the" \
+  "heuristics, $(grep -c ', the fixed one: none of ' "$tmp/r-heuristic.err" || true) the fixed fallback"

@@ -6,7 +6,8 @@
 # cli_cuda_module), check that the default devices are the GPU, train LeNet
 # for 10 epochs with the book's settings on cuda:0 (test accuracy must reach
 # 0.80), train with NCCL's one-member group (DPTRAIN_NCCL=1) against the host
-# path, run bench/gpu_vs_pytorch.sh, and print one summary. Exit 0 only when every step passed; without a GPU the
+# path, run bench/gpu_vs_pytorch.sh (its ResNet-18 line with cuDNN's heuristic
+# and with the fixed algorithms, both in the summary), and print one summary. Exit 0 only when every step passed; without a GPU the
 # GPU steps say NOT RUN and it exits 2.
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
@@ -153,6 +154,12 @@ if [[ -n "$gpu" ]]; then
     note "benchmark: $(grep -m1 'LeNet median' "$out/bench.log")"
     note "benchmark: $(grep -m1 'torch.compile' "$out/bench.log")"
     note "benchmark: $(grep -m1 'ResNet-18' "$out/bench.log")"
+    # cuDNN's heuristic algorithms (the default) against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18
+    heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")
+    fixed=$(sed -nE 's/^ResNet-18 .*, ([0-9.eE+-]+) images\/sec \(DPTRAIN_CUDNN_ALGO=fixed\).*/\1/p' "$out/bench.log")
+    note "benchmark: ResNet-18 cuDNN algorithms: heuristic ${heuristic:-?} images/sec, fixed ${fixed:-?} images/sec$(
+      [[ -n "$heuristic" && -n "$fixed" ]] && awk -v h="$heuristic" -v f="$fixed" 'BEGIN { printf ", heuristic/fixed %.2fx", h / f }')"
+    note "benchmark: $(grep -m1 'ResNet-18 cuDNN choices' "$out/bench.log")"
   else
     fail "benchmark: $(tail -1 "$out/bench.log")"
   fi

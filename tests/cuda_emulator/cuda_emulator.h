@@ -15,7 +15,12 @@
  *   - a kernel launched on a stream of another device than the current
  *     one, or with a launch configuration a GPU refuses, fails as on a GPU;
  *   - cuBLAS and cuDNN check their arguments (leading dimensions, extents
- *     of every operand, descriptor shapes against each other, workspace).
+ *     of every operand, descriptor shapes against each other, workspace);
+ *   - cuDNN's algorithm heuristics (cudnnGet*Algorithm_v7) list, per shape,
+ *     a non-deterministic algorithm, one with tensor-op math, one with a
+ *     1 TiB workspace and (some shapes) one NOT_SUPPORTED before the good
+ *     ones; a convolution handed the first, the last, or the tensor-op one
+ *     under CUDNN_FMA_MATH aborts with one line (emu_cudnn.c).
  * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
@@ -36,7 +41,15 @@
  *                            event synchronisations: every call that makes
  *                            the host wait for a GPU), downloads (each
  *                            waits for its stream), uploads and
- *                            device-to-device copies
+ *                            device-to-device copies; and one line of
+ *                            cuDNN's: descriptors created, heuristic
+ *                            queries, calls refused as not supported
+ *   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED  DIR:ALGO[@run],... (DIR fwd,
+ *                            bwd_data or bwd_filter; ALGO a number or *):
+ *                            cuDNN refuses those algorithms with
+ *                            CUDNN_STATUS_NOT_SUPPORTED at the workspace
+ *                            query and the convolution (@run: only at the
+ *                            convolution)
  *   DPTRAIN_CUDA_EMU_EVENTS_PENDING  1: a recorded event is "not ready"
  *                            to cudaEventQuery until cudaEventSynchronize
  *                            (else done at once, as all work here): the

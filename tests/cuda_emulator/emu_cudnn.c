@@ -13,8 +13,19 @@
  * workspace smaller than its query said; and every operand's whole extent
  * must be memory of the handle's GPU (else one line and abort). What the
  * emulator does not take (other layouts or strides, other data types,
- * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED. */
+ * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED.
+ *
+ * The heuristics (cudnnGet*Algorithm_v7) list every algorithm of a
+ * direction in an order built to trap a caller that filters their results
+ * badly; each convolution and workspace query checks the algorithm it is
+ * handed against that list (see "algorithms" below). Every algorithm runs
+ * the same loops here: the choice never changes the bits. Settings
+ * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
+ * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
+ * descriptors created, heuristic queries and refusals). */
 #include <cudnn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,9 +48,24 @@ struct cudnnConvolutionStruct {
     cudnnMathType_t math;
 };
 
-/* The workspace every convolution asks for: some, so that the caller's
- * workspace handling runs. */
+/* The workspace of an algorithm: EMU_WORKSPACE x (1 + algo % 3), so that
+ * the caller's workspace handling runs and a workspace sized for another
+ * algorithm is caught; the heuristics' workspace trap asks for
+ * EMU_HUGE_WORKSPACE (1 TiB: no sane limit takes it, no GPU has it). */
 #define EMU_WORKSPACE 4096
+#define EMU_HUGE_WORKSPACE ((size_t)1 << 40)
+
+/* DPTRAIN_CUDA_EMU_STATS: cuDNN's part, one line at exit */
+static long stat_descriptors, stat_heuristics, stat_refusals;
+static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
+static void print_stats(void) {
+    fprintf(stderr, "cuda emulator: cuDNN: %ld descriptors created, %ld heuristic queries, %ld calls refused as not "
+            "supported\n", stat_descriptors, stat_heuristics, stat_refusals);
+}
+static void register_stats(void) {
+    const char *v = getenv("DPTRAIN_CUDA_EMU_STATS");
+    if (v && *v && strcmp(v, "0") != 0) atexit(print_stats);
+}
 
 const char *cudnnGetErrorString(cudnnStatus_t status) {
     switch (status) {
@@ -54,6 +80,8 @@ const char *cudnnGetErrorString(cudnnStatus_t status) {
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
+    static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+    pthread_once(&stats_once, register_stats);
     struct cudnnContext *h = calloc(1, sizeof *h);
     if (!h) return CUDNN_STATUS_ALLOC_FAILED;
     h->device = emu_current_device();
@@ -71,6 +99,7 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
 /* --- descriptors --------------------------------------------------------------- */
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc) {
+    tally(&stat_descriptors);
     return (*desc = calloc(1, sizeof **desc)) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
 }
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc) {
@@ -102,6 +131,7 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
 }
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *desc) {
+    tally(&stat_descriptors);
     return (*desc = calloc(1, sizeof **desc)) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
 }
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc) {
@@ -126,6 +156,7 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *desc) {
+    tally(&stat_descriptors);
     if (!(*desc = calloc(1, sizeof **desc))) return CUDNN_STATUS_ALLOC_FAILED;
     (*desc)->groups = 1;
     return CUDNN_STATUS_SUCCESS;
@@ -276,12 +307,172 @@ static void blend(float *out, const float *sum, size_t count, const void *alpha,
     for (size_t i = 0; i < count; i++) out[i] = b == 0.0f ? a * sum[i] : a * sum[i] + b * out[i];
 }
 
-static cudnnStatus_t run(const char *call, pass_t pass, cudnnHandle_t handle, const void *alpha,
+/* --- algorithms --------------------------------------------------------------------- *
+ * For each shape (the descriptors' geometry, math type aside) and
+ * direction, the heuristics list every algorithm of the direction once:
+ *   1. one advertised as NON-deterministic,
+ *   2. one with tensor-op math,
+ *   3. one whose workspace is EMU_HUGE_WORKSPACE,
+ *   4. for about half the shapes, one whose status is NOT_SUPPORTED,
+ *   5. the others: deterministic, FMA math, status SUCCESS, in an order
+ *      rotated by the shape (so neither the winning index nor the winning
+ *      algorithm is always the same).
+ * The traps (1-4) are drawn by a hash of the shape from the algorithms
+ * other than the one cuDNN documents as deterministic for every shape
+ * (forward IMPLICIT_PRECOMP_GEMM, backward data and filter ALGO_1): a
+ * caller that falls back to those never meets a trap. A convolution handed
+ * trap 1 or 4 of its shape, or trap 2 while its descriptor's math type is
+ * CUDNN_FMA_MATH, aborts with one line; trap 3 asks for its workspace.
+ * DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED refuses algorithms on top of that
+ * (read once): entries DIR:ALGO[@run], comma-separated, DIR fwd, bwd_data
+ * or bwd_filter, ALGO a number or * (every one); the workspace query and
+ * the convolution both return CUDNN_STATUS_NOT_SUPPORTED, or only the
+ * convolution with @run. */
+
+static const char *const pass_names[3] = {"fwd", "bwd_data", "bwd_filter"};
+static const int pass_algo_count[3] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+static const int pass_safe_algo[3] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+#define EMU_MAX_ALGOS 8
+_Static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= EMU_MAX_ALGOS && CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= EMU_MAX_ALGOS &&
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= EMU_MAX_ALGOS,
+               "emu_cudnn.c: EMU_MAX_ALGOS holds every algorithm of a direction");
+
+typedef struct {
+    int nondeterministic, tensor_op, huge, unsupported; /* unsupported -1: none for this shape */
+    unsigned hash;
+} traps_t;
+
+static unsigned mix(unsigned h, int v) { return (h ^ (unsigned)v) * 16777619u; }
+
+static traps_t traps_of(pass_t pass, const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
+                        const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *y) {
+    unsigned h = mix(2166136261u, (int)pass);
+    const int ints[] = {x->nb, x->n, x->c, w->k, w->c, y->c, cv->groups, cv->flip};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = mix(h, ints[i]);
+    for (int i = 0; i < 3; i++) {
+        h = mix(mix(mix(h, x->size[i]), w->size[i]), y->size[i]);
+        h = mix(mix(mix(h, cv->pad[i]), cv->stride[i]), cv->dilation[i]);
+    }
+    h ^= h >> 13;
+    const int n = pass_algo_count[pass], safe = pass_safe_algo[pass];
+    int others[EMU_MAX_ALGOS], m = 0;
+    for (int a = 0; a < n; a++)
+        if (a != safe) others[m++] = a;
+    traps_t t = {others[h % m], others[(h + 1) % m], others[(h + 2) % m], -1, h};
+    if (h & 16) t.unsupported = others[(h + 3) % m];
+    return t;
+}
+
+static int is_trap(const traps_t *t, int algo) {
+    return algo == t->nondeterministic || algo == t->tensor_op || algo == t->huge || algo == t->unsupported;
+}
+
+static size_t workspace_of(const traps_t *t, int algo) {
+    return algo == t->huge ? EMU_HUGE_WORKSPACE : (size_t)EMU_WORKSPACE * (size_t)(1 + algo % 3);
+}
+
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnDeterminism_t determinism;
+    cudnnMathType_t math;
+} emu_perf_t;
+
+/* The heuristics' list for (pass, t): every algorithm once, traps first. */
+static int heuristic_list(pass_t pass, const traps_t *t, emu_perf_t out[EMU_MAX_ALGOS]) {
+    int n = 0;
+    out[n++] = (emu_perf_t){t->nondeterministic, CUDNN_STATUS_SUCCESS, workspace_of(t, t->nondeterministic),
+                            CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH};
+    out[n++] = (emu_perf_t){t->tensor_op, CUDNN_STATUS_SUCCESS, workspace_of(t, t->tensor_op), CUDNN_DETERMINISTIC,
+                            CUDNN_TENSOR_OP_MATH};
+    out[n++] = (emu_perf_t){t->huge, CUDNN_STATUS_SUCCESS, EMU_HUGE_WORKSPACE, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
+    if (t->unsupported >= 0)
+        out[n++] = (emu_perf_t){t->unsupported, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
+    const int count = pass_algo_count[pass];
+    for (int i = 0; i < count; i++) {
+        int algo = (int)((t->hash / 7 + (unsigned)i) % (unsigned)count);
+        if (!is_trap(t, algo))
+            out[n++] = (emu_perf_t){algo, CUDNN_STATUS_SUCCESS, workspace_of(t, algo), CUDNN_DETERMINISTIC,
+                                    CUDNN_FMA_MATH};
+    }
+    return n;
+}
+
+/* DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED, read once: refused[pass][algo] bit 1
+ * at the workspace query, bit 2 at the convolution. */
+static unsigned char refused[3][EMU_MAX_ALGOS];
+
+static void bad_setting(const char *entry) {
+    fprintf(stderr, "cuda emulator: DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED: '%s' is not DIR:ALGO[@run] (DIR fwd, "
+            "bwd_data or bwd_filter; ALGO a number or *)\n", entry);
+    fflush(stderr);
+    abort();
+}
+
+static void read_unsupported(void) {
+    const char *v = getenv("DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED");
+    char buf[512];
+    if (!v || !*v) return;
+    if (strlen(v) >= sizeof buf) bad_setting(v);
+    strcpy(buf, v);
+    for (char *save = NULL, *entry = strtok_r(buf, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(entry, ':'), *at = strchr(entry, '@');
+        int pass = -1;
+        if (!colon) bad_setting(entry);
+        for (int p = 0; p < 3; p++)
+            if ((size_t)(colon - entry) == strlen(pass_names[p]) && strncmp(entry, pass_names[p], strlen(pass_names[p])) == 0)
+                pass = p;
+        if (pass < 0 || (at && strcmp(at, "@run") != 0)) bad_setting(entry);
+        unsigned char bits = at ? 2 : 3;
+        char *algo = colon + 1, *end = NULL;
+        if (at) *at = '\0';
+        if (strcmp(algo, "*") == 0) {
+            for (int a = 0; a < pass_algo_count[pass]; a++) refused[pass][a] |= bits;
+            continue;
+        }
+        long a = strtol(algo, &end, 10);
+        if (end == algo || *end || a < 0 || a >= pass_algo_count[pass]) bad_setting(entry);
+        refused[pass][a] |= bits;
+    }
+}
+
+/* 1 when the setting refuses `algo` of `pass` at the query (at_run 0) or the convolution (1). */
+static int refuses(pass_t pass, int algo, int at_run) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_unsupported);
+    int refused_here = algo >= 0 && algo < EMU_MAX_ALGOS && (refused[pass][algo] & (at_run ? 2 : 1));
+    if (refused_here) tally(&stat_refusals);
+    return refused_here;
+}
+
+static void trap_sprung(const char *call, int algo, const char *why) {
+    fprintf(stderr, "cuda emulator: %s: algorithm %d %s\n", call, algo, why);
+    fflush(stderr);
+    abort();
+}
+
+/* --- convolutions, run ------------------------------------------------------------- */
+
+static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t handle, const void *alpha,
                          const struct cudnnTensorStruct *xd, const float *x, const struct cudnnFilterStruct *wd,
                          const float *w, const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
                          const float *y, void *workspace, size_t workspace_bytes, const void *beta, float *out) {
     if (!handle) return CUDNN_STATUS_NOT_INITIALIZED;
-    if (!fits(xd, wd, cv, yd) || workspace_bytes < EMU_WORKSPACE || !alpha || !beta) return CUDNN_STATUS_BAD_PARAM;
+    if (algo < 0 || algo >= pass_algo_count[pass] || !fits(xd, wd, cv, yd) || !alpha || !beta)
+        return CUDNN_STATUS_BAD_PARAM;
+    traps_t t = traps_of(pass, xd, wd, cv, yd);
+    if (algo == t.nondeterministic)
+        trap_sprung(call, algo, "was listed as non-deterministic for this shape by the heuristics");
+    if (algo == t.unsupported)
+        trap_sprung(call, algo, "was listed as CUDNN_STATUS_NOT_SUPPORTED for this shape by the heuristics");
+    if (algo == t.tensor_op && cv->math == CUDNN_FMA_MATH)
+        trap_sprung(call, algo, "was listed with tensor-op math for this shape, and the descriptor's math type is "
+                    "CUDNN_FMA_MATH");
+    if (refuses(pass, algo, 1)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (workspace_bytes < workspace_of(&t, algo)) return CUDNN_STATUS_BAD_PARAM;
     int device = handle->device;
     if (emu_current_device() != device || emu_device_fault(device)) return CUDNN_STATUS_EXECUTION_FAILED;
     emu_check_device_memory(call, "the workspace", workspace, workspace_bytes, device);
@@ -298,11 +489,15 @@ static cudnnStatus_t run(const char *call, pass_t pass, cudnnHandle_t handle, co
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* A workspace query: EMU_WORKSPACE bytes for descriptors that fit and a
- * known algorithm. */
-static cudnnStatus_t workspace_query(cudnnHandle_t handle, int fit, int algo, int algo_count, size_t *bytes) {
-    if (!handle || !fit || algo < 0 || algo >= algo_count) return CUDNN_STATUS_BAD_PARAM;
-    *bytes = EMU_WORKSPACE;
+/* A workspace query: the algorithm's workspace for descriptors that fit and a known algorithm. */
+static cudnnStatus_t workspace_query(cudnnHandle_t handle, pass_t pass, const struct cudnnTensorStruct *x,
+                                     const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct *cv,
+                                     const struct cudnnTensorStruct *y, int algo, size_t *bytes) {
+    if (!handle || !bytes || !fits(x, w, cv, y) || algo < 0 || algo >= pass_algo_count[pass])
+        return CUDNN_STATUS_BAD_PARAM;
+    if (refuses(pass, algo, 0)) return CUDNN_STATUS_NOT_SUPPORTED;
+    traps_t t = traps_of(pass, x, w, cv, y);
+    *bytes = workspace_of(&t, algo);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -311,7 +506,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
                                                       size_t *bytes) {
-    return workspace_query(handle, fits(x, w, conv, y), (int)algo, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, bytes);
+    return workspace_query(handle, FORWARD, x, w, conv, y, (int)algo, bytes);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -319,7 +514,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
-    return workspace_query(handle, fits(dx, w, conv, dy), (int)algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, bytes);
+    return workspace_query(handle, BACKWARD_DATA, dx, w, conv, dy, (int)algo, bytes);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -327,16 +522,81 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              const cudnnConvolutionDescriptor_t conv,
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
-    return workspace_query(handle, fits(x, dw, conv, dy), (int)algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, bytes);
+    return workspace_query(handle, BACKWARD_FILTER, x, dw, conv, dy, (int)algo, bytes);
 }
+
+/* --- the heuristics (cuDNN's cudnnGet*Algorithm_v7) ---------------------------------- *
+ * As cuDNN documents them: CUDNN_STATUS_BAD_PARAM when the handle, a
+ * descriptor, returnedAlgoCount or perfResults is NULL, requestedAlgoCount
+ * is not positive, or the descriptors do not fit each other; otherwise the
+ * first min(requestedAlgoCount, every algorithm) results, best first, each
+ * with its algorithm, status, time (-1: a heuristic times nothing),
+ * workspace (memory), determinism and math type. */
+
+static int heuristic_query(cudnnHandle_t handle, pass_t pass, const struct cudnnTensorStruct *x,
+                           const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct *cv,
+                           const struct cudnnTensorStruct *y, int requested, int *returned, const void *results,
+                           emu_perf_t list[EMU_MAX_ALGOS]) {
+    if (!handle || !returned || !results || requested <= 0 || !fits(x, w, cv, y)) return -1;
+    tally(&stat_heuristics);
+    traps_t t = traps_of(pass, x, w, cv, y);
+    int n = heuristic_list(pass, &t, list);
+    *returned = n < requested ? n : requested;
+    return *returned;
+}
+
+/* The end of a heuristic query: BAD_PARAM (n < 0) or n results from list. */
+#define RETURN_RESULTS(results, list, n)                                                                    \
+    do {                                                                                                   \
+        if ((n) < 0) return CUDNN_STATUS_BAD_PARAM;                                                        \
+        for (int i = 0; i < (n); i++) {                                                                    \
+            memset(&(results)[i], 0, sizeof(results)[i]);                                                  \
+            (results)[i].algo = (list)[i].algo, (results)[i].status = (list)[i].status;                    \
+            (results)[i].time = -1.0f, (results)[i].memory = (list)[i].memory;                             \
+            (results)[i].determinism = (list)[i].determinism, (results)[i].mathType = (list)[i].math;      \
+        }                                                                                                  \
+        return CUDNN_STATUS_SUCCESS;                                                                       \
+    } while (0)
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                     const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y, const int requested,
+                                                     int *returned, cudnnConvolutionFwdAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    int n = heuristic_query(handle, FORWARD, x, w, conv, y, requested, returned, results, list);
+    RETURN_RESULTS(results, list, n);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx, const int requested,
+                                                          int *returned, cudnnConvolutionBwdDataAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    int n = heuristic_query(handle, BACKWARD_DATA, dx, w, conv, dy, requested, returned, results, list);
+    RETURN_RESULTS(results, list, n);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy,
+                                                            const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw, const int requested,
+                                                            int *returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    int n = heuristic_query(handle, BACKWARD_FILTER, x, dw, conv, dy, requested, returned, results, list);
+    RETURN_RESULTS(results, list, n);
+}
+
+/* --- convolutions ------------------------------------------------------------------ */
 
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xd,
                                       const void *x, const cudnnFilterDescriptor_t wd, const void *w,
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void *workspace, size_t workspace_bytes, const void *beta,
                                       const cudnnTensorDescriptor_t yd, void *y) {
-    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) return CUDNN_STATUS_BAD_PARAM;
-    return run("cudnnConvolutionForward", FORWARD, handle, alpha, xd, x, wd, w, conv, yd, NULL, workspace,
+    return run("cudnnConvolutionForward", FORWARD, (int)algo, handle, alpha, xd, x, wd, w, conv, yd, NULL, workspace,
                workspace_bytes, beta, y);
 }
 
@@ -345,9 +605,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                            const cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
                                            void *workspace, size_t workspace_bytes, const void *beta,
                                            const cudnnTensorDescriptor_t dxd, void *dx) {
-    if (algo < 0 || algo >= CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT) return CUDNN_STATUS_BAD_PARAM;
-    return run("cudnnConvolutionBackwardData", BACKWARD_DATA, handle, alpha, dxd, NULL, wd, w, conv, dyd, dy,
-               workspace, workspace_bytes, beta, dx);
+    return run("cudnnConvolutionBackwardData", BACKWARD_DATA, (int)algo, handle, alpha, dxd, NULL, wd, w, conv, dyd,
+               dy, workspace, workspace_bytes, beta, dx);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xd,
@@ -356,7 +615,6 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void *workspace,
                                              size_t workspace_bytes, const void *beta,
                                              const cudnnFilterDescriptor_t dwd, void *dw) {
-    if (algo < 0 || algo >= CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT) return CUDNN_STATUS_BAD_PARAM;
-    return run("cudnnConvolutionBackwardFilter", BACKWARD_FILTER, handle, alpha, xd, x, dwd, NULL, conv, dyd, dy,
-               workspace, workspace_bytes, beta, dw);
+    return run("cudnnConvolutionBackwardFilter", BACKWARD_FILTER, (int)algo, handle, alpha, xd, x, dwd, NULL, conv,
+               dyd, dy, workspace, workspace_bytes, beta, dw);
 }

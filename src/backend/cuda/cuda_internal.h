@@ -82,6 +82,7 @@ typedef struct dp_cuda_context {
     uint64_t uses;
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
     int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
+    struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
     int failed;
     char error[256];
     dp_backend_t table;

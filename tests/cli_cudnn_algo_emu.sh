@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# cli_cudnn_algo_emu.sh - the cuDNN convolution plans of the CUDA backend
+# (ops_cuda.c: descriptors made once per shape, algorithms chosen once per
+# shape by cuDNN's heuristics) on the CUDA emulator, whose heuristics list
+# traps first (a non-deterministic algorithm, one with tensor-op math, one
+# with a 1 TiB workspace, for some shapes one NOT_SUPPORTED) and whose
+# convolutions abort with one line when handed one (emu_cudnn.c). Skipped
+# (77) in a build without CUDA. Checks:
+# - LeNet, every_layer.cfg (dilated and grouped conv, transposed conv, 1x1
+#   conv, residual) and tiny_resnet.cfg (strided convs, 1x1 shortcut) train
+#   with the heuristics (the default) without springing a trap, and give the
+#   bits of DPTRAIN_CUDNN_ALGO=fixed (the emulator's algorithms all compute
+#   alike: what differs is only which one is called); the fixed runs ask the
+#   heuristics nothing, the heuristic ones do; DPTRAIN_CUDNN_ALGO_LOG says
+#   one line per choice (a heuristic result, or the fixed one and why).
+#   (emu_test_cuda_ops runs every op fixture, 1-D to 3-D convs and
+#   transposed convs, through the heuristics too.)
+# - descriptors are made once per shape: runs of 2 and 4 steps create the
+#   same number of cuDNN descriptors and ask the heuristics as often;
+# - --tf32 takes the tensor-op result (allowed there) and trains;
+# - NOT_SUPPORTED fallback: with every algorithm but the fixed ones refused
+#   (some at the workspace query, some at the call), training passes over
+#   the refused ones and gives the same bits;
+# - a shape with no algorithm left (forward, transposed forward, weight
+#   gradient refused for every algorithm) and DPTRAIN_CUDNN_ALGO=bogus: one
+#   stderr line naming the GPU and the convolution (the variable and the
+#   value), non-zero exit.
+source "$(dirname "$0")/testing.sh"
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ ! -e "$emu" ]]; then
+  echo "cli_cudnn_algo_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
+  exit 77
+fi
+export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
+unset DPTRAIN_CUDNN_ALGO DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED
+small_data "$tmp/data" 384 100
+models=$(dirname "$0")/models
+common=(train --data "$tmp/data" --limit 192 --batch-size 96 --lr 0.1 --seed 3 --epochs 1 --quiet)
+# stat NAME FIELD: a count of the emulator's cuDNN line (FIELD descriptors, heuristic or refused)
+stat() {
+  local n
+  case $2 in descriptors) n=1 ;; heuristic) n=2 ;; refused) n=3 ;; esac
+  sed -nE "s/^cuda emulator: cuDNN: ([0-9]+) descriptors created, ([0-9]+) heuristic queries, ([0-9]+) calls refused.*/\\$n/p" \
+    "$tmp/$1.out"
+}
+# run NAME MODEL ENV... -- ARGS...: one training run on cuda:0 with the emulator's statistics
+run() {
+  local name=$1 model=$2 envs=()
+  shift 2
+  while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+  [[ $# -gt 0 ]] && shift
+  env DPTRAIN_CUDA_EMU_STATS=1 DPTRAIN_CUDNN_ALGO_LOG=1 "${envs[@]}" "$bin" "${common[@]}" --model "$model" --devices cuda:0 \
+    --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>&1 \
+    && pass || fail "$name: $(grep -vE '^cuda emulator: ([0-9]+ kernel|cuDNN:)' "$tmp/$name.out" | tail -2)"
+}
+
+# heuristic (the default) = fixed, bit for bit; no trap sprung (a trap aborts the run)
+for model in lenet "$models/every_layer.cfg" "$models/tiny_resnet.cfg"; do
+  name=$(basename "$model" .cfg)
+  run "$name-heuristic" "$model"
+  run "$name-fixed" "$model" DPTRAIN_CUDNN_ALGO=fixed
+  same_run "$name-heuristic" "$name-fixed"
+  [[ $(stat "$name-heuristic" heuristic) -gt 0 && $(stat "$name-fixed" heuristic) -eq 0 ]] && pass \
+    || fail "$name: heuristic queries $(stat "$name-heuristic" heuristic) (want > 0), fixed $(stat "$name-fixed" heuristic) (want 0)"
+  # DPTRAIN_CUDNN_ALGO_LOG: a line per choice, from the heuristics (each query had a qualifying result) or fixed
+  chose=$(grep -cE '^cuda:0: cuDNN conv(_transpose)? (forward|backward data|backward filter) of x .*: algorithm [0-9]+, heuristic result [0-9]+ of [0-9]+, [0-9]+ qualified$' "$tmp/$name-heuristic.out")
+  fixed=$(grep -c ': algorithm [0-9]*, the fixed one: DPTRAIN_CUDNN_ALGO=fixed$' "$tmp/$name-fixed.out")
+  [[ $chose -eq $(stat "$name-heuristic" heuristic) && $fixed -eq $chose ]] && pass \
+    || fail "$name: DPTRAIN_CUDNN_ALGO_LOG: $chose heuristic choices for $(stat "$name-heuristic" heuristic) queries, $fixed fixed ones"
+done
+echo "cli_cudnn_algo_emu: every_layer, 2 steps: $(stat every_layer-heuristic descriptors) cuDNN descriptors," \
+  "$(stat every_layer-heuristic heuristic) heuristic queries"
+
+# descriptors once per shape: 4 steps make no more than 2
+run every_layer-4steps "$models/every_layer.cfg" -- --limit 384
+for field in descriptors heuristic; do
+  two=$(stat every_layer-heuristic $field) four=$(stat every_layer-4steps $field)
+  [[ -n "$two" && "$two" -gt 0 && "$two" == "$four" ]] && pass \
+    || fail "every_layer: $field: $two in 2 steps, $four in 4 (want the same: none per step after the first)"
+done
+
+# --tf32: tensor-op math allowed, the run trains
+run every_layer-tf32 "$models/every_layer.cfg" -- --tf32
+
+# NOT_SUPPORTED fallback: every algorithm but the fixed ones refused, at the query or (@run) at the call
+refuse=fwd:0,fwd:2,fwd:3@run,fwd:4,fwd:5,fwd:6@run,fwd:7
+refuse+=,bwd_data:0@run,bwd_data:2,bwd_data:3,bwd_data:4@run,bwd_data:5
+refuse+=,bwd_filter:0,bwd_filter:2@run,bwd_filter:3,bwd_filter:4,bwd_filter:5@run,bwd_filter:6
+run every_layer-refused "$models/every_layer.cfg" DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED=$refuse
+same_run every_layer-refused every_layer-fixed
+[[ $(stat every_layer-refused refused) -gt 0 ]] && pass \
+  || fail "every_layer: no call refused as not supported with DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED=$refuse"
+
+# one_line_error WHAT MODEL PATTERN ENV...: non-zero exit, one stderr line matching PATTERN
+one_line_error() {
+  local what=$1 model=$2 pattern=$3
+  shift 3
+  env "$@" "$bin" "${common[@]}" --model "$model" --devices cuda:0 >"$tmp/out" 2>"$tmp/err"
+  local status=$?
+  [[ $status -ne 0 && $status -lt 128 ]] && pass || fail "$what: exit status $status ($(tail -2 "$tmp/err"))"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] && pass || fail "$what: want one stderr line, got: $(cat "$tmp/err")"
+  grep -qE "$pattern" "$tmp/err" && pass || fail "$what: stderr '$(cat "$tmp/err")' lacks /$pattern/"
+}
+left="no cuDNN algorithm left for the convolution of"
+one_line_error "no forward algorithm" lenet \
+  "cuda:0: conv forward: $left x 96x1x28x28 by w [0-9]+x1x[0-9x]+ \(pad .*\): [0-9]+ tried, the last said CUDNN_STATUS_NOT_SUPPORTED$" \
+  DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='fwd:*'
+one_line_error "no transposed forward algorithm" "$models/every_layer.cfg" \
+  "cuda:0: conv_transpose forward: $left .*groups 1\): [0-9]+ tried" DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_data:*'
+one_line_error "no weight gradient algorithm" lenet "cuda:0: conv weight gradient: $left .*CUDNN_STATUS_NOT_SUPPORTED$" \
+  DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_filter:*@run'
+one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
+  "DPTRAIN_CUDNN_ALGO must be heuristic \(the default\) or fixed, found 'bogus'$" DPTRAIN_CUDNN_ALGO=bogus
+testing_finish cli_cudnn_algo_emu
