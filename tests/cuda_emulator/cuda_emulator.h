@@ -20,6 +20,11 @@
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
  * NCCL refuses them, and misuse NCCL would not survive aborts with one line.
+ * An all-reduce with a member whose GPU faulted never ends on the others'
+ * GPUs (NCCL's kernels wait for it): their synchronising calls (stream and
+ * event synchronisations, downloads, cudaFree) then wait for an
+ * ncclCommAbort and, after HANG_SEC without one, abort with one line (on a
+ * GPU they would wait for ever); queries say "not ready" meanwhile.
  * Settings (environment):
  *   DPTRAIN_CUDA_EMU_GPUS    GPUs of the machine (default 2; 0: none)
  *   CUDA_VISIBLE_DEVICES     as CUDA: the physical GPUs this process sees,
@@ -28,9 +33,12 @@
  *   DPTRAIN_CUDA_EMU_MEMORY  bytes of memory per GPU (default 4 GiB): a
  *                            cudaMalloc beyond fails as out of memory
  *   DPTRAIN_CUDA_EMU_FAULT   N: the N-th kernel launch (from 1) faults: the
- *                            launch returns success, and the GPU's
- *                            synchronising calls then fail with an illegal
- *                            address error, for good (a sticky error)
+ *                            launch returns success and the GPU runs
+ *                            nothing more; from its next synchronising call
+ *                            or query on (the host sees the fault) every
+ *                            call fails with an illegal address error, for
+ *                            good (a sticky error); before, calls succeed,
+ *                            as on a GPU whose faulting kernel still runs
  *   DPTRAIN_CUDA_EMU_STATS   1: at exit, one stderr line counting kernel
  *                            launches, stream synchronisations (with the
  *                            event synchronisations: every call that makes
@@ -65,8 +73,14 @@ int emu_physical_gpu(int device);
 int emu_current_device(void);
 /* The device of a stream (NULL: the current device's legacy stream). */
 int emu_stream_device(const void *stream);
-/* A fault of asynchronous work on `device` is sticky: its error (0 if none). */
+/* A fault of asynchronous work on `device` is sticky: its error (0 if none),
+ * once the host has seen it (a synchronisation or a query of the device's
+ * work); emu_device_faulting: also before (the GPU runs nothing more). */
 int emu_device_fault(int device);
+int emu_device_faulting(int device);
+/* emu_nccl.c registers the probe that says whether `device` has an NCCL
+ * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
+void emu_set_nccl_hang_probe(int (*probe)(int device));
 
 /* Runs fn(arg) as the kernel's every thread: grid x block threads, 1-D,
  * threadIdx/blockIdx set for each; `cooperative`: the block's threads run

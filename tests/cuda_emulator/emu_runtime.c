@@ -7,7 +7,11 @@
  * device); each is its own mapping, the pointer placed so that the 256-byte
  * rounded size ends at an inaccessible page. The current device and the
  * last error are per thread, as in CUDA; a device's fault (after an
- * injected faulting launch) is global and sticky. */
+ * injected faulting launch) is global and sticky, and shows once the host
+ * has waited for or asked after the device's work (reveal): until then, as
+ * on a GPU whose faulting kernel is still queued, calls succeed. A device whose emulated
+ * NCCL all-reduce cannot end (emu_nccl.c's probe) holds its synchronising
+ * calls back (wait_unless_hung). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@ static block_t *blocks;
 static int block_count, block_cap;
 static size_t used[EMU_MAX_GPUS];
 static int faults[EMU_MAX_GPUS]; /* cudaError_t of a faulted device, 0: none */
+static int faults_pending[EMU_MAX_GPUS]; /* faulted, not yet seen by the host */
 static __thread int current_device;
 static __thread cudaError_t last_error;
 /* DPTRAIN_CUDA_EMU_STATS: what the process asked of the GPUs, one line at exit */
@@ -107,9 +112,43 @@ int emu_stream_device(const void *stream) {
     return stream ? ((const struct CUstream_st *)stream)->device : current_device;
 }
 
+/* --- NCCL all-reduces that cannot end (emu_nccl.c) ---------------------------- */
+#define HANG_SEC 10
+
+static int (*_Atomic nccl_hang_probe)(int device);
+
+void emu_set_nccl_hang_probe(int (*probe)(int device)) { nccl_hang_probe = probe; }
+
+static int nccl_hung(int device) {
+    int (*probe)(int) = nccl_hang_probe;
+    return probe && probe(device);
+}
+
+/* A synchronising call on `device`: on a GPU it would wait for the NCCL
+ * kernel that waits for a faulted member, for ever unless another thread
+ * aborts the communicator; here HANG_SEC, then one line. */
+static void wait_unless_hung(const char *call, int device) {
+    for (int waited_ms = 0; nccl_hung(device); waited_ms++) {
+        if (waited_ms >= HANG_SEC * 1000) {
+            fprintf(stderr, "cuda emulator: %s: GPU %d waits for an NCCL all-reduce that cannot end (a member's GPU "
+                    "faulted) and nothing aborted its communicator: on a GPU this call never returns\n", call, device);
+            fflush(stderr);
+            abort();
+        }
+        usleep(1000);
+    }
+}
+
 int emu_device_fault(int device) {
     pthread_mutex_lock(&lock);
     int f = device >= 0 && device < EMU_MAX_GPUS ? faults[device] : 0;
+    pthread_mutex_unlock(&lock);
+    return f;
+}
+
+int emu_device_faulting(int device) {
+    pthread_mutex_lock(&lock);
+    int f = device >= 0 && device < EMU_MAX_GPUS ? faults[device] | faults_pending[device] : 0;
     pthread_mutex_unlock(&lock);
     return f;
 }
@@ -118,7 +157,14 @@ int emu_device_fault(int device) {
 void emu_fault_device(int device);
 void emu_fault_device(int device) {
     pthread_mutex_lock(&lock);
-    if (device >= 0 && device < EMU_MAX_GPUS) faults[device] = cudaErrorIllegalAddress;
+    if (device >= 0 && device < EMU_MAX_GPUS) faults_pending[device] = cudaErrorIllegalAddress;
+    pthread_mutex_unlock(&lock);
+}
+
+/* The host waits for, or asks after, the device's work: a fault shows. */
+static void reveal(int device) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < EMU_MAX_GPUS && faults_pending[device]) faults[device] = faults_pending[device];
     pthread_mutex_unlock(&lock);
 }
 
@@ -226,8 +272,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 /* Work is done when queued: what is left to report is a fault. */
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     tally(&stat_syncs);
+    wait_unless_hung("cudaStreamSynchronize", emu_stream_device(stream));
+    reveal(emu_stream_device(stream));
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
+/* Done unless the device's NCCL all-reduce cannot end. */
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    reveal(emu_stream_device(stream));
+    int f = emu_device_fault(emu_stream_device(stream));
+    if (f) return fail((cudaError_t)f);
+    return nccl_hung(emu_stream_device(stream)) ? fail(cudaErrorNotReady) : cudaSuccess;
 }
 
 /* --- events ------------------------------------------------------------------- */
@@ -265,32 +321,35 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 
+/* A fault is not reported here (nor by cudaStreamWaitEvent): on a GPU the
+ * faulting kernel may still be running when the record is queued, so the
+ * code after it must cope with a fault it has not seen yet. */
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event || event->device != emu_stream_device(stream)) return fail(cudaErrorInvalidResourceHandle);
-    int f = emu_device_fault(event->device);
-    if (f) return fail((cudaError_t)f);
     event->pending = events_pending();
     return cudaSuccess;
 }
 
 /* Every call runs to its end when made: the event has nothing left to
- * order, only the devices to check (NCCL's stream waits on the compute
- * stream's event and the other way round: peer_nccl.c). */
+ * order (NCCL's stream waits on the compute stream's event and the other
+ * way round: peer_nccl.c). */
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     (void)flags;
-    if (!event) return fail(cudaErrorInvalidResourceHandle);
-    int f = emu_device_fault(emu_stream_device(stream));
-    return f ? fail((cudaError_t)f) : cudaSuccess;
+    (void)stream;
+    return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+    reveal(event->device);
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
-    return event->pending ? fail(cudaErrorNotReady) : cudaSuccess;
+    return event->pending || nccl_hung(event->device) ? fail(cudaErrorNotReady) : cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     tally(&stat_syncs);
+    wait_unless_hung("cudaEventSynchronize", event->device);
+    reveal(event->device);
     event->pending = 0;
     int f = emu_device_fault(event->device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
@@ -366,6 +425,8 @@ cudaError_t cudaFree(void *ptr) {
         fflush(stderr);
         abort();
     }
+    wait_unless_hung("cudaFree", b.device); /* it may synchronise the device */
+    reveal(b.device);
     munmap(b.base, b.map_bytes);
     int f = emu_device_fault(b.device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
@@ -390,6 +451,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
         break;
     case cudaMemcpyDeviceToHost:
         tally(&stat_downloads); /* waits for the stream: a synchronisation of the host */
+        wait_unless_hung("cudaMemcpyAsync (device to host)", device);
+        reveal(device);
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the source", src, count, device);
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the destination", dst, count, -1);
         break;
