@@ -33,12 +33,14 @@
  *   DPTRAIN_CUDA_EMU_MEMORY  bytes of memory per GPU (default 4 GiB): a
  *                            cudaMalloc beyond fails as out of memory
  *   DPTRAIN_CUDA_EMU_FAULT   N: the N-th kernel launch (from 1) faults: the
- *                            launch returns success and the GPU runs
- *                            nothing more; from its next synchronising call
- *                            or query on (the host sees the fault) every
- *                            call fails with an illegal address error, for
- *                            good (a sticky error); before, calls succeed,
- *                            as on a GPU whose faulting kernel still runs
+ *                            launch returns success, the GPU runs nothing
+ *                            more, and every later call fails with an
+ *                            illegal address error, for good (a sticky
+ *                            error)
+ *   DPTRAIN_CUDA_EMU_FAULT_SEEN  sync: the fault shows only from the GPU's
+ *                            next synchronising call or query on (before,
+ *                            calls succeed, as on a GPU whose faulting
+ *                            kernel is still queued: the slow fault)
  *   DPTRAIN_CUDA_EMU_STATS   1: at exit, one stderr line counting kernel
  *                            launches, stream synchronisations (with the
  *                            event synchronisations: every call that makes
@@ -74,8 +76,8 @@ int emu_current_device(void);
 /* The device of a stream (NULL: the current device's legacy stream). */
 int emu_stream_device(const void *stream);
 /* A fault of asynchronous work on `device` is sticky: its error (0 if none),
- * once the host has seen it (a synchronisation or a query of the device's
- * work); emu_device_faulting: also before (the GPU runs nothing more). */
+ * once calls see it (DPTRAIN_CUDA_EMU_FAULT_SEEN); emu_device_faulting:
+ * also before (the GPU runs nothing more). */
 int emu_device_fault(int device);
 int emu_device_faulting(int device);
 /* emu_nccl.c registers the probe that says whether `device` has an NCCL

@@ -1,7 +1,7 @@
 /* emu_nccl.c - the NCCL functions the CUDA backend calls (peer_nccl.c), for
  * the CUDA emulator (cuda_emulator.h): ncclGetUniqueId, ncclCommInitRank,
- * ncclGroupStart/End, ncclAllReduce (float, sum), ncclCommFinalize,
- * ncclCommDestroy, ncclCommAbort, ncclCommGetAsyncError,
+ * ncclGroupStart/End, ncclAllReduce (float, sum), ncclCommDestroy,
+ * ncclCommAbort, ncclCommGetAsyncError,
  * ncclGetErrorString, ncclGetLastError. The CUDA events and stream calls
  * NCCL's ordering uses are emu_runtime.c's.
  *
@@ -512,14 +512,6 @@ static void forget(ncclComm_t comm) {
     pthread_mutex_unlock(&registry_lock);
     detach(comm->map);
     free(comm);
-}
-
-/* Blocking communicators: done when it returns (the emulator's work always is). */
-ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-    if (comm && comm->hung)
-        die("ncclCommFinalize: member %d's all-reduce cannot end (a member's GPU faulted): NCCL would wait for it "
-            "for ever; ncclCommAbort is the way out", comm->rank);
-    return comm ? ncclSuccess : set_error(ncclInvalidArgument, "ncclCommFinalize: no communicator");
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {

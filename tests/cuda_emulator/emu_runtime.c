@@ -7,9 +7,10 @@
  * device); each is its own mapping, the pointer placed so that the 256-byte
  * rounded size ends at an inaccessible page. The current device and the
  * last error are per thread, as in CUDA; a device's fault (after an
- * injected faulting launch) is global and sticky, and shows once the host
- * has waited for or asked after the device's work (reveal): until then, as
- * on a GPU whose faulting kernel is still queued, calls succeed. A device whose emulated
+ * injected faulting launch) is global and sticky; it shows to every later
+ * call, or with DPTRAIN_CUDA_EMU_FAULT_SEEN=sync only once the host has
+ * waited for or asked after the device's work (reveal): until then, as on
+ * a GPU whose faulting kernel is still queued, calls succeed. A device whose emulated
  * NCCL all-reduce cannot end (emu_nccl.c's probe) holds its synchronising
  * calls back (wait_unless_hung). */
 #define _GNU_SOURCE
@@ -156,8 +157,13 @@ int emu_device_faulting(int device) {
 /* Called by emu_launch for the injected faulting launch. */
 void emu_fault_device(int device);
 void emu_fault_device(int device) {
+    const char *seen = getenv("DPTRAIN_CUDA_EMU_FAULT_SEEN");
+    int late = seen && strcmp(seen, "sync") == 0;
     pthread_mutex_lock(&lock);
-    if (device >= 0 && device < EMU_MAX_GPUS) faults_pending[device] = cudaErrorIllegalAddress;
+    if (device >= 0 && device < EMU_MAX_GPUS) {
+        faults_pending[device] = cudaErrorIllegalAddress;
+        if (!late) faults[device] = cudaErrorIllegalAddress;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -321,22 +327,22 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 
-/* A fault is not reported here (nor by cudaStreamWaitEvent): on a GPU the
- * faulting kernel may still be running when the record is queued, so the
- * code after it must cope with a fault it has not seen yet. */
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event || event->device != emu_stream_device(stream)) return fail(cudaErrorInvalidResourceHandle);
+    int f = emu_device_fault(event->device);
+    if (f) return fail((cudaError_t)f);
     event->pending = events_pending();
     return cudaSuccess;
 }
 
 /* Every call runs to its end when made: the event has nothing left to
- * order (NCCL's stream waits on the compute stream's event and the other
- * way round: peer_nccl.c). */
+ * order, only the devices to check (NCCL's stream waits on the compute
+ * stream's event and the other way round: peer_nccl.c). */
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     (void)flags;
-    (void)stream;
-    return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    if (!event) return fail(cudaErrorInvalidResourceHandle);
+    int f = emu_device_fault(emu_stream_device(stream));
+    return f ? fail((cudaError_t)f) : cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
