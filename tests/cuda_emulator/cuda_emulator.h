@@ -15,7 +15,9 @@
  *   - a kernel launched on a stream of another device than the current
  *     one, or with a launch configuration a GPU refuses, fails as on a GPU;
  *   - cuBLAS and cuDNN check their arguments (leading dimensions, extents
- *     of every operand, descriptor shapes against each other, workspace).
+ *     of every operand, descriptor shapes against each other, workspace);
+ *   - pinned host memory (cudaHostAlloc) written again while a copy from it
+ *     is not known to be done aborts with one line (emu_pinned.c).
  * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
@@ -80,6 +82,13 @@ int emu_stream_device(const void *stream);
  * also before (the GPU runs nothing more). */
 int emu_device_fault(int device);
 int emu_device_faulting(int device);
+/* emu_pinned.c: pinned host memory made and freed; a copy from host memory
+ * `src` queued on `stream` as its seq-th call (checked and kept when src is
+ * pinned); the stream's calls up to seq known to be done (LONG_MAX: all). */
+void emu_pinned_alloc(void *ptr, size_t bytes);
+void emu_pinned_free(const void *ptr);
+void emu_pinned_copy(const void *src, size_t bytes, const void *stream, long seq);
+void emu_pinned_done(const void *stream, long seq);
 /* emu_nccl.c registers the probe that says whether `device` has an NCCL
  * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
 void emu_set_nccl_hang_probe(int (*probe)(int device));

@@ -15,6 +15,7 @@
  * calls back (wait_unless_hung). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +58,15 @@ static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAX
 
 struct CUstream_st {
     int device;
+    long queued; /* copies and event records so far (emu_pinned.c's order) */
 };
+
+static struct CUstream_st legacy_streams[EMU_MAX_GPUS]; /* the NULL stream's counts, per device */
+
+static struct CUstream_st *counted(cudaStream_t stream) {
+    if (stream) return stream;
+    return &legacy_streams[current_device >= 0 && current_device < EMU_MAX_GPUS ? current_device : 0];
+}
 
 static long env_long(const char *name, long fallback) {
     const char *v = getenv(name);
@@ -266,11 +275,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
     struct CUstream_st *s = malloc(sizeof *s);
     if (!s) return fail(cudaErrorMemoryAllocation);
     s->device = current_device;
+    s->queued = 0;
     *stream = s;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    emu_pinned_done(stream, LONG_MAX); /* nothing can tell of its copies any more (lenient) */
     free(stream);
     return cudaSuccess;
 }
@@ -280,6 +291,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     tally(&stat_syncs);
     wait_unless_hung("cudaStreamSynchronize", emu_stream_device(stream));
     reveal(emu_stream_device(stream));
+    emu_pinned_done(counted(stream), LONG_MAX);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -289,7 +301,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     reveal(emu_stream_device(stream));
     int f = emu_device_fault(emu_stream_device(stream));
     if (f) return fail((cudaError_t)f);
-    return nccl_hung(emu_stream_device(stream)) ? fail(cudaErrorNotReady) : cudaSuccess;
+    if (nccl_hung(emu_stream_device(stream))) return fail(cudaErrorNotReady);
+    emu_pinned_done(counted(stream), LONG_MAX);
+    return cudaSuccess;
 }
 
 /* --- events ------------------------------------------------------------------- */
@@ -301,6 +315,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 struct CUevent_st {
     int device;
     int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
+    const struct CUstream_st *stream; /* where it was last recorded, after its seq-th call */
+    long seq;
 };
 
 static int events_pending(void) {
@@ -332,6 +348,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
     event->pending = events_pending();
+    event->stream = counted(stream);
+    event->seq = counted(stream)->queued++;
     return cudaSuccess;
 }
 
@@ -349,7 +367,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     reveal(event->device);
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
-    return event->pending || nccl_hung(event->device) ? fail(cudaErrorNotReady) : cudaSuccess;
+    if (event->pending || nccl_hung(event->device)) return fail(cudaErrorNotReady);
+    if (event->stream) emu_pinned_done(event->stream, event->seq);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -357,6 +377,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     wait_unless_hung("cudaEventSynchronize", event->device);
     reveal(event->device);
     event->pending = 0;
+    if (event->stream) emu_pinned_done(event->stream, event->seq);
     int f = emu_device_fault(event->device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -366,11 +387,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* Pinned host memory is host memory here (a device's calls see it as such). */
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     (void)flags;
-    *ptr = malloc(size ? size : 1);
-    return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    void *p = malloc(size ? size : 1);
+    *ptr = p;
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    emu_pinned_alloc(p, size);
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+    emu_pinned_free(ptr);
     free(ptr);
     return cudaSuccess;
 }
@@ -454,11 +479,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
         tally(&stat_uploads);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the destination", dst, count, device);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the source", src, count, -1);
+        emu_pinned_copy(src, count, counted(stream), counted(stream)->queued++);
         break;
     case cudaMemcpyDeviceToHost:
         tally(&stat_downloads); /* waits for the stream: a synchronisation of the host */
         wait_unless_hung("cudaMemcpyAsync (device to host)", device);
         reveal(device);
+        emu_pinned_done(counted(stream), LONG_MAX); /* to pageable memory: returns when done, so is the stream */
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the source", src, count, device);
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the destination", dst, count, -1);
         break;
