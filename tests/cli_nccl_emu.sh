@@ -19,7 +19,8 @@
 #   2 ranks sharing one GPU: the host path, the same bits;
 # - DPTRAIN_NCCL=1 on one GPU: a group of one, the host path's bits; the
 #   host path without it; devices sharing a GPU (cuda:0,cuda:0,cuda:1) and
-#   --sync ps keep the host path; DPTRAIN_NCCL=2: one line, exit 1.
+#   --sync ps keep the host path; DPTRAIN_NCCL=2: one line, exit 1;
+# - a GPU that faults while the sums are queued: one line, exit 1, no hang.
 source "$(dirname "$0")/testing.sh"
 emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
 if [[ ! -e "$emu" ]]; then
@@ -61,6 +62,20 @@ nccl_vs_host syncbn cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cf
 train_run overlap-sgd-nccl cuda:0,cuda:1 --model lenet --epochs 2 --optimizer momentum --overlap on
 same_run chunked-nccl overlap-sgd-nccl
 DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer momentum
+# a GPU that faults while NCCL sums (a slow fault: seen only when the host waits, after the sum was
+# queued): the other member's NCCL kernel waits for it for ever unless the communicators are aborted
+# (the emulator holds that member's synchronising calls back and, after 10 s, aborts with one line
+# where a GPU would hang): one line, exit status 1. The line: the first failure the trainer sees; here
+# the epoch's metrics download, which reads NaN ("the device failed?": the trainer cannot ask why).
+for fault in "40" "75 --overlap on"; do
+  read -r -a args <<<"$fault"
+  DPTRAIN_CUDA_EMU_FAULT=${args[0]} DPTRAIN_CUDA_EMU_FAULT_SEEN=sync "$bin" "${common[@]}" --model lenet \
+    --epochs 2 --optimizer momentum --devices cuda:0,cuda:1 "${args[@]:1}" >"$tmp/fault.out" 2>"$tmp/fault.err"
+  status=$?
+  [[ $status -eq 1 && $(wc -l <"$tmp/fault.err") -eq 1 ]] \
+    && grep -qE "an illegal memory access|the device failed" "$tmp/fault.err" \
+    && pass || fail "a GPU faulting at launch $fault: status $status, '$(cat "$tmp/fault.err")'"
+done
 DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three-overlap cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer adam \
   --overlap on
 

@@ -21,10 +21,17 @@
  *     1 TiB workspace and (some shapes) one NOT_SUPPORTED before the good
  *     ones; a convolution handed the first, the last, or the tensor-op one
  *     under CUDNN_FMA_MATH aborts with one line (emu_cudnn.c).
+ *   - pinned host memory (cudaHostAlloc) written again while a copy from it
+ *     is not known to be done aborts with one line (emu_pinned.c).
  * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
  * NCCL refuses them, and misuse NCCL would not survive aborts with one line.
+ * An all-reduce with a member whose GPU faulted never ends on the others'
+ * GPUs (NCCL's kernels wait for it): their synchronising calls (stream and
+ * event synchronisations, downloads, cudaFree) then wait for an
+ * ncclCommAbort and, after HANG_SEC without one, abort with one line (on a
+ * GPU they would wait for ever); queries say "not ready" meanwhile.
  * Settings (environment):
  *   DPTRAIN_CUDA_EMU_GPUS    GPUs of the machine (default 2; 0: none)
  *   CUDA_VISIBLE_DEVICES     as CUDA: the physical GPUs this process sees,
@@ -33,9 +40,14 @@
  *   DPTRAIN_CUDA_EMU_MEMORY  bytes of memory per GPU (default 4 GiB): a
  *                            cudaMalloc beyond fails as out of memory
  *   DPTRAIN_CUDA_EMU_FAULT   N: the N-th kernel launch (from 1) faults: the
- *                            launch returns success, and the GPU's
- *                            synchronising calls then fail with an illegal
- *                            address error, for good (a sticky error)
+ *                            launch returns success, the GPU runs nothing
+ *                            more, and every later call fails with an
+ *                            illegal address error, for good (a sticky
+ *                            error)
+ *   DPTRAIN_CUDA_EMU_FAULT_SEEN  sync: the fault shows only from the GPU's
+ *                            next synchronising call or query on (before,
+ *                            calls succeed, as on a GPU whose faulting
+ *                            kernel is still queued: the slow fault)
  *   DPTRAIN_CUDA_EMU_STATS   1: at exit, one stderr line counting kernel
  *                            launches, stream synchronisations (with the
  *                            event synchronisations: every call that makes
@@ -78,8 +90,21 @@ int emu_physical_gpu(int device);
 int emu_current_device(void);
 /* The device of a stream (NULL: the current device's legacy stream). */
 int emu_stream_device(const void *stream);
-/* A fault of asynchronous work on `device` is sticky: its error (0 if none). */
+/* A fault of asynchronous work on `device` is sticky: its error (0 if none),
+ * once calls see it (DPTRAIN_CUDA_EMU_FAULT_SEEN); emu_device_faulting:
+ * also before (the GPU runs nothing more). */
 int emu_device_fault(int device);
+int emu_device_faulting(int device);
+/* emu_pinned.c: pinned host memory made and freed; a copy from host memory
+ * `src` queued on `stream` as its seq-th call (checked and kept when src is
+ * pinned); the stream's calls up to seq known to be done (LONG_MAX: all). */
+void emu_pinned_alloc(void *ptr, size_t bytes);
+void emu_pinned_free(const void *ptr);
+void emu_pinned_copy(const void *src, size_t bytes, const void *stream, long seq);
+void emu_pinned_done(const void *stream, long seq);
+/* emu_nccl.c registers the probe that says whether `device` has an NCCL
+ * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
+void emu_set_nccl_hang_probe(int (*probe)(int device));
 
 /* Runs fn(arg) as the kernel's every thread: grid x block threads, 1-D,
  * threadIdx/blockIdx set for each; `cooperative`: the block's threads run

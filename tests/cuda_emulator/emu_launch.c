@@ -165,7 +165,7 @@ int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *st
         emu_set_last_error(refused);
         return refused;
     }
-    if (emu_device_fault(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
+    if (emu_device_faulting(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
     pthread_once(&fault_once, read_fault_setting);
     if (__atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST) == fault_at) {
         emu_fault_device(device); /* seen at the next synchronising call, as a GPU's fault */

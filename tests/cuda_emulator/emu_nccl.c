@@ -1,6 +1,7 @@
 /* emu_nccl.c - the NCCL functions the CUDA backend calls (peer_nccl.c), for
  * the CUDA emulator (cuda_emulator.h): ncclGetUniqueId, ncclCommInitRank,
  * ncclGroupStart/End, ncclAllReduce (float, sum), ncclCommDestroy,
+ * ncclCommAbort, ncclCommGetAsyncError,
  * ncclGetErrorString, ncclGetLastError. The CUDA events and stream calls
  * NCCL's ordering uses are emu_runtime.c's.
  *
@@ -23,7 +24,14 @@
  * of their buffers (in dptrain's use every member's buffer is a replica of
  * one layout: different offsets mean the members' calls are out of order,
  * which on a GPU sums the wrong buckets or deadlocks); a member waiting
- * more than WAIT_SEC for the others aborts too.
+ * more than WAIT_SEC for the others aborts too, and so does, at once, a
+ * thread that drives several members of one id and makes a call for one of
+ * them outside ncclGroupStart/End (NCCL would wait in it for the others,
+ * which that thread never gets to issue). An all-reduce with a member whose
+ * GPU faulted (or whose earlier all-reduce hangs) hangs on the others'
+ * GPUs: nothing is summed, and the other members' devices hold their
+ * synchronising calls back (emu_runtime.c) until ncclCommAbort; their
+ * ncclCommDestroy aborts with one line (NCCL would wait for the kernel).
  *
  * DESIGN. The calls of one group (ncclGroupStart/End, per thread as in
  * NCCL) are kept and run at ncclGroupEnd, all of them by the calling
@@ -69,24 +77,45 @@ typedef struct {
     int gpu[MAX_MEMBERS];        /* each member's physical GPU; -1 until it joins */
     size_t count[MAX_MEMBERS];   /* the current all-reduce's count per member */
     size_t offset[MAX_MEMBERS];  /* and its buffer's offset in its allocation */
+    int stuck[MAX_MEMBERS];      /* its GPU faulted or its last all-reduce hangs */
     float slots[];               /* (nranks, SLOT_FLOATS) */
 } shared_t;
 
 typedef struct mapping {
-    char name[64];
+    char name[96]; /* id_name's */
     shared_t *s;
     size_t bytes;
     int refs;
+    struct ncclComm *members[MAX_MEMBERS]; /* this process's, by rank; under registry_lock */
     struct mapping *next;
 } mapping_t;
 
 struct ncclComm {
     mapping_t *map;
     int rank, nranks, device, gpu;
+    pthread_t maker;
+    int hung; /* its last all-reduce cannot end (a member's GPU faulted) */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mapping_t *mappings;
+static int hung_count[MAX_MEMBERS]; /* per device: its communicators that hang; under registry_lock */
+
+static int device_hung(int device) {
+    pthread_mutex_lock(&registry_lock);
+    int hung = device >= 0 && device < MAX_MEMBERS && hung_count[device] > 0;
+    pthread_mutex_unlock(&registry_lock);
+    return hung;
+}
+
+static void set_hung(struct ncclComm *c, int hung) {
+    pthread_mutex_lock(&registry_lock);
+    if (c->hung != hung && c->device >= 0 && c->device < MAX_MEMBERS) hung_count[c->device] += hung ? 1 : -1;
+    c->hung = hung;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void register_probe(void) { emu_set_nccl_hang_probe(device_hung); }
 
 static __thread char last_error[256];
 
@@ -329,16 +358,18 @@ static ncclResult_t run_inits(op_t *ops, int n) {
         return set_error(ncclInvalidUsage, "Duplicate GPU detected: rank %d and rank %d both on GPU %d", second,
                          first, gpu);
     }
+    static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+    pthread_once(&probe_once, register_probe);
     for (int i = 0; i < n; i++) {
         struct ncclComm *c = calloc(1, sizeof *c);
         if (!c) die("out of memory");
-        *c = (struct ncclComm){m, ops[i].rank, ops[i].nranks, ops[i].device, emu_physical_gpu(ops[i].device)};
+        *c = (struct ncclComm){m, ops[i].rank, ops[i].nranks, ops[i].device, emu_physical_gpu(ops[i].device),
+                               pthread_self(), 0};
         *ops[i].out = c;
-        if (i > 0) {
-            pthread_mutex_lock(&registry_lock);
-            m->refs++; /* one reference per communicator */
-            pthread_mutex_unlock(&registry_lock);
-        }
+        pthread_mutex_lock(&registry_lock);
+        if (i > 0) m->refs++; /* one reference per communicator */
+        m->members[c->rank] = c;
+        pthread_mutex_unlock(&registry_lock);
     }
     return ncclSuccess;
 }
@@ -354,6 +385,7 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
     for (int i = 0; i < n; i++) {
         s->count[ops[i].comm->rank] = ops[i].count;
         s->offset[ops[i].comm->rank] = emu_allocation_offset(ops[i].send);
+        s->stuck[ops[i].comm->rank] = ops[i].comm->hung || emu_device_faulting(ops[i].comm->device);
     }
     pthread_mutex_unlock(&s->lock);
     size_t count = ops[0].count;
@@ -370,6 +402,14 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
                     die("ncclAllReduce: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
                         "at offset %zu: the members' calls differ (not made in the same order)",
                         r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
+        int stuck = 0;
+        for (int r = 0; done == 0 && r < s->nranks; r++) stuck |= s->stuck[r];
+        if (stuck) { /* every member sees it alike: all leave after the next barrier, nothing summed */
+            for (int i = 0; i < n; i++)
+                if (!emu_device_faulting(ops[i].comm->device)) set_hung(ops[i].comm, 1);
+            barrier(s, n, "ncclAllReduce");
+            return ncclSuccess;
+        }
         size_t piece = count - done < SLOT_FLOATS ? count - done : SLOT_FLOATS;
         for (int i = 0; i < n; i++) {
             float *out = ops[i].recv + done;
@@ -419,6 +459,19 @@ ncclResult_t ncclGroupEnd(void) {
     return run_pending();
 }
 
+/* The communicators of mapping `m` (or of the id named `name`) that this
+ * thread made and has not destroyed. */
+static int made_here(const mapping_t *m, const char *name) {
+    int count = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (const mapping_t *p = mappings; p; p = p->next)
+        if (p == m || (name && strcmp(p->name, name) == 0))
+            for (int r = 0; r < MAX_MEMBERS; r++)
+                count += p->members[r] && pthread_equal(p->members[r]->maker, pthread_self());
+    pthread_mutex_unlock(&registry_lock);
+    return count;
+}
+
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
     *comm = NULL;
     if (nranks < 1 || nranks > MAX_MEMBERS)
@@ -426,6 +479,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     if (rank < 0 || rank >= nranks) return set_error(ncclInvalidArgument, "rank %d of %d", rank, nranks);
     op_t op = {.init = 1, .out = comm, .id = commId, .nranks = nranks, .rank = rank, .device = emu_current_device()};
     if (group_depth > 0) return keep(&op);
+    char name[96];
+    id_name(&commId, name, sizeof name);
+    if (*name && made_here(NULL, name) > 0)
+        die("ncclCommInitRank outside ncclGroupStart/End by a thread that already made a member of this id: NCCL "
+            "waits in it for every member, and this thread never gets to make the others");
     return run_inits(&op, 1);
 }
 
@@ -441,13 +499,41 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
             comm->device);
     op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count};
     if (group_depth > 0) return keep(&o);
+    int members = made_here(comm->map, NULL);
+    if (members > 1)
+        die("ncclAllReduce outside ncclGroupStart/End by a thread that drives %d members of one communicator: NCCL "
+            "may wait in it for the others, which this thread never gets to issue", members);
     return run_allreduces(&o, 1);
+}
+
+static void forget(ncclComm_t comm) {
+    pthread_mutex_lock(&registry_lock);
+    if (comm->map->members[comm->rank] == comm) comm->map->members[comm->rank] = NULL;
+    pthread_mutex_unlock(&registry_lock);
+    detach(comm->map);
+    free(comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
-    detach(comm->map);
-    free(comm);
+    if (comm->hung)
+        die("ncclCommDestroy: member %d's all-reduce cannot end (a member's GPU faulted): NCCL would wait for it "
+            "for ever; ncclCommAbort is the way out", comm->rank);
+    forget(comm);
+    return ncclSuccess;
+}
+
+/* Ends what hangs (NCCL's kernels see the abort flag) and frees. */
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    set_hung(comm, 0);
+    forget(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+    if (!comm || !asyncError) return set_error(ncclInvalidArgument, "ncclCommGetAsyncError: no communicator");
+    *asyncError = ncclSuccess; /* a member's fault shows in its GPU's calls (emu_runtime.c), not here */
     return ncclSuccess;
 }
 

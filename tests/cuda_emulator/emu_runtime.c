@@ -7,9 +7,15 @@
  * device); each is its own mapping, the pointer placed so that the 256-byte
  * rounded size ends at an inaccessible page. The current device and the
  * last error are per thread, as in CUDA; a device's fault (after an
- * injected faulting launch) is global and sticky. */
+ * injected faulting launch) is global and sticky; it shows to every later
+ * call, or with DPTRAIN_CUDA_EMU_FAULT_SEEN=sync only once the host has
+ * waited for or asked after the device's work (reveal): until then, as on
+ * a GPU whose faulting kernel is still queued, calls succeed. A device whose emulated
+ * NCCL all-reduce cannot end (emu_nccl.c's probe) holds its synchronising
+ * calls back (wait_unless_hung). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +42,7 @@ static block_t *blocks;
 static int block_count, block_cap;
 static size_t used[EMU_MAX_GPUS];
 static int faults[EMU_MAX_GPUS]; /* cudaError_t of a faulted device, 0: none */
+static int faults_pending[EMU_MAX_GPUS]; /* faulted, not yet seen by the host */
 static __thread int current_device;
 static __thread cudaError_t last_error;
 /* DPTRAIN_CUDA_EMU_STATS: what the process asked of the GPUs, one line at exit */
@@ -51,7 +58,15 @@ static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAX
 
 struct CUstream_st {
     int device;
+    long queued; /* copies and event records so far (emu_pinned.c's order) */
 };
+
+static struct CUstream_st legacy_streams[EMU_MAX_GPUS]; /* the NULL stream's counts, per device */
+
+static struct CUstream_st *counted(cudaStream_t stream) {
+    if (stream) return stream;
+    return &legacy_streams[current_device >= 0 && current_device < EMU_MAX_GPUS ? current_device : 0];
+}
 
 static long env_long(const char *name, long fallback) {
     const char *v = getenv(name);
@@ -107,6 +122,33 @@ int emu_stream_device(const void *stream) {
     return stream ? ((const struct CUstream_st *)stream)->device : current_device;
 }
 
+/* --- NCCL all-reduces that cannot end (emu_nccl.c) ---------------------------- */
+#define HANG_SEC 10
+
+static int (*_Atomic nccl_hang_probe)(int device);
+
+void emu_set_nccl_hang_probe(int (*probe)(int device)) { nccl_hang_probe = probe; }
+
+static int nccl_hung(int device) {
+    int (*probe)(int) = nccl_hang_probe;
+    return probe && probe(device);
+}
+
+/* A synchronising call on `device`: on a GPU it would wait for the NCCL
+ * kernel that waits for a faulted member, for ever unless another thread
+ * aborts the communicator; here HANG_SEC, then one line. */
+static void wait_unless_hung(const char *call, int device) {
+    for (int waited_ms = 0; nccl_hung(device); waited_ms++) {
+        if (waited_ms >= HANG_SEC * 1000) {
+            fprintf(stderr, "cuda emulator: %s: GPU %d waits for an NCCL all-reduce that cannot end (a member's GPU "
+                    "faulted) and nothing aborted its communicator: on a GPU this call never returns\n", call, device);
+            fflush(stderr);
+            abort();
+        }
+        usleep(1000);
+    }
+}
+
 int emu_device_fault(int device) {
     pthread_mutex_lock(&lock);
     int f = device >= 0 && device < EMU_MAX_GPUS ? faults[device] : 0;
@@ -114,11 +156,30 @@ int emu_device_fault(int device) {
     return f;
 }
 
+int emu_device_faulting(int device) {
+    pthread_mutex_lock(&lock);
+    int f = device >= 0 && device < EMU_MAX_GPUS ? faults[device] | faults_pending[device] : 0;
+    pthread_mutex_unlock(&lock);
+    return f;
+}
+
 /* Called by emu_launch for the injected faulting launch. */
 void emu_fault_device(int device);
 void emu_fault_device(int device) {
+    const char *seen = getenv("DPTRAIN_CUDA_EMU_FAULT_SEEN");
+    int late = seen && strcmp(seen, "sync") == 0;
     pthread_mutex_lock(&lock);
-    if (device >= 0 && device < EMU_MAX_GPUS) faults[device] = cudaErrorIllegalAddress;
+    if (device >= 0 && device < EMU_MAX_GPUS) {
+        faults_pending[device] = cudaErrorIllegalAddress;
+        if (!late) faults[device] = cudaErrorIllegalAddress;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* The host waits for, or asks after, the device's work: a fault shows. */
+static void reveal(int device) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < EMU_MAX_GPUS && faults_pending[device]) faults[device] = faults_pending[device];
     pthread_mutex_unlock(&lock);
 }
 
@@ -214,11 +275,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
     struct CUstream_st *s = malloc(sizeof *s);
     if (!s) return fail(cudaErrorMemoryAllocation);
     s->device = current_device;
+    s->queued = 0;
     *stream = s;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    emu_pinned_done(stream, LONG_MAX); /* nothing can tell of its copies any more (lenient) */
     free(stream);
     return cudaSuccess;
 }
@@ -226,8 +289,21 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 /* Work is done when queued: what is left to report is a fault. */
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     tally(&stat_syncs);
+    wait_unless_hung("cudaStreamSynchronize", emu_stream_device(stream));
+    reveal(emu_stream_device(stream));
+    emu_pinned_done(counted(stream), LONG_MAX);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
+/* Done unless the device's NCCL all-reduce cannot end. */
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    reveal(emu_stream_device(stream));
+    int f = emu_device_fault(emu_stream_device(stream));
+    if (f) return fail((cudaError_t)f);
+    if (nccl_hung(emu_stream_device(stream))) return fail(cudaErrorNotReady);
+    emu_pinned_done(counted(stream), LONG_MAX);
+    return cudaSuccess;
 }
 
 /* --- events ------------------------------------------------------------------- */
@@ -239,6 +315,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 struct CUevent_st {
     int device;
     int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
+    const struct CUstream_st *stream; /* where it was last recorded, after its seq-th call */
+    long seq;
 };
 
 static int events_pending(void) {
@@ -270,6 +348,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
     event->pending = events_pending();
+    event->stream = counted(stream);
+    event->seq = counted(stream)->queued++;
     return cudaSuccess;
 }
 
@@ -284,14 +364,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+    reveal(event->device);
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
-    return event->pending ? fail(cudaErrorNotReady) : cudaSuccess;
+    if (event->pending || nccl_hung(event->device)) return fail(cudaErrorNotReady);
+    if (event->stream) emu_pinned_done(event->stream, event->seq);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     tally(&stat_syncs);
+    wait_unless_hung("cudaEventSynchronize", event->device);
+    reveal(event->device);
     event->pending = 0;
+    if (event->stream) emu_pinned_done(event->stream, event->seq);
     int f = emu_device_fault(event->device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -301,11 +387,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* Pinned host memory is host memory here (a device's calls see it as such). */
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     (void)flags;
-    *ptr = malloc(size ? size : 1);
-    return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    void *p = malloc(size ? size : 1);
+    *ptr = p;
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    emu_pinned_alloc(p, size);
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+    emu_pinned_free(ptr);
     free(ptr);
     return cudaSuccess;
 }
@@ -366,6 +456,8 @@ cudaError_t cudaFree(void *ptr) {
         fflush(stderr);
         abort();
     }
+    wait_unless_hung("cudaFree", b.device); /* it may synchronise the device */
+    reveal(b.device);
     munmap(b.base, b.map_bytes);
     int f = emu_device_fault(b.device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
@@ -387,9 +479,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
         tally(&stat_uploads);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the destination", dst, count, device);
         emu_check_device_memory("cudaMemcpyAsync (host to device)", "the source", src, count, -1);
+        emu_pinned_copy(src, count, counted(stream), counted(stream)->queued++);
         break;
     case cudaMemcpyDeviceToHost:
         tally(&stat_downloads); /* waits for the stream: a synchronisation of the host */
+        wait_unless_hung("cudaMemcpyAsync (device to host)", device);
+        reveal(device);
+        emu_pinned_done(counted(stream), LONG_MAX); /* to pageable memory: returns when done, so is the stream */
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the source", src, count, device);
         emu_check_device_memory("cudaMemcpyAsync (device to host)", "the destination", dst, count, -1);
         break;

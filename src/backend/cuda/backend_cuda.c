@@ -60,9 +60,14 @@ dp_status_t dp_cuda_status(dp_cuda_ctx_t *c) {
     return dp_fail(DP_ERR_ARG, "%s", c->error);
 }
 
+cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
+    if (c->peer) return dp_cuda_peer_wait(c, event);
+    return event ? cudaEventSynchronize(event) : cudaStreamSynchronize(c->stream);
+}
+
 void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what) {
     if (!ptr) return;
-    dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+    dp_cuda_check(c, dp_cuda_wait(c, NULL), what);
     dp_cuda_check(c, cudaFree(ptr), what);
 }
 
@@ -122,7 +127,7 @@ static void cuda_zero(void *ctx, void *dst, size_t bytes) {
  * ordered after the work queued before it. */
 static int upload_synced(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
     return dp_cuda_check(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream), what) ||
-           dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+           dp_cuda_check(c, dp_cuda_wait(c, NULL), what);
 }
 
 /* The ring of pinned staging slots (cuda_internal.h), made at the first
@@ -162,7 +167,7 @@ static int upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size
         cudaError_t done = cudaEventQuery(c->stage_done[s]);
         if (done == cudaErrorNotReady) {
             cudaGetLastError(); /* "not ready" is an answer, not an error */
-            done = cudaEventSynchronize(c->stage_done[s]);
+            done = dp_cuda_wait(c, c->stage_done[s]);
         }
         if (dp_cuda_check(c, done, what)) return 1;
     }
@@ -183,6 +188,16 @@ static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes
     dp_cuda_leave(c);
 }
 
+/* host_dst = device src (bytes), after everything queued before it; 1 on
+ * a failure. In an NCCL group the stream is waited for first (dp_cuda_wait:
+ * a copy to pageable memory blocks until done, and would hang with the
+ * stream behind a sum that never ends). Under the lock. */
+static int download_synced(dp_cuda_ctx_t *c, void *host_dst, const void *src, size_t bytes, const char *what) {
+    return c->failed || (c->peer && dp_cuda_check(c, dp_cuda_wait(c, NULL), what)) ||
+           dp_cuda_check(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), what) ||
+           dp_cuda_check(c, cudaStreamSynchronize(c->stream), what);
+}
+
 /* Waits for everything queued before it: the host reads the result. On a
  * failure the host buffer is filled with NaN bytes, so that no stale value
  * passes for a result. */
@@ -190,10 +205,7 @@ static void cuda_download(void *ctx, void *host_dst, const void *src, size_t byt
     dp_cuda_ctx_t *c = ctx;
     if (!bytes) return;
     dp_cuda_enter(c);
-    if (c->failed ||
-        dp_cuda_check(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "a download") ||
-        dp_cuda_check(c, cudaStreamSynchronize(c->stream), "a download"))
-        memset(host_dst, 0xff, bytes);
+    if (download_synced(c, host_dst, src, bytes, "a download")) memset(host_dst, 0xff, bytes);
     dp_cuda_leave(c);
 }
 
@@ -304,11 +316,7 @@ static void cuda_optimizer_download(void *ctx, dp_optimizer_t *optimizer) {
     size_t bytes = st ? sizeof(float) * st->n : 0;
     for (int s = 0; st && bytes && s < dp_optimizer_num_states(optimizer); s++) {
         float *host = dp_optimizer_state(optimizer, s, NULL);
-        if (c->failed ||
-            dp_cuda_check(c, cudaMemcpyAsync(host, st->state[s], bytes, cudaMemcpyDeviceToHost, c->stream),
-                          "downloading optimizer state") ||
-            dp_cuda_check(c, cudaStreamSynchronize(c->stream), "downloading optimizer state"))
-            memset(host, 0xff, bytes);
+        if (download_synced(c, host, st->state[s], bytes, "downloading optimizer state")) memset(host, 0xff, bytes);
     }
     dp_cuda_leave(c);
 }

@@ -83,6 +83,7 @@ typedef struct dp_cuda_context {
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
     int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
+    dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
     int failed;
     char error[256];
     dp_backend_t table;
@@ -99,6 +100,13 @@ void dp_cuda_leave(dp_cuda_ctx_t *c);
 int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
 /* The sticky failure as a status (DP_OK when none), with its message. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
+
+/* Waits for `event` (NULL: everything queued on the context's stream).
+ * In an NCCL group it polls instead (dp_cuda_peer_wait): a sum that waits
+ * for a member whose GPU failed never ends, and the wait then aborts the
+ * group's communicators. Under the lock. */
+cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event);
+cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event);
 
 /* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
  * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */

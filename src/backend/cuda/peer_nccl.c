@@ -23,10 +23,30 @@
  * Holding the contexts' locks keeps another thread from queuing work on a
  * member's stream in between. Nothing waits on the host. A failure is
  * returned, and kept in every member's context (the next op reports it).
+ *
+ * A member that fails after its sum was queued (its GPU faults: the
+ * failure shows later, asynchronously) leaves the other members' NCCL
+ * kernels waiting for it for ever, and every wait behind them with them.
+ * So a member's waits poll (dp_cuda_peer_wait: its stream or event, and
+ * meanwhile the other members' GPUs through their `summed` events, and
+ * NCCL's asynchronous error of every communicator, which tells of a
+ * remote rank) and, once one has failed, abort every communicator of the
+ * group (ncclCommAbort ends the kernels that wait); every member then
+ * fails with that reason. The abort is under `abort_lock` (a leaf: taken
+ * under one context's lock, it takes nothing), while no NCCL call can be
+ * under way: peer_allreduce holds every member's lock, the waiter one.
+ * peer_group_free takes the members out of the group first (under their
+ * locks: after every wait in progress), then destroys the communicators
+ * (local: NCCL since 2.18 frees a process's communicators of one clique
+ * at the last one's ncclCommDestroy, which waits for no other rank), or
+ * aborts them when a member failed (destroying, or waiting for NCCL's
+ * streams, would wait for kernels that may never end).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_internal.h"
 
@@ -40,6 +60,9 @@ struct dp_peer_group {
     ncclComm_t comm[DP_CUDA_MAX_GPUS];
     cudaStream_t stream[DP_CUDA_MAX_GPUS]; /* NCCL's, one per member */
     cudaEvent_t produced[DP_CUDA_MAX_GPUS], summed[DP_CUDA_MAX_GPUS];
+    pthread_mutex_t abort_lock; /* guards what follows */
+    int aborted;                /* the communicators were aborted (and are NULL) */
+    char abort_message[200];    /* why */
 };
 
 _Static_assert(NCCL_UNIQUE_ID_BYTES == 128, "backend.h's peer_unique_id is 128 bytes");
@@ -79,19 +102,103 @@ static dp_status_t cuda_peer_unique_id(void *ctx, unsigned char id[128]) {
     return DP_OK;
 }
 
+/* --- Failures: a member's waits watch the others ----------------------------- */
+
+/* Why the group must be aborted ("" while nothing failed): a member's GPU
+ * other than `self`'s failed (its sticky error, seen through its `summed`
+ * event: a query may name another GPU's event), or NCCL reports an
+ * asynchronous error (a remote rank). Under abort_lock. */
+static void member_failure(dp_peer_group_t *g, int self, char *why, size_t size) {
+    *why = 0;
+    for (int i = 0; i < g->k && !*why; i++) {
+        cudaError_t err = i == self ? cudaSuccess : cudaEventQuery(g->summed[i]);
+        if (err != cudaSuccess) (void)cudaGetLastError(); /* another GPU's error, or "not ready" */
+        ncclResult_t async = ncclSuccess;
+        if (err != cudaSuccess && err != cudaErrorNotReady)
+            snprintf(why, size, "%s failed: %s", g->ctx[i]->name, cudaGetErrorString(err));
+        else if (ncclCommGetAsyncError(g->comm[i], &async) == ncclSuccess && async != ncclSuccess &&
+                 async != ncclInProgress)
+            snprintf(why, size, "%s: NCCL: %s", g->ctx[i]->name, ncclGetErrorString(async));
+    }
+}
+
+/* Every communicator aborted, once (the kernels that wait end). Under abort_lock. */
+static void abort_group(dp_peer_group_t *g, const char *why) {
+    if (g->aborted) return;
+    for (int i = 0; i < g->k; i++)
+        if (g->comm[i]) ncclCommAbort(g->comm[i]);
+    memset(g->comm, 0, sizeof g->comm);
+    snprintf(g->abort_message, sizeof g->abort_message, "NCCL: the sums were aborted: %s", why);
+    g->aborted = 1;
+}
+
+/* The context failed with the group's abort (the first failure is kept). */
+static void fail_aborted(dp_cuda_ctx_t *c, dp_peer_group_t *g) {
+    if (c->failed) return;
+    c->failed = 1;
+    snprintf(c->error, sizeof c->error, "%s: %s", c->name, g->abort_message);
+}
+
+cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
+    dp_peer_group_t *g = c->peer;
+    int self = 0;
+    while (g->ctx[self] != c) self++;
+    for (long polls = 0;; polls++) {
+        cudaError_t err = event ? cudaEventQuery(event) : cudaStreamQuery(c->stream);
+        pthread_mutex_lock(&g->abort_lock);
+        if (err != cudaErrorNotReady) {
+            int aborted = g->aborted;
+            if (aborted) fail_aborted(c, g);
+            pthread_mutex_unlock(&g->abort_lock);
+            return err == cudaSuccess && aborted ? cudaErrorUnknown : err; /* the failure is c's already */
+        }
+        (void)cudaGetLastError(); /* "not ready" is an answer, not an error */
+        char why[160];
+        if (!g->aborted) {
+            member_failure(g, self, why, sizeof why);
+            if (*why) abort_group(g, why);
+        }
+        pthread_mutex_unlock(&g->abort_lock);
+        if (polls < 64) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 100000}; /* 0.1 ms */
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
 static void cuda_peer_group_free(dp_peer_group_t *g) {
     if (!g) return;
+    int failed = 0;
+    for (int i = 0; i < g->k; i++) { /* out of the group: after every wait in progress */
+        dp_cuda_ctx_t *c = g->ctx[i];
+        if (!c) continue;
+        dp_cuda_enter(c);
+        if (c->peer == g) c->peer = NULL;
+        failed |= c->failed;
+        dp_cuda_leave(c);
+    }
+    pthread_mutex_lock(&g->abort_lock);
+    failed |= g->aborted;
+    if (failed) abort_group(g, "a member failed");
+    pthread_mutex_unlock(&g->abort_lock);
+    for (int i = 0; i < g->k; i++) {
+        if (!g->comm[i]) continue; /* aborted, or never made */
+        cudaSetDevice(g->ctx[i]->gpu);
+        cudaStreamSynchronize(g->stream[i]);
+        ncclCommDestroy(g->comm[i]);
+    }
     for (int i = 0; i < g->k; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         if (!c) continue;
         dp_cuda_enter(c);
-        if (g->stream[i]) cudaStreamSynchronize(g->stream[i]);
-        if (g->comm[i]) ncclCommDestroy(g->comm[i]);
         if (g->produced[i]) cudaEventDestroy(g->produced[i]);
         if (g->summed[i]) cudaEventDestroy(g->summed[i]);
-        if (g->stream[i]) cudaStreamDestroy(g->stream[i]);
+        if (g->stream[i]) cudaStreamDestroy(g->stream[i]); /* work still queued ends before its resources go */
         dp_cuda_leave(c);
     }
+    pthread_mutex_destroy(&g->abort_lock);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -105,6 +212,9 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
     int failed = 0;
     pthread_mutex_lock(&g->lock);
     for (int i = 0; i < g->k; i++) dp_cuda_enter(g->ctx[i]);
+    pthread_mutex_lock(&g->abort_lock);
+    if ((failed = g->aborted)) snprintf(message, sizeof message, "%s", g->abort_message);
+    pthread_mutex_unlock(&g->abort_lock);
     for (int i = 0; i < g->k && !failed; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
@@ -156,6 +266,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
     dp_peer_group_t *g = dp_alloc_zeroed(1, sizeof *g, "NCCL group");
     if (!g) return DP_ERR_NOMEM;
     pthread_mutex_init(&g->lock, NULL);
+    pthread_mutex_init(&g->abort_lock, NULL);
     g->k = k;
     dp_status_t status = DP_OK;
     for (int i = 0; i < k && status == DP_OK; i++) {
@@ -186,6 +297,11 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
         cuda_peer_group_free(g);
         return status;
     }
+    for (int i = 0; i < k; i++) { /* its waits watch the other members from now on */
+        dp_cuda_enter(g->ctx[i]);
+        g->ctx[i]->peer = g;
+        dp_cuda_leave(g->ctx[i]);
+    }
     *out = g;
     return DP_OK;
 }
@@ -201,5 +317,10 @@ void dp_cuda_peer_register(dp_backend_t *table) {
 #else /* built without NCCL: the members stay NULL (host sums) */
 
 void dp_cuda_peer_register(dp_backend_t *table) { (void)table; }
+
+/* Never called: no context is in a group. */
+cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
+    return event ? cudaEventSynchronize(event) : cudaStreamSynchronize(c->stream);
+}
 
 #endif
