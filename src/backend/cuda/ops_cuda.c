@@ -1052,7 +1052,11 @@ static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double 
     if (count > (int)(sizeof host / sizeof host[0]))
         return dp_fail(DP_ERR_ARG, "batch_norm: %s: synchronised statistics of more than 4096 channels are not done",
                        c->name);
-    if (dp_cuda_check(c, cudaMemcpyAsync(host, dev, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, c->stream),
+    /* the wait first (dp_cuda_wait: in an NCCL group it watches the other
+     * members; a copy to pageable memory would block behind a sum that
+     * never ends) */
+    if (dp_cuda_check(c, dp_cuda_wait(c, NULL), "batch_norm statistics") ||
+        dp_cuda_check(c, cudaMemcpyAsync(host, dev, sizeof(double) * (size_t)count, cudaMemcpyDeviceToHost, c->stream),
                       "batch_norm statistics") ||
         dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics"))
         return dp_cuda_status(c);
@@ -1063,7 +1067,7 @@ static dp_status_t bn_sync(dp_cuda_ctx_t *c, const dp_stat_sync_t *sync, double 
     if (first) *first = host[0];
     dp_cuda_check(c, cudaMemcpyAsync(dev, host, sizeof(double) * (size_t)count, cudaMemcpyHostToDevice, c->stream),
                   "batch_norm statistics");
-    dp_cuda_check(c, cudaStreamSynchronize(c->stream), "batch_norm statistics");
+    dp_cuda_check(c, dp_cuda_wait(c, NULL), "batch_norm statistics");
     return dp_cuda_status(c);
 }
 
