@@ -4,7 +4,7 @@
  * with its emulated NCCL (emu_test_cuda_peer; 3 GPUs unless
  * DPTRAIN_CUDA_EMU_GPUS says otherwise):
  * - peer_id: the GPUs' UUIDs, distinct per GPU, the same for one GPU twice;
- * - a group of every GPU (1 on a one-GPU machine): peer_allreduce sums a
+ * - a group of every GPU (1 on a one-GPU machine): peer_allreduce (then peer_join) sums a
  *   range that crosses the emulator's 256 Ki-float pieces in every buffer,
  *   in member order (the emulator: bits; a GPU with 3 or more: within a
  *   float's rounding per addition), and leaves the rest of the buffers;
@@ -93,6 +93,7 @@ static void group_in_process(int gpus, int emulated) {
     if (!group) return;
     for (int g = 0; g < k; g++) bufs[g] = upload_member(tables[g], g, host);
     CHECK(tables[0]->peer_allreduce(group, bufs, START, COUNT) == DP_OK, "peer_allreduce: %s", dp_error_message());
+    CHECK(tables[0]->peer_join(group) == DP_OK, "peer_join: %s", dp_error_message()); /* the download after the sum */
     for (int g = 0; g < k; g++) {
         tables[g]->download(tables[g]->ctx, host, bufs[g], sizeof host);
         size_t bad = 0;
@@ -137,7 +138,7 @@ static pid_t child(int g, int member, const unsigned char uid[128], child_job_t 
     float *buf = upload_member(be, member, host);
     size_t count = job == CHILD_COUNT_DIFFERS && member == 1 ? COUNT - 10 : COUNT;
     size_t start = job == CHILD_OFFSET_DIFFERS && member == 1 ? START + 16 : START; /* another bucket */
-    if (be->peer_allreduce(group, &buf, start, count) != DP_OK) _exit(1);
+    if (be->peer_allreduce(group, &buf, start, count) != DP_OK || be->peer_join(group) != DP_OK) _exit(1);
     be->download(be->ctx, host, buf, sizeof host);
     size_t bad = 0;
     _exit(check_sum(host, member, 2, 1, &bad) ? 0 : 1);

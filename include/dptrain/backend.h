@@ -149,11 +149,16 @@ struct dp_backend {
                                   int world_members, int first_member, dp_peer_group_t **out);
     /* bufs[i][start, start + count) (memory of tables[i]) = the sum of that
      * range over every member of the group, in place, in every buffer.
-     * Ordered after the work queued so far on each member's device and
-     * before the work queued there after it returns; the host does not
-     * wait for the sum. Calls are serialised within the group; every process
-     * must make the same calls in the same order (NCCL deadlocks otherwise). */
+     * Ordered after the work queued so far on each member's device; the
+     * work queued there after it returns may run beside it (the rest of
+     * the backward pass): only peer_join orders work after the sums. The
+     * host does not wait for the sum. Calls are serialised within the
+     * group; every process must make the same calls in the same order
+     * (NCCL deadlocks otherwise). */
     dp_status_t (*peer_allreduce)(dp_peer_group_t *group, float *const *bufs, size_t start, size_t count);
+    /* The work queued on each member's device after it returns runs after
+     * every peer_allreduce made before it (the host does not wait). */
+    dp_status_t (*peer_join)(dp_peer_group_t *group);
     /* After the work queued on the members; NULL is a no-op. */
     void (*peer_group_free)(dp_peer_group_t *group);
 };

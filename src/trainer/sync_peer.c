@@ -30,12 +30,14 @@
  * needs every member to issue the same collectives in the same order, and
  * two device threads may complete two buckets in either order: under
  * `lock` the bucket is marked, and the buckets that are ready are summed
- * strictly in the order nb-1, ..., 0 (bucket b only after b + 1), each
- * followed by the update of that bucket in every replica, by whichever
- * thread finds them ready. The backend queues the sum and the updates on
- * the GPUs' streams and returns (a GPU's host does not wait); the caller's
- * wait for phase 1 waits for all of it. A failed sum is kept (first one,
- * under lock) and end_step reports it.
+ * strictly in the order nb-1, ..., 0 (bucket b only after b + 1), by
+ * whichever thread finds them ready. The backend queues each sum on NCCL's
+ * streams and returns (a GPU's host does not wait); the rest of the
+ * backward pass runs beside it on the GPUs. end_step (after phase 1: every
+ * sum queued) joins the sums (peer_join: the GPUs' streams wait for them)
+ * and queues each replica's update over the whole range, as without
+ * overlap. A failed sum is kept (first one, under lock) and end_step
+ * reports it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +75,7 @@ static int32_t local_reason(dp_trainer_t *t, peer_facts_t *f) {
     int k = t->num_devices;
     for (int d = 0; d < k; d++) {
         const dp_backend_t *be = t->replicas[d].backend;
-        if (!be->peer_group_new || !be->peer_allreduce || !be->peer_id)
+        if (!be->peer_group_new || !be->peer_allreduce || !be->peer_join || !be->peer_id)
             return strcmp(be->name, "cuda") == 0 ? NO_NCCL : NO_PEER;
         if (be->peer_group_new != t->replicas[0].backend->peer_group_new) return MIXED;
         for (int e = 0; e < d; e++)
@@ -181,25 +183,22 @@ static dp_status_t sum_bucket(dp_trainer_t *t, long b) {
     return be->peer_allreduce(t->peer_group, t->grad_buffers, start, count);
 }
 
-/* Bucket b summed, then updated in every replica. */
-static dp_status_t sum_update_bucket(dp_trainer_t *t, long b) {
-    DP_TRY(sum_bucket(t, b));
-    size_t start, count;
-    dp_bucket_range(t, b, &start, &count);
-    update_range(t, start, count);
-    return DP_OK;
+/* After the step's sums (queued): every replica's update, ordered after
+ * them on its device (peer_join), one over the whole range per replica: the
+ * optimizers are elementwise, so that is per-bucket updates' bits in one
+ * launch per replica instead of one per bucket (LeNet: 8). */
+static dp_status_t join_update(dp_trainer_t *t) {
+    DP_TRY(t->replicas[0].backend->peer_join(t->peer_group));
+    update_range(t, 0, t->num_trainable);
+    return dp_trainer_sync_buffers(t);
 }
 
 /* --- No overlap ------------------------------------------------------------- */
 
-/* The sums bucket by bucket (overlap's sizes and order: its bits), then one
- * update of the whole range per replica: the optimizers are elementwise, so
- * that is the per-bucket updates' bits in one launch per replica instead of
- * one per bucket (LeNet: 8). */
+/* The sums bucket by bucket (overlap's sizes and order: its bits), then the update. */
 static dp_status_t peer_end_step(dp_trainer_t *t) {
     for (long b = t->num_buckets - 1; b >= 0; b--) DP_TRY(sum_bucket(t, b));
-    update_range(t, 0, t->num_trainable);
-    return dp_trainer_sync_buffers(t);
+    return join_update(t);
 }
 
 const dp_sync_strategy_t dp_sync_peer = {
@@ -226,7 +225,7 @@ static void bucket_complete(dp_trainer_t *t, long b) {
     pthread_mutex_lock(&s->lock);
     s->complete[b] = 1;
     while (s->next >= 0 && s->complete[s->next]) { /* in order: every rank sums the same buckets alike */
-        dp_status_t status = sum_update_bucket(t, s->next--);
+        dp_status_t status = sum_bucket(t, s->next--);
         if (status != DP_OK && s->failure == DP_OK) {
             s->failure = status;
             snprintf(s->message, sizeof s->message, "%s", dp_error_message());
@@ -273,7 +272,7 @@ static void peer_overlap_range_final(dp_replica_t *r) {
 static dp_status_t peer_overlap_end_step(dp_trainer_t *t) {
     peer_overlap_t *s = t->sync_state; /* phase 1 is over: no device thread sums any more */
     if (s->failure != DP_OK) return dp_fail(s->failure, "%s", s->message);
-    return dp_trainer_sync_buffers(t);
+    return join_update(t);
 }
 
 const dp_sync_strategy_t dp_sync_peer_overlap = {

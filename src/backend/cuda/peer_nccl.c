@@ -1,5 +1,6 @@
 /* peer_nccl.c - the CUDA backend's peer collectives (backend.h: peer_id,
- * peer_unique_id, peer_group_new, peer_allreduce, peer_group_free): devices
+ * peer_unique_id, peer_group_new, peer_allreduce, peer_join,
+ * peer_group_free): devices
  * on distinct GPUs sum their gradients with NCCL, in one process and across
  * processes. Built with NCCL when CMake found it beside the toolkit
  * (DPTRAIN_HAVE_NCCL; the CUDA emulator's module has its own NCCL,
@@ -18,10 +19,13 @@
  *   records `produced` on each context's stream (after the gradients'
  *   producers) and makes the NCCL stream wait for it;
  *   queues one ncclAllReduce per member between one ncclGroupStart/End;
- *   records `summed` on each NCCL stream and makes the context's stream
- *   wait for it (so the optimizer update queued next runs after the sum).
- * Holding the contexts' locks keeps another thread from queuing work on a
- * member's stream in between. Nothing waits on the host. A failure is
+ *   records `summed` on each NCCL stream.
+ * The context's stream does not wait for the sum there: the backward pass
+ * queued after it runs beside it (--overlap). peer_join (same locks) makes
+ * each context's stream wait for the last `summed` (NCCL's stream is in
+ * order: every sum queued before), so the optimizer update queued next runs
+ * after all of them. Holding the contexts' locks keeps another thread from
+ * queuing work on a member's stream in between. Nothing waits on the host. A failure is
  * returned, and kept in every member's context (the next op reports it).
  *
  * A member that fails after its sum was queued (its GPU faults: the
@@ -206,6 +210,21 @@ static void cuda_peer_group_free(dp_peer_group_t *g) {
 static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
                                        int world_members, int first_member, dp_peer_group_t **out);
 
+/* The end of peer_allreduce and peer_join (which hold the group's mutex and
+ * every member's lock): a failure made sticky in every member (its next op
+ * fails with it), the locks let go. */
+static dp_status_t group_leave(dp_peer_group_t *g, int failed, const char *message) {
+    if (failed)
+        for (int i = 0; i < g->k; i++)
+            if (!g->ctx[i]->failed) {
+                g->ctx[i]->failed = 1;
+                snprintf(g->ctx[i]->error, sizeof g->ctx[i]->error, "%s: %s", g->ctx[i]->name, message);
+            }
+    for (int i = g->k - 1; i >= 0; i--) dp_cuda_leave(g->ctx[i]);
+    pthread_mutex_unlock(&g->lock);
+    return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
+}
+
 static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
     if (count == 0) return DP_OK;
     char message[256] = "";
@@ -235,22 +254,30 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
         else if ((failed = ended != ncclSuccess))
             nccl_message(message, sizeof message, ended, "ncclAllReduce (ncclGroupEnd)");
     }
+    for (int i = 0; i < g->k && !failed; i++) { /* the sums so far: what peer_join orders after */
+        dp_cuda_ctx_t *c = g->ctx[i];
+        cudaSetDevice(c->gpu);
+        failed = dp_cuda_check(c, cudaEventRecord(g->summed[i], g->stream[i]), "NCCL: ordering the update after the sum");
+        if (failed) snprintf(message, sizeof message, "%s", c->error);
+    }
+    return group_leave(g, failed, message);
+}
+
+/* Every member's stream waits (on the GPU) for the sums queued so far: the
+ * `summed` event of NCCL's in-order stream, recorded after the last one. */
+static dp_status_t cuda_peer_join(dp_peer_group_t *g) {
+    char message[256] = "";
+    int failed = 0;
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i < g->k; i++) dp_cuda_enter(g->ctx[i]);
     for (int i = 0; i < g->k && !failed; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
-        failed = dp_cuda_check(c, cudaEventRecord(g->summed[i], g->stream[i]), "NCCL: ordering the update after the sum") ||
+        failed = c->failed ||
                  dp_cuda_check(c, cudaStreamWaitEvent(c->stream, g->summed[i], 0), "NCCL: ordering the update after the sum");
         if (failed) snprintf(message, sizeof message, "%s", c->error);
     }
-    if (failed) /* sticky in every member: its next op fails with it */
-        for (int i = 0; i < g->k; i++)
-            if (!g->ctx[i]->failed) {
-                g->ctx[i]->failed = 1;
-                snprintf(g->ctx[i]->error, sizeof g->ctx[i]->error, "%s: %s", g->ctx[i]->name, message);
-            }
-    for (int i = g->k - 1; i >= 0; i--) dp_cuda_leave(g->ctx[i]);
-    pthread_mutex_unlock(&g->lock);
-    return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
+    return group_leave(g, failed, message);
 }
 
 static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
@@ -311,6 +338,7 @@ void dp_cuda_peer_register(dp_backend_t *table) {
     table->peer_unique_id = cuda_peer_unique_id;
     table->peer_group_new = cuda_peer_group_new;
     table->peer_allreduce = cuda_peer_allreduce;
+    table->peer_join = cuda_peer_join;
     table->peer_group_free = cuda_peer_group_free;
 }
 
