@@ -15,7 +15,8 @@
 # - 2 MPI ranks sharing one GPU = one process with 2 devices on it (bits);
 # - no host synchronisation per step, on cuda:0 and cuda:0,cuda:0 (DPTRAIN_CUDA_EMU_STATS: runs of 2
 #   and 4 steps count the same); with events that report "not ready" the staging slots are waited for,
-#   with the same bits;
+#   with the same bits; on cuda:0,cuda:1 (NCCL) each GPU's stream waits for the sums once per step (before
+#   the update), not once per bucket, with and without --overlap;
 # - out of GPU memory, a GPU that faults, a GPU that is not there: one line
 #   naming the device and what failed, non-zero exit, the checkpoint file
 #   untouched.
@@ -116,6 +117,19 @@ for devices in cuda:0 cuda:0,cuda:0 cuda:0,cuda:1; do
     "$(( ($(launches "stats-$devices-4") - $(launches "stats-$devices-2")) / 2 )) kernel launches per step"
   [[ -n "$two" && "$two" == "$four" ]] && pass \
     || fail "$devices: host synchronisations per step: $two in 2 steps, $four in 4 (want the same: none per step)"
+done
+# NCCL's sums run beside the rest of the backward pass: each GPU's stream waits for them once per step (before
+# the update: peer_join), not once per bucket (LeNet: 8), with --overlap as without
+sum_waits() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream waits for NCCL sums$/\1/p' "$tmp/$1.out"; }
+for steps in 2 4; do
+  DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((96 * steps)) --overlap on \
+    --devices cuda:0,cuda:1 --metrics "$tmp/stats-overlap-$steps.jsonl" >"$tmp/stats-overlap-$steps.out" 2>&1 \
+    && pass || fail "statistics run with --overlap: $(tail -2 "$tmp/stats-overlap-$steps.out")"
+done
+for run in stats-cuda:0,cuda:1 stats-overlap; do
+  two=$(sum_waits "$run-2") four=$(sum_waits "$run-4")
+  [[ -n "$two" && -n "$four" && $(( (four - two) / 2 )) -eq 2 ]] && pass \
+    || fail "$run: stream waits for NCCL sums: $two in 2 steps, $four in 4 (want 2 per step: one per GPU)"
 done
 # the staging slots' wait: with every event "not ready" until waited for (DPTRAIN_CUDA_EMU_EVENTS_PENDING),
 # an upload into a slot in use waits for it: more synchronisations, the same training (bits)

@@ -52,8 +52,10 @@
  *                            launches, stream synchronisations (with the
  *                            event synchronisations: every call that makes
  *                            the host wait for a GPU), downloads (each
- *                            waits for its stream), uploads and
- *                            device-to-device copies; and one line of
+ *                            waits for its stream), uploads,
+ *                            device-to-device copies and the streams'
+ *                            waits for NCCL sums (cudaStreamWaitEvent on
+ *                            an event recorded after one); and one line of
  *                            cuDNN's: descriptors created, heuristic
  *                            queries, calls refused as not supported
  *   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED  DIR:ALGO[@run],... (DIR fwd,
@@ -90,6 +92,14 @@ int emu_physical_gpu(int device);
 int emu_current_device(void);
 /* The device of a stream (NULL: the current device's legacy stream). */
 int emu_stream_device(const void *stream);
+/* NCCL sums in stream order (emu_runtime.c): emu_nccl.c tells of each sum
+ * it queues on `stream`; emu_check_after_sums aborts with one line naming
+ * `call` unless work queued on `stream` now runs after every sum queued so
+ * far on its GPU's other streams (a cudaStreamWaitEvent on an event
+ * recorded after them, or the host saw them done). emu_launch.c checks the
+ * optimizer's kernel: on a GPU it would read gradients not yet summed. */
+void emu_stream_summed(const void *stream);
+void emu_check_after_sums(const char *call, const void *stream);
 /* A fault of asynchronous work on `device` is sticky: its error (0 if none),
  * once calls see it (DPTRAIN_CUDA_EMU_FAULT_SEEN); emu_device_faulting:
  * also before (the GPU runs nothing more). */

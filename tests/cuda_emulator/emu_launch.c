@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 #include "cuda_emulator.h"
@@ -165,6 +166,7 @@ int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *st
         emu_set_last_error(refused);
         return refused;
     }
+    if (strcmp(kernel, "optim_kernel") == 0) emu_check_after_sums("the optimizer's kernel", stream); /* reads the sums */
     if (emu_device_faulting(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
     pthread_once(&fault_once, read_fault_setting);
     if (__atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST) == fault_at) {

@@ -497,6 +497,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
     if (emu_stream_device(stream) != comm->device)
         die("ncclAllReduce: the stream is of GPU %d, the communicator's GPU is %d", emu_stream_device(stream),
             comm->device);
+    emu_stream_summed(stream); /* in stream order (emu_runtime.c) */
     op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count};
     if (group_depth > 0) return keep(&o);
     int members = made_here(comm->map, NULL);

@@ -46,19 +46,33 @@ static int faults_pending[EMU_MAX_GPUS]; /* faulted, not yet seen by the host */
 static __thread int current_device;
 static __thread cudaError_t last_error;
 /* DPTRAIN_CUDA_EMU_STATS: what the process asked of the GPUs, one line at exit */
-static long stat_syncs, stat_downloads, stat_uploads, stat_copies;
+static long stat_syncs, stat_downloads, stat_uploads, stat_copies, stat_sum_waits;
 long emu_stat_launches(void); /* emu_launch.c */
 
 static void print_stats(void) {
     fprintf(stderr, "cuda emulator: %ld kernel launches, %ld stream synchronisations, %ld downloads, %ld uploads, "
-            "%ld device copies\n", emu_stat_launches(), stat_syncs, stat_downloads, stat_uploads, stat_copies);
+            "%ld device copies, %ld stream waits for NCCL sums\n", emu_stat_launches(), stat_syncs, stat_downloads,
+            stat_uploads, stat_copies, stat_sum_waits);
 }
 
 static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
 
+/* NCCL sums in stream order (emu_nccl.c tells of each sum it queues): a
+ * stream X is ordered after the first n sums of stream S once X waited for
+ * an event recorded on S after them, or the host saw S's work done (a
+ * synchronisation or a done query of S or of such an event). */
+#define MAX_SUM_STREAMS 16
+typedef struct {
+    const struct CUstream_st *stream;
+    long sums;
+} order_t;
+
 struct CUstream_st {
     int device;
     long queued; /* copies and event records so far (emu_pinned.c's order) */
+    long sums;      /* NCCL all-reduces queued on it */
+    long host_seen; /* of those, the ones the host saw done */
+    order_t after[MAX_SUM_STREAMS]; /* the sums of other streams it waited for */
 };
 
 static struct CUstream_st legacy_streams[EMU_MAX_GPUS]; /* the NULL stream's counts, per device */
@@ -268,20 +282,92 @@ const char *cudaGetErrorString(cudaError_t error) {
     }
 }
 
+/* An event's work is done when recorded (the stream's work is), so a query
+ * says it is done, unless DPTRAIN_CUDA_EMU_EVENTS_PENDING=1: then a recorded
+ * event is "not ready" until cudaEventSynchronize waits for it, which lets
+ * a test take the backend's waiting path. cudaEventSynchronize counts as a
+ * synchronisation (the STATS line's), a query does not. */
+struct CUevent_st {
+    int device;
+    int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
+    struct CUstream_st *stream; /* where it was last recorded, after its seq-th call */
+    long seq;
+    long sums;   /* and after that stream's first `sums` NCCL sums */
+};
+
+/* --- NCCL sums in stream order (see CUstream_st) ------------------------------- */
+
+static struct CUstream_st *sum_streams[MAX_SUM_STREAMS]; /* the streams with sums; under lock */
+
+void emu_stream_summed(const void *stream) {
+    struct CUstream_st *s = counted((cudaStream_t)stream);
+    pthread_mutex_lock(&lock);
+    int known = 0, free_slot = -1;
+    for (int i = 0; i < MAX_SUM_STREAMS; i++) {
+        known |= sum_streams[i] == s;
+        if (!sum_streams[i] && free_slot < 0) free_slot = i;
+    }
+    if (!known && free_slot >= 0) sum_streams[free_slot] = s; /* else not watched (lenient) */
+    s->sums++;
+    pthread_mutex_unlock(&lock);
+}
+
+static void host_saw(struct CUstream_st *s, long sums) {
+    pthread_mutex_lock(&lock);
+    if (s->host_seen < sums) s->host_seen = sums;
+    pthread_mutex_unlock(&lock);
+}
+
+static void stream_waits(struct CUstream_st *x, const struct CUevent_st *e) {
+    if (!e->stream || e->stream == x || e->sums == 0) return;
+    tally(&stat_sum_waits);
+    pthread_mutex_lock(&lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_SUM_STREAMS && slot < 0; i++)
+        if (x->after[i].stream == e->stream || !x->after[i].stream) slot = i;
+    if (slot >= 0 && x->after[slot].sums <= e->sums) x->after[slot] = (order_t){e->stream, e->sums};
+    pthread_mutex_unlock(&lock);
+}
+
+/* Aborts with one line unless work queued on `stream` now runs after every
+ * NCCL sum queued so far on its GPU (another stream's): the optimizer's
+ * kernel (emu_launch.c) would read the gradients before they are summed. */
+void emu_check_after_sums(const char *call, const void *stream) {
+    const struct CUstream_st *x = counted((cudaStream_t)stream);
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_SUM_STREAMS; i++) {
+        const struct CUstream_st *s = sum_streams[i];
+        if (!s || s == x || s->device != x->device || s->sums == 0 || s->host_seen >= s->sums) continue;
+        long waited = 0;
+        for (int j = 0; j < MAX_SUM_STREAMS; j++)
+            if (x->after[j].stream == s) waited = x->after[j].sums;
+        if (waited < s->sums) {
+            fprintf(stderr, "cuda emulator: %s on GPU %d is not ordered after NCCL's sum %ld on another stream "
+                    "(no cudaStreamWaitEvent on an event recorded after it): on a GPU it may run before the sum\n",
+                    call, x->device, s->sums);
+            abort();
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 /* --- streams ------------------------------------------------------------------ */
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     (void)flags;
     struct CUstream_st *s = malloc(sizeof *s);
     if (!s) return fail(cudaErrorMemoryAllocation);
-    s->device = current_device;
-    s->queued = 0;
+    *s = (struct CUstream_st){.device = current_device};
     *stream = s;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     emu_pinned_done(stream, LONG_MAX); /* nothing can tell of its copies any more (lenient) */
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_SUM_STREAMS; i++)
+        if (sum_streams[i] == stream) sum_streams[i] = NULL;
+    pthread_mutex_unlock(&lock);
     free(stream);
     return cudaSuccess;
 }
@@ -292,6 +378,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     wait_unless_hung("cudaStreamSynchronize", emu_stream_device(stream));
     reveal(emu_stream_device(stream));
     emu_pinned_done(counted(stream), LONG_MAX);
+    host_saw(counted(stream), counted(stream)->sums);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -303,21 +390,11 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     if (f) return fail((cudaError_t)f);
     if (nccl_hung(emu_stream_device(stream))) return fail(cudaErrorNotReady);
     emu_pinned_done(counted(stream), LONG_MAX);
+    host_saw(counted(stream), counted(stream)->sums);
     return cudaSuccess;
 }
 
 /* --- events ------------------------------------------------------------------- */
-/* An event's work is done when recorded (the stream's work is), so a query
- * says it is done, unless DPTRAIN_CUDA_EMU_EVENTS_PENDING=1: then a recorded
- * event is "not ready" until cudaEventSynchronize waits for it, which lets
- * a test take the backend's waiting path. cudaEventSynchronize counts as a
- * synchronisation (the STATS line's), a query does not. */
-struct CUevent_st {
-    int device;
-    int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
-    const struct CUstream_st *stream; /* where it was last recorded, after its seq-th call */
-    long seq;
-};
 
 static int events_pending(void) {
     static int pending = -1;
@@ -350,6 +427,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     event->pending = events_pending();
     event->stream = counted(stream);
     event->seq = counted(stream)->queued++;
+    event->sums = counted(stream)->sums;
     return cudaSuccess;
 }
 
@@ -359,6 +437,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     (void)flags;
     if (!event) return fail(cudaErrorInvalidResourceHandle);
+    stream_waits(counted(stream), event);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
@@ -368,7 +447,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
     if (event->pending || nccl_hung(event->device)) return fail(cudaErrorNotReady);
-    if (event->stream) emu_pinned_done(event->stream, event->seq);
+    if (event->stream) emu_pinned_done(event->stream, event->seq), host_saw(event->stream, event->sums);
     return cudaSuccess;
 }
 
@@ -377,7 +456,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     wait_unless_hung("cudaEventSynchronize", event->device);
     reveal(event->device);
     event->pending = 0;
-    if (event->stream) emu_pinned_done(event->stream, event->seq);
+    if (event->stream) emu_pinned_done(event->stream, event->seq), host_saw(event->stream, event->sums);
     int f = emu_device_fault(event->device);
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
