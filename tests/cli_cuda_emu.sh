@@ -161,6 +161,14 @@ one_line_error() {
 one_line_error "out of GPU memory" "cuda:0: .*out of GPU memory" DPTRAIN_CUDA_EMU_MEMORY=3000000 -- --devices cuda:0
 one_line_error "a GPU that faults" "cuda:1: .*an illegal memory access" DPTRAIN_CUDA_EMU_FAULT=60 -- \
   --devices cuda:1 --optimizer momentum
+# a fault seen late (when the host next waits: a download, an upload that waits): named as itself at
+# whichever call saw it, never as the NaN bytes a failed download leaves; faults in the first epoch,
+# before its checkpoint
+for fault in 29 53 77; do
+  one_line_error "a GPU that faults (seen at launch $fault's next wait)" \
+    "^dptrain: cuda:0: [a-z' ]+ failed: an illegal memory access" DPTRAIN_CUDA_EMU_FAULT=$fault \
+    DPTRAIN_CUDA_EMU_FAULT_SEEN=sync -- --devices cuda:0 --optimizer momentum
+done
 one_line_error "a GPU that is not there" "cuda:2: no such GPU \(this machine has 2: cuda:0 to cuda:1\)" \
   DPTRAIN_CUDA_EMU_GPUS=2 -- --devices cuda:0,cuda:2
 testing_finish cli_cuda_emu

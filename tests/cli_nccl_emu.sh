@@ -65,15 +65,15 @@ DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three cuda:0,cuda:1,cuda:2 --model lenet --
 # a GPU that faults while NCCL sums (a slow fault: seen only when the host waits, after the sum was
 # queued): the other member's NCCL kernel waits for it for ever unless the communicators are aborted
 # (the emulator holds that member's synchronising calls back and, after 10 s, aborts with one line
-# where a GPU would hang): one line, exit status 1. The line: the first failure the trainer sees; here
-# the epoch's metrics download, which reads NaN ("the device failed?": the trainer cannot ask why).
+# where a GPU would hang): one line, exit status 1, naming a GPU and the fault (the first failure the
+# trainer sees: the aborted sums, or a download; never the NaN a failed download leaves).
 for fault in "40" "75 --overlap on"; do
   read -r -a args <<<"$fault"
   DPTRAIN_CUDA_EMU_FAULT=${args[0]} DPTRAIN_CUDA_EMU_FAULT_SEEN=sync "$bin" "${common[@]}" --model lenet \
     --epochs 2 --optimizer momentum --devices cuda:0,cuda:1 "${args[@]:1}" >"$tmp/fault.out" 2>"$tmp/fault.err"
   status=$?
   [[ $status -eq 1 && $(wc -l <"$tmp/fault.err") -eq 1 ]] \
-    && grep -qE "an illegal memory access|the device failed" "$tmp/fault.err" \
+    && grep -qE "^dptrain: cuda:[01]: .*an illegal memory access" "$tmp/fault.err" \
     && pass || fail "a GPU faulting at launch $fault: status $status, '$(cat "$tmp/fault.err")'"
 done
 DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three-overlap cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer adam \

@@ -17,6 +17,10 @@
  * LeNet trains a few steps through the trainer on it (1 and 2 devices,
  * chunked, naive, overlapped, parameter server) and must give the CPU
  * backend's losses, accuracy and parameters bit for bit.
+ * Its downloads can also be made to fail as a GPU's do (poison left in the
+ * copy, the failure told by backend.h's `failure`): the trainer must report
+ * that failure, never the poison it read, and dp_fit must write no
+ * checkpoint from it.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,6 +34,7 @@
 
 #include "dptrain/backend.h"
 #include "dptrain/device.h"
+#include "dptrain/fit.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "testing.h"
@@ -53,6 +58,8 @@ static struct {
     int num_regions;
     long allocs, frees, uploads, downloads, copies, ops, metrics;
     size_t upload_bytes, download_bytes;
+    size_t fail_downloads_over; /* > 0: a download of more bytes fails (poison in the copy) */
+    int failed;                 /* a download failed: `failure` says so from then on */
 } checked;
 
 static dp_backend_t checked_backend;
@@ -134,8 +141,18 @@ static void checked_download(void *ctx, void *dst, const void *src, size_t bytes
     enter();
     checked.downloads++;
     checked.download_bytes += bytes;
-    dp_backend_cpu()->download(NULL, dst, src, bytes);
+    if (checked.fail_downloads_over && bytes > checked.fail_downloads_over) {
+        poison(dst, bytes); /* as the CUDA backend leaves a failed download's copy */
+        checked.failed = 1;
+    } else {
+        dp_backend_cpu()->download(NULL, dst, src, bytes);
+    }
     leave();
+}
+
+static dp_status_t checked_failure(void *ctx) {
+    (void)ctx;
+    return checked.failed ? dp_fail(DP_ERR_ARG, "checked:0: a download failed: injected by the test") : DP_OK;
 }
 
 static void checked_copy(void *ctx, void *dst, const void *src, size_t bytes) {
@@ -232,6 +249,7 @@ static void checked_setup(void) {
         .zero = checked_zero,
         .upload = checked_upload,
         .download = checked_download,
+        .failure = checked_failure,
         .copy = checked_copy,
         .ops = checked_ops,
         .optimizer_update = checked_optimizer_update,
@@ -419,6 +437,55 @@ static void test_cpu_primitives(void) {
     dp_device_free(dev);
 }
 
+/* --- Failures out of sight of the tasks (backend.h: failure) ------------------ */
+
+static int says_injected(const char *what) {
+    int ok = strstr(dp_error_message(), "checked:0: a download failed: injected") != NULL;
+    CHECK(ok, "%s: the error is '%s', not the download's failure", what, dp_error_message());
+    return ok;
+}
+
+static void test_failure_reported(const dp_model_t *m, const dp_dataset_t *ds) {
+    const run_config_t rc = {"failing downloads", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_ALLREDUCE};
+    /* a step's figures: the poison read would be a NaN count */
+    dp_trainer_t *t = make_trainer(m, &rc, &checked_backend);
+    double loss = 0;
+    int correct = 0;
+    int indices[BATCH];
+    for (int i = 0; i < BATCH; i++) indices[i] = i;
+    CHECK(dp_trainer_step(t, ds, indices, BATCH, &loss, &correct) == DP_OK, "a step: %s", dp_error_message());
+    checked.fail_downloads_over = 1;
+    CHECK(dp_trainer_step(t, ds, indices, BATCH, &loss, &correct) != DP_OK, "a step read poisoned figures");
+    says_injected("the step's figures");
+    CHECK(dp_trainer_check_devices(t) != DP_OK, "dp_trainer_check_devices saw no failure");
+    says_injected("dp_trainer_check_devices");
+    CHECK(dp_trainer_check_replicas(t) != DP_OK, "the replicas compared equal through poison");
+    says_injected("dp_trainer_check_replicas");
+    dp_device_t *dev;
+    CHECK(dp_device_new_on(&checked_backend, 0, -1, &dev) == DP_OK, "device");
+    CHECK(dp_device_wait(dev) != DP_OK, "dp_device_wait saw no failure");
+    says_injected("dp_device_wait");
+    dp_device_free(dev);
+    dp_trainer_free(t);
+    checked.failed = 0;
+
+    /* a checkpoint: the figures (a few bytes) download, the parameters fail */
+    t = make_trainer(m, &rc, &checked_backend);
+    const char *path = testing_tmp_file("failed.safetensors");
+    unlink(path);
+    checked.fail_downloads_over = 4096;
+    dp_fit_config_t fc = {.trainer = t, .model = m, .model_name = "lenet", .train_set = ds, .test_set = ds,
+                          .batch_size = BATCH, .epochs = 1, .seed = 0, .schedule = {.lr = 0.1},
+                          .eval_batch_size = BATCH, .save_path = path};
+    dp_fit_result_t result;
+    CHECK(dp_fit(&fc, NULL, NULL, &result) != DP_OK, "dp_fit saved parameters it could not download");
+    says_injected("dp_fit's checkpoint");
+    CHECK(access(path, F_OK) != 0, "dp_fit wrote %s from a failed download", path);
+    dp_trainer_free(t);
+    checked.failed = 0;
+    checked.fail_downloads_over = 0;
+}
+
 int main(void) {
     checked_setup();
     test_cpu_primitives();
@@ -434,6 +501,7 @@ int main(void) {
         {"2 devices ps", 2, DP_ALLREDUCE_CHUNKED, 0, DP_SYNC_PS},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) test_same_training(m, &ds, &runs[i]);
+    test_failure_reported(m, &ds);
     dp_model_free(m);
     dp_dataset_free(&ds);
     return testing_finish("test_backend");

@@ -130,6 +130,16 @@ static dp_status_t failing_task(void *arg) {
     return dp_fail(DP_ERR_ARG, "task %d failed on purpose", *(int *)arg);
 }
 
+static dp_status_t named_failing_task(void *arg) {
+    (void)arg;
+    return dp_fail(DP_ERR_ARG, "cpu:1: failed on purpose");
+}
+
+static dp_status_t cpu10_failing_task(void *arg) {
+    (void)arg;
+    return dp_fail(DP_ERR_ARG, "cpu:10: failed");
+}
+
 static dp_status_t ok_task(void *arg) {
     (*(int *)arg)++;
     return DP_OK;
@@ -156,6 +166,13 @@ static void test_failures(void) {
     CHECK(after == 1, "the task after a failure did not run");
     CHECK(dp_waitall(devices, 2) == DP_OK, "the failure was not cleared by the wait");
     CHECK(!dp_device_failed(devices[1]), "dp_device_failed still set after the wait");
+    /* a message that names its device already (a GPU's) is not named twice */
+    dp_device_submit(devices[1], named_failing_task, &first);
+    CHECK(dp_device_wait(devices[1]) == DP_ERR_ARG && strcmp(dp_error_message(), "cpu:1: failed on purpose") == 0,
+          "message '%s', want 'cpu:1: failed on purpose'", dp_error_message());
+    dp_device_submit(devices[1], cpu10_failing_task, &first); /* cpu:10 is another device */
+    CHECK(dp_device_wait(devices[1]) == DP_ERR_ARG && strcmp(dp_error_message(), "cpu:1: cpu:10: failed") == 0,
+          "message '%s', want 'cpu:1: cpu:10: failed'", dp_error_message());
     dp_device_free(devices[0]);
     dp_device_free(devices[1]);
 }

@@ -48,6 +48,14 @@ struct dp_backend {
     void (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);   /* host -> device */
     void (*download)(void *ctx, void *host_dst, const void *src, size_t bytes); /* device -> host */
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);         /* device -> device */
+    /* The first failure this device met in work it ran out of sight of the
+     * caller (a GPU's queued kernels, or an upload, download or copy, which
+     * return nothing), with the error message naming the device and what
+     * failed; DP_OK when none. Once failed, always failed. dp_device_wait
+     * and the trainer's reads ask it, so that a download's failure is
+     * reported as itself, never as the bytes it left. NULL: nothing fails
+     * out of sight (host memory; a kernel's failure fails its task). */
+    dp_status_t (*failure)(void *ctx);
 
     /* --- Compute --- */
     /* (DP_OP_COUNT) the op table the device's tapes run (dp_tape_new_on);

@@ -141,6 +141,11 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
  * evaluation of this trainer; writing to it changes no replica (use
  * dp_trainer_set_params). Call between steps. */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
+/* DP_OK, or the first failure one of the trainer's devices met out of sight
+ * of its tasks (backend.h: failure; a GPU's download that failed leaves
+ * other bytes in the copy), naming the device and what failed: ask before
+ * keeping what dp_trainer_params or dp_trainer_optimizer returned. */
+dp_status_t dp_trainer_check_devices(const dp_trainer_t *trainer);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
 
 /* Uploads params (dp_model_num_params floats, host memory) into every

@@ -66,8 +66,11 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&d->lock);
         if (status != DP_OK && d->failure == DP_OK) {
             d->failure = status;
-            snprintf(d->failure_message, sizeof d->failure_message, "%s: %s", d->name,
-                     dp_error_message()[0] ? dp_error_message() : dp_status_name(status));
+            const char *message = dp_error_message()[0] ? dp_error_message() : dp_status_name(status);
+            size_t name_length = strlen(d->name);
+            int named = strncmp(message, d->name, name_length) == 0 && message[name_length] == ':';
+            snprintf(d->failure_message, sizeof d->failure_message, "%s%s%s", named ? "" : d->name,
+                     named ? "" : ": ", message); /* a GPU's messages name their device already */
         }
         d->done++;
         pthread_cond_broadcast(&d->idle);
@@ -176,6 +179,8 @@ dp_status_t dp_device_wait(dp_device_t *d) {
     if (status != DP_OK) dp_fail(status, "%s", d->failure_message);
     d->failure = DP_OK;
     pthread_mutex_unlock(&d->lock);
+    /* what failed out of sight of the tasks (backend.h: failure) */
+    if (status == DP_OK && d->backend->failure) status = d->backend->failure(d->backend->ctx);
     return status;
 }
 

@@ -193,8 +193,10 @@ done:
  * `run` with the trainer's current step count. */
 static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
     run->step_count = dp_trainer_step_count(config->trainer);
-    return dp_checkpoint_save(config->save_path, config->model, dp_trainer_params(config->trainer, 0),
-                              dp_trainer_optimizer(config->trainer, 0), run);
+    const float *params = dp_trainer_params(config->trainer, 0);
+    dp_optimizer_t *optimizer = dp_trainer_optimizer(config->trainer, 0);
+    DP_TRY(dp_trainer_check_devices(config->trainer)); /* never the bytes a failed download left */
+    return dp_checkpoint_save(config->save_path, config->model, params, optimizer, run);
 }
 
 /* "M0,..,S0,.." (%.9g, exact) of the dataset's normalisation, "" for none. */

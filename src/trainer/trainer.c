@@ -140,7 +140,7 @@ static dp_status_t metrics_alloc(dp_trainer_t *t) {
  * t->host_metrics + 2k (device d's at 2d): one download per block, unless
  * `download` is 0; then, with `reset`, the blocks' sums zeroed. Between
  * waits, on the caller's thread. */
-static void metrics_move(dp_trainer_t *t, int eval, int download, int reset) {
+static dp_status_t metrics_move(dp_trainer_t *t, int eval, int download, int reset) {
     int k = t->num_devices;
     double *scratch = t->host_metrics, *per_device = t->host_metrics + 2 * k;
     for (int o = 0; o < k; o++) {
@@ -151,12 +151,14 @@ static void metrics_move(dp_trainer_t *t, int eval, int download, int reset) {
         double *sums = owner->metrics_block + (eval ? 2 * owner->metrics_slots : 0);
         if (download) {
             be->download(be->ctx, scratch, sums, bytes);
+            if (be->failure) DP_TRY(be->failure(be->ctx)); /* the failure, not the bytes it left */
             for (int d = o; d < k; d++)
                 if (t->replicas[d].metrics_owner == o)
                     memcpy(per_device + 2 * d, scratch + 2 * t->replicas[d].metrics_slot, 2 * sizeof(double));
         }
         if (reset) be->zero(be->ctx, sums, bytes);
     }
+    return DP_OK;
 }
 
 /* Device d's correct count as read: a whole number from 0 to INT_MAX, or
@@ -172,7 +174,7 @@ static dp_status_t metrics_count(const dp_trainer_t *t, int d, double value, int
 dp_status_t dp_trainer_read_metrics(dp_trainer_t *t, double *loss_sum, int *correct, int reset) {
     int download = loss_sum || correct;
     if (!download && !reset) return DP_OK;
-    metrics_move(t, 0, download, reset);
+    DP_TRY(metrics_move(t, 0, download, reset));
     if (!download) return DP_OK;
     const double *per_device = t->host_metrics + 2 * t->num_devices;
     double total_loss = 0.0;
@@ -362,6 +364,15 @@ float *dp_trainer_params(dp_trainer_t *t, int device) {
     return r->host_params;
 }
 
+dp_status_t dp_trainer_check_devices(const dp_trainer_t *t) {
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        if (be->failure) DP_TRY(be->failure(be->ctx));
+    }
+    if (t->backend->failure) DP_TRY(t->backend->failure(t->backend->ctx)); /* the server's (--sync ps) */
+    return DP_OK;
+}
+
 int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
@@ -451,7 +462,7 @@ static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int
         be->upload(be->ctx, (*x)->data, r->host_batch, sizeof(float) * floats);
         be->upload(be->ctx, *y, r->host_labels, sizeof(int32_t) * (size_t)n);
     }
-    return DP_OK;
+    return be->failure ? be->failure(be->ctx) : DP_OK; /* an upload's failure named as itself */
 }
 
 /* The tape hook: after a node's backward, its parameters' gradients are
@@ -636,9 +647,9 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
         }
         r->eval_batch = eval_batch;
     }
-    metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
+    DP_TRY(metrics_move(t, 1, 0, 1)); /* zeroed, queued before the tasks' counts */
     DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
-    metrics_move(t, 1, 1, 0); /* every device's count: one download per backend table */
+    DP_TRY(metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
     double total = 0;
     for (int d = 0; d < t->num_devices; d++) {
         int count = 0;
@@ -658,9 +669,13 @@ double dp_trainer_sync_seconds(const dp_trainer_t *t, double *in_mpi) {
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
     size_t bytes = sizeof(float) * t->num_params;
     const float *first = dp_trainer_params(t, 0);
-    for (int d = 1; d < t->num_devices; d++)
-        if (memcmp(dp_trainer_params(t, d), first, bytes) != 0)
+    DP_TRY(dp_trainer_check_devices(t));
+    for (int d = 1; d < t->num_devices; d++) {
+        const float *params = dp_trainer_params(t, d);
+        DP_TRY(dp_trainer_check_devices(t)); /* a failed download is not a difference */
+        if (memcmp(params, first, bytes) != 0)
             return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
                            dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
+    }
     return dp_world_check_same(&t->config.world, "parameters", first, bytes);
 }

@@ -209,6 +209,14 @@ static void cuda_download(void *ctx, void *host_dst, const void *src, size_t byt
     dp_cuda_leave(c);
 }
 
+static dp_status_t cuda_failure(void *ctx) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    dp_status_t status = dp_cuda_status(c);
+    dp_cuda_leave(c);
+    return status;
+}
+
 static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     dp_cuda_ctx_t *c = ctx;
     if (!bytes || dst == src) return;
@@ -440,14 +448,14 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
     dp_cuda_enter(c);
     dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
     if (d && n > c->indices_cap) {
-        dp_cuda_free_idle(c, c->indices, "a batch's indices");
+        dp_cuda_free_idle(c, c->indices, "freeing a batch's indices");
         c->indices = NULL;
         c->indices_cap = 0;
-        if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "a batch's indices"))
+        if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "allocating a batch's indices"))
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
-        !upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "a batch's indices")) {
+        !upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "uploading a batch's indices")) {
         size_t example = (size_t)ds->channels * ds->height * ds->width;
         dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
         _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
@@ -534,6 +542,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .upload = cuda_upload,
             .download = cuda_download,
             .copy = cuda_copy,
+            .failure = cuda_failure,
             .ops = dp_cuda_op_table(gpu),
             .optimizer_update = cuda_optimizer_update,
             .optimizer_download = cuda_optimizer_download,
