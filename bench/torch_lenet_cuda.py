@@ -7,7 +7,9 @@ summed cross-entropy, p -= lr * grad / batch_size), FP32 with TF32 off, the
 whole data set on the GPU (uploaded once, as dptrain does), a random
 permutation per epoch, batches of B with the last short batch kept, one
 torch.cuda.synchronize() per epoch (the book's timing). With --compile the
-step function goes through torch.compile (reported if it runs).
+step function goes through torch.compile (reported if it runs). --device cpu
+and --limit N (the first N training images) are for gpu_check.sh's
+rehearsal on a machine without a GPU.
 
 Prints one line per epoch: "epoch E: loss L, train acc A, test acc T, S sec/epoch"
 (S: the training steps only, as dptrain's epoch_sec). Epoch 1 includes
@@ -33,13 +35,16 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--limit", type=int, default=0)
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device("cuda:0")
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.manual_seed(args.seed)
-    train_x, train_y = (t.to(dev) for t in load(args.data, "train"))
+    train_x, train_y = (t[:args.limit or None].to(dev) for t in load(args.data, "train"))
     test_x, test_y = (t.to(dev) for t in load(args.data, "t10k"))
     scale = 0.01
     params = [torch.randn(20, 1, 3, 3) * scale, torch.zeros(20),
@@ -54,7 +59,7 @@ def main():
         order = torch.randperm(n, device=dev)
         loss_sum = torch.zeros((), device=dev)
         correct = torch.zeros((), device=dev, dtype=torch.long)
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         for i in range(0, n, B):
             idx = order[i:i + B]
@@ -68,7 +73,7 @@ def main():
                     p.grad.zero_()
                 loss_sum += l.detach()
                 correct += (y_hat.argmax(1) == y).sum()
-        torch.cuda.synchronize()
+        sync()
         sec = time.perf_counter() - start
         with torch.no_grad():
             test_correct = sum((lenet(test_x[i:i + 1000], params).argmax(1) == test_y[i:i + 1000]).sum().item()

@@ -17,6 +17,15 @@
 #   scripts/gpu_check.sh        on the GPU machine. With this workplace's
 #       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
 #       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/.
+#   scripts/gpu_check.sh rehearse BUILD   here, without a GPU: every step
+#       after the build, on the CUDA emulator of BUILD (a build with CUDA:
+#       lib/libdptrain_cuda_emu.so), with tiny sizes (512 training and 16
+#       test images, LeNet 2 epochs with no accuracy bar, two of the GPU
+#       tests, one benchmark pair), PyTorch on the CPU and LeNet in the
+#       ResNet-18 step, so that this script's own steps, parsing and summary
+#       have run before a GPU session; its figures mean nothing. Exit 77
+#       without the emulator or PyTorch. tests/cli_gpu_check_rehearsal.sh
+#       runs it and checks the summary.
 # Nothing here needs network. cuDNN is taken from the toolkit, else from
 # PyTorch's nvidia-cudnn wheel (DPTRAIN_CUDNN_ROOT).
 set -uo pipefail
@@ -40,16 +49,59 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-build=${DPTRAIN_BUILD:-build-cuda} # the build folder
-out=${OUT:-$root/$build/gpu_check}
+rehearse=0
+if [[ "${1:-}" == rehearse ]]; then
+  rehearse=1
+  build=${2:?usage: scripts/gpu_check.sh rehearse BUILD}
+else
+  build=${DPTRAIN_BUILD:-build-cuda} # the build folder
+fi
+[[ $build == /* ]] || build=$root/$build
+out=${OUT:-$build/gpu_check}
 mkdir -p "$out"
 summary=()
 failed=0
 note() { summary+=("$1"); echo "== $1"; }
 fail() { failed=1; note "FAIL: $1"; }
 
+# The sizes of the steps (the rehearsal's are tiny), and ctest in the build
+# (the rehearsal's own ctest runs from $out/ctest, so that it never writes
+# into the build's Testing/ while an outer ctest runs there).
+lenet_epochs=10 min_acc=0.80 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(3 3)
+ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
+if [[ $rehearse -eq 1 ]]; then
+  emu=$build/lib/libdptrain_cuda_emu.so
+  [[ -e $emu ]] || { echo "gpu_check rehearse: SKIPPED: no CUDA emulator in $build (built without CUDA)"; exit 77; }
+  PYTHON=$(for py in ${PYTHON:-} /usr/bin/python3 python3; do "$py" -c 'import torch' 2>/dev/null && echo "$py" && break; done)
+  [[ -n $PYTHON ]] || { echo "gpu_check rehearse: SKIPPED: no PyTorch (import torch) in /usr/bin/python3 or python3"; exit 77; }
+  export PYTHON # the benchmark's PyTorch
+  export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
+  export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
+  export DPTRAIN_BENCH_RESNET_LIMIT=64 DPTRAIN_BENCH_RESNET_BATCH=32
+  lenet_epochs=2 min_acc=0 gpu_tests=(-L gpu -R '^test_cuda_(backend|peer)$') nccl_size=(--limit 256 --epochs 2)
+  bench_args=(1 2)
+  ctest_dir=$out/ctest
+  mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
+  # tiny_data DIR TRAIN TEST: the first images of Fashion-MNIST, as gzip'd IDX files
+  be32() { printf "\\x%02x\\x%02x\\x%02x\\x%02x" $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+  tiny_data() {
+    local split n src=/usr/share/datasets/fashion-mnist
+    mkdir -p "$1"
+    for split in train t10k; do
+      [[ $split == train ]] && n=$2 || n=$3
+      { printf '\x00\x00\x08\x03'; printf "$(be32 "$n")$(be32 28)$(be32 28)"
+        gzip -dc "$src/$split-images-idx3-ubyte.gz" | tail -c +17 | head -c $((n * 784)); } | gzip -1 >"$1/$split-images-idx3-ubyte.gz"
+      { printf '\x00\x00\x08\x01'; printf "$(be32 "$n")"
+        gzip -dc "$src/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } | gzip -1 >"$1/$split-labels-idx1-ubyte.gz"
+    done
+  }
+  tiny_data "$out/data" 512 16
+  export DPTRAIN_DATA=$out/data
+  gpu="CUDA emulator (rehearsal without a GPU: the figures mean nothing)"
+else
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
+fi
 [[ -n "$gpu" ]] && note "GPU: $gpu" || note "GPU: none found (nvidia-smi): the GPU steps cannot pass here"
 note "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
 
@@ -76,7 +128,9 @@ data=${data:-/usr/share/datasets/fashion-mnist}
 export DPTRAIN_DATA=$data
 
 # 1. configure and build
-if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDPTRAIN_CUDA=ON >"$out/configure.log" 2>&1 &&
+if [[ $rehearse -eq 1 ]]; then
+  note "build: not rebuilt (rehearsal on $build)"
+elif cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDPTRAIN_CUDA=ON >"$out/configure.log" 2>&1 &&
    cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1; then
   note "build: OK ($(grep -o 'CUDA on.*' "$out/configure.log" | head -1))"
 else
@@ -86,7 +140,7 @@ else
 fi
 
 # 2. the GPU tests
-(cd "$build" && ctest -L gpu --output-on-failure -V) >"$out/gpu_tests.log" 2>&1
+(cd "$ctest_dir" && ctest "${gpu_tests[@]}" --output-on-failure -V) >"$out/gpu_tests.log" 2>&1
 tests_rc=$?
 line=$(grep -E 'tests passed|tests failed' "$out/gpu_tests.log" | tail -1)
 skipped=$(grep -c '\*\*\*Skipped' "$out/gpu_tests.log" || true)
@@ -99,9 +153,11 @@ grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 
 # (cli_cuda, cli_cuda_module). testing.sh reads Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist: linked to the carried copy if absent.
 std_data=/usr/share/datasets/fashion-mnist
-[[ -e "$std_data" || "$data" == "$std_data" ]] || { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+[[ -e "$std_data" || "$data" == "$std_data" || $rehearse -eq 1 ]] ||
+  { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
 if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
-  (cd "$build" && ctest -R '^cli_cuda' --output-on-failure) >"$out/cli_cuda.log" 2>&1
+  # (the rehearsal: as on a machine without a GPU, the emulator not named)
+  (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R '^cli_cuda(_module)?$' --output-on-failure) >"$out/cli_cuda.log" 2>&1
   cli_rc=$?
   line=$(grep -E 'tests passed|tests failed' "$out/cli_cuda.log" | tail -1)
   if [[ $cli_rc -eq 0 ]]; then note "cli_cuda, cli_cuda_module: $line"
@@ -118,12 +174,13 @@ if [[ -n "$gpu" ]]; then
   first=$(head -1 "$out/default.log")
   if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
-  if "$build"/dptrain train --model lenet --data "$data" --epochs 10 --batch-size 256 --lr 0.2 --devices cuda:0 \
+  if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size 256 --lr 0.2 --devices cuda:0 \
        --metrics "$out/lenet_cuda.jsonl" >"$out/train.log" 2>&1; then
     acc=$(tail -1 "$out/lenet_cuda.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')
     sec=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$out/lenet_cuda.jsonl" | tail -n +2 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    if awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }'; then note "LeNet 10 epochs on cuda:0: test accuracy $acc (>= 0.80), median epoch ${sec}s"
-    else fail "LeNet 10 epochs on cuda:0: test accuracy $acc < 0.80"; fi
+    if [[ -n "$acc" && -n "$sec" ]] && awk -v a="$acc" -v m="$min_acc" 'BEGIN { exit !(a >= m) }'; then
+      note "LeNet $lenet_epochs epochs on cuda:0: test accuracy $acc (>= $min_acc), median epoch ${sec}s"
+    else fail "LeNet $lenet_epochs epochs on cuda:0: test accuracy '$acc' < $min_acc (median epoch '${sec}'s)"; fi
   else
     fail "LeNet on cuda:0: $(tail -1 "$out/train.log")"
   fi
@@ -131,7 +188,7 @@ if [[ -n "$gpu" ]]; then
   # nothing (NCCL copies the buffer), so the update sees the same gradients and, with the backend's
   # deterministic algorithms, the same bits are expected; the guard is a loose 1e-5 relative on the
   # last train_loss (the line says whether the checkpoints were also the same bits)
-  nccl_args=(train --model lenet --data "$data" --limit 2048 --batch-size 256 --lr 0.2 --epochs 2 --devices cuda:0)
+  nccl_args=(train --model lenet --data "$data" "${nccl_size[@]}" --batch-size 256 --lr 0.2 --devices cuda:0)
   if DPTRAIN_NCCL=1 "$build"/dptrain "${nccl_args[@]}" --save "$out/nccl1.st" --metrics "$out/nccl1.jsonl" \
        >"$out/nccl1.log" 2>&1 &&
      DPTRAIN_NCCL=0 "$build"/dptrain "${nccl_args[@]}" --save "$out/host1.st" --metrics "$out/host1.jsonl" \
@@ -150,7 +207,7 @@ if [[ -n "$gpu" ]]; then
     fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
   fi
   # 4. the benchmark
-  if bench/gpu_vs_pytorch.sh "$build"/dptrain 3 3 >"$out/bench.log" 2>&1; then
+  if bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" >"$out/bench.log" 2>&1; then
     note "benchmark: $(grep -m1 'LeNet median' "$out/bench.log")"
     note "benchmark: $(grep -m1 'torch.compile' "$out/bench.log")"
     note "benchmark: $(grep -m1 'ResNet-18' "$out/bench.log")"
