@@ -21,6 +21,8 @@
 #   host path without it; devices sharing a GPU (cuda:0,cuda:0,cuda:1) and
 #   --sync ps keep the host path; DPTRAIN_NCCL=2: one line, exit 1;
 # - a GPU that faults while the sums are queued: one line, exit 1, no hang.
+# - a sum that never ends, no member failed (a rank that stopped answering): one line naming
+#   --comm-timeout, exit 1.
 source "$(dirname "$0")/testing.sh"
 emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
 if [[ ! -e "$emu" ]]; then
@@ -76,6 +78,17 @@ for fault in "40" "75 --overlap on"; do
     && grep -qE "^dptrain: cuda:[01]: .*an illegal memory access" "$tmp/fault.err" \
     && pass || fail "a GPU faulting at launch $fault: status $status, '$(cat "$tmp/fault.err")'"
 done
+# a sum that never ends with no error anywhere (DPTRAIN_CUDA_EMU_NCCL_HANG: as the GPUs see a member in
+# another process that stopped answering, which is in no MPI call for the MPI watchdog to see): the
+# waits give up after --comm-timeout and abort the communicators: one line naming the timeout, exit 1
+# (without the limit the waits poll for ever, as on a GPU)
+start=$SECONDS
+DPTRAIN_CUDA_EMU_NCCL_HANG=12 timeout 60 "$bin" "${common[@]}" --model lenet --epochs 2 --optimizer momentum \
+  --devices cuda:0,cuda:1 --comm-timeout 2 --save "$tmp/hang.st" >"$tmp/hang.out" 2>"$tmp/hang.err"
+status=$? took=$((SECONDS - start))
+[[ $status -eq 1 && $(wc -l <"$tmp/hang.err") -eq 1 && ! -e "$tmp/hang.st" && $took -lt 60 ]] \
+  && grep -qE "^dptrain: cuda:[01]: NCCL: the sums were aborted: cuda:[01] waited [0-9]+ s .*\(--comm-timeout 2\)" \
+    "$tmp/hang.err" && pass || fail "a sum that never ends: status $status after $took s, '$(cat "$tmp/hang.err")'"
 DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three-overlap cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer adam \
   --overlap on
 
@@ -133,6 +146,15 @@ if command -v mpirun >/dev/null; then
   ranks ranks-host 1 0 DPTRAIN_NCCL=0 -- "${lenet[@]}"
   says ranks-host "allreduce: host \(DPTRAIN_NCCL=0\)$"
   same_run ranks-nccl ranks-host
+  # across ranks, a sum that never ends: every rank's waits give up after --comm-timeout, the job ends
+  # (the first rank to fail ends the job: either may be the one that says so)
+  DPTRAIN_CUDA_EMU_NCCL_HANG=12 GPUS_PER_RANK=1 SHARE_GPU=0 DPTRAIN_CUDA_EMU_GPUS=4 timeout 60 \
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x DPTRAIN_CUDA_MODULE -x DPTRAIN_CUDA_EMU_GPUS -x GPUS_PER_RANK \
+    -x SHARE_GPU -x DPTRAIN_CUDA_EMU_NCCL_HANG bash "$tmp/gpus.sh" "$bin" "${common[@]}" "${lenet[@]}" \
+    --devices cuda:0 --comm-timeout 2 >"$tmp/ranks-hang.out" 2>&1
+  status=$?
+  [[ $status -ne 0 && $status -ne 124 ]] && grep -qE "^dptrain: rank [01] of 2: cuda:0: NCCL: the sums were aborted: .*--comm-timeout 2" \
+    "$tmp/ranks-hang.out" && pass || fail "ranks, a sum that never ends: status $status, $(grep dptrain "$tmp/ranks-hang.out" | head -2)"
   train_run process cuda:0,cuda:1 "${lenet[@]}"
   same_run ranks-nccl process
   ranks ranks-shared 1 1 DPTRAIN_NCCL= -- "${lenet[@]}"

@@ -88,7 +88,7 @@ static void group_in_process(int gpus, int emulated) {
     unsigned char uid[128];
     CHECK(tables[0]->peer_unique_id(tables[0]->ctx, uid) == DP_OK, "peer_unique_id: %s", dp_error_message());
     dp_peer_group_t *group = NULL;
-    dp_status_t st = tables[0]->peer_group_new(tables, k, uid, k, 0, &group);
+    dp_status_t st = tables[0]->peer_group_new(tables, k, uid, k, 0, 0.0, &group);
     CHECK(st == DP_OK && group, "a group of %d GPUs: %s", k, dp_error_message());
     if (!group) return;
     for (int g = 0; g < k; g++) bufs[g] = upload_member(tables[g], g, host);
@@ -108,7 +108,7 @@ static void group_in_process(int gpus, int emulated) {
     const dp_backend_t *twice[2] = {tables[0], tables[0]};
     tables[0]->peer_unique_id(tables[0]->ctx, uid);
     group = NULL;
-    st = tables[0]->peer_group_new(twice, 2, uid, 2, 0, &group);
+    st = tables[0]->peer_group_new(twice, 2, uid, 2, 0, 0.0, &group);
     CHECK(st != DP_OK && !group && strstr(dp_error_message(), "Duplicate GPU"),
           "cuda:0 twice in one group: status %d, '%s'", (int)st, dp_error_message());
     if (group) tables[0]->peer_group_free(group);
@@ -130,7 +130,7 @@ static pid_t child(int g, int member, const unsigned char uid[128], child_job_t 
     const dp_backend_t *be = gpu(g);
     if (!be) _exit(3);
     dp_peer_group_t *group = NULL;
-    if (be->peer_group_new(&be, 1, uid, 2, member, &group) != DP_OK) {
+    if (be->peer_group_new(&be, 1, uid, 2, member, 0.0, &group) != DP_OK) {
         fprintf(stderr, "%s\n", dp_error_message());
         fflush(stderr);
         _exit(2);
@@ -224,7 +224,7 @@ static void two_processes(const dp_backend_t *be0) {
         dp_peer_group_t *group = NULL;
         unsigned char id[128];
         tables[0]->peer_unique_id(tables[0]->ctx, id);
-        if (tables[0]->peer_group_new(tables, 2, id, 2, 0, &group) != DP_OK) _exit(3);
+        if (tables[0]->peer_group_new(tables, 2, id, 2, 0, 0.0, &group) != DP_OK) _exit(3);
         float *other = tables[1]->alloc(tables[1]->ctx, 4096, "GPU 1's");
         float *bufs[2] = {other, other};
         tables[0]->peer_allreduce(group, bufs, 0, 16);

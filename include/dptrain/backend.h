@@ -152,9 +152,13 @@ struct dp_backend {
      * first_member + k - 1 of world_members in all; the other processes
      * join with the same unique id and their own members. Returns when every
      * member has joined; fails with one line (NCCL's own reason: two
-     * members on one device, a failed start). */
+     * members on one device, a failed start). A wait on a member's device
+     * that has not ended after timeout_sec seconds (<= 0: no limit; the
+     * communication timeout, comm.h) means a member (another process's)
+     * stopped answering or a device is stuck: the group is aborted and
+     * every member fails, naming the timeout. */
     dp_status_t (*peer_group_new)(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
-                                  int world_members, int first_member, dp_peer_group_t **out);
+                                  int world_members, int first_member, double timeout_sec, dp_peer_group_t **out);
     /* bufs[i][start, start + count) (memory of tables[i]) = the sum of that
      * range over every member of the group, in place, in every buffer.
      * Ordered after the work queued so far on each member's device; the

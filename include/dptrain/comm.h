@@ -61,6 +61,9 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world);
  * and ends this process with exit status 3, and mpirun ends the job.
  * Default 300 s; <= 0 turns it off. */
 void dp_world_set_timeout(double seconds);
+/* The communication timeout set (seconds; <= 0: none). The GPU backend's
+ * NCCL waits use it too (backend.h: peer_group_new). */
+double dp_world_timeout(void);
 void dp_world_finalize(void);
 /* Ends every rank of the job with `code` (MPI_Abort); a no-op for one rank.
  * For a rank that fails while others may be waiting in a collective. */

@@ -55,6 +55,7 @@ static uint64_t fingerprint(const void *bytes, size_t n) {
 static _Atomic double timeout_sec = 300.0;
 
 void dp_world_set_timeout(double seconds) { atomic_store(&timeout_sec, seconds); }
+double dp_world_timeout(void) { return atomic_load(&timeout_sec); }
 
 #ifdef DPTRAIN_HAVE_MPI
 #include <mpi.h>

@@ -156,7 +156,7 @@ dp_status_t dp_sync_peer_choose(dp_trainer_t *t) {
     if (!id[0]) return dp_fail(DP_ERR_ARG, "%s", rank == 0 ? made : "rank 0 could not make NCCL's unique id");
     const dp_backend_t *tables[PEER_MAX_LOCAL];
     for (int d = 0; d < t->num_devices; d++) tables[d] = t->replicas[d].backend;
-    DP_TRY(be->peer_group_new(tables, t->num_devices, id + 1, members, first, &t->peer_group));
+    DP_TRY(be->peer_group_new(tables, t->num_devices, id + 1, members, first, dp_world_timeout(), &t->peer_group));
     snprintf(t->allreduce, sizeof t->allreduce, "nccl");
     return DP_OK;
 }

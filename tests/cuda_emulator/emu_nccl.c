@@ -32,6 +32,8 @@
  * GPUs: nothing is summed, and the other members' devices hold their
  * synchronising calls back (emu_runtime.c) until ncclCommAbort; their
  * ncclCommDestroy aborts with one line (NCCL would wait for the kernel).
+ * DPTRAIN_CUDA_EMU_NCCL_HANG=N makes the N-th all-reduce hang so, with no
+ * member failed (a remote member that stopped answering).
  *
  * DESIGN. The calls of one group (ncclGroupStart/End, per thread as in
  * NCCL) are kept and run at ncclGroupEnd, all of them by the calling
@@ -116,6 +118,22 @@ static void set_hung(struct ncclComm *c, int hung) {
 }
 
 static void register_probe(void) { emu_set_nccl_hang_probe(device_hung); }
+
+/* DPTRAIN_CUDA_EMU_NCCL_HANG=N: this process's N-th all-reduce (1-based,
+ * counting each ncclGroupEnd that sums) hangs on every member with no
+ * error anywhere, as the GPUs see a member in another process that stopped
+ * answering; read once. */
+static long hang_at(void) {
+    static _Atomic long at = -1;
+    long v = atomic_load(&at);
+    if (v < 0) {
+        const char *e = getenv("DPTRAIN_CUDA_EMU_NCCL_HANG");
+        v = e && *e ? atol(e) : 0;
+        atomic_store(&at, v);
+    }
+    return v;
+}
+static _Atomic long allreduce_runs;
 
 static __thread char last_error[256];
 
@@ -381,11 +399,12 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
         if (ops[i].comm->map != ops[0].comm->map)
             return set_error(ncclInvalidUsage, "ncclAllReduce: one group of one thread sums over one unique id's "
                                                "communicators (the emulator's limit)");
+    int injected = hang_at() > 0 && atomic_fetch_add(&allreduce_runs, 1) + 1 == hang_at();
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < n; i++) {
         s->count[ops[i].comm->rank] = ops[i].count;
         s->offset[ops[i].comm->rank] = emu_allocation_offset(ops[i].send);
-        s->stuck[ops[i].comm->rank] = ops[i].comm->hung || emu_device_faulting(ops[i].comm->device);
+        s->stuck[ops[i].comm->rank] = ops[i].comm->hung || emu_device_faulting(ops[i].comm->device) || injected;
     }
     pthread_mutex_unlock(&s->lock);
     size_t count = ops[0].count;

@@ -23,7 +23,7 @@
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 5
+#define DP_CUDA_MODULE_ABI 6
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 

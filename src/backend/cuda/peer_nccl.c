@@ -64,6 +64,7 @@ struct dp_peer_group {
     ncclComm_t comm[DP_CUDA_MAX_GPUS];
     cudaStream_t stream[DP_CUDA_MAX_GPUS]; /* NCCL's, one per member */
     cudaEvent_t produced[DP_CUDA_MAX_GPUS], summed[DP_CUDA_MAX_GPUS];
+    double timeout_sec;         /* a wait that has not ended after it aborts the group (<= 0: never) */
     pthread_mutex_t abort_lock; /* guards what follows */
     int aborted;                /* the communicators were aborted (and are NULL) */
     char abort_message[200];    /* why */
@@ -143,10 +144,17 @@ static void fail_aborted(dp_cuda_ctx_t *c, dp_peer_group_t *g) {
     snprintf(c->error, sizeof c->error, "%s: %s", c->name, g->abort_message);
 }
 
+static double monotonic_sec(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
 cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
     dp_peer_group_t *g = c->peer;
     int self = 0;
     while (g->ctx[self] != c) self++;
+    double start = monotonic_sec();
     for (long polls = 0;; polls++) {
         cudaError_t err = event ? cudaEventQuery(event) : cudaStreamQuery(c->stream);
         pthread_mutex_lock(&g->abort_lock);
@@ -157,9 +165,15 @@ cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
             return err == cudaSuccess && aborted ? cudaErrorUnknown : err; /* the failure is c's already */
         }
         (void)cudaGetLastError(); /* "not ready" is an answer, not an error */
-        char why[160];
+        char why[168];
         if (!g->aborted) {
             member_failure(g, self, why, sizeof why);
+            /* nothing failed, and yet no end: a remote member stopped (a rank that stopped answering is
+             * in no MPI call here for the MPI watchdog to see), or a GPU is stuck */
+            if (!*why && g->timeout_sec > 0 && (polls & 63) == 63 && monotonic_sec() - start > g->timeout_sec)
+                snprintf(why, sizeof why, "%s waited %.0f s for its work and the group's sums (--comm-timeout %g): "
+                         "a member (another rank?) stopped answering, or a GPU is stuck", c->name,
+                         monotonic_sec() - start, g->timeout_sec);
             if (*why) abort_group(g, why);
         }
         pthread_mutex_unlock(&g->abort_lock);
@@ -208,7 +222,8 @@ static void cuda_peer_group_free(dp_peer_group_t *g) {
 }
 
 static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
-                                       int world_members, int first_member, dp_peer_group_t **out);
+                                       int world_members, int first_member, double timeout_sec,
+                                       dp_peer_group_t **out);
 
 /* The end of peer_allreduce and peer_join (which hold the group's mutex and
  * every member's lock): a failure made sticky in every member (its next op
@@ -281,7 +296,8 @@ static dp_status_t cuda_peer_join(dp_peer_group_t *g) {
 }
 
 static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k, const unsigned char unique_id[128],
-                                       int world_members, int first_member, dp_peer_group_t **out) {
+                                       int world_members, int first_member, double timeout_sec,
+                                       dp_peer_group_t **out) {
     *out = NULL;
     if (k < 1 || k > DP_CUDA_MAX_GPUS)
         return dp_fail(DP_ERR_ARG, "NCCL: a group of %d GPUs in one process (1 to %d)", k, DP_CUDA_MAX_GPUS);
@@ -295,6 +311,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
     pthread_mutex_init(&g->lock, NULL);
     pthread_mutex_init(&g->abort_lock, NULL);
     g->k = k;
+    g->timeout_sec = timeout_sec;
     dp_status_t status = DP_OK;
     for (int i = 0; i < k && status == DP_OK; i++) {
         dp_cuda_ctx_t *c = tables[i]->ctx;
