@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commands.h"
+#include "devices.h"
 #include "dptrain/data.h"
 #include "dptrain/model_file.h"
 #include "options.h"
@@ -29,7 +29,9 @@ static const char eval_usage[] =
     "                      naming the first mismatching tensor\n"
     "  --data DIR          directory with t10k-images-idx3-ubyte[.gz] and\n"
     "                      t10k-labels-idx1-ubyte[.gz]; default " DP_DEFAULT_DATA_DIR "\n"
-    "  --devices N         devices to evaluate on (default: one per core)\n"
+    "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
+    "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
+    "                      CPU device per core)\n"
     "  --batch-size N      examples per evaluation batch (default 1000)\n"
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
@@ -66,13 +68,13 @@ static dp_status_t apply_normalize(dp_dataset_t *ds, const char *given, const ch
 
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *data_dir = DP_DEFAULT_DATA_DIR, *normalize = NULL;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 1000, help = 0;
+    const char *devices = NULL;
+    int batch_size = 1000, help = 0;
     const option_t options[] = {
         {"resume", OPT_STRING, &resume, 0, 0},
         {"model", OPT_STRING, &model_name, 0, 0},
         {"data", OPT_STRING, &data_dir, 0, 0},
-        {"devices", OPT_INT, &devices, 1, 256},
+        {"devices", OPT_STRING, &devices, 0, 0},
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 24},
         {"normalize", OPT_STRING, &normalize, 0, 0},
         {NULL, 0, NULL, 0, 0},
@@ -106,11 +108,20 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (apply_normalize(&test_set, normalize, info->normalize) != DP_OK) goto done;
+    int device_ids[CLI_MAX_DEVICES], num_devices = 0;
+    const dp_backend_t *backends[CLI_MAX_DEVICES];
+    char devices_note[256];
+    if ((devices ? cli_parse_devices("eval", devices, device_ids, &num_devices, backends)
+                 : cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
+        goto done;
     dp_trainer_config_t config = {
         .model = model,
-        .num_devices = devices,
+        .num_devices = num_devices,
         .threads_per_device = 1,
+        .device_ids = device_ids,
         .optim = {.kind = DP_OPTIM_SGD, .lr = 1.0f}, /* never steps */
+        .backend = backends[0],
+        .backends = backends,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     dp_trainer_set_params(trainer, params);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "devices.h"
 #include "dptrain/comm.h"
 #include "dptrain/cpu.h"
 #include "dptrain/data.h"
@@ -157,80 +158,7 @@ static dp_status_t check_output_path(const char *option, const char *path) {
     return DP_OK;
 }
 
-#define MAX_DEVICES 256
-
-/* --devices: a count of CPU devices, or a list cpu:N,... or cuda:N,... (one
- * kind; cuda:N may repeat: several devices sharing one GPU; cuda:0,cuda:1:
- * one device per GPU). backends[d] is device d's table (the CPU's for a
- * count; one per GPU). staged:N,... (distinct ids) is the test double of a
- * GPU (backend_cpu_staged.c) and split:N,... the test double of distinct
- * GPUs (backend_cpu_split.c, a table per N; N may repeat): for tests, not
- * in --help. */
-static dp_status_t parse_devices(const char *text, int *ids, int *count, const dp_backend_t **backends) {
-    char *end;
-    long n = strtol(text, &end, 10);
-    if (*text != '\0' && *end == '\0') {
-        if (n < 1 || n > MAX_DEVICES)
-            return dp_fail(DP_ERR_ARG, "train: --devices: %ld is out of range (expected 1 to %d)", n, MAX_DEVICES);
-        for (int i = 0; i < n; i++) {
-            ids[i] = i;
-            backends[i] = dp_backend_cpu();
-        }
-        *count = (int)n;
-        return DP_OK;
-    }
-    *count = 0;
-    const char *p = text;
-    int cuda = strncmp(text, "cuda:", 5) == 0, staged = strncmp(text, "staged:", 7) == 0,
-        split = strncmp(text, "split:", 6) == 0;
-    const char *kind = cuda ? "cuda:" : staged ? "staged:" : split ? "split:" : "cpu:";
-    int may_repeat = cuda || split; /* devices sharing one GPU */
-    size_t prefix = strlen(kind);
-    while (*p) {
-        if (strncmp(p, kind, prefix) != 0)
-            return dp_fail(DP_ERR_ARG, "train: --devices: '%s' is not a count or a list like cpu:0,cpu:1 or cuda:0", text);
-        long id = strtol(p + prefix, &end, 10);
-        if (end == p + prefix || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
-            return dp_fail(DP_ERR_ARG, "train: --devices: bad device in '%s' (expected %sN, N from 0 to 4095)", text, kind);
-        for (int i = 0; i < *count && !may_repeat; i++)
-            if (ids[i] == id) return dp_fail(DP_ERR_ARG, "train: --devices: %s%ld is listed twice", kind, id);
-        if (*count == MAX_DEVICES) return dp_fail(DP_ERR_ARG, "train: --devices: more than %d devices", MAX_DEVICES);
-        ids[(*count)++] = (int)id;
-        p = *end == ',' ? end + 1 : end;
-        if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "train: --devices: '%s' ends with a comma", text);
-    }
-    for (int d = 0; d < *count; d++) /* the whole list is well formed: open the tables */
-        if (cuda) DP_TRY(dp_backend_by_name("cuda", ids[d], &backends[d])); /* one table per GPU, opened once */
-        else if (split) DP_TRY(dp_backend_by_name("split", ids[d], &backends[d]));
-        else backends[d] = staged ? dp_backend_cpu_staged() : dp_backend_cpu();
-    return DP_OK;
-}
-
-/* No --devices: every GPU when the CUDA backend sees one (the book's
- * try_all_gpus), else one CPU device per core. `note` says which and why,
- * for the first line. */
-static dp_status_t default_devices(int *ids, int *count, const dp_backend_t **backends, char *note, size_t size) {
-    const char *why = NULL;
-    int gpus = dp_backend_cuda_count(&why);
-    if (gpus > 0) {
-        *count = gpus > MAX_DEVICES ? MAX_DEVICES : gpus;
-        for (int i = 0; i < *count; i++) {
-            ids[i] = i;
-            DP_TRY(dp_backend_by_name("cuda", i, &backends[i]));
-        }
-        if (gpus == 1) snprintf(note, size, "default: the GPU");
-        else snprintf(note, size, "default: every GPU (%d)", gpus);
-        return DP_OK;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    *count = cores < 1 ? 1 : cores > MAX_DEVICES ? MAX_DEVICES : (int)cores;
-    for (int i = 0; i < *count; i++) {
-        ids[i] = i;
-        backends[i] = dp_backend_cpu();
-    }
-    snprintf(note, size, "default: one CPU device per core; no GPU: %s", why ? why : "none found");
-    return DP_OK;
-}
+#define MAX_DEVICES CLI_MAX_DEVICES
 
 /* --tf32 and --winograd on each distinct table of the devices (a setting
  * is the table's: one GPU's, the CPU's). */
@@ -472,8 +400,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     char devices_note[256];
     devices_note[0] = '\0';
     if (o.devices) {
-        if (parse_devices(o.devices, device_ids, &num_devices, backends) != DP_OK) return report_error(world);
-    } else if (default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
+        if (cli_parse_devices("train", o.devices, device_ids, &num_devices, backends) != DP_OK) return report_error(world);
+    } else if (cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
         return report_error(world);
     }
     if (device_settings(backends, num_devices, o.tf32, o.winograd) != DP_OK) return report_error(world);

@@ -140,6 +140,12 @@ acc=$(awk -v c="$correct" -v t="$total" 'BEGIN { printf "%.9g", c / t }')
 [[ "$acc" == "$(field test_acc "$a2")" ]] && pass || fail "eval accuracy $acc, training recorded $(field test_acc "$a2")"
 "$bin" eval --resume "$tmp/a.st" --data "$data" --devices 1 --batch-size 333 >"$tmp/eval1.out" 2>&1
 grep -qF "($correct/10000 correct)" "$tmp/eval1.out" && pass || fail "eval on 1 device: $(cat "$tmp/eval1.out")"
+# --devices takes train's lists too (cuda:N on a GPU: tests/cli_cuda_gpu.sh), with its one-line errors
+"$bin" eval --resume "$tmp/a.st" --data "$data" --devices cpu:0,cpu:1 >"$tmp/eval-list.out" 2>&1
+grep -qF "($correct/10000 correct)" "$tmp/eval-list.out" && pass || fail "eval on cpu:0,cpu:1: $(cat "$tmp/eval-list.out")"
+"$bin" eval --resume "$tmp/a.st" --data "$data" --devices cpu:0,cpu:0 >/dev/null 2>"$tmp/err"
+[[ $? -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "eval: --devices: cpu:0 is listed twice" "$tmp/err" && pass \
+  || fail "eval --devices cpu:0,cpu:0: $(cat "$tmp/err")"
 
 # --- numpy reader vs dptrain inspect ------------------------------------------------------
 mkdir -p "$tmp/notorch/torch"

@@ -23,7 +23,7 @@ num='[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?'
 want() { grep -qE "$1" "$summary" && pass || fail "summary lacks /$1/: $(cat "$summary")"; }
 want "^  GPU: CUDA emulator"
 want "^  build: not rebuilt \(rehearsal on "
-want "^  GPU tests: 100% tests passed, 0 tests failed out of 2$"
+want "^  GPU tests: 100% tests passed, 0 tests failed out of 2$" # test_cuda_peer, cli_cuda_gpu
 want "^  cli_cuda, cli_cuda_module: 100% tests passed, 0 tests failed out of 2$"
 want "^  default devices: \[cuda:0\] \(default: the GPU\)"
 want "^  LeNet 2 epochs on cuda:0: test accuracy $num \(>= 0\), median epoch ${num}s$"

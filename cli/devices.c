@@ -1,0 +1,73 @@
+/* devices.c - the --devices option of `dptrain train` and `dptrain eval`
+ * (devices.h): a count or a list of devices, each with its backend table,
+ * and the default when it is not given. */
+#include "devices.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+dp_status_t cli_parse_devices(const char *command, const char *text, int *ids, int *count,
+                              const dp_backend_t **backends) {
+    char *end;
+    long n = strtol(text, &end, 10);
+    if (*text != '\0' && *end == '\0') {
+        if (n < 1 || n > CLI_MAX_DEVICES)
+            return dp_fail(DP_ERR_ARG, "%s: --devices: %ld is out of range (expected 1 to %d)", command, n, CLI_MAX_DEVICES);
+        for (int i = 0; i < n; i++) {
+            ids[i] = i;
+            backends[i] = dp_backend_cpu();
+        }
+        *count = (int)n;
+        return DP_OK;
+    }
+    *count = 0;
+    const char *p = text;
+    int cuda = strncmp(text, "cuda:", 5) == 0, staged = strncmp(text, "staged:", 7) == 0,
+        split = strncmp(text, "split:", 6) == 0;
+    const char *kind = cuda ? "cuda:" : staged ? "staged:" : split ? "split:" : "cpu:";
+    int may_repeat = cuda || split; /* devices sharing one GPU */
+    size_t prefix = strlen(kind);
+    while (*p) {
+        if (strncmp(p, kind, prefix) != 0)
+            return dp_fail(DP_ERR_ARG, "%s: --devices: '%s' is not a count or a list like cpu:0,cpu:1 or cuda:0", command, text);
+        long id = strtol(p + prefix, &end, 10);
+        if (end == p + prefix || (*end != ',' && *end != '\0') || id < 0 || id >= 4096)
+            return dp_fail(DP_ERR_ARG, "%s: --devices: bad device in '%s' (expected %sN, N from 0 to 4095)", command, text, kind);
+        for (int i = 0; i < *count && !may_repeat; i++)
+            if (ids[i] == id) return dp_fail(DP_ERR_ARG, "%s: --devices: %s%ld is listed twice", command, kind, id);
+        if (*count == CLI_MAX_DEVICES) return dp_fail(DP_ERR_ARG, "%s: --devices: more than %d devices", command, CLI_MAX_DEVICES);
+        ids[(*count)++] = (int)id;
+        p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0') return dp_fail(DP_ERR_ARG, "%s: --devices: '%s' ends with a comma", command, text);
+    }
+    for (int d = 0; d < *count; d++) /* the whole list is well formed: open the tables */
+        if (cuda) DP_TRY(dp_backend_by_name("cuda", ids[d], &backends[d])); /* one table per GPU, opened once */
+        else if (split) DP_TRY(dp_backend_by_name("split", ids[d], &backends[d]));
+        else backends[d] = staged ? dp_backend_cpu_staged() : dp_backend_cpu();
+    return DP_OK;
+}
+
+dp_status_t cli_default_devices(int *ids, int *count, const dp_backend_t **backends, char *note, size_t size) {
+    const char *why = NULL;
+    int gpus = dp_backend_cuda_count(&why);
+    if (gpus > 0) {
+        *count = gpus > CLI_MAX_DEVICES ? CLI_MAX_DEVICES : gpus;
+        for (int i = 0; i < *count; i++) {
+            ids[i] = i;
+            DP_TRY(dp_backend_by_name("cuda", i, &backends[i]));
+        }
+        if (gpus == 1) snprintf(note, size, "default: the GPU");
+        else snprintf(note, size, "default: every GPU (%d)", gpus);
+        return DP_OK;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *count = cores < 1 ? 1 : cores > CLI_MAX_DEVICES ? CLI_MAX_DEVICES : (int)cores;
+    for (int i = 0; i < *count; i++) {
+        ids[i] = i;
+        backends[i] = dp_backend_cpu();
+    }
+    snprintf(note, size, "default: one CPU device per core; no GPU: %s", why ? why : "none found");
+    return DP_OK;
+}

@@ -1,0 +1,29 @@
+/* devices.h - the --devices option shared by `dptrain train` and `dptrain
+ * eval`: which devices, each with its backend table. */
+#ifndef DPTRAIN_CLI_DEVICES_H
+#define DPTRAIN_CLI_DEVICES_H
+
+#include <stddef.h>
+
+#include "dptrain/backend.h"
+#include "dptrain/status.h"
+
+#define CLI_MAX_DEVICES 256
+
+/* --devices TEXT of `command` (named in the errors): a count of CPU
+ * devices, or a list cpu:N,... or cuda:N,... (one kind; cuda:N may repeat:
+ * several devices sharing one GPU; cuda:0,cuda:1: one device per GPU).
+ * ids[d] is device d's N, backends[d] its table (the CPU's for a count; one
+ * per GPU); at most CLI_MAX_DEVICES. staged:N,... (distinct ids) is the
+ * test double of a GPU (backend_cpu_staged.c) and split:N,... the test
+ * double of distinct GPUs (backend_cpu_split.c, a table per N; N may
+ * repeat): for tests, not in --help. */
+dp_status_t cli_parse_devices(const char *command, const char *text, int *ids, int *count,
+                              const dp_backend_t **backends);
+
+/* No --devices: every GPU when the CUDA backend sees one (the book's
+ * try_all_gpus), else one CPU device per core. `note` says which and why,
+ * for the first line. */
+dp_status_t cli_default_devices(int *ids, int *count, const dp_backend_t **backends, char *note, size_t size);
+
+#endif
