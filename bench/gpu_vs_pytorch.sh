@@ -55,10 +55,15 @@ for pair in $(seq 1 "$pairs"); do
 done
 printf 'LeNet median (%d pairs, epochs 2-%d): dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, speed-up %.2fx\n' \
   "$pairs" "$epochs" "$(median "${dp_all[@]}")" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
-if out=$("$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --compile --device "$torch_device" \
-            ${limit:+--limit "$limit"} 2>"$tmp/compile.err"); then
+# (at most 240 s: compiling may take long, and a lent GPU machine gives a command 10 minutes)
+compiled=0
+out=$(timeout 240 "$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --compile \
+        --device "$torch_device" ${limit:+--limit "$limit"} 2>"$tmp/compile.err") || compiled=$?
+if [[ $compiled -eq 0 ]]; then
   printf 'pytorch torch.compile: %.4f s/epoch (median of epochs 2-%d, one run)\n' \
     "$(median $(printf '%s\n' "$out" | sed -E 's/.* ([0-9.]+) sec\/epoch/\1/' | later_epochs))" "$epochs"
+elif [[ $compiled -eq 124 ]]; then
+  echo "pytorch torch.compile: did not run (stopped after 240 s)"
 else
   echo "pytorch torch.compile: did not run ($(tail -1 "$tmp/compile.err"))"
 fi
