@@ -668,14 +668,12 @@ double dp_trainer_sync_seconds(const dp_trainer_t *t, double *in_mpi) {
 
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
     size_t bytes = sizeof(float) * t->num_params;
-    const float *first = dp_trainer_params(t, 0);
-    DP_TRY(dp_trainer_check_devices(t));
-    for (int d = 1; d < t->num_devices; d++) {
-        const float *params = dp_trainer_params(t, d);
-        DP_TRY(dp_trainer_check_devices(t)); /* a failed download is not a difference */
-        if (memcmp(params, first, bytes) != 0)
+    for (int d = 0; d < t->num_devices; d++) dp_trainer_params(t, d); /* each into its replica's host copy */
+    DP_TRY(dp_trainer_check_devices(t)); /* a failed download is not a difference */
+    const float *first = t->replicas[0].host_params;
+    for (int d = 1; d < t->num_devices; d++)
+        if (memcmp(t->replicas[d].host_params, first, bytes) != 0)
             return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
                            dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
-    }
     return dp_world_check_same(&t->config.world, "parameters", first, bytes);
 }

@@ -24,6 +24,7 @@
 #include "backend_cuda.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,19 @@ void dp_cuda_enter(dp_cuda_ctx_t *c) {
 
 void dp_cuda_leave(dp_cuda_ctx_t *c) { pthread_mutex_unlock(&c->lock); }
 
+void dp_cuda_fail(dp_cuda_ctx_t *c, const char *fmt, ...) {
+    if (c->failed) return;
+    c->failed = 1;
+    int named = snprintf(c->error, sizeof c->error, "%s: ", c->name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->error + named, sizeof c->error - (size_t)named, fmt, ap);
+    va_end(ap);
+}
+
 int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
     if (err == cudaSuccess) return 0;
-    if (!c->failed) {
-        c->failed = 1;
-        snprintf(c->error, sizeof c->error, "%s: %s failed: %s", c->name, what, cudaGetErrorString(err));
-    }
+    dp_cuda_fail(c, "%s failed: %s", what, cudaGetErrorString(err));
     return 1;
 }
 
@@ -245,11 +253,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
             free_slot = slot;
         }
         if (!free_slot) {
-            if (!c->failed) {
-                c->failed = 1;
-                snprintf(c->error, sizeof c->error, "%s: more than %d optimizers on one GPU", c->name,
-                         DP_CUDA_MAX_OPTIMIZERS);
-            }
+            dp_cuda_fail(c, "more than %d optimizers on one GPU", DP_CUDA_MAX_OPTIMIZERS);
             return NULL;
         }
         slot = free_slot;

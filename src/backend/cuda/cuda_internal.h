@@ -98,6 +98,10 @@ void dp_cuda_leave(dp_cuda_ctx_t *c);
 
 /* Records a CUDA runtime failure (the first is kept); returns 0 on success. */
 int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
+/* The context failed: "NAME: " + the formatted message becomes its sticky
+ * error, unless it failed already (the first failure is kept). Under the
+ * lock. */
+void dp_cuda_fail(dp_cuda_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The sticky failure as a status (DP_OK when none), with its message. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
 

@@ -137,13 +137,6 @@ static void abort_group(dp_peer_group_t *g, const char *why) {
     g->aborted = 1;
 }
 
-/* The context failed with the group's abort (the first failure is kept). */
-static void fail_aborted(dp_cuda_ctx_t *c, dp_peer_group_t *g) {
-    if (c->failed) return;
-    c->failed = 1;
-    snprintf(c->error, sizeof c->error, "%s: %s", c->name, g->abort_message);
-}
-
 static double monotonic_sec(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -160,7 +153,7 @@ cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
         pthread_mutex_lock(&g->abort_lock);
         if (err != cudaErrorNotReady) {
             int aborted = g->aborted;
-            if (aborted) fail_aborted(c, g);
+            if (aborted) dp_cuda_fail(c, "%s", g->abort_message); /* the first failure is kept */
             pthread_mutex_unlock(&g->abort_lock);
             return err == cudaSuccess && aborted ? cudaErrorUnknown : err; /* the failure is c's already */
         }
@@ -231,10 +224,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
 static dp_status_t group_leave(dp_peer_group_t *g, int failed, const char *message) {
     if (failed)
         for (int i = 0; i < g->k; i++)
-            if (!g->ctx[i]->failed) {
-                g->ctx[i]->failed = 1;
-                snprintf(g->ctx[i]->error, sizeof g->ctx[i]->error, "%s: %s", g->ctx[i]->name, message);
-            }
+            dp_cuda_fail(g->ctx[i], "%s", message);
     for (int i = g->k - 1; i >= 0; i--) dp_cuda_leave(g->ctx[i]);
     pthread_mutex_unlock(&g->lock);
     return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
