@@ -1,6 +1,7 @@
 /* train.c - `dptrain train`: parse the options, load the data, build the
  * model and the trainer, run dp_fit (fit.h: the epochs, metrics, plot,
- * checkpoints, resume) and print its lines and the progress bar. */
+ * checkpoints, resume); its lines and the progress bar are
+ * train_output.c's. */
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -21,38 +22,8 @@
 #include "dptrain/parallel.h"
 #include "dptrain/schedule.h"
 #include "options.h"
+#include "train.h"
 
-typedef struct {
-    const char *model;
-    const char *data_dir;
-    int batch_size;
-    float lr;
-    float weight_decay;
-    /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
-    const char *optimizer, *lr_schedule;
-    float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
-    int nesterov, lr_step_epochs, warmup_steps;
-    int epochs;
-    int stop_after; /* 0: run all the epochs */
-    uint64_t seed;
-    int limit;
-    int threads_per_device;
-    const char *devices;
-    const char *allreduce;
-    const char *overlap;
-    const char *sync;
-    float comm_timeout;
-    int sync_batch_norm;
-    const char *metrics_path;
-    const char *plot_path;
-    const char *save_path, *resume_path;
-    int quiet;
-    const char *normalize, *augment; /* NULL: none */
-    int accumulate;                  /* micro-batches per step, 1: none */
-    int save_every_steps;            /* 0: checkpoints at epoch ends only */
-    int tf32;                        /* GPU devices: TF32 math (off by default) */
-    int winograd;                    /* CPU devices: Winograd 5x5 convolutions (off by default) */
-} train_options_t;
 
 static const char train_usage[] =
     "usage: dptrain train [options]\n"
@@ -226,76 +197,6 @@ static int report_error(const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "rank %d of %d: %s", world->rank, world->size, message);
     }
     return cli_report_error();
-}
-
-/* What `dptrain train` prints, from dp_fit's callbacks. */
-typedef struct {
-    const train_options_t *o;
-    const dp_world_t *world;
-    int speaks;
-    int train_count, test_count;
-    char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
-    const char *devices_note; /* without --devices: why these (on the first line) */
-    char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */
-    dp_progress_t bar;
-    int bar_open;
-} train_printer_t;
-
-static void print_begin(const dp_fit_begin_t *begin, void *ctx) {
-    train_printer_t *p = ctx;
-    const train_options_t *o = p->o;
-    /* "[cpu:0, cpu:1]", as the book prints its device lists */
-    char *devices = p->devices;
-    size_t size = sizeof p->devices;
-    size_t used = p->world->size > 1 ? (size_t)snprintf(devices, size, "%d ranks x [", p->world->size)
-                                     : (size_t)snprintf(devices, size, "[");
-    for (const char *c = begin->devices; *c && used + 3 < size; c++) {
-        if (*c == ',') devices[used++] = ',', devices[used++] = ' ';
-        else devices[used++] = *c;
-    }
-    snprintf(devices + used, size - used, "]");
-    if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
-        snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
-    if (!o->quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s%s\n",
-               o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
-               o->epochs, (unsigned long long)o->seed, devices, p->devices_note ? " (" : "",
-               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->allreduce);
-    if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
-                          o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
-    if (begin->first_epoch >= begin->last_epoch && p->speaks)
-        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
-               begin->last_epoch < o->epochs ? "stop-after" : "epochs", begin->last_epoch);
-}
-
-/* The progress bar, on rank 0's stderr when it is a terminal. */
-static void draw_progress(const dp_fit_step_t *step, void *ctx) {
-    train_printer_t *p = ctx;
-    if (step->event == DP_FIT_EPOCH_BEGIN) {
-        dp_progress_init(&p->bar, p->world->rank == 0 ? stderr : NULL, step->steps);
-        p->bar_open = 1;
-    } else if (step->event == DP_FIT_STEP_END) {
-        dp_progress_update(&p->bar, step->step, step->mean_loss);
-    } else if (p->bar_open) {
-        dp_progress_finish(&p->bar);
-        p->bar_open = 0;
-    }
-}
-
-static void print_warning(const char *message, void *ctx) {
-    const train_printer_t *p = ctx;
-    if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
-}
-
-static dp_status_t print_epoch(const dp_epoch_stats_t *s, void *ctx) {
-    const train_printer_t *p = ctx;
-    if (!p->o->quiet)
-        printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
-               "%.0f images/sec on %s\n",
-               s->epoch, p->o->epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
-               s->images_per_sec, p->devices);
-    fflush(stdout);
-    return DP_OK;
 }
 
 static int train_main(int argc, char **argv, const dp_world_t *world) {
@@ -533,13 +434,13 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .resume_path = o.resume_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
-        .on_begin = print_begin,
+        .on_begin = train_print_begin,
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
-        .on_step = world->rank == 0 && isatty(fileno(stderr)) ? draw_progress : NULL,
-        .on_warning = print_warning,
+        .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
+        .on_warning = train_print_warning,
     };
     dp_fit_result_t result;
-    dp_status_t status = dp_fit(&fit, print_epoch, &printer, &result);
+    dp_status_t status = dp_fit(&fit, train_print_epoch, &printer, &result);
     if (printer.bar_open) dp_progress_finish(&printer.bar);
     if (status != DP_OK) goto done;
     if (result.first_epoch >= result.last_epoch) { /* the saved model's accuracy instead */

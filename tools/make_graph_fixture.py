@@ -169,7 +169,7 @@ def resnet18(num_classes, in_channels=1):
 
 
 def alexnet():
-    """dptrain's AlexNet for 28x28 (src/nn/nn.c)."""
+    """dptrain's AlexNet for 28x28 (src/nn/builtin_models.c)."""
     return nn.Sequential(
         nn.Conv2d(1, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

@@ -20,7 +20,8 @@
  * MPI_Ibcast) and polls it with MPI_Test, so it is never stuck inside MPI:
  * between tests it checks the timeout (the watchdog, in the spirit of
  * PyTorch's NCCL watchdog and Horovod's stall inspector: one line naming
- * the silent ranks, then _exit(3)) and a pending dp_world_abort. The
+ * the silent ranks, then _exit(3); comm_mpi_stall.c tells which ranks) and
+ * a pending dp_world_abort. The
  * thread that called dp_world_init calls MPI again only in
  * dp_world_finalize (MPI_Finalize, after joining the communication thread)
  * and, when no communication thread runs, in dp_world_abort. A program may
@@ -60,206 +61,10 @@ double dp_world_timeout(void) { return atomic_load(&timeout_sec); }
 #ifdef DPTRAIN_HAVE_MPI
 #include <mpi.h>
 
+#include "comm_mpi_internal.h"
+
 static int mpi_started;
 static int world_rank, world_size;
-
-static double monotonic(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* --- Notices: arrival and heartbeat (more than 2 ranks) ----------------------
- * Which ranks does a stalled collective wait for? With 2 ranks, the other
- * one. With more, every communication thread sends its count of collectives
- * joined to every peer on a side communicator (MPI_Isend of one int64, tag
- * 0): before joining each collective (an arrival notice), and every
- * HEARTBEAT_SEC while it waits or idles (a heartbeat). Each rank keeps one
- * MPI_Irecv posted per peer, takes what has arrived every few milliseconds,
- * and notes when it last heard from each peer. At a stall:
- *   - peers not heard from for SILENT_SEC are silent (stopped or dead: a
- *     stopped process answers nothing; a live one, even one stuck inside a
- *     collective, keeps sending heartbeats from its communication thread);
- *   - if none is, the peers whose count is below the stalled collective's
- *     number have not reached it (alive but stuck elsewhere).
- * (Counts alone are not enough: a rank stopped in the middle of a
- * collective has reached it, yet the others cannot finish it, and a live
- * rank waiting for it looks behind to a third rank.) Messages between two
- * ranks arrive in order, so the last one received is the newest. If the
- * previous notice to a peer is still in flight (that peer is not
- * receiving), the next one to it is skipped. */
-#define HEARTBEAT_SEC 0.25
-#define SILENT_SEC 1.0
-static MPI_Comm notice_comm = MPI_COMM_NULL;
-static int64_t my_collectives;                 /* collectives this rank has joined */
-static int64_t *peer_collectives;              /* (world_size) the last count of each peer */
-static double *peer_heard;                     /* (world_size) when it arrived (monotonic) */
-static int64_t *notice_in, *notice_out;        /* (world_size) message buffers */
-static MPI_Request *notice_recv, *notice_send; /* (world_size) */
-static double last_sent, last_collected;
-
-static int notices_on(void) { return notice_comm != MPI_COMM_NULL; }
-
-static dp_status_t notices_start(void) {
-    if (world_size <= 2) return DP_OK;
-    size_t n = (size_t)world_size;
-    peer_collectives = dp_alloc_zeroed(n, sizeof *peer_collectives, "notices");
-    peer_heard = dp_alloc_zeroed(n, sizeof *peer_heard, "notices");
-    notice_in = dp_alloc_zeroed(n, sizeof *notice_in, "notices");
-    notice_out = dp_alloc_zeroed(n, sizeof *notice_out, "notices");
-    notice_recv = dp_alloc_zeroed(n, sizeof *notice_recv, "notices");
-    notice_send = dp_alloc_zeroed(n, sizeof *notice_send, "notices");
-    if (!peer_collectives || !peer_heard || !notice_in || !notice_out || !notice_recv || !notice_send)
-        return DP_ERR_NOMEM;
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &notice_comm) != MPI_SUCCESS)
-        return dp_fail(DP_ERR_IO, "MPI_Comm_dup of the notice communicator failed");
-    double now = monotonic();
-    for (int p = 0; p < world_size; p++) {
-        notice_recv[p] = notice_send[p] = MPI_REQUEST_NULL;
-        peer_heard[p] = now;
-        if (p != world_rank) MPI_Irecv(&notice_in[p], 1, MPI_INT64_T, p, 0, notice_comm, &notice_recv[p]);
-    }
-    return DP_OK;
-}
-
-/* Takes every notice that has arrived. */
-static void notices_collect(void) {
-    double now = monotonic();
-    last_collected = now;
-    for (int p = 0; notices_on() && p < world_size; p++) {
-        int arrived = 1;
-        while (p != world_rank && arrived) {
-            if (MPI_Test(&notice_recv[p], &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-            if (!arrived) break;
-            peer_collectives[p] = notice_in[p];
-            peer_heard[p] = now;
-            MPI_Irecv(&notice_in[p], 1, MPI_INT64_T, p, 0, notice_comm, &notice_recv[p]);
-        }
-    }
-}
-
-/* Sends this rank's count to every peer. */
-static void notices_send(void) {
-    last_sent = monotonic();
-    for (int p = 0; notices_on() && p < world_size; p++) {
-        if (p == world_rank) continue;
-        int sent = 1;
-        if (notice_send[p] != MPI_REQUEST_NULL) MPI_Test(&notice_send[p], &sent, MPI_STATUS_IGNORE);
-        if (!sent) continue;
-        notice_out[p] = my_collectives;
-        MPI_Isend(&notice_out[p], 1, MPI_INT64_T, p, 0, notice_comm, &notice_send[p]);
-    }
-}
-
-/* This rank joins its next collective: tell the others. */
-static void notices_announce(void) {
-    my_collectives++;
-    notices_send();
-}
-
-/* While waiting or idle: collect every few milliseconds, beat every
- * HEARTBEAT_SEC. */
-static void notices_tick(void) {
-    if (!notices_on()) return;
-    double now = monotonic();
-    if (now - last_collected >= 0.005) notices_collect();
-    if (now - last_sent >= HEARTBEAT_SEC) notices_send();
-}
-
-static void notices_stop(void) {
-    for (int p = 0; notices_on() && p < world_size; p++) {
-        if (notice_recv[p] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&notice_recv[p]);
-            MPI_Wait(&notice_recv[p], MPI_STATUS_IGNORE);
-        }
-        if (notice_send[p] != MPI_REQUEST_NULL) MPI_Request_free(&notice_send[p]);
-    }
-    if (notices_on()) MPI_Comm_free(&notice_comm);
-    free(peer_collectives);
-    free(peer_heard);
-    free(notice_in);
-    free(notice_out);
-    free(notice_recv);
-    free(notice_send);
-    peer_collectives = notice_in = notice_out = NULL;
-    peer_heard = NULL;
-    notice_recv = notice_send = NULL;
-}
-
-/* Peer p is silent (the first kind), or has not reached this rank's
- * collective number `seq` (the second kind). */
-static int peer_silent(int p, double now) { return now - peer_heard[p] >= SILENT_SEC; }
-static int peer_behind(int p, int64_t seq) { return peer_collectives[p] < seq; }
-
-/* Lists the peers for which is(p) holds into who ("rank 2", "ranks 1, 3");
- * returns how many. */
-static int list_ranks(char *who, size_t size, int kind, int64_t seq, double now) {
-    int count = 0;
-    size_t used = 0;
-    who[0] = '\0';
-    for (int pass = 0; pass < 2; pass++) {
-        for (int p = 0, listed = 0; p < world_size; p++) {
-            if (p == world_rank || !(kind == 0 ? peer_silent(p, now) : peer_behind(p, seq))) continue;
-            if (pass == 0) count++;
-            else if (used < size) used += (size_t)snprintf(who + used, size - used, "%s%d", listed++ ? ", " : "", p);
-        }
-        if (pass == 0 && count > 0 && size > 0) used = (size_t)snprintf(who, size, count > 1 ? "ranks " : "rank ");
-    }
-    return count;
-}
-
-/* Fills who with the ranks collective `seq` waits for and returns 1 if
- * they are silent, 0 if they are alive but have not reached it, -1 if
- * neither (then who is ""). */
-static int waited_for_ranks(int64_t seq, char *who, size_t size) {
-    if (world_size == 2) {
-        snprintf(who, size, "rank %d", 1 - world_rank);
-        return 1;
-    }
-    if (!notices_on()) {
-        snprintf(who, size, "one of the other %d ranks", world_size - 1);
-        return 1;
-    }
-    /* notices already sent may still be on their way: listen for a while */
-    for (int i = 0; i < 20; i++) {
-        notices_collect();
-        notices_send();
-        struct timespec pause = {0, 10000000L};
-        nanosleep(&pause, NULL);
-    }
-    double now = monotonic();
-    if (list_ranks(who, size, 0, seq, now) > 0) return 1;
-    if (list_ranks(who, size, 1, seq, now) > 0) return 0;
-    return -1;
-}
-
-/* --- The watchdog (on the communication thread) ------------------------------
- * A collective that has run longer than the timeout: one line to stderr
- * naming the silent ranks, then _exit(3); mpirun ends the job. */
-static void report_stall(int64_t seq, const char *what, double waited, double limit) {
-    char who[256], line[768];
-    int kind = waited_for_ranks(seq, who, sizeof who), n;
-    if (kind == 1)
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: no answer from %s for %.0f s in %s (--comm-timeout %g): "
-                     "stopped or dead; ending the job\n",
-                     world_rank, world_size, who, waited, what, limit);
-    else if (kind == 0)
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: %s still answer%s but %s not reached %s after %.0f s "
-                     "(--comm-timeout %g): stuck elsewhere; ending the job\n",
-                     world_rank, world_size, who, strchr(who, ',') ? "" : "s", strchr(who, ',') ? "have" : "has",
-                     what, waited, limit);
-    else
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: %s has not completed after %.0f s although every rank has "
-                     "reached it and answers (--comm-timeout %g): MPI or the network is stuck; ending the job\n",
-                     world_rank, world_size, what, waited, limit);
-    if (write(STDERR_FILENO, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) {
-        /* nothing more to do: exiting is what matters */
-    }
-    _exit(3);
-}
 
 /* --- The communication thread ------------------------------------------------ */
 
@@ -323,8 +128,8 @@ static atomic_int waiting; /* threads waiting for a collective's result */
 
 /* Spins until *counter != value or LINGER_SEC have passed. */
 static void linger_while_equal(_Atomic size_t *counter, size_t value) {
-    double start = monotonic();
-    while (atomic_load(counter) == value && monotonic() - start < LINGER_SEC) {
+    double start = dp_comm_monotonic();
+    while (atomic_load(counter) == value && dp_comm_monotonic() - start < LINGER_SEC) {
     }
 }
 
@@ -337,14 +142,14 @@ static dp_status_t mpi_error(const char *what, int code) {
 
 /* Waits for this rank's collective number `seq`. */
 static int wait_request(MPI_Request *request, int64_t seq, const char *what) {
-    double start = monotonic(), limit = atomic_load(&timeout_sec);
+    double start = dp_comm_monotonic(), limit = atomic_load(&timeout_sec);
     for (;;) {
         int done = 0, rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done) return rc;
         if (atomic_load(&abort_requested)) MPI_Abort(MPI_COMM_WORLD, atomic_load(&abort_code));
-        double waited = monotonic() - start;
-        if (limit > 0.0 && waited >= limit) report_stall(seq, what, waited, limit);
-        notices_tick();
+        double waited = dp_comm_monotonic() - start;
+        if (limit > 0.0 && waited >= limit) dp_report_stall(seq, what, waited, limit);
+        dp_notices_tick();
         if (waited >= SPIN_SEC && atomic_load(&waiting) == 0) {
             struct timespec pause = {0, POLL_SLEEP_NS};
             nanosleep(&pause, NULL);
@@ -361,7 +166,7 @@ static int post_piece(const coll_t *c, size_t done, int count, MPI_Request *requ
     int size;
     MPI_Type_size(c->type, &size);
     char *at = (char *)c->buffer + done * (size_t)size;
-    notices_announce();
+    dp_notices_announce();
     if (c->kind == COLL_ALLREDUCE)
         return MPI_Iallreduce(MPI_IN_PLACE, at, count, c->type, c->op, MPI_COMM_WORLD, request);
     if (c->kind == COLL_REDUCE_TO_ROOT)
@@ -400,24 +205,24 @@ static void finish(const coll_t *c, int rc, double spent) {
 static void run_batch(const coll_t *batch, int n) {
     MPI_Request requests[BATCH_MAX];
     int rcs[BATCH_MAX];
-    double last = monotonic();
+    double last = dp_comm_monotonic();
     if (n == 1 && batch[0].count > PIECE) {
         int rc = MPI_SUCCESS;
         for (size_t done = 0; done < batch[0].count && rc == MPI_SUCCESS; done += PIECE) {
             size_t count = batch[0].count - done < PIECE ? batch[0].count - done : PIECE;
             rc = post_piece(&batch[0], done, (int)count, &requests[0]);
-            if (rc == MPI_SUCCESS) rc = wait_request(&requests[0], my_collectives, batch[0].what);
-            notices_collect();
+            if (rc == MPI_SUCCESS) rc = wait_request(&requests[0], dp_notices_joined(), batch[0].what);
+            dp_notices_collect();
         }
-        finish(&batch[0], rc, monotonic() - last);
+        finish(&batch[0], rc, dp_comm_monotonic() - last);
         return;
     }
-    int64_t first = my_collectives + 1; /* the number of batch[0] */
+    int64_t first = dp_notices_joined() + 1; /* the number of batch[0] */
     for (int i = 0; i < n; i++) rcs[i] = post_piece(&batch[i], 0, (int)batch[i].count, &requests[i]);
     for (int i = 0; i < n; i++) {
         if (rcs[i] == MPI_SUCCESS) rcs[i] = wait_request(&requests[i], first + i, batch[i].what);
-        notices_collect();
-        double now = monotonic();
+        dp_notices_collect();
+        double now = dp_comm_monotonic();
         finish(&batch[i], rcs[i], now - last);
         last = now;
     }
@@ -434,7 +239,7 @@ static void *comm_main(void *arg) {
             pthread_mutex_lock(&comm.lock);
         }
         while (comm.head == comm.tail && !comm.stopping && !atomic_load(&abort_requested)) {
-            if (!notices_on()) {
+            if (!dp_notices_on()) {
                 pthread_cond_wait(&comm.work, &comm.lock);
                 continue;
             }
@@ -448,7 +253,7 @@ static void *comm_main(void *arg) {
             }
             pthread_cond_timedwait(&comm.work, &comm.lock, &until);
             pthread_mutex_unlock(&comm.lock);
-            notices_tick();
+            dp_notices_tick();
             pthread_mutex_lock(&comm.lock);
         }
         if (atomic_load(&abort_requested)) {
@@ -468,7 +273,7 @@ static void *comm_main(void *arg) {
         pthread_mutex_lock(&comm.lock);
     }
     pthread_mutex_unlock(&comm.lock);
-    notices_stop();
+    dp_notices_stop();
     return NULL;
 }
 
@@ -513,7 +318,7 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
     world_rank = world->rank;
     world_size = world->size;
-    DP_TRY(notices_start());
+    DP_TRY(dp_notices_start(world_rank, world_size));
     if (pthread_create(&comm.thread, NULL, comm_main, NULL) != 0)
         return dp_fail(DP_ERR_NOMEM, "cannot start the communication thread");
     comm.running = 1;

@@ -1,7 +1,9 @@
-/* model_file.c - the model-file parser: text -> blocks of key = value
- * entries -> a dp_model_t built through nn.h's builder API.
+/* model_file.c - the model-file reader: text -> blocks of key = value
+ * entries -> a dp_model_t built through nn.h's builder API; this file is
+ * pass 2 (blocks into layers) and the entry points, model_file_syntax.c
+ * pass 1 (text into blocks).
  *
- * Two passes. split_blocks() cuts a private copy of the text into lines,
+ * Two passes. dp_model_file_split_blocks() cuts a private copy of the text into lines,
  * checks every byte and line length, and groups `key = value` lines under
  * their `[type]` header, rejecting unknown types, unknown and duplicate keys
  * as it goes. build_model() then walks the blocks in order, reads and checks
@@ -21,46 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_ENTRIES 24       /* keys of one block: at most the keys its type allows */
-#define MAX_BLOCKS 10000     /* layers in one file */
-#define MAX_PARAM_NAME 48    /* nn.c keeps 63 characters: room for ".running_mean" */
-#define MAX_LABEL 63
-#define MAX_CHANNELS 65536   /* channels, filters, groups, input sizes */
-#define MAX_WINDOW 1024      /* kernel size, stride, padding, dilation */
-#define MAX_FEATURES (1 << 24) /* linear outputs */
-#define MAX_DIM 65536        /* any dim of any layer's output */
-#define MAX_VALUES (1 << 28) /* values in one example's output of any layer */
-
-typedef struct {
-    const char *key, *value; /* into the parser's copy of the text */
-    int line;
-} entry_t;
-
-typedef struct {
-    int type; /* index into block_types */
-    int line;
-    entry_t entries[MAX_ENTRIES];
-    int num_entries;
-    int output; /* the model output this block produces (0: the input) */
-} block_t;
-
-typedef struct {
-    const char *file;
-    char *text; /* NUL-terminated copy, cut into lines, keys and values */
-    block_t *blocks;
-    int num_blocks, capacity;
-    int last_line;
-    dp_model_t *model;
-} parser_t;
+#include "model_file_internal.h"
 
 typedef dp_status_t (*build_fn_t)(parser_t *p, int index);
-
-typedef struct {
-    const char *name;     /* between the brackets */
-    const char *keys;     /* keys it takes, space separated */
-    const char *required; /* keys it needs, space separated */
-    build_fn_t build;     /* NULL for [net] */
-} block_type_t;
 
 static dp_status_t build_conv(parser_t *p, int index);
 static dp_status_t build_pool(parser_t *p, int index);
@@ -73,78 +38,39 @@ static dp_status_t build_linear(parser_t *p, int index);
 static dp_status_t build_route(parser_t *p, int index);
 static dp_status_t build_residual(parser_t *p, int index);
 
-/* Every block type: its keys (all but [net] take `label`) and its builder. */
-#define CONV_KEYS                                                                                        \
-    "name filters size size_h size_w stride stride_h stride_w pad pad_h pad_w dilation dilation_h "     \
-    "dilation_w groups bias activation label"
-#define POOL_KEYS "size size_h size_w stride stride_h stride_w pad pad_h pad_w label"
-
-static const block_type_t block_types[] = {
-    {"net", "channels height width init init_scale name", "channels height width", NULL},
-    {"conv", CONV_KEYS, "name filters", build_conv},
-    {"conv_transpose", CONV_KEYS " output_padding output_padding_h output_padding_w", "name filters",
-     build_conv},
-    {"maxpool", POOL_KEYS, "", build_pool},
-    {"avgpool", POOL_KEYS " count_include_pad", "", build_pool},
-    {"global_avgpool", "label", "", build_global_avgpool},
-    {"batchnorm", "name eps momentum label", "name", build_batchnorm},
-    {"dropout", "p label", "", build_dropout},
-    {"relu", "label", "", build_activation},
-    {"sigmoid", "label", "", build_activation},
-    {"tanh", "label", "", build_activation},
-    {"flatten", "label", "", build_flatten},
-    {"linear", "name out bias activation label", "name out", build_linear},
-    {"route", "from label", "from", build_route},
-    {"residual", "from relu label", "from", build_residual},
+/* The builder of each block type, in dp_model_file_block_types' order
+ * (NULL for [net]). */
+static const build_fn_t builders[] = {
+    NULL,            /* net */
+    build_conv,      /* conv */
+    build_conv,      /* conv_transpose */
+    build_pool,      /* maxpool */
+    build_pool,      /* avgpool */
+    build_global_avgpool, /* global_avgpool */
+    build_batchnorm, /* batchnorm */
+    build_dropout,   /* dropout */
+    build_activation, /* relu */
+    build_activation, /* sigmoid */
+    build_activation, /* tanh */
+    build_flatten,   /* flatten */
+    build_linear,    /* linear */
+    build_route,     /* route */
+    build_residual,  /* residual */
 };
-static const int num_block_types = (int)(sizeof block_types / sizeof block_types[0]);
-
-
-static int in_word_list(const char *list, const char *word);
+_Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
+               "one builder per block type");
 
 static int has_params(int type) {
-    return in_word_list("conv conv_transpose batchnorm linear", block_types[type].name);
+    return dp_model_file_in_word_list("conv conv_transpose batchnorm linear", dp_model_file_block_types[type].name);
 }
 
-/* --- Messages ---------------------------------------------------------------- */
 
-/* User text as a message shows it: at most 40 characters, printable. */
-typedef struct {
-    char text[48];
-} shown_t;
-
-static shown_t show(const char *s) {
-    shown_t out;
-    size_t n = 0;
-    for (; s[n] && n < 40; n++) {
-        unsigned char c = (unsigned char)s[n];
-        out.text[n] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    if (s[n]) {
-        memcpy(out.text + n, "...", 3);
-        n += 3;
-    }
-    out.text[n] = '\0';
-    return out;
-}
-
-static dp_status_t fail_at(const parser_t *p, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static dp_status_t fail_at(const parser_t *p, int line, const char *fmt, ...) {
-    char problem[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(problem, sizeof problem, fmt, ap);
-    va_end(ap);
-    return dp_fail(DP_ERR_FORMAT, "%s:%d: %s", p->file, line, problem);
-}
 
 /* A builder call failed: its message, prefixed with where the layer is. */
 static dp_status_t builder_failed(const parser_t *p, const block_t *b, dp_status_t status) {
     char message[768];
     snprintf(message, sizeof message, "%s", dp_error_message());
-    return dp_fail(status, "%s:%d: [%s] %s", p->file, b->line, block_types[b->type].name, message);
+    return dp_fail(status, "%s:%d: [%s] %s", p->file, b->line, dp_model_file_block_types[b->type].name, message);
 }
 
 #define BUILD(p, b, call)                                                      \
@@ -153,128 +79,6 @@ static dp_status_t builder_failed(const parser_t *p, const block_t *b, dp_status
         if (build_status_ != DP_OK) return builder_failed(p, b, build_status_); \
     } while (0)
 
-/* --- Pass 1: lines into blocks -------------------------------------------------- */
-
-/* Whether `word` is one of the space-separated words of `list`. */
-static int in_word_list(const char *list, const char *word) {
-    size_t n = strlen(word);
-    for (const char *s = list; *s;) {
-        const char *end = strchr(s, ' ');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        if (len == n && strncmp(s, word, n) == 0) return 1;
-        if (!end) break;
-        s = end + 1;
-    }
-    return 0;
-}
-
-static int is_blank(char c) { return c == ' ' || c == '\t'; }
-
-static char *trim(char *s) {
-    while (is_blank(*s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && is_blank(s[n - 1])) s[--n] = '\0';
-    return s;
-}
-
-static dp_status_t start_block(parser_t *p, char *header, int line) {
-    size_t n = strlen(header);
-    if (header[n - 1] != ']')
-        return fail_at(p, line, "expected a block header like [conv], found '%s'", show(header).text);
-    header[n - 1] = '\0';
-    char *name = trim(header + 1);
-    int type = -1;
-    for (int t = 0; t < num_block_types; t++)
-        if (strcmp(block_types[t].name, name) == 0) type = t;
-    if (type < 0)
-        return fail_at(p, line,
-                       "unknown layer type [%s] (expected net, conv, conv_transpose, maxpool, avgpool, "
-                       "global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route "
-                       "or residual)",
-                       show(name).text);
-    if (p->num_blocks == 0 && type != 0)
-        return fail_at(p, line, "the first block must be [net], found [%s]", name);
-    if (p->num_blocks > 0 && type == 0)
-        return fail_at(p, line, "a second [net] block (the one [net] block is on line %d)", p->blocks[0].line);
-    if (p->num_blocks > MAX_BLOCKS) return fail_at(p, line, "more than %d layers", MAX_BLOCKS);
-    if (p->num_blocks == p->capacity) {
-        int capacity = p->capacity ? 2 * p->capacity : 64;
-        block_t *blocks = realloc(p->blocks, sizeof *blocks * (size_t)capacity);
-        if (!blocks) return dp_fail(DP_ERR_NOMEM, "%s:%d: out of memory reading the model file", p->file, line);
-        p->blocks = blocks;
-        p->capacity = capacity;
-    }
-    block_t *b = &p->blocks[p->num_blocks++];
-    memset(b, 0, sizeof *b);
-    b->type = type;
-    b->line = line;
-    return DP_OK;
-}
-
-static const entry_t *find_entry(const block_t *b, const char *key) {
-    for (int i = 0; i < b->num_entries; i++)
-        if (strcmp(b->entries[i].key, key) == 0) return &b->entries[i];
-    return NULL;
-}
-
-static dp_status_t add_entry(parser_t *p, char *content, int line) {
-    if (p->num_blocks == 0)
-        return fail_at(p, line, "'%s' is outside a block (a model file starts with [net])", show(content).text);
-    block_t *b = &p->blocks[p->num_blocks - 1];
-    const block_type_t *type = &block_types[b->type];
-    char *eq = strchr(content, '=');
-    if (!eq) return fail_at(p, line, "expected key = value or [type], found '%s'", show(content).text);
-    *eq = '\0';
-    char *key = trim(content), *value = trim(eq + 1);
-    if (!*key) return fail_at(p, line, "'= %s' has no key", show(value).text);
-    if (!in_word_list(type->keys, key))
-        return fail_at(p, line, "unknown key '%s' for [%s] (expected one of: %s)", show(key).text, type->name,
-                       type->keys);
-    if (!*value) return fail_at(p, line, "%s has no value", key);
-    const entry_t *first = find_entry(b, key);
-    if (first) return fail_at(p, line, "duplicate key '%s' (first given on line %d)", key, first->line);
-    DP_ASSERT(b->num_entries < MAX_ENTRIES);
-    b->entries[b->num_entries++] = (entry_t){key, value, line};
-    return DP_OK;
-}
-
-static dp_status_t split_line(parser_t *p, char *line_text, int line) {
-    char *comment = strchr(line_text, '#');
-    if (comment) *comment = '\0';
-    for (const char *s = line_text; *s; s++)
-        if ((unsigned char)*s >= 0x80)
-            return fail_at(p, line, "non-ASCII byte 0x%02x at column %d (only comments may hold other text)",
-                           (unsigned char)*s, (int)(s - line_text) + 1);
-    char *content = trim(line_text);
-    if (!*content) return DP_OK;
-    if (*content == '[') return start_block(p, content, line);
-    return add_entry(p, content, line);
-}
-
-static dp_status_t split_blocks(parser_t *p, size_t len) {
-    char *text = p->text;
-    size_t pos = 0;
-    int line = 0;
-    while (pos < len) {
-        line++;
-        char *start = text + pos;
-        char *newline = memchr(start, '\n', len - pos);
-        size_t n = newline ? (size_t)(newline - start) : len - pos;
-        pos += n + 1;
-        if (n > 0 && start[n - 1] == '\r') n--; /* CRLF line ends */
-        if (n > DP_MODEL_FILE_MAX_LINE)
-            return fail_at(p, line, "line is longer than %d characters", DP_MODEL_FILE_MAX_LINE);
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)start[i];
-            if ((c < 0x20 && c != '\t') || c == 0x7f)
-                return fail_at(p, line, "non-text byte 0x%02x at column %zu", c, i + 1);
-        }
-        start[n] = '\0';
-        DP_TRY(split_line(p, start, line));
-    }
-    p->last_line = line > 0 ? line : 1;
-    return DP_OK;
-}
 
 /* --- Values ---------------------------------------------------------------------- */
 
@@ -282,15 +86,19 @@ static dp_status_t parse_int(const parser_t *p, const entry_t *e, long lo, long 
     const char *s = e->value;
     int negative = *s == '-';
     if (*s == '-' || *s == '+') s++;
-    if (*s < '0' || *s > '9') return fail_at(p, e->line, "%s = %s is not an integer", e->key, show(e->value).text);
+    if (*s < '0' || *s > '9')
+        return dp_model_file_fail_at(p, e->line, "%s = %s is not an integer", e->key,
+                                     dp_model_file_show(e->value).text);
     long long v = 0;
     for (; *s >= '0' && *s <= '9'; s++)
         if (v <= 1000000000000LL) v = 10 * v + (*s - '0'); /* larger is out of range anyway */
-    if (*s) return fail_at(p, e->line, "%s = %s is not an integer", e->key, show(e->value).text);
+    if (*s)
+        return dp_model_file_fail_at(p, e->line, "%s = %s is not an integer", e->key,
+                                     dp_model_file_show(e->value).text);
     if (negative) v = -v;
     if (v < lo || v > hi)
-        return fail_at(p, e->line, "%s = %s is out of range (expected %ld to %ld)", e->key, show(e->value).text,
-                       lo, hi);
+        return dp_model_file_fail_at(p, e->line, "%s = %s is out of range (expected %ld to %ld)", e->key,
+                                     dp_model_file_show(e->value).text, lo, hi);
     *out = (int)v;
     return DP_OK;
 }
@@ -304,10 +112,10 @@ static dp_status_t parse_float(const parser_t *p, const entry_t *e, double lo, d
     int plain = strspn(s, "0123456789+-.eE") == strlen(s);
     if (plain) v = strtod(s, &end);
     if (!plain || end == s || *end)
-        return fail_at(p, e->line, "%s = %s is not a number", e->key, show(e->value).text);
+        return dp_model_file_fail_at(p, e->line, "%s = %s is not a number", e->key, dp_model_file_show(e->value).text);
     if (!(v >= lo && (hi_open ? v < hi : v <= hi)))
-        return fail_at(p, e->line, "%s = %s is out of range (expected %g to %g%s)", e->key, show(e->value).text,
-                       lo, hi, hi_open ? ", exclusive" : "");
+        return dp_model_file_fail_at(p, e->line, "%s = %s is out of range (expected %g to %g%s)", e->key,
+                                     dp_model_file_show(e->value).text, lo, hi, hi_open ? ", exclusive" : "");
     *out = (float)v;
     return DP_OK;
 }
@@ -315,7 +123,7 @@ static dp_status_t parse_float(const parser_t *p, const entry_t *e, double lo, d
 /* An integer key that may be absent (then `fallback`). */
 static dp_status_t get_int(const parser_t *p, const block_t *b, const char *key, int fallback, long lo,
                            long hi, int *out) {
-    const entry_t *e = find_entry(b, key);
+    const entry_t *e = dp_model_file_find_entry(b, key);
     if (!e) {
         *out = fallback;
         return DP_OK;
@@ -325,7 +133,7 @@ static dp_status_t get_int(const parser_t *p, const block_t *b, const char *key,
 
 static dp_status_t get_float(const parser_t *p, const block_t *b, const char *key, float fallback, double lo,
                              double hi, int hi_open, float *out) {
-    const entry_t *e = find_entry(b, key);
+    const entry_t *e = dp_model_file_find_entry(b, key);
     if (!e) {
         *out = fallback;
         return DP_OK;
@@ -334,11 +142,11 @@ static dp_status_t get_float(const parser_t *p, const block_t *b, const char *ke
 }
 
 static dp_status_t get_flag(const parser_t *p, const block_t *b, const char *key, int fallback, int *out) {
-    const entry_t *e = find_entry(b, key);
+    const entry_t *e = dp_model_file_find_entry(b, key);
     *out = fallback;
     if (!e) return DP_OK;
     if (strcmp(e->value, "0") != 0 && strcmp(e->value, "1") != 0)
-        return fail_at(p, e->line, "%s = %s: expected 0 or 1", key, show(e->value).text);
+        return dp_model_file_fail_at(p, e->line, "%s = %s: expected 0 or 1", key, dp_model_file_show(e->value).text);
     *out = e->value[0] == '1';
     return DP_OK;
 }
@@ -349,10 +157,11 @@ static dp_status_t get_pair(const parser_t *p, const block_t *b, const char *key
     char key_h[32], key_w[32];
     snprintf(key_h, sizeof key_h, "%s_h", key);
     snprintf(key_w, sizeof key_w, "%s_w", key);
-    const entry_t *both = find_entry(b, key), *h = find_entry(b, key_h), *w = find_entry(b, key_w);
+    const entry_t *both = dp_model_file_find_entry(b, key), *h = dp_model_file_find_entry(b, key_h),
+                  *w = dp_model_file_find_entry(b, key_w);
     if (both && (h || w)) {
         const entry_t *second = h ? h : w;
-        return fail_at(p, second->line, "%s and %s both given (line %d): give %s, or %s and %s", key,
+        return dp_model_file_fail_at(p, second->line, "%s and %s both given (line %d): give %s, or %s and %s", key,
                        second->key, both->line, key, key_h, key_w);
     }
     if (both) {
@@ -361,9 +170,10 @@ static dp_status_t get_pair(const parser_t *p, const block_t *b, const char *key
         return DP_OK;
     }
     if (required && !h && !w)
-        return fail_at(p, b->line, "[%s] needs %s (or %s and %s)", block_types[b->type].name, key, key_h, key_w);
+        return dp_model_file_fail_at(p, b->line, "[%s] needs %s (or %s and %s)",
+                                     dp_model_file_block_types[b->type].name, key, key_h, key_w);
     if (required && (!h || !w))
-        return fail_at(p, (h ? h : w)->line, "%s given without %s", (h ? h : w)->key, h ? key_w : key_h);
+        return dp_model_file_fail_at(p, (h ? h : w)->line, "%s given without %s", (h ? h : w)->key, h ? key_w : key_h);
     /* an optional pair: a dim not given keeps its default */
     if (h) DP_TRY(parse_int(p, h, lo, hi, &out[0]));
     else out[0] = fallback[0];
@@ -380,23 +190,25 @@ static int is_name_char(char c) {
 /* A name made of letters, digits, '_', '.', '-': 1 to max characters. */
 static dp_status_t check_name(const parser_t *p, const entry_t *e, size_t max) {
     size_t n = strlen(e->value);
-    if (n > max) return fail_at(p, e->line, "%s = %s is longer than %zu characters", e->key, show(e->value).text, max);
+    if (n > max)
+        return dp_model_file_fail_at(p, e->line, "%s = %s is longer than %zu characters", e->key,
+                                     dp_model_file_show(e->value).text, max);
     for (size_t i = 0; i < n; i++)
         if (!is_name_char(e->value[i]))
-            return fail_at(p, e->line, "%s = %s: use letters, digits, '_', '.' and '-' only", e->key,
-                           show(e->value).text);
+            return dp_model_file_fail_at(p, e->line, "%s = %s: use letters, digits, '_', '.' and '-' only", e->key,
+                           dp_model_file_show(e->value).text);
     return DP_OK;
 }
 
 /* The `name` of a layer with parameters: well formed and not used before. */
 static dp_status_t get_param_name(const parser_t *p, int index, const char **out) {
-    const entry_t *e = find_entry(&p->blocks[index], "name");
+    const entry_t *e = dp_model_file_find_entry(&p->blocks[index], "name");
     DP_ASSERT(e); /* a required key */
     DP_TRY(check_name(p, e, MAX_PARAM_NAME));
     for (int i = 1; i < index; i++) {
-        const entry_t *other = find_entry(&p->blocks[i], "name");
+        const entry_t *other = dp_model_file_find_entry(&p->blocks[i], "name");
         if (other && has_params(p->blocks[i].type) && strcmp(other->value, e->value) == 0)
-            return fail_at(p, e->line, "name = %s is already the name of the layer on line %d", e->value,
+            return dp_model_file_fail_at(p, e->line, "name = %s is already the name of the layer on line %d", e->value,
                            p->blocks[i].line);
     }
     *out = e->value;
@@ -405,31 +217,33 @@ static dp_status_t get_param_name(const parser_t *p, int index, const char **out
 
 /* activation = relu | sigmoid | tanh | linear (none), after a conv or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
-    const entry_t *e = find_entry(b, "activation");
+    const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
     if (strcmp(e->value, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model));
     else if (strcmp(e->value, "sigmoid") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_SIGMOID));
     else if (strcmp(e->value, "tanh") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_TANH));
     else
-        return fail_at(p, e->line, "activation = %s: expected relu, sigmoid, tanh or linear", show(e->value).text);
+        return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, sigmoid, tanh or linear",
+                                     dp_model_file_show(e->value).text);
     return DP_OK;
 }
 
 /* `from`: -k (k blocks back; -1 is the block just before, the [net] block is
  * the input) or the label of an earlier block ("input": the model's input). */
 static dp_status_t resolve_from(const parser_t *p, int index, int *output) {
-    const entry_t *e = find_entry(&p->blocks[index], "from");
+    const entry_t *e = dp_model_file_find_entry(&p->blocks[index], "from");
     DP_ASSERT(e);
     const char *v = e->value;
     if (*v == '-' || *v == '+' || (*v >= '0' && *v <= '9')) {
         int k;
         DP_TRY(parse_int(p, e, -MAX_BLOCKS - 1, MAX_BLOCKS + 1, &k));
         if (k >= 0)
-            return fail_at(p, e->line, "from = %s: expected a negative offset (-1 is the layer before) or a label",
-                           v);
+            return dp_model_file_fail_at(
+                p, e->line, "from = %s: expected a negative offset (-1 is the layer before) or a label", v);
         if (index + k < 0)
-            return fail_at(p, e->line, "from = %s reaches before the input (this is layer %d: -1 to -%d are possible)",
-                           v, index, index);
+            return dp_model_file_fail_at(
+                p, e->line, "from = %s reaches before the input (this is layer %d: -1 to -%d are possible)", v, index,
+                index);
         *output = p->blocks[index + k].output;
         return DP_OK;
     }
@@ -438,15 +252,16 @@ static dp_status_t resolve_from(const parser_t *p, int index, int *output) {
         return DP_OK;
     }
     for (int i = 1; i < p->num_blocks; i++) {
-        const entry_t *label = find_entry(&p->blocks[i], "label");
+        const entry_t *label = dp_model_file_find_entry(&p->blocks[i], "label");
         if (!label || strcmp(label->value, v) != 0) continue;
         if (i >= index)
-            return fail_at(p, e->line, "from = %s: that label is on %s (line %d); from must name an earlier layer", v,
-                           i == index ? "this layer" : "a later layer", label->line);
+            return dp_model_file_fail_at(p, e->line,
+                                         "from = %s: that label is on %s (line %d); from must name an earlier layer", v,
+                                         i == index ? "this layer" : "a later layer", label->line);
         *output = p->blocks[i].output;
         return DP_OK;
     }
-    return fail_at(p, e->line, "from = %s: no layer has that label", show(v).text);
+    return dp_model_file_fail_at(p, e->line, "from = %s: no layer has that label", dp_model_file_show(v).text);
 }
 
 /* --- Pass 2: blocks into layers --------------------------------------------------- */
@@ -471,7 +286,7 @@ static dp_status_t build_conv(parser_t *p, int index) {
         attr.dilation[d] = dilation[d];
     }
     attr.groups = groups;
-    if (strcmp(block_types[b->type].name, "conv_transpose") == 0) {
+    if (strcmp(dp_model_file_block_types[b->type].name, "conv_transpose") == 0) {
         int output_padding[2];
         DP_TRY(get_pair(p, b, "output_padding", 0, zero, 0, MAX_WINDOW, output_padding));
         attr.output_padding[0] = output_padding[0];
@@ -493,8 +308,8 @@ static dp_status_t build_pool(parser_t *p, int index) {
     DP_TRY(get_flag(p, b, "count_include_pad", 1, &include_pad));
     for (int d = 0; d < 2; d++)
         if (2 * pad[d] > kernel[d])
-            return fail_at(p, b->line, "[%s] pad %d must be at most half of size %d (as in PyTorch)",
-                           block_types[b->type].name, pad[d], kernel[d]);
+            return dp_model_file_fail_at(p, b->line, "[%s] pad %d must be at most half of size %d (as in PyTorch)",
+                           dp_model_file_block_types[b->type].name, pad[d], kernel[d]);
     dp_op_attr_t attr = dp_op_attr_default();
     for (int d = 0; d < 2; d++) {
         attr.kernel[d] = kernel[d];
@@ -502,7 +317,7 @@ static dp_status_t build_pool(parser_t *p, int index) {
         attr.pad[d] = pad[d];
     }
     attr.count_include_pad = include_pad;
-    int max = strcmp(block_types[b->type].name, "maxpool") == 0;
+    int max = strcmp(dp_model_file_block_types[b->type].name, "maxpool") == 0;
     BUILD(p, b, dp_model_add_pool(p->model, max ? DP_OP_MAX_POOL : DP_OP_AVG_POOL, &attr));
     return DP_OK;
 }
@@ -525,7 +340,7 @@ static dp_status_t build_batchnorm(parser_t *p, int index) {
 
 static dp_status_t build_dropout(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
-    float prob;
+    float prob = 0.0f; /* set by get_float when it succeeds */
     DP_TRY(get_float(p, b, "p", 0.5f, 0.0, 1.0, 1, &prob));
     BUILD(p, b, dp_model_add_dropout(p->model, prob));
     return DP_OK;
@@ -533,7 +348,7 @@ static dp_status_t build_dropout(parser_t *p, int index) {
 
 static dp_status_t build_activation(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
-    const char *type = block_types[b->type].name;
+    const char *type = dp_model_file_block_types[b->type].name;
     if (strcmp(type, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model)); /* as the built-in models */
     else BUILD(p, b, dp_model_add_activation(p->model, strcmp(type, "sigmoid") == 0 ? DP_OP_SIGMOID : DP_OP_TANH));
     return DP_OK;
@@ -557,10 +372,11 @@ static dp_status_t build_linear(parser_t *p, int index) {
 
 static dp_status_t build_route(parser_t *p, int index) {
     block_t *b = &p->blocks[index];
-    int from;
+    int from = 0; /* set by resolve_from when it succeeds */
     DP_TRY(resolve_from(p, index, &from));
     if (index == p->num_blocks - 1)
-        return fail_at(p, b->line, "[route] cannot be the last layer (the next layer reads what it routes)");
+        return dp_model_file_fail_at(p, b->line,
+                                     "[route] cannot be the last layer (the next layer reads what it routes)");
     BUILD(p, b, dp_model_add_route(p->model, from));
     b->output = from;
     return DP_OK;
@@ -568,7 +384,7 @@ static dp_status_t build_route(parser_t *p, int index) {
 
 static dp_status_t build_residual(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
-    int from, relu;
+    int from = 0, relu; /* from: set by resolve_from when it succeeds */
     DP_TRY(resolve_from(p, index, &from));
     DP_TRY(get_flag(p, b, "relu", 0, &relu));
     BUILD(p, b, dp_model_add_residual(p->model, from, relu));
@@ -576,12 +392,13 @@ static dp_status_t build_residual(parser_t *p, int index) {
 }
 
 static dp_status_t check_required(const parser_t *p, const block_t *b) {
-    const char *list = block_types[b->type].required;
+    const char *list = dp_model_file_block_types[b->type].required;
     char key[32];
     while (*list) {
         size_t n = strcspn(list, " ");
         snprintf(key, sizeof key, "%.*s", (int)n, list);
-        if (!find_entry(b, key)) return fail_at(p, b->line, "[%s] needs %s", block_types[b->type].name, key);
+        if (!dp_model_file_find_entry(b, key))
+            return dp_model_file_fail_at(p, b->line, "[%s] needs %s", dp_model_file_block_types[b->type].name, key);
         list += n;
         while (*list == ' ') list++;
     }
@@ -590,19 +407,19 @@ static dp_status_t check_required(const parser_t *p, const block_t *b) {
 
 /* A layer's label: well formed, not "input", not used by an earlier layer. */
 static dp_status_t check_label(const parser_t *p, int index) {
-    const entry_t *e = find_entry(&p->blocks[index], "label");
+    const entry_t *e = dp_model_file_find_entry(&p->blocks[index], "label");
     if (!e) return DP_OK;
     DP_TRY(check_name(p, e, MAX_LABEL));
     char c = e->value[0];
     if (c == '-' || c == '+' || (c >= '0' && c <= '9'))
-        return fail_at(p, e->line, "label = %s: a label starts with a letter, '_' or '.'", e->value);
+        return dp_model_file_fail_at(p, e->line, "label = %s: a label starts with a letter, '_' or '.'", e->value);
     if (strcmp(e->value, "input") == 0)
-        return fail_at(p, e->line, "label = input is reserved (from = input names the model's input)");
+        return dp_model_file_fail_at(p, e->line, "label = input is reserved (from = input names the model's input)");
     for (int i = 1; i < index; i++) {
-        const entry_t *other = find_entry(&p->blocks[i], "label");
+        const entry_t *other = dp_model_file_find_entry(&p->blocks[i], "label");
         if (other && strcmp(other->value, e->value) == 0)
-            return fail_at(p, e->line, "label = %s is already the label of the layer on line %d", e->value,
-                           p->blocks[i].line);
+            return dp_model_file_fail_at(p, e->line, "label = %s is already the label of the layer on line %d",
+                                         e->value, p->blocks[i].line);
     }
     return DP_OK;
 }
@@ -615,19 +432,19 @@ static dp_status_t check_output_size(const parser_t *p, const block_t *b) {
     int64_t values = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] > MAX_DIM)
-            return fail_at(p, b->line, "[%s] produces a dim of %d (at most %d)", block_types[b->type].name,
-                           shape[d], MAX_DIM);
+            return dp_model_file_fail_at(p, b->line, "[%s] produces a dim of %d (at most %d)",
+                                         dp_model_file_block_types[b->type].name, shape[d], MAX_DIM);
         values *= shape[d];
     }
     if (values > MAX_VALUES)
-        return fail_at(p, b->line, "[%s] produces %lld values per example (at most %d)", block_types[b->type].name,
-                       (long long)values, MAX_VALUES);
+        return dp_model_file_fail_at(p, b->line, "[%s] produces %lld values per example (at most %d)",
+                                     dp_model_file_block_types[b->type].name, (long long)values, MAX_VALUES);
     return DP_OK;
 }
 
 /* The model's name: [net] name, else the file's base name without extension. */
 static dp_status_t model_name(const parser_t *p, char *name, size_t size) {
-    const entry_t *e = find_entry(&p->blocks[0], "name");
+    const entry_t *e = dp_model_file_find_entry(&p->blocks[0], "name");
     if (e) {
         DP_TRY(check_name(p, e, 63));
         snprintf(name, size, "%s", e->value);
@@ -648,12 +465,14 @@ static dp_status_t build_net(parser_t *p) {
     DP_TRY(get_int(p, net, "height", 0, 1, MAX_DIM, &height));
     DP_TRY(get_int(p, net, "width", 0, 1, MAX_DIM, &width));
     if ((int64_t)channels * height * width > MAX_VALUES)
-        return fail_at(p, net->line, "input %dx%dx%d has more than %d values", channels, height, width, MAX_VALUES);
+        return dp_model_file_fail_at(p, net->line, "input %dx%dx%d has more than %d values", channels, height, width,
+                                     MAX_VALUES);
     dp_init_kind_t init = DP_INIT_TORCH_DEFAULT;
-    const entry_t *e = find_entry(net, "init");
+    const entry_t *e = dp_model_file_find_entry(net, "init");
     if (e && strcmp(e->value, "normal") == 0) init = DP_INIT_NORMAL;
     else if (e && strcmp(e->value, "torch") != 0)
-        return fail_at(p, e->line, "init = %s: expected normal or torch", show(e->value).text);
+        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal or torch",
+                                     dp_model_file_show(e->value).text);
     float scale;
     DP_TRY(get_float(p, net, "init_scale", 0.01f, 1e-30, 1e3, 0, &scale));
     char name[64];
@@ -664,22 +483,22 @@ static dp_status_t build_net(parser_t *p) {
 }
 
 static dp_status_t build_model(parser_t *p) {
-    if (p->num_blocks == 0) return fail_at(p, p->last_line, "no [net] block (the file has no blocks)");
-    if (p->num_blocks == 1) return fail_at(p, p->last_line, "no layers after [net]");
+    if (p->num_blocks == 0) return dp_model_file_fail_at(p, p->last_line, "no [net] block (the file has no blocks)");
+    if (p->num_blocks == 1) return dp_model_file_fail_at(p, p->last_line, "no layers after [net]");
     DP_TRY(build_net(p));
     for (int i = 1; i < p->num_blocks; i++) {
         block_t *b = &p->blocks[i];
         DP_TRY(check_required(p, b));
         DP_TRY(check_label(p, i));
-        DP_TRY(block_types[b->type].build(p, i));
-        if (strcmp(block_types[b->type].name, "route") != 0)
+        DP_TRY(builders[b->type](p, i));
+        if (strcmp(dp_model_file_block_types[b->type].name, "route") != 0)
             b->output = dp_model_num_layers(p->model);
         DP_TRY(check_output_size(p, b));
     }
     if (dp_model_num_outputs(p->model) < 1) {
         int shape[DP_MAX_DIMS];
         int ndim = dp_model_output_shape(p->model, dp_model_num_layers(p->model), shape);
-        return fail_at(p, p->blocks[p->num_blocks - 1].line,
+        return dp_model_file_fail_at(p, p->blocks[p->num_blocks - 1].line,
                        "the network ends with a %d-dim output per example; it must end with a flat vector "
                        "of class scores ([flatten], then [linear])",
                        ndim);
@@ -692,14 +511,14 @@ static dp_status_t build_model(parser_t *p) {
 dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, dp_model_t **out) {
     *out = NULL;
     parser_t p = {.file = file_name ? file_name : "<model>"};
-    if (len == 0) return fail_at(&p, 1, "empty file (a model file starts with [net])");
+    if (len == 0) return dp_model_file_fail_at(&p, 1, "empty file (a model file starts with [net])");
     if (len > DP_MODEL_FILE_MAX_BYTES)
-        return fail_at(&p, 1, "larger than %d bytes: not a model file", DP_MODEL_FILE_MAX_BYTES);
+        return dp_model_file_fail_at(&p, 1, "larger than %d bytes: not a model file", DP_MODEL_FILE_MAX_BYTES);
     p.text = dp_alloc(len + 1, "model file text");
     if (!p.text) return DP_ERR_NOMEM;
     memcpy(p.text, text, len);
     p.text[len] = '\0';
-    dp_status_t status = split_blocks(&p, len);
+    dp_status_t status = dp_model_file_split_blocks(&p, len);
     if (status == DP_OK) status = build_model(&p);
     if (status == DP_OK) {
         *out = p.model;

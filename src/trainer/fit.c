@@ -51,7 +51,7 @@
 
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
-#include "trainer_internal.h" /* dp_trainer_optimizers_uploaded */
+#include "replica.h" /* dp_trainer_optimizers_uploaded */
 
 /* The progress callback's mean loss is read from the devices (a host wait
  * on a GPU) at most this often, besides the fixed folds. */

@@ -23,7 +23,8 @@ ps, --allreduce naive, DPTRAIN_NCCL=0).
  * copies the whole buffer on every device at once: it stages through each
  * replica's own host_params instead.
  */
-#include "trainer_internal.h"
+#include "replica.h"
+#include "trainer_state.h"
 
 /* sum[start, start + count) += part[start, start + count) on the CPU. */
 static void host_add(float *sum, float *part, size_t start, size_t count) {

@@ -18,7 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer_internal.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 dp_status_t dp_sync_batch_norm_init(dp_trainer_t *t) {
     dp_stat_barrier_t *b = &t->barrier;

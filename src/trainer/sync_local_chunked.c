@@ -11,7 +11,9 @@
  * all of them. The sums run in device order (backend reduce_range), so
  * they are the naive strategy's bits.
  */
-#include "trainer_internal.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 static dp_status_t reduce_update_chunk_task(void *arg) {
     dp_replica_t *r = arg;

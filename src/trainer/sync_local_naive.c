@@ -8,7 +8,9 @@
  * 0's task reads and writes every replica's gradients while the other
  * devices are idle; then each device updates only its own replica.
  */
-#include "trainer_internal.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 static dp_status_t reduce_naive_task(void *arg) {
     dp_trainer_t *t = ((dp_replica_t *)arg)->trainer;

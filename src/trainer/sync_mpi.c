@@ -20,7 +20,7 @@
  *            phase 3: device d copies chunk d of the global sum to the other
  *            replicas and updates chunk d of every replica.
  *   overlap (dp_sync_mpi_overlap): the device that brings a bucket's count
- *            to k (sync_overlap.c's counter) sums it over the replicas into
+ *            to k (buckets.c's counter) sums it over the replicas into
  *            replica 0 and marks it summed; under publish_lock, the summed
  *            buckets are handed to the communication thread strictly in the
  *            order nb-1, ..., 0 (every rank must queue the same collectives
@@ -38,7 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer_internal.h"
+#include "buckets.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 /* --- No overlap ----------------------------------------------------------- */
 

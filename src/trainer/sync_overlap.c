@@ -1,6 +1,5 @@
 /* sync_overlap.c - one process, the gradient sum overlapped with backward
- * (--overlap; PyTorch DDP's and Horovod's buckets), and the bucket counting
- * that sync_mpi.c's overlap shares.
+ * (--overlap; PyTorch DDP's and Horovod's buckets).
  *
  * DESIGN. The gradients are grouped in buckets of DP_BUCKET_FLOATS of the
  * flat buffer. Parameters lie in layer order and backward visits layers in
@@ -8,7 +7,7 @@
  * suffix of the buffer (the trainer's backward_hook moves each replica's
  * ready_from down and calls range_final on the device's thread). Each
  * device counts every bucket its suffix covers on an atomic per-bucket
- * counter (dp_bucket_counter_count); the device that brings a bucket's
+ * counter (buckets.c); the device that brings a bucket's
  * count to k completes it: here, sums that bucket over all replicas into
  * replica 0, copies it back and updates it in every replica, while the
  * other devices are still in backward on earlier layers. A bucket's
@@ -20,35 +19,9 @@
  */
 #include <stdlib.h>
 
-#include "trainer_internal.h"
-
-dp_status_t dp_bucket_counter_init(dp_bucket_counter_t *c, const dp_trainer_t *t,
-                                   void (*complete)(dp_trainer_t *t, long b)) {
-    c->complete = complete;
-    c->done = dp_alloc_zeroed((size_t)t->num_buckets + 1, sizeof *c->done, "bucket counters");
-    return c->done ? DP_OK : DP_ERR_NOMEM;
-}
-
-void dp_bucket_counter_release(dp_bucket_counter_t *c) {
-    free(c->done);
-    c->done = NULL;
-}
-
-void dp_bucket_counter_begin_step(dp_bucket_counter_t *c, dp_trainer_t *t) {
-    for (long b = 0; b < t->num_buckets; b++) atomic_store_explicit(&c->done[b], 0, memory_order_relaxed);
-    for (int d = 0; d < t->num_devices; d++) t->replicas[d].next_bucket = t->num_buckets - 1;
-}
-
-/* Counts every bucket inside this device's final suffix; the last device to
- * count a bucket completes it. */
-void dp_bucket_counter_count(dp_bucket_counter_t *c, dp_replica_t *r) {
-    dp_trainer_t *t = r->trainer;
-    while (r->next_bucket >= 0 && (size_t)r->next_bucket * DP_BUCKET_FLOATS >= r->ready_from) {
-        long b = r->next_bucket--;
-        if (atomic_fetch_add_explicit(&c->done[b], 1, memory_order_acq_rel) + 1 != t->num_devices) continue;
-        c->complete(t, b);
-    }
-}
+#include "buckets.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 /* One rank: sum the bucket, copy it back, update it everywhere. */
 static void complete_bucket(dp_trainer_t *t, long b) {

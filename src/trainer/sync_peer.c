@@ -25,7 +25,7 @@
  * overlap, so that both give the same bits also where NCCL's order of
  * summation depends on the message size.
  *
- * DESIGN (overlap). The bucket counter (sync_overlap.c) calls
+ * DESIGN (overlap). The bucket counter (buckets.c) calls
  * bucket_complete on the device thread that counts a bucket last. NCCL
  * needs every member to issue the same collectives in the same order, and
  * two device threads may complete two buckets in either order: under
@@ -44,7 +44,10 @@
 #include <string.h>
 
 #include "dptrain/comm.h"
-#include "trainer_internal.h"
+#include "buckets.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 #define PEER_MAX_LOCAL 16
 

@@ -15,7 +15,9 @@
  * parameters into its replica. MPI calls are made from the caller's thread,
  * between waits.
  */
-#include "trainer_internal.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_state.h"
 
 static dp_status_t ps_init(dp_trainer_t *t) {
     const dp_backend_t *be = t->backend;

@@ -1,7 +1,10 @@
 /* trainer.c - the data-parallel trainer (parallel.h): the replicas, the step
  * skeleton, evaluation, and the host copies of the parameters. How the
  * replicas agree on each step's update is a synchronisation strategy
- * (trainer_internal.h, one sync_*.c file each).
+ * (sync_strategy.h, one sync_*.c file each), built on the operations over
+ * every replica (replica.h: replica.c, replica_collectives.c) and the
+ * gradient buckets (buckets.h); the loss and accuracy sums counted on the
+ * devices are trainer_metrics.c's.
  *
  * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
  * device d and lives in its backend's memory: only tasks on device d touch
@@ -57,7 +60,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trainer_internal.h"
+#include "buckets.h"
+#include "replica.h"
+#include "sync_strategy.h"
+#include "trainer_metrics.h"
+#include "trainer_state.h"
 
 void dp_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
 
@@ -73,27 +80,12 @@ void dp_split_batch(int n, int k, int d, int *start, int *count) {
     *start = d * base + (d < extra ? d : extra);
 }
 
-static void replica_free(dp_replica_t *r) {
-    dp_device_free(r->device); /* first: runs what is queued, then joins */
-    r->backend->free(r->backend->ctx, r->params);
-    r->backend->free(r->backend->ctx, r->grads);
-    dp_tape_free(r->tape);
-    dp_arena_free(r->arena);
-    if (r->optimizer && r->backend->optimizer_forget) r->backend->optimizer_forget(r->backend->ctx, r->optimizer);
-    dp_optimizer_free(r->optimizer);
-    r->backend->free(r->backend->ctx, r->metrics_block);
-    free(r->host_params);
-    free(r->host_indices);
-    free(r->host_batch);
-    free(r->host_labels);
-}
-
 void dp_trainer_free(dp_trainer_t *t) {
     if (!t) return;
     if (t->sync && t->sync->release) t->sync->release(t); /* nothing of the strategy runs any more */
     dp_sync_peer_release(t);
     for (int d = 0; t->replicas && d < t->num_devices; d++)
-        if (t->replicas[d].backend) replica_free(&t->replicas[d]);
+        if (t->replicas[d].backend) dp_replica_free(&t->replicas[d]);
     free(t->replicas);
     free(t->devices);
     free(t->grad_buffers);
@@ -104,90 +96,6 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->split_part);
     dp_sync_batch_norm_release(t);
     free(t);
-}
-
-/* The device sums of count_metrics (trainer_internal.h): one zeroed block
- * per backend table, [training | evaluation], 2 doubles per device in each. */
-static dp_status_t metrics_alloc(dp_trainer_t *t) {
-    int k = t->num_devices;
-    if (!(t->host_metrics = dp_alloc_zeroed((size_t)4 * k, sizeof(double), "host copy of the step's metrics")))
-        return DP_ERR_NOMEM;
-    for (int d = 0; d < k; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        int owner = 0;
-        while (t->replicas[owner].backend != r->backend) owner++;
-        r->metrics_owner = owner;
-        r->metrics_slot = t->replicas[owner].metrics_slots++;
-    }
-    for (int d = 0; d < k; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        if (r->metrics_owner != d) continue;
-        size_t bytes = sizeof(double) * 4 * (size_t)r->metrics_slots;
-        if (!(r->metrics_block = r->backend->alloc(r->backend->ctx, bytes, "the step's loss and accuracy sums")))
-            return DP_ERR_NOMEM;
-        r->backend->zero(r->backend->ctx, r->metrics_block, bytes);
-    }
-    for (int d = 0; d < k; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        const dp_replica_t *o = &t->replicas[r->metrics_owner];
-        r->train_sums = o->metrics_block + 2 * r->metrics_slot;
-        r->eval_sums = o->metrics_block + 2 * o->metrics_slots + 2 * r->metrics_slot;
-    }
-    return DP_OK;
-}
-
-/* The training (eval = 0) or evaluation sums of every device into
- * t->host_metrics + 2k (device d's at 2d): one download per block, unless
- * `download` is 0; then, with `reset`, the blocks' sums zeroed. Between
- * waits, on the caller's thread. */
-static dp_status_t metrics_move(dp_trainer_t *t, int eval, int download, int reset) {
-    int k = t->num_devices;
-    double *scratch = t->host_metrics, *per_device = t->host_metrics + 2 * k;
-    for (int o = 0; o < k; o++) {
-        const dp_replica_t *owner = &t->replicas[o];
-        if (!owner->metrics_block) continue;
-        const dp_backend_t *be = owner->backend;
-        size_t bytes = sizeof(double) * 2 * (size_t)owner->metrics_slots;
-        double *sums = owner->metrics_block + (eval ? 2 * owner->metrics_slots : 0);
-        if (download) {
-            be->download(be->ctx, scratch, sums, bytes);
-            if (be->failure) DP_TRY(be->failure(be->ctx)); /* the failure, not the bytes it left */
-            for (int d = o; d < k; d++)
-                if (t->replicas[d].metrics_owner == o)
-                    memcpy(per_device + 2 * d, scratch + 2 * t->replicas[d].metrics_slot, 2 * sizeof(double));
-        }
-        if (reset) be->zero(be->ctx, sums, bytes);
-    }
-    return DP_OK;
-}
-
-/* Device d's correct count as read: a whole number from 0 to INT_MAX, or
- * the download failed (a GPU's failure leaves NaN bytes). */
-static dp_status_t metrics_count(const dp_trainer_t *t, int d, double value, int *count) {
-    if (!(value >= 0.0 && value <= (double)INT_MAX) || value != (double)(int)value)
-        return dp_fail(DP_ERR_ARG, "%s: the correct count read from the device is %g, not a count (the device "
-                       "failed?)", dp_device_name(t->devices[d]), value);
-    *count = (int)value;
-    return DP_OK;
-}
-
-dp_status_t dp_trainer_read_metrics(dp_trainer_t *t, double *loss_sum, int *correct, int reset) {
-    int download = loss_sum || correct;
-    if (!download && !reset) return DP_OK;
-    DP_TRY(metrics_move(t, 0, download, reset));
-    if (!download) return DP_OK;
-    const double *per_device = t->host_metrics + 2 * t->num_devices;
-    double total_loss = 0.0;
-    int total_correct = 0;
-    for (int d = 0; d < t->num_devices; d++) { /* in device order: the same sum every run */
-        int count = 0;
-        DP_TRY(metrics_count(t, d, per_device[2 * d + 1], &count));
-        total_loss += per_device[2 * d];
-        total_correct += count;
-    }
-    if (loss_sum) *loss_sum += total_loss;
-    if (correct) *correct += total_correct;
-    return DP_OK;
 }
 
 /* The strategy for a configuration (parallel.h). */
@@ -296,7 +204,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         }
         be->upload(be->ctx, r->params, t->replicas[0].host_params, param_bytes);
     }
-    if ((status = metrics_alloc(t)) != DP_OK) goto fail;
+    if ((status = dp_trainer_metrics_alloc(t)) != DP_OK) goto fail;
     if ((status = dp_sync_peer_choose(t)) != DP_OK) goto fail; /* NCCL, or the host paths */
     t->sync = !t->peer_group ? choose_sync(config, t->ranks) : config->overlap ? &dp_sync_peer_overlap : &dp_sync_peer;
     if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
@@ -324,26 +232,6 @@ dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
     const dp_backend_t *be = ps ? t->backend : t->replicas[device].backend; /* the server's is device 0's */
     if (be->optimizer_download) be->optimizer_download(be->ctx, opt);
     return opt;
-}
-
-void dp_trainer_optimizers_uploaded(dp_trainer_t *t) {
-    for (int d = 0; d < t->num_devices; d++) {
-        const dp_backend_t *be = t->replicas[d].backend;
-        if (be->optimizer_upload) be->optimizer_upload(be->ctx, t->replicas[d].optimizer);
-    }
-    if (t->server_optimizer && t->backend->optimizer_upload)
-        t->backend->optimizer_upload(t->backend->ctx, t->server_optimizer);
-}
-
-float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t start, size_t count) {
-    if (!t->host_stage) return (float *)device_buffer + start;
-    t->backend->download(t->backend->ctx, t->host_stage + start, device_buffer + start, sizeof(float) * count);
-    return t->host_stage + start;
-}
-
-void dp_trainer_stage_up(dp_trainer_t *t, float *device_buffer, size_t start, size_t count) {
-    if (t->host_stage)
-        t->backend->upload(t->backend->ctx, device_buffer + start, t->host_stage + start, sizeof(float) * count);
 }
 
 void dp_trainer_set_lr(dp_trainer_t *t, float lr) {
@@ -377,51 +265,6 @@ int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
 const char *dp_trainer_allreduce(const dp_trainer_t *t) { return t->allreduce; }
-
-dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {
-    for (int d = 0; d < t->num_devices; d++) {
-        dp_status_t status = dp_device_submit(t->devices[d], fn, &t->replicas[d]);
-        if (status != DP_OK) {
-            char message[1024];
-            snprintf(message, sizeof message, "%s", dp_error_message());
-            dp_waitall(t->devices, d);
-            return dp_fail(status, "%s", message);
-        }
-    }
-    return dp_waitall(t->devices, t->num_devices);
-}
-
-void dp_trainer_begin_optimizer_steps(dp_trainer_t *t) {
-    for (int d = 0; d < t->num_devices; d++) dp_optimizer_begin_step(t->replicas[d].optimizer);
-}
-
-void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count) {
-    dp_replicas_reduce(t, t->backend, t->grad_buffers[0], start, count);
-}
-
-void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count) {
-    dp_replicas_broadcast(t, t->grad_buffers, 0, start, count);
-    for (int e = 0; e < t->num_devices; e++) {
-        dp_replica_t *other = &t->replicas[e];
-        other->backend->optimizer_update(other->backend->ctx, other->optimizer, other->params, other->grads, start,
-                                         count);
-    }
-}
-
-dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
-    size_t count = t->num_params - t->num_trainable;
-    /* With synchronised batch norm every replica on every rank updated its
-     * running statistics from the same global sums, in the same order: they
-     * are equal already (dp_trainer_check_replicas checks it). */
-    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
-    float *source = t->replicas[0].params;
-    if (t->ranks > 1) { /* through host memory when MPI may not read the device's */
-        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, t->num_trainable, count), count));
-        dp_trainer_stage_up(t, source, t->num_trainable, count);
-    }
-    dp_replicas_broadcast(t, t->param_buffers, 0, t->num_trainable, count);
-    return DP_OK;
-}
 
 /* Uploads the examples indices[0..n) (host) into the replica's arena as a
  * batch; `augment`: a training shard, augmented when the trainer says so,
@@ -647,13 +490,13 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
         }
         r->eval_batch = eval_batch;
     }
-    DP_TRY(metrics_move(t, 1, 0, 1)); /* zeroed, queued before the tasks' counts */
+    DP_TRY(dp_trainer_metrics_move(t, 1, 0, 1)); /* zeroed, queued before the tasks' counts */
     DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
-    DP_TRY(metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
+    DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
     double total = 0;
     for (int d = 0; d < t->num_devices; d++) {
         int count = 0;
-        DP_TRY(metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &count));
+        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &count));
         total += count;
     }
     DP_TRY(dp_world_sum_doubles(&total, 1));

@@ -1,0 +1,65 @@
+/* train.h - what `dptrain train`'s option parsing and run (train.c) and
+ * its output (train_output.c) share: the options and the printer that
+ * dp_fit's callbacks write through.
+ */
+#ifndef DPTRAIN_CLI_TRAIN_H
+#define DPTRAIN_CLI_TRAIN_H
+
+#include <stdint.h>
+
+#include "dptrain/comm.h"
+#include "dptrain/fit.h"
+#include "dptrain/io.h"
+
+typedef struct {
+    const char *model;
+    const char *data_dir;
+    int batch_size;
+    float lr;
+    float weight_decay;
+    /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
+    const char *optimizer, *lr_schedule;
+    float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
+    int nesterov, lr_step_epochs, warmup_steps;
+    int epochs;
+    int stop_after; /* 0: run all the epochs */
+    uint64_t seed;
+    int limit;
+    int threads_per_device;
+    const char *devices;
+    const char *allreduce;
+    const char *overlap;
+    const char *sync;
+    float comm_timeout;
+    int sync_batch_norm;
+    const char *metrics_path;
+    const char *plot_path;
+    const char *save_path, *resume_path;
+    int quiet;
+    const char *normalize, *augment; /* NULL: none */
+    int accumulate;                  /* micro-batches per step, 1: none */
+    int save_every_steps;            /* 0: checkpoints at epoch ends only */
+    int tf32;                        /* GPU devices: TF32 math (off by default) */
+    int winograd;                    /* CPU devices: Winograd 5x5 convolutions (off by default) */
+} train_options_t;
+
+/* What `dptrain train` prints, from dp_fit's callbacks. */
+typedef struct {
+    const train_options_t *o;
+    const dp_world_t *world;
+    int speaks;
+    int train_count, test_count;
+    char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
+    const char *devices_note; /* without --devices: why these (on the first line) */
+    char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */
+    dp_progress_t bar;
+    int bar_open;
+} train_printer_t;
+
+/* dp_fit's callbacks (ctx: the train_printer_t). */
+void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
+void train_draw_progress(const dp_fit_step_t *step, void *ctx);
+void train_print_warning(const char *message, void *ctx);
+dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
+
+#endif

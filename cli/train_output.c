@@ -1,0 +1,65 @@
+/* train_output.c - what `dptrain train` prints (train.h), from dp_fit's
+ * callbacks: the first lines (what trains on what), the progress bar on a
+ * terminal, the warnings and one line per epoch.
+ */
+#include <stdio.h>
+
+#include "dptrain/cpu.h"
+#include "train.h"
+
+void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
+    train_printer_t *p = ctx;
+    const train_options_t *o = p->o;
+    /* "[cpu:0, cpu:1]", as the book prints its device lists */
+    char *devices = p->devices;
+    size_t size = sizeof p->devices;
+    size_t used = p->world->size > 1 ? (size_t)snprintf(devices, size, "%d ranks x [", p->world->size)
+                                     : (size_t)snprintf(devices, size, "[");
+    for (const char *c = begin->devices; *c && used + 3 < size; c++) {
+        if (*c == ',') devices[used++] = ',', devices[used++] = ' ';
+        else devices[used++] = *c;
+    }
+    snprintf(devices + used, size - used, "]");
+    if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
+        snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
+    if (!o->quiet)
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s%s\n",
+               o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
+               o->epochs, (unsigned long long)o->seed, devices, p->devices_note ? " (" : "",
+               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->allreduce);
+    if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
+                          o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
+    if (begin->first_epoch >= begin->last_epoch && p->speaks)
+        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
+               begin->last_epoch < o->epochs ? "stop-after" : "epochs", begin->last_epoch);
+}
+
+/* The progress bar, on rank 0's stderr when it is a terminal. */
+void train_draw_progress(const dp_fit_step_t *step, void *ctx) {
+    train_printer_t *p = ctx;
+    if (step->event == DP_FIT_EPOCH_BEGIN) {
+        dp_progress_init(&p->bar, p->world->rank == 0 ? stderr : NULL, step->steps);
+        p->bar_open = 1;
+    } else if (step->event == DP_FIT_STEP_END) {
+        dp_progress_update(&p->bar, step->step, step->mean_loss);
+    } else if (p->bar_open) {
+        dp_progress_finish(&p->bar);
+        p->bar_open = 0;
+    }
+}
+
+void train_print_warning(const char *message, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
+}
+
+dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (!p->o->quiet)
+        printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
+               "%.0f images/sec on %s\n",
+               s->epoch, p->o->epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
+               s->images_per_sec, p->devices);
+    fflush(stdout);
+    return DP_OK;
+}

@@ -1,0 +1,304 @@
+/* checkpoint_meta.c - a checkpoint's metadata (checkpoint.h lists the
+ * keys): dp_checkpoint_info_t written as the safetensors __metadata__
+ * strings, and read back with every value parsed and checked whole (the
+ * optimizer's and the schedule's hyper-parameters, where training stands,
+ * the optional keys of an older file). checkpoint.c writes and reads the
+ * tensors around it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint_internal.h"
+
+/* The metadata keys, in the order they are written (checkpoint.h says what each holds). */
+enum {
+    META_FORMAT, META_FORMAT_VERSION, META_DPTRAIN_VERSION, META_MODEL, META_FINGERPRINT, META_OPTIMIZER,
+    META_LR, META_WEIGHT_DECAY, META_MOMENTUM, META_NESTEROV, META_BETA1, META_BETA2, META_EPS,
+    META_OPTIMIZER_STATES, META_OPTIMIZER_STEPS, META_SCHEDULE, META_SCHEDULE_LR, META_SCHEDULE_STEP_EPOCHS,
+    META_SCHEDULE_GAMMA, META_SCHEDULE_TOTAL_EPOCHS, META_SCHEDULE_MIN_LR, META_SCHEDULE_WARMUP_EPOCHS,
+    META_SCHEDULE_WARMUP_STEPS, META_SCHEDULE_STEPS_PER_EPOCH, META_SCHEDULE_TOTAL_STEPS, META_STEP_COUNT,
+    META_EPOCHS, META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES,
+    META_DEVICES, META_RANKS, META_NORMALIZE, META_AUGMENT, META_EPOCH_LOSS, META_EPOCH_CORRECT,
+    META_EPOCH_EXAMPLES, META_COUNT
+};
+static const char *const meta_keys[META_COUNT] = {
+    "format", "format_version", "dptrain_version", "model", "model_fingerprint", "optimizer",
+    "optimizer.lr", "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov",
+    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.states", "optimizer.steps",
+    "lr_schedule", "lr_schedule.lr", "lr_schedule.step_epochs", "lr_schedule.gamma",
+    "lr_schedule.total_epochs", "lr_schedule.min_lr", "lr_schedule.warmup_epochs", "lr_schedule.warmup_steps",
+    "lr_schedule.steps_per_epoch", "lr_schedule.total_steps", "step_count", "epochs_completed",
+    "loader.epoch", "loader.batch", "seed", "batch_size", "train_examples", "devices", "ranks",
+    "data.normalize", "data.augment", "epoch.loss_sums", "epoch.correct", "epoch.examples",
+};
+_Static_assert(META_COUNT == DP_CHECKPOINT_META_KEYS, "DP_CHECKPOINT_META_KEYS counts the keys");
+#define FORMAT_NAME "dptrain-checkpoint"
+
+/* cosine's T; 0 for the schedules that have no length */
+static uint64_t schedule_total_steps(const dp_checkpoint_info_t *info) {
+    return info->schedule.kind == DP_LR_COSINE ? (uint64_t)info->schedule.total_epochs * info->steps_per_epoch : 0;
+}
+
+/* The current error message, prefixed with `path: ` (the schedule and
+ * optimizer checks do not know the file). */
+dp_status_t dp_checkpoint_fail_in(dp_status_t status, const char *path, const char *what) {
+    char message[1024];
+    snprintf(message, sizeof message, "%s", dp_error_message());
+    return dp_fail(status, "%s: %s: %s", path, what, message);
+}
+
+void dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model, const dp_checkpoint_info_t *info,
+                             uint64_t optimizer_steps, const char *optimizer_states) {
+    memset(m->values, 0, sizeof m->values);
+    const dp_optim_config_t *o = &info->optim;
+    const dp_lr_schedule_t *sc = &info->schedule;
+    const char *texts[META_COUNT] = {
+        [META_FORMAT] = FORMAT_NAME, [META_DPTRAIN_VERSION] = info->dptrain_version,
+        [META_MODEL] = info->model, [META_OPTIMIZER] = dp_optim_kind_name(o->kind),
+        [META_SCHEDULE] = dp_lr_schedule_kind_name(sc->kind),
+    };
+    snprintf(m->values[META_FORMAT_VERSION], 256, "%d", DP_CHECKPOINT_VERSION);
+    snprintf(m->values[META_FINGERPRINT], 256, "%016" PRIx64, dp_model_fingerprint(model));
+    snprintf(m->values[META_LR], 256, "%.9g", o->lr);
+    snprintf(m->values[META_WEIGHT_DECAY], 256, "%.9g", o->weight_decay);
+    snprintf(m->values[META_MOMENTUM], 256, "%.9g", o->momentum);
+    snprintf(m->values[META_NESTEROV], 256, "%d", o->nesterov ? 1 : 0);
+    snprintf(m->values[META_BETA1], 256, "%.9g", o->beta1);
+    snprintf(m->values[META_BETA2], 256, "%.9g", o->beta2);
+    snprintf(m->values[META_EPS], 256, "%.9g", o->eps);
+    snprintf(m->values[META_OPTIMIZER_STEPS], 256, "%" PRIu64, optimizer_steps);
+    snprintf(m->values[META_SCHEDULE_LR], 256, "%.17g", sc->lr);
+    snprintf(m->values[META_SCHEDULE_STEP_EPOCHS], 256, "%d", sc->step_epochs);
+    snprintf(m->values[META_SCHEDULE_GAMMA], 256, "%.17g", sc->gamma);
+    snprintf(m->values[META_SCHEDULE_TOTAL_EPOCHS], 256, "%d", sc->total_epochs);
+    snprintf(m->values[META_SCHEDULE_MIN_LR], 256, "%.17g", sc->min_lr);
+    snprintf(m->values[META_SCHEDULE_WARMUP_EPOCHS], 256, "%.17g", sc->warmup_epochs);
+    snprintf(m->values[META_SCHEDULE_WARMUP_STEPS], 256, "%" PRIu64, sc->warmup_steps);
+    snprintf(m->values[META_SCHEDULE_STEPS_PER_EPOCH], 256, "%" PRIu64, info->steps_per_epoch);
+    snprintf(m->values[META_SCHEDULE_TOTAL_STEPS], 256, "%" PRIu64, schedule_total_steps(info));
+    snprintf(m->values[META_STEP_COUNT], 256, "%" PRIu64, info->step_count);
+    snprintf(m->values[META_EPOCHS], 256, "%d", info->epochs_completed);
+    snprintf(m->values[META_LOADER_EPOCH], 256, "%d", info->loader_epoch);
+    snprintf(m->values[META_LOADER_BATCH], 256, "%d", info->loader_batch);
+    snprintf(m->values[META_SEED], 256, "%" PRIu64, info->seed);
+    snprintf(m->values[META_BATCH_SIZE], 256, "%d", info->batch_size);
+    snprintf(m->values[META_TRAIN_EXAMPLES], 256, "%d", info->train_examples);
+    snprintf(m->values[META_DEVICES], 256, "%d", info->num_devices);
+    snprintf(m->values[META_RANKS], 256, "%d", info->num_ranks > 0 ? info->num_ranks : 1);
+    snprintf(m->values[META_NORMALIZE], 256, "%s", info->normalize);
+    snprintf(m->values[META_AUGMENT], 256, "%s", info->augment);
+    size_t used_loss = 0, used_correct = 0;
+    for (int r = 0; r < info->epoch_ranks && r < DP_CHECKPOINT_RANK_SUMS; r++) {
+        used_loss += (size_t)snprintf(m->values[META_EPOCH_LOSS] + used_loss, 256 - used_loss, r ? ",%.17g" : "%.17g",
+                                      info->epoch_loss[r]);
+        used_correct += (size_t)snprintf(m->values[META_EPOCH_CORRECT] + used_correct, 256 - used_correct,
+                                         r ? ",%d" : "%d", info->epoch_correct[r]);
+    }
+    snprintf(m->values[META_EPOCH_EXAMPLES], 256, "%d", info->epoch_examples);
+    snprintf(m->values[META_OPTIMIZER_STATES], 256, "%s", optimizer_states);
+    for (int k = 0; k < META_COUNT; k++)
+        m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
+}
+
+static dp_status_t parse_optional(dp_checkpoint_t *c);
+
+/* --- metadata parsing: every value checked whole --- */
+static dp_status_t meta_text(const dp_checkpoint_t *c, int key, const char **out) {
+    *out = dp_safetensors_meta(c->st, meta_keys[key]);
+    if (!*out)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is missing (not a checkpoint written by dptrain?)",
+                       dp_safetensors_path(c->st), meta_keys[key]);
+    return DP_OK;
+}
+
+static dp_status_t meta_copy(const dp_checkpoint_t *c, int key, char *out, size_t size) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    if (strlen(text) >= size)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
+                       meta_keys[key], size - 1);
+    memcpy(out, text, strlen(text) + 1);
+    return DP_OK;
+}
+
+static dp_status_t meta_u64(const dp_checkpoint_t *c, int key, uint64_t max, uint64_t *out) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!(text[0] >= '0' && text[0] <= '9') || *end || errno || v > max)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer from 0 to %" PRIu64,
+                       dp_safetensors_path(c->st), meta_keys[key], text, max);
+    *out = v;
+    return DP_OK;
+}
+
+static dp_status_t meta_int(const dp_checkpoint_t *c, int key, int *out) {
+    uint64_t v;
+    DP_TRY(meta_u64(c, key, INT32_MAX, &v));
+    *out = (int)v;
+    return DP_OK;
+}
+
+/* A number: float32 when `f` is given, else float64 into `d`. */
+static dp_status_t meta_number(const dp_checkpoint_t *c, int key, float *f, double *d) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    char *end;
+    errno = 0;
+    double v = f ? (double)strtof(text, &end) : strtod(text, &end);
+    if (!text[0] || *end || errno || !isfinite(v))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number", dp_safetensors_path(c->st),
+                       meta_keys[key], text);
+    if (f) *f = (float)v;
+    else *d = v;
+    return DP_OK;
+}
+
+/* The name of a kind (optimizer, schedule) -> the kind, via `from_name`. */
+static dp_status_t meta_kind(const dp_checkpoint_t *c, int key, int (*from_name)(const char *), const char *expected,
+                             int *out) {
+    const char *text;
+    DP_TRY(meta_text(c, key, &text));
+    *out = from_name(text);
+    if (*out < 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected %s", dp_safetensors_path(c->st),
+                       meta_keys[key], text, expected);
+    return DP_OK;
+}
+
+static dp_status_t parse_optimizer(dp_checkpoint_t *c) {
+    dp_optim_config_t *o = &c->info.optim;
+    int kind;
+    DP_TRY(meta_kind(c, META_OPTIMIZER, dp_optim_kind_from_name, "sgd, momentum, adagrad or adam", &kind));
+    o->kind = (dp_optim_kind_t)kind;
+    DP_TRY(meta_number(c, META_LR, &o->lr, NULL));
+    DP_TRY(meta_number(c, META_WEIGHT_DECAY, &o->weight_decay, NULL));
+    DP_TRY(meta_number(c, META_MOMENTUM, &o->momentum, NULL));
+    DP_TRY(meta_int(c, META_NESTEROV, &o->nesterov));
+    DP_TRY(meta_number(c, META_BETA1, &o->beta1, NULL));
+    DP_TRY(meta_number(c, META_BETA2, &o->beta2, NULL));
+    DP_TRY(meta_number(c, META_EPS, &o->eps, NULL));
+    DP_TRY(meta_copy(c, META_OPTIMIZER_STATES, c->states, sizeof c->states));
+    DP_TRY(meta_u64(c, META_OPTIMIZER_STEPS, UINT64_MAX, &c->info.optimizer_steps));
+    if (dp_optim_config_check(o) != DP_OK)
+        return dp_checkpoint_fail_in(DP_ERR_FORMAT, dp_safetensors_path(c->st), "metadata 'optimizer.*'");
+    return DP_OK;
+}
+
+static dp_status_t parse_schedule(dp_checkpoint_t *c) {
+    const char *path = dp_safetensors_path(c->st);
+    dp_checkpoint_info_t *info = &c->info;
+    dp_lr_schedule_t *s = &info->schedule;
+    int kind;
+    DP_TRY(meta_kind(c, META_SCHEDULE, dp_lr_schedule_kind_from_name, "constant, step or cosine", &kind));
+    s->kind = (dp_lr_schedule_kind_t)kind;
+    DP_TRY(meta_number(c, META_SCHEDULE_LR, NULL, &s->lr));
+    DP_TRY(meta_int(c, META_SCHEDULE_STEP_EPOCHS, &s->step_epochs));
+    DP_TRY(meta_number(c, META_SCHEDULE_GAMMA, NULL, &s->gamma));
+    DP_TRY(meta_int(c, META_SCHEDULE_TOTAL_EPOCHS, &s->total_epochs));
+    DP_TRY(meta_number(c, META_SCHEDULE_MIN_LR, NULL, &s->min_lr));
+    DP_TRY(meta_number(c, META_SCHEDULE_WARMUP_EPOCHS, NULL, &s->warmup_epochs));
+    DP_TRY(meta_u64(c, META_SCHEDULE_WARMUP_STEPS, UINT64_MAX, &s->warmup_steps));
+    DP_TRY(meta_u64(c, META_SCHEDULE_STEPS_PER_EPOCH, UINT32_MAX, &info->steps_per_epoch));
+    uint64_t total_steps;
+    DP_TRY(meta_u64(c, META_SCHEDULE_TOTAL_STEPS, UINT64_MAX, &total_steps));
+    if (dp_lr_schedule_check(s) != DP_OK) return dp_checkpoint_fail_in(DP_ERR_FORMAT, path, "metadata 'lr_schedule.*'");
+    if (info->steps_per_epoch < 1)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'lr_schedule.steps_per_epoch' is 0, expected >= 1", path);
+    if (total_steps != schedule_total_steps(info))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'lr_schedule.total_steps' is %" PRIu64 ", expected %" PRIu64
+                       " (total_epochs x steps_per_epoch for cosine, else 0)", path, total_steps,
+                       schedule_total_steps(info));
+    return DP_OK;
+}
+
+dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c) {
+    const char *path = dp_safetensors_path(c->st);
+    dp_checkpoint_info_t *info = &c->info;
+    if (!dp_safetensors_meta(c->st, "format") || strcmp(dp_safetensors_meta(c->st, "format"), FORMAT_NAME))
+        return dp_fail(DP_ERR_FORMAT, "%s: a safetensors file but not a dptrain checkpoint (metadata 'format' "
+                       "is not '" FORMAT_NAME "')", path);
+    int version;
+    DP_TRY(meta_int(c, META_FORMAT_VERSION, &version));
+    if (version != DP_CHECKPOINT_VERSION)
+        return dp_fail(DP_ERR_FORMAT, "%s: checkpoint format version %d, this dptrain reads version %d", path,
+                       version, DP_CHECKPOINT_VERSION);
+    DP_TRY(meta_copy(c, META_MODEL, info->model, sizeof info->model));
+    DP_TRY(meta_copy(c, META_DPTRAIN_VERSION, info->dptrain_version, sizeof info->dptrain_version));
+    const char *fingerprint;
+    DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
+    char *end;
+    c->fingerprint = strtoull(fingerprint, &end, 16);
+    if (strlen(fingerprint) != 16 || *end)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
+                       fingerprint);
+    DP_TRY(parse_optimizer(c));
+    DP_TRY(parse_schedule(c));
+    DP_TRY(meta_u64(c, META_STEP_COUNT, UINT64_MAX, &info->step_count));
+    DP_TRY(meta_int(c, META_EPOCHS, &info->epochs_completed));
+    DP_TRY(meta_int(c, META_LOADER_EPOCH, &info->loader_epoch));
+    DP_TRY(meta_int(c, META_LOADER_BATCH, &info->loader_batch));
+    DP_TRY(meta_u64(c, META_SEED, UINT64_MAX, &info->seed));
+    DP_TRY(meta_int(c, META_BATCH_SIZE, &info->batch_size));
+    DP_TRY(meta_int(c, META_TRAIN_EXAMPLES, &info->train_examples));
+    DP_TRY(meta_int(c, META_DEVICES, &info->num_devices));
+    DP_TRY(meta_int(c, META_RANKS, &info->num_ranks));
+    return parse_optional(c);
+}
+
+/* The epoch's sums so far: "a,b,..." (at most DP_CHECKPOINT_RANK_SUMS). */
+static dp_status_t parse_sums(const dp_checkpoint_t *c, int key, double *doubles, int *ints, int *count) {
+    const char *text = dp_safetensors_meta(c->st, meta_keys[key]);
+    *count = 0;
+    if (!text || !*text) return DP_OK;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        if (*count == DP_CHECKPOINT_RANK_SUMS) goto bad;
+        if (doubles) {
+            doubles[*count] = strtod(p, &end);
+        } else {
+            long v = strtol(p, &end, 10);
+            if (v < 0 || v > INT32_MAX) goto bad;
+            ints[*count] = (int)v;
+        }
+        if (end == p || errno) goto bad;
+        (*count)++;
+        if (*end == '\0') return DP_OK;
+        if (*end != ',') goto bad;
+        p = end + 1;
+    }
+bad:
+    return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected up to %d comma-separated numbers",
+                   dp_safetensors_path(c->st), meta_keys[key], text, DP_CHECKPOINT_RANK_SUMS);
+}
+
+/* The keys a file of an older dptrain may lack: none, none, an epoch's end. */
+static dp_status_t parse_optional(dp_checkpoint_t *c) {
+    dp_checkpoint_info_t *info = &c->info;
+    if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
+        DP_TRY(meta_copy(c, META_NORMALIZE, info->normalize, sizeof info->normalize));
+    if (dp_safetensors_meta(c->st, meta_keys[META_AUGMENT]))
+        DP_TRY(meta_copy(c, META_AUGMENT, info->augment, sizeof info->augment));
+    if (dp_safetensors_meta(c->st, meta_keys[META_EPOCH_EXAMPLES]))
+        DP_TRY(meta_int(c, META_EPOCH_EXAMPLES, &info->epoch_examples));
+    int losses, corrects;
+    DP_TRY(parse_sums(c, META_EPOCH_LOSS, info->epoch_loss, NULL, &losses));
+    DP_TRY(parse_sums(c, META_EPOCH_CORRECT, NULL, info->epoch_correct, &corrects));
+    if (losses != corrects)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'epoch.loss_sums' has %d entries, 'epoch.correct' %d",
+                       dp_safetensors_path(c->st), losses, corrects);
+    info->epoch_ranks = losses;
+    if (info->loader_batch > 0 && losses == 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
+                       "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",
+                       dp_safetensors_path(c->st), info->loader_epoch + 1, info->loader_batch);
+    return DP_OK;
+}

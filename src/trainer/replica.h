@@ -1,0 +1,99 @@
+/* replica.h - a replica (one device's copy of the model, its gradients,
+ * optimizer and scratch) and the operations over every replica of a trainer
+ * that the synchronisation strategies (sync_*.c) and the trainer (trainer.c)
+ * share: replica.c (tasks on every device, the optimizers, the buffers after
+ * a step, MPI's host staging) and replica_collectives.c (sums and copies
+ * among the replicas). Library internal; below the strategies and the
+ * trainer: nothing here calls either.
+ */
+#ifndef DPTRAIN_REPLICA_H
+#define DPTRAIN_REPLICA_H
+
+#include "dptrain/autograd.h"
+#include "dptrain/backend.h"
+#include "dptrain/device.h"
+#include "dptrain/parallel.h"
+
+typedef struct dp_replica {
+    float *params; /* (num_params) this replica's copy of the parameters; device memory */
+    float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
+    dp_arena_t *arena; /* device memory: activations, the batch */
+    dp_tape_t *tape;
+    dp_optimizer_t *optimizer;
+    dp_device_t *device;
+    const dp_backend_t *backend; /* the device's */
+    float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
+    int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
+    float *host_batch;   /* (host_batch_size) a shard augmented on the host, for a backend */
+    int32_t *host_labels; /* without load_batch_augmented: uploaded from here */
+    size_t host_batch_size, host_labels_size;
+    /* the current task's arguments and results */
+    dp_trainer_t *trainer;
+    int index;
+    const dp_dataset_t *ds;
+    const int *indices;
+    int count, denominator, eval_batch;
+    /* device memory the backend's count_metrics adds a batch's figures to:
+     * train_sums (2: loss, correct) the steps' not read yet
+     * (dp_trainer_read_metrics), eval_sums (2) an evaluation's; both in
+     * the block of the first replica on the same backend table
+     * (metrics_owner), so that reading every device on one GPU is one
+     * download */
+    double *train_sums, *eval_sums;
+    double *metrics_block; /* the owner's: (4 x metrics_slots) [training | evaluation], else NULL */
+    int metrics_owner, metrics_slot, metrics_slots;
+    size_t ready_from; /* overlap: grads at offsets >= this are final this step */
+    long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
+    int64_t example_offset; /* global index of the shard's first example in the minibatch */
+    dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
+    double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
+    int stat_count;
+} dp_replica_t;
+
+/* replica.c */
+/* With a host staging buffer (t->host_stage: a backend without
+ * host_memory and several ranks), these move [start, start + count) of a
+ * device buffer to the same offsets of host_stage and back; without one
+ * they return the device pointer itself (MPI may use it). */
+float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t start, size_t count);
+void dp_trainer_stage_up(dp_trainer_t *t, float *device_buffer, size_t start, size_t count);
+/* Every optimizer's device copy = its host buffers (after a
+ * restore wrote them: fit.c's resume). */
+void dp_trainer_optimizers_uploaded(dp_trainer_t *t);
+
+/* Submits fn(replica d) to every device and waits for all. */
+dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn);
+/* dp_optimizer_begin_step on every replica's optimizer. */
+void dp_trainer_begin_optimizer_steps(dp_trainer_t *t);
+/* Buffers (running statistics) after a step: rank 0's replica 0
+ * everywhere. */
+dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t);
+
+/* Replica 0's gradient range holds the sum: copy it to the
+ * other replicas and update the range in every replica. */
+void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count);
+/* Sums the gradient range over all replicas into replica 0
+ * (device order). */
+void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count);
+
+/* replica.c: the replica's device (joined first), memory, tape, optimizer. */
+void dp_replica_free(dp_replica_t *r);
+
+/* replica_collectives.c */
+/* The sums and copies among the replicas, through
+ * the backend's collectives when every device is on one table, through host
+ * memory when they are on several (t->split_sum); the same bits either way.
+ * Calls at once from several threads must have disjoint ranges.
+ *   dp_replicas_reduce: dst[start, start + count) (memory of dst_backend) =
+ *     the sum of every replica's grads over the range, in device order;
+ *   dp_replicas_broadcast: buffers[e][range] = buffers[source][range] for
+ *     every replica e (buffers: t->grad_buffers or t->param_buffers);
+ *   dp_replica_copy_in: r->params[range] = src[range] (memory of
+ *     src_backend; through r->host_params when the tables differ). */
+void dp_replicas_reduce(dp_trainer_t *t, const dp_backend_t *dst_backend, float *dst, size_t start,
+                        size_t count);
+void dp_replicas_broadcast(dp_trainer_t *t, float *const *buffers, int source, size_t start, size_t count);
+void dp_replica_copy_in(dp_replica_t *r, const dp_backend_t *src_backend, const float *src, size_t start,
+                        size_t count);
+
+#endif

@@ -1,0 +1,68 @@
+/* trainer_state.h - the trainer's state (struct dp_trainer): what
+ * trainer.c owns and the strategies, replica.c, replica_collectives.c and
+ * buckets.c read. Types only; library internal.
+ */
+#ifndef DPTRAIN_TRAINER_STATE_H
+#define DPTRAIN_TRAINER_STATE_H
+
+#include <pthread.h>
+
+#include "replica.h"
+
+struct dp_sync_strategy;
+
+/* A reusable barrier for the k forward tasks of one step (sync batch norm)
+ * that a failing task can break. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int count, waiting, broken;
+    unsigned long generation;
+} dp_stat_barrier_t;
+
+struct dp_trainer {
+    dp_trainer_config_t config;
+    const dp_model_t *model;
+    const dp_backend_t *backend; /* device 0's (every device's unless split_sum) */
+    const struct dp_sync_strategy *sync;
+    void *sync_state;        /* the strategy's own */
+    size_t num_params;
+    size_t num_trainable;    /* the first num_trainable floats have gradients */
+    long num_buckets;        /* DP_BUCKET_FLOATS ranges of the gradients */
+    int num_devices;
+    dp_replica_t *replicas;
+    dp_device_t **devices;   /* (num_devices) */
+    float **grad_buffers;    /* (num_devices) replicas[d].grads */
+    float **param_buffers;   /* (num_devices) replicas[d].params */
+    int ranks;               /* config.world.size, >= 1 */
+    float *split_sum, *split_part; /* (num_params + 1) each when the devices are on several
+                                backend tables (config.backends): replica_collectives.c's host
+                                buffers; NULL: one table */
+    double *host_metrics;    /* (4 x num_devices) a metrics block's download [0, 2k), the
+                                sums per device in device order [2k, 4k) */
+    float *host_stage;       /* (num_params + 1) with ranks > 1 on a backend without host_memory:
+                                what MPI sums and broadcasts, staged through host memory */
+    double sync_sec;         /* time in phases 2 and 3, all steps */
+    double mpi_sec;          /* the part of it inside MPI_Allreduce */
+    uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
+    int epoch;               /* dp_trainer_set_position: augmentation's epoch ... */
+    int64_t first_position;  /* ... and the position of the step's first example in it */
+    int augment;             /* config.augment asks for anything */
+    int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
+    /* the parameter server (sync_ps.c) */
+    dp_device_t *server;
+    float *server_params, *server_grads; /* (num_params), (num_trainable + 1): server device memory */
+    dp_optimizer_t *server_optimizer;
+    /* sync batch norm (sync_batch_norm.c) */
+    dp_stat_barrier_t barrier;
+    int barrier_ready;
+    dp_status_t stat_status; /* device 0's failure inside a forward */
+    char stat_error[512];
+    char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
+    /* sync_peer.c: the NCCL group of every device of every rank (NULL: the
+     * host paths), and what dp_trainer_allreduce says */
+    dp_peer_group_t *peer_group;
+    char allreduce[160];
+};
+
+#endif
