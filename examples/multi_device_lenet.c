@@ -9,7 +9,9 @@
  * usage: multi_device_lenet [num_devices] [batch_size] [lr] [epochs] [limit]
  *        defaults: 2 256 0.2 10 60000 (the book's second run)
  */
+#ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 199309L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>

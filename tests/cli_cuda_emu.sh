@@ -90,7 +90,7 @@ else
   fail "mpirun not found (openmpi-bin)"
 fi
 
-# host synchronisations per step: none (the issue: a step waits for the GPU only for a collective across
+# host synchronisations per step: none (a step waits for the GPU only for a collective across
 # processes). The emulator counts every call that makes the host wait (stream and event synchronisations,
 # downloads among them); runs of one epoch that differ only in their number of steps (2 or 4 batches of 96,
 # --limit) must count the same: on one GPU, with 2 devices sharing it, and with 2 GPUs summing through NCCL
