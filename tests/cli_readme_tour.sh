@@ -4,11 +4,11 @@
 # directory, so a command of the front page that stops working fails here.
 # What the test changes, and only that:
 # - `build/dptrain` and `cmake --install build` name this build (DPTRAIN_BIN's
-#   directory); `build/dptrain` is a wrapper that adds `--data SMALL` (512
-#   training and 100 test images of Fashion-MNIST) to train, eval and
+#   directory); `build/dptrain` is a wrapper that adds `--data SMALL` (256
+#   training and 50 test images of Fashion-MNIST) to train, eval and
 #   launch, so the CPU lines run their epochs as written, in seconds;
 # - lines on cuda:N run on the CUDA emulator (the build's
-#   lib/libdptrain_cuda_emu.so, as cli_cuda_emu.sh does), with `--limit 64
+#   lib/libdptrain_cuda_emu.so, as cli_cuda_emu.sh does), with `--limit 32
 #   --batch-size 32 --epochs 1` added (the emulator runs kernels thread by thread); without
 #   the emulator they are skipped with a printed reason, as `launch` is
 #   without mpirun;
@@ -28,7 +28,7 @@ awk '/^## A tour/ { tour = 1 } tour && /^```sh$/ { block = 1; next } block && /^
   "$readme" >"$tmp/tour.sh"
 [[ $(grep -c 'build/dptrain' "$tmp/tour.sh") -ge 10 ]] && pass || fail "no tour of 10 or more dptrain commands in $readme"
 
-small_data "$tmp/small" 512 100
+small_data "$tmp/small" 256 50
 mkdir -p "$tmp/wrap" "$tmp/home" "$tmp/work" "$tmp/png"
 cat >"$tmp/wrap/dptrain" <<WRAP
 #!/usr/bin/env bash
@@ -36,7 +36,7 @@ args=("\$@")
 if [[ " \$* " == *cuda:* ]]; then
   if [[ ! -e "$emu" ]]; then echo "cli_readme_tour: SKIPPED (no CUDA emulator in this build): dptrain \$*"; exit 0; fi
   export DPTRAIN_CUDA_MODULE="$emu" DPTRAIN_CUDA_EMU_GPUS=2
-  args+=(--limit 64 --batch-size 32 --epochs 1)
+  args+=(--limit 32 --batch-size 32 --epochs 1)
 fi
 if [[ \$1 == launch ]] && ! command -v mpirun >/dev/null; then echo "cli_readme_tour: SKIPPED (no mpirun): dptrain \$*"; exit 0; fi
 case \$1 in train|eval|launch) args+=(--data "$tmp/small") ;; esac
@@ -64,7 +64,7 @@ if command -v mpirun >/dev/null; then
 fi
 "$bin" train --data "$tmp/small" --epochs 2 --devices 2 --save "$tmp/straight.st" --quiet >/dev/null 2>&1
 same_tensors "$w/ck.safetensors" "$tmp/straight.st" && pass || fail "the resumed checkpoint differs from 2 epochs straight"
-grep -qE '^test acc: [0-9.]+ \([0-9]+/100 correct\)' "$tmp/tour.out" && pass || fail "no eval line"
+grep -qE '^test acc: [0-9.]+ \([0-9]+/50 correct\)' "$tmp/tour.out" && pass || fail "no eval line"
 grep -qE '^ankle_boot.png: [^,]+ [0-9.]+, [^,]+ [0-9.]+$' "$tmp/tour.out" && pass || fail "no predict line with 2 classes"
 [[ -s $w/model.onnx ]] && pass || fail "no model.onnx"
 grep -qE '^test acc 0\.[0-9]{3}$' "$tmp/tour.out" && pass || fail "the C program printed no test accuracy"
