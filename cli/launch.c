@@ -13,7 +13,7 @@
  * Once a rank has ended the job, mpirun's message to the lost host's daemon
  * is pending, and then TCP's retransmission limit decides instead
  * (net.ipv4.tcp_retries2 on the launching host: about 15 minutes by
- * default, about 3 s with 3; see the README).
+ * default, about 3 s with 3; see docs/multi-process.md).
  *
  * --restarts K (like torchrun's --max-restarts): launch stays the parent of
  * mpirun and, when the job fails, runs it again, up to K times, saying why on

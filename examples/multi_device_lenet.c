@@ -3,12 +3,16 @@
  * (get_params, allreduce, split_batch, train_batch, train), written with
  * dptrain's low-level API: devices (device.h), the tape (autograd.h), the
  * model (nn.h), collectives (comm.h). `dptrain train` does the same, faster
- * and with more checks (parallel.c); this is the page to read next to the
+ * and with more checks (src/trainer/); this is the page to read next to the
  * book.
  *
  * usage: multi_device_lenet [num_devices] [batch_size] [lr] [epochs] [limit]
  *        defaults: 2 256 0.2 10 60000 (the book's second run)
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

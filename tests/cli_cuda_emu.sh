@@ -90,13 +90,13 @@ else
   fail "mpirun not found (openmpi-bin)"
 fi
 
-# host synchronisations per step: none (the issue: a step waits for the GPU only for a collective across
+# host synchronisations per step: none (a step waits for the GPU only for a collective across
 # processes). The emulator counts every call that makes the host wait (stream and event synchronisations,
 # downloads among them); runs of one epoch that differ only in their number of steps (2 or 4 batches of 96,
 # --limit) must count the same: on one GPU, with 2 devices sharing it, and with 2 GPUs summing through NCCL
 # (the default there; its emulation waits for its members on the host, as NCCL does on the GPU, which is
 # no host synchronisation of the step). What they count is per run and
-# epoch (README, "GPUs"): the parameters' upload per device, the epoch's loss and accuracy read once at its end
+# epoch (docs/devices.md, "Training on GPUs"): the parameters' upload per device, the epoch's loss and accuracy read once at its end
 # and the test accuracy once, the final replica check's downloads, the frees at exit.
 syncs() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream synchronisations.*/\1/p' "$tmp/$1.out"; }
 launches() { sed -nE 's/^cuda emulator: ([0-9]+) kernel launches.*/\1/p' "$tmp/$1.out"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cli_cuda_gpu.sh - the GPU checks that go through the command, on a
+# cli_cuda_gpu.sh - the GPU checks that go through the command, on a
 # real GPU (label gpu: skipped, 77, where no GPU answers; scripts/gpu_check.sh
 # runs it with the other GPU tests, and its rehearsal here on the CUDA
 # emulator, DPTRAIN_CUDA_MODULE):

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # cli_gpu_check_rehearsal.sh - scripts/gpu_check.sh's one-call GPU check,
 # rehearsed here without a GPU (`gpu_check.sh rehearse BUILD`: the CUDA
-# emulator, tiny sizes, PyTorch on the CPU), so that the script a GPU session
-# runs once has run before: every step must pass and the summary must carry
+# emulator, tiny sizes, PyTorch on the CPU), so that the script's own logic
+# is tested without a GPU: every step must pass and the summary must carry
 # each step's line with its figures parsed (numbers where numbers belong),
-# as the issue's note will quote them. The figures themselves mean nothing.
+# as a report of a GPU run quotes them. The figures themselves mean nothing.
 # Skipped (77) in a build without CUDA or without PyTorch.
 source "$(dirname "$0")/testing.sh"
 build=$(dirname "$bin")

@@ -9,7 +9,10 @@
 #   pkg-config (shared; and static with --static: no libdptrain.so needed)
 #   and through CMake (find_package(dptrain): dptrain::dptrain and
 #   dptrain::dptrain_static), and run: the book's summary line, and the same
-#   classes as `dptrain predict` on test images.
+#   classes as `dptrain predict` on test images;
+# - every file in examples/ compiles as a user compiles it, warning-free:
+#   `cc -std=c11 -Wall -Wextra -pedantic -Werror FILE $(pkg-config --cflags
+#   --libs dptrain)`, with no definitions of its own on the command line.
 # The compiler flags of this build (e.g. the sanitizers') are used for the
 # out-of-tree programs too.
 source "$(dirname "$0")/testing.sh"
@@ -64,10 +67,21 @@ run_classify() { # $1: label, $2: program
     || fail "$1 classify: $(head -3 "$tmp/got.raw" "$tmp/got.err") vs predict's $(head -3 "$tmp/want")"
 }
 
+# Every example, as a user compiles it: the system's cc, strict C11, every
+# warning an error, nothing but what pkg-config says.
+mkdir -p "$tmp/user"
+for example in "$src"/examples/*.c; do
+  name=$(basename "$example" .c)
+  cc -std=c11 -Wall -Wextra -pedantic -Werror "$example" -o "$tmp/user/$name" $(pkg-config --cflags --libs dptrain) \
+    2>"$tmp/user/$name.err" && [[ ! -s "$tmp/user/$name.err" ]] && pass \
+    || fail "cc -std=c11 -Wall -Wextra -pedantic -Werror $name.c: $(head -5 "$tmp/user/$name.err")"
+done
+[[ $(ls "$tmp"/user/*.err 2>/dev/null | wc -l) -ge 3 ]] && pass || fail "fewer than 3 examples compiled"
+
 # pkg-config, shared
 mkdir -p "$tmp/pc"
 for ex in multi_device_lenet classify; do
-  $cc $cflags -std=c11 -D_POSIX_C_SOURCE=200809L "$src/examples/$ex.c" -o "$tmp/pc/$ex" \
+  $cc $cflags -std=c11 "$src/examples/$ex.c" -o "$tmp/pc/$ex" \
     $(pkg-config --cflags --libs dptrain) -Wl,-rpath,"$libdir" 2>"$tmp/cc.err" \
     && pass || fail "pkg-config build of $ex: $(head -5 "$tmp/cc.err")"
 done
@@ -75,7 +89,7 @@ ldd "$tmp/pc/classify" | grep -q "$libdir/libdptrain.so" && pass || fail "pkg-co
 run_lenet "pkg-config" "$tmp/pc/multi_device_lenet"
 run_classify "pkg-config" "$tmp/pc/classify"
 # pkg-config, static
-$cc $cflags -std=c11 -D_POSIX_C_SOURCE=200809L "$src/examples/classify.c" -o "$tmp/pc/classify_static" \
+$cc $cflags -std=c11 "$src/examples/classify.c" -o "$tmp/pc/classify_static" \
   $(pkg-config --cflags dptrain) "$libdir/libdptrain.a" $(pkg-config --static --libs dptrain | sed 's/-ldptrain//') 2>"$tmp/cc.err" \
   && pass || fail "static pkg-config build: $(head -5 "$tmp/cc.err")"
 ! ldd "$tmp/pc/classify_static" | grep -q libdptrain && pass || fail "the static build needs libdptrain.so"
@@ -91,8 +105,6 @@ add_executable(classify $src/examples/classify.c)
 target_link_libraries(classify PRIVATE dptrain::dptrain)
 add_executable(multi_device_lenet $src/examples/multi_device_lenet.c)
 target_link_libraries(multi_device_lenet PRIVATE dptrain::dptrain_static)
-target_compile_definitions(classify PRIVATE _POSIX_C_SOURCE=200809L)
-target_compile_definitions(multi_device_lenet PRIVATE _POSIX_C_SOURCE=200809L)
 CMAKE
 if cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
      -DCMAKE_C_FLAGS="$cflags" >"$tmp/cmake.out" 2>&1 && cmake --build "$tmp/consumer/build" -j2 >>"$tmp/cmake.out" 2>&1; then

@@ -47,7 +47,7 @@ ip netns add $nsb && ip link add $veth_a type veth peer name $veth_b && ip link 
 # Once a rank has ended the job, mpirun tells the other host's daemon, and on
 # a dead link that message waits for TCP to give up: Linux retransmits
 # tcp_retries2 = 15 times (about 15 minutes). These hosts give up after 3
-# (about 3 s), what a cluster admin would set (see README, multi-host runs).
+# (about 3 s), what a cluster admin would set (see docs/multi-process.md, "Several hosts").
 for ns in $nsa $nsb; do ip netns exec $ns sysctl -qw net.ipv4.tcp_retries2=3 || skip "cannot set tcp_retries2 in $ns"; done
 cat >"$tmp/agent.sh" <<AGENT
 #!/bin/bash

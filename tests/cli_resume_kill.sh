@@ -33,8 +33,9 @@ steps=250
 
 # wait_and_kill PID FILE TARGET: once FILE's step_count >= TARGET, sleep a
 # random 0-0.06 s and SIGKILL PID; returns 1 when the run ended first. (A
-# step takes about 5 ms here: a delay of up to 0.3 s outran the last targets
-# of the 250-step runs, and the run ended before the kill now and then.)
+# step takes about 5 ms here: a delay of up to 0.3 s would outrun the last
+# targets of the 250-step runs, which would then now and then end before
+# the kill.)
 wait_and_kill() {
   local pid=$1 file=$2 target=$3 n
   for _ in $(seq 1 3000); do

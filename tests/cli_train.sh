@@ -4,7 +4,7 @@
 # exit (not a crash), nothing written.
 #
 # Two end-to-end runs:
-# - The recipe, d2l's LeNet for 1 epoch on the first 10,000 images,
+# - a short recipe, d2l's LeNet for 1 epoch on the first 10,000 images,
 #   batch 256, lr 0.9: run twice with one seed, the loss must agree to the
 #   last digit. Its accuracy is NOT checked: with d2l's N(0, 0.01^2)
 #   initialisation this network sits on a plateau (loss ln 10 = 2.3026) for

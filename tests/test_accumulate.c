@@ -7,7 +7,7 @@
  *   chunked with overlap, the parameter server) on 1, 2 and 3 devices, with
  *   and without --augment crop:4,flip: 4 micro-batches of 64 per step
  *   (accumulate 4) end with the parameters of 1 batch of 256 per step, to
- *   float rounding: max |a - b| / (1e-6 + 2e-5 |b|) <= 1 (the README states
+ *   float rounding: max |a - b| / (1e-6 + 2e-5 |b|) <= 1 (docs/training.md states
  *   the largest relative difference seen); the loss sums agree to 1e-5
  *   relative; and the parameters did move (the check can fail);
  * - accumulate 2 on 3 devices with a short last batch of 7 examples (fewer

@@ -5,7 +5,7 @@
  *     TOL_CPU (conv and gemm sum in other orders on the GPU; the measured
  *     worst goes to the output so the tolerance can be justified);
  *   2 and 3 devices sharing the GPU (chunked, naive, overlap, parameter
- *     server) against 1 GPU device: parameters within 1e-4 (the issue's bound);
+ *     server) against 1 GPU device: parameters within 1e-4;
  *   the same seed twice on the GPU: the same bits;
  *   parameters moved GPU -> CPU (dp_trainer_params, dp_trainer_set_params)
  *     evaluate to the same accuracy, within one example;

@@ -273,7 +273,7 @@ static int make_softmax_xent(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
-/* --- the ops of issue 5 --------------------------------------------------- */
+/* --- the ops beyond LeNet's: transposed conv, pooling, batch norm, ... ---- */
 
 static int make_conv_transpose(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 15) return 0;

@@ -63,7 +63,8 @@ static const valid_case_t valid_cases[] = {
     {"no newline at the end", NET "[flatten]\n[linear]\nname = head\nout = 3", "head.weight 3x64, head.bias 3 -> 3"},
 };
 
-/* Layers that need issue 5's builder functions (nn.c). */
+/* Layers of the operator family beyond LeNet's (batch norm, dropout,
+ * transposed conv, routes, ...; nn.c's builder functions). */
 static const valid_case_t valid_graph_cases[] = {
     {"batchnorm, dropout, sigmoid, tanh",
      NET "[conv]\nname = c\nfilters = 2\nsize = 3\n[batchnorm]\nname = bn\neps = 1e-3\nmomentum = 0.2\n"

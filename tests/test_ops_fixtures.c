@@ -161,7 +161,8 @@ static int compare_names(const void *a, const void *b) {
 
 /* --- error paths ---------------------------------------------------------- */
 
-/* Error paths of the ops of issue 5; `data` is 4096 zeros. */
+/* Error paths of the ops beyond LeNet's (transposed conv, global pool,
+ * batch norm, dropout, sigmoid, tanh, add, mse); `data` is 4096 zeros. */
 static void check_new_op_errors(dp_arena_t *arena, float *data) {
     dp_tensor_t x = {4, {2, 4, 5, 5}, data, NULL, 0}, w = {4, {4, 3, 3, 3}, data, NULL, 0};
     dp_node_t ct = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};

@@ -432,7 +432,7 @@ def all_cases():
 
 
 def new_cases():
-    """The ops of issue 5 (transposed conv, global pool, batch norm, dropout,
+    """The ops beyond LeNet's (transposed conv, global pool, batch norm, dropout,
     sigmoid, tanh, add, mse)."""
     return [
         # transposed conv 2-D: the classic 2x upsampling, odd sizes, groups, dilation

@@ -21,11 +21,11 @@
 
 /* The in-process gradient sum. "chunked" is a reduce-scatter + all-gather
  * over shared memory (no ring: every worker reads its chunk of all the
- * replicas at once); it was called "ring", which stays an accepted alias. */
+ * replicas at once); "ring" is an accepted alias of it. */
 typedef enum {
     DP_ALLREDUCE_NAIVE,   /* --allreduce naive: one worker sums everything, copies it back */
     DP_ALLREDUCE_CHUNKED, /* --allreduce chunked (default; alias ring): all workers at once */
-    DP_ALLREDUCE_RING = DP_ALLREDUCE_CHUNKED, /* the old name of DP_ALLREDUCE_CHUNKED */
+    DP_ALLREDUCE_RING = DP_ALLREDUCE_CHUNKED, /* an alias of DP_ALLREDUCE_CHUNKED (--allreduce ring) */
 } dp_allreduce_kind_t;
 
 /* Chunk d of k over n floats: [*start, *start + *count). Boundaries are

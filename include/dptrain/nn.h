@@ -51,7 +51,7 @@ dp_status_t dp_model_add_relu(dp_model_t *m);
 dp_status_t dp_model_add_flatten(dp_model_t *m);
 dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_features, int bias);
 
-/* --- More layers (issue 5) ------------------------------------------------------
+/* --- The operator family's other layers ---------------------------------------
  * Layer outputs are numbered: 0 is the model's input, i is the output of the
  * i-th layer added (1-based); dp_model_num_layers() is the last one. A layer
  * reads the previous output unless it says otherwise (route, add). */

@@ -206,8 +206,8 @@ static void im2col(const conv_geom_t *g, const conv_tap_t *taps, const float *re
  * input rows at the same alignment, or (next kw) after many other rows; in
  * (kd, kh, kw) order it would reload, one float to the right, what it has
  * just stored, which stalls the stores-to-loads forwarding. Always inlined
- * (with col2im_add_plain_narrow), as when the backward was its only caller
- * (dp_conv_col2im_add gets its own copy). */
+ * (with col2im_add_plain_narrow), so the backward's copy is compiled as for
+ * a single caller (dp_conv_col2im_add gets its own copy). */
 static inline __attribute__((always_inline)) void col2im_add(const conv_geom_t *g, const conv_tap_t *taps,
                                                              const float *restrict col, size_t ldcol,
                                                              float *restrict dx) {
