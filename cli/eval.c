@@ -146,7 +146,8 @@ static const char inspect_usage[] =
     "usage: dptrain inspect FILE\n"
     "\n"
     "Checks a safetensors file (a dptrain checkpoint or any F32 safetensors file)\n"
-    "and prints its metadata, one `key = value` line each, then one line per\n"
+    "and prints its metadata, one `key = value` line each, a checkpoint's class\n"
+    "names (of an image folder) one `LABEL NAME` line each, then one line per\n"
     "tensor: name, shape and the sum of its values (float64, in order, %.17g).\n"
     "tools/read_checkpoint.py prints the same lines with numpy alone.\n";
 
@@ -161,6 +162,19 @@ int cmd_inspect(int argc, char **argv) {
     printf("metadata:\n");
     for (int i = 0; i < dp_safetensors_meta_count(st); i++)
         printf("  %s = %s\n", dp_safetensors_meta_at(st, i).key, dp_safetensors_meta_at(st, i).value);
+    const char *format = dp_safetensors_meta(st, "format");
+    if (format && strcmp(format, "dptrain-checkpoint") == 0 && dp_safetensors_meta(st, "data.classes")) {
+        /* a checkpoint's class names, parsed and checked */
+        dp_checkpoint_t *c;
+        if (dp_checkpoint_open(argv[2], &c) != DP_OK) {
+            dp_safetensors_free(st);
+            return cli_report_error();
+        }
+        const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
+        printf("classes:\n");
+        for (int i = 0; i < info->num_class_names; i++) printf("  %d %s\n", i, info->class_names[i]);
+        dp_checkpoint_close(c);
+    }
     printf("tensors:\n");
     int exit_code = 0;
     for (int i = 0; i < dp_safetensors_count(st) && exit_code == 0; i++) {

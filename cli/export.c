@@ -1,5 +1,6 @@
 /* export.c - `dptrain export`: a checkpoint's model as an ONNX file
- * (onnx.h: inference form, opset 13, dynamic batch, written atomically). */
+ * (onnx.h: inference form, opset 13, dynamic batch, written atomically),
+ * with the checkpoint's class names as metadata_props "classes". */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,7 +19,9 @@ static const char export_usage[] =
     "dimension, images scaled to [0, 1] (pixel / 255) as in training; output\n"
     "\"logits\" (batch, classes), before the softmax. The file is replaced\n"
     "atomically. Runs with onnxruntime, OpenCV's cv2.dnn.readNetFromONNX,\n"
-    "onnx2torch and the like.\n"
+    "onnx2torch and the like. A model trained on an image folder keeps its class\n"
+    "names (the class folders, in label order) in the metadata_props entry\n"
+    "\"classes\", a JSON array: [\"cat\",\"dog\"].\n"
     "\n"
     "options:\n"
     "  --resume FILE       the checkpoint (safetensors), required\n"
@@ -52,7 +55,11 @@ int cmd_export(int argc, char **argv) {
     if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
-    if (dp_onnx_export(model, params, onnx_path, "dptrain " DPTRAIN_VERSION) != DP_OK) goto done;
+    /* the training data's class names (an image folder's), as the checkpoint holds them: a JSON array */
+    const char *classes = dp_safetensors_meta(dp_checkpoint_tensors(c), "data.classes");
+    const dp_onnx_prop_t props[] = {{"classes", classes}};
+    if (dp_onnx_export(model, params, onnx_path, "dptrain " DPTRAIN_VERSION, props, classes ? 1 : 0) != DP_OK)
+        goto done;
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();

@@ -41,7 +41,9 @@ static const char predict_usage[] =
     "  --model NAME|FILE   the network (default: the checkpoint's)\n"
     "  --top K             classes shown per image (default 3)\n"
     "  --labels FILE       class names, one per line, as many as the model has\n"
-    "                      classes (default: Fashion-MNIST's ten names)\n"
+    "                      classes (default: the checkpoint's, the class folders\n"
+    "                      of the image folder it was trained on; else\n"
+    "                      Fashion-MNIST's ten names)\n"
     "  --json              one JSON object per line instead: {\"image\": FILE,\n"
     "                      \"top\": [{\"class\": I, \"label\": NAME, \"prob\": P}, ...]}\n"
     "  --logits            with --json, also \"logits\": [...] (every class, %.9g)\n"
@@ -126,6 +128,24 @@ static dp_status_t read_labels(const char *path, int count, char ***out) {
     return DP_OK;
 }
 
+/* The checkpoint's class names, one per output: an output beyond them
+ * (a model with more outputs than the data had classes) is "(output K)". */
+static dp_status_t checkpoint_labels(const dp_checkpoint_info_t *info, int count, char ***out) {
+    char **names = dp_alloc_zeroed((size_t)count, sizeof *names, "labels");
+    if (!names) return DP_ERR_NOMEM;
+    for (int i = 0; i < count; i++) {
+        char unnamed[32];
+        snprintf(unnamed, sizeof unnamed, "(output %d)", i);
+        if (!(names[i] = strdup(i < info->num_class_names ? info->class_names[i] : unnamed))) {
+            for (int j = 0; j < i; j++) free(names[j]);
+            free(names);
+            return dp_fail(DP_ERR_NOMEM, "out of memory copying the class names");
+        }
+    }
+    *out = names;
+    return DP_OK;
+}
+
 static void print_json_string(const char *s) {
     putchar('"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -196,8 +216,11 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: --top %d is more than the model's %d classes", top, classes);
         goto done;
     }
+    const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (labels_path) {
         if (read_labels(labels_path, classes, &names) != DP_OK) goto done;
+    } else if (info->num_class_names > 0) { /* the training data's (an image folder's classes) */
+        if (checkpoint_labels(info, classes, &names) != DP_OK) goto done;
     } else if (classes != 10) {
         dp_fail(DP_ERR_ARG, "predict: the model has %d classes, not Fashion-MNIST's 10: give --labels FILE",
                 classes);

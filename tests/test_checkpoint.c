@@ -535,6 +535,78 @@ static void test_optimizer_round_trips(void) {
     dp_model_free(bn);
 }
 
+/* data.classes: an image folder's class names come back as saved (quotes,
+ * backslashes, UTF-8), a checkpoint without them has none, names that a
+ * checkpoint cannot hold are refused before anything is written, and a
+ * data.classes that is not an array of names is refused on opening. */
+static void test_class_names(void) {
+    dp_model_t *lenet = NULL;
+    if (dp_model_builtin("lenet", &lenet) != DP_OK) {
+        CHECK(0, "lenet: %s", dp_error_message());
+        return;
+    }
+    float *params = random_params(lenet, 3);
+    dp_checkpoint_info_t info = sample_info("lenet", DP_OPTIM_SGD);
+    const char *plain = testing_tmp_file("no_classes.safetensors");
+    CHECK(dp_checkpoint_save(plain, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    dp_checkpoint_t *c = NULL;
+    CHECK(dp_checkpoint_open(plain, &c) == DP_OK && dp_checkpoint_info(c)->num_class_names == 0 &&
+          !dp_checkpoint_info(c)->class_names && !dp_safetensors_meta(dp_checkpoint_tensors(c), "data.classes"),
+          "a checkpoint saved without class names has some: %s", dp_error_message());
+    dp_checkpoint_close(c);
+
+    char *names[3] = {"sea \"lion\"", "back\\slash", "caf\xc3\xa9"};
+    info.class_names = names;
+    info.num_class_names = 3;
+    const char *path = testing_tmp_file("classes.safetensors");
+    CHECK(dp_checkpoint_save(path, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    c = NULL;
+    CHECK(dp_checkpoint_open(path, &c) == DP_OK, "open: %s", dp_error_message());
+    if (c) {
+        const dp_checkpoint_info_t *got = dp_checkpoint_info(c);
+        const char *text = dp_safetensors_meta(dp_checkpoint_tensors(c), "data.classes");
+        CHECK(text && strcmp(text, "[\"sea \\\"lion\\\"\",\"back\\\\slash\",\"caf\xc3\xa9\"]") == 0,
+              "data.classes is '%s'", text ? text : "(none)");
+        int same = got->num_class_names == 3;
+        for (int i = 0; same && i < 3; i++) same = strcmp(got->class_names[i], names[i]) == 0;
+        CHECK(same, "class names read back: %d of them", got->num_class_names);
+        dp_checkpoint_close(c);
+    }
+    /* names a checkpoint cannot hold: nothing written */
+    const char *never = testing_tmp_file("never_classes.safetensors");
+    char long_name[300];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    char *bad[][1] = {{"\xff\xfe"}, {""}, {"tab\there"}, {long_name}};
+    const char *why[] = {"is not valid UTF-8", "is empty", "holds a control character", "is too long"};
+    for (int i = 0; i < 4; i++) {
+        info.class_names = bad[i];
+        info.num_class_names = 1;
+        dp_status_t status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+        const char *m = dp_error_message();
+        CHECK(status == DP_ERR_ARG && strstr(m, why[i]) && strstr(m, never) && !strchr(m, '\n'),
+              "bad class name %d: status %d, '%s'", i, (int)status, m);
+        CHECK(dp_checkpoint_check_class_names(bad[i], 1) == DP_ERR_ARG, "check of bad class name %d passed", i);
+    }
+    CHECK(testing_count_entries(testing_tmpdir(), "never_classes") == 0, "a refused save left a file");
+    CHECK(dp_checkpoint_check_class_names(names, 3) == DP_OK, "good names refused: %s", dp_error_message());
+    /* data.classes that is not an array of 1 or more names */
+    static const struct { const char *value, *part; } wrong[] = {
+        {"[\"a\", 3]", "entry 1 is not a string"},
+        {"[]", "expected a JSON array of class names"},
+        {"{\"a\": \"b\"}", "expected a JSON array of class names"},
+        {"[\"a\", \"\"]", "entry 1 is empty"},
+        {"[\"a\"", "data.classes"},
+    };
+    const char *edited = testing_tmp_file("edited_classes.safetensors");
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        rewrite(path, edited, "data.classes", wrong[i].value, NULL);
+        check_open_fails(edited, wrong[i].part, wrong[i].value);
+    }
+    free(params);
+    dp_model_free(lenet);
+}
+
 static void test_checkpoint_round_trip(void) {
     dp_model_t *lenet = NULL, *paddle = NULL;
     if (dp_model_builtin("lenet", &lenet) != DP_OK || dp_model_builtin("lenet-paddle", &paddle) != DP_OK) {
@@ -709,6 +781,7 @@ int main(void) {
     test_safetensors_round_trip();
     test_corrupt_files();
     test_checkpoint_round_trip();
+    test_class_names();
     test_optimizer_round_trips();
     test_atomic_writes();
     char cmd[600];

@@ -25,6 +25,9 @@ here wrote, against the logits dptrain itself computed.
       the largest |logit| (max |a - b| <= 1e-4 * max |dptrain's|), and the
       predicted classes must be the same. Prints one line per runtime with
       the largest difference; exit status 1 on any failure.
+  check_onnx.py props MODEL.onnx
+      the model's metadata_props as onnx reads them, one KEY=VALUE line each
+      (`dptrain export` writes "classes": the class names as a JSON array).
 """
 import gzip
 import json
@@ -219,6 +222,11 @@ def main(argv):
         return 0
     if len(argv) >= 5 and argv[1] == "subset":
         write_subset(argv[2], int(argv[3]), argv[4])
+        return 0
+    if len(argv) == 3 and argv[1] == "props":
+        import onnx
+        for prop in onnx.load(argv[2]).metadata_props:
+            print(f"{prop.key}={prop.value}")
         return 0
     if len(argv) >= 6 and argv[1] == "check":
         return check(argv[2], argv[3], int(argv[4]), argv[5], "--torch" in argv[6:], "--no-opencv" not in argv[6:])

@@ -103,6 +103,11 @@ def main(argv):
     print("metadata:")
     for key, value in metadata.items():
         print("  %s = %s" % (key, value))
+    if metadata.get("format") == "dptrain-checkpoint" and "data.classes" in metadata:
+        # a checkpoint's class names (of an image folder): a JSON array
+        print("classes:")
+        for label, name in enumerate(json.loads(metadata["data.classes"])):
+            print("  %d %s" % (label, name))
     print("tensors:")
     for name, values in tensors:
         shape = ", ".join(str(d) for d in values.shape)

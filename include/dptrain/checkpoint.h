@@ -76,8 +76,12 @@
  *                           total when the run had more than
  *                           DP_CHECKPOINT_RANK_SUMS ranks), and its examples
  *                           so far (global); "", "" and 0 at an epoch's end
- * The last five are optional when read (an older file: none, none, an
- * epoch's end).
+ *   data.classes            the training data's class names in label order
+ *                           (an image folder's class folders) as a JSON
+ *                           array of strings, ["cat","dog"]; written only
+ *                           when the data has such names
+ * The last six are optional when read (an older file: none, none, an
+ * epoch's end, and no class names: the data's built-in ones).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -101,7 +105,20 @@ typedef struct {
     double epoch_loss[DP_CHECKPOINT_RANK_SUMS]; /* the current epoch's loss sum so far, per rank */
     int epoch_correct[DP_CHECKPOINT_RANK_SUMS]; /* its correct count so far, per rank */
     int epoch_examples;         /* its examples so far, all ranks */
+    /* data.classes: (num_class_names) UTF-8 names, each 1 to
+     * DP_CHECKPOINT_MAX_CLASS_NAME bytes; 0 / NULL: none. Read: owned by
+     * the dp_checkpoint_t. */
+    int num_class_names;
+    char **class_names;
 } dp_checkpoint_info_t;
+
+/* The longest class name a checkpoint holds, in bytes. */
+#define DP_CHECKPOINT_MAX_CLASS_NAME 255
+
+/* Whether `names` can be saved as data.classes: each valid UTF-8, without
+ * control characters, 1 to DP_CHECKPOINT_MAX_CLASS_NAME bytes (DP_ERR_ARG
+ * naming the first that cannot). dp_checkpoint_save checks it too. */
+dp_status_t dp_checkpoint_check_class_names(char *const *names, int count);
 
 /* Writes params (dp_model_num_params floats: the whole table), the state of
  * `opt` (NULL: none; else an optimizer of kind info->optim.kind over at

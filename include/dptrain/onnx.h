@@ -26,9 +26,17 @@
 #define DP_ONNX_OPSET 13
 #define DP_ONNX_IR_VERSION 7
 
+/* A metadata_props entry of the ModelProto (onnx.proto's
+ * StringStringEntryProto), e.g. {"classes", "[\"cat\",\"dog\"]"}. */
+typedef struct {
+    const char *key, *value;
+} dp_onnx_prop_t;
+
 /* params: dp_model_num_params floats (a checkpoint's, dp_checkpoint_load_params).
- * producer_version: written as the model's producer_version (NULL: none). */
+ * producer_version: written as the model's producer_version (NULL: none).
+ * props: (num_props) written as the model's metadata_props, in order
+ * (`dptrain export` writes "classes", the checkpoint's data.classes). */
 dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
-                           const char *producer_version);
+                           const char *producer_version, const dp_onnx_prop_t *props, int num_props);
 
 #endif

@@ -51,6 +51,10 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const d
     if (dp_lr_schedule_check(&info->schedule) != DP_OK) return dp_checkpoint_fail_in(DP_ERR_ARG, path, "lr_schedule");
     if (info->steps_per_epoch < 1)
         return dp_fail(DP_ERR_ARG, "%s: lr_schedule.steps_per_epoch must be >= 1, found 0", path);
+    if (info->num_class_names < 0 || (info->num_class_names > 0 && !info->class_names))
+        return dp_fail(DP_ERR_ARG, "%s: %d class names given without names", path, info->num_class_names);
+    if (dp_checkpoint_check_class_names(info->class_names, info->num_class_names) != DP_OK)
+        return dp_checkpoint_fail_in(DP_ERR_ARG, path, "data.classes");
     return DP_OK;
 }
 
@@ -92,8 +96,10 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
     }
     if (status == DP_OK) {
         dp_checkpoint_meta_t meta;
-        dp_checkpoint_meta_fill(&meta, model, info, opt ? dp_optimizer_steps(opt) : info->optimizer_steps, states);
-        status = dp_safetensors_write(path, tensors, t, meta.entries, DP_CHECKPOINT_META_KEYS);
+        status = dp_checkpoint_meta_fill(&meta, model, info, opt ? dp_optimizer_steps(opt) : info->optimizer_steps,
+                                         states);
+        if (status == DP_OK) status = dp_safetensors_write(path, tensors, t, meta.entries, meta.count);
+        dp_checkpoint_meta_free(&meta);
     }
     for (int i = 0; names && i < count; i++) free(names[i]);
     free(names);
@@ -117,6 +123,7 @@ dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out) {
 
 void dp_checkpoint_close(dp_checkpoint_t *c) {
     if (!c) return;
+    dp_checkpoint_free_class_names(&c->info);
     dp_safetensors_free(c->st);
     free(c);
 }

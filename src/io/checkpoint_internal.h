@@ -7,8 +7,10 @@
 
 #include "dptrain/checkpoint.h"
 
-/* The number of metadata keys a checkpoint is written with. */
+/* The metadata keys every checkpoint is written with; data.classes comes
+ * after them when the data has class names. */
 #define DP_CHECKPOINT_META_KEYS 39
+#define DP_CHECKPOINT_CLASSES_KEY "data.classes"
 
 struct dp_checkpoint {
     dp_safetensors_t *st;
@@ -17,22 +19,28 @@ struct dp_checkpoint {
     char states[256];
 };
 
-/* The metadata of a checkpoint being written: entries point into values
- * (or at constant text), in the order they are written. */
+/* The metadata of a checkpoint being written: entries point into values,
+ * classes (or at constant text), in the order they are written. */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 1];
+    int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
+    char *classes; /* data.classes' JSON text, or NULL */
 } dp_checkpoint_meta_t;
 
 /* Every key's text for `info` and the model's fingerprint; optimizer_steps
  * and optimizer_states (comma-separated state names) are the optimizer's
- * saved. */
-void dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model, const dp_checkpoint_info_t *info,
-                             uint64_t optimizer_steps, const char *optimizer_states);
+ * saved. dp_checkpoint_meta_free releases it (also after a failure). */
+dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
+                                    const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
+                                    const char *optimizer_states);
+void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m);
 /* c->info, c->fingerprint and c->states from c->st's metadata: every key
  * present (but the optional ones) and well formed, the format version
  * known. */
 dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c);
+/* Frees what parsing put in info->class_names. */
+void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info);
 /* The current error message, prefixed with `path: what: `. */
 dp_status_t dp_checkpoint_fail_in(dp_status_t status, const char *path, const char *what);
 

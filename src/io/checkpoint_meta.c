@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "checkpoint_internal.h"
+#include "dptrain/json.h"
 
 /* The metadata keys, in the order they are written (checkpoint.h says what each holds). */
 enum {
@@ -51,9 +52,74 @@ dp_status_t dp_checkpoint_fail_in(dp_status_t status, const char *path, const ch
     return dp_fail(status, "%s: %s: %s", path, what, message);
 }
 
-void dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model, const dp_checkpoint_info_t *info,
-                             uint64_t optimizer_steps, const char *optimizer_states) {
+/* --- class names: data.classes, a JSON array of strings --- */
+
+/* The JSON array of `names` ["a","b"] (quotes and backslashes escaped; the
+ * names are checked UTF-8 without control characters), allocated. */
+static dp_status_t class_names_json(char *const *names, int count, char **out) {
+    size_t size = 3;
+    for (int i = 0; i < count; i++) size += 2 * strlen(names[i]) + 3;
+    char *text = dp_alloc(size, "class names");
+    if (!text) return DP_ERR_NOMEM;
+    size_t used = 0;
+    text[used++] = '[';
+    for (int i = 0; i < count; i++) {
+        if (i) text[used++] = ',';
+        text[used++] = '"';
+        for (const char *c = names[i]; *c; c++) {
+            if (*c == '"' || *c == '\\') text[used++] = '\\';
+            text[used++] = *c;
+        }
+        text[used++] = '"';
+    }
+    text[used++] = ']';
+    text[used] = '\0';
+    *out = text;
+    return DP_OK;
+}
+
+/* Whether one name may be a class name; `problem` says why not. */
+static int class_name_ok(const char *name, const char **problem) {
+    size_t n = strlen(name);
+    *problem = n == 0 ? "is empty" : n > DP_CHECKPOINT_MAX_CLASS_NAME ? "is too long" : NULL;
+    for (size_t i = 0; i < n && !*problem; i++)
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) *problem = "holds a control character";
+    if (*problem) return 0;
+    /* valid UTF-8: what the JSON parser that reads it back accepts */
+    char *text;
+    char *one[1] = {(char *)name};
+    if (class_names_json(one, 1, &text) != DP_OK) {
+        *problem = "cannot be checked (out of memory)";
+        return 0;
+    }
+    dp_json_t *parsed = NULL;
+    dp_status_t status = dp_json_parse(text, strlen(text), "class name", &parsed);
+    dp_json_free(parsed);
+    free(text);
+    if (status != DP_OK) *problem = "is not valid UTF-8";
+    return status == DP_OK;
+}
+
+dp_status_t dp_checkpoint_check_class_names(char *const *names, int count) {
+    for (int i = 0; i < count; i++) {
+        const char *problem;
+        if (!class_name_ok(names[i], &problem))
+            return dp_fail(DP_ERR_ARG, "class %d's name '%.60s' %s: a checkpoint holds class names of 1 to %d "
+                           "bytes of UTF-8 text", i, names[i], problem, DP_CHECKPOINT_MAX_CLASS_NAME);
+    }
+    return DP_OK;
+}
+
+void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m) {
+    free(m->classes);
+    m->classes = NULL;
+}
+
+dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
+                                    const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
+                                    const char *optimizer_states) {
     memset(m->values, 0, sizeof m->values);
+    m->classes = NULL;
     const dp_optim_config_t *o = &info->optim;
     const dp_lr_schedule_t *sc = &info->schedule;
     const char *texts[META_COUNT] = {
@@ -102,6 +168,12 @@ void dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model, c
     snprintf(m->values[META_OPTIMIZER_STATES], 256, "%s", optimizer_states);
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
+    m->count = META_COUNT;
+    if (info->num_class_names > 0) {
+        DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
+    }
+    return DP_OK;
 }
 
 static dp_status_t parse_optional(dp_checkpoint_t *c);
@@ -280,7 +352,47 @@ bad:
                    dp_safetensors_path(c->st), meta_keys[key], text, DP_CHECKPOINT_RANK_SUMS);
 }
 
-/* The keys a file of an older dptrain may lack: none, none, an epoch's end. */
+/* data.classes: a JSON array of 1 or more names, each a class name. */
+static dp_status_t parse_class_names(dp_checkpoint_t *c, const char *text) {
+    const char *path = dp_safetensors_path(c->st);
+    char source[4200];
+    snprintf(source, sizeof source, "%s: metadata '" DP_CHECKPOINT_CLASSES_KEY "'", path);
+    dp_json_t *v;
+    DP_TRY(dp_json_parse(text, strlen(text), source, &v));
+    dp_status_t status = DP_OK;
+    if (v->kind != DP_JSON_ARRAY || v->count < 1)
+        status = dp_fail(DP_ERR_FORMAT, "%s is '%.80s', expected a JSON array of class names", source, text);
+    for (int i = 0; status == DP_OK && i < v->count; i++) {
+        const char *problem = "is not a string";
+        if (v->items[i].kind != DP_JSON_STRING || !class_name_ok(v->items[i].string, &problem))
+            status = dp_fail(DP_ERR_FORMAT, "%s: entry %d %s (class names are 1 to %d bytes of UTF-8 text)", source,
+                             i, problem, DP_CHECKPOINT_MAX_CLASS_NAME);
+    }
+    if (status == DP_OK &&
+        !(c->info.class_names = dp_alloc_zeroed((size_t)v->count, sizeof *c->info.class_names, "class names")))
+        status = DP_ERR_NOMEM;
+    for (int i = 0; status == DP_OK && i < v->count; i++) {
+        size_t n = strlen(v->items[i].string) + 1;
+        if (!(c->info.class_names[i] = dp_alloc(n, "class name"))) {
+            status = DP_ERR_NOMEM;
+            break;
+        }
+        memcpy(c->info.class_names[i], v->items[i].string, n);
+        c->info.num_class_names = i + 1;
+    }
+    dp_json_free(v);
+    return status;
+}
+
+void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
+    for (int i = 0; info->class_names && i < info->num_class_names; i++) free(info->class_names[i]);
+    free(info->class_names);
+    info->class_names = NULL;
+    info->num_class_names = 0;
+}
+
+/* The keys a file of an older dptrain may lack: none, none, an epoch's end,
+ * no class names. */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
@@ -296,6 +408,8 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
         return dp_fail(DP_ERR_FORMAT, "%s: metadata 'epoch.loss_sums' has %d entries, 'epoch.correct' %d",
                        dp_safetensors_path(c->st), losses, corrects);
     info->epoch_ranks = losses;
+    const char *classes = dp_safetensors_meta(c->st, DP_CHECKPOINT_CLASSES_KEY);
+    if (classes) DP_TRY(parse_class_names(c, classes));
     if (info->loader_batch > 0 && losses == 0)
         return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
                        "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",

@@ -12,7 +12,8 @@
  *
  * Field numbers (onnx.proto, IR version 7):
  *   ModelProto         ir_version 1, producer_name 2, producer_version 3,
- *                      doc_string 6, graph 7, opset_import 8
+ *                      doc_string 6, graph 7, opset_import 8, metadata_props 14
+ *   StringStringEntryProto key 1, value 2
  *   OperatorSetIdProto domain 1, version 2
  *   GraphProto         node 1, name 2, initializer 5, input 11, output 12
  *   NodeProto          input 1, output 2, name 3, op_type 4, attribute 5
@@ -234,7 +235,7 @@ static void spatial_attrs(pb_t *node, const dp_op_attr_t *a, int spatial, const 
 }
 
 dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
-                           const char *producer_version) {
+                           const char *producer_version, const dp_onnx_prop_t *props, int num_props) {
     int num_layers = dp_model_num_layers(model);
     if (num_layers < 1) return dp_fail(DP_ERR_ARG, "export: model %s has no layers", dp_model_name(model));
     /* names[i]: the ONNX tensor holding output i */
@@ -405,6 +406,12 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
     pb_string(&opset, 1, "");
     pb_int(&opset, 2, DP_ONNX_OPSET);
     pb_message(&onnx, 8, &opset);
+    for (int i = 0; i < num_props; i++) {
+        pb_t prop = {0};
+        pb_string(&prop, 1, props[i].key);
+        pb_string(&prop, 2, props[i].value);
+        pb_message(&onnx, 14, &prop);
+    }
     if (onnx.failed) {
         pb_free(&onnx);
         return dp_fail(DP_ERR_NOMEM, "export: out of memory building the ONNX model for %s", path);

@@ -7,7 +7,9 @@
  *   than the checkpoint's (the loader's order and position would not mean
  *   the same batches), another --normalize (the parameters were fitted to
  *   inputs scaled otherwise: continuing would silently train a different
- *   problem), another learning-rate schedule: kind, step length,
+ *   problem), other class names than the checkpoint's (an image folder's
+ *   classes: the labels would mean other classes), another learning-rate
+ *   schedule: kind, step length,
  *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
  *   run is interrupted on purpose with --stop-after, not with a smaller
  *   --epochs), since the lr of every later step would differ;
@@ -134,6 +136,36 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
     return DP_OK;
 }
 
+/* "[ant, bee, cat]" (shortened to fit), or the data's built-in names. */
+static void describe_classes(const dp_checkpoint_info_t *info, char *text, size_t size) {
+    if (info->num_class_names == 0) {
+        snprintf(text, size, "the data's built-in class names");
+        return;
+    }
+    size_t used = (size_t)snprintf(text, size, "classes [");
+    for (int i = 0; i < info->num_class_names && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, i ? ", %s" : "%s", info->class_names[i]);
+    if (used + 1 < size) snprintf(text + used, size - used, "]");
+    else if (size > 4) memcpy(text + size - 5, "...]", 5);
+}
+
+/* The labels must mean the same classes: a checkpoint with class names
+ * resumes only on data with the same names in the same order (one without
+ * them, of an older dptrain, takes the data's). */
+static dp_status_t check_classes(const char *path, const dp_checkpoint_info_t *saved,
+                                 const dp_checkpoint_info_t *run) {
+    if (saved->num_class_names == 0) return DP_OK;
+    int same = saved->num_class_names == run->num_class_names;
+    for (int i = 0; same && i < saved->num_class_names; i++)
+        same = strcmp(saved->class_names[i], run->class_names[i]) == 0;
+    if (same) return DP_OK;
+    char saved_text[480], run_text[480];
+    describe_classes(saved, saved_text, sizeof saved_text);
+    describe_classes(run, run_text, sizeof run_text);
+    return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s, this run's data has %s (the labels would mean other "
+                   "classes; use the data the checkpoint was trained on)", path, saved_text, run_text);
+}
+
 /* Checks the checkpoint at `path` against `run` (the policy at the top),
  * loads the parameters into every replica, the optimizer state into every
  * device's optimizer and the step count into the trainer, and copies the
@@ -150,6 +182,7 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     for (int d = 0; d < dp_trainer_num_devices(trainer) && status == DP_OK; d++)
         status = dp_checkpoint_load_optimizer(c, config->model, dp_trainer_optimizer(trainer, d));
     if (status == DP_OK) status = check_position(path, saved, run);
+    if (status == DP_OK) status = check_classes(path, saved, run);
     if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
     if (status != DP_OK) goto done;
     char saved_optim[256], run_optim[256];
@@ -356,8 +389,29 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
     return status;
 }
 
+/* The model's outputs against the training data's classes: fewer is an
+ * error (a label would have no output), more a warning (outputs no label
+ * trains). Before anything runs or is written. */
+static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
+    int outputs = dp_model_num_outputs(config->model), classes = config->train_set->num_classes;
+    const char *name = config->model_name ? config->model_name : dp_model_name(config->model);
+    int low = outputs < classes ? outputs : classes, high = (outputs < classes ? classes : outputs) - 1;
+    char range[64]; /* after "label" or "output": " 9" or "s 3 to 9" */
+    if (low == high) snprintf(range, sizeof range, " %d", low);
+    else snprintf(range, sizeof range, "s %d to %d", low, high);
+    if (outputs < classes)
+        return dp_fail(DP_ERR_ARG, "model %s has %d outputs, fewer than the training data's %d classes: label%s "
+                       "%s no output (give the model's last layer %d outputs)", name, outputs, classes, range,
+                       low == high ? "has" : "have", classes);
+    if (outputs > classes)
+        warn(config, ctx, "model %s has %d outputs, more than the training data's %d classes: output%s %s no "
+             "class", name, outputs, classes, range, low == high ? "is" : "are");
+    return DP_OK;
+}
+
 dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
     DP_TRY(check_config(config));
+    DP_TRY(check_outputs(config, ctx));
     dp_trainer_t *trainer = config->trainer;
     const dp_world_t *world = &config->world;
     const int ranks = world->size > 1 ? world->size : 1;
@@ -381,6 +435,11 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
                                 .batch_size = config->batch_size, .train_examples = config->train_set->count,
                                 .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run.optim.lr = (float)config->schedule.lr;
+    if (config->train_set->class_names) { /* an image folder's: kept in every checkpoint */
+        run.class_names = config->train_set->class_names;
+        run.num_class_names = config->train_set->num_classes;
+        if ((status = dp_checkpoint_check_class_names(run.class_names, run.num_class_names)) != DP_OK) goto done;
+    }
     describe_normalize(config->train_set, run.normalize, sizeof run.normalize);
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");

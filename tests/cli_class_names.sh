@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# cli_class_names.sh - a model trained on an image folder keeps its class
+# names (the class folders, in label order), on a tiny folder of 8x8 PGM
+# images made here with classes ant, bee and `sea "lion"` (a quote, to be
+# escaped in JSON):
+# - the checkpoint holds them as metadata data.classes, a JSON array;
+#   `dptrain inspect` prints that key and a classes section (LABEL NAME),
+#   tools/read_checkpoint.py the same lines;
+# - `dptrain predict` labels images with them (text and --json), never with
+#   Fashion-MNIST's names; `dptrain export --onnx` writes them as the
+#   metadata_props entry "classes" (read back with python3-onnx);
+# - a model with fewer outputs than classes: one error line, exit 1, no
+#   checkpoint, metrics or plot written; with more: one warning line, and
+#   predict names the extra outputs "(output K)";
+# - a resume keeps the names; a resume on data with other class names is
+#   one error line naming both lists, exit 1, nothing written;
+# - a checkpoint of Fashion-MNIST (no class names) has no data.classes and
+#   predicts with Fashion-MNIST's names; a data.classes that is not an array
+#   of names is one error line.
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+py=/usr/bin/python3
+
+# pgm FILE K N: an 8x8 gray P2 image of class K (rows 2K..2K+2 bright), N varies it
+pgm() {
+  local y x v
+  { echo P2; echo 8 8; echo 255
+    for ((y = 0; y < 8; y++)); do
+      for ((x = 0; x < 8; x++)); do
+        if ((y / 2 == $2)); then v=$((180 + (x * 7 + $3 * 13) % 70)); else v=$(((x * 5 + y * 3 + $3 * 11) % 40)); fi
+        printf '%d ' $v
+      done
+      echo
+    done; } >"$1"
+}
+# folder DIR NAME...: DIR/train/NAME/ (8 images) and DIR/test/NAME/ (2) per class, in the order given
+folder() {
+  local dir=$1 k=0 n name
+  shift
+  for name in "$@"; do
+    mkdir -p "$dir/train/$name" "$dir/test/$name"
+    for ((n = 0; n < 8; n++)); do pgm "$dir/train/$name/$n.pgm" $k $n; done
+    for ((n = 8; n < 10; n++)); do pgm "$dir/test/$name/$n.pgm" $k $n; done
+    k=$((k + 1))
+  done
+}
+folder "$tmp/imgs" ant bee 'sea "lion"'
+folder "$tmp/other" ant bee wasp
+# model OUTPUTS: a linear model of 8x8 gray images with that many outputs
+model() { printf '[net]\nchannels = 1\nheight = 8\nwidth = 8\n\n[flatten]\n\n[linear]\nname = fc\nout = %d\n' "$1" \
+  >"$tmp/m$1.cfg"; }
+model 2; model 3; model 5
+common=(train --data "$tmp/imgs" --epochs 1 --batch-size 6 --lr 0.1 --seed 1 --devices 1 --quiet)
+json='["ant","bee","sea \"lion\""]'
+
+# Training keeps the names; inspect and read_checkpoint.py show them.
+"$bin" "${common[@]}" --model "$tmp/m3.cfg" --save "$tmp/ck.st" >"$tmp/train.out" 2>"$tmp/train.err" \
+  && [[ ! -s "$tmp/train.err" ]] && pass || fail "training on the image folder: $(cat "$tmp/train.out" "$tmp/train.err")"
+"$bin" inspect "$tmp/ck.st" >"$tmp/inspect.out" 2>&1 && pass || fail "inspect: $(cat "$tmp/inspect.out")"
+grep -qxF "  data.classes = $json" "$tmp/inspect.out" && pass || fail "inspect: no data.classes = $json line"
+sed -n '/^classes:$/,/^tensors:$/p' "$tmp/inspect.out" >"$tmp/classes.out"
+printf 'classes:\n  0 ant\n  1 bee\n  2 sea "lion"\ntensors:\n' | cmp -s - "$tmp/classes.out" && pass \
+  || fail "inspect's classes section: $(cat "$tmp/classes.out")"
+$py "$src/tools/read_checkpoint.py" "$tmp/ck.st" >"$tmp/py.out" 2>&1 && cmp -s "$tmp/inspect.out" "$tmp/py.out" && pass \
+  || fail "read_checkpoint.py differs from inspect: $(diff "$tmp/inspect.out" "$tmp/py.out" | head -5)"
+
+# predict: the folder names, every image; never Fashion-MNIST's.
+images=("$tmp"/imgs/test/*/*.pgm)
+"$bin" predict --resume "$tmp/ck.st" "${images[@]}" >"$tmp/predict.out" 2>"$tmp/predict.err"
+[[ $? -eq 0 && $(wc -l <"$tmp/predict.out") -eq ${#images[@]} && ! -s "$tmp/predict.err" ]] && pass \
+  || fail "predict: $(cat "$tmp/predict.out" "$tmp/predict.err")"
+name='(ant|bee|sea "lion")'
+bad=$(grep -cvE "^[^:]+: $name [01]\.[0-9]{4}, $name [01]\.[0-9]{4}, $name [01]\.[0-9]{4}$" "$tmp/predict.out")
+[[ $bad -eq 0 ]] && pass || fail "predict lines without the class names: $(head -2 "$tmp/predict.out")"
+all3=$(awk '/ ant [01]/ && / bee [01]/ && / sea "lion" [01]/' "$tmp/predict.out" | wc -l)
+[[ $all3 -eq ${#images[@]} ]] && pass || fail "predict: $all3 of ${#images[@]} lines name all three classes"
+grep -qE "Trouser|T-shirt|Sneaker" "$tmp/predict.out" && fail "predict printed Fashion-MNIST's names" || pass
+"$bin" predict --resume "$tmp/ck.st" --json --top 3 "${images[0]}" >"$tmp/predict.json" 2>&1
+grep -qF '"label": "sea \"lion\""' "$tmp/predict.json" && grep -qF '"label": "ant"' "$tmp/predict.json" && pass \
+  || fail "predict --json labels: $(cat "$tmp/predict.json")"
+
+# export: metadata_props "classes".
+"$bin" export --resume "$tmp/ck.st" --onnx "$tmp/m.onnx" >"$tmp/export.out" 2>&1 && pass \
+  || fail "export: $(cat "$tmp/export.out")"
+$py "$src/tools/check_onnx.py" props "$tmp/m.onnx" >"$tmp/props.out" 2>&1
+[[ "$(cat "$tmp/props.out")" == "classes=$json" ]] && pass || fail "ONNX metadata_props: $(cat "$tmp/props.out")"
+
+# Fewer outputs than classes: one error line, exit 1, nothing written.
+"$bin" "${common[@]}" --model "$tmp/m2.cfg" --save "$tmp/few.st" --metrics "$tmp/few.jsonl" --plot "$tmp/few.svg" \
+  >"$tmp/few.out" 2>"$tmp/few.err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/few.err") -eq 1 && ! -s "$tmp/few.out" ]] && pass \
+  || fail "2 outputs for 3 classes: exit $status, $(cat "$tmp/few.out" "$tmp/few.err")"
+grep -qF "model $tmp/m2.cfg has 2 outputs, fewer than the training data's 3 classes: label 2 has no output" \
+  "$tmp/few.err" && pass || fail "the error line: $(cat "$tmp/few.err")"
+[[ ! -e "$tmp/few.st" && ! -e "$tmp/few.jsonl" && ! -e "$tmp/few.svg" ]] && pass || fail "files written on the error"
+
+# More outputs than classes: one warning line, the run goes on; predict names the extra outputs.
+"$bin" "${common[@]}" --model "$tmp/m5.cfg" --save "$tmp/many.st" >"$tmp/many.out" 2>"$tmp/many.err"
+status=$?
+[[ $status -eq 0 && $(wc -l <"$tmp/many.err") -eq 1 && -s "$tmp/many.st" ]] && pass \
+  || fail "5 outputs for 3 classes: exit $status, $(cat "$tmp/many.out" "$tmp/many.err")"
+grep -qxF "dptrain: warning: model $tmp/m5.cfg has 5 outputs, more than the training data's 3 classes: outputs 3 to 4 are no class" \
+  "$tmp/many.err" && pass || fail "the warning line: $(cat "$tmp/many.err")"
+"$bin" predict --resume "$tmp/many.st" --top 5 "${images[0]}" >"$tmp/many.pred" 2>&1
+grep -qF "(output 3) " "$tmp/many.pred" && grep -qF "(output 4) " "$tmp/many.pred" && grep -qF 'sea "lion" ' "$tmp/many.pred" \
+  && pass || fail "predict with 5 outputs: $(cat "$tmp/many.pred")"
+
+# Resume keeps the names; other class names are an error naming both.
+"$bin" "${common[@]}" --model "$tmp/m3.cfg" --epochs 2 --resume "$tmp/ck.st" --save "$tmp/ck2.st" >"$tmp/r.out" 2>&1 \
+  && pass || fail "resume: $(cat "$tmp/r.out")"
+"$bin" inspect "$tmp/ck2.st" 2>&1 | grep -qxF "  data.classes = $json" && pass || fail "the resumed checkpoint lost the names"
+"$bin" train --data "$tmp/other" --epochs 2 --batch-size 6 --lr 0.1 --seed 1 --devices 1 --quiet --model "$tmp/m3.cfg" \
+  --resume "$tmp/ck.st" --save "$tmp/ck3.st" --metrics "$tmp/ck3.jsonl" >"$tmp/r3.out" 2>"$tmp/r3.err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/r3.err") -eq 1 && ! -e "$tmp/ck3.st" && ! -e "$tmp/ck3.jsonl" ]] && pass \
+  || fail "resume on other classes: exit $status, $(cat "$tmp/r3.out" "$tmp/r3.err")"
+grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r3.err" \
+  && pass || fail "the resume error line: $(cat "$tmp/r3.err")"
+
+# Fashion-MNIST: no class names in the checkpoint, predict uses its built-in names.
+small_data "$tmp/fm" 64 32
+"$bin" train --data "$tmp/fm" --model lenet --epochs 1 --batch-size 32 --devices 1 --quiet --save "$tmp/fm.st" \
+  >"$tmp/fm.out" 2>"$tmp/fm.err" && [[ ! -s "$tmp/fm.err" ]] && pass \
+  || fail "Fashion-MNIST training (no warning expected): $(cat "$tmp/fm.out" "$tmp/fm.err")"
+"$bin" inspect "$tmp/fm.st" >"$tmp/fm.inspect" 2>&1
+grep -qE "data.classes|^classes:" "$tmp/fm.inspect" && fail "a Fashion-MNIST checkpoint has class names" || pass
+"$bin" predict --resume "$tmp/fm.st" --top 10 "${images[0]}" 2>&1 | grep -qF "Trouser" && pass \
+  || fail "predict with a Fashion-MNIST checkpoint lost its built-in names"
+
+# A data.classes that is not an array of names: one line naming it.
+$py - "$tmp/ck.st" "$tmp/badnames.st" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header["__metadata__"]["data.classes"] = '["ant", 3]'
+text = json.dumps(header).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+"$bin" predict --resume "$tmp/badnames.st" "${images[0]}" >"$tmp/bad.out" 2>"$tmp/bad.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/bad.out" && $(wc -l <"$tmp/bad.err") -eq 1 ]] \
+  && grep -qF "metadata 'data.classes': entry 1 is not a string" "$tmp/bad.err" && pass \
+  || fail "a bad data.classes: exit $status, $(cat "$tmp/bad.out" "$tmp/bad.err")"
+
+testing_finish cli_class_names
