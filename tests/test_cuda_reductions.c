@@ -5,7 +5,8 @@
  * shapes that take every path of the split: one channel and many, L = 1
  * (linear and batch norm over features: the columns layout), N = 1, sizes
  * that are no multiple of the block or the slice, many slices per channel
- * (N = 256, C = 3, 28 x 28), a large plane (skipped without a GPU).
+ * (N = 256, C = 3, 28 x 28), a large plane. Skipped (77) without a GPU;
+ * emu_test_cuda_reductions runs it on the CUDA emulator.
  *
  * For each shape:
  *   - sums of small integers are exact in any order, so the GPU's sums must

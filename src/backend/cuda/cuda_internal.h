@@ -220,19 +220,22 @@ cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const floa
 /* batch norm: sums [m, S1 (C), S2 (C)] (doubles); saved [mean (C), invstd (C), m];
  * gsums [sum dy (C), sum dy (x - mean) (C)]; partials: 2 x
  * dp_cuda_channel_partials(N, C, plane) doubles of scratch; coef (finalize's
- * output, apply's input): 3 C floats */
+ * output, apply's input): 3 C floats.
+ * bn_stats writes the partials, and sums from them when sums is not NULL
+ * (SyncBatchNorm sums those across devices); bn_finalize takes the
+ * statistics from the partials (not NULL) or from sums, m = count. */
 cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
                              double *partials, double *sums);
-cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
-                                const double *sums, int training, double eps, double momentum, float *running_mean,
-                                float *running_var, double *saved, double count, const float *w, const float *b,
-                                float *coef);
+cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                                const double *partials, const double *sums, int training, double eps, double momentum,
+                                float *running_mean, float *running_var, double *saved, double count, const float *w,
+                                const float *b, float *coef);
 cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
                              const float *coef);
+/* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none) */
 cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C, size_t plane,
-                                 const double *saved, double *partials, double *gsums);
-cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved, float *dw,
-                                   int add_w, float *db, int add_b);
+                                 const double *saved, double *partials, double *gsums, float *dw, int add_w, float *db,
+                                 int add_b);
 /* coef: 4 C floats of scratch */
 cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
                           const double *saved, const double *gsums, const float *w, int training, int add,

@@ -192,7 +192,12 @@ extern "C" cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_ar
  * only) and one block sums one (channel, slice), writing its partial to
  * partials[(k S + s) C + c] (value k of the K an accumulator sums). Pass 2
  * (combine_slices: a block of COMBINE_THREADS per channel) adds a channel's
- * S partials. Two layouts:
+ * S partials, inside the kernel that uses the sums where there is one
+ * (bn_finalize_kernel, bn_grad_finish_kernel with the parameter gradients).
+ * With RED_SLICE values a block, LeNet's and ResNet-18's gradients at batch
+ * 256 take 1,050 to 12,544 blocks (one to twelve waves of 132 SMs x 8
+ * blocks of 256 threads; one block per channel would be 20 to 512). Two
+ * layouts:
  *   planes (L > 1: conv, batch norm over planes): slice s of channel c is
  *     its values j in [s chunk, (s + 1) chunk), j = n L + l, n then l;
  *     thread t adds j = s chunk + t, then + blockDim, ... in turn, stepping
@@ -208,7 +213,7 @@ extern "C" cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_ar
  * order written here is the one the emulator runs, so it gives the GPU's
  * bits. No atomics: the bits never depend on which block ends first. */
 #define RED_THREADS 256
-#define RED_SLICE 2048     /* the values a block sums (8 per thread) */
+#define RED_SLICE 1024     /* the values a block sums (4 per thread) */
 #define RED_MAX_SLICES 256 /* slices per channel at most (pass 2 reads them all) */
 #define COMBINE_THREADS 32
 
@@ -969,7 +974,9 @@ __global__ void bn_stats_kernel(red_geom_t g, const float *x, size_t plane, int 
     channel_partials(g, a, partials);
 }
 
-/* sums[1 + c] = sum (x - K), sums[1 + C + c] = sum (x - K)^2, sums[0] = N plane */
+/* sums[1 + c] = sum (x - K), sums[1 + C + c] = sum (x - K)^2, sums[0] = N
+ * plane: the format SyncBatchNorm sums across devices (without it the
+ * statistics go from the partials to bn_finalize_kernel directly) */
 __global__ void bn_stats_combine_kernel(const double *partials, int slices, int C, double count, double *sums) {
     const int c = (int)blockIdx.x;
     double v[2];
@@ -986,24 +993,33 @@ extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
     bn_stats_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, plane, use_shift, partials);
-    bn_stats_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, (double)N * (double)plane, sums);
+    if (sums)
+        bn_stats_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, (double)N * (double)plane,
+                                                                   sums);
     return cudaGetLastError();
 }
 
-/* saved = [mean (C), invstd (C), m]; training: from sums (and the shift
- * K), updating the running stats; inference: from the running stats. Then
- * bn_apply's coefficients per channel, coef = [mean_hi (C), scale (C),
- * shift (C)]: the CPU forward's, computed as its per-element code did. */
-__global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_shift, const double *sums, int training,
-                                   double eps, double momentum, float *running_mean, float *running_var, double *saved,
-                                   double count, const float *w, const float *b, float *coef) {
-    GRID_LOOP(c, (size_t)C) {
+/* Block c: saved = [mean (C), invstd (C), m]; training: from the
+ * statistics (partials: combined here, the second pass of the sums; else
+ * sums) and the shift K, m = count, updating the running stats; inference:
+ * from the running stats. Then bn_apply's coefficients per channel, coef =
+ * [mean_hi (C), scale (C), shift (C)]: the CPU forward's, computed as its
+ * per-element code did. */
+__global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_shift, const double *partials,
+                                   int slices, const double *sums, int training, double eps, double momentum,
+                                   float *running_mean, float *running_var, double *saved, double count, const float *w,
+                                   const float *b, float *coef) {
+    const int c = (int)blockIdx.x;
+    double v[2] = {0.0, 0.0};
+    if (training && partials) combine_slices<double, 2>(partials, slices, C, c, v);
+    if (threadIdx.x == 0) {
         if (training) {
-            double m = sums[0];
-            double shifted_mean = sums[1 + c] / m;
-            double var = sums[1 + C + c] / m - shifted_mean * shifted_mean;
+            double m = count;
+            double s1 = partials ? v[0] : sums[1 + c], s2 = partials ? v[1] : sums[1 + C + c];
+            double shifted_mean = s1 / m;
+            double var = s2 / m - shifted_mean * shifted_mean;
             if (var < 0.0) var = 0.0;
-            double mean = (use_shift ? (double)x[c * plane] : 0.0) + shifted_mean;
+            double mean = (use_shift ? (double)x[(size_t)c * plane] : 0.0) + shifted_mean;
             saved[c] = mean;
             saved[C + c] = 1.0 / sqrt(var + eps);
             if (running_mean) {
@@ -1024,14 +1040,15 @@ __global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
-                                           const double *sums, int training, double eps, double momentum,
-                                           float *running_mean, float *running_var, double *saved, double count,
-                                           const float *w, const float *b, float *coef) {
+extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane,
+                                           int use_shift, const double *partials, const double *sums, int training,
+                                           double eps, double momentum, float *running_mean, float *running_var,
+                                           double *saved, double count, const float *w, const float *b, float *coef) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    bn_finalize_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(x, C, plane, use_shift, sums, training, eps,
-                                                                    momentum, running_mean, running_var, saved, count,
-                                                                    w, b, coef);
+    red_geom_t g = red_geometry(N, C, plane);
+    bn_finalize_kernel<<<C, COMBINE_THREADS, 0, stream>>>(x, C, plane, use_shift, partials, g.slices, sums, training,
+                                                          eps, momentum, running_mean, running_var, saved, count, w, b,
+                                                          coef);
     return cudaGetLastError();
 }
 
@@ -1077,45 +1094,35 @@ __global__ void bn_grad_sums_kernel(red_geom_t g, const float *x, const float *d
     channel_partials(g, a, partials);
 }
 
-/* gsums[c] = sum dy, gsums[C + c] = sum dy (x - mean) */
-__global__ void bn_grad_combine_kernel(const double *partials, int slices, int C, double *gsums) {
+/* Block c, the second pass: gsums[c] = sum dy, gsums[C + c] = sum dy (x -
+ * mean); then dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db NULL:
+ * none) */
+__global__ void bn_grad_finish_kernel(const double *partials, int slices, int C, const double *saved, double *gsums,
+                                      float *dw, int add_w, float *db, int add_b) {
     const int c = (int)blockIdx.x;
     double v[2];
     combine_slices<double, 2>(partials, slices, C, c, v);
     if (threadIdx.x == 0) {
         gsums[c] = v[0];
         gsums[C + c] = v[1];
-    }
-}
-
-extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C,
-                                            size_t plane, const double *saved, double *partials, double *gsums) {
-    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    red_geom_t g = red_geometry(N, C, plane);
-    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, dy, saved, partials);
-    bn_grad_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, gsums);
-    return cudaGetLastError();
-}
-
-/* dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy */
-__global__ void bn_param_grads_kernel(int C, const double *gsums, const double *saved, float *dw, int add_w, float *db,
-                                      int add_b) {
-    GRID_LOOP(c, (size_t)C) {
         if (dw) {
-            float g = (float)(gsums[C + c] * saved[C + c]);
+            float g = (float)(v[1] * saved[C + c]);
             dw[c] = add_w ? __fadd_rn(dw[c], g) : g;
         }
         if (db) {
-            float g = (float)gsums[c];
+            float g = (float)v[0];
             db[c] = add_b ? __fadd_rn(db[c], g) : g;
         }
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved,
-                                              float *dw, int add_w, float *db, int add_b) {
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C,
+                                            size_t plane, const double *saved, double *partials, double *gsums,
+                                            float *dw, int add_w, float *db, int add_b) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    bn_param_grads_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(C, gsums, saved, dw, add_w, db, add_b);
+    red_geom_t g = red_geometry(N, C, plane);
+    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, dy, saved, partials);
+    bn_grad_finish_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, saved, gsums, dw, add_w, db, add_b);
     return cudaGetLastError();
 }
 

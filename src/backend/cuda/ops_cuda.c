@@ -81,6 +81,8 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     c->workspace = NULL;
     c->workspace_bytes = 0;
     cudaError_t err = cudaMalloc(&c->workspace, bytes);
+    if (err != cudaSuccess && err != cudaErrorMemoryAllocation) /* a fault the GPU keeps: the context's failure */
+        return launch(c, err, "allocating a cuDNN workspace");
     if (err != cudaSuccess) {
         cudaGetLastError();
         return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
@@ -1099,7 +1101,8 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     int shift = !a->stat_sync; /* with stat_sync every participant sums around 0, as the CPU op */
     double m = (double)g.N * (double)g.plane;
     if (a->training) {
-        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, scratch, sums),
+        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, scratch,
+                                          a->stat_sync ? sums : NULL),
                       "batch_norm statistics"));
         if (a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1, &m));
         if (!(m > 1.0))
@@ -1107,7 +1110,8 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
                            "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
                            a->stat_sync ? " over all participants" : "", m);
     }
-    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.C, g.plane, shift, sums, a->training, (double)a->eps,
+    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.N, g.C, g.plane, shift, a->stat_sync ? NULL : scratch,
+                                         sums, a->training, (double)a->eps,
                                          (double)a->momentum, a->running_mean, a->running_var, saved, m,
                                          w ? w->data : NULL, b ? b->data : NULL, coef),
                   "batch_norm statistics"));
@@ -1126,15 +1130,11 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
     float *coef = dp_arena_floats(arena, 4 * (size_t)g.C); /* bn_dx's, per channel */
     if (!gsums || !scratch || !coef)
         return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
-    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, scratch,
-                                          gsums),
-                  "batch_norm gradient sums"));
     float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
-    if (dw || db) {
-        int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
-        DP_TRY(launch(c, dp_cuda_bn_param_grads(c->stream, g.C, gsums, node->saved, dw, add_w, db, add_b),
-                      "batch_norm parameter gradients"));
-    }
+    int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
+    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, scratch,
+                                          gsums, dw, add_w, db, add_b),
+                  "batch_norm gradient sums"));
     if (!x->grad) return DP_OK;
     if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
     int add = !dp_grad_claim(x);
