@@ -10,11 +10,20 @@
  * DESIGN. threadIdx, blockIdx, blockDim and gridDim are per launching
  * thread (several dptrain devices launch at once), set before each CUDA
  * thread runs or resumes; kernels read them afresh after a barrier. The
- * coroutines' stacks are per launching thread, made at its first
- * cooperative launch and freed when it ends. */
+ * coroutines and their stacks are per launching thread, made at its first
+ * cooperative launch and freed when it ends: coroutine t runs the kernel as
+ * thread t of one block after another (a loop: entered once with
+ * swapcontext). Between a coroutine and the scheduler the switch is
+ * _setjmp / _longjmp, which leave the signal mask alone: swapcontext saves
+ * and restores it with a system call at every switch (microseconds per
+ * thread and barrier on a busy machine). Under ThreadSanitizer every
+ * switch is swapcontext with its fiber switch (it follows those, not
+ * longjmp between stacks). */
 #define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* its longjmp check refuses a jump to another stack */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +57,13 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
 #endif
 
 typedef struct {
-    ucontext_t main, threads[MAX_BLOCK];
+    ucontext_t main, threads[MAX_BLOCK]; /* a coroutine's first entry (every switch under TSan) */
+    jmp_buf main_jump, thread_jump[MAX_BLOCK];
 #ifdef EMU_TSAN
     void *main_fiber, *fibers[MAX_BLOCK];
 #endif
     char *stacks;
-    int done[MAX_BLOCK];
+    int started[MAX_BLOCK], done[MAX_BLOCK];
     int current, active;
     void (*fn)(void *);
     void *arg;
@@ -72,20 +82,41 @@ static void read_fault_setting(void) {
     fault_at = v && *v ? strtol(v, NULL, 10) : 0;
 }
 
-/* Back to the block's scheduler (the launching thread's own stack). */
-static void to_main(coop_t *c) {
+/* Back to the block's scheduler (the launching thread's own stack); returns
+ * when the scheduler resumes this coroutine. */
+static __attribute__((noinline)) void to_main(coop_t *c) {
+    int t = c->current;
 #ifdef EMU_TSAN
     __tsan_switch_to_fiber(c->main_fiber, 0);
+    swapcontext(&c->threads[t], &c->main);
+#else
+    if (!_setjmp(c->thread_jump[t])) _longjmp(c->main_jump, 1);
 #endif
-    swapcontext(&c->threads[c->current], &c->main);
 }
 
+/* Runs coroutine t (c->current) up to its next barrier or its end. */
+static __attribute__((noinline)) void resume(coop_t *c, int t) {
+#ifdef EMU_TSAN
+    __tsan_switch_to_fiber(c->fibers[t], 0);
+    c->started[t] = 1;
+    swapcontext(&c->main, &c->threads[t]);
+#else
+    if (!_setjmp(c->main_jump)) {
+        if (c->started[t]) _longjmp(c->thread_jump[t], 1);
+        c->started[t] = 1;
+        swapcontext(&c->main, &c->threads[t]); /* the first entry; it comes back by _longjmp */
+    }
+#endif
+}
+
+/* Coroutine t: the kernel as thread t of each block in turn. */
 static void coroutine_main(void) {
     coop_t *c = coop;
-    int t = c->current;
-    c->fn(c->arg);
-    c->done[t] = 1;
-    to_main(c); /* never resumed */
+    for (;;) {
+        c->fn(c->arg);
+        c->done[c->current] = 1;
+        to_main(c);
+    }
 }
 
 void emu_syncthreads(void) {
@@ -125,16 +156,17 @@ static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
     c->arg = arg;
     c->active = 1;
     for (unsigned t = 0; t < block; t++) {
-        getcontext(&c->threads[t]);
-        c->threads[t].uc_stack.ss_sp = c->stacks + (size_t)t * STACK_BYTES;
-        c->threads[t].uc_stack.ss_size = STACK_BYTES;
-        c->threads[t].uc_link = &c->main;
-        makecontext(&c->threads[t], coroutine_main, 0);
-        c->done[t] = 0;
+        if (!c->started[t]) { /* made once per launching thread */
+            getcontext(&c->threads[t]);
+            c->threads[t].uc_stack.ss_sp = c->stacks + (size_t)t * STACK_BYTES;
+            c->threads[t].uc_stack.ss_size = STACK_BYTES;
+            c->threads[t].uc_link = NULL; /* never returns */
+            makecontext(&c->threads[t], coroutine_main, 0);
 #ifdef EMU_TSAN
-        if (c->fibers[t]) __tsan_destroy_fiber(c->fibers[t]);
-        c->fibers[t] = __tsan_create_fiber(0);
+            c->fibers[t] = __tsan_create_fiber(0);
 #endif
+        }
+        c->done[t] = 0;
     }
 #ifdef EMU_TSAN
     c->main_fiber = __tsan_get_current_fiber();
@@ -146,10 +178,7 @@ static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
             if (c->done[t]) continue;
             c->current = (int)t;
             emu_thread_idx = (emu_dim3_t){t, 0, 0};
-#ifdef EMU_TSAN
-            __tsan_switch_to_fiber(c->fibers[t], 0);
-#endif
-            swapcontext(&c->main, &c->threads[t]);
+            resume(c, (int)t);
             left |= !c->done[t];
         }
     }

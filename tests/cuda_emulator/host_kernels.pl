@@ -2,20 +2,44 @@
 # host_kernels.pl IN.cu OUT.cpp - kernels.cu as C++ for the host (the CUDA
 # emulator, cuda_emulator.h): includes emu_device.h first and turns each
 # launch kernel<<<cfg>>>(args); into EMU_LAUNCH(kernel, cooperative, (cfg), args);
-# where cooperative is 1 for a kernel whose body calls __syncthreads.
+# where cooperative is 1 for a kernel that meets at __syncthreads: its body
+# calls it, or calls a __device__ function that does (directly or through
+# other __device__ functions, templates included).
 use strict;
 use warnings;
 my ($in, $out) = @ARGV;
 open(my $f, '<', $in) or die "host_kernels.pl: $in: $!\n";
 my $src = do { local $/; <$f> };
 close $f;
-my %coop;
-my @parts = split /(?=__global__\s+void\s+\w+\s*\()/, $src;
+# the file in pieces, each starting at a __global__ or __device__ function
+# (its template line included) and running up to the next one
+my (%kernel, %device);
+my @parts = split /(?=^(?:template\s*<[^>]*>\s*)?__(?:global|device)__)/m, $src;
 for my $p (@parts) {
-    next unless $p =~ /^__global__\s+void\s+(\w+)/;
-    my $name = $1;
     my ($body) = split /extern\s+"C"/, $p; # up to the next launcher
-    $coop{$name} = 1 if $body =~ /__syncthreads/;
+    if ($p =~ /^(?:template\s*<[^>]*>\s*)?__global__\s+void\s+(\w+)\s*\(/) {
+        $kernel{$1} = $body;
+    } elsif ($p =~ /^(?:template\s*<[^>]*>\s*)?__device__[^(;{]*?(\w+)\s*\(/) {
+        $device{$1} = $body;
+    }
+}
+# the __device__ functions that reach __syncthreads, to a fixed point
+my %sync;
+for (my $grew = 1; $grew;) {
+    $grew = 0;
+    for my $name (keys %device) {
+        next if $sync{$name};
+        my $b = $device{$name};
+        if ($b =~ /__syncthreads/ || grep { $b =~ /\b\Q$_\E\s*[<(]/ } keys %sync) {
+            $sync{$name} = 1;
+            $grew = 1;
+        }
+    }
+}
+my %coop;
+for my $name (keys %kernel) {
+    my $b = $kernel{$name};
+    $coop{$name} = 1 if $b =~ /__syncthreads/ || grep { $b =~ /\b\Q$_\E\s*[<(]/ } keys %sync;
 }
 my $n = 0;
 $src =~ s{(\w+)<<<(.*?)>>>\s*\((.*?)\)\s*;}{$n++; "EMU_LAUNCH($1, " . ($coop{$1} ? 1 : 0) . ", ($2), $3);"}gse;

@@ -150,14 +150,25 @@ cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, fl
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
 /* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
 cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L, int relu);
-/* db[c] (+)= sum over n, l of dy (N, C, L): one thread per channel, n then l in order */
-cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, float *db, int N, int C, size_t L, int add);
+/* Per-channel sums over (N, C, L) run in two passes (kernels.cu): the first
+ * writes partial sums to scratch, dp_cuda_channel_partials(N, C, L) values
+ * per summed quantity, a function of the shape only. */
+size_t dp_cuda_channel_partials(int N, int C, size_t L);
+/* db[c] (+)= sum over n, l of dy (N, C, L); partials: dp_cuda_channel_partials
+ * floats of scratch. With y (not NULL) the sum is of the gradient through a
+ * ReLU, masked = dy where y > 0 else 0, which is written too (N C L). */
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const float *y, float *masked, float *db, int N,
+                              int C, size_t L, int add, float *partials);
 /* out = dy where y > 0 else 0 (n) */
 cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n);
 cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n);
 /* dx (+)= dy where y > 0 */
 cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx, size_t n,
                                   int add);
+/* the same into two grads in one pass, dx0 then dx1 (either NULL: none; the
+ * same pointer twice: added twice, in that order) */
+cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const float *y, const float *dy, float *dx0, int add0,
+                                       float *dx1, int add1, size_t n);
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
  * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1) */
 typedef struct {
@@ -207,20 +218,28 @@ cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float
 cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,
                                  double denominator, float *dx, int add);
 /* batch norm: sums [m, S1 (C), S2 (C)] (doubles); saved [mean (C), invstd (C), m];
- * gsums [sum dy (C), sum dy (x - mean) (C)] */
+ * gsums [sum dy (C), sum dy (x - mean) (C)]; partials: 2 x
+ * dp_cuda_channel_partials(N, C, plane) doubles of scratch; coef (finalize's
+ * output, apply's input): 3 C floats.
+ * bn_stats writes the partials, and sums from them when sums is not NULL
+ * (SyncBatchNorm sums those across devices); bn_finalize takes the
+ * statistics from the partials (not NULL) or from sums, m = count. */
 cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
-                             double *sums);
-cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int C, size_t plane, int use_shift,
-                                const double *sums, int training, double eps, double momentum, float *running_mean,
-                                float *running_var, double *saved, double count);
+                             double *partials, double *sums);
+cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                                const double *partials, const double *sums, int training, double eps, double momentum,
+                                float *running_mean, float *running_var, double *saved, double count, const float *w,
+                                const float *b, float *coef);
 cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
-                             const double *saved, const float *w, const float *b);
+                             const float *coef);
+/* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none) */
 cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C, size_t plane,
-                                 const double *saved, double *gsums);
-cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, int C, const double *gsums, const double *saved, float *dw,
-                                   int add_w, float *db, int add_b);
+                                 const double *saved, double *partials, double *gsums, float *dw, int add_w, float *db,
+                                 int add_b);
+/* coef: 4 C floats of scratch */
 cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
-                          const double *saved, const double *gsums, const float *w, int training, int add);
+                          const double *saved, const double *gsums, const float *w, int training, int add,
+                          float *coef);
 
 #ifdef __cplusplus
 }

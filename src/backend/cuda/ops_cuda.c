@@ -7,8 +7,8 @@
  * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (kernels.cu); flatten is the CPU's (a view: no
- * data touched); batch norm with own kernels (double sums per channel, one
- * block each; SyncBatchNorm's statistics go through the host hook: a
+ * data touched); batch norm with own kernels (double sums per channel spread
+ * over the grid; SyncBatchNorm's statistics go through the host hook: a
  * download, the sum, an upload). Every op of the table is done.
  *
  * An op's grad of an input is written when still unset (dp_grad_claim) and
@@ -50,6 +50,17 @@ static dp_status_t launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
     return dp_cuda_check(c, err, what) ? dp_cuda_status(c) : DP_OK;
 }
 
+/* db (+)= the per-channel sums of dy (N, C, L) (kernels.cu's two passes, their
+ * partials from the arena); with y, of dy masked by y > 0, written to masked. */
+static dp_status_t bias_grad(dp_cuda_ctx_t *c, dp_arena_t *arena, const float *dy, const float *y, float *masked,
+                             dp_tensor_t *b, int N, int C, size_t L, const char *what) {
+    size_t count = dp_cuda_channel_partials(N, C, L);
+    float *partials = dp_arena_floats(arena, count);
+    if (!partials) return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for %zu partial sums", what, count);
+    int add = !dp_grad_claim(b);
+    return launch(c, dp_cuda_bias_grad(c->stream, dy, y, masked, b->grad, N, C, L, add, partials), what);
+}
+
 /* Output data (and an unset grad when `want_grad`) of `numel` floats. */
 static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
                           dp_arena_t *arena) {
@@ -70,6 +81,8 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     c->workspace = NULL;
     c->workspace_bytes = 0;
     cudaError_t err = cudaMalloc(&c->workspace, bytes);
+    if (err != cudaSuccess && err != cudaErrorMemoryAllocation) /* a fault the GPU keeps: the context's failure */
+        return launch(c, err, "allocating a cuDNN workspace");
     if (err != cudaSuccess) {
         cudaGetLastError();
         return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
@@ -481,17 +494,17 @@ static dp_status_t conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     size_t n_out = dp_tensor_numel(&node->out);
     const float *dy = node->out.grad; /* (N, OC, out...) */
+    float *masked = NULL;
     if (node->attr.fuse_relu) {       /* the gradient through relu: dy where y > 0 */
-        float *masked = dp_arena_floats(arena, n_out);
+        masked = dp_arena_floats(arena, n_out);
         if (!masked) return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
+    }
+    if (b && b->grad) /* the bias gradient, and the masked dy in the same pass */
+        DP_TRY(bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, g->N, g->K, plane_of(g->out),
+                         "conv bias gradient"));
+    else if (masked)
         DP_TRY(launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask"));
-        dy = masked;
-    }
-    if (b && b->grad) {
-        int add = !dp_grad_claim(b);
-        DP_TRY(launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, g->N, g->K, plane_of(g->out), add),
-                      "conv bias gradient"));
-    }
+    if (masked) dy = masked;
     return conv_grads(c, p, x->data, w->data, dy, x, w, "conv");
 }
 
@@ -580,11 +593,8 @@ static dp_status_t conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp
     DP_TRY(convt_plan(c, node, &t));
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const float *dy = node->out.grad; /* (N, C_out, O...) */
-    if (b && b->grad) {
-        int add = !dp_grad_claim(b);
-        DP_TRY(launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, t.N, t.C_out, plane_of(t.O), add),
-                      "conv_transpose bias gradient"));
-    }
+    if (b && b->grad)
+        DP_TRY(bias_grad(c, arena, dy, NULL, NULL, b, t.N, t.C_out, plane_of(t.O), "conv_transpose bias gradient"));
     if (t.buffered && (x->grad || w->grad)) { /* dy padded into the convolution's input size */
         size_t buf_n = (size_t)t.N * t.C_out * plane_of(t.B);
         float *buf = dp_arena_floats(arena, buf_n);
@@ -641,7 +651,6 @@ static dp_status_t linear_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
 }
 
 static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
     const float *dy = node->out.grad; /* (N, OUT) */
     if (!dy) return DP_OK;
     int N = 0, IN = 0, OUT = 0;
@@ -660,8 +669,7 @@ static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
                              "linear weight gradient"));
     }
     if (b && b->grad) /* column sums of dy: dy is (N, OUT, 1) */
-        DP_TRY(launch(c, dp_cuda_bias_grad(c->stream, dy, b->grad, N, OUT, 1, !dp_grad_claim(b)),
-                      "linear bias gradient"));
+        DP_TRY(bias_grad(c, arena, dy, NULL, NULL, b, N, OUT, 1, "linear bias gradient"));
     return DP_OK;
 }
 
@@ -883,8 +891,13 @@ static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     float *dy = node->out.grad;
     if (!dy) return DP_OK;
     size_t n = dp_tensor_numel(&node->out);
-    if (node->attr.fuse_relu) /* out.grad is this op's own and complete: mask it in place */
-        DP_TRY(launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, dy, n), "add relu mask"));
+    if (node->attr.fuse_relu) { /* dy through the ReLU into both grads in one pass, in order (x + x gets 2 dy) */
+        dp_tensor_t *t0 = node->in[0], *t1 = node->in[1];
+        int add0 = t0->grad ? !dp_grad_claim(t0) : 0, add1 = t1->grad ? !dp_grad_claim(t1) : 0;
+        if (!t0->grad && !t1->grad) return DP_OK;
+        return launch(c, dp_cuda_relu_backward_pair(c->stream, node->out.data, dy, t0->grad, add0, t1->grad, add1, n),
+                      "add backward");
+    }
     for (int k = 0; k < 2; k++) { /* in order: x + x gets 2 dy */
         dp_tensor_t *t = node->in[k];
         if (t->grad) DP_TRY(launch(c, dp_cuda_accumulate(c->stream, dy, t->grad, n, !dp_grad_claim(t)), "add backward"));
@@ -1079,24 +1092,30 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     DP_TRY(output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
     double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
     double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
-    if (!saved || !sums) return dp_fail(DP_ERR_NOMEM, "batch_norm: out of GPU memory for %d channels", g.C);
+    float *coef = dp_arena_floats(arena, 3 * (size_t)g.C);                          /* bn_apply's, per channel */
+    size_t partials = a->training ? 2 * dp_cuda_channel_partials(g.N, g.C, g.plane) : 0;
+    double *scratch = a->training ? dp_arena_alloc(arena, sizeof(double) * partials) : NULL;
+    if (!saved || !sums || !coef || (a->training && !scratch))
+        return dp_fail(DP_ERR_NOMEM, "batch_norm: out of GPU memory for %d channels", g.C);
     node->saved = saved;
     int shift = !a->stat_sync; /* with stat_sync every participant sums around 0, as the CPU op */
     double m = (double)g.N * (double)g.plane;
     if (a->training) {
-        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, sums), "batch_norm statistics"));
+        DP_TRY(launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, scratch,
+                                          a->stat_sync ? sums : NULL),
+                      "batch_norm statistics"));
         if (a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1, &m));
         if (!(m > 1.0))
             return dp_fail(DP_ERR_SHAPE,
                            "batch_norm: training needs more than 1 value per channel (N x spatial%s), found %g",
                            a->stat_sync ? " over all participants" : "", m);
     }
-    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.C, g.plane, shift, sums, a->training, (double)a->eps,
-                                         (double)a->momentum, a->running_mean, a->running_var, saved, m),
+    DP_TRY(launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.N, g.C, g.plane, shift, a->stat_sync ? NULL : scratch,
+                                         sums, a->training, (double)a->eps,
+                                         (double)a->momentum, a->running_mean, a->running_var, saved, m,
+                                         w ? w->data : NULL, b ? b->data : NULL, coef),
                   "batch_norm statistics"));
-    return launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, saved, w ? w->data : NULL,
-                                      b ? b->data : NULL),
-                  "batch_norm");
+    return launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, coef), "batch_norm");
 }
 
 static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -1106,20 +1125,21 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     double *gsums = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)g.C);
-    if (!gsums) return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
-    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, gsums),
-                  "batch_norm gradient sums"));
+    size_t partials = 2 * dp_cuda_channel_partials(g.N, g.C, g.plane);
+    double *scratch = dp_arena_alloc(arena, sizeof(double) * partials);
+    float *coef = dp_arena_floats(arena, 4 * (size_t)g.C); /* bn_dx's, per channel */
+    if (!gsums || !scratch || !coef)
+        return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
     float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
-    if (dw || db) {
-        int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
-        DP_TRY(launch(c, dp_cuda_bn_param_grads(c->stream, g.C, gsums, node->saved, dw, add_w, db, add_b),
-                      "batch_norm parameter gradients"));
-    }
+    int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
+    DP_TRY(launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, scratch,
+                                          gsums, dw, add_w, db, add_b),
+                  "batch_norm gradient sums"));
     if (!x->grad) return DP_OK;
     if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
     int add = !dp_grad_claim(x);
     return launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
-                                   w ? w->data : NULL, a->training, add),
+                                   w ? w->data : NULL, a->training, add, coef),
                   "batch_norm backward");
 }
 
