@@ -117,6 +117,19 @@ static int mark(dp_profiler_t *p) {
     return i;
 }
 
+/* Drops the marks and ops of the step being timed. */
+static void forget_step(dp_profiler_t *p) {
+    p->num_marks = p->step_marks_begin;
+    p->num_ops = p->step_ops_begin;
+}
+
+/* The step did not fit in the pool: it is not timed, and the window closes. */
+static void step_did_not_fit(dp_profiler_t *p) {
+    forget_step(p);
+    p->timing = 0;
+    p->closed = 1;
+}
+
 /* Opens the window: the backend's pool, sized for the window. */
 static dp_status_t open_window(dp_profiler_t *p) {
     clock_gettime(CLOCK_MONOTONIC, &p->origin);
@@ -133,6 +146,7 @@ static dp_status_t open_window(dp_profiler_t *p) {
 }
 
 dp_status_t dp_profiler_step_begin(dp_profiler_t *p) {
+    if (p->timing) forget_step(p); /* the last step never ended (it failed) */
     p->in_step = 1;
     p->ops_this_step = 0;
     p->timing = 0;
@@ -175,7 +189,7 @@ static dp_status_t read_window(dp_profiler_t *p) {
     r->window = p->window;
     r->steps = p->steps_timed;
     r->rows = p->rows;
-    r->num_rows = p->num_rows;
+    r->num_rows = p->steps_timed ? p->num_rows : 0; /* rows of a forgotten step alone: none */
     double step_total = 0.0, layers_total = 0.0;
     for (int s = 0; s < p->steps_timed; s++) step_total += p->ms[p->steps[s][1]] - p->ms[p->steps[s][0]];
     for (int i = 0; i < p->num_ops; i++) {
@@ -207,10 +221,8 @@ dp_status_t dp_profiler_step_end(dp_profiler_t *p) {
     }
     p->timing = 0;
     int end = mark(p);
-    if (end < 0 || p->failure != DP_OK) { /* the step did not fit: forget it, close the window */
-        p->num_marks = p->step_marks_begin;
-        p->num_ops = p->step_ops_begin;
-        p->closed = 1;
+    if (end < 0 || p->failure != DP_OK) {
+        step_did_not_fit(p);
     } else {
         p->steps[p->steps_timed++][1] = end;
     }
@@ -284,10 +296,7 @@ int dp_profiler_op_begin(dp_profiler_t *p, const char *label, const char *label2
     int begin = mark(p);
     if (begin < 0) {
         p->failure = p->timer ? DP_OK : dp_fail(DP_ERR_NOMEM, "profile: out of memory for the marks");
-        p->timing = 0; /* the step did not fit: step_end forgets it */
-        p->num_marks = p->step_marks_begin;
-        p->num_ops = p->step_ops_begin;
-        p->closed = 1;
+        step_did_not_fit(p);
         return -1;
     }
     int i = p->num_ops++;
@@ -298,11 +307,8 @@ int dp_profiler_op_begin(dp_profiler_t *p, const char *label, const char *label2
 void dp_profiler_op_end(dp_profiler_t *p, int handle) {
     if (handle < 0 || !p->timing) return;
     int end = mark(p);
-    if (end < 0) { /* the pool is full: the step is not timed */
-        p->timing = 0;
-        p->num_marks = p->step_marks_begin;
-        p->num_ops = p->step_ops_begin;
-        p->closed = 1;
+    if (end < 0) {
+        step_did_not_fit(p);
         return;
     }
     p->ops[handle].end = end;
