@@ -104,6 +104,15 @@ static const char train_usage[] =
     "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
     "                            kernels run on the device's thread\n"
     "  --metrics FILE            append one JSON object per epoch to FILE\n"
+    "  --profile                 per-layer times: after 5 warm-up steps, time every layer's\n"
+    "                            forward and backward on every device over 20 steps (CPU\n"
+    "                            devices: the clock around each op; GPUs: CUDA events, read\n"
+    "                            once after the window), and at the end print a table (mean\n"
+    "                            ms per step, share of the step, and the share outside the\n"
+    "                            layers: upload, sums, optimizer), even with --quiet; with\n"
+    "                            --metrics also one line {\"profile\": ...} after the epochs'\n"
+    "                            (off by default, and then one pointer test per op)\n"
+    "  --profile-steps W,N       --profile after W warm-up steps over N steps (default 5,20)\n"
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
     "  --save FILE               write a checkpoint (safetensors: parameters, optimizer state,\n"
     "                            position) after every epoch, atomically\n"
@@ -253,6 +262,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
         {"tf32", OPT_FLAG, &o.tf32, 0, 0},
         {"winograd", OPT_FLAG, &o.winograd, 0, 0},
+        {"profile", OPT_FLAG, &o.profile, 0, 0},
+        {"profile-steps", OPT_STRING, &o.profile_steps, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
@@ -293,6 +304,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
         return report_error(world);
     }
+    int profile_warmup = DP_PROFILE_DEFAULT_WARMUP, profile_window = DP_PROFILE_DEFAULT_WINDOW;
+    if (o.profile_steps && train_profile_parse(o.profile_steps, &profile_warmup, &profile_window) != DP_OK)
+        return report_error(world);
+    if (!o.profile && !o.profile_steps) profile_window = 0; /* off */
     dp_optim_config_t optim;
     dp_lr_schedule_t schedule;
     if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
@@ -406,6 +421,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .backends = backends,
         .augment = augment,
         .accumulate = o.accumulate,
+        .profile_steps = profile_window,
+        .profile_warmup = profile_warmup,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
@@ -448,6 +465,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     } else if (speaks) { /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", result.test_acc, result.mean_epoch_sec, printer.devices);
     }
+    if (profile_window > 0 && speaks && train_print_profile(trainer) != DP_OK) goto done;
+    if (profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
     exit_code = 0;
 
 done:

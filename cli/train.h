@@ -41,6 +41,8 @@ typedef struct {
     int save_every_steps;            /* 0: checkpoints at epoch ends only */
     int tf32;                        /* GPU devices: TF32 math (off by default) */
     int winograd;                    /* CPU devices: Winograd 5x5 convolutions (off by default) */
+    int profile;                     /* --profile: per-layer times (profile.h) */
+    const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
 } train_options_t;
 
 /* What `dptrain train` prints, from dp_fit's callbacks. */
@@ -61,5 +63,11 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
 void train_draw_progress(const dp_fit_step_t *step, void *ctx);
 void train_print_warning(const char *message, void *ctx);
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
+
+/* train_profile.c: --profile-steps's value; the table on stdout; the
+ * metrics file's {"profile": ...} line. */
+dp_status_t train_profile_parse(const char *text, int *warmup, int *steps);
+dp_status_t train_print_profile(dp_trainer_t *trainer);
+dp_status_t train_append_profile(const char *path, dp_trainer_t *trainer);
 
 #endif

@@ -56,6 +56,16 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
 int dp_tape_size(const dp_tape_t *tape);
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i);
 
+/* Profiling (profile.h): with a profiler (not owned; NULL: off, the
+ * default, and then an op costs one pointer test more), every op the tape
+ * runs forward and backward is timed under the label set last: the layer's
+ * name ("conv1"), and label2 the name of a second layer fused into the same
+ * op ("relu1"; NULL: none). The labels are the caller's strings and must
+ * live as long as the tape's nodes. */
+typedef struct dp_profiler dp_profiler_t;
+void dp_tape_set_profiler(dp_tape_t *tape, dp_profiler_t *profiler);
+void dp_tape_set_label(dp_tape_t *tape, const char *label, const char *label2);
+
 /* A tensor view allocated from the tape's (host) arena (shape only, data NULL). */
 dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape);
 

@@ -173,6 +173,19 @@ struct dp_backend {
     dp_status_t (*peer_join)(dp_peer_group_t *group);
     /* After the work queued on the members; NULL is a no-op. */
     void (*peer_group_free)(dp_peer_group_t *group);
+
+    /* --- Timing marks on the device's queue (profile.h: a GPU's events).
+     * Optional: NULL where the device's work is done when its calls return
+     * (the CPU's), so that the host clock times it. --- */
+    /* A pool of `count` marks, made once; NULL with the error set. */
+    void *(*timer_new)(void *ctx, int count);
+    /* Mark i is reached when the work queued before it is done; no host
+     * wait. A failure is the device's (failure). */
+    void (*timer_mark)(void *ctx, void *timer, int i);
+    /* Waits until marks [0, count) are reached (one wait), then ms[i] =
+     * milliseconds from mark 0 to mark i. */
+    dp_status_t (*timer_read)(void *ctx, void *timer, int count, double *ms);
+    void (*timer_free)(void *ctx, void *timer); /* NULL is a no-op */
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

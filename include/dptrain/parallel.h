@@ -34,6 +34,7 @@
 #include "dptrain/data.h"
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
+#include "dptrain/profile.h"
 
 /* How the replicas agree on each step's update. */
 typedef enum {
@@ -79,6 +80,9 @@ typedef struct {
                                 replicas are synchronised and updated once, after the last
                                 (DDP's no_sync). The loss is divided by n, so the update equals
                                 the one-step update of the whole batch up to float rounding */
+    int profile_steps;       /* > 0: every device's per-layer times (profile.h) over this many
+                                steps after profile_warmup steps (dp_trainer_profile); 0: off */
+    int profile_warmup;
 } dp_trainer_config_t;
 
 typedef struct dp_trainer dp_trainer_t;
@@ -186,6 +190,12 @@ const char *dp_trainer_allreduce(const dp_trainer_t *trainer);
  * backward, and with sync batch norm the forward's sums too). For
  * benchmarks. */
 double dp_trainer_sync_seconds(const dp_trainer_t *trainer, double *in_mpi);
+
+/* Device d's per-layer times (profile.h) with config.profile_steps > 0;
+ * the window's times are read now if it has not closed yet (a wait for the
+ * device). Fails when profiling is off or the device failed. Call between
+ * steps. */
+dp_status_t dp_trainer_profile(dp_trainer_t *trainer, int device, const dp_profile_report_t **out);
 
 /* Checks that every replica on every rank holds the same parameters (bit for
  * bit); fails naming what differs. */

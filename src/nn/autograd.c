@@ -6,6 +6,7 @@
 #include "dptrain/autograd.h"
 
 #include "dptrain/backend.h"
+#include "dptrain/profile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,11 @@ struct dp_tape {
     const dp_op_def_t *ops;      /* (DP_OP_COUNT) */
     dp_node_t **nodes; /* (capacity) pointers into the arena */
     int size, capacity;
+    /* profiling (profile.h): NULL when off, and then nothing below is used */
+    dp_profiler_t *profiler;
+    const char *label, *label2; /* the layer the next ops belong to (dp_tape_set_label) */
+    const char *(*labels)[2];   /* (labels_capacity) each node's, for its backward */
+    int labels_capacity;
 };
 
 dp_tape_t *dp_tape_new(dp_arena_t *arena) {
@@ -52,6 +58,7 @@ dp_tape_t *dp_tape_new_on(const dp_backend_t *backend, dp_arena_t *data_arena) {
 void dp_tape_free(dp_tape_t *tape) {
     if (!tape) return;
     dp_arena_free(tape->own_arena);
+    free(tape->labels);
     free(tape->nodes);
     free(tape);
 }
@@ -73,6 +80,39 @@ dp_tensor_t *dp_tape_tensor(dp_tape_t *tape, int ndim, const int *shape) {
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     return dp_tensor_set_shape(t, ndim, shape);
+}
+
+void dp_tape_set_profiler(dp_tape_t *tape, dp_profiler_t *profiler) { tape->profiler = profiler; }
+
+void dp_tape_set_label(dp_tape_t *tape, const char *label, const char *label2) {
+    tape->label = label;
+    tape->label2 = label2;
+}
+
+/* Forward of the node about to be recorded at tape->size, timed, its label
+ * kept for its backward. */
+static dp_status_t forward_profiled(dp_tape_t *tape, dp_node_t *node) {
+    if (tape->labels_capacity < tape->capacity) {
+        const char *(*labels)[2] = realloc(tape->labels, sizeof *labels * (size_t)tape->capacity);
+        if (!labels) return dp_fail(DP_ERR_NOMEM, "out of memory for the tape's %d layer labels", tape->capacity);
+        tape->labels = labels;
+        tape->labels_capacity = tape->capacity;
+    }
+    tape->labels[tape->size][0] = tape->label;
+    tape->labels[tape->size][1] = tape->label2;
+    int handle = dp_profiler_op_begin(tape->profiler, tape->label, tape->label2, node, DP_PROFILE_FORWARD);
+    dp_status_t status = tape->ops[node->kind].forward(node, tape->arena);
+    dp_profiler_op_end(tape->profiler, handle);
+    return status;
+}
+
+static dp_status_t backward_profiled(dp_tape_t *tape, int i) {
+    dp_node_t *node = tape->nodes[i];
+    int handle = dp_profiler_op_begin(tape->profiler, tape->labels[i][0], tape->labels[i][1], node,
+                                      DP_PROFILE_BACKWARD);
+    dp_status_t status = tape->ops[node->kind].backward(node, tape->arena);
+    dp_profiler_op_end(tape->profiler, handle);
+    return status;
 }
 
 dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *attr,
@@ -98,7 +138,8 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
     node->in[1] = b;
     node->in[2] = c;
     node->labels = labels;
-    if (tape->ops[kind].forward(node, tape->arena) != DP_OK) return NULL;
+    dp_status_t status = tape->profiler ? forward_profiled(tape, node) : tape->ops[kind].forward(node, tape->arena);
+    if (status != DP_OK) return NULL;
     tape->nodes[tape->size++] = node;
     return &node->out;
 }
@@ -118,7 +159,8 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
     for (int i = tape->size - 1; i >= 0; i--) {
         dp_node_t *node = tape->nodes[i];
         /* An output gradient still unset got nothing: the node passes nothing on. */
-        if (node->out.grad && !node->out.grad_unset) DP_TRY(tape->ops[node->kind].backward(node, tape->arena));
+        if (node->out.grad && !node->out.grad_unset)
+            DP_TRY(tape->profiler ? backward_profiled(tape, i) : tape->ops[node->kind].backward(node, tape->arena));
         if (hook) hook(hook_ctx, i, node);
     }
     return DP_OK;

@@ -44,6 +44,7 @@ typedef struct {
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
     int out_ndim;
     int out_shape[DP_MAX_DIMS]; /* without the batch dim: (C, H, W) or (F) */
+    char label[64]; /* the profiler's name (layer_label) */
 } layer_t;
 
 #define MAX_NAME 64
@@ -139,7 +140,34 @@ static layer_t *push_layer(dp_model_t *m, layer_kind_t kind, dp_op_kind_t op) {
     return l;
 }
 
+/* What the profile calls a layer: a layer with parameters by their
+ * prefix ("conv1"), another by its kind and its rank among the model's
+ * layers of that kind ("relu1", "avgpool2", "flatten1", "add3"). */
+static void layer_label(const dp_model_t *m, layer_t *l) {
+    if (l->weight >= 0) {
+        const char *name = m->param_names[l->weight];
+        size_t len = strlen(name) - strlen(".weight");
+        snprintf(l->label, sizeof l->label, "%.*s", (int)len, name);
+        return;
+    }
+    const char *kind = l->kind == LAYER_POOL    ? (l->op == DP_OP_MAX_POOL ? "maxpool" : "avgpool")
+                       : l->kind == LAYER_FLATTEN ? "flatten"
+                       : l->kind == LAYER_DROPOUT ? "dropout"
+                       : l->kind == LAYER_ROUTE   ? "route"
+                       : l->kind == LAYER_RESIDUAL ? "add"
+                       : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
+                                                   : dp_op_table[l->op].name; /* relu, sigmoid, tanh */
+    int rank = 1;
+    for (int i = 0; i < m->num_layers; i++) {
+        const layer_t *o = &m->layers[i];
+        int same_op = (l->kind != LAYER_POOL && l->kind != LAYER_ACTIVATION) || o->op == l->op;
+        rank += o->kind == l->kind && same_op;
+    }
+    snprintf(l->label, sizeof l->label, "%s%d", kind, rank);
+}
+
 static void commit_layer(dp_model_t *m, layer_t *l, int ndim, const int *shape) {
+    layer_label(m, l);
     l->out_ndim = ndim;
     memcpy(l->out_shape, shape, sizeof(int) * (size_t)ndim);
     if (l->input > 0) m->layers[l->input - 1].readers++;
@@ -541,6 +569,7 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
         if (l->bias >= 0 && !(b = param_view(m, tape, l->bias, params, grads))) return DP_ERR_NOMEM;
         dp_op_attr_t attr = l->attr;
         dp_tensor_t *second = w;
+        dp_tape_set_label(tape, l->label, NULL);
         switch (l->kind) {
         case LAYER_CONV:
             /* A conv followed by a ReLU runs as one op (ops.h: fuse_relu), unless
@@ -548,6 +577,7 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
             if (i + 1 < m->num_layers && m->layers[i + 1].kind == LAYER_ACTIVATION &&
                 m->layers[i + 1].op == DP_OP_RELU && l->readers == 1) {
                 attr.fuse_relu = 1;
+                dp_tape_set_label(tape, l->label, m->layers[i + 1].label);
                 i++;
                 outs[i] = NULL; /* never read: readers == 1 */
             }

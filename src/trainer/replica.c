@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "replica.h"
+
+#include "dptrain/profile.h"
 #include "trainer_state.h"
 
 void dp_replica_free(dp_replica_t *r) {
@@ -15,6 +17,7 @@ void dp_replica_free(dp_replica_t *r) {
     r->backend->free(r->backend->ctx, r->params);
     r->backend->free(r->backend->ctx, r->grads);
     dp_tape_free(r->tape);
+    dp_profiler_free(r->profiler);
     dp_arena_free(r->arena);
     if (r->optimizer && r->backend->optimizer_forget) r->backend->optimizer_forget(r->backend->ctx, r->optimizer);
     dp_optimizer_free(r->optimizer);

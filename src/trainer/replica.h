@@ -19,6 +19,7 @@ typedef struct dp_replica {
     float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
     dp_arena_t *arena; /* device memory: activations, the batch */
     dp_tape_t *tape;
+    dp_profiler_t *profiler; /* config.profile_steps > 0: the tape's (profile.h); else NULL */
     dp_optimizer_t *optimizer;
     dp_device_t *device;
     const dp_backend_t *backend; /* the device's */

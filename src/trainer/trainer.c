@@ -60,6 +60,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dptrain/profile.h"
+
 #include "buckets.h"
 #include "replica.h"
 #include "sync_strategy.h"
@@ -186,6 +188,12 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         r->arena = dp_arena_new_on(be, (size_t)1 << 24);
         r->tape = r->arena ? dp_tape_new_on(be, r->arena) : NULL;
         if (!r->host_params || !r->params || !r->grads || !r->tape) goto fail;
+        if (config->profile_steps > 0) {
+            status = dp_profiler_new(be, config->profile_warmup, config->profile_steps, &r->profiler);
+            if (status != DP_OK) goto fail;
+            status = DP_ERR_NOMEM;
+            dp_tape_set_profiler(r->tape, r->profiler);
+        }
         status = dp_optimizer_new(&config->optim, t->num_trainable, &r->optimizer);
         if (status != DP_OK) goto fail;
         /* Pin only when several devices share the machine: a lone device
@@ -351,6 +359,7 @@ static dp_status_t shard_task(void *arg) {
     DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, r->grads, x, &opts, &logits));
     dp_op_attr_t attr = dp_op_attr_default();
     attr.loss_denominator = (float)r->denominator;
+    dp_tape_set_label(r->tape, "loss", NULL);
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
     if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;
     /* the shard's summed loss and correct count, added up on the device (read when asked for) */
@@ -389,6 +398,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     /* micro-batches: as many as asked while each still has an example per device */
     int micros = t->config.accumulate;
     while (micros > 1 && n / micros < k * ranks) micros--;
+    for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
     t->last_micro = micros - 1;
     double mpi_start = 0.0;
     dp_status_t status = DP_OK;
@@ -431,6 +441,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     t->sync_sec += monotonic_sec() - sync_start;
     t->mpi_sec += dp_world_mpi_seconds() - mpi_start;
     t->step_count++;
+    for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_end(t->replicas[d].profiler));
     /* asked for: this step's figures (and any unread before it) now, one download per backend table */
     return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
 }
@@ -507,6 +518,13 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int bat
 double dp_trainer_sync_seconds(const dp_trainer_t *t, double *in_mpi) {
     if (in_mpi) *in_mpi = t->mpi_sec;
     return t->sync_sec;
+}
+
+dp_status_t dp_trainer_profile(dp_trainer_t *t, int device, const dp_profile_report_t **out) {
+    *out = NULL;
+    DP_ASSERT(device >= 0 && device < t->num_devices);
+    if (!t->replicas[device].profiler) return dp_fail(DP_ERR_ARG, "profile: this trainer does not profile (profile_steps 0)");
+    return dp_profiler_report(t->replicas[device].profiler, out);
 }
 
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {

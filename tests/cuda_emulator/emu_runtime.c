@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_emulator.h"
@@ -286,13 +287,18 @@ const char *cudaGetErrorString(cudaError_t error) {
  * says it is done, unless DPTRAIN_CUDA_EMU_EVENTS_PENDING=1: then a recorded
  * event is "not ready" until cudaEventSynchronize waits for it, which lets
  * a test take the backend's waiting path. cudaEventSynchronize counts as a
- * synchronisation (the STATS line's), a query does not. */
+ * synchronisation (the STATS line's), a query does not. An event made
+ * without cudaEventDisableTiming keeps the host clock's time of its last
+ * record (the work before it is done then), which cudaEventElapsedTime
+ * reads. */
 struct CUevent_st {
     int device;
     int pending; /* recorded, not yet waited for (with EVENTS_PENDING) */
     struct CUstream_st *stream; /* where it was last recorded, after its seq-th call */
     long seq;
     long sums;   /* and after that stream's first `sums` NCCL sums */
+    int timing;  /* made without cudaEventDisableTiming */
+    double recorded_ms; /* CLOCK_MONOTONIC at the last record, in ms; < 0: never recorded */
 };
 
 /* --- NCCL sums in stream order (see CUstream_st) ------------------------------- */
@@ -407,10 +413,11 @@ static int events_pending(void) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-    (void)flags;
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return fail(cudaErrorMemoryAllocation);
     e->device = current_device;
+    e->timing = !(flags & cudaEventDisableTiming);
+    e->recorded_ms = -1.0;
     *event = e;
     return cudaSuccess;
 }
@@ -428,6 +435,23 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     event->stream = counted(stream);
     event->seq = counted(stream)->queued++;
     event->sums = counted(stream)->sums;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    event->recorded_ms = 1e3 * (double)now.tv_sec + 1e-6 * (double)now.tv_nsec;
+    return cudaSuccess;
+}
+
+/* As CUDA: both events made for timing (else invalid handle) and recorded
+ * (else invalid handle too), on one device. Their work is done (a pending
+ * event's too: the knob is for the waiting paths, and a GPU's elapsed time
+ * is read after a wait for a later event of the stream). */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !start || !end || !start->timing || !end->timing || start->recorded_ms < 0.0 ||
+        end->recorded_ms < 0.0 || start->device != end->device)
+        return fail(cudaErrorInvalidResourceHandle);
+    int f = emu_device_fault(start->device);
+    if (f) return fail((cudaError_t)f);
+    *ms = (float)(end->recorded_ms - start->recorded_ms);
     return cudaSuccess;
 }
 

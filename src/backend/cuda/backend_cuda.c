@@ -559,6 +559,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .count_metrics = cuda_count_metrics,
         };
         dp_cuda_peer_register(&c->table); /* peer_nccl.c: NCCL's members, when built with it */
+        dp_cuda_timer_register(&c->table); /* timer_cuda.c: the profiler's events */
         contexts[gpu] = c;
     }
     pthread_mutex_unlock(&open_lock);

@@ -119,6 +119,8 @@ void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what);
 /* peer_nccl.c: sets the table's peer members (backend.h) when built with
  * NCCL; leaves them NULL otherwise. */
 void dp_cuda_peer_register(dp_backend_t *table);
+/* timer_cuda.c: sets the table's timing marks (backend.h: timer_*). */
+void dp_cuda_timer_register(dp_backend_t *table);
 
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
