@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu_check.sh - issue 10's GPU checks in one command, on a machine with an
-# NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build (the backend is the
+# gpu_check.sh - the GPU checks and measurements in one command, on a machine
+# with an NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build (the backend is the
 # module build-cuda/lib/libdptrain_cuda.so, which dptrain dlopens), run the
 # GPU tests (ctest -L gpu: test_cuda_*, cli_cuda_gpu) and the module's command-line tests (cli_cuda,
 # cli_cuda_module), check that the default devices are the GPU, train LeNet
@@ -143,6 +143,15 @@ data=${DPTRAIN_DATA:-}
 [[ -z "$data" && -f "$carry/fashion-mnist/train-images-idx3-ubyte.gz" ]] && data=$carry/fashion-mnist
 data=${data:-/usr/share/datasets/fashion-mnist}
 export DPTRAIN_DATA=$data
+# The tests (testing.sh: cli_cuda_gpu, cli_cuda, cli_cuda_module) read Fashion-MNIST from
+# /usr/share/datasets/fashion-mnist: linked to the carried copy if absent, before any step needs it
+std_data=/usr/share/datasets/fashion-mnist
+[[ -e "$std_data" || "$data" == "$std_data" || $rehearse -eq 1 ]] ||
+  { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+if [[ $rehearse -eq 0 && ! -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
+  failed=1
+  note "NOT RUN: no Fashion-MNIST at $std_data (nor carried in build-gpu-carry/fashion-mnist: scripts/gpu_check.sh pack): the tests that read it fail"
+fi
 
 # 1. configure and build
 if [[ $rehearse -eq 1 ]]; then
@@ -176,11 +185,7 @@ while IFS= read -r line; do failed=1; note "NOT RUN: ${line#*NOT RUN: }"; done <
 grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 's/^ *[0-9]*: */   /' | head -20
 
 # 2b. The CUDA module's loading and the cuda:N messages on a GPU machine
-# (cli_cuda, cli_cuda_module). testing.sh reads Fashion-MNIST from
-# /usr/share/datasets/fashion-mnist: linked to the carried copy if absent.
-std_data=/usr/share/datasets/fashion-mnist
-[[ -e "$std_data" || "$data" == "$std_data" || $rehearse -eq 1 ]] ||
-  { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+# (cli_cuda, cli_cuda_module).
 if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
   # (the rehearsal: as on a machine without a GPU, the emulator not named)
   (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R '^cli_cuda(_module)?$' --output-on-failure) >"$out/cli_cuda.log" 2>&1
