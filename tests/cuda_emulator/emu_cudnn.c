@@ -13,7 +13,8 @@
  * workspace smaller than its query said; and every operand's whole extent
  * must be memory of the handle's GPU (else one line and abort). What the
  * emulator does not take (other layouts or strides, other data types,
- * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED.
+ * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED, and so is,
+ * as in cuDNN, a tensor or filter of 2^31 elements or more.
  *
  * The heuristics (cudnnGet*Algorithm_v7) list every algorithm of a
  * direction in an order built to trap a caller that filters their results
@@ -106,10 +107,19 @@ cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc) {
     free(desc);
     return CUDNN_STATUS_SUCCESS;
 }
+/* As cuDNN: a tensor or filter of 2^31 elements or more is CUDNN_STATUS_NOT_SUPPORTED (its setters refuse it). */
+static int too_large(int nb, const int dims[]) {
+    long long elements = 1;
+    for (int i = 0; i < nb; i++) elements *= dims[i];
+    return elements >= (1LL << 31);
+}
+
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t type, int n, int c, int h, int w) {
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
+    const int dims[4] = {n, c, h, w};
+    if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -120,7 +130,7 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
     if (!d || !dims || !strides || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1 || strides[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT || too_large(nb, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     long packed = 1;
     for (int i = nb - 1; i >= 0; i--) {
         if (strides[i] != packed) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
@@ -142,6 +152,8 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                                          int k, int c, int h, int w) {
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    const int dims[4] = {k, c, h, w};
+    if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -150,7 +162,8 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
     if (!d || !dims || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT || too_large(nb, dims))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
     return CUDNN_STATUS_SUCCESS;
 }

@@ -58,8 +58,14 @@ static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *
     node->out.data = dp_arena_floats(arena, numel);
     node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
-    if (!node->out.data || (want_grad && !node->out.grad))
-        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for an output of %zu floats", op, numel);
+    if (!node->out.data || (want_grad && !node->out.grad)) {
+        char dims[96];
+        return dp_fail(DP_ERR_NOMEM,
+                       "%s: out of GPU memory for its output %s (%zu floats, %.1f MiB%s): use a smaller --batch-size, "
+                       "or more devices",
+                       op, dp_tensor_shape_str(&node->out, dims, sizeof dims), numel, numel * 4.0 / 1048576.0,
+                       want_grad ? ", and as much for its gradient" : "");
+    }
     return DP_OK;
 }
 
@@ -69,11 +75,7 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     dp_cuda_free_idle(c, c->workspace, "a cuDNN workspace"); /* after the work that used it */
     c->workspace = NULL;
     c->workspace_bytes = 0;
-    cudaError_t err = cudaMalloc(&c->workspace, bytes);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
-    }
+    if (dp_cuda_malloc(c, &c->workspace, bytes) != cudaSuccess) return dp_cuda_out_of_memory(c, "a cuDNN workspace", bytes);
     c->workspace_bytes = bytes;
     return DP_OK;
 }
@@ -95,10 +97,12 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
  * succeeded, is deterministic, has FMA math (also default or tensor-op
  * math with --tf32: TF32) and a workspace of at most CONV_WORKSPACE_LIMIT;
  * the fixed algorithm (CONV_*_ALGO) after them, or alone when none
- * qualifies or DPTRAIN_CUDNN_ALGO=fixed. A candidate whose workspace query
- * fails or whose call says CUDNN_STATUS_NOT_SUPPORTED is passed over for
- * good (the plan remembers) and the next one runs; none left: one line
- * naming the GPU and the convolution. At most CONV_PLAN_SLOTS plans per
+ * qualifies or DPTRAIN_CUDNN_ALGO=fixed. Sizes are checked first: a
+ * tensor of 2^31 elements or more, which cuDNN refuses, is one line saying
+ * what batch fits. A candidate whose workspace query fails or whose call
+ * says CUDNN_STATUS_NOT_SUPPORTED is passed over for good (the plan
+ * remembers) and the next one runs; none left: one line naming the GPU and
+ * the convolution. At most CONV_PLAN_SLOTS plans per
  * GPU, the least recently used one destroyed for a new shape; contexts
  * live as long as the process (no teardown), and so do their plans. */
 
@@ -216,6 +220,33 @@ done:
     return status;
 }
 
+static const char *geom_str(const conv_geom_t *g, char *buf, size_t size);
+
+/* cuDNN refuses a tensor of 2^31 elements or more (CUDNN_STATUS_NOT_SUPPORTED
+ * from the descriptor setters): g's input, output and filter are checked
+ * first, and one too large is one line naming the GPU, the convolution and
+ * the batch that would fit (per device: the GPU's shard of --batch-size). */
+#define CUDNN_MAX_ELEMENTS ((int64_t)1 << 31)
+static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g) {
+    const int64_t filter = (int64_t)g->K * (g->C / g->groups) * g->k[0] * g->k[1] * g->k[2];
+    const int64_t per_x = (int64_t)g->C * g->in[0] * g->in[1] * g->in[2];
+    const int64_t per_y = (int64_t)g->K * g->out[0] * g->out[1] * g->out[2];
+    const int64_t per_image = per_x > per_y ? per_x : per_y;
+    if (filter < CUDNN_MAX_ELEMENTS && g->N * per_image < CUDNN_MAX_ELEMENTS) return DP_OK;
+    char gs[192], fix[128];
+    const int64_t fits = (CUDNN_MAX_ELEMENTS - 1) / per_image;
+    if (filter >= CUDNN_MAX_ELEMENTS || fits < 1)
+        snprintf(fix, sizeof fix, "not even one image fits: a smaller layer");
+    else
+        snprintf(fix, sizeof fix, "use a smaller --batch-size (at most %lld images per device), or more devices",
+                 (long long)fits);
+    (void)c; /* the GPU and the layer: named by the caller (the model's layer line, the device) */
+    return dp_fail(DP_ERR_ARG, "%s of %s: its %s holds %lld elements, past cuDNN's limit of 2^31 - 1 per tensor: %s",
+                   op == PLAN_CONV ? "conv" : "conv_transpose", geom_str(g, gs, sizeof gs),
+                   filter >= CUDNN_MAX_ELEMENTS ? "filter" : per_x >= per_y ? "input" : "output",
+                   (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
+}
+
 /* The plan of (op, --tf32, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
  * DPTRAIN_CUDNN_ALGO. */
@@ -245,6 +276,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         }
         if (slot->used && (!p->used || p->last_use < slot->last_use)) slot = p; /* a free slot, else the oldest */
     }
+    DP_TRY(check_cudnn_limit(c, op, g));
     plan_destroy(slot);
     slot->key = key;
     DP_TRY(plan_descriptors(c, slot, op == PLAN_CONV ? "conv descriptors" : "conv_transpose descriptors"));
@@ -311,9 +343,8 @@ static const char *dims_str(const int *v, int n, char *buf, size_t size) {
     return buf;
 }
 
-/* "x NxCxHxW by w KxCgxkhxkw (pad, stride, dilation, groups)" of p's geometry. */
-static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) {
-    const conv_geom_t *g = &p->key.g;
+/* "x NxCxHxW by w KxCgxkhxkw (pad, stride, dilation, groups)" of a geometry. */
+static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
     const int first = 3 - (g->nb - 2), spatial = g->nb - 2;
     int xd[5] = {g->N, g->C}, wd[5] = {g->K, g->C / g->groups};
     for (int i = 0; i < spatial; i++) xd[2 + i] = g->in[first + i], wd[2 + i] = g->k[first + i];
@@ -324,6 +355,7 @@ static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) {
              g->groups);
     return buf;
 }
+static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
 
 /* Direction dir's candidates: the qualifying heuristic results in cuDNN's
  * order (none with DPTRAIN_CUDNN_ALGO=fixed or when the query fails), then
