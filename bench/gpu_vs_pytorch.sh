@@ -10,8 +10,9 @@
 # whole step as a CUDA graph, torch.compile), and dptrain against the
 # FASTEST of them. ResNet-18 (models/resnet18.cfg, the first 12,800 images)
 # images per second at batch 256: dptrain (its 2nd epoch of 2) with cuDNN's
-# heuristic algorithms (the default) and with the fixed ones
-# (DPTRAIN_CUDNN_ALGO=fixed), PyTorch's four variants
+# heuristic algorithms (the default), with the fixed ones
+# (DPTRAIN_CUDNN_ALGO=fixed) and with measured ones (DPTRAIN_CUDNN_ALGO=measured:
+# cudnnFind*, timed in this run), PyTorch's four variants
 # (bench/torch_resnet18_cuda.py, after a warm-up epoch), dptrain against the
 # fastest; then batches 128 and 512 (dptrain's default algorithms; PyTorch
 # channels_last and graph); and how many of the heuristic run's
@@ -159,6 +160,9 @@ resnet_row() {
 }
 dp_heuristic=$(resnet heuristic "$resnet_batch")
 dp_fixed=$(resnet fixed "$resnet_batch")
+# measured algorithms (cudnnFind*), into a cache file of this run only: measured on this GPU now
+export DPTRAIN_CUDNN_ALGO_CACHE=$tmp/cudnn-algos
+dp_measured=$(resnet measured "$resnet_batch")
 torch_run torch_resnet18_cuda.py eager "resnet-eager-$resnet_batch" --data "$data" --limit "$resnet_limit" \
   --batch-size "$resnet_batch"
 [[ $ran == 0 ]] && pt_r=$(sed -nE 's/^resnet18: ([0-9.]+).*/\1/p' "$tmp/resnet-eager-$resnet_batch.out") || pt_r="failed: $ran"
@@ -167,5 +171,9 @@ echo "ResNet-18 (batch $resnet_batch, one run each$([[ $resnet_model == resnet18
   "$dp_fixed images/sec (DPTRAIN_CUDNN_ALGO=fixed), pytorch eager $pt_r images/sec"
 echo "ResNet-18 cuDNN choices (heuristic run): $(grep -c ', heuristic result ' "$tmp/r-heuristic-$resnet_batch.err" || true) from the" \
   "heuristics, $(grep -c ', the fixed one: none of ' "$tmp/r-heuristic-$resnet_batch.err" || true) the fixed fallback"
+echo "ResNet-18 cuDNN measured algorithms (batch $resnet_batch): dptrain $dp_measured images/sec (DPTRAIN_CUDNN_ALGO=measured," \
+  "$(grep -c ', measured: the fastest ' "$tmp/r-measured-$resnet_batch.err" || true) choices timed)$(
+  [[ $dp_measured =~ ^[0-9.eE+-]+$ && $dp_heuristic =~ ^[0-9.eE+-]+$ ]] &&
+    awk -v m="$dp_measured" -v h="$dp_heuristic" 'BEGIN { printf ", measured/heuristic %.2fx", m / h }')"
 resnet_row "$resnet_batch" eager channels_last graph compile
 for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done

@@ -296,6 +296,7 @@ if [[ -n "$gpu" ]]; then
     note "benchmark: ResNet-18 cuDNN algorithms: heuristic ${heuristic:-?} images/sec, fixed ${fixed:-?} images/sec$(
       [[ -n "$heuristic" && -n "$fixed" ]] && awk -v h="$heuristic" -v f="$fixed" 'BEGIN { printf ", heuristic/fixed %.2fx", h / f }')"
     note "benchmark: $(grep -m1 'ResNet-18 cuDNN choices' "$out/bench.log")"
+    note "benchmark: $(grep -m1 'ResNet-18 cuDNN measured' "$out/bench.log")"
   else
     fail "benchmark: $(tail -1 "$out/bench.log")"
   fi

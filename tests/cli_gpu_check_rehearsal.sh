@@ -44,6 +44,7 @@ for batch in 32 16; do
 done
 want "^  benchmark: ResNet-18 cuDNN algorithms: heuristic $num images/sec, fixed $num images/sec, heuristic/fixed ${num}x$"
 want "^  benchmark: ResNet-18 cuDNN choices \(heuristic run\): [1-9][0-9]* from the heuristics, 0 the fixed fallback$"
+want "^  benchmark: ResNet-18 cuDNN measured algorithms \(batch 32\): dptrain $num images/sec \(DPTRAIN_CUDNN_ALGO=measured, [1-9][0-9]* choices timed\), measured/heuristic ${num}x$"
 want "^  NOT RUN: kernel profile \(the rehearsal has no GPU\)$"
 want "^  NOT RUN: memcheck \(the rehearsal has no GPU\)$"
 ! grep -vE '^  NOT RUN: (kernel profile|memcheck) \(the rehearsal has no GPU\)$' "$summary" | grep -qE 'FAIL|NOT RUN|failed:|\?' && pass \
