@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
-# gpu_vs_pytorch.sh - LeNet seconds per epoch on one GPU: dptrain
-# (--devices cuda:0) against PyTorch eager on CUDA (bench/torch_lenet_cuda.py:
-# the same network, initialisation, batch 256, lr 0.2, the data on the GPU,
-# one synchronize per epoch, FP32 without TF32), alternating A B A B in one
-# run on the same GPU; then torch.compile once, if it runs. Not a test.
+# gpu_vs_pytorch.sh - dptrain on one GPU against PyTorch at its best, in one
+# run on the same GPU. Not a test.
+#
+# LeNet seconds per epoch: dptrain (--devices cuda:0) against PyTorch eager
+# on CUDA (bench/torch_lenet_cuda.py: the same network, initialisation,
+# batch 256, lr 0.2, the data on the GPU, one synchronize per epoch, FP32
+# without TF32), alternating A B A B; then PyTorch's other variants once
+# each (bench/torch_variants_cuda.py: channels_last + cudnn.benchmark, the
+# whole step as a CUDA graph, torch.compile), and dptrain against the
+# FASTEST of them. ResNet-18 (models/resnet18.cfg, the first 12,800 images)
+# images per second at batch 256: dptrain (its 2nd epoch of 2) with cuDNN's
+# heuristic algorithms (the default), with the fixed ones
+# (DPTRAIN_CUDNN_ALGO=fixed) and with measured ones (DPTRAIN_CUDNN_ALGO=measured:
+# cudnnFind*, timed in this run), PyTorch's four variants
+# (bench/torch_resnet18_cuda.py, after a warm-up epoch), dptrain against the
+# fastest; then batches 128 and 512 (dptrain's default algorithms; PyTorch
+# channels_last and graph); and how many of the heuristic run's
+# algorithm choices came from cuDNN's heuristics rather than the fixed
+# fallback (DPTRAIN_CUDNN_ALGO_LOG). Beside each figure the peak GPU memory:
+# PyTorch's torch.cuda.max_memory_allocated, dptrain's device_mem_peak_bytes
+# (its metrics: the most memory its backend held). The GPU's name is
+# torch.cuda.get_device_name's. A variant that cannot run on the device is
+# "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
+# DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
+# command 10 minutes) and says so.
 #
 # usage: bench/gpu_vs_pytorch.sh [path/to/dptrain] [pairs] [epochs]
-# Each run trains `epochs` epochs (default 3) and counts the median of
+# Each LeNet run trains `epochs` epochs (default 3) and counts the median of
 # epochs 2.. (epoch 1 holds the warm-up: the dataset upload, cuDNN's and
-# cuBLAS's first calls). Prints each pair, the medians, the ratio
-# PyTorch / dptrain (the issue's target: >= 3x, and < 0.1 s/epoch on an H100),
-# and the GPU's name. Then ResNet-18 (models/resnet18.cfg, batch 256, the
-# first 12,800 images) images per second, dptrain (its 2nd epoch of 2) with
-# cuDNN's heuristic algorithms (the default) and with the fixed ones
-# (DPTRAIN_CUDNN_ALGO=fixed), against PyTorch eager
-# (bench/torch_resnet18_cuda.py, after a warm-up epoch), one run each; and
-# how many of the heuristic run's algorithm choices came from cuDNN's
-# heuristics rather than the fixed fallback (DPTRAIN_CUDNN_ALGO_LOG).
+# cuBLAS's first calls, cudnn.benchmark, compiling, the graph's capture).
 # For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
 # nothing): DPTRAIN_BENCH_LIMIT (LeNet's training images, both sides),
 # DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0), DPTRAIN_BENCH_RESNET_MODEL
-# (dptrain's model in the ResNet-18 step, default resnet18),
-# DPTRAIN_BENCH_RESNET_LIMIT (12800) and DPTRAIN_BENCH_RESNET_BATCH (256).
+# (dptrain's model in the ResNet-18 steps, default resnet18),
+# DPTRAIN_BENCH_RESNET_LIMIT (12800), DPTRAIN_BENCH_RESNET_BATCH (256) and
+# DPTRAIN_BENCH_RESNET_BATCHES (the other batch sizes, "128 512").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build-cuda/dptrain}
@@ -34,53 +47,133 @@ torch_device=${DPTRAIN_BENCH_TORCH_DEVICE:-cuda:0}
 resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18}
 resnet_limit=${DPTRAIN_BENCH_RESNET_LIMIT:-12800}
 resnet_batch=${DPTRAIN_BENCH_RESNET_BATCH:-256}
+resnet_batches=${DPTRAIN_BENCH_RESNET_BATCHES-128 512}
+compile_limit=${DPTRAIN_BENCH_COMPILE_LIMIT:-240}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 later_epochs() { tail -n +2; } # drop epoch 1
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }
+# dp_peak METRICS: dptrain's peak device memory in its last metrics line
+dp_peak() {
+  local b
+  b=$(tail -1 "$1" | sed -nE 's/.*"device_mem_peak_bytes": *([0-9]+).*/\1/p')
+  [[ -n "$b" ]] && mib "$b" || echo "not counted"
+}
+declare -A names=([eager]=eager [channels_last]=channels_last+cudnn.benchmark [graph]="cuda graph" [compile]=torch.compile)
 
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-echo "GPU: ${gpu:-unknown}; CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+gpu=$("$py" -c 'import sys, torch; d = torch.device(sys.argv[1]); print(torch.cuda.get_device_name(d) if d.type == "cuda" else "none (PyTorch on " + sys.argv[1] + ")")' \
+        "$torch_device" 2>/dev/null || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+echo "GPU: ${gpu:-unknown} (torch.cuda.get_device_name); CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+
+# torch_run SCRIPT VARIANT LABEL ARGS...: runs a PyTorch peer; its stdout in $tmp/LABEL.out; prints nothing.
+# Sets `ran` (0: figures in the output, else why not, one line). The CUDA graph needs a GPU; torch.compile
+# has compile_limit seconds.
+torch_run() {
+  local script=$1 variant=$2 label=$3 rc=0
+  shift 3
+  if [[ $variant == graph && $torch_device != cuda* ]]; then ran="n/a (no GPU)"; return; fi
+  if [[ $variant == compile ]]; then
+    timeout "$compile_limit" "$py" "$here/$script" --variant "$variant" --device "$torch_device" "$@" \
+      >"$tmp/$label.out" 2>"$tmp/$label.err" || rc=$?
+  else
+    "$py" "$here/$script" --variant "$variant" --device "$torch_device" "$@" >"$tmp/$label.out" 2>"$tmp/$label.err" || rc=$?
+  fi
+  if [[ $rc -eq 0 ]]; then ran=0
+  elif [[ $rc -eq 124 ]]; then ran="did not run (stopped after $compile_limit s)"
+  else ran="did not run ($(tail -1 "$tmp/$label.err"))"; fi
+}
+# torch_peak LABEL: the peak GPU memory a PyTorch run printed ("n/a (no GPU)" on the CPU)
+torch_peak() {
+  local b
+  b=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes.*/\1/p' "$tmp/$1.out")
+  [[ -n "$b" ]] && mib "$b" || echo "n/a (no GPU)"
+}
+
+# --- LeNet ---
 dp_all=() pt_all=() ratios=()
 for pair in $(seq 1 "$pairs"); do
   "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 \
     --seed "$pair" ${limit:+--limit "$limit"} --metrics "$tmp/m$pair.jsonl" --quiet >/dev/null
   dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m$pair.jsonl" | later_epochs))
-  pt=$(median $("$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --seed "$pair" \
-                  --device "$torch_device" ${limit:+--limit "$limit"} |
-                sed -E 's/.* ([0-9.]+) sec\/epoch/\1/' | later_epochs))
+  torch_run torch_lenet_cuda.py eager "lenet-eager-$pair" --data "$data" --epochs "$epochs" --seed "$pair" ${limit:+--limit "$limit"}
+  [[ $ran == 0 ]] || { echo "pytorch eager: $ran"; exit 1; }
+  pt=$(median $(sed -nE 's/.* ([0-9.]+) sec\/epoch/\1/p' "$tmp/lenet-eager-$pair.out" | later_epochs))
   ratio=$(awk -v a="$pt" -v b="$dp" 'BEGIN { printf "%.2f", a / b }')
   printf 'pair %d: dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, pytorch/dptrain %sx\n' "$pair" "$dp" "$pt" "$ratio"
   dp_all+=("$dp") pt_all+=("$pt") ratios+=("$ratio")
 done
+dp_lenet=$(median "${dp_all[@]}")
 printf 'LeNet median (%d pairs, epochs 2-%d): dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, speed-up %.2fx\n' \
-  "$pairs" "$epochs" "$(median "${dp_all[@]}")" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
-# (at most 240 s: compiling may take long, and a lent GPU machine gives a command 10 minutes)
-compiled=0
-out=$(timeout 240 "$py" "$here/torch_lenet_cuda.py" --data "$data" --epochs "$epochs" --compile \
-        --device "$torch_device" ${limit:+--limit "$limit"} 2>"$tmp/compile.err") || compiled=$?
-if [[ $compiled -eq 0 ]]; then
-  printf 'pytorch torch.compile: %.4f s/epoch (median of epochs 2-%d, one run)\n' \
-    "$(median $(printf '%s\n' "$out" | sed -E 's/.* ([0-9.]+) sec\/epoch/\1/' | later_epochs))" "$epochs"
-elif [[ $compiled -eq 124 ]]; then
-  echo "pytorch torch.compile: did not run (stopped after 240 s)"
-else
-  echo "pytorch torch.compile: did not run ($(tail -1 "$tmp/compile.err"))"
-fi
+  "$pairs" "$epochs" "$dp_lenet" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
+# the variants: eager is the pairs' median; the fastest has the fewest seconds per epoch
+best=eager best_sec=$(median "${pt_all[@]}") best_peak=$(torch_peak lenet-eager-1)
+line="eager $(printf '%.4f' "$best_sec") s/epoch (peak $best_peak)"
+for v in channels_last graph compile; do
+  torch_run torch_lenet_cuda.py "$v" "lenet-$v" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
+  if [[ $ran == 0 ]]; then
+    sec=$(median $(sed -nE 's/.* ([0-9.]+) sec\/epoch/\1/p' "$tmp/lenet-$v.out" | later_epochs))
+    line+=", ${names[$v]} $(printf '%.4f' "$sec") s/epoch (peak $(torch_peak "lenet-$v"))"
+    if awk -v a="$sec" -v b="$best_sec" 'BEGIN { exit !(a < b) }'; then best=$v best_sec=$sec best_peak=$(torch_peak "lenet-$v"); fi
+  else
+    line+=", ${names[$v]} $ran"
+  fi
+done
+echo "LeNet pytorch variants (median of epochs 2-$epochs, one run each): $line"
+printf 'LeNet vs the fastest PyTorch (%s): dptrain %.4f s/epoch (peak %s), pytorch %.4f s/epoch (peak %s), pytorch/dptrain %.2fx\n' \
+  "${names[$best]}" "$dp_lenet" "$(dp_peak "$tmp/m1.jsonl")" "$best_sec" "$best_peak" \
+  "$(awk -v a="$best_sec" -v b="$dp_lenet" 'BEGIN { print a / b }')"
 
-# resnet ALGO: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO
+# --- ResNet-18 ---
+# resnet ALGO BATCH: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO (metrics in $tmp/r-ALGO-BATCH.jsonl)
 resnet() {
   DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model "$resnet_model" --data "$data" \
-    --batch-size "$resnet_batch" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/r-$1.jsonl" --quiet >/dev/null 2>"$tmp/r-$1.err" &&
-    tail -1 "$tmp/r-$1.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r-$1.err")"
+    --batch-size "$2" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/r-$1-$2.jsonl" \
+    --quiet >/dev/null 2>"$tmp/r-$1-$2.err" &&
+    tail -1 "$tmp/r-$1-$2.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r-$1-$2.err")"
 }
-dp_heuristic=$(resnet heuristic)
-dp_fixed=$(resnet fixed)
-pt_r=$("$py" "$here/torch_resnet18_cuda.py" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch" \
-         --device "$torch_device" 2>"$tmp/rp.err" | sed -E 's/resnet18: ([0-9.]+).*/\1/' ||
-       echo "failed: $(tail -1 "$tmp/rp.err")")
+# resnet_row BATCH VARIANTS...: PyTorch's variants at BATCH, then dptrain (heuristic) against the fastest
+resnet_row() {
+  local batch=$1 v ips dp best='' best_ips=0 best_peak='' line=''
+  shift
+  for v in "$@"; do
+    if [[ -s "$tmp/resnet-$v-$batch.out" ]]; then ran=0 # (eager at the first batch size: run already)
+    else torch_run torch_resnet18_cuda.py "$v" "resnet-$v-$batch" --data "$data" --limit "$resnet_limit" --batch-size "$batch"; fi
+    if [[ $ran == 0 ]]; then
+      ips=$(sed -nE 's/^resnet18: ([0-9.]+) images\/sec.*/\1/p' "$tmp/resnet-$v-$batch.out")
+      line+="${line:+, }${names[$v]} $ips images/sec (peak $(torch_peak "resnet-$v-$batch"))"
+      if awk -v a="$ips" -v b="$best_ips" 'BEGIN { exit !(a > b) }'; then best=$v best_ips=$ips best_peak=$(torch_peak "resnet-$v-$batch"); fi
+    else
+      line+="${line:+, }${names[$v]} $ran"
+    fi
+  done
+  echo "ResNet-18 batch $batch pytorch variants (one run each): $line"
+  [[ -e "$tmp/r-heuristic-$batch.jsonl" ]] || resnet heuristic "$batch" >/dev/null
+  dp=$(tail -1 "$tmp/r-heuristic-$batch.jsonl" 2>/dev/null | sed -nE 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/p')
+  if [[ -n "$best" && -n "$dp" ]]; then
+    printf 'ResNet-18 batch %s vs the fastest PyTorch (%s): dptrain %.0f images/sec (peak %s), pytorch %.0f images/sec (peak %s), dptrain/pytorch %.2fx\n' \
+      "$batch" "${names[$best]}" "$dp" "$(dp_peak "$tmp/r-heuristic-$batch.jsonl")" "$best_ips" "$best_peak" \
+      "$(awk -v a="$dp" -v b="$best_ips" 'BEGIN { print a / b }')"
+  else
+    echo "ResNet-18 batch $batch vs the fastest PyTorch: not compared (dptrain: ${dp:-$(tail -1 "$tmp/r-heuristic-$batch.err" 2>/dev/null)}; pytorch: ${best:-no variant ran})"
+  fi
+}
+dp_heuristic=$(resnet heuristic "$resnet_batch")
+dp_fixed=$(resnet fixed "$resnet_batch")
+# measured algorithms (cudnnFind*), into a cache file of this run only: measured on this GPU now
+export DPTRAIN_CUDNN_ALGO_CACHE=$tmp/cudnn-algos
+dp_measured=$(resnet measured "$resnet_batch")
+torch_run torch_resnet18_cuda.py eager "resnet-eager-$resnet_batch" --data "$data" --limit "$resnet_limit" \
+  --batch-size "$resnet_batch"
+[[ $ran == 0 ]] && pt_r=$(sed -nE 's/^resnet18: ([0-9.]+).*/\1/p' "$tmp/resnet-eager-$resnet_batch.out") || pt_r="failed: $ran"
 echo "ResNet-18 (batch $resnet_batch, one run each$([[ $resnet_model == resnet18 ]] || echo "; dptrain ran $resnet_model")):" \
   "dptrain $dp_heuristic images/sec (cuDNN heuristic algorithms)," \
   "$dp_fixed images/sec (DPTRAIN_CUDNN_ALGO=fixed), pytorch eager $pt_r images/sec"
-echo "ResNet-18 cuDNN choices (heuristic run): $(grep -c ', heuristic result ' "$tmp/r-heuristic.err" || true) from the" \
-  "heuristics, $(grep -c ', the fixed one: none of ' "$tmp/r-heuristic.err" || true) the fixed fallback"
+echo "ResNet-18 cuDNN choices (heuristic run): $(grep -c ', heuristic result ' "$tmp/r-heuristic-$resnet_batch.err" || true) from the" \
+  "heuristics, $(grep -c ', the fixed one: none of ' "$tmp/r-heuristic-$resnet_batch.err" || true) the fixed fallback"
+echo "ResNet-18 cuDNN measured algorithms (batch $resnet_batch): dptrain $dp_measured images/sec (DPTRAIN_CUDNN_ALGO=measured," \
+  "$(grep -c ', measured: the fastest ' "$tmp/r-measured-$resnet_batch.err" || true) choices timed)$(
+  [[ $dp_measured =~ ^[0-9.eE+-]+$ && $dp_heuristic =~ ^[0-9.eE+-]+$ ]] &&
+    awk -v m="$dp_measured" -v h="$dp_heuristic" 'BEGIN { printf ", measured/heuristic %.2fx", m / h }')"
+resnet_row "$resnet_batch" eager channels_last graph compile
+for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done

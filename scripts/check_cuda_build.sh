@@ -3,9 +3,11 @@
 # default build/, configured here if it is not yet): where a CUDA toolkit is
 # installed (our machines, CI's: /usr/local/cuda), -DDPTRAIN_CUDA=AUTO (the
 # default) must have found it and built the module lib/libdptrain_cuda.so,
-# so that every CUDA file is compiled and linked; the module exports only
-# its entry point, and neither dptrain nor libdptrain.so links a CUDA
-# library (they dlopen the module on demand). Then the tests that concern
+# so that every CUDA file is compiled and linked; the module and the
+# emulator export only their entry point (nm -D --defined-only, weak symbols
+# included: module_exports.map keeps a linked-in C++ runtime local), and
+# neither dptrain nor libdptrain.so links a CUDA library (they dlopen the
+# module on demand). Then the tests that concern
 # it: the `--devices cuda:N` messages (cli_cuda), the module's loading
 # (cli_cuda_module) and the GPU tests, which report themselves Skipped
 # without a GPU (exit 77) and are never counted as passed. Without a
@@ -36,7 +38,9 @@ if [[ ! -f "$module" ]]; then
   exit 0
 fi
 failed=0
-exported=$(nm -D --defined-only "$module" | awk '{print $3}' | sort -u | tr '\n' ' ')
+# the dynamic symbols a file defines (weak and unique ones included, versions stripped), one space after each
+exports() { nm -D --defined-only "$1" | awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' | sort -u | tr '\n' ' '; }
+exported=$(exports "$module")
 [[ "$exported" == "dp_cuda_module_entry " ]] || { echo "check_cuda_build: FAILED: the module exports: $exported" >&2; failed=1; }
 for f in "$build/dptrain" "$build"/lib/libdptrain.so; do
   if readelf -d "$f" | grep -qE 'NEEDED.*lib(cudart|cublas|cudnn)'; then
@@ -49,8 +53,8 @@ emulator="$build/lib/libdptrain_cuda_emu.so" # the CUDA emulator (tests/cuda_emu
 if [[ ! -f "$emulator" ]]; then
   echo "check_cuda_build: FAILED: $build has the CUDA module but not the CUDA emulator ($emulator)" >&2
   failed=1
-elif [[ "$(nm -D --defined-only "$emulator" | awk '{print $3}' | sort -u | tr '\n' ' ')" != "dp_cuda_module_entry " ]]; then
-  echo "check_cuda_build: FAILED: the emulator exports more than dp_cuda_module_entry" >&2
+elif [[ "$(exports "$emulator")" != "dp_cuda_module_entry " ]]; then
+  echo "check_cuda_build: FAILED: the emulator exports more than dp_cuda_module_entry: $(exports "$emulator" | cut -c1-300)" >&2
   failed=1
 fi
 (cd "$build" && ctest -R 'cuda' -E 'emu' --output-on-failure) || failed=1

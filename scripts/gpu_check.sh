@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# gpu_check.sh - issue 10's GPU checks in one command, on a machine with an
-# NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build (the backend is the
-# module build-cuda/lib/libdptrain_cuda.so, which dptrain dlopens), run the
-# GPU tests (ctest -L gpu: test_cuda_*, cli_cuda_gpu) and the module's command-line tests (cli_cuda,
-# cli_cuda_module), check that the default devices are the GPU, train LeNet
-# for 10 epochs with the book's settings on cuda:0 (test accuracy must reach
-# 0.80), train with NCCL's one-member group (DPTRAIN_NCCL=1) against the host
-# path, run bench/gpu_vs_pytorch.sh (its ResNet-18 line with cuDNN's heuristic
-# and with the fixed algorithms, both in the summary), and print one summary. Exit 0 only when every step passed; without a GPU the
-# GPU steps say NOT RUN and it exits 2.
+# gpu_check.sh - the GPU checks and measurements in one command, on a machine
+# with an NVIDIA GPU: configure with -DDPTRAIN_CUDA=ON, build (the backend is
+# the module build-cuda/lib/libdptrain_cuda.so, which dptrain dlopens), run
+# the GPU tests (ctest -L gpu: test_cuda_*, cli_cuda_gpu) and the module's
+# command-line tests (cli_cuda, cli_cuda_module), check that the default
+# devices are the GPU, train LeNet for 10 epochs with the book's settings on
+# cuda:0 (test accuracy must reach 0.80), train with NCCL's one-member group
+# (DPTRAIN_NCCL=1) against the host path, run bench/gpu_vs_pytorch.sh
+# (dptrain against PyTorch's fastest variant, with the GPU's name and each
+# side's peak GPU memory; ResNet-18 with cuDNN's heuristic and with the fixed
+# algorithms, at batches 256, 128 and 512), profile the kernels of a few
+# LeNet and ResNet-18 steps with Nsight Compute when `ncu` is there (per
+# kernel name: total us, share, count), run LeNet under compute-sanitizer's
+# memcheck when it is there, and print one summary. Exit 0 only when every
+# step passed (a profiler or sanitizer that is not installed is a NOT RUN
+# line, not a failure); without a GPU the GPU steps say NOT RUN and it exits
+# 2. The whole call keeps within a lent machine's 10 minutes per command:
+# torch.compile, the profile and memcheck take what is left of
+# DPTRAIN_GPU_CHECK_SECONDS (570) and say so when it is not enough.
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
@@ -29,6 +38,8 @@
 #       have run before a GPU session; its figures mean nothing. Exit 77
 #       without the emulator or PyTorch. tests/cli_gpu_check_rehearsal.sh
 #       runs it and checks the summary.
+#   scripts/gpu_check.sh kernel-table NCU_CSV   the profile step's table of
+#       an `ncu --csv --metrics gpu__time_duration.sum` output.
 # Nothing here needs network. cuDNN is taken from the toolkit, else from
 # PyTorch's nvidia-cudnn wheel (DPTRAIN_CUDNN_ROOT).
 set -uo pipefail
@@ -52,6 +63,33 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
+# kernel_table CSV: ncu's --csv output of gpu__time_duration.sum summed per kernel name: a first line
+# "N kernels, T us in all", then "total-us share% count name" rows, the largest first
+kernel_table() {
+  python3 - "$1" <<'PY'
+import collections, csv, sys
+scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6}
+rows = list(csv.reader(line for line in open(sys.argv[1], errors="replace") if not line.startswith("==")))
+first = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
+if first is None:
+    sys.exit("no ncu CSV (no row with 'Kernel Name' and 'Metric Value')")
+h, rows = rows[first], rows[first:]
+name, metric, unit, value = (h.index(k) for k in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"))
+total, count = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    if len(r) == len(h) and r[metric] == "gpu__time_duration.sum" and r[unit] in scale:
+        total[r[name]] += float(r[value].replace(",", "")) * scale[r[unit]]
+        count[r[name]] += 1
+if not count:
+    sys.exit("no gpu__time_duration.sum rows in the ncu CSV")
+whole = sum(total.values())
+print(f"{sum(count.values())} kernels, {whole:.1f} us in all")
+for k, us in total.most_common():
+    print(f"{us:10.1f} us {100 * us / whole:5.1f}% {count[k]:4d}  {k[:90]}")
+PY
+}
+if [[ "${1:-}" == kernel-table ]]; then kernel_table "${2:?usage: scripts/gpu_check.sh kernel-table NCU_CSV}"; exit; fi
+
 rehearse=0
 if [[ "${1:-}" == rehearse ]]; then
   rehearse=1
@@ -68,11 +106,17 @@ failed=0
 : >"$out/summary.txt"
 note() { summary+=("$1"); echo "== $1"; echo "  $1" >>"$out/summary.txt"; }
 fail() { failed=1; note "FAIL: $1"; }
+# The time box: a lent machine stops a command at 10 minutes; the optional steps (torch.compile's share,
+# the kernel profile, memcheck) take what is left of DPTRAIN_GPU_CHECK_SECONDS (570) and say NOT RUN without it
+budget=${DPTRAIN_GPU_CHECK_SECONDS:-570}
+left() { echo $((budget - SECONDS)); }
+bench_reserve=300 # the benchmark's other runs, the kernel profile and memcheck
+resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 
 # The sizes of the steps (the rehearsal's are tiny), and ctest in the build
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
-lenet_epochs=10 min_acc=0.80 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(3 3)
+lenet_epochs=10 min_acc=0.80 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
 # NCCL's bootstrap (its unique id) looks for a network interface; every member is on this machine, and the
@@ -86,7 +130,7 @@ if [[ $rehearse -eq 1 ]]; then
   export PYTHON # the benchmark's PyTorch
   export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
   export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
-  export DPTRAIN_BENCH_RESNET_LIMIT=64 DPTRAIN_BENCH_RESNET_BATCH=32
+  export DPTRAIN_BENCH_RESNET_LIMIT=64 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
   lenet_epochs=2 min_acc=0 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 256 --epochs 2)
   bench_args=(1 2)
   ctest_dir=$out/ctest
@@ -143,6 +187,15 @@ data=${DPTRAIN_DATA:-}
 [[ -z "$data" && -f "$carry/fashion-mnist/train-images-idx3-ubyte.gz" ]] && data=$carry/fashion-mnist
 data=${data:-/usr/share/datasets/fashion-mnist}
 export DPTRAIN_DATA=$data
+# The tests (testing.sh: cli_cuda_gpu, cli_cuda, cli_cuda_module) read Fashion-MNIST from
+# /usr/share/datasets/fashion-mnist: linked to the carried copy if absent, before any step needs it
+std_data=/usr/share/datasets/fashion-mnist
+[[ -e "$std_data" || "$data" == "$std_data" || $rehearse -eq 1 ]] ||
+  { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+if [[ $rehearse -eq 0 && ! -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
+  failed=1
+  note "NOT RUN: no Fashion-MNIST at $std_data (nor carried in build-gpu-carry/fashion-mnist: scripts/gpu_check.sh pack): the tests that read it fail"
+fi
 
 # 1. configure and build
 if [[ $rehearse -eq 1 ]]; then
@@ -176,11 +229,7 @@ while IFS= read -r line; do failed=1; note "NOT RUN: ${line#*NOT RUN: }"; done <
 grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 's/^ *[0-9]*: */   /' | head -20
 
 # 2b. The CUDA module's loading and the cuda:N messages on a GPU machine
-# (cli_cuda, cli_cuda_module). testing.sh reads Fashion-MNIST from
-# /usr/share/datasets/fashion-mnist: linked to the carried copy if absent.
-std_data=/usr/share/datasets/fashion-mnist
-[[ -e "$std_data" || "$data" == "$std_data" || $rehearse -eq 1 ]] ||
-  { mkdir -p "$(dirname "$std_data")" && ln -s "$data" "$std_data"; } 2>/dev/null
+# (cli_cuda, cli_cuda_module).
 if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
   # (the rehearsal: as on a machine without a GPU, the emulator not named)
   (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R '^cli_cuda(_module)?$' --output-on-failure) >"$out/cli_cuda.log" 2>&1
@@ -232,19 +281,57 @@ if [[ -n "$gpu" ]]; then
   else
     fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
   fi
-  # 4. the benchmark
-  if bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" >"$out/bench.log" 2>&1; then
-    note "benchmark: $(grep -m1 'LeNet median' "$out/bench.log")"
-    note "benchmark: $(grep -m1 'torch.compile' "$out/bench.log")"
-    note "benchmark: $(grep -m1 'ResNet-18' "$out/bench.log")"
+  # 4. the benchmark (torch.compile gets what the time box leaves: half of what remains beyond the other
+  # steps' needs, 30 to 240 s for each of its two compilations)
+  compile_limit=$(( ($(left) - bench_reserve) / 2 ))
+  compile_limit=$(( compile_limit > 240 ? 240 : compile_limit < 30 ? 30 : compile_limit ))
+  if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
+       >"$out/bench.log" 2>&1; then
+    while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
+      '^(GPU: |LeNet median|LeNet pytorch variants|LeNet vs the fastest|ResNet-18 \(batch|ResNet-18 batch [0-9]+ (pytorch variants|vs the fastest))' \
+      "$out/bench.log")
     # cuDNN's heuristic algorithms (the default) against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18
     heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")
     fixed=$(sed -nE 's/^ResNet-18 .*, ([0-9.eE+-]+) images\/sec \(DPTRAIN_CUDNN_ALGO=fixed\).*/\1/p' "$out/bench.log")
     note "benchmark: ResNet-18 cuDNN algorithms: heuristic ${heuristic:-?} images/sec, fixed ${fixed:-?} images/sec$(
       [[ -n "$heuristic" && -n "$fixed" ]] && awk -v h="$heuristic" -v f="$fixed" 'BEGIN { printf ", heuristic/fixed %.2fx", h / f }')"
     note "benchmark: $(grep -m1 'ResNet-18 cuDNN choices' "$out/bench.log")"
+    note "benchmark: $(grep -m1 'ResNet-18 cuDNN measured' "$out/bench.log")"
   else
     fail "benchmark: $(tail -1 "$out/bench.log")"
+  fi
+  # 5. where the GPU time goes: Nsight Compute's gpu__time_duration of each kernel over a few steps of
+  # LeNet (200 kernels, about 4 steps) and ResNet-18 (400 kernels after the first 200 launches),
+  # summed per kernel name (kernels-*.txt, the CSVs beside them); at most 120 s each, within the time box
+  if [[ $rehearse -eq 1 ]] || ! command -v ncu >/dev/null; then
+    note "NOT RUN: kernel profile ($([[ $rehearse -eq 1 ]] && echo 'the rehearsal has no GPU' || echo 'no ncu on PATH'))"
+  else
+    for spec in "lenet lenet 0 200 2560" "resnet18 $resnet_model 200 400 1024"; do
+      read -r name model skip count images <<<"$spec"
+      if (( $(left) < 150 )); then note "NOT RUN: kernel profile of $name ($(left) s left of the time box)"; continue; fi
+      limit=$(( $(left) - 30 < 120 ? $(left) - 30 : 120 ))
+      timeout "$limit" ncu --csv --metrics gpu__time_duration.sum --launch-skip "$skip" --launch-count "$count" \
+        "$build"/dptrain train --model "$model" --data "$data" --limit "$images" --batch-size 256 --epochs 1 \
+        --devices cuda:0 --quiet >"$out/ncu-$name.csv" 2>"$out/ncu-$name.err"
+      rc=$?
+      if kernel_table "$out/ncu-$name.csv" >"$out/kernels-$name.txt" 2>>"$out/ncu-$name.err"; then
+        note "kernel profile $name$([[ $rc -eq 124 ]] && echo " (stopped at $limit s)"): $(head -1 "$out/kernels-$name.txt"); largest: $(sed -n 2p "$out/kernels-$name.txt" | tr -s ' ' | cut -c1-110)"
+        sed 's/^/    /' "$out/kernels-$name.txt" | head -25
+      else fail "kernel profile $name: ncu exit $rc: $(grep -v '^==PROF==' "$out/ncu-$name.err" | tail -1)"; fi
+    done
+  fi
+  # 6. compute-sanitizer's memcheck over LeNet's first 8 steps on cuda:0 (at most 150 s, within the time box)
+  if [[ $rehearse -eq 1 ]] || ! command -v compute-sanitizer >/dev/null; then
+    note "NOT RUN: memcheck ($([[ $rehearse -eq 1 ]] && echo 'the rehearsal has no GPU' || echo 'no compute-sanitizer on PATH'))"
+  elif (( $(left) < 60 )); then note "NOT RUN: memcheck ($(left) s left of the time box)"
+  else
+    limit=$(( $(left) - 10 < 150 ? $(left) - 10 : 150 ))
+    timeout "$limit" compute-sanitizer --tool memcheck --error-exitcode 3 "$build"/dptrain train --model lenet \
+      --data "$data" --limit 2048 --batch-size 256 --epochs 1 --devices cuda:0 --quiet >"$out/memcheck.log" 2>&1
+    rc=$?
+    errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$out/memcheck.log" | tail -1 | grep -oE '[0-9]+')
+    if [[ $rc -eq 0 && "$errors" == 0 ]]; then note "memcheck (LeNet, 8 steps on cuda:0): 0 errors"
+    else fail "memcheck (LeNet, 8 steps on cuda:0): exit $rc, ${errors:-no} errors reported: $(grep -m1 -E 'Invalid|ERROR' "$out/memcheck.log")"; fi
   fi
 else
   failed=1

@@ -25,6 +25,13 @@
 #   gradient refused for every algorithm) and DPTRAIN_CUDNN_ALGO=bogus: one
 #   stderr line naming the GPU and the convolution (the variable and the
 #   value), non-zero exit.
+# - DPTRAIN_CUDNN_ALGO=measured: cudnnFind* once per shape and direction
+#   (the emulator times its traps fastest: none is taken), the same bits as
+#   fixed; the choices go to the cache file (XDG_CACHE_HOME/dptrain/cudnn-algos
+#   or DPTRAIN_CUDNN_ALGO_CACHE) and the next run takes the same ones from it
+#   without a find query (the emulator's statistics line counts them); a
+#   fresh measurement chooses the same; a corrupt file: one warning line,
+#   measured again, the file rewritten and taken by the next run.
 source "$(dirname "$0")/testing.sh"
 emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
 if [[ ! -e "$emu" ]]; then
@@ -110,5 +117,42 @@ one_line_error "no transposed forward algorithm" "$models/every_layer.cfg" \
 one_line_error "no weight gradient algorithm" lenet "cuda:0: conv weight gradient: $left .*CUDNN_STATUS_NOT_SUPPORTED$" \
   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_filter:*@run'
 one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
-  "DPTRAIN_CUDNN_ALGO must be heuristic \(the default\) or fixed, found 'bogus'$" DPTRAIN_CUDNN_ALGO=bogus
+  "DPTRAIN_CUDNN_ALGO must be heuristic \(the default\), measured or fixed, found 'bogus'$" DPTRAIN_CUDNN_ALGO=bogus
+
+# measured: cudnnFind* once per shape and direction (the emulator's fastest results are its traps: the filter
+# passes over them), the choice kept in the cache file and taken from there by the next run (no find query)
+cache=$tmp/cache/dptrain/cudnn-algos
+choices() { grep -oE '^cuda:0: cuDNN .*: algorithm [0-9]+' "$tmp/$1.out"; }
+run every_layer-measured "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured XDG_CACHE_HOME="$tmp/cache"
+same_run every_layer-measured every_layer-fixed
+finds=$(sed -nE 's/^cuda emulator: cuDNN: .* ([0-9]+) find queries$/\1/p' "$tmp/every_layer-measured.out")
+measured=$(grep -cE ': algorithm [0-9]+, measured: the fastest of [0-9]+ qualified of [0-9]+, [0-9.]+ ms$' "$tmp/every_layer-measured.out")
+[[ -n "$finds" && $finds -gt 0 && $finds -eq $measured && $(stat every_layer-measured heuristic) -eq 0 ]] && pass \
+  || fail "measured: $finds find queries, $measured measured choices, $(stat every_layer-measured heuristic) heuristic queries"
+[[ $(head -1 "$cache" 2>/dev/null) == "dptrain cuDNN algorithms 1" && $(($(wc -l <"$cache") - 1)) -eq $measured ]] && pass \
+  || fail "measured: the cache file $cache: $(head -3 "$cache" 2>&1)"
+grep -qP '^dptrain CUDA emulator GPU 0\|cuDNN [0-9]+\|conv x 96x8x14x14 by w .*\|(forward|backward data|backward filter)\t[0-9]+$' "$cache" \
+  && pass || fail "measured: the cache's keys: $(sed -n 2p "$cache")"
+# the next run: the same choices, from the file; no find query
+run every_layer-cached "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$cache"
+[[ $(sed -nE 's/^cuda emulator: cuDNN: .* ([0-9]+) find queries$/\1/p' "$tmp/every_layer-cached.out") == 0 ]] && pass \
+  || fail "cached: $(grep 'find queries' "$tmp/every_layer-cached.out")"
+diff <(choices every_layer-measured) <(choices every_layer-cached) >/dev/null && pass || fail "cached: other choices than measured"
+[[ $(grep -c ', measured before (' "$tmp/every_layer-cached.out") -eq $measured ]] && pass \
+  || fail "cached: $(grep -c ', measured before (' "$tmp/every_layer-cached.out") choices from the file, want $measured"
+# measured again from scratch: the same choices (the measurement is deterministic here)
+run every_layer-remeasured "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$tmp/other-cache"
+diff <(choices every_layer-measured) <(choices every_layer-remeasured) >/dev/null && pass \
+  || fail "measured twice: other choices"
+# a corrupt cache: one warning line, measured again, the file rewritten (the next run measures nothing)
+printf 'dptrain cuDNN algorithms 1\nnot a choice\n' >"$cache"
+run every_layer-corrupt "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$cache"
+[[ $(grep -c '^dptrain: warning: ' "$tmp/every_layer-corrupt.out") -eq 1 ]] && grep -qF \
+  "dptrain: warning: $cache: line 2 is not a cuDNN algorithm choice (\"dptrain cuDNN algorithms 1\" first, then KEY<tab>ALGO lines): the file is ignored, and the algorithms are measured again" \
+  "$tmp/every_layer-corrupt.out" && pass || fail "corrupt cache: $(grep -i warning "$tmp/every_layer-corrupt.out")"
+[[ $(grep -c ', measured: the fastest' "$tmp/every_layer-corrupt.out") -eq $measured ]] && pass \
+  || fail "corrupt cache: not measured again"
+run every_layer-rewritten "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$cache"
+[[ $(sed -nE 's/^cuda emulator: cuDNN: .* ([0-9]+) find queries$/\1/p' "$tmp/every_layer-rewritten.out") == 0 ]] && \
+  ! grep -q warning "$tmp/every_layer-rewritten.out" && pass || fail "the rewritten cache was not taken"
 testing_finish cli_cudnn_algo_emu

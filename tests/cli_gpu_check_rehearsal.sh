@@ -4,7 +4,9 @@
 # emulator, tiny sizes, PyTorch on the CPU), so that the script's own logic
 # is tested without a GPU: every step must pass and the summary must carry
 # each step's line with its figures parsed (numbers where numbers belong),
-# as a report of a GPU run quotes them. The figures themselves mean nothing.
+# as a report of a GPU run quotes them; the kernel profile and memcheck
+# say NOT RUN (no GPU). The figures themselves mean nothing. Also the
+# profile's table (`gpu_check.sh kernel-table`) of a small ncu CSV.
 # Skipped (77) in a build without CUDA or without PyTorch.
 source "$(dirname "$0")/testing.sh"
 build=$(dirname "$bin")
@@ -28,12 +30,42 @@ want "^  cli_cuda, cli_cuda_module: 100% tests passed, 0 tests failed out of 2$"
 want "^  default devices: \[cuda:0\] \(default: the GPU\)"
 want "^  LeNet 2 epochs on cuda:0: test accuracy $num \(>= 0\), median epoch ${num}s$"
 want "^  NCCL \(1 member\) on cuda:0: train_loss $num vs host $num, same checkpoint bits$"
+want "^  benchmark: GPU: none \(PyTorch on cpu\) \(torch.cuda.get_device_name\); CPU: "
 want "^  benchmark: LeNet median \(1 pairs, epochs 2-2\): dptrain $num s/epoch, pytorch eager $num s/epoch, speed-up ${num}x$"
-want "^  benchmark: pytorch torch.compile: (did not run \(.+\)|$num s/epoch)"
+nogpu='\(peak n/a \(no GPU\)\)'
+compiled="torch.compile (did not run \(.+\)|$num (s/epoch|images/sec) $nogpu)"
+want "^  benchmark: LeNet pytorch variants \(median of epochs 2-2, one run each\): eager $num s/epoch $nogpu, channels_last\+cudnn.benchmark $num s/epoch $nogpu, cuda graph n/a \(no GPU\), $compiled$"
+want "^  benchmark: LeNet vs the fastest PyTorch \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num s/epoch \(peak [0-9]+ MiB\), pytorch $num s/epoch $nogpu, pytorch/dptrain ${num}x$"
 want "^  benchmark: ResNet-18 \(batch 32, one run each; dptrain ran lenet\): dptrain $num images/sec \(cuDNN heuristic algorithms\), $num images/sec \(DPTRAIN_CUDNN_ALGO=fixed\), pytorch eager $num images/sec$"
+want "^  benchmark: ResNet-18 batch 32 pytorch variants \(one run each\): eager $num images/sec $nogpu, channels_last\+cudnn.benchmark $num images/sec $nogpu, cuda graph n/a \(no GPU\), $compiled$"
+want "^  benchmark: ResNet-18 batch 16 pytorch variants \(one run each\): channels_last\+cudnn.benchmark $num images/sec $nogpu, cuda graph n/a \(no GPU\)$"
+for batch in 32 16; do
+  want "^  benchmark: ResNet-18 batch $batch vs the fastest PyTorch \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num images/sec \(peak [0-9]+ MiB\), pytorch $num images/sec $nogpu, dptrain/pytorch ${num}x$"
+done
 want "^  benchmark: ResNet-18 cuDNN algorithms: heuristic $num images/sec, fixed $num images/sec, heuristic/fixed ${num}x$"
 want "^  benchmark: ResNet-18 cuDNN choices \(heuristic run\): [1-9][0-9]* from the heuristics, 0 the fixed fallback$"
-! grep -qE 'FAIL|NOT RUN|failed:|\?' "$summary" && pass || fail "summary: $(grep -E 'FAIL|NOT RUN|failed:|\?' "$summary")"
+want "^  benchmark: ResNet-18 cuDNN measured algorithms \(batch 32\): dptrain $num images/sec \(DPTRAIN_CUDNN_ALGO=measured, [1-9][0-9]* choices timed\), measured/heuristic ${num}x$"
+want "^  NOT RUN: kernel profile \(the rehearsal has no GPU\)$"
+want "^  NOT RUN: memcheck \(the rehearsal has no GPU\)$"
+! grep -vE '^  NOT RUN: (kernel profile|memcheck) \(the rehearsal has no GPU\)$' "$summary" | grep -qE 'FAIL|NOT RUN|failed:|\?' && pass \
+  || fail "summary: $(grep -E 'FAIL|NOT RUN|failed:|\?' "$summary")"
+# the profile's table: ncu's CSV (a kernel name with commas, units in ns and us, a line of its own and the
+# program's output around it) summed per kernel name, the largest first
+cat >"$tmp/ncu.csv" <<'CSV'
+==PROF== Connected to process 1 (dptrain)
+dptrain: the program's own line
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","dptrain","127.0.0.1","bias_grad_kernel(const float *, float *, int, int)","1","13","(256, 1, 1)","(20, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","106.50"
+"1","1","dptrain","127.0.0.1","void fft2d_r2c_32x32<float, 0, 1, 0>(float2 *, const T1 *, int)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","41,000"
+"2","1","dptrain","127.0.0.1","bias_grad_kernel(const float *, float *, int, int)","1","13","(256, 1, 1)","(20, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","93.50"
+==PROF== Disconnected from process 1
+CSV
+"$root/scripts/gpu_check.sh" kernel-table "$tmp/ncu.csv" >"$tmp/table" 2>&1 && pass || fail "kernel-table: $(cat "$tmp/table")"
+diff <(printf '%s\n' "3 kernels, 241.0 us in all" "     200.0 us  83.0%    2  bias_grad_kernel(const float *, float *, int, int)" \
+  "      41.0 us  17.0%    1  void fft2d_r2c_32x32<float, 0, 1, 0>(float2 *, const T1 *, int)") "$tmp/table" >"$tmp/table.diff" && pass \
+  || fail "kernel-table: $(cat "$tmp/table.diff")"
+echo 'not a CSV' >"$tmp/bad.csv"
+"$root/scripts/gpu_check.sh" kernel-table "$tmp/bad.csv" >"$tmp/table" 2>&1 && fail "kernel-table took a file without ncu's columns" || pass
 # its ctest kept its records apart (not in the build's Testing/, which an outer ctest may be writing)
 [[ -d $tmp/out/ctest/Testing/Temporary ]] && pass || fail "the rehearsal's ctest wrote no records in its own folder"
 testing_finish cli_gpu_check_rehearsal

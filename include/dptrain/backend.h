@@ -122,6 +122,10 @@ struct dp_backend {
      * trainer reads a step's loss and accuracy only when it wants them. */
     void (*count_metrics)(void *ctx, double *sums, const float *loss, double scale, const float *logits,
                           const int32_t *labels, int n, int k);
+    /* The most memory held through alloc at once so far, in bytes (a GPU's
+     * figure: devices sharing the GPU share it). NULL: not counted (host
+     * memory: the CPU's backends). */
+    size_t (*memory_peak)(void *ctx);
 
     /* --- Settings --- */
     /* TF32 tensor-core math for FP32 matrix products and convolutions

@@ -24,6 +24,8 @@ typedef struct {
     int num_devices;        /* devices of all ranks */
     int num_ranks;          /* processes (0 is taken as 1) */
     double lr;              /* the learning rate of the epoch's last step */
+    size_t device_mem_peak; /* bytes: the most memory a GPU of this rank held through dptrain so far
+                               (backend.h memory_peak); 0: not counted (CPU devices) */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */
@@ -35,7 +37,8 @@ typedef struct {
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
  * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
- * names, the devices of one rank), num_devices (of all ranks), ranks. */
+ * names, the devices of one rank), num_devices (of all ranks), ranks, and
+ * device_mem_peak_bytes when counted (GPU devices). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* The same line with the keys isa, cpu and blas (strings) appended, for

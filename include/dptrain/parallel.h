@@ -171,6 +171,9 @@ uint64_t dp_trainer_step_count(const dp_trainer_t *trainer);
 void dp_trainer_set_step_count(dp_trainer_t *trainer, uint64_t steps);
 /* "cpu:0,cpu:1" (comma-separated, no spaces) */
 const char *dp_trainer_device_names(const dp_trainer_t *trainer);
+/* The most memory one of the trainer's GPUs held through dptrain so far
+ * (backend.h memory_peak), in bytes; 0 when no device counts it (CPU). */
+size_t dp_trainer_device_memory_peak(const dp_trainer_t *trainer);
 /* The backend every device of the trainer runs. */
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *trainer);
 /* How the gradients are summed between devices on distinct GPUs: "nccl",

@@ -4,7 +4,8 @@
  *   {"epoch": 1, "train_loss": 0.512, "train_acc": 0.81, "test_acc": 0.84,
  *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
  *    "num_devices": 2, "ranks": 1, "isa": "avx2", "cpu": "...", "blas": "..."}
- * (on one line). The line is built in memory and written with a single
+ * (on one line; GPU devices add "device_mem_peak_bytes" after "ranks").
+ * The line is built in memory and written with a single
  * fwrite to a file opened for appending, so concurrent appenders and crashes
  * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
  * printf's C locale output); NaN and infinities, which JSON cannot express,
@@ -109,6 +110,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     line_device_array(&line, stats->devices);
     line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d", stats->num_devices,
                 stats->num_ranks > 0 ? stats->num_ranks : 1);
+    if (stats->device_mem_peak) line_printf(&line, ", \"device_mem_peak_bytes\": %zu", stats->device_mem_peak);
     for (int i = 0; i < 3; i++)
         if (info[i]) {
             line_printf(&line, ", \"%s\": ", info_keys[i]);

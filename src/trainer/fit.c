@@ -479,6 +479,7 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         s->devices = dp_trainer_device_names(trainer);
         s->num_devices = dp_trainer_num_devices(trainer) * ranks;
         s->num_ranks = world->size;
+        s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
         /* the metrics also say what ran: the kernels' ISA, the CPU, the BLAS */
         const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas()};

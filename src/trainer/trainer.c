@@ -272,6 +272,16 @@ dp_status_t dp_trainer_check_devices(const dp_trainer_t *t) {
 int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
+
+size_t dp_trainer_device_memory_peak(const dp_trainer_t *t) {
+    size_t peak = 0;
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        size_t p = be->memory_peak ? be->memory_peak(be->ctx) : 0;
+        if (p > peak) peak = p;
+    }
+    return peak;
+}
 const char *dp_trainer_allreduce(const dp_trainer_t *t) { return t->allreduce; }
 
 /* Uploads the examples indices[0..n) (host) into the replica's arena as a

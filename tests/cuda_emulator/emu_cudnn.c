@@ -13,16 +13,19 @@
  * workspace smaller than its query said; and every operand's whole extent
  * must be memory of the handle's GPU (else one line and abort). What the
  * emulator does not take (other layouts or strides, other data types,
- * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED.
+ * 1 or more than 3 spatial dims) is CUDNN_STATUS_NOT_SUPPORTED, and so is,
+ * as in cuDNN, a tensor or filter of 2^31 elements or more.
  *
  * The heuristics (cudnnGet*Algorithm_v7) list every algorithm of a
  * direction in an order built to trap a caller that filters their results
  * badly; each convolution and workspace query checks the algorithm it is
  * handed against that list (see "algorithms" below). Every algorithm runs
- * the same loops here: the choice never changes the bits. Settings
+ * the same loops here: the choice never changes the bits. The
+ * measurements (cudnnFind*Algorithm) give that list with made-up,
+ * deterministic times, the traps fastest. Settings
  * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
  * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
- * descriptors created, heuristic queries and refusals). */
+ * descriptors created, heuristic queries, refusals and find queries). */
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -56,11 +59,11 @@ struct cudnnConvolutionStruct {
 #define EMU_HUGE_WORKSPACE ((size_t)1 << 40)
 
 /* DPTRAIN_CUDA_EMU_STATS: cuDNN's part, one line at exit */
-static long stat_descriptors, stat_heuristics, stat_refusals;
+static long stat_descriptors, stat_heuristics, stat_refusals, stat_finds;
 static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
 static void print_stats(void) {
     fprintf(stderr, "cuda emulator: cuDNN: %ld descriptors created, %ld heuristic queries, %ld calls refused as not "
-            "supported\n", stat_descriptors, stat_heuristics, stat_refusals);
+            "supported, %ld find queries\n", stat_descriptors, stat_heuristics, stat_refusals, stat_finds);
 }
 static void register_stats(void) {
     const char *v = getenv("DPTRAIN_CUDA_EMU_STATS");
@@ -78,6 +81,8 @@ const char *cudnnGetErrorString(cudnnStatus_t status) {
     default: return "CUDNN_STATUS_INTERNAL_ERROR";
     }
 }
+
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
     static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
@@ -106,10 +111,19 @@ cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc) {
     free(desc);
     return CUDNN_STATUS_SUCCESS;
 }
+/* As cuDNN: a tensor or filter of 2^31 elements or more is CUDNN_STATUS_NOT_SUPPORTED (its setters refuse it). */
+static int too_large(int nb, const int dims[]) {
+    long long elements = 1;
+    for (int i = 0; i < nb; i++) elements *= dims[i];
+    return elements >= (1LL << 31);
+}
+
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t type, int n, int c, int h, int w) {
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
+    const int dims[4] = {n, c, h, w};
+    if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -120,7 +134,7 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
     if (!d || !dims || !strides || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1 || strides[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT || too_large(nb, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     long packed = 1;
     for (int i = nb - 1; i >= 0; i--) {
         if (strides[i] != packed) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
@@ -142,6 +156,8 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                                          int k, int c, int h, int w) {
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
     if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    const int dims[4] = {k, c, h, w};
+    if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -150,7 +166,8 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
     if (!d || !dims || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT || too_large(nb, dims))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -545,18 +562,21 @@ static int heuristic_query(cudnnHandle_t handle, pass_t pass, const struct cudnn
     return *returned;
 }
 
-/* The end of a heuristic query: BAD_PARAM (n < 0) or n results from list. */
-#define RETURN_RESULTS(results, list, n)                                                                    \
+/* The end of a query: BAD_PARAM (n < 0) or n results from list, with their times (NULL: -1, none timed). */
+#define RETURN_TIMED(results, list, times, n)                                                               \
     do {                                                                                                   \
+        const float *times_ = (times);                                                                     \
         if ((n) < 0) return CUDNN_STATUS_BAD_PARAM;                                                        \
         for (int i = 0; i < (n); i++) {                                                                    \
             memset(&(results)[i], 0, sizeof(results)[i]);                                                  \
             (results)[i].algo = (list)[i].algo, (results)[i].status = (list)[i].status;                    \
-            (results)[i].time = -1.0f, (results)[i].memory = (list)[i].memory;                             \
+            (results)[i].time = times_ ? times_[i] : -1.0f, (results)[i].memory = (list)[i].memory;        \
             (results)[i].determinism = (list)[i].determinism, (results)[i].mathType = (list)[i].math;      \
         }                                                                                                  \
         return CUDNN_STATUS_SUCCESS;                                                                       \
     } while (0)
+/* The end of a heuristic query: BAD_PARAM (n < 0) or n results from list (time -1: nothing timed). */
+#define RETURN_RESULTS(results, list, n) RETURN_TIMED(results, list, (const float *)NULL, n)
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
                                                      const cudnnFilterDescriptor_t w,
@@ -587,6 +607,75 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
     emu_perf_t list[EMU_MAX_ALGOS];
     int n = heuristic_query(handle, BACKWARD_FILTER, x, dw, conv, dy, requested, returned, results, list);
     RETURN_RESULTS(results, list, n);
+}
+
+/* --- the measurements (cuDNN's cudnnFind*Algorithm) ------------------------------------ *
+ * The heuristics' list (traps included) with made-up times that depend only
+ * on the shape and the algorithm, sorted fastest first as cuDNN sorts them,
+ * the traps the fastest (a caller that keeps the fastest result without
+ * filtering springs one); a NOT_SUPPORTED result last with time -1.
+ * Nothing runs. Counted as "find queries" in the statistics line. */
+
+static float made_up_time(const traps_t *t, int algo, int trap) {
+    return trap ? 0.01f * (float)(1 + algo % 3) : 0.1f + 0.01f * (float)((t->hash / 11 + (unsigned)algo * 37u) % 97u);
+}
+
+static int find_query(cudnnHandle_t handle, pass_t pass, const struct cudnnTensorStruct *x,
+                      const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct *cv,
+                      const struct cudnnTensorStruct *y, int requested, int *returned, const void *results,
+                      emu_perf_t list[EMU_MAX_ALGOS], float times[EMU_MAX_ALGOS]) {
+    if (!handle || !returned || !results || requested <= 0 || !fits(x, w, cv, y)) return -1;
+    tally(&stat_finds);
+    traps_t t = traps_of(pass, x, w, cv, y);
+    int n = heuristic_list(pass, &t, list);
+    for (int i = 0; i < n; i++)
+        times[i] = list[i].status != CUDNN_STATUS_SUCCESS ? -1.0f
+                                                          : made_up_time(&t, list[i].algo, is_trap(&t, list[i].algo));
+    for (int i = 1; i < n; i++) /* insertion sort: fastest first, failures (-1) last */
+        for (int j = i; j > 0; j--) {
+            int later = times[j - 1] < 0 || (times[j] >= 0 && times[j] < times[j - 1]);
+            if (!later || times[j] < 0) break;
+            emu_perf_t e = list[j];
+            list[j] = list[j - 1], list[j - 1] = e;
+            float f = times[j];
+            times[j] = times[j - 1], times[j - 1] = f;
+        }
+    *returned = n < requested ? n : requested;
+    return *returned;
+}
+
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                   const cudnnFilterDescriptor_t w,
+                                                   const cudnnConvolutionDescriptor_t conv,
+                                                   const cudnnTensorDescriptor_t y, const int requested, int *returned,
+                                                   cudnnConvolutionFwdAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    float times[EMU_MAX_ALGOS];
+    int n = find_query(handle, FORWARD, x, w, conv, y, requested, returned, results, list, times);
+    RETURN_TIMED(results, list, times, n);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+                                                        const cudnnTensorDescriptor_t dy,
+                                                        const cudnnConvolutionDescriptor_t conv,
+                                                        const cudnnTensorDescriptor_t dx, const int requested,
+                                                        int *returned, cudnnConvolutionBwdDataAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    float times[EMU_MAX_ALGOS];
+    int n = find_query(handle, BACKWARD_DATA, dx, w, conv, dy, requested, returned, results, list, times);
+    RETURN_TIMED(results, list, times, n);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnFilterDescriptor_t dw, const int requested,
+                                                          int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *results) {
+    emu_perf_t list[EMU_MAX_ALGOS];
+    float times[EMU_MAX_ALGOS];
+    int n = find_query(handle, BACKWARD_FILTER, x, dw, conv, dy, requested, returned, results, list, times);
+    RETURN_TIMED(results, list, times, n);
 }
 
 /* --- convolutions ------------------------------------------------------------------ */

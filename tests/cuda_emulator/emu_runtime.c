@@ -261,6 +261,19 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     return cudaSuccess;
 }
 
+/* The current device's memory: DPTRAIN_CUDA_EMU_MEMORY in all, less what cudaMalloc handed out (rounded). */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    int device = current_device;
+    if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    size_t limit = (size_t)env_long("DPTRAIN_CUDA_EMU_MEMORY", 4L << 30);
+    pthread_mutex_lock(&lock);
+    size_t in_use = used[device];
+    pthread_mutex_unlock(&lock);
+    *total = limit;
+    *free_bytes = in_use < limit ? limit - in_use : 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetLastError(void) {
     cudaError_t err = last_error;
     int sticky = emu_device_fault(current_device);

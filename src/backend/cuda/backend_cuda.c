@@ -73,10 +73,59 @@ cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
     return event ? cudaEventSynchronize(event) : cudaStreamSynchronize(c->stream);
 }
 
+/* --- Device memory accounting ------------------------------------------------ *
+ * Every cudaMalloc of the backend goes through dp_cuda_malloc and every
+ * cudaFree through dp_cuda_free_idle: the context keeps each block's size
+ * (a short list: parameters, optimizer state, arena blocks, datasets, the
+ * cuDNN workspace), the bytes held now and the most held at once
+ * (memory_peak, the run's figure). cuDNN's and cuBLAS's own allocations
+ * are not counted. */
+struct dp_cuda_block {
+    void *ptr;
+    size_t bytes;
+};
+
+cudaError_t dp_cuda_malloc(dp_cuda_ctx_t *c, void **ptr, size_t bytes) {
+    *ptr = NULL;
+    if (bytes == 0) bytes = 1;
+    if (c->block_count == c->block_cap) {
+        int cap = c->block_cap ? 2 * c->block_cap : 64;
+        struct dp_cuda_block *grown = realloc(c->blocks, sizeof *grown * (size_t)cap);
+        if (!grown) return cudaErrorMemoryAllocation;
+        c->blocks = grown;
+        c->block_cap = cap;
+    }
+    cudaError_t err = cudaMalloc(ptr, bytes);
+    if (err != cudaSuccess) return err;
+    c->blocks[c->block_count++] = (struct dp_cuda_block){*ptr, bytes};
+    c->mem_in_use += bytes;
+    if (c->mem_in_use > c->mem_peak) c->mem_peak = c->mem_in_use;
+    return cudaSuccess;
+}
+
+dp_status_t dp_cuda_out_of_memory(dp_cuda_ctx_t *c, const char *what, size_t bytes) {
+    cudaGetLastError(); /* an out-of-memory error is not sticky */
+    size_t free_bytes = 0, total = 0;
+    char gpu[64] = "";
+    if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess)
+        snprintf(gpu, sizeof gpu, ", %.1f of the GPU's %.1f MiB free", free_bytes / 1048576.0, total / 1048576.0);
+    else cudaGetLastError();
+    return dp_fail(DP_ERR_NOMEM,
+                   "%s: out of GPU memory: %s needs %zu bytes (%.1f MiB) beside the %.1f MiB dptrain holds on it%s: use "
+                   "a smaller --batch-size, or more devices",
+                   c->name, what ? what : "memory", bytes, bytes / 1048576.0, c->mem_in_use / 1048576.0, gpu);
+}
+
 void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what) {
     if (!ptr) return;
     dp_cuda_check(c, dp_cuda_wait(c, NULL), what);
     dp_cuda_check(c, cudaFree(ptr), what);
+    for (int i = 0; i < c->block_count; i++)
+        if (c->blocks[i].ptr == ptr) {
+            c->mem_in_use -= c->blocks[i].bytes;
+            c->blocks[i] = c->blocks[--c->block_count];
+            break;
+        }
 }
 
 int dp_cuda_gpu_count(const char **why) {
@@ -99,15 +148,18 @@ static void *cuda_alloc(void *ctx, size_t bytes, const char *what) {
     dp_cuda_ctx_t *c = ctx;
     void *ptr = NULL;
     dp_cuda_enter(c);
-    cudaError_t err = cudaMalloc(&ptr, bytes ? bytes : 1);
+    if (dp_cuda_malloc(c, &ptr, bytes) != cudaSuccess) dp_cuda_out_of_memory(c, what, bytes);
     dp_cuda_leave(c);
-    if (err != cudaSuccess) {
-        cudaGetLastError(); /* an out-of-memory error is not sticky */
-        dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for %s (%zu bytes): %s", c->name, what ? what : "memory", bytes,
-                cudaGetErrorString(err));
-        return NULL;
-    }
     return ptr;
+}
+
+/* The most device memory held through this backend at once, in bytes. */
+static size_t cuda_memory_peak(void *ctx) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    size_t peak = c->mem_peak;
+    dp_cuda_leave(c);
+    return peak;
 }
 
 static void cuda_free(void *ctx, void *ptr) {
@@ -261,7 +313,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
         slot->n = n;
         slot->kind = (int)dp_optimizer_kind(opt);
         for (int s = 0; s < dp_optimizer_num_states(opt); s++)
-            if (dp_cuda_check(c, cudaMalloc((void **)&slot->state[s], sizeof(float) * (n ? n : 1)),
+            if (dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->state[s], sizeof(float) * n),
                               "allocating optimizer state"))
                 return NULL;
         fresh = 1;
@@ -426,8 +478,8 @@ static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *d
     dp_cuda_free_idle(c, slot->labels, "replacing a dataset");
     memset(slot, 0, sizeof *slot);
     size_t bytes = (size_t)ds->count * ds->channels * ds->height * ds->width;
-    if (dp_cuda_check(c, cudaMalloc((void **)&slot->pixels, bytes ? bytes : 1), "uploading the dataset") ||
-        dp_cuda_check(c, cudaMalloc((void **)&slot->labels, ds->count ? (size_t)ds->count : 1), "uploading the dataset") ||
+    if (dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->pixels, bytes), "uploading the dataset") ||
+        dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->labels, (size_t)ds->count), "uploading the dataset") ||
         /* on the context's stream (non-blocking: the legacy stream's copies would not order with it) */
         dp_cuda_check(c, cudaMemcpyAsync(slot->pixels, ds->pixels, bytes, cudaMemcpyHostToDevice, c->stream),
                       "uploading the dataset") ||
@@ -455,7 +507,7 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
         dp_cuda_free_idle(c, c->indices, "freeing a batch's indices");
         c->indices = NULL;
         c->indices_cap = 0;
-        if (!dp_cuda_check(c, cudaMalloc((void **)&c->indices, sizeof(int) * (size_t)n), "allocating a batch's indices"))
+        if (!dp_cuda_check(c, dp_cuda_malloc(c, (void **)&c->indices, sizeof(int) * (size_t)n), "allocating a batch's indices"))
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
@@ -557,6 +609,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,
             .count_metrics = cuda_count_metrics,
+            .memory_peak = cuda_memory_peak,
         };
         dp_cuda_peer_register(&c->table); /* peer_nccl.c: NCCL's members, when built with it */
         dp_cuda_timer_register(&c->table); /* timer_cuda.c: the profiler's events */

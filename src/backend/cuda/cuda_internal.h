@@ -84,6 +84,11 @@ typedef struct dp_cuda_context {
     int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
     dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
+    /* device memory held through dp_cuda_malloc (every allocation of the backend): the blocks
+     * and their sizes, the bytes held now and the most held at once */
+    struct dp_cuda_block *blocks;
+    int block_count, block_cap;
+    size_t mem_in_use, mem_peak;
     int failed;
     char error[256];
     dp_backend_t table;
@@ -111,6 +116,15 @@ dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
  * group's communicators. Under the lock. */
 cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event);
 cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event);
+
+/* cudaMalloc of `bytes` (at least 1), counted in the context's memory
+ * figures; cudaErrorMemoryAllocation also when the count cannot grow.
+ * Under the lock. */
+cudaError_t dp_cuda_malloc(dp_cuda_ctx_t *c, void **ptr, size_t bytes);
+/* "cuda:N: out of GPU memory: WHAT needs B bytes (... held, peak ...): use a
+ * smaller --batch-size, or more devices" as the failure (dp_fail), after
+ * clearing the runtime's last error; returns DP_ERR_NOMEM. Under the lock. */
+dp_status_t dp_cuda_out_of_memory(dp_cuda_ctx_t *c, const char *what, size_t bytes);
 
 /* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
  * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */

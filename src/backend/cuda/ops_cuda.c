@@ -2,7 +2,7 @@
  * pointers): conv (1-D to 3-D) and conv_transpose (1-D to 3-D, as the
  * input gradient of the convolution it transposes) with cuDNN
  * (deterministic algorithms chosen once per shape by cuDNN's heuristics,
- * descriptors kept per shape; FMA math: no TF32), linear with cuBLAS
+ * or measured, descriptors kept per shape; FMA math: no TF32), linear with cuBLAS
  * (pedantic FP32), ReLU, max and average pooling (1-D to 3-D), softmax
  * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../conv_shape.h"
+#include "algo_cache.h"
 #include "cuda_internal.h"
 #include "dptrain/ops.h"
 
@@ -69,8 +70,14 @@ static dp_status_t output(dp_node_t *node, const char *op, int ndim, const int *
     node->out.data = dp_arena_floats(arena, numel);
     node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
-    if (!node->out.data || (want_grad && !node->out.grad))
-        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for an output of %zu floats", op, numel);
+    if (!node->out.data || (want_grad && !node->out.grad)) {
+        char dims[96];
+        return dp_fail(DP_ERR_NOMEM,
+                       "%s: out of GPU memory for its output %s (%zu floats, %.1f MiB%s): use a smaller --batch-size, "
+                       "or more devices",
+                       op, dp_tensor_shape_str(&node->out, dims, sizeof dims), numel, numel * 4.0 / 1048576.0,
+                       want_grad ? ", and as much for its gradient" : "");
+    }
     return DP_OK;
 }
 
@@ -80,13 +87,10 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
     dp_cuda_free_idle(c, c->workspace, "a cuDNN workspace"); /* after the work that used it */
     c->workspace = NULL;
     c->workspace_bytes = 0;
-    cudaError_t err = cudaMalloc(&c->workspace, bytes);
+    cudaError_t err = dp_cuda_malloc(c, &c->workspace, bytes);
     if (err != cudaSuccess && err != cudaErrorMemoryAllocation) /* a fault the GPU keeps: the context's failure */
         return launch(c, err, "allocating a cuDNN workspace");
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a cuDNN workspace of %zu bytes", c->name, bytes);
-    }
+    if (err != cudaSuccess) return dp_cuda_out_of_memory(c, "a cuDNN workspace", bytes);
     c->workspace_bytes = bytes;
     return DP_OK;
 }
@@ -108,10 +112,16 @@ static dp_status_t workspace(dp_cuda_ctx_t *c, size_t bytes) {
  * succeeded, is deterministic, has FMA math (also default or tensor-op
  * math with --tf32: TF32) and a workspace of at most CONV_WORKSPACE_LIMIT;
  * the fixed algorithm (CONV_*_ALGO) after them, or alone when none
- * qualifies or DPTRAIN_CUDNN_ALGO=fixed. A candidate whose workspace query
- * fails or whose call says CUDNN_STATUS_NOT_SUPPORTED is passed over for
- * good (the plan remembers) and the next one runs; none left: one line
- * naming the GPU and the convolution. At most CONV_PLAN_SLOTS plans per
+ * qualifies or DPTRAIN_CUDNN_ALGO=fixed. DPTRAIN_CUDNN_ALGO=measured times
+ * them instead (cudnnFind*Algorithm, once per shape and direction) and
+ * takes the fastest result that qualifies, kept in a cache file keyed by
+ * the GPU's name, cuDNN's version and the shape (algo_cache.h), so that
+ * later runs take the same algorithm (the same bits) without timing it
+ * again. Sizes are checked first: a tensor of 2^31 elements or more, which
+ * cuDNN refuses, is one line saying what batch fits. A candidate whose
+ * workspace query fails or whose call says CUDNN_STATUS_NOT_SUPPORTED is
+ * passed over for good (the plan remembers) and the next one runs; none
+ * left: one line naming the GPU and the convolution. At most CONV_PLAN_SLOTS plans per
  * GPU, the least recently used one destroyed for a new shape; contexts
  * live as long as the process (no teardown), and so do their plans. */
 
@@ -177,8 +187,11 @@ typedef struct {
     plan_algos_t algos[CONV_DIRECTIONS];
 } conv_plan_t;
 
+typedef enum { ALGO_HEURISTIC, ALGO_FIXED, ALGO_MEASURED } algo_mode_t;
+
 struct dp_cuda_conv_plans {
-    int heuristic; /* DPTRAIN_CUDNN_ALGO: 1 heuristic (the default), 0 fixed */
+    int mode;      /* DPTRAIN_CUDNN_ALGO: algo_mode_t, heuristic by default */
+    char gpu[192]; /* measured: "GPU name|cuDNN version", the first part of a cached choice's key */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
@@ -229,6 +242,33 @@ done:
     return status;
 }
 
+static const char *geom_str(const conv_geom_t *g, char *buf, size_t size);
+
+/* cuDNN refuses a tensor of 2^31 elements or more (CUDNN_STATUS_NOT_SUPPORTED
+ * from the descriptor setters): g's input, output and filter are checked
+ * first, and one too large is one line naming the GPU, the convolution and
+ * the batch that would fit (per device: the GPU's shard of --batch-size). */
+#define CUDNN_MAX_ELEMENTS ((int64_t)1 << 31)
+static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g) {
+    const int64_t filter = (int64_t)g->K * (g->C / g->groups) * g->k[0] * g->k[1] * g->k[2];
+    const int64_t per_x = (int64_t)g->C * g->in[0] * g->in[1] * g->in[2];
+    const int64_t per_y = (int64_t)g->K * g->out[0] * g->out[1] * g->out[2];
+    const int64_t per_image = per_x > per_y ? per_x : per_y;
+    if (filter < CUDNN_MAX_ELEMENTS && g->N * per_image < CUDNN_MAX_ELEMENTS) return DP_OK;
+    char gs[192], fix[128];
+    const int64_t fits = (CUDNN_MAX_ELEMENTS - 1) / per_image;
+    if (filter >= CUDNN_MAX_ELEMENTS || fits < 1)
+        snprintf(fix, sizeof fix, "not even one image fits: a smaller layer");
+    else
+        snprintf(fix, sizeof fix, "use a smaller --batch-size (at most %lld images per device), or more devices",
+                 (long long)fits);
+    (void)c; /* the GPU and the layer: named by the caller (the model's layer line, the device) */
+    return dp_fail(DP_ERR_ARG, "%s of %s: its %s holds %lld elements, past cuDNN's limit of 2^31 - 1 per tensor: %s",
+                   op == PLAN_CONV ? "conv" : "conv_transpose", geom_str(g, gs, sizeof gs),
+                   filter >= CUDNN_MAX_ELEMENTS ? "filter" : per_x >= per_y ? "input" : "output",
+                   (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
+}
+
 /* The plan of (op, --tf32, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
  * DPTRAIN_CUDNN_ALGO. */
@@ -236,11 +276,22 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
     *out = NULL;
     if (!c->conv_plans) {
         const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
-        int heuristic = !mode || !*mode || strcmp(mode, "heuristic") == 0;
-        if (!heuristic && strcmp(mode, "fixed") != 0)
-            return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default) or fixed, found '%s'", mode);
+        int m = !mode || !*mode || strcmp(mode, "heuristic") == 0 ? ALGO_HEURISTIC
+                : strcmp(mode, "fixed") == 0                       ? ALGO_FIXED
+                : strcmp(mode, "measured") == 0                    ? ALGO_MEASURED
+                                                                   : -1;
+        if (m < 0)
+            return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default), measured or fixed, found '%s'",
+                           mode);
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
-        c->conv_plans->heuristic = heuristic;
+        c->conv_plans->mode = m;
+        struct cudaDeviceProp prop;
+        if (m == ALGO_MEASURED && cudaGetDeviceProperties(&prop, c->gpu) != cudaSuccess) {
+            cudaGetLastError();
+            snprintf(prop.name, sizeof prop.name, "unnamed GPU");
+        }
+        if (m == ALGO_MEASURED)
+            snprintf(c->conv_plans->gpu, sizeof c->conv_plans->gpu, "%.160s|cuDNN %zu", prop.name, cudnnGetVersion());
         const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
         c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
     }
@@ -258,6 +309,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         }
         if (slot->used && (!p->used || p->last_use < slot->last_use)) slot = p; /* a free slot, else the oldest */
     }
+    DP_TRY(check_cudnn_limit(c, op, g));
     plan_destroy(slot);
     slot->key = key;
     DP_TRY(plan_descriptors(c, slot, op == PLAN_CONV ? "conv descriptors" : "conv_transpose descriptors"));
@@ -274,26 +326,33 @@ typedef struct {
     size_t memory;
     cudnnDeterminism_t determinism;
     cudnnMathType_t math;
+    float time; /* ms, measured; -1 from the heuristics */
 } algo_perf_t;
-#define ALGO_PERF(r) ((algo_perf_t){(int)(r).algo, (r).status, (r).memory, (r).determinism, (r).mathType})
+#define ALGO_PERF(r) ((algo_perf_t){(int)(r).algo, (r).status, (r).memory, (r).determinism, (r).mathType, (r).time})
 
-/* cuDNN's heuristic results for direction dir of p, best first. */
-static cudnnStatus_t heuristic_results(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir,
-                                       algo_perf_t perf[CONV_HEURISTIC_MAX], int *n) {
+/* cuDNN's results for direction dir of p: its heuristics' (best first), or with `measured` its
+ * cudnnFind*Algorithm's (each algorithm run once and timed, fastest first). */
+static cudnnStatus_t algo_results(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, int measured,
+                                  algo_perf_t perf[CONV_HEURISTIC_MAX], int *n) {
     cudnnStatus_t s = CUDNN_STATUS_BAD_PARAM;
     *n = 0;
     if (dir == CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t r[CONV_HEURISTIC_MAX];
-        s = cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, p->x, p->w, p->conv, p->y, CONV_HEURISTIC_MAX, n, r);
+        s = measured ? cudnnFindConvolutionForwardAlgorithm(c->cudnn, p->x, p->w, p->conv, p->y, CONV_HEURISTIC_MAX, n, r)
+                     : cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, p->x, p->w, p->conv, p->y, CONV_HEURISTIC_MAX, n, r);
         for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < *n && i < CONV_HEURISTIC_MAX; i++) perf[i] = ALGO_PERF(r[i]);
     } else if (dir == CONV_BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[CONV_HEURISTIC_MAX];
-        s = cudnnGetConvolutionBackwardDataAlgorithm_v7(c->cudnn, p->w, p->y, p->conv, p->x, CONV_HEURISTIC_MAX, n, r);
+        s = measured
+                ? cudnnFindConvolutionBackwardDataAlgorithm(c->cudnn, p->w, p->y, p->conv, p->x, CONV_HEURISTIC_MAX, n, r)
+                : cudnnGetConvolutionBackwardDataAlgorithm_v7(c->cudnn, p->w, p->y, p->conv, p->x, CONV_HEURISTIC_MAX, n, r);
         for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < *n && i < CONV_HEURISTIC_MAX; i++) perf[i] = ALGO_PERF(r[i]);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[CONV_HEURISTIC_MAX];
-        s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->cudnn, p->x, p->y, p->conv, p->w, CONV_HEURISTIC_MAX, n,
-                                                          r);
+        s = measured ? cudnnFindConvolutionBackwardFilterAlgorithm(c->cudnn, p->x, p->y, p->conv, p->w,
+                                                                    CONV_HEURISTIC_MAX, n, r)
+                     : cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->cudnn, p->x, p->y, p->conv, p->w,
+                                                                     CONV_HEURISTIC_MAX, n, r);
         for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < *n && i < CONV_HEURISTIC_MAX; i++) perf[i] = ALGO_PERF(r[i]);
     }
     if (s != CUDNN_STATUS_SUCCESS || *n < 0) *n = 0;
@@ -324,9 +383,8 @@ static const char *dims_str(const int *v, int n, char *buf, size_t size) {
     return buf;
 }
 
-/* "x NxCxHxW by w KxCgxkhxkw (pad, stride, dilation, groups)" of p's geometry. */
-static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) {
-    const conv_geom_t *g = &p->key.g;
+/* "x NxCxHxW by w KxCgxkhxkw (pad, stride, dilation, groups)" of a geometry. */
+static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
     const int first = 3 - (g->nb - 2), spatial = g->nb - 2;
     int xd[5] = {g->N, g->C}, wd[5] = {g->K, g->C / g->groups};
     for (int i = 0; i < spatial; i++) xd[2 + i] = g->in[first + i], wd[2 + i] = g->k[first + i];
@@ -337,33 +395,72 @@ static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) {
              g->groups);
     return buf;
 }
+static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
+
+/* Measured (DPTRAIN_CUDNN_ALGO=measured): direction dir's algorithm from
+ * the cache file (algo_cache.h), or the fastest qualifying result of
+ * cuDNN's cudnnFind*Algorithm (ties: the first listed), stored there; the
+ * fixed algorithm when none qualifies (not stored). `why` says which. */
+static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const char *dir_name,
+                               plan_algos_t *a, char *why, size_t why_size) {
+    char key[512], gs[192];
+    snprintf(key, sizeof key, "%s|%s %s tf32 %d|%s", c->conv_plans->gpu,
+             p->key.op == PLAN_CONV ? "conv" : "conv_transpose", conv_str(p, gs, sizeof gs), p->key.tf32, dir_name);
+    int algo = dp_algo_cache_get(key);
+    if (algo >= 0) {
+        add_candidate(a, algo);
+        snprintf(why, why_size, "measured before (%s)", dp_algo_cache_path());
+        return;
+    }
+    algo_perf_t perf[CONV_HEURISTIC_MAX];
+    int n = 0, best = -1, qualified = 0;
+    algo_results(c, p, dir, 1, perf, &n);
+    cudaGetLastError(); /* what the timing runs left behind is not ours */
+    for (int i = 0; i < n; i++)
+        if (qualifies(p, &perf[i]) && perf[i].time >= 0) {
+            qualified++;
+            if (best < 0 || perf[i].time < perf[best].time) best = i;
+        }
+    if (best < 0) {
+        snprintf(why, why_size, "the fixed one: none of %d measured results qualified", n);
+        return;
+    }
+    add_candidate(a, perf[best].algo);
+    dp_algo_cache_put(key, perf[best].algo);
+    snprintf(why, why_size, "measured: the fastest of %d qualified of %d, %.3f ms", qualified, n, perf[best].time);
+}
 
 /* Direction dir's candidates: the qualifying heuristic results in cuDNN's
- * order (none with DPTRAIN_CUDNN_ALGO=fixed or when the query fails), then
- * the fixed algorithm. With DPTRAIN_CUDNN_ALGO_LOG, one stderr line says
- * which algorithm comes first and why (on a GPU: whether the heuristics
- * gave anything the filter keeps). */
+ * order (none with DPTRAIN_CUDNN_ALGO=fixed or when the query fails), or
+ * the measured choice (measured_candidate), then the fixed algorithm. With
+ * DPTRAIN_CUDNN_ALGO_LOG, one stderr line says which algorithm comes first
+ * and why (on a GPU: whether the heuristics gave anything the filter
+ * keeps). */
 static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
     static const char *const dir_names[CONV_DIRECTIONS] = {"forward", "backward data", "backward filter"};
     plan_algos_t *a = &p->algos[dir];
     int n = 0, first = -1, qualified = 0;
+    char why[160] = "";
     *a = (plan_algos_t){.listed = 1};
-    if (c->conv_plans->heuristic) {
+    if (c->conv_plans->mode == ALGO_HEURISTIC) {
         algo_perf_t perf[CONV_HEURISTIC_MAX];
-        heuristic_results(c, p, dir, perf, &n);
+        algo_results(c, p, dir, 0, perf, &n);
         for (int i = 0; i < n; i++)
             if (qualifies(p, &perf[i])) {
                 if (first < 0) first = i;
                 qualified++;
                 add_candidate(a, perf[i].algo);
             }
+        if (first >= 0) snprintf(why, sizeof why, "heuristic result %d of %d, %d qualified", first + 1, n, qualified);
+        else snprintf(why, sizeof why, "the fixed one: none of %d heuristic results qualified", n);
+    } else if (c->conv_plans->mode == ALGO_MEASURED) {
+        measured_candidate(c, p, dir, dir_names[dir], a, why, sizeof why);
+    } else {
+        snprintf(why, sizeof why, "the fixed one: DPTRAIN_CUDNN_ALGO=fixed");
     }
     add_candidate(a, fixed_algo[dir]);
     if (!c->conv_plans->log) return;
-    char cs[192], why[64];
-    if (first >= 0) snprintf(why, sizeof why, "heuristic result %d of %d, %d qualified", first + 1, n, qualified);
-    else if (c->conv_plans->heuristic) snprintf(why, sizeof why, "the fixed one: none of %d heuristic results qualified", n);
-    else snprintf(why, sizeof why, "the fixed one: DPTRAIN_CUDNN_ALGO=fixed");
+    char cs[192];
     fprintf(stderr, "%s: cuDNN %s %s of %s: algorithm %d, %s\n", c->name,
             p->key.op == PLAN_CONV ? "conv" : "conv_transpose", dir_names[dir], conv_str(p, cs, sizeof cs), a->algo[0],
             why);
