@@ -80,7 +80,7 @@ dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
 /* The built-in networks: "lenet" (d2l 12.5), "lenet-paddle" (the
  * PaddlePaddle tutorial's MNIST CNN), "resnet18" (d2l 13.6's ResNet-18 with
  * batch norm; parameter names as its PyTorch state_dict) and "alexnet" (an
- * AlexNet scaled to 28x28, with dropout; see src/nn/nn.c), all for 1x28x28
+ * AlexNet scaled to 28x28, with dropout; see src/nn/builtin_models.c), all for 1x28x28
  * inputs, 10 classes. */
 dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
 /* Names of the built-in models, NULL-terminated. */
