@@ -1,7 +1,7 @@
 /* kernels.cu - the CUDA backend's own kernels: the device-order sum of
  * replicas, the batch gather, the four optimizers, bias/ReLU, pooling (1-D
  * to 3-D), conv_transpose's window copy and softmax cross-entropy. Each has
- * a plain C launcher (cuda_internal.h).
+ * a plain C launcher (kernels.h).
  *
  * Floating point follows the CPU code it replaces: the build passes
  * -fmad=false, so a * b + c rounds twice unless written fmaf(a, b, c), which
@@ -30,7 +30,7 @@
  * the per-element code they replace. */
 #include <math.h>
 
-#include "cuda_internal.h"
+#include "kernels.h"
 
 #define THREADS 256
 

@@ -26,7 +26,9 @@
 
 #include "../conv_shape.h"
 #include "algo_cache.h"
-#include "cuda_internal.h"
+#include "cuda_context.h"
+#include "cuda_parts.h"
+#include "kernels.h"
 #include "dptrain/ops.h"
 
 /* The CPU's flatten: a view over x, no arithmetic (ops_elementwise.c). */

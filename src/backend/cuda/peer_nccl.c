@@ -14,7 +14,7 @@
  * device threads are serialised: NCCL needs every member to issue the same
  * collectives in the same order, and the order within a process is the
  * caller's, not a race's) and, inside it, holds every member context's
- * lock (cuda_internal.h: in index order, after the group's mutex; nothing
+ * lock (cuda_context.h: in index order, after the group's mutex; nothing
  * takes them the other way round) while it
  *   records `produced` on each context's stream (after the gradients'
  *   producers) and makes the NCCL stream wait for it;
@@ -31,7 +31,7 @@
  * A member that fails after its sum was queued (its GPU faults: the
  * failure shows later, asynchronously) leaves the other members' NCCL
  * kernels waiting for it for ever, and every wait behind them with them.
- * So a member's waits poll (dp_cuda_peer_wait: its stream or event, and
+ * So a member's waits poll (peer_wait: its stream or event, and
  * meanwhile the other members' GPUs through their `summed` events, and
  * NCCL's asynchronous error of every communicator, which tells of a
  * remote rank) and, once one has failed, abort every communicator of the
@@ -52,7 +52,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_internal.h"
+#include "cuda_context.h"
+#include "cuda_parts.h"
 
 #ifdef DPTRAIN_HAVE_NCCL
 #include <nccl.h>
@@ -143,7 +144,7 @@ static double monotonic_sec(void) {
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
 
-cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
+static cudaError_t peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
     dp_peer_group_t *g = c->peer;
     int self = 0;
     while (g->ctx[self] != c) self++;
@@ -334,6 +335,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
     for (int i = 0; i < k; i++) { /* its waits watch the other members from now on */
         dp_cuda_enter(g->ctx[i]);
         g->ctx[i]->peer = g;
+        g->ctx[i]->peer_wait = peer_wait;
         dp_cuda_leave(g->ctx[i]);
     }
     *out = g;
@@ -352,10 +354,5 @@ void dp_cuda_peer_register(dp_backend_t *table) {
 #else /* built without NCCL: the members stay NULL (host sums) */
 
 void dp_cuda_peer_register(dp_backend_t *table) { (void)table; }
-
-/* Never called: no context is in a group. */
-cudaError_t dp_cuda_peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
-    return event ? cudaEventSynchronize(event) : cudaStreamSynchronize(c->stream);
-}
 
 #endif

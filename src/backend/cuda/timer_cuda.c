@@ -5,7 +5,8 @@
  */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_context.h"
+#include "cuda_parts.h"
 
 typedef struct {
     int count, made;

@@ -1,0 +1,139 @@
+/* cuda_context.h - the CUDA backend's per-GPU context and what every file
+ * of the backend does with it (cuda_context.c): the lock, the sticky
+ * failure, waits, counted device memory. The bottom of the module
+ * libdptrain_cuda.so: kernels.h (the launchers of kernels.cu) beside it,
+ * ops_cuda.c, peer_nccl.c and timer_cuda.c above it, backend_cuda.c (the
+ * backend table, cuda_parts.h) on top.
+ *
+ * DESIGN. One context per GPU: one stream, one cuBLAS and one cuDNN handle,
+ * a mutex. Every backend function and every op takes the mutex, selects the
+ * GPU, and queues its work on the stream; several dptrain devices on one GPU
+ * (several worker threads) therefore queue onto the same in-order stream,
+ * so whatever a thread queued before a host-side synchronisation (a device
+ * wait) runs before what any thread queues after it: the seam's ordering
+ * rules carry over without events. Downloads wait for their copy (the host
+ * reads the memory at once); so do uploads of more than DP_CUDA_STAGE_BYTES
+ * (parameters, optimizer state, an augmented shard: not per step, except
+ * the last). A small upload is copied into a pinned staging slot under the
+ * lock and queued from there: the caller may reuse its memory at once, the
+ * slot is not written again before its copy's event is done (the slots'
+ * state is the context's, under the lock). Device memory is
+ * freed only after the stream's queued work (dp_cuda_free_idle). An op
+ * holds the lock from start to end, except around SyncBatchNorm's host
+ * hook (ops_cuda.c bn_sync), which waits at a barrier for every device,
+ * those on this GPU included. A failure (a launch, a copy, a fault of
+ * asynchronous work seen at a download) is kept in the context (`failed`,
+ * `error`, the first one) and every later op fails with it.
+ */
+#ifndef DPTRAIN_CUDA_CONTEXT_H
+#define DPTRAIN_CUDA_CONTEXT_H
+
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "dptrain/backend.h"
+
+#define DP_CUDA_MAX_GPUS 8
+#define DP_CUDA_MAX_DATASETS 4
+#define DP_CUDA_MAX_OPTIMIZERS 64
+#define DP_CUDA_STAGE_SLOTS 8
+#define DP_CUDA_STAGE_BYTES ((size_t)65536)
+
+typedef struct {
+    const uint8_t *host_pixels, *host_labels; /* the host dataset's, with the shape as a key */
+    int count, channels, height, width;
+    uint8_t *pixels;  /* (count, C, H, W) device copy */
+    uint8_t *labels;  /* (count) */
+    uint64_t last_use;
+} dp_cuda_dataset_t;
+
+typedef struct {
+    const dp_optimizer_t *optimizer; /* the host optimizer, as a key */
+    size_t n;
+    int kind;         /* dp_optim_kind_t */
+    uint64_t steps;   /* its step count at the last update */
+    float *state[2];  /* (n) device copies of its state buffers */
+} dp_cuda_optim_state_t;
+
+typedef struct dp_cuda_context {
+    int gpu;
+    char name[16]; /* "cuda:N" */
+    pthread_mutex_t lock;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    void *workspace; /* cuDNN's, grown on demand */
+    size_t workspace_bytes;
+    int *indices;    /* (indices_cap) a batch's example indices */
+    /* small uploads (<= DP_CUDA_STAGE_BYTES: a batch's indices, the loss
+     * seed) are copied into a slot of pinned host memory and queued from
+     * there, without a wait: the slots in turn, an event recorded after
+     * each slot's copy and waited for (only when not done yet) before the
+     * slot is written again */
+    uint8_t *stage;  /* (DP_CUDA_STAGE_SLOTS x DP_CUDA_STAGE_BYTES) pinned; NULL until the first */
+    cudaEvent_t stage_done[DP_CUDA_STAGE_SLOTS];
+    int stage_recorded[DP_CUDA_STAGE_SLOTS];
+    int stage_next;
+    int stage_refused; /* no pinned memory or events: every upload waits, as larger ones do */
+    int indices_cap;
+    dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
+    uint64_t uses;
+    dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
+    int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
+    struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
+    dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
+    cudaError_t (*peer_wait)(struct dp_cuda_context *c, cudaEvent_t event); /* peer_nccl.c's, set with `peer` */
+    /* device memory held through dp_cuda_malloc (every allocation of the backend): the blocks
+     * and their sizes, the bytes held now and the most held at once */
+    struct dp_cuda_block *blocks;
+    int block_count, block_cap;
+    size_t mem_in_use, mem_peak;
+    int failed;
+    char error[256];
+    dp_backend_t table;
+} dp_cuda_ctx_t;
+
+/* The context of GPU g (NULL until opened); dp_cuda_ctx_publish makes c
+ * GPU g's (backend_cuda.c, once c is ready, under its open lock). */
+dp_cuda_ctx_t *dp_cuda_ctx(int gpu);
+void dp_cuda_ctx_publish(int gpu, dp_cuda_ctx_t *c);
+
+/* Takes the lock and selects the GPU / releases the lock. */
+void dp_cuda_enter(dp_cuda_ctx_t *c);
+void dp_cuda_leave(dp_cuda_ctx_t *c);
+
+/* Records a CUDA runtime failure (the first is kept); returns 0 on success. */
+int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
+/* The context failed: "NAME: " + the formatted message becomes its sticky
+ * error, unless it failed already (the first failure is kept). Under the
+ * lock. */
+void dp_cuda_fail(dp_cuda_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The sticky failure as a status (DP_OK when none), with its message. */
+dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
+
+/* Waits for `event` (NULL: everything queued on the context's stream).
+ * In an NCCL group it polls instead (the group's peer_wait, peer_nccl.c): a
+ * sum that waits for a member whose GPU failed never ends, and the wait
+ * then aborts the group's communicators. Under the lock. */
+cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event);
+
+/* cudaMalloc of `bytes` (at least 1), counted in the context's memory
+ * figures; cudaErrorMemoryAllocation also when the count cannot grow.
+ * Under the lock. */
+cudaError_t dp_cuda_malloc(dp_cuda_ctx_t *c, void **ptr, size_t bytes);
+/* "cuda:N: out of GPU memory: WHAT needs B bytes (... held, peak ...): use a
+ * smaller --batch-size, or more devices" as the failure (dp_fail), after
+ * clearing the runtime's last error; returns DP_ERR_NOMEM. Under the lock. */
+dp_status_t dp_cuda_out_of_memory(dp_cuda_ctx_t *c, const char *what, size_t bytes);
+
+/* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
+ * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */
+void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what);
+
+#endif
