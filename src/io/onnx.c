@@ -272,7 +272,11 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_ROUTE:
         case DP_LAYER_DROPOUT:
             /* an alias: a route reads an earlier output; dropout is the identity in inference */
-            snprintf(names[i], NAME_MAX_LEN, "%s", in);
+            { /* `in` is an earlier layer's name (or the input's): copied as memmove, which may overlap */
+                size_t len = strnlen(in, NAME_MAX_LEN - 1);
+                memmove(names[i], in, len);
+                names[i][len] = '\0';
+            }
             last_is_alias = 1;
             continue;
         case DP_LAYER_CONV:
