@@ -35,7 +35,7 @@
 #       test images, LeNet 2 epochs with no accuracy bar, two of the GPU
 #       tests: test_cuda_peer and cli_cuda_gpu, one benchmark pair), PyTorch on the CPU and LeNet in the
 #       ResNet-18 step, so that this script's own steps, parsing and summary
-#       have run before a GPU session; its figures mean nothing. Exit 77
+#       have run before a machine with a GPU runs them; its figures mean nothing. Exit 77
 #       without the emulator or PyTorch. tests/cli_gpu_check_rehearsal.sh
 #       runs it and checks the summary.
 #   scripts/gpu_check.sh kernel-table NCU_CSV   the profile step's table of
