@@ -21,11 +21,7 @@
 #   naming the device and what failed, non-zero exit, the checkpoint file
 #   untouched.
 source "$(dirname "$0")/testing.sh"
-emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
-if [[ ! -e "$emu" ]]; then
-  echo "cli_cuda_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
-  exit 77
-fi
+needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
 small_data "$tmp/data" 384 200
 data=$tmp/data

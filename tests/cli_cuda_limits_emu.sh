@@ -14,11 +14,7 @@
 #   the backend held), those of a CPU run do not.
 # Skipped (77) in a build without CUDA.
 source "$(dirname "$0")/testing.sh"
-emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
-if [[ ! -e "$emu" ]]; then
-  echo "cli_cuda_limits_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
-  exit 77
-fi
+needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
 small_data "$tmp/data" 128 64
 cat >"$tmp/wide.cfg" <<'CFG'

@@ -33,11 +33,7 @@
 #   fresh measurement chooses the same; a corrupt file: one warning line,
 #   measured again, the file rewritten and taken by the next run.
 source "$(dirname "$0")/testing.sh"
-emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
-if [[ ! -e "$emu" ]]; then
-  echo "cli_cudnn_algo_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
-  exit 77
-fi
+needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
 unset DPTRAIN_CUDNN_ALGO DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED
 small_data "$tmp/data" 384 100

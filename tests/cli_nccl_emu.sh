@@ -24,11 +24,7 @@
 # - a sum that never ends, no member failed (a rank that stopped answering): one line naming
 #   --comm-timeout, exit 1.
 source "$(dirname "$0")/testing.sh"
-emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
-if [[ ! -e "$emu" ]]; then
-  echo "cli_nccl_emu: SKIPPED: no CUDA emulator in this build (built without CUDA)"
-  exit 77
-fi
+needs_cuda_emulator
 if ! nm -D "$emu" 2>/dev/null | grep -q ncclAllReduce && ! nm "$emu" 2>/dev/null | grep -q ncclAllReduce; then
   echo "cli_nccl_emu: SKIPPED: the CUDA emulator was built without NCCL (no nccl.h found)"
   exit 77

@@ -34,6 +34,15 @@ small_data() {
       gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
   done
 }
+# needs_cuda_emulator: emu = the build's CUDA emulator module; without one
+# (a build without CUDA) the test says SKIPPED and exits 77.
+needs_cuda_emulator() {
+  emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+  if [[ ! -e "$emu" ]]; then
+    echo "$(basename "$0" .sh): SKIPPED: no CUDA emulator in this build (built without CUDA)"
+    exit 77
+  fi
+}
 # train_run NAME DEVICES ARGS...: "$bin" "${common[@]}" (the script's) on
 # DEVICES, saving $tmp/NAME.st, $tmp/NAME.jsonl and its output $tmp/NAME.out;
 # passes when it exits 0. same_run A B: their checkpoint tensors byte-identical
