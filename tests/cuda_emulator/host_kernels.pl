@@ -1,20 +1,26 @@
 #!/usr/bin/perl
-# host_kernels.pl IN.cu OUT.cpp - kernels.cu as C++ for the host (the CUDA
+# host_kernels.pl IN.cu OUT.cpp [HEADER.cuh ...] - a kernel file as C++ for the host (the CUDA
 # emulator, cuda_emulator.h): includes emu_device.h first and turns each
 # launch kernel<<<cfg>>>(args); into EMU_LAUNCH(kernel, cooperative, (cfg), args);
 # where cooperative is 1 for a kernel that meets at __syncthreads: its body
 # calls it, or calls a __device__ function that does (directly or through
-# other __device__ functions, templates included).
+# other __device__ functions, templates included), in IN.cu or in the
+# kernel files' shared headers given after OUT.cpp.
 use strict;
 use warnings;
-my ($in, $out) = @ARGV;
-open(my $f, '<', $in) or die "host_kernels.pl: $in: $!\n";
-my $src = do { local $/; <$f> };
-close $f;
+my ($in, $out, @headers) = @ARGV;
+sub slurp {
+    my ($path) = @_;
+    open(my $f, '<', $path) or die "host_kernels.pl: $path: $!\n";
+    my $text = do { local $/; <$f> };
+    close $f;
+    return $text;
+}
+my $src = slurp($in);
 # the file in pieces, each starting at a __global__ or __device__ function
 # (its template line included) and running up to the next one
 my (%kernel, %device);
-my @parts = split /(?=^(?:template\s*<[^>]*>\s*)?__(?:global|device)__)/m, $src;
+my @parts = map { split /(?=^(?:template\s*<[^>]*>\s*)?__(?:global|device)__)/m, $_ } $src, map { slurp($_) } @headers;
 for my $p (@parts) {
     my ($body) = split /extern\s+"C"/, $p; # up to the next launcher
     if ($p =~ /^(?:template\s*<[^>]*>\s*)?__global__\s+void\s+(\w+)\s*\(/) {
