@@ -2,10 +2,10 @@
  * emulator is a test double of a machine with GPUs: the few functions of
  * the CUDA runtime, cuBLAS and cuDNN that the CUDA backend calls
  * (src/backend/cuda/), implemented on the CPU, plus a launcher that runs
- * the backend's own kernels (kernels.cu, compiled for the host by
- * emu_device.h) thread by thread. Linked with the backend's files into
- * lib/libdptrain_cuda_emu.so, a CUDA module that dptrain loads through
- * DPTRAIN_CUDA_MODULE: the backend's host code and kernels then run here,
+ * the backend's own kernels (src/backend/cuda's *.cu files, compiled for
+ * the host by emu_device.h) thread by thread. Linked with the backend's
+ * files into lib/libdptrain_cuda_emu.so, a CUDA module that dptrain loads
+ * through DPTRAIN_CUDA_MODULE: the backend's host code and kernels then run here,
  * without a GPU, with checks a GPU would not give:
  *   - device memory is mapped apart for each allocation, its end against
  *     an inaccessible page (an overrun of more than 255 bytes faults), and

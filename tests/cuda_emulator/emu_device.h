@@ -1,6 +1,6 @@
 /* emu_device.h - what CUDA C++ gives a kernel, for the host (the CUDA
- * emulator, cuda_emulator.h): host_kernels.pl turns kernels.cu into C++
- * that includes this first. Qualifiers vanish, __shared__ memory is per
+ * emulator, cuda_emulator.h): host_kernels.pl turns each kernel file (*.cu)
+ * into C++ that includes this first. Qualifiers vanish, __shared__ memory is per
  * launching thread (a block runs at a time on it), the built-in indices are
  * the launcher's, the intrinsics that round one operation (__fadd_rn, ...)
  * are that operation (compiled with -ffp-contract=off: no fusing, as

@@ -1,6 +1,7 @@
 /* backend_cuda.c - the CUDA backend (backend.h) of one GPU: device memory
  * (cudaMalloc), copies and zeroing on the GPU's stream, the optimizer update
- * and the device-order sum as own kernels (kernels.cu), broadcasts as
+ * and the device-order sum as own kernels (optimizers.cu, reductions.cu),
+ * broadcasts as
  * device-to-device copies, and batches gathered on the GPU from a copy of
  * the dataset uploaded once. The op table is ops_cuda.c's.
  *

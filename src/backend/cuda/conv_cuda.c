@@ -3,7 +3,8 @@
  * cuDNN: descriptors and each direction's algorithm kept per shape (plans),
  * the algorithms chosen by cuDNN's heuristics, by measurement
  * (algo_cache.c) or fixed; deterministic, FMA math unless --tf32; bias and
- * ReLU through kernels.cu. ops_cuda.c's table names the four ops. */
+ * ReLU through elementwise.cu and reductions.cu. ops_cuda.c's table names
+ * the four ops. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

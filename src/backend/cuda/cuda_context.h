@@ -1,9 +1,9 @@
 /* cuda_context.h - the CUDA backend's per-GPU context and what every file
  * of the backend does with it (cuda_context.c): the lock, the sticky
  * failure, waits, counted device memory. The bottom of the module
- * libdptrain_cuda.so: kernels.h (the launchers of kernels.cu) beside it,
- * ops_cuda.c, peer_nccl.c and timer_cuda.c above it, backend_cuda.c (the
- * backend table, cuda_parts.h) on top.
+ * libdptrain_cuda.so: kernels.h (the launchers of the *.cu kernel files)
+ * beside it, ops_cuda.c, peer_nccl.c and timer_cuda.c above it,
+ * backend_cuda.c (the backend table, cuda_parts.h) on top.
  *
  * DESIGN. One context per GPU: one stream, one cuBLAS and one cuDNN handle,
  * a mutex. Every backend function and every op takes the mutex, selects the

@@ -1,7 +1,9 @@
-/* kernels.h - the launchers of kernels.cu, the CUDA backend's own kernels:
- * plain C declarations, callable from the C11 host files; each launches on
- * `stream` and returns the launch error. Needs only the CUDA runtime's
- * types (no context: the callers pass a stream and device pointers). */
+/* kernels.h - the launchers of the CUDA backend's own kernels (the *.cu
+ * files beside it, one per op family, sharing kernels_common.cuh): plain C
+ * declarations, callable from the C11 host files, in one section per file;
+ * each launches on `stream` and returns the launch error. Needs only the CUDA
+ * runtime's types (no context: the callers pass a stream and device
+ * pointers). */
 #ifndef DPTRAIN_CUDA_KERNELS_H
 #define DPTRAIN_CUDA_KERNELS_H
 
@@ -14,9 +16,24 @@
 extern "C" {
 #endif
 
-/* --- kernels.cu: each launches on `stream` and returns the launch error --- */
+/* --- reductions.cu: the sum of replicas, bias gradients, metrics -------------------------- */
 #define DP_CUDA_REDUCE_MAX_SRC 16
 cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *src, int k, size_t count);
+/* Per-channel sums over (N, C, L) run in two passes (kernels_common.cuh):
+ * the first writes partial sums to scratch, dp_cuda_channel_partials(N, C,
+ * L) values per summed quantity, a function of the shape only. */
+size_t dp_cuda_channel_partials(int N, int C, size_t L);
+/* db[c] (+)= sum over n, l of dy (N, C, L); partials: dp_cuda_channel_partials
+ * floats of scratch. With y (not NULL) the sum is of the gradient through a
+ * ReLU, masked = dy where y > 0 else 0, which is written too (N C L). */
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const float *y, float *masked, float *db, int N,
+                              int C, size_t L, int add, float *partials);
+/* backend.h's count_metrics: sums[0] += loss[0] * scale (loss may be NULL),
+ * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i] */
+cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
+                                  const float *logits, const int32_t *labels, int n, int k);
+
+/* --- data.cu: the batch gather ------------------------------------------------------------ */
 /* dp_dataset_fill's pixel values: p / 255, or with `normalize`
  * (p / 255 - mean[c]) / std[c] for channel c = (offset in the example) / plane */
 typedef struct {
@@ -27,6 +44,8 @@ typedef struct {
 cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
                                  const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map, float *x,
                                  int32_t *y);
+
+/* --- optimizers.cu: sgd, momentum, adagrad, adam ------------------------------------------ */
 /* kind: dp_optim_kind_t; states as dp_optimizer_state */
 typedef struct {
     int kind, nesterov;
@@ -34,18 +53,11 @@ typedef struct {
 } dp_cuda_optim_args_t;
 cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g, float *s0,
                           float *s1, size_t n);
+
+/* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout ------------------------------ */
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
 /* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
 cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L, int relu);
-/* Per-channel sums over (N, C, L) run in two passes (kernels.cu): the first
- * writes partial sums to scratch, dp_cuda_channel_partials(N, C, L) values
- * per summed quantity, a function of the shape only. */
-size_t dp_cuda_channel_partials(int N, int C, size_t L);
-/* db[c] (+)= sum over n, l of dy (N, C, L); partials: dp_cuda_channel_partials
- * floats of scratch. With y (not NULL) the sum is of the gradient through a
- * ReLU, masked = dy where y > 0 else 0, which is written too (N C L). */
-cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const float *y, float *masked, float *db, int N,
-                              int C, size_t L, int add, float *partials);
 /* out = dy where y > 0 else 0 (n) */
 cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n);
 cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n);
@@ -56,6 +68,18 @@ cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const flo
  * same pointer twice: added twice, in that order) */
 cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const float *y, const float *dy, float *dx0, int add0,
                                        float *dx1, int add1, size_t n);
+/* kind 0: sigmoid, 1: tanh; backward from y */
+cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);
+cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
+                                   size_t n, int add);
+cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+/* dx (+)= dy */
+cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
+/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0 */
+cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
+                            int64_t offset, uint64_t threshold, float scale, int add);
+
+/* --- pooling.cu: pooling, global average pooling, window copy ----------------------------- */
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
  * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1) */
 typedef struct {
@@ -68,12 +92,17 @@ cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t 
 cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y);
 cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy, float *dx,
                                       int add);
+cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane);
+cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
+                                        int add);
 /* dst (planes, dst[0..2]) = src (planes, src[0..2]) at (d, h, w) + offset, 0
  * where that falls outside src: a crop (offset >= 0) or a zero padding (< 0) */
 typedef struct {
     int planes, src[3], dst[3], offset[3];
 } dp_cuda_window_t;
 cudaError_t dp_cuda_window_copy(cudaStream_t stream, const dp_cuda_window_t *g, const float *src, float *dst);
+
+/* --- loss.cu: softmax cross-entropy, MSE -------------------------------------------------- */
 /* loss[0] = sum_i (logsumexp(x_i) - x_i[label_i]) / denominator; probs (N, K);
  * row_loss (N) doubles of scratch. A label outside [0, K) makes the loss NaN. */
 cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,
@@ -81,29 +110,12 @@ cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int3
 /* dx (+)= dy[0] / denominator * (probs - onehot) */
 cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels, const float *dy,
                                   int N, int K, double denominator, float *dx, int add);
-
-/* backend.h's count_metrics: sums[0] += loss[0] * scale (loss may be NULL),
- * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i] */
-cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
-                                  const float *logits, const int32_t *labels, int n, int k);
-
-/* kind 0: sigmoid, 1: tanh; backward from y */
-cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);
-cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
-                                   size_t n, int add);
-cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
-/* dx (+)= dy */
-cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
-/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0 */
-cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                            int64_t offset, uint64_t threshold, float scale, int add);
-cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane);
-cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
-                                        int add);
 cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float *t, size_t n, double denominator,
                                 float *loss);
 cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,
                                  double denominator, float *dx, int add);
+
+/* --- norms.cu: batch norm ----------------------------------------------------------------- */
 /* batch norm: sums [m, S1 (C), S2 (C)] (doubles); saved [mean (C), invstd (C), m];
  * gsums [sum dy (C), sum dy (x - mean) (C)]; partials: 2 x
  * dp_cuda_channel_partials(N, C, plane) doubles of scratch; coef (finalize's

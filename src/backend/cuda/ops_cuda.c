@@ -3,7 +3,7 @@
  * (pedantic FP32), ReLU, max and average pooling (1-D to 3-D), softmax
  * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
- * and MSE with own kernels (kernels.cu); flatten is the CPU's (a view: no
+ * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
  * data touched); batch norm with own kernels (double sums per channel spread
  * over the grid; SyncBatchNorm's statistics go through the host hook: a
  * download, the sum, an upload). Every op of the table is done.

@@ -14,8 +14,9 @@ dp_status_t dp_cuda_launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what) 
     return dp_cuda_check(c, err, what) ? dp_cuda_status(c) : DP_OK;
 }
 
-/* db (+)= the per-channel sums of dy (N, C, L) (kernels.cu's two passes, their
- * partials from the arena); with y, of dy masked by y > 0, written to masked. */
+/* db (+)= the per-channel sums of dy (N, C, L) (kernels_common.cuh's two
+ * passes, reductions.cu; their partials from the arena); with y, of dy
+ * masked by y > 0, written to masked. */
 dp_status_t dp_cuda_op_bias_grad(dp_cuda_ctx_t *c, dp_arena_t *arena, const float *dy, const float *y, float *masked,
                              dp_tensor_t *b, int N, int C, size_t L, const char *what) {
     size_t count = dp_cuda_channel_partials(N, C, L);

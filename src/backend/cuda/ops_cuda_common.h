@@ -1,6 +1,6 @@
 /* ops_cuda_common.h - what the CUDA op files share (ops_cuda_common.c):
  * a launch's error as the context's failure, an op's output allocation,
- * cuDNN's workspace, a bias gradient through kernels.cu's two passes, and
+ * cuDNN's workspace, a bias gradient through reductions.cu's two passes, and
  * the convolution ops of conv_cuda.c that ops_cuda.c's table names. Every
  * function runs under the context's lock, as an op does. */
 #ifndef DPTRAIN_OPS_CUDA_COMMON_H
@@ -13,8 +13,9 @@
 dp_status_t dp_cuda_launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
 /* "cuda:N: WHAT: cuDNN: REASON" as the failure */
 dp_status_t dp_cuda_cudnn_fail(dp_cuda_ctx_t *c, cudnnStatus_t s, const char *what);
-/* db (+)= the per-channel sums of dy (N, C, L) (kernels.cu's two passes, their
- * partials from the arena); with y, of dy masked by y > 0, written to masked. */
+/* db (+)= the per-channel sums of dy (N, C, L) (kernels_common.cuh's two
+ * passes, reductions.cu; their partials from the arena); with y, of dy
+ * masked by y > 0, written to masked. */
 dp_status_t dp_cuda_op_bias_grad(dp_cuda_ctx_t *c, dp_arena_t *arena, const float *dy, const float *y, float *masked,
                                  dp_tensor_t *b, int N, int C, size_t L, const char *what);
 /* Output data (and an unset grad when `want_grad`) of the shape's floats;

@@ -1,0 +1,228 @@
+/* norms.cu - batch norm: the statistics (per-channel sums over the whole
+ * grid, kernels_common.cuh's two passes), finalize (mean, invstd, running
+ * statistics and the per-channel coefficients), apply, the gradient sums
+ * (with dgamma, dbeta) and dx. */
+#include "kernels_common.cuh"
+
+/* --- batch norm (ops_batch_norm.c's formulas; sums in double) ------------------------------ */
+/* Statistics values: d = x - K and d^2, K = 0 (use_shift 0) or the
+ * channel's first value. */
+struct bn_stats_sum {
+    typedef double value_t;
+    static const int K = 2;
+    const float *x;
+    size_t plane;
+    int use_shift;
+    double shift, v[2];
+    __device__ void start(int c) { shift = use_shift ? (double)x[(size_t)c * plane] : 0.0; }
+    template <typename I> __device__ void add(I at) {
+        double d = (double)x[at] - shift;
+        v[0] += d;
+        v[1] += d * d;
+    }
+};
+
+__global__ void bn_stats_kernel(red_geom_t g, const float *x, size_t plane, int use_shift, double *partials) {
+    bn_stats_sum a = {x, plane, use_shift, 0.0, {0.0, 0.0}};
+    channel_partials(g, a, partials);
+}
+
+/* sums[1 + c] = sum (x - K), sums[1 + C + c] = sum (x - K)^2, sums[0] = N
+ * plane: the format SyncBatchNorm sums across devices (without it the
+ * statistics go from the partials to bn_finalize_kernel directly) */
+__global__ void bn_stats_combine_kernel(const double *partials, int slices, int C, double count, double *sums) {
+    const int c = (int)blockIdx.x;
+    double v[2];
+    combine_slices<double, 2>(partials, slices, C, c, v);
+    if (threadIdx.x == 0) {
+        sums[1 + c] = v[0];
+        sums[1 + C + c] = v[1];
+        if (c == 0) sums[0] = count;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+                                        double *partials, double *sums) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    red_geom_t g = red_geometry(N, C, plane);
+    bn_stats_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, plane, use_shift, partials);
+    if (sums)
+        bn_stats_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, (double)N * (double)plane,
+                                                                   sums);
+    return cudaGetLastError();
+}
+
+/* Block c: saved = [mean (C), invstd (C), m]; training: from the
+ * statistics (partials: combined here, the second pass of the sums; else
+ * sums) and the shift K, m = count, updating the running stats; inference:
+ * from the running stats. Then bn_apply's coefficients per channel, coef =
+ * [mean_hi (C), scale (C), shift (C)]: the CPU forward's, computed as its
+ * per-element code did. */
+__global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_shift, const double *partials,
+                                   int slices, const double *sums, int training, double eps, double momentum,
+                                   float *running_mean, float *running_var, double *saved, double count, const float *w,
+                                   const float *b, float *coef) {
+    const int c = (int)blockIdx.x;
+    double v[2] = {0.0, 0.0};
+    if (training && partials) combine_slices<double, 2>(partials, slices, C, c, v);
+    if (threadIdx.x == 0) {
+        if (training) {
+            double m = count;
+            double s1 = partials ? v[0] : sums[1 + c], s2 = partials ? v[1] : sums[1 + C + c];
+            double shifted_mean = s1 / m;
+            double var = s2 / m - shifted_mean * shifted_mean;
+            if (var < 0.0) var = 0.0;
+            double mean = (use_shift ? (double)x[(size_t)c * plane] : 0.0) + shifted_mean;
+            saved[c] = mean;
+            saved[C + c] = 1.0 / sqrt(var + eps);
+            if (running_mean) {
+                running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+                running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * var * m / (m - 1.0));
+            }
+            if (c == 0) saved[2 * C] = m;
+        } else {
+            saved[c] = running_mean[c];
+            saved[C + c] = 1.0 / sqrt((double)running_var[c] + eps);
+            if (c == 0) saved[2 * C] = count;
+        }
+        double scale = saved[C + c] * (w ? (double)w[c] : 1.0);
+        float mean_hi = (float)saved[c];
+        coef[c] = mean_hi;
+        coef[C + c] = (float)scale;
+        coef[2 * C + c] = (float)((b ? (double)b[c] : 0.0) - (saved[c] - (double)mean_hi) * scale);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane,
+                                           int use_shift, const double *partials, const double *sums, int training,
+                                           double eps, double momentum, float *running_mean, float *running_var,
+                                           double *saved, double count, const float *w, const float *b, float *coef) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    red_geom_t g = red_geometry(N, C, plane);
+    bn_finalize_kernel<<<C, COMBINE_THREADS, 0, stream>>>(x, C, plane, use_shift, partials, g.slices, sums, training,
+                                                          eps, momentum, running_mean, running_var, saved, count, w, b,
+                                                          coef);
+    return cudaGetLastError();
+}
+
+/* y = (x - mean_hi) scale + shift, as the CPU's forward (coef: bn_finalize's) */
+template <typename I> __device__ static void bn_apply_loop(const float *x, float *y, const chan_index_t &ci, I n,
+                                                           const float *coef) {
+    GRID_LOOP_T(I, j, n) {
+        int c = channel_of(ci, j);
+        y[j] = __fadd_rn(__fmul_rn(__fsub_rn(x[j], coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
+    }
+}
+
+__global__ void bn_apply_kernel(const float *x, float *y, chan_index_t ci, size_t n, const float *coef) {
+    if (ci.narrow) bn_apply_loop<uint32_t>(x, y, ci, (uint32_t)n, coef);
+    else bn_apply_loop<size_t>(x, y, ci, n, coef);
+}
+
+extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
+                                        const float *coef) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t n = (size_t)N * C * plane;
+    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef);
+    return cudaGetLastError();
+}
+
+/* Gradient sums' values: dy and dy (x - mean). */
+struct bn_grad_sum {
+    typedef double value_t;
+    static const int K = 2;
+    const float *x, *dy;
+    const double *saved;
+    double mean, v[2];
+    __device__ void start(int c) { mean = saved[c]; }
+    template <typename I> __device__ void add(I at) {
+        v[0] += (double)dy[at];
+        v[1] += (double)dy[at] * ((double)x[at] - mean);
+    }
+};
+
+__global__ void bn_grad_sums_kernel(red_geom_t g, const float *x, const float *dy, const double *saved,
+                                    double *partials) {
+    bn_grad_sum a = {x, dy, saved, 0.0, {0.0, 0.0}};
+    channel_partials(g, a, partials);
+}
+
+/* Block c, the second pass: gsums[c] = sum dy, gsums[C + c] = sum dy (x -
+ * mean); then dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db NULL:
+ * none) */
+__global__ void bn_grad_finish_kernel(const double *partials, int slices, int C, const double *saved, double *gsums,
+                                      float *dw, int add_w, float *db, int add_b) {
+    const int c = (int)blockIdx.x;
+    double v[2];
+    combine_slices<double, 2>(partials, slices, C, c, v);
+    if (threadIdx.x == 0) {
+        gsums[c] = v[0];
+        gsums[C + c] = v[1];
+        if (dw) {
+            float g = (float)(v[1] * saved[C + c]);
+            dw[c] = add_w ? __fadd_rn(dw[c], g) : g;
+        }
+        if (db) {
+            float g = (float)v[0];
+            db[c] = add_b ? __fadd_rn(db[c], g) : g;
+        }
+    }
+}
+
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C,
+                                            size_t plane, const double *saved, double *partials, double *gsums,
+                                            float *dw, int add_w, float *db, int add_b) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    red_geom_t g = red_geometry(N, C, plane);
+    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, dy, saved, partials);
+    bn_grad_finish_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, saved, gsums, dw, add_w, db, add_b);
+    return cudaGetLastError();
+}
+
+/* The CPU's dx coefficients per channel, coef = [k_dy (C), k_x (C), k_0 (C),
+ * mean_f (C)], as its per-element code computed them: dx = k_dy dy + k_x
+ * (x - mean_f) + k_0. */
+__global__ void bn_dx_coef_kernel(int C, const double *saved, const double *gsums, const float *w, int training,
+                                  float *coef) {
+    GRID_LOOP(c, (size_t)C) {
+        double invstd = saved[C + c], gamma = w ? (double)w[c] : 1.0, m = saved[2 * C];
+        float k_dy = (float)(gamma * invstd), k_x = 0.0f, k_0 = 0.0f;
+        if (training) {
+            k_x = (float)(-gamma * invstd * invstd * invstd * gsums[C + c] / m);
+            k_0 = (float)(-gamma * invstd * gsums[c] / m);
+        }
+        float mean = (float)saved[c];
+        coef[c] = k_dy;
+        coef[C + c] = k_x;
+        coef[2 * C + c] = __fadd_rn(k_0, (float)(-(double)k_x * (saved[c] - (double)mean)));
+        coef[3 * C + c] = mean;
+    }
+}
+
+/* dx (+)= k_dy dy + k_x (x - mean_f) + k_0 */
+template <typename I> __device__ static void bn_dx_loop(const float *x, const float *dy, float *dx, const chan_index_t &ci,
+                                                        I n, const float *coef, int add) {
+    const int C = ci.C;
+    GRID_LOOP_T(I, j, n) {
+        int c = channel_of(ci, j);
+        float g = __fadd_rn(__fadd_rn(__fmul_rn(coef[c], dy[j]), __fmul_rn(coef[C + c], __fsub_rn(x[j], coef[3 * C + c]))),
+                            coef[2 * C + c]);
+        dx[j] = add ? __fadd_rn(dx[j], g) : g;
+    }
+}
+
+__global__ void bn_dx_kernel(const float *x, const float *dy, float *dx, chan_index_t ci, size_t n, const float *coef,
+                             int add) {
+    if (ci.narrow) bn_dx_loop<uint32_t>(x, dy, dx, ci, (uint32_t)n, coef, add);
+    else bn_dx_loop<size_t>(x, dy, dx, ci, n, coef, add);
+}
+
+extern "C" cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C,
+                                     size_t plane, const double *saved, const double *gsums, const float *w,
+                                     int training, int add, float *coef) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t n = (size_t)N * C * plane;
+    bn_dx_coef_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(C, saved, gsums, w, training, coef);
+    bn_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, dy, dx, chan_index(N, C, plane), n, coef, add);
+    return cudaGetLastError();
+}

@@ -1,0 +1,244 @@
+/* pooling.cu - max and average pooling 1-D to 3-D, forward and backward
+ * (a gather: one thread per input element), global average pooling, and
+ * conv_transpose's window copy (a crop or zero padding of the same planes). */
+#include "kernels_common.cuh"
+
+/* --- pooling, 1-D to 3-D (ops_pool.c's rules): (D, H, W) planes, 1-D and
+ * 2-D with the missing leading dims of size 1 and a window of 1 ------------ */
+__global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y, int32_t *argmax) {
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * out_plane) {
+        size_t plane = i / out_plane;
+        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
+        float best = -INFINITY;
+        int32_t at = -1;
+        for (int t = 0; t < g.kd; t++) {
+            int d = od * g.sd - g.pd + t * g.dd;
+            if (d < 0 || d >= g.D) continue;
+            for (int a = 0; a < g.kh; a++) {
+                int h = oh * g.sh - g.ph + a * g.dh;
+                if (h < 0 || h >= g.H) continue;
+                for (int b = 0; b < g.kw; b++) {
+                    int w = ow * g.sw - g.pw + b * g.dw;
+                    if (w < 0 || w >= g.W) continue;
+                    int32_t idx = (d * g.H + h) * g.W + w;
+                    float v = xp[idx];
+                    /* the first maximum in (d, h, w) order wins; a NaN beats everything after it (PyTorch) */
+                    if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+                        best = v;
+                        at = idx;
+                    }
+                }
+            }
+        }
+        y[i] = best;
+        argmax[i] = at;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
+                                                float *y, int32_t *argmax) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    max_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(
+        *g, x, y, argmax);
+    return cudaGetLastError();
+}
+
+/* The outputs whose window may hold input row h: oh in [lo, hi]. */
+__device__ static void covering(int h, int k, int s, int p, int d, int out, int *lo, int *hi) {
+    int span = (k - 1) * d; /* window from oh*s - p to oh*s - p + span */
+    int a = h + p - span, b = h + p;
+    *lo = a <= 0 ? 0 : (a + s - 1) / s;
+    *hi = b < 0 ? -1 : b / s;
+    if (*hi > out - 1) *hi = out - 1;
+}
+
+/* dx of one input element: its outputs in (od, oh, ow) order whose argmax it is */
+__global__ void max_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, const int32_t *argmax, float *dx, int add) {
+    const size_t in_plane = (size_t)g.D * g.H * g.W, out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * in_plane) {
+        size_t plane = i / in_plane;
+        int at = (int)(i % in_plane), d = at / (g.H * g.W), h = at / g.W % g.H, w = at % g.W;
+        int d0, d1, h0, h1, w0, w1;
+        covering(d, g.kd, g.sd, g.pd, g.dd, g.OD, &d0, &d1);
+        covering(h, g.kh, g.sh, g.ph, g.dh, g.OH, &h0, &h1);
+        covering(w, g.kw, g.sw, g.pw, g.dw, g.OW, &w0, &w1);
+        const size_t base = plane * out_plane;
+        float s = 0.0f;
+        for (int od = d0; od <= d1; od++)
+            for (int oh = h0; oh <= h1; oh++)
+                for (int ow = w0; ow <= w1; ow++) {
+                    size_t o = base + ((size_t)od * g.OH + oh) * g.OW + ow;
+                    if (argmax[o] == at) s = __fadd_rn(s, dy[o]);
+                }
+        dx[i] = add ? __fadd_rn(dx[i], s) : s;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
+                                                 const int32_t *argmax, float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    max_pool_backward_kernel<<<blocks_for((size_t)g->planes * g->D * g->H * g->W), THREADS, 0, stream>>>(
+        *g, dy, argmax, dx, add);
+    return cudaGetLastError();
+}
+
+/* The inputs inside [o * s - p, o * s - p + k) along one dim. */
+__device__ static int inside(int o, int k, int s, int p, int in) {
+    int a = o * s - p;
+    return min(a + k, in) - max(a, 0);
+}
+
+/* The divisor of output (od, oh, ow): the kernel volume, or the inputs inside the window. */
+__device__ static float avg_divisor(const dp_cuda_pool_t *g, int od, int oh, int ow) {
+    if (g->count_include_pad) return (float)(g->kd * g->kh * g->kw);
+    return (float)(inside(od, g->kd, g->sd, g->pd, g->D) * inside(oh, g->kh, g->sh, g->ph, g->H) *
+                   inside(ow, g->kw, g->sw, g->pw, g->W));
+}
+
+__global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y) {
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    GRID_LOOP(i, (size_t)g.planes * out_plane) {
+        size_t plane = i / out_plane;
+        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
+        float s = 0.0f;
+        for (int t = 0; t < g.kd; t++) {
+            int d = od * g.sd - g.pd + t;
+            if (d < 0 || d >= g.D) continue;
+            for (int a = 0; a < g.kh; a++) {
+                int h = oh * g.sh - g.ph + a;
+                if (h < 0 || h >= g.H) continue;
+                for (int b = 0; b < g.kw; b++) {
+                    int w = ow * g.sw - g.pw + b;
+                    if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[(d * g.H + h) * g.W + w]);
+                }
+            }
+        }
+        y[i] = __fdiv_rn(s, avg_divisor(&g, od, oh, ow));
+    }
+}
+
+extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
+                                                float *y) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y);
+    return cudaGetLastError();
+}
+
+/* dx of input element i (plane, d, h, w): its outputs in (od, oh, ow) order,
+ * dy / divisor each; the divisor as avg_divisor, its factors hoisted out of
+ * the inner loops (the same int product, the same float). */
+template <typename I>
+__device__ static __forceinline__ void avg_pool_grad_at(const dp_cuda_pool_t &g, const float *dy, float *dx, int add,
+                                                        I i, I plane, int d, int h, int w) {
+    int d0, d1, h0, h1, w0, w1;
+    covering(d, g.kd, g.sd, g.pd, 1, g.OD, &d0, &d1);
+    covering(h, g.kh, g.sh, g.ph, 1, g.OH, &h0, &h1);
+    covering(w, g.kw, g.sw, g.pw, 1, g.OW, &w0, &w1);
+    const I base = plane * (I)(g.OD * g.OH * g.OW);
+    const float volume = (float)(g.kd * g.kh * g.kw);
+    float s = 0.0f;
+    for (int od = d0; od <= d1; od++) {
+        const int in_d = inside(od, g.kd, g.sd, g.pd, g.D);
+        for (int oh = h0; oh <= h1; oh++) {
+            const int in_dh = in_d * inside(oh, g.kh, g.sh, g.ph, g.H);
+            const I row = base + ((I)od * (I)g.OH + (I)oh) * (I)g.OW;
+            for (int ow = w0; ow <= w1; ow++) {
+                float divisor = g.count_include_pad ? volume : (float)(in_dh * inside(ow, g.kw, g.sw, g.pw, g.W));
+                s = __fadd_rn(s, __fdiv_rn(dy[row + (I)ow], divisor));
+            }
+        }
+    }
+    dx[i] = add ? __fadd_rn(dx[i], s) : s;
+}
+
+/* by_plane, by_HW, by_W divide by D H W, H W and W (narrow: planes D H W and
+ * planes OD OH OW < 2^31) */
+__global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, float *dx, int add, fast_div_t by_plane,
+                                         fast_div_t by_HW, fast_div_t by_W, int narrow) {
+    const size_t in_plane = (size_t)g.D * g.H * g.W;
+    if (narrow) {
+        GRID_LOOP_T(uint32_t, i, (uint32_t)((size_t)g.planes * in_plane)) {
+            uint32_t plane = div_by(by_plane, i), at = i - plane * (uint32_t)in_plane;
+            uint32_t d = div_by(by_HW, at), r = at - d * (uint32_t)(g.H * g.W), h = div_by(by_W, r);
+            avg_pool_grad_at<uint32_t>(g, dy, dx, add, i, plane, (int)d, (int)h, (int)(r - h * (uint32_t)g.W));
+        }
+        return;
+    }
+    GRID_LOOP(i, (size_t)g.planes * in_plane) {
+        size_t plane = i / in_plane;
+        int at = (int)(i % in_plane);
+        avg_pool_grad_at<size_t>(g, dy, dx, add, i, plane, at / (g.H * g.W), at / g.W % g.H, at % g.W);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
+                                                 float *dx, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t in_n = (size_t)g->planes * g->D * g->H * g->W, out_n = (size_t)g->planes * g->OD * g->OH * g->OW;
+    int narrow = in_n <= NARROW_MAX && out_n <= NARROW_MAX;
+    avg_pool_backward_kernel<<<blocks_for(in_n), THREADS, 0, stream>>>(
+        *g, dy, dx, add, fast_div(narrow ? (uint32_t)(g->D * g->H * g->W) : 1u),
+        fast_div(narrow ? (uint32_t)(g->H * g->W) : 1u), fast_div(narrow ? (uint32_t)g->W : 1u), narrow);
+    return cudaGetLastError();
+}
+
+/* --- global average pooling (ops_pool.c) --------------------------------------------- */
+/* One thread per plane, the CPU's four double lanes in the same order: its bits. */
+__global__ void global_avg_kernel(const float *x, float *y, size_t planes, size_t plane) {
+    GRID_LOOP(p, planes) {
+        const float *src = x + p * plane;
+        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+        size_t i = 0;
+        for (; i + 4 <= plane; i += 4)
+            for (int j = 0; j < 4; j++) lanes[j] += src[i + j];
+        for (; i < plane; i++) lanes[0] += src[i];
+        y[p] = (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane);
+    }
+}
+
+extern "C" cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes,
+                                                  size_t plane) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane);
+    return cudaGetLastError();
+}
+
+__global__ void global_avg_backward_kernel(const float *dy, float *dx, size_t planes, size_t plane, int add) {
+    const float inv = __fdiv_rn(1.0f, (float)plane);
+    GRID_LOOP(i, planes * plane) {
+        float g = __fmul_rn(dy[i / plane], inv);
+        dx[i] = add ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes,
+                                                   size_t plane, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    global_avg_backward_kernel<<<blocks_for(planes * plane), THREADS, 0, stream>>>(dy, dx, planes, plane, add);
+    return cudaGetLastError();
+}
+
+/* --- window copy (conv_transpose's crop and zero padding) ---------------------- */
+__global__ void window_copy_kernel(dp_cuda_window_t g, const float *src, float *dst) {
+    const size_t dst_plane = (size_t)g.dst[0] * g.dst[1] * g.dst[2];
+    GRID_LOOP(i, (size_t)g.planes * dst_plane) {
+        size_t plane = i / dst_plane;
+        int o = (int)(i % dst_plane);
+        int d = o / (g.dst[1] * g.dst[2]) + g.offset[0], h = o / g.dst[2] % g.dst[1] + g.offset[1],
+            w = o % g.dst[2] + g.offset[2];
+        int in = d >= 0 && d < g.src[0] && h >= 0 && h < g.src[1] && w >= 0 && w < g.src[2];
+        dst[i] = in ? src[plane * ((size_t)g.src[0] * g.src[1] * g.src[2]) + ((size_t)d * g.src[1] + h) * g.src[2] + w]
+                    : 0.0f;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_window_copy(cudaStream_t stream, const dp_cuda_window_t *g, const float *src,
+                                           float *dst) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    window_copy_kernel<<<blocks_for((size_t)g->planes * g->dst[0] * g->dst[1] * g->dst[2]), THREADS, 0, stream>>>(
+        *g, src, dst);
+    return cudaGetLastError();
+}
