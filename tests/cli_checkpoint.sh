@@ -38,7 +38,9 @@ refused() {
   [[ $status -eq 1 && $(wc -l <"$err") -eq 1 ]] && grep -qF -- "$part" "$err" && pass \
     || fail "$label: status $status, stderr: $(head -c 400 "$err") (expected one line with '$part')"
 }
-
+# the first 600 training and 1000 test images: each epoch's evaluation stays short
+small_data "$tmp/fm" 600 1000
+data=$tmp/fm
 common=(train --data "$data" --model lenet-paddle --limit 600 --batch-size 64 --lr 0.1 --seed 5 --devices 2)
 
 # --- 2 epochs straight vs 1 + resume + 1 --------------------------------------------------
@@ -104,7 +106,7 @@ grep -q "^  optimizer.states = momentum_buffer" <("$bin" inspect "$tmp/nesterov.
 "$bin" eval --resume "$tmp/adam.a.st" --data "$data" --devices 2 >"$tmp/eval_bn.out" 2>&1
 line=$(cat "$tmp/eval_bn.out")
 bn_acc=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\1/' <<<"$line")
-bn_acc=$(awk -v c="$bn_acc" 'BEGIN { printf "%.9g", c / 10000 }')
+bn_acc=$(awk -v c="$bn_acc" 'BEGIN { printf "%.9g", c / 1000 }')
 [[ "$line" == *"model tiny_resnet, epoch 2"* && "$bn_acc" == "$(field test_acc "$(sed -n 2p "$tmp/adam.a.jsonl")")" ]] \
   && pass || fail "eval of the BN model: $line; training recorded $(sed -n 2p "$tmp/adam.a.jsonl")"
 # another schedule is refused, naming what differs; nothing written
@@ -135,14 +137,14 @@ line=$(cat "$tmp/eval.out")
 correct=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\1/' <<<"$line")
 total=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\2/' <<<"$line")
 acc=$(awk -v c="$correct" -v t="$total" 'BEGIN { printf "%.9g", c / t }')
-[[ "$line" == "test acc: "*"on 10000 images, model lenet-paddle, epoch 2, $tmp/a.st" ]] && pass \
+[[ "$line" == "test acc: "*"on 1000 images, model lenet-paddle, epoch 2, $tmp/a.st" ]] && pass \
   || fail "eval output: $line"
 [[ "$acc" == "$(field test_acc "$a2")" ]] && pass || fail "eval accuracy $acc, training recorded $(field test_acc "$a2")"
 "$bin" eval --resume "$tmp/a.st" --data "$data" --devices 1 --batch-size 333 >"$tmp/eval1.out" 2>&1
-grep -qF "($correct/10000 correct)" "$tmp/eval1.out" && pass || fail "eval on 1 device: $(cat "$tmp/eval1.out")"
+grep -qF "($correct/1000 correct)" "$tmp/eval1.out" && pass || fail "eval on 1 device: $(cat "$tmp/eval1.out")"
 # --devices takes train's lists too (cuda:N on a GPU: tests/cli_cuda_gpu.sh), with its one-line errors
 "$bin" eval --resume "$tmp/a.st" --data "$data" --devices cpu:0,cpu:1 >"$tmp/eval-list.out" 2>&1
-grep -qF "($correct/10000 correct)" "$tmp/eval-list.out" && pass || fail "eval on cpu:0,cpu:1: $(cat "$tmp/eval-list.out")"
+grep -qF "($correct/1000 correct)" "$tmp/eval-list.out" && pass || fail "eval on cpu:0,cpu:1: $(cat "$tmp/eval-list.out")"
 "$bin" eval --resume "$tmp/a.st" --data "$data" --devices cpu:0,cpu:0 >/dev/null 2>"$tmp/err"
 [[ $? -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "eval: --devices: cpu:0 is listed twice" "$tmp/err" && pass \
   || fail "eval --devices cpu:0,cpu:0: $(cat "$tmp/err")"
@@ -212,7 +214,7 @@ cp "$tmp/a.st" "$tmp/a_copy.st"
 "$bin" "${common[@]}" --epochs 2 --resume "$tmp/a.st" --save "$tmp/a.st" >"$tmp/done.out" 2>&1 && pass \
   || fail "resume of a finished run: $(cat "$tmp/done.out")"
 grep -q "has 2 epochs, --epochs 2: nothing to train" "$tmp/done.out" \
-  && grep -qF "test acc: $(awk -v c="$correct" 'BEGIN { printf "%.4f", c / 10000 }') on 10000 images" "$tmp/done.out" \
+  && grep -qF "test acc: $(awk -v c="$correct" 'BEGIN { printf "%.4f", c / 1000 }') on 1000 images" "$tmp/done.out" \
   && pass || fail "finished run output: $(cat "$tmp/done.out")"
 cmp -s "$tmp/a.st" "$tmp/a_copy.st" && pass || fail "the finished checkpoint was rewritten"
 

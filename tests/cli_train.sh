@@ -19,6 +19,10 @@
 source "$(dirname "$0")/testing.sh"
 
 # --- End to end -----------------------------------------------------------------
+# the first 10000 training and 1000 test images: each epoch's evaluation stays short
+full=$data
+small_data "$tmp/fm" 10000 1000
+data=$tmp/fm
 learn=(train --model lenet-paddle --data "$data" --limit 10000 --epochs 1 --lr 0.1 --batch-size 64 --seed 1
        --devices 2)
 "$bin" "${learn[@]}" --metrics "$tmp/a.jsonl" --plot "$tmp/a.svg" >"$tmp/a.out" 2>"$tmp/a.err"
@@ -151,8 +155,8 @@ expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$
 
 # A corrupt dataset: truncated labels, wrong magic.
 mkdir -p "$tmp/bad"
-cp "$data"/*.gz "$tmp/bad/"
-gzip -dc "$data/t10k-labels-idx1-ubyte.gz" | head -c 5000 >"$tmp/bad/t10k-labels-idx1-ubyte"
+cp "$full"/*.gz "$tmp/bad/"
+gzip -dc "$full/t10k-labels-idx1-ubyte.gz" | head -c 5000 >"$tmp/bad/t10k-labels-idx1-ubyte"
 rm "$tmp/bad/t10k-labels-idx1-ubyte.gz"
 expect_error "t10k-labels-idx1-ubyte.*(truncated|expected)" train --data "$tmp/bad" --limit 1000 --epochs 1
 printf 'garbage that is not an IDX file at all' >"$tmp/bad/t10k-labels-idx1-ubyte"
