@@ -7,6 +7,9 @@ source "$(dirname "$0")/testing.sh"
 models=${DPTRAIN_TEST_DIR:?}/../models
 
 # --- A model file trains like its built-in ------------------------------------------
+# the first 3000 training and 1000 test images: each epoch's evaluation stays short
+small_data "$tmp/fm" 3000 1000
+data=$tmp/fm
 run=(train --data "$data" --limit 3000 --epochs 1 --lr 0.3 --batch-size 128 --seed 2 --devices 2 --quiet)
 for name in lenet lenet-paddle; do
   "$bin" "${run[@]}" --model "$name" --metrics "$tmp/$name-builtin.jsonl" >/dev/null 2>"$tmp/err" \
