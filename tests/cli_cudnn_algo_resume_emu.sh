@@ -16,6 +16,8 @@
 # - a stored algorithm cuDNN refuses, or one it does not know: one warning
 #   line naming it, the usual choice, the run completes with the same
 #   tensors and the new checkpoint holds what ran;
+# - on two GPUs (each its own keys) a resume measures nothing and ends in
+#   the bytes of 2 straight epochs;
 # - a CPU resume ignores the key (and saves none); a checkpoint without the
 #   key resumes on the GPU as before (measured again); a GPU run without a
 #   convolution saves none.
@@ -129,6 +131,20 @@ run without DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$tmp/cache3/al
 [[ $(finds without) -eq $measured && $(grep -c 'installed from the checkpoint' "$tmp/without.out") == 0 ]] && pass \
   || fail "without the key: $(finds without) finds, want $measured"
 cmp "$tmp/straight.st" "$tmp/without.st" && pass || fail "without the key: not the straight run's bytes"
+# two GPUs (choices keyed by each GPU's name): a resume with an empty cache measures nothing and gives the straight bytes
+two() { # two CACHE ARGS...: a measured run on cuda:0,cuda:1
+  local cache=$1
+  shift
+  env DPTRAIN_CUDA_EMU_GPUS=2 DPTRAIN_CUDA_EMU_STATS=1 DPTRAIN_CUDNN_ALGO=measured DPTRAIN_CUDNN_ALGO_CACHE="$cache" \
+    "$bin" "${common[@]}" --devices cuda:0,cuda:1 "$@" >"$tmp/two.out" 2>&1 && pass || fail "two GPUs: $(tail -2 "$tmp/two.out")"
+}
+two "$tmp/cache4/algos" --stop-after 1 --save "$tmp/two-one.st"
+two "$tmp/cache5/algos" --save "$tmp/two-straight.st"
+two "$tmp/empty2/algos" --resume "$tmp/two-one.st" --save "$tmp/two-resumed.st"
+[[ $(stored "$tmp/two-one.st" | grep -c '^dptrain CUDA emulator GPU 1|') -gt 0 && $(finds two) == 0 ]] && pass \
+  || fail "two GPUs: $(stored "$tmp/two-one.st" | grep -c 'GPU 1|') choices of GPU 1 stored, $(finds two) finds on resume"
+cmp "$tmp/two-straight.st" "$tmp/two-resumed.st" && pass || fail "two GPUs: 2 straight epochs and 1 + resume + 1 differ"
+
 # a GPU run without a convolution saves no key (and saves)
 printf '[net]\nname = flat\nchannels = 1\nheight = 28\nwidth = 28\n\n[flatten]\n\n[linear]\nname = fc\nout = 10\n' >"$tmp/flat.cfg"
 "$bin" "${common[@]}" --model "$tmp/flat.cfg" --devices cuda:0 --save "$tmp/flat.st" >"$tmp/flat.out" 2>&1 \
