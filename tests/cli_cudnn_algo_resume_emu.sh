@@ -12,7 +12,7 @@
 #   of 2 straight epochs; a heuristic resume asks the heuristics nothing
 #   and runs the measured algorithms, not its own;
 # - stored choices naming another GPU and cuDNN version, with other
-#   algorithms, are run as stored;
+#   algorithms, are run as stored (by `dptrain eval` too);
 # - a stored algorithm cuDNN refuses, or one it does not know: one warning
 #   line naming it, the usual choice, the run completes with the same
 #   tensors and the new checkpoint holds what ran;
@@ -102,6 +102,11 @@ run other -- --resume "$tmp/in-other.st"
   || fail "other GPU: $(grep -c ', installed from the checkpoint$' "$tmp/other.out") installed, $(heuristics other) heuristic queries"
 [[ $(choices other | grep -vc ': algorithm 1$') == 0 ]] && pass || fail "other GPU: $(choices other | grep -v ': algorithm 1$' | head -2)"
 same_tensors "$tmp/straight.st" "$tmp/other.st" && pass || fail "other GPU: other tensors"
+
+# dptrain eval installs them too: the stored algorithms, no heuristic query
+env DPTRAIN_CUDA_EMU_STATS=1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" eval --resume "$tmp/in-other.st" --data "$tmp/data" \
+  --devices cuda:0 >"$tmp/eval.out" 2>&1 && [[ $(heuristics eval) == 0 && $(grep -c ', installed from the checkpoint$' "$tmp/eval.out") -gt 0 ]] \
+  && [[ $(choices eval | grep -vc ': algorithm 1$') == 0 ]] && pass || fail "eval: $(grep -v '^cuda' "$tmp/eval.out" | tail -2)"
 
 # (d) a stored algorithm cuDNN refuses (the first forward choice set to 0, refused), one it does not know (99)
 rewrite "$tmp/in-other.st" "$tmp/in-refused.st" '
