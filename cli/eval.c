@@ -124,6 +124,9 @@ int cmd_eval(int argc, char **argv) {
         .backends = backends,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
+    /* the training run's GPU convolution algorithms: its bits */
+    if (dp_trainer_install_conv_algorithms(trainer, info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
+        goto done;
     dp_trainer_set_params(trainer, params);
     int correct;
     if (dp_trainer_evaluate(trainer, &test_set, batch_size, &correct) != DP_OK) goto done;
@@ -147,8 +150,10 @@ static const char inspect_usage[] =
     "\n"
     "Checks a safetensors file (a dptrain checkpoint or any F32 safetensors file)\n"
     "and prints its metadata, one `key = value` line each, a checkpoint's class\n"
-    "names (of an image folder) one `LABEL NAME` line each, then one line per\n"
-    "tensor: name, shape and the sum of its values (float64, in order, %.17g).\n"
+    "names (of an image folder) one `LABEL NAME` line each, the number of GPU\n"
+    "convolution algorithms it stores (`cuda conv algorithms: N stored`), then\n"
+    "one line per tensor: name, shape and the sum of its values (float64, in\n"
+    "order, %.17g).\n"
     "tools/read_checkpoint.py prints the same lines with numpy alone.\n";
 
 int cmd_inspect(int argc, char **argv) {
@@ -163,16 +168,18 @@ int cmd_inspect(int argc, char **argv) {
     for (int i = 0; i < dp_safetensors_meta_count(st); i++)
         printf("  %s = %s\n", dp_safetensors_meta_at(st, i).key, dp_safetensors_meta_at(st, i).value);
     const char *format = dp_safetensors_meta(st, "format");
-    if (format && strcmp(format, "dptrain-checkpoint") == 0 && dp_safetensors_meta(st, "data.classes")) {
-        /* a checkpoint's class names, parsed and checked */
+    if (format && strcmp(format, "dptrain-checkpoint") == 0 &&
+        (dp_safetensors_meta(st, "data.classes") || dp_safetensors_meta(st, "cuda.conv_algorithms"))) {
+        /* a checkpoint's class names and GPU convolution algorithms, parsed and checked */
         dp_checkpoint_t *c;
         if (dp_checkpoint_open(argv[2], &c) != DP_OK) {
             dp_safetensors_free(st);
             return cli_report_error();
         }
         const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-        printf("classes:\n");
+        if (info->num_class_names > 0) printf("classes:\n");
         for (int i = 0; i < info->num_class_names; i++) printf("  %d %s\n", i, info->class_names[i]);
+        if (info->num_conv_algorithms > 0) printf("cuda conv algorithms: %d stored\n", info->num_conv_algorithms);
         dp_checkpoint_close(c);
     }
     printf("tensors:\n");

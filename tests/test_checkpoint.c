@@ -539,20 +539,34 @@ static void test_optimizer_round_trips(void) {
  * backslashes, UTF-8), a checkpoint without them has none, names that a
  * checkpoint cannot hold are refused before anything is written, and a
  * data.classes that is not an array of names is refused on opening. */
-static void test_class_names(void) {
+/* lenet (NULL when it cannot be built), *params random from seed, *info
+ * sample_info's; a checkpoint of them saved as `file` and opened into *c,
+ * whose metadata must lack the optional key `key`. */
+static dp_model_t *lenet_saved_without(const char *file, const char *key, uint64_t seed, float **params,
+                                       dp_checkpoint_info_t *info, dp_checkpoint_t **c) {
     dp_model_t *lenet = NULL;
+    *c = NULL;
     if (dp_model_builtin("lenet", &lenet) != DP_OK) {
         CHECK(0, "lenet: %s", dp_error_message());
-        return;
+        return NULL;
     }
-    float *params = random_params(lenet, 3);
-    dp_checkpoint_info_t info = sample_info("lenet", DP_OPTIM_SGD);
-    const char *plain = testing_tmp_file("no_classes.safetensors");
-    CHECK(dp_checkpoint_save(plain, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
-    dp_checkpoint_t *c = NULL;
-    CHECK(dp_checkpoint_open(plain, &c) == DP_OK && dp_checkpoint_info(c)->num_class_names == 0 &&
-          !dp_checkpoint_info(c)->class_names && !dp_safetensors_meta(dp_checkpoint_tensors(c), "data.classes"),
-          "a checkpoint saved without class names has some: %s", dp_error_message());
+    *params = random_params(lenet, seed);
+    *info = sample_info("lenet", DP_OPTIM_SGD);
+    const char *plain = testing_tmp_file(file);
+    CHECK(dp_checkpoint_save(plain, lenet, *params, NULL, info) == DP_OK, "save: %s", dp_error_message());
+    CHECK(dp_checkpoint_open(plain, c) == DP_OK && !dp_safetensors_meta(dp_checkpoint_tensors(*c), key),
+          "a checkpoint saved without %s has it: %s", key, dp_error_message());
+    return lenet;
+}
+
+static void test_class_names(void) {
+    float *params;
+    dp_checkpoint_info_t info;
+    dp_checkpoint_t *c;
+    dp_model_t *lenet = lenet_saved_without("no_classes.safetensors", "data.classes", 3, &params, &info, &c);
+    if (!lenet) return;
+    CHECK(c && dp_checkpoint_info(c)->num_class_names == 0 && !dp_checkpoint_info(c)->class_names,
+          "a checkpoint saved without class names has some");
     dp_checkpoint_close(c);
 
     char *names[3] = {"sea \"lion\"", "back\\slash", "caf\xc3\xa9"};
@@ -601,6 +615,76 @@ static void test_class_names(void) {
     const char *edited = testing_tmp_file("edited_classes.safetensors");
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
         rewrite(path, edited, "data.classes", wrong[i].value, NULL);
+        check_open_fails(edited, wrong[i].part, wrong[i].value);
+    }
+    free(params);
+    dp_model_free(lenet);
+}
+
+/* cuda.conv_algorithms: the GPU convolution algorithm choices come back as
+ * saved (a quote and a backslash in a key escaped), a checkpoint without
+ * them has none, choices it cannot hold are refused before anything is
+ * written, and a value that is not an array of {"key", "algo"} is refused
+ * on opening. */
+static void test_conv_algorithms(void) {
+    float *params;
+    dp_checkpoint_info_t info;
+    dp_checkpoint_t *c;
+    dp_model_t *lenet = lenet_saved_without("no_algos.safetensors", "cuda.conv_algorithms", 5, &params, &info, &c);
+    if (!lenet) return;
+    CHECK(c && dp_checkpoint_info(c)->num_conv_algorithms == 0 && !dp_checkpoint_info(c)->conv_algorithms,
+          "a checkpoint saved without algorithm choices has some");
+    dp_checkpoint_close(c);
+
+    dp_conv_algo_t choices[2] = {{"GPU \"A\"|cuDNN 9|conv x 1x1x4x4 tf32 0|forward", 1},
+                                 {"GPU\\B|cuDNN 9|conv x 1x1x4x4 tf32 0|backward data", 99}};
+    info.conv_algorithms = choices;
+    info.num_conv_algorithms = 2;
+    const char *path = testing_tmp_file("algos.safetensors");
+    CHECK(dp_checkpoint_save(path, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    c = NULL;
+    CHECK(dp_checkpoint_open(path, &c) == DP_OK, "open: %s", dp_error_message());
+    if (c) {
+        const dp_checkpoint_info_t *got = dp_checkpoint_info(c);
+        const char *text = dp_safetensors_meta(dp_checkpoint_tensors(c), "cuda.conv_algorithms");
+        CHECK(text && strcmp(text, "[{\"key\":\"GPU \\\"A\\\"|cuDNN 9|conv x 1x1x4x4 tf32 0|forward\",\"algo\":1},"
+                             "{\"key\":\"GPU\\\\B|cuDNN 9|conv x 1x1x4x4 tf32 0|backward data\",\"algo\":99}]") == 0,
+              "cuda.conv_algorithms is '%s'", text ? text : "(none)");
+        int same = got->num_conv_algorithms == 2;
+        for (int i = 0; same && i < 2; i++)
+            same = strcmp(got->conv_algorithms[i].key, choices[i].key) == 0 && got->conv_algorithms[i].algo == choices[i].algo;
+        CHECK(same, "choices read back: %d of them", got->num_conv_algorithms);
+        dp_checkpoint_close(c);
+    }
+    /* choices a checkpoint cannot hold: nothing written */
+    const char *never = testing_tmp_file("never_algos.safetensors");
+    dp_conv_algo_t bad[] = {{"", 1}, {"tab\there", 1}, {"ok", 100}, {"ok", -1}};
+    const char *why[] = {"is empty", "not printable ASCII", "expected 0 to 99", "expected 0 to 99"};
+    for (int i = 0; i < 4; i++) {
+        info.conv_algorithms = &bad[i];
+        info.num_conv_algorithms = 1;
+        dp_status_t status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+        const char *m = dp_error_message();
+        CHECK(status == DP_ERR_ARG && strstr(m, why[i]) && strstr(m, never) && strstr(m, "cuda.conv_algorithms") &&
+                  !strchr(m, '\n'),
+              "bad choice %d: status %d, '%s'", i, (int)status, m);
+    }
+    CHECK(testing_count_entries(testing_tmpdir(), "never_algos") == 0, "a refused save left a file");
+    /* cuda.conv_algorithms that is not an array of 1 or more {"key", "algo"} */
+    static const struct { const char *value, *part; } wrong[] = {
+        {"[]", "expected a JSON array of {\"key\": STRING, \"algo\": INTEGER}"},
+        {"{\"key\": \"a\", \"algo\": 1}", "expected a JSON array"},
+        {"[{\"key\": \"a\"}]", "entry 0 is not {\"key\": STRING, \"algo\": INTEGER}"},
+        {"[{\"key\": \"a\", \"algo\": 1}, {\"key\": \"a\", \"algo\": \"1\"}]", "entry 1 is not"},
+        {"[{\"key\": \"a\", \"algo\": 1, \"x\": 2}]", "entry 0 is not"},
+        {"[{\"key\": \"\", \"algo\": 1}]", "entry 0: the key is empty"},
+        {"[{\"key\": \"caf\u00e9\", \"algo\": 1}]", "entry 0: the key holds a byte that is not printable ASCII"},
+        {"[{\"key\": \"a\", \"algo\": 100}]", "entry 0: algorithm 100, expected 0 to 99"},
+        {"[{\"key\": \"a\", \"algo\": 1}", "cuda.conv_algorithms"},
+    };
+    const char *edited = testing_tmp_file("edited_algos.safetensors");
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        rewrite(path, edited, "cuda.conv_algorithms", wrong[i].value, NULL);
         check_open_fails(edited, wrong[i].part, wrong[i].value);
     }
     free(params);
@@ -782,6 +866,7 @@ int main(void) {
     test_corrupt_files();
     test_checkpoint_round_trip();
     test_class_names();
+    test_conv_algorithms();
     test_optimizer_round_trips();
     test_atomic_writes();
     char cmd[600];

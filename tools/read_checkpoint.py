@@ -108,6 +108,9 @@ def main(argv):
         print("classes:")
         for label, name in enumerate(json.loads(metadata["data.classes"])):
             print("  %d %s" % (label, name))
+    if metadata.get("format") == "dptrain-checkpoint" and "cuda.conv_algorithms" in metadata:
+        # the GPU convolution algorithms a resume installs: a JSON array of {"key", "algo"}
+        print("cuda conv algorithms: %d stored" % len(json.loads(metadata["cuda.conv_algorithms"])))
     print("tensors:")
     for name, values in tensors:
         shape = ", ".join(str(d) for d in values.shape)

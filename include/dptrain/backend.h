@@ -31,6 +31,16 @@
 
 /* A group of devices that sum buffers among themselves (NCCL's
  * communicators), made by peer_group_new. */
+/* The longest key of a convolution algorithm choice, with its NUL. */
+#define DP_CONV_ALGO_KEY_MAX 384
+/* One convolution algorithm choice of a GPU backend (cuDNN's): key names
+ * the GPU, the library's version, the convolution (op, geometry, math)
+ * and the direction, "GPU|cuDNN VERSION|conv x ... tf32 0|forward" (no
+ * tab, no newline); algo is the library's number of the algorithm. */
+typedef struct {
+    char key[DP_CONV_ALGO_KEY_MAX];
+    int algo;
+} dp_conv_algo_t;
 typedef struct dp_peer_group dp_peer_group_t;
 
 struct dp_backend {
@@ -190,6 +200,24 @@ struct dp_backend {
      * milliseconds from mark 0 to mark i. */
     dp_status_t (*timer_read)(void *ctx, void *timer, int count, double *ms);
     void (*timer_free)(void *ctx, void *timer); /* NULL is a no-op */
+
+    /* --- Convolution algorithm choices, so that a resumed run computes
+     * with the algorithms of the run it continues (checkpoint.h:
+     * cuda.conv_algorithms). Optional: NULL where convolutions have no
+     * such choice (the CPU's). The choices are the process's: every GPU of
+     * the backend's module. --- */
+    /* *out = the algorithm each convolution and direction ran with so far,
+     * and the installed choices not run (yet), sorted by key; *count
+     * entries (0 and NULL: none). *out is the caller's, to free(). */
+    dp_status_t (*conv_algorithms)(void *ctx, dp_conv_algo_t **out, int *count);
+    /* Installs choices[0..count): a later convolution whose op, geometry,
+     * math and direction a choice names runs its algorithm, on any GPU and
+     * library version, ahead of every other way of choosing (the
+     * DPTRAIN_CUDNN_ALGO modes, the cache file). A choice the library does
+     * not know or refuses for the convolution: one warning line on stderr
+     * naming it, then the usual choice. Call before the first convolution:
+     * one already planned keeps its algorithm. */
+    dp_status_t (*conv_algorithms_install)(void *ctx, const dp_conv_algo_t *choices, int count);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dptrain/backend.h" /* dp_conv_algo_t */
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
 #include "dptrain/safetensors.h"
@@ -80,8 +81,15 @@
  *                           (an image folder's class folders) as a JSON
  *                           array of strings, ["cat","dog"]; written only
  *                           when the data has such names
- * The last six are optional when read (an older file: none, none, an
- * epoch's end, and no class names: the data's built-in ones).
+ *   cuda.conv_algorithms    the cuDNN convolution algorithms the run's CUDA
+ *                           devices chose (backend.h conv_algorithms), as a
+ *                           JSON array of {"key": KEY, "algo": N} sorted by
+ *                           key; written only when a CUDA device ran a
+ *                           convolution. A resume installs them, so that it
+ *                           computes with the same algorithms on any GPU
+ * The last seven are optional when read (an older file: none, none, an
+ * epoch's end, no class names: the data's built-in ones, and no algorithm
+ * choices: the GPU's own).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -110,7 +118,17 @@ typedef struct {
      * the dp_checkpoint_t. */
     int num_class_names;
     char **class_names;
+    /* cuda.conv_algorithms: (num_conv_algorithms) choices, keys of 1 to
+     * DP_CONV_ALGO_KEY_MAX - 1 bytes without control characters,
+     * algorithms 0 to DP_CHECKPOINT_MAX_CONV_ALGO; 0 / NULL: none. Read:
+     * owned by the dp_checkpoint_t. */
+    int num_conv_algorithms;
+    dp_conv_algo_t *conv_algorithms;
 } dp_checkpoint_info_t;
+
+/* The largest algorithm number cuda.conv_algorithms holds (the cache
+ * file's limit too, algo_cache.h). */
+#define DP_CHECKPOINT_MAX_CONV_ALGO 99
 
 /* The longest class name a checkpoint holds, in bytes. */
 #define DP_CHECKPOINT_MAX_CLASS_NAME 255

@@ -176,6 +176,15 @@ const char *dp_trainer_device_names(const dp_trainer_t *trainer);
 size_t dp_trainer_device_memory_peak(const dp_trainer_t *trainer);
 /* The backend every device of the trainer runs. */
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *trainer);
+/* The GPU convolution algorithms the trainer's devices chose (backend.h
+ * conv_algorithms: those that ran and those installed), merged and sorted
+ * by key: what a checkpoint keeps as cuda.conv_algorithms. *out is the
+ * caller's, to free(); 0 and NULL on devices without such choices (CPU). */
+dp_status_t dp_trainer_conv_algorithms(const dp_trainer_t *trainer, dp_conv_algo_t **out, int *count);
+/* Installs choices (a checkpoint's) on every device whose backend takes
+ * them (backend.h conv_algorithms_install); the others ignore them. Call
+ * before the first step or evaluation. */
+dp_status_t dp_trainer_install_conv_algorithms(dp_trainer_t *trainer, const dp_conv_algo_t *choices, int count);
 /* How the gradients are summed between devices on distinct GPUs: "nccl",
  * or "host (why not NCCL)" when a device is a GPU; "" on devices without
  * NCCL (the CPU's). Chosen by dp_trainer_new, the same on every rank:

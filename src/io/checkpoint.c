@@ -55,6 +55,8 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const d
         return dp_fail(DP_ERR_ARG, "%s: %d class names given without names", path, info->num_class_names);
     if (dp_checkpoint_check_class_names(info->class_names, info->num_class_names) != DP_OK)
         return dp_checkpoint_fail_in(DP_ERR_ARG, path, "data.classes");
+    if (dp_checkpoint_check_conv_algos(info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
+        return dp_checkpoint_fail_in(DP_ERR_ARG, path, DP_CHECKPOINT_CONV_ALGOS_KEY);
     return DP_OK;
 }
 
@@ -124,6 +126,7 @@ dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out) {
 void dp_checkpoint_close(dp_checkpoint_t *c) {
     if (!c) return;
     dp_checkpoint_free_class_names(&c->info);
+    dp_checkpoint_free_conv_algos(&c->info);
     dp_safetensors_free(c->st);
     free(c);
 }

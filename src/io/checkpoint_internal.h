@@ -6,11 +6,14 @@
 #define DPTRAIN_CHECKPOINT_INTERNAL_H
 
 #include "dptrain/checkpoint.h"
+#include "dptrain/json.h"
 
 /* The metadata keys every checkpoint is written with; data.classes comes
- * after them when the data has class names. */
+ * after them when the data has class names, then cuda.conv_algorithms when
+ * there are choices. */
 #define DP_CHECKPOINT_META_KEYS 39
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
+#define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
 
 struct dp_checkpoint {
     dp_safetensors_t *st;
@@ -20,12 +23,14 @@ struct dp_checkpoint {
 };
 
 /* The metadata of a checkpoint being written: entries point into values,
- * classes (or at constant text), in the order they are written. */
+ * classes, conv_algorithms (or at constant text), in the order they are
+ * written. */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 1];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 2];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
-    char *classes; /* data.classes' JSON text, or NULL */
+    char *classes;         /* data.classes' JSON text, or NULL */
+    char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */
 } dp_checkpoint_meta_t;
 
 /* Every key's text for `info` and the model's fingerprint; optimizer_steps
@@ -41,6 +46,20 @@ void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m);
 dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c);
 /* Frees what parsing put in info->class_names. */
 void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info);
+/* Metadata `key` of the file at `path` (its value `text`) parsed as a JSON
+ * array of 1 or more `items` into *out (dp_json_free), source = "PATH:
+ * metadata 'KEY'" (for the caller's messages); DP_ERR_FORMAT naming them
+ * otherwise. */
+dp_status_t dp_checkpoint_meta_array(const char *path, const char *key, const char *text, const char *items,
+                                     char *source, size_t source_size, dp_json_t **out);
+/* checkpoint_conv_algos.c: whether list[0..count) can be saved as
+ * cuda.conv_algorithms (DP_ERR_ARG naming the first that cannot); its JSON
+ * text (allocated); info's choices from that text (DP_ERR_FORMAT naming
+ * the file, the key and the entry), freed by dp_checkpoint_free_conv_algos. */
+dp_status_t dp_checkpoint_check_conv_algos(const dp_conv_algo_t *list, int count);
+dp_status_t dp_checkpoint_conv_algos_json(const dp_conv_algo_t *list, int count, char **out);
+dp_status_t dp_checkpoint_parse_conv_algos(dp_checkpoint_info_t *info, const char *path, const char *text);
+void dp_checkpoint_free_conv_algos(dp_checkpoint_info_t *info);
 /* The current error message, prefixed with `path: what: `. */
 dp_status_t dp_checkpoint_fail_in(dp_status_t status, const char *path, const char *what);
 

@@ -112,14 +112,15 @@ dp_status_t dp_checkpoint_check_class_names(char *const *names, int count) {
 
 void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m) {
     free(m->classes);
-    m->classes = NULL;
+    free(m->conv_algorithms);
+    m->classes = m->conv_algorithms = NULL;
 }
 
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
     memset(m->values, 0, sizeof m->values);
-    m->classes = NULL;
+    m->classes = m->conv_algorithms = NULL;
     const dp_optim_config_t *o = &info->optim;
     const dp_lr_schedule_t *sc = &info->schedule;
     const char *texts[META_COUNT] = {
@@ -172,6 +173,10 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     if (info->num_class_names > 0) {
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
+    }
+    if (info->num_conv_algorithms > 0) {
+        DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
     }
     return DP_OK;
 }
@@ -352,16 +357,23 @@ bad:
                    dp_safetensors_path(c->st), meta_keys[key], text, DP_CHECKPOINT_RANK_SUMS);
 }
 
+dp_status_t dp_checkpoint_meta_array(const char *path, const char *key, const char *text, const char *items,
+                                     char *source, size_t source_size, dp_json_t **out) {
+    snprintf(source, source_size, "%s: metadata '%s'", path, key);
+    DP_TRY(dp_json_parse(text, strlen(text), source, out));
+    if ((*out)->kind == DP_JSON_ARRAY && (*out)->count >= 1) return DP_OK;
+    dp_json_free(*out);
+    *out = NULL;
+    return dp_fail(DP_ERR_FORMAT, "%s is '%.80s', expected a JSON array of %s", source, text, items);
+}
+
 /* data.classes: a JSON array of 1 or more names, each a class name. */
 static dp_status_t parse_class_names(dp_checkpoint_t *c, const char *text) {
-    const char *path = dp_safetensors_path(c->st);
     char source[4200];
-    snprintf(source, sizeof source, "%s: metadata '" DP_CHECKPOINT_CLASSES_KEY "'", path);
     dp_json_t *v;
-    DP_TRY(dp_json_parse(text, strlen(text), source, &v));
+    DP_TRY(dp_checkpoint_meta_array(dp_safetensors_path(c->st), DP_CHECKPOINT_CLASSES_KEY, text, "class names", source,
+                                    sizeof source, &v));
     dp_status_t status = DP_OK;
-    if (v->kind != DP_JSON_ARRAY || v->count < 1)
-        status = dp_fail(DP_ERR_FORMAT, "%s is '%.80s', expected a JSON array of class names", source, text);
     for (int i = 0; status == DP_OK && i < v->count; i++) {
         const char *problem = "is not a string";
         if (v->items[i].kind != DP_JSON_STRING || !class_name_ok(v->items[i].string, &problem))
@@ -392,7 +404,7 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
 }
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
- * no class names. */
+ * no class names, no convolution algorithm choices. */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
@@ -410,6 +422,8 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     info->epoch_ranks = losses;
     const char *classes = dp_safetensors_meta(c->st, DP_CHECKPOINT_CLASSES_KEY);
     if (classes) DP_TRY(parse_class_names(c, classes));
+    const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
+    if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));
     if (info->loader_batch > 0 && losses == 0)
         return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
                        "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",

@@ -184,6 +184,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     if (status == DP_OK) status = check_position(path, saved, run);
     if (status == DP_OK) status = check_classes(path, saved, run);
     if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
+    /* the GPU convolution algorithms of the saved run, ahead of any other choice: the same bits on any GPU */
+    if (status == DP_OK)
+        status = dp_trainer_install_conv_algorithms(trainer, saved->conv_algorithms, saved->num_conv_algorithms);
     if (status != DP_OK) goto done;
     char saved_optim[256], run_optim[256];
     describe_optim(&saved->optim, saved_optim, sizeof saved_optim);
@@ -223,13 +226,19 @@ done:
 }
 
 /* Replica 0's parameters, its optimizer's state (--sync ps: the server's),
- * `run` with the trainer's current step count. */
+ * `run` with the trainer's current step count and its devices' GPU
+ * convolution algorithms. */
 static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
     run->step_count = dp_trainer_step_count(config->trainer);
     const float *params = dp_trainer_params(config->trainer, 0);
     dp_optimizer_t *optimizer = dp_trainer_optimizer(config->trainer, 0);
     DP_TRY(dp_trainer_check_devices(config->trainer)); /* never the bytes a failed download left */
-    return dp_checkpoint_save(config->save_path, config->model, params, optimizer, run);
+    DP_TRY(dp_trainer_conv_algorithms(config->trainer, &run->conv_algorithms, &run->num_conv_algorithms));
+    dp_status_t status = dp_checkpoint_save(config->save_path, config->model, params, optimizer, run);
+    free(run->conv_algorithms);
+    run->conv_algorithms = NULL;
+    run->num_conv_algorithms = 0;
+    return status;
 }
 
 /* "M0,..,S0,.." (%.9g, exact) of the dataset's normalisation, "" for none. */

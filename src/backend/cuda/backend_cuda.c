@@ -521,6 +521,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
         };
         dp_cuda_peer_register(&c->table); /* peer_nccl.c: NCCL's members, when built with it */
         dp_cuda_timer_register(&c->table); /* timer_cuda.c: the profiler's events */
+        dp_cuda_algo_register(&c->table);  /* algo_choices.c: the convolution algorithms a checkpoint keeps */
         dp_cuda_ctx_publish(gpu, c);
     }
     pthread_mutex_unlock(&open_lock);

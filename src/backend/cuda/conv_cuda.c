@@ -12,6 +12,7 @@
 
 #include "../conv_shape.h"
 #include "algo_cache.h"
+#include "algo_choices.h"
 #include "kernels.h"
 #include "ops_cuda_common.h"
 
@@ -48,7 +49,11 @@ static const float one = 1.0f;
  * takes the fastest result that qualifies, kept in a cache file keyed by
  * the GPU's name, cuDNN's version and the shape (algo_cache.h), so that
  * later runs take the same algorithm (the same bits) without timing it
- * again. Sizes are checked first: a tensor of 2^31 elements or more, which
+ * again. Ahead of every mode: a choice installed from a checkpoint
+ * (algo_choices.h), alone, so that a resumed run computes as the run it
+ * continues; one cuDNN does not know or refuses is one warning line, then
+ * the mode's choice. The algorithm each direction first succeeded with is
+ * recorded there for the next checkpoint. Sizes are checked first: a tensor of 2^31 elements or more, which
  * cuDNN refuses, is one line saying what batch fits. A candidate whose
  * workspace query fails or whose call says CUDNN_STATUS_NOT_SUPPORTED is
  * passed over for good (the plan remembers) and the next one runs; none
@@ -84,6 +89,9 @@ typedef enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER, CONV_DIRE
 typedef enum { PLAN_CONV, PLAN_CONV_TRANSPOSE } plan_op_t;
 
 static const int fixed_algo[CONV_DIRECTIONS] = {CONV_FWD_ALGO, CONV_BWD_DATA_ALGO, CONV_BWD_FILTER_ALGO};
+static const int algo_count[CONV_DIRECTIONS] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+static const char *const dir_names[CONV_DIRECTIONS] = {"forward", "backward data", "backward filter"};
 
 /* A convolution's geometry: all its descriptors hold. Only ints: a plan's
  * key is compared byte for byte. */
@@ -103,7 +111,9 @@ typedef struct {
 /* A direction's candidates in order; algo[next] is the one that runs,
  * those before it were refused. */
 typedef struct {
-    int listed; /* 0: not asked for yet */
+    int listed;    /* 0: not asked for yet */
+    int installed; /* 1: algo[0], alone, is a checkpoint's choice (algo_choices.h) */
+    int recorded;  /* 1: the one that ran is recorded (dp_algo_choice_ran) */
     int count, next;
     int algo[CONV_HEURISTIC_MAX + 1];
 } plan_algos_t;
@@ -122,7 +132,7 @@ typedef enum { ALGO_HEURISTIC, ALGO_FIXED, ALGO_MEASURED } algo_mode_t;
 
 struct dp_cuda_conv_plans {
     int mode;      /* DPTRAIN_CUDNN_ALGO: algo_mode_t, heuristic by default */
-    char gpu[192]; /* measured: "GPU name|cuDNN version", the first part of a cached choice's key */
+    char gpu[192]; /* "GPU name|cuDNN version", the first part of a choice's key (cache file, checkpoint) */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
@@ -217,12 +227,11 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
         c->conv_plans->mode = m;
         struct cudaDeviceProp prop;
-        if (m == ALGO_MEASURED && cudaGetDeviceProperties(&prop, c->gpu) != cudaSuccess) {
+        if (cudaGetDeviceProperties(&prop, c->gpu) != cudaSuccess) {
             cudaGetLastError();
             snprintf(prop.name, sizeof prop.name, "unnamed GPU");
         }
-        if (m == ALGO_MEASURED)
-            snprintf(c->conv_plans->gpu, sizeof c->conv_plans->gpu, "%.160s|cuDNN %zu", prop.name, cudnnGetVersion());
+        snprintf(c->conv_plans->gpu, sizeof c->conv_plans->gpu, "%.160s|cuDNN %zu", prop.name, cudnnGetVersion());
         const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
         c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
     }
@@ -328,15 +337,41 @@ static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
 }
 static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
 
+/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY tf32 T|DIRECTION" (algo_cache.h, algo_choices.h). */
+static const char *choice_key(const dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, char *key, size_t size) {
+    char gs[192];
+    snprintf(key, size, "%s|%s %s tf32 %d|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
+             conv_str(p, gs, sizeof gs), p->key.tf32, dir_names[dir]);
+    return key;
+}
+
+/* A checkpoint's choice for direction dir of p (algo_choices.h), alone in a; 0 when none is installed or its
+ * number is unknown to this cuDNN (one warning line). */
+static int installed_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, plan_algos_t *a, char *why,
+                               size_t why_size) {
+    char key[512], problem[96];
+    int algo = dp_algo_choice_installed(choice_key(c, p, dir, key, sizeof key));
+    if (algo < 0) return 0;
+    if (algo >= algo_count[dir]) {
+        snprintf(problem, sizeof problem, "unknown to cuDNN %zu (its algorithms are 0 to %d)", cudnnGetVersion(),
+                 algo_count[dir] - 1);
+        dp_algo_choice_refused(c->name, key, algo, problem);
+        return 0;
+    }
+    add_candidate(a, algo);
+    a->installed = 1;
+    snprintf(why, why_size, "installed from the checkpoint");
+    return 1;
+}
+
 /* Measured (DPTRAIN_CUDNN_ALGO=measured): direction dir's algorithm from
  * the cache file (algo_cache.h), or the fastest qualifying result of
  * cuDNN's cudnnFind*Algorithm (ties: the first listed), stored there; the
  * fixed algorithm when none qualifies (not stored). `why` says which. */
-static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const char *dir_name,
-                               plan_algos_t *a, char *why, size_t why_size) {
-    char key[512], gs[192];
-    snprintf(key, sizeof key, "%s|%s %s tf32 %d|%s", c->conv_plans->gpu,
-             p->key.op == PLAN_CONV ? "conv" : "conv_transpose", conv_str(p, gs, sizeof gs), p->key.tf32, dir_name);
+static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, plan_algos_t *a, char *why,
+                               size_t why_size) {
+    char key[512];
+    choice_key(c, p, dir, key, sizeof key);
     int algo = dp_algo_cache_get(key);
     if (algo >= 0) {
         add_candidate(a, algo);
@@ -361,19 +396,21 @@ static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir,
     snprintf(why, why_size, "measured: the fastest of %d qualified of %d, %.3f ms", qualified, n, perf[best].time);
 }
 
-/* Direction dir's candidates: the qualifying heuristic results in cuDNN's
+/* Direction dir's candidates: a checkpoint's choice alone
+ * (installed_candidate); else the qualifying heuristic results in cuDNN's
  * order (none with DPTRAIN_CUDNN_ALGO=fixed or when the query fails), or
  * the measured choice (measured_candidate), then the fixed algorithm. With
  * DPTRAIN_CUDNN_ALGO_LOG, one stderr line says which algorithm comes first
  * and why (on a GPU: whether the heuristics gave anything the filter
  * keeps). */
 static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
-    static const char *const dir_names[CONV_DIRECTIONS] = {"forward", "backward data", "backward filter"};
     plan_algos_t *a = &p->algos[dir];
     int n = 0, first = -1, qualified = 0;
     char why[160] = "";
     *a = (plan_algos_t){.listed = 1};
-    if (c->conv_plans->mode == ALGO_HEURISTIC) {
+    if (installed_candidate(c, p, dir, a, why, sizeof why)) {
+        /* the mode's candidates only once cuDNN refuses it (conv_run) */
+    } else if (c->conv_plans->mode == ALGO_HEURISTIC) {
         algo_perf_t perf[CONV_HEURISTIC_MAX];
         algo_results(c, p, dir, 0, perf, &n);
         for (int i = 0; i < n; i++)
@@ -385,11 +422,11 @@ static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
         if (first >= 0) snprintf(why, sizeof why, "heuristic result %d of %d, %d qualified", first + 1, n, qualified);
         else snprintf(why, sizeof why, "the fixed one: none of %d heuristic results qualified", n);
     } else if (c->conv_plans->mode == ALGO_MEASURED) {
-        measured_candidate(c, p, dir, dir_names[dir], a, why, sizeof why);
+        measured_candidate(c, p, dir, a, why, sizeof why);
     } else {
         snprintf(why, sizeof why, "the fixed one: DPTRAIN_CUDNN_ALGO=fixed");
     }
-    add_candidate(a, fixed_algo[dir]);
+    if (!a->installed) add_candidate(a, fixed_algo[dir]);
     if (!c->conv_plans->log) return;
     char cs[192];
     fprintf(stderr, "%s: cuDNN %s %s of %s: algorithm %d, %s\n", c->name,
@@ -433,7 +470,9 @@ static dp_status_t no_algorithm_left(dp_cuda_ctx_t *c, const conv_plan_t *p, con
 
 /* Direction dir of plan p: out = conv(a, b) + beta out (convolve()), with
  * the direction's current candidate, passing over (for good) those cuDNN
- * refuses. */
+ * refuses; a checkpoint's choice refused: one warning line, and the
+ * mode's candidates listed in its place. The first that succeeds is
+ * recorded for the next checkpoint. */
 static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b, float beta,
                             void *out, const char *what) {
     plan_algos_t *al = &p->algos[dir];
@@ -445,8 +484,20 @@ static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, co
         if ((s = workspace_query(c, p, dir, algo, &bytes)) != CUDNN_STATUS_SUCCESS) continue;
         DP_TRY(dp_cuda_workspace(c, bytes));
         s = convolve(c, p, dir, algo, a, b, &beta, out, bytes);
+        if (s == CUDNN_STATUS_SUCCESS && !al->recorded) {
+            char key[512];
+            dp_algo_choice_ran(choice_key(c, p, dir, key, sizeof key), algo);
+            al->recorded = 1;
+        }
         if (s == CUDNN_STATUS_SUCCESS) return DP_OK;
         if (s != CUDNN_STATUS_NOT_SUPPORTED) return dp_cuda_cudnn_fail(c, s, what);
+    }
+    if (al->installed) { /* refused: then as if none were installed (the choice is not offered again) */
+        char key[512], problem[96];
+        snprintf(problem, sizeof problem, "refused by cuDNN on this GPU (%s)", cudnnGetErrorString(s));
+        dp_algo_choice_refused(c->name, choice_key(c, p, dir, key, sizeof key), al->algo[0], problem);
+        *al = (plan_algos_t){0};
+        return conv_run(c, p, dir, a, b, beta, out, what);
     }
     return no_algorithm_left(c, p, al, s, what);
 }
