@@ -1,23 +1,16 @@
 /* precision.cu - the cast kernels of --precision bf16 (precision.h): FP32
  * tensors to bf16 operands for cuDNN and cuBLAS, and bf16 results back to
  * FP32 (written, or added to a gradient). Elementwise: the bits do not
- * depend on the grid. */
+ * depend on the grid (kernels_common.cuh's launch geometry). */
+#include "kernels_common.cuh"
 #include "precision.h"
 
-#define CAST_THREADS 256
-
-static unsigned cast_blocks(size_t n) {
-    size_t b = (n + CAST_THREADS - 1) / CAST_THREADS;
-    return (unsigned)(b < 65535u * 16u ? (b ? b : 1) : 65535u * 16u);
-}
-
 __global__ void to_bf16_kernel(const float *x, uint16_t *y, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = dp_bf16_from_float(x[i]);
+    GRID_LOOP(i, n) y[i] = dp_bf16_from_float(x[i]);
 }
 
 __global__ void from_bf16_kernel(const uint16_t *x, float *y, size_t n, int add) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    GRID_LOOP(i, n) {
         float v = dp_bf16_to_float(x[i]);
         y[i] = add ? __fadd_rn(y[i], v) : v;
     }
@@ -25,12 +18,12 @@ __global__ void from_bf16_kernel(const uint16_t *x, float *y, size_t n, int add)
 
 extern "C" cudaError_t dp_cuda_to_bf16(cudaStream_t stream, const float *x, uint16_t *y, size_t n) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    to_bf16_kernel<<<cast_blocks(n), CAST_THREADS, 0, stream>>>(x, y, n);
+    to_bf16_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t dp_cuda_from_bf16(cudaStream_t stream, const uint16_t *x, float *y, size_t n, int add) {
     (void)cudaGetLastError();
-    from_bf16_kernel<<<cast_blocks(n), CAST_THREADS, 0, stream>>>(x, y, n, add);
+    from_bf16_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n, add);
     return cudaGetLastError();
 }
