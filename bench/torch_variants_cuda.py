@@ -29,9 +29,11 @@ PRECISIONS = ("fp32", "bf16")
 
 
 def autocast(dev, precision):
-    """The forward's context: torch.autocast to bfloat16 for bf16, nothing for fp32."""
+    """The forward's context: torch.autocast to bfloat16 for bf16, nothing for fp32. Its cache of cast
+    weights is off: a CUDA graph's capture must not keep casts made outside it (PyTorch's CUDA-graph notes),
+    and each weight is used once per forward here, so the cache would save nothing in the other variants."""
     if precision == "bf16":
-        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, cache_enabled=False)
     return contextlib.nullcontext()
 
 
