@@ -19,7 +19,10 @@
 # algorithm choices came from cuDNN's heuristics rather than the fixed
 # fallback (DPTRAIN_CUDNN_ALGO_LOG). Beside each figure the peak GPU memory:
 # PyTorch's torch.cuda.max_memory_allocated, dptrain's device_mem_peak_bytes
-# (its metrics: the most memory its backend held). The GPU's name is
+# (its metrics: the most memory its backend held). Then bf16: dptrain
+# --precision bf16 against PyTorch's four variants under torch.autocast to
+# bfloat16 (--precision bf16 of the PyTorch scripts), LeNet and ResNet-18
+# at batch 256, one run each, each against the fastest. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
 # "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
 # DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
@@ -126,11 +129,13 @@ printf 'LeNet vs the fastest PyTorch (%s): dptrain %.4f s/epoch (peak %s), pytor
 
 # --- ResNet-18 ---
 # resnet ALGO BATCH: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO (metrics in $tmp/r-ALGO-BATCH.jsonl)
+# (with `precision` set: --precision $precision, in $tmp/r-ALGO-BATCH-PRECISION.jsonl)
 resnet() {
+  local run=r-$1-$2${precision:+-$precision}
   DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model "$resnet_model" --data "$data" \
-    --batch-size "$2" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/r-$1-$2.jsonl" \
-    --quiet >/dev/null 2>"$tmp/r-$1-$2.err" &&
-    tail -1 "$tmp/r-$1-$2.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/r-$1-$2.err")"
+    --batch-size "$2" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/$run.jsonl" \
+    ${precision:+--precision "$precision"} --quiet >/dev/null 2>"$tmp/$run.err" &&
+    tail -1 "$tmp/$run.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/$run.err")"
 }
 # resnet_row BATCH VARIANTS...: PyTorch's variants at BATCH, then dptrain (heuristic) against the fastest
 resnet_row() {
@@ -177,3 +182,41 @@ echo "ResNet-18 cuDNN measured algorithms (batch $resnet_batch): dptrain $dp_mea
     awk -v m="$dp_measured" -v h="$dp_heuristic" 'BEGIN { printf ", measured/heuristic %.2fx", m / h }')"
 resnet_row "$resnet_batch" eager channels_last graph compile
 for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done
+
+# --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
+# bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision
+# bf16, one run each, and dptrain's figure DP (its metrics DP_METRICS) against the fastest: LeNet's figures
+# are seconds per epoch (median of epochs 2..; fewer is faster), ResNet-18's images per second.
+bf16_row() {
+  local what=$1 label=$2 script=$3 dp=$4 dp_metrics=$5 v fig best='' best_fig='' best_peak='' line='' unit=images/sec
+  shift 5
+  [[ $script == torch_lenet_cuda.py ]] && unit=s/epoch
+  for v in eager channels_last graph compile; do
+    torch_run "$script" "$v" "$label-bf16-$v" --precision bf16 "$@"
+    if [[ $ran != 0 ]]; then line+="${line:+, }${names[$v]} $ran"; continue; fi
+    if [[ $unit == s/epoch ]]; then fig=$(median $(sed -nE 's/.* ([0-9.]+) sec\/epoch/\1/p' "$tmp/$label-bf16-$v.out" | later_epochs))
+    else fig=$(sed -nE 's/^resnet18: ([0-9.]+) images\/sec.*/\1/p' "$tmp/$label-bf16-$v.out"); fi
+    line+="${line:+, }${names[$v]} $fig $unit (peak $(torch_peak "$label-bf16-$v"))"
+    if [[ -z $best ]] || awk -v a="$fig" -v b="$best_fig" -v u="$unit" 'BEGIN { exit !(u == "s/epoch" ? a < b : a > b) }'; then
+      best=$v best_fig=$fig best_peak=$(torch_peak "$label-bf16-$v")
+    fi
+  done
+  echo "$what bf16 pytorch variants (autocast bfloat16, one run each): $line"
+  if [[ -n $best && $dp =~ ^[0-9.eE+-]+$ ]]; then
+    printf '%s bf16 vs the fastest PyTorch bf16 (%s): dptrain %s %s (peak %s), pytorch %s %s (peak %s), %s\n' "$what" \
+      "${names[$best]}" "$dp" "$unit" "$(dp_peak "$dp_metrics")" "$best_fig" "$unit" "$best_peak" \
+      "$(awk -v a="$dp" -v b="$best_fig" -v u="$unit" 'BEGIN { if (u == "s/epoch") printf "pytorch/dptrain %.2fx", b / a;
+                                                               else printf "dptrain/pytorch %.2fx", a / b }')"
+  else
+    echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
+  fi
+}
+if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
+     ${limit:+--limit "$limit"} --precision bf16 --metrics "$tmp/m-bf16.jsonl" --quiet >/dev/null 2>"$tmp/m-bf16.err"; then
+  dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-bf16.jsonl" | later_epochs))
+  dp=$(printf '%.4f' "$dp")
+else dp="failed: $(tail -1 "$tmp/m-bf16.err")"; fi
+bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
+dp=$(precision=bf16 resnet heuristic "$resnet_batch")
+bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
+  "$tmp/r-heuristic-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"

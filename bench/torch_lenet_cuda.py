@@ -8,7 +8,7 @@ whole data set on the GPU (uploaded once, as dptrain does), a random
 permutation per epoch, batches of B with the last short batch kept, one
 torch.cuda.synchronize() per epoch (the book's timing). --variant eager,
 channels_last, graph or compile (torch_variants_cuda.py) says how the step
-runs. --device cpu and --limit N (the first N training images) are for
+runs, --precision fp32 or bf16 (autocast) in what. --device cpu and --limit N (the first N training images) are for
 gpu_check.sh's rehearsal on a machine without a GPU.
 
 Prints one line per epoch: "epoch E: loss L, train acc A, test acc T, S sec/epoch"
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--variant", choices=variants.VARIANTS, default="eager")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--precision", choices=variants.PRECISIONS, default="fp32")
     args = ap.parse_args()
 
     dev = torch.device(args.device)
@@ -61,8 +62,9 @@ def main():
     correct = torch.zeros((), device=dev, dtype=torch.long)
 
     def step(X, y):
-        y_hat = net(X, params)
-        l = F.cross_entropy(y_hat, y, reduction="sum")
+        with variants.autocast(dev, args.precision):
+            y_hat = net(X, params)
+            l = F.cross_entropy(y_hat, y, reduction="sum")
         grads = torch.autograd.grad(l, params)
         with torch.no_grad():
             for p, g in zip(params, grads):

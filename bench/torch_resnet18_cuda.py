@@ -5,7 +5,8 @@ network of models/resnet18.cfg) on one GPU, for bench/gpu_vs_pytorch.sh:
 batch 256 (--batch-size), SGD lr 0.05, FP32 with TF32 off, the first
 `--limit` training images on the GPU, one epoch after one warm-up epoch, one
 synchronize per epoch; --variant eager, channels_last, graph or compile
-(torch_variants_cuda.py) says how the step runs. Prints "resnet18: N
+(torch_variants_cuda.py) says how the step runs, --precision fp32 or bf16
+(autocast) in what. Prints "resnet18: N
 images/sec", then a line with the device's name and the peak GPU memory.
 --device cpu is for gpu_check.sh's rehearsal on a machine without a GPU.
 """
@@ -32,6 +33,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--variant", choices=variants.VARIANTS, default="eager")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--precision", choices=variants.PRECISIONS, default="fp32")
     args = ap.parse_args()
     dev = torch.device(args.device)
     fmt = variants.setup(args.variant, dev)
@@ -45,7 +47,9 @@ def main():
 
     def step(X, Y):
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(X), Y).backward()
+        with variants.autocast(dev, args.precision):
+            loss = F.cross_entropy(model(X), Y)
+        loss.backward()
         opt.step()
 
     graph = None

@@ -13,13 +13,28 @@ ways on one GPU, chosen by --variant:
                  updates undone); a last short batch runs eagerly;
   compile        torch.compile (default mode) of the network.
 
-FP32 with TF32 off in every variant. graph needs a GPU; channels_last and
-compile also run on the CPU (gpu_check.sh's rehearsal), where their figures
-mean nothing.
+FP32 with TF32 off in every variant; with --precision bf16 the forward and
+the loss run under torch.autocast(dtype=torch.bfloat16) (PyTorch's mixed
+precision: convolutions and matrix products in bf16 on the tensor cores,
+FP32 weights and optimizer, no loss scaling), the peer of dptrain's
+--precision bf16. graph needs a GPU; channels_last and compile also run on
+the CPU (gpu_check.sh's rehearsal), where their figures mean nothing.
 """
+import contextlib
+
 import torch
 
 VARIANTS = ("eager", "channels_last", "graph", "compile")
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(dev, precision):
+    """The forward's context: torch.autocast to bfloat16 for bf16, nothing for fp32. Its cache of cast
+    weights is off: a CUDA graph's capture must not keep casts made outside it (PyTorch's CUDA-graph notes),
+    and each weight is used once per forward here, so the cache would save nothing in the other variants."""
+    if precision == "bf16":
+        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, cache_enabled=False)
+    return contextlib.nullcontext()
 
 
 def setup(variant, dev):

@@ -1,6 +1,7 @@
-/* devices.c - the --devices option of `dptrain train` and `dptrain eval`
- * (devices.h): a count or a list of devices, each with its backend table,
- * and the default when it is not given. */
+/* devices.c - the --devices and --precision options of `dptrain train`
+ * and `dptrain eval` (devices.h): a count or a list of devices, each with
+ * its backend table, and the default when it is not given; the precision
+ * of their products and convolutions. */
 #include "devices.h"
 
 #include <stdio.h>
@@ -69,5 +70,32 @@ dp_status_t cli_default_devices(int *ids, int *count, const dp_backend_t **backe
         backends[i] = dp_backend_cpu();
     }
     snprintf(note, size, "default: one CPU device per core; no GPU: %s", why ? why : "none found");
+    return DP_OK;
+}
+
+dp_status_t cli_parse_precision(const char *command, const char *text, dp_precision_t *precision) {
+    int p = dp_precision_from_name(text);
+    if (p < 0) return dp_fail(DP_ERR_ARG, "%s: --precision: '%s' is not fp32, tf32 or bf16", command, text);
+    *precision = (dp_precision_t)p;
+    return DP_OK;
+}
+
+dp_status_t cli_set_precision(const char *command, const char *option, const dp_backend_t *const *backends,
+                              const int *ids, int count, dp_precision_t precision) {
+    if (precision == DP_PRECISION_FP32) return DP_OK;
+    for (int d = 0; d < count; d++) {
+        const dp_backend_t *be = backends[d];
+        int seen = 0;
+        for (int e = 0; e < d && !seen; e++) seen = backends[e] == be;
+        if (seen) continue;
+        if (!be->set_precision && precision == DP_PRECISION_TF32)
+            return dp_fail(DP_ERR_ARG, "%s: %s: %s devices have no TF32 mode (a GPU's tensor-core math); "
+                           "they compute in FP32 anyway", command, option, be->name);
+        if (!be->set_precision)
+            return dp_fail(DP_ERR_ARG, "%s: %s: %s:%d has no bf16 mode (bf16 operands on a GPU's tensor cores): "
+                           "use --precision fp32 (the default) on %s devices, or a cuda device", command, option,
+                           be->name, ids[d], be->name);
+        DP_TRY(be->set_precision(be->ctx, precision));
+    }
     return DP_OK;
 }

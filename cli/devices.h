@@ -1,5 +1,6 @@
-/* devices.h - the --devices option shared by `dptrain train` and `dptrain
- * eval`: which devices, each with its backend table. */
+/* devices.h - the --devices and --precision options shared by `dptrain
+ * train` and `dptrain eval`: which devices, each with its backend table,
+ * and the precision of their products and convolutions. */
 #ifndef DPTRAIN_CLI_DEVICES_H
 #define DPTRAIN_CLI_DEVICES_H
 
@@ -25,5 +26,15 @@ dp_status_t cli_parse_devices(const char *command, const char *text, int *ids, i
  * try_all_gpus), else one CPU device per core. `note` says which and why,
  * for the first line. */
 dp_status_t cli_default_devices(int *ids, int *count, const dp_backend_t **backends, char *note, size_t size);
+
+/* --precision TEXT of `command`: fp32, tf32 or bf16 (else one line). */
+dp_status_t cli_parse_precision(const char *command, const char *text, dp_precision_t *precision);
+
+/* The precision on each distinct table of the devices (a setting is the
+ * table's: one GPU's); `option` names it in the errors (--precision bf16,
+ * --tf32). FP32 asks nothing of a table; another precision on a table
+ * without one (the CPU's) is one line naming the device and what to use. */
+dp_status_t cli_set_precision(const char *command, const char *option, const dp_backend_t *const *backends,
+                              const int *ids, int count, dp_precision_t precision);
 
 #endif

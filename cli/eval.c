@@ -33,6 +33,9 @@ static const char eval_usage[] =
     "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
     "                      CPU device per core)\n"
     "  --batch-size N      examples per evaluation batch (default 1000)\n"
+    "  --precision fp32|tf32|bf16  GPU devices: the arithmetic of matrix products and\n"
+    "                      convolutions (train --precision; default fp32); tf32 and\n"
+    "                      bf16 are refused on CPU devices\n"
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
     "  --help              show this help\n";
@@ -68,7 +71,7 @@ static dp_status_t apply_normalize(dp_dataset_t *ds, const char *given, const ch
 
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *data_dir = DP_DEFAULT_DATA_DIR, *normalize = NULL;
-    const char *devices = NULL;
+    const char *devices = NULL, *precision_text = NULL;
     int batch_size = 1000, help = 0;
     const option_t options[] = {
         {"resume", OPT_STRING, &resume, 0, 0},
@@ -77,6 +80,7 @@ int cmd_eval(int argc, char **argv) {
         {"devices", OPT_STRING, &devices, 0, 0},
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 24},
         {"normalize", OPT_STRING, &normalize, 0, 0},
+        {"precision", OPT_STRING, &precision_text, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     if (options_parse("eval", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
@@ -88,6 +92,8 @@ int cmd_eval(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "eval: --resume FILE is required (the checkpoint to evaluate)");
         return cli_report_error();
     }
+    dp_precision_t precision = DP_PRECISION_FP32;
+    if (precision_text && cli_parse_precision("eval", precision_text, &precision) != DP_OK) return cli_report_error();
     int exit_code = 1;
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
@@ -114,6 +120,9 @@ int cmd_eval(int argc, char **argv) {
     if ((devices ? cli_parse_devices("eval", devices, device_ids, &num_devices, backends)
                  : cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
         goto done;
+    char option[64];
+    snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
+    if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto done;
     dp_trainer_config_t config = {
         .model = model,
         .num_devices = num_devices,
@@ -130,9 +139,10 @@ int cmd_eval(int argc, char **argv) {
     dp_trainer_set_params(trainer, params);
     int correct;
     if (dp_trainer_evaluate(trainer, &test_set, batch_size, &correct) != DP_OK) goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s\n",
+    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s\n",
            (double)correct / test_set.count, correct, test_set.count, test_set.count, dp_model_name(model),
-           info->epochs_completed, resume);
+           info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
+           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "");
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();

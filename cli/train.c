@@ -78,9 +78,13 @@ static const char train_usage[] =
     "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                            like cpu:0,cpu:1, cuda:0,cuda:1 or cuda:0,cuda:0 (default:\n"
     "                            every GPU CUDA sees, else one CPU device per core)\n"
-    "  --tf32                    GPU devices: TF32 tensor-core math in matrix products and\n"
-    "                            convolutions (faster, products rounded to 10 mantissa\n"
-    "                            bits; default off: FP32); refused on CPU devices\n"
+    "  --precision fp32|tf32|bf16  GPU devices: the arithmetic of matrix products and\n"
+    "                            convolutions: fp32 (the default), tf32 (tensor-core math,\n"
+    "                            products rounded to 10 mantissa bits) or bf16 (operands\n"
+    "                            rounded to bf16 on tensor cores, sums in FP32; weights,\n"
+    "                            optimizer, loss, batch norm and checkpoints stay FP32);\n"
+    "                            tf32 and bf16 are refused on CPU devices\n"
+    "  --tf32                    the same as --precision tf32\n"
     "  --winograd                CPU devices: 5x5 convolutions with 8 or more channels in\n"
     "                            and out (LeNet's conv2) by Winograd F(3x3, 5x5): fewer\n"
     "                            multiplications, rounding errors about 5x im2col's (still\n"
@@ -140,18 +144,19 @@ static dp_status_t check_output_path(const char *option, const char *path) {
 
 #define MAX_DEVICES CLI_MAX_DEVICES
 
-/* --tf32 and --winograd on each distinct table of the devices (a setting
- * is the table's: one GPU's, the CPU's). */
-static dp_status_t device_settings(const dp_backend_t *const *backends, int count, int tf32, int winograd) {
+/* --precision (or --tf32) and --winograd on each distinct table of the
+ * devices (a setting is the table's: one GPU's, the CPU's). */
+static dp_status_t device_settings(const dp_backend_t *const *backends, const int *ids, int count,
+                                   const train_options_t *o, int winograd) {
+    char option[64];
+    if (o->precision_text) snprintf(option, sizeof option, "--precision %s", o->precision_text);
+    else snprintf(option, sizeof option, "--tf32");
+    DP_TRY(cli_set_precision("train", option, backends, ids, count, (dp_precision_t)o->precision));
     for (int d = 0; d < count; d++) {
         const dp_backend_t *be = backends[d];
         int seen = 0;
         for (int e = 0; e < d && !seen; e++) seen = backends[e] == be;
         if (seen) continue;
-        if (tf32 && !be->set_tf32)
-            return dp_fail(DP_ERR_ARG, "train: --tf32: %s devices have no TF32 mode (a GPU's tensor-core math); "
-                           "they compute in FP32 anyway", be->name);
-        if (tf32) DP_TRY(be->set_tf32(be->ctx, 1));
         if (winograd && !be->set_winograd)
             return dp_fail(DP_ERR_ARG, "train: --winograd: %s devices have no Winograd convolution (CPU devices do)",
                            be->name);
@@ -261,6 +266,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"accumulate", OPT_INT, &o.accumulate, 1, 1 << 20},
         {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
         {"tf32", OPT_FLAG, &o.tf32, 0, 0},
+        {"precision", OPT_STRING, &o.precision_text, 0, 0},
         {"winograd", OPT_FLAG, &o.winograd, 0, 0},
         {"profile", OPT_FLAG, &o.profile, 0, 0},
         {"profile-steps", OPT_STRING, &o.profile_steps, 0, 0},
@@ -296,6 +302,14 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = o.save_path = NULL;
     }
+    dp_precision_t precision = o.tf32 ? DP_PRECISION_TF32 : DP_PRECISION_FP32;
+    if (o.precision_text && cli_parse_precision("train", o.precision_text, &precision) != DP_OK)
+        return report_error(world);
+    if (o.tf32 && precision != DP_PRECISION_TF32) {
+        dp_fail(DP_ERR_ARG, "train: --tf32 is --precision tf32, and --precision says %s: give one", o.precision_text);
+        return report_error(world);
+    }
+    o.precision = (int)precision;
     if (!(o.lr > 0.0f)) {
         dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
         return report_error(world);
@@ -320,7 +334,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     } else if (cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
         return report_error(world);
     }
-    if (device_settings(backends, num_devices, o.tf32, o.winograd) != DP_OK) return report_error(world);
+    if (device_settings(backends, device_ids, num_devices, &o, o.winograd) != DP_OK) return report_error(world);
     dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
         allreduce = DP_ALLREDUCE_NAIVE;
@@ -451,6 +465,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .resume_path = o.resume_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
+        .precision = dp_precision_name(precision),
         .on_begin = train_print_begin,
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
         .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
@@ -465,7 +480,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     } else if (speaks) { /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", result.test_acc, result.mean_epoch_sec, printer.devices);
     }
-    if (profile_window > 0 && speaks && train_print_profile(trainer) != DP_OK) goto done;
+    if (profile_window > 0 && speaks && train_print_profile(trainer, dp_precision_name(precision)) != DP_OK) goto done;
     if (profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
     exit_code = 0;
 

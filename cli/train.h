@@ -39,7 +39,9 @@ typedef struct {
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */
     int save_every_steps;            /* 0: checkpoints at epoch ends only */
-    int tf32;                        /* GPU devices: TF32 math (off by default) */
+    int tf32;                        /* --tf32: --precision tf32 */
+    const char *precision_text;      /* --precision as given (NULL: not given) */
+    int precision;                   /* dp_precision_t: --precision, or tf32 with --tf32 (default fp32) */
     int winograd;                    /* CPU devices: Winograd 5x5 convolutions (off by default) */
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
@@ -64,10 +66,10 @@ void train_draw_progress(const dp_fit_step_t *step, void *ctx);
 void train_print_warning(const char *message, void *ctx);
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
 
-/* train_profile.c: --profile-steps's value; the table on stdout; the
- * metrics file's {"profile": ...} line. */
+/* train_profile.c: --profile-steps's value; the table on stdout (its
+ * header names the precision); the metrics file's {"profile": ...} line. */
 dp_status_t train_profile_parse(const char *text, int *warmup, int *steps);
-dp_status_t train_print_profile(dp_trainer_t *trainer);
+dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision);
 dp_status_t train_append_profile(const char *path, dp_trainer_t *trainer);
 
 #endif

@@ -5,7 +5,8 @@
 # the GPU tests (ctest -L gpu: test_cuda_*, cli_cuda_gpu) and the module's
 # command-line tests (cli_cuda, cli_cuda_module), check that the default
 # devices are the GPU, train LeNet for 10 epochs with the book's settings on
-# cuda:0 (test accuracy must reach 0.80), train with NCCL's one-member group
+# cuda:0 (test accuracy must reach 0.80) and again with --precision bf16
+# (its test accuracy at most 0.02 below FP32's), train with NCCL's one-member group
 # (DPTRAIN_NCCL=1) against the host path, run bench/gpu_vs_pytorch.sh
 # (dptrain against PyTorch's fastest variant, with the GPU's name and each
 # side's peak GPU memory; ResNet-18 with cuDNN's heuristic and with the fixed
@@ -110,13 +111,13 @@ fail() { failed=1; note "FAIL: $1"; }
 # the kernel profile, memcheck) take what is left of DPTRAIN_GPU_CHECK_SECONDS (570) and say NOT RUN without it
 budget=${DPTRAIN_GPU_CHECK_SECONDS:-570}
 left() { echo $((budget - SECONDS)); }
-bench_reserve=300 # the benchmark's other runs, the kernel profile and memcheck
+bench_reserve=360 # the benchmark's other runs (bf16's too), the kernel profile and memcheck
 resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 
 # The sizes of the steps (the rehearsal's are tiny), and ctest in the build
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
-lenet_epochs=10 min_acc=0.80 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
+lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
 # NCCL's bootstrap (its unique id) looks for a network interface; every member is on this machine, and the
@@ -131,7 +132,7 @@ if [[ $rehearse -eq 1 ]]; then
   export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
   export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=64 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
-  lenet_epochs=2 min_acc=0 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 256 --epochs 2)
+  lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 256 --epochs 2)
   bench_args=(1 2)
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
@@ -259,6 +260,17 @@ if [[ -n "$gpu" ]]; then
   else
     fail "LeNet on cuda:0: $(tail -1 "$out/train.log")"
   fi
+  # 3a. the same in bf16 (--precision bf16): its test accuracy at most bf16_tol below FP32's
+  if [[ -n "${acc:-}" ]] && "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size 256 \
+       --lr 0.2 --devices cuda:0 --precision bf16 --metrics "$out/lenet_cuda_bf16.jsonl" >"$out/train_bf16.log" 2>&1; then
+    acc16=$(tail -1 "$out/lenet_cuda_bf16.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')
+    sec16=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$out/lenet_cuda_bf16.jsonl" | tail -n +2 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    if [[ -n "$acc16" && -n "$sec16" ]] && awk -v a="$acc16" -v f="$acc" -v t="$bf16_tol" 'BEGIN { exit !(a >= f - t) }'; then
+      note "LeNet bf16 $lenet_epochs epochs on cuda:0: test accuracy $acc16 vs FP32 $acc (at most $bf16_tol below), median epoch ${sec16}s"
+    else fail "LeNet bf16 $lenet_epochs epochs on cuda:0: test accuracy '$acc16' vs FP32 $acc: more than $bf16_tol below (median epoch '${sec16}'s)"; fi
+  else
+    fail "LeNet bf16 on cuda:0: $(tail -1 "$out/train_bf16.log" 2>/dev/null || echo "the FP32 run failed")"
+  fi
   # 3b. NCCL with one member (DPTRAIN_NCCL=1) against the host path on cuda:0: a group of one sums
   # nothing (NCCL copies the buffer), so the update sees the same gradients and, with the backend's
   # deterministic algorithms, the same bits are expected; the guard is a loose 1e-5 relative on the
@@ -281,14 +293,14 @@ if [[ -n "$gpu" ]]; then
   else
     fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
   fi
-  # 4. the benchmark (torch.compile gets what the time box leaves: half of what remains beyond the other
-  # steps' needs, 30 to 240 s for each of its two compilations)
-  compile_limit=$(( ($(left) - bench_reserve) / 2 ))
+  # 4. the benchmark (torch.compile gets what the time box leaves: a quarter of what remains beyond the other
+  # steps' needs, 30 to 240 s for each of its four compilations: FP32 and bf16, LeNet and ResNet-18)
+  compile_limit=$(( ($(left) - bench_reserve) / 4 ))
   compile_limit=$(( compile_limit > 240 ? 240 : compile_limit < 30 ? 30 : compile_limit ))
   if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
        >"$out/bench.log" 2>&1; then
     while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
-      '^(GPU: |LeNet median|LeNet pytorch variants|LeNet vs the fastest|ResNet-18 \(batch|ResNet-18 batch [0-9]+ (pytorch variants|vs the fastest))' \
+      '^(GPU: |LeNet median|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest))' \
       "$out/bench.log")
     # cuDNN's heuristic algorithms (the default) against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18
     heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")

@@ -29,6 +29,7 @@ want "^  GPU tests: 100% tests passed, 0 tests failed out of 2$" # test_cuda_pee
 want "^  cli_cuda, cli_cuda_module: 100% tests passed, 0 tests failed out of 2$"
 want "^  default devices: \[cuda:0\] \(default: the GPU\)"
 want "^  LeNet 2 epochs on cuda:0: test accuracy $num \(>= 0\), median epoch ${num}s$"
+want "^  LeNet bf16 2 epochs on cuda:0: test accuracy $num vs FP32 $num \(at most 1 below\), median epoch ${num}s$"
 want "^  NCCL \(1 member\) on cuda:0: train_loss $num vs host $num, same checkpoint bits$"
 want "^  benchmark: GPU: none \(PyTorch on cpu\) \(torch.cuda.get_device_name\); CPU: "
 want "^  benchmark: LeNet median \(1 pairs, epochs 2-2\): dptrain $num s/epoch, pytorch eager $num s/epoch, speed-up ${num}x$"
@@ -42,6 +43,10 @@ want "^  benchmark: ResNet-18 batch 16 pytorch variants \(one run each\): channe
 for batch in 32 16; do
   want "^  benchmark: ResNet-18 batch $batch vs the fastest PyTorch \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num images/sec \(peak [0-9]+ MiB\), pytorch $num images/sec $nogpu, dptrain/pytorch ${num}x$"
 done
+want "^  benchmark: LeNet bf16 pytorch variants \(autocast bfloat16, one run each\): eager $num s/epoch $nogpu, channels_last\+cudnn.benchmark $num s/epoch $nogpu, cuda graph n/a \(no GPU\), $compiled$"
+want "^  benchmark: LeNet bf16 vs the fastest PyTorch bf16 \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num s/epoch \(peak [0-9]+ MiB\), pytorch $num s/epoch $nogpu, pytorch/dptrain ${num}x$"
+want "^  benchmark: ResNet-18 batch 32 bf16 pytorch variants \(autocast bfloat16, one run each\): eager $num images/sec $nogpu, channels_last\+cudnn.benchmark $num images/sec $nogpu, cuda graph n/a \(no GPU\), $compiled$"
+want "^  benchmark: ResNet-18 batch 32 bf16 vs the fastest PyTorch bf16 \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num images/sec \(peak [0-9]+ MiB\), pytorch $num images/sec $nogpu, dptrain/pytorch ${num}x$"
 want "^  benchmark: ResNet-18 cuDNN algorithms: heuristic $num images/sec, fixed $num images/sec, heuristic/fixed ${num}x$"
 want "^  benchmark: ResNet-18 cuDNN choices \(heuristic run\): [1-9][0-9]* from the heuristics, 0 the fixed fallback$"
 want "^  benchmark: ResNet-18 cuDNN measured algorithms \(batch 32\): dptrain $num images/sec \(DPTRAIN_CUDNN_ALGO=measured, [1-9][0-9]* choices timed\), measured/heuristic ${num}x$"

@@ -14,8 +14,8 @@
  *     the host, uploaded): 3 steps within 1e-3 of 1 CPU device (the loss and
  *     parameters, test_cuda_train.c's tolerance), and dp_trainer_optimizer's
  *     state (downloaded) within the same of the CPU trainer's;
- *   set_tf32 on and off succeed; with TF32 off again the trainer gives the
- *     same bits as before. */
+ *   set_precision tf32, bf16, then fp32 succeed; in FP32 again the trainer
+ *     gives the same bits as before. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,12 +137,14 @@ static void check_trainer(void) {
         int nonzero = 0;
         for (size_t i = 0; i < nt; i++) nonzero += s_gpu[i] != 0.0f;
         CHECK(nonzero > 0, "dp_trainer_optimizer's state is all zeros on cuda:0 (not downloaded)");
-        /* TF32 on then off: the backend takes both, and off is FP32 again (same bits) */
-        CHECK(be->set_tf32 && be->set_tf32(be->ctx, 1) == DP_OK && be->set_tf32(be->ctx, 0) == DP_OK,
-              "set_tf32: %s", dp_error_message());
+        /* TF32, bf16, then FP32: the backend takes each, and FP32 again gives the same bits */
+        CHECK(be->set_precision && be->set_precision(be->ctx, DP_PRECISION_TF32) == DP_OK &&
+                  be->set_precision(be->ctx, DP_PRECISION_BF16) == DP_OK &&
+                  be->set_precision(be->ctx, DP_PRECISION_FP32) == DP_OK,
+              "set_precision: %s", dp_error_message());
         if (train(m, &ds, be, p_again, s_again, l_again))
             CHECK(memcmp(p_again, p_gpu, sizeof(float) * np) == 0 && l_again[STEPS - 1] == l_gpu[STEPS - 1],
-                  "TF32 on and off again: not the same bits as before");
+                  "TF32, bf16, then FP32 again: not the same bits as before");
     }
     free(p_cpu), free(p_gpu), free(p_again), free(s_cpu), free(s_gpu), free(s_again);
     dp_dataset_free(&ds);

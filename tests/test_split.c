@@ -33,7 +33,7 @@ static void check_tables(void) {
     CHECK(a && b && last && a != b && a->ctx != b->ctx && dp_backend_cpu_split(1) == b,
           "split: one table per index, the same table for the same index");
     CHECK(!dp_backend_cpu_split(64) && !dp_backend_cpu_split(-1), "split: indices outside 0..63 have no table");
-    CHECK(strcmp(a->name, "split") == 0 && !a->host_memory && a->optimizer_download && !a->set_tf32,
+    CHECK(strcmp(a->name, "split") == 0 && !a->host_memory && a->optimizer_download && !a->set_precision,
           "split: name %s, host_memory %d: not the staged backend's kind", a->name, a->host_memory);
     const dp_backend_t *named = NULL;
     CHECK(dp_backend_by_name("split", 5, &named) == DP_OK && named == dp_backend_cpu_split(5),

@@ -2,7 +2,7 @@
  * double of a GPU, through the same calls test_cuda_staging.c makes on a GPU:
  *
  *   the table: name "staged", host_memory 0, no load_batch_augmented, no
- *     set_tf32, the optimizer state calls present;
+ *     set_precision, the optimizer state calls present;
  *   optimizer_update keeps the state in a copy of its own: after 3 Adam steps
  *     the host buffers are still zeros; optimizer_download gives the CPU
  *     optimizer's state bit for bit, and the parameters are the CPU's bits;
@@ -52,13 +52,13 @@ static void check_table(void) {
     const dp_backend_t *be = dp_backend_cpu_staged();
     CHECK(strcmp(be->name, "staged") == 0 && !be->host_memory, "staged: name %s, host_memory %d", be->name,
           be->host_memory);
-    CHECK(!be->load_batch_augmented && !be->set_tf32 && be->optimizer_download && be->optimizer_upload &&
+    CHECK(!be->load_batch_augmented && !be->set_precision && be->optimizer_download && be->optimizer_upload &&
               be->optimizer_forget,
           "staged: the table's optional functions are not a GPU's");
     /* (the tables themselves; finding backends by name is
      * test_backend_registry's) */
     const dp_backend_t *cpu = dp_backend_cpu();
-    CHECK(!cpu->optimizer_download && !cpu->optimizer_upload && !cpu->optimizer_forget && !cpu->set_tf32,
+    CHECK(!cpu->optimizer_download && !cpu->optimizer_upload && !cpu->optimizer_forget && !cpu->set_precision,
           "cpu: the host optimizer's buffers are its state; it has no TF32");
 }
 

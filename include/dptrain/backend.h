@@ -24,10 +24,25 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dptrain/data.h"
 #include "dptrain/ops.h"
 #include "dptrain/optim.h"
+
+/* What matrix products and convolutions compute in (set_precision). */
+typedef enum { DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_COUNT } dp_precision_t;
+/* "fp32", "tf32", "bf16"; and back (-1: none of them). Inline: the CUDA
+ * module, which links nothing of the library, names them too. */
+static inline const char *dp_precision_name(dp_precision_t precision) {
+    static const char *const names[DP_PRECISION_COUNT] = {"fp32", "tf32", "bf16"};
+    return (unsigned)precision < DP_PRECISION_COUNT ? names[precision] : "?";
+}
+static inline int dp_precision_from_name(const char *name) {
+    for (int p = 0; name && p < DP_PRECISION_COUNT; p++)
+        if (strcmp(name, dp_precision_name((dp_precision_t)p)) == 0) return p;
+    return -1;
+}
 
 /* A group of devices that sum buffers among themselves (NCCL's
  * communicators), made by peer_group_new. */
@@ -35,7 +50,7 @@
 #define DP_CONV_ALGO_KEY_MAX 384
 /* One convolution algorithm choice of a GPU backend (cuDNN's): key names
  * the GPU, the library's version, the convolution (op, geometry, math)
- * and the direction, "GPU|cuDNN VERSION|conv x ... tf32 0|forward" (no
+ * and the direction, "GPU|cuDNN VERSION|conv x ... fp32|forward" (no
  * tab, no newline); algo is the library's number of the algorithm. */
 typedef struct {
     char key[DP_CONV_ALGO_KEY_MAX];
@@ -138,11 +153,14 @@ struct dp_backend {
     size_t (*memory_peak)(void *ctx);
 
     /* --- Settings --- */
-    /* TF32 tensor-core math for FP32 matrix products and convolutions
-     * (on: faster, about 10 mantissa bits in products; off: plain FP32, the
-     * default). NULL: the backend has no such mode (the CPU's): --tf32 is
-     * refused on its devices. Call before any work is queued. */
-    dp_status_t (*set_tf32)(void *ctx, int on);
+    /* The arithmetic of matrix products and convolutions (dp_precision_t):
+     * FP32 (the default), TF32 (tensor-core math on FP32 operands, about
+     * 10 mantissa bits in products) or bf16 (operands rounded to bf16, the
+     * products summed in FP32, everything else FP32). NULL: the backend
+     * has only FP32 (the CPU's): anything else is refused on its devices;
+     * a backend may refuse a mode it lacks. Call before any work is
+     * queued. */
+    dp_status_t (*set_precision)(void *ctx, dp_precision_t precision);
     /* Winograd convolution F(3x3, 5x5) for 5x5, stride-1 convolutions with
      * at least 8 input and output channels (LeNet's conv2), forward and
      * backward (on: fewer multiplications, rounding errors about 5 times

@@ -120,6 +120,8 @@ typedef struct {
     const char *augment_text;      /* the trainer's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
+    const char *precision;         /* the devices' (backend.h set_precision), named in the
+                                      metrics: "fp32", "tf32", "bf16"; NULL: fp32 */
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
     void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */

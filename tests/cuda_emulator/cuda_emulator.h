@@ -57,7 +57,10 @@
  *                            waits for NCCL sums (cudaStreamWaitEvent on
  *                            an event recorded after one); and one line of
  *                            cuDNN's: descriptors created, heuristic
- *                            queries, calls refused as not supported
+ *                            queries, calls refused as not supported,
+ *                            convolutions run in bf16, find queries; and
+ *                            one of cuBLAS's: products run in FP32 and in
+ *                            bf16
  *   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED  DIR:ALGO[@run],... (DIR fwd,
  *                            bwd_data or bwd_filter; ALGO a number or *):
  *                            cuDNN refuses those algorithms with

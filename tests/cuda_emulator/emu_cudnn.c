@@ -8,6 +8,13 @@
  * backward filter by their definitions (output = alpha * op + beta * output;
  * the output not read when beta is 0), summing in FP32 in the order of the
  * loops, over (D, H, W) with D = 1 for 4-D tensors. Checked as cuDNN does
+ * bf16 (cuDNN's PSEUDO_BFLOAT16_CONFIG): x, w and y all CUDNN_DATA_BFLOAT16
+ * with the convolution's compute type FLOAT (the only compute type taken);
+ * the operands are widened to float (exact), summed in FP32 in the same
+ * loops, blended with alpha and beta (floats) and the output rounded to
+ * bf16, to nearest with ties to even; a convolution mixing float and bf16
+ * descriptors is CUDNN_STATUS_NOT_SUPPORTED, as in cuDNN, whose legacy API
+ * has no such configuration. Checked as cuDNN does
  * (CUDNN_STATUS_BAD_PARAM): descriptors that do not fit each other (number
  * of dims, channels, groups, each output size for the geometry), a
  * workspace smaller than its query said; and every operand's whole extent
@@ -25,9 +32,12 @@
  * deterministic times, the traps fastest. Settings
  * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
  * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
- * descriptors created, heuristic queries, refusals and find queries). */
+ * descriptors created, heuristic queries, refusals, the convolutions run
+ * in bf16 and find queries). */
 #include <cudnn.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +51,11 @@ struct cudnnContext {
 /* sizes (D, H, W): D = 1 for 4-D descriptors */
 struct cudnnTensorStruct {
     int set, nb, n, c, size[3];
+    cudnnDataType_t type; /* FLOAT or BFLOAT16 */
 };
 struct cudnnFilterStruct {
     int set, nb, k, c, size[3];
+    cudnnDataType_t type;
 };
 /* (D, H, W): pad 0, stride 1, dilation 1 along D for 2 spatial dims */
 struct cudnnConvolutionStruct {
@@ -59,11 +71,12 @@ struct cudnnConvolutionStruct {
 #define EMU_HUGE_WORKSPACE ((size_t)1 << 40)
 
 /* DPTRAIN_CUDA_EMU_STATS: cuDNN's part, one line at exit */
-static long stat_descriptors, stat_heuristics, stat_refusals, stat_finds;
+static long stat_descriptors, stat_heuristics, stat_refusals, stat_finds, stat_bf16;
 static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
 static void print_stats(void) {
     fprintf(stderr, "cuda emulator: cuDNN: %ld descriptors created, %ld heuristic queries, %ld calls refused as not "
-            "supported, %ld find queries\n", stat_descriptors, stat_heuristics, stat_refusals, stat_finds);
+            "supported, %ld bf16 convolutions, %ld find queries\n", stat_descriptors, stat_heuristics, stat_refusals,
+            stat_bf16, stat_finds);
 }
 static void register_stats(void) {
     const char *v = getenv("DPTRAIN_CUDA_EMU_STATS");
@@ -112,6 +125,10 @@ cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc) {
     return CUDNN_STATUS_SUCCESS;
 }
 /* As cuDNN: a tensor or filter of 2^31 elements or more is CUDNN_STATUS_NOT_SUPPORTED (its setters refuse it). */
+/* The data types emulated: float and bf16 (PSEUDO_BFLOAT16_CONFIG's). */
+static int emulated_type(cudnnDataType_t type) { return type == CUDNN_DATA_FLOAT || type == CUDNN_DATA_BFLOAT16; }
+static size_t type_size(cudnnDataType_t type) { return type == CUDNN_DATA_BFLOAT16 ? 2 : 4; }
+
 static int too_large(int nb, const int dims[]) {
     long long elements = 1;
     for (int i = 0; i < nb; i++) elements *= dims[i];
@@ -121,10 +138,10 @@ static int too_large(int nb, const int dims[]) {
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t type, int n, int c, int h, int w) {
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
+    if (format != CUDNN_TENSOR_NCHW || !emulated_type(type)) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
     const int dims[4] = {n, c, h, w};
     if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}};
+    *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}, type};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -134,13 +151,13 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
     if (!d || !dims || !strides || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1 || strides[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || type != CUDNN_DATA_FLOAT || too_large(nb, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (nb < 4 || nb > 5 || !emulated_type(type) || too_large(nb, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     long packed = 1;
     for (int i = nb - 1; i >= 0; i--) {
         if (strides[i] != packed) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
         packed *= dims[i];
     }
-    *d = (struct cudnnTensorStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
+    *d = (struct cudnnTensorStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}, type};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -155,10 +172,10 @@ cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc) {
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
                                          int k, int c, int h, int w) {
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (format != CUDNN_TENSOR_NCHW || !emulated_type(type)) return CUDNN_STATUS_NOT_SUPPORTED;
     const int dims[4] = {k, c, h, w};
     if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}};
+    *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}, type};
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
@@ -166,9 +183,10 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
     if (!d || !dims || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT || too_large(nb, dims))
+    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || !emulated_type(type) || too_large(nb, dims))
         return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}};
+    *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]},
+                                    type};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -249,11 +267,38 @@ static int fits(const struct cudnnTensorStruct *x, const struct cudnnFilterStruc
 }
 
 static size_t plane_of(const int size[3]) { return (size_t)size[0] * size[1] * size[2]; }
-static size_t tensor_bytes(const struct cudnnTensorStruct *t) {
-    return sizeof(float) * (size_t)t->n * t->c * plane_of(t->size);
+static size_t tensor_count(const struct cudnnTensorStruct *t) { return (size_t)t->n * t->c * plane_of(t->size); }
+static size_t filter_count(const struct cudnnFilterStruct *f) { return (size_t)f->k * f->c * plane_of(f->size); }
+static size_t tensor_bytes(const struct cudnnTensorStruct *t) { return type_size(t->type) * tensor_count(t); }
+static size_t filter_bytes(const struct cudnnFilterStruct *f) { return type_size(f->type) * filter_count(f); }
+
+/* The configurations of cuDNN's legacy convolutions emulated: x, w and y
+ * all float (FLOAT_CONFIG) or all bf16 (PSEUDO_BFLOAT16_CONFIG; the
+ * compute type is FLOAT in both, set_convolution takes no other). */
+static int one_config(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
+                      const struct cudnnTensorStruct *y) {
+    return x->type == w->type && x->type == y->type;
 }
-static size_t filter_bytes(const struct cudnnFilterStruct *f) {
-    return sizeof(float) * (size_t)f->k * f->c * plane_of(f->size);
+
+/* bf16 (the top half of a float) to float: exact */
+static float bf16_to_float(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+/* float to bf16, to nearest with ties to even; a NaN stays a quiet NaN */
+static uint16_t float_to_bf16(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if (isnan(f)) return (uint16_t)(v.u >> 16 | 0x40);
+    uint32_t lower = v.u & 0xffff, upper = v.u >> 16;
+    if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) upper++; /* past half way, or a tie to an odd */
+    return (uint16_t)upper;
+}
+/* n values of `type` at p as floats (malloc'd; NULL: out of memory) */
+static float *widened(const void *p, cudnnDataType_t type, size_t n) {
+    float *f = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; f && i < n; i++)
+        f[i] = type == CUDNN_DATA_BFLOAT16 ? bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+    return f;
 }
 
 typedef enum { FORWARD, BACKWARD_DATA, BACKWARD_FILTER } pass_t;
@@ -474,12 +519,13 @@ static void trap_sprung(const char *call, int algo, const char *why) {
 /* --- convolutions, run ------------------------------------------------------------- */
 
 static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t handle, const void *alpha,
-                         const struct cudnnTensorStruct *xd, const float *x, const struct cudnnFilterStruct *wd,
-                         const float *w, const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
-                         const float *y, void *workspace, size_t workspace_bytes, const void *beta, float *out) {
+                         const struct cudnnTensorStruct *xd, const void *x, const struct cudnnFilterStruct *wd,
+                         const void *w, const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
+                         const void *y, void *workspace, size_t workspace_bytes, const void *beta, void *out) {
     if (!handle) return CUDNN_STATUS_NOT_INITIALIZED;
     if (algo < 0 || algo >= pass_algo_count[pass] || !fits(xd, wd, cv, yd) || !alpha || !beta)
         return CUDNN_STATUS_BAD_PARAM;
+    if (!one_config(xd, wd, yd)) return CUDNN_STATUS_NOT_SUPPORTED;
     traps_t t = traps_of(pass, xd, wd, cv, yd);
     if (algo == t.nondeterministic)
         trap_sprung(call, algo, "was listed as non-deterministic for this shape by the heuristics");
@@ -498,12 +544,31 @@ static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t 
     if (pass != FORWARD) emu_check_device_memory(call, "dy", y, tensor_bytes(yd), device);
     size_t bytes = pass == FORWARD ? tensor_bytes(yd) : pass == BACKWARD_DATA ? tensor_bytes(xd) : filter_bytes(wd);
     emu_check_device_memory(call, "the output", out, bytes, device);
-    float *sum = calloc(1, bytes);
-    if (!sum) return CUDNN_STATUS_ALLOC_FAILED;
-    convolve(pass, xd, wd, cv, yd, x, w, y, sum);
-    blend(out, sum, bytes / sizeof(float), alpha, beta);
-    free(sum);
-    return CUDNN_STATUS_SUCCESS;
+    if (xd->type == CUDNN_DATA_FLOAT) {
+        float *sum = calloc(1, bytes);
+        if (!sum) return CUDNN_STATUS_ALLOC_FAILED;
+        convolve(pass, xd, wd, cv, yd, x, w, y, sum);
+        blend(out, sum, bytes / sizeof(float), alpha, beta);
+        free(sum);
+        return CUDNN_STATUS_SUCCESS;
+    }
+    /* bf16: the operands widened, the float loops, the output rounded */
+    tally(&stat_bf16);
+    const size_t count = bytes / sizeof(uint16_t);
+    float *xf = pass != BACKWARD_DATA ? widened(x, xd->type, tensor_count(xd)) : NULL;
+    float *wf = pass != BACKWARD_FILTER ? widened(w, wd->type, filter_count(wd)) : NULL;
+    float *yf = pass != FORWARD ? widened(y, yd->type, tensor_count(yd)) : NULL;
+    float *sum = calloc(count ? count : 1, sizeof(float));
+    float *prior = *(const float *)beta != 0.0f ? widened(out, xd->type, count) : calloc(count ? count : 1, sizeof(float));
+    cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
+    if (sum && prior && (pass == BACKWARD_DATA || xf) && (pass == BACKWARD_FILTER || wf) && (pass == FORWARD || yf)) {
+        convolve(pass, xd, wd, cv, yd, xf, wf, yf, sum);
+        blend(prior, sum, count, alpha, beta);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)out)[i] = float_to_bf16(prior[i]);
+        status = CUDNN_STATUS_SUCCESS;
+    }
+    free(xf), free(wf), free(yf), free(sum), free(prior);
+    return status;
 }
 
 /* A workspace query: the algorithm's workspace for descriptors that fit and a known algorithm. */
@@ -512,7 +577,7 @@ static cudnnStatus_t workspace_query(cudnnHandle_t handle, pass_t pass, const st
                                      const struct cudnnTensorStruct *y, int algo, size_t *bytes) {
     if (!handle || !bytes || !fits(x, w, cv, y) || algo < 0 || algo >= pass_algo_count[pass])
         return CUDNN_STATUS_BAD_PARAM;
-    if (refuses(pass, algo, 0)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (!one_config(x, w, y) || refuses(pass, algo, 0)) return CUDNN_STATUS_NOT_SUPPORTED;
     traps_t t = traps_of(pass, x, w, cv, y);
     *bytes = workspace_of(&t, algo);
     return CUDNN_STATUS_SUCCESS;

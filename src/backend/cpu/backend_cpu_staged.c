@@ -144,7 +144,7 @@ static void staged_init(void) {
     staged_backend.optimizer_forget = staged_optimizer_forget;
     staged_backend.load_batch = staged_load_batch;
     staged_backend.load_batch_augmented = NULL;
-    staged_backend.set_tf32 = NULL;
+    staged_backend.set_precision = NULL;
 }
 
 const dp_backend_t *dp_backend_cpu_staged(void) {

@@ -20,8 +20,8 @@
  * staging slots without a wait (upload_staged), as does the loss seed.
  * A step's loss and correct count are added up on the GPU
  * (count_metrics), so a step has no host synchronisation. Augmentation: no kernel; the trainer
- * augments on the host and uploads (load_batch_augmented is NULL). TF32: off
- * unless --tf32 (cuda_set_tf32). */
+ * augments on the host and uploads (load_batch_augmented is NULL). Products and
+ * convolutions: FP32 unless --precision says otherwise (cuda_set_precision). */
 #include "backend_cuda.h"
 
 #include <math.h>
@@ -323,17 +323,25 @@ static void cuda_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) {
 
 /* --- Settings ------------------------------------------------------------------- */
 
-/* TF32: cuBLAS's TF32 tensor-op math, and cuDNN's default math type for
- * the convolutions described from now on (ops_cuda.c reads c->tf32); off:
- * pedantic FP32 and FMA-only convolutions, the same bits every run. */
-static dp_status_t cuda_set_tf32(void *ctx, int on) {
+/* The precision of products and convolutions (ops_cuda.c and conv_cuda.c
+ * read c->precision for the convolutions described and the products run
+ * from now on). cuBLAS's math mode: TF32 tensor-op math for tf32; pedantic
+ * FP32 for fp32 (the same bits every run); the default math for bf16,
+ * whose products (cublasGemmEx, bf16 operands, FP32 compute) may then take
+ * the tensor cores. */
+static dp_status_t cuda_set_precision(void *ctx, dp_precision_t precision) {
     dp_cuda_ctx_t *c = ctx;
+    if ((unsigned)precision >= DP_PRECISION_COUNT)
+        return dp_fail(DP_ERR_ARG, "%s: precision %d is not fp32, tf32 or bf16", c->name, (int)precision);
+    static const cublasMath_t math[DP_PRECISION_COUNT] = {CUBLAS_PEDANTIC_MATH, CUBLAS_TF32_TENSOR_OP_MATH,
+                                                          CUBLAS_DEFAULT_MATH};
     dp_cuda_enter(c);
-    cublasStatus_t bs = cublasSetMathMode(c->cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
-    if (bs == CUBLAS_STATUS_SUCCESS) c->tf32 = on != 0;
+    cublasStatus_t bs = cublasSetMathMode(c->cublas, math[precision]);
+    if (bs == CUBLAS_STATUS_SUCCESS) c->precision = precision;
     dp_cuda_leave(c);
     if (bs != CUBLAS_STATUS_SUCCESS)
-        return dp_fail(DP_ERR_ARG, "%s: --tf32: cuBLAS refused the math mode (status %d)", c->name, (int)bs);
+        return dp_fail(DP_ERR_ARG, "%s: --precision %s: cuBLAS refused the math mode (status %d)", c->name,
+                       dp_precision_name(precision), (int)bs);
     return DP_OK;
 }
 
@@ -512,7 +520,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .optimizer_download = cuda_optimizer_download,
             .optimizer_upload = cuda_optimizer_upload,
             .optimizer_forget = cuda_optimizer_forget,
-            .set_tf32 = cuda_set_tf32,
+            .set_precision = cuda_set_precision,
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,

@@ -2,9 +2,17 @@
  * input gradient of the convolution it transposes) on a CUDA device with
  * cuDNN: descriptors and each direction's algorithm kept per shape (plans),
  * the algorithms chosen by cuDNN's heuristics, by measurement
- * (algo_cache.c) or fixed; deterministic, FMA math unless --tf32; bias and
- * ReLU through elementwise.cu and reductions.cu. ops_cuda.c's table names
- * the four ops. */
+ * (algo_cache.c) or fixed; deterministic, FMA math unless --precision tf32
+ * or bf16; bias and ReLU through elementwise.cu and reductions.cu.
+ * ops_cuda.c's table names the four ops.
+ *
+ * --precision bf16 (cuDNN's PSEUDO_BFLOAT16_CONFIG: x, w and y bf16, the
+ * convolution descriptor's compute type FLOAT, alpha and beta floats):
+ * the tape's tensors stay FP32; each convolution casts its operands to
+ * bf16 (precision.cu) in the arena, the forward's input and weight copies
+ * kept in node->saved for the backward (dp_cuda_bf16_operands), and
+ * cuDNN's bf16 result goes back to FP32, written or added to the gradient
+ * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +22,7 @@
 #include "algo_cache.h"
 #include "algo_choices.h"
 #include "kernels.h"
+#include "precision.h"
 #include "ops_cuda_common.h"
 
 static const float one = 1.0f;
@@ -36,13 +45,13 @@ static const float one = 1.0f;
  * Plans. A convolution's descriptors and its algorithm for each direction
  * (forward, backward data, backward filter) are made once per shape and
  * kept in the GPU's context (c->conv_plans, under its lock): the key is the
- * op (conv or conv_transpose), --tf32 and the whole geometry. The
+ * op (conv or conv_transpose), --precision and the whole geometry. The
  * algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7: no
  * timing, so the same GPU and cuDNN choose the same ones on every run, and
  * the same seed gives the same bits; cudnnFind* times them and could choose
  * differently between runs): the first result in cuDNN's order that
  * succeeded, is deterministic, has FMA math (also default or tensor-op
- * math with --tf32: TF32) and a workspace of at most CONV_WORKSPACE_LIMIT;
+ * math with --precision tf32 or bf16: tensor cores) and a workspace of at most CONV_WORKSPACE_LIMIT;
  * the fixed algorithm (CONV_*_ALGO) after them, or alone when none
  * qualifies or DPTRAIN_CUDNN_ALGO=fixed. DPTRAIN_CUDNN_ALGO=measured times
  * them instead (cudnnFind*Algorithm, once per shape and direction) and
@@ -104,7 +113,7 @@ typedef struct {
 
 typedef struct {
     int op;   /* plan_op_t */
-    int tf32; /* the descriptor's math type: FMA, or default with --tf32 */
+    int precision; /* dp_precision_t: the data type (bf16: BFLOAT16 tensors) and math type (fp32: FMA) */
     conv_geom_t g;
 } plan_key_t;
 
@@ -146,13 +155,19 @@ static void plan_destroy(conv_plan_t *p) {
     *p = (conv_plan_t){0};
 }
 
-/* An NC(D)HW float tensor descriptor of g->nb dims, packed. */
-static cudnnStatus_t set_tensor(const conv_geom_t *g, cudnnTensorDescriptor_t t, int channels, const int size[3]) {
+/* The tensors' and filter's data type for a precision: bf16 or float. */
+static cudnnDataType_t data_type(int precision) {
+    return precision == DP_PRECISION_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+/* An NC(D)HW tensor descriptor of g->nb dims, packed. */
+static cudnnStatus_t set_tensor(const conv_geom_t *g, cudnnTensorDescriptor_t t, cudnnDataType_t type, int channels,
+                                const int size[3]) {
     int dims[5] = {g->N, channels}, strides[5];
     for (int i = 0; i < g->nb - 2; i++) dims[2 + i] = size[3 - (g->nb - 2) + i];
     strides[g->nb - 1] = 1;
     for (int i = g->nb - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
-    return cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT, g->nb, dims, strides);
+    return cudnnSetTensorNdDescriptor(t, type, g->nb, dims, strides);
 }
 
 /* The descriptors of p's key (p's descriptors unset). */
@@ -169,15 +184,19 @@ static dp_status_t plan_descriptors(dp_cuda_ctx_t *c, conv_plan_t *p, const char
     CUDNN_TRY(c, cudnnCreateTensorDescriptor(&p->y), op);
     CUDNN_TRY(c, cudnnCreateFilterDescriptor(&p->w), op);
     CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&p->conv), op);
-    CUDNN_TRY(c, set_tensor(g, p->x, g->C, g->in), op);
-    CUDNN_TRY(c, set_tensor(g, p->y, g->K, g->out), op);
-    CUDNN_TRY(c, cudnnSetFilterNdDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g->nb, fdims), op);
+    const cudnnDataType_t type = data_type(p->key.precision);
+    CUDNN_TRY(c, set_tensor(g, p->x, type, g->C, g->in), op);
+    CUDNN_TRY(c, set_tensor(g, p->y, type, g->K, g->out), op);
+    CUDNN_TRY(c, cudnnSetFilterNdDescriptor(p->w, type, CUDNN_TENSOR_NCHW, g->nb, fdims), op);
     CUDNN_TRY(c, cudnnSetConvolutionNdDescriptor(p->conv, g->nb - 2, pad, stride, dilation, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT),
               op);
     CUDNN_TRY(c, cudnnSetConvolutionGroupCount(p->conv, g->groups), op);
-    /* FMA only: no TF32, unless --tf32 (the default math type allows it) */
-    CUDNN_TRY(c, cudnnSetConvolutionMathType(p->conv, p->key.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), op);
+    /* FP32: FMA only, no TF32; tf32 and bf16: the default math type (tensor cores allowed); the compute
+     * type (set above) is FLOAT in every precision: bf16 sums in FP32 */
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(p->conv, p->key.precision == DP_PRECISION_FP32 ? CUDNN_FMA_MATH
+                                                                                           : CUDNN_DEFAULT_MATH),
+              op);
 done:
     if (status != DP_OK) plan_destroy(p);
     return status;
@@ -210,7 +229,7 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
                    (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
 }
 
-/* The plan of (op, --tf32, g): found, or made in a free slot or in place of
+/* The plan of (op, --precision, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
  * DPTRAIN_CUDNN_ALGO. */
 static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, conv_plan_t **out) {
@@ -238,7 +257,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
     struct dp_cuda_conv_plans *plans = c->conv_plans;
     plan_key_t key;
     memset(&key, 0, sizeof key);
-    key.op = op, key.tf32 = c->tf32 != 0, key.g = *g;
+    key.op = op, key.precision = (int)c->precision, key.g = *g;
     conv_plan_t *slot = &plans->plan[0];
     for (int i = 0; i < CONV_PLAN_SLOTS; i++) {
         conv_plan_t *p = &plans->plan[i];
@@ -301,12 +320,13 @@ static cudnnStatus_t algo_results(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_d
 }
 
 /* A result dptrain may run: it succeeded, is deterministic, keeps FP32
- * (FMA; TF32 only with --tf32) and fits the workspace limit. */
+ * (FMA; tensor-core math only with --precision tf32 or bf16) and fits the
+ * workspace limit. */
 static int qualifies(const conv_plan_t *p, const algo_perf_t *r) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->determinism != CUDNN_DETERMINISTIC || r->memory > CONV_WORKSPACE_LIMIT)
         return 0;
     return r->math == CUDNN_FMA_MATH ||
-           (p->key.tf32 && (r->math == CUDNN_DEFAULT_MATH || r->math == CUDNN_TENSOR_OP_MATH));
+           (p->key.precision != DP_PRECISION_FP32 && (r->math == CUDNN_DEFAULT_MATH || r->math == CUDNN_TENSOR_OP_MATH));
 }
 
 static void add_candidate(plan_algos_t *a, int algo) {
@@ -337,11 +357,11 @@ static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
 }
 static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
 
-/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY tf32 T|DIRECTION" (algo_cache.h, algo_choices.h). */
+/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY PRECISION|DIRECTION" (algo_cache.h, algo_choices.h). */
 static const char *choice_key(const dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, char *key, size_t size) {
     char gs[192];
-    snprintf(key, size, "%s|%s %s tf32 %d|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
-             conv_str(p, gs, sizeof gs), p->key.tf32, dir_names[dir]);
+    snprintf(key, size, "%s|%s %s %s|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
+             conv_str(p, gs, sizeof gs), dp_precision_name((dp_precision_t)p->key.precision), dir_names[dir]);
     return key;
 }
 
@@ -468,28 +488,51 @@ static dp_status_t no_algorithm_left(dp_cuda_ctx_t *c, const conv_plan_t *p, con
                    c->name, what, conv_str(p, cs, sizeof cs), a->count, cudnnGetErrorString(last));
 }
 
+static size_t plane_of(const int size[3]) { return (size_t)size[0] * size[1] * size[2]; }
+
+/* The values direction dir of p writes: y, dx or dw. */
+static size_t result_count(const conv_plan_t *p, conv_dir_t dir) {
+    const conv_geom_t *g = &p->key.g;
+    if (dir == CONV_FORWARD) return (size_t)g->N * g->K * plane_of(g->out);
+    if (dir == CONV_BACKWARD_DATA) return (size_t)g->N * g->C * plane_of(g->in);
+    return (size_t)g->K * (g->C / g->groups) * plane_of(g->k);
+}
+
 /* Direction dir of plan p: out = conv(a, b) + beta out (convolve()), with
  * the direction's current candidate, passing over (for good) those cuDNN
  * refuses; a checkpoint's choice refused: one warning line, and the
  * mode's candidates listed in its place. The first that succeeds is
- * recorded for the next checkpoint. */
+ * recorded for the next checkpoint. out is FP32; a bf16 plan's operands a
+ * and b are bf16, and its result, bf16 from cuDNN into the arena, goes to
+ * out in FP32 (written when beta is 0, else added). */
 static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b, float beta,
-                            void *out, const char *what) {
+                            float *out, dp_arena_t *arena, const char *what) {
     plan_algos_t *al = &p->algos[dir];
     if (!al->listed) list_candidates(c, p, dir);
+    void *dst = out;
+    float dst_beta = beta;
+    uint16_t *half = NULL;
+    const size_t n = result_count(p, dir);
+    if (p->key.precision == DP_PRECISION_BF16) {
+        if (!(half = dp_arena_alloc(arena, sizeof *half * n)))
+            return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a bf16 result of %zu values: use a smaller "
+                           "--batch-size, or more devices", what, n);
+        dst = half, dst_beta = 0.0f;
+    }
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     for (; al->next < al->count; al->next++) {
         int algo = al->algo[al->next];
         size_t bytes = 0;
         if ((s = workspace_query(c, p, dir, algo, &bytes)) != CUDNN_STATUS_SUCCESS) continue;
         DP_TRY(dp_cuda_workspace(c, bytes));
-        s = convolve(c, p, dir, algo, a, b, &beta, out, bytes);
+        s = convolve(c, p, dir, algo, a, b, &dst_beta, dst, bytes);
         if (s == CUDNN_STATUS_SUCCESS && !al->recorded) {
             char key[512];
             dp_algo_choice_ran(choice_key(c, p, dir, key, sizeof key), algo);
             al->recorded = 1;
         }
-        if (s == CUDNN_STATUS_SUCCESS) return DP_OK;
+        if (s == CUDNN_STATUS_SUCCESS)
+            return half ? dp_cuda_launch(c, dp_cuda_from_bf16(c->stream, half, out, n, beta != 0.0f), what) : DP_OK;
         if (s != CUDNN_STATUS_NOT_SUPPORTED) return dp_cuda_cudnn_fail(c, s, what);
     }
     if (al->installed) { /* refused: then as if none were installed (the choice is not offered again) */
@@ -497,7 +540,7 @@ static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, co
         snprintf(problem, sizeof problem, "refused by cuDNN on this GPU (%s)", cudnnGetErrorString(s));
         dp_algo_choice_refused(c->name, choice_key(c, p, dir, key, sizeof key), al->algo[0], problem);
         *al = (plan_algos_t){0};
-        return conv_run(c, p, dir, a, b, beta, out, what);
+        return conv_run(c, p, dir, a, b, beta, out, arena, what);
     }
     return no_algorithm_left(c, p, al, s, what);
 }
@@ -521,12 +564,33 @@ static dp_status_t conv_plan_of(dp_cuda_ctx_t *c, const dp_node_t *node, conv_pl
     return conv_plan(c, PLAN_CONV, &g, p);
 }
 
-static size_t plane_of(const int size[3]) { return (size_t)size[0] * size[1] * size[2]; }
-
 /* The output shape (N, channels, size of the spatial dims the input has). */
 static void spatial_shape(int ndim, int N, int channels, const int size[3], int shape[DP_MAX_DIMS]) {
     shape[0] = N, shape[1] = channels;
     for (int s = 0; s < ndim - 2; s++) shape[2 + s] = size[3 - (ndim - 2) + s];
+}
+
+/* A bf16 plan's operands: the bf16 copies of the node's input and weight
+ * (dp_cuda_bf16_operands: made by the forward, kept for the backward) in
+ * place of *x and *w; an FP32 plan's stay. */
+static dp_status_t bf16_operands(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, dp_node_t *node,
+                                 const void **x, const void **w) {
+    if (p->key.precision != DP_PRECISION_BF16) return DP_OK;
+    const uint16_t *xb, *wb;
+    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, dp_tensor_numel(node->in[0]), *w, dp_tensor_numel(node->in[1]),
+                                 &xb, &wb, node->kind == DP_OP_CONV ? "conv" : "conv_transpose"));
+    *x = xb, *w = wb;
+    return DP_OK;
+}
+
+/* A bf16 plan's gradient operand: a bf16 copy of dy (n floats) in *out. */
+static dp_status_t bf16_gradient(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, const float *dy, size_t n,
+                                 const void **out) {
+    if (p->key.precision != DP_PRECISION_BF16) return DP_OK;
+    const uint16_t *half;
+    DP_TRY(dp_cuda_bf16_copy(c, arena, dy, n, &half, "a convolution's gradient"));
+    *out = half;
+    return DP_OK;
 }
 
 dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -537,7 +601,9 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     int shape[DP_MAX_DIMS];
     spatial_shape(x->ndim, g->N, g->K, g->out, shape);
     DP_TRY(dp_cuda_output(node, "conv", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena));
-    DP_TRY(conv_run(c, p, CONV_FORWARD, x->data, w->data, 0.0f, node->out.data, "conv forward"));
+    const void *xa = x->data, *wa = w->data;
+    DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
+    DP_TRY(conv_run(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, "conv forward"));
     if (b || node->attr.fuse_relu)
         return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, g->N, g->K, plane_of(g->out),
                                           node->attr.fuse_relu),
@@ -547,20 +613,20 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
 
 /* The gradients of a convolution's input (into `xt`'s grad) and filter
  * (into `wt`'s grad) from dy over plan p; x_data / w_data are the
- * forward's operands. Each grad is written when unset and added to
- * otherwise (dp_grad_claim). */
-static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const float *x_data, const float *w_data,
-                              const float *dy, dp_tensor_t *xt, dp_tensor_t *wt, const char *op) {
+ * forward's operands (all three bf16 in a bf16 plan). Each grad is
+ * written when unset and added to otherwise (dp_grad_claim). */
+static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_data, const void *w_data,
+                              const void *dy, dp_tensor_t *xt, dp_tensor_t *wt, dp_arena_t *arena, const char *op) {
     char what[64];
     if (wt && wt->grad) {
         const float beta = dp_grad_claim(wt) ? 0.0f : 1.0f;
         snprintf(what, sizeof what, "%s weight gradient", op);
-        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, beta, wt->grad, what));
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, beta, wt->grad, arena, what));
     }
     if (xt && xt->grad) {
         const float beta = dp_grad_claim(xt) ? 0.0f : 1.0f;
         snprintf(what, sizeof what, "%s input gradient", op);
-        DP_TRY(conv_run(c, p, CONV_BACKWARD_DATA, w_data, dy, beta, xt->grad, what));
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_DATA, w_data, dy, beta, xt->grad, arena, what));
     }
     return DP_OK;
 }
@@ -584,7 +650,11 @@ dp_status_t dp_cuda_conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
     else if (masked)
         DP_TRY(dp_cuda_launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask"));
     if (masked) dy = masked;
-    return conv_grads(c, p, x->data, w->data, dy, x, w, "conv");
+    if (!x->grad && !w->grad) return DP_OK;
+    const void *xa = x->data, *wa = w->data, *dya = dy;
+    DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
+    DP_TRY(bf16_gradient(c, p, arena, dy, n_out, &dya));
+    return conv_grads(c, p, xa, wa, dya, x, w, arena, "conv");
 }
 
 /* --- conv_transpose: the input gradient of the convolution it transposes ---------------
@@ -657,7 +727,9 @@ dp_status_t dp_cuda_conv_transpose_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp
     DP_TRY(dp_cuda_output(node, "conv_transpose", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena));
     if (t.buffered && !(buf = dp_arena_floats(arena, buf_n)))
         return dp_fail(DP_ERR_NOMEM, "conv_transpose: out of GPU memory for a buffer of %zu floats", buf_n);
-    DP_TRY(conv_run(c, t.p, CONV_BACKWARD_DATA, w->data, x->data, 0.0f, buf ? buf : node->out.data,
+    const void *xa = x->data, *wa = w->data;
+    DP_TRY(bf16_operands(c, t.p, arena, node, &xa, &wa));
+    DP_TRY(conv_run(c, t.p, CONV_BACKWARD_DATA, wa, xa, 0.0f, buf ? buf : node->out.data, arena,
                     "conv_transpose forward"));
     if (buf) DP_TRY(convt_window(c, &t, buf, node->out.data, 1));
     if (b)
@@ -674,8 +746,10 @@ dp_status_t dp_cuda_conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
     const float *dy = node->out.grad; /* (N, C_out, O...) */
     if (b && b->grad)
         DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, NULL, NULL, b, t.N, t.C_out, plane_of(t.O), "conv_transpose bias gradient"));
-    if (t.buffered && (x->grad || w->grad)) { /* dy padded into the convolution's input size */
-        size_t buf_n = (size_t)t.N * t.C_out * plane_of(t.B);
+    if (!x->grad && !w->grad) return DP_OK;
+    size_t dy_n = (size_t)t.N * t.C_out * plane_of(t.O);
+    if (t.buffered) { /* dy padded into the convolution's input size */
+        size_t buf_n = dy_n = (size_t)t.N * t.C_out * plane_of(t.B);
         float *buf = dp_arena_floats(arena, buf_n);
         if (!buf) return dp_fail(DP_ERR_NOMEM, "conv_transpose: out of GPU memory for a buffer of %zu floats", buf_n);
         DP_TRY(convt_window(c, &t, dy, buf, 0));
@@ -684,10 +758,13 @@ dp_status_t dp_cuda_conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
     /* the convolution's input is dy, its output gradient x: its "dx" is our
      * dy's side (not wanted), its "dy" our x; so dx is a forward and dweight
      * a backward filter with the roles of x and dy swapped */
+    const void *xa = x->data, *wa = w->data, *dya = dy;
+    DP_TRY(bf16_operands(c, t.p, arena, node, &xa, &wa));
+    DP_TRY(bf16_gradient(c, t.p, arena, dy, dy_n, &dya));
     if (x->grad) {
         const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
-        DP_TRY(conv_run(c, t.p, CONV_FORWARD, dy, w->data, beta, x->grad, "conv_transpose input gradient"));
+        DP_TRY(conv_run(c, t.p, CONV_FORWARD, dya, wa, beta, x->grad, arena, "conv_transpose input gradient"));
     }
-    if (w->grad) return conv_grads(c, t.p, dy, NULL, x->data, NULL, w, "conv_transpose");
+    if (w->grad) return conv_grads(c, t.p, dya, NULL, xa, NULL, w, arena, "conv_transpose");
     return DP_OK;
 }

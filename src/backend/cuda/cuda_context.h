@@ -85,7 +85,8 @@ typedef struct dp_cuda_context {
     dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
     uint64_t uses;
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
-    int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
+    dp_precision_t precision; /* of cuBLAS products and cuDNN convolutions: FP32 (default), TF32 or bf16
+                               * (precision.h: bf16 operands, FP32 sums) */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
     dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
     cudaError_t (*peer_wait)(struct dp_cuda_context *c, cudaEvent_t event); /* peer_nccl.c's, set with `peer` */

@@ -1,6 +1,8 @@
 /* ops_cuda.c - the op table of a CUDA device (ops.h semantics, on device
  * pointers): conv and conv_transpose from conv_cuda.c (cuDNN), linear with cuBLAS
- * (pedantic FP32), ReLU, max and average pooling (1-D to 3-D), softmax
+ * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
+ * and dy with FP32 compute and FP32 results, the copies of x and W made
+ * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
  * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
@@ -25,6 +27,7 @@
 #include "cuda_parts.h"
 #include "kernels.h"
 #include "ops_cuda_common.h"
+#include "precision.h"
 #include "dptrain/ops.h"
 
 /* The CPU's flatten: a view over x, no arithmetic (ops_elementwise.c). */
@@ -53,6 +56,30 @@ static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT
     return DP_OK;
 }
 
+/* C (m, n) = op(A) op(B) + beta C, column-major, C FP32: cublasSgemm on
+ * FP32 operands, or with --precision bf16 cublasGemmEx on bf16 ones (A, B
+ * then uint16_t) with FP32 compute. */
+static cublasStatus_t gemm(dp_cuda_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc) {
+    if (c->precision != DP_PRECISION_BF16)
+        return cublasSgemm(c->cublas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc);
+    return cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F,
+                        ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* The operands of a product: x's and W's data, or in bf16 their copies
+ * (made by the forward, kept for the backward). */
+static dp_status_t linear_operands(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, const void **x,
+                                   const void **w) {
+    *x = node->in[0]->data, *w = node->in[1]->data;
+    if (c->precision != DP_PRECISION_BF16) return DP_OK;
+    const uint16_t *xb, *wb;
+    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, dp_tensor_numel(node->in[0]), *w, dp_tensor_numel(node->in[1]),
+                                 &xb, &wb, "linear"));
+    *x = xb, *w = wb;
+    return DP_OK;
+}
+
 static dp_status_t linear_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     int N = 0, IN = 0, OUT = 0;
     DP_TRY(linear_check(node, &N, &IN, &OUT));
@@ -64,9 +91,10 @@ static dp_status_t linear_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
         DP_TRY(dp_cuda_launch(c, dp_cuda_fill_rows(c->stream, node->out.data, b->data, N, OUT), "linear bias"));
         beta = 1.0f;
     }
+    const void *xa, *wa;
+    DP_TRY(linear_operands(c, node, arena, &xa, &wa));
     /* y^T (OUT, N) = W (OUT, IN) x^T: W is column-major (IN, OUT), transposed */
-    return cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &one, w->data, IN, x->data, IN,
-                                        &beta, node->out.data, OUT),
+    return cublas_status(c, gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, wa, IN, xa, IN, beta, node->out.data, OUT),
                          "linear forward");
 }
 
@@ -76,16 +104,23 @@ static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
     int N = 0, IN = 0, OUT = 0;
     DP_TRY(linear_check(node, &N, &IN, &OUT));
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const void *xa = NULL, *wa = NULL, *dya = dy;
+    if (x->grad || w->grad) {
+        DP_TRY(linear_operands(c, node, arena, &xa, &wa));
+        if (c->precision == DP_PRECISION_BF16) {
+            const uint16_t *dyb;
+            DP_TRY(dp_cuda_bf16_copy(c, arena, dy, (size_t)N * OUT, &dyb, "linear gradient"));
+            dya = dyb;
+        }
+    }
     if (x->grad) { /* dx^T (IN, N) = W^T dy^T: W column-major (IN, OUT), dy^T (OUT, N) */
         const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
-        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, &one, w->data, IN, dy,
-                                            OUT, &beta, x->grad, IN),
+        DP_TRY(cublas_status(c, gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, wa, IN, dya, OUT, beta, x->grad, IN),
                              "linear input gradient"));
     }
     if (w->grad) { /* dW^T (IN, OUT) = x^T (IN, N) dy (N, OUT) */
         const float beta = dp_grad_claim(w) ? 0.0f : 1.0f;
-        DP_TRY(cublas_status(c, cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &one, x->data, IN, dy,
-                                            OUT, &beta, w->grad, IN),
+        DP_TRY(cublas_status(c, gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, xa, IN, dya, OUT, beta, w->grad, IN),
                              "linear weight gradient"));
     }
     if (b && b->grad) /* column sums of dy: dy is (N, OUT, 1) */

@@ -1,9 +1,10 @@
 /* ops_cuda_common.c - the helpers every CUDA op file uses
  * (ops_cuda_common.h): failures, outputs, cuDNN's workspace, bias
- * gradients. */
+ * gradients, bf16 operands. */
 #include <stdio.h>
 
 #include "kernels.h"
+#include "precision.h"
 #include "ops_cuda_common.h"
 
 dp_status_t dp_cuda_cudnn_fail(dp_cuda_ctx_t *c, cudnnStatus_t s, const char *what) {
@@ -56,5 +57,35 @@ dp_status_t dp_cuda_workspace(dp_cuda_ctx_t *c, size_t bytes) {
         return dp_cuda_launch(c, err, "allocating a cuDNN workspace");
     if (err != cudaSuccess) return dp_cuda_out_of_memory(c, "a cuDNN workspace", bytes);
     c->workspace_bytes = bytes;
+    return DP_OK;
+}
+
+dp_status_t dp_cuda_bf16_copy(dp_cuda_ctx_t *c, dp_arena_t *arena, const float *src, size_t n, const uint16_t **out,
+                              const char *what) {
+    uint16_t *dst = dp_arena_alloc(arena, sizeof *dst * (n ? n : 1));
+    *out = dst;
+    if (!dst)
+        return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a bf16 copy of %zu values: use a smaller --batch-size, "
+                       "or more devices", what, n);
+    return dp_cuda_launch(c, dp_cuda_to_bf16(c->stream, src, dst, n), what);
+}
+
+/* node->saved: one arena block (device memory) of the two copies, x's
+ * first, w's from the next multiple of 64 values (128-byte aligned) */
+#define BF16_ALIGN ((size_t)64)
+
+dp_status_t dp_cuda_bf16_operands(dp_cuda_ctx_t *c, dp_arena_t *arena, dp_node_t *node, const float *x, size_t nx,
+                                  const float *w, size_t nw, const uint16_t **xb, const uint16_t **wb, const char *op) {
+    const size_t w_at = (nx + BF16_ALIGN - 1) / BF16_ALIGN * BF16_ALIGN;
+    uint16_t *kept = node->saved;
+    if (!kept) {
+        if (!(kept = dp_arena_alloc(arena, sizeof *kept * (w_at + nw))))
+            return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for bf16 copies of its input and weight (%zu values): "
+                           "use a smaller --batch-size, or more devices", op, w_at + nw);
+        DP_TRY(dp_cuda_launch(c, dp_cuda_to_bf16(c->stream, x, kept, nx), op));
+        DP_TRY(dp_cuda_launch(c, dp_cuda_to_bf16(c->stream, w, kept + w_at, nw), op));
+        node->saved = kept;
+    }
+    *xb = kept, *wb = kept + w_at;
     return DP_OK;
 }

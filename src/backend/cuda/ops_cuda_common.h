@@ -1,6 +1,7 @@
 /* ops_cuda_common.h - what the CUDA op files share (ops_cuda_common.c):
  * a launch's error as the context's failure, an op's output allocation,
- * cuDNN's workspace, a bias gradient through reductions.cu's two passes, and
+ * cuDNN's workspace, a bias gradient through reductions.cu's two passes, the
+ * bf16 operands of --precision bf16, and
  * the convolution ops of conv_cuda.c that ops_cuda.c's table names. Every
  * function runs under the context's lock, as an op does. */
 #ifndef DPTRAIN_OPS_CUDA_COMMON_H
@@ -24,6 +25,18 @@ dp_status_t dp_cuda_output(dp_node_t *node, const char *op, int ndim, const int 
                            dp_arena_t *arena);
 /* cuDNN's workspace of at least `bytes`. */
 dp_status_t dp_cuda_workspace(dp_cuda_ctx_t *c, size_t bytes);
+
+/* --precision bf16 (precision.h): a bf16 copy of src (n floats) in the
+ * arena. */
+dp_status_t dp_cuda_bf16_copy(dp_cuda_ctx_t *c, dp_arena_t *arena, const float *src, size_t n, const uint16_t **out,
+                              const char *what);
+/* The bf16 operands of a convolution or a linear layer: copies of its
+ * input x (nx floats) and weight w (nw), made by the first call of a step
+ * (the forward, after dp_cuda_output) and kept in node->saved, the same
+ * copies for the backward: the weight is cast once per step, the input
+ * kept in bf16 for the weight gradient. */
+dp_status_t dp_cuda_bf16_operands(dp_cuda_ctx_t *c, dp_arena_t *arena, dp_node_t *node, const float *x, size_t nx,
+                                  const float *w, size_t nw, const uint16_t **xb, const uint16_t **wb, const char *op);
 
 /* conv_cuda.c: conv and conv_transpose (1-D to 3-D) with cuDNN */
 dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
