@@ -5,7 +5,8 @@
  * FP32. Arguments are checked as cuBLAS documents (negative sizes, leading
  * dimensions below the rows stored), and every operand's whole extent must
  * be memory of the handle's GPU (else one line and abort: the caller's
- * leading dimension or pointer is wrong). */
+ * leading dimension or pointer is wrong). On a capturing stream a call is
+ * recorded (emu_graph.c) and its operands checked when the graph runs. */
 #include <cublas_v2.h>
 #include <stdlib.h>
 
@@ -57,6 +58,33 @@ static size_t extent(int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : sizeof(float) * ((size_t)ld * (size_t)(cols - 1) + (size_t)rows);
 }
 
+/* A captured SGEMM, run when its graph is launched (host scalars by value). */
+typedef struct {
+    cublasHandle_t handle;
+    cublasOperation_t transa, transb;
+    int m, n, k;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} sgemm_call_t;
+
+static void replay_sgemm(void *arg, const void *stream) {
+    sgemm_call_t *c = arg;
+    cublasPointerMode_t mode = c->handle->pointer_mode;
+    cudaStream_t was = c->handle->stream;
+    c->handle->pointer_mode = CUBLAS_POINTER_MODE_HOST;
+    c->handle->stream = (cudaStream_t)stream;
+    cublasSgemm_v2(c->handle, c->transa, c->transb, c->m, c->n, c->k, &c->alpha, c->A, c->lda, c->B, c->ldb, &c->beta,
+                   c->C, c->ldc);
+    c->handle->pointer_mode = mode;
+    c->handle->stream = was;
+}
+
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float *alpha, const float *A, int lda, const float *B, int ldb,
                               const float *beta, float *C, int ldc) {
@@ -75,6 +103,11 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
         emu_check_device_memory("cublasSgemm", "beta", beta, sizeof *beta, device);
     }
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    if (emu_capture_status(handle->stream)) { /* recorded with its scalars' values (emu_graph.c) */
+        sgemm_call_t call = {handle, transa, transb, m, n, k, a_scale, A, lda, B, ldb, b_scale, C, ldc};
+        return emu_capture_call(handle->stream, replay_sgemm, &call, sizeof call) ? CUBLAS_STATUS_EXECUTION_FAILED
+                                                                                  : CUBLAS_STATUS_SUCCESS;
+    }
     if (k > 0 && a_scale != 0.0f) {
         emu_check_device_memory("cublasSgemm", "A", A, extent(a_rows, a_cols, lda), device);
         emu_check_device_memory("cublasSgemm", "B", B, extent(b_rows, b_cols, ldb), device);

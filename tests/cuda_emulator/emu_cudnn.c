@@ -25,7 +25,9 @@
  * deterministic times, the traps fastest. Settings
  * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
  * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
- * descriptors created, heuristic queries, refusals and find queries). */
+ * descriptors created, heuristic queries, refusals and find queries). On
+ * a capturing stream a convolution is checked and recorded (emu_graph.c),
+ * and computed when its graph runs. */
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -473,6 +475,33 @@ static void trap_sprung(const char *call, int algo, const char *why) {
 
 /* --- convolutions, run ------------------------------------------------------------- */
 
+/* A captured convolution (emu_graph.c), run when its graph is launched:
+ * the descriptors and scalars as they were at the call, checked then. */
+typedef struct {
+    pass_t pass;
+    struct cudnnTensorStruct xd;
+    const float *x;
+    struct cudnnFilterStruct wd;
+    const float *w;
+    struct cudnnConvolutionStruct cv;
+    struct cudnnTensorStruct yd;
+    const float *y;
+    float alpha, beta;
+    float *out;
+} conv_call_t;
+
+static void replay_convolution(void *arg, const void *stream) {
+    conv_call_t *c = arg;
+    (void)stream;
+    size_t bytes = c->pass == FORWARD ? tensor_bytes(&c->yd) : c->pass == BACKWARD_DATA ? tensor_bytes(&c->xd)
+                                                                                         : filter_bytes(&c->wd);
+    float *sum = calloc(1, bytes);
+    if (!sum) abort();
+    convolve(c->pass, &c->xd, &c->wd, &c->cv, &c->yd, c->x, c->w, c->y, sum);
+    blend(c->out, sum, bytes / sizeof(float), &c->alpha, &c->beta);
+    free(sum);
+}
+
 static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t handle, const void *alpha,
                          const struct cudnnTensorStruct *xd, const float *x, const struct cudnnFilterStruct *wd,
                          const float *w, const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
@@ -498,6 +527,11 @@ static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t 
     if (pass != FORWARD) emu_check_device_memory(call, "dy", y, tensor_bytes(yd), device);
     size_t bytes = pass == FORWARD ? tensor_bytes(yd) : pass == BACKWARD_DATA ? tensor_bytes(xd) : filter_bytes(wd);
     emu_check_device_memory(call, "the output", out, bytes, device);
+    if (emu_capture_status(handle->stream)) { /* recorded with copies of its descriptors and scalars */
+        conv_call_t rec = {pass, *xd, x, *wd, w, *cv, *yd, y, *(const float *)alpha, *(const float *)beta, out};
+        return emu_capture_call(handle->stream, replay_convolution, &rec, sizeof rec) ? CUDNN_STATUS_EXECUTION_FAILED
+                                                                                     : CUDNN_STATUS_SUCCESS;
+    }
     float *sum = calloc(1, bytes);
     if (!sum) return CUDNN_STATUS_ALLOC_FAILED;
     convolve(pass, xd, wd, cv, yd, x, w, y, sum);

@@ -51,8 +51,9 @@ typedef struct {
     int kind, nesterov;
     float neg_lr, wd, momentum, eps, b1, b2, one_minus_b1, one_minus_b2, neg_step_size, correction2_sqrt;
 } dp_cuda_optim_args_t;
-cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g, float *s0,
-                          float *s1, size_t n);
+/* device_args: one dp_cuda_optim_args_t in device memory, read by the kernel when it runs */
+cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *device_args, float *p, const float *g,
+                          float *s0, float *s1, size_t n);
 
 /* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout ------------------------------ */
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
