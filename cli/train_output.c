@@ -26,7 +26,7 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, on %s%s%s%s%s%s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
                o->epochs, (unsigned long long)o->seed, devices, p->devices_note ? " (" : "",
-               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->allreduce, p->cuda_graph);
+               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->cuda_graph, p->allreduce);
     if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
                           o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
     if (begin->first_epoch >= begin->last_epoch && p->speaks)

@@ -39,11 +39,14 @@ typedef struct dp_cuda_graph {
     dp_optimizer_t *optimizers[GRAPH_MAX_OPTIMIZERS]; /* whose updates were captured */
     int optimizer_count;
     uint64_t frees; /* c->frees at the end of the capture */
+    cudaEvent_t launched; /* recorded after each launch (made with the graph) */
+    int launches;
 } cuda_graph_t;
 
 static void graph_release(cuda_graph_t *g) {
     if (!g) return;
     if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->launched) cudaEventDestroy(g->launched);
     if (g->constants) cudaFreeHost(g->constants);
     free(g);
 }
@@ -82,8 +85,9 @@ static dp_status_t cuda_graph_begin(void *ctx) {
     if (status == DP_OK && c->capture) status = dp_fail(DP_ERR_ARG, "%s: a step graph is being captured already", c->name);
     if (status == DP_OK && !(g = dp_alloc_zeroed(1, sizeof *g, "a step graph"))) status = DP_ERR_NOMEM;
     if (status == DP_OK &&
-        dp_cuda_check(c, cudaHostAlloc((void **)&g->constants, GRAPH_CONSTANT_BYTES, cudaHostAllocDefault),
-                      "pinned memory for a step graph"))
+        (dp_cuda_check(c, cudaHostAlloc((void **)&g->constants, GRAPH_CONSTANT_BYTES, cudaHostAllocDefault),
+                       "pinned memory for a step graph") ||
+         dp_cuda_check(c, cudaEventCreateWithFlags(&g->launched, cudaEventDisableTiming), "an event for a step graph")))
         status = dp_cuda_status(c);
     if (status == DP_OK &&
         dp_cuda_check(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal), "beginning a step capture"))
@@ -136,19 +140,29 @@ static dp_status_t cuda_graph_launch(void *ctx, void *graph) {
     dp_cuda_enter(c);
     DP_ASSERT(g->frees == c->frees); /* graph_stale said no */
     for (int i = 0; !c->failed && i < g->optimizer_count; i++) dp_cuda_optim_args_upload(c, g->optimizers[i]);
-    if (!c->failed) dp_cuda_check(c, cudaGraphLaunch(g->exec, c->stream), "launching a step's CUDA graph");
+    if (!c->failed && !dp_cuda_check(c, cudaGraphLaunch(g->exec, c->stream), "launching a step's CUDA graph") &&
+        !dp_cuda_check(c, cudaEventRecord(g->launched, c->stream), "launching a step's CUDA graph"))
+        g->launches++;
     dp_status_t status = dp_cuda_status(c);
     dp_cuda_leave(c);
     return status;
 }
 
-/* After the work that may still run it (a launched graph's copies read its pinned memory). */
+/* After its last launch is done (its copies read the pinned memory): asked
+ * first, waited for only when not done yet (a drop after an evaluation's
+ * downloads, or at exit, finds it done). */
 static void cuda_graph_free(void *ctx, void *graph) {
     dp_cuda_ctx_t *c = ctx;
-    if (!graph) return;
+    cuda_graph_t *g = graph;
+    if (!g) return;
     dp_cuda_enter(c);
-    dp_cuda_check(c, dp_cuda_wait(c, NULL), "freeing a step's CUDA graph");
-    graph_release(graph);
+    cudaError_t done = g->launches ? cudaEventQuery(g->launched) : cudaSuccess;
+    if (done == cudaErrorNotReady) {
+        cudaGetLastError(); /* "not ready" is an answer, not an error */
+        done = dp_cuda_wait(c, g->launched);
+    }
+    dp_cuda_check(c, done, "freeing a step's CUDA graph");
+    graph_release(g);
     dp_cuda_leave(c);
 }
 
