@@ -73,7 +73,7 @@ static void check_replay(void) {
         be->zero(be->ctx, ga, sizeof host_grads);
         step_as_made(a, pa, ga, host_grads);
         CHECK(!be->graph_stale(be->ctx, graph), "launch %d: the graph is stale with nothing freed", launch);
-        st = be->graph_launch(be->ctx, graph);
+        st = be->graph_launch(be->ctx, graph, NULL, 0);
         CHECK(st == DP_OK, "graph_launch %d: %s", launch, dp_error_message());
         be->download(be->ctx, made, pa, sizeof made);
         be->download(be->ctx, replayed, pb, sizeof replayed);

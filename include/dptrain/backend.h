@@ -208,18 +208,22 @@ struct dp_backend {
      *   meanwhile is recorded with the value it has now (a constant of the
      *   graph); the values that change from step to step reach the graph
      *   through device memory written before each launch: the indices
-     *   (load_batch_indexed), and the optimizer's scalars (learning rate,
+     *   (load_batch_indexed), the optimizer's scalars (learning rate,
      *   step count: graph_launch writes them from the host optimizers whose
-     *   updates were recorded).
+     *   updates were recorded), and the per-step seeds of the ops recorded
+     *   (dropout's attr.dropout_seed).
      * graph_end: *graph = the recorded work, ready to launch, not run.
      * graph_stale: 1 when device memory of this backend was freed since
      *   graph_end (the graph may point into it): free it, record anew.
-     * graph_launch: queues the recorded work, no host wait.
+     * graph_launch: queues the recorded work, no host wait; seeds: `pairs`
+     *   pairs (a per-step seed's value at the capture, its value for this
+     *   step): every seed a recorded op took is replaced by its value now
+     *   (a seed without a pair fails, naming it).
      * graph_free: after the work queued; NULL is a no-op. */
     dp_status_t (*graph_begin)(void *ctx);
     dp_status_t (*graph_end)(void *ctx, void **graph);
     int (*graph_stale)(void *ctx, void *graph);
-    dp_status_t (*graph_launch)(void *ctx, void *graph);
+    dp_status_t (*graph_launch)(void *ctx, void *graph, const uint64_t *seeds, int pairs);
     void (*graph_free)(void *ctx, void *graph);
 };
 

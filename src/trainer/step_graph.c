@@ -15,7 +15,9 @@
  * part of a step (the strategy's begin_step: the optimizers' step counts;
  * the step count) and launches the graph, which first takes the
  * optimizers' scalars (learning rate, step count) from the host
- * optimizers (graph_cuda.c). Up to STEP_GRAPH_SHAPES shapes keep a graph
+ * optimizers (graph_cuda.c) and the dropout layers' seeds of this step
+ * (dp_seed_mix(dp_seed_mix(seed, step count), layer), nn.c's, handed to
+ * the launch beside their values at the capture). Up to STEP_GRAPH_SHAPES shapes keep a graph
  * (the epoch's batch and its last, short one); others run as made. When
  * the backend freed device memory a graph may point into (an evaluation
  * grew the arena or the workspace), every graph is dropped and each shape
@@ -41,11 +43,13 @@
 
 #define STEP_GRAPH_WARMUP 2
 #define STEP_GRAPH_SHAPES 4
+#define STEP_GRAPH_SEEDS 64 /* dropout layers whose seeds a launch hands over */
 
 typedef struct dp_step_graph {
     const dp_dataset_t *ds; /* the shape: NULL for a free entry */
     int n, micros;
     int warm;    /* steps of this shape run as made since its graph was last dropped */
+    uint64_t step_seed; /* the forward's seed at the capture (dp_seed_mix(seed, step count)) */
     void *graph; /* the backend's, NULL until captured */
 } dp_step_graph_t;
 
@@ -62,12 +66,6 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     if (t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive)
         return "--overlap on (its buckets are counted on the host during backward)";
     if (!t->replicas[0].backend->load_batch_indexed) return "the backend gathers no batch from device indices";
-    for (int i = 1; i <= dp_model_num_layers(t->model); i++) {
-        dp_layer_info_t layer;
-        if (dp_model_layer(t->model, i, &layer) == DP_OK && layer.kind == DP_LAYER_DROPOUT &&
-            layer.attr.dropout_p > 0.0f)
-            return "dropout (its per-step seed is a kernel argument)";
-    }
     return NULL;
 }
 
@@ -121,6 +119,22 @@ static dp_status_t upload_indices(dp_replica_t *r, const int *indices, int n) {
     return DP_OK;
 }
 
+/* The graph, with its dropout layers' seeds for this step: layer i's mask
+ * seed is dp_seed_mix(step seed, i) (nn.c), at the capture and now. */
+static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t step_seed) {
+    const dp_backend_t *be = t->replicas[0].backend;
+    uint64_t seeds[2 * STEP_GRAPH_SEEDS];
+    int pairs = 0;
+    for (int i = 1; i <= dp_model_num_layers(t->model) && pairs < STEP_GRAPH_SEEDS; i++) {
+        dp_layer_info_t layer;
+        if (dp_model_layer(t->model, i, &layer) != DP_OK || layer.kind != DP_LAYER_DROPOUT) continue;
+        seeds[2 * pairs] = dp_seed_mix(g->step_seed, (uint64_t)(i - 1));
+        seeds[2 * pairs + 1] = dp_seed_mix(step_seed, (uint64_t)(i - 1));
+        pairs++;
+    }
+    return be->graph_launch(be->ctx, g->graph, seeds, pairs);
+}
+
 dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
                                int *done) {
     *done = 0;
@@ -136,7 +150,9 @@ dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const in
         return DP_OK;
     }
     DP_TRY(upload_indices(r, indices, n));
+    uint64_t step_seed = dp_seed_mix(t->config.seed, t->step_count); /* this step's forward's (shard_task) */
     if (!g->graph) {
+        g->step_seed = step_seed;
         dp_arena_reset(r->arena); /* merging the arena's blocks frees and allocates: not inside the capture */
         DP_TRY(be->graph_begin(be->ctx));
         t->graph_capturing = 1;
@@ -152,7 +168,7 @@ dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const in
         if (t->sync->begin_step) t->sync->begin_step(t);
         t->step_count++;
     }
-    DP_TRY(be->graph_launch(be->ctx, g->graph));
+    DP_TRY(launch(t, g, step_seed));
     t->graph_counts.launches++;
     *done = 1;
     return DP_OK;

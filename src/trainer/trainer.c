@@ -49,6 +49,12 @@
  * The waits are the only other synchronisation: between phases every
  * replica's buffers are quiescent, and the caller reads results (and the
  * host copies of dp_trainer_params) only after a wait.
+ * On one CUDA device a step may instead be one launch of a CUDA graph
+ * (step_graph.c): dp_trainer_step_devices is then run once per step shape
+ * inside a capture (the shards gathering from indices uploaded before it),
+ * and later steps redo only its host part (the strategy's begin_step, the
+ * step count) before the launch; where that cannot hold, t->graph_why says
+ * why and every step runs as made.
  */
 #include "dptrain/parallel.h"
 

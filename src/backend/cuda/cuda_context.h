@@ -93,6 +93,7 @@ typedef struct dp_cuda_context {
     int tf32;        /* --tf32: TF32 math in cuBLAS and cuDNN convolutions (off: FP32) */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
     struct dp_cuda_graph *capture; /* graph_cuda.c: the step graph being captured (NULL: none) */
+    uint64_t *graph_seeds; /* graph_cuda.c: (64) the per-step seeds step graphs read, written before each launch */
     uint64_t frees;  /* device blocks freed so far: a step graph captured before a free may point into it */
     dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
     cudaError_t (*peer_wait)(struct dp_cuda_context *c, cudaEvent_t event); /* peer_nccl.c's, set with `peer` */

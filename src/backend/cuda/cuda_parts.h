@@ -20,6 +20,11 @@ void dp_cuda_timer_register(dp_backend_t *table);
 void dp_cuda_graph_register(dp_backend_t *table);
 int dp_cuda_graph_constant(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what);
 int dp_cuda_graph_note_optimizer(dp_cuda_ctx_t *c, dp_optimizer_t *opt);
+/* While capturing: where the captured kernel reads the per-step seed whose
+ * value at the capture is `seed` (dropout's mask): device memory that each
+ * launch writes with the seed's value for its step; NULL with the context
+ * failed when the graph has no room. */
+const uint64_t *dp_cuda_graph_seed(dp_cuda_ctx_t *c, uint64_t seed);
 
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);

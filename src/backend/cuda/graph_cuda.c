@@ -17,7 +17,14 @@
  *     argument block, and notes the host optimizer in the graph: each
  *     launch first writes that block from the host optimizer as it is
  *     then (dp_cuda_optim_args_upload: a staged upload, no wait), so a
- *     schedule or a new step count needs no new capture.
+ *     schedule or a new step count needs no new capture;
+ *   - an op whose kernel takes a per-step seed (dropout) reads it from a
+ *     slot of the context's graph_seeds, and the graph notes the seed's
+ *     value at the capture in that slot; each launch is handed the pairs
+ *     (value at the capture, value now) and writes the slots' values now
+ *     (a staged upload) before the graph. The slots are the context's, not
+ *     the graph's: launches are in stream order, each writes before its
+ *     graph reads.
  * The per-step indices reach the graph through device memory the caller
  * uploads before each launch (load_batch_indexed). A graph is stale once
  * the context freed device memory after its capture (c->frees moved: an
@@ -31,6 +38,7 @@
 
 #define GRAPH_CONSTANT_BYTES ((size_t)4096)
 #define GRAPH_MAX_OPTIMIZERS 8
+#define GRAPH_MAX_SEEDS 64
 
 typedef struct dp_cuda_graph {
     cudaGraphExec_t exec;
@@ -38,6 +46,8 @@ typedef struct dp_cuda_graph {
     size_t constants_used;
     dp_optimizer_t *optimizers[GRAPH_MAX_OPTIMIZERS]; /* whose updates were captured */
     int optimizer_count;
+    uint64_t seeds[GRAPH_MAX_SEEDS]; /* the per-step seeds captured, their values at the capture */
+    int seed_count;
     uint64_t frees; /* c->frees at the end of the capture */
     cudaEvent_t launched; /* recorded after each launch (made with the graph) */
     int launches;
@@ -77,6 +87,18 @@ int dp_cuda_graph_note_optimizer(dp_cuda_ctx_t *c, dp_optimizer_t *opt) {
     return 0;
 }
 
+const uint64_t *dp_cuda_graph_seed(dp_cuda_ctx_t *c, uint64_t seed) {
+    cuda_graph_t *g = c->capture;
+    for (int i = 0; i < g->seed_count; i++)
+        if (g->seeds[i] == seed) return c->graph_seeds + i;
+    if (g->seed_count == GRAPH_MAX_SEEDS) {
+        dp_cuda_fail(c, "capturing a step: more than %d per-step seeds in one step graph", GRAPH_MAX_SEEDS);
+        return NULL;
+    }
+    g->seeds[g->seed_count] = seed;
+    return c->graph_seeds + g->seed_count++;
+}
+
 static dp_status_t cuda_graph_begin(void *ctx) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
@@ -84,6 +106,9 @@ static dp_status_t cuda_graph_begin(void *ctx) {
     cuda_graph_t *g = NULL;
     if (status == DP_OK && c->capture) status = dp_fail(DP_ERR_ARG, "%s: a step graph is being captured already", c->name);
     if (status == DP_OK && !(g = dp_alloc_zeroed(1, sizeof *g, "a step graph"))) status = DP_ERR_NOMEM;
+    if (status == DP_OK && !c->graph_seeds &&
+        dp_cuda_malloc(c, (void **)&c->graph_seeds, sizeof(uint64_t) * GRAPH_MAX_SEEDS) != cudaSuccess)
+        status = dp_cuda_out_of_memory(c, "a step graph's seeds", sizeof(uint64_t) * GRAPH_MAX_SEEDS);
     if (status == DP_OK &&
         (dp_cuda_check(c, cudaHostAlloc((void **)&g->constants, GRAPH_CONSTANT_BYTES, cudaHostAllocDefault),
                        "pinned memory for a step graph") ||
@@ -134,11 +159,21 @@ static int cuda_graph_stale(void *ctx, void *graph) {
     return stale;
 }
 
-static dp_status_t cuda_graph_launch(void *ctx, void *graph) {
+static dp_status_t cuda_graph_launch(void *ctx, void *graph, const uint64_t *seeds, int pairs) {
     dp_cuda_ctx_t *c = ctx;
     cuda_graph_t *g = graph;
+    uint64_t now[GRAPH_MAX_SEEDS];
+    for (int i = 0; i < g->seed_count; i++) {
+        int k = 0;
+        while (k < pairs && seeds[2 * k] != g->seeds[i]) k++;
+        if (k == pairs)
+            return dp_fail(DP_ERR_ARG, "%s: a step graph's per-step seed %d has no value for this step", c->name, i);
+        now[i] = seeds[2 * k + 1];
+    }
     dp_cuda_enter(c);
     DP_ASSERT(g->frees == c->frees); /* graph_stale said no */
+    if (g->seed_count) dp_cuda_upload_staged(c, c->graph_seeds, now, sizeof(uint64_t) * (size_t)g->seed_count,
+                                             "uploading a step graph's seeds");
     for (int i = 0; !c->failed && i < g->optimizer_count; i++) dp_cuda_optim_args_upload(c, g->optimizers[i]);
     if (!c->failed && !dp_cuda_check(c, cudaGraphLaunch(g->exec, c->stream), "launching a step's CUDA graph") &&
         !dp_cuda_check(c, cudaEventRecord(g->launched, c->stream), "launching a step's CUDA graph"))
