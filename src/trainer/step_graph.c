@@ -57,7 +57,7 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     if (t->config.cuda_graph_off) return "--cuda-graph off";
     for (int d = 0; d < t->num_devices; d++)
         if (!t->replicas[d].backend->graph_begin) return "not CUDA devices";
-    if (t->ranks > 1) return "several MPI ranks (their sums go through the host)";
+    if (t->ranks > 1) return "several MPI ranks (a graph covers one process's step)";
     if (t->num_devices > 1) return "several devices (a graph covers one device's step)";
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
