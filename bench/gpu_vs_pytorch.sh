@@ -5,7 +5,8 @@
 # LeNet seconds per epoch: dptrain (--devices cuda:0) against PyTorch eager
 # on CUDA (bench/torch_lenet_cuda.py: the same network, initialisation,
 # batch 256, lr 0.2, the data on the GPU, one synchronize per epoch, FP32
-# without TF32), alternating A B A B; then PyTorch's other variants once
+# without TF32), alternating A B A B; dptrain with --cuda-graph on (its
+# default: the step captured as one CUDA graph) and off, once each; then PyTorch's other variants once
 # each (bench/torch_variants_cuda.py: channels_last + cudnn.benchmark, the
 # whole step as a CUDA graph, torch.compile), and dptrain against the
 # FASTEST of them. ResNet-18 (models/resnet18.cfg, the first 12,800 images)
@@ -109,6 +110,17 @@ done
 dp_lenet=$(median "${dp_all[@]}")
 printf 'LeNet median (%d pairs, epochs 2-%d): dptrain %.4f s/epoch, pytorch eager %.4f s/epoch, speed-up %.2fx\n' \
   "$pairs" "$epochs" "$dp_lenet" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
+# dptrain's step as one CUDA graph (the default) against every kernel launched as made, one run each
+for g in on off; do
+  "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+    --seed 1 ${limit:+--limit "$limit"} --metrics "$tmp/graph-$g.jsonl" --cuda-graph "$g" >"$tmp/graph-$g.out" 2>&1 \
+    || { echo "dptrain --cuda-graph $g: $(tail -1 "$tmp/graph-$g.out")"; exit 1; }
+done
+graph_on=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/graph-on.jsonl" | later_epochs))
+graph_off=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/graph-off.jsonl" | later_epochs))
+printf 'LeNet dptrain cuda graph (one run each, median of epochs 2-%d): on %.4f s/epoch (%s), off %.4f s/epoch, off/on %.2fx\n' \
+  "$epochs" "$graph_on" "$(sed -nE 's/^cuda graph: ([0-9]+ steps launched as graphs).*/\1/p' "$tmp/graph-on.out")" \
+  "$graph_off" "$(awk -v a="$graph_off" -v b="$graph_on" 'BEGIN { print a / b }')"
 # the variants: eager is the pairs' median; the fastest has the fewest seconds per epoch
 best=eager best_sec=$(median "${pt_all[@]}") best_peak=$(torch_peak lenet-eager-1)
 line="eager $(printf '%.4f' "$best_sec") s/epoch (peak $best_peak)"

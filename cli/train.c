@@ -99,6 +99,10 @@ static const char train_usage[] =
     "                            them with MPI) while backward is still running (default:\n"
     "                            on across ranks, where it hides the sync; off in one\n"
     "                            process, where for LeNet it measured no gain)\n"
+    "  --cuda-graph on|off       one CUDA device: capture a training step once per batch\n"
+    "                            shape as a CUDA graph and replay it, one launch a step\n"
+    "                            (default on; the first line says when a run cannot be\n"
+    "                            captured, and why); off: every kernel launched as made\n"
     "  --sync-batch-norm         batch norm uses the whole minibatch's statistics (all devices,\n"
     "                            all ranks) instead of each device's shard (default off)\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
@@ -253,6 +257,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"devices", OPT_STRING, &o.devices, 0, 0},
         {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
         {"overlap", OPT_STRING, &o.overlap, 0, 0},
+        {"cuda-graph", OPT_STRING, &o.cuda_graph, 0, 0},
         {"sync", OPT_STRING, &o.sync, 0, 0},
         {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
         {"sync-batch-norm", OPT_FLAG, &o.sync_batch_norm, 0, 0},
@@ -357,6 +362,10 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
         return report_error(world);
     }
+    if (o.cuda_graph && strcmp(o.cuda_graph, "on") != 0 && strcmp(o.cuda_graph, "off") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --cuda-graph: '%s' is not on or off", o.cuda_graph);
+        return report_error(world);
+    }
     if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
     if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
     if (o.save_path && check_output_path("save", o.save_path) != DP_OK) return report_error(world);
@@ -437,6 +446,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .accumulate = o.accumulate,
         .profile_steps = profile_window,
         .profile_warmup = profile_warmup,
+        .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
@@ -446,6 +456,12 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     }
     train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
                                .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL};
+    int on_cuda = 0;
+    for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
+    const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
+    if (on_cuda || o.cuda_graph) /* CPU devices say nothing unless asked */
+        snprintf(printer.cuda_graph, sizeof printer.cuda_graph, ", cuda graph: %s%s%s", graph_why ? "off (" : "on",
+                 graph_why ? graph_why : "", graph_why ? ")" : "");
     dp_fit_config_t fit = {
         .trainer = trainer,
         .model = model,
@@ -480,6 +496,11 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     } else if (speaks) { /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", result.test_acc, result.mean_epoch_sec, printer.devices);
     }
+    dp_cuda_graph_counts_t graphs;
+    if (!dp_trainer_cuda_graph(trainer, &graphs) && speaks && !o.quiet)
+        printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape without a graph)\n",
+               (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
+               (unsigned long long)graphs.as_made);
     if (profile_window > 0 && speaks && train_print_profile(trainer, dp_precision_name(precision)) != DP_OK) goto done;
     if (profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
     exit_code = 0;

@@ -29,6 +29,7 @@ typedef struct {
     const char *devices;
     const char *allreduce;
     const char *overlap;
+    const char *cuda_graph; /* --cuda-graph on|off; NULL: not given (on) */
     const char *sync;
     float comm_timeout;
     int sync_batch_norm;
@@ -56,6 +57,8 @@ typedef struct {
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
     const char *devices_note; /* without --devices: why these (on the first line) */
     char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */
+    char cuda_graph[200];     /* ", cuda graph: on" or "off (why)" with a CUDA device or --cuda-graph (first
+                                 line); "" otherwise */
     dp_progress_t bar;
     int bar_open;
 } train_printer_t;

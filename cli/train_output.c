@@ -25,11 +25,11 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
     if (!o->quiet)
         printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, precision %s, "
-               "on %s%s%s%s%s\n",
+               "on %s%s%s%s%s%s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
                o->epochs, (unsigned long long)o->seed, dp_precision_name((dp_precision_t)o->precision), devices,
-               p->devices_note ? " (" : "",
-               p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "", p->allreduce);
+               p->devices_note ? " (" : "", p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "",
+               p->cuda_graph, p->allreduce);
     if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
                           o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
     if (begin->first_epoch >= begin->last_epoch && p->speaks)

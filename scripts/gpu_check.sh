@@ -300,7 +300,7 @@ if [[ -n "$gpu" ]]; then
   if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
        >"$out/bench.log" 2>&1; then
     while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
-      '^(GPU: |LeNet median|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest))' \
+      '^(GPU: |LeNet median|LeNet dptrain cuda graph|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest))' \
       "$out/bench.log")
     # cuDNN's heuristic algorithms (the default) against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18
     heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")

@@ -33,6 +33,7 @@ want "^  LeNet bf16 2 epochs on cuda:0: test accuracy $num vs FP32 $num \(at mos
 want "^  NCCL \(1 member\) on cuda:0: train_loss $num vs host $num, same checkpoint bits$"
 want "^  benchmark: GPU: none \(PyTorch on cpu\) \(torch.cuda.get_device_name\); CPU: "
 want "^  benchmark: LeNet median \(1 pairs, epochs 2-2\): dptrain $num s/epoch, pytorch eager $num s/epoch, speed-up ${num}x$"
+want "^  benchmark: LeNet dptrain cuda graph \(one run each, median of epochs 2-2\): on $num s/epoch \([0-9]+ steps launched as graphs\), off $num s/epoch, off/on ${num}x$"
 nogpu='\(peak n/a \(no GPU\)\)'
 compiled="torch.compile (did not run \(.+\)|$num (s/epoch|images/sec) $nogpu)"
 want "^  benchmark: LeNet pytorch variants \(median of epochs 2-2, one run each\): eager $num s/epoch $nogpu, channels_last\+cudnn.benchmark $num s/epoch $nogpu, cuda graph n/a \(no GPU\), $compiled$"

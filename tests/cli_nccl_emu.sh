@@ -138,7 +138,7 @@ ranks() {
 if command -v mpirun >/dev/null; then
   lenet=(--model lenet --epochs 1 --optimizer momentum)
   ranks ranks-nccl 1 0 DPTRAIN_NCCL= -- "${lenet[@]}"
-  says ranks-nccl "^training .* on 2 ranks x \[cuda:0\], allreduce: nccl$"
+  says ranks-nccl "^training .* on 2 ranks x \[cuda:0\], cuda graph: off \(several MPI ranks[^,]*, allreduce: nccl$"
   ranks ranks-host 1 0 DPTRAIN_NCCL=0 -- "${lenet[@]}"
   says ranks-host "allreduce: host \(DPTRAIN_NCCL=0\)$"
   same_run ranks-nccl ranks-host
@@ -159,7 +159,7 @@ if command -v mpirun >/dev/null; then
   # 2 ranks x 2 GPUs with overlap: the buckets go in one order on both ranks
   adam=(--model lenet --epochs 2 --optimizer adam --overlap on)
   ranks four-nccl 2 0 DPTRAIN_NCCL= -- "${adam[@]}"
-  says four-nccl "on 2 ranks x \[cuda:0, cuda:1\], allreduce: nccl$"
+  says four-nccl "on 2 ranks x \[cuda:0, cuda:1\], cuda graph: off \(several MPI ranks[^,]*, allreduce: nccl$"
   # NCCL sums the 4 members in member order, as one process of 4 devices does
   DPTRAIN_NCCL=0 DPTRAIN_CUDA_EMU_GPUS=4 train_run four-process cuda:0,cuda:1,cuda:2,cuda:3 "${adam[@]}"
   same_run four-nccl four-process

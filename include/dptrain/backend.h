@@ -135,6 +135,12 @@ struct dp_backend {
                                  int epoch, int64_t first_position, const int *host_indices, int n, float *x,
                                  int32_t *y);
 
+    /* The same with the n indices already in device memory (int32 at
+     * `indices`, uploaded by the caller): a step captured as a graph
+     * gathers from there, so that each replay needs only an upload of new
+     * indices. NULL: none (the step is then not captured). */
+    void (*load_batch_indexed)(void *ctx, const dp_dataset_t *ds, const int *indices, int n, float *x, int32_t *y);
+
     /* --- Metrics --- */
     /* A batch's figures added to sums (2 doubles of device memory), on the
      * device, with no host wait: sums[0] += (double)loss[0] * scale (loss:
@@ -236,6 +242,34 @@ struct dp_backend {
      * naming it, then the usual choice. Call before the first convolution:
      * one already planned keeps its algorithm. */
     dp_status_t (*conv_algorithms_install)(void *ctx, const dp_conv_algo_t *choices, int count);
+    /* --- Step graphs: a step's device work recorded once and replayed
+     * with one launch (a GPU's CUDA graphs). Optional: NULL where every
+     * call runs as made (the CPU's). ---
+     * graph_begin: from now on the work queued on the device is recorded,
+     *   not run, until graph_end; call both from one thread, between waits.
+     *   Meanwhile a call that would make the host wait for the device (a
+     *   download, a wait, an allocation or a free) fails, and the device
+     *   with it (the step would not be what was recorded). An upload made
+     *   meanwhile is recorded with the value it has now (a constant of the
+     *   graph); the values that change from step to step reach the graph
+     *   through device memory written before each launch: the indices
+     *   (load_batch_indexed), the optimizer's scalars (learning rate,
+     *   step count: graph_launch writes them from the host optimizers whose
+     *   updates were recorded), and the per-step seeds of the ops recorded
+     *   (dropout's attr.dropout_seed).
+     * graph_end: *graph = the recorded work, ready to launch, not run.
+     * graph_stale: 1 when device memory of this backend was freed since
+     *   graph_end (the graph may point into it): free it, record anew.
+     * graph_launch: queues the recorded work, no host wait; seeds: `pairs`
+     *   pairs (a per-step seed's value at the capture, its value for this
+     *   step): every seed a recorded op took is replaced by its value now
+     *   (a seed without a pair fails, naming it).
+     * graph_free: after the work queued; NULL is a no-op. */
+    dp_status_t (*graph_begin)(void *ctx);
+    dp_status_t (*graph_end)(void *ctx, void **graph);
+    int (*graph_stale)(void *ctx, void *graph);
+    dp_status_t (*graph_launch)(void *ctx, void *graph, const uint64_t *seeds, int pairs);
+    void (*graph_free)(void *ctx, void *graph);
 };
 
 /* The CPU backend: host memory, the SIMD kernels, memcpy/memset. Static:

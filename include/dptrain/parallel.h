@@ -83,6 +83,9 @@ typedef struct {
     int profile_steps;       /* > 0: every device's per-layer times (profile.h) over this many
                                 steps after profile_warmup steps (dp_trainer_profile); 0: off */
     int profile_warmup;
+    int cuda_graph_off;      /* 1: every step as made; 0: a step on one CUDA device is captured
+                                once per shape as a CUDA graph and replayed, where it can be
+                                (dp_trainer_cuda_graph says) */
 } dp_trainer_config_t;
 
 typedef struct dp_trainer dp_trainer_t;
@@ -90,6 +93,19 @@ typedef struct dp_trainer dp_trainer_t;
 /* Initialises the parameters from the seed and replicates them onto every
  * device (get_params). */
 dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out);
+
+/* What the steps captured as CUDA graphs did so far: steps launched as a
+ * graph (a capture's own step included), graphs captured, and steps run as
+ * made meanwhile (a shape's warm-up steps, shapes beyond the graphs kept). */
+typedef struct {
+    uint64_t launches, captures, as_made;
+} dp_cuda_graph_counts_t;
+
+/* Whether steps are captured as CUDA graphs: NULL when they are (on one
+ * CUDA device), else why not, one line ("--cuda-graph off", "not CUDA
+ * devices", "--sync-batch-norm (...)", ...); counts (may be NULL) = what
+ * they did. */
+const char *dp_trainer_cuda_graph(const dp_trainer_t *trainer, dp_cuda_graph_counts_t *counts);
 void dp_trainer_free(dp_trainer_t *trainer);
 
 /* Shard d of k for a batch of n: [*start, *start + *count). Sizes differ by

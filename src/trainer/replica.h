@@ -46,6 +46,10 @@ typedef struct dp_replica {
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
     int64_t example_offset; /* global index of the shard's first example in the minibatch */
+    int *step_indices;        /* a step graph's (step_graph.c): the step's indices in device memory, what the
+                                 shards gather from (load_batch_indexed); NULL: uploaded by load_batch */
+    int step_indices_cap;
+    const int *device_indices; /* the current shard's indices in step_indices; NULL: host indices */
     dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
     double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
     int stat_count;

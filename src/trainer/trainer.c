@@ -49,6 +49,12 @@
  * The waits are the only other synchronisation: between phases every
  * replica's buffers are quiescent, and the caller reads results (and the
  * host copies of dp_trainer_params) only after a wait.
+ * On one CUDA device a step may instead be one launch of a CUDA graph
+ * (step_graph.c): dp_trainer_step_devices is then run once per step shape
+ * inside a capture (the shards gathering from indices uploaded before it),
+ * and later steps redo only its host part (the strategy's begin_step, the
+ * step count) before the launch; where that cannot hold, t->graph_why says
+ * why and every step runs as made.
  */
 #include "dptrain/parallel.h"
 
@@ -85,6 +91,7 @@ void dp_split_batch(int n, int k, int d, int *start, int *count) {
 void dp_trainer_free(dp_trainer_t *t) {
     if (!t) return;
     if (t->sync && t->sync->release) t->sync->release(t); /* nothing of the strategy runs any more */
+    dp_step_graph_release(t);
     dp_sync_peer_release(t);
     for (int d = 0; t->replicas && d < t->num_devices; d++)
         if (t->replicas[d].backend) dp_replica_free(&t->replicas[d]);
@@ -216,6 +223,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if ((status = dp_sync_peer_choose(t)) != DP_OK) goto fail; /* NCCL, or the host paths */
     t->sync = !t->peer_group ? choose_sync(config, t->ranks) : config->overlap ? &dp_sync_peer_overlap : &dp_sync_peer;
     if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
+    t->graph_why = dp_step_graph_why(t);
     dp_blas_set_threads(config->threads_per_device);
     *out = t;
     return DP_OK;
@@ -225,6 +233,11 @@ fail:
 }
 
 uint64_t dp_trainer_step_count(const dp_trainer_t *t) { return t->step_count; }
+
+const char *dp_trainer_cuda_graph(const dp_trainer_t *t, dp_cuda_graph_counts_t *counts) {
+    if (counts) *counts = t->graph_counts;
+    return t->graph_why;
+}
 void dp_trainer_set_position(dp_trainer_t *t, int epoch, int64_t first_position) {
     t->epoch = epoch;
     t->first_position = first_position;
@@ -297,7 +310,9 @@ static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int
     if (!(*x)->data || !*y) return DP_ERR_NOMEM;
     dp_trainer_t *t = r->trainer;
     const dp_backend_t *be = r->backend;
-    if (!augment || !t->augment) {
+    if (augment && r->device_indices) { /* a captured step's (step_graph.c) */
+        be->load_batch_indexed(be->ctx, ds, r->device_indices, n, (*x)->data, *y);
+    } else if (!augment || !t->augment) {
         be->load_batch(be->ctx, ds, indices, n, (*x)->data, *y);
     } else if (be->load_batch_augmented) {
         be->load_batch_augmented(be->ctx, ds, &t->config.augment, t->config.seed, t->epoch,
@@ -409,6 +424,16 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     int micros = t->config.accumulate;
     while (micros > 1 && n / micros < k * ranks) micros--;
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
+    int done = 0;
+    if (!t->graph_why) DP_TRY(dp_step_graph_step(t, ds, indices, n, micros, &done)); /* step_graph.c */
+    if (!done) DP_TRY(dp_trainer_step_devices(t, ds, indices, n, micros));
+    for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_end(t->replicas[d].profiler));
+    /* asked for: this step's figures (and any unread before it) now, one download per backend table */
+    return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
+}
+
+dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros) {
+    int k = t->num_devices, ranks = t->config.world.size;
     t->last_micro = micros - 1;
     double mpi_start = 0.0;
     dp_status_t status = DP_OK;
@@ -427,6 +452,8 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
             r->count = count;
             r->denominator = n; /* the whole step's batch: the micro-batches' gradients add up */
             r->example_offset = micro_start + rank_start + start;
+            /* a captured step gathers from the indices uploaded before it (one device, one rank) */
+            r->device_indices = t->graph_capturing ? r->step_indices + r->example_offset : NULL;
         }
         if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
         if (t->micro == t->last_micro) {
@@ -451,9 +478,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
     t->sync_sec += monotonic_sec() - sync_start;
     t->mpi_sec += dp_world_mpi_seconds() - mpi_start;
     t->step_count++;
-    for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_end(t->replicas[d].profiler));
-    /* asked for: this step's figures (and any unread before it) now, one download per backend table */
-    return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
+    return DP_OK;
 }
 
 /* Evaluation on device d: its contiguous share of the examples, in batches. */

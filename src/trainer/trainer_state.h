@@ -63,6 +63,26 @@ struct dp_trainer {
      * host paths), and what dp_trainer_allreduce says */
     dp_peer_group_t *peer_group;
     char allreduce[160];
+    /* step_graph.c: why steps are not captured as graphs (NULL: they are),
+     * the graphs per step shape, and what they did */
+    const char *graph_why;
+    struct dp_step_graph *graphs;
+    int graph_capturing; /* the step runs inside a capture: the shards gather from step_indices */
+    dp_cuda_graph_counts_t graph_counts;
 };
+
+/* trainer.c: the step's device work as made (uncaptured, or while a step
+ * graph captures it): its micro-batches on every device, the strategy's
+ * sums and updates, the step count. */
+dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros);
+
+/* step_graph.c: why this trainer's steps cannot be captured (a static line;
+ * NULL: they can); a step as a graph (warm-up steps of a new shape, and a
+ * shape beyond the cache, run as made: *done = 0 and nothing ran);
+ * the graphs freed. */
+const char *dp_step_graph_why(const dp_trainer_t *t);
+dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
+                               int *done);
+void dp_step_graph_release(dp_trainer_t *t);
 
 #endif

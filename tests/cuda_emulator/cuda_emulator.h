@@ -23,6 +23,12 @@
  *     under CUDNN_FMA_MATH aborts with one line (emu_cudnn.c).
  *   - pinned host memory (cudaHostAlloc) written again while a copy from it
  *     is not known to be done aborts with one line (emu_pinned.c).
+ *   - stream capture and CUDA graphs (emu_graph.c): a capturing stream's
+ *     work is recorded and runs at cudaGraphLaunch; a host synchronisation,
+ *     an allocation or a free while a capture runs on the GPU fails as on
+ *     a GPU (cudaErrorStreamCaptureUnsupported) and invalidates the
+ *     capture; a captured copy of host memory that is not pinned aborts
+ *     with one line.
  * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
@@ -55,7 +61,8 @@
  *                            waits for its stream), uploads,
  *                            device-to-device copies and the streams'
  *                            waits for NCCL sums (cudaStreamWaitEvent on
- *                            an event recorded after one); and one line of
+ *                            an event recorded after one), graph launches
+ *                            and the kernels they ran; and one line of
  *                            cuDNN's: descriptors created, heuristic
  *                            queries, calls refused as not supported,
  *                            convolutions run in bf16, find queries; and
@@ -115,15 +122,32 @@ void emu_pinned_alloc(void *ptr, size_t bytes);
 void emu_pinned_free(const void *ptr);
 void emu_pinned_copy(const void *src, size_t bytes, const void *stream, long seq);
 void emu_pinned_done(const void *stream, long seq);
+/* 1 when [p, p + bytes) lies in one pinned allocation. */
+int emu_pinned_contains(const void *p, size_t bytes);
+/* emu_graph.c: a stream's capture (0: none, 1: active, 2: invalidated by a
+ * refused call); a call a GPU refuses while a capture (not relaxed) runs on
+ * `device`: cudaErrorStreamCaptureUnsupported, the capture invalidated (0:
+ * allowed, no capture); a kernel launch or another call recorded into the
+ * stream's capture (a copy of arg's bytes; fn(copy, stream) runs at each
+ * launch of the graph), returning a cudaError_t; and the check that
+ * captured host memory is pinned (else one line and abort). */
+int emu_capture_status(const void *stream);
+int emu_capture_refuses(const char *call, int device);
+int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, unsigned block, int cooperative,
+                       void (*fn)(void *), const void *arg, size_t arg_bytes);
+int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const void *arg, size_t arg_bytes);
+void emu_capture_check_host(const char *call, const char *what, const void *p, size_t bytes);
 /* emu_nccl.c registers the probe that says whether `device` has an NCCL
  * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
 void emu_set_nccl_hang_probe(int (*probe)(int device));
 
 /* Runs fn(arg) as the kernel's every thread: grid x block threads, 1-D,
  * threadIdx/blockIdx set for each; `cooperative`: the block's threads run
- * as coroutines that meet at emu_syncthreads. Returns a cudaError_t. */
+ * as coroutines that meet at emu_syncthreads. On a capturing stream the
+ * launch is recorded with a copy of the arg_bytes of arg (the closure),
+ * which must be trivially copyable. Returns a cudaError_t. */
 int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
-               void (*fn)(void *), void *arg);
+               void (*fn)(void *), void *arg, size_t arg_bytes);
 void emu_syncthreads(void);
 
 typedef struct {

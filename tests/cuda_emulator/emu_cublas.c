@@ -13,7 +13,9 @@
  * the rows stored), and every operand's whole extent must be memory of
  * the handle's GPU (else one line and abort: the caller's leading
  * dimension or pointer is wrong). DPTRAIN_CUDA_EMU_STATS: a line at exit
- * counting the products run in FP32 and in bf16. */
+ * counting the products run in FP32 and in bf16. On a capturing stream a
+ * call is recorded (emu_graph.c) and its operands checked when the graph
+ * runs. */
 #include <cublas_v2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -80,6 +82,39 @@ static size_t extent(int rows, int cols, int ld, size_t size) {
     return rows == 0 || cols == 0 ? 0 : size * ((size_t)ld * (size_t)(cols - 1) + (size_t)rows);
 }
 
+/* A captured product, run when its graph is launched (host scalars by value). */
+typedef struct {
+    const char *call;
+    cublasHandle_t handle;
+    cublasOperation_t transa, transb;
+    int m, n, k;
+    float alpha;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    int bf16;
+    float beta;
+    float *C;
+    int ldc;
+} gemm_call_t;
+
+static cublasStatus_t gemm(const char *call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                           int m, int n, int k, const float *alpha, const void *A, int lda, const void *B, int ldb,
+                           int bf16, const float *beta, float *C, int ldc);
+
+static void replay_gemm(void *arg, const void *stream) {
+    gemm_call_t *c = arg;
+    cublasPointerMode_t mode = c->handle->pointer_mode;
+    cudaStream_t was = c->handle->stream;
+    c->handle->pointer_mode = CUBLAS_POINTER_MODE_HOST;
+    c->handle->stream = (cudaStream_t)stream;
+    gemm(c->call, c->handle, c->transa, c->transb, c->m, c->n, c->k, &c->alpha, c->A, c->lda, c->B, c->ldb, c->bf16,
+         &c->beta, c->C, c->ldc);
+    c->handle->pointer_mode = mode;
+    c->handle->stream = was;
+}
+
 /* element i of a matrix of floats (bf16 0) or bf16 values (bf16 1), as a float */
 static float element(const void *m, size_t i, int bf16) {
     if (!bf16) return ((const float *)m)[i];
@@ -110,6 +145,11 @@ static cublasStatus_t gemm(const char *call, cublasHandle_t handle, cublasOperat
     }
     __atomic_add_fetch(bf16 ? &stat_bf16 : &stat_fp32, 1, __ATOMIC_RELAXED);
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    if (emu_capture_status(handle->stream)) { /* recorded with its scalars' values (emu_graph.c) */
+        gemm_call_t rec = {call, handle, transa, transb, m, n, k, a_scale, A, lda, B, ldb, bf16, b_scale, C, ldc};
+        return emu_capture_call(handle->stream, replay_gemm, &rec, sizeof rec) ? CUBLAS_STATUS_EXECUTION_FAILED
+                                                                               : CUBLAS_STATUS_SUCCESS;
+    }
     const size_t size = bf16 ? sizeof(uint16_t) : sizeof(float);
     if (k > 0 && a_scale != 0.0f) {
         emu_check_device_memory(call, "A", A, extent(a_rows, a_cols, lda, size), device);

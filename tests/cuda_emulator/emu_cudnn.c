@@ -33,7 +33,8 @@
  * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
  * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
  * descriptors created, heuristic queries, refusals, the convolutions run
- * in bf16 and find queries). */
+ * in bf16 and find queries). On a capturing stream a convolution is
+ * checked and recorded (emu_graph.c), and computed when its graph runs. */
 #include <cudnn.h>
 #include <math.h>
 #include <pthread.h>
@@ -518,6 +519,67 @@ static void trap_sprung(const char *call, int algo, const char *why) {
 
 /* --- convolutions, run ------------------------------------------------------------- */
 
+/* out (bytes) = alpha * the pass's sums + beta * out: FP32 descriptors in
+ * float; bf16 ones with the operands widened, the float loops and the
+ * output rounded to nearest even. */
+static cudnnStatus_t compute(pass_t pass, const struct cudnnTensorStruct *xd, const void *x,
+                             const struct cudnnFilterStruct *wd, const void *w, const struct cudnnConvolutionStruct *cv,
+                             const struct cudnnTensorStruct *yd, const void *y, const void *alpha, const void *beta,
+                             void *out, size_t bytes) {
+    if (xd->type == CUDNN_DATA_FLOAT) {
+        float *sum = calloc(1, bytes);
+        if (!sum) return CUDNN_STATUS_ALLOC_FAILED;
+        convolve(pass, xd, wd, cv, yd, x, w, y, sum);
+        blend(out, sum, bytes / sizeof(float), alpha, beta);
+        free(sum);
+        return CUDNN_STATUS_SUCCESS;
+    }
+    /* bf16: the operands widened, the float loops, the output rounded */
+    tally(&stat_bf16);
+    const size_t count = bytes / sizeof(uint16_t);
+    float *xf = pass != BACKWARD_DATA ? widened(x, xd->type, tensor_count(xd)) : NULL;
+    float *wf = pass != BACKWARD_FILTER ? widened(w, wd->type, filter_count(wd)) : NULL;
+    float *yf = pass != FORWARD ? widened(y, yd->type, tensor_count(yd)) : NULL;
+    float *sum = calloc(count ? count : 1, sizeof(float));
+    float *prior = *(const float *)beta != 0.0f ? widened(out, xd->type, count) : calloc(count ? count : 1, sizeof(float));
+    cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
+    if (sum && prior && (pass == BACKWARD_DATA || xf) && (pass == BACKWARD_FILTER || wf) && (pass == FORWARD || yf)) {
+        convolve(pass, xd, wd, cv, yd, xf, wf, yf, sum);
+        blend(prior, sum, count, alpha, beta);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)out)[i] = float_to_bf16(prior[i]);
+        status = CUDNN_STATUS_SUCCESS;
+    }
+    free(xf), free(wf), free(yf), free(sum), free(prior);
+    return status;
+}
+
+/* A captured convolution (emu_graph.c), run when its graph is launched:
+ * the descriptors and scalars as they were at the call, checked then. */
+typedef struct {
+    pass_t pass;
+    struct cudnnTensorStruct xd;
+    const void *x;
+    struct cudnnFilterStruct wd;
+    const void *w;
+    struct cudnnConvolutionStruct cv;
+    struct cudnnTensorStruct yd;
+    const void *y;
+    float alpha, beta;
+    void *out;
+} conv_call_t;
+
+static void replay_convolution(void *arg, const void *stream) {
+    conv_call_t *c = arg;
+    (void)stream;
+    size_t bytes = c->pass == FORWARD ? tensor_bytes(&c->yd) : c->pass == BACKWARD_DATA ? tensor_bytes(&c->xd)
+                                                                                         : filter_bytes(&c->wd);
+    if (compute(c->pass, &c->xd, c->x, &c->wd, c->w, &c->cv, &c->yd, c->y, &c->alpha, &c->beta, c->out, bytes) !=
+        CUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "cuda emulator: a captured convolution: out of host memory for its sums\n");
+        abort();
+    }
+}
+
 static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t handle, const void *alpha,
                          const struct cudnnTensorStruct *xd, const void *x, const struct cudnnFilterStruct *wd,
                          const void *w, const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
@@ -544,31 +606,12 @@ static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t 
     if (pass != FORWARD) emu_check_device_memory(call, "dy", y, tensor_bytes(yd), device);
     size_t bytes = pass == FORWARD ? tensor_bytes(yd) : pass == BACKWARD_DATA ? tensor_bytes(xd) : filter_bytes(wd);
     emu_check_device_memory(call, "the output", out, bytes, device);
-    if (xd->type == CUDNN_DATA_FLOAT) {
-        float *sum = calloc(1, bytes);
-        if (!sum) return CUDNN_STATUS_ALLOC_FAILED;
-        convolve(pass, xd, wd, cv, yd, x, w, y, sum);
-        blend(out, sum, bytes / sizeof(float), alpha, beta);
-        free(sum);
-        return CUDNN_STATUS_SUCCESS;
+    if (emu_capture_status(handle->stream)) { /* recorded with copies of its descriptors and scalars */
+        conv_call_t rec = {pass, *xd, x, *wd, w, *cv, *yd, y, *(const float *)alpha, *(const float *)beta, out};
+        return emu_capture_call(handle->stream, replay_convolution, &rec, sizeof rec) ? CUDNN_STATUS_EXECUTION_FAILED
+                                                                                     : CUDNN_STATUS_SUCCESS;
     }
-    /* bf16: the operands widened, the float loops, the output rounded */
-    tally(&stat_bf16);
-    const size_t count = bytes / sizeof(uint16_t);
-    float *xf = pass != BACKWARD_DATA ? widened(x, xd->type, tensor_count(xd)) : NULL;
-    float *wf = pass != BACKWARD_FILTER ? widened(w, wd->type, filter_count(wd)) : NULL;
-    float *yf = pass != FORWARD ? widened(y, yd->type, tensor_count(yd)) : NULL;
-    float *sum = calloc(count ? count : 1, sizeof(float));
-    float *prior = *(const float *)beta != 0.0f ? widened(out, xd->type, count) : calloc(count ? count : 1, sizeof(float));
-    cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
-    if (sum && prior && (pass == BACKWARD_DATA || xf) && (pass == BACKWARD_FILTER || wf) && (pass == FORWARD || yf)) {
-        convolve(pass, xd, wd, cv, yd, xf, wf, yf, sum);
-        blend(prior, sum, count, alpha, beta);
-        for (size_t i = 0; i < count; i++) ((uint16_t *)out)[i] = float_to_bf16(prior[i]);
-        status = CUDNN_STATUS_SUCCESS;
-    }
-    free(xf), free(wf), free(yf), free(sum), free(prior);
-    return status;
+    return compute(pass, xd, x, wd, w, cv, yd, y, alpha, beta, out, bytes);
 }
 
 /* A workspace query: the algorithm's workspace for descriptors that fit and a known algorithm. */

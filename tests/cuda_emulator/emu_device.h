@@ -5,12 +5,16 @@
  * the launcher's, the intrinsics that round one operation (__fadd_rn, ...)
  * are that operation (compiled with -ffp-contract=off: no fusing, as
  * nvcc's -fmad=false), and a launch kernel<<<grid, block, 0, stream>>>(args)
- * becomes EMU_LAUNCH(kernel, cooperative, (grid, block, 0, stream), args). */
+ * becomes EMU_LAUNCH(kernel, cooperative, (grid, block, 0, stream), args):
+ * the arguments are evaluated and copied at the launch, as on a GPU. */
 #ifndef DPTRAIN_EMU_DEVICE_H
 #define DPTRAIN_EMU_DEVICE_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 
@@ -45,14 +49,46 @@ static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((un
 
 template <typename F> static void emu_trampoline(void *f) { (*(F *)f)(); }
 
-template <typename F>
-static inline void emu_launch_lambda(const char *kernel, int cooperative, unsigned grid, unsigned block,
-                                     cudaStream_t stream, F f) {
-    emu_launch(kernel, grid, block, stream, cooperative, emu_trampoline<F>, &f);
+/* A launch's arguments, evaluated and copied when it is made (as a GPU
+ * takes them): a plain aggregate, so that a capture (emu_graph.c) can copy
+ * its bytes and run it later, when the caller's variables are gone. */
+template <typename... T> struct emu_pack;
+template <> struct emu_pack<> {
+    template <typename K, typename... D> void call(K k, D... d) const { k(d...); }
+};
+template <typename H, typename... T> struct emu_pack<H, T...> {
+    H head;
+    emu_pack<T...> tail;
+    template <typename K, typename... D> void call(K k, D... d) const { tail.call(k, d..., head); }
+};
+/* The pack of a kernel's parameter types, from the launch's arguments
+ * converted as the launch converts them (NULL to a pointer, int to size_t). */
+template <typename... T> struct emu_packer;
+template <> struct emu_packer<> {
+    static emu_pack<> make() { return {}; }
+};
+template <typename H, typename... T> struct emu_packer<H, T...> {
+    template <typename A, typename... R> static emu_pack<H, T...> make(A &&a, R &&...r) {
+        return {(H)(a), emu_packer<T...>::make(std::forward<R>(r)...)};
+    }
+};
+template <typename... P, typename... A>
+static inline emu_pack<std::decay_t<P>...> emu_make_pack(void (*)(P...), A &&...a) {
+    static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with as many arguments as it has parameters");
+    return emu_packer<std::decay_t<P>...>::make(std::forward<A>(a)...);
+}
+
+template <typename K, typename P>
+static inline void emu_launch_pack(const char *kernel, int cooperative, unsigned grid, unsigned block,
+                                   cudaStream_t stream, K k, P pack) {
+    auto f = [=]() { pack.call(k); };
+    static_assert(std::is_trivially_copyable<decltype(f)>::value, "a captured launch copies the closure's bytes");
+    emu_launch(kernel, grid, block, stream, cooperative, emu_trampoline<decltype(f)>, &f, sizeof f);
 }
 
 #define EMU_CFG(grid, block, shared_bytes, stream) (grid), (block), (stream)
-#define EMU_LAUNCH(kernel, cooperative, cfg, ...) \
-    emu_launch_lambda(#kernel, cooperative, EMU_CFG cfg, [=]() { kernel(__VA_ARGS__); })
+#define EMU_LAUNCH(kernel, cooperative, cfg, ...)                                                              \
+    emu_launch_pack(#kernel, cooperative, EMU_CFG cfg, [](auto... emu_arg) { kernel(emu_arg...); },           \
+                    emu_make_pack(kernel, __VA_ARGS__))
 
 #endif

@@ -36,6 +36,8 @@ __thread emu_dim3_t emu_thread_idx, emu_block_idx, emu_block_dim, emu_grid_dim;
 
 void emu_fault_device(int device);   /* emu_runtime.c */
 void emu_set_last_error(int error); /* emu_runtime.c */
+int emu_run_kernel(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
+                   void (*fn)(void *), void *arg);
 
 #define MAX_BLOCK 1024
 #define STACK_BYTES (64 * 1024)
@@ -71,7 +73,8 @@ typedef struct {
 
 static __thread coop_t *coop;
 static __thread const char *running; /* the kernel running on this thread, for messages */
-static long launches;                /* counted for DPTRAIN_CUDA_EMU_FAULT and the statistics */
+static long launches;                /* launches made (not those of graphs): the statistics */
+static long kernels_run;             /* kernels run, by launches and graphs: DPTRAIN_CUDA_EMU_FAULT */
 long emu_stat_launches(void);
 long emu_stat_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
 static long fault_at;                /* DPTRAIN_CUDA_EMU_FAULT, read once */
@@ -186,7 +189,7 @@ static void run_cooperative(unsigned block, void (*fn)(void *), void *arg) {
 }
 
 int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
-               void (*fn)(void *), void *arg) {
+               void (*fn)(void *), void *arg, size_t arg_bytes) {
     int device = emu_stream_device(stream);
     int refused = device != emu_current_device() ? cudaErrorInvalidResourceHandle /* as cudaLaunchKernel */
                   : grid == 0 || grid > 2147483647u || block == 0 || block > MAX_BLOCK ? cudaErrorInvalidConfiguration
@@ -195,10 +198,21 @@ int emu_launch(const char *kernel, unsigned grid, unsigned block, const void *st
         emu_set_last_error(refused);
         return refused;
     }
+    if (emu_capture_status(stream)) /* recorded, run by cudaGraphLaunch (emu_graph.c) */
+        return emu_capture_kernel(stream, kernel, grid, block, cooperative, fn, arg, arg_bytes);
     if (strcmp(kernel, "optim_kernel") == 0) emu_check_after_sums("the optimizer's kernel", stream); /* reads the sums */
+    if (!emu_device_faulting(device)) __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+    return emu_run_kernel(kernel, grid, block, stream, cooperative, fn, arg);
+}
+
+/* A launch that runs: now (emu_launch) or from a graph (emu_graph.c). The
+ * DPTRAIN_CUDA_EMU_FAULT count takes both. */
+int emu_run_kernel(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
+                   void (*fn)(void *), void *arg) {
+    int device = emu_stream_device(stream);
     if (emu_device_faulting(device)) return cudaSuccess; /* a faulted GPU runs nothing more */
     pthread_once(&fault_once, read_fault_setting);
-    if (__atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST) == fault_at) {
+    if (__atomic_add_fetch(&kernels_run, 1, __ATOMIC_SEQ_CST) == fault_at) {
         emu_fault_device(device); /* seen at the next synchronising call, as a GPU's fault */
         return cudaSuccess;
     }

@@ -511,6 +511,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
     if (!comm) return set_error(ncclInvalidArgument, "ncclAllReduce: no communicator");
     if (datatype != ncclFloat || op != ncclSum)
         return set_error(ncclInvalidArgument, "ncclAllReduce: the emulator sums floats only");
+    if (emu_capture_status(stream)) /* it would sum now, not when the graph runs */
+        return set_error(ncclInvalidUsage, "ncclAllReduce: a capturing stream (a CUDA graph) is not emulated");
     emu_check_device_memory("ncclAllReduce", "the send buffer", sendbuff, sizeof(float) * count, comm->device);
     emu_check_device_memory("ncclAllReduce", "the receive buffer", recvbuff, sizeof(float) * count, comm->device);
     if (emu_stream_device(stream) != comm->device)

@@ -55,6 +55,16 @@ static int overlaps(const unsigned char *a, size_t na, const unsigned char *b, s
     return a < b + nb && b < a + na;
 }
 
+int emu_pinned_contains(const void *p, size_t bytes) {
+    const unsigned char *c = p;
+    int inside = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < pinned_count && !inside; i++)
+        inside = c >= pinned[i].base && c + bytes <= pinned[i].base + pinned[i].bytes;
+    pthread_mutex_unlock(&lock);
+    return inside;
+}
+
 void emu_pinned_alloc(void *ptr, size_t bytes) {
     pthread_mutex_lock(&lock);
     if (pinned_count < MAX_PINNED) pinned[pinned_count++] = (pinned_t){ptr, bytes}; /* else not watched (lenient) */

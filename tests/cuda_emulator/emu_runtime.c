@@ -49,11 +49,13 @@ static __thread cudaError_t last_error;
 /* DPTRAIN_CUDA_EMU_STATS: what the process asked of the GPUs, one line at exit */
 static long stat_syncs, stat_downloads, stat_uploads, stat_copies, stat_sum_waits;
 long emu_stat_launches(void); /* emu_launch.c */
+long emu_stat_graph_launches(void), emu_stat_graph_kernels(void); /* emu_graph.c */
 
 static void print_stats(void) {
     fprintf(stderr, "cuda emulator: %ld kernel launches, %ld stream synchronisations, %ld downloads, %ld uploads, "
-            "%ld device copies, %ld stream waits for NCCL sums\n", emu_stat_launches(), stat_syncs, stat_downloads,
-            stat_uploads, stat_copies, stat_sum_waits);
+            "%ld device copies, %ld stream waits for NCCL sums, %ld graph launches (%ld kernels in them)\n",
+            emu_stat_launches(), stat_syncs, stat_downloads, stat_uploads, stat_copies, stat_sum_waits,
+            emu_stat_graph_launches(), emu_stat_graph_kernels());
 }
 
 static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
@@ -74,7 +76,11 @@ struct CUstream_st {
     long sums;      /* NCCL all-reduces queued on it */
     long host_seen; /* of those, the ones the host saw done */
     order_t after[MAX_SUM_STREAMS]; /* the sums of other streams it waited for */
+    void *capture;  /* emu_graph.c's capture of its work, NULL: none */
 };
+
+void **emu_stream_capture_slot(const void *stream);
+void **emu_stream_capture_slot(const void *stream) { return stream ? &((struct CUstream_st *)stream)->capture : NULL; }
 
 static struct CUstream_st legacy_streams[EMU_MAX_GPUS]; /* the NULL stream's counts, per device */
 
@@ -292,6 +298,11 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     default: return "unknown error";
     }
 }
@@ -312,6 +323,7 @@ struct CUevent_st {
     long sums;   /* and after that stream's first `sums` NCCL sums */
     int timing;  /* made without cudaEventDisableTiming */
     double recorded_ms; /* CLOCK_MONOTONIC at the last record, in ms; < 0: never recorded */
+    int captured; /* last recorded on a capturing stream (emu_graph.c) */
 };
 
 /* --- NCCL sums in stream order (see CUstream_st) ------------------------------- */
@@ -372,6 +384,29 @@ void emu_check_after_sums(const char *call, const void *stream) {
 
 /* --- streams ------------------------------------------------------------------ */
 
+/* A host synchronisation with the stream's GPU while a capture runs there
+ * (emu_graph.c refuses it and invalidates the capture), or with the
+ * capturing stream itself (also in relaxed mode). */
+static int refused_in_capture(cudaStream_t stream) {
+    void **slot = emu_stream_capture_slot(stream);
+    int device = emu_stream_device(stream);
+    if (slot && *slot) {
+        emu_capture_refuses("a synchronisation", device);
+        return 1;
+    }
+    return emu_capture_refuses("a synchronisation", device) != cudaSuccess;
+}
+
+/* cudaDeviceSynchronize: every stream of the current GPU. */
+cudaError_t cudaDeviceSynchronize(void) {
+    if (emu_capture_refuses("cudaDeviceSynchronize", current_device)) return fail(cudaErrorStreamCaptureUnsupported);
+    tally(&stat_syncs);
+    wait_unless_hung("cudaDeviceSynchronize", current_device);
+    reveal(current_device);
+    int f = emu_device_fault(current_device);
+    return f ? fail((cudaError_t)f) : cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     (void)flags;
     struct CUstream_st *s = malloc(sizeof *s);
@@ -393,6 +428,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 /* Work is done when queued: what is left to report is a fault. */
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (refused_in_capture(stream)) return fail(cudaErrorStreamCaptureUnsupported);
     tally(&stat_syncs);
     wait_unless_hung("cudaStreamSynchronize", emu_stream_device(stream));
     reveal(emu_stream_device(stream));
@@ -404,6 +440,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 /* Done unless the device's NCCL all-reduce cannot end. */
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    if (refused_in_capture(stream)) return fail(cudaErrorStreamCaptureUnsupported);
     reveal(emu_stream_device(stream));
     int f = emu_device_fault(emu_stream_device(stream));
     if (f) return fail((cudaError_t)f);
@@ -444,6 +481,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event || event->device != emu_stream_device(stream)) return fail(cudaErrorInvalidResourceHandle);
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
+    int capturing = emu_capture_status(stream);
+    if (capturing == 2) return fail(cudaErrorStreamCaptureInvalidated);
+    event->captured = capturing;
+    if (capturing) return cudaSuccess; /* a point of the capture, nothing to run */
     event->pending = events_pending();
     event->stream = counted(stream);
     event->seq = counted(stream)->queued++;
@@ -474,12 +515,16 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     (void)flags;
     if (!event) return fail(cudaErrorInvalidResourceHandle);
+    if (emu_capture_status(stream) == 2) return fail(cudaErrorStreamCaptureInvalidated);
+    if (emu_capture_status(stream)) return cudaSuccess; /* in stream order already */
     stream_waits(counted(stream), event);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+    if (emu_capture_refuses("cudaEventQuery", event->device)) return fail(cudaErrorStreamCaptureUnsupported);
+    if (event->captured) return fail(cudaErrorCapturedEvent);
     reveal(event->device);
     int f = emu_device_fault(event->device);
     if (f) return fail((cudaError_t)f);
@@ -489,6 +534,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (emu_capture_refuses("cudaEventSynchronize", event->device)) return fail(cudaErrorStreamCaptureUnsupported);
+    if (event->captured) return fail(cudaErrorCapturedEvent);
     tally(&stat_syncs);
     wait_unless_hung("cudaEventSynchronize", event->device);
     reveal(event->device);
@@ -503,6 +550,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* Pinned host memory is host memory here (a device's calls see it as such). */
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
     (void)flags;
+    *ptr = NULL;
+    if (emu_capture_refuses("cudaHostAlloc", current_device)) return fail(cudaErrorStreamCaptureUnsupported);
     void *p = malloc(size ? size : 1);
     *ptr = p;
     if (!p) return fail(cudaErrorMemoryAllocation);
@@ -511,6 +560,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+    if (emu_capture_refuses("cudaFreeHost", current_device)) return fail(cudaErrorStreamCaptureUnsupported);
     emu_pinned_free(ptr);
     free(ptr);
     return cudaSuccess;
@@ -519,6 +569,7 @@ cudaError_t cudaFreeHost(void *ptr) {
 cudaError_t cudaMalloc(void **ptr, size_t size) {
     *ptr = NULL;
     int device = current_device;
+    if (emu_capture_refuses("cudaMalloc", device)) return fail(cudaErrorStreamCaptureUnsupported);
     if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
     long limit = env_long("DPTRAIN_CUDA_EMU_MEMORY", 4L << 30);
     size_t page = (size_t)sysconf(_SC_PAGESIZE), rounded = (size + 255) & ~(size_t)255;
@@ -555,6 +606,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 
 cudaError_t cudaFree(void *ptr) {
     if (!ptr) return cudaSuccess;
+    if (emu_capture_refuses("cudaFree", current_device)) return fail(cudaErrorStreamCaptureUnsupported);
     block_t b = {0};
     int found = 0;
     pthread_mutex_lock(&lock);
@@ -579,10 +631,37 @@ cudaError_t cudaFree(void *ptr) {
     return f ? fail((cudaError_t)f) : cudaSuccess;
 }
 
+/* A captured copy or memset, run when its graph is launched. */
+typedef struct {
+    void *dst;
+    int value;
+    size_t count;
+} memset_call_t;
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t count;
+    enum cudaMemcpyKind kind;
+} memcpy_call_t;
+
+static void replay_memset(void *arg, const void *stream) {
+    memset_call_t *m = arg;
+    cudaMemsetAsync(m->dst, m->value, m->count, (cudaStream_t)stream);
+}
+
+static void replay_memcpy(void *arg, const void *stream) {
+    memcpy_call_t *m = arg;
+    cudaMemcpyAsync(m->dst, m->src, m->count, m->kind, (cudaStream_t)stream);
+}
+
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
     int device = emu_stream_device(stream);
     emu_check_device_memory("cudaMemsetAsync", "the destination", dst, count, device);
     if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    if (emu_capture_status(stream)) {
+        memset_call_t call = {dst, value, count};
+        return emu_capture_call(stream, replay_memset, &call, sizeof call);
+    }
     memset(dst, value, count);
     return cudaSuccess;
 }
@@ -590,6 +669,21 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t str
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
     int device = emu_stream_device(stream);
     if (count == 0) return cudaSuccess;
+    if (emu_capture_status(stream) == 2) return fail(cudaErrorStreamCaptureInvalidated);
+    if (emu_capture_status(stream)) { /* recorded: host memory must be pinned (a copy to pageable memory waits) */
+        if (kind == cudaMemcpyDeviceToHost && !emu_pinned_contains(dst, count)) {
+            emu_capture_refuses("cudaMemcpyAsync (device to host)", device);
+            return fail(cudaErrorStreamCaptureUnsupported);
+        }
+        if (kind == cudaMemcpyHostToDevice) emu_capture_check_host("cudaMemcpyAsync", "the source", src, count);
+        if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice) {
+            fprintf(stderr, "cuda emulator: cudaMemcpyAsync: kind %d is not emulated\n", (int)kind);
+            fflush(stderr);
+            abort();
+        }
+        memcpy_call_t call = {dst, src, count, kind};
+        return emu_capture_call(stream, replay_memcpy, &call, sizeof call);
+    }
     switch (kind) {
     case cudaMemcpyHostToDevice:
         tally(&stat_uploads);

@@ -126,8 +126,10 @@ static int stage_ready(dp_cuda_ctx_t *c) {
  * slot (after that slot's previous copy is done: its event queried, and
  * waited for only when not ready), queued from there, the slot's event
  * recorded after it. The caller may reuse host_src at once, as backend.h
- * promises. Larger uploads, or without the ring, wait (upload_synced). */
-static int upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
+ * promises. Larger uploads, or without the ring, wait (upload_synced).
+ * While a step graph is captured: the graph's constant (graph_cuda.c). */
+int dp_cuda_upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
+    if (c->capture) return dp_cuda_graph_constant(c, dst, host_src, bytes, what); /* graph_cuda.c */
     if (bytes > DP_CUDA_STAGE_BYTES || !stage_ready(c)) return upload_synced(c, dst, host_src, bytes, what);
     int s = c->stage_next;
     c->stage_next = (s + 1) % DP_CUDA_STAGE_SLOTS;
@@ -152,7 +154,7 @@ static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes
     dp_cuda_ctx_t *c = ctx;
     if (!bytes) return;
     dp_cuda_enter(c);
-    upload_staged(c, dst, host_src, bytes, "an upload");
+    dp_cuda_upload_staged(c, dst, host_src, bytes, "an upload");
     dp_cuda_leave(c);
 }
 
@@ -195,6 +197,13 @@ static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
 
 /* --- Optimizer ----------------------------------------------------------------- */
 
+/* The slot of `opt`, NULL if this GPU never updated it. Under the lock. */
+static dp_cuda_optim_state_t *find_optim_state(dp_cuda_ctx_t *c, const dp_optimizer_t *opt) {
+    for (int i = 0; i < DP_CUDA_MAX_OPTIMIZERS; i++)
+        if (c->optims[i].optimizer == opt) return &c->optims[i];
+    return NULL;
+}
+
 /* The device state of `opt` (created, or refreshed from the host after a
  * restore); NULL with the context failed when GPU memory runs out. */
 static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt) {
@@ -209,6 +218,7 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     if (!slot || slot->n != n || slot->kind != (int)dp_optimizer_kind(opt)) {
         if (slot) {
             for (int s = 0; s < 2; s++) dp_cuda_free_idle(c, slot->state[s], "freeing optimizer state");
+            dp_cuda_free_idle(c, slot->args, "freeing optimizer state");
             memset(slot, 0, sizeof *slot);
             free_slot = slot;
         }
@@ -224,6 +234,8 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
             if (dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->state[s], sizeof(float) * n),
                               "allocating optimizer state"))
                 return NULL;
+        if (dp_cuda_check(c, dp_cuda_malloc(c, &slot->args, sizeof(dp_cuda_optim_args_t)), "allocating optimizer state"))
+            return NULL;
         fresh = 1;
     }
     /* a new optimizer, or one whose step count was set (a restore): its host state is the truth */
@@ -255,6 +267,24 @@ static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
     return a;
 }
 
+_Static_assert(sizeof(dp_cuda_optim_args_t) <= sizeof(((dp_cuda_optim_state_t *)0)->args_written),
+               "args_written holds a dp_cuda_optim_args_t");
+
+int dp_cuda_optim_args_upload(dp_cuda_ctx_t *c, dp_optimizer_t *opt) {
+    dp_cuda_optim_state_t *st = find_optim_state(c, opt);
+    if (!st) return 0; /* never updated here: its first update writes them */
+    dp_cuda_optim_args_t a = optim_args(opt);
+    st->steps = dp_optimizer_steps(opt);
+    if (st->args_known && memcmp(st->args_written, &a, sizeof a) == 0) return 0;
+    if (dp_cuda_upload_staged(c, st->args, &a, sizeof a, "uploading an optimizer's scalars")) return 1;
+    memcpy(st->args_written, &a, sizeof a);
+    st->args_known = 1;
+    return 0;
+}
+
+/* The kernel reads its scalars from the slot's device block, written
+ * before it from the host optimizer (or, in a captured step graph, before
+ * each launch: graph_cuda.c). */
 static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *params, const float *grads,
                                   size_t start, size_t count) {
     dp_cuda_ctx_t *c = ctx;
@@ -262,19 +292,13 @@ static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *p
     DP_ASSERT(dp_optimizer_kind(optimizer) != DP_OPTIM_ADAM || dp_optimizer_steps(optimizer) >= 1);
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = optim_state(c, optimizer);
-    if (st) {
-        dp_cuda_optim_args_t a = optim_args(optimizer);
+    int failed = !st || (c->capture ? dp_cuda_graph_note_optimizer(c, optimizer) : dp_cuda_optim_args_upload(c, optimizer));
+    if (!failed) {
         float *s0 = st->state[0] ? st->state[0] + start : NULL, *s1 = st->state[1] ? st->state[1] + start : NULL;
-        dp_cuda_check(c, dp_cuda_optim(c->stream, &a, params + start, grads + start, s0, s1, count), "an optimizer update");
+        dp_cuda_check(c, dp_cuda_optim(c->stream, st->args, params + start, grads + start, s0, s1, count),
+                      "an optimizer update");
     }
     dp_cuda_leave(c);
-}
-
-/* The slot of `opt`, NULL if this GPU never updated it. Under the lock. */
-static dp_cuda_optim_state_t *find_optim_state(dp_cuda_ctx_t *c, const dp_optimizer_t *opt) {
-    for (int i = 0; i < DP_CUDA_MAX_OPTIMIZERS; i++)
-        if (c->optims[i].optimizer == opt) return &c->optims[i];
-    return NULL;
 }
 
 /* The host buffers = the device state (a checkpoint is about to read them).
@@ -316,6 +340,7 @@ static void cuda_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) {
     if (st) {
         for (int s = 0; s < 2; s++)
             dp_cuda_free_idle(c, st->state[s], "freeing optimizer state");
+        dp_cuda_free_idle(c, st->args, "freeing optimizer state");
         memset(st, 0, sizeof *st);
     }
     dp_cuda_leave(c);
@@ -413,6 +438,19 @@ static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *d
     return slot;
 }
 
+/* x, y = the examples indices[0..n) (device memory) of the device copy d of ds. */
+static void gather(dp_cuda_ctx_t *c, const dp_dataset_t *ds, const dp_cuda_dataset_t *d, const int *indices, int n,
+                   float *x, int32_t *y) {
+    size_t example = (size_t)ds->channels * ds->height * ds->width;
+    dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
+    _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
+                   "dp_cuda_pixel_map_t holds DP_DATA_MAX_CHANNELS means and stds");
+    memcpy(map.mean, ds->mean, sizeof map.mean);
+    memcpy(map.std, ds->std, sizeof map.std);
+    dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, indices, n, example, &map, x, y),
+                  "gathering a batch");
+}
+
 static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x, int32_t *y) {
     dp_cuda_ctx_t *c = ctx;
     if (n <= 0) return;
@@ -427,16 +465,20 @@ static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_i
             c->indices_cap = n;
     }
     if (d && c->indices_cap >= n &&
-        !upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "uploading a batch's indices")) {
-        size_t example = (size_t)ds->channels * ds->height * ds->width;
-        dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
-        _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
-                       "dp_cuda_pixel_map_t holds DP_DATA_MAX_CHANNELS means and stds");
-        memcpy(map.mean, ds->mean, sizeof map.mean);
-        memcpy(map.std, ds->std, sizeof map.std);
-        dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, c->indices, n, example, &map, x, y),
-                      "gathering a batch");
+        !dp_cuda_upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "uploading a batch's indices")) {
+        gather(c, ds, d, c->indices, n, x, y);
     }
+    dp_cuda_leave(c);
+}
+
+/* The batch from indices already on the GPU (a captured step's: backend.h). */
+static void cuda_load_batch_indexed(void *ctx, const dp_dataset_t *ds, const int *indices, int n, float *x,
+                                    int32_t *y) {
+    dp_cuda_ctx_t *c = ctx;
+    if (n <= 0) return;
+    dp_cuda_enter(c);
+    dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
+    if (d) gather(c, ds, d, indices, n, x, y);
     dp_cuda_leave(c);
 }
 
@@ -524,12 +566,14 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,
+            .load_batch_indexed = cuda_load_batch_indexed,
             .count_metrics = cuda_count_metrics,
             .memory_peak = cuda_memory_peak,
         };
         dp_cuda_peer_register(&c->table); /* peer_nccl.c: NCCL's members, when built with it */
         dp_cuda_timer_register(&c->table); /* timer_cuda.c: the profiler's events */
         dp_cuda_algo_register(&c->table);  /* algo_choices.c: the convolution algorithms a checkpoint keeps */
+        dp_cuda_graph_register(&c->table); /* graph_cuda.c: steps captured as CUDA graphs */
         dp_cuda_ctx_publish(gpu, c);
     }
     pthread_mutex_unlock(&open_lock);

@@ -100,6 +100,7 @@ void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what) {
     if (!ptr) return;
     dp_cuda_check(c, dp_cuda_wait(c, NULL), what);
     dp_cuda_check(c, cudaFree(ptr), what);
+    c->frees++;
     for (int i = 0; i < c->block_count; i++)
         if (c->blocks[i].ptr == ptr) {
             c->mem_in_use -= c->blocks[i].bytes;

@@ -59,6 +59,11 @@ typedef struct {
     int kind;         /* dp_optim_kind_t */
     uint64_t steps;   /* its step count at the last update */
     float *state[2];  /* (n) device copies of its state buffers */
+    /* the update's scalars (learning rate, Adam's corrections) in device memory, which its kernel reads
+     * (a captured step graph's too: graph_cuda.c), and what was last written there */
+    void *args;       /* (one dp_cuda_optim_args_t, kernels.h) */
+    unsigned char args_written[64];
+    int args_known;
 } dp_cuda_optim_state_t;
 
 typedef struct dp_cuda_context {
@@ -88,6 +93,9 @@ typedef struct dp_cuda_context {
     dp_precision_t precision; /* of cuBLAS products and cuDNN convolutions: FP32 (default), TF32 or bf16
                                * (precision.h: bf16 operands, FP32 sums) */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
+    struct dp_cuda_graph *capture; /* graph_cuda.c: the step graph being captured (NULL: none) */
+    uint64_t *graph_seeds; /* graph_cuda.c: (64) the per-step seeds step graphs read, written before each launch */
+    uint64_t frees;  /* device blocks freed so far: a step graph captured before a free may point into it */
     dp_peer_group_t *peer; /* peer_nccl.c: the NCCL group this GPU sums in (NULL: none); its waits watch the other members */
     cudaError_t (*peer_wait)(struct dp_cuda_context *c, cudaEvent_t event); /* peer_nccl.c's, set with `peer` */
     /* device memory held through dp_cuda_malloc (every allocation of the backend): the blocks
@@ -136,5 +144,14 @@ dp_status_t dp_cuda_out_of_memory(dp_cuda_ctx_t *c, const char *what, size_t byt
 /* cudaFree(ptr) once the stream's queued work is done (cudaFree itself only
  * "may" synchronise: cuda_runtime_api.h); NULL is a no-op. Under the lock. */
 void dp_cuda_free_idle(dp_cuda_ctx_t *c, void *ptr, const char *what);
+
+/* backend_cuda.c: an upload without a host wait (a pinned staging slot;
+ * while a step graph is captured, the graph's constant: graph_cuda.c); 1 on
+ * a failure (the context's). Under the lock. */
+int dp_cuda_upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what);
+/* backend_cuda.c: the device argument block of `opt`'s update = its
+ * scalars now (written only when they changed); its slot's step count =
+ * the optimizer's. Under the lock; 1 on a failure. */
+int dp_cuda_optim_args_upload(dp_cuda_ctx_t *c, dp_optimizer_t *opt);
 
 #endif

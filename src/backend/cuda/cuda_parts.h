@@ -16,6 +16,20 @@ void dp_cuda_timer_register(dp_backend_t *table);
  * conv_algorithms_install (backend.h). */
 void dp_cuda_algo_register(dp_backend_t *table);
 
+/* graph_cuda.c: sets the table's step graphs (backend.h: graph_*); while
+ * c->capture is set, an upload's bytes become a constant of the graph
+ * (copied from its pinned memory) and an optimizer whose update is captured
+ * is noted, for each launch to write its scalars first. 1 on a failure (the
+ * context's). Under the lock. */
+void dp_cuda_graph_register(dp_backend_t *table);
+int dp_cuda_graph_constant(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what);
+int dp_cuda_graph_note_optimizer(dp_cuda_ctx_t *c, dp_optimizer_t *opt);
+/* While capturing: where the captured kernel reads the per-step seed whose
+ * value at the capture is `seed` (dropout's mask): device memory that each
+ * launch writes with the seed's value for its step; NULL with the context
+ * failed when the graph has no room. */
+const uint64_t *dp_cuda_graph_seed(dp_cuda_ctx_t *c, uint64_t seed);
+
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
 

@@ -166,9 +166,12 @@ __device__ static uint64_t mix64(uint64_t z) {
 
 /* ops_dropout.c's mask: element i of example e kept when
  * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
- * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). */
-__global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed, int64_t offset,
-                               uint64_t threshold, float scale, int add) {
+ * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). The seed is
+ * *seed_at when seed_at is not NULL (device memory: a step graph's, written
+ * before each launch), else `seed`. */
+__global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed,
+                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add) {
+    if (seed_at) seed = *seed_at;
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
@@ -179,9 +182,10 @@ __global__ void dropout_kernel(const float *x, float *y, int N, size_t per_examp
 }
 
 extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example,
-                                       uint64_t seed, int64_t offset, uint64_t threshold, float scale, int add) {
+                                       uint64_t seed, const uint64_t *seed_at, int64_t offset, uint64_t threshold,
+                                       float scale, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, offset,
-                                                                              threshold, scale, add);
+    dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, seed_at,
+                                                                              offset, threshold, scale, add);
     return cudaGetLastError();
 }

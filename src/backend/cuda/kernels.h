@@ -51,8 +51,9 @@ typedef struct {
     int kind, nesterov;
     float neg_lr, wd, momentum, eps, b1, b2, one_minus_b1, one_minus_b2, neg_step_size, correction2_sqrt;
 } dp_cuda_optim_args_t;
-cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g, float *s0,
-                          float *s1, size_t n);
+/* device_args: one dp_cuda_optim_args_t in device memory, read by the kernel when it runs */
+cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *device_args, float *p, const float *g,
+                          float *s0, float *s1, size_t n);
 
 /* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout ------------------------------ */
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
@@ -75,9 +76,10 @@ cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y
 cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
 /* dx (+)= dy */
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
-/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0 */
+/* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
+ * (device memory, read when the kernel runs) when seed_at is not NULL, else seed */
 cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                            int64_t offset, uint64_t threshold, float scale, int add);
+                            const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add);
 
 /* --- pooling.cu: pooling, global average pooling, window copy ----------------------------- */
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have

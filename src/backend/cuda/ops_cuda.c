@@ -386,8 +386,10 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
     }
     DP_TRY(dp_cuda_output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
     size_t numel = dp_tensor_numel(x);
+    const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
+    if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
-                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), 0),
                   "dropout");
 }
@@ -403,8 +405,10 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     if (!node->out.grad || !x->grad) return DP_OK;
     size_t numel = dp_tensor_numel(x);
     int add = !dp_grad_claim(x);
+    const uint64_t *seed_at = NULL;
+    if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
-                                     a->dropout_seed, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
+                                     a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), add),
                   "dropout backward");
 }

@@ -1,9 +1,14 @@
 /* optimizers.cu - the four optimizers (sgd, momentum, adagrad, adam) as
- * optim.c's loops, one element per thread (dp_cuda_optim). */
+ * optim.c's loops, one element per thread (dp_cuda_optim). The scalars
+ * (kind, learning rate, Adam's corrections, ...) are read from device
+ * memory, not passed as kernel arguments: a step captured as a CUDA graph
+ * (graph_cuda.c) takes each step's values, written before its launch. */
 #include "kernels_common.cuh"
 
 /* --- optimizers: optim.c's loops, one element per thread --------------------- */
-__global__ void optim_kernel(dp_cuda_optim_args_t a, float *p, const float *g, float *s0, float *s1, size_t n) {
+__global__ void optim_kernel(const dp_cuda_optim_args_t *args, float *p, const float *g, float *s0, float *s1,
+                             size_t n) {
+    const dp_cuda_optim_args_t a = *args;
     GRID_LOOP(i, n) {
         float pi = p[i];
         switch (a.kind) {
@@ -38,10 +43,10 @@ __global__ void optim_kernel(dp_cuda_optim_args_t a, float *p, const float *g, f
     }
 }
 
-extern "C" cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *a, float *p, const float *g,
-                                     float *s0, float *s1, size_t n) {
+extern "C" cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *device_args, float *p,
+                                     const float *g, float *s0, float *s1, size_t n) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     if (n == 0) return cudaSuccess;
-    optim_kernel<<<blocks_for(n), THREADS, 0, stream>>>(*a, p, g, s0, s1, n);
+    optim_kernel<<<blocks_for(n), THREADS, 0, stream>>>(device_args, p, g, s0, s1, n);
     return cudaGetLastError();
 }

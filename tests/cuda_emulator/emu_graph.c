@@ -1,0 +1,279 @@
+/* emu_graph.c - stream capture and CUDA graphs in the CUDA emulator
+ * (cuda_emulator.h): cudaStreamBeginCapture / cudaStreamEndCapture /
+ * cudaStreamIsCapturing, cudaGraphInstantiate(WithFlags), cudaGraphLaunch,
+ * cudaGraphExecDestroy, cudaGraphDestroy.
+ *
+ * While a stream captures, the work queued on it is recorded instead of
+ * run: a kernel launch as its kernel and a copy of its argument closure
+ * (emu_launch.c), a copy or a memset as the call, a cuBLAS or cuDNN call
+ * as a replay function with a copy of its arguments (descriptors and
+ * scalars by value; device pointers are kept, as a GPU's graph keeps
+ * them). An event recorded on a capturing stream becomes part of the
+ * capture: querying or synchronising it fails as on a GPU
+ * (cudaErrorCapturedEvent). cudaGraphLaunch runs the recorded work in
+ * order, on the launching thread, as if queued then.
+ *
+ * What a GPU refuses during a capture fails here as there, and the
+ * capture is invalidated (cudaStreamEndCapture then fails with
+ * cudaErrorStreamCaptureInvalidated and no graph): while a capture not
+ * made in cudaStreamCaptureModeRelaxed is active on a GPU, a host
+ * synchronisation with that GPU (cudaStreamSynchronize, cudaStreamQuery,
+ * cudaEventSynchronize, cudaEventQuery, cudaDeviceSynchronize, a copy to
+ * host memory that is not pinned, which waits), cudaMalloc, cudaFree,
+ * cudaHostAlloc and cudaFreeHost return cudaErrorStreamCaptureUnsupported.
+ * A captured copy from or to host memory must be pinned memory (on a GPU
+ * a graph's copy reads the host memory when it runs, possibly long after
+ * the caller's buffer is gone): anything else aborts with one line. Also
+ * refused as on a GPU: a capture on the legacy (NULL) stream, a second
+ * capture of a capturing stream, its end from another thread (not
+ * relaxed), a graph launched on a capturing stream or on another GPU's
+ * stream.
+ *
+ * DESIGN. A capture is a growing graph (nodes in order: the emulator runs
+ * everything in stream order, so a list is the whole dependency graph)
+ * hanging from its stream; the captures active per GPU are counted under
+ * a mutex for the refusals above. An executable graph owns a copy of the
+ * nodes and their argument copies, so the graph may be destroyed first.
+ * A capture and its graph belong to the one thread that captures; a
+ * launched graph runs on the launching thread. Statistics (the STATS line,
+ * emu_runtime.c): graph launches and the kernels they ran. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_emulator.h"
+
+#define EMU_MAX_GPUS 8
+
+typedef struct {
+    const char *kernel; /* a kernel's name; NULL: a replay function */
+    unsigned grid, block;
+    int cooperative;
+    void (*kernel_fn)(void *);              /* a kernel: its body, once per CUDA thread */
+    void (*call_fn)(void *, const void *);  /* a replay function: (arguments, stream) */
+    void *arg;                              /* the copy of the closure or arguments */
+    size_t arg_bytes;
+} node_t;
+
+struct CUgraph_st {
+    node_t *nodes;
+    int count, cap;
+    int device;
+    int invalid;     /* a refused call met the capture */
+    int mode;        /* enum cudaStreamCaptureMode */
+    pthread_t owner; /* the thread that began the capture */
+};
+
+struct CUgraphExec_st {
+    node_t *nodes;
+    int count;
+    int device;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUgraph_st *active[EMU_MAX_GPUS][4]; /* the captures active per GPU (a few streams at most) */
+static long stat_graph_launches, stat_graph_kernels;
+
+long emu_stat_graph_launches(void) { return __atomic_load_n(&stat_graph_launches, __ATOMIC_RELAXED); }
+long emu_stat_graph_kernels(void) { return __atomic_load_n(&stat_graph_kernels, __ATOMIC_RELAXED); }
+
+void emu_set_last_error(int error); /* emu_runtime.c */
+void **emu_stream_capture_slot(const void *stream); /* emu_runtime.c: the stream's capture, NULL for the legacy stream */
+int emu_run_kernel(const char *kernel, unsigned grid, unsigned block, const void *stream, int cooperative,
+                   void (*fn)(void *), void *arg); /* emu_launch.c */
+
+static cudaError_t fail(cudaError_t err) {
+    emu_set_last_error(err);
+    return err;
+}
+
+static struct CUgraph_st *capture_of(const void *stream) {
+    void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
+    return slot ? *slot : NULL;
+}
+
+int emu_capture_status(const void *stream) {
+    struct CUgraph_st *g = capture_of(stream);
+    return !g ? 0 : g->invalid ? 2 : 1;
+}
+
+int emu_capture_refuses(const char *call, int device) {
+    (void)call;
+    int refused = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; device >= 0 && device < EMU_MAX_GPUS && i < 4; i++) {
+        struct CUgraph_st *g = active[device][i];
+        if (g && g->mode != cudaStreamCaptureModeRelaxed) {
+            g->invalid = 1;
+            refused = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (refused) emu_set_last_error(cudaErrorStreamCaptureUnsupported);
+    return refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+static int append(struct CUgraph_st *g, node_t node, const void *arg, size_t arg_bytes) {
+    if (g->count == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 64;
+        node_t *grown = realloc(g->nodes, sizeof *grown * (size_t)cap);
+        if (!grown) return cudaErrorMemoryAllocation;
+        g->nodes = grown;
+        g->cap = cap;
+    }
+    node.arg = malloc(arg_bytes ? arg_bytes : 1);
+    if (!node.arg) return cudaErrorMemoryAllocation;
+    memcpy(node.arg, arg, arg_bytes);
+    node.arg_bytes = arg_bytes;
+    g->nodes[g->count++] = node;
+    return cudaSuccess;
+}
+
+int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, unsigned block, int cooperative,
+                       void (*fn)(void *), const void *arg, size_t arg_bytes) {
+    struct CUgraph_st *g = capture_of(stream);
+    if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    node_t n = {.kernel = kernel, .grid = grid, .block = block, .cooperative = cooperative, .kernel_fn = fn};
+    int err = append(g, n, arg, arg_bytes);
+    return err ? fail((cudaError_t)err) : cudaSuccess;
+}
+
+int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const void *arg, size_t arg_bytes) {
+    struct CUgraph_st *g = capture_of(stream);
+    if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    node_t n = {.call_fn = fn};
+    int err = append(g, n, arg, arg_bytes);
+    return err ? fail((cudaError_t)err) : cudaSuccess;
+}
+
+void emu_capture_check_host(const char *call, const char *what, const void *p, size_t bytes) {
+    if (emu_pinned_contains(p, bytes)) return;
+    fprintf(stderr, "cuda emulator: %s captured on a stream: %s [%p, +%zu bytes) is host memory that is not pinned "
+            "(cudaHostAlloc): a graph reads it when it runs, not when captured\n", call, what, p, bytes);
+    fflush(stderr);
+    abort();
+}
+
+static void free_nodes(node_t *nodes, int count) {
+    for (int i = 0; i < count; i++) free(nodes[i].arg);
+    free(nodes);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
+    if (!slot) return fail(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot capture */
+    if (*slot) return fail(cudaErrorIllegalState);
+    int device = emu_stream_device(stream);
+    if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g) return fail(cudaErrorMemoryAllocation);
+    g->device = device;
+    g->mode = (int)mode;
+    g->owner = pthread_self();
+    pthread_mutex_lock(&lock);
+    int placed = 0;
+    for (int i = 0; i < 4 && !placed; i++)
+        if (!active[device][i]) active[device][i] = g, placed = 1;
+    pthread_mutex_unlock(&lock);
+    if (!placed) {
+        free(g);
+        return fail(cudaErrorNotSupported);
+    }
+    *slot = g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    *graph = NULL;
+    void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
+    struct CUgraph_st *g = slot ? *slot : NULL;
+    if (!g) return fail(cudaErrorIllegalState);
+    if (g->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(g->owner, pthread_self()))
+        return fail(cudaErrorStreamCaptureWrongThread);
+    *slot = NULL;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < 4; i++)
+        if (active[g->device][i] == g) active[g->device][i] = NULL;
+    pthread_mutex_unlock(&lock);
+    if (g->invalid) {
+        free_nodes(g->nodes, g->count);
+        free(g);
+        return fail(cudaErrorStreamCaptureInvalidated);
+    }
+    *graph = g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
+    int s = emu_capture_status(stream);
+    *status = s == 0 ? cudaStreamCaptureStatusNone : s == 1 ? cudaStreamCaptureStatusActive
+                                                            : cudaStreamCaptureStatusInvalidated;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    (void)flags;
+    *exec = NULL;
+    if (!graph) return fail(cudaErrorInvalidValue);
+    struct CUgraphExec_st *e = calloc(1, sizeof *e);
+    node_t *nodes = calloc((size_t)graph->count + 1, sizeof *nodes);
+    if (!e || !nodes) {
+        free(e);
+        free(nodes);
+        return fail(cudaErrorMemoryAllocation);
+    }
+    for (int i = 0; i < graph->count; i++) {
+        nodes[i] = graph->nodes[i];
+        nodes[i].arg = malloc(graph->nodes[i].arg_bytes ? graph->nodes[i].arg_bytes : 1);
+        if (!nodes[i].arg) {
+            free_nodes(nodes, i);
+            free(e);
+            return fail(cudaErrorMemoryAllocation);
+        }
+        memcpy(nodes[i].arg, graph->nodes[i].arg, graph->nodes[i].arg_bytes);
+    }
+    e->nodes = nodes;
+    e->count = graph->count;
+    e->device = graph->device;
+    *exec = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    return cudaGraphInstantiate(exec, graph, flags);
+}
+
+/* The recorded work, in order, as if queued now on `stream`. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!exec) return fail(cudaErrorInvalidValue);
+    if (emu_capture_status(stream)) return fail(cudaErrorStreamCaptureUnsupported); /* not emulated: a graph node */
+    int device = emu_stream_device(stream);
+    if (device != exec->device || device != emu_current_device()) return fail(cudaErrorInvalidResourceHandle);
+    if (emu_device_fault(device)) return fail((cudaError_t)emu_device_fault(device));
+    __atomic_add_fetch(&stat_graph_launches, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < exec->count; i++) {
+        node_t *n = &exec->nodes[i];
+        if (n->kernel) {
+            __atomic_add_fetch(&stat_graph_kernels, 1, __ATOMIC_RELAXED);
+            emu_run_kernel(n->kernel, n->grid, n->block, stream, n->cooperative, n->kernel_fn, n->arg);
+        } else {
+            n->call_fn(n->arg, stream);
+        }
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (exec) free_nodes(exec->nodes, exec->count);
+    free(exec);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    if (graph) free_nodes(graph->nodes, graph->count);
+    free(graph);
+    return cudaSuccess;
+}
