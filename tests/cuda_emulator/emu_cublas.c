@@ -143,13 +143,13 @@ static cublasStatus_t gemm(const char *call, cublasHandle_t handle, cublasOperat
         emu_check_device_memory(call, "alpha", alpha, sizeof *alpha, device);
         emu_check_device_memory(call, "beta", beta, sizeof *beta, device);
     }
-    __atomic_add_fetch(bf16 ? &stat_bf16 : &stat_fp32, 1, __ATOMIC_RELAXED);
-    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-    if (emu_capture_status(handle->stream)) { /* recorded with its scalars' values (emu_graph.c) */
+    if (emu_capture_status(handle->stream)) { /* recorded with its scalars' values (emu_graph.c), counted when run */
         gemm_call_t rec = {call, handle, transa, transb, m, n, k, a_scale, A, lda, B, ldb, bf16, b_scale, C, ldc};
         return emu_capture_call(handle->stream, replay_gemm, &rec, sizeof rec) ? CUBLAS_STATUS_EXECUTION_FAILED
                                                                                : CUBLAS_STATUS_SUCCESS;
     }
+    __atomic_add_fetch(bf16 ? &stat_bf16 : &stat_fp32, 1, __ATOMIC_RELAXED);
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     const size_t size = bf16 ? sizeof(uint16_t) : sizeof(float);
     if (k > 0 && a_scale != 0.0f) {
         emu_check_device_memory(call, "A", A, extent(a_rows, a_cols, lda, size), device);
