@@ -29,6 +29,7 @@
 
 #include "dptrain/ops.h"
 #include "dptrain/rng.h"
+#include "bn_relu_check.h"
 #include "testing.h"
 
 /* --- helpers ----------------------------------------------------------------- */
@@ -456,5 +457,8 @@ int main(void) {
     test_sync_batch_norm();
     test_add_aliased();
     test_conv_tap_plane_chunks();
+    /* batch norm with fuse_relu = batch norm + relu, bit for bit */
+    check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){4, 3, 5, 6});
+    check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){2, 8, 4, 4});
     return testing_finish("test_ops_properties");
 }

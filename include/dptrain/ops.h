@@ -64,7 +64,7 @@ typedef struct {
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N;
                               mse: sum of squares / this; 0 means numel (reduction='mean').
                               With data parallelism set it to the global batch's value */
-    int fuse_relu;         /* conv, add: y = relu(...) in one pass (torch.relu after it);
+    int fuse_relu;         /* conv, add, batch_norm: y = relu(...) in one pass (torch.relu after it);
                               conv_transpose: not supported (an error) */
     int output_padding[3]; /* conv_transpose: extra size on one side of each output dim,
                               in [0, max(stride, dilation)) as PyTorch */

@@ -553,9 +553,24 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
 /* Output tensors of models up to this many layers live on the stack. */
 #define STACK_OUTPUTS 256
 
+/* A conv or batch norm followed by a ReLU runs as one op (ops.h:
+ * fuse_relu), unless another layer also reads its output before the ReLU:
+ * the ReLU layer is skipped (*i moves past it) and its output buffer and
+ * gradient are never made. */
+static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, dp_op_attr_t *attr, dp_tensor_t **outs) {
+    const layer_t *l = &m->layers[*i];
+    if (*i + 1 < m->num_layers && m->layers[*i + 1].kind == LAYER_ACTIVATION && m->layers[*i + 1].op == DP_OP_RELU &&
+        l->readers == 1) {
+        attr->fuse_relu = 1;
+        dp_tape_set_label(tape, l->label, m->layers[*i + 1].label);
+        ++*i;
+        outs[*i] = NULL; /* never read: readers == 1 */
+    }
+}
+
 /* Every layer in order: outs[0] is the input x, layer i writes outs[i + 1]
- * (a route or an inference-time dropout aliases its input; a conv fused with
- * the ReLU after it writes the ReLU's output and leaves its own NULL). */
+ * (a route or an inference-time dropout aliases its input; a conv or batch
+ * norm fused with the ReLU after it writes the ReLU's output and leaves its own NULL). */
 static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *params, float *grads,
                                   const dp_forward_opts_t *opts, dp_tensor_t **outs) {
     for (int i = 0; i < m->num_layers; i++) {
@@ -572,17 +587,10 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
         dp_tape_set_label(tape, l->label, NULL);
         switch (l->kind) {
         case LAYER_CONV:
-            /* A conv followed by a ReLU runs as one op (ops.h: fuse_relu), unless
-             * another layer also reads the conv's output before the ReLU. */
-            if (i + 1 < m->num_layers && m->layers[i + 1].kind == LAYER_ACTIVATION &&
-                m->layers[i + 1].op == DP_OP_RELU && l->readers == 1) {
-                attr.fuse_relu = 1;
-                dp_tape_set_label(tape, l->label, m->layers[i + 1].label);
-                i++;
-                outs[i] = NULL; /* never read: readers == 1 */
-            }
+            fuse_next_relu(m, tape, &i, &attr, outs);
             break;
         case LAYER_BATCH_NORM:
+            fuse_next_relu(m, tape, &i, &attr, outs);
             attr.training = opts->training;
             attr.running_mean = params + m->params[l->running_mean].offset;
             attr.running_var = params + m->params[l->running_var].offset;

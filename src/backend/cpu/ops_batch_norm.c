@@ -36,6 +36,10 @@
  *             stat_sync (2C doubles) and m the global count; no sync when
  *             x needs no gradient (the same on every participant);
  *   inference: dx = gamma invstd dy.
+ * attr.fuse_relu: y = relu(batch_norm(x)) in the same pass (torch.relu
+ * after it: the same bits as the two ops), and backward first masks its
+ * out.grad in place (dy where y > 0, as the relu op's backward), so the
+ * ReLU's output and gradient buffers are never made.
  * Saved for backward (node->saved, from the arena): mean and invstd per
  * channel and m. Input grads that are unset are written (dx) or zeroed
  * first (gamma, beta).
@@ -176,16 +180,27 @@ dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena) {
             float mean_hi = (float)saved->mean[c];
             float shift = (float)((b ? (double)b->data[c] : 0.0) - (saved->mean[c] - (double)mean_hi) * scale);
             float scale_f = (float)scale;
-            for (size_t i = 0; i < g.plane; i++) dst[i] = (src[i] - mean_hi) * scale_f + shift;
+            if (a->fuse_relu)
+                for (size_t i = 0; i < g.plane; i++) {
+                    float v = (src[i] - mean_hi) * scale_f + shift;
+                    dst[i] = v < 0.0f ? 0.0f : v; /* as the relu op */
+                }
+            else
+                for (size_t i = 0; i < g.plane; i++) dst[i] = (src[i] - mean_hi) * scale_f + shift;
         }
     return DP_OK;
 }
 
 dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
-    const float *dy = node->out.grad;
+    float *dy = node->out.grad;
     if (!dy) return DP_OK;
     bn_geom_t g;
     DP_TRY(bn_geometry(node, &g));
+    if (node->attr.fuse_relu) { /* relu'(v) = [y > 0]; out.grad is ours and complete: mask it in place */
+        const float *y = node->out.data;
+        size_t numel = dp_tensor_numel(&node->out);
+        for (size_t i = 0; i < numel; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     const bn_saved_t *saved = node->saved;

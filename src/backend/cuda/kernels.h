@@ -131,12 +131,14 @@ cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int 
                                 const double *partials, const double *sums, int training, double eps, double momentum,
                                 float *running_mean, float *running_var, double *saved, double count, const float *w,
                                 const float *b, float *coef);
+/* relu: y = relu(batch norm), fuse_relu's */
 cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
-                             const float *coef);
-/* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none) */
-cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C, size_t plane,
-                                 const double *saved, double *partials, double *gsums, float *dw, int add_w, float *db,
-                                 int add_b);
+                             const float *coef, int relu);
+/* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none); y (fuse_relu's
+ * output, else NULL): dy is masked in place first (dy where y > 0) */
+cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *y, float *dy, int N, int C,
+                                 size_t plane, const double *saved, double *partials, double *gsums, float *dw,
+                                 int add_w, float *db, int add_b);
 /* coef: 4 C floats of scratch */
 cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
                           const double *saved, const double *gsums, const float *w, int training, int add,

@@ -105,45 +105,56 @@ extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, 
     return cudaGetLastError();
 }
 
-/* y = (x - mean_hi) scale + shift, as the CPU's forward (coef: bn_finalize's) */
+/* y = (x - mean_hi) scale + shift, as the CPU's forward (coef: bn_finalize's);
+ * relu: y = relu of that, as the relu op (fuse_relu) */
 template <typename I> __device__ static void bn_apply_loop(const float *x, float *y, const chan_index_t &ci, I n,
-                                                           const float *coef) {
+                                                           const float *coef, int relu) {
     GRID_LOOP_T(I, j, n) {
         int c = channel_of(ci, j);
-        y[j] = __fadd_rn(__fmul_rn(__fsub_rn(x[j], coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
+        float v = __fadd_rn(__fmul_rn(__fsub_rn(x[j], coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
+        if (relu) v = v < 0.0f ? 0.0f : v;
+        y[j] = v;
     }
 }
 
-__global__ void bn_apply_kernel(const float *x, float *y, chan_index_t ci, size_t n, const float *coef) {
-    if (ci.narrow) bn_apply_loop<uint32_t>(x, y, ci, (uint32_t)n, coef);
-    else bn_apply_loop<size_t>(x, y, ci, n, coef);
+__global__ void bn_apply_kernel(const float *x, float *y, chan_index_t ci, size_t n, const float *coef, int relu) {
+    if (ci.narrow) bn_apply_loop<uint32_t>(x, y, ci, (uint32_t)n, coef, relu);
+    else bn_apply_loop<size_t>(x, y, ci, n, coef, relu);
 }
 
 extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
-                                        const float *coef) {
+                                        const float *coef, int relu) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * C * plane;
-    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef);
+    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef, relu);
     return cudaGetLastError();
 }
 
-/* Gradient sums' values: dy and dy (x - mean). */
+/* Gradient sums' values: dy and dy (x - mean); with y (fuse_relu) dy is
+ * first the gradient through the ReLU (dy where y > 0, else 0), written
+ * back in place for bn_dx (each element read and written by one thread). */
 struct bn_grad_sum {
     typedef double value_t;
     static const int K = 2;
-    const float *x, *dy;
+    const float *x, *y;
+    float *dy;
     const double *saved;
     double mean, v[2];
     __device__ void start(int c) { mean = saved[c]; }
     template <typename I> __device__ void add(I at) {
-        v[0] += (double)dy[at];
-        v[1] += (double)dy[at] * ((double)x[at] - mean);
+        float g = dy[at];
+        if (y) {
+            g = y[at] > 0.0f ? g : 0.0f;
+            dy[at] = g;
+        }
+        v[0] += (double)g;
+        v[1] += (double)g * ((double)x[at] - mean);
     }
 };
 
-__global__ void bn_grad_sums_kernel(red_geom_t g, const float *x, const float *dy, const double *saved,
+__global__ void bn_grad_sums_kernel(red_geom_t g, const float *x, const float *y, float *dy, const double *saved,
                                     double *partials) {
-    bn_grad_sum a = {x, dy, saved, 0.0, {0.0, 0.0}};
+    bn_grad_sum a = {x, y, dy, saved, 0.0, {0.0, 0.0}};
     channel_partials(g, a, partials);
 }
 
@@ -169,12 +180,12 @@ __global__ void bn_grad_finish_kernel(const double *partials, int slices, int C,
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *dy, int N, int C,
-                                            size_t plane, const double *saved, double *partials, double *gsums,
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *y, float *dy, int N,
+                                            int C, size_t plane, const double *saved, double *partials, double *gsums,
                                             float *dw, int add_w, float *db, int add_b) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
-    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, dy, saved, partials);
+    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, y, dy, saved, partials);
     bn_grad_finish_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, saved, gsums, dw, add_w, db, add_b);
     return cudaGetLastError();
 }

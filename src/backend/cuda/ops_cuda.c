@@ -477,7 +477,7 @@ static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
                   "mse backward");
 }
 
-/* --- batch norm (ops_batch_norm.c's formulas; saved: device doubles [mean, invstd, m]) --------- */
+/* --- batch norm (ops_batch_norm.c's formulas, fuse_relu too; saved: device doubles [mean, invstd, m]) --- */
 
 typedef struct {
     int N, C;
@@ -574,7 +574,8 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
                                          (double)a->momentum, a->running_mean, a->running_var, saved, m,
                                          w ? w->data : NULL, b ? b->data : NULL, coef),
                   "batch_norm statistics"));
-    return dp_cuda_launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, coef), "batch_norm");
+    return dp_cuda_launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, coef, a->fuse_relu),
+                          "batch_norm");
 }
 
 static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -591,8 +592,10 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
         return dp_fail(DP_ERR_NOMEM, "batch_norm backward: out of GPU memory for %d channels", g.C);
     float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
     int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
-    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, node->out.grad, g.N, g.C, g.plane, node->saved, scratch,
-                                          gsums, dw, add_w, db, add_b),
+    /* fuse_relu: the sums mask out.grad in place (ours and complete), as the CPU op */
+    const float *relu_y = a->fuse_relu ? node->out.data : NULL;
+    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, relu_y, node->out.grad, g.N, g.C, g.plane, node->saved,
+                                          scratch, gsums, dw, add_w, db, add_b),
                   "batch_norm gradient sums"));
     if (!x->grad) return DP_OK;
     if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
