@@ -1,7 +1,7 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, add
- * (with ReLU), gradient accumulation and dropout (ops_elementwise.c's and
- * ops_dropout.c's arithmetic). */
+ * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
+ * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. */
 #include "kernels_common.cuh"
 
 /* --- bias, ReLU --------------------------------------------------------------- */
@@ -143,6 +143,29 @@ __global__ void add_kernel(const float *a, const float *b, float *y, size_t n, i
 extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     add_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, relu);
+    return cudaGetLastError();
+}
+
+/* --- layouts: (N, C, L) <-> (N, L, C), one thread per element of dst ---------------- */
+__global__ void layout_copy_kernel(const float *src, float *dst, size_t C, size_t L, size_t n, int to_nhwc, int add) {
+    GRID_LOOP(i, n) {
+        size_t at; /* src's index of dst's element i */
+        if (to_nhwc) { /* i = (n L + l) C + c */
+            size_t c = i % C, nl = i / C, l = nl % L, b = nl / L;
+            at = (b * C + c) * L + l;
+        } else { /* i = (n C + c) L + l */
+            size_t l = i % L, nc = i / L, c = nc % C, b = nc / C;
+            at = (b * L + l) * C + c;
+        }
+        dst[i] = add ? __fadd_rn(dst[i], src[at]) : src[at];
+    }
+}
+
+extern "C" cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *dst, int N, int C, size_t L,
+                                           int to_nhwc, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t n = (size_t)N * (size_t)C * L;
+    layout_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, (size_t)C, L, n, to_nhwc, add);
     return cudaGetLastError();
 }
 

@@ -74,6 +74,11 @@ cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x,
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
                                    size_t n, int add);
 cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+/* The layouts of an (N, C, L) tensor: to_nhwc 1: dst (N, L, C) (+)= src (N, C, L); 0: dst (N, C, L)
+ * (+)= src (N, L, C). Activations (L = H W) and filters (N = K, C = C / groups, L = R S: KCRS to
+ * KRSC) alike; each element copied (add 0) or added (add 1) alone: the same bits both ways. */
+cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *dst, int N, int C, size_t L, int to_nhwc,
+                                int add);
 /* dx (+)= dy */
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at

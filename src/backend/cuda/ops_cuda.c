@@ -26,6 +26,7 @@
 #include "cuda_context.h"
 #include "cuda_parts.h"
 #include "kernels.h"
+#include "layout_cuda.h"
 #include "ops_cuda_common.h"
 #include "precision.h"
 #include "dptrain/ops.h"
@@ -134,6 +135,7 @@ static dp_status_t relu_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
     DP_TRY(dp_cuda_output(node, "relu", x->ndim, x->shape, x->grad != NULL, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
     return dp_cuda_launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x)), "relu");
 }
 
@@ -293,6 +295,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
     DP_TRY(dp_cuda_output(node, op, x->ndim, x->shape, x->grad != NULL, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
     return dp_cuda_launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x)), op);
 }
 
@@ -337,6 +340,7 @@ static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *ar
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
     DP_TRY(dp_cuda_output(node, "add", x->ndim, x->shape, x->grad || z->grad, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* both inputs in it (layout_cuda.c) */
     return dp_cuda_launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x), node->attr.fuse_relu),
                   "add");
 }
@@ -495,6 +499,10 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
     g->N = x->shape[0];
     g->C = x->shape[1];
     g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
+    if (dp_cuda_is_nhwc(x)) { /* an (N H W, C) matrix: the columns layout of the per-channel sums */
+        g->N = (int)((size_t)g->N * g->plane);
+        g->plane = 1;
+    }
     for (int i = 1; i < 3; i++) {
         const dp_tensor_t *p = node->in[i];
         if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
@@ -549,6 +557,7 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     DP_TRY(dp_cuda_output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
     double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
     float *coef = dp_arena_floats(arena, 3 * (size_t)g.C);                          /* bn_apply's, per channel */
@@ -606,27 +615,51 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
 
 typedef dp_status_t (*cuda_op_fn)(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
 
-static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena) {
+/* An op on GPU gpu: forward (backward 0) after converting its inputs to
+ * the layouts it takes, backward (1) then the converted inputs' gradients
+ * back (layout_cuda.h). */
+static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena, int backward) {
     dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
     if (!c) return dp_fail(DP_ERR_ARG, "cuda:%d: the GPU was not opened", gpu);
     dp_cuda_enter(c);
-    dp_status_t status = c->failed ? dp_cuda_status(c) : fn(c, node, arena);
+    dp_status_t status = c->failed ? dp_cuda_status(c) : DP_OK;
+    if (status == DP_OK && !backward) {
+        int want[3];
+        dp_cuda_layout_want(c, node, want);
+        status = dp_cuda_layout_inputs(c, node, arena, want);
+    }
+    if (status == DP_OK) status = fn(c, node, arena);
+    if (status == DP_OK && backward) status = dp_cuda_layout_restore(c, node);
     if (status == DP_OK) status = dp_cuda_status(c);
     dp_cuda_leave(c);
     return status;
 }
 
-#define WRAP(g, fn) \
-    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena); }
+/* flatten: the CPU's view, over an NCHW input (an NHWC one is converted
+ * first, so that linear layers see PyTorch's feature order) */
+static dp_status_t flatten_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)c;
+    return dp_flatten_forward(node, arena);
+}
+static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)c;
+    return dp_flatten_backward(node, arena);
+}
+
+#define WRAP(g, fn)                                                                                                  \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena, 0); }
+#define WRAP_BACK(g, fn)                                                                                             \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena, 1); }
 #define GPU_FUNCS(g)                                                                                       \
-    WRAP(g, dp_cuda_conv_forward) WRAP(g, dp_cuda_conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
-    WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
-    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward)   \
-    WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
-    WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
-    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward) \
-    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward) \
-    WRAP(g, dp_cuda_conv_transpose_forward) WRAP(g, dp_cuda_conv_transpose_backward)
+    WRAP(g, dp_cuda_conv_forward) WRAP_BACK(g, dp_cuda_conv_backward) WRAP(g, max_pool_forward) WRAP_BACK(g, max_pool_backward)     \
+    WRAP(g, avg_pool_forward) WRAP_BACK(g, avg_pool_backward) WRAP(g, linear_forward) WRAP_BACK(g, linear_backward) \
+    WRAP(g, relu_forward) WRAP_BACK(g, relu_backward) WRAP(g, xent_forward) WRAP_BACK(g, xent_backward)   \
+    WRAP(g, sigmoid_forward) WRAP_BACK(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP_BACK(g, tanh_backward)         \
+    WRAP(g, add_forward) WRAP_BACK(g, add_backward) WRAP(g, dropout_forward) WRAP_BACK(g, dropout_backward)           \
+    WRAP(g, global_avg_pool_forward) WRAP_BACK(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP_BACK(g, mse_backward) \
+    WRAP(g, batch_norm_forward) WRAP_BACK(g, batch_norm_backward) \
+    WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
+    WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
     {                                                                                                 \
         [DP_OP_CONV] = {"conv", 3, dp_cuda_conv_forward_##g, dp_cuda_conv_backward_##g},                              \
@@ -634,7 +667,7 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
         [DP_OP_AVG_POOL] = {"avg_pool", 1, avg_pool_forward_##g, avg_pool_backward_##g},              \
         [DP_OP_LINEAR] = {"linear", 3, linear_forward_##g, linear_backward_##g},                      \
         [DP_OP_RELU] = {"relu", 1, relu_forward_##g, relu_backward_##g},                              \
-        [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
+        [DP_OP_FLATTEN] = {"flatten", 1, flatten_forward_##g, flatten_backward_##g},                    \
         [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
         [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, dp_cuda_conv_transpose_forward_##g, dp_cuda_conv_transpose_backward_##g},                       \
         [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \
