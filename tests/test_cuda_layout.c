@@ -11,13 +11,15 @@
  * and bias and of the op's parameters (backward). And the marks, so that
  * the comparison cannot pass because nothing ran in NHWC: with
  * channels-last on the conv's output is NHWC, the ops with NHWC kernels
- * (relu, sigmoid, tanh, add, batch norm, conv) give NHWC, the others
- * (pooling, dropout, conv_transpose, flatten) NCHW after converting.
+ * (relu, sigmoid, tanh, add, batch norm, conv, max and average pooling,
+ * dropout) give NHWC, global average pooling its (N, C, 1, 1) marked NCHW
+ * (the same bytes), conv_transpose NCHW after converting its input.
  *
  * Equal bits where the summation order is the same in both layouts:
  * convolutions (the emulator's cuDNN sums each NHWC output in the NCHW
  * order, and the KRSC filter and its gradient are exact copies), the
- * elementwise ops, pooling, the conversions. Within a tolerance where the
+ * elementwise ops, pooling (each element's loop as in NCHW), dropout (each
+ * element's mask that of its NCHW index), the conversions. Within a tolerance where the
  * per-channel sums run in another order: bias gradients and batch norm's
  * statistics and gradient sums over an (N H W, C) matrix (the columns
  * layout) instead of (N, C, H W) planes; both are sums of K <= 2 x 8 x 8
@@ -232,10 +234,10 @@ int main(void) {
         {"add y + y, relu", DP_OP_ADD, 1, 1},
         {"batch_norm", DP_OP_BATCH_NORM, 0, 1},
         {"conv (NHWC in, no bias)", DP_OP_CONV, 0, 1},
-        {"max_pool (converted)", DP_OP_MAX_POOL, 0, 0},
-        {"avg_pool (converted)", DP_OP_AVG_POOL, 0, 0},
-        {"global_avg_pool (converted)", DP_OP_GLOBAL_AVG_POOL, 0, 0},
-        {"dropout (converted)", DP_OP_DROPOUT, 0, 0},
+        {"max_pool", DP_OP_MAX_POOL, 0, 1},
+        {"avg_pool", DP_OP_AVG_POOL, 0, 1},
+        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 0},
+        {"dropout", DP_OP_DROPOUT, 0, 1},
         {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare(&cases[i]);

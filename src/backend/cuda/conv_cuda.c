@@ -12,7 +12,14 @@
  * bf16 (precision.cu) in the arena, the forward's input and weight copies
  * kept in node->saved for the backward (dp_cuda_bf16_operands), and
  * cuDNN's bf16 result goes back to FP32, written or added to the gradient
- * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32. */
+ * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32.
+ *
+ * Channels-last (layout_cuda.h): a 2-D conv whose input is NHWC runs with
+ * NHWC tensor descriptors and a KRSC filter (a copy made by each forward,
+ * kept for the backward; cast to bf16 after the transpose with --precision
+ * bf16); cuDNN's KRSC weight gradient is transposed back and written or
+ * added into the NCHW gradient; bias and ReLU over an (N H W, K, 1) tensor.
+ * The plan key and the stored choice key name the layout. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -193,10 +193,11 @@ __device__ static uint64_t mix64(uint64_t z) {
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
  * before each launch), else `seed`. */
 __global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add) {
+                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C) {
     if (seed_at) seed = *seed_at;
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
+        if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
         float g = kept ? __fmul_rn(x[j], scale) : 0.0f;
@@ -206,9 +207,9 @@ __global__ void dropout_kernel(const float *x, float *y, int N, size_t per_examp
 
 extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example,
                                        uint64_t seed, const uint64_t *seed_at, int64_t offset, uint64_t threshold,
-                                       float scale, int add) {
+                                       float scale, int add, int C) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, seed_at,
-                                                                              offset, threshold, scale, add);
+                                                                              offset, threshold, scale, add, C);
     return cudaGetLastError();
 }

@@ -23,6 +23,10 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_SIGMOID:
     case DP_OP_TANH:
     case DP_OP_BATCH_NORM:
+    case DP_OP_MAX_POOL: /* pooling.cu's NHWC loops */
+    case DP_OP_AVG_POOL:
+    case DP_OP_GLOBAL_AVG_POOL:
+    case DP_OP_DROPOUT: /* the mask of each element's NCHW index */
         break;
     case DP_OP_ADD: /* elementwise, both in one layout: the mode's when they differ */
         if (node->in[0] && node->in[1] && dp_cuda_is_nhwc(node->in[0]) != dp_cuda_is_nhwc(node->in[1]))
@@ -31,7 +35,7 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_MSE:
         want[0] = want[1] = DP_CUDA_NCHW;
         break;
-    default: /* pooling, linear, flatten, dropout, conv_transpose, global pooling, softmax_xent: NCHW kernels */
+    default: /* linear, flatten, conv_transpose, softmax_xent: NCHW kernels */
         want[0] = DP_CUDA_NCHW;
         break;
     }

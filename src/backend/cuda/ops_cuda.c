@@ -15,9 +15,16 @@
  * memory, as load_batch leaves them; a label outside [0, K) gives a NaN loss
  * (the host cannot check device labels without a synchronisation).
  *
+ * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh,
+ * add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * global average pooling and dropout also take NHWC inputs and keep their
+ * layout; the wrappers convert the inputs of the others (and of flatten,
+ * now a wrapper of the CPU's view) to NCHW and their gradients back.
+ *
  * Ops have no context argument, so each GPU gets its own table of small
- * wrappers (OP_WRAPPERS) that select its context, take its lock and report
- * a failure of any asynchronous work queued so far. */
+ * wrappers (OP_WRAPPERS) that select its context, take its lock, convert
+ * inputs to the op's layouts and report a failure of any asynchronous work
+ * queued so far. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,7 +197,8 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int dila
     *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .D = in[0], .H = in[1], .W = in[2],
                           .OD = out[0], .OH = out[1], .OW = out[2], .kd = k[0], .kh = k[1], .kw = k[2],
                           .sd = s[0], .sh = s[1], .sw = s[2], .pd = p[0], .ph = p[1], .pw = p[2],
-                          .dd = d[0], .dh = d[1], .dw = d[2], .count_include_pad = a->count_include_pad};
+                          .dd = d[0], .dh = d[1], .dw = d[2], .count_include_pad = a->count_include_pad,
+                          .C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0};
     return DP_OK;
 }
 
@@ -208,6 +216,7 @@ static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
     DP_TRY(dp_cuda_output(node, "max_pool", x->ndim, shape, x->grad != NULL, arena));
+    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
     int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OD * g.OH * g.OW);
     if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
     node->saved = argmax;
@@ -232,6 +241,7 @@ static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
     DP_TRY(dp_cuda_output(node, "avg_pool", x->ndim, shape, x->grad != NULL, arena));
+    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
     return dp_cuda_launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
 }
 
@@ -386,15 +396,18 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
         node->out.data = x->data;
         node->out.grad = x->grad;
         node->out.grad_unset = x->grad_unset;
+        node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
         return DP_OK;
     }
     DP_TRY(dp_cuda_output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
+    const int C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0; /* NHWC: each element's NCHW index picks its mask */
+    node->out.layout = C ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     size_t numel = dp_tensor_numel(x);
     const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
-                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C),
                   "dropout");
 }
 
@@ -413,7 +426,8 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
-                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add,
+                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
                   "dropout backward");
 }
 
@@ -429,7 +443,9 @@ static dp_status_t global_avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp
     int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
     DP_TRY(dp_cuda_output(node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena));
     size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
-    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes),
+    /* an NHWC x gives (N, C, 1, 1): the same bytes in both layouts, marked NCHW */
+    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes,
+                                                        dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
                   "global_avg_pool");
 }
 
@@ -440,7 +456,7 @@ static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
     size_t planes = dp_tensor_numel(&node->out);
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_global_avg_backward(c->stream, node->out.grad, x->grad, planes, dp_tensor_numel(x) / planes,
-                                                 add),
+                                                 dp_cuda_is_nhwc(x) ? x->shape[1] : 0, add),
                   "global_avg_pool backward");
 }
 
