@@ -13,6 +13,7 @@
 #   (test_cuda_layout checks each op; every other result there is equal
 #   bit for bit). SGD with momentum: Adam would divide the noise of a
 #   zero gradient (a conv bias in front of batch norm) by its own size;
+# - the same on two devices sharing the GPU with --sync-batch-norm;
 # - the first line says channels-last; the checkpoint's stored cuDNN
 #   choices name the layout (" nhwc" keys), an NCHW run's none;
 # - --cuda-graph on with channels-last gives the bits of --cuda-graph off;
@@ -73,6 +74,11 @@ head -1 "$tmp/first.out" | grep -q "seed 5, precision fp32, channels-last, on \[
 "$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 64 >"$tmp/first-off.out" 2>&1
 head -1 "$tmp/first-off.out" | grep -q "seed 5, precision fp32, on \[cuda:0\]" && pass \
   || fail "first line, off: $(head -1 "$tmp/first-off.out")"
+
+# two devices sharing the GPU, batch norm's statistics summed across them
+train_run sync-on cuda:0,cuda:0 "${resnet[@]}" --sync-batch-norm --channels-last on
+train_run sync-off cuda:0,cuda:0 "${resnet[@]}" --sync-batch-norm
+worst=$(close sync-on sync-off 1e-5) && pass || fail "cuda:0,cuda:0 --sync-batch-norm: on vs off: $worst"
 
 # a step graph with channels-last: the bits of the step as made
 train_run resnet-graph cuda:0 "${resnet[@]}" --channels-last on --cuda-graph on
