@@ -80,6 +80,26 @@ dp_status_t cli_parse_precision(const char *command, const char *text, dp_precis
     return DP_OK;
 }
 
+dp_status_t cli_set_channels_last(const char *command, const char *text, const dp_backend_t *const *backends,
+                                  const int *ids, int count, int *on) {
+    *on = 0;
+    if (!text || strcmp(text, "off") == 0) return DP_OK;
+    if (strcmp(text, "on") != 0) return dp_fail(DP_ERR_ARG, "%s: --channels-last: '%s' is not on or off", command, text);
+    *on = 1;
+    for (int d = 0; d < count; d++) {
+        const dp_backend_t *be = backends[d];
+        int seen = 0;
+        for (int e = 0; e < d && !seen; e++) seen = backends[e] == be;
+        if (seen) continue;
+        if (!be->set_channels_last)
+            return dp_fail(DP_ERR_ARG, "%s: --channels-last on: %s:%d has no channels-last layout (a GPU's NHWC "
+                           "activations): use --channels-last off (the default) on %s devices, or a cuda device",
+                           command, be->name, ids[d], be->name);
+        DP_TRY(be->set_channels_last(be->ctx, 1));
+    }
+    return DP_OK;
+}
+
 dp_status_t cli_set_precision(const char *command, const char *option, const dp_backend_t *const *backends,
                               const int *ids, int count, dp_precision_t precision) {
     if (precision == DP_PRECISION_FP32) return DP_OK;

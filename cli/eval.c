@@ -36,6 +36,8 @@ static const char eval_usage[] =
     "  --precision fp32|tf32|bf16  GPU devices: the arithmetic of matrix products and\n"
     "                      convolutions (train --precision; default fp32); tf32 and\n"
     "                      bf16 are refused on CPU devices\n"
+    "  --channels-last on|off  GPU devices: NHWC activations inside the device (train\n"
+    "                      --channels-last; default off; refused on CPU devices)\n"
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
     "  --help              show this help\n";
@@ -71,7 +73,7 @@ static dp_status_t apply_normalize(dp_dataset_t *ds, const char *given, const ch
 
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *data_dir = DP_DEFAULT_DATA_DIR, *normalize = NULL;
-    const char *devices = NULL, *precision_text = NULL;
+    const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL;
     int batch_size = 1000, help = 0;
     const option_t options[] = {
         {"resume", OPT_STRING, &resume, 0, 0},
@@ -81,6 +83,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 24},
         {"normalize", OPT_STRING, &normalize, 0, 0},
         {"precision", OPT_STRING, &precision_text, 0, 0},
+        {"channels-last", OPT_STRING, &channels_last_text, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     if (options_parse("eval", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
@@ -123,6 +126,9 @@ int cmd_eval(int argc, char **argv) {
     char option[64];
     snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
     if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto done;
+    int channels_last = 0;
+    if (cli_set_channels_last("eval", channels_last_text, backends, device_ids, num_devices, &channels_last) != DP_OK)
+        goto done;
     dp_trainer_config_t config = {
         .model = model,
         .num_devices = num_devices,
@@ -139,10 +145,10 @@ int cmd_eval(int argc, char **argv) {
     dp_trainer_set_params(trainer, params);
     int correct;
     if (dp_trainer_evaluate(trainer, &test_set, batch_size, &correct) != DP_OK) goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s\n",
+    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s%s\n",
            (double)correct / test_set.count, correct, test_set.count, test_set.count, dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
-           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "");
+           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();

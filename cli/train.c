@@ -85,6 +85,10 @@ static const char train_usage[] =
     "                            optimizer, loss, batch norm and checkpoints stay FP32);\n"
     "                            tf32 and bf16 are refused on CPU devices\n"
     "  --tf32                    the same as --precision tf32\n"
+    "  --channels-last on|off    GPU devices: keep 4-D activations channels-last (NHWC)\n"
+    "                            inside the device (convolutions, bias, ReLU, batch norm,\n"
+    "                            add, pooling, dropout); parameters, checkpoints and the\n"
+    "                            CPU see NCHW as ever (default off; refused on CPU devices)\n"
     "  --winograd                CPU devices: 5x5 convolutions with 8 or more channels in\n"
     "                            and out (LeNet's conv2) by Winograd F(3x3, 5x5): fewer\n"
     "                            multiplications, rounding errors about 5x im2col's (still\n"
@@ -156,6 +160,8 @@ static dp_status_t device_settings(const dp_backend_t *const *backends, const in
     if (o->precision_text) snprintf(option, sizeof option, "--precision %s", o->precision_text);
     else snprintf(option, sizeof option, "--tf32");
     DP_TRY(cli_set_precision("train", option, backends, ids, count, (dp_precision_t)o->precision));
+    int channels_last = 0;
+    DP_TRY(cli_set_channels_last("train", o->channels_last_text, backends, ids, count, &channels_last));
     for (int d = 0; d < count; d++) {
         const dp_backend_t *be = backends[d];
         int seen = 0;
@@ -272,6 +278,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
         {"tf32", OPT_FLAG, &o.tf32, 0, 0},
         {"precision", OPT_STRING, &o.precision_text, 0, 0},
+        {"channels-last", OPT_STRING, &o.channels_last_text, 0, 0},
         {"winograd", OPT_FLAG, &o.winograd, 0, 0},
         {"profile", OPT_FLAG, &o.profile, 0, 0},
         {"profile-steps", OPT_STRING, &o.profile_steps, 0, 0},
@@ -315,6 +322,11 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         return report_error(world);
     }
     o.precision = (int)precision;
+    if (o.channels_last_text && strcmp(o.channels_last_text, "on") != 0 && strcmp(o.channels_last_text, "off") != 0) {
+        dp_fail(DP_ERR_ARG, "train: --channels-last: '%s' is not on or off", o.channels_last_text);
+        return report_error(world);
+    }
+    o.channels_last = o.channels_last_text && strcmp(o.channels_last_text, "on") == 0;
     if (!(o.lr > 0.0f)) {
         dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
         return report_error(world);

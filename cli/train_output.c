@@ -24,10 +24,11 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
     if (!o->quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, precision %s, "
+        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, precision %s%s, "
                "on %s%s%s%s%s%s\n",
                o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
-               o->epochs, (unsigned long long)o->seed, dp_precision_name((dp_precision_t)o->precision), devices,
+               o->epochs, (unsigned long long)o->seed, dp_precision_name((dp_precision_t)o->precision),
+               o->channels_last ? ", channels-last" : "", devices,
                p->devices_note ? " (" : "", p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "",
                p->cuda_graph, p->allreduce);
     if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */

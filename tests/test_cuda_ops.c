@@ -211,8 +211,8 @@ static void check_conv_transpose_like_cpu(void) {
     attr.output_padding[0] = 2, attr.output_padding[1] = 1; /* 2 >= stride 1 along H: the buffered path */
     static float zx[sizeof x / sizeof x[0]], zw[sizeof w / sizeof w[0]], zb[CO];
     static float cdx[sizeof x / sizeof x[0]], cdw[sizeof w / sizeof w[0]], cdb[CO];
-    dp_tensor_t xc = {4, {N, CI, H, W}, x, cdx, 0}, wc = {4, {CI, CO / G, KH, KW}, w, cdw, 0};
-    dp_tensor_t bc = {1, {CO}, b, cdb, 0};
+    dp_tensor_t xc = {4, {N, CI, H, W}, x, cdx, 0, 0}, wc = {4, {CI, CO / G, KH, KW}, w, cdw, 0, 0};
+    dp_tensor_t bc = {1, {CO}, b, cdb, 0, 0};
     dp_node_t cpu = {.kind = DP_OP_CONV_TRANSPOSE, .attr = attr, .in = {&xc, &wc, &bc}};
     dp_arena_t *ha = dp_arena_new(1 << 20);
     CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu conv_transpose: %s", dp_error_message());
@@ -227,9 +227,9 @@ static void check_conv_transpose_like_cpu(void) {
     cpu.out.grad_unset = 0;
     CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu conv_transpose backward: %s", dp_error_message());
 
-    dp_tensor_t xg = {4, {N, CI, H, W}, upload(x, sizeof x), upload(zx, sizeof zx), 0};
-    dp_tensor_t wg = {4, {CI, CO / G, KH, KW}, upload(w, sizeof w), upload(zw, sizeof zw), 0};
-    dp_tensor_t bg = {1, {CO}, upload(b, sizeof b), upload(zb, sizeof zb), 0};
+    dp_tensor_t xg = {4, {N, CI, H, W}, upload(x, sizeof x), upload(zx, sizeof zx), 0, 0};
+    dp_tensor_t wg = {4, {CI, CO / G, KH, KW}, upload(w, sizeof w), upload(zw, sizeof zw), 0, 0};
+    dp_tensor_t bg = {1, {CO}, upload(b, sizeof b), upload(zb, sizeof zb), 0, 0};
     dp_node_t gpu = {.kind = DP_OP_CONV_TRANSPOSE, .attr = attr, .in = {&xg, &wg, &bg}};
     dp_arena_t *ga = dp_arena_new_on(be, 1 << 20);
     dp_status_t st = be->ops[DP_OP_CONV_TRANSPOSE].forward(&gpu, ga);
@@ -282,7 +282,7 @@ static void check_dropout_like_cpu(void) {
     attr.dropout_p = 0.3f;
     attr.dropout_seed = 1234;
     attr.example_offset = 17;
-    dp_tensor_t xc = {2, {N, F}, x, dx_cpu, 1};
+    dp_tensor_t xc = {2, {N, F}, x, dx_cpu, 1, 0};
     dp_node_t cpu = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xc}};
     dp_arena_t *ha = dp_arena_new(1 << 16);
     CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu dropout: %s", dp_error_message());
@@ -290,7 +290,7 @@ static void check_dropout_like_cpu(void) {
     memcpy(cpu.out.grad, dy, sizeof dy);
     cpu.out.grad_unset = 0;
     CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu dropout backward: %s", dp_error_message());
-    dp_tensor_t xg = {2, {N, F}, upload(x, sizeof x), upload(x, sizeof x), 1};
+    dp_tensor_t xg = {2, {N, F}, upload(x, sizeof x), upload(x, sizeof x), 1, 0};
     dp_node_t gpu_node = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xg}};
     dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
     dp_status_t st = be->ops[DP_OP_DROPOUT].forward(&gpu_node, ga);

@@ -146,9 +146,9 @@ static void check_conv_bias(int N, int C, int H, int W, int relu) {
     for (int integers = 1; integers >= 0; integers--)
         for (int run = 0; run < 2; run++) {
             for (size_t i = 0; i < n; i++) dy[i] = pattern(i, integers, 2);
-            dp_tensor_t xt = {4, {N, C, H, W}, upload(x, sizeof(float) * n), upload(zeros, sizeof(float) * n), 1};
-            dp_tensor_t wt = {4, {C, 1, 1, 1}, upload(w, sizeof(float) * C), NULL, 0};
-            dp_tensor_t bt = {1, {C}, upload(b, sizeof(float) * C), upload(zeros, sizeof(float) * C), 1};
+            dp_tensor_t xt = {4, {N, C, H, W}, upload(x, sizeof(float) * n), upload(zeros, sizeof(float) * n), 1, 0};
+            dp_tensor_t wt = {4, {C, 1, 1, 1}, upload(w, sizeof(float) * C), NULL, 0, 0};
+            dp_tensor_t bt = {1, {C}, upload(b, sizeof(float) * C), upload(zeros, sizeof(float) * C), 1, 0};
             dp_node_t node = {.kind = DP_OP_CONV, .attr = attr, .in = {&xt, &wt, &bt}};
             dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
             if (forward_backward(&node, arena, dy, n, name) == DP_OK) {
@@ -193,9 +193,9 @@ static void check_linear_bias(int N, int OUT) {
     for (int integers = 1; integers >= 0; integers--)
         for (int run = 0; run < 2; run++) {
             for (size_t i = 0; i < n; i++) dy[i] = pattern(i, integers, 5);
-            dp_tensor_t xt = {2, {N, IN}, upload(x, sizeof(float) * N * IN), NULL, 0};
-            dp_tensor_t wt = {2, {OUT, IN}, upload(w, sizeof(float) * OUT * IN), NULL, 0};
-            dp_tensor_t bt = {1, {OUT}, upload(b, sizeof(float) * OUT), upload(b, sizeof(float) * OUT), 1};
+            dp_tensor_t xt = {2, {N, IN}, upload(x, sizeof(float) * N * IN), NULL, 0, 0};
+            dp_tensor_t wt = {2, {OUT, IN}, upload(w, sizeof(float) * OUT * IN), NULL, 0, 0};
+            dp_tensor_t bt = {1, {OUT}, upload(b, sizeof(float) * OUT), upload(b, sizeof(float) * OUT), 1, 0};
             dp_node_t node = {.kind = DP_OP_LINEAR, .attr = dp_op_attr_default(), .in = {&xt, &wt, &bt}};
             dp_arena_t *arena = dp_arena_new_on(be, 1 << 16);
             if (forward_backward(&node, arena, dy, n, name) == DP_OK)
@@ -247,10 +247,10 @@ static int bn_run(const bn_shape_t *s, const float *x, const float *dy, const fl
     size_t n = (size_t)s->N * s->C * s->plane, C = (size_t)s->C;
     float *nan_fill = floats(n);
     for (size_t i = 0; i < n; i++) nan_fill[i] = NAN;
-    dp_tensor_t xt = {s->ndim, {0}, upload(x, sizeof(float) * n), upload(nan_fill, sizeof(float) * n), 1};
+    dp_tensor_t xt = {s->ndim, {0}, upload(x, sizeof(float) * n), upload(nan_fill, sizeof(float) * n), 1, 0};
     memcpy(xt.shape, s->shape, sizeof(int) * (size_t)s->ndim);
-    dp_tensor_t wt = {1, {s->C}, upload(w, sizeof(float) * C), upload(nan_fill, sizeof(float) * C), 1};
-    dp_tensor_t bt = {1, {s->C}, upload(b, sizeof(float) * C), upload(nan_fill, sizeof(float) * C), 1};
+    dp_tensor_t wt = {1, {s->C}, upload(w, sizeof(float) * C), upload(nan_fill, sizeof(float) * C), 1, 0};
+    dp_tensor_t bt = {1, {s->C}, upload(b, sizeof(float) * C), upload(nan_fill, sizeof(float) * C), 1, 0};
     dp_op_attr_t attr = dp_op_attr_default();
     attr.training = training;
     attr.running_mean = upload(rm0, sizeof(float) * C);
@@ -376,7 +376,7 @@ static void check_batch_norm(const bn_shape_t *s) {
     float *cdx = floats(n), *cdw = floats(C), *cdb = floats(C), *crm = floats(C), *crv = floats(C);
     memcpy(crm, rm, sizeof(float) * C);
     memcpy(crv, rv, sizeof(float) * C);
-    dp_tensor_t xc = {s->ndim, {0}, x, cdx, 1}, wc = {1, {s->C}, w, cdw, 1}, bc = {1, {s->C}, b, cdb, 1};
+    dp_tensor_t xc = {s->ndim, {0}, x, cdx, 1, 0}, wc = {1, {s->C}, w, cdw, 1, 0}, bc = {1, {s->C}, b, cdb, 1, 0};
     memcpy(xc.shape, s->shape, sizeof(int) * (size_t)s->ndim);
     dp_op_attr_t attr = dp_op_attr_default();
     attr.running_mean = crm, attr.running_var = crv;
@@ -476,7 +476,7 @@ static void check_avg_pool_backward(int N, int C, int nsp, const int in[3], cons
     }
     int same = 1;
     for (int add = 0; add < 2; add++) {
-        dp_tensor_t xt = {2 + nsp, {N, C}, upload(x, sizeof(float) * nx), upload(prefill, sizeof(float) * nx), !add};
+        dp_tensor_t xt = {2 + nsp, {N, C}, upload(x, sizeof(float) * nx), upload(prefill, sizeof(float) * nx), !add, 0};
         for (int s = 0; s < nsp; s++) xt.shape[2 + s] = in[3 - nsp + s];
         dp_node_t node = {.kind = DP_OP_AVG_POOL, .attr = attr, .in = {&xt}};
         dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
@@ -504,7 +504,7 @@ static void check_relu_masks(size_t n) {
     int shape[2] = {1, (int)n};
     int relu_ok = 1, add_ok = 1, twice_ok = 1;
     /* relu: y = max(x, 0), dx += dy where y > 0 */
-    dp_tensor_t xt = {2, {shape[0], shape[1]}, upload(a, sizeof(float) * n), upload(pre, sizeof(float) * n), 0};
+    dp_tensor_t xt = {2, {shape[0], shape[1]}, upload(a, sizeof(float) * n), upload(pre, sizeof(float) * n), 0, 0};
     dp_node_t relu = {.kind = DP_OP_RELU, .attr = dp_op_attr_default(), .in = {&xt}};
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
     if (be->ops[DP_OP_RELU].forward(&relu, arena) == DP_OK) {
@@ -524,8 +524,8 @@ static void check_relu_masks(size_t n) {
     be->free(be->ctx, xt.grad);
     /* add + relu: both grads (one added to, one written), then x + x (added twice) */
     for (int self = 0; self < 2; self++) {
-        dp_tensor_t at = {2, {shape[0], shape[1]}, upload(a, sizeof(float) * n), upload(pre, sizeof(float) * n), 0};
-        dp_tensor_t zt = {2, {shape[0], shape[1]}, upload(z, sizeof(float) * n), upload(pre, sizeof(float) * n), 1};
+        dp_tensor_t at = {2, {shape[0], shape[1]}, upload(a, sizeof(float) * n), upload(pre, sizeof(float) * n), 0, 0};
+        dp_tensor_t zt = {2, {shape[0], shape[1]}, upload(z, sizeof(float) * n), upload(pre, sizeof(float) * n), 1, 0};
         dp_op_attr_t attr = dp_op_attr_default();
         attr.fuse_relu = 1;
         dp_node_t add = {.kind = DP_OP_ADD, .attr = attr, .in = {&at, self ? &at : &zt}};

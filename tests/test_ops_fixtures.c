@@ -164,7 +164,7 @@ static int compare_names(const void *a, const void *b) {
 /* Error paths of the ops beyond LeNet's (transposed conv, global pool,
  * batch norm, dropout, sigmoid, tanh, add, mse); `data` is 4096 zeros. */
 static void check_new_op_errors(dp_arena_t *arena, float *data) {
-    dp_tensor_t x = {4, {2, 4, 5, 5}, data, NULL, 0}, w = {4, {4, 3, 3, 3}, data, NULL, 0};
+    dp_tensor_t x = {4, {2, 4, 5, 5}, data, NULL, 0, 0}, w = {4, {4, 3, 3, 3}, data, NULL, 0, 0};
     dp_node_t ct = {.kind = DP_OP_CONV_TRANSPOSE, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
     ct.attr.stride[0] = ct.attr.stride[1] = 2;
     ct.attr.output_padding[1] = 2; /* must be < max(stride, dilation) = 2 */
@@ -182,7 +182,7 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "output size along H"),
           "conv_transpose output < 1: status %d, '%s'", st, dp_error_message());
 
-    dp_tensor_t one = {4, {1, 4, 1, 1}, data, NULL, 0}; /* one value per channel */
+    dp_tensor_t one = {4, {1, 4, 1, 1}, data, NULL, 0, 0}; /* one value per channel */
     dp_node_t bn = {.kind = DP_OP_BATCH_NORM, .attr = dp_op_attr_default(), .in = {&one}};
     st = dp_op_forward(&bn, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "more than 1 value per channel"),
@@ -191,7 +191,7 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
     st = dp_op_forward(&bn, arena);
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "running_mean"),
           "batch_norm inference without running stats: status %d, '%s'", st, dp_error_message());
-    dp_tensor_t gamma = {1, {3}, data, NULL, 0};
+    dp_tensor_t gamma = {1, {3}, data, NULL, 0, 0};
     bn.in[0] = &x;
     bn.in[1] = &gamma;
     bn.attr.training = 1;
@@ -205,7 +205,7 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "dropout_p"), "dropout p = 1: status %d, '%s'", st,
           dp_error_message());
 
-    dp_tensor_t other = {4, {2, 4, 5, 4}, data, NULL, 0};
+    dp_tensor_t other = {4, {2, 4, 5, 4}, data, NULL, 0, 0};
     dp_node_t add = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &other}};
     st = dp_op_forward(&add, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "[2, 4, 5, 4]"), "add shape mismatch: status %d, '%s'",
@@ -214,7 +214,7 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
     st = dp_op_forward(&mse, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "mse"), "mse shape mismatch: status %d, '%s'", st,
           dp_error_message());
-    dp_tensor_t flat = {2, {2, 4}, data, NULL, 0};
+    dp_tensor_t flat = {2, {2, 4}, data, NULL, 0, 0};
     dp_node_t gap = {.kind = DP_OP_GLOBAL_AVG_POOL, .attr = dp_op_attr_default(), .in = {&flat}};
     st = dp_op_forward(&gap, arena);
     CHECK(st == DP_ERR_SHAPE, "global_avg_pool of (N, C): status %d, '%s'", st, dp_error_message());
@@ -223,7 +223,7 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
 static void check_errors(void) {
     dp_arena_t *arena = dp_arena_new(1 << 16);
     float data[4096] = {0};
-    dp_tensor_t x = {4, {2, 4, 6, 6}, data, NULL, 0}, w = {4, {5, 3, 3, 3}, data, NULL, 0};
+    dp_tensor_t x = {4, {2, 4, 6, 6}, data, NULL, 0, 0}, w = {4, {5, 3, 3, 3}, data, NULL, 0, 0};
     dp_node_t node = {.kind = DP_OP_CONV, .attr = dp_op_attr_default(), .in = {&x, &w, NULL}};
     dp_status_t st = dp_op_forward(&node, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "3 input channels per group"),
@@ -238,21 +238,21 @@ static void check_errors(void) {
     st = dp_op_forward(&node, arena);
     CHECK(st == DP_ERR_SHAPE, "conv groups 3 with 4 channels: status %d, '%s'", st, dp_error_message());
 
-    dp_tensor_t p = {4, {1, 1, 4, 4}, data, NULL, 0};
+    dp_tensor_t p = {4, {1, 1, 4, 4}, data, NULL, 0, 0};
     dp_node_t pool = {.kind = DP_OP_MAX_POOL, .attr = dp_op_attr_default(), .in = {&p}};
     pool.attr.kernel[0] = pool.attr.kernel[1] = 2;
     pool.attr.pad[0] = 2; /* more than half the kernel */
     st = dp_op_forward(&pool, arena);
     CHECK(st == DP_ERR_ARG, "max_pool pad > kernel / 2: status %d, '%s'", st, dp_error_message());
 
-    dp_tensor_t lx = {2, {3, 5}, data, NULL, 0}, lw = {2, {4, 6}, data, NULL, 0};
+    dp_tensor_t lx = {2, {3, 5}, data, NULL, 0, 0}, lw = {2, {4, 6}, data, NULL, 0, 0};
     dp_node_t lin = {.kind = DP_OP_LINEAR, .attr = dp_op_attr_default(), .in = {&lx, &lw, NULL}};
     st = dp_op_forward(&lin, arena);
     CHECK(st == DP_ERR_SHAPE && strstr(dp_error_message(), "linear"), "linear mismatch: status %d, '%s'", st,
           dp_error_message());
 
     int32_t labels[3] = {0, 5, 1};
-    dp_tensor_t logits = {2, {3, 5}, data, NULL, 0};
+    dp_tensor_t logits = {2, {3, 5}, data, NULL, 0, 0};
     dp_node_t xent = {.kind = DP_OP_SOFTMAX_XENT, .attr = dp_op_attr_default(), .in = {&logits}, .labels = labels};
     st = dp_op_forward(&xent, arena);
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "label 5"), "bad label: status %d, '%s'", st,

@@ -439,7 +439,7 @@ static void test_conv_tap_plane_chunks(void) {
 
 static void test_add_aliased(void) {
     float data[6] = {1, -2, 3, -4, 5, -6}, grad[6] = {0}, dy[6] = {1, 2, 3, 4, 5, 6};
-    dp_tensor_t x = {2, {2, 3}, data, grad, 1}; /* unset: the first write claims it */
+    dp_tensor_t x = {2, {2, 3}, data, grad, 1, 0}; /* unset: the first write claims it */
     dp_node_t node = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &x}};
     dp_arena_t *arena = dp_arena_new(1 << 12);
     CHECK(dp_op_forward(&node, arena) == DP_OK, "add x + x: %s", dp_error_message());

@@ -174,6 +174,16 @@ struct dp_backend {
      * process. NULL: the backend has none (--winograd is refused). Call
      * before any work is queued. */
     dp_status_t (*set_winograd)(void *ctx, int on);
+    /* Channels-last activations (on: 1): the backend may keep 4-D
+     * activations (N, C, H, W) and their gradients in (N, H, W, C) order
+     * inside its ops (a GPU's convolutions prefer it), marking them in
+     * dp_tensor_t.layout; every op it cannot run so converts its input to
+     * NCHW first, and what leaves the ops' table for the code above (a
+     * flattened or pooled feature, the logits, the loss) is NCHW, as are
+     * parameters, gradients and checkpoints. Off (0): the default. NULL:
+     * the backend has only NCHW (the CPU's): on is refused on its devices.
+     * Call before any work is queued. */
+    dp_status_t (*set_channels_last)(void *ctx, int on);
 
     /* --- Peer collectives: devices on distinct GPUs sum among themselves
      * (NCCL), within a process and across processes. Optional: NULL in the

@@ -21,6 +21,10 @@ typedef struct dp_tensor {
     float *data; /* (numel) values */
     float *grad; /* (numel) gradient of the loss, or NULL when none is needed */
     int grad_unset; /* 1 while grad holds nothing yet (see dp_grad_alloc) */
+    int layout;     /* the memory order of data and grad: 0 = row-major in shape order (NCHW), the
+                       only order the CPU backend and the code above the backends ever see; other
+                       values are a GPU backend's own marks (backend.h set_channels_last), which
+                       only its ops set and read. Zero-initialise every tensor. */
 } dp_tensor_t;
 
 typedef struct dp_arena dp_arena_t;
@@ -75,5 +79,10 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes);
 float *dp_arena_floats(dp_arena_t *arena, size_t count);
 /* count zeros (through the backend's zero for a device arena). */
 float *dp_arena_zeros(dp_arena_t *arena, size_t count);
+/* bytes of HOST memory that live as long as the arena's allocations (until
+ * the next dp_arena_reset): an op's host-side records next to its device
+ * memory (a host arena: the arena itself). NULL (with an error message)
+ * when memory runs out. */
+void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes);
 
 #endif

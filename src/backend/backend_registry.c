@@ -86,6 +86,7 @@ static void try_load(void) {
         .alloc_zeroed = dp_alloc_zeroed,
         .arena_alloc = dp_arena_alloc,
         .arena_floats = dp_arena_floats,
+        .arena_host_alloc = dp_arena_host_alloc,
         .conv_out_size = dp_conv_out_size,
         .conv_shape = dp_conv_shape,
         .conv_transpose_shape = dp_conv_transpose_shape,

@@ -61,6 +61,7 @@ struct dp_arena {
     arena_block_t *head; /* current block; older blocks follow */
     size_t used_total;   /* bytes handed out since reset */
     size_t peak;
+    dp_arena_t *host;    /* a device arena's host companion (dp_arena_host_alloc); NULL until used */
 };
 
 static arena_block_t *block_new(const dp_backend_t *backend, size_t size) {
@@ -104,6 +105,7 @@ static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
 void dp_arena_free(dp_arena_t *arena) {
     if (!arena) return;
     free_blocks(arena->backend, arena->head);
+    dp_arena_free(arena->host);
     free(arena);
 }
 
@@ -124,6 +126,13 @@ void dp_arena_reset(dp_arena_t *arena) {
     }
     arena->head->used = 0;
     arena->used_total = 0;
+    if (arena->host) dp_arena_reset(arena->host);
+}
+
+void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes) {
+    if (!arena->backend) return dp_arena_alloc(arena, bytes);
+    if (!arena->host && !(arena->host = dp_arena_new(4096))) return NULL;
+    return dp_arena_alloc(arena->host, bytes);
 }
 
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {

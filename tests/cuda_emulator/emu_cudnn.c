@@ -1,13 +1,16 @@
 /* emu_cudnn.c - the cuDNN functions the CUDA backend calls, on the CPU
  * (cuda_emulator.h): a handle bound to a device and a stream, float tensor
- * and filter descriptors (4-D NCHW by cudnnSetTensor4dDescriptor /
- * cudnnSetFilter4dDescriptor, or 4-D / 5-D NC(D)HW by the Nd setters; the
- * tensors packed), convolution descriptors of 2 or 3 spatial dims (pads,
+ * and filter descriptors (4-D NCHW or NHWC by cudnnSetTensor4dDescriptor /
+ * cudnnSetFilter4dDescriptor, or 4-D / 5-D NC(D)HW by the Nd setters, 4-D
+ * NHWC too: a tensor's strides, a filter's CUDNN_TENSOR_NHWC format (KRSC);
+ * the tensors packed), convolution descriptors of 2 or 3 spatial dims (pads,
  * strides, dilations, cross-correlation or convolution, groups, math type),
  * the workspace queries, and the convolution forward, backward data and
  * backward filter by their definitions (output = alpha * op + beta * output;
  * the output not read when beta is 0), summing in FP32 in the order of the
- * loops, over (D, H, W) with D = 1 for 4-D tensors. Checked as cuDNN does
+ * loops, over (D, H, W) with D = 1 for 4-D tensors; an NHWC operand is
+ * put in NCHW order first and an NHWC result back after the loops, so an
+ * NHWC convolution gives the NCHW one's bits (compute_nhwc). Checked as cuDNN does
  * bf16 (cuDNN's PSEUDO_BFLOAT16_CONFIG): x, w and y all CUDNN_DATA_BFLOAT16
  * with the convolution's compute type FLOAT (the only compute type taken);
  * the operands are widened to float (exact), summed in FP32 in the same
@@ -53,10 +56,12 @@ struct cudnnContext {
 struct cudnnTensorStruct {
     int set, nb, n, c, size[3];
     cudnnDataType_t type; /* FLOAT or BFLOAT16 */
+    int nhwc;             /* 4-D, packed in (N, H, W, C) order */
 };
 struct cudnnFilterStruct {
     int set, nb, k, c, size[3];
     cudnnDataType_t type;
+    int nhwc; /* 4-D, CUDNN_TENSOR_NHWC: packed in (K, R, S, C) order */
 };
 /* (D, H, W): pad 0, stride 1, dilation 1 along D for 2 spatial dims */
 struct cudnnConvolutionStruct {
@@ -139,14 +144,15 @@ static int too_large(int nb, const int dims[]) {
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t type, int n, int c, int h, int w) {
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || !emulated_type(type)) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
+    if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !emulated_type(type))
+        return CUDNN_STATUS_NOT_SUPPORTED; /* emulated */
     const int dims[4] = {n, c, h, w};
     if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}, type};
+    *d = (struct cudnnTensorStruct){1, 4, n, c, {1, h, w}, type, format == CUDNN_TENSOR_NHWC};
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* dims (N, C, [D,] H, W) with strides; only packed NC(D)HW is emulated */
+/* dims (N, C, [D,] H, W) with strides; packed NC(D)HW and, 4-D, packed NHWC are emulated */
 cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nb, const int dims[],
                                          const int strides[]) {
     if (!d || !dims || !strides || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
@@ -154,11 +160,18 @@ cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataTyp
         if (dims[i] < 1 || strides[i] < 1) return CUDNN_STATUS_BAD_PARAM;
     if (nb < 4 || nb > 5 || !emulated_type(type) || too_large(nb, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
     long packed = 1;
+    int nchw = 1, nhwc = nb == 4;
     for (int i = nb - 1; i >= 0; i--) {
-        if (strides[i] != packed) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
+        nchw &= strides[i] == packed;
         packed *= dims[i];
     }
-    *d = (struct cudnnTensorStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}, type};
+    if (nhwc) { /* (N, C, H, W) dims with strides (H W C, 1, W C, C) */
+        const long c = dims[1], w = dims[3], h = dims[2];
+        nhwc = strides[1] == 1 && strides[3] == c && strides[2] == w * c && strides[0] == h * w * c;
+    }
+    if (!nchw && !nhwc) return CUDNN_STATUS_NOT_SUPPORTED; /* emulated: packed only */
+    *d = (struct cudnnTensorStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]}, type,
+                                    !nchw};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -173,10 +186,11 @@ cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc) {
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
                                          int k, int c, int h, int w) {
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || !emulated_type(type)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !emulated_type(type))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     const int dims[4] = {k, c, h, w};
     if (too_large(4, dims)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}, type};
+    *d = (struct cudnnFilterStruct){1, 4, k, c, {1, h, w}, type, format == CUDNN_TENSOR_NHWC};
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
@@ -184,10 +198,11 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
     if (!d || !dims || nb < 3 || nb > CUDNN_DIM_MAX) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb; i++)
         if (dims[i] < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (nb < 4 || nb > 5 || format != CUDNN_TENSOR_NCHW || !emulated_type(type) || too_large(nb, dims))
+    if (nb < 4 || nb > 5 || !(format == CUDNN_TENSOR_NCHW || (format == CUDNN_TENSOR_NHWC && nb == 4)) ||
+        !emulated_type(type) || too_large(nb, dims))
         return CUDNN_STATUS_NOT_SUPPORTED;
     *d = (struct cudnnFilterStruct){1, nb, dims[0], dims[1], {nb == 5 ? dims[2] : 1, dims[nb - 2], dims[nb - 1]},
-                                    type};
+                                    type, format == CUDNN_TENSOR_NHWC};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -519,6 +534,66 @@ static void trap_sprung(const char *call, int algo, const char *why) {
 
 /* --- convolutions, run ------------------------------------------------------------- */
 
+/* dst = src (n, c, plane) in the other order: to_nchw 1 from (n, plane, c), 0 to it */
+static void permute(float *dst, const float *src, int n, int c, size_t plane, int to_nchw) {
+    for (int b = 0; b < n; b++)
+        for (int k = 0; k < c; k++)
+            for (size_t l = 0; l < plane; l++) {
+                size_t nchw = ((size_t)b * c + k) * plane + l, nhwc = ((size_t)b * plane + l) * c + k;
+                if (to_nchw) dst[nchw] = src[nhwc];
+                else dst[nhwc] = src[nchw];
+            }
+}
+
+/* An operand as NCHW floats (malloc'd): widened, then put in NCHW order when `nhwc`. */
+static float *nchw_floats(const void *p, cudnnDataType_t type, int nhwc, int n, int c, size_t plane) {
+    float *f = widened(p, type, (size_t)n * c * plane);
+    if (!f || !nhwc) return f;
+    const size_t count = (size_t)n * c * plane;
+    float *g = malloc(sizeof(float) * (count ? count : 1));
+    if (g) permute(g, f, n, c, plane, 1);
+    free(f);
+    return g;
+}
+
+/* A convolution with an NHWC tensor or filter: the operands put in NCHW
+ * order (exact), the NCHW loops (convolve: the same sums in the same order
+ * per output element as an NCHW convolution of the same values, hence the
+ * same bits), the sums put in the output's order, then blended (and
+ * rounded to bf16) element by element as compute does. */
+static cudnnStatus_t compute_nhwc(pass_t pass, const struct cudnnTensorStruct *xd, const void *x,
+                                  const struct cudnnFilterStruct *wd, const void *w,
+                                  const struct cudnnConvolutionStruct *cv, const struct cudnnTensorStruct *yd,
+                                  const void *y, const void *alpha, const void *beta, void *out, size_t bytes) {
+    const int bf16 = xd->type == CUDNN_DATA_BFLOAT16;
+    if (bf16) tally(&stat_bf16);
+    const size_t count = bytes / type_size(xd->type);
+    const size_t xplane = plane_of(xd->size), yplane = plane_of(yd->size), wplane = plane_of(wd->size);
+    float *xf = pass != BACKWARD_DATA ? nchw_floats(x, xd->type, xd->nhwc, xd->n, xd->c, xplane) : NULL;
+    float *wf = pass != BACKWARD_FILTER ? nchw_floats(w, wd->type, wd->nhwc, wd->k, wd->c, wplane) : NULL;
+    float *yf = pass != FORWARD ? nchw_floats(y, yd->type, yd->nhwc, yd->n, yd->c, yplane) : NULL;
+    float *sum = calloc(count ? count : 1, sizeof(float)), *ordered = malloc(sizeof(float) * (count ? count : 1));
+    float *prior = !bf16                           ? out
+                   : *(const float *)beta != 0.0f ? widened(out, xd->type, count)
+                                                   : calloc(count ? count : 1, sizeof(float));
+    cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
+    if (sum && ordered && prior && (pass == BACKWARD_DATA || xf) && (pass == BACKWARD_FILTER || wf) &&
+        (pass == FORWARD || yf)) {
+        convolve(pass, xd, wd, cv, yd, xf, wf, yf, sum);
+        if (pass == FORWARD && yd->nhwc) permute(ordered, sum, yd->n, yd->c, yplane, 0);
+        else if (pass == BACKWARD_DATA && xd->nhwc) permute(ordered, sum, xd->n, xd->c, xplane, 0);
+        else if (pass == BACKWARD_FILTER && wd->nhwc) permute(ordered, sum, wd->k, wd->c, wplane, 0);
+        else memcpy(ordered, sum, sizeof(float) * count);
+        blend(prior, ordered, count, alpha, beta);
+        if (bf16)
+            for (size_t i = 0; i < count; i++) ((uint16_t *)out)[i] = float_to_bf16(prior[i]);
+        status = CUDNN_STATUS_SUCCESS;
+    }
+    free(xf), free(wf), free(yf), free(sum), free(ordered);
+    if (bf16) free(prior);
+    return status;
+}
+
 /* out (bytes) = alpha * the pass's sums + beta * out: FP32 descriptors in
  * float; bf16 ones with the operands widened, the float loops and the
  * output rounded to nearest even. */
@@ -526,6 +601,7 @@ static cudnnStatus_t compute(pass_t pass, const struct cudnnTensorStruct *xd, co
                              const struct cudnnFilterStruct *wd, const void *w, const struct cudnnConvolutionStruct *cv,
                              const struct cudnnTensorStruct *yd, const void *y, const void *alpha, const void *beta,
                              void *out, size_t bytes) {
+    if (xd->nhwc || yd->nhwc || wd->nhwc) return compute_nhwc(pass, xd, x, wd, w, cv, yd, y, alpha, beta, out, bytes);
     if (xd->type == CUDNN_DATA_FLOAT) {
         float *sum = calloc(1, bytes);
         if (!sum) return CUDNN_STATUS_ALLOC_FAILED;

@@ -23,22 +23,12 @@
 #include <string.h>
 
 #include "../../src/backend/cuda/bf16.h"
+#include "emu_test_memory.h"
 #include "testing.h"
 
 enum { N = 2, C = 3, H = 6, W = 6, K = 4, R = 3 };
 enum { OH = H - R + 1, OW = W - R + 1 };
 
-static void *device_copy(const void *host, size_t bytes) {
-    void *d = NULL;
-    CHECK(cudaMalloc(&d, bytes) == cudaSuccess, "cudaMalloc of %zu bytes", bytes);
-    if (d && host) cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, NULL), cudaStreamSynchronize(NULL);
-    return d;
-}
-
-static void to_host(void *host, const void *d, size_t bytes) {
-    cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, NULL);
-    cudaStreamSynchronize(NULL);
-}
 
 static uint16_t bf16_of_int(long v) { return dp_bf16_from_float((float)v); }
 

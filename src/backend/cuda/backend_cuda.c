@@ -370,6 +370,16 @@ static dp_status_t cuda_set_precision(void *ctx, dp_precision_t precision) {
     return DP_OK;
 }
 
+/* Channels-last activations (layout_cuda.h): the ops read c->channels_last
+ * from now on. */
+static dp_status_t cuda_set_channels_last(void *ctx, int on) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    c->channels_last = on != 0;
+    dp_cuda_leave(c);
+    return DP_OK;
+}
+
 /* --- Collectives ----------------------------------------------------------------- */
 
 static void cuda_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start, size_t count) {
@@ -563,6 +573,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .optimizer_upload = cuda_optimizer_upload,
             .optimizer_forget = cuda_optimizer_forget,
             .set_precision = cuda_set_precision,
+            .set_channels_last = cuda_set_channels_last,
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .load_batch = cuda_load_batch,

@@ -12,7 +12,14 @@
  * bf16 (precision.cu) in the arena, the forward's input and weight copies
  * kept in node->saved for the backward (dp_cuda_bf16_operands), and
  * cuDNN's bf16 result goes back to FP32, written or added to the gradient
- * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32. */
+ * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32.
+ *
+ * Channels-last (layout_cuda.h): a 2-D conv whose input is NHWC runs with
+ * NHWC tensor descriptors and a KRSC filter (a copy made by each forward,
+ * kept for the backward; cast to bf16 after the transpose with --precision
+ * bf16); cuDNN's KRSC weight gradient is transposed back and written or
+ * added into the NCHW gradient; bias and ReLU over an (N H W, K, 1) tensor.
+ * The plan key and the stored choice key name the layout. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +29,7 @@
 #include "algo_cache.h"
 #include "algo_choices.h"
 #include "kernels.h"
+#include "layout_cuda.h"
 #include "precision.h"
 #include "ops_cuda_common.h"
 
@@ -114,6 +122,7 @@ typedef struct {
 typedef struct {
     int op;   /* plan_op_t */
     int precision; /* dp_precision_t: the data type (bf16: BFLOAT16 tensors) and math type (fp32: FMA) */
+    int layout;    /* DP_CUDA_NCHW, or DP_CUDA_NHWC (2-D conv only): x, y NHWC, the filter KRSC */
     conv_geom_t g;
 } plan_key_t;
 
@@ -160,13 +169,20 @@ static cudnnDataType_t data_type(int precision) {
     return precision == DP_PRECISION_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-/* An NC(D)HW tensor descriptor of g->nb dims, packed. */
+/* An NC(D)HW tensor descriptor of g->nb dims, packed; nhwc (4-D only): the
+ * same dims with (N, H, W, C) strides. */
 static cudnnStatus_t set_tensor(const conv_geom_t *g, cudnnTensorDescriptor_t t, cudnnDataType_t type, int channels,
-                                const int size[3]) {
+                                const int size[3], int nhwc) {
     int dims[5] = {g->N, channels}, strides[5];
     for (int i = 0; i < g->nb - 2; i++) dims[2 + i] = size[3 - (g->nb - 2) + i];
     strides[g->nb - 1] = 1;
     for (int i = g->nb - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
+    if (nhwc) { /* dims (N, C, H, W) */
+        strides[1] = 1;
+        strides[3] = channels;
+        strides[2] = dims[3] * channels;
+        strides[0] = dims[2] * dims[3] * channels;
+    }
     return cudnnSetTensorNdDescriptor(t, type, g->nb, dims, strides);
 }
 
@@ -185,9 +201,11 @@ static dp_status_t plan_descriptors(dp_cuda_ctx_t *c, conv_plan_t *p, const char
     CUDNN_TRY(c, cudnnCreateFilterDescriptor(&p->w), op);
     CUDNN_TRY(c, cudnnCreateConvolutionDescriptor(&p->conv), op);
     const cudnnDataType_t type = data_type(p->key.precision);
-    CUDNN_TRY(c, set_tensor(g, p->x, type, g->C, g->in), op);
-    CUDNN_TRY(c, set_tensor(g, p->y, type, g->K, g->out), op);
-    CUDNN_TRY(c, cudnnSetFilterNdDescriptor(p->w, type, CUDNN_TENSOR_NCHW, g->nb, fdims), op);
+    const int nhwc = p->key.layout == DP_CUDA_NHWC;
+    CUDNN_TRY(c, set_tensor(g, p->x, type, g->C, g->in, nhwc), op);
+    CUDNN_TRY(c, set_tensor(g, p->y, type, g->K, g->out, nhwc), op);
+    CUDNN_TRY(c, cudnnSetFilterNdDescriptor(p->w, type, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, g->nb, fdims),
+              op);
     CUDNN_TRY(c, cudnnSetConvolutionNdDescriptor(p->conv, g->nb - 2, pad, stride, dilation, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT),
               op);
@@ -229,10 +247,10 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
                    (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
 }
 
-/* The plan of (op, --precision, g): found, or made in a free slot or in place of
+/* The plan of (op, --precision, layout, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
  * DPTRAIN_CUDNN_ALGO. */
-static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, conv_plan_t **out) {
+static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, int layout, conv_plan_t **out) {
     *out = NULL;
     if (!c->conv_plans) {
         const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
@@ -257,7 +275,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
     struct dp_cuda_conv_plans *plans = c->conv_plans;
     plan_key_t key;
     memset(&key, 0, sizeof key);
-    key.op = op, key.precision = (int)c->precision, key.g = *g;
+    key.op = op, key.precision = (int)c->precision, key.layout = layout, key.g = *g;
     conv_plan_t *slot = &plans->plan[0];
     for (int i = 0; i < CONV_PLAN_SLOTS; i++) {
         conv_plan_t *p = &plans->plan[i];
@@ -357,11 +375,13 @@ static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
 }
 static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
 
-/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY PRECISION|DIRECTION" (algo_cache.h, algo_choices.h). */
+/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY PRECISION[ nhwc]|DIRECTION" (algo_cache.h,
+ * algo_choices.h): an NHWC convolution's choices are its own, never an NCHW one's. */
 static const char *choice_key(const dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, char *key, size_t size) {
     char gs[192];
-    snprintf(key, size, "%s|%s %s %s|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
-             conv_str(p, gs, sizeof gs), dp_precision_name((dp_precision_t)p->key.precision), dir_names[dir]);
+    snprintf(key, size, "%s|%s %s %s%s|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
+             conv_str(p, gs, sizeof gs), dp_precision_name((dp_precision_t)p->key.precision),
+             p->key.layout == DP_CUDA_NHWC ? " nhwc" : "", dir_names[dir]);
     return key;
 }
 
@@ -561,7 +581,7 @@ static dp_status_t conv_plan_of(dp_cuda_ctx_t *c, const dp_node_t *node, conv_pl
     conv_geom_t g;
     DP_TRY(dp_conv_shape(node, &sh));
     geom_from_shape(&sh, &g);
-    return conv_plan(c, PLAN_CONV, &g, p);
+    return conv_plan(c, PLAN_CONV, &g, g.nb == 4 && dp_cuda_is_nhwc(node->in[0]) ? DP_CUDA_NHWC : DP_CUDA_NCHW, p);
 }
 
 /* The output shape (N, channels, size of the spatial dims the input has). */
@@ -593,6 +613,17 @@ static dp_status_t bf16_gradient(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_aren
     return DP_OK;
 }
 
+/* NHWC plans: *out = a KRSC copy of the NCHW (KCRS) filter w, in the arena. */
+static dp_status_t krsc_filter(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, const float *w, void **out) {
+    const conv_geom_t *g = &p->key.g;
+    const size_t n = result_count(p, CONV_BACKWARD_FILTER);
+    float *krsc = dp_arena_floats(arena, n);
+    *out = krsc;
+    if (!krsc) return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a KRSC filter of %zu floats", n);
+    return dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, w, krsc, g->K, g->C / g->groups, plane_of(g->k), 1, 0),
+                          "conv KRSC filter");
+}
+
 dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     conv_plan_t *p;
     DP_TRY(conv_plan_of(c, node, &p));
@@ -601,12 +632,21 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     int shape[DP_MAX_DIMS];
     spatial_shape(x->ndim, g->N, g->K, g->out, shape);
     DP_TRY(dp_cuda_output(node, "conv", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena));
+    const int nhwc = p->key.layout == DP_CUDA_NHWC;
     const void *xa = x->data, *wa = w->data;
+    if (nhwc) { /* y NHWC; the filter in KRSC, a copy per forward (kept for the backward in FP32) */
+        DP_TRY(krsc_filter(c, p, arena, w->data, &node->saved));
+        wa = node->saved;
+        if (p->key.precision == DP_PRECISION_BF16) node->saved = NULL; /* bf16_operands' block in its place */
+        node->out.layout = DP_CUDA_NHWC;
+    }
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
     DP_TRY(conv_run(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, "conv forward"));
+    /* NHWC: the channel of element i is i % K, that of an (N H W, K, 1) tensor */
+    const size_t L = plane_of(g->out);
     if (b || node->attr.fuse_relu)
-        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, g->N, g->K, plane_of(g->out),
-                                          node->attr.fuse_relu),
+        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, nhwc ? (int)(g->N * L) : g->N,
+                                                  g->K, nhwc ? 1 : L, node->attr.fuse_relu),
                       "conv bias");
     return DP_OK;
 }
@@ -618,7 +658,18 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
 static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_data, const void *w_data,
                               const void *dy, dp_tensor_t *xt, dp_tensor_t *wt, dp_arena_t *arena, const char *op) {
     char what[64];
-    if (wt && wt->grad) {
+    if (wt && wt->grad && p->key.layout == DP_CUDA_NHWC) { /* KRSC from cuDNN, then into the NCHW gradient */
+        const conv_geom_t *g = &p->key.g;
+        const size_t n = result_count(p, CONV_BACKWARD_FILTER);
+        float *krsc = dp_arena_floats(arena, n);
+        if (!krsc) return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a KRSC filter gradient of %zu floats", op, n);
+        snprintf(what, sizeof what, "%s weight gradient", op);
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, 0.0f, krsc, arena, what));
+        const int add = !dp_grad_claim(wt);
+        DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, krsc, wt->grad, g->K, g->C / g->groups, plane_of(g->k),
+                                                     0, add),
+                              what));
+    } else if (wt && wt->grad) {
         const float beta = dp_grad_claim(wt) ? 0.0f : 1.0f;
         snprintf(what, sizeof what, "%s weight gradient", op);
         DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, beta, wt->grad, arena, what));
@@ -644,14 +695,16 @@ dp_status_t dp_cuda_conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
         masked = dp_arena_floats(arena, n_out);
         if (!masked) return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
     }
+    const int nhwc = p->key.layout == DP_CUDA_NHWC; /* dy as y: NHWC, an (N H W, K, 1) tensor */
+    const size_t L = plane_of(g->out);
     if (b && b->grad) /* the bias gradient, and the masked dy in the same pass */
-        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, g->N, g->K, plane_of(g->out),
-                         "conv bias gradient"));
+        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, nhwc ? (int)(g->N * L) : g->N,
+                                    g->K, nhwc ? 1 : L, "conv bias gradient"));
     else if (masked)
         DP_TRY(dp_cuda_launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask"));
     if (masked) dy = masked;
     if (!x->grad && !w->grad) return DP_OK;
-    const void *xa = x->data, *wa = w->data, *dya = dy;
+    const void *xa = x->data, *wa = nhwc ? node->saved : w->data, *dya = dy; /* NHWC: the forward's KRSC filter */
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
     DP_TRY(bf16_gradient(c, p, arena, dy, n_out, &dya));
     return conv_grads(c, p, xa, wa, dya, x, w, arena, "conv");
@@ -701,7 +754,7 @@ static dp_status_t convt_plan(dp_cuda_ctx_t *c, const dp_node_t *node, convt_t *
             g.pad[i] = 0;
         }
     for (int i = 0; i < 3; i++) t->B[i] = g.in[i];
-    return conv_plan(c, PLAN_CONV_TRANSPOSE, &g, &t->p);
+    return conv_plan(c, PLAN_CONV_TRANSPOSE, &g, DP_CUDA_NCHW, &t->p);
 }
 
 /* The window copy between y (O) and the buffer (B): to_y 1 crops the

@@ -92,6 +92,8 @@ typedef struct dp_cuda_context {
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
     dp_precision_t precision; /* of cuBLAS products and cuDNN convolutions: FP32 (default), TF32 or bf16
                                * (precision.h: bf16 operands, FP32 sums) */
+    int channels_last; /* set_channels_last: 4-D activations of the ops that have NHWC kernels in NHWC
+                        * (layout_cuda.h); 0: NCHW everywhere */
     struct dp_cuda_conv_plans *conv_plans; /* ops_cuda.c's cuDNN convolution plans per shape; NULL until the first */
     struct dp_cuda_graph *capture; /* graph_cuda.c: the step graph being captured (NULL: none) */
     uint64_t *graph_seeds; /* graph_cuda.c: (64) the per-step seeds step graphs read, written before each launch */

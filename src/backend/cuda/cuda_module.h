@@ -23,7 +23,7 @@
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 6
+#define DP_CUDA_MODULE_ABI 7
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 
@@ -45,6 +45,7 @@ typedef struct {
     void *(*alloc_zeroed)(size_t count, size_t size, const char *what);
     void *(*arena_alloc)(dp_arena_t *arena, size_t bytes);
     float *(*arena_floats)(dp_arena_t *arena, size_t count);
+    void *(*arena_host_alloc)(dp_arena_t *arena, size_t bytes);
     int (*conv_out_size)(int in, int kernel, int stride, int pad, int dilation);
     dp_status_t (*conv_shape)(const dp_node_t *node, dp_conv_shape_t *s);
     dp_status_t (*conv_transpose_shape)(const dp_node_t *node, dp_conv_shape_t *s);

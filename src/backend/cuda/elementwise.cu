@@ -1,7 +1,7 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, add
- * (with ReLU), gradient accumulation and dropout (ops_elementwise.c's and
- * ops_dropout.c's arithmetic). */
+ * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
+ * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. */
 #include "kernels_common.cuh"
 
 /* --- bias, ReLU --------------------------------------------------------------- */
@@ -146,6 +146,29 @@ extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const fl
     return cudaGetLastError();
 }
 
+/* --- layouts: (N, C, L) <-> (N, L, C), one thread per element of dst ---------------- */
+__global__ void layout_copy_kernel(const float *src, float *dst, size_t C, size_t L, size_t n, int to_nhwc, int add) {
+    GRID_LOOP(i, n) {
+        size_t at; /* src's index of dst's element i */
+        if (to_nhwc) { /* i = (n L + l) C + c */
+            size_t c = i % C, nl = i / C, l = nl % L, b = nl / L;
+            at = (b * C + c) * L + l;
+        } else { /* i = (n C + c) L + l */
+            size_t l = i % L, nc = i / L, c = nc % C, b = nc / C;
+            at = (b * L + l) * C + c;
+        }
+        dst[i] = add ? __fadd_rn(dst[i], src[at]) : src[at];
+    }
+}
+
+extern "C" cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *dst, int N, int C, size_t L,
+                                           int to_nhwc, int add) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t n = (size_t)N * (size_t)C * L;
+    layout_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, (size_t)C, L, n, to_nhwc, add);
+    return cudaGetLastError();
+}
+
 /* dx (+)= dy */
 __global__ void accumulate_kernel(const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) dx[i] = add ? __fadd_rn(dx[i], dy[i]) : dy[i];
@@ -170,10 +193,11 @@ __device__ static uint64_t mix64(uint64_t z) {
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
  * before each launch), else `seed`. */
 __global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add) {
+                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C) {
     if (seed_at) seed = *seed_at;
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
+        if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
         float g = kept ? __fmul_rn(x[j], scale) : 0.0f;
@@ -183,9 +207,9 @@ __global__ void dropout_kernel(const float *x, float *y, int N, size_t per_examp
 
 extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example,
                                        uint64_t seed, const uint64_t *seed_at, int64_t offset, uint64_t threshold,
-                                       float scale, int add) {
+                                       float scale, int add, int C) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, seed_at,
-                                                                              offset, threshold, scale, add);
+                                                                              offset, threshold, scale, add, C);
     return cudaGetLastError();
 }

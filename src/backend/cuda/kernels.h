@@ -74,18 +74,27 @@ cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x,
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
                                    size_t n, int add);
 cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+/* The layouts of an (N, C, L) tensor: to_nhwc 1: dst (N, L, C) (+)= src (N, C, L); 0: dst (N, C, L)
+ * (+)= src (N, L, C). Activations (L = H W) and filters (N = K, C = C / groups, L = R S: KCRS to
+ * KRSC) alike; each element copied (add 0) or added (add 1) alone: the same bits both ways. */
+cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *dst, int N, int C, size_t L, int to_nhwc,
+                                int add);
 /* dx (+)= dy */
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
- * (device memory, read when the kernel runs) when seed_at is not NULL, else seed */
+ * (device memory, read when the kernel runs) when seed_at is not NULL, else seed; C > 0: x and y
+ * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped) */
 cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                            const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add);
+                            const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C);
 
 /* --- pooling.cu: pooling, global average pooling, window copy ----------------------------- */
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
- * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1) */
+ * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1).
+ * C = 0: planes in NC(D)HW order; C > 0: x and y NHWC (2-D; planes = N C), the
+ * same sums in the same order per element. */
 typedef struct {
     int planes, D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, count_include_pad;
+    int C;
 } dp_cuda_pool_t;
 cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y,
                                      int32_t *argmax);
@@ -94,9 +103,11 @@ cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t 
 cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y);
 cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy, float *dx,
                                       int add);
-cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane);
+/* global average pooling of (planes, plane) values; C > 0: x (and dx) NHWC, planes = N C, y (N, C) */
+cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane,
+                                       int C);
 cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
-                                        int add);
+                                        int C, int add);
 /* dst (planes, dst[0..2]) = src (planes, src[0..2]) at (d, h, w) + offset, 0
  * where that falls outside src: a crop (offset >= 0) or a zero padding (< 0) */
 typedef struct {

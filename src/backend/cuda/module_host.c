@@ -35,6 +35,7 @@ void dp_assert_failed(const char *cond, const char *file, int line) {
 void *dp_alloc_zeroed(size_t count, size_t size, const char *what) { return host->alloc_zeroed(count, size, what); }
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) { return host->arena_alloc(arena, bytes); }
 float *dp_arena_floats(dp_arena_t *arena, size_t count) { return host->arena_floats(arena, count); }
+void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes) { return host->arena_host_alloc(arena, bytes); }
 int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation) {
     return host->conv_out_size(in, kernel, stride, pad, dilation);
 }

@@ -15,9 +15,16 @@
  * memory, as load_batch leaves them; a label outside [0, K) gives a NaN loss
  * (the host cannot check device labels without a synchronisation).
  *
+ * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh,
+ * add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * global average pooling and dropout also take NHWC inputs and keep their
+ * layout; the wrappers convert the inputs of the others (and of flatten,
+ * now a wrapper of the CPU's view) to NCHW and their gradients back.
+ *
  * Ops have no context argument, so each GPU gets its own table of small
- * wrappers (OP_WRAPPERS) that select its context, take its lock and report
- * a failure of any asynchronous work queued so far. */
+ * wrappers (OP_WRAPPERS) that select its context, take its lock, convert
+ * inputs to the op's layouts and report a failure of any asynchronous work
+ * queued so far. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include "cuda_context.h"
 #include "cuda_parts.h"
 #include "kernels.h"
+#include "layout_cuda.h"
 #include "ops_cuda_common.h"
 #include "precision.h"
 #include "dptrain/ops.h"
@@ -134,6 +142,7 @@ static dp_status_t relu_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
     DP_TRY(dp_cuda_output(node, "relu", x->ndim, x->shape, x->grad != NULL, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
     return dp_cuda_launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x)), "relu");
 }
 
@@ -188,7 +197,8 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int dila
     *g = (dp_cuda_pool_t){.planes = x->shape[0] * x->shape[1], .D = in[0], .H = in[1], .W = in[2],
                           .OD = out[0], .OH = out[1], .OW = out[2], .kd = k[0], .kh = k[1], .kw = k[2],
                           .sd = s[0], .sh = s[1], .sw = s[2], .pd = p[0], .ph = p[1], .pw = p[2],
-                          .dd = d[0], .dh = d[1], .dw = d[2], .count_include_pad = a->count_include_pad};
+                          .dd = d[0], .dh = d[1], .dw = d[2], .count_include_pad = a->count_include_pad,
+                          .C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0};
     return DP_OK;
 }
 
@@ -206,6 +216,7 @@ static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
     DP_TRY(dp_cuda_output(node, "max_pool", x->ndim, shape, x->grad != NULL, arena));
+    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
     int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OD * g.OH * g.OW);
     if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
     node->saved = argmax;
@@ -230,6 +241,7 @@ static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
     DP_TRY(dp_cuda_output(node, "avg_pool", x->ndim, shape, x->grad != NULL, arena));
+    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
     return dp_cuda_launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
 }
 
@@ -293,6 +305,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
     DP_TRY(dp_cuda_output(node, op, x->ndim, x->shape, x->grad != NULL, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
     return dp_cuda_launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x)), op);
 }
 
@@ -337,6 +350,7 @@ static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *ar
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
     DP_TRY(dp_cuda_output(node, "add", x->ndim, x->shape, x->grad || z->grad, arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* both inputs in it (layout_cuda.c) */
     return dp_cuda_launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x), node->attr.fuse_relu),
                   "add");
 }
@@ -382,15 +396,18 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
         node->out.data = x->data;
         node->out.grad = x->grad;
         node->out.grad_unset = x->grad_unset;
+        node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
         return DP_OK;
     }
     DP_TRY(dp_cuda_output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
+    const int C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0; /* NHWC: each element's NCHW index picks its mask */
+    node->out.layout = C ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     size_t numel = dp_tensor_numel(x);
     const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
-                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C),
                   "dropout");
 }
 
@@ -409,7 +426,8 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
-                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), add,
+                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
                   "dropout backward");
 }
 
@@ -425,7 +443,9 @@ static dp_status_t global_avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp
     int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
     DP_TRY(dp_cuda_output(node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena));
     size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
-    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes),
+    /* an NHWC x gives (N, C, 1, 1): the same bytes in both layouts, marked NCHW */
+    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes,
+                                                        dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
                   "global_avg_pool");
 }
 
@@ -436,7 +456,7 @@ static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
     size_t planes = dp_tensor_numel(&node->out);
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_global_avg_backward(c->stream, node->out.grad, x->grad, planes, dp_tensor_numel(x) / planes,
-                                                 add),
+                                                 dp_cuda_is_nhwc(x) ? x->shape[1] : 0, add),
                   "global_avg_pool backward");
 }
 
@@ -495,6 +515,10 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
     g->N = x->shape[0];
     g->C = x->shape[1];
     g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
+    if (dp_cuda_is_nhwc(x)) { /* an (N H W, C) matrix: the columns layout of the per-channel sums */
+        g->N = (int)((size_t)g->N * g->plane);
+        g->plane = 1;
+    }
     for (int i = 1; i < 3; i++) {
         const dp_tensor_t *p = node->in[i];
         if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
@@ -549,6 +573,7 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     DP_TRY(dp_cuda_output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
     double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
     float *coef = dp_arena_floats(arena, 3 * (size_t)g.C);                          /* bn_apply's, per channel */
@@ -609,27 +634,51 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
 
 typedef dp_status_t (*cuda_op_fn)(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena);
 
-static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena) {
+/* An op on GPU gpu: forward (backward 0) after converting its inputs to
+ * the layouts it takes, backward (1) then the converted inputs' gradients
+ * back (layout_cuda.h). */
+static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *arena, int backward) {
     dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
     if (!c) return dp_fail(DP_ERR_ARG, "cuda:%d: the GPU was not opened", gpu);
     dp_cuda_enter(c);
-    dp_status_t status = c->failed ? dp_cuda_status(c) : fn(c, node, arena);
+    dp_status_t status = c->failed ? dp_cuda_status(c) : DP_OK;
+    if (status == DP_OK && !backward) {
+        int want[3];
+        dp_cuda_layout_want(c, node, want);
+        status = dp_cuda_layout_inputs(c, node, arena, want);
+    }
+    if (status == DP_OK) status = fn(c, node, arena);
+    if (status == DP_OK && backward) status = dp_cuda_layout_restore(c, node);
     if (status == DP_OK) status = dp_cuda_status(c);
     dp_cuda_leave(c);
     return status;
 }
 
-#define WRAP(g, fn) \
-    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena); }
+/* flatten: the CPU's view, over an NCHW input (an NHWC one is converted
+ * first, so that linear layers see PyTorch's feature order) */
+static dp_status_t flatten_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)c;
+    return dp_flatten_forward(node, arena);
+}
+static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)c;
+    return dp_flatten_backward(node, arena);
+}
+
+#define WRAP(g, fn)                                                                                                  \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena, 0); }
+#define WRAP_BACK(g, fn)                                                                                             \
+    static dp_status_t fn##_##g(dp_node_t *node, dp_arena_t *arena) { return run(g, fn, node, arena, 1); }
 #define GPU_FUNCS(g)                                                                                       \
-    WRAP(g, dp_cuda_conv_forward) WRAP(g, dp_cuda_conv_backward) WRAP(g, max_pool_forward) WRAP(g, max_pool_backward)     \
-    WRAP(g, avg_pool_forward) WRAP(g, avg_pool_backward) WRAP(g, linear_forward) WRAP(g, linear_backward) \
-    WRAP(g, relu_forward) WRAP(g, relu_backward) WRAP(g, xent_forward) WRAP(g, xent_backward)   \
-    WRAP(g, sigmoid_forward) WRAP(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP(g, tanh_backward)         \
-    WRAP(g, add_forward) WRAP(g, add_backward) WRAP(g, dropout_forward) WRAP(g, dropout_backward)           \
-    WRAP(g, global_avg_pool_forward) WRAP(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP(g, mse_backward) \
-    WRAP(g, batch_norm_forward) WRAP(g, batch_norm_backward) \
-    WRAP(g, dp_cuda_conv_transpose_forward) WRAP(g, dp_cuda_conv_transpose_backward)
+    WRAP(g, dp_cuda_conv_forward) WRAP_BACK(g, dp_cuda_conv_backward) WRAP(g, max_pool_forward) WRAP_BACK(g, max_pool_backward)     \
+    WRAP(g, avg_pool_forward) WRAP_BACK(g, avg_pool_backward) WRAP(g, linear_forward) WRAP_BACK(g, linear_backward) \
+    WRAP(g, relu_forward) WRAP_BACK(g, relu_backward) WRAP(g, xent_forward) WRAP_BACK(g, xent_backward)   \
+    WRAP(g, sigmoid_forward) WRAP_BACK(g, sigmoid_backward) WRAP(g, tanh_forward) WRAP_BACK(g, tanh_backward)         \
+    WRAP(g, add_forward) WRAP_BACK(g, add_backward) WRAP(g, dropout_forward) WRAP_BACK(g, dropout_backward)           \
+    WRAP(g, global_avg_pool_forward) WRAP_BACK(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP_BACK(g, mse_backward) \
+    WRAP(g, batch_norm_forward) WRAP_BACK(g, batch_norm_backward) \
+    WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
+    WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
     {                                                                                                 \
         [DP_OP_CONV] = {"conv", 3, dp_cuda_conv_forward_##g, dp_cuda_conv_backward_##g},                              \
@@ -637,7 +686,7 @@ static dp_status_t run(int gpu, cuda_op_fn fn, dp_node_t *node, dp_arena_t *aren
         [DP_OP_AVG_POOL] = {"avg_pool", 1, avg_pool_forward_##g, avg_pool_backward_##g},              \
         [DP_OP_LINEAR] = {"linear", 3, linear_forward_##g, linear_backward_##g},                      \
         [DP_OP_RELU] = {"relu", 1, relu_forward_##g, relu_backward_##g},                              \
-        [DP_OP_FLATTEN] = {"flatten", 1, dp_flatten_forward, dp_flatten_backward},                    \
+        [DP_OP_FLATTEN] = {"flatten", 1, flatten_forward_##g, flatten_backward_##g},                    \
         [DP_OP_SOFTMAX_XENT] = {"softmax_xent", 1, xent_forward_##g, xent_backward_##g},              \
         [DP_OP_CONV_TRANSPOSE] = {"conv_transpose", 3, dp_cuda_conv_transpose_forward_##g, dp_cuda_conv_transpose_backward_##g},                       \
         [DP_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, global_avg_pool_forward_##g, global_avg_pool_backward_##g},                     \

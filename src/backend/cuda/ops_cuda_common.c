@@ -31,6 +31,7 @@ dp_status_t dp_cuda_op_bias_grad(dp_cuda_ctx_t *c, dp_arena_t *arena, const floa
 dp_status_t dp_cuda_output(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
                           dp_arena_t *arena) {
     dp_tensor_set_shape(&node->out, ndim, shape);
+    node->out.layout = 0; /* NCHW; an op with an NHWC output marks it after (layout_cuda.h) */
     size_t numel = dp_tensor_numel(&node->out);
     node->out.data = dp_arena_floats(arena, numel);
     node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;

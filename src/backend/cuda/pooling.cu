@@ -1,16 +1,35 @@
 /* pooling.cu - max and average pooling 1-D to 3-D, forward and backward
  * (a gather: one thread per input element), global average pooling, and
- * conv_transpose's window copy (a crop or zero padding of the same planes). */
+ * conv_transpose's window copy (a crop or zero padding of the same planes).
+ * Pooling and global average pooling also over NHWC tensors (g.C > 0):
+ * each thread's element in memory order, the same loops and sums. */
 #include "kernels_common.cuh"
+
+/* Element i (memory order) of a tensor of `volume` values per plane: NCHW
+ * (g.C = 0) plane *first = i / volume, *c = 0; NHWC: *first = the image n,
+ * *c its channel; *s its place in the plane. Plane values then lie at
+ * (first volume' stride + c) + s' stride, stride = max(g.C, 1), for any
+ * plane size volume' (input or output). */
+__device__ static __forceinline__ void pool_decode(const dp_cuda_pool_t &g, size_t i, size_t volume, size_t *first,
+                                                   int *c, int *s) {
+    if (!g.C) {
+        *first = i / volume, *c = 0, *s = (int)(i % volume);
+        return;
+    }
+    size_t r = i / (size_t)g.C;
+    *c = (int)(i % (size_t)g.C), *first = r / volume, *s = (int)(r % volume);
+}
 
 /* --- pooling, 1-D to 3-D (ops_pool.c's rules): (D, H, W) planes, 1-D and
  * 2-D with the missing leading dims of size 1 and a window of 1 ------------ */
 __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y, int32_t *argmax) {
-    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW, stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * out_plane) {
-        size_t plane = i / out_plane;
-        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
-        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
+        size_t first;
+        int c, o;
+        pool_decode(g, i, out_plane, &first, &c, &o);
+        const int od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
         float best = -INFINITY;
         int32_t at = -1;
         for (int t = 0; t < g.kd; t++) {
@@ -23,7 +42,7 @@ __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
                     int w = ow * g.sw - g.pw + b * g.dw;
                     if (w < 0 || w >= g.W) continue;
                     int32_t idx = (d * g.H + h) * g.W + w;
-                    float v = xp[idx];
+                    float v = xp[(size_t)idx * stride];
                     /* the first maximum in (d, h, w) order wins; a NaN beats everything after it (PyTorch) */
                     if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
                         best = v;
@@ -57,19 +76,22 @@ __device__ static void covering(int h, int k, int s, int p, int d, int out, int 
 /* dx of one input element: its outputs in (od, oh, ow) order whose argmax it is */
 __global__ void max_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, const int32_t *argmax, float *dx, int add) {
     const size_t in_plane = (size_t)g.D * g.H * g.W, out_plane = (size_t)g.OD * g.OH * g.OW;
+    const size_t stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * in_plane) {
-        size_t plane = i / in_plane;
-        int at = (int)(i % in_plane), d = at / (g.H * g.W), h = at / g.W % g.H, w = at % g.W;
+        size_t first;
+        int c, at;
+        pool_decode(g, i, in_plane, &first, &c, &at);
+        const int d = at / (g.H * g.W), h = at / g.W % g.H, w = at % g.W;
         int d0, d1, h0, h1, w0, w1;
         covering(d, g.kd, g.sd, g.pd, g.dd, g.OD, &d0, &d1);
         covering(h, g.kh, g.sh, g.ph, g.dh, g.OH, &h0, &h1);
         covering(w, g.kw, g.sw, g.pw, g.dw, g.OW, &w0, &w1);
-        const size_t base = plane * out_plane;
+        const size_t base = first * out_plane * stride + c;
         float s = 0.0f;
         for (int od = d0; od <= d1; od++)
             for (int oh = h0; oh <= h1; oh++)
                 for (int ow = w0; ow <= w1; ow++) {
-                    size_t o = base + ((size_t)od * g.OH + oh) * g.OW + ow;
+                    size_t o = base + (((size_t)od * g.OH + oh) * g.OW + ow) * stride;
                     if (argmax[o] == at) s = __fadd_rn(s, dy[o]);
                 }
         dx[i] = add ? __fadd_rn(dx[i], s) : s;
@@ -98,11 +120,13 @@ __device__ static float avg_divisor(const dp_cuda_pool_t *g, int od, int oh, int
 }
 
 __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y) {
-    const size_t out_plane = (size_t)g.OD * g.OH * g.OW;
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW, stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * out_plane) {
-        size_t plane = i / out_plane;
-        int o = (int)(i % out_plane), od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
-        const float *xp = x + plane * (size_t)g.D * g.H * g.W;
+        size_t first;
+        int c, o;
+        pool_decode(g, i, out_plane, &first, &c, &o);
+        const int od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+        const float *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
         float s = 0.0f;
         for (int t = 0; t < g.kd; t++) {
             int d = od * g.sd - g.pd + t;
@@ -112,7 +136,7 @@ __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
                 if (h < 0 || h >= g.H) continue;
                 for (int b = 0; b < g.kw; b++) {
                     int w = ow * g.sw - g.pw + b;
-                    if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[(d * g.H + h) * g.W + w]);
+                    if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[(size_t)((d * g.H + h) * g.W + w) * stride]);
                 }
             }
         }
@@ -127,27 +151,27 @@ extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cu
     return cudaGetLastError();
 }
 
-/* dx of input element i (plane, d, h, w): its outputs in (od, oh, ow) order,
- * dy / divisor each; the divisor as avg_divisor, its factors hoisted out of
- * the inner loops (the same int product, the same float). */
+/* dx of input element i (at d, h, w of its plane): its outputs in (od, oh,
+ * ow) order, dy / divisor each, output o of the plane at dy[base + o
+ * stride]; the divisor as avg_divisor, its factors hoisted out of the inner
+ * loops (the same int product, the same float). */
 template <typename I>
 __device__ static __forceinline__ void avg_pool_grad_at(const dp_cuda_pool_t &g, const float *dy, float *dx, int add,
-                                                        I i, I plane, int d, int h, int w) {
+                                                        I i, I base, I stride, int d, int h, int w) {
     int d0, d1, h0, h1, w0, w1;
     covering(d, g.kd, g.sd, g.pd, 1, g.OD, &d0, &d1);
     covering(h, g.kh, g.sh, g.ph, 1, g.OH, &h0, &h1);
     covering(w, g.kw, g.sw, g.pw, 1, g.OW, &w0, &w1);
-    const I base = plane * (I)(g.OD * g.OH * g.OW);
     const float volume = (float)(g.kd * g.kh * g.kw);
     float s = 0.0f;
     for (int od = d0; od <= d1; od++) {
         const int in_d = inside(od, g.kd, g.sd, g.pd, g.D);
         for (int oh = h0; oh <= h1; oh++) {
             const int in_dh = in_d * inside(oh, g.kh, g.sh, g.ph, g.H);
-            const I row = base + ((I)od * (I)g.OH + (I)oh) * (I)g.OW;
+            const I row = ((I)od * (I)g.OH + (I)oh) * (I)g.OW;
             for (int ow = w0; ow <= w1; ow++) {
                 float divisor = g.count_include_pad ? volume : (float)(in_dh * inside(ow, g.kw, g.sw, g.pw, g.W));
-                s = __fadd_rn(s, __fdiv_rn(dy[row + (I)ow], divisor));
+                s = __fadd_rn(s, __fdiv_rn(dy[base + (row + (I)ow) * stride], divisor));
             }
         }
     }
@@ -163,14 +187,18 @@ __global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, floa
         GRID_LOOP_T(uint32_t, i, (uint32_t)((size_t)g.planes * in_plane)) {
             uint32_t plane = div_by(by_plane, i), at = i - plane * (uint32_t)in_plane;
             uint32_t d = div_by(by_HW, at), r = at - d * (uint32_t)(g.H * g.W), h = div_by(by_W, r);
-            avg_pool_grad_at<uint32_t>(g, dy, dx, add, i, plane, (int)d, (int)h, (int)(r - h * (uint32_t)g.W));
+            avg_pool_grad_at<uint32_t>(g, dy, dx, add, i, plane * (uint32_t)(g.OD * g.OH * g.OW), 1u, (int)d, (int)h,
+                                       (int)(r - h * (uint32_t)g.W));
         }
         return;
     }
+    const size_t out_plane = (size_t)g.OD * g.OH * g.OW, stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * in_plane) {
-        size_t plane = i / in_plane;
-        int at = (int)(i % in_plane);
-        avg_pool_grad_at<size_t>(g, dy, dx, add, i, plane, at / (g.H * g.W), at / g.W % g.H, at % g.W);
+        size_t first;
+        int c, at;
+        pool_decode(g, i, in_plane, &first, &c, &at);
+        avg_pool_grad_at<size_t>(g, dy, dx, add, i, first * out_plane * stride + c, stride, at / (g.H * g.W),
+                                 at / g.W % g.H, at % g.W);
     }
 }
 
@@ -178,7 +206,7 @@ extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_c
                                                  float *dx, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t in_n = (size_t)g->planes * g->D * g->H * g->W, out_n = (size_t)g->planes * g->OD * g->OH * g->OW;
-    int narrow = in_n <= NARROW_MAX && out_n <= NARROW_MAX;
+    int narrow = !g->C && in_n <= NARROW_MAX && out_n <= NARROW_MAX; /* NHWC: the general loop */
     avg_pool_backward_kernel<<<blocks_for(in_n), THREADS, 0, stream>>>(
         *g, dy, dx, add, fast_div(narrow ? (uint32_t)(g->D * g->H * g->W) : 1u),
         fast_div(narrow ? (uint32_t)(g->H * g->W) : 1u), fast_div(narrow ? (uint32_t)g->W : 1u), narrow);
@@ -186,38 +214,41 @@ extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_c
 }
 
 /* --- global average pooling (ops_pool.c) --------------------------------------------- */
-/* One thread per plane, the CPU's four double lanes in the same order: its bits. */
-__global__ void global_avg_kernel(const float *x, float *y, size_t planes, size_t plane) {
+/* One thread per plane, the CPU's four double lanes in the same order: its
+ * bits (NHWC, C > 0: plane p = n C + c, its values C apart). */
+__global__ void global_avg_kernel(const float *x, float *y, size_t planes, size_t plane, int C) {
     GRID_LOOP(p, planes) {
-        const float *src = x + p * plane;
+        const size_t stride = C ? (size_t)C : 1;
+        const float *src = C ? x + p / stride * plane * stride + p % stride : x + p * plane;
         double lanes[4] = {0.0, 0.0, 0.0, 0.0};
         size_t i = 0;
         for (; i + 4 <= plane; i += 4)
-            for (int j = 0; j < 4; j++) lanes[j] += src[i + j];
-        for (; i < plane; i++) lanes[0] += src[i];
+            for (int j = 0; j < 4; j++) lanes[j] += src[(i + j) * stride];
+        for (; i < plane; i++) lanes[0] += src[i * stride];
         y[p] = (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane);
     }
 }
 
 extern "C" cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes,
-                                                  size_t plane) {
+                                                  size_t plane, int C) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane);
+    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane, C);
     return cudaGetLastError();
 }
 
-__global__ void global_avg_backward_kernel(const float *dy, float *dx, size_t planes, size_t plane, int add) {
+__global__ void global_avg_backward_kernel(const float *dy, float *dx, size_t planes, size_t plane, int C, int add) {
     const float inv = __fdiv_rn(1.0f, (float)plane);
     GRID_LOOP(i, planes * plane) {
-        float g = __fmul_rn(dy[i / plane], inv);
+        /* NHWC: element i is channel i % C of image i / (plane C), dy (N, C) */
+        float g = __fmul_rn(dy[C ? i / (plane * (size_t)C) * (size_t)C + i % (size_t)C : i / plane], inv);
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
 
 extern "C" cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes,
-                                                   size_t plane, int add) {
+                                                   size_t plane, int C, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    global_avg_backward_kernel<<<blocks_for(planes * plane), THREADS, 0, stream>>>(dy, dx, planes, plane, add);
+    global_avg_backward_kernel<<<blocks_for(planes * plane), THREADS, 0, stream>>>(dy, dx, planes, plane, C, add);
     return cudaGetLastError();
 }
 

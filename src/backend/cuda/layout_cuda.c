@@ -1,0 +1,83 @@
+/* layout_cuda.c - channels-last activations on a CUDA device: which
+ * layout each op takes, and the converted copies of inputs in the other
+ * one (layout_cuda.h). */
+#include "layout_cuda.h"
+
+#include "kernels.h"
+#include "ops_cuda_common.h"
+
+/* A converted copy: t first, so that node->in[i] points at both. */
+typedef struct {
+    dp_tensor_t t;
+    dp_tensor_t *orig;
+} layout_copy_t;
+
+void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want[3]) {
+    const int mode = c->channels_last ? DP_CUDA_NHWC : DP_CUDA_NCHW;
+    want[0] = want[1] = want[2] = DP_CUDA_ANY_LAYOUT; /* parameters (in[1], in[2]) are NCHW, never converted */
+    switch (node->kind) {
+    case DP_OP_CONV: /* NHWC descriptors for 2-D convolutions in channels-last mode */
+        want[0] = mode;
+        break;
+    case DP_OP_RELU: /* elementwise, or per channel over an (N H W, C) matrix: either layout */
+    case DP_OP_SIGMOID:
+    case DP_OP_TANH:
+    case DP_OP_BATCH_NORM:
+    case DP_OP_MAX_POOL: /* pooling.cu's NHWC loops */
+    case DP_OP_AVG_POOL:
+    case DP_OP_GLOBAL_AVG_POOL:
+    case DP_OP_DROPOUT: /* the mask of each element's NCHW index */
+        break;
+    case DP_OP_ADD: /* elementwise, both in one layout: the mode's when they differ */
+        if (node->in[0] && node->in[1] && dp_cuda_is_nhwc(node->in[0]) != dp_cuda_is_nhwc(node->in[1]))
+            want[0] = want[1] = mode;
+        break;
+    case DP_OP_MSE:
+        want[0] = want[1] = DP_CUDA_NCHW;
+        break;
+    default: /* linear, flatten, conv_transpose, softmax_xent: NCHW kernels */
+        want[0] = DP_CUDA_NCHW;
+        break;
+    }
+}
+
+dp_status_t dp_cuda_layout_inputs(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, const int want[3]) {
+    for (int i = 0; i < 3; i++) {
+        dp_tensor_t *t = node->in[i];
+        if (!t) continue;
+        if (t->layout & DP_CUDA_LAYOUT_COPY) node->in[i] = t = ((layout_copy_t *)t)->orig;
+        if (want[i] == DP_CUDA_ANY_LAYOUT || t->ndim != 4 || !t->data || dp_cuda_is_nhwc(t) == (want[i] == DP_CUDA_NHWC))
+            continue;
+        const size_t n = dp_tensor_numel(t);
+        layout_copy_t *copy = dp_arena_host_alloc(arena, sizeof *copy);
+        if (!copy) return dp_fail(DP_ERR_NOMEM, "%s: out of host memory for a layout copy's record", c->name);
+        copy->t = *t;
+        copy->orig = t;
+        copy->t.layout = want[i] | DP_CUDA_LAYOUT_COPY;
+        copy->t.grad = NULL;
+        copy->t.grad_unset = 0;
+        if (!(copy->t.data = dp_arena_floats(arena, n)) || (t->grad && !dp_grad_alloc(arena, &copy->t, n)))
+            return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a %s copy of %zu floats: use a smaller --batch-size, "
+                           "or more devices", c->name, want[i] == DP_CUDA_NHWC ? "NHWC" : "NCHW", n);
+        DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, t->data, copy->t.data, t->shape[0], t->shape[1],
+                                                     dp_cuda_plane(t), want[i] == DP_CUDA_NHWC, 0),
+                              "layout conversion"));
+        node->in[i] = &copy->t;
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_cuda_layout_restore(dp_cuda_ctx_t *c, dp_node_t *node) {
+    for (int i = 0; i < 3; i++) {
+        dp_tensor_t *t = node->in[i];
+        if (!t || !(t->layout & DP_CUDA_LAYOUT_COPY)) continue;
+        dp_tensor_t *orig = ((layout_copy_t *)t)->orig;
+        node->in[i] = orig;
+        if (!t->grad || t->grad_unset || !orig->grad) continue; /* the op passed nothing to this input */
+        const int add = !dp_grad_claim(orig);
+        DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, t->grad, orig->grad, orig->shape[0], orig->shape[1],
+                                                     dp_cuda_plane(orig), dp_cuda_is_nhwc(orig), add),
+                              "layout conversion of a gradient"));
+    }
+    return DP_OK;
+}

@@ -1,0 +1,246 @@
+/* test_cuda_layout.c - channels-last activations on a CUDA device
+ * (set_channels_last; skipped without a GPU; on the emulator as
+ * emu_test_cuda_layout): every op after a convolution, forward and
+ * backward, with channels-last on against off.
+ *
+ * Each case is a small tape: x (N, C, H, W), NCHW as every input made
+ * above the backend -> conv (3x3, bias, optionally fused ReLU; NHWC
+ * output when on) -> the op under test -> flatten (NCHW order again) ->
+ * MSE against a fixed target. Compared between the two modes: the flatten
+ * output and the loss (forward), the gradients of x, of the conv's weight
+ * and bias and of the op's parameters (backward). And the marks, so that
+ * the comparison cannot pass because nothing ran in NHWC: with
+ * channels-last on the conv's output is NHWC, the ops with NHWC kernels
+ * (relu, sigmoid, tanh, add, batch norm, conv, max and average pooling,
+ * dropout) give NHWC, global average pooling its (N, C, 1, 1) marked NCHW
+ * (the same bytes), conv_transpose NCHW after converting its input.
+ *
+ * Equal bits where the summation order is the same in both layouts:
+ * convolutions (the emulator's cuDNN sums each NHWC output in the NCHW
+ * order, and the KRSC filter and its gradient are exact copies), the
+ * elementwise ops, pooling (each element's loop as in NCHW), dropout (each
+ * element's mask that of its NCHW index), the conversions. Within a tolerance where the
+ * per-channel sums run in another order: bias gradients and batch norm's
+ * statistics and gradient sums over an (N H W, C) matrix (the columns
+ * layout) instead of (N, C, H W) planes; both are sums of K <= 2 x 8 x 8
+ * terms, so a reordering changes a sum by at most about 2 K 2^-24 of the
+ * sum of the terms' magnitudes: 1e-5 relative (plus 1e-6 absolute, the
+ * terms are O(1)) covers it with a margin of about 5x. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/autograd.h"
+#include "dptrain/ops.h"
+#include "test_cuda_common.h"
+#include "testing.h"
+
+static const dp_backend_t *be;
+
+/* The CUDA backend's layout marks (src/backend/cuda/layout_cuda.h, which needs CUDA's headers) */
+#define DP_CUDA_NCHW 0
+#define DP_CUDA_NHWC 1
+
+#define N 2
+#define C 3
+#define H 8
+#define W 8
+#define K 4 /* the conv's output channels */
+
+static uint64_t rng;
+static float uniform(void) { /* in [-1, 1) */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* A device tensor of `shape` with random data (seeded by `seed`) and a zeroed grad (when grad). */
+static dp_tensor_t *device_tensor(dp_tensor_t *t, int ndim, const int *shape, uint64_t seed, int grad) {
+    memset(t, 0, sizeof *t);
+    dp_tensor_set_shape(t, ndim, shape);
+    size_t n = dp_tensor_numel(t);
+    float *host = malloc(sizeof(float) * n);
+    rng = seed;
+    for (size_t i = 0; i < n; i++) host[i] = uniform();
+    t->data = be->alloc(be->ctx, sizeof(float) * n, "test tensor");
+    be->upload(be->ctx, t->data, host, sizeof(float) * n);
+    if (grad) {
+        t->grad = be->alloc(be->ctx, sizeof(float) * n, "test grad");
+        be->zero(be->ctx, t->grad, sizeof(float) * n);
+    }
+    free(host);
+    return t;
+}
+
+static float *download(const float *dev, size_t n) {
+    float *h = malloc(sizeof(float) * n);
+    be->download(be->ctx, h, dev, sizeof(float) * n);
+    return h;
+}
+
+typedef struct {
+    const char *name;
+    dp_op_kind_t kind; /* the op under test; DP_OP_COUNT: none (conv -> flatten) */
+    int fuse_relu;     /* the conv's (and add's) */
+    int nhwc_out;      /* with channels-last on, the op's output is NHWC */
+} layout_case_t;
+
+/* What one run gives: the flatten output, the loss and the gradients. */
+enum { R_Y, R_LOSS, R_DX, R_DW, R_DB, R_DP1, R_DP2, R_COUNT };
+typedef struct {
+    float *r[R_COUNT];
+    size_t n[R_COUNT];
+    int conv_layout, op_layout;
+} layout_result_t;
+
+static void run_case(const layout_case_t *k, int channels_last, layout_result_t *res) {
+    memset(res, 0, sizeof *res);
+    CHECK(be->set_channels_last(be->ctx, channels_last) == DP_OK, "set_channels_last: %s", dp_error_message());
+    dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
+    dp_tape_t *tape = dp_tape_new_on(be, arena);
+    dp_tensor_t x, w, b, p1, p2, z, w2, target;
+    const int xs[4] = {N, C, H, W}, ws[4] = {K, C, 3, 3}, bs[1] = {K}, ps[1] = {K}, zs[4] = {N, K, H, W};
+    const int w2s[4] = {K, K, 3, 3};
+    device_tensor(&x, 4, xs, 1, 1);
+    device_tensor(&w, 4, ws, 2, 1);
+    device_tensor(&b, 1, bs, 3, 1);
+    device_tensor(&p1, 1, ps, 4, 1);
+    device_tensor(&p2, 1, ps, 5, 1);
+    device_tensor(&z, 4, zs, 6, 1);     /* an NCHW operand of add */
+    device_tensor(&w2, 4, w2s, 7, 1);   /* a second conv's or a conv_transpose's weight */
+    dp_op_attr_t conv_attr = dp_op_attr_default();
+    conv_attr.pad[0] = conv_attr.pad[1] = 1;
+    conv_attr.fuse_relu = k->fuse_relu;
+    dp_tensor_t *y = dp_tape_op(tape, DP_OP_CONV, &conv_attr, &x, &w, &b, NULL);
+    CHECK(y != NULL, "%s: conv: %s", k->name, dp_error_message());
+    if (!y) return;
+    res->conv_layout = y->layout;
+    dp_op_attr_t a = dp_op_attr_default();
+    dp_tensor_t *o = y;
+    switch (k->kind) {
+    case DP_OP_RELU:
+    case DP_OP_SIGMOID:
+    case DP_OP_TANH:
+    case DP_OP_GLOBAL_AVG_POOL:
+        o = dp_tape_op(tape, k->kind, &a, y, NULL, NULL, NULL);
+        break;
+    case DP_OP_ADD: /* fuse_relu set: y + y (one tensor twice); else y + z, z NCHW */
+        a.fuse_relu = k->fuse_relu;
+        o = dp_tape_op(tape, DP_OP_ADD, &a, y, k->fuse_relu ? y : &z, NULL, NULL);
+        break;
+    case DP_OP_BATCH_NORM:
+        o = dp_tape_op(tape, DP_OP_BATCH_NORM, &a, y, &p1, &p2, NULL);
+        break;
+    case DP_OP_MAX_POOL:
+    case DP_OP_AVG_POOL:
+        a.kernel[0] = a.kernel[1] = 3;
+        a.stride[0] = a.stride[1] = 2;
+        a.pad[0] = a.pad[1] = 1;
+        o = dp_tape_op(tape, k->kind, &a, y, NULL, NULL, NULL);
+        break;
+    case DP_OP_DROPOUT:
+        a.dropout_p = 0.3f;
+        a.dropout_seed = 42;
+        o = dp_tape_op(tape, DP_OP_DROPOUT, &a, y, NULL, NULL, NULL);
+        break;
+    case DP_OP_CONV: /* a second conv, NHWC in, no bias: bit for bit */
+        a.pad[0] = a.pad[1] = 1;
+        o = dp_tape_op(tape, DP_OP_CONV, &a, y, &w2, NULL, NULL);
+        break;
+    case DP_OP_CONV_TRANSPOSE:
+        a.stride[0] = a.stride[1] = 2;
+        o = dp_tape_op(tape, DP_OP_CONV_TRANSPOSE, &a, y, &w2, &p1, NULL);
+        break;
+    default:
+        break;
+    }
+    CHECK(o != NULL, "%s: the op: %s", k->name, dp_error_message());
+    if (!o) return;
+    res->op_layout = o->layout;
+    dp_tensor_t *flat = dp_tape_op(tape, DP_OP_FLATTEN, NULL, o, NULL, NULL, NULL);
+    CHECK(flat && flat->layout == 0, "%s: flatten: %s", k->name, flat ? "not NCHW" : dp_error_message());
+    if (!flat) return;
+    device_tensor(&target, flat->ndim, flat->shape, 8, 0);
+    dp_tensor_t *loss = dp_tape_op(tape, DP_OP_MSE, NULL, flat, &target, NULL, NULL);
+    CHECK(loss != NULL, "%s: mse: %s", k->name, dp_error_message());
+    if (!loss) return;
+    res->n[R_Y] = dp_tensor_numel(flat);
+    res->r[R_Y] = download(flat->data, res->n[R_Y]);
+    res->n[R_LOSS] = 1;
+    res->r[R_LOSS] = download(loss->data, 1);
+    CHECK(dp_tape_backward(tape, loss, NULL, NULL) == DP_OK, "%s: backward: %s", k->name, dp_error_message());
+    const dp_tensor_t *grads[R_COUNT] = {[R_DX] = &x, [R_DW] = &w, [R_DB] = &b, [R_DP1] = &p1, [R_DP2] = &p2};
+    if (k->kind == DP_OP_CONV || k->kind == DP_OP_CONV_TRANSPOSE) grads[R_DP2] = &w2;
+    for (int i = R_DX; i < R_COUNT; i++) {
+        res->n[i] = dp_tensor_numel(grads[i]);
+        res->r[i] = download(grads[i]->grad, res->n[i]);
+    }
+    CHECK(be->failure(be->ctx) == DP_OK, "%s: the device failed: %s", k->name, dp_error_message());
+    dp_tape_free(tape);
+    dp_arena_free(arena);
+    dp_tensor_t *all[] = {&x, &w, &b, &p1, &p2, &z, &w2, &target};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        be->free(be->ctx, all[i]->data);
+        be->free(be->ctx, all[i]->grad);
+    }
+}
+
+static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx", "conv dw", "conv db",
+                                                  "op param 1 grad", "op param 2 / weight grad"};
+
+static void compare(const layout_case_t *k) {
+    layout_result_t off, on;
+    run_case(k, 0, &off);
+    run_case(k, 1, &on);
+    CHECK(off.conv_layout == DP_CUDA_NCHW && off.op_layout == DP_CUDA_NCHW, "%s: channels-last off: marks %d, %d",
+          k->name, off.conv_layout, off.op_layout);
+    CHECK(on.conv_layout == DP_CUDA_NHWC, "%s: channels-last on: the conv's output is not NHWC (%d)", k->name,
+          on.conv_layout);
+    CHECK((on.op_layout == DP_CUDA_NHWC) == k->nhwc_out, "%s: channels-last on: the op's output mark %d, expected %s",
+          k->name, on.op_layout, k->nhwc_out ? "NHWC" : "NCHW");
+    double worst = 0.0;
+    for (int i = 0; i < R_COUNT; i++) {
+        if (!off.r[i] || !on.r[i]) continue;
+        /* everything but the per-channel sums (conv db; all of batch norm's results) bit for bit */
+        int bitwise = k->kind != DP_OP_BATCH_NORM && i != R_DB;
+        if (bitwise) {
+            CHECK(memcmp(off.r[i], on.r[i], sizeof(float) * off.n[i]) == 0, "%s: %s: channels-last on differs in bits",
+                  k->name, result_names[i]);
+        } else {
+            size_t at = 0;
+            double v = testing_max_violation(on.r[i], off.r[i], off.n[i], 1e-5, 1e-6, &at);
+            if (v > worst) worst = v;
+            CHECK(v <= 1.0, "%s: %s[%zu]: %.9g (on) vs %.9g (off)", k->name, result_names[i], at, (double)on.r[i][at],
+                  (double)off.r[i][at]);
+        }
+        free(off.r[i]);
+        free(on.r[i]);
+    }
+    printf("  %-28s conv out %s, op out %s: %s bit for bit, the rest at worst %.3g of the tolerance\n", k->name,
+           on.conv_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW", on.op_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW",
+           k->kind == DP_OP_BATCH_NORM ? "nothing" : "all but conv db", worst);
+}
+
+int main(void) {
+    be = cuda_backend_or_skip("test_cuda_layout");
+    CHECK(be->set_channels_last != NULL, "the CUDA table has no set_channels_last");
+    if (!be->set_channels_last) return testing_finish("test_cuda_layout");
+    const layout_case_t cases[] = {
+        {"conv -> flatten", DP_OP_COUNT, 0, 1},
+        {"conv + relu (fused)", DP_OP_COUNT, 1, 1},
+        {"relu", DP_OP_RELU, 0, 1},
+        {"sigmoid", DP_OP_SIGMOID, 0, 1},
+        {"tanh", DP_OP_TANH, 0, 1},
+        {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1},
+        {"add y + y, relu", DP_OP_ADD, 1, 1},
+        {"batch_norm", DP_OP_BATCH_NORM, 0, 1},
+        {"conv (NHWC in, no bias)", DP_OP_CONV, 0, 1},
+        {"max_pool", DP_OP_MAX_POOL, 0, 1},
+        {"avg_pool", DP_OP_AVG_POOL, 0, 1},
+        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 0},
+        {"dropout", DP_OP_DROPOUT, 0, 1},
+        {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare(&cases[i]);
+    be->set_channels_last(be->ctx, 0);
+    return testing_finish("test_cuda_layout");
+}
