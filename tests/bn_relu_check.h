@@ -33,10 +33,12 @@ static int bn_relu_run(const dp_backend_t *be, const int shape[4], const float *
     float *zeros = calloc(n, sizeof(float));
     float *rm = malloc(sizeof(float) * C), *rv = malloc(sizeof(float) * C);
     for (size_t c = 0; c < C; c++) rm[c] = 0.05f * (float)c, rv[c] = 1.0f + 0.25f * (float)(c % 3);
-    dp_tensor_t xt = {4, {shape[0], shape[1], shape[2], shape[3]}, bn_relu_upload(be, x, n), bn_relu_upload(be, zeros, n),
-                      1};
-    dp_tensor_t wt = {1, {shape[1]}, bn_relu_upload(be, w, C), bn_relu_upload(be, zeros, C), 1};
-    dp_tensor_t bt = {1, {shape[1]}, bn_relu_upload(be, b, C), bn_relu_upload(be, zeros, C), 1};
+    dp_tensor_t xt = {.ndim = 4, .shape = {shape[0], shape[1], shape[2], shape[3]}, .data = bn_relu_upload(be, x, n),
+                      .grad = bn_relu_upload(be, zeros, n), .grad_unset = 1};
+    dp_tensor_t wt = {.ndim = 1, .shape = {shape[1]}, .data = bn_relu_upload(be, w, C),
+                      .grad = bn_relu_upload(be, zeros, C), .grad_unset = 1};
+    dp_tensor_t bt = {.ndim = 1, .shape = {shape[1]}, .data = bn_relu_upload(be, b, C),
+                      .grad = bn_relu_upload(be, zeros, C), .grad_unset = 1};
     dp_op_attr_t attr = dp_op_attr_default();
     attr.training = training;
     attr.running_mean = bn_relu_upload(be, rm, C);
