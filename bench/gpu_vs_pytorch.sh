@@ -23,7 +23,9 @@
 # (its metrics: the most memory its backend held). Then bf16: dptrain
 # --precision bf16 against PyTorch's four variants under torch.autocast to
 # bfloat16 (--precision bf16 of the PyTorch scripts), LeNet and ResNet-18
-# at batch 256, one run each, each against the fastest. The GPU's name is
+# at batch 256, one run each, each against the fastest. And dptrain's
+# --channels-last on (NHWC activations inside the GPU) against its default
+# off: LeNet, ResNet-18 in FP32 and in bf16, one run each, with the peaks. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
 # "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
 # DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
@@ -141,12 +143,13 @@ printf 'LeNet vs the fastest PyTorch (%s): dptrain %.4f s/epoch (peak %s), pytor
 
 # --- ResNet-18 ---
 # resnet ALGO BATCH: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO (metrics in $tmp/r-ALGO-BATCH.jsonl)
-# (with `precision` set: --precision $precision, in $tmp/r-ALGO-BATCH-PRECISION.jsonl)
+# (with `precision` set: --precision $precision, in $tmp/r-ALGO-BATCH-PRECISION.jsonl; with `layout` set:
+# --channels-last $layout, the file name ending -cl-LAYOUT)
 resnet() {
-  local run=r-$1-$2${precision:+-$precision}
+  local run=r-$1-$2${precision:+-$precision}${layout:+-cl-$layout}
   DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model "$resnet_model" --data "$data" \
     --batch-size "$2" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/$run.jsonl" \
-    ${precision:+--precision "$precision"} --quiet >/dev/null 2>"$tmp/$run.err" &&
+    ${precision:+--precision "$precision"} ${layout:+--channels-last "$layout"} --quiet >/dev/null 2>"$tmp/$run.err" &&
     tail -1 "$tmp/$run.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/$run.err")"
 }
 # resnet_row BATCH VARIANTS...: PyTorch's variants at BATCH, then dptrain (heuristic) against the fastest
@@ -195,6 +198,23 @@ echo "ResNet-18 cuDNN measured algorithms (batch $resnet_batch): dptrain $dp_mea
 resnet_row "$resnet_batch" eager channels_last graph compile
 for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done
 
+# --- channels-last: dptrain --channels-last on (NHWC activations inside the GPU) against its default (off) ---
+# on_off WHAT UNIT ON OFF: one line, on/off as a speed ratio (s/epoch: off/on; images/sec: on/off)
+on_off() {
+  local ratio=''
+  [[ $3 =~ ^[0-9.eE+-]+$ && $4 =~ ^[0-9.eE+-]+$ ]] &&
+    ratio=$(awk -v on="$3" -v off="$4" -v u="$2" 'BEGIN { printf ", on is %.2fx the speed of off", u == "s/epoch" ? off / on : on / off }')
+  echo "$1 dptrain --channels-last (one run each): on $3 $2, off $4 $2$ratio"
+}
+if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
+     ${limit:+--limit "$limit"} --channels-last on --metrics "$tmp/m-cl.jsonl" --quiet >/dev/null 2>"$tmp/m-cl.err"; then
+  lenet_cl=$(printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-cl.jsonl" | later_epochs))")
+else lenet_cl="failed: $(tail -1 "$tmp/m-cl.err")"; fi
+on_off "LeNet (median of epochs 2-$epochs)" s/epoch "$lenet_cl" "$(printf '%.4f' "$graph_on")"
+dp_cl=$(layout=on resnet heuristic "$resnet_batch")
+on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-cl-on.jsonl"))" \
+  "$dp_heuristic (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch.jsonl"))"
+
 # --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
 # bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision
 # bf16, one run each, and dptrain's figure DP (its metrics DP_METRICS) against the fastest: LeNet's figures
@@ -232,3 +252,7 @@ bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --data "$data
 dp=$(precision=bf16 resnet heuristic "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-heuristic-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
+dp_bf16_cl=$(precision=bf16 layout=on resnet heuristic "$resnet_batch")
+on_off "ResNet-18 batch $resnet_batch bf16" images/sec \
+  "$dp_bf16_cl (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-bf16-cl-on.jsonl"))" \
+  "$dp (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-bf16.jsonl"))"

@@ -494,6 +494,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .precision = dp_precision_name(precision),
+        .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
         .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
@@ -513,7 +514,9 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape without a graph)\n",
                (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
                (unsigned long long)graphs.as_made);
-    if (profile_window > 0 && speaks && train_print_profile(trainer, dp_precision_name(precision)) != DP_OK) goto done;
+    if (profile_window > 0 && speaks &&
+        train_print_profile(trainer, dp_precision_name(precision), o.channels_last) != DP_OK)
+        goto done;
     if (profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
     exit_code = 0;
 

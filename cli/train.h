@@ -74,7 +74,7 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */
 dp_status_t train_profile_parse(const char *text, int *warmup, int *steps);
-dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision);
+dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision, int channels_last);
 dp_status_t train_append_profile(const char *path, dp_trainer_t *trainer);
 
 #endif

@@ -44,7 +44,7 @@ static const char *device_name(const char *names, int d, char *buf, size_t size)
     return buf;
 }
 
-dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision) {
+dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision, int channels_last) {
     int devices = dp_trainer_num_devices(trainer);
     const char *names = dp_trainer_device_names(trainer);
     int width = (int)strlen("(outside the layers)");
@@ -61,8 +61,9 @@ dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision) {
                first->warmup);
         return DP_OK;
     }
-    printf("profile: mean ms per step over %d steps after %d warm-up steps, precision %s%s\n", first->steps,
-           first->warmup, precision, first->steps < first->window ? " (training ended before the window's end)" : "");
+    printf("profile: mean ms per step over %d steps after %d warm-up steps, precision %s%s%s\n", first->steps,
+           first->warmup, precision, channels_last ? ", channels-last" : "",
+           first->steps < first->window ? " (training ended before the window's end)" : "");
     printf("%-8s %-*s %-16s %-9s %10s %7s\n", "device", width, "layer", "op", "direction", "ms", "share");
     for (int d = 0; d < devices; d++) {
         const dp_profile_report_t *r;

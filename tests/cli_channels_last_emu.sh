@@ -66,7 +66,14 @@ for net in lenet resnet; do
     || fail "$net: on and off gave the same bits (did channels-last run at all?)"
   [[ $(grep -ac 'fp32 nhwc|forward' "$tmp/$net-on.st") -gt 0 && $(grep -ac ' nhwc|' "$tmp/$net-off.st") -eq 0 ]] \
     && pass || fail "$net: the stored cuDNN choices do not name the layout"
+  [[ $(grep -c '"layout": "nhwc"' "$tmp/$net-on.jsonl") -eq 2 && $(grep -c '"layout": "nchw"' "$tmp/$net-off.jsonl") -eq 2 ]] \
+    && pass || fail "$net: metrics lines naming the layout: $(tail -1 "$tmp/$net-on.jsonl")"
 done
+# the profile's header names the layout
+"$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 96 --channels-last on --profile \
+  --profile-steps 1,1 >"$tmp/profile.out" 2>&1
+grep -q "^profile: mean ms per step over 1 steps after 1 warm-up steps, precision fp32, channels-last" \
+  "$tmp/profile.out" && pass || fail "profile header: $(grep '^profile' "$tmp/profile.out")"
 "$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 64 --channels-last on \
   >"$tmp/first.out" 2>&1
 head -1 "$tmp/first.out" | grep -q "seed 5, precision fp32, channels-last, on \[cuda:0\]" && pass \

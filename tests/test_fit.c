@@ -154,7 +154,7 @@ int main(void) {
               s->test_acc <= 1 && s->epoch_sec > 0 && s->images_per_sec > 0, "epoch %d: odd numbers", e + 1);
         CHECK(s->num_devices == 2 && strcmp(s->devices, "cpu:0,cpu:1") == 0, "epoch %d: devices %d %s", e + 1,
               s->num_devices, s->devices);
-        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(), "fp32"};
+        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(), "fp32", "nchw"};
         dp_metrics_append_run(metrics_again, s, &what_ran);
     }
     CHECK(same_files(metrics, metrics_again), "the metrics file holds other numbers than the callback's");

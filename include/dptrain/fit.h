@@ -122,6 +122,8 @@ typedef struct {
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */
+    const char *layout;            /* the devices' activations (backend.h set_channels_last),
+                                      named in the metrics: "nchw", "nhwc"; NULL: nchw */
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
     void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */

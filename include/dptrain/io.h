@@ -34,6 +34,7 @@ typedef struct {
     const char *cpu;        /* the CPU model */
     const char *blas;       /* the BLAS library and its kernels */
     const char *precision;  /* of products and convolutions: "fp32", "tf32", "bf16" */
+    const char *layout;     /* of the devices' activations: "nchw", "nhwc" (--channels-last) */
 } dp_run_info_t;
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
@@ -42,7 +43,7 @@ typedef struct {
  * device_mem_peak_bytes when counted (GPU devices). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
-/* The same line with the keys precision, isa, cpu and blas (strings)
+/* The same line with the keys precision, layout, isa, cpu and blas (strings)
  * appended, for those of `run` that are not NULL (run may be NULL). */
 dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run);
 

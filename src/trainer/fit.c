@@ -490,9 +490,10 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         s->num_ranks = world->size;
         s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
-        /* the metrics also say what ran: the precision, the kernels' ISA, the CPU, the BLAS */
+        /* the metrics also say what ran: the precision, the layout, the kernels' ISA, the CPU, the BLAS */
         const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(),
-                                        config->precision ? config->precision : "fp32"};
+                                        config->precision ? config->precision : "fp32",
+                                        config->layout ? config->layout : "nchw"};
         if (writes && config->metrics_path &&
             (status = dp_metrics_append_run(config->metrics_path, s, &what_ran)) != DP_OK)
             goto done;
