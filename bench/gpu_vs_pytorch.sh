@@ -199,12 +199,17 @@ resnet_row "$resnet_batch" eager channels_last graph compile
 for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done
 
 # --- channels-last: dptrain --channels-last on (NHWC activations inside the GPU) against its default (off) ---
-# on_off WHAT UNIT ON OFF: one line, on/off as a speed ratio (s/epoch: off/on; images/sec: on/off)
+# on_off WHAT UNIT ON OFF [ON_METRICS OFF_METRICS]: one line, each figure with its run's peak GPU memory when
+# the metrics are given, and on/off as a speed ratio (s/epoch: off/on; images/sec: on/off)
 on_off() {
-  local ratio=''
+  local fig=(x "$3" "$4") peak=(x '' '') ratio='' i
+  for i in 1 2; do
+    [[ ${fig[i]} =~ ^[0-9.eE+-]+$ && $2 == images/sec ]] && fig[i]=$(printf '%.0f' "${fig[i]}")
+    [[ -n ${5:-} ]] && peak[i]=" (peak $(dp_peak "${@:4+i:1}"))"
+  done
   [[ $3 =~ ^[0-9.eE+-]+$ && $4 =~ ^[0-9.eE+-]+$ ]] &&
     ratio=$(awk -v on="$3" -v off="$4" -v u="$2" 'BEGIN { printf ", on is %.2fx the speed of off", u == "s/epoch" ? off / on : on / off }')
-  echo "$1 dptrain --channels-last (one run each): on $3 $2, off $4 $2$ratio"
+  echo "$1 dptrain --channels-last (one run each): on ${fig[1]} $2${peak[1]}, off ${fig[2]} $2${peak[2]}$ratio"
 }
 if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
      ${limit:+--limit "$limit"} --channels-last on --metrics "$tmp/m-cl.jsonl" --quiet >/dev/null 2>"$tmp/m-cl.err"; then
@@ -212,8 +217,8 @@ if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs 
 else lenet_cl="failed: $(tail -1 "$tmp/m-cl.err")"; fi
 on_off "LeNet (median of epochs 2-$epochs)" s/epoch "$lenet_cl" "$(printf '%.4f' "$graph_on")"
 dp_cl=$(layout=on resnet heuristic "$resnet_batch")
-on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-cl-on.jsonl"))" \
-  "$dp_heuristic (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch.jsonl"))"
+on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl" "$dp_heuristic" "$tmp/r-heuristic-$resnet_batch-cl-on.jsonl" \
+  "$tmp/r-heuristic-$resnet_batch.jsonl"
 
 # --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
 # bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision
@@ -253,6 +258,5 @@ dp=$(precision=bf16 resnet heuristic "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-heuristic-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
 dp_bf16_cl=$(precision=bf16 layout=on resnet heuristic "$resnet_batch")
-on_off "ResNet-18 batch $resnet_batch bf16" images/sec \
-  "$dp_bf16_cl (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-bf16-cl-on.jsonl"))" \
-  "$dp (peak $(dp_peak "$tmp/r-heuristic-$resnet_batch-bf16.jsonl"))"
+on_off "ResNet-18 batch $resnet_batch bf16" images/sec "$dp_bf16_cl" "$dp" \
+  "$tmp/r-heuristic-$resnet_batch-bf16-cl-on.jsonl" "$tmp/r-heuristic-$resnet_batch-bf16.jsonl"

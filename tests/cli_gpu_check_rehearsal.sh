@@ -48,6 +48,10 @@ want "^  benchmark: LeNet bf16 pytorch variants \(autocast bfloat16, one run eac
 want "^  benchmark: LeNet bf16 vs the fastest PyTorch bf16 \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num s/epoch \(peak [0-9]+ MiB\), pytorch $num s/epoch $nogpu, pytorch/dptrain ${num}x$"
 want "^  benchmark: ResNet-18 batch 32 bf16 pytorch variants \(autocast bfloat16, one run each\): eager $num images/sec $nogpu, channels_last\+cudnn.benchmark $num images/sec $nogpu, cuda graph n/a \(no GPU\), $compiled$"
 want "^  benchmark: ResNet-18 batch 32 bf16 vs the fastest PyTorch bf16 \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num images/sec \(peak [0-9]+ MiB\), pytorch $num images/sec $nogpu, dptrain/pytorch ${num}x$"
+want "^  benchmark: LeNet \(median of epochs 2-2\) dptrain --channels-last \(one run each\): on $num s/epoch, off $num s/epoch, on is ${num}x the speed of off$"
+for what in "ResNet-18 batch 32" "ResNet-18 batch 32 bf16"; do
+  want "^  benchmark: $what dptrain --channels-last \(one run each\): on $num images/sec \(peak [0-9]+ MiB\), off $num images/sec \(peak [0-9]+ MiB\), on is ${num}x the speed of off$"
+done
 want "^  benchmark: ResNet-18 cuDNN algorithms: heuristic $num images/sec, fixed $num images/sec, heuristic/fixed ${num}x$"
 want "^  benchmark: ResNet-18 cuDNN choices \(heuristic run\): [1-9][0-9]* from the heuristics, 0 the fixed fallback$"
 want "^  benchmark: ResNet-18 cuDNN measured algorithms \(batch 32\): dptrain $num images/sec \(DPTRAIN_CUDNN_ALGO=measured, [1-9][0-9]* choices timed\), measured/heuristic ${num}x$"
