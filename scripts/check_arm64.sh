@@ -47,6 +47,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/nul
   skip "aarch64-linux-gnu-gcc or qemu-aarch64 missing after installation"
 
 dir=build-arm64
+select=(-L 'unit|isa' -E '^test_(nn|optim|datasets|accumulate|backend|fit)$') # the tests run here (and built)
 mkdir -p "$dir"
 cat >"$dir/toolchain.cmake" <<'TOOLCHAIN'
 set(CMAKE_SYSTEM_NAME Linux)
@@ -63,7 +64,8 @@ if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$di
      -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DDPTRAIN_CUDA=OFF -DBLAS_LIBRARIES=/usr/lib/aarch64-linux-gnu/libopenblas.so \
      -DCBLAS_INCLUDE_DIR=/usr/include/aarch64-linux-gnu -DZLIB_LIBRARY=/usr/lib/aarch64-linux-gnu/libz.so \
      -DZLIB_INCLUDE_DIR=/usr/include >"$dir.log" 2>&1 ||
-   ! cmake --build "$dir" -j "$(nproc)" >>"$dir.log" 2>&1; then
+   ! targets=$(scripts/test_targets.sh "$dir" "${select[@]}" 2>>"$dir.log") ||
+   ! cmake --build "$dir" -j "$(nproc)" --target $targets >>"$dir.log" 2>&1; then
   tail -30 "$dir.log" >&2
   echo "check_arm64: FAILED: the aarch64 build (see $dir.log)" >&2
   exit 1
@@ -72,7 +74,7 @@ readelf -h "$dir/dptrain" 2>/dev/null | grep -q "AArch64" || { echo "check_arm64
 grep -q "dptrain: kernels neon, generic" "$dir.log" || { echo "check_arm64: FAILED: NEON kernels not configured" >&2; exit 1; }
 qemu-aarch64 "$dir/dptrain" version || { echo "check_arm64: FAILED: dptrain version under qemu" >&2; exit 1; }
 cd "$dir"
-ctest -L 'unit|isa' -E '^test_(nn|optim|datasets|accumulate|backend|fit)$' -j "$(nproc)" --output-on-failure
+ctest "${select[@]}" -j "$(nproc)" --output-on-failure
 status=$?
-echo "check_arm64: aarch64 build under qemu-user: ctest -L 'unit|isa' -E '^test_(nn|optim|datasets|accumulate|backend|fit)\$' exit $status"
+echo "check_arm64: aarch64 build under qemu-user: ctest ${select[*]} exit $status"
 exit $status

@@ -33,7 +33,7 @@
 #       still-warm machine rebuilds nothing that is up to date).
 #   scripts/gpu_check.sh rehearse BUILD   here, without a GPU: every step
 #       after the build, on the CUDA emulator of BUILD (a build with CUDA:
-#       lib/libdptrain_cuda_emu.so), with tiny sizes (512 training and 16
+#       lib/libdptrain_cuda_emu.so), with tiny sizes (256 training and 16
 #       test images, LeNet 2 epochs with no accuracy bar, two of the GPU
 #       tests: test_cuda_peer and cli_cuda_gpu, one benchmark pair), PyTorch on the CPU and LeNet in the
 #       ResNet-18 step, so that this script's own steps, parsing and summary
@@ -132,7 +132,7 @@ if [[ $rehearse -eq 1 ]]; then
   export PYTHON # the benchmark's PyTorch
   export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
   export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
-  export DPTRAIN_BENCH_RESNET_LIMIT=64 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
+  export DPTRAIN_BENCH_RESNET_LIMIT=32 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
   lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 256 --epochs 2)
   bench_args=(1 2)
   ctest_dir=$out/ctest
@@ -150,7 +150,7 @@ if [[ $rehearse -eq 1 ]]; then
         gzip -dc "$src/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } | gzip -1 >"$1/$split-labels-idx1-ubyte.gz"
     done
   }
-  tiny_data "$out/data" 512 16
+  tiny_data "$out/data" 256 16
   export DPTRAIN_DATA=$out/data
   gpu="CUDA emulator (rehearsal without a GPU: the figures mean nothing)"
 else

@@ -21,6 +21,8 @@ case "${1:-}" in
 esac
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPTRAIN_CUDA=OFF \
   -DCMAKE_C_FLAGS="$flags -fno-omit-frame-pointer -march=native" >/dev/null
-cmake --build "$dir" -j "$(nproc)" >/dev/null
+# only what the selected tests run (scripts/test_targets.sh)
+targets=$(scripts/test_targets.sh "$dir" "${select[@]}")
+cmake --build "$dir" -j "$(nproc)" --target $targets >/dev/null
 cd "$dir"
 ctest "${select[@]}" -j "$(nproc)" --output-on-failure

@@ -19,10 +19,13 @@ case "${1:-build}" in
   *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
 esac
 
+# installed for this machine's architecture or for all: with a foreign architecture added (arm64, for
+# scripts/check_arm64.sh) dpkg lists a multiarch package once per architecture it is installed for
+native=$(dpkg --print-architecture 2>/dev/null || echo unknown)
 missing=()
 for pkg in "${want[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+  dpkg-query -W -f='${Status} ${Architecture}\n' "$pkg" 2>/dev/null | grep -qxE "install ok installed ($native|all)" ||
+    missing+=("$pkg")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 

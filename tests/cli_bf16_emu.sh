@@ -19,9 +19,9 @@
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
-small_data "$tmp/data" 256 100
+small_data "$tmp/data" 64 100 # 4 steps of 16 images an epoch: the emulated convolutions are slow
 data=$tmp/data
-loud=(train --data "$data" --model lenet --limit 256 --batch-size 64 --optimizer adam --lr 0.003 --seed 5)
+loud=(train --data "$data" --model lenet --limit 64 --batch-size 16 --optimizer adam --lr 0.003 --seed 5)
 common=("${loud[@]}" --quiet)
 loss_of() { json_field "$(sed -n "${2}p" "$tmp/$1.jsonl")" train_loss; }
 falls() { # falls NAME FIRST LAST: the loss of epoch line LAST below that of line FIRST
@@ -42,7 +42,7 @@ one_line_refusal() {
 # bf16 trains; the first line, the metrics and the emulator's counts say so
 DPTRAIN_CUDA_EMU_STATS=1 train_run bf16 cuda:0 --epochs 3 --precision bf16
 falls bf16 1 3
-"$bin" "${loud[@]}" --devices cuda:0 --epochs 1 --limit 64 --precision bf16 >"$tmp/first.out" 2>&1
+"$bin" "${loud[@]}" --devices cuda:0 --epochs 1 --limit 16 --precision bf16 >"$tmp/first.out" 2>&1
 head -1 "$tmp/first.out" | grep -q "seed 5, precision bf16, on \[cuda:0\]" && pass \
   || fail "first line: $(head -1 "$tmp/first.out")"
 [[ $(grep -c '"precision": "bf16"' "$tmp/bf16.jsonl") -eq 3 ]] && pass \
@@ -89,7 +89,7 @@ awk -v a="$(loss_of fp32-stop 2)" -v b="$(loss_of fp32-then-bf16 1)" 'BEGIN { ex
   || fail "eval --precision bf16: $(cat "$tmp/eval.out")"
 
 # --profile in bf16
-"$bin" "${common[@]}" --devices cuda:0 --epochs 1 --limit 192 --precision bf16 --profile-steps 1,1 \
+"$bin" "${common[@]}" --devices cuda:0 --epochs 1 --limit 48 --precision bf16 --profile-steps 1,1 \
   >"$tmp/profile.out" 2>&1 && grep -q "^profile: mean ms per step over 1 steps after 1 warm-up steps, precision bf16" \
   "$tmp/profile.out" && pass || fail "--profile in bf16: $(grep -m1 '^profile' "$tmp/profile.out")"
 

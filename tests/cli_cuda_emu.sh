@@ -23,10 +23,10 @@
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
-small_data "$tmp/data" 384 200
+small_data "$tmp/data" 96 200 # 4 steps of 24 images an epoch: the emulated convolutions are slow
 data=$tmp/data
 acc() { json_field "$(tail -1 "$1")" test_acc; }
-common=(train --data "$data" --limit 384 --batch-size 96 --lr 0.1 --seed 3 --quiet)
+common=(train --data "$data" --limit 96 --batch-size 24 --lr 0.1 --seed 3 --quiet)
 
 # close A B: train_loss within 1e-4 relative, test accuracy within 0.01
 close() {
@@ -88,7 +88,7 @@ fi
 
 # host synchronisations per step: none (a step waits for the GPU only for a collective across
 # processes), each kernel launched as made (--cuda-graph off: cli_cuda_graph_emu counts the graphs'). The emulator counts every call that makes the host wait (stream and event synchronisations,
-# downloads among them); runs of one epoch that differ only in their number of steps (2 or 4 batches of 96,
+# downloads among them); runs of one epoch that differ only in their number of steps (2 or 4 batches of 24,
 # --limit) must count the same: on one GPU, with 2 devices sharing it, and with 2 GPUs summing through NCCL
 # (the default there; its emulation waits for its members on the host, as NCCL does on the GPU, which is
 # no host synchronisation of the step). What they count is per run and
@@ -100,7 +100,7 @@ loud=("${common[@]:0:${#common[@]}-1}") # common without its last word, --quiet:
 [[ ${common[-1]} == --quiet ]] || fail "common's last word is not --quiet"
 for devices in cuda:0 cuda:0,cuda:0 cuda:0,cuda:1; do
   for steps in 2 4; do
-    DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((96 * steps)) --cuda-graph off \
+    DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((24 * steps)) --cuda-graph off \
       --devices $devices --metrics "$tmp/stats-$devices-$steps.jsonl" >"$tmp/stats-$devices-$steps.out" 2>&1 \
       && pass || fail "statistics run: $(tail -2 "$tmp/stats-$devices-$steps.out")"
   done
@@ -118,7 +118,7 @@ done
 # the update: peer_join), not once per bucket (LeNet: 8), with --overlap as without
 sum_waits() { sed -nE 's/^cuda emulator: .* ([0-9]+) stream waits for NCCL sums(,.*)?$/\1/p' "$tmp/$1.out"; }
 for steps in 2 4; do
-  DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((96 * steps)) --overlap on \
+  DPTRAIN_CUDA_EMU_STATS=1 "$bin" "${loud[@]}" --model lenet --epochs 1 --limit $((24 * steps)) --overlap on \
     --devices cuda:0,cuda:1 --metrics "$tmp/stats-overlap-$steps.jsonl" >"$tmp/stats-overlap-$steps.out" 2>&1 \
     && pass || fail "statistics run with --overlap: $(tail -2 "$tmp/stats-overlap-$steps.out")"
 done

@@ -15,9 +15,13 @@
 #   mpirun is there; without it a line says NOT RUN, which gpu_check.sh puts
 #   in its summary: the lent GPU machines may have no MPI).
 source "$(dirname "$0")/testing.sh"
-small_data "$tmp/data" 384 200
+# 4 steps an epoch; on the CUDA emulator (gpu_check.sh's rehearsal), where each convolution runs as loops
+# on the CPU, the same 4 steps on a quarter of the images and 64 test images
+train=384 test=200 batch=96
+[[ ${DPTRAIN_CUDA_MODULE:-} == */libdptrain_cuda_emu.so ]] && train=96 test=64 batch=24
+small_data "$tmp/data" $train $test
 data=$tmp/data
-common=(train --data "$data" --limit 384 --batch-size 96 --lr 0.1 --seed 3 --quiet)
+common=(train --data "$data" --limit $train --batch-size $batch --lr 0.1 --seed 3 --quiet)
 "$bin" "${common[@]}" --model lenet --epochs 1 --devices cuda:0 >"$tmp/probe.out" 2>&1
 if [[ $? -ne 0 ]]; then
   # (a module that does not load is a failure: test_cuda_common.h's rule)

@@ -28,16 +28,16 @@
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1 DPTRAIN_CUDA_EMU_STATS=1
-small_data "$tmp/data" 400 100
-common=(train --data "$tmp/data" --limit 384 --batch-size 96 --lr 0.05 --seed 5 --model lenet)
+small_data "$tmp/data" 100 48 # 4 steps of 24 images an epoch (the emulated convolutions are slow); the test batch larger
+common=(train --data "$tmp/data" --limit 96 --batch-size 24 --lr 0.05 --seed 5 --model lenet)
 
 # both ways, the same bits
 for mode in sgd adam-cosine momentum-accumulate short-batch dropout bf16; do
   case $mode in
     sgd) args=(--epochs 3 --optimizer sgd) ;;
     adam-cosine) args=(--epochs 2 --optimizer adam --lr 0.002 --lr-schedule cosine) ;;
-    momentum-accumulate) args=(--epochs 2 --optimizer momentum --batch-size 48 --accumulate 2) ;;
-    short-batch) args=(--epochs 3 --optimizer adam --lr 0.002 --limit 400) ;;
+    momentum-accumulate) args=(--epochs 2 --optimizer momentum --batch-size 12 --accumulate 2) ;;
+    short-batch) args=(--epochs 3 --optimizer adam --lr 0.002 --limit 100) ;;
     dropout) args=(--epochs 2 --optimizer momentum --model "$(dirname "$0")/models/tiny_resnet.cfg") ;;
     bf16) args=(--epochs 2 --optimizer momentum --precision bf16) ;; # the casts and bf16 products captured too
   esac
@@ -84,7 +84,7 @@ grep -q "(1 captures)" "$tmp/resumed.out" && pass || fail "resumed: $(grep '^cud
 why_run() {
   local name=$1 devices=$2 why=$3
   shift 3
-  "$bin" "${common[@]}" --limit 96 --epochs 1 --devices "$devices" "$@" >"$tmp/$name.out" 2>&1 && pass \
+  "$bin" "${common[@]}" --limit 24 --epochs 1 --devices "$devices" "$@" >"$tmp/$name.out" 2>&1 && pass \
     || fail "$name: $(tail -2 "$tmp/$name.out")"
   [[ $(head -1 "$tmp/$name.out") == *", cuda graph: off ($why)"* ]] && pass || fail "$name: $(head -1 "$tmp/$name.out")"
   grep -q "^cuda graph: [0-9]" "$tmp/$name.out" && fail "$name: graphs were counted" || pass
@@ -96,7 +96,7 @@ why_run overlap cuda:0 "--overlap on (its buckets are counted on the host during
 why_run ps cuda:0 "--sync ps (the server's update runs on its own device)" --sync ps
 why_run two cuda:0,cuda:0 "several devices (a graph covers one device's step)"
 why_run cpu cpu:0 "not CUDA devices" --cuda-graph on
-"$bin" "${common[@]}" --devices cpu:0 --epochs 1 --limit 96 >"$tmp/cpu-default.out" 2>&1 && pass || fail "cpu: $(tail -1 "$tmp/cpu-default.out")"
+"$bin" "${common[@]}" --devices cpu:0 --epochs 1 --limit 24 >"$tmp/cpu-default.out" 2>&1 && pass || fail "cpu: $(tail -1 "$tmp/cpu-default.out")"
 grep -q "cuda graph" "$tmp/cpu-default.out" && fail "CPU devices without --cuda-graph: $(head -1 "$tmp/cpu-default.out")" || pass
 "$bin" "${common[@]}" --devices cuda:0 --cuda-graph maybe >"$tmp/bad.out" 2>&1 && fail "--cuda-graph maybe accepted" || pass
 grep -q "cuda-graph: 'maybe' is not on or off" "$tmp/bad.out" && pass || fail "bad value: $(cat "$tmp/bad.out")"
