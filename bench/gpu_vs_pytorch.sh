@@ -75,10 +75,15 @@ echo "GPU: ${gpu:-unknown} (torch.cuda.get_device_name); CPU: $(lscpu | sed -n '
 # torch_run SCRIPT VARIANT LABEL ARGS...: runs a PyTorch peer; its stdout in $tmp/LABEL.out; prints nothing.
 # Sets `ran` (0: figures in the output, else why not, one line). The CUDA graph needs a GPU; torch.compile
 # has compile_limit seconds.
+has_compile='' # 1 or 0 once asked: whether this PyTorch has torch.compile (2.0 and later)
 torch_run() {
   local script=$1 variant=$2 label=$3 rc=0
   shift 3
   if [[ $variant == graph && $torch_device != cuda* ]]; then ran="n/a (no GPU)"; return; fi
+  if [[ $variant == compile && -z $has_compile ]]; then
+    has_compile=$("$py" -c 'import torch; print(int(hasattr(torch, "compile")))' 2>/dev/null || echo 0)
+  fi
+  if [[ $variant == compile && $has_compile != 1 ]]; then ran="did not run (this PyTorch has no torch.compile)"; return; fi
   if [[ $variant == compile ]]; then
     timeout "$compile_limit" "$py" "$here/$script" --variant "$variant" --device "$torch_device" "$@" \
       >"$tmp/$label.out" 2>"$tmp/$label.err" || rc=$?
