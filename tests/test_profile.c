@@ -1,8 +1,8 @@
 /* test_profile.c - the per-layer profiler (profile.h) through the trainer
  * (dp_trainer_config_t.profile_steps) on CPU devices.
  *
- * A tiny model with a fused conv+ReLU, a conv followed by batch norm and a
- * ReLU of its own, max pooling, flatten and a linear layer, on 64 synthetic
+ * A tiny model with a fused conv+ReLU, a conv followed by a batch norm fused
+ * with its ReLU, max pooling, a ReLU of its own, flatten and a linear layer, on 64 synthetic
  * 12x12 images, 2 CPU devices, batches of 16:
  * - 10 steps, warm-up 3, window 4, an evaluation inside the window: every
  *   layer (and the loss) has a forward and a backward row on every device,
@@ -40,15 +40,17 @@ static dp_model_t *tiny_model(void) {
              dp_model_add_conv(m, "conv1", 4, 3, 3, NULL, 1) == DP_OK && dp_model_add_relu(m) == DP_OK &&
              dp_model_add_conv(m, "conv2", 4, 3, 3, NULL, 1) == DP_OK &&
              dp_model_add_batch_norm(m, "bn", NULL) == DP_OK && dp_model_add_relu(m) == DP_OK &&
-             dp_model_add_pool(m, DP_OP_MAX_POOL, &pool) == DP_OK && dp_model_add_flatten(m) == DP_OK &&
+             dp_model_add_pool(m, DP_OP_MAX_POOL, &pool) == DP_OK && dp_model_add_relu(m) == DP_OK &&
+             dp_model_add_flatten(m) == DP_OK &&
              dp_model_add_linear(m, "fc", 10, 1) == DP_OK;
     CHECK(ok, "tiny model: %s", dp_error_message());
     return m;
 }
 
 /* The layers as the profile names them, and their ops. */
-static const char *const expected_layers[] = {"conv1+relu1", "conv2", "bn", "relu2", "maxpool1", "flatten1", "fc", "loss"};
-static const char *const expected_ops[] = {"conv+relu", "conv", "batch_norm", "relu", "max_pool", "flatten", "linear",
+static const char *const expected_layers[] = {"conv1+relu1", "conv2", "bn+relu2", "maxpool1", "relu3", "flatten1", "fc",
+                                              "loss"};
+static const char *const expected_ops[] = {"conv+relu", "conv", "batch_norm+relu", "max_pool", "relu", "flatten", "linear",
                                            "softmax_xent"};
 #define NUM_LAYERS (int)(sizeof expected_layers / sizeof expected_layers[0])
 
