@@ -129,7 +129,7 @@ if [[ $rehearse -eq 1 ]]; then
   [[ -e $emu ]] || { echo "gpu_check rehearse: SKIPPED: no CUDA emulator in $build (built without CUDA)"; exit 77; }
   PYTHON=$(for py in ${PYTHON:-} /usr/bin/python3 python3; do "$py" -c 'import torch' 2>/dev/null && echo "$py" && break; done)
   [[ -n $PYTHON ]] || { echo "gpu_check rehearse: SKIPPED: no PyTorch (import torch) in /usr/bin/python3 or python3"; exit 77; }
-  export PYTHON # the benchmark's PyTorch
+  export PYTHON OMP_NUM_THREADS=1 # the benchmark's PyTorch, on one thread: its figures mean nothing here, and ctest runs another test beside it
   export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
   export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=32 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
