@@ -403,6 +403,21 @@ static void check_open_fails(const char *path, const char *part, const char *lab
     CHECK(strstr(m, path) && strstr(m, part) && !strchr(m, '\n'), "%s: message '%s' lacks '%s'", label, m, part);
 }
 
+/* Each case: the checkpoint at `path` with metadata `key` set to its value
+ * (written to the temporary file `name`) fails to open with one line
+ * naming the file and its part. */
+typedef struct {
+    const char *value, *part;
+} edit_case_t;
+static void check_edits_refused(const char *path, const char *name, const char *key, const edit_case_t *cases,
+                                size_t n) {
+    const char *edited = testing_tmp_file(name);
+    for (size_t i = 0; i < n; i++) {
+        rewrite(path, edited, key, cases[i].value, NULL);
+        check_open_fails(edited, cases[i].part, cases[i].value);
+    }
+}
+
 /* A small model with batch norm: trainable conv, bn and fc parameters, then
  * the bn buffers running_mean / running_var. NULL (and a failed check) when
  * it cannot be built. */
@@ -605,18 +620,14 @@ static void test_class_names(void) {
     CHECK(testing_count_entries(testing_tmpdir(), "never_classes") == 0, "a refused save left a file");
     CHECK(dp_checkpoint_check_class_names(names, 3) == DP_OK, "good names refused: %s", dp_error_message());
     /* data.classes that is not an array of 1 or more names */
-    static const struct { const char *value, *part; } wrong[] = {
+    static const edit_case_t wrong[] = {
         {"[\"a\", 3]", "entry 1 is not a string"},
         {"[]", "expected a JSON array of class names"},
         {"{\"a\": \"b\"}", "expected a JSON array of class names"},
         {"[\"a\", \"\"]", "entry 1 is empty"},
         {"[\"a\"", "data.classes"},
     };
-    const char *edited = testing_tmp_file("edited_classes.safetensors");
-    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-        rewrite(path, edited, "data.classes", wrong[i].value, NULL);
-        check_open_fails(edited, wrong[i].part, wrong[i].value);
-    }
+    check_edits_refused(path, "edited_classes.safetensors", "data.classes", wrong, sizeof wrong / sizeof wrong[0]);
     free(params);
     dp_model_free(lenet);
 }
@@ -671,7 +682,7 @@ static void test_conv_algorithms(void) {
     }
     CHECK(testing_count_entries(testing_tmpdir(), "never_algos") == 0, "a refused save left a file");
     /* cuda.conv_algorithms that is not an array of 1 or more {"key", "algo"} */
-    static const struct { const char *value, *part; } wrong[] = {
+    static const edit_case_t wrong[] = {
         {"[]", "expected a JSON array of {\"key\": STRING, \"algo\": INTEGER}"},
         {"{\"key\": \"a\", \"algo\": 1}", "expected a JSON array"},
         {"[{\"key\": \"a\"}]", "entry 0 is not {\"key\": STRING, \"algo\": INTEGER}"},
@@ -682,11 +693,8 @@ static void test_conv_algorithms(void) {
         {"[{\"key\": \"a\", \"algo\": 100}]", "entry 0: algorithm 100, expected 0 to 99"},
         {"[{\"key\": \"a\", \"algo\": 1}", "cuda.conv_algorithms"},
     };
-    const char *edited = testing_tmp_file("edited_algos.safetensors");
-    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-        rewrite(path, edited, "cuda.conv_algorithms", wrong[i].value, NULL);
-        check_open_fails(edited, wrong[i].part, wrong[i].value);
-    }
+    check_edits_refused(path, "edited_algos.safetensors", "cuda.conv_algorithms", wrong,
+                        sizeof wrong / sizeof wrong[0]);
     free(params);
     dp_model_free(lenet);
 }

@@ -642,11 +642,12 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     }
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
     DP_TRY(conv_run(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, "conv forward"));
-    /* NHWC: the channel of element i is i % K, that of an (N H W, K, 1) tensor */
-    const size_t L = plane_of(g->out);
+    int rows = g->N;
+    size_t L = plane_of(g->out);
+    dp_cuda_channel_view(nhwc, &rows, &L);
     if (b || node->attr.fuse_relu)
-        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, nhwc ? (int)(g->N * L) : g->N,
-                                                  g->K, nhwc ? 1 : L, node->attr.fuse_relu),
+        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, rows, g->K, L,
+                                                  node->attr.fuse_relu),
                       "conv bias");
     return DP_OK;
 }
@@ -695,11 +696,13 @@ dp_status_t dp_cuda_conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
         masked = dp_arena_floats(arena, n_out);
         if (!masked) return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
     }
-    const int nhwc = p->key.layout == DP_CUDA_NHWC; /* dy as y: NHWC, an (N H W, K, 1) tensor */
-    const size_t L = plane_of(g->out);
+    const int nhwc = p->key.layout == DP_CUDA_NHWC;
+    int rows = g->N; /* dy in y's layout */
+    size_t L = plane_of(g->out);
+    dp_cuda_channel_view(nhwc, &rows, &L);
     if (b && b->grad) /* the bias gradient, and the masked dy in the same pass */
-        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, nhwc ? (int)(g->N * L) : g->N,
-                                    g->K, nhwc ? 1 : L, "conv bias gradient"));
+        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, rows, g->K, L,
+                                    "conv bias gradient"));
     else if (masked)
         DP_TRY(dp_cuda_launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask"));
     if (masked) dy = masked;

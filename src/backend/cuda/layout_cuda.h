@@ -48,6 +48,16 @@ dp_status_t dp_cuda_layout_inputs(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
  * node->in[]. */
 dp_status_t dp_cuda_layout_restore(dp_cuda_ctx_t *c, dp_node_t *node);
 
+/* The per-channel kernels' (N, C, L) view of a tensor (N, C, L values per
+ * example and channel): in NHWC, an (N L, C, 1) one, the channel of
+ * element i being i % C (the columns layout of the per-channel sums). */
+static inline void dp_cuda_channel_view(int nhwc, int *N, size_t *L) {
+    if (nhwc) {
+        *N = (int)((size_t)*N * *L);
+        *L = 1;
+    }
+}
+
 /* A 4-D tensor's (N, C, H W) for the layout kernels. */
 static inline size_t dp_cuda_plane(const dp_tensor_t *t) { return (size_t)t->shape[2] * (size_t)t->shape[3]; }
 

@@ -515,10 +515,7 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
     g->N = x->shape[0];
     g->C = x->shape[1];
     g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
-    if (dp_cuda_is_nhwc(x)) { /* an (N H W, C) matrix: the columns layout of the per-channel sums */
-        g->N = (int)((size_t)g->N * g->plane);
-        g->plane = 1;
-    }
+    dp_cuda_channel_view(dp_cuda_is_nhwc(x), &g->N, &g->plane);
     for (int i = 1; i < 3; i++) {
         const dp_tensor_t *p = node->in[i];
         if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
