@@ -14,6 +14,10 @@
  * (relu, sigmoid, tanh, add, batch norm, conv, max and average pooling,
  * dropout) give NHWC, global average pooling its (N, C, 1, 1) marked NCHW
  * (the same bytes), conv_transpose NCHW after converting its input.
+ * Three cases take the paths where both orders are the same bytes: x of
+ * one channel (its NHWC "copy" a relabelled view, its gradient still
+ * converted back), a 1 x 1 and a depthwise second conv (the filter used as
+ * it is, no KRSC copy, its gradient written directly).
  *
  * Equal bits where the summation order is the same in both layouts:
  * convolutions (the emulator's cuDNN sums each NHWC output in the NCHW
@@ -82,6 +86,8 @@ typedef struct {
     dp_op_kind_t kind; /* the op under test; DP_OP_COUNT: none (conv -> flatten) */
     int fuse_relu;     /* the conv's (and add's) */
     int nhwc_out;      /* with channels-last on, the op's output is NHWC */
+    int in_c;          /* x's channels (0: C); 1: both layouts are the same bytes (a relabelled view) */
+    int k2, groups2;   /* the second conv's kernel (0: 3) and groups (0: 1); 1 x 1 or depthwise: KRSC = KCRS */
 } layout_case_t;
 
 /* What one run gives: the flatten output, the loss and the gradients. */
@@ -98,8 +104,9 @@ static void run_case(const layout_case_t *k, int channels_last, layout_result_t 
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
     dp_tape_t *tape = dp_tape_new_on(be, arena);
     dp_tensor_t x, w, b, p1, p2, z, w2, target;
-    const int xs[4] = {N, C, H, W}, ws[4] = {K, C, 3, 3}, bs[1] = {K}, ps[1] = {K}, zs[4] = {N, K, H, W};
-    const int w2s[4] = {K, K, 3, 3};
+    const int cin = k->in_c ? k->in_c : C, k2 = k->k2 ? k->k2 : 3, groups2 = k->groups2 ? k->groups2 : 1;
+    const int xs[4] = {N, cin, H, W}, ws[4] = {K, cin, 3, 3}, bs[1] = {K}, ps[1] = {K}, zs[4] = {N, K, H, W};
+    const int w2s[4] = {K, K / groups2, k2, k2};
     device_tensor(&x, 4, xs, 1, 1);
     device_tensor(&w, 4, ws, 2, 1);
     device_tensor(&b, 1, bs, 3, 1);
@@ -143,7 +150,8 @@ static void run_case(const layout_case_t *k, int channels_last, layout_result_t 
         o = dp_tape_op(tape, DP_OP_DROPOUT, &a, y, NULL, NULL, NULL);
         break;
     case DP_OP_CONV: /* a second conv, NHWC in, no bias: bit for bit */
-        a.pad[0] = a.pad[1] = 1;
+        a.pad[0] = a.pad[1] = k2 / 2;
+        a.groups = groups2;
         o = dp_tape_op(tape, DP_OP_CONV, &a, y, &w2, NULL, NULL);
         break;
     case DP_OP_CONV_TRANSPOSE:
@@ -225,20 +233,23 @@ int main(void) {
     CHECK(be->set_channels_last != NULL, "the CUDA table has no set_channels_last");
     if (!be->set_channels_last) return testing_finish("test_cuda_layout");
     const layout_case_t cases[] = {
-        {"conv -> flatten", DP_OP_COUNT, 0, 1},
-        {"conv + relu (fused)", DP_OP_COUNT, 1, 1},
-        {"relu", DP_OP_RELU, 0, 1},
-        {"sigmoid", DP_OP_SIGMOID, 0, 1},
-        {"tanh", DP_OP_TANH, 0, 1},
-        {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1},
-        {"add y + y, relu", DP_OP_ADD, 1, 1},
-        {"batch_norm", DP_OP_BATCH_NORM, 0, 1},
-        {"conv (NHWC in, no bias)", DP_OP_CONV, 0, 1},
-        {"max_pool", DP_OP_MAX_POOL, 0, 1},
-        {"avg_pool", DP_OP_AVG_POOL, 0, 1},
-        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 0},
-        {"dropout", DP_OP_DROPOUT, 0, 1},
-        {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0},
+        {"conv -> flatten", DP_OP_COUNT, 0, 1, 0, 0, 0},
+        {"conv + relu (fused)", DP_OP_COUNT, 1, 1, 0, 0, 0},
+        {"relu", DP_OP_RELU, 0, 1, 0, 0, 0},
+        {"sigmoid", DP_OP_SIGMOID, 0, 1, 0, 0, 0},
+        {"tanh", DP_OP_TANH, 0, 1, 0, 0, 0},
+        {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1, 0, 0, 0},
+        {"add y + y, relu", DP_OP_ADD, 1, 1, 0, 0, 0},
+        {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 0, 0, 0},
+        {"conv (NHWC in, no bias)", DP_OP_CONV, 0, 1, 0, 0, 0},
+        {"max_pool", DP_OP_MAX_POOL, 0, 1, 0, 0, 0},
+        {"avg_pool", DP_OP_AVG_POOL, 0, 1, 0, 0, 0},
+        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 0, 0, 0, 0},
+        {"dropout", DP_OP_DROPOUT, 0, 1, 0, 0, 0},
+        {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0, 0, 0, 0},
+        {"conv of one input channel", DP_OP_COUNT, 0, 1, 1, 0, 0},
+        {"conv 1x1 (NHWC in)", DP_OP_CONV, 0, 1, 0, 1, 0},
+        {"conv depthwise (NHWC in)", DP_OP_CONV, 0, 1, 0, 0, K},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare(&cases[i]);
     be->set_channels_last(be->ctx, 0);

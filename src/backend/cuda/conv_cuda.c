@@ -613,9 +613,18 @@ static dp_status_t bf16_gradient(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_aren
     return DP_OK;
 }
 
-/* NHWC plans: *out = a KRSC copy of the NCHW (KCRS) filter w, in the arena. */
+/* 1 when a filter's KRSC order is its KCRS order (one input channel per
+ * group, or a 1 x 1 kernel): no copy or transpose is needed. */
+static int krsc_is_kcrs(const conv_geom_t *g) { return g->C / g->groups == 1 || plane_of(g->k) == 1; }
+
+/* NHWC plans: *out = a KRSC copy of the NCHW (KCRS) filter w, in the
+ * arena, or w itself where the two orders are the same bytes. */
 static dp_status_t krsc_filter(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, const float *w, void **out) {
     const conv_geom_t *g = &p->key.g;
+    if (krsc_is_kcrs(g)) {
+        *out = (void *)w; /* read only: the forward's and backward's operand */
+        return DP_OK;
+    }
     const size_t n = result_count(p, CONV_BACKWARD_FILTER);
     float *krsc = dp_arena_floats(arena, n);
     *out = krsc;
@@ -659,7 +668,7 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
 static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_data, const void *w_data,
                               const void *dy, dp_tensor_t *xt, dp_tensor_t *wt, dp_arena_t *arena, const char *op) {
     char what[64];
-    if (wt && wt->grad && p->key.layout == DP_CUDA_NHWC) { /* KRSC from cuDNN, then into the NCHW gradient */
+    if (wt && wt->grad && p->key.layout == DP_CUDA_NHWC && !krsc_is_kcrs(&p->key.g)) { /* KRSC, then into KCRS */
         const conv_geom_t *g = &p->key.g;
         const size_t n = result_count(p, CONV_BACKWARD_FILTER);
         float *krsc = dp_arena_floats(arena, n);

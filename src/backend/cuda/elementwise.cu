@@ -146,26 +146,36 @@ extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const fl
     return cudaGetLastError();
 }
 
-/* --- layouts: (N, C, L) <-> (N, L, C), one thread per element of dst ---------------- */
-__global__ void layout_copy_kernel(const float *src, float *dst, size_t C, size_t L, size_t n, int to_nhwc, int add) {
-    GRID_LOOP(i, n) {
-        size_t at; /* src's index of dst's element i */
-        if (to_nhwc) { /* i = (n L + l) C + c */
-            size_t c = i % C, nl = i / C, l = nl % L, b = nl / L;
+/* --- layouts: (N, C, L) <-> (N, L, C), one thread per element of dst ----------------
+ * dst's element i and its source index: to NHWC, i = (b L + l) C + c comes
+ * from (b C + c) L + l; to NCHW the other way round. Below 2^31 elements
+ * the two quotients are fast divisions of 32-bit indices (fast_div_t). */
+template <typename I> __device__ static void layout_copy_loop(const float *src, float *dst, const chan_index_t &ci, I n,
+                                                             int to_nhwc, int add) {
+    const I C = (I)ci.C, L = (I)ci.L;
+    GRID_LOOP_T(I, i, n) {
+        I at;
+        if (to_nhwc) {
+            I q = quotient(ci.by_C, C, i), c = i - q * C, b = quotient(ci.by_L, L, q), l = q - b * L;
             at = (b * C + c) * L + l;
-        } else { /* i = (n C + c) L + l */
-            size_t l = i % L, nc = i / L, c = nc % C, b = nc / C;
+        } else {
+            I q = quotient(ci.by_L, L, i), l = i - q * L, b = quotient(ci.by_C, C, q), c = q - b * C;
             at = (b * L + l) * C + c;
         }
         dst[i] = add ? __fadd_rn(dst[i], src[at]) : src[at];
     }
 }
 
+__global__ void layout_copy_kernel(const float *src, float *dst, chan_index_t ci, size_t n, int to_nhwc, int add) {
+    if (ci.narrow) layout_copy_loop<uint32_t>(src, dst, ci, (uint32_t)n, to_nhwc, add);
+    else layout_copy_loop<size_t>(src, dst, ci, n, to_nhwc, add);
+}
+
 extern "C" cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *dst, int N, int C, size_t L,
                                            int to_nhwc, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * (size_t)C * L;
-    layout_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, (size_t)C, L, n, to_nhwc, add);
+    layout_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, chan_index(N, C, L), n, to_nhwc, add);
     return cudaGetLastError();
 }
 

@@ -88,6 +88,11 @@ static inline chan_index_t chan_index(int N, int C, size_t L) {
     return ci;
 }
 
+/* q / d for an index q: a fast division of a 32-bit one (f = fast_div(d)),
+ * a plain one of a 64-bit one */
+__device__ static __forceinline__ uint32_t quotient(fast_div_t f, uint32_t, uint32_t q) { return div_by(f, q); }
+__device__ static __forceinline__ size_t quotient(fast_div_t, size_t d, size_t q) { return q / d; }
+
 __device__ static __forceinline__ int channel_of(const chan_index_t &ci, uint32_t j) {
     uint32_t p = div_by(ci.by_L, j); /* the plane n C + c */
     return (int)(p - div_by(ci.by_C, p) * (uint32_t)ci.C);

@@ -56,12 +56,17 @@ dp_status_t dp_cuda_layout_inputs(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
         copy->t.layout = want[i] | DP_CUDA_LAYOUT_COPY;
         copy->t.grad = NULL;
         copy->t.grad_unset = 0;
-        if (!(copy->t.data = dp_arena_floats(arena, n)) || (t->grad && !dp_grad_alloc(arena, &copy->t, n)))
+        /* one channel or one pixel: both orders are the same bytes, so the copy is a relabelled view of the
+         * data (its gradient still its own, converted back by the same identity mapping) */
+        const int same_bytes = t->shape[1] == 1 || dp_cuda_plane(t) == 1;
+        copy->t.data = same_bytes ? t->data : dp_arena_floats(arena, n);
+        if (!copy->t.data || (t->grad && !dp_grad_alloc(arena, &copy->t, n)))
             return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a %s copy of %zu floats: use a smaller --batch-size, "
                            "or more devices", c->name, want[i] == DP_CUDA_NHWC ? "NHWC" : "NCHW", n);
-        DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, t->data, copy->t.data, t->shape[0], t->shape[1],
-                                                     dp_cuda_plane(t), want[i] == DP_CUDA_NHWC, 0),
-                              "layout conversion"));
+        if (!same_bytes)
+            DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, t->data, copy->t.data, t->shape[0], t->shape[1],
+                                                         dp_cuda_plane(t), want[i] == DP_CUDA_NHWC, 0),
+                                  "layout conversion"));
         node->in[i] = &copy->t;
     }
     return DP_OK;
