@@ -25,7 +25,9 @@
 # bfloat16 (--precision bf16 of the PyTorch scripts), LeNet and ResNet-18
 # at batch 256, one run each, each against the fastest. And dptrain's
 # --channels-last on (NHWC activations inside the GPU) against its default
-# off: LeNet, ResNet-18 in FP32 and in bf16, one run each, with the peaks. The GPU's name is
+# off: LeNet, ResNet-18 in FP32 and in bf16, one run each, with the peaks. ResNet-18's convolution
+# biases inside cuDNN's fused call (the default) against dptrain's own pass (DPTRAIN_CONV_EPILOGUE=own),
+# one run each. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
 # "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
 # DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
@@ -149,10 +151,11 @@ printf 'LeNet vs the fastest PyTorch (%s): dptrain %.4f s/epoch (peak %s), pytor
 # --- ResNet-18 ---
 # resnet ALGO BATCH: dptrain's ResNet-18 images per second with DPTRAIN_CUDNN_ALGO=ALGO (metrics in $tmp/r-ALGO-BATCH.jsonl)
 # (with `precision` set: --precision $precision, in $tmp/r-ALGO-BATCH-PRECISION.jsonl; with `layout` set:
-# --channels-last $layout, the file name ending -cl-LAYOUT)
+# --channels-last $layout, the file name ending -cl-LAYOUT; with `epilogue` set: DPTRAIN_CONV_EPILOGUE=$epilogue,
+# the file name ending -ep-EPILOGUE)
 resnet() {
-  local run=r-$1-$2${precision:+-$precision}${layout:+-cl-$layout}
-  DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model "$resnet_model" --data "$data" \
+  local run=r-$1-$2${precision:+-$precision}${layout:+-cl-$layout}${epilogue:+-ep-$epilogue}
+  DPTRAIN_CONV_EPILOGUE=${epilogue:-cudnn} DPTRAIN_CUDNN_ALGO=$1 DPTRAIN_CUDNN_ALGO_LOG=1 "$bin" train --model "$resnet_model" --data "$data" \
     --batch-size "$2" --lr 0.05 --epochs 2 --limit "$resnet_limit" --devices cuda:0 --metrics "$tmp/$run.jsonl" \
     ${precision:+--precision "$precision"} ${layout:+--channels-last "$layout"} --quiet >/dev/null 2>"$tmp/$run.err" &&
     tail -1 "$tmp/$run.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/$run.err")"
@@ -224,6 +227,12 @@ on_off "LeNet (median of epochs 2-$epochs)" s/epoch "$lenet_cl" "$(printf '%.4f'
 dp_cl=$(layout=on resnet heuristic "$resnet_batch")
 on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl" "$dp_heuristic" "$tmp/r-heuristic-$resnet_batch-cl-on.jsonl" \
   "$tmp/r-heuristic-$resnet_batch.jsonl"
+
+# --- the convolutions' bias (and ReLU) inside cuDNN's fused call (the default) against dptrain's own pass ---
+dp_own=$(epilogue=own resnet heuristic "$resnet_batch")
+printf 'ResNet-18 batch %s dptrain conv epilogue (one run each): cudnn %s images/sec, own (DPTRAIN_CONV_EPILOGUE=own) %s images/sec%s\n' \
+  "$resnet_batch" "$dp_heuristic" "$dp_own" "$([[ $dp_heuristic =~ ^[0-9.eE+-]+$ && $dp_own =~ ^[0-9.eE+-]+$ ]] &&
+    awk -v a="$dp_heuristic" -v b="$dp_own" 'BEGIN { printf ", cudnn is %.2fx the speed of own", a / b }')"
 
 # --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
 # bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision

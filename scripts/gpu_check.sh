@@ -11,7 +11,8 @@
 # (dptrain against PyTorch's fastest variant, with the GPU's name and each
 # side's peak GPU memory; ResNet-18 with cuDNN's heuristic and with the fixed
 # algorithms, at batches 256, 128 and 512; dptrain's --channels-last on
-# against off), profile the kernels of a few
+# against off; the convolutions' bias inside cuDNN's fused call against
+# dptrain's own pass), profile the kernels of a few
 # LeNet and ResNet-18 steps with Nsight Compute when `ncu` is there (per
 # kernel name: total us, share, count), run LeNet under compute-sanitizer's
 # memcheck when it is there, and print one summary. Exit 0 only when every
@@ -301,7 +302,7 @@ if [[ -n "$gpu" ]]; then
   if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
        >"$out/bench.log" 2>&1; then
     while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
-      '^(GPU: |LeNet median|LeNet dptrain cuda graph|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest)|.* dptrain --channels-last \(one run each\))' \
+      '^(GPU: |LeNet median|LeNet dptrain cuda graph|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest)|.* dptrain (--channels-last|conv epilogue) \(one run each\))' \
       "$out/bench.log")
     # cuDNN's heuristic algorithms (the default) against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18
     heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")

@@ -18,6 +18,9 @@
 # - descriptors are made once per shape: runs of 2 and 4 steps create the
 #   same number of cuDNN descriptors and ask the heuristics as often;
 # - --tf32 takes the tensor-op result (allowed there) and trains;
+# - the forward's bias and ReLU inside cuDNN's fused call give the bits of
+#   the separate pass (DPTRAIN_CONV_EPILOGUE=own), and so does the plain
+#   call where cuDNN refuses the fused one; the calls are counted;
 # - NOT_SUPPORTED fallback: with every algorithm but the fixed ones refused
 #   (some at the workspace query, some at the call), training passes over
 #   the refused ones and gives the same bits;
@@ -71,6 +74,27 @@ for model in lenet "$models/every_layer.cfg" "$models/tiny_resnet.cfg"; do
   [[ $chose -eq $(stat "$name-heuristic" heuristic) && $fixed -eq $chose ]] && pass \
     || fail "$name: DPTRAIN_CUDNN_ALGO_LOG: $chose heuristic choices for $(stat "$name-heuristic" heuristic) queries, $fixed fixed ones"
 done
+# the forward's epilogue (conv_cuda.c: bias and ReLU inside cudnnConvolutionBiasActivationForward) gives the bits
+# of the separate bias_act pass (DPTRAIN_CONV_EPILOGUE=own): with the ReLU where the forward algorithm is
+# IMPLICIT_PRECOMP_GEMM (the fixed one: LeNet's convs, all with a ReLU), the bias alone before a batch norm
+# (tiny_resnet, heuristic); refused by cuDNN (the emulator's "fused"): the plain call, the same bits
+fused() { sed -nE 's/^cuda emulator: cuDNN: .* ([0-9]+) fused with a bias \(([0-9]+) with a ReLU\).*/\1 \2/p' "$tmp/$1.out"; }
+run lenet-own lenet DPTRAIN_CUDNN_ALGO=fixed DPTRAIN_CONV_EPILOGUE=own
+run lenet-unfused lenet DPTRAIN_CUDNN_ALGO=fixed DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED=fused
+run tiny_resnet-own "$models/tiny_resnet.cfg" DPTRAIN_CONV_EPILOGUE=own
+same_run lenet-fixed lenet-own
+same_run lenet-fixed lenet-unfused
+same_run tiny_resnet-heuristic tiny_resnet-own
+read -r all relu <<<"$(fused lenet-fixed)"
+[[ -n "$relu" && $relu -gt 0 && $relu == "$all" ]] && pass || fail "lenet, fixed: fused calls '$(fused lenet-fixed)' (want all with a ReLU)"
+read -r all relu <<<"$(fused tiny_resnet-heuristic)"
+[[ -n "$all" && $all -gt 0 && $relu == 0 ]] && pass \
+  || fail "tiny_resnet: fused calls '$(fused tiny_resnet-heuristic)' (want some, none with a ReLU)"
+[[ $(fused lenet-own) == "0 0" && $(fused tiny_resnet-own) == "0 0" && $(fused lenet-unfused) == "0 0" ]] && pass \
+  || fail "DPTRAIN_CONV_EPILOGUE=own or refused: fused calls '$(fused lenet-own)', '$(fused tiny_resnet-own)', '$(fused lenet-unfused)'"
+[[ $(stat lenet-unfused refused) -gt 0 ]] && pass || fail "lenet: the fused calls were not refused"
+echo "cli_cudnn_algo_emu: fused with a bias (with a ReLU): lenet fixed $(fused lenet-fixed), tiny_resnet $(fused tiny_resnet-heuristic)"
+
 echo "cli_cudnn_algo_emu: every_layer, 2 steps: $(stat every_layer-heuristic descriptors) cuDNN descriptors," \
   "$(stat every_layer-heuristic heuristic) heuristic queries"
 
@@ -112,6 +136,8 @@ one_line_error "no transposed forward algorithm" "$models/every_layer.cfg" \
   "cuda:0: conv_transpose forward: $left .*groups 1\): [0-9]+ tried" DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_data:*'
 one_line_error "no weight gradient algorithm" lenet "cuda:0: conv weight gradient: $left .*CUDNN_STATUS_NOT_SUPPORTED$" \
   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_filter:*@run'
+one_line_error "DPTRAIN_CONV_EPILOGUE=bogus" lenet \
+  "DPTRAIN_CONV_EPILOGUE must be cudnn \(the default\) or own, found 'bogus'$" DPTRAIN_CONV_EPILOGUE=bogus
 one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
   "DPTRAIN_CUDNN_ALGO must be heuristic \(the default\), measured or fixed, found 'bogus'$" DPTRAIN_CUDNN_ALGO=bogus
 

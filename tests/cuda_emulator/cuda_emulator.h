@@ -65,7 +65,9 @@
  *                            and the kernels they ran; and one line of
  *                            cuDNN's: descriptors created, heuristic
  *                            queries, calls refused as not supported,
- *                            convolutions run in bf16, find queries; and
+ *                            convolutions run in bf16, fused
+ *                            convolution-bias-activation calls (and those
+ *                            with a ReLU), find queries; and
  *                            one of cuBLAS's: products run in FP32 and in
  *                            bf16
  *   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED  DIR:ALGO[@run],... (DIR fwd,
@@ -73,7 +75,8 @@
  *                            cuDNN refuses those algorithms with
  *                            CUDNN_STATUS_NOT_SUPPORTED at the workspace
  *                            query and the convolution (@run: only at the
- *                            convolution)
+ *                            convolution); the entry "fused": every
+ *                            cudnnConvolutionBiasActivationForward
  *   DPTRAIN_CUDA_EMU_EVENTS_PENDING  1: a recorded event is "not ready"
  *                            to cudaEventQuery until cudaEventSynchronize
  *                            (else done at once, as all work here): the

@@ -36,8 +36,10 @@
  * (cuda_emulator.h): DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED (algorithms refused
  * as CUDNN_STATUS_NOT_SUPPORTED), DPTRAIN_CUDA_EMU_STATS (a line counting
  * descriptors created, heuristic queries, refusals, the convolutions run
- * in bf16 and find queries). On a capturing stream a convolution is
- * checked and recorded (emu_graph.c), and computed when its graph runs. */
+ * in bf16, the fused convolution-bias-activation calls and find queries). On a capturing stream a convolution is
+ * checked and recorded (emu_graph.c), and computed when its graph runs.
+ * cudnnConvolutionBiasActivationForward (FP32, alpha2 = 0, IDENTITY or
+ * RELU): see "the fused convolution" at the end. */
 #include <cudnn.h>
 #include <math.h>
 #include <pthread.h>
@@ -77,12 +79,12 @@ struct cudnnConvolutionStruct {
 #define EMU_HUGE_WORKSPACE ((size_t)1 << 40)
 
 /* DPTRAIN_CUDA_EMU_STATS: cuDNN's part, one line at exit */
-static long stat_descriptors, stat_heuristics, stat_refusals, stat_finds, stat_bf16;
+static long stat_descriptors, stat_heuristics, stat_refusals, stat_finds, stat_bf16, stat_fused, stat_fused_relu;
 static void tally(long *counter) { __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED); }
 static void print_stats(void) {
     fprintf(stderr, "cuda emulator: cuDNN: %ld descriptors created, %ld heuristic queries, %ld calls refused as not "
-            "supported, %ld bf16 convolutions, %ld find queries\n", stat_descriptors, stat_heuristics, stat_refusals,
-            stat_bf16, stat_finds);
+            "supported, %ld bf16 convolutions, %ld fused with a bias (%ld with a ReLU), %ld find queries\n",
+            stat_descriptors, stat_heuristics, stat_refusals, stat_bf16, stat_fused, stat_fused_relu, stat_finds);
 }
 static void register_stats(void) {
     const char *v = getenv("DPTRAIN_CUDA_EMU_STATS");
@@ -482,6 +484,7 @@ static int heuristic_list(pass_t pass, const traps_t *t, emu_perf_t out[EMU_MAX_
 /* DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED, read once: refused[pass][algo] bit 1
  * at the workspace query, bit 2 at the convolution. */
 static unsigned char refused[3][EMU_MAX_ALGOS];
+static int refused_fused; /* the entry "fused": every fused convolution-bias-activation call refused */
 
 static void bad_setting(const char *entry) {
     fprintf(stderr, "cuda emulator: DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED: '%s' is not DIR:ALGO[@run] (DIR fwd, "
@@ -497,6 +500,10 @@ static void read_unsupported(void) {
     if (strlen(v) >= sizeof buf) bad_setting(v);
     strcpy(buf, v);
     for (char *save = NULL, *entry = strtok_r(buf, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
+        if (strcmp(entry, "fused") == 0) { /* every cudnnConvolutionBiasActivationForward */
+            refused_fused = 1;
+            continue;
+        }
         char *colon = strchr(entry, ':'), *at = strchr(entry, '@');
         int pass = -1;
         if (!colon) bad_setting(entry);
@@ -518,9 +525,9 @@ static void read_unsupported(void) {
 }
 
 /* 1 when the setting refuses `algo` of `pass` at the query (at_run 0) or the convolution (1). */
+static pthread_once_t unsupported_once = PTHREAD_ONCE_INIT;
 static int refuses(pass_t pass, int algo, int at_run) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, read_unsupported);
+    pthread_once(&unsupported_once, read_unsupported);
     int refused_here = algo >= 0 && algo < EMU_MAX_ALGOS && (refused[pass][algo] & (at_run ? 2 : 1));
     if (refused_here) tally(&stat_refusals);
     return refused_here;
@@ -890,4 +897,93 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                              const cudnnFilterDescriptor_t dwd, void *dw) {
     return run("cudnnConvolutionBackwardFilter", BACKWARD_FILTER, (int)algo, handle, alpha, xd, x, dwd, NULL, conv,
                dyd, dy, workspace, workspace_bytes, beta, dw);
+}
+
+/* --- the fused convolution, bias and activation ------------------------------------
+ * cudnnConvolutionBiasActivationForward: y = act(alpha1 conv(x) + alpha2 z +
+ * bias), emulated for FP32 tensors with alpha2 = 0 (z then not read): the
+ * convolution as cudnnConvolutionForward with beta 0, then per element
+ * y + bias[channel] and the activation, IDENTITY or RELU (negative values to
+ * 0, a NaN kept), one FP32 addition each: the bits of a convolution
+ * followed by its own bias and ReLU pass. As in cuDNN, RELU is taken only
+ * with CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM (any other
+ * algorithm: CUDNN_STATUS_NOT_SUPPORTED); IDENTITY with every algorithm. */
+struct cudnnActivationStruct {
+    int set;
+    cudnnActivationMode_t mode;
+};
+
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *desc) {
+    tally(&stat_descriptors);
+    return (*desc = calloc(1, sizeof **desc)) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t desc) {
+    free(desc);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnActivationMode_t mode,
+                                           cudnnNanPropagation_t nan, double coef) {
+    (void)nan, (void)coef;
+    if (!d) return CUDNN_STATUS_BAD_PARAM;
+    if (mode != CUDNN_ACTIVATION_RELU && mode != CUDNN_ACTIVATION_IDENTITY) return CUDNN_STATUS_NOT_SUPPORTED;
+    *d = (struct cudnnActivationStruct){1, mode};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* The epilogue of a fused call, run after its convolution (at once, or
+ * when a captured graph runs). */
+typedef struct {
+    struct cudnnTensorStruct yd;
+    float *y;
+    const float *bias;
+    int relu;
+} epilogue_call_t;
+
+static void epilogue(const epilogue_call_t *e) {
+    const size_t plane = plane_of(e->yd.size), n = tensor_count(&e->yd), C = (size_t)e->yd.c;
+    for (size_t i = 0; i < n; i++) {
+        float v = e->y[i] + e->bias[e->yd.nhwc ? i % C : (i / plane) % C];
+        e->y[i] = e->relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+static void replay_epilogue(void *arg, const void *stream) {
+    (void)stream;
+    epilogue(arg);
+}
+
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xd, const void *x,
+    const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t conv,
+    cudnnConvolutionFwdAlgo_t algo, void *workspace, size_t workspace_bytes, const void *alpha2,
+    const cudnnTensorDescriptor_t zd, const void *z, const cudnnTensorDescriptor_t bd, const void *bias,
+    const cudnnActivationDescriptor_t ad, const cudnnTensorDescriptor_t yd, void *y) {
+    static const char call[] = "cudnnConvolutionBiasActivationForward";
+    static const float zero = 0.0f;
+    if (!handle) return CUDNN_STATUS_NOT_INITIALIZED;
+    if (!alpha2 || !zd || !z || !bd || !bias || !ad || !ad->set || !yd || !yd->set || !zd->set || !bd->set)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (zd->nb != yd->nb || zd->n != yd->n || zd->c != yd->c || plane_of(zd->size) != plane_of(yd->size) ||
+        bd->nb != yd->nb || bd->n != 1 || bd->c != yd->c || plane_of(bd->size) != 1)
+        return CUDNN_STATUS_BAD_PARAM;
+    /* emulated: FP32, alpha2 = 0 */
+    if (yd->type != CUDNN_DATA_FLOAT || bd->type != CUDNN_DATA_FLOAT || *(const float *)alpha2 != 0.0f)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    pthread_once(&unsupported_once, read_unsupported);
+    if ((ad->mode == CUDNN_ACTIVATION_RELU && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) || refused_fused) {
+        tally(&stat_refusals);
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    cudnnStatus_t s =
+        run(call, FORWARD, (int)algo, handle, alpha1, xd, x, wd, w, conv, yd, NULL, workspace, workspace_bytes, &zero, y);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    emu_check_device_memory(call, "the bias", bias, sizeof(float) * (size_t)yd->c, handle->device);
+    epilogue_call_t e = {*yd, y, bias, ad->mode == CUDNN_ACTIVATION_RELU};
+    tally(&stat_fused);
+    if (e.relu) tally(&stat_fused_relu);
+    if (emu_capture_status(handle->stream))
+        return emu_capture_call(handle->stream, replay_epilogue, &e, sizeof e) ? CUDNN_STATUS_EXECUTION_FAILED
+                                                                              : CUDNN_STATUS_SUCCESS;
+    epilogue(&e);
+    return CUDNN_STATUS_SUCCESS;
 }

@@ -3,7 +3,9 @@
  * cuDNN: descriptors and each direction's algorithm kept per shape (plans),
  * the algorithms chosen by cuDNN's heuristics, by measurement
  * (algo_cache.c) or fixed; deterministic, FMA math unless --precision tf32
- * or bf16; bias and ReLU through elementwise.cu and reductions.cu.
+ * or bf16; the forward's bias and ReLU inside cuDNN's fused call where it
+ * takes them (see "the forward's epilogue"), else through elementwise.cu;
+ * their gradients through reductions.cu.
  * ops_cuda.c's table names the four ops.
  *
  * --precision bf16 (cuDNN's PSEUDO_BFLOAT16_CONFIG: x, w and y bf16, the
@@ -17,8 +19,9 @@
  * Channels-last (layout_cuda.h): a 2-D conv whose input is NHWC runs with
  * NHWC tensor descriptors and a KRSC filter (a copy made by each forward,
  * kept for the backward; cast to bf16 after the transpose with --precision
- * bf16); cuDNN's KRSC weight gradient is transposed back and written or
- * added into the NCHW gradient; bias and ReLU over an (N H W, K, 1) tensor.
+ * bf16; the filter itself where KRSC and KCRS are the same bytes: 1 x 1 or
+ * one input channel per group); cuDNN's KRSC weight gradient is transposed
+ * back and written or added into the NCHW gradient; bias and ReLU over an (N H W, K, 1) tensor.
  * The plan key and the stored choice key name the layout. */
 #include <math.h>
 #include <stdio.h>
@@ -144,6 +147,9 @@ typedef struct {
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     plan_algos_t algos[CONV_DIRECTIONS];
+    cudnnTensorDescriptor_t bias;     /* the fused epilogue's bias (1, K, 1...), made at its first use */
+    cudnnActivationDescriptor_t act;  /* its activation: set to IDENTITY or RELU before each call */
+    int epilogue_refused[2];          /* cuDNN refused the fused call without (0) or with (1) a ReLU: not again */
 } conv_plan_t;
 
 typedef enum { ALGO_HEURISTIC, ALGO_FIXED, ALGO_MEASURED } algo_mode_t;
@@ -152,6 +158,7 @@ struct dp_cuda_conv_plans {
     int mode;      /* DPTRAIN_CUDNN_ALGO: algo_mode_t, heuristic by default */
     char gpu[192]; /* "GPU name|cuDNN version", the first part of a choice's key (cache file, checkpoint) */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
+    int epilogue;  /* DPTRAIN_CONV_EPILOGUE: 1 cudnn (the default), 0 own */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
 };
@@ -161,6 +168,8 @@ static void plan_destroy(conv_plan_t *p) {
     if (p->y) cudnnDestroyTensorDescriptor(p->y);
     if (p->w) cudnnDestroyFilterDescriptor(p->w);
     if (p->conv) cudnnDestroyConvolutionDescriptor(p->conv);
+    if (p->bias) cudnnDestroyTensorDescriptor(p->bias);
+    if (p->act) cudnnDestroyActivationDescriptor(p->act);
     *p = (conv_plan_t){0};
 }
 
@@ -249,7 +258,7 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
 
 /* The plan of (op, --precision, layout, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
- * DPTRAIN_CUDNN_ALGO. */
+ * DPTRAIN_CUDNN_ALGO and DPTRAIN_CONV_EPILOGUE. */
 static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, int layout, conv_plan_t **out) {
     *out = NULL;
     if (!c->conv_plans) {
@@ -261,6 +270,10 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         if (m < 0)
             return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default), measured or fixed, found '%s'",
                            mode);
+        const char *ep = getenv("DPTRAIN_CONV_EPILOGUE");
+        int epilogue = !ep || !*ep || strcmp(ep, "cudnn") == 0 ? 1 : strcmp(ep, "own") == 0 ? 0 : -1;
+        if (epilogue < 0)
+            return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV_EPILOGUE must be cudnn (the default) or own, found '%s'", ep);
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
         c->conv_plans->mode = m;
         struct cudaDeviceProp prop;
@@ -271,6 +284,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         snprintf(c->conv_plans->gpu, sizeof c->conv_plans->gpu, "%.160s|cuDNN %zu", prop.name, cudnnGetVersion());
         const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
         c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
+        c->conv_plans->epilogue = epilogue;
     }
     struct dp_cuda_conv_plans *plans = c->conv_plans;
     plan_key_t key;
@@ -518,6 +532,51 @@ static size_t result_count(const conv_plan_t *p, conv_dir_t dir) {
     return (size_t)g->K * (g->C / g->groups) * plane_of(g->k);
 }
 
+/* --- the forward's epilogue: bias and ReLU inside cuDNN's convolution -------------------
+ * cudnnConvolutionBiasActivationForward computes y = act(conv(x) + bias)
+ * in the convolution's own kernel (alpha2 = 0: z, given as y, not read),
+ * saving the pass of bias_act over y: the bits of conv + bias + ReLU in
+ * turn (one FP32 addition, then the ReLU). cuDNN takes IDENTITY with every
+ * forward algorithm and RELU only with IMPLICIT_PRECOMP_GEMM, so a fused
+ * ReLU asks for that algorithm being the plan's; otherwise, or where cuDNN
+ * refuses the call (the plan remembers), the convolution runs alone and
+ * the caller's bias_act does the rest. FP32 and TF32 plans of conv only;
+ * DPTRAIN_CONV_EPILOGUE=own keeps the separate pass everywhere (for
+ * comparing the two). */
+typedef struct {
+    const float *bias; /* (K) */
+    int relu;
+    int done; /* out: 1 when cuDNN applied the bias (and the ReLU) */
+} conv_epilogue_t;
+
+/* 1 when the fused call is worth a try for algorithm `algo` of p's forward. */
+static int epilogue_takes(const dp_cuda_ctx_t *c, const conv_plan_t *p, const conv_epilogue_t *ep, int algo) {
+    return ep && c->conv_plans->epilogue && p->key.op == PLAN_CONV && p->key.precision != DP_PRECISION_BF16 &&
+           !p->epilogue_refused[ep->relu] && (!ep->relu || algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+}
+
+/* The fused forward with algorithm `algo`: y = act(conv(a, b) + bias). */
+static cudnnStatus_t convolve_epilogue(dp_cuda_ctx_t *c, conv_plan_t *p, int algo, const void *a, const void *b,
+                                       const conv_epilogue_t *ep, void *y, size_t bytes) {
+    const conv_geom_t *g = &p->key.g;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    if (!p->bias) {
+        int dims[5] = {1, g->K, 1, 1, 1}, strides[5] = {g->K, 1, 1, 1, 1};
+        if ((s = cudnnCreateTensorDescriptor(&p->bias)) != CUDNN_STATUS_SUCCESS ||
+            (s = cudnnSetTensorNdDescriptor(p->bias, CUDNN_DATA_FLOAT, g->nb, dims, strides)) != CUDNN_STATUS_SUCCESS)
+            return s;
+    }
+    if (!p->act && (s = cudnnCreateActivationDescriptor(&p->act)) != CUDNN_STATUS_SUCCESS) return s;
+    /* NaN kept through the ReLU, as bias_act's v < 0 ? 0 : v keeps it */
+    if ((s = cudnnSetActivationDescriptor(p->act, ep->relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                          CUDNN_PROPAGATE_NAN, 0.0)) != CUDNN_STATUS_SUCCESS)
+        return s;
+    static const float zero = 0.0f;
+    return cudnnConvolutionBiasActivationForward(c->cudnn, &one, p->x, a, p->w, b, p->conv,
+                                                 (cudnnConvolutionFwdAlgo_t)algo, c->workspace, bytes, &zero, p->y, y,
+                                                 p->bias, ep->bias, p->act, p->y, y);
+}
+
 /* Direction dir of plan p: out = conv(a, b) + beta out (convolve()), with
  * the direction's current candidate, passing over (for good) those cuDNN
  * refuses; a checkpoint's choice refused: one warning line, and the
@@ -525,8 +584,8 @@ static size_t result_count(const conv_plan_t *p, conv_dir_t dir) {
  * recorded for the next checkpoint. out is FP32; a bf16 plan's operands a
  * and b are bf16, and its result, bf16 from cuDNN into the arena, goes to
  * out in FP32 (written when beta is 0, else added). */
-static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b, float beta,
-                            float *out, dp_arena_t *arena, const char *what) {
+static dp_status_t conv_run_epilogue(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b,
+                                     float beta, float *out, dp_arena_t *arena, conv_epilogue_t *ep, const char *what) {
     plan_algos_t *al = &p->algos[dir];
     if (!al->listed) list_candidates(c, p, dir);
     void *dst = out;
@@ -545,7 +604,16 @@ static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, co
         size_t bytes = 0;
         if ((s = workspace_query(c, p, dir, algo, &bytes)) != CUDNN_STATUS_SUCCESS) continue;
         DP_TRY(dp_cuda_workspace(c, bytes));
-        s = convolve(c, p, dir, algo, a, b, &dst_beta, dst, bytes);
+        if (epilogue_takes(c, p, ep, algo)) {
+            s = convolve_epilogue(c, p, algo, a, b, ep, dst, bytes);
+            ep->done = s == CUDNN_STATUS_SUCCESS;
+            if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) { /* refused: the plain call */
+                p->epilogue_refused[ep->relu] = 1;
+                s = convolve(c, p, dir, algo, a, b, &dst_beta, dst, bytes);
+            }
+        } else {
+            s = convolve(c, p, dir, algo, a, b, &dst_beta, dst, bytes);
+        }
         if (s == CUDNN_STATUS_SUCCESS && !al->recorded) {
             char key[512];
             dp_algo_choice_ran(choice_key(c, p, dir, key, sizeof key), algo);
@@ -560,9 +628,14 @@ static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, co
         snprintf(problem, sizeof problem, "refused by cuDNN on this GPU (%s)", cudnnGetErrorString(s));
         dp_algo_choice_refused(c->name, choice_key(c, p, dir, key, sizeof key), al->algo[0], problem);
         *al = (plan_algos_t){0};
-        return conv_run(c, p, dir, a, b, beta, out, arena, what);
+        return conv_run_epilogue(c, p, dir, a, b, beta, out, arena, ep, what);
     }
     return no_algorithm_left(c, p, al, s, what);
+}
+
+static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b, float beta,
+                            float *out, dp_arena_t *arena, const char *what) {
+    return conv_run_epilogue(c, p, dir, a, b, beta, out, arena, NULL, what);
 }
 
 /* The convolution of a checked node (conv_shape.h). */
@@ -650,11 +723,12 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
         node->out.layout = DP_CUDA_NHWC;
     }
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
-    DP_TRY(conv_run(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, "conv forward"));
+    conv_epilogue_t ep = {b ? b->data : NULL, node->attr.fuse_relu, 0};
+    DP_TRY(conv_run_epilogue(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, b ? &ep : NULL, "conv forward"));
     int rows = g->N;
     size_t L = plane_of(g->out);
     dp_cuda_channel_view(nhwc, &rows, &L);
-    if (b || node->attr.fuse_relu)
+    if (!ep.done && (b || node->attr.fuse_relu))
         return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, rows, g->K, L,
                                                   node->attr.fuse_relu),
                       "conv bias");
