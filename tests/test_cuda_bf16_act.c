@@ -24,8 +24,10 @@
  * ties to even: bf16.h) bit for bit for the ops whose FP32 arithmetic sees
  * the same inputs, and the rest within 2^-5 of the largest |value| of C's
  * (their dy comes from the rounded o); 2^-3 for conv and conv_transpose,
- * whose products take bf16 operands. The same cases again with
- * channels-last on (y and o NHWC and bf16). */
+ * whose products take bf16 operands. A conv run in FP32 precision on A's
+ * bf16 y (a precision changed between ops) reads an FP32 copy: A = B
+ * again. The same cases again with channels-last on (y and o NHWC and
+ * bf16). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,7 @@ typedef struct {
     int bf16_out; /* o is stored in bf16 in runs A and B */
     int exact;    /* A's o is C's rounded to bf16, bit for bit */
     int loose;    /* the results against C within 2^-3 (a convolution's bf16 operands), else 2^-5 */
+    int fp32_op;  /* A and B run the op in FP32 precision (A's bf16 y converted to FP32 first) */
 } act_case_t;
 
 enum { R_O, R_LOSS, R_DY, R_DP1, R_DP2, R_COUNT };
@@ -117,6 +120,7 @@ static void run_case(const act_case_t *k, int run, int channels_last, act_result
     y->grad_unset = 1;
     res->y_layout = y->layout;
     if (run == RUN_B) set_precision(DP_PRECISION_BF16);
+    if (k->fp32_op) set_precision(DP_PRECISION_FP32);
     /* add: y + y with fuse_relu, else y + z (z FP32); conv with a bias: the bf16 input is cuDNN's operand as
      * it is; conv_transpose and flatten alone (o = y): converted to FP32 first */
     dp_tensor_t *o = cuda_test_op(tape, k->kind, k->fuse_relu, y, &z, &p1, &p2, &w2, &p1);
@@ -216,21 +220,22 @@ int main(void) {
           "set_precision");
     if (!be->set_channels_last || !be->set_precision) return testing_finish("test_cuda_bf16_act");
     const act_case_t cases[] = {
-        {"relu", DP_OP_RELU, 0, 1, 1, 0},
-        {"sigmoid", DP_OP_SIGMOID, 0, 1, 1, 0},
-        {"tanh", DP_OP_TANH, 0, 1, 1, 0},
-        {"add (bf16 + FP32)", DP_OP_ADD, 0, 1, 1, 0},
-        {"add y + y, relu", DP_OP_ADD, 1, 1, 1, 0},
-        {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 1, 0},
-        {"batch_norm + relu", DP_OP_BATCH_NORM, 1, 1, 1, 0},
-        {"max_pool", DP_OP_MAX_POOL, 0, 1, 1, 0},
-        {"avg_pool", DP_OP_AVG_POOL, 0, 1, 1, 0},
-        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 1, 1, 0},
-        {"dropout", DP_OP_DROPOUT, 0, 1, 1, 0},
-        {"conv + bias + relu", DP_OP_CONV, 1, 1, 0, 1},
-        {"conv + bias", DP_OP_CONV, 0, 1, 0, 1},
-        {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0, 0, 1},
-        {"flatten (converted)", DP_OP_COUNT, 0, 1, 1, 0},
+        {"relu", DP_OP_RELU, 0, 1, 1, 0, 0},
+        {"sigmoid", DP_OP_SIGMOID, 0, 1, 1, 0, 0},
+        {"tanh", DP_OP_TANH, 0, 1, 1, 0, 0},
+        {"add (bf16 + FP32)", DP_OP_ADD, 0, 1, 1, 0, 0},
+        {"add y + y, relu", DP_OP_ADD, 1, 1, 1, 0, 0},
+        {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 1, 0, 0},
+        {"batch_norm + relu", DP_OP_BATCH_NORM, 1, 1, 1, 0, 0},
+        {"max_pool", DP_OP_MAX_POOL, 0, 1, 1, 0, 0},
+        {"avg_pool", DP_OP_AVG_POOL, 0, 1, 1, 0, 0},
+        {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 1, 1, 0, 0},
+        {"dropout", DP_OP_DROPOUT, 0, 1, 1, 0, 0},
+        {"conv + bias + relu", DP_OP_CONV, 1, 1, 0, 1, 0},
+        {"conv + bias", DP_OP_CONV, 0, 1, 0, 1, 0},
+        {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0, 0, 1, 0},
+        {"conv in FP32 (converted)", DP_OP_CONV, 1, 0, 0, 1, 1},
+        {"flatten (converted)", DP_OP_COUNT, 0, 1, 1, 0, 0},
     };
     for (int channels_last = 0; channels_last <= 1; channels_last++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare(&cases[i], channels_last);

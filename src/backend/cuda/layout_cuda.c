@@ -17,8 +17,9 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     const int mode = c->channels_last ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     want[0] = want[1] = want[2] = DP_CUDA_ANY_LAYOUT; /* parameters (in[1], in[2]) are NCHW FP32, never converted */
     switch (node->kind) {
-    case DP_OP_CONV: /* NHWC descriptors for 2-D convolutions in channels-last mode; a bf16 input is cuDNN's operand */
-        want[0] = mode;
+    case DP_OP_CONV: /* NHWC descriptors for 2-D convolutions in channels-last mode; a bf16 input is the bf16
+                      * plan's operand, the other precisions' plans read floats */
+        want[0] = mode | (c->precision == DP_PRECISION_BF16 ? 0 : DP_CUDA_WANT_FP32);
         break;
     case DP_OP_RELU: /* elementwise, or per channel over an (N H W, C) matrix: either layout, either format */
     case DP_OP_SIGMOID:

@@ -27,9 +27,10 @@
  * `grad` stays FP32 (in the tensor's layout), and so does every 2-D output
  * (linear, flatten, the losses): the trainer, eval and predict see FP32.
  * Those ops read an input in either format (their kernels' ld/st,
- * kernels_common.cuh) and conv hands a bf16 input to cuDNN as it is; every
- * other op asks for FP32 (DP_CUDA_WANT_FP32) and gets a converted copy as
- * above, exact (bf16 to float), its gradient added back after the backward.
+ * kernels_common.cuh) and conv hands a bf16 input to cuDNN as it is (in a
+ * bf16 plan; in another precision it asks for FP32); every other op asks
+ * for FP32 (DP_CUDA_WANT_FP32) and gets a converted copy as above, exact
+ * (bf16 to float), its gradient added back after the backward.
  * Nothing above the backend ever sees a bf16 tensor, and in the other
  * precisions nothing is bf16. */
 #ifndef DPTRAIN_LAYOUT_CUDA_H
