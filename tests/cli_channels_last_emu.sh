@@ -28,29 +28,10 @@ source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
 small_data "$tmp/data" 192 100
-py=/usr/bin/python3
 loud=(train --data "$tmp/data" --limit 192 --batch-size 64 --optimizer momentum --lr 0.05 --seed 5)
 common=("${loud[@]}" --quiet)
-# close A B TOL: every float tensor of A within TOL x its largest |value| of B's, except the optimizer's state
-close() {
-  $py - "$tmp/$1.st" "$tmp/$2.st" "$3" <<'EOF'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    h = struct.unpack("<Q", b[:8])[0]
-    hdr, base, out = json.loads(b[8:8 + h]), 8 + h, {}
-    for k, v in hdr.items():
-        if k != "__metadata__" and v.get("dtype") == "F32" and not k.startswith("optimizer."):
-            s, e = v["data_offsets"]
-            out[k] = struct.unpack("<%df" % ((e - s) // 4), b[base + s:base + e])
-    return out
-a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
-assert a.keys() == b.keys() and a, "tensors differ"
-worst = max((max(abs(x - y) for x, y in zip(a[k], b[k])) / max(max(abs(y) for y in b[k]), 1e-30), k) for k in a)
-print("%.3g %s" % worst)
-sys.exit(0 if worst[0] <= tol else 1)
-EOF
-}
+# close A B TOL: testing.sh's close_checkpoints of the runs A and B
+close() { close_checkpoints "$tmp/$1.st" "$tmp/$2.st" "$3"; }
 loss_of() { json_field "$(sed -n "${2}p" "$tmp/$1.jsonl")" train_loss; }
 lenet=(--model lenet --epochs 2)
 resnet=(--model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 2)

@@ -59,27 +59,17 @@ static float uniform(void) { /* in [-1, 1) */
 
 /* A device tensor of `shape` with random data (seeded by `seed`) and a zeroed grad (when grad). */
 static dp_tensor_t *device_tensor(dp_tensor_t *t, int ndim, const int *shape, uint64_t seed, int grad) {
-    memset(t, 0, sizeof *t);
-    dp_tensor_set_shape(t, ndim, shape);
-    size_t n = dp_tensor_numel(t);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
     float *host = malloc(sizeof(float) * n);
     rng = seed;
     for (size_t i = 0; i < n; i++) host[i] = uniform();
-    t->data = be->alloc(be->ctx, sizeof(float) * n, "test tensor");
-    be->upload(be->ctx, t->data, host, sizeof(float) * n);
-    if (grad) {
-        t->grad = be->alloc(be->ctx, sizeof(float) * n, "test grad");
-        be->zero(be->ctx, t->grad, sizeof(float) * n);
-    }
+    cuda_test_tensor(be, t, ndim, shape, host, grad);
     free(host);
     return t;
 }
 
-static float *download(const float *dev, size_t n) {
-    float *h = malloc(sizeof(float) * n);
-    be->download(be->ctx, h, dev, sizeof(float) * n);
-    return h;
-}
+static float *download(const float *dev, size_t n) { return cuda_test_download(be, dev, n); }
 
 typedef struct {
     const char *name;
@@ -121,45 +111,16 @@ static void run_case(const layout_case_t *k, int channels_last, layout_result_t 
     CHECK(y != NULL, "%s: conv: %s", k->name, dp_error_message());
     if (!y) return;
     res->conv_layout = y->layout;
-    dp_op_attr_t a = dp_op_attr_default();
-    dp_tensor_t *o = y;
-    switch (k->kind) {
-    case DP_OP_RELU:
-    case DP_OP_SIGMOID:
-    case DP_OP_TANH:
-    case DP_OP_GLOBAL_AVG_POOL:
-        o = dp_tape_op(tape, k->kind, &a, y, NULL, NULL, NULL);
-        break;
-    case DP_OP_ADD: /* fuse_relu set: y + y (one tensor twice); else y + z, z NCHW */
-        a.fuse_relu = k->fuse_relu;
-        o = dp_tape_op(tape, DP_OP_ADD, &a, y, k->fuse_relu ? y : &z, NULL, NULL);
-        break;
-    case DP_OP_BATCH_NORM:
-        o = dp_tape_op(tape, DP_OP_BATCH_NORM, &a, y, &p1, &p2, NULL);
-        break;
-    case DP_OP_MAX_POOL:
-    case DP_OP_AVG_POOL:
-        a.kernel[0] = a.kernel[1] = 3;
-        a.stride[0] = a.stride[1] = 2;
-        a.pad[0] = a.pad[1] = 1;
-        o = dp_tape_op(tape, k->kind, &a, y, NULL, NULL, NULL);
-        break;
-    case DP_OP_DROPOUT:
-        a.dropout_p = 0.3f;
-        a.dropout_seed = 42;
-        o = dp_tape_op(tape, DP_OP_DROPOUT, &a, y, NULL, NULL, NULL);
-        break;
-    case DP_OP_CONV: /* a second conv, NHWC in, no bias: bit for bit */
+    /* add: y + y with fuse_relu, else y + z (z NCHW); batch norm without its ReLU; conv NHWC in, no bias, with the
+     * case's kernel and groups */
+    dp_tensor_t *o;
+    if (k->kind == DP_OP_CONV) {
+        dp_op_attr_t a = dp_op_attr_default();
         a.pad[0] = a.pad[1] = k2 / 2;
         a.groups = groups2;
         o = dp_tape_op(tape, DP_OP_CONV, &a, y, &w2, NULL, NULL);
-        break;
-    case DP_OP_CONV_TRANSPOSE:
-        a.stride[0] = a.stride[1] = 2;
-        o = dp_tape_op(tape, DP_OP_CONV_TRANSPOSE, &a, y, &w2, &p1, NULL);
-        break;
-    default:
-        break;
+    } else {
+        o = cuda_test_op(tape, k->kind, k->kind == DP_OP_BATCH_NORM ? 0 : k->fuse_relu, y, &z, &p1, &p2, &w2, NULL);
     }
     CHECK(o != NULL, "%s: the op: %s", k->name, dp_error_message());
     if (!o) return;
@@ -185,11 +146,8 @@ static void run_case(const layout_case_t *k, int channels_last, layout_result_t 
     CHECK(be->failure(be->ctx) == DP_OK, "%s: the device failed: %s", k->name, dp_error_message());
     dp_tape_free(tape);
     dp_arena_free(arena);
-    dp_tensor_t *all[] = {&x, &w, &b, &p1, &p2, &z, &w2, &target};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        be->free(be->ctx, all[i]->data);
-        be->free(be->ctx, all[i]->grad);
-    }
+    dp_tensor_t *const all[] = {&x, &w, &b, &p1, &p2, &z, &w2, &target};
+    cuda_test_free(be, all, sizeof all / sizeof all[0]);
 }
 
 static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx", "conv dw", "conv db",

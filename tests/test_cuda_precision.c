@@ -14,7 +14,9 @@
  * fit in 24); the sum of K such products in FP32, in any order, is off by
  * at most gamma_K = K v / (1 - K v) times sum |a_k b_k| (1 + u)^2; cuDNN's
  * bf16 result is rounded once more (1 + de), |de| <= u (cuBLAS's is FP32:
- * no such term); the bias is added in FP32. With S = sum_k |a_k| |b_k| +
+ * no such term); the bias is added in FP32, and a convolution's output,
+ * stored in bf16 (layout_cuda.h), is rounded once more after it
+ * ((1 + u)^4 for y with a bias). With S = sum_k |a_k| |b_k| +
  * |bias| (the CPU op run on the absolute values: the same sums), and the
  * CPU's own FP32 error (at most gamma_{K+1} S):
  *   convolutions: |gpu - cpu| <= ((1 + u)^3 - 1 + 2.2 (K + 1) v) S
@@ -128,7 +130,19 @@ static int run_case(const op_case_t *k, op_data_t *d, int gpu, int unset) {
     if (d->rn[R_Y] != d->n[T_DY]) goto done;
     d->out[R_Y] = malloc(sizeof(float) * d->rn[R_Y]);
     if (gpu) {
-        be->download(be->ctx, d->out[R_Y], node.out.data, sizeof(float) * d->rn[R_Y]);
+        /* conv's output is a stored bf16 activation (the backend's mark 0x20, DP_CUDA_BF16 in
+         * src/backend/cuda/layout_cuda.h), conv_transpose's and linear's FP32 */
+        const int stored_bf16 = (node.out.layout & 0x20) != 0;
+        CHECK(stored_bf16 == (k->kind == DP_OP_CONV), "%s: the output's mark %#x: %s expected", k->name,
+              (unsigned)node.out.layout, k->kind == DP_OP_CONV ? "bf16" : "FP32");
+        if (stored_bf16) {
+            uint16_t *h = malloc(sizeof(uint16_t) * d->rn[R_Y]);
+            be->download(be->ctx, h, node.out.data, sizeof(uint16_t) * d->rn[R_Y]);
+            for (size_t j = 0; j < d->rn[R_Y]; j++) d->out[R_Y][j] = dp_bf16_to_float(h[j]);
+            free(h);
+        } else {
+            be->download(be->ctx, d->out[R_Y], node.out.data, sizeof(float) * d->rn[R_Y]);
+        }
         be->upload(be->ctx, node.out.grad, d->in[T_DY], sizeof(float) * d->n[T_DY]);
         node.out.grad_unset = 0;
         st = be->ops[k->kind].backward(&node, arena);
@@ -205,12 +219,14 @@ static void run_op_case(const op_case_t *k) {
         const double K = terms_of(k, &d), u = U_BF16, v = V_FP32;
         const double fp32 = 2.2 * (K + 1) * v;
         const double coef = k->kind == DP_OP_LINEAR ? (1 + u) * (1 + u) - 1 + fp32 : (1 + u) * (1 + u) * (1 + u) - 1 + fp32;
+        /* a convolution's stored bf16 y with a bias: rounded once more after the bias is added */
+        const double coef_y = k->kind == DP_OP_CONV && k->bias ? (1 + u) * (1 + u) * (1 + u) * (1 + u) - 1 + fp32 : coef;
         const char *names[R_COUNT] = {"y", "dx", "dw", "db"};
         double worst = 0.0, beyond_fp32 = 0.0;
         int same = 1;
         for (int r = 0; r < R_COUNT; r++) {
             if (!cpu.out[r]) continue;
-            const double c = r == R_DB ? fp32 : coef;
+            const double c = r == R_DB ? fp32 : r == R_Y ? coef_y : coef;
             for (size_t j = 0; j < cpu.rn[r]; j++) {
                 double S = mag.out[r][j], err = fabs((double)gpu_w.out[r][j] - (double)cpu.out[r][j]);
                 double ratio = err / (c * S + 1e-30);

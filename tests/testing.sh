@@ -47,6 +47,27 @@ needs_cuda_emulator() {
 # DEVICES, saving $tmp/NAME.st, $tmp/NAME.jsonl and its output $tmp/NAME.out;
 # passes when it exits 0. same_run A B: their checkpoint tensors byte-identical
 # and their last train_loss equal to the last digit.
+# close_checkpoints A B TOL: every float tensor of checkpoint A within TOL x its largest |value| in B,
+# except the optimizer's state; prints the worst ratio and its tensor's name
+close_checkpoints() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    h = struct.unpack("<Q", b[:8])[0]
+    hdr, base, out = json.loads(b[8:8 + h]), 8 + h, {}
+    for k, v in hdr.items():
+        if k != "__metadata__" and v.get("dtype") == "F32" and not k.startswith("optimizer."):
+            s, e = v["data_offsets"]
+            out[k] = struct.unpack("<%df" % ((e - s) // 4), b[base + s:base + e])
+    return out
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert a.keys() == b.keys() and a, "tensors differ"
+worst = max((max(abs(x - y) for x, y in zip(a[k], b[k])) / max(max(abs(y) for y in b[k]), 1e-30), k) for k in a)
+print("%.3g %s" % worst)
+sys.exit(0 if worst[0] <= tol else 1)
+EOF
+}
 last_loss() { json_field "$(tail -1 "$1")" train_loss; }
 train_run() {
   local name=$1 devices=$2

@@ -21,10 +21,12 @@ typedef struct dp_tensor {
     float *data; /* (numel) values */
     float *grad; /* (numel) gradient of the loss, or NULL when none is needed */
     int grad_unset; /* 1 while grad holds nothing yet (see dp_grad_alloc) */
-    int layout;     /* the memory order of data and grad: 0 = row-major in shape order (NCHW), the
-                       only order the CPU backend and the code above the backends ever see; other
-                       values are a GPU backend's own marks (backend.h set_channels_last), which
-                       only its ops set and read. Zero-initialise every tensor. */
+    int layout;     /* how data and grad are stored: 0 = floats, row-major in shape order (NCHW),
+                       the only form the CPU backend and the code above the backends ever see;
+                       other values are a GPU backend's own marks, which only its ops set and
+                       read: the memory order (backend.h set_channels_last) and the number format
+                       of data (bf16 activations with --precision bf16; grad stays floats).
+                       Zero-initialise every tensor. */
 } dp_tensor_t;
 
 typedef struct dp_arena dp_arena_t;

@@ -9,12 +9,17 @@
  * ops_cuda.c's table names the four ops.
  *
  * --precision bf16 (cuDNN's PSEUDO_BFLOAT16_CONFIG: x, w and y bf16, the
- * convolution descriptor's compute type FLOAT, alpha and beta floats):
- * the tape's tensors stay FP32; each convolution casts its operands to
- * bf16 (precision.cu) in the arena, the forward's input and weight copies
- * kept in node->saved for the backward (dp_cuda_bf16_operands), and
- * cuDNN's bf16 result goes back to FP32, written or added to the gradient
- * in FP32 (conv_run). Bias, ReLU and their gradients stay FP32.
+ * convolution descriptor's compute type FLOAT, alpha and beta floats): a
+ * convolution's output is a stored bf16 activation (layout_cuda.h): cuDNN
+ * writes it in place, the bias and fused ReLU added in FP32 and rounded
+ * once more (elementwise.cu's bias_act on bf16); an input stored in bf16 is
+ * cuDNN's operand as it is, an FP32 one (the images) is cast in the arena
+ * and kept for the backward, as is the weight's copy (node->saved,
+ * dp_cuda_bf16_operands). The backward's bf16 dy (the masked dy of a fused
+ * ReLU written in bf16 directly) and cuDNN's bf16 results on their way to
+ * the FP32 gradients live in the context's bf16 scratch (plan_scratch),
+ * not in the arena; a gradient is written or added in FP32 (conv_run).
+ * conv_transpose's output stays FP32 (its input converted to FP32 first).
  *
  * Channels-last (layout_cuda.h): a 2-D conv whose input is NHWC runs with
  * NHWC tensor descriptors and a KRSC filter (a copy made by each forward,
@@ -581,23 +586,20 @@ static cudnnStatus_t convolve_epilogue(dp_cuda_ctx_t *c, conv_plan_t *p, int alg
  * the direction's current candidate, passing over (for good) those cuDNN
  * refuses; a checkpoint's choice refused: one warning line, and the
  * mode's candidates listed in its place. The first that succeeds is
- * recorded for the next checkpoint. out is FP32; a bf16 plan's operands a
- * and b are bf16, and its result, bf16 from cuDNN into the arena, goes to
- * out in FP32 (written when beta is 0, else added). */
+ * recorded for the next checkpoint. A bf16 plan's operands a and b are
+ * bf16, and so is its result: written into out directly when `half` is
+ * NULL (out a stored bf16 activation), else into half (scratch of the
+ * result's size, plan_scratch) and from there to out in FP32 (written when
+ * beta is 0, else added); an FP32 plan's out is FP32 (half NULL). With
+ * `ep` (an FP32 forward with a bias): the epilogue's fused call where it
+ * is taken (ep->done set). */
 static dp_status_t conv_run_epilogue(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b,
-                                     float beta, float *out, dp_arena_t *arena, conv_epilogue_t *ep, const char *what) {
+                                     float beta, void *out, uint16_t *half, conv_epilogue_t *ep, const char *what) {
     plan_algos_t *al = &p->algos[dir];
     if (!al->listed) list_candidates(c, p, dir);
-    void *dst = out;
-    float dst_beta = beta;
-    uint16_t *half = NULL;
+    void *dst = half ? (void *)half : out;
+    float dst_beta = half ? 0.0f : beta;
     const size_t n = result_count(p, dir);
-    if (p->key.precision == DP_PRECISION_BF16) {
-        if (!(half = dp_arena_alloc(arena, sizeof *half * n)))
-            return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a bf16 result of %zu values: use a smaller "
-                           "--batch-size, or more devices", what, n);
-        dst = half, dst_beta = 0.0f;
-    }
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     for (; al->next < al->count; al->next++) {
         int algo = al->algo[al->next];
@@ -628,14 +630,14 @@ static dp_status_t conv_run_epilogue(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_
         snprintf(problem, sizeof problem, "refused by cuDNN on this GPU (%s)", cudnnGetErrorString(s));
         dp_algo_choice_refused(c->name, choice_key(c, p, dir, key, sizeof key), al->algo[0], problem);
         *al = (plan_algos_t){0};
-        return conv_run_epilogue(c, p, dir, a, b, beta, out, arena, ep, what);
+        return conv_run_epilogue(c, p, dir, a, b, beta, out, half, ep, what);
     }
     return no_algorithm_left(c, p, al, s, what);
 }
 
 static dp_status_t conv_run(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir, const void *a, const void *b, float beta,
-                            float *out, dp_arena_t *arena, const char *what) {
-    return conv_run_epilogue(c, p, dir, a, b, beta, out, arena, NULL, what);
+                            void *out, uint16_t *half, const char *what) {
+    return conv_run_epilogue(c, p, dir, a, b, beta, out, half, NULL, what);
 }
 
 /* The convolution of a checked node (conv_shape.h). */
@@ -665,25 +667,44 @@ static void spatial_shape(int ndim, int N, int channels, const int size[3], int 
 
 /* A bf16 plan's operands: the bf16 copies of the node's input and weight
  * (dp_cuda_bf16_operands: made by the forward, kept for the backward) in
- * place of *x and *w; an FP32 plan's stay. */
+ * place of *x and *w, an input stored in bf16 (layout_cuda.h) taken as it
+ * is; an FP32 plan's stay. */
 static dp_status_t bf16_operands(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, dp_node_t *node,
                                  const void **x, const void **w) {
     if (p->key.precision != DP_PRECISION_BF16) return DP_OK;
     const uint16_t *xb, *wb;
-    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, dp_tensor_numel(node->in[0]), *w, dp_tensor_numel(node->in[1]),
-                                 &xb, &wb, node->kind == DP_OP_CONV ? "conv" : "conv_transpose"));
+    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, dp_cuda_is_bf16(node->in[0]), dp_tensor_numel(node->in[0]), *w,
+                                 dp_tensor_numel(node->in[1]), &xb, &wb,
+                                 node->kind == DP_OP_CONV ? "conv" : "conv_transpose"));
     *x = xb, *w = wb;
     return DP_OK;
 }
 
-/* A bf16 plan's gradient operand: a bf16 copy of dy (n floats) in *out. */
-static dp_status_t bf16_gradient(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_t *arena, const float *dy, size_t n,
+/* A bf16 plan's scratch for one op (dp_cuda_bf16_scratch): `front`
+ * values for the op's bf16 gradient operand in *front_at, then room for the
+ * largest of the results of the directions in `dirs` (a bit per conv_dir_t)
+ * on their way to FP32 in *half; NULL both in the other precisions. */
+static dp_status_t plan_scratch(dp_cuda_ctx_t *c, const conv_plan_t *p, size_t front, int dirs, uint16_t **front_at,
+                                uint16_t **half) {
+    *front_at = *half = NULL;
+    if (p->key.precision != DP_PRECISION_BF16) return DP_OK;
+    size_t results = 0;
+    for (int d = 0; d < CONV_DIRECTIONS; d++)
+        if ((dirs >> d & 1) && result_count(p, (conv_dir_t)d) > results) results = result_count(p, (conv_dir_t)d);
+    front = (front + 63) / 64 * 64; /* the results 128-byte aligned */
+    uint16_t *s;
+    DP_TRY(dp_cuda_bf16_scratch(c, front + results, &s));
+    *front_at = s, *half = s + front;
+    return DP_OK;
+}
+
+/* A bf16 plan's gradient operand: a bf16 copy of dy (n floats) into `to`
+ * (plan_scratch's front), in *out. */
+static dp_status_t bf16_gradient(dp_cuda_ctx_t *c, const conv_plan_t *p, const float *dy, size_t n, uint16_t *to,
                                  const void **out) {
     if (p->key.precision != DP_PRECISION_BF16) return DP_OK;
-    const uint16_t *half;
-    DP_TRY(dp_cuda_bf16_copy(c, arena, dy, n, &half, "a convolution's gradient"));
-    *out = half;
-    return DP_OK;
+    *out = to;
+    return dp_cuda_launch(c, dp_cuda_to_bf16(c->stream, dy, to, n), "a convolution's gradient");
 }
 
 /* 1 when a filter's KRSC order is its KCRS order (one input channel per
@@ -713,34 +734,38 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     int shape[DP_MAX_DIMS];
     spatial_shape(x->ndim, g->N, g->K, g->out, shape);
-    DP_TRY(dp_cuda_output(node, "conv", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena));
     const int nhwc = p->key.layout == DP_CUDA_NHWC;
+    /* y in the plan's layout; bf16 in a bf16 plan (cuDNN's result as it is) */
+    DP_TRY(dp_cuda_act_output(c, node, "conv", x->ndim, shape, x->grad || w->grad || (b && b->grad), arena,
+                              nhwc ? DP_CUDA_NHWC : DP_CUDA_NCHW));
     const void *xa = x->data, *wa = w->data;
-    if (nhwc) { /* y NHWC; the filter in KRSC, a copy per forward (kept for the backward in FP32) */
+    if (nhwc) { /* the filter in KRSC, a copy per forward (kept for the backward in FP32) */
         DP_TRY(krsc_filter(c, p, arena, w->data, &node->saved));
         wa = node->saved;
         if (p->key.precision == DP_PRECISION_BF16) node->saved = NULL; /* bf16_operands' block in its place */
-        node->out.layout = DP_CUDA_NHWC;
     }
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
+    const int yb = dp_cuda_is_bf16(&node->out); /* in a bf16 plan: cuDNN's result is y */
     conv_epilogue_t ep = {b ? b->data : NULL, node->attr.fuse_relu, 0};
-    DP_TRY(conv_run_epilogue(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, arena, b ? &ep : NULL, "conv forward"));
+    DP_TRY(conv_run_epilogue(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, NULL, b ? &ep : NULL, "conv forward"));
     int rows = g->N;
     size_t L = plane_of(g->out);
     dp_cuda_channel_view(nhwc, &rows, &L);
     if (!ep.done && (b || node->attr.fuse_relu))
         return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b ? b->data : NULL, rows, g->K, L,
-                                                  node->attr.fuse_relu),
+                                                  node->attr.fuse_relu, yb),
                       "conv bias");
     return DP_OK;
 }
 
 /* The gradients of a convolution's input (into `xt`'s grad) and filter
  * (into `wt`'s grad) from dy over plan p; x_data / w_data are the
- * forward's operands (all three bf16 in a bf16 plan). Each grad is
- * written when unset and added to otherwise (dp_grad_claim). */
+ * forward's operands (all three bf16 in a bf16 plan, whose results pass
+ * through `half`: plan_scratch's). Each grad is written when unset and
+ * added to otherwise (dp_grad_claim). */
 static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_data, const void *w_data,
-                              const void *dy, dp_tensor_t *xt, dp_tensor_t *wt, dp_arena_t *arena, const char *op) {
+                              const void *dy, dp_tensor_t *xt, dp_tensor_t *wt, dp_arena_t *arena, uint16_t *half,
+                              const char *op) {
     char what[64];
     if (wt && wt->grad && p->key.layout == DP_CUDA_NHWC && !krsc_is_kcrs(&p->key.g)) { /* KRSC, then into KCRS */
         const conv_geom_t *g = &p->key.g;
@@ -748,7 +773,7 @@ static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_da
         float *krsc = dp_arena_floats(arena, n);
         if (!krsc) return dp_fail(DP_ERR_NOMEM, "%s: out of GPU memory for a KRSC filter gradient of %zu floats", op, n);
         snprintf(what, sizeof what, "%s weight gradient", op);
-        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, 0.0f, krsc, arena, what));
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, 0.0f, krsc, half, what));
         const int add = !dp_grad_claim(wt);
         DP_TRY(dp_cuda_launch(c, dp_cuda_layout_copy(c->stream, krsc, wt->grad, g->K, g->C / g->groups, plane_of(g->k),
                                                      0, add),
@@ -756,12 +781,12 @@ static dp_status_t conv_grads(dp_cuda_ctx_t *c, conv_plan_t *p, const void *x_da
     } else if (wt && wt->grad) {
         const float beta = dp_grad_claim(wt) ? 0.0f : 1.0f;
         snprintf(what, sizeof what, "%s weight gradient", op);
-        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, beta, wt->grad, arena, what));
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_FILTER, x_data, dy, beta, wt->grad, half, what));
     }
     if (xt && xt->grad) {
         const float beta = dp_grad_claim(xt) ? 0.0f : 1.0f;
         snprintf(what, sizeof what, "%s input gradient", op);
-        DP_TRY(conv_run(c, p, CONV_BACKWARD_DATA, w_data, dy, beta, xt->grad, arena, what));
+        DP_TRY(conv_run(c, p, CONV_BACKWARD_DATA, w_data, dy, beta, xt->grad, half, what));
     }
     return DP_OK;
 }
@@ -774,26 +799,30 @@ dp_status_t dp_cuda_conv_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t 
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     size_t n_out = dp_tensor_numel(&node->out);
     const float *dy = node->out.grad; /* (N, OC, out...) */
-    float *masked = NULL;
-    if (node->attr.fuse_relu) {       /* the gradient through relu: dy where y > 0 */
-        masked = dp_arena_floats(arena, n_out);
-        if (!masked) return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
-    }
+    const int bf16_plan = p->key.precision == DP_PRECISION_BF16;
+    uint16_t *dy_half, *half; /* a bf16 plan's: the bf16 dy operand, the results on their way to FP32 */
+    DP_TRY(plan_scratch(c, p, n_out, (x->grad ? 1 << CONV_BACKWARD_DATA : 0) | (w->grad ? 1 << CONV_BACKWARD_FILTER : 0),
+                        &dy_half, &half));
+    void *masked = NULL; /* the gradient through relu (dy where y > 0): in a bf16 plan the bf16 operand itself */
+    if (node->attr.fuse_relu && !(masked = bf16_plan ? (void *)dy_half : dp_arena_floats(arena, n_out)))
+        return dp_fail(DP_ERR_NOMEM, "conv: out of GPU memory for a gradient of %zu floats", n_out);
     const int nhwc = p->key.layout == DP_CUDA_NHWC;
     int rows = g->N; /* dy in y's layout */
     size_t L = plane_of(g->out);
     dp_cuda_channel_view(nhwc, &rows, &L);
-    if (b && b->grad) /* the bias gradient, and the masked dy in the same pass */
-        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, b, rows, g->K, L,
+    const int bits = dp_cuda_is_bf16(&node->out) | (bf16_plan ? 2 : 0); /* y's and masked's formats */
+    if (b && b->grad) /* the bias gradient (of the FP32 values), and the masked dy in the same pass */
+        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, masked ? node->out.data : NULL, masked, bits, b, rows, g->K, L,
                                     "conv bias gradient"));
     else if (masked)
-        DP_TRY(dp_cuda_launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out), "conv relu mask"));
-    if (masked) dy = masked;
+        DP_TRY(dp_cuda_launch(c, dp_cuda_relu_mask(c->stream, node->out.data, dy, masked, n_out, bits),
+                              "conv relu mask"));
     if (!x->grad && !w->grad) return DP_OK;
     const void *xa = x->data, *wa = nhwc ? node->saved : w->data, *dya = dy; /* NHWC: the forward's KRSC filter */
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
-    DP_TRY(bf16_gradient(c, p, arena, dy, n_out, &dya));
-    return conv_grads(c, p, xa, wa, dya, x, w, arena, "conv");
+    if (masked) dya = masked;
+    else DP_TRY(bf16_gradient(c, p, dy, n_out, dy_half, &dya));
+    return conv_grads(c, p, xa, wa, dya, x, w, arena, half, "conv");
 }
 
 /* --- conv_transpose: the input gradient of the convolution it transposes ---------------
@@ -867,12 +896,14 @@ dp_status_t dp_cuda_conv_transpose_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp
     if (t.buffered && !(buf = dp_arena_floats(arena, buf_n)))
         return dp_fail(DP_ERR_NOMEM, "conv_transpose: out of GPU memory for a buffer of %zu floats", buf_n);
     const void *xa = x->data, *wa = w->data;
+    uint16_t *unused, *half;
     DP_TRY(bf16_operands(c, t.p, arena, node, &xa, &wa));
-    DP_TRY(conv_run(c, t.p, CONV_BACKWARD_DATA, wa, xa, 0.0f, buf ? buf : node->out.data, arena,
+    DP_TRY(plan_scratch(c, t.p, 0, 1 << CONV_BACKWARD_DATA, &unused, &half));
+    DP_TRY(conv_run(c, t.p, CONV_BACKWARD_DATA, wa, xa, 0.0f, buf ? buf : node->out.data, half,
                     "conv_transpose forward"));
     if (buf) DP_TRY(convt_window(c, &t, buf, node->out.data, 1));
     if (b)
-        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b->data, t.N, t.C_out, plane_of(t.O), 0),
+        return dp_cuda_launch(c, dp_cuda_bias_act(c->stream, node->out.data, b->data, t.N, t.C_out, plane_of(t.O), 0, 0),
                       "conv_transpose bias");
     return DP_OK;
 }
@@ -884,7 +915,8 @@ dp_status_t dp_cuda_conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const float *dy = node->out.grad; /* (N, C_out, O...) */
     if (b && b->grad)
-        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, NULL, NULL, b, t.N, t.C_out, plane_of(t.O), "conv_transpose bias gradient"));
+        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, NULL, NULL, 0, b, t.N, t.C_out, plane_of(t.O),
+                                    "conv_transpose bias gradient"));
     if (!x->grad && !w->grad) return DP_OK;
     size_t dy_n = (size_t)t.N * t.C_out * plane_of(t.O);
     if (t.buffered) { /* dy padded into the convolution's input size */
@@ -898,12 +930,15 @@ dp_status_t dp_cuda_conv_transpose_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
      * dy's side (not wanted), its "dy" our x; so dx is a forward and dweight
      * a backward filter with the roles of x and dy swapped */
     const void *xa = x->data, *wa = w->data, *dya = dy;
+    uint16_t *dy_half, *half;
     DP_TRY(bf16_operands(c, t.p, arena, node, &xa, &wa));
-    DP_TRY(bf16_gradient(c, t.p, arena, dy, dy_n, &dya));
+    DP_TRY(plan_scratch(c, t.p, dy_n, (x->grad ? 1 << CONV_FORWARD : 0) | (w->grad ? 1 << CONV_BACKWARD_FILTER : 0),
+                        &dy_half, &half));
+    DP_TRY(bf16_gradient(c, t.p, dy, dy_n, dy_half, &dya));
     if (x->grad) {
         const float beta = dp_grad_claim(x) ? 0.0f : 1.0f;
-        DP_TRY(conv_run(c, t.p, CONV_FORWARD, dya, wa, beta, x->grad, arena, "conv_transpose input gradient"));
+        DP_TRY(conv_run(c, t.p, CONV_FORWARD, dya, wa, beta, x->grad, half, "conv_transpose input gradient"));
     }
-    if (w->grad) return conv_grads(c, t.p, dya, NULL, xa, NULL, w, arena, "conv_transpose");
+    if (w->grad) return conv_grads(c, t.p, dya, NULL, xa, NULL, w, arena, half, "conv_transpose");
     return DP_OK;
 }

@@ -75,6 +75,8 @@ typedef struct dp_cuda_context {
     cudnnHandle_t cudnn;
     void *workspace; /* cuDNN's, grown on demand */
     size_t workspace_bytes;
+    void *bf16_scratch; /* --precision bf16: one op's bf16 scratch (ops_cuda_common.h), grown on demand */
+    size_t bf16_scratch_bytes;
     int *indices;    /* (indices_cap) a batch's example indices */
     /* small uploads (<= DP_CUDA_STAGE_BYTES: a batch's indices, the loss
      * seed) are copied into a slot of pinned host memory and queued from

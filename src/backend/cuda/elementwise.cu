@@ -1,7 +1,9 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, add
  * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
- * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. */
+ * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. The
+ * activations they read or write (not the gradients) are float or bf16
+ * (the launchers' `bf16` bits, kernels.h; kernels_common.cuh's ld/st). */
 #include "kernels_common.cuh"
 
 /* --- bias, ReLU --------------------------------------------------------------- */
@@ -15,134 +17,157 @@ extern "C" cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const fl
     return cudaGetLastError();
 }
 
-template <typename I> __device__ static void bias_act_loop(float *y, const float *b, const chan_index_t &ci, I n, int relu) {
+template <typename I, typename T>
+__device__ static void bias_act_loop(T *y, const float *b, const chan_index_t &ci, I n, int relu) {
     GRID_LOOP_T(I, i, n) {
-        float v = y[i];
+        float v = ld(y, i);
         if (b) v = __fadd_rn(v, b[channel_of(ci, i)]);
         if (relu) v = v < 0.0f ? 0.0f : v;
-        y[i] = v;
+        st(y, i, v);
     }
 }
 
-__global__ void bias_act_kernel(float *y, const float *b, chan_index_t ci, size_t n, int relu) {
-    if (ci.narrow) bias_act_loop<uint32_t>(y, b, ci, (uint32_t)n, relu);
-    else bias_act_loop<size_t>(y, b, ci, n, relu);
+__global__ void bias_act_kernel(void *y, const float *b, chan_index_t ci, size_t n, int relu, int bf16) {
+    FORMAT1(bf16, T, if (ci.narrow) bias_act_loop<uint32_t>((T *)y, b, ci, (uint32_t)n, relu);
+            else bias_act_loop<size_t>((T *)y, b, ci, n, relu));
 }
 
-extern "C" cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L,
-                                        int relu) {
+extern "C" cudaError_t dp_cuda_bias_act(cudaStream_t stream, void *y, const float *b, int N, int C, size_t L,
+                                        int relu, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * C * L;
-    bias_act_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, b, chan_index(N, C, L), n, relu);
+    bias_act_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, b, chan_index(N, C, L), n, relu, bf16);
     return cudaGetLastError();
 }
 
-template <typename I> __device__ static void relu_mask_loop(const float *y, const float *dy, float *out, I n) {
-    GRID_LOOP_T(I, i, n) out[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+template <typename I, typename T, typename TO>
+__device__ static void relu_mask_loop(const T *y, const float *dy, TO *out, I n) {
+    GRID_LOOP_T(I, i, n) st(out, i, ld(y, i) > 0.0f ? dy[i] : 0.0f);
 }
 
-__global__ void relu_mask_kernel(const float *y, const float *dy, float *out, size_t n) {
-    if (n <= NARROW_MAX) relu_mask_loop<uint32_t>(y, dy, out, (uint32_t)n);
-    else relu_mask_loop<size_t>(y, dy, out, n);
+__global__ void relu_mask_kernel(const void *y, const float *dy, void *out, size_t n, int bf16) {
+    FORMAT2(bf16, T, TO, if (n <= NARROW_MAX) relu_mask_loop<uint32_t>((const T *)y, dy, (TO *)out, (uint32_t)n);
+            else relu_mask_loop<size_t>((const T *)y, dy, (TO *)out, n));
 }
 
-extern "C" cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n) {
+extern "C" cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const void *y, const float *dy, void *out, size_t n,
+                                         int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    relu_mask_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, out, n);
+    relu_mask_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, out, n, bf16);
     return cudaGetLastError();
 }
 
-template <typename I> __device__ static void relu_forward_loop(const float *x, float *y, I n) {
-    GRID_LOOP_T(I, i, n) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN, as the CPU's */
+template <typename I, typename TX, typename TY> __device__ static void relu_forward_loop(const TX *x, TY *y, I n) {
+    GRID_LOOP_T(I, i, n) {
+        float v = ld(x, i);
+        st(y, i, v < 0.0f ? 0.0f : v); /* NaN stays NaN, as the CPU's */
+    }
 }
 
-__global__ void relu_forward_kernel(const float *x, float *y, size_t n) {
-    if (n <= NARROW_MAX) relu_forward_loop<uint32_t>(x, y, (uint32_t)n);
-    else relu_forward_loop<size_t>(x, y, n);
+__global__ void relu_forward_kernel(const void *x, void *y, size_t n, int bf16) {
+    FORMAT2(bf16, TX, TY, if (n <= NARROW_MAX) relu_forward_loop<uint32_t>((const TX *)x, (TY *)y, (uint32_t)n);
+            else relu_forward_loop<size_t>((const TX *)x, (TY *)y, n));
 }
 
-extern "C" cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n) {
+extern "C" cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const void *x, void *y, size_t n, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    relu_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n);
+    relu_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n, bf16);
     return cudaGetLastError();
 }
 
 /* dx0 (+)= g, then dx1 (+)= g (each may be NULL; the same pointer adds
  * twice), g = dy where y > 0 else 0 */
-template <typename I> __device__ static void relu_backward_loop(const float *y, const float *dy, float *dx0, int add0,
-                                                                float *dx1, int add1, I n) {
+template <typename I, typename T> __device__ static void relu_backward_loop(const T *y, const float *dy, float *dx0,
+                                                                            int add0, float *dx1, int add1, I n) {
     GRID_LOOP_T(I, i, n) {
-        float g = y[i] > 0.0f ? dy[i] : 0.0f;
+        float g = ld(y, i) > 0.0f ? dy[i] : 0.0f;
         if (dx0) dx0[i] = add0 ? __fadd_rn(dx0[i], g) : g;
         if (dx1) dx1[i] = add1 ? __fadd_rn(dx1[i], g) : g;
     }
 }
 
-__global__ void relu_backward_kernel(const float *y, const float *dy, float *dx0, int add0, float *dx1, int add1,
-                                     size_t n) {
-    if (n <= NARROW_MAX) relu_backward_loop<uint32_t>(y, dy, dx0, add0, dx1, add1, (uint32_t)n);
-    else relu_backward_loop<size_t>(y, dy, dx0, add0, dx1, add1, n);
+__global__ void relu_backward_kernel(const void *y, const float *dy, float *dx0, int add0, float *dx1, int add1,
+                                     size_t n, int bf16) {
+    FORMAT1(bf16, T, if (n <= NARROW_MAX) relu_backward_loop<uint32_t>((const T *)y, dy, dx0, add0, dx1, add1, (uint32_t)n);
+            else relu_backward_loop<size_t>((const T *)y, dy, dx0, add0, dx1, add1, n));
 }
 
-extern "C" cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx,
-                                             size_t n, int add) {
+extern "C" cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const float *dy, float *dx,
+                                             size_t n, int add, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    relu_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, dx, add, NULL, 0, n);
+    relu_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, dx, add, NULL, 0, n, bf16);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const float *y, const float *dy, float *dx0,
-                                                  int add0, float *dx1, int add1, size_t n) {
+extern "C" cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0,
+                                                  int add0, float *dx1, int add1, size_t n, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    relu_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, dx0, add0, dx1, add1, n);
+    relu_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(y, dy, dx0, add0, dx1, add1, n, bf16);
     return cudaGetLastError();
 }
 
 /* --- sigmoid, tanh, add, dropout (ops_elementwise.c, ops_dropout.c) ----------------- */
-__global__ void unary_forward_kernel(int kind, const float *x, float *y, size_t n) {
+template <typename TX, typename TY> __device__ static void unary_forward_loop(int kind, const TX *x, TY *y, size_t n) {
     GRID_LOOP(i, n) {
-        float v = x[i];
+        float v = ld(x, i);
         if (kind == 0) { /* sigmoid, without overflow */
             float e = expf(-fabsf(v));
-            y[i] = v >= 0.0f ? __fdiv_rn(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(e, __fadd_rn(1.0f, e));
+            st(y, i, v >= 0.0f ? __fdiv_rn(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(e, __fadd_rn(1.0f, e)));
         } else {
-            y[i] = tanhf(v);
+            st(y, i, tanhf(v));
         }
     }
 }
 
-extern "C" cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n) {
+__global__ void unary_forward_kernel(int kind, const void *x, void *y, size_t n, int bf16) {
+    FORMAT2(bf16, TX, TY, unary_forward_loop(kind, (const TX *)x, (TY *)y, n));
+}
+
+extern "C" cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n,
+                                             int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    unary_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, x, y, n);
+    unary_forward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, x, y, n, bf16);
     return cudaGetLastError();
 }
 
-__global__ void unary_backward_kernel(int kind, const float *y, const float *dy, float *dx, size_t n, int add) {
+template <typename T>
+__device__ static void unary_backward_loop(int kind, const T *y, const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) {
-        float yi = y[i];
+        float yi = ld(y, i);
         float g = kind == 0 ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
                             : __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)));
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
 
-extern "C" cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
-                                              size_t n, int add) {
+__global__ void unary_backward_kernel(int kind, const void *y, const float *dy, float *dx, size_t n, int add,
+                                      int bf16) {
+    FORMAT1(bf16, T, unary_backward_loop(kind, (const T *)y, dy, dx, n, add));
+}
+
+extern "C" cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
+                                              size_t n, int add, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    unary_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, y, dy, dx, n, add);
+    unary_backward_kernel<<<blocks_for(n), THREADS, 0, stream>>>(kind, y, dy, dx, n, add, bf16);
     return cudaGetLastError();
 }
 
-__global__ void add_kernel(const float *a, const float *b, float *y, size_t n, int relu) {
+template <typename TA, typename TB, typename TY>
+__device__ static void add_loop(const TA *a, const TB *b, TY *y, size_t n, int relu) {
     GRID_LOOP(i, n) {
-        float v = __fadd_rn(a[i], b[i]);
-        y[i] = relu && v < 0.0f ? 0.0f : v;
+        float v = __fadd_rn(ld(a, i), ld(b, i));
+        st(y, i, relu && v < 0.0f ? 0.0f : v);
     }
 }
 
-extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu) {
+__global__ void add_kernel(const void *a, const void *b, void *y, size_t n, int relu, int bf16) {
+    FORMAT3(bf16, TA, TB, TY, add_loop((const TA *)a, (const TB *)b, (TY *)y, n, relu));
+}
+
+extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const void *b, void *y, size_t n, int relu,
+                                   int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    add_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, relu);
+    add_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, relu, bf16);
     return cudaGetLastError();
 }
 
@@ -201,25 +226,33 @@ __device__ static uint64_t mix64(uint64_t z) {
  * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
  * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). The seed is
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
- * before each launch), else `seed`. */
-__global__ void dropout_kernel(const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C) {
-    if (seed_at) seed = *seed_at;
+ * before each launch), else `seed`. x and y float or bf16 (bf16 bits 0, 1). */
+template <typename TX, typename TY>
+__device__ static void dropout_loop(const TX *x, TY *y, int N, size_t per_example, uint64_t seed, int64_t offset,
+                                    uint64_t threshold, float scale, int add, int C) {
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
         if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
-        float g = kept ? __fmul_rn(x[j], scale) : 0.0f;
-        y[j] = add ? __fadd_rn(y[j], g) : g;
+        float g = kept ? __fmul_rn(ld(x, j), scale) : 0.0f;
+        st(y, j, add ? __fadd_rn(ld(y, j), g) : g);
     }
 }
 
-extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example,
+__global__ void dropout_kernel(const void *x, void *y, int N, size_t per_example, uint64_t seed,
+                               const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
+                               int bf16) {
+    if (seed_at) seed = *seed_at;
+    FORMAT2(bf16, TX, TY,
+            dropout_loop((const TX *)x, (TY *)y, N, per_example, seed, offset, threshold, scale, add, C));
+}
+
+extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, size_t per_example,
                                        uint64_t seed, const uint64_t *seed_at, int64_t offset, uint64_t threshold,
-                                       float scale, int add, int C) {
+                                       float scale, int add, int C, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, seed_at,
-                                                                              offset, threshold, scale, add, C);
+                                                                              offset, threshold, scale, add, C, bf16);
     return cudaGetLastError();
 }

@@ -3,7 +3,12 @@
  * declarations, callable from the C11 host files, in one section per file;
  * each launches on `stream` and returns the launch error. Needs only the CUDA
  * runtime's types (no context: the callers pass a stream and device
- * pointers). */
+ * pointers).
+ *
+ * Stored activations are float or, with --precision bf16, bf16 (uint16_t:
+ * layout_cuda.h's DP_CUDA_BF16 mark): a launcher whose activation pointers
+ * are `void *` takes `bf16`, one bit per such pointer in argument order
+ * (bit 0 the first), set when it holds bf16 values. Gradients are float. */
 #ifndef DPTRAIN_CUDA_KERNELS_H
 #define DPTRAIN_CUDA_KERNELS_H
 
@@ -25,9 +30,10 @@ cudaError_t dp_cuda_reduce(cudaStream_t stream, float *dst, const float *const *
 size_t dp_cuda_channel_partials(int N, int C, size_t L);
 /* db[c] (+)= sum over n, l of dy (N, C, L); partials: dp_cuda_channel_partials
  * floats of scratch. With y (not NULL) the sum is of the gradient through a
- * ReLU, masked = dy where y > 0 else 0, which is written too (N C L). */
-cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const float *y, float *masked, float *db, int N,
-                              int C, size_t L, int add, float *partials);
+ * ReLU, masked = dy where y > 0 else 0, which is written too (N C L; bf16
+ * bits: y, masked). */
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const void *y, void *masked, float *db, int N,
+                              int C, size_t L, int add, float *partials, int bf16);
 /* backend.h's count_metrics: sums[0] += loss[0] * scale (loss may be NULL),
  * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i] */
 cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
@@ -58,22 +64,23 @@ cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *devic
 /* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout ------------------------------ */
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
 /* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
-cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *b, int N, int C, size_t L, int relu);
-/* out = dy where y > 0 else 0 (n) */
-cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const float *y, const float *dy, float *out, size_t n);
-cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const float *x, float *y, size_t n);
+cudaError_t dp_cuda_bias_act(cudaStream_t stream, void *y, const float *b, int N, int C, size_t L, int relu,
+                             int bf16);
+/* out = dy where y > 0 else 0 (n; bf16 bits: y, out) */
+cudaError_t dp_cuda_relu_mask(cudaStream_t stream, const void *y, const float *dy, void *out, size_t n, int bf16);
+cudaError_t dp_cuda_relu_forward(cudaStream_t stream, const void *x, void *y, size_t n, int bf16);
 /* dx (+)= dy where y > 0 */
-cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const float *y, const float *dy, float *dx, size_t n,
-                                  int add);
+cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const float *dy, float *dx, size_t n, int add,
+                                  int bf16);
 /* the same into two grads in one pass, dx0 then dx1 (either NULL: none; the
  * same pointer twice: added twice, in that order) */
-cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const float *y, const float *dy, float *dx0, int add0,
-                                       float *dx1, int add1, size_t n);
+cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0, int add0,
+                                       float *dx1, int add1, size_t n, int bf16);
 /* kind 0: sigmoid, 1: tanh; backward from y */
-cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const float *x, float *y, size_t n);
-cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const float *y, const float *dy, float *dx,
-                                   size_t n, int add);
-cudaError_t dp_cuda_add(cudaStream_t stream, const float *a, const float *b, float *y, size_t n, int relu);
+cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n, int bf16);
+cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
+                                   size_t n, int add, int bf16);
+cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const void *b, void *y, size_t n, int relu, int bf16);
 /* The layouts of an (N, C, L) tensor: to_nhwc 1: dst (N, L, C) (+)= src (N, C, L); 0: dst (N, C, L)
  * (+)= src (N, L, C). Activations (L = H W) and filters (N = K, C = C / groups, L = R S: KCRS to
  * KRSC) alike; each element copied (add 0) or added (add 1) alone: the same bits both ways. */
@@ -84,8 +91,9 @@ cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, 
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
  * (device memory, read when the kernel runs) when seed_at is not NULL, else seed; C > 0: x and y
  * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped) */
-cudaError_t dp_cuda_dropout(cudaStream_t stream, const float *x, float *y, int N, size_t per_example, uint64_t seed,
-                            const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C);
+cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, size_t per_example, uint64_t seed,
+                            const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
+                            int bf16);
 
 /* --- pooling.cu: pooling, global average pooling, window copy ----------------------------- */
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
@@ -96,16 +104,16 @@ typedef struct {
     int planes, D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, count_include_pad;
     int C;
 } dp_cuda_pool_t;
-cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y,
-                                     int32_t *argmax);
+cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const void *x, void *y,
+                                     int32_t *argmax, int bf16);
 cudaError_t dp_cuda_max_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                       const int32_t *argmax, float *dx, int add);
-cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x, float *y);
+cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const void *x, void *y, int bf16);
 cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy, float *dx,
                                       int add);
 /* global average pooling of (planes, plane) values; C > 0: x (and dx) NHWC, planes = N C, y (N, C) */
-cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes, size_t plane,
-                                       int C);
+cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const void *x, void *y, size_t planes, size_t plane,
+                                       int C, int bf16);
 cudaError_t dp_cuda_global_avg_backward(cudaStream_t stream, const float *dy, float *dx, size_t planes, size_t plane,
                                         int C, int add);
 /* dst (planes, dst[0..2]) = src (planes, src[0..2]) at (d, h, w) + offset, 0
@@ -136,24 +144,24 @@ cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const floa
  * bn_stats writes the partials, and sums from them when sums is not NULL
  * (SyncBatchNorm sums those across devices); bn_finalize takes the
  * statistics from the partials (not NULL) or from sums, m = count. */
-cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
-                             double *partials, double *sums);
-cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
+cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const void *x, int N, int C, size_t plane, int use_shift,
+                             double *partials, double *sums, int bf16);
+cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const void *x, int N, int C, size_t plane, int use_shift,
                                 const double *partials, const double *sums, int training, double eps, double momentum,
                                 float *running_mean, float *running_var, double *saved, double count, const float *w,
-                                const float *b, float *coef);
+                                const float *b, float *coef, int bf16);
 /* relu: y = relu(batch norm), fuse_relu's */
-cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
-                             const float *coef, int relu);
+cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const void *x, void *y, int N, int C, size_t plane,
+                             const float *coef, int relu, int bf16);
 /* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none); y (fuse_relu's
  * output, else NULL): dy is masked in place first (dy where y > 0) */
-cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *y, float *dy, int N, int C,
+cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, float *dy, int N, int C,
                                  size_t plane, const double *saved, double *partials, double *gsums, float *dw,
-                                 int add_w, float *db, int add_b);
+                                 int add_w, float *db, int add_b, int bf16);
 /* coef: 4 C floats of scratch */
-cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C, size_t plane,
+cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const void *x, const float *dy, float *dx, int N, int C, size_t plane,
                           const double *saved, const double *gsums, const float *w, int training, int add,
-                          float *coef);
+                          float *coef, int bf16);
 
 #ifdef __cplusplus
 }

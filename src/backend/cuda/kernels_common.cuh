@@ -31,12 +31,22 @@
  * find channels with a multiply-high and a shift (fast_div_t) instead of a
  * 64-bit division per element; batch norm's per-channel coefficients are
  * computed once per channel, by the same operations in the same order as
- * the per-element code they replace. */
+ * the per-element code they replace.
+ *
+ * Stored activations (--precision bf16: layout_cuda.h's DP_CUDA_BF16 mark)
+ * are float or bf16: the kernels that read or write them are templates
+ * over the element type, reading through ld (bf16 -> float, exact) and
+ * writing through st (float -> bf16 rounded to nearest, ties to even: one
+ * rounding of the float the FP32 kernel stores); everything between is
+ * the FP32 arithmetic, so a bf16 input gives the bits an FP32 input of the
+ * same values gives. FORMAT1..3 pick the types from the launchers' `bf16`
+ * bits (kernels.h) inside a kernel: one kernel, a branch per launch. */
 #ifndef DPTRAIN_CUDA_KERNELS_COMMON_CUH
 #define DPTRAIN_CUDA_KERNELS_COMMON_CUH
 
 #include <math.h>
 
+#include "bf16.h"
 #include "kernels.h"
 
 #define THREADS 256
@@ -50,6 +60,28 @@ static inline unsigned blocks_for(size_t n) {
 /* the same with an index of type I (uint32_t where the count is below 2^31) */
 #define GRID_LOOP_T(I, i, n) for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (n); i += (I)gridDim.x * (I)blockDim.x)
 #define NARROW_MAX ((size_t)0x7fffffff) /* counts up to this run with 32-bit indices */
+
+/* --- stored activations: float or bf16 (uint16_t) ------------------------------------ */
+template <typename I> __device__ static __forceinline__ float ld(const float *p, I i) { return p[i]; }
+template <typename I> __device__ static __forceinline__ float ld(const uint16_t *p, I i) { return dp_bf16_to_float(p[i]); }
+template <typename I> __device__ static __forceinline__ void st(float *p, I i, float v) { p[i] = v; }
+template <typename I> __device__ static __forceinline__ void st(uint16_t *p, I i, float v) { p[i] = dp_bf16_from_float(v); }
+
+/* The statements __VA_ARGS__ with type A = uint16_t when `bit` is set, else
+ * float; FORMAT2 and FORMAT3 the same for two and three types, from bits 0,
+ * 1 (and 2) of `bits` in that order. */
+#define FORMAT1(bit, A, ...)                                                                                         \
+    do {                                                                                                             \
+        if (bit) {                                                                                                   \
+            typedef uint16_t A;                                                                                      \
+            __VA_ARGS__;                                                                                             \
+        } else {                                                                                                     \
+            typedef float A;                                                                                         \
+            __VA_ARGS__;                                                                                             \
+        }                                                                                                            \
+    } while (0)
+#define FORMAT2(bits, A, B, ...) FORMAT1((bits) & 1, A, FORMAT1((bits) & 2, B, __VA_ARGS__))
+#define FORMAT3(bits, A, B, C, ...) FORMAT1((bits) & 1, A, FORMAT2((bits) >> 1, B, C, __VA_ARGS__))
 
 /* n / d for n < 2^31 without a division: a multiply-high and a shift
  * (Granlund and Montgomery): s is the least with 2^s >= d, m = floor(2^32

@@ -1,30 +1,32 @@
 /* norms.cu - batch norm: the statistics (per-channel sums over the whole
  * grid, kernels_common.cuh's two passes), finalize (mean, invstd, running
  * statistics and the per-channel coefficients), apply, the gradient sums
- * (with dgamma, dbeta) and dx. */
+ * (with dgamma, dbeta) and dx. x and y (the activations) are float or bf16
+ * (the launchers' `bf16` bits, kernels.h); the gradients and every sum FP32
+ * or double. */
 #include "kernels_common.cuh"
 
 /* --- batch norm (ops_batch_norm.c's formulas; sums in double) ------------------------------ */
 /* Statistics values: d = x - K and d^2, K = 0 (use_shift 0) or the
  * channel's first value. */
-struct bn_stats_sum {
+template <typename T> struct bn_stats_sum {
     typedef double value_t;
     static const int K = 2;
-    const float *x;
+    const T *x;
     size_t plane;
     int use_shift;
     double shift, v[2];
-    __device__ void start(int c) { shift = use_shift ? (double)x[(size_t)c * plane] : 0.0; }
+    __device__ void start(int c) { shift = use_shift ? (double)ld(x, (size_t)c * plane) : 0.0; }
     template <typename I> __device__ void add(I at) {
-        double d = (double)x[at] - shift;
+        double d = (double)ld(x, at) - shift;
         v[0] += d;
         v[1] += d * d;
     }
 };
 
-__global__ void bn_stats_kernel(red_geom_t g, const float *x, size_t plane, int use_shift, double *partials) {
-    bn_stats_sum a = {x, plane, use_shift, 0.0, {0.0, 0.0}};
-    channel_partials(g, a, partials);
+__global__ void bn_stats_kernel(red_geom_t g, const void *x, size_t plane, int use_shift, double *partials, int bf16) {
+    FORMAT1(bf16, T, bn_stats_sum<T> a = {(const T *)x, plane, use_shift, 0.0, {0.0, 0.0}};
+            channel_partials(g, a, partials));
 }
 
 /* sums[1 + c] = sum (x - K), sums[1 + C + c] = sum (x - K)^2, sums[0] = N
@@ -41,11 +43,11 @@ __global__ void bn_stats_combine_kernel(const double *partials, int slices, int 
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int N, int C, size_t plane, int use_shift,
-                                        double *partials, double *sums) {
+extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const void *x, int N, int C, size_t plane, int use_shift,
+                                        double *partials, double *sums, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
-    bn_stats_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, plane, use_shift, partials);
+    bn_stats_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, plane, use_shift, partials, bf16);
     if (sums)
         bn_stats_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, (double)N * (double)plane,
                                                                    sums);
@@ -58,7 +60,7 @@ extern "C" cudaError_t dp_cuda_bn_stats(cudaStream_t stream, const float *x, int
  * from the running stats. Then bn_apply's coefficients per channel, coef =
  * [mean_hi (C), scale (C), shift (C)]: the CPU forward's, computed as its
  * per-element code did. */
-__global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_shift, const double *partials,
+__global__ void bn_finalize_kernel(const void *x, int x_bf16, int C, size_t plane, int use_shift, const double *partials,
                                    int slices, const double *sums, int training, double eps, double momentum,
                                    float *running_mean, float *running_var, double *saved, double count, const float *w,
                                    const float *b, float *coef) {
@@ -72,7 +74,10 @@ __global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_
             double shifted_mean = s1 / m;
             double var = s2 / m - shifted_mean * shifted_mean;
             if (var < 0.0) var = 0.0;
-            double mean = (use_shift ? (double)x[(size_t)c * plane] : 0.0) + shifted_mean;
+            const size_t first = (size_t)c * plane; /* the shift K */
+            double mean =
+                (use_shift ? (double)(x_bf16 ? ld((const uint16_t *)x, first) : ld((const float *)x, first)) : 0.0) +
+                shifted_mean;
             saved[c] = mean;
             saved[C + c] = 1.0 / sqrt(var + eps);
             if (running_mean) {
@@ -93,13 +98,14 @@ __global__ void bn_finalize_kernel(const float *x, int C, size_t plane, int use_
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, int N, int C, size_t plane,
+extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const void *x, int N, int C, size_t plane,
                                            int use_shift, const double *partials, const double *sums, int training,
                                            double eps, double momentum, float *running_mean, float *running_var,
-                                           double *saved, double count, const float *w, const float *b, float *coef) {
+                                           double *saved, double count, const float *w, const float *b, float *coef,
+                                           int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
-    bn_finalize_kernel<<<C, COMBINE_THREADS, 0, stream>>>(x, C, plane, use_shift, partials, g.slices, sums, training,
+    bn_finalize_kernel<<<C, COMBINE_THREADS, 0, stream>>>(x, bf16 & 1, C, plane, use_shift, partials, g.slices, sums, training,
                                                           eps, momentum, running_mean, running_var, saved, count, w, b,
                                                           coef);
     return cudaGetLastError();
@@ -107,36 +113,38 @@ extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const float *x, 
 
 /* y = (x - mean_hi) scale + shift, as the CPU's forward (coef: bn_finalize's);
  * relu: y = relu of that, as the relu op (fuse_relu) */
-template <typename I> __device__ static void bn_apply_loop(const float *x, float *y, const chan_index_t &ci, I n,
-                                                           const float *coef, int relu) {
+template <typename I, typename TX, typename TY>
+__device__ static void bn_apply_loop(const TX *x, TY *y, const chan_index_t &ci, I n, const float *coef, int relu) {
     GRID_LOOP_T(I, j, n) {
         int c = channel_of(ci, j);
-        float v = __fadd_rn(__fmul_rn(__fsub_rn(x[j], coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
+        float v = __fadd_rn(__fmul_rn(__fsub_rn(ld(x, j), coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
         if (relu) v = v < 0.0f ? 0.0f : v;
-        y[j] = v;
+        st(y, j, v);
     }
 }
 
-__global__ void bn_apply_kernel(const float *x, float *y, chan_index_t ci, size_t n, const float *coef, int relu) {
-    if (ci.narrow) bn_apply_loop<uint32_t>(x, y, ci, (uint32_t)n, coef, relu);
-    else bn_apply_loop<size_t>(x, y, ci, n, coef, relu);
+__global__ void bn_apply_kernel(const void *x, void *y, chan_index_t ci, size_t n, const float *coef, int relu,
+                                int bf16) {
+    FORMAT2(bf16, TX, TY, if (ci.narrow) bn_apply_loop<uint32_t>((const TX *)x, (TY *)y, ci, (uint32_t)n, coef, relu);
+            else bn_apply_loop<size_t>((const TX *)x, (TY *)y, ci, n, coef, relu));
 }
 
-extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const float *x, float *y, int N, int C, size_t plane,
-                                        const float *coef, int relu) {
+extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const void *x, void *y, int N, int C, size_t plane,
+                                        const float *coef, int relu, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * C * plane;
-    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef, relu);
+    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef, relu, bf16);
     return cudaGetLastError();
 }
 
 /* Gradient sums' values: dy and dy (x - mean); with y (fuse_relu) dy is
  * first the gradient through the ReLU (dy where y > 0, else 0), written
  * back in place for bn_dx (each element read and written by one thread). */
-struct bn_grad_sum {
+template <typename TX, typename TY> struct bn_grad_sum {
     typedef double value_t;
     static const int K = 2;
-    const float *x, *y;
+    const TX *x;
+    const TY *y;
     float *dy;
     const double *saved;
     double mean, v[2];
@@ -144,18 +152,18 @@ struct bn_grad_sum {
     template <typename I> __device__ void add(I at) {
         float g = dy[at];
         if (y) {
-            g = y[at] > 0.0f ? g : 0.0f;
+            g = ld(y, at) > 0.0f ? g : 0.0f;
             dy[at] = g;
         }
         v[0] += (double)g;
-        v[1] += (double)g * ((double)x[at] - mean);
+        v[1] += (double)g * ((double)ld(x, at) - mean);
     }
 };
 
-__global__ void bn_grad_sums_kernel(red_geom_t g, const float *x, const float *y, float *dy, const double *saved,
-                                    double *partials) {
-    bn_grad_sum a = {x, y, dy, saved, 0.0, {0.0, 0.0}};
-    channel_partials(g, a, partials);
+__global__ void bn_grad_sums_kernel(red_geom_t g, const void *x, const void *y, float *dy, const double *saved,
+                                    double *partials, int bf16) {
+    FORMAT2(bf16, TX, TY, bn_grad_sum<TX, TY> a = {(const TX *)x, (const TY *)y, dy, saved, 0.0, {0.0, 0.0}};
+            channel_partials(g, a, partials));
 }
 
 /* Block c, the second pass: gsums[c] = sum dy, gsums[C + c] = sum dy (x -
@@ -180,12 +188,12 @@ __global__ void bn_grad_finish_kernel(const double *partials, int slices, int C,
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const float *x, const float *y, float *dy, int N,
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, float *dy, int N,
                                             int C, size_t plane, const double *saved, double *partials, double *gsums,
-                                            float *dw, int add_w, float *db, int add_b) {
+                                            float *dw, int add_w, float *db, int add_b, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
-    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, y, dy, saved, partials);
+    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, y, dy, saved, partials, bf16);
     bn_grad_finish_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, saved, gsums, dw, add_w, db, add_b);
     return cudaGetLastError();
 }
@@ -211,29 +219,30 @@ __global__ void bn_dx_coef_kernel(int C, const double *saved, const double *gsum
 }
 
 /* dx (+)= k_dy dy + k_x (x - mean_f) + k_0 */
-template <typename I> __device__ static void bn_dx_loop(const float *x, const float *dy, float *dx, const chan_index_t &ci,
-                                                        I n, const float *coef, int add) {
+template <typename I, typename T>
+__device__ static void bn_dx_loop(const T *x, const float *dy, float *dx, const chan_index_t &ci, I n, const float *coef,
+                                  int add) {
     const int C = ci.C;
     GRID_LOOP_T(I, j, n) {
         int c = channel_of(ci, j);
-        float g = __fadd_rn(__fadd_rn(__fmul_rn(coef[c], dy[j]), __fmul_rn(coef[C + c], __fsub_rn(x[j], coef[3 * C + c]))),
+        float g = __fadd_rn(__fadd_rn(__fmul_rn(coef[c], dy[j]), __fmul_rn(coef[C + c], __fsub_rn(ld(x, j), coef[3 * C + c]))),
                             coef[2 * C + c]);
         dx[j] = add ? __fadd_rn(dx[j], g) : g;
     }
 }
 
-__global__ void bn_dx_kernel(const float *x, const float *dy, float *dx, chan_index_t ci, size_t n, const float *coef,
-                             int add) {
-    if (ci.narrow) bn_dx_loop<uint32_t>(x, dy, dx, ci, (uint32_t)n, coef, add);
-    else bn_dx_loop<size_t>(x, dy, dx, ci, n, coef, add);
+__global__ void bn_dx_kernel(const void *x, const float *dy, float *dx, chan_index_t ci, size_t n, const float *coef,
+                             int add, int bf16) {
+    FORMAT1(bf16, T, if (ci.narrow) bn_dx_loop<uint32_t>((const T *)x, dy, dx, ci, (uint32_t)n, coef, add);
+            else bn_dx_loop<size_t>((const T *)x, dy, dx, ci, n, coef, add));
 }
 
-extern "C" cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const float *x, const float *dy, float *dx, int N, int C,
+extern "C" cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const void *x, const float *dy, float *dx, int N, int C,
                                      size_t plane, const double *saved, const double *gsums, const float *w,
-                                     int training, int add, float *coef) {
+                                     int training, int add, float *coef, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * C * plane;
     bn_dx_coef_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(C, saved, gsums, w, training, coef);
-    bn_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, dy, dx, chan_index(N, C, plane), n, coef, add);
+    bn_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, dy, dx, chan_index(N, C, plane), n, coef, add, bf16);
     return cudaGetLastError();
 }

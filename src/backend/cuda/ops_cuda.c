@@ -21,6 +21,13 @@
  * layout; the wrappers convert the inputs of the others (and of flatten,
  * now a wrapper of the CPU's view) to NCHW and their gradients back.
  *
+ * --precision bf16 (layout_cuda.h): the same ops (and conv) store their
+ * outputs of 3 or more dims in bf16 (dp_cuda_act_output) and read inputs
+ * in either format (the kernels' `bf16` bits, from the marks:
+ * dp_cuda_bf16_bits); their backwards read the saved bf16 data (ReLU's and
+ * sigmoid's y, batch norm's x) and write FP32 gradients. Linear, flatten,
+ * the losses and conv_transpose get FP32 copies from the wrappers.
+ *
  * Ops have no context argument, so each GPU gets its own table of small
  * wrappers (OP_WRAPPERS) that select its context, take its lock, convert
  * inputs to the op's layouts and report a failure of any asynchronous work
@@ -82,7 +89,7 @@ static dp_status_t linear_operands(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
     *x = node->in[0]->data, *w = node->in[1]->data;
     if (c->precision != DP_PRECISION_BF16) return DP_OK;
     const uint16_t *xb, *wb;
-    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, dp_tensor_numel(node->in[0]), *w, dp_tensor_numel(node->in[1]),
+    DP_TRY(dp_cuda_bf16_operands(c, arena, node, *x, 0, dp_tensor_numel(node->in[0]), *w, dp_tensor_numel(node->in[1]),
                                  &xb, &wb, "linear"));
     *x = xb, *w = wb;
     return DP_OK;
@@ -132,18 +139,22 @@ static dp_status_t linear_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
                              "linear weight gradient"));
     }
     if (b && b->grad) /* column sums of dy: dy is (N, OUT, 1) */
-        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, NULL, NULL, b, N, OUT, 1, "linear bias gradient"));
+        DP_TRY(dp_cuda_op_bias_grad(c, arena, dy, NULL, NULL, 0, b, N, OUT, 1, "linear bias gradient"));
     return DP_OK;
 }
+
+/* The layout of an output that keeps its input's (an op of either layout). */
+static int same_layout(const dp_tensor_t *x) { return dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; }
 
 /* --- relu ------------------------------------------------------------------------ */
 
 static dp_status_t relu_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "relu: needs an input (in[0]) with data");
-    DP_TRY(dp_cuda_output(node, "relu", x->ndim, x->shape, x->grad != NULL, arena));
-    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
-    return dp_cuda_launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x)), "relu");
+    DP_TRY(dp_cuda_act_output(c, node, "relu", x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
+    return dp_cuda_launch(c, dp_cuda_relu_forward(c->stream, x->data, node->out.data, dp_tensor_numel(x),
+                                                  dp_cuda_bf16_bits(x, &node->out, NULL)),
+                          "relu");
 }
 
 static dp_status_t relu_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -152,8 +163,8 @@ static dp_status_t relu_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     if (!node->out.grad || !x->grad) return DP_OK;
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_relu_backward(c->stream, node->out.data, node->out.grad, x->grad,
-                                           dp_tensor_numel(&node->out), add),
-                  "relu backward");
+                                                   dp_tensor_numel(&node->out), add, dp_cuda_is_bf16(&node->out)),
+                          "relu backward");
 }
 
 /* --- pooling (1-D to 3-D; ops_pool.c's geometry and messages) ----------------------- */
@@ -215,12 +226,13 @@ static dp_status_t max_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     const dp_tensor_t *x = node->in[0];
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
-    DP_TRY(dp_cuda_output(node, "max_pool", x->ndim, shape, x->grad != NULL, arena));
-    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
+    DP_TRY(dp_cuda_act_output(c, node, "max_pool", x->ndim, shape, x->grad != NULL, arena, same_layout(x)));
     int32_t *argmax = dp_arena_alloc(arena, sizeof(int32_t) * (size_t)g.planes * g.OD * g.OH * g.OW);
     if (!argmax) return dp_fail(DP_ERR_NOMEM, "max_pool: out of GPU memory for the argmax");
     node->saved = argmax;
-    return dp_cuda_launch(c, dp_cuda_max_pool_forward(c->stream, &g, x->data, node->out.data, argmax), "max_pool");
+    return dp_cuda_launch(c, dp_cuda_max_pool_forward(c->stream, &g, x->data, node->out.data, argmax,
+                                                      dp_cuda_bf16_bits(x, &node->out, NULL)),
+                          "max_pool");
 }
 
 static dp_status_t max_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -240,9 +252,10 @@ static dp_status_t avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     const dp_tensor_t *x = node->in[0];
     int shape[DP_MAX_DIMS];
     pool_shape(x, &g, shape);
-    DP_TRY(dp_cuda_output(node, "avg_pool", x->ndim, shape, x->grad != NULL, arena));
-    node->out.layout = g.C ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* y in x's layout */
-    return dp_cuda_launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data), "avg_pool");
+    DP_TRY(dp_cuda_act_output(c, node, "avg_pool", x->ndim, shape, x->grad != NULL, arena, same_layout(x)));
+    return dp_cuda_launch(c, dp_cuda_avg_pool_forward(c->stream, &g, x->data, node->out.data,
+                                                      dp_cuda_bf16_bits(x, &node->out, NULL)),
+                          "avg_pool");
 }
 
 static dp_status_t avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -304,9 +317,10 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
     if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
-    DP_TRY(dp_cuda_output(node, op, x->ndim, x->shape, x->grad != NULL, arena));
-    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* elementwise: either layout */
-    return dp_cuda_launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x)), op);
+    DP_TRY(dp_cuda_act_output(c, node, op, x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
+    return dp_cuda_launch(c, dp_cuda_unary_forward(c->stream, kind, x->data, node->out.data, dp_tensor_numel(x),
+                                                   dp_cuda_bf16_bits(x, &node->out, NULL)),
+                          op);
 }
 
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
@@ -314,8 +328,8 @@ static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, c
     if (!node->out.grad || !x->grad) return DP_OK;
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_unary_backward(c->stream, kind, node->out.data, node->out.grad, x->grad,
-                                            dp_tensor_numel(&node->out), add),
-                  op);
+                                                    dp_tensor_numel(&node->out), add, dp_cuda_is_bf16(&node->out)),
+                          op);
 }
 
 static dp_status_t sigmoid_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -349,10 +363,11 @@ static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *ar
     if (!same_shape(x, z))
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
-    DP_TRY(dp_cuda_output(node, "add", x->ndim, x->shape, x->grad || z->grad, arena));
-    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW; /* both inputs in it (layout_cuda.c) */
-    return dp_cuda_launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x), node->attr.fuse_relu),
-                  "add");
+    /* both inputs in x's layout (layout_cuda.c), each in its own format */
+    DP_TRY(dp_cuda_act_output(c, node, "add", x->ndim, x->shape, x->grad || z->grad, arena, same_layout(x)));
+    return dp_cuda_launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x),
+                                         node->attr.fuse_relu, dp_cuda_bf16_bits(x, z, &node->out)),
+                          "add");
 }
 
 static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -364,8 +379,9 @@ static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
         dp_tensor_t *t0 = node->in[0], *t1 = node->in[1];
         int add0 = t0->grad ? !dp_grad_claim(t0) : 0, add1 = t1->grad ? !dp_grad_claim(t1) : 0;
         if (!t0->grad && !t1->grad) return DP_OK;
-        return dp_cuda_launch(c, dp_cuda_relu_backward_pair(c->stream, node->out.data, dy, t0->grad, add0, t1->grad, add1, n),
-                      "add backward");
+        return dp_cuda_launch(c, dp_cuda_relu_backward_pair(c->stream, node->out.data, dy, t0->grad, add0, t1->grad,
+                                                            add1, n, dp_cuda_is_bf16(&node->out)),
+                              "add backward");
     }
     for (int k = 0; k < 2; k++) { /* in order: x + x gets 2 dy */
         dp_tensor_t *t = node->in[k];
@@ -396,18 +412,18 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
         node->out.data = x->data;
         node->out.grad = x->grad;
         node->out.grad_unset = x->grad_unset;
-        node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
+        node->out.layout = x->layout; /* its layout and format: the same data */
         return DP_OK;
     }
-    DP_TRY(dp_cuda_output(node, "dropout", x->ndim, x->shape, x->grad != NULL, arena));
+    DP_TRY(dp_cuda_act_output(c, node, "dropout", x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
     const int C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0; /* NHWC: each element's NCHW index picks its mask */
-    node->out.layout = C ? DP_CUDA_NHWC : DP_CUDA_NCHW;
     size_t numel = dp_tensor_numel(x);
     const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, x->data, node->out.data, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
-                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C),
+                                     (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C,
+                                     dp_cuda_bf16_bits(x, &node->out, NULL)),
                   "dropout");
 }
 
@@ -427,7 +443,7 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), add,
-                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
+                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0, 0),
                   "dropout backward");
 }
 
@@ -441,12 +457,14 @@ static dp_status_t global_avg_pool_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp
         return dp_fail(DP_ERR_SHAPE, "global_avg_pool: input must be (N, C, [D,] [H,] W) with 3 to 5 dims, none "
                        "empty, found %s", dp_tensor_shape_str(x, xs, sizeof xs));
     int shape[DP_MAX_DIMS] = {x->shape[0], x->shape[1], 1, 1, 1};
-    DP_TRY(dp_cuda_output(node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena));
-    size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
     /* an NHWC x gives (N, C, 1, 1): the same bytes in both layouts, marked NCHW */
-    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes, dp_tensor_numel(x) / planes,
-                                                        dp_cuda_is_nhwc(x) ? x->shape[1] : 0),
-                  "global_avg_pool");
+    DP_TRY(dp_cuda_act_output(c, node, "global_avg_pool", x->ndim, shape, x->grad != NULL, arena, DP_CUDA_NCHW));
+    size_t planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+    return dp_cuda_launch(c, dp_cuda_global_avg_forward(c->stream, x->data, node->out.data, planes,
+                                                        dp_tensor_numel(x) / planes,
+                                                        dp_cuda_is_nhwc(x) ? x->shape[1] : 0,
+                                                        dp_cuda_bf16_bits(x, &node->out, NULL)),
+                          "global_avg_pool");
 }
 
 static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -569,8 +587,9 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     DP_TRY(bn_geometry(node, &g));
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
-    DP_TRY(dp_cuda_output(node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
-    node->out.layout = dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW;
+    DP_TRY(dp_cuda_act_output(c, node, "batch_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad),
+                              arena, same_layout(x)));
+    const int xb = dp_cuda_is_bf16(x);
     double *saved = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1)); /* [mean, invstd, m] */
     double *sums = dp_arena_alloc(arena, sizeof(double) * (2 * (size_t)g.C + 1));  /* [m, S1, S2] */
     float *coef = dp_arena_floats(arena, 3 * (size_t)g.C);                          /* bn_apply's, per channel */
@@ -583,7 +602,7 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     double m = (double)g.N * (double)g.plane;
     if (a->training) {
         DP_TRY(dp_cuda_launch(c, dp_cuda_bn_stats(c->stream, x->data, g.N, g.C, g.plane, shift, scratch,
-                                          a->stat_sync ? sums : NULL),
+                                          a->stat_sync ? sums : NULL, xb),
                       "batch_norm statistics"));
         if (a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, sums, 2 * g.C + 1, &m));
         if (!(m > 1.0))
@@ -594,9 +613,10 @@ static dp_status_t batch_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_aren
     DP_TRY(dp_cuda_launch(c, dp_cuda_bn_finalize(c->stream, x->data, g.N, g.C, g.plane, shift, a->stat_sync ? NULL : scratch,
                                          sums, a->training, (double)a->eps,
                                          (double)a->momentum, a->running_mean, a->running_var, saved, m,
-                                         w ? w->data : NULL, b ? b->data : NULL, coef),
+                                         w ? w->data : NULL, b ? b->data : NULL, coef, xb),
                   "batch_norm statistics"));
-    return dp_cuda_launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, coef, a->fuse_relu),
+    return dp_cuda_launch(c, dp_cuda_bn_apply(c->stream, x->data, node->out.data, g.N, g.C, g.plane, coef, a->fuse_relu,
+                                              dp_cuda_bf16_bits(x, &node->out, NULL)),
                           "batch_norm");
 }
 
@@ -615,15 +635,16 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
     float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
     int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
     /* fuse_relu: the sums mask out.grad in place (ours and complete), as the CPU op */
-    const float *relu_y = a->fuse_relu ? node->out.data : NULL;
-    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, relu_y, node->out.grad, g.N, g.C, g.plane, node->saved,
-                                          scratch, gsums, dw, add_w, db, add_b),
+    const dp_tensor_t *relu_y = a->fuse_relu ? &node->out : NULL;
+    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, relu_y ? relu_y->data : NULL, node->out.grad, g.N,
+                                                  g.C, g.plane, node->saved, scratch, gsums, dw, add_w, db, add_b,
+                                                  dp_cuda_bf16_bits(x, relu_y, NULL)),
                   "batch_norm gradient sums"));
     if (!x->grad) return DP_OK;
     if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_bn_dx(c->stream, x->data, node->out.grad, x->grad, g.N, g.C, g.plane, node->saved, gsums,
-                                   w ? w->data : NULL, a->training, add, coef),
+                                   w ? w->data : NULL, a->training, add, coef, dp_cuda_is_bf16(x)),
                   "batch_norm backward");
 }
 

@@ -2,7 +2,9 @@
  * (a gather: one thread per input element), global average pooling, and
  * conv_transpose's window copy (a crop or zero padding of the same planes).
  * Pooling and global average pooling also over NHWC tensors (g.C > 0):
- * each thread's element in memory order, the same loops and sums. */
+ * each thread's element in memory order, the same loops and sums. The
+ * forwards read and write float or bf16 activations (`bf16` bits, kernels.h);
+ * the backwards are FP32 gradients (argmax and the geometry: no activation). */
 #include "kernels_common.cuh"
 
 /* Element i (memory order) of a tensor of `volume` values per plane: NCHW
@@ -22,14 +24,15 @@ __device__ static __forceinline__ void pool_decode(const dp_cuda_pool_t &g, size
 
 /* --- pooling, 1-D to 3-D (ops_pool.c's rules): (D, H, W) planes, 1-D and
  * 2-D with the missing leading dims of size 1 and a window of 1 ------------ */
-__global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y, int32_t *argmax) {
+template <typename TX, typename TY>
+__device__ static void max_pool_forward_loop(const dp_cuda_pool_t &g, const TX *x, TY *y, int32_t *argmax) {
     const size_t out_plane = (size_t)g.OD * g.OH * g.OW, stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * out_plane) {
         size_t first;
         int c, o;
         pool_decode(g, i, out_plane, &first, &c, &o);
         const int od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
-        const float *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
+        const TX *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
         float best = -INFINITY;
         int32_t at = -1;
         for (int t = 0; t < g.kd; t++) {
@@ -42,7 +45,7 @@ __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
                     int w = ow * g.sw - g.pw + b * g.dw;
                     if (w < 0 || w >= g.W) continue;
                     int32_t idx = (d * g.H + h) * g.W + w;
-                    float v = xp[(size_t)idx * stride];
+                    float v = ld(xp, (size_t)idx * stride);
                     /* the first maximum in (d, h, w) order wins; a NaN beats everything after it (PyTorch) */
                     if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
                         best = v;
@@ -51,16 +54,20 @@ __global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
                 }
             }
         }
-        y[i] = best;
+        st(y, i, best);
         argmax[i] = at;
     }
 }
 
-extern "C" cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
-                                                float *y, int32_t *argmax) {
+__global__ void max_pool_forward_kernel(dp_cuda_pool_t g, const void *x, void *y, int32_t *argmax, int bf16) {
+    FORMAT2(bf16, TX, TY, max_pool_forward_loop(g, (const TX *)x, (TY *)y, argmax));
+}
+
+extern "C" cudaError_t dp_cuda_max_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const void *x, void *y,
+                                                int32_t *argmax, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     max_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(
-        *g, x, y, argmax);
+        *g, x, y, argmax, bf16);
     return cudaGetLastError();
 }
 
@@ -119,14 +126,14 @@ __device__ static float avg_divisor(const dp_cuda_pool_t *g, int od, int oh, int
                    inside(ow, g->kw, g->sw, g->pw, g->W));
 }
 
-__global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float *y) {
+template <typename TX, typename TY> __device__ static void avg_pool_forward_loop(const dp_cuda_pool_t &g, const TX *x, TY *y) {
     const size_t out_plane = (size_t)g.OD * g.OH * g.OW, stride = g.C ? (size_t)g.C : 1;
     GRID_LOOP(i, (size_t)g.planes * out_plane) {
         size_t first;
         int c, o;
         pool_decode(g, i, out_plane, &first, &c, &o);
         const int od = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
-        const float *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
+        const TX *xp = x + first * (size_t)g.D * g.H * g.W * stride + c;
         float s = 0.0f;
         for (int t = 0; t < g.kd; t++) {
             int d = od * g.sd - g.pd + t;
@@ -136,18 +143,23 @@ __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const float *x, float 
                 if (h < 0 || h >= g.H) continue;
                 for (int b = 0; b < g.kw; b++) {
                     int w = ow * g.sw - g.pw + b;
-                    if (w >= 0 && w < g.W) s = __fadd_rn(s, xp[(size_t)((d * g.H + h) * g.W + w) * stride]);
+                    if (w >= 0 && w < g.W) s = __fadd_rn(s, ld(xp, (size_t)((d * g.H + h) * g.W + w) * stride));
                 }
             }
         }
-        y[i] = __fdiv_rn(s, avg_divisor(&g, od, oh, ow));
+        st(y, i, __fdiv_rn(s, avg_divisor(&g, od, oh, ow)));
     }
 }
 
-extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *x,
-                                                float *y) {
+__global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const void *x, void *y, int bf16) {
+    FORMAT2(bf16, TX, TY, avg_pool_forward_loop(g, (const TX *)x, (TY *)y));
+}
+
+extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const void *x, void *y,
+                                                int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y);
+    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y,
+                                                                                                         bf16);
     return cudaGetLastError();
 }
 
@@ -216,23 +228,28 @@ extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_c
 /* --- global average pooling (ops_pool.c) --------------------------------------------- */
 /* One thread per plane, the CPU's four double lanes in the same order: its
  * bits (NHWC, C > 0: plane p = n C + c, its values C apart). */
-__global__ void global_avg_kernel(const float *x, float *y, size_t planes, size_t plane, int C) {
+template <typename TX, typename TY>
+__device__ static void global_avg_loop(const TX *x, TY *y, size_t planes, size_t plane, int C) {
     GRID_LOOP(p, planes) {
         const size_t stride = C ? (size_t)C : 1;
-        const float *src = C ? x + p / stride * plane * stride + p % stride : x + p * plane;
+        const TX *src = C ? x + p / stride * plane * stride + p % stride : x + p * plane;
         double lanes[4] = {0.0, 0.0, 0.0, 0.0};
         size_t i = 0;
         for (; i + 4 <= plane; i += 4)
-            for (int j = 0; j < 4; j++) lanes[j] += src[(i + j) * stride];
-        for (; i < plane; i++) lanes[0] += src[i * stride];
-        y[p] = (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane);
+            for (int j = 0; j < 4; j++) lanes[j] += ld(src, (i + j) * stride);
+        for (; i < plane; i++) lanes[0] += ld(src, i * stride);
+        st(y, p, (float)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) / (double)plane));
     }
 }
 
-extern "C" cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const float *x, float *y, size_t planes,
-                                                  size_t plane, int C) {
+__global__ void global_avg_kernel(const void *x, void *y, size_t planes, size_t plane, int C, int bf16) {
+    FORMAT2(bf16, TX, TY, global_avg_loop((const TX *)x, (TY *)y, planes, plane, C));
+}
+
+extern "C" cudaError_t dp_cuda_global_avg_forward(cudaStream_t stream, const void *x, void *y, size_t planes,
+                                                  size_t plane, int C, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane, C);
+    global_avg_kernel<<<blocks_for(planes), THREADS, 0, stream>>>(x, y, planes, plane, C, bf16);
     return cudaGetLastError();
 }
 

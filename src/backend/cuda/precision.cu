@@ -1,7 +1,9 @@
 /* precision.cu - the cast kernels of --precision bf16 (precision.h): FP32
- * tensors to bf16 operands for cuDNN and cuBLAS, and bf16 results back to
- * FP32 (written, or added to a gradient). Elementwise: the bits do not
- * depend on the grid (kernels_common.cuh's launch geometry). */
+ * tensors to bf16 operands for cuDNN and cuBLAS, bf16 results back to
+ * FP32 (written, or added to a gradient), and the conversions of stored
+ * activations between formats and layouts (layout_cuda.c's copies for the
+ * ops that read FP32 only). Elementwise: the bits do not depend on the
+ * grid (kernels_common.cuh's launch geometry). */
 #include "kernels_common.cuh"
 #include "precision.h"
 
@@ -25,5 +27,34 @@ extern "C" cudaError_t dp_cuda_to_bf16(cudaStream_t stream, const float *x, uint
 extern "C" cudaError_t dp_cuda_from_bf16(cudaStream_t stream, const uint16_t *x, float *y, size_t n, int add) {
     (void)cudaGetLastError();
     from_bf16_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, n, add);
+    return cudaGetLastError();
+}
+
+/* dst's element i from src: the same index (order 0), or the (N, C, L) <->
+ * (N, L, C) transposes (order 1: dst NHWC, 2: dst NCHW) */
+template <typename TS, typename TD>
+__device__ static void activation_copy_loop(const TS *src, TD *dst, size_t C, size_t L, size_t n, int order) {
+    GRID_LOOP(i, n) {
+        size_t at = i;
+        if (order == 1) { /* i = (n L + l) C + c */
+            size_t c = i % C, nl = i / C, l = nl % L, b = nl / L;
+            at = (b * C + c) * L + l;
+        } else if (order == 2) { /* i = (n C + c) L + l */
+            size_t l = i % L, nc = i / L, c = nc % C, b = nc / C;
+            at = (b * L + l) * C + c;
+        }
+        st(dst, i, ld(src, at));
+    }
+}
+
+__global__ void activation_copy_kernel(const void *src, void *dst, size_t C, size_t L, size_t n, int order, int bf16) {
+    FORMAT2(bf16, TS, TD, activation_copy_loop((const TS *)src, (TD *)dst, C, L, n, order));
+}
+
+extern "C" cudaError_t dp_cuda_activation_copy(cudaStream_t stream, const void *src, void *dst, int N, int C, size_t L,
+                                               int order, int bf16) {
+    (void)cudaGetLastError();
+    size_t n = (size_t)N * (size_t)C * L;
+    activation_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, (size_t)C, L, n, order, bf16);
     return cudaGetLastError();
 }

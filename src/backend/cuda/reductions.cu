@@ -40,27 +40,30 @@ extern "C" size_t dp_cuda_channel_partials(int N, int C, size_t L) {
 
 /* --- bias gradients: per-channel sums of dy (kernels_common.cuh's two passes) ------- */
 /* Bias gradient values: dy, or with y the gradient through a ReLU (dy
- * where y > 0, else 0), which is also written to `masked`. */
-struct bias_sum {
+ * where y > 0, else 0), which is also written to `masked` (rounded to
+ * bf16 there for a bf16 convolution's operand); y and masked float or
+ * bf16, the sum of the FP32 values either way. */
+template <typename T, typename TM> struct bias_sum {
     typedef float value_t;
     static const int K = 1;
-    const float *dy, *y;
-    float *masked;
+    const float *dy;
+    const T *y;
+    TM *masked;
     float v[1];
     __device__ void start(int c) { (void)c; }
     template <typename I> __device__ void add(I at) {
         float g = dy[at];
         if (y) {
-            g = y[at] > 0.0f ? g : 0.0f;
-            masked[at] = g;
+            g = ld(y, at) > 0.0f ? g : 0.0f;
+            st(masked, at, g);
         }
         v[0] = __fadd_rn(v[0], g);
     }
 };
 
-__global__ void bias_grad_kernel(red_geom_t g, const float *dy, const float *y, float *masked, float *partials) {
-    bias_sum a = {dy, y, masked, {0.0f}};
-    channel_partials(g, a, partials);
+__global__ void bias_grad_kernel(red_geom_t g, const float *dy, const void *y, void *masked, float *partials,
+                                 int bf16) {
+    FORMAT2(bf16, T, TM, bias_sum<T, TM> a = {dy, (const T *)y, (TM *)masked, {0.0f}}; channel_partials(g, a, partials));
 }
 
 __global__ void bias_combine_kernel(const float *partials, int slices, int C, float *db, int add) {
@@ -70,11 +73,11 @@ __global__ void bias_combine_kernel(const float *partials, int slices, int C, fl
     if (threadIdx.x == 0) db[c] = add ? __fadd_rn(db[c], v[0]) : v[0];
 }
 
-extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const float *y, float *masked,
-                                         float *db, int N, int C, size_t L, int add, float *partials) {
+extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const void *y, void *masked,
+                                         float *db, int N, int C, size_t L, int add, float *partials, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, L);
-    bias_grad_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, dy, y, masked, partials);
+    bias_grad_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, dy, y, masked, partials, bf16);
     bias_combine_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, db, add);
     return cudaGetLastError();
 }
