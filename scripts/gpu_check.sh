@@ -119,7 +119,7 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
-lenet_batch=256 # LeNet's batch (the rehearsal's: its 64 images, one step an epoch as 256 of 256 would be)
+lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
 # NCCL's bootstrap (its unique id) looks for a network interface; every member is on this machine, and the
