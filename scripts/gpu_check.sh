@@ -35,7 +35,8 @@
 #       after the build, on the CUDA emulator of BUILD (a build with CUDA:
 #       lib/libdptrain_cuda_emu.so), with tiny sizes (64 training and 16
 #       test images, LeNet 2 epochs with no accuracy bar, two of the GPU
-#       tests: test_cuda_peer and cli_cuda_gpu, one benchmark pair), PyTorch on the CPU and LeNet in the
+#       tests: test_cuda_peer and cli_cuda_gpu, cli_cuda alone in step 2b,
+#       one benchmark pair), PyTorch on the CPU and LeNet in the
 #       ResNet-18 step, so that this script's own steps, parsing and summary
 #       have run before a machine with a GPU runs them; its figures mean nothing. Exit 77
 #       without the emulator or PyTorch. tests/cli_gpu_check_rehearsal.sh
@@ -120,6 +121,7 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 # into the build's Testing/ while an outer ctest runs there).
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
 lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
+cli_tests=(cli_cuda cli_cuda_module) # step 2b's (the rehearsal's: cli_cuda; the suite runs cli_cuda_module on this build)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
 # NCCL's bootstrap (its unique id) looks for a network interface; every member is on this machine, and the
@@ -136,7 +138,7 @@ if [[ $rehearse -eq 1 ]]; then
   export DPTRAIN_BENCH_LIMIT=64 DPTRAIN_BENCH_LENET_BATCH=64 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=16 DPTRAIN_BENCH_RESNET_BATCH=16 DPTRAIN_BENCH_RESNET_BATCHES=8
   lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 64 --epochs 2)
-  lenet_batch=64
+  lenet_batch=64 cli_tests=(cli_cuda)
   bench_args=(1 2)
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
@@ -235,16 +237,18 @@ grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 
 
 # 2b. The CUDA module's loading and the cuda:N messages on a GPU machine
 # (cli_cuda, cli_cuda_module).
+names=$(printf '%s, ' "${cli_tests[@]}") && names=${names%, }
 if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
   # (the rehearsal: as on a machine without a GPU, the emulator not named)
-  (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R '^cli_cuda(_module)?$' --output-on-failure) >"$out/cli_cuda.log" 2>&1
+  (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R "^($(IFS='|'; echo "${cli_tests[*]}"))\$" --output-on-failure) \
+    >"$out/cli_cuda.log" 2>&1
   cli_rc=$?
   line=$(grep -E 'tests passed|tests failed' "$out/cli_cuda.log" | tail -1)
-  if [[ $cli_rc -eq 0 ]]; then note "cli_cuda, cli_cuda_module: $line"
-  else fail "cli_cuda, cli_cuda_module: $line $(grep -m2 FAILED "$out/cli_cuda.log" | tr '\n' ' ')"; fi
+  if [[ $cli_rc -eq 0 ]]; then note "$names: $line"
+  else fail "$names: $line $(grep -m2 FAILED "$out/cli_cuda.log" | tr '\n' ' ')"; fi
 else
   failed=1
-  note "NOT RUN: cli_cuda, cli_cuda_module (no Fashion-MNIST at $std_data)"
+  note "NOT RUN: $names (no Fashion-MNIST at $std_data)"
 fi
 
 # 3. LeNet, 10 epochs, the book's settings, on cuda:0
