@@ -30,7 +30,7 @@ test: build
 	scripts/sanitize.sh address
 	scripts/check_no_mpi.sh
 	scripts/check_arm64.sh
-	scripts/check_cuda_build.sh $(BUILD)
+	scripts/check_cuda_build.sh $(BUILD) --no-tests # its tests: in the ctest below
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

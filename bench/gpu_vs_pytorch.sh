@@ -39,6 +39,7 @@
 # cuBLAS's first calls, cudnn.benchmark, compiling, the graph's capture).
 # For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
 # nothing): DPTRAIN_BENCH_LIMIT (LeNet's training images, both sides),
+# DPTRAIN_BENCH_LENET_BATCH (LeNet's batch, both sides, default 256),
 # DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0), DPTRAIN_BENCH_RESNET_MODEL
 # (dptrain's model in the ResNet-18 steps, default resnet18),
 # DPTRAIN_BENCH_RESNET_LIMIT (12800), DPTRAIN_BENCH_RESNET_BATCH (256) and
@@ -51,6 +52,7 @@ epochs=${3:-3}
 data=${DPTRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 py=${PYTHON:-python3}
 limit=${DPTRAIN_BENCH_LIMIT:-}
+lenet_batch=${DPTRAIN_BENCH_LENET_BATCH:-256}
 torch_device=${DPTRAIN_BENCH_TORCH_DEVICE:-cuda:0}
 resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18}
 resnet_limit=${DPTRAIN_BENCH_RESNET_LIMIT:-12800}
@@ -106,10 +108,10 @@ torch_peak() {
 # --- LeNet ---
 dp_all=() pt_all=() ratios=()
 for pair in $(seq 1 "$pairs"); do
-  "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+  "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 \
     --seed "$pair" ${limit:+--limit "$limit"} --metrics "$tmp/m$pair.jsonl" --quiet >/dev/null
   dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m$pair.jsonl" | later_epochs))
-  torch_run torch_lenet_cuda.py eager "lenet-eager-$pair" --data "$data" --epochs "$epochs" --seed "$pair" ${limit:+--limit "$limit"}
+  torch_run torch_lenet_cuda.py eager "lenet-eager-$pair" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" --seed "$pair" ${limit:+--limit "$limit"}
   [[ $ran == 0 ]] || { echo "pytorch eager: $ran"; exit 1; }
   pt=$(median $(sed -nE 's/.* ([0-9.]+) sec\/epoch/\1/p' "$tmp/lenet-eager-$pair.out" | later_epochs))
   ratio=$(awk -v a="$pt" -v b="$dp" 'BEGIN { printf "%.2f", a / b }')
@@ -121,7 +123,7 @@ printf 'LeNet median (%d pairs, epochs 2-%d): dptrain %.4f s/epoch, pytorch eage
   "$pairs" "$epochs" "$dp_lenet" "$(median "${pt_all[@]}")" "$(median "${ratios[@]}")"
 # dptrain's step as one CUDA graph (the default) against every kernel launched as made, one run each
 for g in on off; do
-  "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+  "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 \
     --seed 1 ${limit:+--limit "$limit"} --metrics "$tmp/graph-$g.jsonl" --cuda-graph "$g" >"$tmp/graph-$g.out" 2>&1 \
     || { echo "dptrain --cuda-graph $g: $(tail -1 "$tmp/graph-$g.out")"; exit 1; }
 done
@@ -134,7 +136,7 @@ printf 'LeNet dptrain cuda graph (one run each, median of epochs 2-%d): on %.4f 
 best=eager best_sec=$(median "${pt_all[@]}") best_peak=$(torch_peak lenet-eager-1)
 line="eager $(printf '%.4f' "$best_sec") s/epoch (peak $best_peak)"
 for v in channels_last graph compile; do
-  torch_run torch_lenet_cuda.py "$v" "lenet-$v" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
+  torch_run torch_lenet_cuda.py "$v" "lenet-$v" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
   if [[ $ran == 0 ]]; then
     sec=$(median $(sed -nE 's/.* ([0-9.]+) sec\/epoch/\1/p' "$tmp/lenet-$v.out" | later_epochs))
     line+=", ${names[$v]} $(printf '%.4f' "$sec") s/epoch (peak $(torch_peak "lenet-$v"))"
@@ -219,7 +221,7 @@ on_off() {
     ratio=$(awk -v on="$3" -v off="$4" -v u="$2" 'BEGIN { printf ", on is %.2fx the speed of off", u == "s/epoch" ? off / on : on / off }')
   echo "$1 dptrain --channels-last (one run each): on ${fig[1]} $2${peak[1]}, off ${fig[2]} $2${peak[2]}$ratio"
 }
-if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
+if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
      ${limit:+--limit "$limit"} --channels-last on --metrics "$tmp/m-cl.jsonl" --quiet >/dev/null 2>"$tmp/m-cl.err"; then
   lenet_cl=$(printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-cl.jsonl" | later_epochs))")
 else lenet_cl="failed: $(tail -1 "$tmp/m-cl.err")"; fi
@@ -262,12 +264,12 @@ bf16_row() {
     echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
   fi
 }
-if "$bin" train --model lenet --data "$data" --batch-size 256 --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
+if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
      ${limit:+--limit "$limit"} --precision bf16 --metrics "$tmp/m-bf16.jsonl" --quiet >/dev/null 2>"$tmp/m-bf16.err"; then
   dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-bf16.jsonl" | later_epochs))
   dp=$(printf '%.4f' "$dp")
 else dp="failed: $(tail -1 "$tmp/m-bf16.err")"; fi
-bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
+bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
 dp=$(precision=bf16 resnet heuristic "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-heuristic-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"

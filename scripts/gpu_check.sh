@@ -34,9 +34,10 @@
 #       still-warm machine rebuilds nothing that is up to date).
 #   scripts/gpu_check.sh rehearse BUILD   here, without a GPU: every step
 #       after the build, on the CUDA emulator of BUILD (a build with CUDA:
-#       lib/libdptrain_cuda_emu.so), with tiny sizes (256 training and 16
+#       lib/libdptrain_cuda_emu.so), with tiny sizes (64 training and 16
 #       test images, LeNet 2 epochs with no accuracy bar, two of the GPU
-#       tests: test_cuda_peer and cli_cuda_gpu, one benchmark pair), PyTorch on the CPU and LeNet in the
+#       tests: test_cuda_peer and cli_cuda_gpu, cli_cuda alone in step 2b,
+#       one benchmark pair), PyTorch on the CPU and LeNet in the
 #       ResNet-18 step, so that this script's own steps, parsing and summary
 #       have run before a machine with a GPU runs them; its figures mean nothing. Exit 77
 #       without the emulator or PyTorch. tests/cli_gpu_check_rehearsal.sh
@@ -120,6 +121,8 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
+lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
+cli_tests=(cli_cuda cli_cuda_module) # step 2b's (the rehearsal's: cli_cuda; the suite runs cli_cuda_module on this build)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
 # NCCL's bootstrap (its unique id) looks for a network interface; every member is on this machine, and the
@@ -132,9 +135,11 @@ if [[ $rehearse -eq 1 ]]; then
   [[ -n $PYTHON ]] || { echo "gpu_check rehearse: SKIPPED: no PyTorch (import torch) in /usr/bin/python3 or python3"; exit 77; }
   export PYTHON OMP_NUM_THREADS=1 # the benchmark's PyTorch, on one thread: its figures mean nothing here, and ctest runs another test beside it
   export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
-  export DPTRAIN_BENCH_LIMIT=256 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
-  export DPTRAIN_BENCH_RESNET_LIMIT=32 DPTRAIN_BENCH_RESNET_BATCH=32 DPTRAIN_BENCH_RESNET_BATCHES=16
-  lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 256 --epochs 2)
+  # (each emulated LeNet step costs in proportion to its batch: 64 images, one step of 64, an epoch)
+  export DPTRAIN_BENCH_LIMIT=64 DPTRAIN_BENCH_LENET_BATCH=64 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
+  export DPTRAIN_BENCH_RESNET_LIMIT=16 DPTRAIN_BENCH_RESNET_BATCH=16 DPTRAIN_BENCH_RESNET_BATCHES=8
+  lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 64 --epochs 2)
+  lenet_batch=64 cli_tests=(cli_cuda)
   bench_args=(1 2)
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
@@ -151,7 +156,7 @@ if [[ $rehearse -eq 1 ]]; then
         gzip -dc "$src/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } | gzip -1 >"$1/$split-labels-idx1-ubyte.gz"
     done
   }
-  tiny_data "$out/data" 256 16
+  tiny_data "$out/data" 64 16
   export DPTRAIN_DATA=$out/data
   gpu="CUDA emulator (rehearsal without a GPU: the figures mean nothing)"
 else
@@ -233,26 +238,28 @@ grep -E '^ *[0-9]+: +(optimizer|1 GPU|[23] devices)' "$out/gpu_tests.log" | sed 
 
 # 2b. The CUDA module's loading and the cuda:N messages on a GPU machine
 # (cli_cuda, cli_cuda_module).
+names=$(printf '%s, ' "${cli_tests[@]}") && names=${names%, }
 if [[ -e "$std_data/train-images-idx3-ubyte.gz" ]]; then
   # (the rehearsal: as on a machine without a GPU, the emulator not named)
-  (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R '^cli_cuda(_module)?$' --output-on-failure) >"$out/cli_cuda.log" 2>&1
+  (cd "$ctest_dir" && env -u DPTRAIN_CUDA_MODULE ctest -R "^($(IFS='|'; echo "${cli_tests[*]}"))\$" --output-on-failure) \
+    >"$out/cli_cuda.log" 2>&1
   cli_rc=$?
   line=$(grep -E 'tests passed|tests failed' "$out/cli_cuda.log" | tail -1)
-  if [[ $cli_rc -eq 0 ]]; then note "cli_cuda, cli_cuda_module: $line"
-  else fail "cli_cuda, cli_cuda_module: $line $(grep -m2 FAILED "$out/cli_cuda.log" | tr '\n' ' ')"; fi
+  if [[ $cli_rc -eq 0 ]]; then note "$names: $line"
+  else fail "$names: $line $(grep -m2 FAILED "$out/cli_cuda.log" | tr '\n' ' ')"; fi
 else
   failed=1
-  note "NOT RUN: cli_cuda, cli_cuda_module (no Fashion-MNIST at $std_data)"
+  note "NOT RUN: $names (no Fashion-MNIST at $std_data)"
 fi
 
 # 3. LeNet, 10 epochs, the book's settings, on cuda:0
 if [[ -n "$gpu" ]]; then
   # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
-  "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size 256 --epochs 1 >"$out/default.log" 2>&1
+  "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size "$lenet_batch" --epochs 1 >"$out/default.log" 2>&1
   first=$(head -1 "$out/default.log")
   if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
-  if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size 256 --lr 0.2 --devices cuda:0 \
+  if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size "$lenet_batch" --lr 0.2 --devices cuda:0 \
        --metrics "$out/lenet_cuda.jsonl" >"$out/train.log" 2>&1; then
     acc=$(tail -1 "$out/lenet_cuda.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')
     sec=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$out/lenet_cuda.jsonl" | tail -n +2 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
@@ -263,7 +270,7 @@ if [[ -n "$gpu" ]]; then
     fail "LeNet on cuda:0: $(tail -1 "$out/train.log")"
   fi
   # 3a. the same in bf16 (--precision bf16): its test accuracy at most bf16_tol below FP32's
-  if [[ -n "${acc:-}" ]] && "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size 256 \
+  if [[ -n "${acc:-}" ]] && "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size "$lenet_batch" \
        --lr 0.2 --devices cuda:0 --precision bf16 --metrics "$out/lenet_cuda_bf16.jsonl" >"$out/train_bf16.log" 2>&1; then
     acc16=$(tail -1 "$out/lenet_cuda_bf16.jsonl" | sed -E 's/.*"test_acc": *([0-9.]+).*/\1/')
     sec16=$(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$out/lenet_cuda_bf16.jsonl" | tail -n +2 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
@@ -277,7 +284,7 @@ if [[ -n "$gpu" ]]; then
   # nothing (NCCL copies the buffer), so the update sees the same gradients and, with the backend's
   # deterministic algorithms, the same bits are expected; the guard is a loose 1e-5 relative on the
   # last train_loss (the line says whether the checkpoints were also the same bits)
-  nccl_args=(train --model lenet --data "$data" "${nccl_size[@]}" --batch-size 256 --lr 0.2 --devices cuda:0)
+  nccl_args=(train --model lenet --data "$data" "${nccl_size[@]}" --batch-size "$lenet_batch" --lr 0.2 --devices cuda:0)
   if DPTRAIN_NCCL=1 "$build"/dptrain "${nccl_args[@]}" --save "$out/nccl1.st" --metrics "$out/nccl1.jsonl" \
        >"$out/nccl1.log" 2>&1 &&
      DPTRAIN_NCCL=0 "$build"/dptrain "${nccl_args[@]}" --save "$out/host1.st" --metrics "$out/host1.jsonl" \

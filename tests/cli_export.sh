@@ -23,7 +23,9 @@ source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
 check="$src/tools/check_onnx.py"
-if ! $py -c 'import onnx, cv2, torch, numpy' 2>"$tmp/import.err"; then
+# (found, not imported: the one check below imports them, and fails the models if one is broken)
+if ! $py -c 'import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]; sys.exit("missing: " + " ".join(m) if m else 0)' \
+     onnx cv2 torch numpy 2>"$tmp/import.err"; then
   fail "python3-onnx, python3-opencv, python3-torch and python3-numpy are needed (scripts/setup.sh test): $(tail -1 "$tmp/import.err")"
   testing_finish cli_export
   exit
@@ -41,6 +43,7 @@ if [[ -f "$cache" ]] && grep -q '^CMAKE_C_FLAGS:STRING=.*-fsanitize' "$cache"; t
   models=(lenet "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg")
   echo "sanitizer build: checking lenet, tiny_resnet and every_layer only"
 fi
+checks=() checked=() # the check's arguments (MODEL.onnx IDX COUNT LOGITS, each model) and the models' names
 for model in "${models[@]}"; do
   name=$(basename "$model" .cfg)
   ck="$tmp/$name.safetensors" onnx="$tmp/$name.onnx"
@@ -58,13 +61,19 @@ for model in "${models[@]}"; do
   pngs=("$tmp"/png/*.png)
   "$bin" predict --resume "$ck" --json --logits --devices 2 "${pngs[@]:0:count}" >"$tmp/$name.jsonl" \
     && [[ $(wc -l <"$tmp/$name.jsonl") -eq $count ]] && pass || fail "$name: predict --json --logits"
-  if $py "$check" check "$onnx" "$tmp/data/t10k-images-idx3-ubyte" $count "$tmp/$name.jsonl" --torch >"$tmp/check.out" 2>&1; then
-    pass
-  else
-    fail "$name: $(cat "$tmp/check.out" | tail -8)"
-  fi
-  sed 's/^/  /' "$tmp/check.out"
+  checks+=("$onnx" "$tmp/data/t10k-images-idx3-ubyte" $count "$tmp/$name.jsonl") checked+=("$name")
 done
+# every export checked by one Python process (importing onnx, OpenCV and PyTorch once); each model's
+# lines end with "MODEL.onnx: ok" or "MODEL.onnx: FAILED: why"
+if [[ ${#checked[@]} -gt 0 ]]; then
+  $py "$check" check "${checks[@]}" --torch >"$tmp/check.out" 2>&1
+  sed 's/^/  /' "$tmp/check.out"
+  for name in "${checked[@]}"; do
+    grep -qxF "$tmp/$name.onnx: ok" "$tmp/check.out" && pass \
+      || fail "$name: $(awk -v p="$tmp/$name.onnx" 'index($0, p) == 1 { on = 1 } on { print } index($0, p ": ok") == 1 || index($0, p ": FAILED") == 1 { on = 0 }' \
+                        "$tmp/check.out" | tail -8)"
+  done
+fi
 
 # Deterministic: the same checkpoint gives the same bytes.
 "$bin" export --resume "$tmp/tiny_resnet.safetensors" --onnx "$tmp/again.onnx" \

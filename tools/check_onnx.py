@@ -10,7 +10,8 @@ here wrote, against the logits dptrain itself computed.
       writes the first COUNT training and COUNT test images and labels of
       the IDX files in SRC_DIR (plain or .gz) to DIR as plain IDX files: a
       small dataset for `dptrain train --data DIR`.
-  check_onnx.py check MODEL.onnx IDX COUNT LOGITS.jsonl [--torch] [--no-opencv]
+  check_onnx.py check MODEL.onnx IDX COUNT LOGITS.jsonl [MODEL.onnx IDX COUNT
+                LOGITS.jsonl ...] [--torch] [--no-opencv]
       1. onnx (Debian's python3-onnx): checker.check_model(full_check=True)
          and strict shape inference; the inferred output is (batch, classes)
          with a symbolic batch; batch norm's running statistics are not the
@@ -24,7 +25,10 @@ here wrote, against the logits dptrain itself computed.
       JSON object per image in order, "logits": [...]) to 1e-4 relative to
       the largest |logit| (max |a - b| <= 1e-4 * max |dptrain's|), and the
       predicted classes must be the same. Prints one line per runtime with
-      the largest difference; exit status 1 on any failure.
+      the largest difference, then "MODEL.onnx: ok" or "MODEL.onnx: FAILED:
+      why"; exit status 1 on any failure. Several models are checked in one
+      process (one import of onnx, OpenCV and PyTorch), each on its own: an
+      error in one (a file onnx refuses, a missing op) fails that model only.
   check_onnx.py props MODEL.onnx
       the model's metadata_props as onnx reads them, one KEY=VALUE line each
       (`dptrain export` writes "classes": the class names as a JSON array).
@@ -213,7 +217,21 @@ def check(path, idx, count, logits_path, use_torch, use_opencv):
     if failures:
         print(f"{path}: FAILED: {', '.join(failures)}")
         return 1
+    print(f"{path}: ok")
     return 0
+
+
+def check_each(specs, use_torch, use_opencv):
+    """check() of every (MODEL.onnx, IDX, COUNT, LOGITS.jsonl); 1 when any failed."""
+    status = 0
+    for path, idx, count, logits_path in specs:
+        try:
+            status |= check(path, idx, int(count), logits_path, use_torch, use_opencv)
+        except (Exception, SystemExit) as e:  # this model fails, the others are still checked
+            why = e.code if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
+            print(f"{path}: FAILED: {why}")
+            status = 1
+    return status
 
 
 def main(argv):
@@ -228,8 +246,12 @@ def main(argv):
         for prop in onnx.load(argv[2]).metadata_props:
             print(f"{prop.key}={prop.value}")
         return 0
-    if len(argv) >= 6 and argv[1] == "check":
-        return check(argv[2], argv[3], int(argv[4]), argv[5], "--torch" in argv[6:], "--no-opencv" not in argv[6:])
+    if argv[1:2] == ["check"]:
+        flags = [a for a in argv[2:] if a in ("--torch", "--no-opencv")]
+        args = [a for a in argv[2:] if a not in flags]
+        if args and len(args) % 4 == 0:
+            return check_each([args[i:i + 4] for i in range(0, len(args), 4)], "--torch" in flags,
+                              "--no-opencv" not in flags)
     sys.stderr.write(__doc__)
     return 2
 
