@@ -172,22 +172,12 @@ extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const voi
 }
 
 /* --- layouts: (N, C, L) <-> (N, L, C), one thread per element of dst ----------------
- * dst's element i and its source index: to NHWC, i = (b L + l) C + c comes
- * from (b C + c) L + l; to NCHW the other way round. Below 2^31 elements
- * the two quotients are fast divisions of 32-bit indices (fast_div_t). */
+ * (kernels_common.cuh's layout_source: 32-bit indices below 2^31 elements) */
 template <typename I> __device__ static void layout_copy_loop(const float *src, float *dst, const chan_index_t &ci, I n,
                                                              int to_nhwc, int add) {
-    const I C = (I)ci.C, L = (I)ci.L;
     GRID_LOOP_T(I, i, n) {
-        I at;
-        if (to_nhwc) {
-            I q = quotient(ci.by_C, C, i), c = i - q * C, b = quotient(ci.by_L, L, q), l = q - b * L;
-            at = (b * C + c) * L + l;
-        } else {
-            I q = quotient(ci.by_L, L, i), l = i - q * L, b = quotient(ci.by_C, C, q), c = q - b * C;
-            at = (b * L + l) * C + c;
-        }
-        dst[i] = add ? __fadd_rn(dst[i], src[at]) : src[at];
+        const float v = src[layout_source(ci, i, to_nhwc ? 1 : 2)];
+        dst[i] = add ? __fadd_rn(dst[i], v) : v;
     }
 }
 

@@ -125,6 +125,23 @@ static inline chan_index_t chan_index(int N, int C, size_t L) {
 __device__ static __forceinline__ uint32_t quotient(fast_div_t f, uint32_t, uint32_t q) { return div_by(f, q); }
 __device__ static __forceinline__ size_t quotient(fast_div_t, size_t d, size_t q) { return q / d; }
 
+/* The source index of element i of a copy of an (N, C, L) tensor (ci:
+ * chan_index(N, C, L)): order 0 the same index; 1 into NHWC (i = (b L + l)
+ * C + c comes from (b C + c) L + l); 2 into NCHW (the other way round).
+ * 32-bit I: the quotients are fast divisions. */
+template <typename I> __device__ static __forceinline__ I layout_source(const chan_index_t &ci, I i, int order) {
+    const I C = (I)ci.C, L = (I)ci.L;
+    if (order == 1) {
+        I q = quotient(ci.by_C, C, i), c = i - q * C, b = quotient(ci.by_L, L, q), l = q - b * L;
+        return (b * C + c) * L + l;
+    }
+    if (order == 2) {
+        I q = quotient(ci.by_L, L, i), l = i - q * L, b = quotient(ci.by_C, C, q), c = q - b * C;
+        return (b * L + l) * C + c;
+    }
+    return i;
+}
+
 __device__ static __forceinline__ int channel_of(const chan_index_t &ci, uint32_t j) {
     uint32_t p = div_by(ci.by_L, j); /* the plane n C + c */
     return (int)(p - div_by(ci.by_C, p) * (uint32_t)ci.C);

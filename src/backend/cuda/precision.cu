@@ -30,31 +30,22 @@ extern "C" cudaError_t dp_cuda_from_bf16(cudaStream_t stream, const uint16_t *x,
     return cudaGetLastError();
 }
 
-/* dst's element i from src: the same index (order 0), or the (N, C, L) <->
- * (N, L, C) transposes (order 1: dst NHWC, 2: dst NCHW) */
-template <typename TS, typename TD>
-__device__ static void activation_copy_loop(const TS *src, TD *dst, size_t C, size_t L, size_t n, int order) {
-    GRID_LOOP(i, n) {
-        size_t at = i;
-        if (order == 1) { /* i = (n L + l) C + c */
-            size_t c = i % C, nl = i / C, l = nl % L, b = nl / L;
-            at = (b * C + c) * L + l;
-        } else if (order == 2) { /* i = (n C + c) L + l */
-            size_t l = i % L, nc = i / L, c = nc % C, b = nc / C;
-            at = (b * L + l) * C + c;
-        }
-        st(dst, i, ld(src, at));
-    }
+/* dst's element i from src's layout_source(i, order) (kernels_common.cuh:
+ * 0 the same index, 1 into NHWC, 2 into NCHW), converted between formats */
+template <typename I, typename TS, typename TD>
+__device__ static void activation_copy_loop(const TS *src, TD *dst, const chan_index_t &ci, I n, int order) {
+    GRID_LOOP_T(I, i, n) st(dst, i, ld(src, layout_source(ci, i, order)));
 }
 
-__global__ void activation_copy_kernel(const void *src, void *dst, size_t C, size_t L, size_t n, int order, int bf16) {
-    FORMAT2(bf16, TS, TD, activation_copy_loop((const TS *)src, (TD *)dst, C, L, n, order));
+__global__ void activation_copy_kernel(const void *src, void *dst, chan_index_t ci, size_t n, int order, int bf16) {
+    FORMAT2(bf16, TS, TD, if (ci.narrow) activation_copy_loop<uint32_t>((const TS *)src, (TD *)dst, ci, (uint32_t)n, order);
+            else activation_copy_loop<size_t>((const TS *)src, (TD *)dst, ci, n, order));
 }
 
 extern "C" cudaError_t dp_cuda_activation_copy(cudaStream_t stream, const void *src, void *dst, int N, int C, size_t L,
                                                int order, int bf16) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * (size_t)C * L;
-    activation_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, (size_t)C, L, n, order, bf16);
+    activation_copy_kernel<<<blocks_for(n), THREADS, 0, stream>>>(src, dst, chan_index(N, C, L), n, order, bf16);
     return cudaGetLastError();
 }
