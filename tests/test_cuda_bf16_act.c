@@ -50,10 +50,7 @@ static const dp_backend_t *be;
 #define W 6
 
 static uint64_t rng;
-static float uniform(void) { /* in [-1, 1) */
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
-}
+static float uniform(void) { return cuda_test_uniform(&rng); } /* in [-1, 1) */
 static float bf16_round(float f) { return dp_bf16_to_float(dp_bf16_from_float(f)); }
 
 /* A device tensor of `shape` with `host` data (random when NULL, from

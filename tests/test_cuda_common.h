@@ -7,6 +7,7 @@
 #ifndef DPTRAIN_TEST_CUDA_COMMON_H
 #define DPTRAIN_TEST_CUDA_COMMON_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,12 @@ static inline const dp_backend_t *cuda_backend_or_skip(const char *test) {
     CHECK(st == DP_OK && be, "cuda:0 does not open: %s", dp_error_message());
     if (st != DP_OK || !be) exit(testing_finish(test));
     return be;
+}
+
+/* The tests' random values: the next of a 64-bit LCG at *state, in [-1, 1). */
+static inline float cuda_test_uniform(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*state >> 11) / 4503599627370496.0 - 1.0);
 }
 
 /* t (zeroed first) of `shape` on be's device with the n values of host

@@ -52,10 +52,7 @@ static const dp_backend_t *be;
 #define K 4 /* the conv's output channels */
 
 static uint64_t rng;
-static float uniform(void) { /* in [-1, 1) */
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
-}
+static float uniform(void) { return cuda_test_uniform(&rng); } /* in [-1, 1) */
 
 /* A device tensor of `shape` with random data (seeded by `seed`) and a zeroed grad (when grad). */
 static dp_tensor_t *device_tensor(dp_tensor_t *t, int ndim, const int *shape, uint64_t seed, int grad) {

@@ -72,10 +72,7 @@ static size_t numel(int nd, const int *s) {
 }
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float uniform(void) { /* in [-1, 1) */
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
-}
+static float uniform(void) { return cuda_test_uniform(&rng); } /* in [-1, 1) */
 
 static void node_of(const op_case_t *k, dp_node_t *node, dp_tensor_t t[3]) {
     memset(node, 0, sizeof *node);
