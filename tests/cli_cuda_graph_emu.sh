@@ -23,7 +23,7 @@
 #   ends with the straight run's bits;
 # - every run that cannot be captured says why on its first line and
 #   trains: --cuda-graph off, --sync-batch-norm, --augment, --profile,
-#   --overlap on, --sync ps, two devices, CPU devices
+#   --overlap on, --sync ps, two devices sharing a GPU (host sums), CPU devices
 #   with --cuda-graph on; a bad value is refused.
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
@@ -94,7 +94,7 @@ why_run augment cuda:0 "--augment (each step's crops and flips are drawn on the 
 why_run profile cuda:0 "--profile (its timing marks are read on the host)" --profile-steps 0,1
 why_run overlap cuda:0 "--overlap on (its buckets are counted on the host during backward)" --overlap on
 why_run ps cuda:0 "--sync ps (the server's update runs on its own device)" --sync ps
-why_run two cuda:0,cuda:0 "several devices (a graph covers one device's step)"
+why_run two cuda:0,cuda:0 "several devices summing through host memory (a graph needs NCCL)"
 why_run cpu cpu:0 "not CUDA devices" --cuda-graph on
 "$bin" "${common[@]}" --devices cpu:0 --epochs 1 --limit 24 >"$tmp/cpu-default.out" 2>&1 && pass || fail "cpu: $(tail -1 "$tmp/cpu-default.out")"
 grep -q "cuda graph" "$tmp/cpu-default.out" && fail "CPU devices without --cuda-graph: $(head -1 "$tmp/cpu-default.out")" || pass

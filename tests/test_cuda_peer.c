@@ -8,8 +8,15 @@
  *   range that crosses the emulator's 256 Ki-float pieces in every buffer,
  *   in member order (the emulator: bits; a GPU with 3 or more: within a
  *   float's rounding per addition), and leaves the rest of the buffers;
+ * - the same sum captured in every member's step graph (graph_begin /
+ *   graph_end around peer_allreduce and peer_join): nothing summed by the
+ *   capture; the graphs launched from a thread per GPU (as the trainer
+ *   does) sum alike, twice for two launches;
  * - two members on one GPU: peer_group_new fails with NCCL's "Duplicate
  *   GPU" (one process with cuda:0 twice);
+ * - last (the failure is sticky in every member): a sum while one member
+ *   captures and another does not fails with one line (NCCL takes a
+ *   captured collective from all members or none);
  * and on the emulator only (it forks: a real CUDA context does not survive
  * fork), one group across two processes (as two MPI ranks):
  * - two processes on GPUs 0 and 1 sum right;
@@ -19,6 +26,8 @@
  * - a member handed another GPU's memory aborts with one line.
  * Skipped (77) without a GPU and without the emulator. */
 #define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +77,99 @@ static int check_sum(const float *got, int member, int members, int exact, size_
     return 1;
 }
 
+typedef struct {
+    const dp_backend_t *be;
+    void *graph;
+    dp_status_t status;
+} launch_t;
+
+static void *launch_thread(void *arg) {
+    launch_t *l = arg;
+    l->status = l->be->graph_launch(l->be->ctx, l->graph, NULL, 0);
+    return NULL;
+}
+
+/* The group's sum captured in every member's graph, then launched `times`
+ * times from a thread per GPU; the buffers then hold the sum doubled
+ * times-1 times. */
+static void captured_sum(const dp_backend_t *const *tables, int k, dp_peer_group_t *group, int emulated) {
+    static float host[N], first[N];
+    float *bufs[8];
+    void *graphs[8] = {0};
+    for (int g = 0; g < k; g++) bufs[g] = upload_member(tables[g], g, host);
+    dp_status_t st = DP_OK;
+    for (int g = 0; g < k && st == DP_OK; g++) st = tables[g]->graph_begin(tables[g]->ctx);
+    CHECK(st == DP_OK, "graph_begin: %s", dp_error_message());
+    if (st != DP_OK) return;
+    CHECK(tables[0]->peer_allreduce(group, bufs, START, COUNT) == DP_OK, "captured peer_allreduce: %s",
+          dp_error_message());
+    CHECK(tables[0]->peer_join(group) == DP_OK, "captured peer_join: %s", dp_error_message());
+    for (int g = 0; g < k; g++)
+        CHECK(tables[g]->graph_end(tables[g]->ctx, &graphs[g]) == DP_OK && graphs[g], "graph_end on cuda:%d: %s", g,
+              dp_error_message());
+    for (int g = 0; g < k; g++) {
+        tables[g]->download(tables[g]->ctx, host, bufs[g], sizeof host);
+        int unchanged = 1;
+        for (size_t i = 0; i < N; i++) unchanged &= host[i] == value(g, i);
+        CHECK(unchanged, "cuda:%d: the capture changed the buffer", g);
+    }
+    for (int times = 1; times <= 2; times++) {
+        launch_t launches[8];
+        pthread_t threads[8];
+        for (int g = 0; g < k; g++) {
+            launches[g] = (launch_t){tables[g], graphs[g], DP_ERR_ARG};
+            if (graphs[g]) pthread_create(&threads[g], NULL, launch_thread, &launches[g]);
+        }
+        for (int g = 0; g < k; g++) {
+            if (graphs[g]) pthread_join(threads[g], NULL);
+            CHECK(launches[g].status == DP_OK, "graph_launch on cuda:%d: %s", g, dp_error_message());
+        }
+        for (int g = 0; g < k; g++) {
+            tables[g]->download(tables[g]->ctx, host, bufs[g], sizeof host);
+            size_t bad = 0;
+            int ok = 1;
+            if (times == 1) {
+                ok = check_sum(host, g, k, emulated || k <= 2, &bad);
+                if (g == 0) memcpy(first, host, sizeof host);
+            }
+            for (size_t i = 0; times == 2 && i < N && ok; i++) { /* the second launch summed k copies of the first's sum */
+                float want = first[i];
+                for (int m = 1; m < k; m++) want += first[i];
+                if (i < START || i >= START + COUNT) want = value(g, i);
+                float d = host[i] - want, tolerance = emulated || k <= 2 ? 0.0f : 1e-6f * (float)k * fabsf(want);
+                if (!(fabsf(d) <= tolerance)) ok = 0, bad = i;
+            }
+            CHECK(ok, "cuda:%d, launch %d of the captured sum: element %zu is %.9g", g, times, bad, (double)host[bad]);
+        }
+    }
+    for (int g = 0; g < k; g++) {
+        if (graphs[g]) tables[g]->graph_free(tables[g]->ctx, graphs[g]);
+        tables[g]->free(tables[g]->ctx, bufs[g]);
+    }
+    printf("test_cuda_peer: the sum captured in %d GPUs' graphs, launched twice\n", k);
+}
+
+/* A sum while cuda:0 captures and cuda:1 does not: refused with one line. */
+static void mixed_capture(void) {
+    const dp_backend_t *tables[2] = {gpu(0), gpu(1)};
+    unsigned char uid[128];
+    dp_peer_group_t *group = NULL;
+    tables[0]->peer_unique_id(tables[0]->ctx, uid);
+    CHECK(tables[0]->peer_group_new(tables, 2, uid, 2, 0, 0.0, &group) == DP_OK, "a group of 2: %s",
+          dp_error_message());
+    if (!group) return;
+    static float host[N];
+    float *bufs[2] = {upload_member(tables[0], 0, host), upload_member(tables[1], 1, host)};
+    CHECK(tables[0]->graph_begin(tables[0]->ctx) == DP_OK, "graph_begin: %s", dp_error_message());
+    dp_status_t st = tables[0]->peer_allreduce(group, bufs, START, COUNT);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "1 of the group's 2 GPUs are capturing a step graph"),
+          "a sum with one member capturing: status %d, '%s'", (int)st, dp_error_message());
+    void *graph = NULL;
+    tables[0]->graph_end(tables[0]->ctx, &graph);
+    CHECK(!graph, "a graph from a capture whose sum failed");
+    tables[0]->peer_group_free(group);
+}
+
 /* One process, every GPU in one group. */
 static void group_in_process(int gpus, int emulated) {
     const dp_backend_t *tables[8];
@@ -101,8 +203,9 @@ static void group_in_process(int gpus, int emulated) {
         CHECK(ok, "cuda:%d of %d: element %zu is %.9g", g, k, bad, (double)host[bad]);
         tables[g]->free(tables[g]->ctx, bufs[g]);
     }
-    tables[0]->peer_group_free(group);
     printf("test_cuda_peer: a group of %d GPUs in one process summed %d floats\n", k, COUNT);
+    captured_sum(tables, k, group, emulated);
+    tables[0]->peer_group_free(group);
 
     /* NCCL refuses two members on one GPU */
     const dp_backend_t *twice[2] = {tables[0], tables[0]};
@@ -249,5 +352,6 @@ int main(void) {
     int gpus = dp_backend_cuda_count(NULL);
     group_in_process(gpus, emulated);
     if (emulated && gpus >= 2) two_processes(be0);
+    if (gpus >= 2) mixed_capture(); /* last: it leaves every member failed */
     return testing_finish("test_cuda_peer");
 }

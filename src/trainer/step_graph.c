@@ -1,7 +1,7 @@
-/* step_graph.c - a training step on one CUDA device as one CUDA graph
- * (backend.h: graph_*): the step's device work captured once per step
- * shape and replayed with one launch per step, so that a step of ~50
- * kernels costs one launch of the host's time.
+/* step_graph.c - a training step on CUDA devices as one CUDA graph per
+ * device (backend.h: graph_*): the step's device work captured once per
+ * step shape and replayed with one launch per device and step, so that a
+ * step of ~50 kernels costs one launch of the host's time.
  *
  * A shape (dataset, batch size, micro-batches) runs STEP_GRAPH_WARMUP steps
  * as made first: the arena grows into one block, cuDNN's plans, algorithms
@@ -23,6 +23,15 @@
  * grew the arena or the workspace), every graph is dropped and each shape
  * warms up again.
  *
+ * Several devices of one process capture together when they sum with NCCL
+ * (sync_peer.c's strategy without overlap): each device's context captures
+ * its share, the sums included (the backend captures NCCL's calls), and
+ * each device's graph is launched from its device's thread (NCCL's advice
+ * for graphs on several GPUs of a process: a member's graph may wait in its
+ * launch for the others'). Every replica gets all of the step's indices
+ * and its shards read their part. A graph of any device gone stale drops
+ * every device's: all capture and launch alike, as NCCL requires.
+ *
  * Where a step cannot be captured, dp_step_graph_why says why in one line
  * and every step runs as made: what the step does on the host in its
  * middle (a barrier, a download, a per-step kernel argument) would not be
@@ -32,6 +41,7 @@
  * capture is begun and ended there too (one thread, as CUDA asks), while
  * the device thread's tasks queue the step's work into it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,13 +54,15 @@
 #define STEP_GRAPH_WARMUP 2
 #define STEP_GRAPH_SHAPES 4
 #define STEP_GRAPH_SEEDS 64 /* dropout layers whose seeds a launch hands over */
+#define STEP_GRAPH_DEVICES 16 /* sync_peer.c's most devices in a process */
 
 typedef struct dp_step_graph {
     const dp_dataset_t *ds; /* the shape: NULL for a free entry */
     int n, micros;
-    int warm;    /* steps of this shape run as made since its graph was last dropped */
+    int warm;    /* steps of this shape run as made since its graphs were last dropped */
     uint64_t step_seed; /* the forward's seed at the capture (dp_seed_mix(seed, step count)) */
-    void *graph; /* the backend's, NULL until captured */
+    int captured; /* graph[] holds every device's */
+    void *graph[STEP_GRAPH_DEVICES]; /* per device, the backend's */
 } dp_step_graph_t;
 
 const char *dp_step_graph_why(const dp_trainer_t *t) {
@@ -58,24 +70,44 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     for (int d = 0; d < t->num_devices; d++)
         if (!t->replicas[d].backend->graph_begin) return "not CUDA devices";
     if (t->ranks > 1) return "several MPI ranks (a graph covers one process's step)";
-    if (t->num_devices > 1) return "several devices (a graph covers one device's step)";
+    if (t->num_devices > 1 && t->sync != &dp_sync_peer)
+        return t->sync == &dp_sync_peer_overlap ? "--overlap on (its buckets are counted on the host during backward)"
+                                                : "several devices summing through host memory (a graph needs NCCL)";
+    if (t->num_devices > STEP_GRAPH_DEVICES) return "more than 16 devices";
+    if (t->num_devices > 1 && t->num_params > t->num_trainable)
+        return "several devices and batch-norm statistics (copied from device 0 through host memory)";
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
     if (t->augment) return "--augment (each step's crops and flips are drawn on the host)";
     if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
-    if (t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive)
+    if (t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive && t->sync != &dp_sync_peer)
         return "--overlap on (its buckets are counted on the host during backward)";
     if (!t->replicas[0].backend->load_batch_indexed) return "the backend gathers no batch from device indices";
     return NULL;
 }
 
-static void drop_graphs(dp_trainer_t *t) {
-    const dp_backend_t *be = t->replicas[0].backend;
-    for (int i = 0; t->graphs && i < STEP_GRAPH_SHAPES; i++) {
-        if (t->graphs[i].graph) be->graph_free(be->ctx, t->graphs[i].graph);
-        t->graphs[i].graph = NULL;
-        t->graphs[i].warm = 0;
+static void free_shape(dp_trainer_t *t, dp_step_graph_t *g) {
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        if (g->graph[d]) be->graph_free(be->ctx, g->graph[d]);
+        g->graph[d] = NULL;
     }
+    g->captured = 0;
+    g->warm = 0;
+}
+
+static void drop_graphs(dp_trainer_t *t) {
+    for (int i = 0; t->graphs && i < STEP_GRAPH_SHAPES; i++) free_shape(t, &t->graphs[i]);
+}
+
+/* Any device's graph of the shape points into memory its backend freed. */
+static int shape_stale(const dp_trainer_t *t, const dp_step_graph_t *g) {
+    int stale = 0;
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        stale |= be->graph_stale(be->ctx, g->graph[d]);
+    }
+    return stale;
 }
 
 void dp_step_graph_release(dp_trainer_t *t) {
@@ -105,8 +137,8 @@ static dp_step_graph_t *find_shape(dp_trainer_t *t, const dp_dataset_t *ds, int 
     return NULL;
 }
 
-/* The step's indices into replica 0's step_indices (one device, one rank:
- * its shards of the micro-batches are indices[0..n) in order). */
+/* The step's indices into a replica's step_indices (one rank: its shards of
+ * the micro-batches read their part of indices[0..n)). */
 static dp_status_t upload_indices(dp_replica_t *r, const int *indices, int n) {
     const dp_backend_t *be = r->backend;
     if (n > r->step_indices_cap) {
@@ -119,10 +151,17 @@ static dp_status_t upload_indices(dp_replica_t *r, const int *indices, int n) {
     return DP_OK;
 }
 
-/* The graph, with its dropout layers' seeds for this step: layer i's mask
- * seed is dp_seed_mix(step seed, i) (nn.c), at the capture and now. */
+/* A device's graph of the shape, from its device's thread. */
+static dp_status_t launch_task(void *arg) {
+    dp_replica_t *r = arg;
+    const dp_trainer_t *t = r->trainer;
+    const dp_backend_t *be = r->backend;
+    return be->graph_launch(be->ctx, t->graph_launch->graph[r->index], t->graph_seeds, t->graph_seed_pairs);
+}
+
+/* The graphs, with their dropout layers' seeds for this step: layer i's
+ * mask seed is dp_seed_mix(step seed, i) (nn.c), at the capture and now. */
 static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t step_seed) {
-    const dp_backend_t *be = t->replicas[0].backend;
     uint64_t seeds[2 * STEP_GRAPH_SEEDS];
     int pairs = 0;
     for (int i = 1; i <= dp_model_num_layers(t->model) && pairs < STEP_GRAPH_SEEDS; i++) {
@@ -132,37 +171,71 @@ static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t st
         seeds[2 * pairs + 1] = dp_seed_mix(step_seed, (uint64_t)(i - 1));
         pairs++;
     }
-    return be->graph_launch(be->ctx, g->graph, seeds, pairs);
+    if (t->num_devices == 1) {
+        const dp_backend_t *be = t->replicas[0].backend;
+        return be->graph_launch(be->ctx, g->graph[0], seeds, pairs);
+    }
+    t->graph_launch = g;
+    t->graph_seeds = seeds;
+    t->graph_seed_pairs = pairs;
+    dp_status_t status = dp_trainer_run_on_all(t, launch_task);
+    t->graph_launch = NULL;
+    t->graph_seeds = NULL;
+    return status;
+}
+
+/* Every device's context captures the step as made; on a failure every
+ * capture begun is ended and its graph, if any, freed. */
+static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset_t *ds, const int *indices, int n,
+                           int micros) {
+    int k = t->num_devices, begun = 0;
+    dp_status_t status = DP_OK;
+    for (; begun < k && status == DP_OK; begun++) {
+        dp_replica_t *r = &t->replicas[begun];
+        dp_arena_reset(r->arena); /* merging the arena's blocks frees and allocates: not inside the capture */
+        status = r->backend->graph_begin(r->backend->ctx);
+        if (status != DP_OK) break;
+    }
+    if (status == DP_OK) {
+        t->graph_capturing = 1;
+        status = dp_trainer_step_devices(t, ds, indices, n, micros);
+        t->graph_capturing = 0;
+    }
+    char message[1024] = "";
+    if (status != DP_OK) snprintf(message, sizeof message, "%s", dp_error_message());
+    for (int d = 0; d < begun; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        dp_status_t ended = be->graph_end(be->ctx, &g->graph[d]);
+        if (status == DP_OK && ended != DP_OK) {
+            status = ended;
+            snprintf(message, sizeof message, "%s", dp_error_message());
+        }
+    }
+    if (status != DP_OK) {
+        free_shape(t, g);
+        return dp_fail(status, "%s", message);
+    }
+    g->captured = 1;
+    return DP_OK;
 }
 
 dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
                                int *done) {
     *done = 0;
-    dp_replica_t *r = &t->replicas[0];
-    const dp_backend_t *be = r->backend;
     if (!t->graphs && !(t->graphs = dp_alloc_zeroed(STEP_GRAPH_SHAPES, sizeof *t->graphs, "step graphs")))
         return DP_ERR_NOMEM;
     dp_step_graph_t *g = find_shape(t, ds, n, micros);
-    if (g && g->graph && be->graph_stale(be->ctx, g->graph)) drop_graphs(t);
-    if (!g || (!g->graph && g->warm < STEP_GRAPH_WARMUP)) { /* more shapes than graphs, or a warm-up: as made */
+    if (g && g->captured && shape_stale(t, g)) drop_graphs(t);
+    if (!g || (!g->captured && g->warm < STEP_GRAPH_WARMUP)) { /* more shapes than graphs, or a warm-up: as made */
         if (g) g->warm++;
         t->graph_counts.as_made++;
         return DP_OK;
     }
-    DP_TRY(upload_indices(r, indices, n));
+    for (int d = 0; d < t->num_devices; d++) DP_TRY(upload_indices(&t->replicas[d], indices, n));
     uint64_t step_seed = dp_seed_mix(t->config.seed, t->step_count); /* this step's forward's (shard_task) */
-    if (!g->graph) {
+    if (!g->captured) {
         g->step_seed = step_seed;
-        dp_arena_reset(r->arena); /* merging the arena's blocks frees and allocates: not inside the capture */
-        DP_TRY(be->graph_begin(be->ctx));
-        t->graph_capturing = 1;
-        dp_status_t status = dp_trainer_step_devices(t, ds, indices, n, micros);
-        t->graph_capturing = 0;
-        void *graph = NULL;
-        dp_status_t ended = be->graph_end(be->ctx, &graph);
-        DP_TRY(status);
-        DP_TRY(ended);
-        g->graph = graph;
+        DP_TRY(capture(t, g, ds, indices, n, micros));
         t->graph_counts.captures++;
     } else { /* the host's part of the step, as dp_trainer_step_devices does it */
         if (t->sync->begin_step) t->sync->begin_step(t);

@@ -452,7 +452,7 @@ dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, con
             r->count = count;
             r->denominator = n; /* the whole step's batch: the micro-batches' gradients add up */
             r->example_offset = micro_start + rank_start + start;
-            /* a captured step gathers from the indices uploaded before it (one device, one rank) */
+            /* a captured step gathers from the indices uploaded before it (every replica has the step's) */
             r->device_indices = t->graph_capturing ? r->step_indices + r->example_offset : NULL;
         }
         if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */

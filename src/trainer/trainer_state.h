@@ -69,6 +69,9 @@ struct dp_trainer {
     struct dp_step_graph *graphs;
     int graph_capturing; /* the step runs inside a capture: the shards gather from step_indices */
     dp_cuda_graph_counts_t graph_counts;
+    const struct dp_step_graph *graph_launch; /* the shape each device thread launches now, and its seeds */
+    const uint64_t *graph_seeds;
+    int graph_seed_pairs;
 };
 
 /* trainer.c: the step's device work as made (uncaptured, or while a step

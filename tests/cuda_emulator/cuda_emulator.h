@@ -140,6 +140,17 @@ int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, un
                        void (*fn)(void *), const void *arg, size_t arg_bytes);
 int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const void *arg, size_t arg_bytes);
 void emu_capture_check_host(const char *call, const char *what, const void *p, size_t bytes);
+/* Streams in a capture (emu_graph.c): an event recorded on a capturing
+ * stream keeps the capture's id and the stream's work so far
+ * (emu_capture_mark); a stream waiting on such an event joins that capture
+ * (a fork), or, the capture's origin, joins the event's stream's work up
+ * to the mark back into it (emu_capture_wait, returning a cudaError_t); an
+ * NCCL sum captured on `stream` is noted (emu_capture_summed, after its
+ * emu_capture_call) for the check that the optimizer's kernel is captured
+ * after the origin joined it. */
+void emu_capture_mark(const void *stream, long *id, long *work);
+int emu_capture_wait(const void *stream, long id, long work, const void *event_stream);
+void emu_capture_summed(const void *stream);
 /* emu_nccl.c registers the probe that says whether `device` has an NCCL
  * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
 void emu_set_nccl_hang_probe(int (*probe)(int device));

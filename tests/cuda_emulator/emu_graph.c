@@ -10,8 +10,16 @@
  * scalars by value; device pointers are kept, as a GPU's graph keeps
  * them). An event recorded on a capturing stream becomes part of the
  * capture: querying or synchronising it fails as on a GPU
- * (cudaErrorCapturedEvent). cudaGraphLaunch runs the recorded work in
- * order, on the launching thread, as if queued then.
+ * (cudaErrorCapturedEvent), and another stream of the GPU that waits on it
+ * joins the capture (a fork: its work from then on is recorded in the same
+ * graph, NCCL's sums included, emu_nccl.c); the capture ends on the stream
+ * it began on, and only once the origin waited on an event recorded on
+ * each forked stream after its last work (else
+ * cudaErrorStreamCaptureUnjoined, as on a GPU). An optimizer kernel
+ * captured before the origin joined an NCCL sum captured on another stream
+ * aborts with one line (in a GPU's graph the two would run side by side).
+ * cudaGraphLaunch runs the recorded work in order, on the launching
+ * thread, as if queued then.
  *
  * What a GPU refuses during a capture fails here as there, and the
  * capture is invalidated (cudaStreamEndCapture then fails with
@@ -31,7 +39,9 @@
  *
  * DESIGN. A capture is a growing graph (nodes in order: the emulator runs
  * everything in stream order, so a list is the whole dependency graph)
- * hanging from its stream; the captures active per GPU are counted under
+ * hanging from its streams (the origin and the forked ones, each with the
+ * count of work it queued: an event recorded in the capture keeps its
+ * stream's count, the origin's wait on it joins that much); the captures active per GPU are counted under
  * a mutex for the refusals above. An executable graph owns a copy of the
  * nodes and their argument copies, so the graph may be destroyed first.
  * A capture and its graph belong to the one thread that captures; a
@@ -58,6 +68,17 @@ typedef struct {
     size_t arg_bytes;
 } node_t;
 
+/* A stream taking part in a capture: the origin (members[0], where it
+ * began) or one forked from it by waiting on an event recorded in it. */
+typedef struct {
+    const void *stream;
+    long work;     /* nodes it queued in this capture */
+    long last_sum; /* the work count at its last NCCL sum (0: none) */
+    long joined;   /* of its work, what the origin waited for (forked streams) */
+} member_t;
+
+#define MAX_MEMBER_STREAMS 8
+
 struct CUgraph_st {
     node_t *nodes;
     int count, cap;
@@ -65,6 +86,9 @@ struct CUgraph_st {
     int invalid;     /* a refused call met the capture */
     int mode;        /* enum cudaStreamCaptureMode */
     pthread_t owner; /* the thread that began the capture */
+    long id;         /* unique while the process runs: what a captured event names */
+    member_t members[MAX_MEMBER_STREAMS];
+    int member_count;
 };
 
 struct CUgraphExec_st {
@@ -76,6 +100,7 @@ struct CUgraphExec_st {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUgraph_st *active[EMU_MAX_GPUS][4]; /* the captures active per GPU (a few streams at most) */
 static long stat_graph_launches, stat_graph_kernels;
+static long last_capture_id; /* under lock */
 
 long emu_stat_graph_launches(void) { return __atomic_load_n(&stat_graph_launches, __ATOMIC_RELAXED); }
 long emu_stat_graph_kernels(void) { return __atomic_load_n(&stat_graph_kernels, __ATOMIC_RELAXED); }
@@ -132,12 +157,35 @@ static int append(struct CUgraph_st *g, node_t node, const void *arg, size_t arg
     return cudaSuccess;
 }
 
+static member_t *member_of(struct CUgraph_st *g, const void *stream) {
+    for (int i = 0; i < g->member_count; i++)
+        if (g->members[i].stream == stream) return &g->members[i];
+    return NULL; /* not reached: a stream's capture lists it */
+}
+
+/* The optimizer's kernel captured on `stream` reads the summed gradients:
+ * every NCCL sum captured on another stream of the capture must have been
+ * joined into it (on a GPU, nodes without that edge run side by side). */
+static void check_after_captured_sums(struct CUgraph_st *g, const void *stream, const char *kernel) {
+    for (int i = 0; i < g->member_count; i++) {
+        const member_t *m = &g->members[i];
+        if (m->stream == stream || m->last_sum == 0 || m->joined >= m->last_sum) continue;
+        fprintf(stderr, "cuda emulator: %s captured on GPU %d is not ordered after an NCCL sum captured on another "
+                "stream (no cudaStreamWaitEvent of the capturing stream on an event recorded after it): in the "
+                "graph it may run before the sum\n", kernel, g->device);
+        fflush(stderr);
+        abort();
+    }
+}
+
 int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, unsigned block, int cooperative,
                        void (*fn)(void *), const void *arg, size_t arg_bytes) {
     struct CUgraph_st *g = capture_of(stream);
     if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    if (strcmp(kernel, "optim_kernel") == 0) check_after_captured_sums(g, stream, "the optimizer's kernel");
     node_t n = {.kernel = kernel, .grid = grid, .block = block, .cooperative = cooperative, .kernel_fn = fn};
     int err = append(g, n, arg, arg_bytes);
+    if (!err) member_of(g, stream)->work++;
     return err ? fail((cudaError_t)err) : cudaSuccess;
 }
 
@@ -146,7 +194,55 @@ int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const
     if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
     node_t n = {.call_fn = fn};
     int err = append(g, n, arg, arg_bytes);
+    if (!err) member_of(g, stream)->work++;
     return err ? fail((cudaError_t)err) : cudaSuccess;
+}
+
+void emu_capture_summed(const void *stream) {
+    member_t *m = member_of(capture_of(stream), stream);
+    m->last_sum = m->work;
+}
+
+void emu_capture_mark(const void *stream, long *id, long *work) {
+    struct CUgraph_st *g = capture_of(stream);
+    *id = g->id;
+    *work = member_of(g, stream)->work;
+}
+
+/* The active capture of that id, NULL once it ended. Under lock. */
+static struct CUgraph_st *active_capture(long id) {
+    for (int d = 0; d < EMU_MAX_GPUS; d++)
+        for (int i = 0; i < 4; i++)
+            if (active[d][i] && active[d][i]->id == id) return active[d][i];
+    return NULL;
+}
+
+int emu_capture_wait(const void *stream, long id, long work, const void *event_stream) {
+    void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
+    if (!slot) return fail(cudaErrorStreamCaptureImplicit); /* the legacy stream joins no capture */
+    pthread_mutex_lock(&lock);
+    struct CUgraph_st *g = active_capture(id), *own = *slot;
+    cudaError_t err = cudaSuccess;
+    if (!g) {
+        err = cudaErrorStreamCaptureIsolation; /* an event of a capture that ended: nothing a stream can wait for */
+    } else if (!own) { /* a fork: the stream's work from now on is the capture's */
+        if (g->member_count == MAX_MEMBER_STREAMS) {
+            err = cudaErrorNotSupported;
+        } else if (emu_stream_device(stream) != g->device) {
+            err = cudaErrorStreamCaptureIsolation; /* the emulator keeps a capture on one GPU */
+        } else {
+            g->members[g->member_count++] = (member_t){.stream = stream};
+            *slot = g;
+        }
+    } else if (own != g) {
+        own->invalid = 1;
+        err = cudaErrorStreamCaptureIsolation; /* two captures may not depend on each other */
+    } else if (stream == g->members[0].stream) { /* a join into the origin */
+        for (int i = 1; i < g->member_count; i++)
+            if (g->members[i].stream == event_stream && g->members[i].joined < work) g->members[i].joined = work;
+    }
+    pthread_mutex_unlock(&lock);
+    return err ? fail(err) : cudaSuccess;
 }
 
 void emu_capture_check_host(const char *call, const char *what, const void *p, size_t bytes) {
@@ -173,7 +269,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
     g->device = device;
     g->mode = (int)mode;
     g->owner = pthread_self();
+    g->members[0] = (member_t){.stream = stream};
+    g->member_count = 1;
     pthread_mutex_lock(&lock);
+    g->id = ++last_capture_id;
     int placed = 0;
     for (int i = 0; i < 4 && !placed; i++)
         if (!active[device][i]) active[device][i] = g, placed = 1;
@@ -191,17 +290,24 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
     struct CUgraph_st *g = slot ? *slot : NULL;
     if (!g) return fail(cudaErrorIllegalState);
+    if (g->members[0].stream != stream) return fail(cudaErrorStreamCaptureUnmatched); /* a forked stream */
     if (g->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(g->owner, pthread_self()))
         return fail(cudaErrorStreamCaptureWrongThread);
-    *slot = NULL;
     pthread_mutex_lock(&lock);
+    int unjoined = 0;
+    for (int i = 1; i < g->member_count; i++) { /* the forked streams leave the capture */
+        unjoined |= g->members[i].joined < g->members[i].work;
+        *emu_stream_capture_slot(g->members[i].stream) = NULL;
+    }
+    *slot = NULL;
     for (int i = 0; i < 4; i++)
         if (active[g->device][i] == g) active[g->device][i] = NULL;
     pthread_mutex_unlock(&lock);
-    if (g->invalid) {
+    if (g->invalid || unjoined) {
+        cudaError_t err = g->invalid ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnjoined;
         free_nodes(g->nodes, g->count);
         free(g);
-        return fail(cudaErrorStreamCaptureInvalidated);
+        return fail(err);
     }
     *graph = g;
     return cudaSuccess;

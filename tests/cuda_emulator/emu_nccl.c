@@ -35,6 +35,17 @@
  * DPTRAIN_CUDA_EMU_NCCL_HANG=N makes the N-th all-reduce hang so, with no
  * member failed (a remote member that stopped answering).
  *
+ * An all-reduce queued on a capturing stream (a CUDA graph, emu_graph.c;
+ * NCCL's stream joins the capture by waiting on an event of it) sums
+ * nothing then: it becomes a node of that stream's graph, checked as a
+ * call would be, and sums each time the graph is launched, that member
+ * alone meeting the others at the barrier. So the members' graphs must be
+ * launched from threads of their own (the emulator runs a launch to its
+ * end; on a GPU a launch returns at once, and NCCL advises threads of
+ * their own there too): a launch by the thread that made several members
+ * of the communicator aborts with one line. One group's calls are all
+ * captured or none (NCCL: capture is a collective property).
+ *
  * DESIGN. The calls of one group (ncclGroupStart/End, per thread as in
  * NCCL) are kept and run at ncclGroupEnd, all of them by the calling
  * thread: the barrier counts that thread's members at once (its weight),
@@ -323,6 +334,8 @@ typedef struct {
     const float *send;
     float *recv;
     size_t count;
+    cudaStream_t stream;
+    int captured; /* queued on a capturing stream: a node of its graph */
 } op_t;
 
 static __thread int group_depth;
@@ -444,6 +457,40 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
     return ncclSuccess;
 }
 
+/* A captured all-reduce, run where its graph is launched: this member
+ * alone (the others' graphs run on their own threads, as NCCL asks of
+ * several GPUs in one process with graphs; each member meets them at the
+ * barrier as a GPU's kernel would). */
+static int made_here(const mapping_t *m, const char *name);
+
+static void replay_allreduce(void *arg, const void *stream) {
+    op_t *op = arg;
+    if (made_here(op->comm->map, NULL) > 1)
+        die("a graph with a captured ncclAllReduce launched by the thread that drives %d members of its "
+            "communicator: the emulator runs a launch to its end, so the members' graphs must be launched from "
+            "threads of their own (NCCL advises the same for graphs on several GPUs of a process)",
+            made_here(op->comm->map, NULL));
+    if (emu_stream_device(stream) != op->comm->device)
+        die("ncclAllReduce: a graph launched on a stream of GPU %d, the communicator's GPU is %d",
+            emu_stream_device(stream), op->comm->device);
+    ncclResult_t r = run_allreduces(op, 1);
+    if (r != ncclSuccess) die("ncclAllReduce in a graph: %s", ncclGetErrorString(r));
+}
+
+/* The captured all-reduces ops[0..n): a node each in its stream's graph. */
+static ncclResult_t capture_allreduces(const op_t *ops, int n) {
+    for (int i = 0; i < n; i++)
+        if (!ops[i].captured)
+            return set_error(ncclInvalidUsage, "ncclAllReduce: of one group's streams some capture a CUDA graph and "
+                                               "some do not (capture is a collective property)");
+    for (int i = 0; i < n; i++) {
+        if (emu_capture_call(ops[i].stream, replay_allreduce, &ops[i], sizeof ops[i]) != cudaSuccess)
+            return set_error(ncclInvalidUsage, "ncclAllReduce: its stream's capture was invalidated");
+        emu_capture_summed(ops[i].stream);
+    }
+    return ncclSuccess;
+}
+
 /* Runs and forgets the thread's kept calls: the communicators first. */
 static ncclResult_t run_pending(void) {
     op_t *ops = pending;
@@ -461,7 +508,10 @@ static ncclResult_t run_pending(void) {
     for (int i = 0, k = inits; i < n; i++)
         if (!ops[i].init) sorted[k++] = ops[i];
     ncclResult_t r = inits ? run_inits(sorted, inits) : ncclSuccess;
-    if (r == ncclSuccess && n > inits) r = run_allreduces(sorted + inits, n - inits);
+    int captured = 0;
+    for (int i = inits; i < n; i++) captured |= sorted[i].captured;
+    if (r == ncclSuccess && n > inits)
+        r = captured ? capture_allreduces(sorted + inits, n - inits) : run_allreduces(sorted + inits, n - inits);
     free(sorted);
     free(ops);
     return r;
@@ -511,21 +561,22 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
     if (!comm) return set_error(ncclInvalidArgument, "ncclAllReduce: no communicator");
     if (datatype != ncclFloat || op != ncclSum)
         return set_error(ncclInvalidArgument, "ncclAllReduce: the emulator sums floats only");
-    if (emu_capture_status(stream)) /* it would sum now, not when the graph runs */
-        return set_error(ncclInvalidUsage, "ncclAllReduce: a capturing stream (a CUDA graph) is not emulated");
+    int capturing = emu_capture_status(stream);
+    if (capturing == 2) return set_error(ncclInvalidUsage, "ncclAllReduce: its stream's capture was invalidated");
     emu_check_device_memory("ncclAllReduce", "the send buffer", sendbuff, sizeof(float) * count, comm->device);
     emu_check_device_memory("ncclAllReduce", "the receive buffer", recvbuff, sizeof(float) * count, comm->device);
     if (emu_stream_device(stream) != comm->device)
         die("ncclAllReduce: the stream is of GPU %d, the communicator's GPU is %d", emu_stream_device(stream),
             comm->device);
-    emu_stream_summed(stream); /* in stream order (emu_runtime.c) */
-    op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count};
+    if (!capturing) emu_stream_summed(stream); /* in stream order (emu_runtime.c) */
+    op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count, .stream = stream,
+              .captured = capturing};
     if (group_depth > 0) return keep(&o);
     int members = made_here(comm->map, NULL);
     if (members > 1)
         die("ncclAllReduce outside ncclGroupStart/End by a thread that drives %d members of one communicator: NCCL "
             "may wait in it for the others, which this thread never gets to issue", members);
-    return run_allreduces(&o, 1);
+    return capturing ? capture_allreduces(&o, 1) : run_allreduces(&o, 1);
 }
 
 static void forget(ncclComm_t comm) {

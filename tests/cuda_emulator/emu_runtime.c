@@ -324,6 +324,8 @@ struct CUevent_st {
     int timing;  /* made without cudaEventDisableTiming */
     double recorded_ms; /* CLOCK_MONOTONIC at the last record, in ms; < 0: never recorded */
     int captured; /* last recorded on a capturing stream (emu_graph.c) */
+    long capture_id, capture_work; /* then: the capture and that stream's work so far (emu_capture_mark) */
+    const void *capture_stream;
 };
 
 /* --- NCCL sums in stream order (see CUstream_st) ------------------------------- */
@@ -484,7 +486,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     int capturing = emu_capture_status(stream);
     if (capturing == 2) return fail(cudaErrorStreamCaptureInvalidated);
     event->captured = capturing;
-    if (capturing) return cudaSuccess; /* a point of the capture, nothing to run */
+    if (capturing) { /* a point of the capture, nothing to run */
+        emu_capture_mark(stream, &event->capture_id, &event->capture_work);
+        event->capture_stream = stream;
+        return cudaSuccess;
+    }
     event->pending = events_pending();
     event->stream = counted(stream);
     event->seq = counted(stream)->queued++;
@@ -516,6 +522,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     (void)flags;
     if (!event) return fail(cudaErrorInvalidResourceHandle);
     if (emu_capture_status(stream) == 2) return fail(cudaErrorStreamCaptureInvalidated);
+    if (event->captured) /* a fork into the event's capture, or a join back (emu_graph.c) */
+        return (cudaError_t)emu_capture_wait(stream, event->capture_id, event->capture_work, event->capture_stream);
     if (emu_capture_status(stream)) return cudaSuccess; /* in stream order already */
     stream_waits(counted(stream), event);
     int f = emu_device_fault(emu_stream_device(stream));

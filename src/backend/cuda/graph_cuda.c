@@ -25,6 +25,10 @@
  *     (a staged upload) before the graph. The slots are the context's, not
  *     the graph's: launches are in stream order, each writes before its
  *     graph reads.
+ * On a GPU that sums with NCCL (c->peer: several GPUs of the process, or
+ * of several ranks) the sums are captured too (peer_nccl.c), and every
+ * member's graph must be launched for any to end: the trainer launches
+ * each from its device's thread (step_graph.c).
  * The per-step indices reach the graph through device memory the caller
  * uploads before each launch (load_batch_indexed). A graph is stale once
  * the context freed device memory after its capture (c->frees moved: an
@@ -114,8 +118,10 @@ static dp_status_t cuda_graph_begin(void *ctx) {
                        "pinned memory for a step graph") ||
          dp_cuda_check(c, cudaEventCreateWithFlags(&g->launched, cudaEventDisableTiming), "an event for a step graph")))
         status = dp_cuda_status(c);
-    if (status == DP_OK &&
-        dp_cuda_check(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal), "beginning a step capture"))
+    /* a GPU summing with NCCL beside others of the process: thread-local, as NCCL asks where each GPU has a
+     * thread of its own (another thread's calls, NCCL's own among them, do not invalidate this capture) */
+    enum cudaStreamCaptureMode mode = c->peer ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
+    if (status == DP_OK && dp_cuda_check(c, cudaStreamBeginCapture(c->stream, mode), "beginning a step capture"))
         status = dp_cuda_status(c);
     if (status == DP_OK) c->capture = g;
     else graph_release(g);

@@ -9,7 +9,7 @@
  *
  * DESIGN. A group holds one NCCL communicator per member GPU of this
  * process (made in one ncclGroupStart/End, as NCCL asks of one thread
- * driving several GPUs), and per member a stream of its own with two
+ * driving several GPUs), and per member a stream of its own with three
  * events. peer_allreduce runs under the group's mutex (calls from several
  * device threads are serialised: NCCL needs every member to issue the same
  * collectives in the same order, and the order within a process is the
@@ -27,6 +27,16 @@
  * after all of them. Holding the contexts' locks keeps another thread from
  * queuing work on a member's stream in between. Nothing waits on the host. A failure is
  * returned, and kept in every member's context (the next op reports it).
+ *
+ * In a step graph (graph_cuda.c: every member's context capturing; a mix
+ * fails) the same calls are captured: `produced` forks NCCL's stream into
+ * its GPU's capture, each member's sum becomes a node of its GPU's graph
+ * (NCCL: a captured collective is replayed by every member's graph
+ * together), and the join uses `graph_summed`, an event only captures
+ * record, so that `summed` keeps its last real record for the failure
+ * polling below (an event last recorded in a capture cannot be queried).
+ * Within a graph the failure polling sees the other GPUs' sticky errors
+ * through those older records, and the timeout covers the rest.
  *
  * A member that fails after its sum was queued (its GPU faults: the
  * failure shows later, asynchronously) leaves the other members' NCCL
@@ -65,6 +75,8 @@ struct dp_peer_group {
     ncclComm_t comm[DP_CUDA_MAX_GPUS];
     cudaStream_t stream[DP_CUDA_MAX_GPUS]; /* NCCL's, one per member */
     cudaEvent_t produced[DP_CUDA_MAX_GPUS], summed[DP_CUDA_MAX_GPUS];
+    cudaEvent_t graph_summed[DP_CUDA_MAX_GPUS]; /* `summed` inside a step graph's capture */
+    int graph_sums;                             /* sums queued in the capture under way, not yet joined */
     double timeout_sec;         /* a wait that has not ended after it aborts the group (<= 0: never) */
     pthread_mutex_t abort_lock; /* guards what follows */
     int aborted;                /* the communicators were aborted (and are NULL) */
@@ -207,6 +219,7 @@ static void cuda_peer_group_free(dp_peer_group_t *g) {
         dp_cuda_enter(c);
         if (g->produced[i]) cudaEventDestroy(g->produced[i]);
         if (g->summed[i]) cudaEventDestroy(g->summed[i]);
+        if (g->graph_summed[i]) cudaEventDestroy(g->graph_summed[i]);
         if (g->stream[i]) cudaStreamDestroy(g->stream[i]); /* work still queued ends before its resources go */
         dp_cuda_leave(c);
     }
@@ -231,6 +244,18 @@ static dp_status_t group_leave(dp_peer_group_t *g, int failed, const char *messa
     return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
 }
 
+/* 1 when every member's context is capturing a step graph (graph_cuda.c),
+ * 0 when none is, -1 (with a message) for a mix: NCCL takes a collective
+ * captured by all its members or by none. Under every member's lock. */
+static int group_capturing(const dp_peer_group_t *g, char *message, size_t size) {
+    int capturing = 0;
+    for (int i = 0; i < g->k; i++) capturing += g->ctx[i]->capture != NULL;
+    if (capturing == 0 || capturing == g->k) return capturing > 0;
+    snprintf(message, size, "NCCL: %d of the group's %d GPUs are capturing a step graph (all or none may)", capturing,
+             g->k);
+    return -1;
+}
+
 static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
     if (count == 0) return DP_OK;
     char message[256] = "";
@@ -240,6 +265,8 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
     pthread_mutex_lock(&g->abort_lock);
     if ((failed = g->aborted)) snprintf(message, sizeof message, "%s", g->abort_message);
     pthread_mutex_unlock(&g->abort_lock);
+    int capturing = !failed ? group_capturing(g, message, sizeof message) : 0;
+    failed |= capturing < 0;
     for (int i = 0; i < g->k && !failed; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
@@ -263,9 +290,11 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
     for (int i = 0; i < g->k && !failed; i++) { /* the sums so far: what peer_join orders after */
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
-        failed = dp_cuda_check(c, cudaEventRecord(g->summed[i], g->stream[i]), "NCCL: ordering the update after the sum");
+        failed = dp_cuda_check(c, cudaEventRecord(capturing ? g->graph_summed[i] : g->summed[i], g->stream[i]),
+                               "NCCL: ordering the update after the sum");
         if (failed) snprintf(message, sizeof message, "%s", c->error);
     }
+    if (!failed && capturing) g->graph_sums++;
     return group_leave(g, failed, message);
 }
 
@@ -276,13 +305,18 @@ static dp_status_t cuda_peer_join(dp_peer_group_t *g) {
     int failed = 0;
     pthread_mutex_lock(&g->lock);
     for (int i = 0; i < g->k; i++) dp_cuda_enter(g->ctx[i]);
-    for (int i = 0; i < g->k && !failed; i++) {
+    int capturing = group_capturing(g, message, sizeof message);
+    failed = capturing < 0;
+    /* in a capture, only its own sums (an event of before it may not be waited on there) */
+    int joins = !capturing || g->graph_sums;
+    for (int i = 0; i < g->k && !failed && joins; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
-        failed = c->failed ||
-                 dp_cuda_check(c, cudaStreamWaitEvent(c->stream, g->summed[i], 0), "NCCL: ordering the update after the sum");
+        failed = c->failed || dp_cuda_check(c, cudaStreamWaitEvent(c->stream, capturing ? g->graph_summed[i] : g->summed[i], 0),
+                                            "NCCL: ordering the update after the sum");
         if (failed) snprintf(message, sizeof message, "%s", c->error);
     }
+    if (capturing) g->graph_sums = 0;
     return group_leave(g, failed, message);
 }
 
@@ -311,6 +345,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
         cudaError_t err = cudaStreamCreateWithFlags(&g->stream[i], cudaStreamNonBlocking);
         if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->produced[i], cudaEventDisableTiming);
         if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->summed[i], cudaEventDisableTiming);
+        if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->graph_summed[i], cudaEventDisableTiming);
         dp_cuda_leave(c);
         if (err != cudaSuccess)
             status = dp_fail(DP_ERR_ARG, "%s: NCCL's stream: %s", c->name, cudaGetErrorString(err));

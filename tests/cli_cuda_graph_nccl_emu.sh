@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# cli_cuda_graph_nccl_emu.sh - the step as CUDA graphs on several GPUs of
+# one process that sum with NCCL (src/trainer/step_graph.c, the sums
+# captured by src/backend/cuda/peer_nccl.c), on the CUDA emulator: NCCL's
+# stream forked into each GPU's capture and joined back (emu_graph.c), each
+# member's sum a node of its GPU's graph, the graphs launched from the
+# devices' threads and meeting at the sum (emu_nccl.c). Skipped (77) in a
+# build without CUDA or whose emulator has no NCCL. It shows:
+# - graphs and no graphs give the same checkpoint bits and last loss on
+#   cuda:0,cuda:1 (SGD, 3 epochs; Adam with a cosine schedule and a short
+#   last batch; momentum with --accumulate 2) and on 3 GPUs;
+# - the graphs were used: the counts of the one-GPU run (8 steps launched
+#   from 2 captures, 4 as made) and the emulator's graph launches, one per
+#   GPU and replayed step (16 on 2 GPUs, 24 on 3), its NCCL sums replayed
+#   inside them; the same kernels in all (launched one by one plus in
+#   graphs = the run without graphs);
+# - what stays as made says why on its first line: --overlap on with NCCL,
+#   a model with batch-norm statistics on several GPUs.
+# The emulator's own checks of such captures (fork, join, an update before
+# the join, a launch from one thread) are emu_test_cuda_graph's.
+source "$(dirname "$0")/testing.sh"
+needs_cuda_emulator
+if ! nm -D "$emu" 2>/dev/null | grep -q ncclAllReduce && ! nm "$emu" 2>/dev/null | grep -q ncclAllReduce; then
+  echo "cli_cuda_graph_nccl_emu: SKIPPED: the CUDA emulator was built without NCCL (no nccl.h found)"
+  exit 77
+fi
+export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=3 DPTRAIN_CUDA_EMU_STATS=1
+unset DPTRAIN_NCCL CUDA_VISIBLE_DEVICES
+small_data "$tmp/data" 100 48 # 4 steps of 24 images an epoch; --limit 100: a short last batch
+common=(train --data "$tmp/data" --limit 96 --batch-size 24 --lr 0.05 --seed 5 --model lenet)
+
+first_line_has() {
+  [[ $(head -1 "$tmp/$1.out") == *"$2"* ]] && pass || fail "$1: first line '$(head -1 "$tmp/$1.out")' lacks '$2'"
+}
+for mode in sgd adam-short accumulate three; do
+  devices=cuda:0,cuda:1
+  case $mode in
+    sgd) args=(--epochs 3 --optimizer sgd) ;;
+    adam-short) args=(--epochs 2 --optimizer adam --lr 0.002 --lr-schedule cosine --limit 100) ;;
+    accumulate) args=(--epochs 2 --optimizer momentum --batch-size 12 --accumulate 2) ;;
+    three) args=(--epochs 3 --optimizer sgd) devices=cuda:0,cuda:1,cuda:2 ;;
+  esac
+  train_run "$mode-on" "$devices" "${args[@]}" --cuda-graph on
+  train_run "$mode-off" "$devices" "${args[@]}" --cuda-graph off
+  same_run "$mode-on" "$mode-off"
+  first_line_has "$mode-on" ", cuda graph: on, allreduce: nccl"
+  first_line_has "$mode-off" ", cuda graph: off (--cuda-graph off), allreduce: nccl"
+done
+
+# the graphs were used: 3 epochs of 4 steps, as on one GPU (cli_cuda_graph_emu)
+counts() { sed -nE 's/^cuda graph: ([0-9]+) steps launched as graphs \(([0-9]+) captures\), ([0-9]+) steps as made.*/\1 \2 \3/p' "$tmp/$1.out"; }
+stat() { sed -nE "s/^cuda emulator: ([0-9]+) kernel launches, .* ([0-9]+) graph launches \(([0-9]+) kernels in them\)$/\\$2/p" "$tmp/$1.out"; }
+for run in sgd:2 three:3; do
+  name=${run%:*} gpus=${run#*:}
+  [[ $(counts "$name-on") == "8 2 4" ]] && pass || fail "$name: launches, captures, as made: '$(counts "$name-on")'"
+  [[ $(stat "$name-on" 2) == $((8 * gpus)) ]] && pass \
+    || fail "$name: the emulator counted $(stat "$name-on" 2) graph launches, expected $((8 * gpus))"
+  [[ $(stat "$name-off" 2) == 0 ]] && pass || fail "$name off: $(stat "$name-off" 2) graph launches"
+  [[ -n $(stat "$name-on" 1) && $(($(stat "$name-on" 1) + $(stat "$name-on" 3))) == "$(stat "$name-off" 1)" ]] && pass \
+    || fail "$name kernels: $(stat "$name-on" 1) + $(stat "$name-on" 3) in graphs with graphs, $(stat "$name-off" 1) without"
+done
+
+# as made, and why
+"$bin" "${common[@]}" --epochs 1 --devices cuda:0,cuda:1 --overlap on >"$tmp/overlap.out" 2>&1 && pass \
+  || fail "overlap: $(tail -2 "$tmp/overlap.out")"
+first_line_has overlap ", cuda graph: off (--overlap on (its buckets are counted on the host during backward)), allreduce: nccl"
+"$bin" "${common[@]}" --epochs 1 --devices cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" \
+  >"$tmp/bn.out" 2>&1 && pass || fail "bn: $(tail -2 "$tmp/bn.out")"
+first_line_has bn ", cuda graph: off (several devices and batch-norm statistics (copied from device 0 through host memory))"
+
+testing_finish cli_cuda_graph_nccl_emu
