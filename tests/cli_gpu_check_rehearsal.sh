@@ -30,7 +30,7 @@ want "^  cli_cuda: 100% tests passed, 0 tests failed out of 1$" # (cli_cuda_modu
 want "^  default devices: \[cuda:0\] \(default: the GPU\)"
 want "^  LeNet 2 epochs on cuda:0: test accuracy $num \(>= 0\), median epoch ${num}s$"
 want "^  LeNet bf16 2 epochs on cuda:0: test accuracy $num vs FP32 $num \(at most 1 below\), median epoch ${num}s$"
-want "^  NCCL \(1 member\) on cuda:0: train_loss $num vs host $num, same checkpoint bits$"
+want "^  NCCL \(1 member\) on cuda:0: train_loss $num vs host $num, same checkpoint bits; [1-9][0-9]* steps as graphs with NCCL.s sum captured$"
 want "^  benchmark: GPU: none \(PyTorch on cpu\) \(torch.cuda.get_device_name\); CPU: "
 want "^  benchmark: LeNet median \(1 pairs, epochs 2-2\): dptrain $num s/epoch, pytorch eager $num s/epoch, speed-up ${num}x$"
 want "^  benchmark: LeNet dptrain cuda graph \(one run each, median of epochs 2-2\): on $num s/epoch \([0-9]+ steps launched as graphs\), off $num s/epoch, off/on ${num}x$"

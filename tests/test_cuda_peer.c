@@ -8,6 +8,8 @@
  *   range that crosses the emulator's 256 Ki-float pieces in every buffer,
  *   in member order (the emulator: bits; a GPU with 3 or more: within a
  *   float's rounding per addition), and leaves the rest of the buffers;
+ * - peer_broadcast copies member 0's range into every buffer, the rest
+ *   left;
  * - the same sum captured in every member's step graph (graph_begin /
  *   graph_end around peer_allreduce and peer_join): nothing summed by the
  *   capture; the graphs launched from a thread per GPU (as the trainer
@@ -204,6 +206,18 @@ static void group_in_process(int gpus, int emulated) {
         tables[g]->free(tables[g]->ctx, bufs[g]);
     }
     printf("test_cuda_peer: a group of %d GPUs in one process summed %d floats\n", k, COUNT);
+    /* peer_broadcast: member 0's range in every buffer, the rest left */
+    for (int g = 0; g < k; g++) bufs[g] = upload_member(tables[g], g, host);
+    CHECK(tables[0]->peer_broadcast(group, bufs, START, COUNT) == DP_OK, "peer_broadcast: %s", dp_error_message());
+    CHECK(tables[0]->peer_join(group) == DP_OK, "peer_join: %s", dp_error_message());
+    for (int g = 0; g < k; g++) {
+        tables[g]->download(tables[g]->ctx, host, bufs[g], sizeof host);
+        size_t bad = N;
+        for (size_t i = 0; i < N && bad == N; i++)
+            if (host[i] != value(i >= START && i < START + COUNT ? 0 : g, i)) bad = i;
+        CHECK(bad == N, "cuda:%d after the broadcast: element %zu is %.9g", g, bad, (double)host[bad % N]);
+        tables[g]->free(tables[g]->ctx, bufs[g]);
+    }
     captured_sum(tables, k, group, emulated);
     tables[0]->peer_group_free(group);
 

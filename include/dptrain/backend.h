@@ -216,8 +216,13 @@ struct dp_backend {
      * group; every process must make the same calls in the same order
      * (NCCL deadlocks otherwise). */
     dp_status_t (*peer_allreduce)(dp_peer_group_t *group, float *const *bufs, size_t start, size_t count);
+    /* bufs[i][start, start + count) = that range of the group's member 0
+     * (the first member of the first process), in every buffer: a copy,
+     * ordered and serialised as peer_allreduce (peer_join orders after it). */
+    dp_status_t (*peer_broadcast)(dp_peer_group_t *group, float *const *bufs, size_t start, size_t count);
     /* The work queued on each member's device after it returns runs after
-     * every peer_allreduce made before it (the host does not wait). */
+     * every peer_allreduce and peer_broadcast made before it (the host does
+     * not wait). */
     dp_status_t (*peer_join)(dp_peer_group_t *group);
     /* After the work queued on the members; NULL is a no-op. */
     void (*peer_group_free)(dp_peer_group_t *group);

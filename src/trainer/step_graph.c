@@ -74,8 +74,6 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
         return t->sync == &dp_sync_peer_overlap ? "--overlap on (its buckets are counted on the host during backward)"
                                                 : "several devices summing through host memory (a graph needs NCCL)";
     if (t->num_devices > STEP_GRAPH_DEVICES) return "more than 16 devices";
-    if (t->num_devices > 1 && t->num_params > t->num_trainable)
-        return "several devices and batch-norm statistics (copied from device 0 through host memory)";
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
     if (t->augment) return "--augment (each step's crops and flips are drawn on the host)";

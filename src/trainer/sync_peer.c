@@ -18,9 +18,10 @@
  *
  * A step: every replica's gradient range is summed in place in every
  * replica (no reduce-to-first, no broadcast), then each replica updates
- * its own range, as the host paths do. Across ranks the step makes no MPI
- * call (one group over every rank's GPUs); the buffers' broadcast after the
- * step (dp_trainer_sync_buffers) stays on MPI. The sums go bucket by bucket
+ * its own range, as the host paths do; the buffers (batch norm's running
+ * statistics) go from the first replica of rank 0 to every other with
+ * NCCL's broadcast. Across ranks the step makes no MPI call (one group over
+ * every rank's GPUs), and no host synchronisation anywhere. The sums go bucket by bucket
  * (DP_BUCKET_FLOATS ranges, in the order nb-1, ..., 0) with and without
  * overlap, so that both give the same bits also where NCCL's order of
  * summation depends on the message size.
@@ -78,7 +79,7 @@ static int32_t local_reason(dp_trainer_t *t, peer_facts_t *f) {
     int k = t->num_devices;
     for (int d = 0; d < k; d++) {
         const dp_backend_t *be = t->replicas[d].backend;
-        if (!be->peer_group_new || !be->peer_allreduce || !be->peer_join || !be->peer_id)
+        if (!be->peer_group_new || !be->peer_allreduce || !be->peer_broadcast || !be->peer_join || !be->peer_id)
             return strcmp(be->name, "cuda") == 0 ? NO_NCCL : NO_PEER;
         if (be->peer_group_new != t->replicas[0].backend->peer_group_new) return MIXED;
         for (int e = 0; e < d; e++)
@@ -186,14 +187,27 @@ static dp_status_t sum_bucket(dp_trainer_t *t, long b) {
     return be->peer_allreduce(t->peer_group, t->grad_buffers, start, count);
 }
 
+/* The buffers (batch norm's running statistics) of member 0, replica 0 of
+ * rank 0, to every replica of every rank: NCCL's broadcast, joined before
+ * the next step's forward writes them (dp_trainer_sync_buffers' bits, with
+ * no download; nothing with --sync-batch-norm, where they are equal). */
+static dp_status_t sync_buffers(dp_trainer_t *t) {
+    size_t count = t->num_params - t->num_trainable;
+    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
+    const dp_backend_t *be = t->replicas[0].backend;
+    DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, t->num_trainable, count));
+    return be->peer_join(t->peer_group);
+}
+
 /* After the step's sums (queued): every replica's update, ordered after
  * them on its device (peer_join), one over the whole range per replica: the
  * optimizers are elementwise, so that is per-bucket updates' bits in one
  * launch per replica instead of one per bucket (LeNet: 8). */
 static dp_status_t join_update(dp_trainer_t *t) {
-    DP_TRY(t->replicas[0].backend->peer_join(t->peer_group));
+    const dp_backend_t *be = t->replicas[0].backend;
+    DP_TRY(be->peer_join(t->peer_group));
     update_range(t, 0, t->num_trainable);
-    return dp_trainer_sync_buffers(t);
+    return sync_buffers(t);
 }
 
 /* --- No overlap ------------------------------------------------------------- */

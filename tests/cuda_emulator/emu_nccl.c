@@ -1,6 +1,7 @@
 /* emu_nccl.c - the NCCL functions the CUDA backend calls (peer_nccl.c), for
  * the CUDA emulator (cuda_emulator.h): ncclGetUniqueId, ncclCommInitRank,
- * ncclGroupStart/End, ncclAllReduce (float, sum), ncclCommDestroy,
+ * ncclGroupStart/End, ncclAllReduce (float, sum), ncclBroadcast (float),
+ * ncclCommDestroy,
  * ncclCommAbort, ncclCommGetAsyncError,
  * ncclGetErrorString, ncclGetLastError. The CUDA events and stream calls
  * NCCL's ordering uses are emu_runtime.c's.
@@ -15,7 +16,8 @@
  * slots in member order (member 0 + 1 + 2 ...: so the result is the host
  * path's device-order bits; real NCCL's ring sums in another order for 3
  * members or more) into its buffer, and all meet again before the slots
- * are reused. It refuses, as NCCL does, two members on one GPU (the
+ * are reused (a broadcast the same way, every member taking the root's
+ * slot; members calling different collectives abort). It refuses, as NCCL does, two members on one GPU (the
  * physical index after CUDA_VISIBLE_DEVICES: the UUID): every member's
  * ncclCommInitRank fails with "Duplicate GPU detected". Where NCCL would
  * hang or read another GPU's memory it aborts with one line: a buffer that
@@ -91,6 +93,7 @@ typedef struct {
     size_t count[MAX_MEMBERS];   /* the current all-reduce's count per member */
     size_t offset[MAX_MEMBERS];  /* and its buffer's offset in its allocation */
     int stuck[MAX_MEMBERS];      /* its GPU faulted or its last all-reduce hangs */
+    int root[MAX_MEMBERS];       /* the current call's root: -1 an all-reduce, else a broadcast's */
     float slots[];               /* (nranks, SLOT_FLOATS) */
 } shared_t;
 
@@ -336,6 +339,7 @@ typedef struct {
     size_t count;
     cudaStream_t stream;
     int captured; /* queued on a capturing stream: a node of its graph */
+    int root;     /* ncclBroadcast's root; -1: ncclAllReduce */
 } op_t;
 
 static __thread int group_depth;
@@ -416,6 +420,7 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < n; i++) {
         s->count[ops[i].comm->rank] = ops[i].count;
+        s->root[ops[i].comm->rank] = ops[i].root;
         s->offset[ops[i].comm->rank] = emu_allocation_offset(ops[i].send);
         s->stuck[ops[i].comm->rank] = ops[i].comm->hung || emu_device_faulting(ops[i].comm->device) || injected;
     }
@@ -434,6 +439,10 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
                     die("ncclAllReduce: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
                         "at offset %zu: the members' calls differ (not made in the same order)",
                         r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
+        for (int r = 1; done == 0 && r < s->nranks; r++)
+            if (s->root[r] != s->root[0])
+                die("member %d calls %s, member 0 %s: the members' calls differ (not made in the same order)", r,
+                    s->root[r] < 0 ? "ncclAllReduce" : "ncclBroadcast", s->root[0] < 0 ? "ncclAllReduce" : "ncclBroadcast");
         int stuck = 0;
         for (int r = 0; done == 0 && r < s->nranks; r++) stuck |= s->stuck[r];
         if (stuck) { /* every member sees it alike: all leave after the next barrier, nothing summed */
@@ -445,6 +454,10 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
         size_t piece = count - done < SLOT_FLOATS ? count - done : SLOT_FLOATS;
         for (int i = 0; i < n; i++) {
             float *out = ops[i].recv + done;
+            if (ops[i].root >= 0) { /* a broadcast: the root's piece */
+                memcpy(out, s->slots + SLOT_FLOATS * (size_t)ops[i].root, sizeof(float) * piece);
+                continue;
+            }
             for (size_t j = 0; j < piece; j++) { /* member order: ((m0 + m1) + m2) + ... */
                 float sum = s->slots[j];
                 for (int r = 1; r < s->nranks; r++) sum += s->slots[SLOT_FLOATS * (size_t)r + j];
@@ -556,27 +569,41 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     return run_inits(&op, 1);
 }
 
-ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
-    if (!comm) return set_error(ncclInvalidArgument, "ncclAllReduce: no communicator");
-    if (datatype != ncclFloat || op != ncclSum)
-        return set_error(ncclInvalidArgument, "ncclAllReduce: the emulator sums floats only");
+/* ncclAllReduce (root -1) and ncclBroadcast: checked, then kept in the
+ * thread's group, captured, or run. */
+static ncclResult_t collective(const char *call, const void *sendbuff, void *recvbuff, size_t count, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
+    if (!comm) return set_error(ncclInvalidArgument, "%s: no communicator", call);
+    if (root >= comm->nranks) return set_error(ncclInvalidArgument, "%s: root %d of %d", call, root, comm->nranks);
     int capturing = emu_capture_status(stream);
-    if (capturing == 2) return set_error(ncclInvalidUsage, "ncclAllReduce: its stream's capture was invalidated");
-    emu_check_device_memory("ncclAllReduce", "the send buffer", sendbuff, sizeof(float) * count, comm->device);
-    emu_check_device_memory("ncclAllReduce", "the receive buffer", recvbuff, sizeof(float) * count, comm->device);
+    if (capturing == 2) return set_error(ncclInvalidUsage, "%s: its stream's capture was invalidated", call);
+    emu_check_device_memory(call, "the send buffer", sendbuff, sizeof(float) * count, comm->device);
+    emu_check_device_memory(call, "the receive buffer", recvbuff, sizeof(float) * count, comm->device);
     if (emu_stream_device(stream) != comm->device)
-        die("ncclAllReduce: the stream is of GPU %d, the communicator's GPU is %d", emu_stream_device(stream),
-            comm->device);
+        die("%s: the stream is of GPU %d, the communicator's GPU is %d", call, emu_stream_device(stream), comm->device);
     if (!capturing) emu_stream_summed(stream); /* in stream order (emu_runtime.c) */
     op_t o = {.comm = comm, .send = sendbuff, .recv = recvbuff, .count = count, .stream = stream,
-              .captured = capturing};
+              .captured = capturing, .root = root};
     if (group_depth > 0) return keep(&o);
     int members = made_here(comm->map, NULL);
     if (members > 1)
-        die("ncclAllReduce outside ncclGroupStart/End by a thread that drives %d members of one communicator: NCCL "
-            "may wait in it for the others, which this thread never gets to issue", members);
+        die("%s outside ncclGroupStart/End by a thread that drives %d members of one communicator: NCCL may wait in "
+            "it for the others, which this thread never gets to issue", call, members);
     return capturing ? capture_allreduces(&o, 1) : run_allreduces(&o, 1);
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    if (datatype != ncclFloat || op != ncclSum)
+        return set_error(ncclInvalidArgument, "ncclAllReduce: the emulator sums floats only");
+    return collective("ncclAllReduce", sendbuff, recvbuff, count, -1, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+    if (datatype != ncclFloat) return set_error(ncclInvalidArgument, "ncclBroadcast: the emulator copies floats only");
+    if (root < 0) return set_error(ncclInvalidArgument, "ncclBroadcast: root %d", root);
+    return collective("ncclBroadcast", sendbuff, recvbuff, count, root, comm, stream);
 }
 
 static void forget(ncclComm_t comm) {

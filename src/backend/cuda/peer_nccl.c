@@ -18,7 +18,8 @@
  * takes them the other way round) while it
  *   records `produced` on each context's stream (after the gradients'
  *   producers) and makes the NCCL stream wait for it;
- *   queues one ncclAllReduce per member between one ncclGroupStart/End;
+ *   queues one ncclAllReduce per member between one ncclGroupStart/End
+ *   (peer_broadcast: one ncclBroadcast from member 0, the same way);
  *   records `summed` on each NCCL stream.
  * The context's stream does not wait for the sum there: the backward pass
  * queued after it runs beside it (--overlap). peer_join (same locks) makes
@@ -256,7 +257,9 @@ static int group_capturing(const dp_peer_group_t *g, char *message, size_t size)
     return -1;
 }
 
-static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
+/* An all-reduce (broadcast 0) or member 0's range to every member
+ * (broadcast 1) of bufs[i][start, start + count), queued as the DESIGN says. */
+static dp_status_t collective(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count, int broadcast) {
     if (count == 0) return DP_OK;
     char message[256] = "";
     int failed = 0;
@@ -279,13 +282,18 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
         ncclResult_t r = ncclGroupStart(), queued = ncclSuccess;
         for (int i = 0; i < g->k && r == ncclSuccess && queued == ncclSuccess; i++) {
             cudaSetDevice(g->ctx[i]->gpu);
-            queued = ncclAllReduce(bufs[i] + start, bufs[i] + start, count, ncclFloat, ncclSum, g->comm[i], g->stream[i]);
+            float *range = bufs[i] + start;
+            queued = broadcast ? ncclBroadcast(range, range, count, ncclFloat, 0, g->comm[i], g->stream[i])
+                               : ncclAllReduce(range, range, count, ncclFloat, ncclSum, g->comm[i], g->stream[i]);
         }
         ncclResult_t ended = r == ncclSuccess ? ncclGroupEnd() : r;
+        const char *call = broadcast ? "ncclBroadcast" : "ncclAllReduce";
+        char what[64];
+        snprintf(what, sizeof what, "%s (ncclGroupEnd)", call);
         if ((failed = queued != ncclSuccess))
-            nccl_message(message, sizeof message, queued, "ncclAllReduce");
+            nccl_message(message, sizeof message, queued, call);
         else if ((failed = ended != ncclSuccess))
-            nccl_message(message, sizeof message, ended, "ncclAllReduce (ncclGroupEnd)");
+            nccl_message(message, sizeof message, ended, what);
     }
     for (int i = 0; i < g->k && !failed; i++) { /* the sums so far: what peer_join orders after */
         dp_cuda_ctx_t *c = g->ctx[i];
@@ -296,6 +304,14 @@ static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, s
     }
     if (!failed && capturing) g->graph_sums++;
     return group_leave(g, failed, message);
+}
+
+static dp_status_t cuda_peer_allreduce(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
+    return collective(g, bufs, start, count, 0);
+}
+
+static dp_status_t cuda_peer_broadcast(dp_peer_group_t *g, float *const *bufs, size_t start, size_t count) {
+    return collective(g, bufs, start, count, 1);
 }
 
 /* Every member's stream waits (on the GPU) for the sums queued so far: the
@@ -382,6 +398,7 @@ void dp_cuda_peer_register(dp_backend_t *table) {
     table->peer_unique_id = cuda_peer_unique_id;
     table->peer_group_new = cuda_peer_group_new;
     table->peer_allreduce = cuda_peer_allreduce;
+    table->peer_broadcast = cuda_peer_broadcast;
     table->peer_join = cuda_peer_join;
     table->peer_group_free = cuda_peer_group_free;
 }
