@@ -10,7 +10,9 @@
 #   micro-batches in one graph), with a short last batch (its own graph),
 #   and a model with dropout and batch norm (tiny_resnet: the masks' seeds
 #   change every step and reach the graph through device memory), and
-#   LeNet in --precision bf16 (the casts and the bf16 products captured);
+#   LeNet in --precision bf16 (the casts and the bf16 products captured),
+#   and LeNet with --overlap on (each bucket's update captured where the
+#   backward pass completed it);
 # - the graphs were used: 3 epochs of 4 steps run 8 steps as graph
 #   launches from 2 captures and 4 as made (2 warm-up steps, then the first
 #   evaluation grows the arena, a free that makes the graph stale: 2 more);
@@ -23,7 +25,7 @@
 #   ends with the straight run's bits;
 # - every run that cannot be captured says why on its first line and
 #   trains: --cuda-graph off, --sync-batch-norm, --augment, --profile,
-#   --overlap on, --sync ps, two devices sharing a GPU (host sums), CPU devices
+#   --sync ps, two devices sharing a GPU (host sums), CPU devices
 #   with --cuda-graph on; a bad value is refused.
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
@@ -32,7 +34,7 @@ small_data "$tmp/data" 100 48 # 4 steps of 24 images an epoch (the emulated conv
 common=(train --data "$tmp/data" --limit 96 --batch-size 24 --lr 0.05 --seed 5 --model lenet)
 
 # both ways, the same bits
-for mode in sgd adam-cosine momentum-accumulate short-batch dropout bf16; do
+for mode in sgd adam-cosine momentum-accumulate short-batch dropout bf16 overlap; do
   case $mode in
     sgd) args=(--epochs 3 --optimizer sgd) ;;
     adam-cosine) args=(--epochs 2 --optimizer adam --lr 0.002 --lr-schedule cosine) ;;
@@ -40,6 +42,7 @@ for mode in sgd adam-cosine momentum-accumulate short-batch dropout bf16; do
     short-batch) args=(--epochs 3 --optimizer adam --lr 0.002 --limit 100) ;;
     dropout) args=(--epochs 2 --optimizer momentum --model "$(dirname "$0")/models/tiny_resnet.cfg") ;;
     bf16) args=(--epochs 2 --optimizer momentum --precision bf16) ;; # the casts and bf16 products captured too
+    overlap) args=(--epochs 2 --optimizer adam --lr 0.002 --overlap on) ;; # the buckets' updates captured as issued
   esac
   train_run "$mode-on" cuda:0 "${args[@]}" --cuda-graph on
   train_run "$mode-off" cuda:0 "${args[@]}" --cuda-graph off
@@ -92,7 +95,6 @@ why_run() {
 why_run sync-bn cuda:0 "--sync-batch-norm (its statistics meet at a host barrier)" --sync-batch-norm
 why_run augment cuda:0 "--augment (each step's crops and flips are drawn on the host)" --augment crop:4,flip
 why_run profile cuda:0 "--profile (its timing marks are read on the host)" --profile-steps 0,1
-why_run overlap cuda:0 "--overlap on (its buckets are counted on the host during backward)" --overlap on
 why_run ps cuda:0 "--sync ps (the server's update runs on its own device)" --sync ps
 why_run two cuda:0,cuda:0 "several devices summing through host memory (a graph needs NCCL)"
 why_run cpu cpu:0 "not CUDA devices" --cuda-graph on

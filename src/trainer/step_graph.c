@@ -24,8 +24,10 @@
  * warms up again.
  *
  * Several devices of one process capture together when they sum with NCCL
- * (sync_peer.c's strategy without overlap): each device's context captures
- * its share, the sums included (the backend captures NCCL's calls), and
+ * (sync_peer.c's strategies): each device's context captures its share,
+ * the sums included (the backend captures NCCL's calls; with --overlap
+ * each bucket's sum where the backward pass issued it, so the graph keeps
+ * the sums beside the backward pass), and
  * each device's graph is launched from its device's thread (NCCL's advice
  * for graphs on several GPUs of a process: a member's graph may wait in its
  * launch for the others'). Every replica gets all of the step's indices
@@ -70,16 +72,15 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     for (int d = 0; d < t->num_devices; d++)
         if (!t->replicas[d].backend->graph_begin) return "not CUDA devices";
     if (t->ranks > 1) return "several MPI ranks (a graph covers one process's step)";
-    if (t->num_devices > 1 && t->sync != &dp_sync_peer)
-        return t->sync == &dp_sync_peer_overlap ? "--overlap on (its buckets are counted on the host during backward)"
-                                                : "several devices summing through host memory (a graph needs NCCL)";
+    if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
+    int nccl = t->sync == &dp_sync_peer || t->sync == &dp_sync_peer_overlap;
+    if (t->num_devices > 1 && !nccl) return "several devices summing through host memory (a graph needs NCCL)";
     if (t->num_devices > STEP_GRAPH_DEVICES) return "more than 16 devices";
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
     if (t->augment) return "--augment (each step's crops and flips are drawn on the host)";
-    if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
-    if (t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive && t->sync != &dp_sync_peer)
-        return "--overlap on (its buckets are counted on the host during backward)";
+    if (!nccl && t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive && t->sync != &dp_sync_overlap)
+        return "a gradient strategy whose sums run on the host";
     if (!t->replicas[0].backend->load_batch_indexed) return "the backend gathers no batch from device indices";
     return NULL;
 }
