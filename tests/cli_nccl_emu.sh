@@ -11,8 +11,10 @@
 #   --accumulate 3, batch norm with and without --sync-batch-norm;
 # - 3 GPUs (DPTRAIN_CUDA_EMU_GPUS=3), with and without --overlap;
 # - 2 MPI ranks each with its own GPU (CUDA_VISIBLE_DEVICES per rank from
-#   OMPI_COMM_WORLD_RANK): NCCL across the ranks = the host path (MPI) =
-#   one process on cuda:0,cuda:1; 2 ranks of 2 GPUs each with --overlap
+#   OMPI_COMM_WORLD_RANK): NCCL across the ranks (its steps CUDA graphs,
+#   the sums captured: counted, and = --cuda-graph off) = the host path
+#   (MPI) = one process on cuda:0,cuda:1; 2 ranks of 2 GPUs each with --overlap
+#   (graphs too)
 #   (the bucket order across ranks: the emulator aborts on members whose
 #   calls differ) = one process on 4 GPUs (member order) and within 1e-4
 #   of the host path across ranks (which sums (g0 + g1) + (g2 + g3));
@@ -138,9 +140,14 @@ ranks() {
 if command -v mpirun >/dev/null; then
   lenet=(--model lenet --epochs 1 --optimizer momentum)
   ranks ranks-nccl 1 0 DPTRAIN_NCCL= -- "${lenet[@]}"
-  says ranks-nccl "^training .* on 2 ranks x \[cuda:0\], cuda graph: off \(several MPI ranks[^,]*, allreduce: nccl$"
+  says ranks-nccl "^training .* on 2 ranks x \[cuda:0\], cuda graph: on, allreduce: nccl$"
+  # each rank's steps ran as graphs, its sums captured (the rank that prints: 4 steps, 2 warm-up)
+  grep -qE "^cuda graph: 2 steps launched as graphs \(1 captures\), 2 steps as made" "$tmp/ranks-nccl.out" && pass \
+    || fail "ranks-nccl: $(grep '^cuda graph' "$tmp/ranks-nccl.out")"
+  ranks ranks-nccl-off 1 0 DPTRAIN_NCCL= -- "${lenet[@]}" --cuda-graph off
+  same_run ranks-nccl ranks-nccl-off
   ranks ranks-host 1 0 DPTRAIN_NCCL=0 -- "${lenet[@]}"
-  says ranks-host "allreduce: host \(DPTRAIN_NCCL=0\)$"
+  says ranks-host "cuda graph: off \(several MPI ranks summing through MPI \(a graph needs NCCL\)\), allreduce: host \(DPTRAIN_NCCL=0\)$"
   same_run ranks-nccl ranks-host
   # across ranks, a sum that never ends: every rank's waits give up after --comm-timeout, the job ends
   # (the first rank to fail ends the job: either may be the one that says so)
@@ -159,7 +166,7 @@ if command -v mpirun >/dev/null; then
   # 2 ranks x 2 GPUs with overlap: the buckets go in one order on both ranks
   adam=(--model lenet --epochs 2 --optimizer adam --overlap on)
   ranks four-nccl 2 0 DPTRAIN_NCCL= -- "${adam[@]}"
-  says four-nccl "on 2 ranks x \[cuda:0, cuda:1\], cuda graph: off \(several MPI ranks[^,]*, allreduce: nccl$"
+  says four-nccl "on 2 ranks x \[cuda:0, cuda:1\], cuda graph: on, allreduce: nccl$"
   # NCCL sums the 4 members in member order, as one process of 4 devices does
   DPTRAIN_NCCL=0 DPTRAIN_CUDA_EMU_GPUS=4 train_run four-process cuda:0,cuda:1,cuda:2,cuda:3 "${adam[@]}"
   same_run four-nccl four-process

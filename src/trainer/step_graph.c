@@ -32,7 +32,11 @@
  * for graphs on several GPUs of a process: a member's graph may wait in its
  * launch for the others'). Every replica gets all of the step's indices
  * and its shards read their part. A graph of any device gone stale drops
- * every device's: all capture and launch alike, as NCCL requires.
+ * every device's: all capture and launch alike, as NCCL requires. So do
+ * several ranks whose GPUs sum in one NCCL group: each rank captures and
+ * launches its own, and before each step one byte per rank through MPI
+ * says whether any rank's graphs went stale (an evaluation's frees need
+ * not fall alike on every rank).
  *
  * Where a step cannot be captured, dp_step_graph_why says why in one line
  * and every step runs as made: what the step does on the host in its
@@ -47,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/comm.h"
 #include "dptrain/nn.h"
 
 #include "replica.h"
@@ -57,6 +62,7 @@
 #define STEP_GRAPH_SHAPES 4
 #define STEP_GRAPH_SEEDS 64 /* dropout layers whose seeds a launch hands over */
 #define STEP_GRAPH_DEVICES 16 /* sync_peer.c's most devices in a process */
+#define DP_STEP_GRAPH_MAX_RANKS 256 /* ranks whose graph states fit on the stack */
 
 typedef struct dp_step_graph {
     const dp_dataset_t *ds; /* the shape: NULL for a free entry */
@@ -71,9 +77,9 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     if (t->config.cuda_graph_off) return "--cuda-graph off";
     for (int d = 0; d < t->num_devices; d++)
         if (!t->replicas[d].backend->graph_begin) return "not CUDA devices";
-    if (t->ranks > 1) return "several MPI ranks (a graph covers one process's step)";
     if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
     int nccl = t->sync == &dp_sync_peer || t->sync == &dp_sync_peer_overlap;
+    if (t->ranks > 1 && !nccl) return "several MPI ranks summing through MPI (a graph needs NCCL)";
     if (t->num_devices > 1 && !nccl) return "several devices summing through host memory (a graph needs NCCL)";
     if (t->num_devices > STEP_GRAPH_DEVICES) return "more than 16 devices";
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
@@ -136,8 +142,8 @@ static dp_step_graph_t *find_shape(dp_trainer_t *t, const dp_dataset_t *ds, int 
     return NULL;
 }
 
-/* The step's indices into a replica's step_indices (one rank: its shards of
- * the micro-batches read their part of indices[0..n)). */
+/* The step's indices into a replica's step_indices (its shards of the
+ * micro-batches, on every rank, read their part of indices[0..n)). */
 static dp_status_t upload_indices(dp_replica_t *r, const int *indices, int n) {
     const dp_backend_t *be = r->backend;
     if (n > r->step_indices_cap) {
@@ -218,13 +224,32 @@ static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset
     return DP_OK;
 }
 
+/* Every graph dropped when any device's graph of the shape went stale; on
+ * several ranks when any rank's did (one byte each through MPI): NCCL
+ * takes a captured collective from every member or none, so all ranks
+ * launch their graphs, or all run the step as made, alike. */
+static dp_status_t drop_if_stale(dp_trainer_t *t, const dp_step_graph_t *g) {
+    unsigned char stale = g && g->captured && shape_stale(t, g), any = stale;
+    if (t->ranks > 1) {
+        unsigned char all[DP_STEP_GRAPH_MAX_RANKS];
+        unsigned char *each = t->ranks <= DP_STEP_GRAPH_MAX_RANKS ? all : dp_alloc_zeroed((size_t)t->ranks, 1, "ranks' graph states");
+        if (!each) return DP_ERR_NOMEM;
+        dp_status_t status = dp_world_allgather_bytes(&stale, each, 1);
+        for (int r = 0; r < t->ranks; r++) any |= each[r];
+        if (each != all) free(each);
+        DP_TRY(status);
+    }
+    if (any) drop_graphs(t);
+    return DP_OK;
+}
+
 dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
                                int *done) {
     *done = 0;
     if (!t->graphs && !(t->graphs = dp_alloc_zeroed(STEP_GRAPH_SHAPES, sizeof *t->graphs, "step graphs")))
         return DP_ERR_NOMEM;
     dp_step_graph_t *g = find_shape(t, ds, n, micros);
-    if (g && g->captured && shape_stale(t, g)) drop_graphs(t);
+    DP_TRY(drop_if_stale(t, g));
     if (!g || (!g->captured && g->warm < STEP_GRAPH_WARMUP)) { /* more shapes than graphs, or a warm-up: as made */
         if (g) g->warm++;
         t->graph_counts.as_made++;

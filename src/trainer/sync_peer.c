@@ -21,7 +21,8 @@
  * its own range, as the host paths do; the buffers (batch norm's running
  * statistics) go from the first replica of rank 0 to every other with
  * NCCL's broadcast. Across ranks the step makes no MPI call (one group over
- * every rank's GPUs), and no host synchronisation anywhere. The sums go bucket by bucket
+ * every rank's GPUs; step_graph.c's one byte per rank aside), and no host
+ * synchronisation anywhere. The sums go bucket by bucket
  * (DP_BUCKET_FLOATS ranges, in the order nb-1, ..., 0) with and without
  * overlap, so that both give the same bits also where NCCL's order of
  * summation depends on the message size.

@@ -46,7 +46,9 @@
  * end; on a GPU a launch returns at once, and NCCL advises threads of
  * their own there too): a launch by the thread that made several members
  * of the communicator aborts with one line. One group's calls are all
- * captured or none (NCCL: capture is a collective property).
+ * captured or none (NCCL: capture is a collective property), and a call
+ * met by members in a graph and members outside one aborts with one line
+ * (ranks that disagree whether to launch their graphs).
  *
  * DESIGN. The calls of one group (ncclGroupStart/End, per thread as in
  * NCCL) are kept and run at ncclGroupEnd, all of them by the calling
@@ -94,6 +96,7 @@ typedef struct {
     size_t offset[MAX_MEMBERS];  /* and its buffer's offset in its allocation */
     int stuck[MAX_MEMBERS];      /* its GPU faulted or its last all-reduce hangs */
     int root[MAX_MEMBERS];       /* the current call's root: -1 an all-reduce, else a broadcast's */
+    int graph[MAX_MEMBERS];      /* the current call runs in a launched graph (captured) */
     float slots[];               /* (nranks, SLOT_FLOATS) */
 } shared_t;
 
@@ -421,6 +424,7 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
     for (int i = 0; i < n; i++) {
         s->count[ops[i].comm->rank] = ops[i].count;
         s->root[ops[i].comm->rank] = ops[i].root;
+        s->graph[ops[i].comm->rank] = ops[i].captured;
         s->offset[ops[i].comm->rank] = emu_allocation_offset(ops[i].send);
         s->stuck[ops[i].comm->rank] = ops[i].comm->hung || emu_device_faulting(ops[i].comm->device) || injected;
     }
@@ -439,6 +443,11 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
                     die("ncclAllReduce: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
                         "at offset %zu: the members' calls differ (not made in the same order)",
                         r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
+        for (int r = 1; done == 0 && r < s->nranks; r++)
+            if (s->graph[r] != s->graph[0])
+                die("member %d's call runs %s a CUDA graph, member 0's %s: NCCL takes a captured collective from "
+                    "every member or none (capture is a collective property)", r, s->graph[r] ? "in" : "outside",
+                    s->graph[0] ? "in one" : "outside one");
         for (int r = 1; done == 0 && r < s->nranks; r++)
             if (s->root[r] != s->root[0])
                 die("member %d calls %s, member 0 %s: the members' calls differ (not made in the same order)", r,

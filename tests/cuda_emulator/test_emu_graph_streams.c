@@ -17,8 +17,10 @@
  * - one group with a capturing and a non-capturing stream: ncclInvalidUsage;
  * - in a child process each: both graphs launched from the thread that
  *   made both members aborts with one line (the emulator runs a launch to
- *   its end: the first would wait for ever), and the optimizer's kernel
- *   captured before the origin joined the sum aborts with one line. */
+ *   its end: the first would wait for ever); one member's graph meeting
+ *   the other's sum made outside a graph (ranks that disagree whether to
+ *   launch) aborts with one line; and the optimizer's kernel captured
+ *   before the origin joined the sum aborts with one line. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -252,6 +254,26 @@ static void launch_from_one_thread(void) {
     for (int g = 0; g < 2; g++) cudaSetDevice(g), cudaGraphLaunch(m[g].exec, m[g].stream);
 }
 
+/* Member 0's graph (its sum captured) launched while member 1 sums
+ * outside a graph: ranks that disagree whether to launch their graphs. */
+static void *uncaptured_sum(void *arg) {
+    member_t *m = arg;
+    cudaSetDevice(m->gpu);
+    ncclAllReduce(m->buf, m->buf, N, ncclFloat, ncclSum, m->comm, m->nccl_stream);
+    return NULL;
+}
+
+static void graph_meets_uncaptured(void) {
+    member_t m[2];
+    make_members(m);
+    capture_sums(m, 0);
+    pthread_t threads[2];
+    pthread_create(&threads[0], NULL, launch_thread, &m[0]);
+    pthread_create(&threads[1], NULL, uncaptured_sum, &m[1]);
+    pthread_join(threads[0], NULL);
+    pthread_join(threads[1], NULL);
+}
+
 static void update_before_join(void) {
     member_t m[2];
     make_members(m);
@@ -295,6 +317,8 @@ static void check_nccl_in_graphs(void) {
 
     CHECK(child_aborts(launch_from_one_thread, "must be launched from threads of their own"),
           "two members' graphs launched from one thread did not abort with its line");
+    CHECK(child_aborts(graph_meets_uncaptured, "takes a captured collective from every member or none"),
+          "a graph's sum met by a sum outside a graph did not abort with its line");
     CHECK(child_aborts(update_before_join, "not ordered after an NCCL sum captured"),
           "an update captured before the join did not abort with its line");
 }
