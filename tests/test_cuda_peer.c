@@ -134,7 +134,8 @@ static void captured_sum(const dp_backend_t *const *tables, int k, dp_peer_group
                 ok = check_sum(host, g, k, emulated || k <= 2, &bad);
                 if (g == 0) memcpy(first, host, sizeof host);
             }
-            for (size_t i = 0; times == 2 && i < N && ok; i++) { /* the second launch summed k copies of the first's sum */
+            /* the second launch summed k copies of the first's sum */
+            for (size_t i = 0; times == 2 && i < N && ok; i++) {
                 float want = first[i];
                 for (int m = 1; m < k; m++) want += first[i];
                 if (i < START || i >= START + COUNT) want = value(g, i);

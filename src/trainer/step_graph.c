@@ -62,7 +62,7 @@
 #define STEP_GRAPH_SHAPES 4
 #define STEP_GRAPH_SEEDS 64 /* dropout layers whose seeds a launch hands over */
 #define STEP_GRAPH_DEVICES 16 /* sync_peer.c's most devices in a process */
-#define DP_STEP_GRAPH_MAX_RANKS 256 /* ranks whose graph states fit on the stack */
+#define STEP_GRAPH_RANKS_ON_STACK 256 /* ranks whose stale flags drop_if_stale gathers on the stack */
 
 typedef struct dp_step_graph {
     const dp_dataset_t *ds; /* the shape: NULL for a free entry */
@@ -193,13 +193,13 @@ static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t st
  * capture begun is ended and its graph, if any, freed. */
 static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset_t *ds, const int *indices, int n,
                            int micros) {
-    int k = t->num_devices, begun = 0;
+    int begun = 0;
     dp_status_t status = DP_OK;
-    for (; begun < k && status == DP_OK; begun++) {
+    while (begun < t->num_devices && status == DP_OK) {
         dp_replica_t *r = &t->replicas[begun];
         dp_arena_reset(r->arena); /* merging the arena's blocks frees and allocates: not inside the capture */
         status = r->backend->graph_begin(r->backend->ctx);
-        if (status != DP_OK) break;
+        begun += status == DP_OK;
     }
     if (status == DP_OK) {
         t->graph_capturing = 1;
@@ -231,8 +231,9 @@ static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset
 static dp_status_t drop_if_stale(dp_trainer_t *t, const dp_step_graph_t *g) {
     unsigned char stale = g && g->captured && shape_stale(t, g), any = stale;
     if (t->ranks > 1) {
-        unsigned char all[DP_STEP_GRAPH_MAX_RANKS];
-        unsigned char *each = t->ranks <= DP_STEP_GRAPH_MAX_RANKS ? all : dp_alloc_zeroed((size_t)t->ranks, 1, "ranks' graph states");
+        unsigned char all[STEP_GRAPH_RANKS_ON_STACK];
+        unsigned char *each = all;
+        if (t->ranks > STEP_GRAPH_RANKS_ON_STACK) each = dp_alloc_zeroed((size_t)t->ranks, 1, "the ranks' graph states");
         if (!each) return DP_ERR_NOMEM;
         dp_status_t status = dp_world_allgather_bytes(&stale, each, 1);
         for (int r = 0; r < t->ranks; r++) any |= each[r];

@@ -451,7 +451,8 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
         for (int r = 1; done == 0 && r < s->nranks; r++)
             if (s->root[r] != s->root[0])
                 die("member %d calls %s, member 0 %s: the members' calls differ (not made in the same order)", r,
-                    s->root[r] < 0 ? "ncclAllReduce" : "ncclBroadcast", s->root[0] < 0 ? "ncclAllReduce" : "ncclBroadcast");
+                    s->root[r] < 0 ? "ncclAllReduce" : "ncclBroadcast",
+                    s->root[0] < 0 ? "ncclAllReduce" : "ncclBroadcast");
         int stuck = 0;
         for (int r = 0; done == 0 && r < s->nranks; r++) stuck |= s->stuck[r];
         if (stuck) { /* every member sees it alike: all leave after the next barrier, nothing summed */

@@ -328,8 +328,9 @@ static dp_status_t cuda_peer_join(dp_peer_group_t *g) {
     for (int i = 0; i < g->k && !failed && joins; i++) {
         dp_cuda_ctx_t *c = g->ctx[i];
         cudaSetDevice(c->gpu);
-        failed = c->failed || dp_cuda_check(c, cudaStreamWaitEvent(c->stream, capturing ? g->graph_summed[i] : g->summed[i], 0),
-                                            "NCCL: ordering the update after the sum");
+        cudaEvent_t sums = capturing ? g->graph_summed[i] : g->summed[i];
+        failed = c->failed ||
+                 dp_cuda_check(c, cudaStreamWaitEvent(c->stream, sums, 0), "NCCL: ordering the update after the sum");
         if (failed) snprintf(message, sizeof message, "%s", c->error);
     }
     if (capturing) g->graph_sums = 0;
