@@ -151,6 +151,10 @@ void emu_capture_check_host(const char *call, const char *what, const void *p, s
 void emu_capture_mark(const void *stream, long *id, long *work);
 int emu_capture_wait(const void *stream, long id, long work, const void *event_stream);
 void emu_capture_summed(const void *stream);
+/* A capturing stream made to wait on an event recorded outside any
+ * capture: CUDA refuses the dependency (cudaErrorStreamCaptureIsolation)
+ * and the capture is invalidated. */
+void emu_capture_isolate(const void *stream);
 /* emu_nccl.c registers the probe that says whether `device` has an NCCL
  * all-reduce that cannot end (a member's GPU faulted) and not aborted. */
 void emu_set_nccl_hang_probe(int (*probe)(int device));

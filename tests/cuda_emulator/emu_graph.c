@@ -15,7 +15,9 @@
  * graph, NCCL's sums included, emu_nccl.c); the capture ends on the stream
  * it began on, and only once the origin waited on an event recorded on
  * each forked stream after its last work (else
- * cudaErrorStreamCaptureUnjoined, as on a GPU). An optimizer kernel
+ * cudaErrorStreamCaptureUnjoined, as on a GPU); a capturing stream may
+ * not wait on an event recorded outside the capture
+ * (cudaErrorStreamCaptureIsolation, the capture invalidated). An optimizer kernel
  * captured before the origin joined an NCCL sum captured on another stream
  * aborts with one line (in a GPU's graph the two would run side by side).
  * cudaGraphLaunch runs the recorded work in order, on the launching
@@ -197,6 +199,8 @@ int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const
     if (!err) member_of(g, stream)->work++;
     return err ? fail((cudaError_t)err) : cudaSuccess;
 }
+
+void emu_capture_isolate(const void *stream) { capture_of(stream)->invalid = 1; }
 
 void emu_capture_summed(const void *stream) {
     member_t *m = member_of(capture_of(stream), stream);

@@ -524,7 +524,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     if (emu_capture_status(stream) == 2) return fail(cudaErrorStreamCaptureInvalidated);
     if (event->captured) /* a fork into the event's capture, or a join back (emu_graph.c) */
         return (cudaError_t)emu_capture_wait(stream, event->capture_id, event->capture_work, event->capture_stream);
-    if (emu_capture_status(stream)) return cudaSuccess; /* in stream order already */
+    if (emu_capture_status(stream)) { /* a dependency on work outside the capture: CUDA refuses it */
+        emu_capture_isolate(stream);
+        return fail(cudaErrorStreamCaptureIsolation);
+    }
     stream_waits(counted(stream), event);
     int f = emu_device_fault(emu_stream_device(stream));
     return f ? fail((cudaError_t)f) : cudaSuccess;

@@ -8,8 +8,9 @@
  * - the end refused as a GPU refuses it: a forked stream not joined back
  *   (cudaErrorStreamCaptureUnjoined, no graph), the end asked on a forked
  *   stream (cudaErrorStreamCaptureUnmatched); a wait on an event of a
- *   capture that ended, and between two captures
- *   (cudaErrorStreamCaptureIsolation);
+ *   capture that ended, between two captures, and of a capture on an event
+ *   recorded outside any (cudaErrorStreamCaptureIsolation, the capture
+ *   invalidated);
  * with NCCL (a build that found nccl.h), two GPUs:
  * - each GPU's capture holds its member's all-reduce (NCCL's stream forked
  *   in and joined back): nothing summed at the capture; the two graphs
@@ -119,6 +120,17 @@ static void check_fork_join(void) {
     /* an event of a capture that ended: nothing to wait for */
     err = cudaStreamWaitEvent(b, forked, 0);
     CHECK(err == cudaErrorStreamCaptureIsolation && !capturing(b), "a wait on an ended capture's event: %d", (int)err);
+    cudaGetLastError();
+
+    /* a capture may not depend on work outside it: an event recorded outside any capture */
+    cudaEvent_t outside = new_event();
+    cudaEventRecord(outside, b);
+    cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+    err = cudaStreamWaitEvent(a, outside, 0);
+    CHECK(err == cudaErrorStreamCaptureIsolation, "a capture waiting on an event recorded outside it: %d", (int)err);
+    cudaGetLastError();
+    err = cudaStreamEndCapture(a, &graph);
+    CHECK(err == cudaErrorStreamCaptureInvalidated && !graph, "that capture's end: %d", (int)err);
     cudaGetLastError();
 
     /* two captures may not depend on each other: the waiting one is invalidated */
