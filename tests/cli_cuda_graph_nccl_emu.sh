@@ -13,7 +13,10 @@
 #   by NCCL's broadcast inside the graphs), and with --overlap on (each
 #   bucket's sum captured where the backward pass issued it);
 # - the graphs were used: the counts of the one-GPU run (8 steps launched
-#   from 2 captures, 4 as made) and the emulator's graph launches, one per
+#   from 2 captures, 4 as made: the first evaluation's frees make a graph
+#   stale, and every GPU's graphs are dropped and captured again; so the
+#   test set is 48 images, enough to grow the arena) and the emulator's
+#   graph launches, one per
 #   GPU and replayed step (16 on 2 GPUs, 24 on 3), its NCCL sums replayed
 #   inside them; the same kernels in all (launched one by one plus in
 #   graphs = the run without graphs);
