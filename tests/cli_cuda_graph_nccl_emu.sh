@@ -20,6 +20,8 @@
 #   GPU and replayed step (16 on 2 GPUs, 24 on 3), its NCCL sums replayed
 #   inside them; the same kernels in all (launched one by one plus in
 #   graphs = the run without graphs);
+# - a resume from the end of epoch 1 captures afresh and ends with the
+#   straight run's bits;
 # - what stays as made says why on its first line: two GPUs summing
 #   through host memory (DPTRAIN_NCCL=0).
 # The emulator's own checks of such captures (fork, join, an update before
@@ -67,6 +69,13 @@ for run in sgd:2 three:3; do
   [[ -n $(stat "$name-on" 1) && $(($(stat "$name-on" 1) + $(stat "$name-on" 3))) == "$(stat "$name-off" 1)" ]] && pass \
     || fail "$name kernels: $(stat "$name-on" 1) + $(stat "$name-on" 3) in graphs with graphs, $(stat "$name-off" 1) without"
 done
+
+# a resume (the end of epoch 1 of 3) captures afresh on both GPUs and ends with the straight run's bits
+train_run half cuda:0,cuda:1 --epochs 3 --optimizer sgd --stop-after 1
+train_run resumed cuda:0,cuda:1 --epochs 3 --optimizer sgd --resume "$tmp/half.st"
+same_run sgd-on resumed
+grep -qE "^cuda graph: [1-9][0-9]* steps launched as graphs \([1-9]" "$tmp/resumed.out" && pass \
+  || fail "resumed: $(grep '^cuda graph' "$tmp/resumed.out")"
 
 # as made, and why: two GPUs summing through host memory
 DPTRAIN_NCCL=0 "$bin" "${common[@]}" --epochs 1 --devices cuda:0,cuda:1 >"$tmp/host.out" 2>&1 && pass \
