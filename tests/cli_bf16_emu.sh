@@ -35,7 +35,10 @@ needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
 small_data "$tmp/data" 64 100 # 4 steps of 16 images an epoch: the emulated convolutions are slow
 small_data "$tmp/mem" 256 16  # one step of up to 256 images: the peak of device memory
-data=$tmp/data
+# the training runs: the same images beside 8 test images (no check reads their test accuracy, and the
+# emulated evaluation of 100 costs half an epoch's training); `dptrain eval` reads all 100 ($tmp/data)
+small_data "$tmp/quick" 64 8
+data=$tmp/quick
 loud=(train --data "$data" --model lenet --limit 64 --batch-size 16 --optimizer adam --lr 0.003 --seed 5)
 common=("${loud[@]}" --quiet)
 loss_of() { json_field "$(sed -n "${2}p" "$tmp/$1.jsonl")" train_loss; }
@@ -99,7 +102,7 @@ train_run fp32-stop cuda:0 --epochs 3 --stop-after 2
   || fail "fp32 checkpoint resumed in bf16: $(tail -2 "$tmp/fp32-then-bf16.out")"
 awk -v a="$(loss_of fp32-stop 2)" -v b="$(loss_of fp32-then-bf16 1)" 'BEGIN { exit !(a != "" && b != "" && b < a) }' \
   && pass || fail "fp32 then bf16: epoch 3's loss $(loss_of fp32-then-bf16 1) not below $(loss_of fp32-stop 2)"
-"$bin" eval --data "$data" --resume "$tmp/bf16.st" --devices cuda:0 --precision bf16 >"$tmp/eval.out" 2>&1 \
+"$bin" eval --data "$tmp/data" --resume "$tmp/bf16.st" --devices cuda:0 --precision bf16 >"$tmp/eval.out" 2>&1 \
   && grep -qE '^test acc: [0-9.]+ \([0-9]+/100 correct\) .*, precision bf16$' "$tmp/eval.out" && pass \
   || fail "eval --precision bf16: $(cat "$tmp/eval.out")"
 
@@ -157,7 +160,7 @@ one_line_refusal fp8 "^dptrain: train: --precision: 'fp8' is not fp32, tf32 or b
   "${common[@]}" --devices cuda:0 --epochs 1 --precision fp8
 one_line_refusal tf32-and-bf16 '^dptrain: train: --tf32 is --precision tf32, and --precision says bf16' \
   "${common[@]}" --devices cuda:0 --epochs 1 --tf32 --precision bf16
-"$bin" eval --data "$data" --resume "$tmp/bf16.st" --devices cpu:0 --precision bf16 >"$tmp/eval-cpu.out" \
+"$bin" eval --data "$tmp/data" --resume "$tmp/bf16.st" --devices cpu:0 --precision bf16 >"$tmp/eval-cpu.out" \
   2>"$tmp/eval-cpu.err"
 status=$?
 [[ $status -ne 0 && $status -lt 128 && $(wc -l <"$tmp/eval-cpu.err") -eq 1 ]] \

@@ -24,7 +24,11 @@ source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
 small_data "$tmp/data" 96 200 # 4 steps of 24 images an epoch: the emulated convolutions are slow
-data=$tmp/data
+# the same training images beside 8 test images, for the runs whose test accuracy nothing reads (an
+# epoch's evaluation of 200 images costs the emulator about as much as its training): every run but
+# those `close` compares and batch norm's, which evaluate all 200 (tests=(...), after common's --data)
+small_data "$tmp/quick" 96 8
+data=$tmp/quick tests=(--data "$tmp/data")
 acc() { json_field "$(tail -1 "$1")" test_acc; }
 common=(train --data "$data" --limit 96 --batch-size 24 --lr 0.1 --seed 3 --quiet)
 
@@ -37,8 +41,8 @@ close() {
 }
 
 # one GPU against the CPU, 2 epochs
-train_run cpu cpu:0 --model lenet --epochs 2 --optimizer momentum
-train_run gpu cuda:0 --model lenet --epochs 2 --optimizer momentum
+train_run cpu cpu:0 --model lenet --epochs 2 --optimizer momentum "${tests[@]}"
+train_run gpu cuda:0 --model lenet --epochs 2 --optimizer momentum "${tests[@]}"
 close cpu gpu
 
 # two GPUs = one GPU, bit for bit
@@ -50,8 +54,8 @@ for mode in chunked overlap ps; do
   train_run "$mode-two" cuda:0,cuda:1,cuda:1 "${args[@]}"
   same_run "$mode-one" "$mode-two"
 done
-train_run bn-one cuda:0,cuda:0 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm
-train_run bn-two cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm
+train_run bn-one cuda:0,cuda:0 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm "${tests[@]}"
+train_run bn-two cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm "${tests[@]}"
 same_run bn-one bn-two
 
 # the default devices: every GPU
@@ -61,17 +65,17 @@ grep -q "on \[cuda:0, cuda:1\] (default: every GPU (2))" "$tmp/default.out" && p
   || fail "default devices: want every GPU, got: $(head -1 "$tmp/default.out")"
 
 # checkpoints across GPUs and CPUs
-train_run straight cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam
+train_run straight cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam "${tests[@]}"
 train_run half-gpu cuda:0,cuda:1 --model lenet --epochs 2 --stop-after 1 --optimizer adam
 cp "$tmp/half-gpu.st" "$tmp/resume-gpu.st"
 train_run resume-gpu cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-gpu.st"
 same_run straight resume-gpu
 cp "$tmp/half-gpu.st" "$tmp/resume-cpu.st"
-train_run resume-cpu cpu:0,cpu:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-cpu.st"
+train_run resume-cpu cpu:0,cpu:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-cpu.st" "${tests[@]}"
 close straight resume-cpu
 train_run half-cpu cpu:0,cpu:1 --model lenet --epochs 2 --stop-after 1 --optimizer adam
 cp "$tmp/half-cpu.st" "$tmp/resume-from-cpu.st"
-train_run resume-from-cpu cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-from-cpu.st"
+train_run resume-from-cpu cuda:0,cuda:1 --model lenet --epochs 2 --optimizer adam --resume "$tmp/resume-from-cpu.st" "${tests[@]}"
 close straight resume-from-cpu
 
 # 2 MPI ranks sharing one GPU = one process with 2 devices on it

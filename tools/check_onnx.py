@@ -6,10 +6,10 @@ here wrote, against the logits dptrain itself computed.
       writes the first COUNT images of an IDX image file (plain or .gz) as
       8-bit gray PNGs DIR/00000.png ... (zlib + struct only), for
       `dptrain predict --json --logits`.
-  check_onnx.py subset SRC_DIR COUNT DIR
-      writes the first COUNT training and COUNT test images and labels of
-      the IDX files in SRC_DIR (plain or .gz) to DIR as plain IDX files: a
-      small dataset for `dptrain train --data DIR`.
+  check_onnx.py subset SRC_DIR COUNT DIR [TEST_COUNT]
+      writes the first COUNT training and COUNT (or TEST_COUNT) test images
+      and labels of the IDX files in SRC_DIR (plain or .gz) to DIR as plain
+      IDX files: a small dataset for `dptrain train --data DIR`.
   check_onnx.py check MODEL.onnx IDX COUNT LOGITS.jsonl [MODEL.onnx IDX COUNT
                 LOGITS.jsonl ...] [--torch] [--no-opencv]
       1. onnx (Debian's python3-onnx): checker.check_model(full_check=True)
@@ -54,9 +54,9 @@ def read_idx_images(path, count):
     return np.frombuffer(data, np.uint8, count * rows * cols, 16).reshape(count, rows, cols)
 
 
-def write_subset(src, count, out_dir):
+def write_subset(src, train_count, out_dir, test_count):
     import os
-    for kind in ("train", "t10k"):
+    for kind, count in (("train", train_count), ("t10k", test_count)):
         for part, header in (("images-idx3", 16), ("labels-idx1", 8)):
             name = f"{kind}-{part}-ubyte"
             path = f"{src}/{name}"
@@ -238,8 +238,8 @@ def main(argv):
     if len(argv) >= 5 and argv[1] == "pngs":
         write_pngs(argv[2], int(argv[3]), argv[4])
         return 0
-    if len(argv) >= 5 and argv[1] == "subset":
-        write_subset(argv[2], int(argv[3]), argv[4])
+    if len(argv) in (5, 6) and argv[1] == "subset":
+        write_subset(argv[2], int(argv[3]), argv[4], int(argv[5] if len(argv) == 6 else argv[3]))
         return 0
     if len(argv) == 3 and argv[1] == "props":
         import onnx
