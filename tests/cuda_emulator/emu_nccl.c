@@ -17,7 +17,8 @@
  * path's device-order bits; real NCCL's ring sums in another order for 3
  * members or more) into its buffer, and all meet again before the slots
  * are reused (a broadcast the same way, every member taking the root's
- * slot; members calling different collectives abort). It refuses, as NCCL does, two members on one GPU (the
+ * slot; members calling different collectives abort). It refuses, as NCCL
+ * does, two members on one GPU (the
  * physical index after CUDA_VISIBLE_DEVICES: the UUID): every member's
  * ncclCommInitRank fails with "Duplicate GPU detected". Where NCCL would
  * hang or read another GPU's memory it aborts with one line: a buffer that
@@ -345,6 +346,8 @@ typedef struct {
     int root;     /* ncclBroadcast's root; -1: ncclAllReduce */
 } op_t;
 
+static const char *collective_name(int root) { return root < 0 ? "ncclAllReduce" : "ncclBroadcast"; }
+
 static __thread int group_depth;
 static __thread op_t *pending;
 static __thread int pending_count, pending_cap;
@@ -412,13 +415,14 @@ static ncclResult_t run_inits(op_t *ops, int n) {
     return ncclSuccess;
 }
 
-/* ops[0..n): ncclAllReduce of this thread's members of one id. */
-static ncclResult_t run_allreduces(op_t *ops, int n) {
+/* ops[0..n): one collective of this thread's members of one id. */
+static ncclResult_t run_collectives(op_t *ops, int n) {
     shared_t *s = ops[0].comm->map->s;
+    const char *call = collective_name(ops[0].root);
     for (int i = 1; i < n; i++)
         if (ops[i].comm->map != ops[0].comm->map)
-            return set_error(ncclInvalidUsage, "ncclAllReduce: one group of one thread sums over one unique id's "
-                                               "communicators (the emulator's limit)");
+            return set_error(ncclInvalidUsage, "%s: one group of one thread calls over one unique id's "
+                                               "communicators (the emulator's limit)", call);
     int injected = hang_at() > 0 && atomic_fetch_add(&allreduce_runs, 1) + 1 == hang_at();
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < n; i++) {
@@ -436,13 +440,13 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
             if (done < ops[i].count)
                 memcpy(s->slots + SLOT_FLOATS * (size_t)ops[i].comm->rank, ops[i].send + done, sizeof(float) * piece);
         }
-        barrier(s, n, "ncclAllReduce");
+        barrier(s, n, call);
         if (done == 0)
             for (int r = 1; r < s->nranks; r++)
                 if (s->count[r] != s->count[0] || s->offset[r] != s->offset[0])
-                    die("ncclAllReduce: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
+                    die("%s: member %d sums %zu floats at offset %zu of its buffer, member 0 sums %zu "
                         "at offset %zu: the members' calls differ (not made in the same order)",
-                        r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
+                        call, r, s->count[r], s->offset[r], s->count[0], s->offset[0]);
         for (int r = 1; done == 0 && r < s->nranks; r++)
             if (s->graph[r] != s->graph[0])
                 die("member %d's call runs %s a CUDA graph, member 0's %s: NCCL takes a captured collective from "
@@ -451,14 +455,13 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
         for (int r = 1; done == 0 && r < s->nranks; r++)
             if (s->root[r] != s->root[0])
                 die("member %d calls %s, member 0 %s: the members' calls differ (not made in the same order)", r,
-                    s->root[r] < 0 ? "ncclAllReduce" : "ncclBroadcast",
-                    s->root[0] < 0 ? "ncclAllReduce" : "ncclBroadcast");
+                    collective_name(s->root[r]), collective_name(s->root[0]));
         int stuck = 0;
         for (int r = 0; done == 0 && r < s->nranks; r++) stuck |= s->stuck[r];
         if (stuck) { /* every member sees it alike: all leave after the next barrier, nothing summed */
             for (int i = 0; i < n; i++)
                 if (!emu_device_faulting(ops[i].comm->device)) set_hung(ops[i].comm, 1);
-            barrier(s, n, "ncclAllReduce");
+            barrier(s, n, call);
             return ncclSuccess;
         }
         size_t piece = count - done < SLOT_FLOATS ? count - done : SLOT_FLOATS;
@@ -474,41 +477,41 @@ static ncclResult_t run_allreduces(op_t *ops, int n) {
                 out[j] = sum;
             }
         }
-        barrier(s, n, "ncclAllReduce"); /* the slots are free again */
+        barrier(s, n, call); /* the slots are free again */
         if (done + piece >= count) break;
     }
     return ncclSuccess;
 }
 
-/* A captured all-reduce, run where its graph is launched: this member
+/* A captured collective, run where its graph is launched: this member
  * alone (the others' graphs run on their own threads, as NCCL asks of
  * several GPUs in one process with graphs; each member meets them at the
  * barrier as a GPU's kernel would). */
 static int made_here(const mapping_t *m, const char *name);
 
-static void replay_allreduce(void *arg, const void *stream) {
+static void replay_collective(void *arg, const void *stream) {
     op_t *op = arg;
     if (made_here(op->comm->map, NULL) > 1)
-        die("a graph with a captured ncclAllReduce launched by the thread that drives %d members of its "
-            "communicator: the emulator runs a launch to its end, so the members' graphs must be launched from "
-            "threads of their own (NCCL advises the same for graphs on several GPUs of a process)",
-            made_here(op->comm->map, NULL));
+        die("a graph with a captured %s launched by the thread that drives %d members of its communicator: the "
+            "emulator runs a launch to its end, so the members' graphs must be launched from threads of their own "
+            "(NCCL advises the same for graphs on several GPUs of a process)",
+            collective_name(op->root), made_here(op->comm->map, NULL));
     if (emu_stream_device(stream) != op->comm->device)
-        die("ncclAllReduce: a graph launched on a stream of GPU %d, the communicator's GPU is %d",
+        die("%s: a graph launched on a stream of GPU %d, the communicator's GPU is %d", collective_name(op->root),
             emu_stream_device(stream), op->comm->device);
-    ncclResult_t r = run_allreduces(op, 1);
-    if (r != ncclSuccess) die("ncclAllReduce in a graph: %s", ncclGetErrorString(r));
+    ncclResult_t r = run_collectives(op, 1);
+    if (r != ncclSuccess) die("%s in a graph: %s", collective_name(op->root), ncclGetErrorString(r));
 }
 
-/* The captured all-reduces ops[0..n): a node each in its stream's graph. */
-static ncclResult_t capture_allreduces(const op_t *ops, int n) {
+/* The captured collectives ops[0..n): a node each in its stream's graph. */
+static ncclResult_t capture_collectives(const op_t *ops, int n) {
     for (int i = 0; i < n; i++)
         if (!ops[i].captured)
-            return set_error(ncclInvalidUsage, "ncclAllReduce: of one group's streams some capture a CUDA graph and "
-                                               "some do not (capture is a collective property)");
+            return set_error(ncclInvalidUsage, "%s: of one group's streams some capture a CUDA graph and some do "
+                                               "not (capture is a collective property)", collective_name(ops[i].root));
     for (int i = 0; i < n; i++) {
-        if (emu_capture_call(ops[i].stream, replay_allreduce, &ops[i], sizeof ops[i]) != cudaSuccess)
-            return set_error(ncclInvalidUsage, "ncclAllReduce: its stream's capture was invalidated");
+        if (emu_capture_call(ops[i].stream, replay_collective, &ops[i], sizeof ops[i]) != cudaSuccess)
+            return set_error(ncclInvalidUsage, "%s: its stream's capture was invalidated", collective_name(ops[i].root));
         emu_capture_summed(ops[i].stream);
     }
     return ncclSuccess;
@@ -534,7 +537,7 @@ static ncclResult_t run_pending(void) {
     int captured = 0;
     for (int i = inits; i < n; i++) captured |= sorted[i].captured;
     if (r == ncclSuccess && n > inits)
-        r = captured ? capture_allreduces(sorted + inits, n - inits) : run_allreduces(sorted + inits, n - inits);
+        r = captured ? capture_collectives(sorted + inits, n - inits) : run_collectives(sorted + inits, n - inits);
     free(sorted);
     free(ops);
     return r;
@@ -599,7 +602,7 @@ static ncclResult_t collective(const char *call, const void *sendbuff, void *rec
     if (members > 1)
         die("%s outside ncclGroupStart/End by a thread that drives %d members of one communicator: NCCL may wait in "
             "it for the others, which this thread never gets to issue", call, members);
-    return capturing ? capture_allreduces(&o, 1) : run_allreduces(&o, 1);
+    return capturing ? capture_collectives(&o, 1) : run_collectives(&o, 1);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
