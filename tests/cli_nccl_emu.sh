@@ -8,7 +8,9 @@
 # and the last train_loss to the last digit; the first line says which path
 # ran ("allreduce: nccl" or "allreduce: host (why)"):
 # - cuda:0,cuda:1: the chunked allreduce (momentum), --overlap (Adam),
-#   --accumulate 3, batch norm with and without --sync-batch-norm;
+#   --accumulate 3, batch norm with and without --sync-batch-norm (the
+#   NCCL runs' steps CUDA graphs, the sums and batch norm's broadcast
+#   captured, except with --sync-batch-norm; the host path's as made);
 # - 3 GPUs (DPTRAIN_CUDA_EMU_GPUS=3), with and without --overlap;
 # - 2 MPI ranks each with its own GPU (CUDA_VISIBLE_DEVICES per rank from
 #   OMPI_COMM_WORLD_RANK): NCCL across the ranks (its steps CUDA graphs,
@@ -41,13 +43,16 @@ common=(train --data "$data" --limit 96 --batch-size 24 --lr 0.05 --seed 5)
 says() {
   head -1 "$tmp/$1.out" | grep -qE "$2" && pass || fail "$1: first line '$(head -1 "$tmp/$1.out")' lacks /$2/"
 }
-# nccl_vs_host NAME DEVICES ARGS...: NCCL and the host path, the same bits
+# nccl_vs_host NAME DEVICES ARGS...: NCCL and the host path, the same bits; the NCCL run's steps are CUDA
+# graphs (the host path's are not: several devices summing through host memory), so this also compares
+# graphs with steps as made, unless --sync-batch-norm keeps the steps as made
 nccl_vs_host() {
-  local name=$1 devices=$2
+  local name=$1 devices=$2 graph=on
   shift 2
+  [[ " $* " == *" --sync-batch-norm "* ]] && graph="off \\(--sync-batch-norm .*\\)"
   train_run "$name-nccl" "$devices" "$@"
   DPTRAIN_NCCL=0 train_run "$name-host" "$devices" "$@"
-  says "$name-nccl" ", allreduce: nccl$"
+  says "$name-nccl" ", cuda graph: $graph, allreduce: nccl$"
   says "$name-host" ", allreduce: host \(DPTRAIN_NCCL=0\)$"
   same_run "$name-nccl" "$name-host"
 }
