@@ -144,7 +144,8 @@ if [[ $rehearse -eq 1 ]]; then
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
   # tiny_data DIR TRAIN TEST: the first images of Fashion-MNIST, as gzip'd IDX files
-  be32() { printf "\\x%02x\\x%02x\\x%02x\\x%02x" $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+  # (the escapes as text, "\x00\x00\x00\x40", which the caller's printf turns into the 4 bytes)
+  be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
   tiny_data() {
     local split n src=/usr/share/datasets/fashion-mnist
     mkdir -p "$1"
