@@ -73,6 +73,11 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
      * running statistics from the same global sums, in the same order: they
      * are equal already (dp_trainer_check_replicas checks it). */
     if (count == 0 || t->config.sync_batch_norm) return DP_OK;
+    if (t->peer_group) { /* NCCL's broadcast from the first GPU of rank 0, joined before the next forward */
+        const dp_backend_t *be = t->replicas[0].backend;
+        DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, t->num_trainable, count));
+        return be->peer_join(t->peer_group);
+    }
     float *source = t->replicas[0].params;
     if (t->ranks > 1) { /* through host memory when MPI may not read the device's */
         DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, t->num_trainable, count), count));

@@ -71,7 +71,8 @@ dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn);
 /* dp_optimizer_begin_step on every replica's optimizer. */
 void dp_trainer_begin_optimizer_steps(dp_trainer_t *t);
 /* Buffers (running statistics) after a step: rank 0's replica 0
- * everywhere. */
+ * everywhere (NCCL's broadcast where the GPUs sum with NCCL, else MPI and
+ * host memory). */
 dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t);
 
 /* Replica 0's gradient range holds the sum: copy it to the

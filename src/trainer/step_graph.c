@@ -81,7 +81,7 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     int nccl = t->sync == &dp_sync_peer || t->sync == &dp_sync_peer_overlap;
     if (t->ranks > 1 && !nccl) return "several MPI ranks summing through MPI (a graph needs NCCL)";
     if (t->num_devices > 1 && !nccl) return "several devices summing through host memory (a graph needs NCCL)";
-    if (t->num_devices > STEP_GRAPH_DEVICES) return "more than 16 devices";
+    DP_ASSERT(t->num_devices <= STEP_GRAPH_DEVICES); /* several devices sum with NCCL: 16 at most (sync_peer.c) */
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
     if (t->augment) return "--augment (each step's crops and flips are drawn on the host)";

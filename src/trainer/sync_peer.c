@@ -188,18 +188,6 @@ static dp_status_t sum_bucket(dp_trainer_t *t, long b) {
     return be->peer_allreduce(t->peer_group, t->grad_buffers, start, count);
 }
 
-/* The buffers (batch norm's running statistics) of member 0, replica 0 of
- * rank 0, to every replica of every rank: NCCL's broadcast, joined before
- * the next step's forward writes them (dp_trainer_sync_buffers' bits, with
- * no download; nothing with --sync-batch-norm, where they are equal). */
-static dp_status_t sync_buffers(dp_trainer_t *t) {
-    size_t count = t->num_params - t->num_trainable;
-    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
-    const dp_backend_t *be = t->replicas[0].backend;
-    DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, t->num_trainable, count));
-    return be->peer_join(t->peer_group);
-}
-
 /* After the step's sums (queued): every replica's update, ordered after
  * them on its device (peer_join), one over the whole range per replica: the
  * optimizers are elementwise, so that is per-bucket updates' bits in one
@@ -208,7 +196,7 @@ static dp_status_t join_update(dp_trainer_t *t) {
     const dp_backend_t *be = t->replicas[0].backend;
     DP_TRY(be->peer_join(t->peer_group));
     update_range(t, 0, t->num_trainable);
-    return sync_buffers(t);
+    return dp_trainer_sync_buffers(t); /* NCCL's broadcast of the buffers (replica.c) */
 }
 
 /* --- No overlap ------------------------------------------------------------- */
