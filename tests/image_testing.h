@@ -1,7 +1,7 @@
 /* image_testing.h - what the image tests share: running a fixture maker
  * of tests/fixtures/image/ with /usr/bin/python3 (PIL, torchvision), and
  * writing JPEGs with libjpeg (the kinds PIL cannot write: YCCK, RGB
- * components, arithmetic coding).
+ * components, arithmetic coding) and small 8-bit PNGs with zlib.
  */
 #ifndef DPTRAIN_IMAGE_TESTING_H
 #define DPTRAIN_IMAGE_TESTING_H
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 #include <jpeglib.h>
+#include <string.h>
+#include <zlib.h>
 
 #include "testing.h"
 
@@ -73,6 +75,55 @@ static inline unsigned char *image_test_pattern(int width, int height, int compo
                 p[((size_t)y * width + x) * components + c] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
     return p;
+}
+
+/* Appends a PNG chunk (length, type, body, CRC) at out + *at. */
+static inline void image_png_chunk(unsigned char *out, size_t *at, const char *type, const unsigned char *body,
+                                   size_t n) {
+    unsigned char *p = out + *at;
+    p[0] = (unsigned char)(n >> 24), p[1] = (unsigned char)(n >> 16), p[2] = (unsigned char)(n >> 8);
+    p[3] = (unsigned char)n;
+    memcpy(p + 4, type, 4);
+    if (n) memcpy(p + 8, body, n);
+    uint32_t crc = (uint32_t)crc32(0, p + 4, (uInt)(n + 4));
+    p[8 + n] = (unsigned char)(crc >> 24), p[9 + n] = (unsigned char)(crc >> 16), p[10 + n] = (unsigned char)(crc >> 8);
+    p[11 + n] = (unsigned char)crc;
+    *at += 12 + n;
+}
+
+/* An 8-bit PNG in a malloc'd buffer (*size bytes): colour type 0, 2, 3
+ * (palette of `palette_entries` RGB triples), 4 or 6, `samples` interleaved
+ * row by row, filter 0. */
+static inline unsigned char *image_png_bytes(int width, int height, int color_type, const unsigned char *samples,
+                                             const unsigned char *palette, int palette_entries, size_t *size) {
+    int spp = color_type == 2 ? 3 : color_type == 4 ? 2 : color_type == 6 ? 4 : 1;
+    size_t row = (size_t)width * spp, raw_size = (row + 1) * height;
+    unsigned char *raw = malloc(raw_size);
+    for (int y = 0; y < height; y++) {
+        raw[y * (row + 1)] = 0;
+        memcpy(raw + y * (row + 1) + 1, samples + y * row, row);
+    }
+    uLongf z_size = compressBound((uLong)raw_size);
+    unsigned char *out = malloc(z_size + 1000), ihdr[13] = {0};
+    if (compress(out + 500, &z_size, raw, (uLong)raw_size) != Z_OK) abort();
+    unsigned char *z = malloc(z_size);
+    memcpy(z, out + 500, z_size);
+    static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(out, signature, 8);
+    size_t at = 8;
+    for (int i = 0; i < 4; i++) {
+        ihdr[i] = (unsigned char)((unsigned)width >> (24 - 8 * i));
+        ihdr[4 + i] = (unsigned char)((unsigned)height >> (24 - 8 * i));
+    }
+    ihdr[8] = 8, ihdr[9] = (unsigned char)color_type;
+    image_png_chunk(out, &at, "IHDR", ihdr, 13);
+    if (palette) image_png_chunk(out, &at, "PLTE", palette, (size_t)palette_entries * 3);
+    image_png_chunk(out, &at, "IDAT", z, z_size);
+    image_png_chunk(out, &at, "IEND", NULL, 0);
+    free(z);
+    free(raw);
+    *size = at;
+    return out;
 }
 
 #endif

@@ -91,7 +91,7 @@ static void compare_boxes(const char *path, int cases[4], int same[4], int *fall
 
 static void test_boxes(const char *dir) {
     char args[1200], path[1200];
-    snprintf(args, sizeof args, "'%s/scalar' 4000 boxes-only", dir);
+    snprintf(args, sizeof args, "'%s/scalar' boxes 4000", dir);
     image_fixture_run("ATEN_CPU_CAPABILITY=default", "fixtures/image/make_transform.py", args);
     snprintf(path, sizeof path, "%s/scalar/boxes.txt", dir);
     int cases[4], same[4], fallbacks;
@@ -103,7 +103,7 @@ static void test_boxes(const char *dir) {
     CHECK(cases[0] == 4000 && same[0] == cases[0], "random cases: %d of %d", same[0], cases[0]);
     for (int k = 1; k <= 3; k++) CHECK(cases[k] >= 10 && same[k] == cases[k], "hard kind %d: %d of %d", k, same[k], cases[k]);
     CHECK(fallbacks >= 100, "only %d cases reached the central fallback", fallbacks);
-    snprintf(args, sizeof args, "'%s/native' 4000 boxes-only", dir);
+    snprintf(args, sizeof args, "'%s/native' boxes 4000", dir);
     image_fixture_run("", "fixtures/image/make_transform.py", args);
     snprintf(path, sizeof path, "%s/native/boxes.txt", dir);
     compare_boxes(path, cases, same, &fallbacks, 0);
@@ -116,7 +116,7 @@ static void test_boxes(const char *dir) {
 
 static void test_resizes(const char *dir) {
     char args[1200], path[1200];
-    snprintf(args, sizeof args, "'%s/resize' 1", dir);
+    snprintf(args, sizeof args, "'%s/resize' resize", dir);
     image_fixture_run("", "fixtures/image/make_transform.py", args);
     size_t text_size, blob_size;
     snprintf(path, sizeof path, "%s/resize/resize.txt", dir);
