@@ -96,6 +96,11 @@ typedef struct {
     int *taps;        /* per output: inputs read */
     int32_t *weights; /* count x max_taps, in 2^-22 */
     int lo, hi;       /* every input read lies in [lo, hi); lo == hi: none */
+    /* The weights split for 16-bit multiply-adds: w = high * 2^11 + low,
+     * taps in pairs (an odd count gets a 0 last), each pair's two 16-bit
+     * halves packed in one 32-bit word; count x max_pairs. */
+    int max_pairs;
+    uint32_t *pair_high, *pair_low;
 } dp_resize_axis_t;
 
 dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, int in_size, float in0, float in1, int out_size,
