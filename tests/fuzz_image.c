@@ -15,7 +15,7 @@
  * Built only with -DDPTRAIN_FUZZ=ON and clang (not part of ctest):
  *   CC=clang cmake -S . -B build-fuzz -DDPTRAIN_FUZZ=ON -DDPTRAIN_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
  *   cmake --build build-fuzz -j2 --target fuzz_image
- *   mkdir -p corpus && /usr/bin/python3 tests/fixtures/image/make_formats.py corpus-seed && cp corpus-seed/*.{jpg,png,pgm,ppm,bmp} corpus/
+ *   /usr/bin/python3 tests/fixtures/image/make_formats.py seeds && mkdir -p corpus && (cd seeds && cp *.jpg *.png *.p?m *.bmp ../corpus/)
  *   build-fuzz/fuzz_image -max_total_time=600 -max_len=65536 -dict=tests/fuzz_image.dict corpus/
  */
 #include <stdint.h>

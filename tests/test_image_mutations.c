@@ -149,6 +149,26 @@ static int run_all(const unsigned char *data, size_t size, const char *name, int
     return ok;
 }
 
+/* Inputs the fuzzer (tests/fuzz_image.c) found misbehaving, rebuilt here. */
+static void test_fuzz_finds(void) {
+    /* a PNG cut inside a chunk whose type holds a newline: the message printed the type raw */
+    size_t size;
+    unsigned char *png = image_png_bytes(2, 2, 0, (const unsigned char *)"abcd", NULL, 0, &size);
+    unsigned char cut[64];
+    memcpy(cut, png, 33);
+    static const unsigned char chunk[12] = {0, 0, 1, 0, 'P', '\n', 0, 'h', 1, 2, 3, 4};
+    memcpy(cut + 33, chunk, sizeof chunk);
+    int decoded = 0;
+    CHECK(run_all(cut, 33 + sizeof chunk, "newline.png", &decoded) && decoded == 0,
+          "a cut PNG chunk with a newline in its type: '%s'", dp_error_message());
+    free(png);
+    /* a 24-bit BMP whose "colours used" field says 9984: a palette was read past the end */
+    unsigned char bmp[54 + 3 * 4 * 2] = {'B', 'M'};
+    bmp[10] = 54, bmp[14] = 40, bmp[18] = 3, bmp[22] = 2, bmp[26] = 1, bmp[28] = 24, bmp[47] = 0x27;
+    CHECK(run_all(bmp, sizeof bmp, "colours.bmp", &decoded), "a 24-bit BMP claiming 9984 colours: '%s'",
+          dp_error_message());
+}
+
 static uint64_t next(uint64_t *state) {
     *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
     return *state >> 24;
@@ -156,6 +176,7 @@ static uint64_t next(uint64_t *state) {
 
 int main(void) {
     make_seeds();
+    test_fuzz_finds();
     int cases = 0, bad = 0, decoded = 0;
     for (int s = 0; s < seed_count; s++)
         CHECK(run_all(seeds[s].data, seeds[s].size, seeds[s].name, &decoded), "the valid %s", seeds[s].name);

@@ -101,6 +101,7 @@ static dp_status_t bmp_header(const unsigned char *data, size_t size, const char
                            "%s: 32-bit BMP with masks %08x %08x %08x is not supported (whole bytes are)", name,
                            (unsigned)le32(m), (unsigned)le32(m + 4), (unsigned)le32(m + 8));
     }
+    if (h->bits > 8) h->colors = 0; /* the field means nothing without a palette */
     if (h->bits <= 8) {
         int most = 1 << h->bits;
         if (h->colors == 0 || h->colors > most) h->colors = most;

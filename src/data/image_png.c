@@ -22,6 +22,19 @@ static uint32_t be32(const unsigned char *p) {
 
 /* --- the probe ----------------------------------------------------------------- */
 
+/* A chunk type for a message: its 4 letters, or hex when they are not letters. */
+static const char *chunk_name(const unsigned char *type, char *buf, size_t size) {
+    int letters = 1;
+    for (int i = 0; i < 4; i++)
+        letters &= (type[i] >= 'a' && type[i] <= 'z') || (type[i] >= 'A' && type[i] <= 'Z');
+    if (letters) {
+        snprintf(buf, size, "%.4s", (const char *)type);
+    } else {
+        snprintf(buf, size, "0x%02x%02x%02x%02x", type[0], type[1], type[2], type[3]);
+    }
+    return buf;
+}
+
 static int png_depth_allowed(int color_type, int depth) {
     switch (color_type) {
     case 0: return depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
@@ -68,9 +81,10 @@ dp_status_t dp_png_probe(const unsigned char *data, size_t size, const char *nam
         if (length > 0x7fffffffu)
             return dp_fail(DP_ERR_FORMAT, "%s: bad PNG: a chunk of %u bytes", name, (unsigned)length);
         if (size - at - 8 < (size_t)length + 4) {
+            char buf[16];
             *need_more = 1;
-            return dp_fail(DP_ERR_FORMAT, "%s: truncated PNG (the file ends inside a %.4s chunk)", name,
-                           (const char *)type);
+            return dp_fail(DP_ERR_FORMAT, "%s: truncated PNG (the file ends inside a %s chunk)", name,
+                           chunk_name(type, buf, sizeof buf));
         }
         if (memcmp(type, "eXIf", 4) == 0) {
             info->orientation = dp_exif_orientation(data + at + 8, length);
