@@ -2,7 +2,8 @@
  *
  * One step on a global minibatch of n examples and k devices (d2l 12.5):
  *   1. split the minibatch into k shards whose sizes differ by at most one
- *      (split_batch; n >= k);
+ *      (split_batch; with n < k, a short last batch, the last k - n shards
+ *      are empty: those devices contribute nothing to the sums);
  *   2. every device runs forward and backward on its shard with its own
  *      replica of the parameters; the loss is divided by the global n, so
  *      the gradients are parts of the global mean gradient;
@@ -116,7 +117,9 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * rank passes the same batch; each takes its own shard). Adds this rank's
  * summed loss over its examples to *loss_sum and its number of correct
  * predictions to *correct; sum them across ranks with dp_world_sum_doubles.
- * n < ranks x devices is an error.
+ * n may be smaller than ranks x devices (an epoch's short last batch):
+ * the devices without examples add zeros to the sums, so the update is
+ * still the mean gradient over the n examples.
  * The figures are summed on each device (the backend's count_metrics) and
  * read by dp_trainer_read_metrics: with loss_sum or correct non-NULL the
  * step ends with dp_trainer_read_metrics(trainer, loss_sum, correct, 1)

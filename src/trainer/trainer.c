@@ -358,6 +358,21 @@ static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
     r->trainer->sync->range_final(r);
 }
 
+/* Phase 1 on a device without examples (a short last batch with fewer
+ * examples than devices): it contributes nothing, zero gradients and no
+ * figures, yet takes part in whatever the others meet in: synchronised
+ * batch norm's sums and, with an overlapping strategy, the buckets, all
+ * final at once. */
+static dp_status_t empty_shard(dp_replica_t *r, int last) {
+    dp_trainer_t *t = r->trainer;
+    if (t->config.sync_batch_norm) DP_TRY(dp_sync_batch_norm_absent(r));
+    if (t->sync->range_final && last) {
+        r->ready_from = 0;
+        t->sync->range_final(r);
+    }
+    return DP_OK;
+}
+
 /* Phase 1 on device d (d2l's per-GPU part of train_batch): forward and
  * backward of the shard; the loss is divided by the global batch size.
  * With an overlapping strategy, backward also sums and applies finished
@@ -372,6 +387,7 @@ static dp_status_t shard_task(void *arg) {
         r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
     }
     r->ready_from = t->num_trainable;
+    if (r->count == 0) return empty_shard(r, last);
     dp_tensor_t *x, *logits, *loss;
     int32_t *y;
     DP_TRY(load_shard(r, r->ds, r->indices, r->count, 1, &x, &y));
@@ -417,10 +433,10 @@ static dp_status_t shard_task_guarded(void *arg) {
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
                             double *loss_sum, int *correct) {
     int k = t->num_devices, ranks = t->config.world.size;
-    if (n < k * ranks)
-        return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
-                       "(the batch size must be at least the number of devices)", n, k * ranks);
-    /* micro-batches: as many as asked while each still has an example per device */
+    if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
+    /* micro-batches: as many as asked while each still has an example per
+     * device; fewer examples than devices (a short last batch): one, some
+     * devices empty */
     int micros = t->config.accumulate;
     while (micros > 1 && n / micros < k * ranks) micros--;
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
@@ -435,6 +451,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *
 dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros) {
     int k = t->num_devices, ranks = t->config.world.size;
     t->last_micro = micros - 1;
+    t->empty_shards = n < k * ranks; /* then micros is 1 (dp_trainer_step) */
     double mpi_start = 0.0;
     dp_status_t status = DP_OK;
     for (t->micro = 0; t->micro < micros && status == DP_OK; t->micro++) {

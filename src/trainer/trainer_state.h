@@ -49,6 +49,8 @@ struct dp_trainer {
     int64_t first_position;  /* ... and the position of the step's first example in it */
     int augment;             /* config.augment asks for anything */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
+    int empty_shards;        /* this step has devices without examples (a short last batch with
+                                fewer examples than devices of all ranks: the same on every rank) */
     /* the parameter server (sync_ps.c) */
     dp_device_t *server;
     float *server_params, *server_grads; /* (num_params), (num_trainable + 1): server device memory */
