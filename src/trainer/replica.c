@@ -23,9 +23,11 @@ void dp_replica_free(dp_replica_t *r) {
     dp_optimizer_free(r->optimizer);
     r->backend->free(r->backend->ctx, r->metrics_block);
     free(r->host_params);
-    free(r->host_indices);
-    free(r->host_batch);
-    free(r->host_labels);
+    r->backend->free(r->backend->ctx, r->in_pixels);
+    r->backend->free(r->backend->ctx, r->in_labels);
+    free(r->eval_samples);
+    free(r->eval_pixels);
+    free(r->eval_labels);
 }
 
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {
