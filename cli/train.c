@@ -405,6 +405,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     int exit_code = 1;
     dp_model_t *model = NULL;
     dp_dataset_t train_set = {0}, test_set = {0};
+    dp_batch_source_t *train_source = NULL, *test_source = NULL;
     dp_trainer_t *trainer = NULL;
 
     if (dp_model_load(o.model, &model) != DP_OK) goto done;
@@ -454,20 +455,24 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .sync_batch_norm = o.sync_batch_norm,
         .backend = backends[0],
         .backends = backends,
-        .augment = augment,
         .accumulate = o.accumulate,
         .profile_steps = profile_window,
         .profile_warmup = profile_warmup,
         .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
+    const int train_count = train_set.count, test_count = test_set.count;
+    /* the data as batch sources (batch_source.h): they take the datasets */
+    if (dp_memory_source_new(&train_set, &augment, 1, &train_source) != DP_OK ||
+        dp_memory_source_new(&test_set, NULL, 1, &test_source) != DP_OK)
+        goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
         dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
                 sizeof ((dp_checkpoint_info_t *)0)->model - 1);
         goto done;
     }
-    train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
-                               .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL};
+    train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_count,
+                               .test_count = test_count, .devices_note = devices_note[0] ? devices_note : NULL};
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
     const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
@@ -478,8 +483,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .trainer = trainer,
         .model = model,
         .model_name = o.model,
-        .train_set = &train_set,
-        .test_set = &test_set,
+        .train_source = train_source,
+        .test_source = test_source,
         .world = *world,
         .batch_size = step_batch,
         .epochs = o.epochs,
@@ -523,6 +528,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
 done:
     if (exit_code != 0) report_error(world);
     dp_trainer_free(trainer);
+    dp_batch_source_free(test_source);
+    dp_batch_source_free(train_source);
     dp_dataset_free(&test_set);
     dp_dataset_free(&train_set);
     dp_model_free(model);
