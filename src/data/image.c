@@ -128,7 +128,8 @@ dp_status_t dp_image_decode_with(const void *data, size_t size, const char *name
     switch (info.format) {
     case DP_IMAGE_JPEG: {
         dp_crop_box_t all = {0, 0, INT32_MAX, INT32_MAX}, got;
-        st = dp_jpeg_decode_region(bytes, size, name, channels, 1, all, 0, &stored, &got);
+        st = dp_jpeg_decode_region(bytes, size, name, channels, info.stored_width, info.stored_height, 1, all, 0,
+                                   &stored, &got);
         break;
     }
     case DP_IMAGE_PNG: st = dp_png_decode(bytes, size, name, channels, &stored); break;

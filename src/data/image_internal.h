@@ -40,10 +40,12 @@ dp_status_t dp_bmp_decode(const unsigned char *data, size_t size, const char *na
  * of the image scaled by 1/scale_denom, 1, 2, 4 or 8) of a JPEG, with
  * `margin` pixels more on every side where the image has them: *out holds
  * the rectangle *got (a superset, widened to whole iMCU columns by
- * libjpeg). The full image: want = {0, 0, INT32_MAX, INT32_MAX}. */
+ * libjpeg). The full image: want = {0, 0, INT32_MAX, INT32_MAX}. A JPEG
+ * whose frame libjpeg reads as another size than expect_width x
+ * expect_height (the probe's; 0: not checked) is refused. */
 dp_status_t dp_jpeg_decode_region(const unsigned char *data, size_t size, const char *name, int channels,
-                                  int scale_denom, dp_crop_box_t want, int margin, dp_image_t *out,
-                                  dp_crop_box_t *got);
+                                  int expect_width, int expect_height, int scale_denom, dp_crop_box_t want,
+                                  int margin, dp_image_t *out, dp_crop_box_t *got);
 
 /* The JPEG's size at 1/scale_denom, as libjpeg computes it (ceil). */
 void dp_jpeg_scaled_size(int width, int height, int scale_denom, int *scaled_width, int *scaled_height);

@@ -40,10 +40,7 @@ dp_status_t dp_jpeg_probe(const unsigned char *data, size_t size, const char *na
     info->orientation = 1;
     size_t pos = 2;
     for (;;) {
-        if (pos >= size) break;
-        if (data[pos] != 0xff)
-            return dp_fail(DP_ERR_FORMAT, "%s: bad JPEG: byte %zu is 0x%02x where a marker should start", name, pos,
-                           data[pos]);
+        while (pos < size && data[pos] != 0xff) pos++; /* junk between segments: skipped, as PIL and libjpeg do */
         while (pos < size && data[pos] == 0xff) pos++; /* fill bytes */
         if (pos >= size) break;
         int marker = data[pos++];
@@ -132,8 +129,8 @@ static void read_rows(struct jpeg_decompress_struct *cinfo, int y0, int y1, unsi
 }
 
 dp_status_t dp_jpeg_decode_region(const unsigned char *data, size_t size, const char *name, int channels,
-                                  int scale_denom, dp_crop_box_t want, int margin, dp_image_t *out,
-                                  dp_crop_box_t *got) {
+                                  int expect_width, int expect_height, int scale_denom, dp_crop_box_t want,
+                                  int margin, dp_image_t *out, dp_crop_box_t *got) {
     struct jpeg_decompress_struct cinfo;
     jpeg_errors_t errors;
     unsigned char *volatile pixels = NULL;
@@ -149,6 +146,11 @@ dp_status_t dp_jpeg_decode_region(const unsigned char *data, size_t size, const 
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, data, (unsigned long)size);
     jpeg_read_header(&cinfo, TRUE);
+    if (expect_width && ((int)cinfo.image_width != expect_width || (int)cinfo.image_height != expect_height)) {
+        snprintf(errors.message, sizeof errors.message, "libjpeg reads %u x %u pixels, its markers say %d x %d",
+                 (unsigned)cinfo.image_width, (unsigned)cinfo.image_height, expect_width, expect_height);
+        longjmp(errors.jump, 1);
+    }
     if ((size_t)cinfo.image_width * cinfo.image_height > DP_IMAGE_MAX_PIXELS) {
         snprintf(errors.message, sizeof errors.message, "%u x %u pixels is more than the %zu allowed",
                  (unsigned)cinfo.image_width, (unsigned)cinfo.image_height, DP_IMAGE_MAX_PIXELS);

@@ -117,7 +117,8 @@ static dp_status_t decode_jpeg_part(const unsigned char *data, size_t size, cons
     dp_jpeg_scaled_size(info->stored_width, info->stored_height, scale, &sw, &sh);
     dp_crop_box_t want = dp_orient_box_to_stored(info->orientation, sw, sh, need), got;
     dp_image_t region;
-    DP_TRY(dp_jpeg_decode_region(data, size, name, channels, scale, want, JPEG_MARGIN, &region, &got));
+    DP_TRY(dp_jpeg_decode_region(data, size, name, channels, info->stored_width, info->stored_height, scale, want,
+                                 JPEG_MARGIN, &region, &got));
     *decoded = (long)got.width * got.height;
     if (info->orientation == 1) {
         *view = region;
