@@ -37,14 +37,15 @@ typedef struct {
 static fixture_t fixtures[MAX_FIXTURES];
 static int fixture_count;
 
-/* The EXIF APP1 body for an orientation ("Exif\0\0" + a little-endian TIFF with one IFD entry). */
+/* The EXIF APP1 body for an orientation: "Exif\0\0", then a little-endian
+ * TIFF header, an IFD of one entry (tag 0x0112, SHORT, 1 value) and no next IFD. */
 static size_t exif_block(int orientation, unsigned char *out) {
-    static const unsigned char tiff[26] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0,
-                                           1,   0,   0x12, 0x01, 3, 0, 1, 0, 0, 0, 0, 0};
-    memcpy(out, tiff, sizeof tiff);
-    out[26] = (unsigned char)orientation, out[27] = 0, out[28] = out[29] = 0; /* value, padding */
-    memset(out + 30, 0, 4);                                                  /* no next IFD */
-    return 34;
+    static const unsigned char block[32] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, /* header */
+                                            1,   0,   0x12, 0x01, 3, 0, 1, 0, 0, 0, 0, 0, 0, 0,  /* entry */
+                                            0,   0,   0, 0};
+    memcpy(out, block, sizeof block);
+    out[24] = (unsigned char)orientation; /* the entry's value */
+    return sizeof block;
 }
 
 /* A JPEG in memory: sampling h x v of the first component (others 1 x 1),
@@ -109,7 +110,7 @@ static void make_fixtures(void) {
     add_jpeg("ycck.jpg", 70, 51, 4, JCS_CMYK, JCS_YCCK, 2, 2, 0, 0);
     add_jpeg("small.jpg", 9, 5, 3, JCS_RGB, JCS_YCbCr, 2, 2, 0, 0);
     static const char *names[9] = {"", "o1.jpg", "o2.jpg", "o3.jpg", "o4.jpg", "o5.jpg", "o6.jpg", "o7.jpg", "o8.jpg"};
-    for (int o = 1; o <= 8; o++) add_jpeg(names[o], 111, 74, 3, JCS_RGB, JCS_YCbCr, 2, 2, o % 2, o);
+    for (int o = 1; o <= 8; o++) add_jpeg(names[o], 331, 207, 3, JCS_RGB, JCS_YCbCr, 2, 2, o % 2, o);
     add_ppm("rgb.ppm", 61, 40);
     add_ppm("fixed.ppm", 20, 24); /* 24 x 20 (H x W): fixed mode passes it as it is */
 }
@@ -166,6 +167,8 @@ static void test_exact(void) {
                 dp_status_t st = dp_image_sample(fixtures[f].data, fixtures[f].size, fixtures[f].name, &o, &rng, got, &rep);
                 CHECK(st == DP_OK, "%s: %s", fixtures[f].name, dp_error_message());
                 if (st != DP_OK) continue;
+                int orientation = fixtures[f].name[0] == 'o' && !o.ignore_exif ? fixtures[f].name[1] - '0' : 1;
+                CHECK(rep.info.orientation == orientation, "%s: orientation %d", fixtures[f].name, rep.info.orientation);
                 if (mode == 0) {
                     dp_crop_box_t b = dp_rrc_box(rep.info.height, rep.info.width, &o.range, dp_rng_draw32, &replay);
                     int flip = dp_flip_draw(o.flip_p, dp_rng_draw32, &replay);
