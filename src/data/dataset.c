@@ -245,9 +245,12 @@ void dp_dataset_truncate(dp_dataset_t *ds, int limit) {
 }
 
 dp_status_t dp_dataset_set_normalize(dp_dataset_t *ds, int n, const float *mean, const float *std) {
+    if (n != 1 && n != ds->channels && ds->channels == 1)
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for 1-channel images (give one pair: MEAN,STD)", n);
     if (n != 1 && n != ds->channels)
-        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give 1 or %d)", n,
-                       ds->channels, ds->channels);
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give one pair for all "
+                       "channels, or %d: M0,..,M%d,S0,..,S%d)", n, ds->channels, ds->channels, ds->channels - 1,
+                       ds->channels - 1);
     if (ds->channels > DP_DATA_MAX_CHANNELS)
         return dp_fail(DP_ERR_ARG, "normalize: images have %d channels, at most %d can be normalised",
                        ds->channels, DP_DATA_MAX_CHANNELS);
