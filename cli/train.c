@@ -222,17 +222,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_status_t status = dp_fit(&fit, train_print_epoch, &printer, &result);
     if (printer.bar_open) dp_progress_finish(&printer.bar);
     if (status != DP_OK) goto done;
-    if (result.first_epoch >= result.last_epoch) { /* the saved model's accuracy instead */
-        if (speaks) printf("test acc: %.4f on %d image%s\n", result.test_acc, result.test_count,
-                           result.test_count == 1 ? "" : "s");
-    } else if (speaks) { /* the book's summary line */
-        printf("test acc: %.2f, %.1f sec/epoch on %s\n", result.test_acc, result.mean_epoch_sec, printer.devices);
-    }
-    dp_cuda_graph_counts_t graphs;
-    if (!dp_trainer_cuda_graph(trainer, &graphs) && speaks && !o.quiet)
-        printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape without a graph)\n",
-               (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
-               (unsigned long long)graphs.as_made);
+    train_print_result(&result, trainer, &printer);
     if (set.profile_window > 0 && speaks &&
         train_print_profile(trainer, dp_precision_name(precision), o.channels_last) != DP_OK)
         goto done;

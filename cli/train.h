@@ -100,6 +100,9 @@ void train_print_warning(const char *message, void *ctx);
 /* "dptrain: warning: ..." on stderr where `speaks` (rank 0, or a worklog). */
 void train_warn(int speaks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
+/* After dp_fit: the final line (the book's summary, or the saved model's
+ * accuracy when nothing trained) and the CUDA graph counts. */
+void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
 
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */

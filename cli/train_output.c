@@ -97,3 +97,16 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
     fflush(stdout);
     return DP_OK;
 }
+
+void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p) {
+    if (!p->speaks) return;
+    if (result->first_epoch >= result->last_epoch) /* the saved model's accuracy instead */
+        printf("test acc: %.4f on %d image%s\n", result->test_acc, result->test_count, PLURAL(result->test_count));
+    else /* the book's summary line */
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", result->test_acc, result->mean_epoch_sec, p->devices);
+    dp_cuda_graph_counts_t graphs;
+    if (!dp_trainer_cuda_graph(trainer, &graphs) && !p->o->quiet)
+        printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape "
+               "without a graph)\n", (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
+               (unsigned long long)graphs.as_made);
+}

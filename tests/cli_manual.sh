@@ -11,7 +11,8 @@
 #   where no --epochs is given; ResNet and AlexNet models train on 32
 #   images in batches of 32; lines on cuda:N run on the CUDA emulator
 #   (build/lib/libdptrain_cuda_emu.so, 2 GPUs) with --limit 32 --batch-size
-#   32 --epochs 1, and say SKIPPED without it (a build without CUDA);
+#   32 --epochs 1, and say SKIPPED without it (a build without CUDA), as
+#   launch and mpirun do without Open MPI;
 #   output is line-buffered as on a terminal;
 # - the files the pages use by name: ck.safetensors (lenet-paddle, 2 epochs
 #   of Adam on 10,000 images, as inference.md says), ankle_boot.png and
@@ -56,6 +57,9 @@ if [[ \$command == train || (\$command == launch && \$after_dashes == 1) ]]; the
   ((epochs)) || args+=(--epochs 1)
   ((heavy)) && args+=(--limit 32 --batch-size 32)
 fi
+if [[ \$command == launch ]] && ! command -v mpirun >/dev/null; then
+  echo "cli_manual: SKIPPED (no mpirun): dptrain \$*"; exit 0
+fi
 if ((cuda)); then
   if [[ ! -e "$emu" ]]; then echo "cli_manual: SKIPPED (no CUDA emulator in this build): dptrain \$*"; exit 0; fi
   export DPTRAIN_CUDA_MODULE="$emu" DPTRAIN_CUDA_EMU_GPUS=2
@@ -65,8 +69,9 @@ exec stdbuf -oL -eL "$bin" "\${args[@]}"
 WRAP
 cat >"$t/.bin/mpirun" <<WRAP
 #!/usr/bin/env bash
+[[ -n "$(command -v mpirun)" ]] || { echo "cli_manual: SKIPPED (no mpirun): mpirun \$*"; exit 0; }
 root=(); [[ \$(id -u) -eq 0 ]] && root=(--allow-run-as-root)
-exec "$(command -v mpirun || echo mpirun)" "\${root[@]}" --oversubscribe "\$@"
+exec "$(command -v mpirun)" "\${root[@]}" --oversubscribe "\$@"
 WRAP
 chmod +x "$t/build/dptrain" "$t/.bin/mpirun"
 

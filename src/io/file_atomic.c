@@ -13,9 +13,13 @@
  * The stream is stdio over the file descriptor through fopencookie, whose
  * write function records the errno of the first failing write(2): stdio
  * itself keeps only an error flag, and a caller's fwrite that failed long
- * before the commit would otherwise be reported as EIO. The open streams'
- * records are kept in a list under a mutex (a stream may be committed from
- * any thread, a few are open at once).
+ * before the commit would otherwise be reported as EIO.
+ *
+ * DESIGN. Any thread may begin and commit files (rank 0's checkpoints, the
+ * plot, an export). Each open stream's record (descriptor, first errno) is
+ * its own: only the stream's writer touches it, through stdio. The list of
+ * open records, through which dp_file_commit finds a stream's record, is
+ * the one shared thing: files_lock guards every link and unlink of it.
  *
  * mkstemp creates files with mode 0600; the temporary file gets the mode of
  * the file it replaces, or 0644 for a new file (reading the umask safely is
