@@ -45,6 +45,7 @@ static const char *closest_option(const option_t *options, const char *name, siz
         if (distance < best_distance) best_distance = distance, best = o->name;
         if (len >= 3 && strncmp(o->name, name, len) == 0) prefixes++, prefixed = o->name;
     }
+    if (edit_distance(name, len, "help") < best_distance) best = "help"; /* every command's */
     return best ? best : prefixes == 1 ? prefixed : NULL;
 }
 

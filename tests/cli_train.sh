@@ -163,6 +163,7 @@ expect_error "^dptrain: train: unknown option '--batch' \(did you mean --batch-s
 expect_error "^dptrain: eval: unknown option '--resum' \(did you mean --resume\?\)$" eval --resum x
 expect_error "^dptrain: predict: unknown option '--tpo' \(did you mean --top\?\)$" predict --tpo 2 x.png
 expect_error "^dptrain: export: unknown option '--onx' \(did you mean --onnx\?\)$" export --onx x
+expect_error "^dptrain: eval: unknown option '--hlep' \(did you mean --help\?\)$" eval --hlep
 # Options that contradict each other, or name what cannot be: refused before anything runs.
 expect_error "^dptrain: train: --overlap on: --allreduce naive sums on device 0 after the backward pass" \
   "${small[@]}" --devices 2 --overlap on --allreduce naive
