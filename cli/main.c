@@ -17,7 +17,7 @@ static const char usage[] =
     "  launch     run `train` as N processes with mpirun, one log per process\n"
     "  eval       test accuracy of a checkpoint (`train --save FILE`)\n"
     "  inspect    print a checkpoint's metadata and tensors (names, shapes, sums)\n"
-    "  predict    classify PNG/PGM images with a checkpoint\n"
+    "  predict    classify JPEG/PNG/PGM/PPM/BMP images with a checkpoint\n"
     "  export     write a checkpoint's model as ONNX (--onnx FILE)\n"
     "  help       show this help; `dptrain COMMAND --help` shows a command's options\n"
     "  version    print the version, the CPU, the kernels' ISA and the BLAS\n"

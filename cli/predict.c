@@ -1,4 +1,4 @@
-/* predict.c - `dptrain predict`: classify PNG/PGM images with a checkpoint.
+/* predict.c - `dptrain predict`: classify images (JPEG, PNG, PGM/PPM, BMP) with a checkpoint.
  *
  * Every image is read and converted first (image.h: channels, PIL-style
  * bilinear resize to the model's input, / 255 like the training data), so a
@@ -24,8 +24,9 @@ static const char *const fashion_mnist_names[10] = {"T-shirt/top", "Trouser", "P
 static const char predict_usage[] =
     "usage: dptrain predict --resume CK.safetensors [options] IMAGE...\n"
     "\n"
-    "Classifies PNG and PGM images (P2/P5; any size, bit depth, gray or colour)\n"
-    "with a checkpoint's model, on all devices. Each image is made into the\n"
+    "Classifies JPEG, PNG, PGM/PPM and BMP images (any size, bit depth, gray or\n"
+    "colour; told by their bytes; EXIF orientation applied) with a checkpoint's\n"
+    "model, on all devices. Each image is made into the\n"
     "model's input the way the training data was: converted to its channels\n"
     "(colour -> gray by the ITU-R 601-2 luma 0.299 R + 0.587 G + 0.114 B, as PIL's\n"
     "convert(\"L\"); gray -> RGB by copying; alpha dropped), resized to its input\n"
