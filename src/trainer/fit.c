@@ -437,7 +437,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_epoch_stats_t *history = NULL;
     const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
                                          .training = 1, .threads = config->loader_threads,
-                                         .depth = config->loader_depth};
+                                         .depth = config->loader_depth, .share = dp_trainer_batch_share,
+                                         .share_ctx = trainer};
     dp_status_t status = dp_batch_loader_new(config->train_source, &lc, &loader);
     if (status != DP_OK) return status;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
