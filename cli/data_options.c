@@ -106,8 +106,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.dct_scale = resized_crop && dct;
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
-    snprintf(out->transform, sizeof out->transform, "%s%d%s", "resize ",
-             o->resize ? o->resize : dp_eval_resize_default(height, width), exif ? "" : ", exif ignore");
+    dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
     dp_image_index_t train_index = {0}, test_index = {0};
     dp_status_t status = DP_OK;
     if (training) {
@@ -152,8 +151,9 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
     if (status == DP_OK) status = dp_dataset_load(o->dir, "t10k", &test);
     const dp_dataset_t *shape = training ? &train : &test;
     if (status == DP_OK && (shape->channels != channels || shape->height != height || shape->width != width))
-        status = dp_fail(DP_ERR_SHAPE, "the model takes %dx%dx%d images, the data in %s has %dx%dx%d", channels,
-                         height, width, o->dir, shape->channels, shape->height, shape->width);
+        status = dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d",
+                         o->model ? o->model : "(unnamed)", channels, height, width, o->dir, shape->channels,
+                         shape->height, shape->width);
     if (status == DP_OK && training) {
         dp_dataset_truncate(&train, o->limit);
         status = dp_memory_source_new(&train, augment, 1, &out->train);
@@ -162,7 +162,6 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
     dp_dataset_free(&train);
     dp_dataset_free(&test);
     out->loader_threads = 0; /* a fill is a copy: on the caller's thread between steps */
-    snprintf(out->transform, sizeof out->transform, "fixed");
     return status;
 }
 

@@ -21,6 +21,7 @@ typedef struct {
     int limit;               /* --limit: the first N training samples (0: all) */
     const char *normalize;   /* --normalize */
     const char *augment;     /* --augment */
+    const char *model;       /* the model's name, for messages */
 } cli_data_options_t;
 
 /* The options' defaults. */
@@ -40,7 +41,7 @@ typedef struct {
     dp_batch_source_t *train, *test; /* test only for eval */
     const char *layout;              /* "IDX", "image folder", "CIFAR-10" */
     int loader_threads;              /* for dp_fit */
-    char transform[128];             /* the evaluation transform, for checkpoints: "fixed" or "resize S" (+ ", exif ignore") */
+    char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
 } cli_data_t;
 
 /* Opens `dir` for a model taking channels x height x width: the training

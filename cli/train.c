@@ -421,6 +421,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     o.data.limit = o.limit;
     o.data.normalize = o.normalize;
     o.data.augment = o.augment;
+    o.data.model = o.model;
     if (cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data) != DP_OK) goto done;
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;
@@ -493,6 +494,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .resume_path = o.resume_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
+        .transform_text = data.transform[0] ? data.transform : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,

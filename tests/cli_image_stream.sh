@@ -18,6 +18,9 @@
 #   --skip-bad-files is replaced and the run goes on;
 # - ranks whose file lists differ (each rank's working directory holds
 #   another copy of the data) stop naming the first difference;
+# - the checkpoint records the evaluation transform (data.transform):
+#   eval applies it (its correct count equals the test JPEGs predict's top
+#   class gets right), export writes it in the ONNX metadata;
 # - --transform, --exif, --dct-scale values are checked.
 source "$(dirname "$0")/testing.sh"
 py=/usr/bin/python3
@@ -112,6 +115,23 @@ grep -q "train/4/$f" "$tmp/late.out" && pass || fail "the broken file is not nam
 run late-skip --data "$tmp/late" --devices 1 --skip-bad-files
 grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
   || fail "--skip-bad-files on a broken file: $(head -3 "$tmp/late-skip.out")"
+
+# the preprocessing travels with the model: the checkpoint's data.transform; eval and predict apply it
+# (predict's top class of every test JPEG is right exactly as often as eval counts), export writes it
+"$bin" inspect "$tmp/crop1.st" >"$tmp/inspect.out" 2>&1
+grep -q "^  data.transform = resize 32$" "$tmp/inspect.out" && pass || fail "inspect: $(grep -i transform "$tmp/inspect.out")"
+eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
+correct=$(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/96 correct\).*/\1/p' <<<"$eval_line")
+predicted=$("$bin" predict --resume "$tmp/crop1.st" --top 1 "$tmp"/jpeg/test/*/*.jpg 2>&1 \
+  | awk -F'[/: ]+' '{ n = split($0, a, "/"); split(a[n], b, ": "); cls = a[n - 1]; split(b[2], c, " "); if (c[1] == cls) right++ }
+                     END { print right + 0 }')
+[[ -n $correct && $correct == "$predicted" ]] && pass \
+  || fail "eval counts '$correct' correct, predict's top class is right for $predicted ($eval_line)"
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  "$bin" export --resume "$tmp/crop1.st" --onnx "$tmp/m.onnx" >/dev/null 2>&1 && pass || fail "export"
+  props=$(/usr/bin/python3 "$tools/check_onnx.py" props "$tmp/m.onnx" 2>&1)
+  grep -qx "transform=resize 32" <<<"$props" && pass || fail "ONNX metadata: $props"
+fi
 
 # option values
 for bad in "--transform random" "--exif maybe" "--dct-scale yes"; do
