@@ -112,6 +112,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     if (training) {
         status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &train_index);
         if (status == DP_OK) status = dp_image_index_check_ranks(&train_index, world, "--data train");
+        out->train_total = train_index.count;
         if (status == DP_OK && o->limit > 0 && o->limit < train_index.count) train_index.count = o->limit;
         classes = train_index.class_names;
         num_classes = train_index.num_classes;
@@ -155,6 +156,7 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
                          o->model ? o->model : "(unnamed)", channels, height, width, o->dir, shape->channels,
                          shape->height, shape->width);
     if (status == DP_OK && training) {
+        out->train_total = train.count;
         dp_dataset_truncate(&train, o->limit);
         status = dp_memory_source_new(&train, augment, 1, &out->train);
     }

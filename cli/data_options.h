@@ -41,6 +41,7 @@ typedef struct {
     dp_batch_source_t *train, *test; /* test only for eval */
     const char *layout;              /* "IDX", "image folder", "CIFAR-10" */
     int loader_threads;              /* for dp_fit */
+    int train_total;                 /* the training split's samples before --limit */
     char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
 } cli_data_t;
 

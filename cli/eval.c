@@ -29,8 +29,10 @@ static const char eval_usage[] =
     "  --model NAME|FILE   the network, a built-in name or a model file (default: the\n"
     "                      checkpoint's); another model's checkpoint is refused,\n"
     "                      naming the first mismatching tensor\n"
-    "  --data DIR          directory with t10k-images-idx3-ubyte[.gz] and\n"
-    "                      t10k-labels-idx1-ubyte[.gz]; default " DP_DEFAULT_DATA_DIR "\n"
+    "  --data DIR          the data whose test split is evaluated: IDX files\n"
+    "                      (t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]),\n"
+    "                      an image folder (DIR/test/CLASS/*.png) or CIFAR-10\n"
+    "                      (test_batch.bin); default " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
     "                      CPU device per core)\n"
@@ -123,7 +125,7 @@ int cmd_eval(int argc, char **argv) {
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (dp_model_load(model_name ? model_name : info->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int ch, h, w;
@@ -134,6 +136,11 @@ int cmd_eval(int argc, char **argv) {
     if (cli_data_open(&data_options, 0, ch, h, w, info->num_class_names ? info->class_names : NULL,
                       info->num_class_names, 0, &one, &data) != DP_OK)
         goto done;
+    char warning[512]; /* fewer outputs than classes: a label could never be predicted */
+    if (dp_model_check_classes(model, dp_model_name(model), dp_batch_source_info(data.test)->num_classes,
+                               "test data", warning, sizeof warning) != DP_OK)
+        goto done;
+    if (warning[0]) fprintf(stderr, "dptrain: warning: %s\n", warning);
     if (apply_normalize(data.test, normalize, info->normalize) != DP_OK) goto done;
     const int count = dp_batch_source_info(data.test)->count;
     int device_ids[CLI_MAX_DEVICES], num_devices = 0;
@@ -164,8 +171,8 @@ int cmd_eval(int argc, char **argv) {
     dp_trainer_set_params(trainer, params);
     int correct;
     if (dp_trainer_evaluate(trainer, data.test, batch_size, &correct) != DP_OK) goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s%s\n",
-           (double)correct / count, correct, count, count, dp_model_name(model),
+    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s, epoch %d, %s%s%s%s\n",
+           (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
            precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
     exit_code = 0;
@@ -185,23 +192,35 @@ static const char inspect_usage[] =
     "\n"
     "Checks a safetensors file (a dptrain checkpoint or any F32 safetensors file)\n"
     "and prints its metadata, one `key = value` line each, a checkpoint's class\n"
-    "names (of an image folder) one `LABEL NAME` line each, the number of GPU\n"
-    "convolution algorithms it stores (`cuda conv algorithms: N stored`), then\n"
-    "one line per tensor: name, shape and the sum of its values (float64, in\n"
-    "order, %.17g).\n"
+    "names (of an image folder) one `LABEL NAME` line each, after a run on CUDA\n"
+    "devices the number of GPU convolution algorithms it stores (`cuda conv\n"
+    "algorithms: N stored`), then one line per tensor: name, shape and the sum\n"
+    "of its values (float64, in order, %.17g). A model file's text (model_text)\n"
+    "is shown by its size.\n"
     "tools/read_checkpoint.py prints the same lines with numpy alone.\n";
 
 int cmd_inspect(int argc, char **argv) {
+    if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        fputs(inspect_usage, stdout);
+        return 0;
+    }
     if (argc != 3 || argv[2][0] == '-') {
-        int help = argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
-        fputs(inspect_usage, help ? stdout : stderr);
-        return help ? 0 : 2;
+        if (argc < 3) dp_fail(DP_ERR_ARG, "inspect: which file? (dptrain inspect FILE; see --help)");
+        else if (argv[2][0] == '-') dp_fail(DP_ERR_ARG, "inspect: unknown option '%s' (it takes none: dptrain "
+                                            "inspect FILE)", argv[2]);
+        else dp_fail(DP_ERR_ARG, "inspect: one file at a time: '%s' after %s (dptrain inspect FILE)", argv[3], argv[2]);
+        return cli_report_error();
     }
     dp_safetensors_t *st;
     if (dp_safetensors_read(argv[2], &st) != DP_OK) return cli_report_error();
     printf("metadata:\n");
-    for (int i = 0; i < dp_safetensors_meta_count(st); i++)
-        printf("  %s = %s\n", dp_safetensors_meta_at(st, i).key, dp_safetensors_meta_at(st, i).value);
+    for (int i = 0; i < dp_safetensors_meta_count(st); i++) {
+        dp_st_meta_t m = dp_safetensors_meta_at(st, i);
+        if (strcmp(m.key, "model_text") == 0) /* a whole model file: its size, on one line */
+            printf("  %s = (%zu bytes of model file text)\n", m.key, strlen(m.value));
+        else
+            printf("  %s = %s\n", m.key, m.value);
+    }
     const char *format = dp_safetensors_meta(st, "format");
     if (format && strcmp(format, "dptrain-checkpoint") == 0 &&
         (dp_safetensors_meta(st, "data.classes") || dp_safetensors_meta(st, "cuda.conv_algorithms"))) {

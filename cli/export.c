@@ -54,7 +54,7 @@ int cmd_export(int argc, char **argv) {
     dp_model_t *model = NULL;
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
-    if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     /* the preprocessing that travels with the model: the training data's class names (an image folder's,

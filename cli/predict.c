@@ -236,7 +236,7 @@ int cmd_predict(int argc, char **argv) {
         goto done;
     }
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
-    if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int classes = dp_model_num_outputs(model);

@@ -260,7 +260,7 @@ fi
 if [[ -n "$gpu" ]]; then
   # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
   "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size "$lenet_batch" --epochs 1 >"$out/default.log" 2>&1
-  first=$(head -1 "$out/default.log")
+  first=$(grep -m1 "^training " "$out/default.log")
   if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
   if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size "$lenet_batch" --lr 0.2 --devices cuda:0 \

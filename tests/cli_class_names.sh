@@ -118,6 +118,18 @@ status=$?
 grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r3.err" \
   && pass || fail "the resume error line: $(cat "$tmp/r3.err")"
 
+# More classes than the model has outputs: eval refuses it as the resume does, naming both counts.
+folder "$tmp/five" ant bee cat dog eel
+"$bin" eval --resume "$tmp/ck.st" --data "$tmp/five" --devices 1 >"$tmp/e5.out" 2>"$tmp/e5.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/e5.out" && $(cat "$tmp/e5.err") == "dptrain: model m3 has 3 outputs, fewer than the \
+test data's 5 classes: labels 3 to 4 have no output (give the model's last layer 5 outputs)" ]] && pass \
+  || fail "eval on 5 classes: exit $status, $(cat "$tmp/e5.out" "$tmp/e5.err")"
+"$bin" train --data "$tmp/five" --epochs 2 --batch-size 6 --devices 1 --quiet --resume "$tmp/ck.st" \
+  --save "$tmp/ck5.st" >"$tmp/r5.out" 2>"$tmp/r5.err"
+[[ $? -eq 1 && ! -e "$tmp/ck5.st" ]] && grep -q "fewer than the training data's 5 classes" "$tmp/r5.err" && pass \
+  || fail "resume on 5 classes: $(cat "$tmp/r5.out" "$tmp/r5.err")"
+
 # Fashion-MNIST: no class names in the checkpoint, predict uses its built-in names.
 small_data "$tmp/fm" 64 32
 "$bin" train --data "$tmp/fm" --model lenet --epochs 1 --batch-size 32 --devices 1 --quiet --save "$tmp/fm.st" \

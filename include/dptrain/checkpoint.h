@@ -91,9 +91,17 @@
  *                           key; written only when a CUDA device ran a
  *                           convolution. A resume installs them, so that it
  *                           computes with the same algorithms on any GPU
- * The last eight are optional when read (an older file: none, none, an
- * epoch's end, no class names: the data's built-in ones, and no algorithm
- * choices: the GPU's own).
+ *   model_text              the model file's text (dp_model_source), when
+ *                           the model was built from a model file (bytes
+ *                           >= 0x80 of a file that is not UTF-8 made '?':
+ *                           they are in its comments); written only then.
+ *                           eval, predict, export and resume rebuild the
+ *                           model from it (dp_checkpoint_load_model), so a
+ *                           checkpoint needs its model file nowhere
+ * The last nine are optional when read (an older file: none, none, an
+ * epoch's end, no transform, no class names: the data's built-in ones, no
+ * algorithm choices: the GPU's own, and no model file text: `model` is
+ * looked for as --model is, model_file.h).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -132,6 +140,9 @@ typedef struct {
      * owned by the dp_checkpoint_t. */
     int num_conv_algorithms;
     dp_conv_algo_t *conv_algorithms;
+    /* model_text: read, owned by the dp_checkpoint_t; NULL: none. Written
+     * from the model (dp_model_source), not from here. */
+    const char *model_text;
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache
@@ -165,6 +176,14 @@ dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out);
 void dp_checkpoint_close(dp_checkpoint_t *c);
 const dp_checkpoint_info_t *dp_checkpoint_info(const dp_checkpoint_t *c);
 const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c);
+
+/* The model of checkpoint `c`: `name_or_path` when not NULL (--model:
+ * dp_model_load), else the model file text it carries (model_text; parsed
+ * as the file named by its `model`, so the model keeps its name), else its
+ * `model` (a built-in name, or the model file path of a checkpoint of an
+ * older dptrain, looked for as dp_model_load does). dp_checkpoint_load_params
+ * then checks the tensors against it. */
+dp_status_t dp_checkpoint_load_model(const dp_checkpoint_t *c, const char *name_or_path, dp_model_t **out);
 
 /* Fills params (dp_model_num_params floats). Fails, naming the first
  * mismatching tensor, unless the file holds exactly the model's table

@@ -84,6 +84,9 @@ typedef struct {
     int steps_per_epoch;
     const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
     const char *allreduce; /* dp_trainer_allreduce: "nccl", "host (why)", "" */
+    int resumed;          /* 1: from resume_path, at first_step of epoch first_epoch (0-based) */
+    int first_step;       /* steps of that epoch already done (a checkpoint inside an epoch) */
+    uint64_t step_count;  /* steps of the run already done */
 } dp_fit_begin_t;
 
 /* Called after each epoch's evaluation, before its metrics, plot and

@@ -408,19 +408,11 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
  * error (a label would have no output), more a warning (outputs no label
  * trains). Before anything runs or is written. */
 static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
-    int outputs = dp_model_num_outputs(config->model), classes = dp_batch_source_info(config->train_source)->num_classes;
+    char warning[512];
     const char *name = config->model_name ? config->model_name : dp_model_name(config->model);
-    int low = outputs < classes ? outputs : classes, high = (outputs < classes ? classes : outputs) - 1;
-    char range[64]; /* after "label" or "output": " 9" or "s 3 to 9" */
-    if (low == high) snprintf(range, sizeof range, " %d", low);
-    else snprintf(range, sizeof range, "s %d to %d", low, high);
-    if (outputs < classes)
-        return dp_fail(DP_ERR_ARG, "model %s has %d outputs, fewer than the training data's %d classes: label%s "
-                       "%s no output (give the model's last layer %d outputs)", name, outputs, classes, range,
-                       low == high ? "has" : "have", classes);
-    if (outputs > classes)
-        warn(config, ctx, "model %s has %d outputs, more than the training data's %d classes: output%s %s no "
-             "class", name, outputs, classes, range, low == high ? "is" : "are");
+    DP_TRY(dp_model_check_classes(config->model, name, dp_batch_source_info(config->train_source)->num_classes,
+                                  "training data", warning, sizeof warning));
+    if (warning[0]) warn(config, ctx, "%s", warning);
     return DP_OK;
 }
 
@@ -477,7 +469,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         dp_fit_begin_t begin = {.first_epoch = first_epoch, .last_epoch = last_epoch,
                                 .steps_per_epoch = dp_batch_loader_num_batches(loader),
                                 .devices = dp_trainer_device_names(trainer),
-                                .allreduce = dp_trainer_allreduce(trainer)};
+                                .allreduce = dp_trainer_allreduce(trainer),
+                                .resumed = config->resume_path != NULL, .first_step = run.loader_batch,
+                                .step_count = run.step_count};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;
