@@ -133,8 +133,7 @@ int cmd_eval(int argc, char **argv) {
     if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;
     data_options.model = dp_model_name(model);
     const dp_world_t one = {.rank = 0, .size = 1};
-    if (cli_data_open(&data_options, 0, ch, h, w, info->num_class_names ? info->class_names : NULL,
-                      info->num_class_names, 0, &one, &data) != DP_OK)
+    if (cli_data_open(&data_options, 0, ch, h, w, NULL, 0, 0, &one, &data) != DP_OK) /* the data's own classes */
         goto done;
     char warning[512]; /* fewer outputs than classes: a label could never be predicted */
     if (dp_model_check_classes(model, dp_model_name(model), dp_batch_source_info(data.test)->num_classes,
