@@ -267,6 +267,9 @@ static dp_status_t list_split(const char *dir, const char *split, dp_image_index
         int before = files->count;
         status = join_path(class_dir, split_dir, folders.items[f]);
         if (status == DP_OK) status = class_files(class_dir, files);
+        if (status == DP_OK && files->count == before && !strcmp(split, "train")) /* torchvision refuses it too */
+            status = dp_fail(DP_ERR_FORMAT, "%s: empty class (no image files: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                             ".webp)", class_dir);
         if (status == DP_OK && files->count > capacity) {
             capacity = files->capacity;
             int32_t *grown = realloc(*labels, sizeof **labels * (size_t)capacity);
