@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "data_options.h"
 #include "devices.h"
 #include "dptrain/comm.h"
 #include "dptrain/cpu.h"
@@ -82,7 +83,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     int help = 0;
     if (train_options_parse(argc, argv, &o, &help) != DP_OK) return report_error(world);
     if (help) {
-        if (world->rank == 0) fputs(train_usage, stdout);
+        if (world->rank == 0) printf("%s%s", train_usage, cli_data_usage_train);
         return 0;
     }
     /* Every rank must run the same command (mpirun gives each the same). */
@@ -119,42 +120,36 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     if (device_settings(backends, device_ids, num_devices, &o, o.winograd) != DP_OK) return report_error(world);
     int exit_code = 1;
     dp_model_t *model = NULL;
-    dp_dataset_t train_set = {0}, test_set = {0};
-    dp_batch_source_t *train_source = NULL, *test_source = NULL;
+    cli_data_t data = {0};
     dp_trainer_t *trainer = NULL;
 
     if (train_load_model(&o, &model) != DP_OK) goto done;
-    if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
-    if (dp_dataset_load(o.data_dir, "t10k", &test_set) != DP_OK) goto done;
-    int c, h, w;
+    int c, h, w, cpu_threads = 0;
     dp_model_input_shape(model, &c, &h, &w);
-    if (train_set.channels != c || train_set.height != h || train_set.width != w) {
-        dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d", o.model,
-                c, h, w, o.data_dir, train_set.channels, train_set.height, train_set.width);
-        goto done;
-    }
-    if (o.normalize && (dp_dataset_set_normalize(&train_set, set.norm_n, set.norm_mean, set.norm_std) != DP_OK ||
-                        dp_dataset_set_normalize(&test_set, set.norm_n, set.norm_mean, set.norm_std) != DP_OK)) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "train: --normalize %s: %s", o.normalize, why);
-        goto done;
-    }
-    train_check_limit(&o, train_set.count, speaks);
-    dp_dataset_truncate(&train_set, o.limit);
+    for (int d = 0; d < num_devices; d++)
+        cpu_threads += strcmp(backends[d]->name, "cpu") == 0 ? o.threads_per_device : 0;
+    o.data.dir = o.data_dir;
+    o.data.limit = o.limit;
+    o.data.normalize = o.normalize;
+    o.data.augment = o.augment;
+    o.data.model = o.model;
+    if (cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data) != DP_OK) goto done;
+    train_check_limit(&o, data.train_total, speaks);
+    const int train_count = dp_batch_source_info(data.train)->count;
+    const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
     if (o.batch_size < num_devices * world->size) {
         dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
                 "needs at least one example", o.batch_size, num_devices * world->size);
         goto done;
     }
-    if (step_batch > train_set.count) {
+    if (step_batch > train_count) {
         if (o.accumulate > 1)
             dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set (%d "
-                    "images)", o.batch_size, o.accumulate, train_set.count);
+                    "images)", o.batch_size, o.accumulate, train_count);
         else
             dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
-                    o.batch_size, train_set.count);
+                    o.batch_size, train_count);
         goto done;
     }
 
@@ -178,11 +173,6 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
     };
     if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
-    const int train_count = train_set.count, test_count = test_set.count;
-    /* the data as batch sources (batch_source.h): they take the datasets */
-    if (dp_memory_source_new(&train_set, &set.augment, 1, &train_source) != DP_OK ||
-        dp_memory_source_new(&test_set, NULL, 1, &test_source) != DP_OK)
-        goto done;
     if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
         dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
                 sizeof ((dp_checkpoint_info_t *)0)->model - 1);
@@ -201,8 +191,9 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .trainer = trainer,
         .model = model,
         .model_name = o.model,
-        .train_source = train_source,
-        .test_source = test_source,
+        .train_source = data.train,
+        .test_source = data.test,
+        .loader_threads = data.loader_threads,
         .world = *world,
         .batch_size = step_batch,
         .epochs = o.epochs,
@@ -216,6 +207,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .resume_path = o.resume_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
+        .transform_text = data.transform[0] ? data.transform : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,
@@ -237,10 +229,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
 done:
     if (exit_code != 0) report_error(world);
     dp_trainer_free(trainer);
-    dp_batch_source_free(test_source);
-    dp_batch_source_free(train_source);
-    dp_dataset_free(&test_set);
-    dp_dataset_free(&train_set);
+    cli_data_close(&data);
     dp_model_free(model);
     return exit_code;
 }

@@ -11,6 +11,7 @@
 #include "dptrain/data.h"
 #include "dptrain/fit.h"
 #include "dptrain/io.h"
+#include "data_options.h"
 #include "dptrain/parallel.h"
 #include "devices.h"
 
@@ -51,6 +52,8 @@ typedef struct {
     int channels_last;               /* 1: --channels-last on (GPU devices: NHWC activations) */
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
+    cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
+                                        augment copied from the fields above */
 } train_options_t;
 
 /* What the options make (train_options.c). */

@@ -151,8 +151,9 @@ dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *
         .optimizer = "sgd",
         .lr_schedule = "constant",
         .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN,
+        .data = cli_data_defaults(),
     };
-    const option_t options[] = {
+    option_t options[64 + CLI_DATA_OPTIONS] = {
         {"model", OPT_STRING, &o->model, 0, 0},
         {"data", OPT_STRING, &o->data_dir, 0, 0},
         {"batch-size", OPT_INT, &o->batch_size, 1, 1 << 24},
@@ -197,8 +198,11 @@ dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *
         {"winograd", OPT_FLAG, &o->winograd, 0, 0},
         {"profile", OPT_FLAG, &o->profile, 0, 0},
         {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
-        {NULL, 0, NULL, 0, 0},
     };
+    int used = 0;
+    while (options[used].name) used++;
+    cli_data_option_entries(&o->data, 1, options, &used); /* data_options.c's: image folders */
+    options[used] = (option_t){0};
     return options_parse("train", options, argc, argv, 2, help);
 }
 

@@ -8,7 +8,8 @@
 #   tools/read_checkpoint.py the same lines;
 # - `dptrain predict` labels images with them (text and --json), never with
 #   Fashion-MNIST's names; `dptrain export --onnx` writes them as the
-#   metadata_props entry "classes" (read back with python3-onnx);
+#   metadata_props entry "classes" beside the folder's evaluation transform
+#   ("transform", read back with python3-onnx);
 # - a model with fewer outputs than classes: one error line, exit 1, no
 #   checkpoint, metrics or plot written; with more: one warning line, and
 #   predict names the extra outputs "(output K)";
@@ -83,7 +84,8 @@ grep -qF '"label": "sea \"lion\""' "$tmp/predict.json" && grep -qF '"label": "an
 "$bin" export --resume "$tmp/ck.st" --onnx "$tmp/m.onnx" >"$tmp/export.out" 2>&1 && pass \
   || fail "export: $(cat "$tmp/export.out")"
 $py "$src/tools/check_onnx.py" props "$tmp/m.onnx" >"$tmp/props.out" 2>&1
-[[ "$(cat "$tmp/props.out")" == "classes=$json" ]] && pass || fail "ONNX metadata_props: $(cat "$tmp/props.out")"
+grep -qxF "classes=$json" "$tmp/props.out" && grep -qx "transform=resize [0-9]*" "$tmp/props.out" && pass \
+  || fail "ONNX metadata_props: $(cat "$tmp/props.out")"
 
 # Fewer outputs than classes: one error line, exit 1, nothing written.
 "$bin" "${common[@]}" --model "$tmp/m2.cfg" --save "$tmp/few.st" --metrics "$tmp/few.jsonl" --plot "$tmp/few.svg" \

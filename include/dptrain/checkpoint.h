@@ -77,6 +77,10 @@
  *                           total when the run had more than
  *                           DP_CHECKPOINT_RANK_SUMS ranks), and its examples
  *                           so far (global); "", "" and 0 at an epoch's end
+ *   data.transform          the evaluation transform of an image folder,
+ *                           "resize S" (+ ", exif ignore"): Resize(S), then
+ *                           CenterCrop to the model's input; written only
+ *                           for image folders
  *   data.classes            the training data's class names in label order
  *                           (an image folder's class folders) as a JSON
  *                           array of strings, ["cat","dog"]; written only
@@ -94,10 +98,10 @@
  *                           eval, predict, export and resume rebuild the
  *                           model from it (dp_checkpoint_load_model), so a
  *                           checkpoint needs its model file nowhere
- * The last eight are optional when read (an older file: none, none, an
- * epoch's end, no class names: the data's built-in ones, no algorithm
- * choices: the GPU's own, and no model file text: `model` is looked for as
- * --model is, model_file.h).
+ * The last nine are optional when read (an older file: none, none, an
+ * epoch's end, no transform, no class names: the data's built-in ones, no
+ * algorithm choices: the GPU's own, and no model file text: `model` is
+ * looked for as --model is, model_file.h).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -117,6 +121,10 @@ typedef struct {
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */
+    char transform[128];        /* data.transform: "" (data of the model's size: none) or the evaluation
+                                   transform of an image folder, "resize S" (Resize(S) then CenterCrop to
+                                   the model's input), then ", exif ignore" when the EXIF orientation was
+                                   not applied: what eval, predict and export apply */
     int epoch_ranks;            /* 0 at an epoch's end; else the entries of the sums below */
     double epoch_loss[DP_CHECKPOINT_RANK_SUMS]; /* the current epoch's loss sum so far, per rank */
     int epoch_correct[DP_CHECKPOINT_RANK_SUMS]; /* its correct count so far, per rank */

@@ -131,6 +131,7 @@ typedef struct {
                                       rank (they sum the epoch's sums), save_path on rank 0 */
     const char *augment_text;      /* the training data's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
+    const char *transform_text;    /* the data's evaluation transform (checkpoint.h data.transform); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */

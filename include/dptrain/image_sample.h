@@ -77,4 +77,10 @@ typedef struct {
 dp_status_t dp_image_sample(const void *data, size_t size, const char *name, const dp_sample_options_t *options,
                             dp_rng_t *rng, unsigned char *out, dp_sample_report_t *report);
 
+/* The same transform of an image already decoded (as dp_image_decode_with
+ * made it: `options->channels` channels, oriented): a cache's images. The
+ * same bytes as dp_image_sample of its file with dct_scale off. */
+dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_options_t *options, dp_rng_t *rng,
+                                    unsigned char *out, dp_sample_report_t *report);
+
 #endif

@@ -193,3 +193,32 @@ dp_status_t dp_image_sample(const void *data, size_t size, const char *name, con
     if (st == DP_OK && report) *report = rep;
     return st;
 }
+
+dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_options_t *options, dp_rng_t *rng,
+                                    unsigned char *out, dp_sample_report_t *report) {
+    dp_sample_report_t rep = {.scale_denom = 1};
+    DP_TRY(check_options(options, rng, "a decoded image"));
+    if (image->channels != options->channels)
+        return dp_fail(DP_ERR_ARG, "a decoded image of %d channels for a sample of %d", image->channels,
+                       options->channels);
+    rep.info = (dp_image_info_t){.width = image->width, .height = image->height, .stored_width = image->width,
+                                 .stored_height = image->height, .channels = image->channels, .orientation = 1};
+    rep.decoded_pixels = 0;
+    if (options->mode == DP_SAMPLE_FIXED && image->width == options->width && image->height == options->height) {
+        copy_planar(image, out);
+        rep.box = (dp_crop_box_t){0, 0, image->height, image->width};
+        if (report) *report = rep;
+        return DP_OK;
+    }
+    axis_plan_t px, py;
+    plan_axes(options, image->width, image->height, rng, &px, &py, &rep);
+    dp_resize_axis_t ax = {0}, ay = {0};
+    int frame_x, frame_y;
+    dp_status_t st = axis_for_scale(&px, 1, image->width, &ax, &frame_x);
+    if (st == DP_OK) st = axis_for_scale(&py, 1, image->height, &ay, &frame_y);
+    if (st == DP_OK) st = dp_resize_apply(image, -frame_x, -frame_y, &ax, &ay, rep.flipped, out);
+    dp_resize_axis_free(&ax);
+    dp_resize_axis_free(&ay);
+    if (st == DP_OK && report) *report = rep;
+    return st;
+}

@@ -215,6 +215,12 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
     }
+    if (info->transform[0]) {
+        if (strcspn(info->transform, "\"\\") != strlen(info->transform) || strlen(info->transform) >= 128)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the data's transform '%s' is not a plain text of < 128 bytes",
+                           info->transform);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRANSFORM_KEY, info->transform};
+    }
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
@@ -465,6 +471,13 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     info->epoch_ranks = losses;
     const char *classes = dp_safetensors_meta(c->st, DP_CHECKPOINT_CLASSES_KEY);
     if (classes) DP_TRY(parse_class_names(c, classes));
+    const char *transform = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRANSFORM_KEY);
+    if (transform) {
+        if (strlen(transform) >= sizeof info->transform)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
+                           DP_CHECKPOINT_TRANSFORM_KEY, sizeof info->transform - 1);
+        snprintf(info->transform, sizeof info->transform, "%s", transform);
+    }
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
     if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));

@@ -199,6 +199,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
         warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
              "run would do)", path, saved->augment[0] ? saved->augment : "none",
              run->augment[0] ? run->augment : "none");
+    if (strcmp(saved->transform, run->transform) != 0)
+        warn(config, ctx, "--resume %s: saved with the evaluation transform '%s', continuing with '%s'", path,
+             saved->transform[0] ? saved->transform : "none", run->transform[0] ? run->transform : "none");
     if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
         warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
@@ -429,7 +432,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_epoch_stats_t *history = NULL;
     const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
                                          .training = 1, .threads = config->loader_threads,
-                                         .depth = config->loader_depth};
+                                         .depth = config->loader_depth, .share = dp_trainer_batch_share,
+                                         .share_ctx = trainer};
     dp_status_t status = dp_batch_loader_new(config->train_source, &lc, &loader);
     if (status != DP_OK) return status;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
@@ -453,6 +457,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     describe_normalize(train, run.normalize, sizeof run.normalize);
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
+    snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
              config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
