@@ -213,18 +213,15 @@ static dp_status_t optimizer_options(const train_options_t *o, dp_optim_config_t
     return dp_lr_schedule_check(schedule);
 }
 
-/* Reports the current error, naming the rank when there are several. */
-static int report_error(const dp_world_t *world) {
-    if (world->size > 1) {
-        char message[1024];
-        snprintf(message, sizeof message, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "rank %d of %d: %s", world->rank, world->size, message);
-    }
-    return cli_report_error();
-}
+/* What train_main tells cmd_train besides its status. */
+typedef struct {
+    rank_record_t *record;                      /* in: the launcher's record (NULL: none) */
+    const volatile sig_atomic_t *stop_request;  /* in: set by SIGTERM (train_signals.c) */
+    int alone;                                  /* out: the failure is this rank's alone */
+} train_outcome_t;
 
-static int train_main(int argc, char **argv, const dp_world_t *world) {
-    train_options_t o = {
+dp_status_t train_parse_options(int argc, char **argv, int first, train_options_t *out, int *help) {
+    *out = (train_options_t){
         .model = "lenet",
         .data_dir = DP_DEFAULT_DATA_DIR,
         .batch_size = 256,
@@ -237,58 +234,66 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .lr_schedule = "constant",
         .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN,
     };
+    train_options_t *o = out;
     const option_t options[] = {
-        {"model", OPT_STRING, &o.model, 0, 0},
-        {"data", OPT_STRING, &o.data_dir, 0, 0},
-        {"batch-size", OPT_INT, &o.batch_size, 1, 1 << 24},
-        {"lr", OPT_FLOAT, &o.lr, 0, 0},
-        {"weight-decay", OPT_FLOAT, &o.weight_decay, 0, 0},
-        {"optimizer", OPT_STRING, &o.optimizer, 0, 0},
-        {"momentum", OPT_FLOAT, &o.momentum, 0, 0},
-        {"nesterov", OPT_FLAG, &o.nesterov, 0, 0},
-        {"beta1", OPT_FLOAT, &o.beta1, 0, 0},
-        {"beta2", OPT_FLOAT, &o.beta2, 0, 0},
-        {"eps", OPT_FLOAT, &o.eps, 0, 0},
-        {"lr-schedule", OPT_STRING, &o.lr_schedule, 0, 0},
-        {"lr-step-epochs", OPT_INT, &o.lr_step_epochs, 1, 1000000},
-        {"lr-gamma", OPT_FLOAT, &o.lr_gamma, 0, 0},
-        {"lr-min", OPT_FLOAT, &o.lr_min, 0, 0},
-        {"warmup-epochs", OPT_FLOAT, &o.warmup_epochs, 0, 0},
-        {"warmup-steps", OPT_INT, &o.warmup_steps, 1, 1 << 30},
-        {"epochs", OPT_INT, &o.epochs, 1, 1000000},
-        {"stop-after", OPT_INT, &o.stop_after, 1, 1000000},
-        {"seed", OPT_UINT64, &o.seed, 0, 0},
-        {"limit", OPT_INT, &o.limit, 1, 1 << 30},
-        {"threads-per-device", OPT_INT, &o.threads_per_device, 1, 1024},
-        {"devices", OPT_STRING, &o.devices, 0, 0},
-        {"allreduce", OPT_STRING, &o.allreduce, 0, 0},
-        {"overlap", OPT_STRING, &o.overlap, 0, 0},
-        {"cuda-graph", OPT_STRING, &o.cuda_graph, 0, 0},
-        {"sync", OPT_STRING, &o.sync, 0, 0},
-        {"comm-timeout", OPT_FLOAT, &o.comm_timeout, 0, 0},
-        {"sync-batch-norm", OPT_FLAG, &o.sync_batch_norm, 0, 0},
-        {"metrics", OPT_STRING, &o.metrics_path, 0, 0},
-        {"plot", OPT_STRING, &o.plot_path, 0, 0},
-        {"save", OPT_STRING, &o.save_path, 0, 0},
-        {"resume", OPT_STRING, &o.resume_path, 0, 0},
-        {"quiet", OPT_FLAG, &o.quiet, 0, 0},
-        {"normalize", OPT_STRING, &o.normalize, 0, 0},
-        {"augment", OPT_STRING, &o.augment, 0, 0},
-        {"accumulate", OPT_INT, &o.accumulate, 1, 1 << 20},
-        {"save-every-steps", OPT_INT, &o.save_every_steps, 1, 1 << 30},
-        {"tf32", OPT_FLAG, &o.tf32, 0, 0},
-        {"precision", OPT_STRING, &o.precision_text, 0, 0},
-        {"channels-last", OPT_STRING, &o.channels_last_text, 0, 0},
-        {"winograd", OPT_FLAG, &o.winograd, 0, 0},
-        {"profile", OPT_FLAG, &o.profile, 0, 0},
-        {"profile-steps", OPT_STRING, &o.profile_steps, 0, 0},
+        {"model", OPT_STRING, &o->model, 0, 0},
+        {"data", OPT_STRING, &o->data_dir, 0, 0},
+        {"batch-size", OPT_INT, &o->batch_size, 1, 1 << 24},
+        {"lr", OPT_FLOAT, &o->lr, 0, 0},
+        {"weight-decay", OPT_FLOAT, &o->weight_decay, 0, 0},
+        {"optimizer", OPT_STRING, &o->optimizer, 0, 0},
+        {"momentum", OPT_FLOAT, &o->momentum, 0, 0},
+        {"nesterov", OPT_FLAG, &o->nesterov, 0, 0},
+        {"beta1", OPT_FLOAT, &o->beta1, 0, 0},
+        {"beta2", OPT_FLOAT, &o->beta2, 0, 0},
+        {"eps", OPT_FLOAT, &o->eps, 0, 0},
+        {"lr-schedule", OPT_STRING, &o->lr_schedule, 0, 0},
+        {"lr-step-epochs", OPT_INT, &o->lr_step_epochs, 1, 1000000},
+        {"lr-gamma", OPT_FLOAT, &o->lr_gamma, 0, 0},
+        {"lr-min", OPT_FLOAT, &o->lr_min, 0, 0},
+        {"warmup-epochs", OPT_FLOAT, &o->warmup_epochs, 0, 0},
+        {"warmup-steps", OPT_INT, &o->warmup_steps, 1, 1 << 30},
+        {"epochs", OPT_INT, &o->epochs, 1, 1000000},
+        {"stop-after", OPT_INT, &o->stop_after, 1, 1000000},
+        {"seed", OPT_UINT64, &o->seed, 0, 0},
+        {"limit", OPT_INT, &o->limit, 1, 1 << 30},
+        {"threads-per-device", OPT_INT, &o->threads_per_device, 1, 1024},
+        {"devices", OPT_STRING, &o->devices, 0, 0},
+        {"allreduce", OPT_STRING, &o->allreduce, 0, 0},
+        {"overlap", OPT_STRING, &o->overlap, 0, 0},
+        {"cuda-graph", OPT_STRING, &o->cuda_graph, 0, 0},
+        {"sync", OPT_STRING, &o->sync, 0, 0},
+        {"comm-timeout", OPT_FLOAT, &o->comm_timeout, 0, 0},
+        {"sync-batch-norm", OPT_FLAG, &o->sync_batch_norm, 0, 0},
+        {"metrics", OPT_STRING, &o->metrics_path, 0, 0},
+        {"plot", OPT_STRING, &o->plot_path, 0, 0},
+        {"save", OPT_STRING, &o->save_path, 0, 0},
+        {"resume", OPT_STRING, &o->resume_path, 0, 0},
+        {"quiet", OPT_FLAG, &o->quiet, 0, 0},
+        {"normalize", OPT_STRING, &o->normalize, 0, 0},
+        {"augment", OPT_STRING, &o->augment, 0, 0},
+        {"accumulate", OPT_INT, &o->accumulate, 1, 1 << 20},
+        {"save-every-steps", OPT_INT, &o->save_every_steps, 1, 1 << 30},
+        {"tf32", OPT_FLAG, &o->tf32, 0, 0},
+        {"precision", OPT_STRING, &o->precision_text, 0, 0},
+        {"channels-last", OPT_STRING, &o->channels_last_text, 0, 0},
+        {"winograd", OPT_FLAG, &o->winograd, 0, 0},
+        {"profile", OPT_FLAG, &o->profile, 0, 0},
+        {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
+    return options_parse("train", options, argc, argv, first, help);
+}
+
+static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
+    train_options_t o;
     int help = 0;
-    if (options_parse("train", options, argc, argv, 2, &help) != DP_OK) return report_error(world);
+    /* the same argv on every rank, as a rule: a mistake in it ends every rank together */
+    dp_status_t status = dp_world_agree(train_parse_options(argc, argv, 2, &o, &help));
+    if (status != DP_OK) return status;
     if (help) {
         if (world->rank == 0) fputs(train_usage, stdout);
-        return 0;
+        return DP_OK;
     }
     /* Every rank must run the same command (mpirun gives each the same). */
     char joined[8192];
@@ -296,149 +301,163 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     for (int i = 2; i < argc && joined_len < sizeof joined; i++)
         joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
     if (joined_len > sizeof joined) joined_len = sizeof joined;
+    if (o.comm_timeout >= 0.0f) dp_world_set_timeout(o.comm_timeout);
+    /* a collective's result: every rank knows */
+    if ((status = dp_world_check_same(world, "options", joined, joined_len)) != DP_OK) return status;
+    /* From here to the agreement before the trainer, a failure goes to done,
+     * where every rank learns the first rank's (dp_world_agree). */
+    dp_model_t *model = NULL;
+    dp_dataset_t train_set = {0}, test_set = {0};
+    dp_trainer_t *trainer = NULL;
+    train_printer_t printer = {0};
+    int agreed = 0; /* past the agreement: a failure is this rank's alone */
     if (o.comm_timeout < 0.0f) {
-        dp_fail(DP_ERR_ARG, "train: --comm-timeout must be >= 0 seconds, found %g", o.comm_timeout);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --comm-timeout must be >= 0 seconds, found %g", o.comm_timeout);
+        goto done;
     }
-    dp_world_set_timeout(o.comm_timeout);
-    if (dp_world_check_same(world, "options", joined, joined_len) != DP_OK) return report_error(world);
     /* Rank 0 alone writes files and prints to the terminal; the others
      * print only into their own worklog (dptrain launch --log-dir). */
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");
     int speaks = world->rank == 0 || (log_dir && *log_dir);
     if (o.save_every_steps && !o.save_path) {
-        dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
+        goto done;
     }
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = o.save_path = NULL;
     }
     dp_precision_t precision = o.tf32 ? DP_PRECISION_TF32 : DP_PRECISION_FP32;
-    if (o.precision_text && cli_parse_precision("train", o.precision_text, &precision) != DP_OK)
-        return report_error(world);
+    if (o.precision_text && (status = cli_parse_precision("train", o.precision_text, &precision)) != DP_OK)
+        goto done;
     if (o.tf32 && precision != DP_PRECISION_TF32) {
-        dp_fail(DP_ERR_ARG, "train: --tf32 is --precision tf32, and --precision says %s: give one", o.precision_text);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --tf32 is --precision tf32, and --precision says %s: give one", o.precision_text);
+        goto done;
     }
     o.precision = (int)precision;
     if (o.channels_last_text && strcmp(o.channels_last_text, "on") != 0 && strcmp(o.channels_last_text, "off") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --channels-last: '%s' is not on or off", o.channels_last_text);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --channels-last: '%s' is not on or off", o.channels_last_text);
+        goto done;
     }
     o.channels_last = o.channels_last_text && strcmp(o.channels_last_text, "on") == 0;
     if (!(o.lr > 0.0f)) {
-        dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o.lr);
+        goto done;
     }
     if (o.weight_decay < 0.0f) {
-        dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o.weight_decay);
+        goto done;
     }
     int profile_warmup = DP_PROFILE_DEFAULT_WARMUP, profile_window = DP_PROFILE_DEFAULT_WINDOW;
-    if (o.profile_steps && train_profile_parse(o.profile_steps, &profile_warmup, &profile_window) != DP_OK)
-        return report_error(world);
+    if (o.profile_steps && (status = train_profile_parse(o.profile_steps, &profile_warmup, &profile_window)) != DP_OK)
+        goto done;
     if (!o.profile && !o.profile_steps) profile_window = 0; /* off */
     dp_optim_config_t optim;
     dp_lr_schedule_t schedule;
-    if (optimizer_options(&o, &optim, &schedule) != DP_OK) return report_error(world);
+    if ((status = optimizer_options(&o, &optim, &schedule)) != DP_OK) goto done;
     int device_ids[MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backends[MAX_DEVICES];
     char devices_note[256];
     devices_note[0] = '\0';
     if (o.devices) {
-        if (cli_parse_devices("train", o.devices, device_ids, &num_devices, backends) != DP_OK) return report_error(world);
-    } else if (cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
-        return report_error(world);
+        if ((status = cli_parse_devices("train", o.devices, device_ids, &num_devices, backends)) != DP_OK) goto done;
+    } else if ((status = cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) !=
+               DP_OK) {
+        goto done;
     }
-    if (device_settings(backends, device_ids, num_devices, &o, o.winograd) != DP_OK) return report_error(world);
+    if ((status = device_settings(backends, device_ids, num_devices, &o, o.winograd)) != DP_OK) goto done;
     dp_allreduce_kind_t allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o.allreduce && strcmp(o.allreduce, "naive") == 0) {
         allreduce = DP_ALLREDUCE_NAIVE;
     } else if (o.allreduce && strcmp(o.allreduce, "chunked") != 0 && strcmp(o.allreduce, "ring") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive (or chunked, of which ring is an alias)",
+        status = dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive (or chunked, of which ring is an alias)",
                 o.allreduce);
-        return report_error(world);
+        goto done;
     }
     dp_sync_kind_t sync = DP_SYNC_ALLREDUCE;
     if (o.sync && strcmp(o.sync, "ps") == 0) {
         sync = DP_SYNC_PS;
     } else if (o.sync && strcmp(o.sync, "allreduce") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --sync: '%s' is not allreduce or ps", o.sync);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --sync: '%s' is not allreduce or ps", o.sync);
+        goto done;
     }
     int overlap = world->size > 1;
     if (o.overlap && strcmp(o.overlap, "on") == 0) {
         overlap = 1;
     } else if (o.overlap && strcmp(o.overlap, "off") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o.overlap);
+        goto done;
     }
     if (o.cuda_graph && strcmp(o.cuda_graph, "on") != 0 && strcmp(o.cuda_graph, "off") != 0) {
-        dp_fail(DP_ERR_ARG, "train: --cuda-graph: '%s' is not on or off", o.cuda_graph);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --cuda-graph: '%s' is not on or off", o.cuda_graph);
+        goto done;
     }
-    if (o.metrics_path && check_output_path("metrics", o.metrics_path) != DP_OK) return report_error(world);
-    if (o.plot_path && check_output_path("plot", o.plot_path) != DP_OK) return report_error(world);
-    if (o.save_path && check_output_path("save", o.save_path) != DP_OK) return report_error(world);
+    if (o.metrics_path && (status = check_output_path("metrics", o.metrics_path)) != DP_OK) goto done;
+    if (o.plot_path && (status = check_output_path("plot", o.plot_path)) != DP_OK) goto done;
+    if (o.save_path && (status = check_output_path("save", o.save_path)) != DP_OK) goto done;
     if (o.accumulate < 1) o.accumulate = 1;
     if ((int64_t)o.batch_size * o.accumulate > (1 << 24)) {
-        dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",
+        status = dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",
                 o.batch_size, o.accumulate, 1 << 24);
-        return report_error(world);
+        goto done;
     }
     dp_augment_t augment = {0};
     char why[1024];
     if (o.augment && dp_augment_parse(o.augment, &augment) != DP_OK) {
         snprintf(why, sizeof why, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "train: --%s", why);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --%s", why);
+        goto done;
     }
     int norm_n = 0;
     float norm_mean[DP_DATA_MAX_CHANNELS], norm_std[DP_DATA_MAX_CHANNELS];
     if (o.normalize && dp_normalize_parse(o.normalize, &norm_n, norm_mean, norm_std) != DP_OK) {
         snprintf(why, sizeof why, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "train: --normalize: %s", why);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --normalize: %s", why);
+        goto done;
+    }
+    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
+        status = dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
+                         sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+        goto done;
     }
 
-    int exit_code = 1;
-    dp_model_t *model = NULL;
-    dp_dataset_t train_set = {0}, test_set = {0};
-    dp_trainer_t *trainer = NULL;
-
-    if (dp_model_load(o.model, &model) != DP_OK) goto done;
-    if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
-    if (dp_dataset_load(o.data_dir, "t10k", &test_set) != DP_OK) goto done;
+    if ((status = dp_model_load(o.model, &model)) != DP_OK) goto done;
+    if ((status = dp_dataset_load(o.data_dir, "train", &train_set)) != DP_OK) goto done;
+    if ((status = dp_dataset_load(o.data_dir, "t10k", &test_set)) != DP_OK) goto done;
     int c, h, w;
     dp_model_input_shape(model, &c, &h, &w);
     if (train_set.channels != c || train_set.height != h || train_set.width != w) {
-        dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d", o.model,
+        status = dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d", o.model,
                 c, h, w, o.data_dir, train_set.channels, train_set.height, train_set.width);
         goto done;
     }
     if (o.normalize && (dp_dataset_set_normalize(&train_set, norm_n, norm_mean, norm_std) != DP_OK ||
                         dp_dataset_set_normalize(&test_set, norm_n, norm_mean, norm_std) != DP_OK)) {
         snprintf(why, sizeof why, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "train: --normalize %s: %s", o.normalize, why);
+        status = dp_fail(DP_ERR_ARG, "train: --normalize %s: %s", o.normalize, why);
         goto done;
     }
     dp_dataset_truncate(&train_set, o.limit);
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
     if (o.batch_size < num_devices * world->size) {
-        dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
+        status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
                 "needs at least one example", o.batch_size, num_devices * world->size);
         goto done;
     }
     if (step_batch > train_set.count) {
         if (o.accumulate > 1)
-            dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set (%d "
+            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set (%d "
                     "images)", o.batch_size, o.accumulate, train_set.count);
         else
-            dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
+            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
                     o.batch_size, train_set.count);
         goto done;
     }
+    /* every rank is ready, or every rank ends here (the trainer's set-up
+     * makes collectives: no rank may be missing) */
+    status = dp_world_agree(DP_OK);
+    agreed = 1;
+    if (status != DP_OK) goto done;
 
     dp_trainer_config_t config = {
         .model = model,
@@ -460,14 +479,13 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .profile_warmup = profile_warmup,
         .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
     };
-    if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
-    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
-        dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
-                sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+    if ((status = dp_trainer_new(&config, &trainer)) != DP_OK) {
+        outcome->alone = 1; /* its collectives: the others may be waiting in one */
         goto done;
     }
-    train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
-                               .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL};
+    printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
+                                .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL,
+                                .trainer = trainer, .record = outcome->record};
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
     const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
@@ -499,9 +517,12 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
         .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
         .on_warning = train_print_warning,
+        .stop_request = outcome->stop_request,
+        .step_reached = outcome->record ? &outcome->record->step : NULL,
     };
     dp_fit_result_t result;
-    dp_status_t status = dp_fit(&fit, train_print_epoch, &printer, &result);
+    status = dp_fit(&fit, train_print_epoch, &printer, &result);
+    train_signals_training(0);
     if (printer.bar_open) dp_progress_finish(&printer.bar);
     if (status != DP_OK) goto done;
     if (result.first_epoch >= result.last_epoch) { /* the saved model's accuracy instead */
@@ -515,18 +536,22 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
                (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
                (unsigned long long)graphs.as_made);
     if (profile_window > 0 && speaks &&
-        train_print_profile(trainer, dp_precision_name(precision), o.channels_last) != DP_OK)
+        (status = train_print_profile(trainer, dp_precision_name(precision), o.channels_last)) != DP_OK)
         goto done;
-    if (profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
-    exit_code = 0;
+    if (profile_window > 0 && o.metrics_path && (status = train_append_profile(o.metrics_path, trainer)) != DP_OK)
+        goto done;
 
 done:
-    if (exit_code != 0) report_error(world);
+    if (!agreed) status = dp_world_agree(status); /* the first rank's mistake, on every rank */
+    /* Known to this rank alone: a failure of the trainer's set-up, or during
+     * training (dp_fit agrees on failures before its first step, and on a
+     * preemption), or after it; and a broken communication. */
+    outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && (printer.started || status == DP_ERR_COMM);
     dp_trainer_free(trainer);
     dp_dataset_free(&test_set);
     dp_dataset_free(&train_set);
     dp_model_free(model);
-    return exit_code;
+    return status;
 }
 
 /* Under `dptrain launch --log-dir DIR`: this rank's output goes to
@@ -551,18 +576,44 @@ static dp_status_t open_worklog(const dp_world_t *world, int argc, char **argv) 
     return DP_OK;
 }
 
+/* The launcher's attempt (DPTRAIN_ATTEMPT), 0 without one. */
+static int launch_attempt(void) {
+    const char *text = getenv("DPTRAIN_ATTEMPT");
+    return text ? atoi(text) : 0;
+}
+
+/* How a rank ends. A mistake every rank knows of (agreed before anything
+ * ran) or a preemption: rank 0 says it in one line (each rank into its own
+ * worklog under launch --log-dir), every rank finalizes MPI and exits with
+ * the same status, so mpirun has nothing to abort. A failure of this rank
+ * alone (the others may be waiting for it in a collective): it says so,
+ * naming itself, leaves without finalizing (dp_world_leave) and exits
+ * non-zero, and mpirun ends the others; no MPI_Abort and its banner. */
 int cmd_train(int argc, char **argv) {
     dp_world_t world;
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
-    if (open_worklog(&world, argc, argv) != DP_OK) {
-        cli_report_error();
-        dp_world_abort(1);
-        dp_world_finalize();
-        return 1;
+    const char *log_dir = getenv("DPTRAIN_LOG_DIR");
+    int speaks = world.rank == 0 || (log_dir && *log_dir);
+    train_outcome_t outcome = {.record = rank_record_open(getenv("DPTRAIN_RECORD_DIR"), world.rank, world.size,
+                                                          launch_attempt())};
+    outcome.stop_request = train_signals_install(outcome.record, world.rank == 0, world.size > 1);
+    dp_status_t status = dp_world_agree(open_worklog(&world, argc, argv));
+    if (status == DP_OK) status = train_main(argc, argv, &world, &outcome);
+    int code = status == DP_OK ? 0 : cli_exit_code(status);
+    char line[1200] = "";
+    if (status != DP_OK) {
+        if (outcome.alone && world.size > 1)
+            snprintf(line, sizeof line, "rank %d of %d: %s", world.rank, world.size, dp_error_message());
+        else
+            snprintf(line, sizeof line, "%s", dp_error_message());
+        if (speaks || outcome.alone) fprintf(stderr, "dptrain: %s\n", line);
     }
-    int code = train_main(argc, argv, &world);
-    /* A failed rank ends the whole job: the others may be waiting for it. */
-    if (code != 0) dp_world_abort(code);
-    dp_world_finalize();
+    fflush(stdout);
+    fflush(stderr);
+    if (outcome.record && status == DP_ERR_COMM) /* the ranks a stalled collective waited for */
+        outcome.record->num_suspects = dp_world_stalled_ranks(outcome.record->suspects, 8);
+    rank_record_end(outcome.record, code, !outcome.alone, status != DP_OK ? dp_error_message() : "");
+    if (outcome.alone) dp_world_leave();
+    else dp_world_finalize();
     return code;
 }

@@ -5,11 +5,13 @@
 #ifndef DPTRAIN_CLI_TRAIN_H
 #define DPTRAIN_CLI_TRAIN_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "dptrain/comm.h"
 #include "dptrain/fit.h"
 #include "dptrain/io.h"
+#include "rank_record.h"
 
 typedef struct {
     const char *model;
@@ -63,7 +65,23 @@ typedef struct {
                                  line); "" otherwise */
     dp_progress_t bar;
     int bar_open;
+    int started;              /* on_begin was called: every rank trains */
+    dp_trainer_t *trainer;
+    rank_record_t *record;    /* the launcher's record of this rank (NULL: none) */
 } train_printer_t;
+
+/* The options of `dptrain train` in argv[first..argc) into *o (defaults
+ * first); what `dptrain launch` checks before it starts any rank. */
+dp_status_t train_parse_options(int argc, char **argv, int first, train_options_t *o, int *help);
+
+/* train_signals.c: SIGTERM and SIGUSR1 set the returned flag (a stop at the
+ * next step boundary, fit.h's stop_request); a second SIGTERM, SIGINT, or
+ * (under_mpirun) a SIGTERM from the parent end the process at once by
+ * that signal; every signal is noted in `record` (may be NULL). `speaks`:
+ * say so on stderr. */
+volatile sig_atomic_t *train_signals_install(rank_record_t *record, int speaks, int under_mpirun);
+/* Whether training runs now (the stop's line is said only then). */
+void train_signals_training(int on);
 
 /* dp_fit's callbacks (ctx: the train_printer_t). */
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);

@@ -53,6 +53,7 @@
 
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
+#include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
 /* The progress callback's mean loss is read from the devices (a host wait
@@ -323,7 +324,7 @@ static dp_status_t gather_epoch_sums(const dp_fit_config_t *config, double loss_
  * checkpoint (rank 0 writes it). */
 static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_loader_t *loader, int epoch,
                                dp_checkpoint_info_t *run, double sums[3], double *lr, double *epoch_sec,
-                               int *trained) {
+                               int *trained, dp_fit_stop_t *stop_state) {
     dp_trainer_t *trainer = config->trainer;
     const int steps = dp_loader_num_batches(loader);
     const int rank = config->world.rank, ranks = config->world.size > 1 ? config->world.size : 1;
@@ -366,7 +367,9 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
         seen += n;
         unread = 1;
         step++;
-        const int saves = config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps;
+        int stop = 0; /* preempted: every rank saves here and stops (fit_stop.c) */
+        if ((status = dp_fit_stop_vote(stop_state, step < steps, &stop)) != DP_OK) break;
+        const int saves = (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) || stop;
         if (step == steps || saves) { /* folded into the epoch's sums */
             if ((status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1)) != DP_OK) break;
             unread = 0;
@@ -385,8 +388,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
-            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
+            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK && !stop) break;
         }
+        if (stop) {
+            status = dp_fit_stop_saved(stop_state, status, epoch, step, steps);
+            break;
+        }
+        dp_fit_stop_after(stop_state, dp_trainer_step_count(trainer));
     }
     if (status == DP_OK && unread) status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1);
     *epoch_sec = now_seconds() - start;
@@ -419,8 +427,12 @@ static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
 }
 
 dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
-    DP_TRY(check_config(config));
-    DP_TRY(check_outputs(config, ctx));
+    /* every rank starts training, or none: a failure before it is agreed (dp_world_agree) */
+    dp_fit_stop_t stop_state;
+    dp_status_t status = check_config(config);
+    if (status == DP_OK) status = check_outputs(config, ctx);
+    if (status == DP_OK) status = dp_fit_stop_begin(&stop_state, config);
+    if (status != DP_OK) return dp_world_agree(status);
     dp_trainer_t *trainer = config->trainer;
     const dp_world_t *world = &config->world;
     const int ranks = world->size > 1 ? world->size : 1;
@@ -429,8 +441,9 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     const dp_dataset_t *test_set = config->test_set;
     dp_loader_t *loader = NULL;
     dp_epoch_stats_t *history = NULL;
-    dp_status_t status = dp_loader_new(config->train_set->count, config->batch_size, 1, config->seed, &loader);
-    if (status != DP_OK) return status;
+    int agreed = 0; /* the ranks' agreement to start is behind */
+    status = dp_loader_new(config->train_set->count, config->batch_size, 1, config->seed, &loader);
+    if (status != DP_OK) goto done;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
     if (!history) {
         status = DP_ERR_NOMEM;
@@ -456,6 +469,8 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
              config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
+    agreed = 1;
+    if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
     const int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after
                                                                                       : config->epochs;
@@ -470,7 +485,8 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
         double sums[3], lr = config->schedule.lr, epoch_sec;
         int trained;
-        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained)) != DP_OK)
+        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained, &stop_state)) !=
+            DP_OK)
             goto done;
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
@@ -523,6 +539,8 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         if (last_epoch > first_epoch) result->test_acc = history[last_epoch - 1].test_acc;
     }
 done:
+    if (!agreed) status = dp_world_agree(status); /* a failure before training: every rank's */
+    dp_fit_stop_end(&stop_state);
     free(history);
     dp_loader_free(loader);
     return status;
