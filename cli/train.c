@@ -613,7 +613,12 @@ int cmd_train(int argc, char **argv) {
     if (outcome.record && status == DP_ERR_COMM) /* the ranks a stalled collective waited for */
         outcome.record->num_suspects = dp_world_stalled_ranks(outcome.record->suspects, 8);
     rank_record_end(outcome.record, code, !outcome.alone, status != DP_OK ? dp_error_message() : "");
-    if (outcome.alone) dp_world_leave();
-    else dp_world_finalize();
-    return code;
+    if (!outcome.alone || world.size == 1) {
+        dp_world_finalize();
+        return code;
+    }
+    /* no MPI_Finalize, and none of MPI's exit handlers either: they may wait
+     * for ranks that are gone (a link cut) */
+    dp_world_leave();
+    _exit(code);
 }

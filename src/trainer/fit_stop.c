@@ -25,6 +25,7 @@ dp_status_t dp_fit_stop_begin(dp_fit_stop_t *s, const dp_fit_config_t *config) {
 
 dp_status_t dp_fit_stop_vote(dp_fit_stop_t *s, int inside, int *stop) {
     *stop = 0;
+    if (s->config->step_reached) *s->config->step_reached = dp_trainer_step_count(s->config->trainer);
     if (!s->config->stop_request) return DP_OK;
     if (s->ranks == 1) {
         s->agreed = s->agreed || *s->config->stop_request != 0;
@@ -47,7 +48,6 @@ dp_status_t dp_fit_stop_vote(dp_fit_stop_t *s, int inside, int *stop) {
 dp_status_t dp_fit_stop_saved(dp_fit_stop_t *s, dp_status_t saved, int epoch, int step, int steps) {
     const dp_fit_config_t *c = s->config;
     uint64_t count = dp_trainer_step_count(c->trainer);
-    if (c->step_reached) *c->step_reached = count;
     if (saved == DP_OK) {
         if (c->save_path)
             dp_fail(DP_ERR_PREEMPTED, "preempted: stopped after step %llu (epoch %d, step %d of %d) and saved it "
@@ -61,10 +61,7 @@ dp_status_t dp_fit_stop_saved(dp_fit_stop_t *s, dp_status_t saved, int epoch, in
     return dp_world_agree(saved); /* rank 0's line (it saved) on every rank */
 }
 
-void dp_fit_stop_after(const dp_fit_stop_t *s, uint64_t step_count) {
-    if (s->config->step_reached) *s->config->step_reached = step_count;
-    dp_faults_at_step(&s->faults, step_count);
-}
+void dp_fit_stop_after(const dp_fit_stop_t *s, uint64_t step_count) { dp_faults_at_step(&s->faults, step_count); }
 
 void dp_fit_stop_end(dp_fit_stop_t *s) {
     if (!s->pending) return;

@@ -24,7 +24,8 @@ typedef struct {
 dp_status_t dp_fit_stop_begin(dp_fit_stop_t *s, const dp_fit_config_t *config);
 
 /* At every step boundary, on every rank (the same calls everywhere), right
- * after the step: *stop = 1 when every rank stops here (inside: the step is
+ * after the step: stores the step reached (step_reached); *stop = 1 when
+ * every rank stops here (inside: the step is
  * not the epoch's last, whose end saves anyway). Across ranks the decision
  * is one float summed per step (queued here, read at the next boundary:
  * it never waits), so a request is acted on one or two steps later. */
@@ -35,8 +36,8 @@ dp_status_t dp_fit_stop_vote(dp_fit_stop_t *s, int inside, int *stop);
  * the save's failure on every rank. */
 dp_status_t dp_fit_stop_saved(dp_fit_stop_t *s, dp_status_t saved, int epoch, int step, int steps);
 
-/* After the boundary's checkpoint: the step reached (step_reached) and an
- * injected fault due at this step count. */
+/* After the boundary's checkpoint: an injected fault due at this step
+ * count. */
 void dp_fit_stop_after(const dp_fit_stop_t *s, uint64_t step_count);
 
 /* When dp_fit returns: waits for a vote in flight. */
