@@ -54,6 +54,8 @@ said "^dptrain launch: 3 failures:$"
 [[ -s "$tmp/kills/worklog.1.attempt1" && -s "$tmp/kills/worklog.0.attempt2" && -s "$tmp/kills/worklog.0" ]] && pass \
   || fail "three kills: the worklogs kept: $(ls "$tmp/kills")"
 ! banner "$tmp/kills.out" && pass || fail "three kills: Open MPI's messages on the terminal: $(cat "$tmp/kills.out")"
+# the rank mpirun ended after the kill went at once (its SIGTERM is not a preemption)
+! grep -q "asked to stop" "$tmp/kills/worklog.0.attempt1" && pass || fail "three kills: rank 0 took mpirun's SIGTERM for a preemption"
 none_left "three kills"
 
 # --- a hang, caught by the stall detection ---------------------------------------------------
@@ -67,6 +69,30 @@ grep -qE "^dptrain launch: attempt 1 failed: rank 0 on [^ ]+ \(pid [0-9]+\): exi
 none_left "hang"
 
 # --- mistakes: one attempt, one line ------------------------------------------------------
+# rank 0's alone (only rank 0 writes the --save file): the ranks agree and end together
+start=$SECONDS
+"$bin" launch --np 2 --restarts 3 -- "${job[@]}" --comm-timeout 20 --save "$tmp/nodir/x.st" >"$tmp/rank0.out" 2>&1
+status=$?
+[[ $status -eq 1 && $((SECONDS - start)) -lt 15 && $(wc -l <"$tmp/rank0.out") -eq 1 ]] \
+  && grep -q "^dptrain: --save $tmp/nodir/x.st: directory '$tmp/nodir' is not writable" "$tmp/rank0.out" \
+  && pass || fail "rank 0's mistake: exit $status after $((SECONDS - start)) s: $(cat "$tmp/rank0.out")"
+# rank 1's alone inside dp_fit, before its first step (its own DPTRAIN_FAULT does not parse): agreed too,
+# rank 0 says rank 1's line
+start=$SECONDS
+mpirun --allow-run-as-root -q -np 1 -x DPTRAIN_FAULT=kill:0:999 "$bin" "${job[@]}" --comm-timeout 20 --save "$tmp/r1.st" : \
+  -np 1 -x DPTRAIN_FAULT=boom "$bin" "${job[@]}" --comm-timeout 20 --save "$tmp/r1.st" >"$tmp/rank1.out" 2>&1
+status=$?
+[[ $status -eq 1 && $((SECONDS - start)) -lt 15 && $(wc -l <"$tmp/rank1.out") -eq 1 ]] \
+  && grep -q "^dptrain: rank 1 of 2: DPTRAIN_FAULT: 'boom' is not ACTION:RANK:STEP" "$tmp/rank1.out" \
+  && pass || fail "rank 1's mistake in dp_fit: exit $status after $((SECONDS - start)) s: $(cat "$tmp/rank1.out")"
+# and in its resume (the same --resume ck.st, read in another directory: rank 1's is not a checkpoint)
+mkdir -p "$tmp/w0" "$tmp/w1" && cp "$tmp/ref.st" "$tmp/w0/ck.st" && echo "not a checkpoint" >"$tmp/w1/ck.st"
+start=$SECONDS
+mpirun --allow-run-as-root -q -np 1 -wdir "$tmp/w0" "$bin" "${job[@]}" --comm-timeout 20 --resume ck.st --save x.st : \
+  -np 1 -wdir "$tmp/w1" "$bin" "${job[@]}" --comm-timeout 20 --resume ck.st --save x.st >"$tmp/resume1.out" 2>&1
+status=$?
+[[ $status -eq 1 && $((SECONDS - start)) -lt 15 && $(wc -l <"$tmp/resume1.out") -eq 1 ]] && grep -q "^dptrain: rank 1 of 2: ck.st: " \
+  "$tmp/resume1.out" && pass || fail "rank 1's resume: exit $status after $((SECONDS - start)) s: $(cat "$tmp/resume1.out")"
 for logs in "" "--log-dir $tmp/mistake"; do
   "$bin" launch --np 2 --restarts 3 $logs -- "${job[@]}" --data "$tmp/nosuch" --save "$tmp/x.st" >"$tmp/mistake.out" 2>&1
   status=$?

@@ -11,7 +11,8 @@
 #   launch runs it again from the save without counting a restart, and it
 #   ends with the uninterrupted bytes;
 # - SIGUSR1 to plain mpirun (which forwards it to every rank): the ranks
-#   save and exit 6; the resume gives the same bytes;
+#   save and exit 6; the resume gives the same bytes; SIGTERM to a single
+#   process (no MPI): the same, at the very next step;
 # - SIGTERM twice to the launcher, or SIGINT once (`kill -INT` alone): the
 #   job ends at once (exit 143 or 130, within a few seconds), the --save
 #   file whole (it loads) or absent, never torn;
@@ -28,7 +29,7 @@ none_left() {
 wait_for() { for _ in $(seq 1 600); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 small_data "$tmp/small" 3000 100
-job=(train --model lenet-paddle --data "$tmp/small" --epochs 3 --lr 0.1 --batch-size 20 --seed 6 --devices 1)
+job=(train --model lenet-paddle --data "$tmp/small" --epochs 3 --lr 0.1 --batch-size 20 --seed 6 --devices 1 --comm-timeout 10)
 "$bin" launch --np 2 -- "${job[@]}" --quiet --save "$tmp/ref.st" >"$tmp/ref.out" 2>&1 && pass \
   || fail "uninterrupted run: $(tail -3 "$tmp/ref.out")"
 
@@ -76,6 +77,18 @@ status=$?
 mpirun --allow-run-as-root -q -np 2 "$bin" "${job[@]}" --quiet --save "$tmp/usr.st" --resume "$tmp/usr.st" >"$tmp/usr2.out" 2>&1 \
   && same_tensors "$tmp/usr.st" "$tmp/ref.st" && pass || fail "SIGUSR1: the resume: $(tail -3 "$tmp/usr2.out")"
 none_left "SIGUSR1 to mpirun"
+
+# --- SIGTERM to one process, no MPI ------------------------------------------------------------
+"$bin" "${job[@]}" --save "$tmp/one-ref.st" --quiet >/dev/null 2>&1
+"$bin" "${job[@]}" --save "$tmp/one.st" >"$tmp/one.out" 2>&1 &
+runner=$!
+wait_for "$tmp/one.out" "^epoch 1/3" && kill -TERM $runner
+wait $runner
+status=$?
+[[ $status -eq 6 && $(meta "$tmp/one.st" loader.batch) -gt 0 ]] && grep -q "^dptrain: preempted: stopped after step" "$tmp/one.out" \
+  && pass || fail "SIGTERM to one process: exit $status: $(tail -2 "$tmp/one.out")"
+"$bin" "${job[@]}" --quiet --save "$tmp/one.st" --resume "$tmp/one.st" >/dev/null 2>&1 && same_tensors "$tmp/one.st" "$tmp/one-ref.st" \
+  && pass || fail "SIGTERM to one process: the resume's bytes"
 
 # --- at once: SIGTERM twice, SIGINT once -------------------------------------------------------
 for how in TERM-TERM INT; do

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
 #include "dptrain/fit.h"
 #include "dptrain/model_file.h"
@@ -311,6 +312,12 @@ int main(void) {
     for (int s = 1; s <= 5; s++) followed &= steps_seen[s] == (uint64_t)s;
     CHECK(followed, "step_reached did not follow the steps: %d %d %d %d %d", (int)steps_seen[1], (int)steps_seen[2],
           (int)steps_seen[3], (int)steps_seen[4], (int)steps_seen[5]);
+    dp_checkpoint_t *saved = NULL; /* the stop's own checkpoint: inside epoch 2, after its first step */
+    CHECK(dp_checkpoint_open(stop_ck, &saved) == DP_OK && dp_checkpoint_info(saved)->step_count == 6 &&
+          dp_checkpoint_info(saved)->loader_epoch == 1 && dp_checkpoint_info(saved)->loader_batch == 1,
+          "the stop's checkpoint: step %d, loader at epoch %d batch %d", saved ? (int)dp_checkpoint_info(saved)->step_count : -1,
+          saved ? dp_checkpoint_info(saved)->loader_epoch : -1, saved ? dp_checkpoint_info(saved)->loader_batch : -1);
+    dp_checkpoint_close(saved);
     dp_trainer_free(t);
     stop_request = 0;
     t = new_trainer(&w, 0.05f);
