@@ -206,14 +206,15 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
     char words[4400], meaning[128], attempt_text[16];
     for (int attempt = 0;; attempt++) {
         launch_pick_t pick;
-        if (launch_hosts_pick(&job->hosts, np_min, np_max, min_wait, job->log_dir, &launch_signals.interrupt,
-                              &pick) != DP_OK) {
+        if (launch_hosts_pick(&job->hosts, np_min, np_max, min_wait, job->log_dir, &pick) != DP_OK) {
             if (dp_error_status() == DP_ERR_ARG) return cli_report_error();
-            launch_log(job->log_dir, "%s", dp_error_message());
-            exit_code = launch_signals.interrupt ? 128 + launch_signals.interrupt : CLI_EXIT_NO_RANKS;
-            break;
+            if (!launch_signals.interrupt && !launch_signals.preempt) {
+                launch_log(job->log_dir, "%s", dp_error_message());
+                exit_code = CLI_EXIT_NO_RANKS;
+                break;
+            }
         }
-        if (launch_signals.interrupt || (launch_signals.preempt && attempt > 0)) {
+        if (launch_signals.interrupt || launch_signals.preempt) { /* asked before it ran */
             launch_log(job->log_dir, "stopped before attempt %d (%s)", attempt + 1,
                        strsignal(launch_signals.interrupt ? launch_signals.interrupt : launch_signals.preempt));
             exit_code = launch_signals.interrupt ? 128 + launch_signals.interrupt : CLI_EXIT_PREEMPTED;
@@ -228,14 +229,14 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
         char np_text[16];
         const char **args = attempt_command(job, &pick, np_text, sizeof np_text);
         if (!args) return cli_report_error();
-        int status = launch_run_mpirun(args, job->log_dir);
+        int status = launch_run_mpirun(args, job->log_dir, job->record_dir, pick.ranks);
         free(args);
         if (status == -1) {
             launch_log(job->log_dir, "cannot start mpirun (%s)", strerror(errno));
             return CLI_EXIT_NO_MPIRUN;
         }
         launch_failure_t f;
-        launch_summarize(job->record_dir, job->log_dir, 0, &pick, attempt, status, &f);
+        launch_summarize(job->record_dir, job->log_dir, &pick, attempt, status, &f);
         if (f.code == 0) {
             exit_code = 0;
             if (failed) launch_log(job->log_dir, "the job finished after %d restart%s", attempt, attempt > 1 ? "s" : "");

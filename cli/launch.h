@@ -53,10 +53,10 @@ dp_status_t launch_parse_host(const char *text, size_t len, const char *where, c
  * waits up to min_wait seconds (reading again every second) while fewer
  * than np_min are available, saying so once. DP_ERR_ARG for a bad host
  * list or file; DP_ERR_COMM (with one line saying what is missing) when
- * np_min cannot be reached in time; *interrupted set when a signal ends
- * the wait. */
+ * np_min cannot be reached in time, or a signal (launch_signals) ends the
+ * wait. */
 dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double min_wait, const char *log_dir,
-                              const volatile sig_atomic_t *interrupted, launch_pick_t *pick);
+                              launch_pick_t *pick);
 
 /* An attempt failed on `host` (elastic mode: with a host file or a
  * discovery command): its second failure leaves it out for --cooling
@@ -79,15 +79,16 @@ extern launch_signals_t launch_signals;
 
 void launch_signals_install(void);
 
-/* Runs `args` (mpirun's command, NULL-terminated) to its end: its stdout
- * passed on, its stderr passed on without Open MPI's messages about a job
- * that ended (the summary says it better), SIGTERM passed on as SIGUSR1
- * (which mpirun forwards to every rank) and an interrupt as SIGTERM to
- * mpirun. mpirun runs in a process group of its own (a terminal's or a
+/* Runs `args` (mpirun's command, NULL-terminated, starting `ranks` ranks
+ * whose records go to record_dir) to its end: its stdout passed on, its
+ * stderr passed on without Open MPI's messages about a job that ended (the
+ * summary says it better), SIGTERM passed on as SIGUSR1 (which mpirun
+ * forwards to every rank; once mpirun and the ranks are ready for it) and
+ * an interrupt as SIGTERM to mpirun. mpirun runs in a process group of its own (a terminal's or a
  * scheduler's signal to this one's group reaches the launcher only, which
  * decides) and is sent SIGTERM if the launcher dies. Returns its wait
  * status, -1 when it could not be started (errno). */
-int launch_run_mpirun(const char *const *args, const char *log_dir);
+int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, int ranks);
 
 /* Appends "TIMESTAMP LINE" to DIR/launch.log and prints "dptrain launch:
  * LINE" on stderr. */
@@ -112,10 +113,10 @@ typedef struct {
     char log[4400];     /* "log DIR/worklog.1.attempt1", or that there is none */
 } launch_failure_t;
 
-/* The first failure of attempt `attempt` (`pick`'s ranks, numbered from 0:
- * its log is DIR/worklog.R.attempt(attempt + 1) when `kept`) from the
- * records in record_dir and mpirun's wait status. */
-void launch_summarize(const char *record_dir, const char *log_dir, int kept, const launch_pick_t *pick, int attempt,
+/* The first failure of attempt `attempt` (`pick`'s ranks, numbered from 0;
+ * its log DIR/worklog.R) from the records in record_dir and mpirun's wait
+ * status. */
+void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
                       int wait_status, launch_failure_t *out);
 
 #endif

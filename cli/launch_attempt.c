@@ -2,12 +2,14 @@
  * launcher's signals, mpirun as a child whose output passes through, and
  * the launch log.
  *
- * Signals. The first SIGTERM (or SIGUSR1) is a preemption: it goes to
- * mpirun as SIGUSR1, which mpirun forwards to every rank on every host
- * (SIGTERM would make mpirun kill them), and every rank saves at its next
- * step boundary and exits with the preempted status (train_signals.c).
- * SIGINT, or another SIGTERM, ends the job at once: SIGTERM to mpirun,
- * which ends the ranks. mpirun runs in a process group of its own, so
+ * Signals. The handler only notes them; the loop that passes mpirun's
+ * output on (woken by the signal) sends them on. The first SIGTERM (or
+ * SIGUSR1) is a preemption: it goes to mpirun as SIGUSR1, which mpirun
+ * forwards to every rank on every host (SIGTERM would make mpirun kill
+ * them), and every rank saves at its next step boundary and exits with
+ * the preempted status (train_signals.c); until mpirun and the ranks are
+ * ready for it, it waits (FORWARD_AFTER_SEC). SIGINT, or another SIGTERM, ends
+ * the job at once: SIGTERM to mpirun, which ends the ranks. mpirun runs in a process group of its own, so
  * that a terminal's Ctrl-C or a scheduler's signal to the launcher's group
  * reaches the launcher alone, which decides; it is sent SIGTERM by the
  * kernel if the launcher dies (PR_SET_PDEATHSIG), so nothing is left
@@ -41,18 +43,29 @@
 #include "launch.h"
 
 launch_signals_t launch_signals;
-static volatile pid_t running_mpirun;
 
-static void on_signal(int sig) {
-    pid_t pid = running_mpirun;
-    if (sig == SIGINT || (sig == SIGTERM && launch_signals.preempt)) {
-        launch_signals.interrupt = sig;
-        if (pid > 0) kill(pid, SIGTERM);
-        return;
+/* mpirun forwards SIGUSR1 once it has set itself up, and a rank takes it
+ * once it has installed its handler; before, SIGUSR1 would end either. So
+ * the request waits until mpirun has run FORWARD_AFTER_SEC and every rank
+ * has made its record (after its handlers), or FORWARD_ANYWAY_SEC (records
+ * that cannot be seen: hosts without the log directory). */
+#define FORWARD_AFTER_SEC 1.0
+#define FORWARD_ANYWAY_SEC 10.0
+
+/* Whether every rank of the attempt has made its record. */
+static int ranks_ready(const char *record_dir, int ranks) {
+    char path[4200];
+    for (int r = 0; r < ranks; r++) {
+        snprintf(path, sizeof path, "%s/rank.%d", record_dir, r);
+        if (access(path, F_OK) != 0) return 0;
     }
-    if (launch_signals.preempt) return; /* SIGUSR1 again */
-    launch_signals.preempt = sig;
-    if (pid > 0) kill(pid, SIGUSR1);
+    return 1;
+}
+
+/* Notes the signal; launch_run_mpirun's loop (woken by it) passes it on. */
+static void on_signal(int sig) {
+    if (sig == SIGINT || (sig == SIGTERM && launch_signals.preempt)) launch_signals.interrupt = sig;
+    else if (!launch_signals.preempt) launch_signals.preempt = sig; /* (SIGUSR1 again: asked already) */
 }
 
 void launch_signals_install(void) {
@@ -213,7 +226,7 @@ static void child(const char *const *args, int out, int err, pid_t parent) {
     _exit(127);
 }
 
-int launch_run_mpirun(const char *const *args, const char *log_dir) {
+int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, int ranks) {
     int out[2], err[2];
     if (pipe(out) != 0) return -1;
     if (pipe(err) != 0) {
@@ -235,9 +248,10 @@ int launch_run_mpirun(const char *const *args, const char *log_dir) {
         child(args, out[1], err[1], parent);
     }
     close(out[1]), close(err[1]);
-    running_mpirun = pid;
-    if (launch_signals.interrupt) kill(pid, SIGTERM); /* a signal that came before it ran */
-    else if (launch_signals.preempt) kill(pid, SIGUSR1);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double started = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, now = started;
+    int sent_term = 0, sent_usr1 = 0;
     stderr_filter_t filter = {.log = NULL};
     if (log_dir) {
         char path[4200];
@@ -249,6 +263,10 @@ int launch_run_mpirun(const char *const *args, const char *log_dir) {
     double exited_at = 0.0;
     char buffer[65536];
     while (open_fds > 0) {
+        if (launch_signals.interrupt && !sent_term && !exited) kill(pid, SIGTERM), sent_term = 1;
+        if (launch_signals.preempt && !sent_usr1 && !sent_term && !exited &&
+            ((now - started >= FORWARD_AFTER_SEC && ranks_ready(record_dir, ranks)) || now - started >= FORWARD_ANYWAY_SEC))
+            kill(pid, SIGUSR1), sent_usr1 = 1;
         int ready = poll(fds, 2, 100);
         if (ready < 0 && errno != EINTR) break;
         for (int i = 0; i < 2 && ready > 0; i++) {
@@ -267,18 +285,14 @@ int launch_run_mpirun(const char *const *args, const char *log_dir) {
                 filter_bytes(&filter, buffer, (size_t)n);
             }
         }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
         /* once mpirun has gone, a rank that kept its pipes open must not hold the launcher */
         if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
             exited = 1;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            exited_at = (double)ts.tv_sec;
+            exited_at = now;
         }
-        if (exited) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            if ((double)ts.tv_sec - exited_at > 2.0) break;
-        }
+        if (exited && now - exited_at > 2.0) break;
     }
     for (int i = 0; i < 2; i++)
         if (fds[i].fd >= 0) close(fds[i].fd);
@@ -290,6 +304,5 @@ int launch_run_mpirun(const char *const *args, const char *log_dir) {
             break;
         }
     }
-    running_mpirun = 0;
     return status;
 }

@@ -192,7 +192,7 @@ static void choose(launch_hosts_t *h, int np_max, launch_pick_t *pick, int *cool
 }
 
 dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double min_wait, const char *log_dir,
-                              const volatile sig_atomic_t *interrupted, launch_pick_t *pick) {
+                              launch_pick_t *pick) {
     if (!h->list && !h->file && !h->discovery) { /* this machine */
         *pick = (launch_pick_t){.count = 0, .ranks = np_max};
         return DP_OK;
@@ -210,7 +210,7 @@ dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double 
         snprintf(what, sizeof what, "%d rank%s available (%d host%s%s%s%s), --np needs at least %d", pick->ranks,
                  pick->ranks == 1 ? "" : "s", pick->count, pick->count == 1 ? "" : "s",
                  cooling ? ", others cooling off after failing" : "", why[0] ? "; " : "", why, np_min);
-        if (waited >= min_wait || *interrupted)
+        if (waited >= min_wait || launch_signals.interrupt || launch_signals.preempt)
             return dp_fail(DP_ERR_COMM, "%s; gave up after %.0f s (--min-wait %g)", what, waited, min_wait);
         if (!said) launch_log(log_dir, "waiting up to %g s for more ranks: %s", min_wait, what);
         said = 1;

@@ -44,7 +44,7 @@ static void describe_step(const rank_record_t *rec, char *text, size_t size) {
                  step % (unsigned long long)per, per);
 }
 
-void launch_summarize(const char *record_dir, const char *log_dir, int kept, const launch_pick_t *pick, int attempt,
+void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
                       int wait_status, launch_failure_t *out) {
     memset(out, 0, sizeof *out);
     out->rank = -1;
@@ -114,8 +114,7 @@ void launch_summarize(const char *record_dir, const char *log_dir, int kept, con
         snprintf(how, sizeof how, "ended after signal %d (%s)", rec->signal, strsignal(rec->signal));
     }
     describe_step(rec, step, sizeof step);
-    if (log_dir && kept) snprintf(out->log, sizeof out->log, "log %s/worklog.%d.attempt%d", log_dir, r, attempt + 1);
-    else if (log_dir) snprintf(out->log, sizeof out->log, "log %s/worklog.%d", log_dir, r);
+    if (log_dir) snprintf(out->log, sizeof out->log, "log %s/worklog.%d", log_dir, r);
     else snprintf(out->log, sizeof out->log, "no log file (no --log-dir)");
     snprintf(out->line, sizeof out->line, "rank %d on %s (pid %d): %s %s", r, out->host, rec->pid, how, step);
 }

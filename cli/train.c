@@ -590,6 +590,8 @@ static int launch_attempt(void) {
  * naming itself, leaves without finalizing (dp_world_leave) and exits
  * non-zero, and mpirun ends the others; no MPI_Abort and its banner. */
 int cmd_train(int argc, char **argv) {
+    /* before MPI starts: a stop asked for meanwhile (mpirun forwards SIGUSR1 at once) must not end the rank */
+    train_signals_install(NULL, 0, getenv("OMPI_COMM_WORLD_SIZE") != NULL);
     dp_world_t world;
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");

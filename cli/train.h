@@ -78,7 +78,8 @@ dp_status_t train_parse_options(int argc, char **argv, int first, train_options_
  * next step boundary, fit.h's stop_request); a second SIGTERM, SIGINT, or
  * (under_mpirun) a SIGTERM from the parent end the process at once by
  * that signal; every signal is noted in `record` (may be NULL). `speaks`:
- * say so on stderr. */
+ * say so on stderr. Called again, it keeps the flag and takes the new
+ * record and settings. */
 volatile sig_atomic_t *train_signals_install(rank_record_t *record, int speaks, int under_mpirun);
 /* Whether training runs now (the stop's line is said only then). */
 void train_signals_training(int on);

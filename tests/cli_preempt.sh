@@ -6,7 +6,9 @@
 #   saves there (loader.batch > 0: inside the epoch) into the --save file,
 #   every rank and the launcher exit with status 6 (preempted) and one
 #   line saying where; the same command resumed gives the uninterrupted
-#   run's bytes;
+#   run's bytes; SIGTERM 0.1 s after the start (mpirun and the ranks not
+#   set up yet): passed on once they are (neither ended by a SIGUSR1 it
+#   cannot take yet), the job stops, saved, exit 6;
 # - SIGTERM to one rank under launch --restarts 0: the job saves and stops,
 #   launch runs it again from the save without counting a restart, and it
 #   ends with the uninterrupted bytes;
@@ -51,6 +53,17 @@ done
 none_left "SIGTERM"
 "$bin" launch --np 2 --log-dir "$tmp/term2" -- "${job[@]}" --save "$tmp/term.st" --resume "$tmp/term.st" >"$tmp/term2.out" 2>&1 \
   && same_tensors "$tmp/term.st" "$tmp/ref.st" && pass || fail "SIGTERM: the resume: $(tail -3 "$tmp/term2.out")"
+
+# SIGTERM at once: the ranks stop at their first steps
+"$bin" launch --np 2 -- "${job[@]}" --epochs 10 --save "$tmp/early.st" >"$tmp/early.out" 2>&1 &
+launcher=$!
+sleep 0.1
+kill -TERM $launcher
+wait $launcher
+status=$?
+step=$(meta "$tmp/early.st" step_count)
+[[ $status -eq 6 && -n "$step" && $step -ge 1 && $step -lt 1500 ]] && pass || fail "SIGTERM at once: exit $status, step '$step': $(cat "$tmp/early.out")"
+none_left "SIGTERM at once"
 
 # --- SIGTERM to one rank: launch runs the job again, not counted as a restart ---------------
 "$bin" launch --np 2 --log-dir "$tmp/rank" -- "${job[@]}" --save "$tmp/rank.st" >"$tmp/rank.out" 2>&1 &

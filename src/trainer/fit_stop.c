@@ -10,7 +10,9 @@
  * it has long completed (step t+1's own sums came after it). Every rank
  * reads the same sum, so every rank stops at the same boundary: the first
  * one inside an epoch once the sum is non-zero. With one rank the request
- * is read directly. Runs on dp_fit's thread.
+ * is read directly. Runs on dp_fit's thread; the communication thread
+ * writes the sum into `vote`, and dp_world_drain (its queue's lock) orders
+ * that write before the read here.
  */
 #include "fit_stop.h"
 
