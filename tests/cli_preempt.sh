@@ -3,10 +3,9 @@
 # `dptrain launch`, to one rank, to plain mpirun (docs/multi-process.md).
 # - SIGTERM to the launcher once epoch 1 is over (so in epoch 2, or 3 on a
 #   slow machine), without --save-every-steps: every rank stops at the
-#   same step boundary, rank 0
-#   saves there (loader.batch > 0: inside the epoch) into the --save file,
-#   every rank and the launcher exit with status 6 (preempted) and one
-#   line saying where; the same command resumed gives the uninterrupted
+#   same step boundary, rank 0 saves there (loader.batch > 0: inside the
+#   epoch) into the --save file, every rank and the launcher exit with
+#   status 6 (preempted) and one line saying where; the same command resumed gives the uninterrupted
 #   run's bytes; SIGTERM 0.1 s after the start (mpirun and the ranks not
 #   set up yet): passed on once they are (neither ended by a SIGUSR1 it
 #   cannot take yet), the job stops, saved, exit 6;
