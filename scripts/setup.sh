@@ -6,7 +6,8 @@
 #   test:  build's packages (the suite trains on the real dataset) plus
 #          numpy (tests/cli_checkpoint.sh reads checkpoints with tools/read_checkpoint.py),
 #          onnx, OpenCV and PyTorch (tests/cli_export.sh checks the ONNX export with them)
-#          and iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces)
+#          and iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces), procps
+#          (pgrep: tests/cli_faults.sh and others check that no process of a job is left)
 #   bench: build's packages plus PyTorch and numpy (the benchmark peer)
 # Needs root or sudo only when something is missing.
 set -euo pipefail
@@ -14,7 +15,7 @@ set -euo pipefail
 want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libpng-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
 case "${1:-build}" in
   build) ;;
-  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch iproute2) ;;
+  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch iproute2 procps) ;;
   bench) want+=(python3-torch python3-numpy) ;;
   *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
 esac
