@@ -101,6 +101,7 @@ int cmd_eval(int argc, char **argv) {
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
     dp_dataset_t test_set = {0};
+    dp_batch_source_t *test_source = NULL;
     dp_trainer_t *trainer = NULL;
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
@@ -144,7 +145,9 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     dp_trainer_set_params(trainer, params);
     int correct;
-    if (dp_trainer_evaluate(trainer, &test_set, batch_size, &correct) != DP_OK) goto done;
+    if (dp_memory_source_new(&test_set, NULL, 0, &test_source) != DP_OK ||
+        dp_trainer_evaluate(trainer, test_source, batch_size, &correct) != DP_OK)
+        goto done;
     printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s%s\n",
            (double)correct / test_set.count, correct, test_set.count, test_set.count, dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
@@ -154,6 +157,7 @@ done:
     if (exit_code != 0) cli_report_error();
     dp_trainer_free(trainer);
     free(params);
+    dp_batch_source_free(test_source);
     dp_dataset_free(&test_set);
     dp_model_free(model);
     dp_checkpoint_close(c);

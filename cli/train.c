@@ -309,6 +309,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
      * where every rank learns the first rank's (dp_world_agree). */
     dp_model_t *model = NULL;
     dp_dataset_t train_set = {0}, test_set = {0};
+    dp_batch_source_t *train_source = NULL, *test_source = NULL;
     dp_trainer_t *trainer = NULL;
     train_printer_t printer = {0};
     int agreed = 0; /* past the agreement: a failure is this rank's alone */
@@ -474,7 +475,6 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .sync_batch_norm = o.sync_batch_norm,
         .backend = backends[0],
         .backends = backends,
-        .augment = augment,
         .accumulate = o.accumulate,
         .profile_steps = profile_window,
         .profile_warmup = profile_warmup,
@@ -484,8 +484,15 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         outcome->alone = 1; /* its collectives: the others may be waiting in one */
         goto done;
     }
-    printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .train_count = train_set.count,
-                                .test_count = test_set.count, .devices_note = devices_note[0] ? devices_note : NULL,
+    const int train_count = train_set.count, test_count = test_set.count;
+    /* the data as batch sources (batch_source.h): they take the datasets */
+    if ((status = dp_memory_source_new(&train_set, &augment, 1, &train_source)) != DP_OK ||
+        (status = dp_memory_source_new(&test_set, NULL, 1, &test_source)) != DP_OK) {
+        outcome->alone = 1;
+        goto done;
+    }
+    printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .train_count = train_count,
+                                .test_count = test_count, .devices_note = devices_note[0] ? devices_note : NULL,
                                 .trainer = trainer, .record = outcome->record};
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
@@ -497,8 +504,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .trainer = trainer,
         .model = model,
         .model_name = o.model,
-        .train_set = &train_set,
-        .test_set = &test_set,
+        .train_source = train_source,
+        .test_source = test_source,
         .world = *world,
         .batch_size = step_batch,
         .epochs = o.epochs,
@@ -549,6 +556,8 @@ done:
      * preemption), or after it; and a broken communication. */
     outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && (printer.started || status == DP_ERR_COMM);
     dp_trainer_free(trainer);
+    dp_batch_source_free(test_source);
+    dp_batch_source_free(train_source);
     dp_dataset_free(&test_set);
     dp_dataset_free(&train_set);
     dp_model_free(model);

@@ -33,7 +33,7 @@
  * weight decay or optimizer hyper-parameter, or another device or rank
  * count, or another augmentation, is allowed with a warning (on_warning).
  * A checkpoint written inside an epoch (save_every_steps) resumes at its
- * step: the loader seeks there (dp_loader_seek), the epoch's loss and
+ * step: the loader seeks there (dp_batch_loader_seek), the epoch's loss and
  * correct sums so far are restored (per rank, when the rank count is the
  * saved one), so the epoch's metrics line and every later checkpoint are
  * those of the uninterrupted run, bit for bit (same devices and ranks).
@@ -53,6 +53,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "dptrain/batch_source.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
@@ -103,8 +104,16 @@ typedef struct {
     const dp_model_t *model;       /* the trainer's */
     const char *model_name;        /* recorded in checkpoints (--model: a built-in name or a
                                       model file's path, < 1024 bytes); NULL: dp_model_name */
-    const dp_dataset_t *train_set; /* the loader shuffles [0, count) */
-    const dp_dataset_t *test_set;  /* evaluated after every epoch */
+    dp_batch_source_t *train_source; /* the loader shuffles [0, count) (batch_loader.h) */
+    dp_batch_source_t *test_source;  /* evaluated after every epoch */
+    /* or, with both sources NULL, datasets in memory: dp_fit makes in-memory
+     * sources over them (batch_source.h), the training one with `augment` */
+    const dp_dataset_t *train_set;
+    const dp_dataset_t *test_set;
+    dp_augment_t augment;          /* train_set's augmentation (zeros: none) */
+    int loader_threads;            /* threads filling the training batches ahead of the steps
+                                      (batch_loader.h); 0: each batch filled on the caller's thread */
+    int loader_depth;              /* with loader_threads: batches filled ahead (0: 2) */
     dp_world_t world;              /* this rank, as given to the trainer (zeros: one process) */
     /* the run */
     int batch_size;                /* global minibatch, ranks x devices <= batch_size <= count */
@@ -123,7 +132,7 @@ typedef struct {
                                       epoch (with the loader position and the epoch's sums so
                                       far), so that a resume continues exactly; give it on every
                                       rank (they sum the epoch's sums), save_path on rank 0 */
-    const char *augment_text;      /* the trainer's augmentation as --augment wrote it (recorded
+    const char *augment_text;      /* the training data's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the

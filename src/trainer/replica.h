@@ -11,6 +11,7 @@
 
 #include "dptrain/autograd.h"
 #include "dptrain/backend.h"
+#include "dptrain/batch_source.h"
 #include "dptrain/device.h"
 #include "dptrain/parallel.h"
 
@@ -24,15 +25,25 @@ typedef struct dp_replica {
     dp_device_t *device;
     const dp_backend_t *backend; /* the device's */
     float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
-    int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
-    float *host_batch;   /* (host_batch_size) a shard augmented on the host, for a backend */
-    int32_t *host_labels; /* without load_batch_augmented: uploaded from here */
-    size_t host_batch_size, host_labels_size;
+    /* the step's input on a backend without host memory: this replica's
+     * shards of every micro-batch, one after the other, uploaded before the
+     * step (a step graph reads them there); host memory: the batch's own */
+    uint8_t *in_pixels;   /* (in_cap, C, H, W) device memory */
+    int32_t *in_labels;   /* (in_cap) device memory */
+    size_t in_cap, in_pixels_bytes; /* examples, bytes */
+    size_t in_used;       /* examples of them the step's earlier micro-batches took */
+    /* evaluation: a batch filled on the device's thread (host memory) */
+    int *eval_samples;    /* (eval_batch) */
+    uint8_t *eval_pixels; /* (eval_batch, C, H, W) */
+    int32_t *eval_labels; /* (eval_batch) */
+    size_t eval_pixels_bytes;
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;
-    const dp_dataset_t *ds;
-    const int *indices;
+    const dp_batch_t *batch;      /* the step's (training) */
+    dp_batch_source_t *source;    /* evaluation's */
+    const uint8_t *shard_pixels;  /* the current shard (training): device memory of the backend */
+    const int32_t *shard_labels;
     int count, denominator, eval_batch;
     /* device memory the backend's count_metrics adds a batch's figures to:
      * train_sums (2: loss, correct) the steps' not read yet
@@ -46,10 +57,6 @@ typedef struct dp_replica {
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
     int64_t example_offset; /* global index of the shard's first example in the minibatch */
-    int *step_indices;        /* a step graph's (step_graph.c): the step's indices in device memory, what the
-                                 shards gather from (load_batch_indexed); NULL: uploaded by load_batch */
-    int step_indices_cap;
-    const int *device_indices; /* the current shard's indices in step_indices; NULL: host indices */
     dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
     double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
     int stat_count;
