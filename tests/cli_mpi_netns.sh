@@ -133,7 +133,7 @@ status=$?
 grep -q "^dptrain launch: attempt 1 failed: rank 0 on $host_a (pid [0-9]*): exit status 3 (a rank lost or stalled) at step 13 .*: no answer from rank 1 " \
   "$tmp/gone.out" && pass || fail "a host gone: the stall's line: $(cat "$tmp/gone.out")"
 # the same in one process: 2 devices to step 10's checkpoint (step 12 ends it), then 1 device from it
-DPTRAIN_FAULT=kill:0:12 "$bin" "${job[@]}" --devices 2 --save-every-steps 5 --save "$tmp/gone-ref.st" >/dev/null 2>&1
+(DPTRAIN_FAULT=kill:0:12 "$bin" "${job[@]}" --devices 2 --save-every-steps 5 --save "$tmp/gone-ref.st") >/dev/null 2>&1
 "$bin" "${job[@]}" --devices 1 --save-every-steps 5 --resume "$tmp/gone-ref.st" --save "$tmp/gone-ref.st" >/dev/null 2>&1
 same_tensors "$tmp/gone.st" "$tmp/gone-ref.st" && pass || fail "a host gone: not the bytes of 2 devices to step 10, then 1"
 worst=$(close_checkpoints "$tmp/gone.st" "$tmp/hosts.st" 1) # the float tolerance, for the record
