@@ -7,10 +7,13 @@
  * end with the same float batches. Prints images/s and the process's peak
  * resident memory.
  *
- * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE]
+ * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center]
+ *   (center: the default training transform of `dptrain train`, Resize +
+ *   CenterCrop, images of the size as they are, 1 channel, no normalisation)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,22 +41,23 @@ int main(int argc, char **argv) {
     int threads = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     int batch = argc > 3 ? atoi(argv[3]) : 256, epochs = argc > 4 ? atoi(argv[4]) : 1;
     int size = argc > 5 ? atoi(argv[5]) : 224;
+    const int center = argc > 6 && strcmp(argv[6], "center") == 0, channels = center ? 1 : 3;
     dp_image_index_t index;
     dp_index_options_t io = {.threads = threads};
     if (dp_image_index_build(dir, "train", NULL, 0, &io, &index) != DP_OK) return die("index");
     dp_folder_options_t fo = {0};
-    fo.train = dp_sample_options_default(DP_SAMPLE_TRAIN, 3, size, size);
-    fo.eval = dp_sample_options_default(DP_SAMPLE_EVAL, 3, size, size);
+    fo.train = dp_sample_options_default(center ? DP_SAMPLE_FIXED : DP_SAMPLE_TRAIN, channels, size, size);
+    fo.eval = dp_sample_options_default(DP_SAMPLE_EVAL, channels, size, size);
     dp_batch_source_t *src;
     if (dp_folder_source_new(&index, &fo, &src) != DP_OK) return die("source");
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    if (dp_batch_source_set_normalize(src, 3, mean, std) != DP_OK) return die("normalize");
+    if (!center && dp_batch_source_set_normalize(src, 3, mean, std) != DP_OK) return die("normalize");
     const int count = dp_batch_source_info(src)->count;
     if (batch > count) batch = count;
     dp_batch_loader_config_t lc = {.batch_size = batch, .shuffle = 1, .seed = 1, .training = 1, .threads = threads};
     dp_batch_loader_t *loader;
     if (dp_batch_loader_new(src, &lc, &loader) != DP_OK) return die("loader");
-    float *x = malloc(sizeof(float) * (size_t)batch * 3 * size * size);
+    float *x = malloc(sizeof(float) * (size_t)batch * channels * size * size);
     if (!x) return die("floats");
     double checksum = 0.0, start = now_sec();
     long images = 0;
@@ -63,8 +67,8 @@ int main(int argc, char **argv) {
         for (;;) {
             if (dp_batch_loader_next(loader, &b) != DP_OK) return die("next");
             if (!b) break;
-            dp_pixels_to_input(b->pixels, b->n, 3, (size_t)size * size, b->normalize, x);
-            checksum += x[0] + x[(size_t)b->n * 3 * size * size - 1];
+            dp_pixels_to_input(b->pixels, b->n, channels, (size_t)size * size, b->normalize, x);
+            checksum += x[0] + x[(size_t)b->n * channels * size * size - 1];
             images += b->n;
         }
     }

@@ -112,9 +112,12 @@ head -c $((size / 2)) "$tmp/jpeg/train/4/$f" >"$tmp/late/train/4/$f"
   && fail "a broken file's data trained" || pass
 grep -q "train/4/$f" "$tmp/late.out" && pass || fail "the broken file is not named: $(tail -2 "$tmp/late.out")"
 [[ ! -e "$tmp/late.st" ]] && pass || fail "the failed run wrote a checkpoint"
-run late-skip --data "$tmp/late" --devices 1 --skip-bad-files
+run late-skip --data "$tmp/late" --devices 1 --skip-bad-files --metrics "$tmp/late-skip.jsonl"
 grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
   || fail "--skip-bad-files on a broken file: $(head -3 "$tmp/late-skip.out")"
+# counted in the metrics: once in epoch 1, twice by the end of epoch 2
+[[ "$(sed -E 's/.*"skipped_files": ([0-9]+).*/\1/' "$tmp/late-skip.jsonl" | tr '\n' ' ')" == "1 2 " ]] && pass \
+  || fail "skipped_files in the metrics: $(cat "$tmp/late-skip.jsonl")"
 
 # the preprocessing travels with the model: the checkpoint's data.transform; eval and predict apply it
 # (predict's top class of every test JPEG is right exactly as often as eval counts), export writes it

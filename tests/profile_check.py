@@ -19,7 +19,11 @@ problems = []
 # the table
 lines = open(out_path).read().splitlines()
 head = [i for i, line in enumerate(lines) if line.startswith("profile: ")]
-want = f"profile: mean ms per step over {steps} steps after {warmup} warm-up steps"
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+want = f"profile: mean ms per step over {plural(steps, 'step')} after {plural(warmup, 'warm-up step')}"
 if len(head) != 1 or not lines[head[0]].startswith(want):
     problems.append(f"table: expected one line starting '{want}', found {[lines[i] for i in head]}")
 else:

@@ -66,6 +66,9 @@ typedef struct {
     dp_status_t (*fill)(void *self, const int *samples, int n, const dp_fill_keys_t *keys, uint8_t *pixels,
                         int32_t *labels);
     void (*free)(void *self);
+    /* Samples left out or replaced so far because their files could not be
+     * read (an image folder's --skip-bad-files); NULL: none ever. */
+    long (*skipped)(const void *self);
 } dp_batch_source_ops_t;
 
 /* A source over `self` (owned: ops->free frees it with the source). */
@@ -79,6 +82,8 @@ const dp_source_info_t *dp_batch_source_info(const dp_batch_source_t *src);
 size_t dp_batch_source_sample_bytes(const dp_batch_source_t *src);
 dp_status_t dp_batch_source_fill(dp_batch_source_t *src, const int *samples, int n, const dp_fill_keys_t *keys,
                                  uint8_t *pixels, int32_t *labels);
+/* The source's skipped count (its ops' skipped; 0 without one). */
+long dp_batch_source_skipped(const dp_batch_source_t *src);
 /* dp_batch_source_fill, and *out = the batch it made (the source's shape
  * and normalisation, n examples at pixels and labels): what
  * dp_trainer_step takes, for loops of one's own (dp_fit runs a

@@ -84,9 +84,8 @@ dp_status_t dp_folder_source_new(dp_image_index_t *index, const dp_folder_option
 /* --augment on top of the training transform: dp_augment_pixels of each
  * training sample at its position in the epoch (data.h). */
 dp_status_t dp_folder_source_set_augment(dp_batch_source_t *src, const dp_augment_t *augment);
-/* Files that failed to decode during fills so far (skip_bad), and samples
- * held in the cache. */
-long dp_folder_source_bad_files(const dp_batch_source_t *src);
+/* Samples held in the cache. (The files left out and replaced:
+ * dp_batch_source_skipped.) */
 long dp_folder_source_cached(const dp_batch_source_t *src);
 
 /* The evaluation transform as checkpoints record it (data.transform):

@@ -26,6 +26,8 @@ typedef struct {
     double lr;              /* the learning rate of the epoch's last step */
     size_t device_mem_peak; /* bytes: the most memory a GPU of this rank held through dptrain so far
                                (backend.h memory_peak); 0: not counted (CPU devices) */
+    long skipped_files;     /* the training data's files left out or replaced so far, unreadable
+                               (batch_source.h dp_batch_source_skipped); 0: none */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */
@@ -39,8 +41,9 @@ typedef struct {
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
  * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
- * names, the devices of one rank), num_devices (of all ranks), ranks, and
- * device_mem_peak_bytes when counted (GPU devices). */
+ * names, the devices of one rank), num_devices (of all ranks), ranks,
+ * device_mem_peak_bytes when counted (GPU devices), and skipped_files when
+ * the training data left out or replaced unreadable files. */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* The same line with the keys precision, layout, isa, cpu and blas (strings)

@@ -44,6 +44,10 @@ void *dp_batch_source_impl(const dp_batch_source_t *src, const dp_batch_source_o
     return src && src->ops == ops ? src->self : NULL;
 }
 
+long dp_batch_source_skipped(const dp_batch_source_t *src) {
+    return src->ops->skipped ? src->ops->skipped(src->self) : 0;
+}
+
 const dp_source_info_t *dp_batch_source_info(const dp_batch_source_t *src) { return &src->info; }
 
 size_t dp_batch_source_sample_bytes(const dp_batch_source_t *src) {

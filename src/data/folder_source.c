@@ -166,7 +166,14 @@ static void folder_free(void *self) {
     free(f);
 }
 
-static const dp_batch_source_ops_t folder_ops = {.kind = "image folder", .fill = folder_fill, .free = folder_free};
+/* The index's unreadable files left out, and the files replaced since. */
+static long folder_skipped(const void *self) {
+    const folder_t *f = self;
+    return f->index.skipped + atomic_load(&((folder_t *)f)->bad);
+}
+
+static const dp_batch_source_ops_t folder_ops = {.kind = "image folder", .fill = folder_fill, .free = folder_free,
+                                                 .skipped = folder_skipped};
 
 static dp_status_t check_options(const dp_folder_options_t *o) {
     const dp_sample_options_t *t = &o->train, *e = &o->eval;
@@ -213,16 +220,10 @@ dp_status_t dp_folder_source_set_augment(dp_batch_source_t *src, const dp_augmen
     return DP_OK;
 }
 
-long dp_folder_source_bad_files(const dp_batch_source_t *src) {
-    const folder_t *f = dp_batch_source_impl(src, &folder_ops);
-    return f ? atomic_load(&f->bad) : 0;
-}
-
 long dp_folder_source_cached(const dp_batch_source_t *src) {
     const folder_t *f = dp_batch_source_impl(src, &folder_ops);
-    return f ? atomic_load(&f->cached) : 0;
+    return f ? atomic_load(&((folder_t *)f)->cached) : 0;
 }
-
 void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t size) {
     int resize = eval->resize_size ? eval->resize_size : dp_eval_resize_default(eval->height, eval->width);
     snprintf(text, size, "resize %d%s", resize, eval->ignore_exif ? ", exif ignore" : "");

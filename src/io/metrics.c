@@ -113,6 +113,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d", stats->num_devices,
                 stats->num_ranks > 0 ? stats->num_ranks : 1);
     if (stats->device_mem_peak) line_printf(&line, ", \"device_mem_peak_bytes\": %zu", stats->device_mem_peak);
+    if (stats->skipped_files) line_printf(&line, ", \"skipped_files\": %ld", stats->skipped_files);
     for (int i = 0; i < 5; i++)
         if (info[i]) {
             line_printf(&line, ", \"%s\": ", info_keys[i]);

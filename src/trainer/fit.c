@@ -515,6 +515,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         s->num_devices = dp_trainer_num_devices(trainer) * ranks;
         s->num_ranks = world->size;
         s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
+        s->skipped_files = dp_batch_source_skipped(config->train_source);
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
         /* the metrics also say what ran: the precision, the layout, the kernels' ISA, the CPU, the BLAS */
         const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(),
