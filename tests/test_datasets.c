@@ -53,6 +53,10 @@ static void write_bytes(const char *path, const void *data, size_t n) {
     }
 }
 
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
 static const char *make_dir(const char *path) {
     if (mkdir(path, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "cannot mkdir %s\n", path);
@@ -61,48 +65,6 @@ static const char *make_dir(const char *path) {
     return path;
 }
 
-static void put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
-}
-
-/* A PNG chunk: length, type, data, CRC of type + data. */
-static size_t png_chunk(uint8_t *out, const char *type, const uint8_t *data, uint32_t n) {
-    put32(out, n);
-    memcpy(out + 4, type, 4);
-    if (n) memcpy(out + 8, data, n);
-    put32(out + 8 + n, (uint32_t)crc32(0L, out + 4, 4 + n));
-    return 12 + n;
-}
-
-/* An 8-bit gray (channels 1) or RGB (3) PNG of (h, w, channels) interleaved
- * pixels; rows use filter 0 (None), the stream is real deflate (zlib). */
-static void write_png(const char *path, int channels, int h, int w, const uint8_t *hwc) {
-    size_t row = (size_t)w * channels, raw_n = (size_t)h * (row + 1);
-    uint8_t *raw = malloc(raw_n);
-    for (int y = 0; y < h; y++) {
-        raw[(size_t)y * (row + 1)] = 0;
-        memcpy(raw + (size_t)y * (row + 1) + 1, hwc + (size_t)y * row, row);
-    }
-    uLongf z_n = compressBound((uLong)raw_n);
-    uint8_t *z = malloc(z_n);
-    if (compress2(z, &z_n, raw, (uLong)raw_n, 6) != Z_OK) exit(1);
-    uint8_t *file = malloc(z_n + 128), ihdr[13];
-    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    memcpy(file, signature, 8);
-    size_t used = 8;
-    put32(ihdr, (uint32_t)w);
-    put32(ihdr + 4, (uint32_t)h);
-    ihdr[8] = 8;                       /* bit depth */
-    ihdr[9] = channels == 1 ? 0 : 2;   /* gray or RGB */
-    ihdr[10] = ihdr[11] = ihdr[12] = 0; /* deflate, adaptive filters, no interlace */
-    used += png_chunk(file + used, "IHDR", ihdr, 13);
-    used += png_chunk(file + used, "IDAT", z, (uint32_t)z_n);
-    used += png_chunk(file + used, "IEND", NULL, 0);
-    write_bytes(path, file, used);
-    free(file);
-    free(z);
-    free(raw);
-}
 
 /* A plain IDX file of unsigned bytes. */
 static void write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *data) {
@@ -275,7 +237,7 @@ static void write_image_folder(const char *dir, const char *split, const dp_data
         for (int c = 0; c < C; c++)
             for (int j = 0; j < H * W; j++) hwc[(size_t)j * C + c] = chw[(size_t)c * H * W + j];
         snprintf(path, sizeof path, "%s/%s/class%d/%05d.png", dir, split, ds->labels[i], i);
-        write_png(path, C, H, W, hwc);
+        testing_write_png(path, C, H, W, hwc);
     }
     free(hwc);
 }
@@ -340,7 +302,7 @@ static void test_image_folder(const dp_dataset_t *train, const dp_dataset_t *tes
     remove(path);
     uint8_t big[30 * 30] = {0};
     snprintf(path, sizeof path, "%s/train/class0/99999.png", dir);
-    write_png(path, 1, 30, 30, big);
+    testing_write_png(path, 1, 30, 30, big);
     CHECK(dp_dataset_load(dir, "train", &ds) != DP_OK && contains(dp_error_message(), path) &&
               contains(dp_error_message(), "1x30x30") && contains(dp_error_message(), "expected 1x28x28"),
           "mixed sizes named: %s", dp_error_message());

@@ -21,44 +21,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "dptrain/image_folder.h"
 #include "testing.h"
 
 #define SIDE 8
 
-static void put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
-}
-
-static size_t chunk(uint8_t *out, const char *type, const uint8_t *data, uint32_t n) {
-    put32(out, n);
-    memcpy(out + 4, type, 4);
-    if (n) memcpy(out + 8, data, n);
-    put32(out + 8 + n, (uint32_t)crc32(0L, out + 4, 4 + n));
-    return 12 + n;
-}
-
 /* An 8 x 8 gray PNG whose pixels are value + (x + y) */
 static void write_png(const char *path, int value) {
-    uint8_t raw[SIDE * (SIDE + 1)], z[512], file[1024], ihdr[13];
-    for (int y = 0; y < SIDE; y++) {
-        raw[y * (SIDE + 1)] = 0;
-        for (int x = 0; x < SIDE; x++) raw[y * (SIDE + 1) + 1 + x] = (uint8_t)(value + x + y);
-    }
-    uLongf zn = sizeof z;
-    DP_ASSERT(compress2(z, &zn, raw, sizeof raw, 6) == Z_OK);
-    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    memcpy(file, sig, 8);
-    size_t used = 8;
-    put32(ihdr, SIDE), put32(ihdr + 4, SIDE);
-    ihdr[8] = 8, ihdr[9] = 0, ihdr[10] = ihdr[11] = ihdr[12] = 0;
-    used += chunk(file + used, "IHDR", ihdr, 13);
-    used += chunk(file + used, "IDAT", z, (uint32_t)zn);
-    used += chunk(file + used, "IEND", NULL, 0);
-    FILE *f = fopen(path, "wb");
-    DP_ASSERT(f && fwrite(file, 1, used, f) == used && fclose(f) == 0);
+    uint8_t pixels[SIDE * SIDE];
+    for (int y = 0; y < SIDE; y++)
+        for (int x = 0; x < SIDE; x++) pixels[y * SIDE + x] = (uint8_t)(value + x + y);
+    testing_write_png(path, 1, SIDE, SIDE, pixels);
 }
 
 static void write_text(const char *path, const char *text) {

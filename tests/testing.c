@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "dptrain/rng.h"
 
@@ -185,4 +186,49 @@ int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int 
     int ok = testing_train_source_steps(t, src, 0, steps, batch, stride, losses, name);
     dp_batch_source_free(src);
     return ok;
+}
+
+/* --- PNG files for the image tests ----------------------------------------- */
+static void png_put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+/* A PNG chunk: length, type, data, CRC of type + data. */
+static size_t png_chunk(uint8_t *out, const char *type, const uint8_t *data, uint32_t n) {
+    png_put32(out, n);
+    memcpy(out + 4, type, 4);
+    if (n) memcpy(out + 8, data, n);
+    png_put32(out + 8 + n, (uint32_t)crc32(0L, out + 4, 4 + n));
+    return 12 + n;
+}
+
+/* An 8-bit gray (channels 1) or RGB (3) PNG of (h, w, channels) interleaved
+ * pixels; rows use filter 0 (None), the stream is real deflate (zlib). */
+void testing_write_png(const char *path, int channels, int h, int w, const uint8_t *hwc) {
+    size_t row = (size_t)w * channels, raw_n = (size_t)h * (row + 1);
+    uint8_t *raw = malloc(raw_n);
+    for (int y = 0; y < h; y++) {
+        raw[(size_t)y * (row + 1)] = 0;
+        memcpy(raw + (size_t)y * (row + 1) + 1, hwc + (size_t)y * row, row);
+    }
+    uLongf z_n = compressBound((uLong)raw_n);
+    uint8_t *z = malloc(z_n);
+    if (compress2(z, &z_n, raw, (uLong)raw_n, 6) != Z_OK) exit(1);
+    uint8_t *file = malloc(z_n + 128), ihdr[13];
+    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(file, signature, 8);
+    size_t used = 8;
+    png_put32(ihdr, (uint32_t)w);
+    png_put32(ihdr + 4, (uint32_t)h);
+    ihdr[8] = 8;                       /* bit depth */
+    ihdr[9] = channels == 1 ? 0 : 2;   /* gray or RGB */
+    ihdr[10] = ihdr[11] = ihdr[12] = 0; /* deflate, adaptive filters, no interlace */
+    used += png_chunk(file + used, "IHDR", ihdr, 13);
+    used += png_chunk(file + used, "IDAT", z, (uint32_t)z_n);
+    used += png_chunk(file + used, "IEND", NULL, 0);
+    FILE *f = fopen(path, "wb");
+    DP_ASSERT(f && fwrite(file, 1, used, f) == used && fclose(f) == 0);
+    free(file);
+    free(z);
+    free(raw);
 }

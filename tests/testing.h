@@ -83,6 +83,11 @@ dp_status_t testing_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *ind
 /* dp_trainer_evaluate over an in-memory source of ds (made and freed here). */
 dp_status_t testing_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size, int *correct);
 
+/* An 8-bit gray (channels 1) or RGB (3) PNG at `path` of (h, w, channels)
+ * interleaved pixels (filter None, real deflate); aborts when it cannot
+ * write. */
+void testing_write_png(const char *path, int channels, int h, int w, const uint8_t *hwc);
+
 /* count side x side images of `classes` classes whose class is visible: noise
  * in [0, noise) and a bright column at column_step * label + column_offset
  * (drawn from seed: label, then the pixels, per image). */
