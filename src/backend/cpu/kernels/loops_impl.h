@@ -1,5 +1,5 @@
 /* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU masks, bias
- * epilogues, row sums, 2x2 average pooling) and of the backend (the sum of
+ * epilogues, row sums, 2x2 average pooling, depthwise convolution planes) and of the backend (the sum of
  * replicas), written once and compiled once
  * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
  * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
@@ -126,6 +126,68 @@ static void DP_LOOP(avg_pool_2x2_backward)(const float *restrict dy, float *rest
     }
 }
 
+/* Depthwise convolution of one plane (ops_conv_depthwise.c). The padded
+ * input plane is split by stride phase (conv_common.h's
+ * dp_conv_split_phases: `phases` (sh, sw, Hq, Wq), phase_size = Hq Wq),
+ * so tap t reads output row oh as OW consecutive floats at
+ *   phases + tap_at[t] + oh * Wq
+ * (tap_at[t] = phase (a sw + b) * phase_size + i0 * Wq + j0 for the tap's
+ * padded offset kh dh = i0 sh + a, kw dw = j0 sw + b). Element-wise over
+ * the row, taps in order: the same bits on every ISA. */
+
+/* y (OH, OW) = bias + sum over taps of w[t] * the tap's rows; relu: then
+ * max(., 0), as the relu op. */
+static void DP_LOOP(dw_conv_plane)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
+                                   const float *restrict w, float bias, int relu, float *restrict y, int OH,
+                                   int OW) {
+    for (int oh = 0; oh < OH; oh++) {
+        float *restrict out = y + (size_t)oh * OW;
+        for (int ow = 0; ow < OW; ow++) out[ow] = bias;
+        for (int t = 0; t < taps; t++) {
+            const float *restrict src = phases + tap_at[t] + (size_t)oh * Wq;
+            const float wt = w[t];
+            for (int ow = 0; ow < OW; ow++) out[ow] += wt * src[ow];
+        }
+        if (relu)
+            for (int ow = 0; ow < OW; ow++) out[ow] = out[ow] < 0.0f ? 0.0f : out[ow];
+    }
+}
+
+/* Its adjoint for the input: dphases (the layout of phases) += w[t] * dy
+ * rows at each tap's rows, taps in order. */
+static void DP_LOOP(dw_conv_plane_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, int Wq,
+                                      const float *restrict w, const float *restrict dy, int OH, int OW) {
+    for (int oh = 0; oh < OH; oh++) {
+        const float *restrict d = dy + (size_t)oh * OW;
+        for (int t = 0; t < taps; t++) {
+            float *restrict dst = dphases + tap_at[t] + (size_t)oh * Wq;
+            const float wt = w[t];
+            for (int ow = 0; ow < OW; ow++) dst[ow] += wt * d[ow];
+        }
+    }
+}
+
+/* For the weight: dw[t] += sum over (oh, ow) of dy * the tap's input, each
+ * row in 8 float lanes (element ow into lane ow % 8), the lanes added to
+ * dw[t] in double after every row: the same bits on every ISA. */
+static void DP_LOOP(dw_conv_plane_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
+                                      const float *restrict dy, int OH, int OW, double *restrict dw) {
+    for (int t = 0; t < taps; t++) {
+        double sum = 0.0;
+        for (int oh = 0; oh < OH; oh++) {
+            const float *restrict src = phases + tap_at[t] + (size_t)oh * Wq;
+            const float *restrict d = dy + (size_t)oh * OW;
+            float lanes[8] = {0};
+            int ow = 0;
+            for (; ow + 8 <= OW; ow += 8)
+                for (int j = 0; j < 8; j++) lanes[j] += d[ow + j] * src[ow + j];
+            for (int j = 0; ow + j < OW; j++) lanes[j] += d[ow + j] * src[ow + j];
+            for (int j = 0; j < 8; j++) sum += lanes[j];
+        }
+        dw[t] += sum;
+    }
+}
+
 /* The two-sided product of a Winograd transform (conv_winograd.c) on
  * `lanes` independent (b, b) tiles at once:
  *   dst[i][j][q] = sum_l (sum_k mat[i][k] src[k][l][q]) mat[j][l]
@@ -238,4 +300,7 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .wino_dy = DP_LOOP(wino_dy),
     .wino_dy_adjoint = DP_LOOP(wino_dy_adjoint),
     .wino_input_adjoint = DP_LOOP(wino_input_adjoint),
+    .dw_conv_plane = DP_LOOP(dw_conv_plane),
+    .dw_conv_plane_dx = DP_LOOP(dw_conv_plane_dx),
+    .dw_conv_plane_dw = DP_LOOP(dw_conv_plane_dw),
 };
