@@ -90,6 +90,19 @@
  * The last seven are optional when read (an older file: none, none, an
  * epoch's end, no class names: the data's built-in ones, and no algorithm
  * choices: the GPU's own).
+ *
+ * A weights-only checkpoint (parameters and buffers from elsewhere, e.g.
+ * tools/import_torchvision.py's from a torchvision state_dict) has
+ *   weights_only            "1"
+ * and needs only format, format_version, model and its tensors (every
+ * parameter and buffer of the model, no optimizer state); data.normalize
+ * and data.classes are read when present; model_fingerprint, when present,
+ * is checked, and without it the tensors are checked by name and shape
+ * (order and trainable flags are the model's). The other keys are not read:
+ * info holds zeros there (optimizer sgd, a constant schedule, epoch 0).
+ * Such a file loads (dp_checkpoint_load_params) for eval, predict, export
+ * and inspect, and is refused by dp_checkpoint_load_optimizer (so by
+ * train --resume): it has nothing to resume.
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -124,6 +137,7 @@ typedef struct {
      * owned by the dp_checkpoint_t. */
     int num_conv_algorithms;
     dp_conv_algo_t *conv_algorithms;
+    int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save writes 0 */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache
@@ -165,7 +179,7 @@ const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c);
 dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t *model, float *params);
 
 /* Restores the state buffers and step count of `opt`. Fails, changing
- * nothing, if the file was saved by another kind of optimizer, `opt` holds
+ * nothing, if the file is weights-only, was saved by another kind of optimizer, `opt` holds
  * fewer than dp_model_num_trainable floats, or the file's state tensors are
  * not exactly those of `opt` for the model's trainable parameters. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
