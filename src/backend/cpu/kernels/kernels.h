@@ -59,13 +59,13 @@ typedef struct {
     /* F(3x3, 5x5)'s B^T, A^T, G', and A, B (the adjoints) */
     dp_wino_fn wino_input, wino_output, wino_dy, wino_dy_adjoint, wino_input_adjoint;
     /* one depthwise plane's forward, input gradient and weight gradient
-     * (ops_conv_depthwise.c, on stride-phase planes) */
-    void (*dw_conv_plane)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
-                          const float *restrict w, float bias, int relu, float *restrict y, int OH, int OW);
-    void (*dw_conv_plane_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, int Wq,
-                             const float *restrict w, const float *restrict dy, int OH, int OW);
-    void (*dw_conv_plane_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
-                             const float *restrict dy, int OH, int OW, double *restrict dw);
+     * over its output grid (ops_conv_depthwise.c, on stride-phase planes) */
+    void (*dw_conv_grid)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                         const float *restrict w, float bias, int relu, float *restrict ygrid);
+    void (*dw_conv_grid_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, size_t n,
+                            const float *restrict w, const float *restrict dygrid);
+    void (*dw_conv_grid_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                            const float *restrict dygrid, double *restrict dw);
 } dp_cpu_loops_t;
 
 typedef struct {

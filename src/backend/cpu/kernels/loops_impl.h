@@ -128,61 +128,60 @@ static void DP_LOOP(avg_pool_2x2_backward)(const float *restrict dy, float *rest
 
 /* Depthwise convolution of one plane (ops_conv_depthwise.c). The padded
  * input plane is split by stride phase (conv_common.h's
- * dp_conv_split_phases: `phases` (sh, sw, Hq, Wq), phase_size = Hq Wq),
- * so tap t reads output row oh as OW consecutive floats at
- *   phases + tap_at[t] + oh * Wq
- * (tap_at[t] = phase (a sw + b) * phase_size + i0 * Wq + j0 for the tap's
- * padded offset kh dh = i0 sh + a, kw dw = j0 sw + b). Element-wise over
- * the row, taps in order: the same bits on every ISA. */
+ * dp_conv_split_phases: `phases` (sh, sw, Hq, Wq)), so that tap t reads
+ * output position (oh, ow) at phases + tap_at[t] + oh * Wq + ow (tap_at[t]
+ * = the phase's start plus the tap's row and column offset in it). The
+ * outputs are computed on the grid of OH rows of Wq columns, OH * Wq
+ * values rounded up to n, a multiple of 16, columns ow >= OW and the
+ * rounding included (their values are the caller's to drop): so each tap
+ * is ONE product over n consecutive floats in blocks of 16 without a tail,
+ * not one per short row. Element-wise over the grid, taps in order: the same bits on
+ * every ISA. */
 
-/* y (OH, OW) = bias + sum over taps of w[t] * the tap's rows; relu: then
- * max(., 0), as the relu op. */
-static void DP_LOOP(dw_conv_plane)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
-                                   const float *restrict w, float bias, int relu, float *restrict y, int OH,
-                                   int OW) {
-    for (int oh = 0; oh < OH; oh++) {
-        float *restrict out = y + (size_t)oh * OW;
-        for (int ow = 0; ow < OW; ow++) out[ow] = bias;
-        for (int t = 0; t < taps; t++) {
-            const float *restrict src = phases + tap_at[t] + (size_t)oh * Wq;
-            const float wt = w[t];
-            for (int ow = 0; ow < OW; ow++) out[ow] += wt * src[ow];
-        }
-        if (relu)
-            for (int ow = 0; ow < OW; ow++) out[ow] = out[ow] < 0.0f ? 0.0f : out[ow];
-    }
-}
-
-/* Its adjoint for the input: dphases (the layout of phases) += w[t] * dy
- * rows at each tap's rows, taps in order. */
-static void DP_LOOP(dw_conv_plane_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, int Wq,
-                                      const float *restrict w, const float *restrict dy, int OH, int OW) {
-    for (int oh = 0; oh < OH; oh++) {
-        const float *restrict d = dy + (size_t)oh * OW;
-        for (int t = 0; t < taps; t++) {
-            float *restrict dst = dphases + tap_at[t] + (size_t)oh * Wq;
-            const float wt = w[t];
-            for (int ow = 0; ow < OW; ow++) dst[ow] += wt * d[ow];
-        }
-    }
-}
-
-/* For the weight: dw[t] += sum over (oh, ow) of dy * the tap's input, each
- * row in 8 float lanes (element ow into lane ow % 8), the lanes added to
- * dw[t] in double after every row: the same bits on every ISA. */
-static void DP_LOOP(dw_conv_plane_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, int Wq,
-                                      const float *restrict dy, int OH, int OW, double *restrict dw) {
+/* ygrid (n, a multiple of 16) = bias + sum over taps of w[t] * the tap's
+ * floats; relu: then max(., 0), as the relu op. Blocks of 16: no tail. */
+static void DP_LOOP(dw_conv_grid)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                                  const float *restrict w, float bias, int relu, float *restrict ygrid) {
+    for (size_t i = 0; i < n; i += 16)
+        for (int j = 0; j < 16; j++) ygrid[i + j] = bias;
     for (int t = 0; t < taps; t++) {
+        const float *restrict src = phases + tap_at[t];
+        const float wt = w[t];
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) ygrid[i + j] += wt * src[i + j];
+    }
+    if (relu)
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) ygrid[i + j] = ygrid[i + j] < 0.0f ? 0.0f : ygrid[i + j];
+}
+
+/* Its adjoint for the input: dphases (the layout of phases) += w[t] * dygrid
+ * at each tap's floats, taps in order (dygrid 0 at the dropped columns; n
+ * a multiple of 16). */
+static void DP_LOOP(dw_conv_grid_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, size_t n,
+                                     const float *restrict w, const float *restrict dygrid) {
+    for (int t = 0; t < taps; t++) {
+        float *restrict dst = dphases + tap_at[t];
+        const float wt = w[t];
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) dst[i + j] += wt * dygrid[i + j];
+    }
+}
+
+/* For the weight: dw[t] += dygrid . the tap's floats, in 16 float lanes
+ * (element i into lane i % 16; n a multiple of 16) added to dw[t] in
+ * double every 256 elements: the same bits on every ISA. */
+static void DP_LOOP(dw_conv_grid_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                                     const float *restrict dygrid, double *restrict dw) {
+    for (int t = 0; t < taps; t++) {
+        const float *restrict src = phases + tap_at[t];
         double sum = 0.0;
-        for (int oh = 0; oh < OH; oh++) {
-            const float *restrict src = phases + tap_at[t] + (size_t)oh * Wq;
-            const float *restrict d = dy + (size_t)oh * OW;
-            float lanes[8] = {0};
-            int ow = 0;
-            for (; ow + 8 <= OW; ow += 8)
-                for (int j = 0; j < 8; j++) lanes[j] += d[ow + j] * src[ow + j];
-            for (int j = 0; ow + j < OW; j++) lanes[j] += d[ow + j] * src[ow + j];
-            for (int j = 0; j < 8; j++) sum += lanes[j];
+        for (size_t i0 = 0; i0 < n; i0 += 256) {
+            const size_t end = n - i0 < 256 ? n : i0 + 256;
+            float lanes[16] = {0};
+            for (size_t i = i0; i < end; i += 16)
+                for (int j = 0; j < 16; j++) lanes[j] += dygrid[i + j] * src[i + j];
+            for (int j = 0; j < 16; j++) sum += lanes[j];
         }
         dw[t] += sum;
     }
@@ -300,7 +299,7 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .wino_dy = DP_LOOP(wino_dy),
     .wino_dy_adjoint = DP_LOOP(wino_dy_adjoint),
     .wino_input_adjoint = DP_LOOP(wino_input_adjoint),
-    .dw_conv_plane = DP_LOOP(dw_conv_plane),
-    .dw_conv_plane_dx = DP_LOOP(dw_conv_plane_dx),
-    .dw_conv_plane_dw = DP_LOOP(dw_conv_plane_dw),
+    .dw_conv_grid = DP_LOOP(dw_conv_grid),
+    .dw_conv_grid_dx = DP_LOOP(dw_conv_grid_dx),
+    .dw_conv_grid_dw = DP_LOOP(dw_conv_grid_dw),
 };
