@@ -7,9 +7,10 @@
  * binary records of a 3x32x32 colour version) it measures, single-threaded:
  * - decode: images per second of dp_dataset_load (gunzip, PNG decoding,
  *   record reading) into memory, done once per run;
- * - fill: images per second of dp_dataset_fill and dp_dataset_fill_augmented
- *   (crop:4,flip; with and without normalisation) for batches of 256 random
- *   examples, what a device does for its shard every step;
+ * - fill: images per second of an in-memory source's fill of a batch of
+ *   256 random examples (bytes; crop:4,flip or none: what a loader thread
+ *   does) followed by their conversion to the input (dp_pixels_to_input,
+ *   with and without normalisation: what a CPU device does for its shard);
  * and one training step with 2 devices, batch 256 (LeNet on the 1x28x28
  * data, models/lenet-cifar.cfg on the 3x32x32 data), to say what fraction
  * of a step the fill of a device's shard (128 examples) takes. Medians of
@@ -26,6 +27,7 @@
 #include <zlib.h>
 
 #include "bench_util.h"
+#include "dptrain/batch_source.h"
 #include "dptrain/data.h"
 #include "dptrain/model_file.h"
 #include "dptrain/nn.h"
@@ -97,28 +99,36 @@ static double load_seconds(const char *dir, int reps, dp_dataset_t *out) {
     return m;
 }
 
-/* Median seconds to fill one batch of n random examples. */
-static double fill_seconds(const dp_dataset_t *ds, const dp_augment_t *aug, int n, int reps) {
+/* Median seconds to fill one batch of n random examples as bytes and turn
+ * them into the input. */
+static double fill_seconds(dp_dataset_t *ds, const dp_augment_t *aug, int n, int reps) {
     const size_t example = (size_t)ds->channels * ds->height * ds->width;
     float *x = dp_alloc_aligned(sizeof(float) * example * (size_t)n, "batch");
+    uint8_t *pixels = malloc(example * (size_t)n);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
     int *indices = malloc(sizeof(int) * (size_t)n);
     double *t = malloc(sizeof(double) * (size_t)reps);
+    dp_batch_source_t *src;
+    if (dp_memory_source_new(ds, aug, 0, &src) != DP_OK) die("source");
     dp_rng_t rng;
     dp_rng_seed(&rng, 3);
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < n; i++) indices[i] = (int)dp_rng_below(&rng, (uint64_t)ds->count);
+        dp_fill_keys_t keys = {.seed = 7, .first_position = (int64_t)r * n, .training = 1};
+        dp_batch_t b;
         double start = now_sec();
-        dp_dataset_fill_augmented(ds, aug, 7, 0, (int64_t)r * n, indices, n, x, y);
+        if (dp_batch_source_fill_batch(src, indices, n, &keys, pixels, y, &b) != DP_OK) die("fill");
+        dp_pixels_to_input(b.pixels, n, b.channels, (size_t)b.height * b.width, b.normalize, x);
         t[r] = now_sec() - start;
     }
     double m = bench_median(t, reps);
-    free(x), free(y), free(indices), free(t);
+    dp_batch_source_free(src);
+    free(x), free(pixels), free(y), free(indices), free(t);
     return m;
 }
 
 /* Median seconds of a training step with 2 devices, batch 256. */
-static double step_seconds(const dp_model_t *m, const dp_dataset_t *ds, int reps) {
+static double step_seconds(const dp_model_t *m, dp_dataset_t *ds, int reps) {
     dp_trainer_config_t config = {.model = m, .num_devices = 2, .threads_per_device = 1,
                                   .allreduce = DP_ALLREDUCE_RING, .sync = DP_SYNC_ALLREDUCE,
                                   .optim = {.kind = DP_OPTIM_SGD, .lr = 0.01f}};
@@ -126,21 +136,30 @@ static double step_seconds(const dp_model_t *m, const dp_dataset_t *ds, int reps
     if (dp_trainer_new(&config, &t) != DP_OK) die("trainer");
     int indices[BATCH];
     double *times = malloc(sizeof(double) * (size_t)reps);
+    uint8_t *pixels = malloc((size_t)BATCH * ds->channels * ds->height * ds->width);
+    int32_t labels[BATCH];
+    dp_batch_source_t *src;
+    if (!pixels || dp_memory_source_new(ds, NULL, 0, &src) != DP_OK) die("source");
     dp_rng_t rng;
     dp_rng_seed(&rng, 5);
     for (int r = -3; r < reps; r++) {
         for (int i = 0; i < BATCH; i++) indices[i] = (int)dp_rng_below(&rng, (uint64_t)ds->count);
+        dp_batch_t b;
+        dp_fill_keys_t keys = {0};
+        if (dp_batch_source_fill_batch(src, indices, BATCH, &keys, pixels, labels, &b) != DP_OK) die("fill");
         double start = now_sec();
-        if (dp_trainer_step(t, ds, indices, BATCH, NULL, NULL) != DP_OK) die("step");
+        if (dp_trainer_step(t, &b, NULL, NULL) != DP_OK) die("step");
         if (r >= 0) times[r] = now_sec() - start;
     }
     double med = bench_median(times, reps);
+    dp_batch_source_free(src);
+    free(pixels);
     free(times);
     dp_trainer_free(t);
     return med;
 }
 
-static void report_fill(const char *layout, const dp_dataset_t *ds, double step, int reps) {
+static void report_fill(const char *layout, dp_dataset_t *ds, double step, int reps) {
     dp_augment_t none = {0}, aug = {.crop_padding = 4, .flip = 1};
     double plain = fill_seconds(ds, &none, BATCH, reps);
     double augmented = fill_seconds(ds, &aug, BATCH, reps);
@@ -216,7 +235,7 @@ int main(int argc, char **argv) {
     report_fill("PNG folder", &png, step28, fill_reps);
     report_fill("CIFAR", &cifar, step32, fill_reps);
     printf("(steps: LeNet on 1x28x28, lenet-cifar on 3x32x32, batch %d on 2 devices, 1 thread each; the fill of a "
-           "shard runs on its device inside the step)\n", BATCH);
+           "shard's conversion runs on its device inside the step)\n", BATCH);
 
     dp_model_free(lenet), dp_model_free(lenet_cifar);
     dp_dataset_free(&idx), dp_dataset_free(&png), dp_dataset_free(&cifar);

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/batch_source.h"
 #include "dptrain/comm.h"
 #include "dptrain/parallel.h"
 
@@ -47,11 +48,11 @@ typedef struct {
     int done;
 } timed_trainer_t;
 
-static int run_steps(timed_trainer_t *tt, const dp_dataset_t *ds, const int *indices, int steps) {
+static int run_steps(timed_trainer_t *tt, const dp_batch_t *batch, int steps) {
     for (int s = 0; s < steps; s++) {
         double mpi_before, mpi_after;
         double before = dp_trainer_sync_seconds(tt->trainer, &mpi_before), start = MPI_Wtime();
-        if (dp_trainer_step(tt->trainer, ds, indices, 256, NULL, NULL) != DP_OK) return -1;
+        if (dp_trainer_step(tt->trainer, batch, NULL, NULL) != DP_OK) return -1;
         double step = MPI_Wtime() - start, sync = dp_trainer_sync_seconds(tt->trainer, &mpi_after) - before;
         if (!tt->sync) continue; /* warm-up */
         tt->step[tt->done] = step;
@@ -69,11 +70,22 @@ static void over_ranks(double *values, int n, MPI_Op op) {
     MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, op, MPI_COMM_WORLD);
 }
 
-/* The batch: examples 0..255. */
-static const int *batch_indices(void) {
+/* The batch: examples 0..255 of ds (which must outlive it). */
+static const dp_batch_t *first_batch(dp_dataset_t *ds) {
     static int indices[256];
+    static int32_t labels[256];
+    static dp_batch_t batch;
+    uint8_t *pixels = malloc((size_t)256 * ds->channels * ds->height * ds->width); /* kept to the end */
+    dp_batch_source_t *src;
+    dp_fill_keys_t keys = {0};
     for (int i = 0; i < 256; i++) indices[i] = i;
-    return indices;
+    if (!pixels || dp_memory_source_new(ds, NULL, 0, &src) != DP_OK ||
+        dp_batch_source_fill_batch(src, indices, 256, &keys, pixels, labels, &batch) != DP_OK)
+        return NULL;
+    static dp_normalize_t none;
+    batch.normalize = &none; /* the source's goes with it */
+    dp_batch_source_free(src);
+    return &batch;
 }
 
 /* Seconds of one SGD update over n floats (the mean of 200). */
@@ -108,6 +120,8 @@ int main(int argc, char **argv) {
     int count = 512;
     dp_dataset_t ds;
     if (bench_synthetic_images(count, &ds) != DP_OK) return 1;
+    const dp_batch_t *batch = first_batch(&ds);
+    if (!batch) return 1;
     timed_trainer_t modes[2] = {{0}, {0}}; /* overlap off, on */
     /* per step: off's sync, in_mpi, own; on's; the bare allreduce; the
      * steps' times and on's sync again (largest over the ranks) */
@@ -118,7 +132,7 @@ int main(int argc, char **argv) {
                                       .allreduce = DP_ALLREDUCE_RING, .overlap = m, .world = world,
                                       .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}};
         if (!series || dp_trainer_new(&config, &modes[m].trainer) != DP_OK) return 1;
-        if (run_steps(&modes[m], &ds, batch_indices(), 5) != 0) return 1;
+        if (run_steps(&modes[m], batch, 5) != 0) return 1;
         modes[m].sync = series + (size_t)(3 * m) * steps;
         modes[m].in_mpi = modes[m].sync + steps;
         modes[m].own = modes[m].in_mpi + steps;
@@ -127,7 +141,7 @@ int main(int argc, char **argv) {
     float *buffer = calloc(n, sizeof(float));
     for (int round = 0, done = 0; round < ROUNDS; round++) {
         for (int i = 0; i < 2; i++) /* off first in even rounds, on first in odd ones */
-            if (run_steps(&modes[i ^ (round & 1)], &ds, batch_indices(), per_round) != 0) return 1;
+            if (run_steps(&modes[i ^ (round & 1)], batch, per_round) != 0) return 1;
         for (int s = -(round == 0); s < per_round; s++) {
             MPI_Barrier(MPI_COMM_WORLD); /* the ranks arrive together, as after a step */
             double t0 = MPI_Wtime();

@@ -34,13 +34,26 @@ static double sync_ms(const dp_model_t *m, dp_sync_kind_t sync, int devices, con
         exit(1);
     }
     int *indices = malloc(sizeof(int) * (size_t)batch);
+    uint8_t *pixels = malloc((size_t)batch * ds->channels * ds->height * ds->width);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     for (int i = 0; i < batch; i++) indices[i] = i;
-    for (int s = 0; s < 3; s++) dp_trainer_step(t, ds, indices, batch, NULL, NULL);
+    dp_batch_source_t *src;
+    dp_batch_t b;
+    dp_fill_keys_t keys = {0};
+    if (!pixels || !labels || dp_memory_source_new((dp_dataset_t *)ds, NULL, 0, &src) != DP_OK ||
+        dp_batch_source_fill_batch(src, indices, batch, &keys, pixels, labels, &b) != DP_OK) {
+        fprintf(stderr, "sync_bench: %s\n", dp_error_message());
+        exit(1);
+    }
+    for (int s = 0; s < 3; s++) dp_trainer_step(t, &b, NULL, NULL);
     double before = dp_trainer_sync_seconds(t, NULL);
-    for (int s = 0; s < steps; s++) dp_trainer_step(t, ds, indices, batch, NULL, NULL);
+    for (int s = 0; s < steps; s++) dp_trainer_step(t, &b, NULL, NULL);
     double ms = (dp_trainer_sync_seconds(t, NULL) - before) / steps * 1e3;
     dp_world_sum_doubles(&ms, 1); /* summed over ranks, then the mean */
     free(indices);
+    free(pixels);
+    free(labels);
+    dp_batch_source_free(src);
     dp_trainer_free(t);
     return ms / world->size;
 }

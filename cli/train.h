@@ -5,17 +5,23 @@
 #ifndef DPTRAIN_CLI_TRAIN_H
 #define DPTRAIN_CLI_TRAIN_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "dptrain/comm.h"
+#include "dptrain/data.h"
 #include "dptrain/fit.h"
 #include "dptrain/io.h"
+#include "data_options.h"
+#include "dptrain/parallel.h"
+#include "devices.h"
+#include "rank_record.h"
 
 typedef struct {
-    const char *model;
+    const char *model;               /* NULL: not given (lenet, or the checkpoint's with --resume) */
     const char *data_dir;
     int batch_size;
-    float lr;
+    float lr;                        /* NAN until the optimizer's default fills it in */
     float weight_decay;
     /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
     const char *optimizer, *lr_schedule;
@@ -48,13 +54,41 @@ typedef struct {
     int channels_last;               /* 1: --channels-last on (GPU devices: NHWC activations) */
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
+    cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
+                                        augment copied from the fields above */
 } train_options_t;
+
+/* What the options make (train_options.c). */
+typedef struct {
+    dp_optim_config_t optim;
+    dp_lr_schedule_t schedule;
+    int lr_default;             /* --lr not given: the optimizer's default */
+    dp_allreduce_kind_t allreduce;
+    dp_sync_kind_t sync;
+    int overlap;
+    int profile_warmup, profile_window; /* window 0: no --profile */
+    dp_augment_t augment;
+    int norm_n;                 /* 0: no --normalize */
+    float norm_mean[DP_DATA_MAX_CHANNELS], norm_std[DP_DATA_MAX_CHANNELS];
+} train_settings_t;
+
+/* train_options.c: the help text; the options of argv[first..argc) into
+ * *o over the defaults (o->model and o->lr stay NULL and NAN when not
+ * given; what `dptrain launch` checks before it starts any rank); the checks that
+ * need neither data nor devices, filling *s (ranks: of the job; a warning
+ * is printed where `speaks`); the warning for a --limit above the
+ * training set's `train_count` images. */
+extern const char train_usage[];
+dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help);
+dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s);
+void train_check_limit(const train_options_t *o, int train_count, int speaks);
 
 /* What `dptrain train` prints, from dp_fit's callbacks. */
 typedef struct {
     const train_options_t *o;
     const dp_world_t *world;
     int speaks;
+    int lr_default;   /* the first line says the lr is the optimizer's default */
     int train_count, test_count;
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
     const char *devices_note; /* without --devices: why these (on the first line) */
@@ -63,13 +97,31 @@ typedef struct {
                                  line); "" otherwise */
     dp_progress_t bar;
     int bar_open;
+    int started;              /* on_begin was called: every rank trains */
+    dp_trainer_t *trainer;
+    rank_record_t *record;    /* the launcher's record of this rank (NULL: none) */
 } train_printer_t;
+
+/* train_signals.c: SIGTERM and SIGUSR1 set the returned flag (a stop at the
+ * next step boundary, fit.h's stop_request); a second SIGTERM, SIGINT, or
+ * (under_mpirun) a SIGTERM from the parent end the process at once by
+ * that signal; every signal is noted in `record` (may be NULL). `speaks`:
+ * say so on stderr. Called again, it keeps the flag and takes the new
+ * record and settings. */
+volatile sig_atomic_t *train_signals_install(rank_record_t *record, int speaks, int under_mpirun);
+/* Whether training runs now (the stop's line is said only then). */
+void train_signals_training(int on);
 
 /* dp_fit's callbacks (ctx: the train_printer_t). */
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
 void train_draw_progress(const dp_fit_step_t *step, void *ctx);
 void train_print_warning(const char *message, void *ctx);
+/* "dptrain: warning: ..." on stderr where `speaks` (rank 0, or a worklog). */
+void train_warn(int speaks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
+/* After dp_fit: the final line (the book's summary, or the saved model's
+ * accuracy when nothing trained) and the CUDA graph counts. */
+void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
 
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */

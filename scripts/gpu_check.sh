@@ -7,7 +7,10 @@
 # devices are the GPU, train LeNet for 10 epochs with the book's settings on
 # cuda:0 (test accuracy must reach 0.80) and again with --precision bf16
 # (its test accuracy at most 0.02 below FP32's), train with NCCL's one-member group
-# (DPTRAIN_NCCL=1) against the host path, run bench/gpu_vs_pytorch.sh
+# (DPTRAIN_NCCL=1) against the host path, kill that run once under `dptrain
+# launch --restarts 1` (DPTRAIN_FAULT) and check that the restarted process,
+# with its GPU context and NCCL group made afresh, ends with the
+# uninterrupted run's checkpoint bits, run bench/gpu_vs_pytorch.sh
 # (dptrain against PyTorch's fastest variant, with the GPU's name and each
 # side's peak GPU memory; ResNet-18 with cuDNN's heuristic and with the fixed
 # algorithms, at batches 256, 128 and 512; dptrain's --channels-last on
@@ -25,7 +28,7 @@
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
 #       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS,
-#       zlib and libpng (libraries and headers). About 45 MB.
+#       zlib, libpng and libjpeg-turbo (libraries and headers). About 45 MB.
 #   scripts/gpu_check.sh        on the GPU machine. With this workplace's
 #       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
 #       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/;
@@ -62,6 +65,9 @@ if [[ "${1:-}" == pack ]]; then
   cp -L /usr/include/zlib.h /usr/include/zconf.h "$carry/deps/include/"
   cp -L "$lib/libpng16.so.16" "$carry/deps/lib/" && cp -L "$lib/libpng16.so.16" "$carry/deps/lib/libpng.so"
   cp -L /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h "$carry/deps/include/"
+  cp -L "$lib/libjpeg.so.62" "$carry/deps/lib/" && cp -L "$lib/libjpeg.so.62" "$carry/deps/lib/libjpeg.so"
+  cp -L /usr/include/jpeglib.h /usr/include/jerror.h /usr/include/jmorecfg.h /usr/include/x86_64-linux-gnu/jconfig.h \
+    "$carry/deps/include/"
   tar -C "$carry" -czf "$carry/deps.tar.gz" deps && rm -rf "$carry/deps"
   du -sh "$carry"
   exit 0
@@ -121,6 +127,7 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
+restart_kill=5 # step 3c's kill: of 16 steps (the rehearsal's: of 4), checkpoints every 2
 lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
 cli_tests=(cli_cuda cli_cuda_module) # step 2b's (the rehearsal's: cli_cuda; the suite runs cli_cuda_module on this build)
 ctest_dir=$build
@@ -139,7 +146,7 @@ if [[ $rehearse -eq 1 ]]; then
   export DPTRAIN_BENCH_LIMIT=64 DPTRAIN_BENCH_LENET_BATCH=64 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=16 DPTRAIN_BENCH_RESNET_BATCH=16 DPTRAIN_BENCH_RESNET_BATCHES=8
   lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 64 --epochs 1 --batch-size 16) # 4 steps: 2 warm-up, 2 graphs
-  lenet_batch=64 cli_tests=(cli_cuda)
+  lenet_batch=64 cli_tests=(cli_cuda) restart_kill=3
   bench_args=(1 2)
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
@@ -169,12 +176,12 @@ note "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
 # What the GPU machine may lack, from the carried tarball (DPTRAIN_USE_CARRIED_DEPS=1: even when the system has it).
 if [[ -f "$carry/deps.tar.gz" ]] && { [[ -n "${DPTRAIN_USE_CARRIED_DEPS:-}" ]] ||
      ! [[ -f /usr/include/cblas.h || -f /usr/include/x86_64-linux-gnu/cblas.h || -f /usr/include/openblas/cblas.h ]] ||
-     ! [[ -f /usr/include/png.h ]]; }; then
+     ! [[ -f /usr/include/png.h && -f /usr/include/jpeglib.h ]]; }; then
   mkdir -p /tmp/dptrain-deps && tar -C /tmp/dptrain-deps -xzf "$carry/deps.tar.gz"
   export CMAKE_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib CMAKE_INCLUDE_PATH=/tmp/dptrain-deps/deps/include
   export LD_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export CPATH=/tmp/dptrain-deps/deps/include${CPATH:+:$CPATH}
-  note "deps: OpenBLAS, zlib and libpng from build-gpu-carry/deps.tar.gz"
+  note "deps: OpenBLAS, zlib, libpng and libjpeg-turbo from build-gpu-carry/deps.tar.gz"
 fi
 if [[ -z "${DPTRAIN_CUDNN_ROOT:-}" && ! -f /usr/local/cuda/include/cudnn.h ]]; then
   wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.dirname(c.__file__) if c.__file__ else list(c.__path__)[0])' 2>/dev/null || true)
@@ -257,7 +264,7 @@ fi
 if [[ -n "$gpu" ]]; then
   # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
   "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size "$lenet_batch" --epochs 1 >"$out/default.log" 2>&1
-  first=$(head -1 "$out/default.log")
+  first=$(grep -m1 "^training " "$out/default.log")
   if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
   if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size "$lenet_batch" --lr 0.2 --devices cuda:0 \
@@ -305,6 +312,29 @@ if [[ -n "$gpu" ]]; then
     fi
   else
     fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
+  fi
+  # 3c. a kill and a restart on the GPU: the run of 3b with NCCL (a group of one) under dptrain launch,
+  # killed after step $restart_kill (DPTRAIN_FAULT) with checkpoints every 2 steps, restarted: the new
+  # process makes its GPU context and its NCCL group afresh (nothing of the dead one's communicators
+  # exists in it), resumes from the checkpoint inside the epoch and ends with the bits of the same run
+  # uninterrupted
+  tensors_of() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
+  if ! command -v mpirun >/dev/null; then
+    failed=1
+    note "NOT RUN: kill and restart on cuda:0 (no mpirun for dptrain launch)"
+  elif DPTRAIN_NCCL=1 "$build"/dptrain launch --np 1 -- "${nccl_args[@]}" --save-every-steps 2 --save "$out/restart_ref.st" \
+         >"$out/restart_ref.log" 2>&1 &&
+       DPTRAIN_NCCL=1 DPTRAIN_FAULT=kill:0:$restart_kill "$build"/dptrain launch --np 1 --restarts 1 --log-dir "$out/restart" -- \
+         "${nccl_args[@]}" --save-every-steps 2 --save "$out/restart.st" >"$out/restart.log" 2>&1; then
+    bits=$(cmp -s <(tensors_of "$out/restart.st") <(tensors_of "$out/restart_ref.st") && echo "same checkpoint bits" || echo "checkpoints differ")
+    said=$(cat "$out/restart/worklog.0.attempt1" "$out/restart/worklog.0" 2>/dev/null | grep -c '^training .*allreduce: nccl$')
+    if [[ "$bits" == "same checkpoint bits" && "$said" == 2 ]] && grep -q "^dptrain launch: restart 1 of 1, resuming from" "$out/restart.log"; then
+      note "kill and restart on cuda:0 (NCCL, killed after step $restart_kill): $bits as the uninterrupted run, NCCL made again"
+    else
+      fail "kill and restart on cuda:0: $bits, $said attempts said 'allreduce: nccl': $(grep 'dptrain launch' "$out/restart.log" | tail -2)"
+    fi
+  else
+    fail "kill and restart on cuda:0: $(tail -2 "$out/restart_ref.log" "$out/restart.log" | tr '\n' ' ')"
   fi
   # 4. the benchmark (torch.compile gets what the time box leaves: a quarter of what remains beyond the other
   # steps' needs, 30 to 240 s for each of its four compilations: FP32 and bf16, LeNet and ResNet-18)

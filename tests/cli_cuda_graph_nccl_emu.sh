@@ -13,14 +13,14 @@
 #   --overlap on (each bucket's sum captured where the backward pass
 #   issued it), --accumulate 3, tiny_resnet (batch norm's running
 #   statistics broadcast inside the graphs) and 2 MPI ranks;
-# - the graphs were used: the counts of the one-GPU run (8 steps launched
-#   from 2 captures, 4 as made: the first evaluation's frees make a graph
-#   stale, and every GPU's graphs are dropped and captured again; so the
-#   test set is 48 images, enough to grow the arena) and the emulator's
-#   graph launches, one per
-#   GPU and replayed step (16 on 2 GPUs, 24 on 3), its NCCL sums replayed
+# - the graphs were used: the counts of the one-GPU run (10 steps launched
+#   from 1 capture, 2 as made) and the emulator's graph launches, one per
+#   GPU and replayed step (20 on 2 GPUs, 30 on 3), its NCCL sums replayed
 #   inside them; the same kernels in all (launched one by one plus in
 #   graphs = the run without graphs);
+# - an evaluation that grows a GPU's memory (the wide model of
+#   tests/models/wide_1x1.cfg) makes its graphs stale: every GPU's are
+#   dropped and captured again, the same bits as without graphs;
 # - a resume from the end of epoch 1 captures afresh and ends with the
 #   straight run's bits;
 # - what stays as made says why on its first line: two GPUs summing
@@ -60,13 +60,25 @@ counts() { sed -nE 's/^cuda graph: ([0-9]+) steps launched as graphs \(([0-9]+) 
 stat() { sed -nE "s/^cuda emulator: ([0-9]+) kernel launches, .* ([0-9]+) graph launches \(([0-9]+) kernels in them\)$/\\$2/p" "$tmp/$1.out"; }
 for run in sgd:2 three:3; do
   name=${run%:*} gpus=${run#*:}
-  [[ $(counts "$name-on") == "8 2 4" ]] && pass || fail "$name: launches, captures, as made: '$(counts "$name-on")'"
-  [[ $(stat "$name-on" 2) == $((8 * gpus)) ]] && pass \
-    || fail "$name: the emulator counted $(stat "$name-on" 2) graph launches, expected $((8 * gpus))"
+  [[ $(counts "$name-on") == "10 1 2" ]] && pass || fail "$name: launches, captures, as made: '$(counts "$name-on")'"
+  [[ $(stat "$name-on" 2) == $((10 * gpus)) ]] && pass \
+    || fail "$name: the emulator counted $(stat "$name-on" 2) graph launches, expected $((10 * gpus))"
   [[ $(stat "$name-off" 2) == 0 ]] && pass || fail "$name off: $(stat "$name-off" 2) graph launches"
   [[ -n $(stat "$name-on" 1) && $(($(stat "$name-on" 1) + $(stat "$name-on" 3))) == "$(stat "$name-off" 1)" ]] && pass \
     || fail "$name kernels: $(stat "$name-on" 1) + $(stat "$name-on" 3) in graphs with graphs, $(stat "$name-off" 1) without"
 done
+
+# graphs gone stale on one GPU drop every GPU's: an evaluation of 16 images per GPU outgrows what the training
+# step of the wide model used (tests/models/wide_1x1.cfg), every GPU's graphs are dropped and captured again
+# in the next epoch (2 epochs of 4 steps: 4 launched from 2 captures, 4 as made), the same bits as without
+for graph in on off; do
+  "$bin" train --data "$tmp/data" --limit 16 --batch-size 4 --lr 0.05 --seed 5 --epochs 2 --cuda-graph "$graph" \
+    --devices cuda:0,cuda:1,cuda:2 --model "$(dirname "$0")/models/wide_1x1.cfg" --save "$tmp/wide-$graph.st" \
+    >"$tmp/wide-$graph.out" 2>&1 && pass || fail "wide_1x1, --cuda-graph $graph: $(tail -2 "$tmp/wide-$graph.out")"
+done
+same_tensors "$tmp/wide-on.st" "$tmp/wide-off.st" && pass || fail "wide_1x1: graphs captured again give other bits"
+[[ $(counts wide-on) == "4 2 4" ]] && pass || fail "wide_1x1: launches, captures, as made: '$(counts wide-on)'"
+[[ $(stat wide-on 2) == 12 ]] && pass || fail "wide_1x1: the emulator counted $(stat wide-on 2) graph launches, expected 12"
 
 # a resume (the end of epoch 1 of 3) captures afresh on both GPUs and ends with the straight run's bits
 train_run half cuda:0,cuda:1 --epochs 3 --optimizer sgd --stop-after 1

@@ -15,7 +15,8 @@
  * - with augmentation, 1, 2 and 3 devices give the same loss to 1e-5
  *   relative, and augmentation changes the loss (it is applied): the crops
  *   are keyed by the example's position in the epoch, not by the shard;
- * - accumulate < 0 and a crop padding of 65 are refused by dp_trainer_new.
+ * - accumulate < 0 is refused by dp_trainer_new, a crop padding of 65 by
+ *   dp_memory_source_new.
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,23 +62,28 @@ static int train(const dp_model_t *m, const dp_dataset_t *ds, const strategy_t *
                              .allreduce = s->allreduce, .overlap = s->overlap,
                              .optim = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .momentum = 0.9f}, .seed = 7,
                              .accumulate = accumulate};
-    if (aug) c.augment = *aug;
     dp_trainer_t *t = NULL;
-    if (dp_trainer_new(&c, &t) != DP_OK) {
+    dp_batch_source_t *src = NULL;
+    if (dp_trainer_new(&c, &t) != DP_OK || dp_memory_source_new((dp_dataset_t *)ds, aug, 0, &src) != DP_OK) {
         fprintf(stderr, "dp_trainer_new: %s\n", dp_error_message());
+        dp_trainer_free(t);
         return 0;
     }
     int indices[COUNT];
     for (int i = 0; i < COUNT; i++) indices[i] = (i * 37) % COUNT;
     *loss = 0.0;
     int ok = 1;
+    testing_batch_t b = {0};
     for (int step = 0; step < STEPS && ok; step++) {
         int first = (step * batch) % COUNT, n = first + batch <= COUNT ? batch : COUNT - first;
-        dp_trainer_set_position(t, step * batch / COUNT, first);
-        ok = dp_trainer_step(t, ds, indices + first, n, loss, NULL) == DP_OK;
+        const dp_fill_keys_t keys = {.seed = 7, .epoch = step * batch / COUNT, .first_position = first,
+                                     .training = 1};
+        ok = dp_trainer_step(t, testing_source_batch(&b, src, indices + first, n, &keys), loss, NULL) == DP_OK;
         if (!ok) fprintf(stderr, "step: %s\n", dp_error_message());
     }
     if (ok) memcpy(out, dp_trainer_params(t, 0), sizeof(float) * dp_model_num_params(m));
+    testing_batch_free(&b);
+    dp_batch_source_free(src);
     dp_trainer_free(t);
     return ok;
 }
@@ -150,9 +156,10 @@ int main(void) {
                                  .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .accumulate = -1};
         CHECK(dp_trainer_new(&c, &t) == DP_ERR_ARG && !t && strstr(dp_error_message(), "accumulate"),
               "accumulate -1 accepted (%s)", dp_error_message());
-        c.accumulate = 1;
-        c.augment.crop_padding = 65;
-        CHECK(dp_trainer_new(&c, &t) == DP_ERR_ARG && !t && strstr(dp_error_message(), "crop padding"),
+        dp_augment_t wide = {.crop_padding = 65};
+        dp_batch_source_t *src = NULL;
+        CHECK(dp_memory_source_new(&ds, &wide, 0, &src) == DP_ERR_ARG && !src &&
+                  strstr(dp_error_message(), "crop padding"),
               "crop padding 65 accepted (%s)", dp_error_message());
     }
     free(a);

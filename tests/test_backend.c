@@ -183,10 +183,10 @@ static void checked_broadcast_range(void *ctx, float *const *dst, int k, const f
     leave();
 }
 
-static void checked_load_batch(void *ctx, const dp_dataset_t *ds, const int *indices, int n, float *x,
-                               int32_t *y) {
+static void checked_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
+                                     const dp_normalize_t *norm) {
     enter();
-    dp_backend_cpu()->load_batch(NULL, ds, indices, n, x, y);
+    dp_backend_cpu()->input_from_bytes(NULL, x, pixels, n, channels, plane, norm);
     leave();
 }
 
@@ -255,7 +255,7 @@ static void checked_setup(void) {
         .optimizer_update = checked_optimizer_update,
         .reduce_range = checked_reduce_range,
         .broadcast_range = checked_broadcast_range,
-        .load_batch = checked_load_batch,
+        .input_from_bytes = checked_input_from_bytes,
         .count_metrics = checked_count_metrics,
     };
     struct sigaction sa;
@@ -300,13 +300,15 @@ static void run_steps(dp_trainer_t *t, const dp_dataset_t *ds, double *losses, i
     const int *indices;
     int n;
     *correct = 0;
+    testing_batch_t b = {0};
     for (int s = 0; s < STEPS; s++) {
         losses[s] = 0;
         n = dp_loader_next(loader, &indices);
         DP_ASSERT(n > 0);
-        dp_status_t status = dp_trainer_step(t, ds, indices, n, &losses[s], correct);
+        dp_status_t status = dp_trainer_step(t, testing_batch(&b, ds, indices, n), &losses[s], correct);
         CHECK(status == DP_OK, "step %d: %s", s, dp_error_message());
     }
+    testing_batch_free(&b);
     dp_loader_free(loader);
 }
 
@@ -318,7 +320,7 @@ static void test_same_training(const dp_model_t *m, const dp_dataset_t *ds, cons
     dp_trainer_t *cpu = make_trainer(m, rc, NULL);
     if (!cpu) return;
     run_steps(cpu, ds, cpu_losses, &cpu_correct);
-    CHECK(dp_trainer_evaluate(cpu, ds, 100, &cpu_eval) == DP_OK, "%s: evaluate: %s", rc->name, dp_error_message());
+    CHECK(testing_evaluate(cpu, ds, 100, &cpu_eval) == DP_OK, "%s: evaluate: %s", rc->name, dp_error_message());
     float *cpu_params = malloc(sizeof(float) * np);
     memcpy(cpu_params, dp_trainer_params(cpu, 0), sizeof(float) * np);
     dp_trainer_free(cpu);
@@ -342,7 +344,7 @@ static void test_same_training(const dp_model_t *m, const dp_dataset_t *ds, cons
           rc->name, checked.metrics - metrics_before, STEPS);
     CHECK(checked.downloads - downloads_before == STEPS, "%s: %ld downloads in %d steps", rc->name,
           checked.downloads - downloads_before, STEPS);
-    CHECK(dp_trainer_evaluate(t, ds, 100, &checked_eval) == DP_OK, "%s: evaluate: %s", rc->name,
+    CHECK(testing_evaluate(t, ds, 100, &checked_eval) == DP_OK, "%s: evaluate: %s", rc->name,
           dp_error_message());
     CHECK(checked.ops > ops_before, "%s: the tapes did not run the device's op table", rc->name);
     CHECK(checked.allocs > allocs_before, "%s: the replicas did not allocate through the device", rc->name);
@@ -453,9 +455,12 @@ static void test_failure_reported(const dp_model_t *m, const dp_dataset_t *ds) {
     int correct = 0;
     int indices[BATCH];
     for (int i = 0; i < BATCH; i++) indices[i] = i;
-    CHECK(dp_trainer_step(t, ds, indices, BATCH, &loss, &correct) == DP_OK, "a step: %s", dp_error_message());
+    testing_batch_t b = {0};
+    const dp_batch_t *batch = testing_batch(&b, ds, indices, BATCH);
+    CHECK(dp_trainer_step(t, batch, &loss, &correct) == DP_OK, "a step: %s", dp_error_message());
     checked.fail_downloads_over = 1;
-    CHECK(dp_trainer_step(t, ds, indices, BATCH, &loss, &correct) != DP_OK, "a step read poisoned figures");
+    CHECK(dp_trainer_step(t, batch, &loss, &correct) != DP_OK, "a step read poisoned figures");
+    testing_batch_free(&b);
     says_injected("the step's figures");
     CHECK(dp_trainer_check_devices(t) != DP_OK, "dp_trainer_check_devices saw no failure");
     says_injected("dp_trainer_check_devices");

@@ -12,8 +12,8 @@
  *           adam, 3 steps over two ranges each: within 2 ulp-ish (rtol
  *           1e-6) of optim.c, and the number of differing floats printed
  *           (0 expected where the CPU fuses as the kernels do);
- *   load_batch: the same floats and labels as dp_dataset_fill, plain and
- *           normalised (one pair, and one per channel of 3);
+ *   input_from_bytes: uploaded bytes become dp_dataset_fill's floats,
+ *           plain and normalised (one pair, and one per channel of 3);
  *   count_metrics: metrics_checks.h's checks (the CPU's rule and bits). */
 #include <math.h>
 #include <stdint.h>
@@ -143,32 +143,37 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     be->free(be->ctx, dg);
 }
 
-/* load_batch of B examples of `ds` against dp_dataset_fill, twice (the
- * second from the dataset already on the GPU): the same bits. */
+/* input_from_bytes of B examples of `ds` (their bytes uploaded, as the
+ * trainer does) against dp_dataset_fill, twice (the second into memory
+ * used before): the same bits. */
 static void check_load_batch_of(const char *what, const dp_dataset_t *ds) {
     enum { B = 37 };
     int indices[B];
     for (int i = 0; i < B; i++) indices[i] = (i * 53 + 11) % ds->count;
     size_t example = (size_t)ds->channels * ds->height * ds->width;
     float *want = malloc(sizeof(float) * B * example), *got = malloc(sizeof(float) * B * example);
-    int32_t want_y[B], got_y[B];
-    DP_ASSERT(want && got);
+    uint8_t *bytes = malloc(B * example);
+    int32_t want_y[B];
+    DP_ASSERT(want && got && bytes);
     dp_dataset_fill(ds, indices, B, want, want_y);
+    for (int i = 0; i < B; i++) memcpy(bytes + i * example, ds->pixels + (size_t)indices[i] * example, example);
+    dp_normalize_t norm;
+    dp_dataset_normalization(ds, &norm);
     float *x = gpu_floats(NULL, B * example);
-    int32_t *y = be->alloc(be->ctx, sizeof want_y, "labels");
-    for (int round = 0; x && y && round < 2; round++) {
+    uint8_t *dev_bytes = be->alloc(be->ctx, B * example, "bytes");
+    for (int round = 0; x && dev_bytes && round < 2; round++) {
         memset(got, 0, sizeof(float) * B * example);
-        be->load_batch(be->ctx, ds, indices, B, x, y);
+        be->upload(be->ctx, dev_bytes, bytes, B * example);
+        be->input_from_bytes(be->ctx, x, dev_bytes, B, ds->channels, (size_t)ds->height * ds->width, &norm);
         download(got, x, B * example);
-        be->download(be->ctx, got_y, y, sizeof got_y);
         CHECK(memcmp(got, want, sizeof(float) * B * example) == 0,
-              "load_batch, %s (round %d): pixels differ from dp_dataset_fill", what, round);
-        CHECK(memcmp(got_y, want_y, sizeof got_y) == 0, "load_batch, %s (round %d): labels differ", what, round);
+              "input_from_bytes, %s (round %d): the input differs from dp_dataset_fill's", what, round);
     }
     be->free(be->ctx, x);
-    be->free(be->ctx, y);
+    be->free(be->ctx, dev_bytes);
     free(want);
     free(got);
+    free(bytes);
 }
 
 static void check_load_batch(void) {

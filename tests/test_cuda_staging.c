@@ -10,8 +10,8 @@
  *     uploaded: a 4th step from it gives the CPU's 4th step;
  *   optimizer_forget: a forgotten optimizer downloads nothing (its host
  *     buffers stay as they are);
- *   the trainer on cuda:0 with Adam and --augment crop:4,flip (augmented on
- *     the host, uploaded): 3 steps within 1e-3 of 1 CPU device (the loss and
+ *   the trainer on cuda:0 with Adam and --augment crop:4,flip (the source's
+ *     bytes augmented on the host, uploaded): 3 steps within 1e-3 of 1 CPU device (the loss and
  *     parameters, test_cuda_train.c's tolerance), and dp_trainer_optimizer's
  *     state (downloaded) within the same of the CPU trainer's;
  *   set_precision tf32, bf16, then fp32 succeed; in FP32 again the trainer
@@ -103,13 +103,16 @@ static int train(const dp_model_t *m, const dp_dataset_t *ds, const dp_backend_t
     int ids[1] = {0};
     dp_trainer_config_t config = {.model = m, .num_devices = 1, .threads_per_device = 1,
                                   .device_ids = backend ? ids : NULL,
-                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 4, .backend = backend,
-                                  .augment = {.crop_padding = 4, .flip = 1}};
+                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 4, .backend = backend};
     dp_trainer_t *t = NULL;
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "trainer on %s: %s", backend ? "cuda:0" : "cpu", dp_error_message());
     if (status != DP_OK) return 0;
-    int ok = testing_train_steps(t, ds, STEPS, 64, 7, losses, backend ? "cuda:0" : "cpu");
+    const dp_augment_t augment = {.crop_padding = 4, .flip = 1};
+    dp_batch_source_t *src = NULL;
+    DP_ASSERT(dp_memory_source_new((dp_dataset_t *)ds, &augment, 0, &src) == DP_OK);
+    int ok = testing_train_source_steps(t, src, 4, STEPS, 64, 7, losses, backend ? "cuda:0" : "cpu");
+    dp_batch_source_free(src);
     size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
     memcpy(params, dp_trainer_params(t, 0), sizeof(float) * np);
     memcpy(state, dp_optimizer_state(dp_trainer_optimizer(t, 0), 0, NULL), sizeof(float) * nt);

@@ -66,17 +66,19 @@ static int run(const dp_model_t *m, const dp_dataset_t *ds, const run_config_t *
     dp_loader_start_epoch(loader, 0);
     out->correct = 0;
     int ok = 1;
+    testing_batch_t b = {0};
     for (int s = 0; s < STEPS && ok; s++) {
         const int *indices;
         int n = dp_loader_next(loader, &indices);
         out->losses[s] = 0;
-        status = dp_trainer_step(t, ds, indices, n, &out->losses[s], &out->correct);
+        status = dp_trainer_step(t, testing_batch(&b, ds, indices, n), &out->losses[s], &out->correct);
         CHECK(status == DP_OK, "%s: step %d: %s", rc->name, s, dp_error_message());
         ok = status == DP_OK;
     }
+    testing_batch_free(&b);
     dp_loader_free(loader);
     if (ok) {
-        status = dp_trainer_evaluate(t, ds, 100, &out->eval);
+        status = testing_evaluate(t, ds, 100, &out->eval);
         CHECK(status == DP_OK, "%s: evaluate: %s", rc->name, dp_error_message());
         ok = status == DP_OK;
     }
@@ -176,7 +178,7 @@ int main(void) {
     if (t) {
         dp_trainer_set_params(t, g1.params);
         int eval = -1;
-        CHECK(dp_trainer_evaluate(t, &ds, 100, &eval) == DP_OK && abs(eval - g1.eval) <= 1,
+        CHECK(testing_evaluate(t, &ds, 100, &eval) == DP_OK && abs(eval - g1.eval) <= 1,
               "GPU parameters on the CPU: %d correct, on the GPU %d", eval, g1.eval);
         dp_trainer_free(t);
     }

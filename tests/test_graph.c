@@ -421,15 +421,18 @@ static dp_trainer_t *train(const dp_model_t *m, const dp_dataset_t *ds, run_conf
     DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
     int indices[30];
     *loss = 0.0;
+    testing_batch_t b = {0};
     for (int s = 0; s < steps; s++) {
         for (int i = 0; i < 30; i++) indices[i] = (s * 30 + i * 7) % ds->count;
-        dp_status_t status = dp_trainer_step(t, ds, indices, 30, loss, NULL);
+        dp_status_t status = dp_trainer_step(t, testing_batch(&b, ds, indices, 30), loss, NULL);
         CHECK(status == DP_OK, "%d devices, sync bn %d: step %d: %s", rc.devices, rc.sync_bn, s, dp_error_message());
         if (status != DP_OK) {
+            testing_batch_free(&b);
             dp_trainer_free(t);
             return NULL;
         }
     }
+    testing_batch_free(&b);
     return t;
 }
 
@@ -487,7 +490,7 @@ static void test_trainer_batch_norm(void) {
     dp_trainer_t *t = train(m, &ds, (run_config_t){2, 0, 0, DP_SYNC_ALLREDUCE}, 60, &loss);
     if (t) {
         int correct = 0;
-        CHECK(dp_trainer_evaluate(t, &ds, 50, &correct) == DP_OK, "%s", dp_error_message());
+        CHECK(testing_evaluate(t, &ds, 50, &correct) == DP_OK, "%s", dp_error_message());
         CHECK(correct > 100, "bn-dropout model: %d of 120 correct after 60 steps", correct);
         printf("bn-dropout model on 2 devices: %d/120 correct after 60 steps\n", correct);
         dp_trainer_free(t);

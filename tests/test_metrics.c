@@ -68,7 +68,7 @@ static dp_trainer_t *make_trainer(const dp_model_t *m, int devices, const dp_bac
 /* Step s's batch: examples [s * BATCH, (s + 1) * BATCH). */
 static int step(dp_trainer_t *t, const dp_dataset_t *ds, int *indices, int s, double *loss, int *correct) {
     for (int i = 0; i < BATCH; i++) indices[i] = (s * BATCH + i) % ds->count;
-    dp_status_t st = dp_trainer_step(t, ds, indices, BATCH, loss, correct);
+    dp_status_t st = testing_step(t, ds, indices, BATCH, loss, correct);
     CHECK(st == DP_OK, "step %d: %s", s, dp_error_message());
     return st == DP_OK;
 }
@@ -93,8 +93,8 @@ static void check_trainer(const dp_model_t *m, const dp_dataset_t *ds, int devic
           "%d devices: two peeks differ: %.17g %d, %.17g %d", devices, peek1, peek1_correct, peek2, peek2_correct);
     /* an evaluation between steps does not touch the unread training sums */
     int eval_each = -1, eval_later = -2;
-    CHECK(dp_trainer_evaluate(each, ds, 100, &eval_each) == DP_OK, "evaluate: %s", dp_error_message());
-    CHECK(dp_trainer_evaluate(later, ds, 100, &eval_later) == DP_OK, "evaluate: %s", dp_error_message());
+    CHECK(testing_evaluate(each, ds, 100, &eval_each) == DP_OK, "evaluate: %s", dp_error_message());
+    CHECK(testing_evaluate(later, ds, 100, &eval_later) == DP_OK, "evaluate: %s", dp_error_message());
     CHECK(eval_each == eval_later && eval_each > 0, "%d devices: evaluations %d and %d", devices, eval_each,
           eval_later);
     CHECK(dp_trainer_read_metrics(later, &taken, &taken_correct, 1) == DP_OK, "read: %s", dp_error_message());

@@ -364,7 +364,7 @@ static void train_steps(dp_trainer_t *t, const dp_dataset_t *ds, float lr, int s
         for (int i = 0; i < 50; i++) indices[i] = (s * 50 + i * 7) % ds->count;
         dp_trainer_set_lr(t, lr);
         lr *= 0.5f;
-        DP_ASSERT(dp_trainer_step(t, ds, indices, 50, NULL, NULL) == DP_OK);
+        DP_ASSERT(testing_step(t, ds, indices, 50, NULL, NULL) == DP_OK);
     }
 }
 

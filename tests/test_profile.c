@@ -77,10 +77,10 @@ static int train(const dp_model_t *m, const dp_dataset_t *ds, const run_t *run, 
     int ok = 1;
     for (int s = 0; s < steps && ok; s++) {
         for (int i = 0; i < BATCH; i++) indices[i] = (s * BATCH + i * 5) % COUNT;
-        ok = dp_trainer_step(t, ds, indices, BATCH, NULL, NULL) == DP_OK;
+        ok = testing_step(t, ds, indices, BATCH, NULL, NULL) == DP_OK;
         CHECK(ok, "step %d: %s", s, dp_error_message());
         int correct;
-        if (ok && s == run->evaluate_at) CHECK(dp_trainer_evaluate(t, ds, 32, &correct) == DP_OK, "evaluate: %s",
+        if (ok && s == run->evaluate_at) CHECK(testing_evaluate(t, ds, 32, &correct) == DP_OK, "evaluate: %s",
                                                dp_error_message());
     }
     if (ok && params) memcpy(params, dp_trainer_params(t, 0), sizeof(float) * dp_model_num_params(m));

@@ -128,13 +128,16 @@ typedef struct {
 static int train(const dp_model_t *m, const dp_dataset_t *ds, const dp_backend_t *const *backends, const char *name,
                  result_t *out) {
     dp_trainer_config_t config = {.model = m, .num_devices = DEVICES, .threads_per_device = 1, .overlap = 1,
-                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 6, .backends = backends,
-                                  .augment = {.crop_padding = 3, .flip = 1}};
+                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 6, .backends = backends};
     dp_trainer_t *t = NULL;
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "trainer on %s: %s", name, dp_error_message());
     if (status != DP_OK) return 0;
-    int ok = testing_train_steps(t, ds, STEPS, BATCH, 5, out->losses, name);
+    const dp_augment_t augment = {.crop_padding = 3, .flip = 1};
+    dp_batch_source_t *src = NULL;
+    DP_ASSERT(dp_memory_source_new((dp_dataset_t *)ds, &augment, 0, &src) == DP_OK);
+    int ok = testing_train_source_steps(t, src, 6, STEPS, BATCH, 5, out->losses, name);
+    dp_batch_source_free(src);
     size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
     out->params = malloc(sizeof(float) * np);
     out->state = malloc(sizeof(float) * nt);

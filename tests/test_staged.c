@@ -1,8 +1,8 @@
 /* test_staged.c - the staged CPU backend (backend_cpu_staged.c), the test
  * double of a GPU, through the same calls test_cuda_staging.c makes on a GPU:
  *
- *   the table: name "staged", host_memory 0, no load_batch_augmented, no
- *     set_precision, the optimizer state calls present;
+ *   the table: name "staged", host_memory 0 (a batch's bytes are uploaded),
+ *     no set_precision, the optimizer state calls present;
  *   optimizer_update keeps the state in a copy of its own: after 3 Adam steps
  *     the host buffers are still zeros; optimizer_download gives the CPU
  *     optimizer's state bit for bit, and the parameters are the CPU's bits;
@@ -52,7 +52,7 @@ static void check_table(void) {
     const dp_backend_t *be = dp_backend_cpu_staged();
     CHECK(strcmp(be->name, "staged") == 0 && !be->host_memory, "staged: name %s, host_memory %d", be->name,
           be->host_memory);
-    CHECK(!be->load_batch_augmented && !be->set_precision && be->optimizer_download && be->optimizer_upload &&
+    CHECK(be->input_from_bytes && !be->set_precision && be->optimizer_download && be->optimizer_upload &&
               be->optimizer_forget,
           "staged: the table's optional functions are not a GPU's");
     /* (the tables themselves; finding backends by name is
@@ -134,13 +134,16 @@ typedef struct {
 
 static int train(const dp_model_t *m, const dp_dataset_t *ds, const dp_backend_t *be, result_t *out) {
     dp_trainer_config_t config = {.model = m, .num_devices = 2, .threads_per_device = 1, .overlap = 1,
-                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 6, .backend = be,
-                                  .augment = {.crop_padding = 3, .flip = 1}};
+                                  .optim = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f}, .seed = 6, .backend = be};
     dp_trainer_t *t = NULL;
     dp_status_t status = dp_trainer_new(&config, &t);
     CHECK(status == DP_OK, "trainer on %s: %s", be->name, dp_error_message());
     if (status != DP_OK) return 0;
-    int ok = testing_train_steps(t, ds, STEPS, BATCH, 5, out->losses, be->name);
+    const dp_augment_t augment = {.crop_padding = 3, .flip = 1};
+    dp_batch_source_t *src = NULL;
+    DP_ASSERT(dp_memory_source_new((dp_dataset_t *)ds, &augment, 0, &src) == DP_OK);
+    int ok = testing_train_source_steps(t, src, 6, STEPS, BATCH, 5, out->losses, be->name);
+    dp_batch_source_free(src);
     size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
     out->params = malloc(sizeof(float) * np);
     out->state = malloc(sizeof(float) * nt);

@@ -106,19 +106,83 @@ unsigned char *testing_read_file(const char *path, size_t *size) {
     return data;
 }
 
-int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int batch, int stride, double *losses,
-                        const char *name) {
+const dp_batch_t *testing_source_batch(testing_batch_t *b, dp_batch_source_t *src, const int *indices, int n,
+                                       const dp_fill_keys_t *keys) {
+    size_t bytes = (size_t)(n > 0 ? n : 1) * dp_batch_source_sample_bytes(src);
+    if (bytes > b->pixel_bytes) {
+        free(b->pixels);
+        b->pixels = malloc(bytes);
+        b->pixel_bytes = bytes;
+    }
+    if ((size_t)n >= b->label_count) {
+        free(b->labels);
+        b->labels = malloc(sizeof(int32_t) * (size_t)(n + 1));
+        b->label_count = (size_t)n + 1;
+    }
+    DP_ASSERT(b->pixels && b->labels);
+    if (dp_batch_source_fill_batch(src, indices, n, keys, b->pixels, b->labels, &b->batch) != DP_OK) return NULL;
+    return &b->batch;
+}
+
+const dp_batch_t *testing_batch(testing_batch_t *b, const dp_dataset_t *ds, const int *indices, int n) {
+    if (b->ds != ds || !b->source) {
+        dp_batch_source_free(b->source);
+        b->source = NULL;
+        DP_ASSERT(dp_memory_source_new((dp_dataset_t *)ds, NULL, 0, &b->source) == DP_OK);
+        b->ds = ds;
+    }
+    const dp_fill_keys_t keys = {0};
+    return testing_source_batch(b, b->source, indices, n, &keys);
+}
+
+void testing_batch_free(testing_batch_t *b) {
+    dp_batch_source_free(b->source);
+    free(b->pixels);
+    free(b->labels);
+    memset(b, 0, sizeof *b);
+}
+
+dp_status_t testing_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, double *loss_sum,
+                         int *correct) {
+    static testing_batch_t b; /* kept from call to call, as a loader's buffers are */
+    const dp_batch_t *batch = testing_batch(&b, ds, indices, n);
+    return batch ? dp_trainer_step(t, batch, loss_sum, correct) : dp_error_status();
+}
+
+dp_status_t testing_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size, int *correct) {
+    dp_batch_source_t *src = NULL;
+    dp_status_t status = dp_memory_source_new((dp_dataset_t *)ds, NULL, 0, &src);
+    if (status == DP_OK) status = dp_trainer_evaluate(t, src, batch_size, correct);
+    dp_batch_source_free(src);
+    return status;
+}
+
+int testing_train_source_steps(dp_trainer_t *t, dp_batch_source_t *src, uint64_t seed, int steps, int batch,
+                               int stride, double *losses, const char *name) {
     int *indices = malloc(sizeof(int) * (size_t)batch);
     DP_ASSERT(indices);
+    const int count = dp_batch_source_info(src)->count;
+    testing_batch_t b = {0};
     int ok = 1;
     for (int s = 0; s < steps && ok; s++) {
-        for (int i = 0; i < batch; i++) indices[i] = (s * batch + i * stride) % ds->count;
-        dp_trainer_set_position(t, 0, (int64_t)s * batch);
+        for (int i = 0; i < batch; i++) indices[i] = (s * batch + i * stride) % count;
         losses[s] = 0;
-        dp_status_t status = dp_trainer_step(t, ds, indices, batch, &losses[s], NULL);
+        const dp_fill_keys_t keys = {.seed = seed, .first_position = (int64_t)s * batch, .training = 1};
+        const dp_batch_t *batch_made = testing_source_batch(&b, src, indices, batch, &keys);
+        dp_status_t status = batch_made ? dp_trainer_step(t, batch_made, &losses[s], NULL) : dp_error_status();
         CHECK(status == DP_OK, "%s: step %d: %s", name, s, dp_error_message());
         ok = status == DP_OK;
     }
+    testing_batch_free(&b);
     free(indices);
+    return ok;
+}
+
+int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int batch, int stride, double *losses,
+                        const char *name) {
+    dp_batch_source_t *src = NULL;
+    DP_ASSERT(dp_memory_source_new((dp_dataset_t *)ds, NULL, 0, &src) == DP_OK);
+    int ok = testing_train_source_steps(t, src, 0, steps, batch, stride, losses, name);
+    dp_batch_source_free(src);
     return ok;
 }

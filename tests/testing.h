@@ -48,12 +48,40 @@ int testing_count_entries(const char *dir, const char *part);
 
 int testing_finish(const char *name);
 
+/* A host batch of examples of a dataset or source, in buffers kept from
+ * call to call (grown as needed): testing_batch fills the examples
+ * indices[0..n) of ds as they are (no augmentation), testing_source_batch
+ * those of a source with keys (seed, epoch, first_position, training).
+ * The batch stays valid until the next call; testing_batch_free frees. */
+typedef struct {
+    dp_batch_source_t *source; /* testing_batch's, over the last ds */
+    const dp_dataset_t *ds;
+    uint8_t *pixels;
+    int32_t *labels;
+    size_t pixel_bytes, label_count;
+    dp_batch_t batch;
+} testing_batch_t;
+const dp_batch_t *testing_batch(testing_batch_t *b, const dp_dataset_t *ds, const int *indices, int n);
+const dp_batch_t *testing_source_batch(testing_batch_t *b, dp_batch_source_t *src, const int *indices, int n,
+                                       const dp_fill_keys_t *keys);
+void testing_batch_free(testing_batch_t *b);
+
 /* `steps` training steps of `batch` examples on t: step s takes examples
  * (s * batch + i * stride) % count at position s * batch of epoch 0, its
  * loss sum into losses[s]. A failed step is a CHECK failure naming `name`
  * and ends the loop; returns 1 when every step succeeded. */
 int testing_train_steps(dp_trainer_t *t, const dp_dataset_t *ds, int steps, int batch, int stride, double *losses,
                         const char *name);
+/* The same from a source, its training fills keyed by (seed, epoch 0,
+ * position s * batch + i): its augmentation applied. */
+int testing_train_source_steps(dp_trainer_t *t, dp_batch_source_t *src, uint64_t seed, int steps, int batch,
+                               int stride, double *losses, const char *name);
+/* dp_trainer_step on the examples indices[0..n) of ds, as they are (a
+ * batch made by testing_batch in buffers this function keeps). */
+dp_status_t testing_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, double *loss_sum,
+                         int *correct);
+/* dp_trainer_evaluate over an in-memory source of ds (made and freed here). */
+dp_status_t testing_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size, int *correct);
 
 /* count side x side images of `classes` classes whose class is visible: noise
  * in [0, noise) and a bright column at column_step * label + column_offset

@@ -4,7 +4,7 @@ your own: `torch.save(model.state_dict(), FILE)`) into a dptrain checkpoint
 of a model file's network, for `dptrain eval`, `predict`, `export` and
 `inspect` (docs/training.md: pretrained weights).
 
-usage: import_torchvision.py STATE_DICT.pth MODEL.cfg OUT.safetensors
+usage: import_torchvision.py STATE_DICT.pth MODEL.cfg|NAME OUT.safetensors
            [--normalize MEAN,STD|imagenet|none] [--classes imagenet|FILE|none]
            [--dptrain PATH]
 
@@ -22,7 +22,10 @@ first missing, extra or misshaped tensor is named in one line on stderr
 
 The output is a weights-only checkpoint (include/dptrain/checkpoint.h): the
 tensors in the model's order and the metadata format, format_version,
-weights_only = 1, model (MODEL.cfg as given), model_fingerprint,
+weights_only = 1, model (MODEL.cfg as given; a name such as
+resnet50-imagenet is looked up as --model is), model_text (the model file's
+text, when MODEL is a file: eval, predict and export then need it nowhere),
+model_fingerprint,
 data.normalize (how predict scales the images: --normalize, default
 imagenet: torchvision's mean 0.485,0.456,0.406 and std 0.229,0.224,0.225 on
 pixels / 255; none for a network trained without it) and data.classes
@@ -125,6 +128,21 @@ def match(sd, table, path, model):
     return arrays
 
 
+def model_text(model):
+    """The model file's text, as dptrain writes it into checkpoints (model_text:
+    bytes >= 0x80 made '?' unless the file is UTF-8), so that the checkpoint
+    needs the file nowhere; None when MODEL is a name dptrain looks up (a
+    built-in network, or an installed model file)."""
+    if not os.path.isfile(model):
+        return None
+    with open(model, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(chr(b) if b < 0x80 else "?" for b in raw)
+
+
 def normalize_text(given):
     if given in (None, "imagenet"):
         return IMAGENET_NORMALIZE
@@ -205,7 +223,7 @@ def parse_args(argv):
         positional.append(a)
         i += 1
     if len(positional) != 3:
-        raise ImportError_("usage: import_torchvision.py STATE_DICT.pth MODEL.cfg OUT.safetensors [options]")
+        raise ImportError_("usage: import_torchvision.py STATE_DICT.pth MODEL.cfg|NAME OUT.safetensors [options]")
     return positional, options
 
 
@@ -217,6 +235,9 @@ def main(argv):
     metadata = {"format": "dptrain-checkpoint", "format_version": FORMAT_VERSION, "weights_only": "1",
                 "model": model, "model_fingerprint": fingerprint, "data.normalize": normalize,
                 "source": f"import_torchvision.py {os.path.basename(sd_path)}"}
+    text = model_text(model)
+    if text is not None:
+        metadata["model_text"] = text
     names = class_names(options.get("classes"), classes)
     if names:
         metadata["data.classes"] = json.dumps(names, ensure_ascii=False, separators=(",", ":"))

@@ -1,8 +1,10 @@
 /* backend.h - what a device owns: its memory, the op table its tasks run,
  * the optimizer update over a range of a flat buffer, the local collective
- * primitives, and the upload of a batch. A backend is a table of functions
- * (ggml's ggml_backend_i is the model); a device (device.h) is a backend
- * plus an in-order task queue.
+ * primitives, and a batch's conversion to the model's input. A backend is
+ * a table of functions (ggml's ggml_backend_i is the model); a device
+ * (device.h) is a backend plus an in-order task queue. Data sets stay with
+ * their batch source on the host (batch_source.h): a device receives each
+ * batch's bytes and labels through upload.
  *
  * Code above the device never dereferences device memory: it allocates,
  * fills and copies through this table, and reads the scalars it needs by a
@@ -121,25 +123,16 @@ struct dp_backend {
     void (*broadcast_range)(void *ctx, float *const *dst, int k, const float *src, size_t start,
                             size_t count);
 
-    /* --- Data --- */
-    /* x (n, C, H, W) = the examples indices[0..n) of the host dataset as
-     * floats in [0, 1], y (n) = their labels (dp_dataset_fill's values). */
-    void (*load_batch)(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
-                       int32_t *y);
-    /* The same with augmentation (dp_dataset_fill_augmented's values):
-     * example i is at position first_position + i of epoch `epoch`. NULL
-     * when the backend has no augmentation of its own: the trainer then
-     * fills the shard with dp_dataset_fill_augmented in host memory and
-     * uploads it (the same values). */
-    void (*load_batch_augmented)(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
-                                 int epoch, int64_t first_position, const int *host_indices, int n, float *x,
-                                 int32_t *y);
-
-    /* The same with the n indices already in device memory (int32 at
-     * `indices`, uploaded by the caller): a step captured as a graph
-     * gathers from there, so that each replay needs only an upload of new
-     * indices. NULL: none (the step is then not captured). */
-    void (*load_batch_indexed)(void *ctx, const dp_dataset_t *ds, const int *indices, int n, float *x, int32_t *y);
+    /* --- Input --- */
+    /* x (n, C, H, W) floats = the batch's bytes `pixels` (n, C, H, W, in
+     * this backend's memory; plane = H x W) as the model's input:
+     * dp_pixels_to_input's values (data.h: byte * (1/255), then normalised
+     * when norm says so; norm NULL: not normalised), on the device. The
+     * bytes and the labels reach the device through upload (from the
+     * caller's host batch: a quarter of the floats' bytes); a step captured
+     * as a graph converts from the same device buffer each time. */
+    void (*input_from_bytes)(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
+                             const dp_normalize_t *norm);
 
     /* --- Metrics --- */
     /* A batch's figures added to sums (2 doubles of device memory), on the
@@ -267,8 +260,8 @@ struct dp_backend {
      *   with it (the step would not be what was recorded). An upload made
      *   meanwhile is recorded with the value it has now (a constant of the
      *   graph); the values that change from step to step reach the graph
-     *   through device memory written before each launch: the indices
-     *   (load_batch_indexed), the optimizer's scalars (learning rate,
+     *   through device memory written before each launch: the batch's
+     *   bytes and labels (input_from_bytes), the optimizer's scalars (learning rate,
      *   step count: graph_launch writes them from the host optimizers whose
      *   updates were recorded), and the per-step seeds of the ops recorded
      *   (dropout's attr.dropout_seed).

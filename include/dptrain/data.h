@@ -13,15 +13,17 @@
  * 3 x 32 x 32 channel-major pixel bytes per record), in DIR or in
  * DIR/cifar-10-batches-bin.
  *
- * Images stay bytes in memory; a batch is converted to float in [0, 1] when
- * it is filled (then normalised per channel when the dataset says so), into
- * the caller's buffer, so each device can fill its own shard. Augmentation
- * (random crop with padding, horizontal flip) is applied while filling, and
- * is a pure function of (seed, epoch, the example's position in the epoch),
- * so it does not depend on how a batch is split over devices and ranks, and
- * a run resumed in the middle of an epoch redraws the same crops. The loader
- * only hands out example indices: a seeded shuffle per epoch, then batches
- * of B, the last short batch kept.
+ * Images stay bytes in memory; a batch source over a dataset
+ * (batch_source.h: dp_memory_source_new) fills batches of bytes, augmented
+ * (random crop with padding, horizontal flip: dp_augment_pixels) as a pure
+ * function of (seed, epoch, the example's position in the epoch), so that
+ * it does not depend on how a batch is split over devices and ranks and a
+ * run resumed in the middle of an epoch redraws the same crops; the devices
+ * turn bytes into floats in [0, 1], normalised per channel when the data
+ * says so (dp_pixels_to_input is the host's conversion; dp_dataset_fill
+ * does both on the host). The loader here only hands out example indices:
+ * a seeded shuffle per epoch, then batches of B, the last short batch kept
+ * (batch_loader.h runs it ahead of the trainer with a source).
  */
 #ifndef DPTRAIN_DATA_H
 #define DPTRAIN_DATA_H
@@ -46,6 +48,20 @@ dp_status_t dp_idx_read(const char *path, dp_idx_t *out);
 void dp_idx_free(dp_idx_t *idx);
 
 #define DP_DATA_MAX_CHANNELS 4
+
+/* How a pixel byte p of channel c becomes the model's input: x = p *
+ * (1/255) in float, then, when enabled, (x - mean[c]) / std[c] (one
+ * rounding each: torchvision's ToTensor then Normalize). */
+typedef struct {
+    int enabled;
+    float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+} dp_normalize_t;
+
+/* x (n, C, H, W) = pixels (n, C, H, W) as the input (dp_normalize_t;
+ * norm NULL: not normalised); plane = H x W. The host's conversion: the
+ * CPU devices' and the reference of every other backend's. */
+void dp_pixels_to_input(const uint8_t *pixels, int n, int channels, size_t plane, const dp_normalize_t *norm,
+                        float *x);
 
 typedef struct {
     int count;         /* number of examples */
@@ -110,6 +126,10 @@ dp_status_t dp_dataset_load_with(const char *dir, const char *split,
  * the file: missing, empty, not a whole number of records, label >= 10. */
 dp_status_t dp_cifar_read(const char *const *paths, int num_paths, dp_dataset_t *out);
 
+/* *out = the normalisation of `channels`-channel images by n mean/std
+ * pairs: n is 1 (the same for every channel) or `channels`, every std > 0
+ * and mean finite; else one line saying what is wrong. */
+dp_status_t dp_normalize_make(int channels, int n, const float *mean, const float *std, dp_normalize_t *out);
 /* Sets per-channel normalisation: `n` is 1 (the same for every channel) or
  * the dataset's channel count; every std > 0. "0.5,0.25" style text is
  * parsed by dp_normalize_parse (n values, 1 or channels). */
@@ -128,8 +148,12 @@ void dp_dataset_free(dp_dataset_t *ds);
 /* Keeps only the first `limit` examples (no-op when limit <= 0 or >= count). */
 void dp_dataset_truncate(dp_dataset_t *ds, int limit);
 
-/* Fills x (n, C, H, W) with pixels / 255 (normalised when the dataset says
- * so) and y (n) with labels for the examples indices[0..n). */
+/* The dataset's normalisation as a dp_normalize_t. */
+void dp_dataset_normalization(const dp_dataset_t *ds, dp_normalize_t *out);
+
+/* Fills x (n, C, H, W) with the input the examples indices[0..n) become
+ * (dp_pixels_to_input with the dataset's normalisation) and y (n) with
+ * their labels: on the host, what the trainer's devices make of them. */
 void dp_dataset_fill(const dp_dataset_t *ds, const int *indices, int n,
                      float *x, int32_t *y);
 
@@ -153,13 +177,11 @@ dp_status_t dp_augment_parse(const char *text, dp_augment_t *out);
 void dp_augment_draw(const dp_augment_t *aug, uint64_t seed, int epoch, int64_t position,
                      int *dy, int *dx, int *flip);
 
-/* dp_dataset_fill with augmentation: example i (indices[i]) is at position
- * first_position + i in the epoch (a shard starting at global offset `o` of
- * step s's batch passes s * batch_size + o). aug NULL or all zero: exactly
- * dp_dataset_fill. */
-void dp_dataset_fill_augmented(const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
-                               int epoch, int64_t first_position, const int *indices, int n,
-                               float *x, int32_t *y);
+/* dst (C, H, W) = src (C, H, W) augmented for the example at `position`
+ * of epoch `epoch` (dp_augment_draw): the crop window of the image padded
+ * with byte 0, then the flip. aug NULL or all zero: a copy. */
+void dp_augment_pixels(const dp_augment_t *aug, uint64_t seed, int epoch, int64_t position, const uint8_t *src,
+                       int channels, int height, int width, uint8_t *dst);
 
 /* --- The batch loader ---------------------------------------------------- */
 typedef struct dp_loader dp_loader_t;
@@ -185,8 +207,8 @@ int dp_loader_num_batches(const dp_loader_t *loader);
 
 /* The current epoch's position as a step: the index of the batch the next
  * dp_loader_next returns (0 after dp_loader_start_epoch). Its first
- * example is at position step * batch_size of the epoch's order, the
- * `first_position` of dp_dataset_fill_augmented. */
+ * example is at position step * batch_size of the epoch's order (a
+ * fill's dp_fill_keys_t.first_position, batch_source.h). */
 int dp_loader_step(const dp_loader_t *loader);
 
 /* Moves to batch `step` of the current epoch (0 <= step <= num_batches; a

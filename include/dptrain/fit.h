@@ -33,20 +33,27 @@
  * weight decay or optimizer hyper-parameter, or another device or rank
  * count, or another augmentation, is allowed with a warning (on_warning).
  * A checkpoint written inside an epoch (save_every_steps) resumes at its
- * step: the loader seeks there (dp_loader_seek), the epoch's loss and
+ * step: the loader seeks there (dp_batch_loader_seek), the epoch's loss and
  * correct sums so far are restored (per rank, when the rank count is the
  * saved one), so the epoch's metrics line and every later checkpoint are
  * those of the uninterrupted run, bit for bit (same devices and ranks).
  *
  * Under MPI every rank calls dp_fit with the same config (world: this
  * rank); only rank 0 writes the metrics, plot and checkpoint, every rank
- * reads resume_path.
+ * reads resume_path. Every rank starts training, or none: a failure before
+ * the first step (a check, the resume) is agreed among the ranks
+ * (dp_world_agree), so every rank returns it; a failure during training
+ * is this rank's own (the others may be waiting for it: the caller ends
+ * the job, `dptrain` by dp_world_leave). At each step boundary the
+ * environment variable DPTRAIN_FAULT may inject a fault (docs/testing.md).
  */
 #ifndef DPTRAIN_FIT_H
 #define DPTRAIN_FIT_H
 
+#include <signal.h>
 #include <stdint.h>
 
+#include "dptrain/batch_source.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
@@ -83,6 +90,9 @@ typedef struct {
     int steps_per_epoch;
     const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
     const char *allreduce; /* dp_trainer_allreduce: "nccl", "host (why)", "" */
+    int resumed;          /* 1: from resume_path, at first_step of epoch first_epoch (0-based) */
+    int first_step;       /* steps of that epoch already done (a checkpoint inside an epoch) */
+    uint64_t step_count;  /* steps of the run already done */
 } dp_fit_begin_t;
 
 /* Called after each epoch's evaluation, before its metrics, plot and
@@ -97,8 +107,16 @@ typedef struct {
     const dp_model_t *model;       /* the trainer's */
     const char *model_name;        /* recorded in checkpoints (--model: a built-in name or a
                                       model file's path, < 1024 bytes); NULL: dp_model_name */
-    const dp_dataset_t *train_set; /* the loader shuffles [0, count) */
-    const dp_dataset_t *test_set;  /* evaluated after every epoch */
+    dp_batch_source_t *train_source; /* the loader shuffles [0, count) (batch_loader.h) */
+    dp_batch_source_t *test_source;  /* evaluated after every epoch */
+    /* or, with both sources NULL, datasets in memory: dp_fit makes in-memory
+     * sources over them (batch_source.h), the training one with `augment` */
+    const dp_dataset_t *train_set;
+    const dp_dataset_t *test_set;
+    dp_augment_t augment;          /* train_set's augmentation (zeros: none) */
+    int loader_threads;            /* threads filling the training batches ahead of the steps
+                                      (batch_loader.h); 0: each batch filled on the caller's thread */
+    int loader_depth;              /* with loader_threads: batches filled ahead (0: 2) */
     dp_world_t world;              /* this rank, as given to the trainer (zeros: one process) */
     /* the run */
     int batch_size;                /* global minibatch, ranks x devices <= batch_size <= count */
@@ -117,13 +135,23 @@ typedef struct {
                                       epoch (with the loader position and the epoch's sums so
                                       far), so that a resume continues exactly; give it on every
                                       rank (they sum the epoch's sums), save_path on rank 0 */
-    const char *augment_text;      /* the trainer's augmentation as --augment wrote it (recorded
+    const char *augment_text;      /* the training data's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
+    const char *transform_text;    /* the data's evaluation transform (checkpoint.h data.transform); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */
     const char *layout;            /* the devices' activations (backend.h set_channels_last),
                                       named in the metrics: "nchw", "nhwc"; NULL: nchw */
+    /* preemption and a watcher's view (NULL: none; give the same on every rank) */
+    const volatile sig_atomic_t *stop_request; /* once non-zero (a SIGTERM handler may set it), every rank
+                                      stops at the next step boundary inside an epoch that all ranks
+                                      have agreed on (one float summed per step, read a step later),
+                                      writes save_path there as save_every_steps would, and dp_fit
+                                      returns DP_ERR_PREEMPTED saying where (resume_path continues
+                                      from it bit for bit) */
+    volatile uint64_t *step_reached; /* the trainer's step count, stored after every step (memory a
+                                      launcher reads, for instance) */
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
     void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */

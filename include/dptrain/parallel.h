@@ -2,7 +2,8 @@
  *
  * One step on a global minibatch of n examples and k devices (d2l 12.5):
  *   1. split the minibatch into k shards whose sizes differ by at most one
- *      (split_batch; n >= k);
+ *      (split_batch; with n < k, a short last batch, the last k - n shards
+ *      are empty: those devices contribute nothing to the sums);
  *   2. every device runs forward and backward on its shard with its own
  *      replica of the parameters; the loss is divided by the global n, so
  *      the gradients are parts of the global mean gradient;
@@ -30,8 +31,8 @@
 #include <stdint.h>
 
 #include "dptrain/backend.h"
+#include "dptrain/batch_source.h"
 #include "dptrain/comm.h"
-#include "dptrain/data.h"
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
 #include "dptrain/profile.h"
@@ -70,9 +71,6 @@ typedef struct {
                                 devices of one table use its reduce_range/broadcast_range; among
                                 several they go through host memory (download, the sum in device
                                 order on the CPU, upload): the same bits. Not owned */
-    dp_augment_t augment;    /* training batches: random crop / flip while each device fills its
-                                shard, keyed by (seed, epoch, position in the epoch: see
-                                dp_trainer_set_position); zeros: none. Evaluation never augments */
     int accumulate;          /* micro-batches per step (gradient accumulation), 0 or 1: none.
                                 A step's batch of n is cut into `accumulate` micro-batches
                                 (dp_split_batch), each split across ranks and devices and run
@@ -112,11 +110,15 @@ void dp_trainer_free(dp_trainer_t *trainer);
  * at most one, larger shards first. */
 void dp_split_batch(int n, int k, int d, int *start, int *count);
 
-/* One training step on the global minibatch indices[0..n) of `ds` (every
- * rank passes the same batch; each takes its own shard). Adds this rank's
- * summed loss over its examples to *loss_sum and its number of correct
- * predictions to *correct; sum them across ranks with dp_world_sum_doubles.
- * n < ranks x devices is an error.
+/* One training step on the global minibatch `batch` (host memory: every
+ * rank passes the same batch; each takes its own shard of it, every
+ * device receiving its shard's bytes and labels through its backend's
+ * upload, and converting them to the model's input itself). Adds this
+ * rank's summed loss over its examples to *loss_sum and its number of
+ * correct predictions to *correct; sum them across ranks with
+ * dp_world_sum_doubles. n may be smaller than ranks x devices (an epoch's
+ * short last batch): the devices without examples add zeros to the sums,
+ * so the update is still the mean gradient over the n examples.
  * The figures are summed on each device (the backend's count_metrics) and
  * read by dp_trainer_read_metrics: with loss_sum or correct non-NULL the
  * step ends with dp_trainer_read_metrics(trainer, loss_sum, correct, 1)
@@ -124,9 +126,17 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * host synchronisation per step); with both NULL nothing is read, the
  * figures stay on the devices, added to until read, and the step has no
  * host wait of its own on a GPU (a loop that wants figures now and then
- * calls dp_trainer_read_metrics itself: dp_fit does). */
-dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
-                            const int *indices, int n, double *loss_sum, int *correct);
+ * calls dp_trainer_read_metrics itself: dp_fit does). The batch may be
+ * reused once the call returns. */
+dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_batch_t *batch, double *loss_sum, int *correct);
+
+/* The positions of a step's batch of n that this rank reads (its shard of
+ * every micro-batch): up to max ranges [first[i], first[i] + count[i]),
+ * ascending; returns how many there are (more than max: call again with
+ * room for that many). The rest of the batch need not be filled on this
+ * rank: the batch loader's share callback (batch_loader.h; trainer is the
+ * dp_trainer_t). */
+int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max);
 
 /* The training figures not read yet (the steps since the last read with
  * reset, or since the trainer was made): adds this rank's summed loss to
@@ -142,18 +152,18 @@ dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_dataset_t *ds,
  * download. */
 dp_status_t dp_trainer_read_metrics(dp_trainer_t *trainer, double *loss_sum, int *correct, int reset);
 
-/* Where the next dp_trainer_step's batch lies in the epoch, for
- * augmentation: epoch (0-based) and the position of its first example in
- * the epoch's order (dp_loader_step x batch size). dp_fit sets it before
- * every step; without a call: epoch 0, position 0. */
-void dp_trainer_set_position(dp_trainer_t *trainer, int epoch, int64_t first_position);
-
-/* Number of examples of `ds` the model classifies correctly, evaluated in
- * batches of batch_size (fewer when a batch's activations would take more
- * than about 1 GB per device), the examples split across all devices of all
- * ranks (the book's exercise 4); every rank gets the total. */
-dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, const dp_dataset_t *ds,
-                                int batch_size, int *correct);
+/* Number of the source's samples the model classifies correctly: the
+ * samples in order, in global batches of batch_size per device (fewer when
+ * a batch's activations would take more than about 1 GB per device) filled
+ * with the source's evaluation transform, each split across all devices of
+ * all ranks (the book's exercise 4), every rank filling only its part;
+ * every rank gets the total. */
+dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int *correct);
+/* The same with `threads` loader threads filling the evaluation's batches
+ * ahead of the devices (batch_loader.h; 0: on the caller's thread, as
+ * dp_trainer_evaluate does): for sources whose fill decodes files. */
+dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int threads,
+                                        int *correct);
 
 /* A host copy of replica d's parameters (dp_model_num_params floats),
  * downloaded from the device by this call: valid until the next

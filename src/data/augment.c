@@ -1,7 +1,8 @@
-/* augment.c - data augmentation while a shard is filled: torchvision's
+/* augment.c - data augmentation while a batch is filled: torchvision's
  * RandomCrop(padding=P) (zero fill) and RandomHorizontalFlip(0.5), on the
  * byte image, before the conversion to float and the normalisation (as
- * torchvision applies them to the PIL image before ToTensor and Normalize).
+ * torchvision applies them to the PIL image before ToTensor and Normalize;
+ * the padding is byte 0, which the conversion makes 0, or (0 - mean) / std).
  *
  * The draws are counter-based, like dropout's masks (ops_dropout.c): the
  * example at position q of epoch e's order (q = step * B + its index in the
@@ -68,59 +69,39 @@ void dp_augment_draw(const dp_augment_t *aug, uint64_t seed, int epoch, int64_t 
     *flip = aug->flip ? (int)(mix64(key + 3 * GOLDEN) >> 63) : 0;
 }
 
-void dp_dataset_fill_augmented(const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed, int epoch,
-                               int64_t first_position, const int *indices, int n, float *x, int32_t *y) {
+void dp_augment_pixels(const dp_augment_t *aug, uint64_t seed, int epoch, int64_t position, const uint8_t *src,
+                       int channels, int height, int width, uint8_t *dst) {
+    const int C = channels, H = height, W = width;
+    const size_t plane = (size_t)H * (size_t)W;
     if (!aug || (!aug->crop_padding && !aug->flip)) {
-        dp_dataset_fill(ds, indices, n, x, y);
+        memcpy(dst, src, (size_t)C * plane);
         return;
     }
-    DP_ASSERT(ds->channels <= DP_DATA_MAX_CHANNELS || !ds->normalize);
-    const int C = ds->channels, H = ds->height, W = ds->width, P = aug->crop_padding;
-    const size_t plane = (size_t)H * (size_t)W, example = (size_t)C * plane;
-    float table[DP_DATA_MAX_CHANNELS][256];
-    const float scale = 1.0f / 255.0f;
-    if (ds->normalize) dp_data_pixel_tables(ds, table);
-    for (int i = 0; i < n; i++) {
-        int index = indices[i];
-        DP_ASSERT(index >= 0 && index < ds->count);
-        int dy, dx, flip;
-        dp_augment_draw(aug, seed, epoch, first_position + i, &dy, &dx, &flip);
-        const uint8_t *src = ds->pixels + (size_t)index * example; /* (C, H, W) */
-        float *dst = x + (size_t)i * example;                      /* (C, H, W) */
-        for (int c = 0; c < C; c++) {
-            const float *lut = ds->normalize ? table[c] : NULL;
-            const float zero = lut ? lut[0] : 0.0f; /* the padding's value */
-            for (int h = 0; h < H; h++) {
-                /* output (h, w) = padded(h + dy, w' + dx), w' = flip ? W-1-w : w;
-                 * padded(r, s) = src(r - P, s - P), zero outside */
-                float *row = dst + (size_t)c * plane + (size_t)h * W;
-                int sr = h + dy - P;
-                if (sr < 0 || sr >= H) {
-                    for (int w = 0; w < W; w++) row[w] = zero;
-                    continue;
-                }
-                const uint8_t *in = src + (size_t)c * plane + (size_t)sr * W;
-                /* source column of output w: sc = w + s0 (no flip) or s0 - w (flip);
-                 * [w_lo, w_hi) is where it falls inside the image */
-                int s0 = flip ? W - 1 + dx - P : dx - P;
-                int w_lo = flip ? s0 - (W - 1) : -s0, w_hi = flip ? s0 + 1 : W - s0;
-                w_lo = w_lo < 0 ? 0 : w_lo > W ? W : w_lo;
-                w_hi = w_hi < w_lo ? w_lo : w_hi > W ? W : w_hi;
-                for (int w = 0; w < w_lo; w++) row[w] = zero;
-                if (flip) {
-                    if (lut)
-                        for (int w = w_lo; w < w_hi; w++) row[w] = lut[in[s0 - w]];
-                    else
-                        for (int w = w_lo; w < w_hi; w++) row[w] = (float)in[s0 - w] * scale;
-                } else {
-                    if (lut)
-                        for (int w = w_lo; w < w_hi; w++) row[w] = lut[in[w + s0]];
-                    else
-                        for (int w = w_lo; w < w_hi; w++) row[w] = (float)in[w + s0] * scale;
-                }
-                for (int w = w_hi; w < W; w++) row[w] = zero;
+    const int P = aug->crop_padding;
+    int dy, dx, flip;
+    dp_augment_draw(aug, seed, epoch, position, &dy, &dx, &flip);
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < H; h++) {
+            /* output (h, w) = padded(h + dy, w' + dx), w' = flip ? W-1-w : w;
+             * padded(r, s) = src(r - P, s - P), byte 0 outside */
+            uint8_t *row = dst + (size_t)c * plane + (size_t)h * W;
+            int sr = h + dy - P;
+            if (sr < 0 || sr >= H) {
+                memset(row, 0, (size_t)W);
+                continue;
             }
+            const uint8_t *in = src + (size_t)c * plane + (size_t)sr * W;
+            /* source column of output w: sc = w + s0 (no flip) or s0 - w (flip);
+             * [w_lo, w_hi) is where it falls inside the image */
+            int s0 = flip ? W - 1 + dx - P : dx - P;
+            int w_lo = flip ? s0 - (W - 1) : -s0, w_hi = flip ? s0 + 1 : W - s0;
+            w_lo = w_lo < 0 ? 0 : w_lo > W ? W : w_lo;
+            w_hi = w_hi < w_lo ? w_lo : w_hi > W ? W : w_hi;
+            memset(row, 0, (size_t)w_lo);
+            if (flip)
+                for (int w = w_lo; w < w_hi; w++) row[w] = in[s0 - w];
+            else
+                memcpy(row + w_lo, in + w_lo + s0, (size_t)(w_hi - w_lo));
+            memset(row + w_hi, 0, (size_t)(W - w_hi));
         }
-        if (y) y[i] = ds->labels[index];
-    }
 }

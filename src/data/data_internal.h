@@ -1,6 +1,5 @@
 /* data_internal.h - what the data module's files share and nobody else
- * uses: the per-layout split loaders behind dp_dataset_load_with, and the
- * pixel-to-float tables of the fill functions. */
+ * uses: the per-layout split loaders behind dp_dataset_load_with. */
 #ifndef DPTRAIN_DATA_INTERNAL_H
 #define DPTRAIN_DATA_INTERNAL_H
 
@@ -13,8 +12,5 @@ dp_status_t dp_data_load_cifar(const char *dir, int test, dp_dataset_t *out);
 /* ImageFolder: DIR/train or DIR/test, classes from DIR/train. */
 dp_status_t dp_data_load_image_folder(const char *dir, int test,
                                       const dp_dataset_load_options_t *options, dp_dataset_t *out);
-
-/* table[c][p] = the float that pixel byte p of channel c becomes. */
-void dp_data_pixel_tables(const dp_dataset_t *ds, float table[][256]);
 
 #endif

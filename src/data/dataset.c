@@ -244,20 +244,34 @@ void dp_dataset_truncate(dp_dataset_t *ds, int limit) {
     if (limit > 0 && limit < ds->count) ds->count = limit;
 }
 
-dp_status_t dp_dataset_set_normalize(dp_dataset_t *ds, int n, const float *mean, const float *std) {
-    if (n != 1 && n != ds->channels)
-        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give 1 or %d)", n,
-                       ds->channels, ds->channels);
-    if (ds->channels > DP_DATA_MAX_CHANNELS)
-        return dp_fail(DP_ERR_ARG, "normalize: images have %d channels, at most %d can be normalised",
-                       ds->channels, DP_DATA_MAX_CHANNELS);
+dp_status_t dp_normalize_make(int channels, int n, const float *mean, const float *std, dp_normalize_t *out) {
+    if (n != 1 && n != channels && channels == 1)
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for 1-channel images (give one pair: MEAN,STD)", n);
+    if (n != 1 && n != channels)
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give one pair for all "
+                       "channels, or %d: M0,..,M%d,S0,..,S%d)", n, channels, channels, channels - 1, channels - 1);
+    if (channels > DP_DATA_MAX_CHANNELS)
+        return dp_fail(DP_ERR_ARG, "normalize: images have %d channels, at most %d can be normalised", channels,
+                       DP_DATA_MAX_CHANNELS);
     for (int i = 0; i < n; i++)
         if (!(std[i] > 0.0f) || !isfinite(std[i]) || !isfinite(mean[i]))
             return dp_fail(DP_ERR_ARG, "normalize: channel %d: std must be > 0 and mean finite, found mean %g std %g",
                            i, (double)mean[i], (double)std[i]);
+    memset(out, 0, sizeof *out);
+    out->enabled = 1;
+    for (int c = 0; c < channels; c++) {
+        out->mean[c] = mean[n == 1 ? 0 : c];
+        out->std[c] = std[n == 1 ? 0 : c];
+    }
+    return DP_OK;
+}
+
+dp_status_t dp_dataset_set_normalize(dp_dataset_t *ds, int n, const float *mean, const float *std) {
+    dp_normalize_t norm;
+    DP_TRY(dp_normalize_make(ds->channels, n, mean, std, &norm));
     for (int c = 0; c < ds->channels; c++) {
-        ds->mean[c] = mean[n == 1 ? 0 : c];
-        ds->std[c] = std[n == 1 ? 0 : c];
+        ds->mean[c] = norm.mean[c];
+        ds->std[c] = norm.std[c];
     }
     ds->normalize = 1;
     return DP_OK;
@@ -293,30 +307,52 @@ dp_status_t dp_normalize_parse(const char *text, int *n, float mean[DP_DATA_MAX_
     return DP_OK;
 }
 
-void dp_data_pixel_tables(const dp_dataset_t *ds, float table[][256]) {
+/* table[c][p] = the float pixel byte p of channel c becomes. */
+static void pixel_tables(int channels, const dp_normalize_t *norm, float table[][256]) {
     const float scale = 1.0f / 255.0f;
-    for (int c = 0; c < ds->channels; c++)
+    for (int c = 0; c < channels; c++)
         for (int p = 0; p < 256; p++)
-            table[c][p] = ds->normalize ? ((float)p * scale - ds->mean[c]) / ds->std[c] : (float)p * scale;
+            table[c][p] = norm->enabled ? ((float)p * scale - norm->mean[c]) / norm->std[c] : (float)p * scale;
+}
+
+void dp_pixels_to_input(const uint8_t *pixels, int n, int channels, size_t plane, const dp_normalize_t *norm,
+                        float *x) {
+    const size_t values = (size_t)n * (size_t)channels * plane;
+    if (!norm || !norm->enabled) {
+        const float scale = 1.0f / 255.0f;
+        for (size_t j = 0; j < values; j++) x[j] = (float)pixels[j] * scale;
+        return;
+    }
+    DP_ASSERT(channels <= DP_DATA_MAX_CHANNELS);
+    float table[DP_DATA_MAX_CHANNELS][256];
+    pixel_tables(channels, norm, table);
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < channels; c++) {
+            const uint8_t *src = pixels + ((size_t)i * channels + c) * plane; /* (H, W) */
+            float *dst = x + ((size_t)i * channels + c) * plane;
+            for (size_t j = 0; j < plane; j++) dst[j] = table[c][src[j]];
+        }
+}
+
+void dp_dataset_normalization(const dp_dataset_t *ds, dp_normalize_t *out) {
+    memset(out, 0, sizeof *out);
+    out->enabled = ds->normalize;
+    for (int c = 0; c < ds->channels && c < DP_DATA_MAX_CHANNELS; c++) {
+        out->mean[c] = ds->mean[c];
+        out->std[c] = ds->std[c];
+    }
 }
 
 void dp_dataset_fill(const dp_dataset_t *ds, const int *indices, int n, float *x, int32_t *y) {
     const size_t example = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
     const size_t plane = (size_t)ds->height * (size_t)ds->width;
-    const float scale = 1.0f / 255.0f;
-    float table[DP_DATA_MAX_CHANNELS][256];
-    if (ds->normalize) dp_data_pixel_tables(ds, table);
+    dp_normalize_t norm;
+    dp_dataset_normalization(ds, &norm);
     for (int i = 0; i < n; i++) {
         int index = indices[i];
         DP_ASSERT(index >= 0 && index < ds->count);
-        const uint8_t *src = ds->pixels + (size_t)index * example; /* (C, H, W) */
-        float *dst = x + (size_t)i * example;                      /* (C, H, W) */
-        if (ds->normalize) {
-            for (int c = 0; c < ds->channels; c++)
-                for (size_t j = 0; j < plane; j++) dst[c * plane + j] = table[c][src[c * plane + j]];
-        } else {
-            for (size_t j = 0; j < example; j++) dst[j] = (float)src[j] * scale;
-        }
+        dp_pixels_to_input(ds->pixels + (size_t)index * example, 1, ds->channels, plane, &norm,
+                           x + (size_t)i * example);
         if (y) y[i] = ds->labels[index];
     }
 }

@@ -51,8 +51,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "dptrain/batch_loader.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
+#include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
 /* The progress callback's mean loss is read from the devices (a host wait
@@ -198,6 +200,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
         warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
              "run would do)", path, saved->augment[0] ? saved->augment : "none",
              run->augment[0] ? run->augment : "none");
+    if (strcmp(saved->transform, run->transform) != 0)
+        warn(config, ctx, "--resume %s: saved with the evaluation transform '%s', continuing with '%s'", path,
+             saved->transform[0] ? saved->transform : "none", run->transform[0] ? run->transform : "none");
     if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
         warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
@@ -241,36 +246,41 @@ static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run
     return status;
 }
 
-/* "M0,..,S0,.." (%.9g, exact) of the dataset's normalisation, "" for none. */
-static void describe_normalize(const dp_dataset_t *ds, char *text, size_t size) {
+/* "M0,..,S0,.." (%.9g, exact) of the source's normalisation, "" for none. */
+static void describe_normalize(const dp_source_info_t *info, char *text, size_t size) {
     text[0] = '\0';
-    if (!ds->normalize) return;
+    if (!info->normalize.enabled) return;
     size_t used = 0;
-    for (int i = 0; i < 2 * ds->channels && used < size; i++) {
-        float v = i < ds->channels ? ds->mean[i] : ds->std[i - ds->channels];
+    for (int i = 0; i < 2 * info->channels && used < size; i++) {
+        float v = i < info->channels ? info->normalize.mean[i] : info->normalize.std[i - info->channels];
         used += (size_t)snprintf(text + used, size - used, i ? ",%.9g" : "%.9g", v);
     }
 }
 
 /* --- the loop -------------------------------------------------------------------- */
 static dp_status_t check_config(const dp_fit_config_t *c) {
-    if (!c->trainer || !c->model || !c->train_set || !c->test_set)
-        return dp_fail(DP_ERR_ARG, "fit: trainer, model, train_set and test_set are required");
+    if (!c->trainer || !c->model || !c->train_source || !c->test_source)
+        return dp_fail(DP_ERR_ARG, "fit: trainer, model and the training and test data (sources or sets) are "
+                       "required");
+    const dp_source_info_t *train = dp_batch_source_info(c->train_source);
     if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
     if (c->save_every_steps < 0)
         return dp_fail(DP_ERR_ARG, "fit: save_every_steps must be >= 0, found %d", c->save_every_steps);
-    if (c->test_set->count < 1) return dp_fail(DP_ERR_ARG, "fit: the test set is empty");
+
     int ranks = c->world.size > 1 ? c->world.size : 1;
     int all_devices = dp_trainer_num_devices(c->trainer) * ranks;
     if (c->batch_size < all_devices)
         return dp_fail(DP_ERR_ARG, "fit: batch size %d is smaller than the number of devices (%d): every device "
                        "needs at least one example", c->batch_size, all_devices);
-    if (c->batch_size > c->train_set->count)
+    if (c->batch_size > train->count)
         return dp_fail(DP_ERR_ARG, "fit: batch size %d is larger than the training set (%d images)",
-                       c->batch_size, c->train_set->count);
+                       c->batch_size, train->count);
+    if (c->loader_threads < 0 || c->loader_depth < 0)
+        return dp_fail(DP_ERR_ARG, "fit: loader_threads %d and loader_depth %d must be >= 0", c->loader_threads,
+                       c->loader_depth);
     const char *name = c->model_name ? c->model_name : dp_model_name(c->model);
     if (strlen(name) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "fit: model name: %zu bytes, checkpoints hold up to %zu", strlen(name),
@@ -321,17 +331,15 @@ static dp_status_t gather_epoch_sums(const dp_fit_config_t *config, double loss_
  * for each step, the loss and correct count of this rank's examples, the
  * global examples seen, the seconds; every save_every_steps steps a
  * checkpoint (rank 0 writes it). */
-static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_loader_t *loader, int epoch,
+static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batch_loader_t *loader, int epoch,
                                dp_checkpoint_info_t *run, double sums[3], double *lr, double *epoch_sec,
-                               int *trained) {
+                               int *trained, dp_fit_stop_t *stop_state) {
     dp_trainer_t *trainer = config->trainer;
-    const int steps = dp_loader_num_batches(loader);
+    const int steps = dp_batch_loader_num_batches(loader);
     const int rank = config->world.rank, ranks = config->world.size > 1 ? config->world.size : 1;
-    dp_loader_start_epoch(loader, epoch);
     double loss_sum = 0.0;
     int correct = 0, seen = 0, step = 0;
     if (run->loader_epoch == epoch && run->loader_batch > 0) { /* resumed inside this epoch */
-        DP_TRY(dp_loader_seek(loader, run->loader_batch));
         step = run->loader_batch;
         seen = run->epoch_examples;
         if (run->epoch_ranks == ranks) {
@@ -344,29 +352,30 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
             }
         }
     }
+    DP_TRY(dp_batch_loader_seek(loader, epoch, step));
     const int first_seen = seen;
     tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, step, steps, 0.0);
     /* the devices' sums start at zero (a failed call may have left some) */
     DP_TRY(dp_trainer_read_metrics(trainer, NULL, NULL, 1));
-    const int *indices;
-    int n, unread = 0;
+    const dp_batch_t *batch;
+    int unread = 0;
     dp_status_t status = DP_OK;
     double start = now_seconds(), shown_loss = 0.0, shown_at = -1.0;
     for (;;) {
-        int64_t first_position = (int64_t)dp_loader_step(loader) * config->batch_size;
-        if ((n = dp_loader_next(loader, &indices)) <= 0) break;
+        if ((status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
         /* the schedule's lr for this step, from the step count (a resumed run agrees) */
         *lr = dp_lr_schedule_lr(&config->schedule, dp_trainer_step_count(trainer), (uint64_t)steps);
         dp_trainer_set_lr(trainer, (float)*lr);
-        dp_trainer_set_position(trainer, epoch, first_position);
         /* the step's figures stay on the devices (no host wait): read at
          * fixed steps only, so their sums' rounding never depends on timing */
-        status = dp_trainer_step(trainer, config->train_set, indices, n, NULL, NULL);
+        status = dp_trainer_step(trainer, batch, NULL, NULL);
         if (status != DP_OK) break;
-        seen += n;
+        seen += batch->n;
         unread = 1;
         step++;
-        const int saves = config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps;
+        int stop = 0; /* preempted: every rank saves here and stops (fit_stop.c) */
+        if ((status = dp_fit_stop_vote(stop_state, step < steps, &stop)) != DP_OK) break;
+        const int saves = (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) || stop;
         if (step == steps || saves) { /* folded into the epoch's sums */
             if ((status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1)) != DP_OK) break;
             unread = 0;
@@ -385,8 +394,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
-            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
+            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK && !stop) break;
         }
+        if (stop) {
+            status = dp_fit_stop_saved(stop_state, status, epoch, step, steps);
+            break;
+        }
+        dp_fit_stop_after(stop_state, dp_trainer_step_count(trainer));
     }
     if (status == DP_OK && unread) status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1);
     *epoch_sec = now_seconds() - start;
@@ -402,35 +416,39 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_load
  * error (a label would have no output), more a warning (outputs no label
  * trains). Before anything runs or is written. */
 static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
-    int outputs = dp_model_num_outputs(config->model), classes = config->train_set->num_classes;
+    char warning[512];
     const char *name = config->model_name ? config->model_name : dp_model_name(config->model);
-    int low = outputs < classes ? outputs : classes, high = (outputs < classes ? classes : outputs) - 1;
-    char range[64]; /* after "label" or "output": " 9" or "s 3 to 9" */
-    if (low == high) snprintf(range, sizeof range, " %d", low);
-    else snprintf(range, sizeof range, "s %d to %d", low, high);
-    if (outputs < classes)
-        return dp_fail(DP_ERR_ARG, "model %s has %d outputs, fewer than the training data's %d classes: label%s "
-                       "%s no output (give the model's last layer %d outputs)", name, outputs, classes, range,
-                       low == high ? "has" : "have", classes);
-    if (outputs > classes)
-        warn(config, ctx, "model %s has %d outputs, more than the training data's %d classes: output%s %s no "
-             "class", name, outputs, classes, range, low == high ? "is" : "are");
+    DP_TRY(dp_model_check_classes(config->model, name, dp_batch_source_info(config->train_source)->num_classes,
+                                  "training data", warning, sizeof warning));
+    if (warning[0]) warn(config, ctx, "%s", warning);
     return DP_OK;
 }
 
-dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
-    DP_TRY(check_config(config));
-    DP_TRY(check_outputs(config, ctx));
+/* dp_fit over the config's sources. */
+static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx,
+                               dp_fit_result_t *result) {
+    /* every rank starts training, or none: a failure before it is agreed (dp_world_agree) */
+    dp_fit_stop_t stop_state;
+    dp_status_t status = check_config(config);
+    if (status == DP_OK) status = check_outputs(config, ctx);
+    if (status == DP_OK) status = dp_fit_stop_begin(&stop_state, config);
+    if (status != DP_OK) return dp_world_agree(status);
     dp_trainer_t *trainer = config->trainer;
     const dp_world_t *world = &config->world;
     const int ranks = world->size > 1 ? world->size : 1;
     const int writes = world->rank == 0; /* rank 0 alone writes files */
     const int eval_batch = config->eval_batch_size ? config->eval_batch_size : 1000;
-    const dp_dataset_t *test_set = config->test_set;
-    dp_loader_t *loader = NULL;
+    const dp_source_info_t *train = dp_batch_source_info(config->train_source);
+    const int test_count = dp_batch_source_info(config->test_source)->count;
+    dp_batch_loader_t *loader = NULL;
     dp_epoch_stats_t *history = NULL;
-    dp_status_t status = dp_loader_new(config->train_set->count, config->batch_size, 1, config->seed, &loader);
-    if (status != DP_OK) return status;
+    int agreed = 0; /* the ranks' agreement to start is behind */
+    const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
+                                         .training = 1, .threads = config->loader_threads,
+                                         .depth = config->loader_depth, .share = dp_trainer_batch_share,
+                                         .share_ctx = trainer};
+    status = dp_batch_loader_new(config->train_source, &lc, &loader);
+    if (status != DP_OK) goto done;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
     if (!history) {
         status = DP_ERR_NOMEM;
@@ -440,48 +458,56 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
      * defaults filled in, the base lr); resume fills in the saved position. */
     dp_checkpoint_info_t run = {.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
                                 .schedule = config->schedule,
-                                .steps_per_epoch = (uint64_t)dp_loader_num_batches(loader), .seed = config->seed,
-                                .batch_size = config->batch_size, .train_examples = config->train_set->count,
+                                .steps_per_epoch = (uint64_t)dp_batch_loader_num_batches(loader),
+                                .seed = config->seed, .batch_size = config->batch_size, .train_examples = train->count,
                                 .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run.optim.lr = (float)config->schedule.lr;
-    if (config->train_set->class_names) { /* an image folder's: kept in every checkpoint */
-        run.class_names = config->train_set->class_names;
-        run.num_class_names = config->train_set->num_classes;
+    if (train->class_names) { /* an image folder's: kept in every checkpoint */
+        run.class_names = (char **)train->class_names;
+        run.num_class_names = train->num_classes;
         if ((status = dp_checkpoint_check_class_names(run.class_names, run.num_class_names)) != DP_OK) goto done;
     }
-    describe_normalize(config->train_set, run.normalize, sizeof run.normalize);
+    describe_normalize(train, run.normalize, sizeof run.normalize);
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
+    snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
              config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
+    agreed = 1;
+    if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
     const int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after
                                                                                       : config->epochs;
     if (config->on_begin) {
         dp_fit_begin_t begin = {.first_epoch = first_epoch, .last_epoch = last_epoch,
-                                .steps_per_epoch = dp_loader_num_batches(loader),
+                                .steps_per_epoch = dp_batch_loader_num_batches(loader),
                                 .devices = dp_trainer_device_names(trainer),
-                                .allreduce = dp_trainer_allreduce(trainer)};
+                                .allreduce = dp_trainer_allreduce(trainer),
+                                .resumed = config->resume_path != NULL, .first_step = run.loader_batch,
+                                .step_count = run.step_count};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;
     for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
         double sums[3], lr = config->schedule.lr, epoch_sec;
         int trained;
-        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained)) != DP_OK)
+        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained, &stop_state)) !=
+            DP_OK)
             goto done;
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
         if ((status = dp_world_sum_doubles(sums, 2)) != DP_OK) goto done;
-        if ((status = dp_trainer_evaluate(trainer, test_set, eval_batch, &test_correct)) != DP_OK) goto done;
+        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
+                                                  &test_correct)) != DP_OK)
+            goto done;
 
         dp_epoch_stats_t *s = &history[epoch];
         s->epoch = epoch + 1;
         s->train_loss = sums[0] / sums[2];
         s->train_acc = sums[1] / sums[2];
-        s->test_acc = (double)test_correct / test_set->count;
+        s->test_acc = (double)test_correct / test_count;
         s->epoch_sec = epoch_sec;
         s->lr = lr;
         s->images_per_sec = trained / epoch_sec; /* a resumed epoch: the part trained now */
@@ -511,11 +537,13 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
     double total_sec = 0.0;
     for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
     if (first_epoch >= last_epoch) /* the saved model's accuracy instead */
-        if ((status = dp_trainer_evaluate(trainer, test_set, eval_batch, &test_correct)) != DP_OK) goto done;
+        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
+                                                  &test_correct)) != DP_OK)
+            goto done;
     if (result) {
         *result = (dp_fit_result_t){.first_epoch = first_epoch, .last_epoch = last_epoch,
-                                    .test_correct = test_correct, .test_count = test_set->count,
-                                    .test_acc = (double)test_correct / test_set->count,
+                                    .test_correct = test_correct, .test_count = test_count,
+                                    .test_acc = (double)test_correct / test_count,
                                     .mean_epoch_sec = last_epoch > first_epoch
                                                           ? total_sec / (last_epoch - first_epoch) : 0.0,
                                     .step_count = dp_trainer_step_count(trainer)};
@@ -523,7 +551,23 @@ dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void
         if (last_epoch > first_epoch) result->test_acc = history[last_epoch - 1].test_acc;
     }
 done:
+    if (!agreed) status = dp_world_agree(status); /* a failure before training: every rank's */
+    dp_fit_stop_end(&stop_state);
     free(history);
-    dp_loader_free(loader);
+    dp_batch_loader_free(loader);
+    return status;
+}
+
+dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
+    if (config->train_source || config->test_source || !config->train_set || !config->test_set)
+        return fit_sources(config, on_epoch, ctx, result);
+    /* datasets in memory: sources over them, for this call */
+    dp_fit_config_t c = *config;
+    dp_status_t status = dp_memory_source_new((dp_dataset_t *)config->train_set, &config->augment, 0,
+                                              &c.train_source);
+    if (status == DP_OK) status = dp_memory_source_new((dp_dataset_t *)config->test_set, NULL, 0, &c.test_source);
+    if (status == DP_OK) status = fit_sources(&c, on_epoch, ctx, result);
+    dp_batch_source_free(c.train_source);
+    dp_batch_source_free(c.test_source);
     return status;
 }

@@ -23,9 +23,10 @@ void dp_replica_free(dp_replica_t *r) {
     dp_optimizer_free(r->optimizer);
     r->backend->free(r->backend->ctx, r->metrics_block);
     free(r->host_params);
-    free(r->host_indices);
-    free(r->host_batch);
-    free(r->host_labels);
+    r->backend->free(r->backend->ctx, r->step_in.pixels);
+    r->backend->free(r->backend->ctx, r->step_in.labels);
+    r->backend->free(r->backend->ctx, r->eval_in.pixels);
+    r->backend->free(r->backend->ctx, r->eval_in.labels);
 }
 
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {
@@ -71,8 +72,10 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
     size_t count = t->num_params - t->num_trainable;
     /* With synchronised batch norm every replica on every rank updated its
      * running statistics from the same global sums, in the same order: they
-     * are equal already (dp_trainer_check_replicas checks it). */
-    if (count == 0 || t->config.sync_batch_norm) return DP_OK;
+     * are equal already (dp_trainer_check_replicas checks it), but for a
+     * step with empty shards, whose devices ran no batch norm (replica 0
+     * of rank 0 always has examples: theirs are the ones to copy). */
+    if (count == 0 || (t->config.sync_batch_norm && !t->empty_shards)) return DP_OK;
     if (t->peer_group) { /* NCCL's broadcast from the first GPU of rank 0, joined before the next forward */
         const dp_backend_t *be = t->replicas[0].backend;
         DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, t->num_trainable, count));

@@ -11,8 +11,19 @@
 
 #include "dptrain/autograd.h"
 #include "dptrain/backend.h"
+#include "dptrain/batch_source.h"
 #include "dptrain/device.h"
 #include "dptrain/parallel.h"
+
+/* Device memory a batch's shards are uploaded into (trainer.c's
+ * stage_input): this replica's shards of every micro-batch, one after the
+ * other, grown when a larger batch comes (which frees device memory). */
+typedef struct {
+    uint8_t *pixels;      /* (cap, C, H, W) */
+    int32_t *labels;      /* (cap) */
+    size_t cap, pixel_bytes; /* examples, bytes */
+    size_t used;          /* examples of them the earlier micro-batches took */
+} dp_input_buffers_t;
 
 typedef struct dp_replica {
     float *params; /* (num_params) this replica's copy of the parameters; device memory */
@@ -24,16 +35,18 @@ typedef struct dp_replica {
     dp_device_t *device;
     const dp_backend_t *backend; /* the device's */
     float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
-    int *host_indices;   /* (eval_batch) evaluation: the examples of one batch */
-    float *host_batch;   /* (host_batch_size) a shard augmented on the host, for a backend */
-    int32_t *host_labels; /* without load_batch_augmented: uploaded from here */
-    size_t host_batch_size, host_labels_size;
+    /* the input on a backend without host memory (dp_input_buffers_t):
+     * a training step's (a step graph reads them there) and an
+     * evaluation's, apart, so that an evaluation's larger batches leave
+     * the graphs' buffers as they are; host memory: the batch's own */
+    dp_input_buffers_t step_in, eval_in;
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;
-    const dp_dataset_t *ds;
-    const int *indices;
-    int count, denominator, eval_batch;
+    const dp_batch_t *batch;      /* the step's or the evaluation's */
+    const uint8_t *shard_pixels;  /* the current shard (training): device memory of the backend */
+    const int32_t *shard_labels;
+    int count, denominator;
     /* device memory the backend's count_metrics adds a batch's figures to:
      * train_sums (2: loss, correct) the steps' not read yet
      * (dp_trainer_read_metrics), eval_sums (2) an evaluation's; both in
@@ -46,10 +59,6 @@ typedef struct dp_replica {
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */
     int64_t example_offset; /* global index of the shard's first example in the minibatch */
-    int *step_indices;        /* a step graph's (step_graph.c): the step's indices in device memory, what the
-                                 shards gather from (load_batch_indexed); NULL: uploaded by load_batch */
-    int step_indices_cap;
-    const int *device_indices; /* the current shard's indices in step_indices; NULL: host indices */
     dp_stat_sync_t stat_sync; /* sync batch norm: stat_sum over this replica */
     double *stat_values;      /* sync batch norm: this device's sums, while they are combined */
     int stat_count;

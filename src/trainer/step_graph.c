@@ -3,25 +3,27 @@
  * step shape and replayed with one launch per device and step, so that a
  * step of ~50 kernels costs one launch of the host's time.
  *
- * A shape (dataset, batch size, micro-batches) runs STEP_GRAPH_WARMUP steps
- * as made first: the arena grows into one block, cuDNN's plans, algorithms
- * and workspace, the dataset's device copy and the optimizer's device state
- * are made; none of that may happen inside a capture. The next step of the
- * shape is captured (dp_trainer_step_devices, exactly the step as made,
- * its host part included: the optimizers' step counts, the trainer's) and
- * launched; every later step of the shape uploads its indices into the
- * replica's step_indices (what the captured gather reads: the step's
- * indices, in micro-batch order, are the shards' in turn), does the host
- * part of a step (the strategy's begin_step: the optimizers' step counts;
- * the step count) and launches the graph, which first takes the
- * optimizers' scalars (learning rate, step count) from the host
- * optimizers (graph_cuda.c) and the dropout layers' seeds of this step
- * (dp_seed_mix(dp_seed_mix(seed, step count), layer), nn.c's, handed to
- * the launch beside their values at the capture). Up to STEP_GRAPH_SHAPES shapes keep a graph
- * (the epoch's batch and its last, short one); others run as made. When
- * the backend freed device memory a graph may point into (an evaluation
- * grew the arena or the workspace), every graph is dropped and each shape
- * warms up again.
+ * A shape (batch size, micro-batches, the examples' shape and
+ * normalisation) runs STEP_GRAPH_WARMUP steps as made first: the arena
+ * grows into one block, cuDNN's plans, algorithms and workspace, the input
+ * buffers and the optimizer's device state are made; none of that may
+ * happen inside a capture. The next step of the shape is captured
+ * (dp_trainer_step_devices, exactly the step as made, its host part
+ * included: the optimizers' step counts, the trainer's) and launched.
+ * Before every step, graph or not, the trainer uploads each replica's
+ * shards of the step's bytes and labels into its input buffers
+ * (trainer.c's stage_input: what the captured conversion reads); a later
+ * step of the shape then does the host part of a step (the strategy's
+ * begin_step: the optimizers' step counts; the step count) and launches the
+ * graph, which first takes the optimizers' scalars (learning rate, step
+ * count) from the host optimizers (graph_cuda.c) and the dropout layers'
+ * seeds of this step (dp_seed_mix(dp_seed_mix(seed, step count), layer),
+ * nn.c's, handed to the launch beside their values at the capture). Up to
+ * STEP_GRAPH_SHAPES shapes keep a graph (the epoch's batch and its last,
+ * short one); others run as made. When the backend freed device memory a
+ * graph may point into (an evaluation grew the arena or the workspace, a
+ * larger step grew the input buffers), every graph is dropped and each
+ * shape warms up again.
  *
  * Several devices of one process capture together when they sum with NCCL
  * (sync_peer.c's strategies): each device's context captures its share,
@@ -30,8 +32,7 @@
  * the sums beside the backward pass), and
  * each device's graph is launched from its device's thread (NCCL's advice
  * for graphs on several GPUs of a process: a member's graph may wait in its
- * launch for the others'). Every replica gets all of the step's indices
- * and its shards read their part. A graph of any device gone stale drops
+ * launch for the others'). A graph of any device gone stale drops
  * every device's: all capture and launch alike, as NCCL requires. So do
  * several ranks whose GPUs sum in one NCCL group: each rank captures and
  * launches its own, and before each step one byte per rank through MPI
@@ -65,8 +66,9 @@
 #define STEP_GRAPH_RANKS_ON_STACK 256 /* ranks whose stale flags drop_if_stale gathers on the stack */
 
 typedef struct dp_step_graph {
-    const dp_dataset_t *ds; /* the shape: NULL for a free entry */
-    int n, micros;
+    int n, micros;          /* the shape (n 0: a free entry): the step's batch and micro-batches, ... */
+    int channels, height, width; /* ... its examples' shape ... */
+    dp_normalize_t normalize;    /* ... and their conversion (a constant of the graph) */
     int warm;    /* steps of this shape run as made since its graphs were last dropped */
     uint64_t step_seed; /* the forward's seed at the capture (dp_seed_mix(seed, step count)) */
     int captured; /* graph[] holds every device's */
@@ -84,10 +86,8 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     DP_ASSERT(t->num_devices <= STEP_GRAPH_DEVICES); /* several devices sum with NCCL: 16 at most (sync_peer.c) */
     if (t->config.profile_steps > 0) return "--profile (its timing marks are read on the host)";
     if (t->config.sync_batch_norm) return "--sync-batch-norm (its statistics meet at a host barrier)";
-    if (t->augment) return "--augment (each step's crops and flips are drawn on the host)";
     if (!nccl && t->sync != &dp_sync_local_chunked && t->sync != &dp_sync_local_naive && t->sync != &dp_sync_overlap)
         return "a gradient strategy whose sums run on the host";
-    if (!t->replicas[0].backend->load_batch_indexed) return "the backend gathers no batch from device indices";
     return NULL;
 }
 
@@ -119,41 +119,27 @@ void dp_step_graph_release(dp_trainer_t *t) {
     drop_graphs(t);
     free(t->graphs);
     t->graphs = NULL;
-    for (int d = 0; t->replicas && d < t->num_devices; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        if (r->step_indices) r->backend->free(r->backend->ctx, r->step_indices);
-        r->step_indices = NULL;
-        r->step_indices_cap = 0;
-    }
 }
 
-static dp_step_graph_t *find_shape(dp_trainer_t *t, const dp_dataset_t *ds, int n, int micros) {
+static int same_shape(const dp_step_graph_t *g, const dp_batch_t *b, const dp_normalize_t *norm, int micros) {
+    return g->n == b->n && g->micros == micros && g->channels == b->channels && g->height == b->height &&
+           g->width == b->width && memcmp(&g->normalize, norm, sizeof *norm) == 0;
+}
+
+static dp_step_graph_t *find_shape(dp_trainer_t *t, const dp_batch_t *b, int micros) {
+    dp_normalize_t norm = {0};
+    if (b->normalize) norm = *b->normalize;
+    for (int i = 0; i < STEP_GRAPH_SHAPES; i++)
+        if (same_shape(&t->graphs[i], b, &norm, micros)) return &t->graphs[i];
     for (int i = 0; i < STEP_GRAPH_SHAPES; i++) {
         dp_step_graph_t *g = &t->graphs[i];
-        if (g->ds == ds && g->n == n && g->micros == micros) return g;
-    }
-    for (int i = 0; i < STEP_GRAPH_SHAPES; i++) {
-        dp_step_graph_t *g = &t->graphs[i];
-        if (!g->ds) {
-            *g = (dp_step_graph_t){.ds = ds, .n = n, .micros = micros};
+        if (!g->n) {
+            *g = (dp_step_graph_t){.n = b->n, .micros = micros, .channels = b->channels, .height = b->height,
+                                   .width = b->width, .normalize = norm};
             return g;
         }
     }
     return NULL;
-}
-
-/* The step's indices into a replica's step_indices (its shards of the
- * micro-batches, on every rank, read their part of indices[0..n)). */
-static dp_status_t upload_indices(dp_replica_t *r, const int *indices, int n) {
-    const dp_backend_t *be = r->backend;
-    if (n > r->step_indices_cap) {
-        if (r->step_indices) be->free(be->ctx, r->step_indices);
-        r->step_indices_cap = 0;
-        if (!(r->step_indices = be->alloc(be->ctx, sizeof(int) * (size_t)n, "a step's indices"))) return DP_ERR_NOMEM;
-        r->step_indices_cap = n;
-    }
-    be->upload(be->ctx, r->step_indices, indices, sizeof(int) * (size_t)n);
-    return DP_OK;
 }
 
 /* A device's graph of the shape, from its device's thread. */
@@ -191,8 +177,7 @@ static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t st
 
 /* Every device's context captures the step as made; on a failure every
  * capture begun is ended and its graph, if any, freed. */
-static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset_t *ds, const int *indices, int n,
-                           int micros) {
+static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_batch_t *batch, int micros) {
     int begun = 0;
     dp_status_t status = DP_OK;
     while (begun < t->num_devices && status == DP_OK) {
@@ -201,11 +186,7 @@ static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_dataset
         status = r->backend->graph_begin(r->backend->ctx);
         begun += status == DP_OK;
     }
-    if (status == DP_OK) {
-        t->graph_capturing = 1;
-        status = dp_trainer_step_devices(t, ds, indices, n, micros);
-        t->graph_capturing = 0;
-    }
+    if (status == DP_OK) status = dp_trainer_step_devices(t, batch, micros);
     char message[1024] = "";
     if (status != DP_OK) snprintf(message, sizeof message, "%s", dp_error_message());
     for (int d = 0; d < begun; d++) {
@@ -244,23 +225,21 @@ static dp_status_t drop_if_stale(dp_trainer_t *t, const dp_step_graph_t *g) {
     return DP_OK;
 }
 
-dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
-                               int *done) {
+dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_batch_t *batch, int micros, int *done) {
     *done = 0;
     if (!t->graphs && !(t->graphs = dp_alloc_zeroed(STEP_GRAPH_SHAPES, sizeof *t->graphs, "step graphs")))
         return DP_ERR_NOMEM;
-    dp_step_graph_t *g = find_shape(t, ds, n, micros);
+    dp_step_graph_t *g = find_shape(t, batch, micros);
     DP_TRY(drop_if_stale(t, g));
     if (!g || (!g->captured && g->warm < STEP_GRAPH_WARMUP)) { /* more shapes than graphs, or a warm-up: as made */
         if (g) g->warm++;
         t->graph_counts.as_made++;
         return DP_OK;
     }
-    for (int d = 0; d < t->num_devices; d++) DP_TRY(upload_indices(&t->replicas[d], indices, n));
     uint64_t step_seed = dp_seed_mix(t->config.seed, t->step_count); /* this step's forward's (shard_task) */
     if (!g->captured) {
         g->step_seed = step_seed;
-        DP_TRY(capture(t, g, ds, indices, n, micros));
+        DP_TRY(capture(t, g, batch, micros));
         t->graph_counts.captures++;
     } else { /* the host's part of the step, as dp_trainer_step_devices does it */
         if (t->sync->begin_step) t->sync->begin_step(t);

@@ -14,8 +14,16 @@
  * it; the caller re-arms it before each step, when no device is inside a
  * task. Every replica then updates its running statistics from the same
  * sums, so the buffers need no copy after the step.
+ *
+ * A device whose shard is empty (a short last batch with fewer examples
+ * than devices, or a rank without any) runs no forward, yet the others
+ * wait for it in every sum: it takes part with zeros, in the order the
+ * ops sum (dp_sync_batch_norm_absent: each batch norm layer's forward,
+ * [m, S1 (C), S2 (C)], in layer order, then each one's backward, 2C, in
+ * reverse order), so every count and every MPI call matches.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync_strategy.h"
@@ -98,4 +106,28 @@ void dp_sync_batch_norm_sum(void *ctx, double *values, int count) {
     if (barrier_wait(&t->barrier) != 0) return;
     if (r->index != 0) memcpy(values, t->replicas[0].stat_values, sizeof(double) * (size_t)count);
     barrier_wait(&t->barrier); /* device 0's array stays as it is until everyone has copied it */
+}
+
+dp_status_t dp_sync_batch_norm_absent(dp_replica_t *r) {
+    const dp_model_t *m = r->trainer->model;
+    int layers = dp_model_num_layers(m), widest = 0;
+    for (int i = 1; i <= layers; i++) {
+        dp_layer_info_t l;
+        DP_TRY(dp_model_layer(m, i, &l));
+        if (l.kind == DP_LAYER_BATCH_NORM && l.out_shape[0] > widest) widest = l.out_shape[0];
+    }
+    if (widest == 0) return DP_OK;
+    double *zeros = dp_alloc(sizeof(double) * (size_t)(2 * widest + 1), "batch norm sums of an empty shard");
+    if (!zeros) return DP_ERR_NOMEM;
+    for (int pass = 0; pass < 2; pass++) /* the forward's sums in layer order, then the backward's in reverse */
+        for (int j = 1; j <= layers; j++) {
+            dp_layer_info_t l;
+            if (dp_model_layer(m, pass == 0 ? j : layers + 1 - j, &l) != DP_OK || l.kind != DP_LAYER_BATCH_NORM)
+                continue; /* (every layer number here exists) */
+            int count = pass == 0 ? 2 * l.out_shape[0] + 1 : 2 * l.out_shape[0];
+            memset(zeros, 0, sizeof(double) * (size_t)count);
+            dp_sync_batch_norm_sum(r, zeros, count);
+        }
+    free(zeros);
+    return DP_OK;
 }

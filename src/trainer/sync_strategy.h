@@ -69,5 +69,8 @@ void dp_sync_batch_norm_rearm(dp_trainer_t *t);
 void dp_sync_batch_norm_break(dp_trainer_t *t);
 /* dp_stat_sync_t.sum (ctx: the replica) */
 void dp_sync_batch_norm_sum(void *ctx, double *values, int count);
+/* A replica without examples in this micro-batch (a short last batch):
+ * takes part in every sum the others make, with zeros (adding nothing). */
+dp_status_t dp_sync_batch_norm_absent(dp_replica_t *r);
 
 #endif

@@ -9,15 +9,19 @@
  * DESIGN. Replica d (params, grads, arena, tape, optimizer) belongs to
  * device d and lives in its backend's memory: only tasks on device d touch
  * its arena and tape, and this file reads or writes a replica only through
- * the backend (upload, download, copy, zero, load_batch; an augmented shard
- * on a backend without load_batch_augmented is filled on the host and
- * uploaded). Nothing here assumes host memory: what MPI reads or writes
+ * the backend (upload, download, copy, zero, input_from_bytes). A step
+ * takes a host batch of bytes and labels (batch_source.h: the data never
+ * enters the device interface): on a backend without host memory each
+ * replica's shards are uploaded into its input buffers before the step
+ * (stage_input), on host memory they are read where they are; each device
+ * turns its shard into the normalised input itself. Nothing here assumes
+ * host memory: what MPI reads or writes
  * goes through t->host_stage when the backend's memory is not host memory
  * (dp_trainer_stage_down/up), and an optimizer whose state the backend keeps
  * on the device is downloaded by dp_trainer_optimizer (what a checkpoint
  * saves) and uploaded after a restore (dp_trainer_optimizers_uploaded). The caller's
  * thread drives a step and waits for every device after each phase:
- *   phase 1, on every device (shard_task): upload the shard's batch,
+ *   phase 1, on every device (shard_task): convert the shard's bytes,
  *            forward, loss scaled by the global batch size, backward into
  *            the replica's grads; the shard's summed loss and correct count
  *            are added to the replica's train_sums on the device
@@ -51,7 +55,7 @@
  * host copies of dp_trainer_params) only after a wait.
  * On one CUDA device a step may instead be one launch of a CUDA graph
  * (step_graph.c): dp_trainer_step_devices is then run once per step shape
- * inside a capture (the shards gathering from indices uploaded before it),
+ * inside a capture (the shards converting the bytes uploaded before it),
  * and later steps redo only its host part (the strategy's begin_step, the
  * step count) before the launch; where that cannot hold, t->graph_why says
  * why and every step runs as made.
@@ -67,6 +71,8 @@
 #include <unistd.h>
 
 #include "dptrain/profile.h"
+
+#include "dptrain/batch_loader.h"
 
 #include "buckets.h"
 #include "replica.h"
@@ -122,9 +128,6 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
     if (config->accumulate < 0)
         return dp_fail(DP_ERR_ARG, "accumulate: micro-batches per step must be >= 1, found %d", config->accumulate);
-    if (config->augment.crop_padding < 0 || config->augment.crop_padding > 64)
-        return dp_fail(DP_ERR_ARG, "augment: crop padding must be from 0 to 64, found %d",
-                       config->augment.crop_padding);
     if (config->threads_per_device < 1)
         return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
                        config->threads_per_device);
@@ -135,7 +138,6 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->config.device_ids = NULL; /* not kept: the caller's array */
     if (t->config.world.size < 1) t->config.world.size = 1;
     t->ranks = t->config.world.size;
-    t->augment = config->augment.crop_padding > 0 || config->augment.flip;
     if (t->config.accumulate < 1) t->config.accumulate = 1;
     t->backend = config->backend ? config->backend : dp_backend_cpu();
     t->model = config->model;
@@ -238,10 +240,6 @@ const char *dp_trainer_cuda_graph(const dp_trainer_t *t, dp_cuda_graph_counts_t 
     if (counts) *counts = t->graph_counts;
     return t->graph_why;
 }
-void dp_trainer_set_position(dp_trainer_t *t, int epoch, int64_t first_position) {
-    t->epoch = epoch;
-    t->first_position = first_position;
-}
 void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count = steps; }
 
 /* A backend that keeps the optimizer state in device memory: its host
@@ -297,47 +295,19 @@ size_t dp_trainer_device_memory_peak(const dp_trainer_t *t) {
 }
 const char *dp_trainer_allreduce(const dp_trainer_t *t) { return t->allreduce; }
 
-/* Uploads the examples indices[0..n) (host) into the replica's arena as a
- * batch; `augment`: a training shard, augmented when the trainer says so,
- * its first example at r->example_offset of the step's batch. */
-static dp_status_t load_shard(dp_replica_t *r, const dp_dataset_t *ds, const int *indices, int n, int augment,
-                              dp_tensor_t **x, int32_t **y) {
-    int shape[4] = {n, ds->channels, ds->height, ds->width};
-    *x = dp_tape_tensor(r->tape, 4, shape);
+/* The shard's input x (n, C, H, W) in the replica's arena, converted from
+ * its bytes (device memory of the backend), and its labels y. */
+static dp_status_t load_shard(dp_replica_t *r, const dp_batch_t *shape, const uint8_t *pixels,
+                              const int32_t *labels, int n, dp_tensor_t **x, const int32_t **y) {
+    int dims[4] = {n, shape->channels, shape->height, shape->width};
+    *x = dp_tape_tensor(r->tape, 4, dims);
     if (!*x) return DP_ERR_NOMEM;
     (*x)->data = dp_arena_floats(r->arena, dp_tensor_numel(*x));
-    *y = dp_arena_alloc(r->arena, sizeof(int32_t) * (size_t)n);
-    if (!(*x)->data || !*y) return DP_ERR_NOMEM;
-    dp_trainer_t *t = r->trainer;
+    if (!(*x)->data) return DP_ERR_NOMEM;
     const dp_backend_t *be = r->backend;
-    if (augment && r->device_indices) { /* a captured step's (step_graph.c) */
-        be->load_batch_indexed(be->ctx, ds, r->device_indices, n, (*x)->data, *y);
-    } else if (!augment || !t->augment) {
-        be->load_batch(be->ctx, ds, indices, n, (*x)->data, *y);
-    } else if (be->load_batch_augmented) {
-        be->load_batch_augmented(be->ctx, ds, &t->config.augment, t->config.seed, t->epoch,
-                                 t->first_position + r->example_offset, indices, n, (*x)->data, *y);
-    } else { /* augmented on the host, then uploaded: the same values */
-        size_t floats = dp_tensor_numel(*x);
-        if (floats > r->host_batch_size) {
-            free(r->host_batch);
-            r->host_batch_size = 0;
-            if (!(r->host_batch = dp_alloc(sizeof(float) * floats, "host copy of an augmented shard")))
-                return DP_ERR_NOMEM;
-            r->host_batch_size = floats;
-        }
-        if ((size_t)n > r->host_labels_size) {
-            free(r->host_labels);
-            r->host_labels_size = 0;
-            if (!(r->host_labels = dp_alloc(sizeof(int32_t) * (size_t)n, "host copy of a shard's labels")))
-                return DP_ERR_NOMEM;
-            r->host_labels_size = (size_t)n;
-        }
-        dp_dataset_fill_augmented(ds, &t->config.augment, t->config.seed, t->epoch,
-                                  t->first_position + r->example_offset, indices, n, r->host_batch, r->host_labels);
-        be->upload(be->ctx, (*x)->data, r->host_batch, sizeof(float) * floats);
-        be->upload(be->ctx, *y, r->host_labels, sizeof(int32_t) * (size_t)n);
-    }
+    be->input_from_bytes(be->ctx, (*x)->data, pixels, n, shape->channels, (size_t)shape->height * shape->width,
+                         shape->normalize);
+    *y = labels;
     return be->failure ? be->failure(be->ctx) : DP_OK; /* an upload's failure named as itself */
 }
 
@@ -358,6 +328,21 @@ static void backward_hook(void *ctx, int node_index, const dp_node_t *node) {
     r->trainer->sync->range_final(r);
 }
 
+/* Phase 1 on a device without examples (a short last batch with fewer
+ * examples than devices): it contributes nothing, zero gradients and no
+ * figures, yet takes part in whatever the others meet in: synchronised
+ * batch norm's sums and, with an overlapping strategy, the buckets, all
+ * final at once. */
+static dp_status_t empty_shard(dp_replica_t *r, int last) {
+    dp_trainer_t *t = r->trainer;
+    if (t->config.sync_batch_norm) DP_TRY(dp_sync_batch_norm_absent(r));
+    if (t->sync->range_final && last) {
+        r->ready_from = 0;
+        t->sync->range_final(r);
+    }
+    return DP_OK;
+}
+
 /* Phase 1 on device d (d2l's per-GPU part of train_batch): forward and
  * backward of the shard; the loss is divided by the global batch size.
  * With an overlapping strategy, backward also sums and applies finished
@@ -372,9 +357,10 @@ static dp_status_t shard_task(void *arg) {
         r->backend->zero(r->backend->ctx, r->grads, sizeof(float) * t->num_trainable);
     }
     r->ready_from = t->num_trainable;
+    if (r->count == 0) return empty_shard(r, last);
     dp_tensor_t *x, *logits, *loss;
-    int32_t *y;
-    DP_TRY(load_shard(r, r->ds, r->indices, r->count, 1, &x, &y));
+    const int32_t *y;
+    DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
     dp_forward_opts_t opts = {
         .training = 1,
         .seed = dp_seed_mix(t->config.seed, t->step_count),
@@ -414,47 +400,135 @@ static dp_status_t shard_task_guarded(void *arg) {
     return status;
 }
 
-dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n,
-                            double *loss_sum, int *correct) {
-    int k = t->num_devices, ranks = t->config.world.size;
-    if (n < k * ranks)
-        return dp_fail(DP_ERR_ARG, "a batch of %d examples cannot be split across %d devices "
-                       "(the batch size must be at least the number of devices)", n, k * ranks);
-    /* micro-batches: as many as asked while each still has an example per device */
+/* Shard d of micro-batch `micro` of a step's batch of n: its first example
+ * in the batch and its count (distributed_batch_reader across the ranks,
+ * then split_and_load across this rank's devices). */
+static void step_shard(const dp_trainer_t *t, int n, int micros, int micro, int d, int *first, int *count) {
+    int micro_start, micro_count, rank_start, rank_count, start;
+    dp_split_batch(n, micros, micro, &micro_start, &micro_count);
+    dp_split_batch(micro_count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
+    dp_split_batch(rank_count, t->num_devices, d, &start, count);
+    *first = micro_start + rank_start + start;
+}
+
+/* The input of a batch on every replica of a backend without host memory:
+ * its shards of every micro-batch, one after the other, uploaded into the
+ * replica's buffers (eval: its eval_in, else its step_in; grown when a
+ * larger batch comes: that frees device memory, so step graphs pointing
+ * there go stale and are captured again). On host memory the shards are
+ * read from the batch itself. */
+static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros, int eval) {
+    const size_t example = (size_t)batch->channels * batch->height * batch->width;
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
+        const dp_backend_t *be = r->backend;
+        if (be->host_memory) continue;
+        size_t total = 0;
+        for (int m = 0; m < micros; m++) {
+            int first, count;
+            step_shard(t, batch->n, micros, m, d, &first, &count);
+            total += (size_t)count;
+        }
+        if (total > in->cap || total * example > in->pixel_bytes) {
+            be->free(be->ctx, in->pixels);
+            be->free(be->ctx, in->labels);
+            in->cap = in->pixel_bytes = 0;
+            in->pixels = be->alloc(be->ctx, total * example + 1, eval ? "an evaluation's input bytes"
+                                                                      : "a step's input bytes");
+            in->labels = in->pixels ? be->alloc(be->ctx, sizeof(int32_t) * total + 1, "a batch's labels") : NULL;
+            if (!in->labels) return DP_ERR_NOMEM;
+            in->cap = total;
+            in->pixel_bytes = total * example;
+        }
+        size_t used = 0;
+        for (int m = 0; m < micros; m++) {
+            int first, count;
+            step_shard(t, batch->n, micros, m, d, &first, &count);
+            be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
+                       (size_t)count * example);
+            be->upload(be->ctx, in->labels + used, batch->labels + first, sizeof(int32_t) * (size_t)count);
+            used += (size_t)count;
+        }
+        if (be->failure) DP_TRY(be->failure(be->ctx));
+    }
+    return DP_OK;
+}
+
+/* Every replica's shard of micro-batch `micro` (of micros) of the batch:
+ * its count, where it lies in the batch, and its bytes and labels in the
+ * backend's memory (the batch itself, or what stage_input uploaded). */
+static void assign_shards(dp_trainer_t *t, const dp_batch_t *batch, int micros, int micro, int eval) {
+    const size_t example = (size_t)batch->channels * batch->height * batch->width;
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
+        int first, count;
+        step_shard(t, batch->n, micros, micro, d, &first, &count);
+        if (micro == 0) in->used = 0;
+        r->batch = batch;
+        r->count = count;
+        r->denominator = batch->n; /* the whole step's batch: the micro-batches' gradients add up */
+        r->example_offset = first;
+        if (r->backend->host_memory) { /* the batch itself */
+            r->shard_pixels = batch->pixels + (size_t)first * example;
+            r->shard_labels = batch->labels + first;
+        } else { /* what stage_input uploaded */
+            r->shard_pixels = in->pixels + in->used * example;
+            r->shard_labels = in->labels + in->used;
+            in->used += (size_t)count;
+        }
+    }
+}
+
+/* Micro-batches of a step of n: as many as asked while each still has an
+ * example per device; fewer examples than devices (a short last batch):
+ * one, some devices empty. */
+static int step_micros(const dp_trainer_t *t, int n) {
     int micros = t->config.accumulate;
-    while (micros > 1 && n / micros < k * ranks) micros--;
+    while (micros > 1 && n / micros < t->num_devices * t->config.world.size) micros--;
+    return micros;
+}
+
+int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max) {
+    const dp_trainer_t *t = trainer;
+    int micros = step_micros(t, n), ranges = 0;
+    for (int m = 0; m < micros; m++) {
+        int micro_start, micro_count, rank_start, rank_count;
+        dp_split_batch(n, micros, m, &micro_start, &micro_count);
+        dp_split_batch(micro_count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
+        if (rank_count == 0) continue;
+        if (ranges < max) {
+            first[ranges] = micro_start + rank_start;
+            count[ranges] = rank_count;
+        }
+        ranges++;
+    }
+    return ranges;
+}
+
+dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
+    int k = t->num_devices, n = batch->n;
+    if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
+    int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
+    DP_TRY(stage_input(t, batch, micros, 0));
     int done = 0;
-    if (!t->graph_why) DP_TRY(dp_step_graph_step(t, ds, indices, n, micros, &done)); /* step_graph.c */
-    if (!done) DP_TRY(dp_trainer_step_devices(t, ds, indices, n, micros));
+    if (!t->graph_why) DP_TRY(dp_step_graph_step(t, batch, micros, &done)); /* step_graph.c */
+    if (!done) DP_TRY(dp_trainer_step_devices(t, batch, micros));
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_end(t->replicas[d].profiler));
     /* asked for: this step's figures (and any unread before it) now, one download per backend table */
     return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
 }
 
-dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros) {
-    int k = t->num_devices, ranks = t->config.world.size;
+dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_batch_t *batch, int micros) {
+    int k = t->num_devices, ranks = t->config.world.size, n = batch->n;
     t->last_micro = micros - 1;
+    t->empty_shards = n < k * ranks; /* then micros is 1 (dp_trainer_step) */
     double mpi_start = 0.0;
     dp_status_t status = DP_OK;
     for (t->micro = 0; t->micro < micros && status == DP_OK; t->micro++) {
-        int micro_start, micro_count;
-        dp_split_batch(n, micros, t->micro, &micro_start, &micro_count);
-        /* distributed_batch_reader: this rank's shard of the micro-batch ... */
-        int rank_start, rank_count;
-        dp_split_batch(micro_count, ranks, t->config.world.rank, &rank_start, &rank_count);
-        for (int d = 0; d < k; d++) { /* ... and split_and_load across its devices */
-            dp_replica_t *r = &t->replicas[d];
-            int start, count;
-            dp_split_batch(rank_count, k, d, &start, &count);
-            r->ds = ds;
-            r->indices = indices + micro_start + rank_start + start;
-            r->count = count;
-            r->denominator = n; /* the whole step's batch: the micro-batches' gradients add up */
-            r->example_offset = micro_start + rank_start + start;
-            /* a captured step gathers from the indices uploaded before it (every replica has the step's) */
-            r->device_indices = t->graph_capturing ? r->step_indices + r->example_offset : NULL;
-        }
+        assign_shards(t, batch, micros, t->micro, 0);
         if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
         if (t->micro == t->last_micro) {
             if (t->sync->begin_step) t->sync->begin_step(t);
@@ -481,26 +555,32 @@ dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, con
     return DP_OK;
 }
 
-/* Evaluation on device d: its contiguous share of the examples, in batches. */
+/* Evaluation on device d: forward its shard of an evaluation batch and
+ * count it. */
 static dp_status_t evaluate_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
-    int rank_start, rank_count, start, count;
-    dp_split_batch(r->ds->count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
-    dp_split_batch(rank_count, t->num_devices, r->index, &start, &count);
-    start += rank_start;
-    for (int done = 0; done < count; done += r->eval_batch) {
-        int n = count - done < r->eval_batch ? count - done : r->eval_batch;
-        dp_arena_reset(r->arena);
-        dp_tape_reset(r->tape);
-        for (int i = 0; i < n; i++) r->host_indices[i] = start + done + i;
-        dp_tensor_t *x, *logits;
-        int32_t *y;
-        DP_TRY(load_shard(r, r->ds, r->host_indices, n, 0, &x, &y));
-        DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
-        r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, n, logits->shape[1]);
-    }
+    if (r->count == 0) return DP_OK;
+    dp_arena_reset(r->arena);
+    dp_tape_reset(r->tape);
+    dp_tensor_t *x, *logits;
+    const int32_t *y;
+    DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
+    DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
+    r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, r->count, logits->shape[1]);
     return DP_OK;
+}
+
+/* The batch loader's share of an evaluation batch of n: this rank's part. */
+static int evaluation_share(void *trainer, int n, int *first, int *count, int max) {
+    const dp_trainer_t *t = trainer;
+    int start, cnt;
+    dp_split_batch(n, t->config.world.size, t->config.world.rank, &start, &cnt);
+    if (cnt > 0 && max >= 1) {
+        first[0] = start;
+        count[0] = cnt;
+    }
+    return cnt > 0;
 }
 
 /* An evaluation batch keeps every layer's output in the device's arena (and
@@ -522,28 +602,36 @@ static int eval_batch_cap(const dp_model_t *m, int batch_size) {
     return (size_t)batch_size < cap ? batch_size : (int)cap;
 }
 
-dp_status_t dp_trainer_evaluate(dp_trainer_t *t, const dp_dataset_t *ds, int batch_size,
-                                int *correct) {
+dp_status_t dp_trainer_evaluate(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int *correct) {
+    return dp_trainer_evaluate_threads(t, source, batch_size, 0, correct);
+}
+
+dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
+                                        int *correct) {
     if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
-    int eval_batch = eval_batch_cap(t->model, batch_size);
-    for (int d = 0; d < t->num_devices; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        r->ds = ds;
-        if (r->eval_batch < eval_batch || !r->host_indices) {
-            free(r->host_indices);
-            r->host_indices = dp_alloc(sizeof(int) * (size_t)eval_batch, "evaluation indices");
-            if (!r->host_indices) return DP_ERR_NOMEM;
-        }
-        r->eval_batch = eval_batch;
+    /* global batches of eval_batch per device, the source's samples in order */
+    const int count = dp_batch_source_info(source)->count;
+    long global = (long)eval_batch_cap(t->model, batch_size) * t->num_devices * t->config.world.size;
+    const dp_batch_loader_config_t lc = {.batch_size = global < count ? (int)global : count, .seed = t->config.seed,
+                                         .threads = threads, .share = evaluation_share, .share_ctx = t};
+    dp_batch_loader_t *loader = NULL;
+    DP_TRY(dp_batch_loader_new(source, &lc, &loader));
+    dp_status_t status = dp_trainer_metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
+    for (;;) {
+        const dp_batch_t *batch;
+        if (status != DP_OK || (status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
+        if ((status = stage_input(t, batch, 1, 1)) != DP_OK) break;
+        assign_shards(t, batch, 1, 0, 1);
+        status = dp_trainer_run_on_all(t, evaluate_task);
     }
-    DP_TRY(dp_trainer_metrics_move(t, 1, 0, 1)); /* zeroed, queued before the tasks' counts */
-    DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
+    dp_batch_loader_free(loader);
+    DP_TRY(status);
     DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
     double total = 0;
     for (int d = 0; d < t->num_devices; d++) {
-        int count = 0;
-        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &count));
-        total += count;
+        int device_correct = 0;
+        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &device_correct));
+        total += device_correct;
     }
     DP_TRY(dp_world_sum_doubles(&total, 1));
     *correct = (int)total;

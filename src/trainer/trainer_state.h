@@ -45,10 +45,9 @@ struct dp_trainer {
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
-    int epoch;               /* dp_trainer_set_position: augmentation's epoch ... */
-    int64_t first_position;  /* ... and the position of the step's first example in it */
-    int augment;             /* config.augment asks for anything */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
+    int empty_shards;        /* this step has devices without examples (a short last batch with
+                                fewer examples than devices of all ranks: the same on every rank) */
     /* the parameter server (sync_ps.c) */
     dp_device_t *server;
     float *server_params, *server_grads; /* (num_params), (num_trainable + 1): server device memory */
@@ -67,7 +66,6 @@ struct dp_trainer {
      * the graphs per step shape, and what they did */
     const char *graph_why;
     struct dp_step_graph *graphs;
-    int graph_capturing; /* the step runs inside a capture: the shards gather from step_indices */
     dp_cuda_graph_counts_t graph_counts;
     const struct dp_step_graph *graph_launch; /* the shape each device thread launches now, and its seeds */
     const uint64_t *graph_seeds;
@@ -77,15 +75,14 @@ struct dp_trainer {
 /* trainer.c: the step's device work as made (uncaptured, or while a step
  * graph captures it): its micro-batches on every device, the strategy's
  * sums and updates, the step count. */
-dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros);
+dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_batch_t *batch, int micros);
 
 /* step_graph.c: why this trainer's steps cannot be captured (a static line;
  * NULL: they can); a step as a graph (warm-up steps of a new shape, and a
  * shape beyond the cache, run as made: *done = 0 and nothing ran);
  * the graphs freed. */
 const char *dp_step_graph_why(const dp_trainer_t *t);
-dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_dataset_t *ds, const int *indices, int n, int micros,
-                               int *done);
+dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_batch_t *batch, int micros, int *done);
 void dp_step_graph_release(dp_trainer_t *t);
 
 #endif

@@ -58,17 +58,10 @@ static void cpu_broadcast_range(void *ctx, float *const *dst, int k, const float
         if (dst[e] != src) memcpy(dst[e] + start, src + start, sizeof(float) * count);
 }
 
-static void cpu_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
-                           int32_t *y) {
+static void cpu_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
+                                 const dp_normalize_t *norm) {
     (void)ctx;
-    dp_dataset_fill(ds, host_indices, n, x, y);
-}
-
-static void cpu_load_batch_augmented(void *ctx, const dp_dataset_t *ds, const dp_augment_t *aug, uint64_t seed,
-                                     int epoch, int64_t first_position, const int *host_indices, int n, float *x,
-                                     int32_t *y) {
-    (void)ctx;
-    dp_dataset_fill_augmented(ds, aug, seed, epoch, first_position, host_indices, n, x, y);
+    dp_pixels_to_input(pixels, n, channels, plane, norm, x);
 }
 
 /* backend.h's count_metrics on host memory. The product and the sum are
@@ -114,8 +107,7 @@ static const dp_backend_t cpu_backend = {
     .optimizer_update = cpu_optimizer_update,
     .reduce_range = cpu_reduce_range,
     .broadcast_range = cpu_broadcast_range,
-    .load_batch = cpu_load_batch,
-    .load_batch_augmented = cpu_load_batch_augmented,
+    .input_from_bytes = cpu_input_from_bytes,
     .count_metrics = cpu_count_metrics,
     .set_winograd = cpu_set_winograd,
 };

@@ -149,11 +149,11 @@ static void split_broadcast_range(void *ctx, float *const *dst, int k, const flo
     staged()->broadcast_range(staged()->ctx, dst, k, src, start, count);
 }
 
-static void split_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
-                             int32_t *y) {
-    check_own(ctx, "load_batch (x)", x, sizeof(float) * (size_t)n * ds->channels * ds->height * ds->width);
-    check_own(ctx, "load_batch (y)", y, sizeof(int32_t) * (size_t)n);
-    staged()->load_batch(staged()->ctx, ds, host_indices, n, x, y);
+static void split_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
+                                   const dp_normalize_t *norm) {
+    check_own(ctx, "input_from_bytes (x)", x, sizeof(float) * (size_t)n * (size_t)channels * plane);
+    check_own(ctx, "input_from_bytes (pixels)", pixels, (size_t)n * (size_t)channels * plane);
+    staged()->input_from_bytes(staged()->ctx, x, pixels, n, channels, plane, norm);
 }
 
 static void split_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
@@ -183,7 +183,7 @@ static void split_init(void) {
         sp->table.optimizer_update = split_optimizer_update;
         sp->table.reduce_range = split_reduce_range;
         sp->table.broadcast_range = split_broadcast_range;
-        sp->table.load_batch = split_load_batch;
+        sp->table.input_from_bytes = split_input_from_bytes;
         sp->table.count_metrics = split_count_metrics;
     }
 }

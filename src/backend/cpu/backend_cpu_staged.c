@@ -2,9 +2,8 @@
  * double of a GPU on the CPU. Its kernels, copies and collectives are the CPU
  * backend's, but it declares host_memory = 0 and behaves like a device with
  * memory of its own where that is visible above the seam:
- *   - a batch is filled in a host staging buffer and uploaded (load_batch);
- *     it has no load_batch_augmented, so the trainer augments on the host
- *     and uploads, as for the CUDA backend;
+ *   - a batch's bytes and labels are uploaded into its memory before the
+ *     step (its memory is not the host's), as for the CUDA backend;
  *   - the optimizer state lives in a device copy (a shadow optimizer with
  *     its own buffers) that the host optimizer's buffers see only through
  *     optimizer_download / optimizer_upload, as the CUDA backend's does;
@@ -113,24 +112,6 @@ static void staged_optimizer_forget(void *ctx, const dp_optimizer_t *optimizer) 
     pthread_mutex_unlock(&shadow_lock);
 }
 
-/* The batch is made in host memory and uploaded, as a GPU would need. */
-static void staged_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x,
-                              int32_t *y) {
-    const dp_backend_t *cpu = dp_backend_cpu();
-    size_t floats = (size_t)n * ds->channels * ds->height * ds->width;
-    float *host_x = malloc(sizeof(float) * (floats ? floats : 1));
-    int32_t *host_y = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-    if (host_x && host_y) {
-        dp_dataset_fill(ds, host_indices, n, host_x, host_y);
-        cpu->upload(ctx, x, host_x, sizeof(float) * floats);
-        cpu->upload(ctx, y, host_y, sizeof(int32_t) * (size_t)n);
-    } else { /* no room to stage: the same values, filled in place */
-        dp_dataset_fill(ds, host_indices, n, x, y);
-    }
-    free(host_x);
-    free(host_y);
-}
-
 static dp_backend_t staged_backend;
 static pthread_once_t staged_once = PTHREAD_ONCE_INIT;
 
@@ -142,8 +123,6 @@ static void staged_init(void) {
     staged_backend.optimizer_download = staged_optimizer_download;
     staged_backend.optimizer_upload = staged_optimizer_upload;
     staged_backend.optimizer_forget = staged_optimizer_forget;
-    staged_backend.load_batch = staged_load_batch;
-    staged_backend.load_batch_augmented = NULL;
     staged_backend.set_precision = NULL;
 }
 

@@ -2,8 +2,8 @@
  * (cudaMalloc), copies and zeroing on the GPU's stream, the optimizer update
  * and the device-order sum as own kernels (optimizers.cu, reductions.cu),
  * broadcasts as
- * device-to-device copies, and batches gathered on the GPU from a copy of
- * the dataset uploaded once. The op table is ops_cuda.c's.
+ * device-to-device copies, and a batch's bytes turned into the model's
+ * input on the GPU. The op table is ops_cuda.c's.
  *
  * DESIGN: cuda_context.h (one context per GPU, its lock and stream).
  * Optimizer state: the host dp_optimizer_t keeps the configuration and the
@@ -15,12 +15,12 @@
  * host buffers are updated from the GPU by optimizer_download (the trainer
  * calls it before a checkpoint reads them: dp_trainer_optimizer), and
  * optimizer_forget frees the slot with the host optimizer.
- * Batches: dp_dataset_fill's values (/ 255, then the dataset's
- * normalisation when it has one); their indices go up through the pinned
- * staging slots without a wait (upload_staged), as does the loss seed.
- * A step's loss and correct count are added up on the GPU
- * (count_metrics), so a step has no host synchronisation. Augmentation: no kernel; the trainer
- * augments on the host and uploads (load_batch_augmented is NULL). Products and
+ * Batches: their bytes and labels go up through the pinned staging slots
+ * without a wait (dp_cuda_upload_staged), as does the loss seed, and
+ * become dp_pixels_to_input's values on the GPU (input_from_bytes: a
+ * quarter of the floats' bytes cross the bus). A step's loss and correct
+ * count are added up on the GPU (count_metrics), so a step has no host
+ * synchronisation. Products and
  * convolutions: FP32 unless --precision says otherwise (cuda_set_precision). */
 #include "backend_cuda.h"
 
@@ -122,31 +122,77 @@ static int stage_ready(dp_cuda_ctx_t *c) {
     return 1;
 }
 
+/* 0 once the copy last queued from a staging slot (its event) is done:
+ * queried, and waited for only when not ready. Under the lock. */
+static int slot_free(dp_cuda_ctx_t *c, cudaEvent_t event, int recorded, const char *what) {
+    if (!recorded) return 0;
+    cudaError_t done = cudaEventQuery(event);
+    if (done == cudaErrorNotReady) {
+        cudaGetLastError(); /* "not ready" is an answer, not an error */
+        done = dp_cuda_wait(c, event);
+    }
+    return dp_cuda_check(c, done, what);
+}
+
+/* The next big staging slot, with room for `bytes` (grown: the old one
+ * freed once its copy is done), its index in *s; NULL: no pinned memory or
+ * no event (the caller waits instead). Under the lock. */
+static uint8_t *big_slot(dp_cuda_ctx_t *c, size_t bytes, int *s, const char *what) {
+    int i = c->big_next;
+    if (!c->big_done[i] && cudaEventCreateWithFlags(&c->big_done[i], cudaEventDisableTiming) != cudaSuccess) {
+        c->big_done[i] = NULL;
+        cudaGetLastError(); /* not sticky: the upload waits instead */
+        return NULL;
+    }
+    if (slot_free(c, c->big_done[i], c->big_recorded[i], what)) return NULL;
+    if (c->big_stage_bytes[i] < bytes) {
+        if (c->big_stage[i]) cudaFreeHost(c->big_stage[i]);
+        c->big_stage[i] = NULL;
+        c->big_stage_bytes[i] = 0;
+        void *pinned = NULL;
+        if (cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError(); /* not sticky: the upload waits instead */
+            return NULL;
+        }
+        c->big_stage[i] = pinned;
+        c->big_stage_bytes[i] = bytes;
+    }
+    c->big_next = (i + 1) % DP_CUDA_BIG_STAGE_SLOTS;
+    *s = i;
+    return c->big_stage[i];
+}
+
 /* An upload that does not wait: host_src copied into the next staging
- * slot (after that slot's previous copy is done: its event queried, and
- * waited for only when not ready), queued from there, the slot's event
- * recorded after it. The caller may reuse host_src at once, as backend.h
- * promises. Larger uploads, or without the ring, wait (upload_synced).
- * While a step graph is captured: the graph's constant (graph_cuda.c). */
+ * slot (after that slot's previous copy is done), queued from there, the
+ * slot's event recorded after it. Up to DP_CUDA_STAGE_BYTES the fixed
+ * slots, larger ones (a batch's bytes) the big slots. The caller may reuse
+ * host_src at once, as backend.h promises. Without pinned memory or events,
+ * the upload waits (upload_synced). While a step graph is captured: the
+ * graph's constant (graph_cuda.c). */
 int dp_cuda_upload_staged(dp_cuda_ctx_t *c, void *dst, const void *host_src, size_t bytes, const char *what) {
     if (c->capture) return dp_cuda_graph_constant(c, dst, host_src, bytes, what); /* graph_cuda.c */
-    if (bytes > DP_CUDA_STAGE_BYTES || !stage_ready(c)) return upload_synced(c, dst, host_src, bytes, what);
-    int s = c->stage_next;
-    c->stage_next = (s + 1) % DP_CUDA_STAGE_SLOTS;
-    if (c->stage_recorded[s]) {
-        cudaError_t done = cudaEventQuery(c->stage_done[s]);
-        if (done == cudaErrorNotReady) {
-            cudaGetLastError(); /* "not ready" is an answer, not an error */
-            done = dp_cuda_wait(c, c->stage_done[s]);
-        }
-        if (dp_cuda_check(c, done, what)) return 1;
+    uint8_t *slot;
+    cudaEvent_t event;
+    int *recorded;
+    if (bytes > DP_CUDA_STAGE_BYTES) {
+        int s;
+        if (!(slot = big_slot(c, bytes, &s, what))) return c->failed || upload_synced(c, dst, host_src, bytes, what);
+        event = c->big_done[s];
+        recorded = &c->big_recorded[s];
+    } else {
+        if (!stage_ready(c)) return upload_synced(c, dst, host_src, bytes, what);
+        int s = c->stage_next;
+        c->stage_next = (s + 1) % DP_CUDA_STAGE_SLOTS;
+        if (slot_free(c, c->stage_done[s], c->stage_recorded[s], what)) return 1;
+        slot = c->stage + (size_t)s * DP_CUDA_STAGE_BYTES;
+        event = c->stage_done[s];
+        recorded = &c->stage_recorded[s];
     }
-    uint8_t *slot = c->stage + (size_t)s * DP_CUDA_STAGE_BYTES;
     memcpy(slot, host_src, bytes);
     if (dp_cuda_check(c, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->stream), what) ||
-        dp_cuda_check(c, cudaEventRecord(c->stage_done[s], c->stream), what))
+        dp_cuda_check(c, cudaEventRecord(event, c->stream), what))
         return 1;
-    c->stage_recorded[s] = 1;
+    *recorded = 1;
     return 0;
 }
 
@@ -406,89 +452,22 @@ static void cuda_broadcast_range(void *ctx, float *const *dst, int k, const floa
     dp_cuda_leave(c);
 }
 
-/* --- Data ------------------------------------------------------------------------- */
+/* --- Input ------------------------------------------------------------------------- */
 
-/* The device copy of `ds` (uploaded at its first batch; up to
- * DP_CUDA_MAX_DATASETS kept, the least recently used replaced). Known by its
- * host pointers and shape: the bytes are never compared, so a dataset freed
- * and another made at the same addresses with the same shape would be taken
- * for it (backend.h has no call that says a dataset is gone). */
-static dp_cuda_dataset_t *dataset_on_gpu(dp_cuda_ctx_t *c, const dp_dataset_t *ds) {
-    dp_cuda_dataset_t *slot = &c->datasets[0];
-    c->uses++;
-    for (int i = 0; i < DP_CUDA_MAX_DATASETS; i++) {
-        dp_cuda_dataset_t *d = &c->datasets[i];
-        if (d->host_pixels == ds->pixels && d->host_labels == ds->labels && d->count == ds->count &&
-            d->channels == ds->channels && d->height == ds->height && d->width == ds->width) {
-            d->last_use = c->uses;
-            return d;
-        }
-        if (d->last_use < slot->last_use) slot = d;
-    }
-    dp_cuda_free_idle(c, slot->pixels, "replacing a dataset");
-    dp_cuda_free_idle(c, slot->labels, "replacing a dataset");
-    memset(slot, 0, sizeof *slot);
-    size_t bytes = (size_t)ds->count * ds->channels * ds->height * ds->width;
-    if (dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->pixels, bytes), "uploading the dataset") ||
-        dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->labels, (size_t)ds->count), "uploading the dataset") ||
-        /* on the context's stream (non-blocking: the legacy stream's copies would not order with it) */
-        dp_cuda_check(c, cudaMemcpyAsync(slot->pixels, ds->pixels, bytes, cudaMemcpyHostToDevice, c->stream),
-                      "uploading the dataset") ||
-        dp_cuda_check(c, cudaMemcpyAsync(slot->labels, ds->labels, (size_t)ds->count, cudaMemcpyHostToDevice,
-                                         c->stream),
-                      "uploading the dataset"))
-        return NULL;
-    slot->host_pixels = ds->pixels;
-    slot->host_labels = ds->labels;
-    slot->count = ds->count;
-    slot->channels = ds->channels;
-    slot->height = ds->height;
-    slot->width = ds->width;
-    slot->last_use = c->uses;
-    return slot;
-}
-
-/* x, y = the examples indices[0..n) (device memory) of the device copy d of ds. */
-static void gather(dp_cuda_ctx_t *c, const dp_dataset_t *ds, const dp_cuda_dataset_t *d, const int *indices, int n,
-                   float *x, int32_t *y) {
-    size_t example = (size_t)ds->channels * ds->height * ds->width;
-    dp_cuda_pixel_map_t map = {.normalize = ds->normalize, .plane = (size_t)ds->height * ds->width};
-    _Static_assert(sizeof map.mean == sizeof ds->mean && sizeof map.std == sizeof ds->std,
+static void cuda_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
+                                  const dp_normalize_t *norm) {
+    dp_cuda_ctx_t *c = ctx;
+    if (n <= 0) return;
+    dp_cuda_pixel_map_t map = {.normalize = norm && norm->enabled, .channels = channels, .plane = plane};
+    _Static_assert(sizeof map.mean == sizeof norm->mean && sizeof map.std == sizeof norm->std,
                    "dp_cuda_pixel_map_t holds DP_DATA_MAX_CHANNELS means and stds");
-    memcpy(map.mean, ds->mean, sizeof map.mean);
-    memcpy(map.std, ds->std, sizeof map.std);
-    dp_cuda_check(c, dp_cuda_gather_batch(c->stream, d->pixels, d->labels, indices, n, example, &map, x, y),
-                  "gathering a batch");
-}
-
-static void cuda_load_batch(void *ctx, const dp_dataset_t *ds, const int *host_indices, int n, float *x, int32_t *y) {
-    dp_cuda_ctx_t *c = ctx;
-    if (n <= 0) return;
-    for (int i = 0; i < n; i++) DP_ASSERT(host_indices[i] >= 0 && host_indices[i] < ds->count);
-    dp_cuda_enter(c);
-    dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
-    if (d && n > c->indices_cap) {
-        dp_cuda_free_idle(c, c->indices, "freeing a batch's indices");
-        c->indices = NULL;
-        c->indices_cap = 0;
-        if (!dp_cuda_check(c, dp_cuda_malloc(c, (void **)&c->indices, sizeof(int) * (size_t)n), "allocating a batch's indices"))
-            c->indices_cap = n;
+    if (map.normalize) {
+        memcpy(map.mean, norm->mean, sizeof map.mean);
+        memcpy(map.std, norm->std, sizeof map.std);
     }
-    if (d && c->indices_cap >= n &&
-        !dp_cuda_upload_staged(c, c->indices, host_indices, sizeof(int) * (size_t)n, "uploading a batch's indices")) {
-        gather(c, ds, d, c->indices, n, x, y);
-    }
-    dp_cuda_leave(c);
-}
-
-/* The batch from indices already on the GPU (a captured step's: backend.h). */
-static void cuda_load_batch_indexed(void *ctx, const dp_dataset_t *ds, const int *indices, int n, float *x,
-                                    int32_t *y) {
-    dp_cuda_ctx_t *c = ctx;
-    if (n <= 0) return;
     dp_cuda_enter(c);
-    dp_cuda_dataset_t *d = dataset_on_gpu(c, ds);
-    if (d) gather(c, ds, d, indices, n, x, y);
+    dp_cuda_check(c, dp_cuda_input_from_bytes(c->stream, pixels, (size_t)n * (size_t)channels * plane, &map, x),
+                  "converting a batch's bytes");
     dp_cuda_leave(c);
 }
 
@@ -517,6 +496,8 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
                        count - 1);
     if (gpu >= DP_CUDA_MAX_GPUS)
         return dp_fail(DP_ERR_ARG, "cuda:%d: dptrain drives at most %d GPUs", gpu, DP_CUDA_MAX_GPUS);
+    int algo_mode, epilogue; /* the convolutions' settings, checked before anything runs */
+    DP_TRY(dp_cuda_conv_settings(&algo_mode, &epilogue));
     pthread_mutex_lock(&open_lock);
     dp_status_t status = DP_OK;
     dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
@@ -546,11 +527,11 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             if ((ds = cudnnCreate(&c->cudnn)) == CUDNN_STATUS_SUCCESS) cudnnSetStream(c->cudnn, c->stream);
         }
         if (err != cudaSuccess)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cannot start the GPU: %s", gpu, cudaGetErrorString(err));
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cannot start the GPU: %s", gpu, cudaGetErrorString(err));
         else if (bs != CUBLAS_STATUS_SUCCESS)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuBLAS failed to start (status %d)", gpu, (int)bs);
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cuBLAS failed to start (status %d)", gpu, (int)bs);
         else if (ds != CUDNN_STATUS_SUCCESS)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuDNN failed to start: %s", gpu, cudnnGetErrorString(ds));
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cuDNN failed to start: %s", gpu, cudnnGetErrorString(ds));
         if (status != DP_OK) {
             free(c); /* the handles that did start are left to exit: the GPU is unusable anyway */
             pthread_mutex_unlock(&open_lock);
@@ -576,8 +557,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .set_channels_last = cuda_set_channels_last,
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
-            .load_batch = cuda_load_batch,
-            .load_batch_indexed = cuda_load_batch_indexed,
+            .input_from_bytes = cuda_input_from_bytes,
             .count_metrics = cuda_count_metrics,
             .memory_peak = cuda_memory_peak,
         };

@@ -40,18 +40,10 @@
 #include "dptrain/backend.h"
 
 #define DP_CUDA_MAX_GPUS 8
-#define DP_CUDA_MAX_DATASETS 4
 #define DP_CUDA_MAX_OPTIMIZERS 64
 #define DP_CUDA_STAGE_SLOTS 8
 #define DP_CUDA_STAGE_BYTES ((size_t)65536)
-
-typedef struct {
-    const uint8_t *host_pixels, *host_labels; /* the host dataset's, with the shape as a key */
-    int count, channels, height, width;
-    uint8_t *pixels;  /* (count, C, H, W) device copy */
-    uint8_t *labels;  /* (count) */
-    uint64_t last_use;
-} dp_cuda_dataset_t;
+#define DP_CUDA_BIG_STAGE_SLOTS 3
 
 typedef struct {
     const dp_optimizer_t *optimizer; /* the host optimizer, as a key */
@@ -77,20 +69,23 @@ typedef struct dp_cuda_context {
     size_t workspace_bytes;
     void *bf16_scratch; /* --precision bf16: one op's bf16 scratch (ops_cuda_common.h), grown on demand */
     size_t bf16_scratch_bytes;
-    int *indices;    /* (indices_cap) a batch's example indices */
-    /* small uploads (<= DP_CUDA_STAGE_BYTES: a batch's indices, the loss
-     * seed) are copied into a slot of pinned host memory and queued from
+    /* uploads are copied into a slot of pinned host memory and queued from
      * there, without a wait: the slots in turn, an event recorded after
      * each slot's copy and waited for (only when not done yet) before the
-     * slot is written again */
+     * slot is written again. Small ones (<= DP_CUDA_STAGE_BYTES: a batch's
+     * labels, the loss seed, the optimizer's scalars) take the fixed slots
+     * of `stage`; larger ones (a batch's bytes) the big slots, each grown
+     * to the largest upload it took */
     uint8_t *stage;  /* (DP_CUDA_STAGE_SLOTS x DP_CUDA_STAGE_BYTES) pinned; NULL until the first */
     cudaEvent_t stage_done[DP_CUDA_STAGE_SLOTS];
     int stage_recorded[DP_CUDA_STAGE_SLOTS];
     int stage_next;
-    int stage_refused; /* no pinned memory or events: every upload waits, as larger ones do */
-    int indices_cap;
-    dp_cuda_dataset_t datasets[DP_CUDA_MAX_DATASETS];
-    uint64_t uses;
+    int stage_refused; /* no pinned memory or events: every upload waits */
+    uint8_t *big_stage[DP_CUDA_BIG_STAGE_SLOTS]; /* pinned, big_stage_bytes[i] each; NULL until used */
+    size_t big_stage_bytes[DP_CUDA_BIG_STAGE_SLOTS];
+    cudaEvent_t big_done[DP_CUDA_BIG_STAGE_SLOTS];
+    int big_recorded[DP_CUDA_BIG_STAGE_SLOTS];
+    int big_next;
     dp_cuda_optim_state_t optims[DP_CUDA_MAX_OPTIMIZERS];
     dp_precision_t precision; /* of cuBLAS products and cuDNN convolutions: FP32 (default), TF32 or bf16
                                * (precision.h: bf16 operands, FP32 sums) */
@@ -108,6 +103,7 @@ typedef struct dp_cuda_context {
     int block_count, block_cap;
     size_t mem_in_use, mem_peak;
     int failed;
+    int failed_comm; /* the failure is the communication's (NCCL: a remote member stopped answering), not the GPU's */
     char error[256];
     dp_backend_t table;
 } dp_cuda_ctx_t;

@@ -23,7 +23,7 @@
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 7
+#define DP_CUDA_MODULE_ABI 8
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 
@@ -31,7 +31,7 @@
  * against other headers sees other numbers. */
 #define DP_CUDA_MODULE_LAYOUT                                                                          \
     {sizeof(dp_backend_t), sizeof(dp_op_def_t), sizeof(dp_tensor_t), sizeof(dp_node_t),              \
-     sizeof(dp_dataset_t), sizeof(dp_optim_config_t), sizeof(dp_conv_shape_t), (size_t)DP_OP_COUNT}
+     sizeof(dp_normalize_t), sizeof(dp_optim_config_t), sizeof(dp_conv_shape_t), (size_t)DP_OP_COUNT}
 #define DP_CUDA_MODULE_LAYOUT_N 8
 
 /* What the host lends the module: libdptrain's functions, by the names

@@ -1,30 +1,24 @@
-/* data.cu - the batch gather on the GPU: a batch's inputs from the
- * dataset's pixels in device memory as dp_dataset_fill makes them, and its
- * labels (dp_cuda_gather_batch). */
+/* data.cu - a batch's bytes (uploaded into device memory) as the model's
+ * input on the GPU: dp_pixels_to_input's values (dp_cuda_input_from_bytes). */
 #include "kernels_common.cuh"
 
-/* --- batch: x = pixels[indices] as dp_dataset_fill (/ 255, then normalised), y = labels[indices] --- */
-__global__ void gather_kernel(const uint8_t *pixels, const uint8_t *labels, const int *indices, int n, size_t example,
-                              const __grid_constant__ dp_cuda_pixel_map_t map, float *x, int32_t *y) {
+/* x[i] = pixels[i] * (1/255), then normalised by its channel: one rounding each, as the host's table */
+__global__ void input_kernel(const uint8_t *pixels, size_t values, const __grid_constant__ dp_cuda_pixel_map_t map,
+                             float *x) {
     const float scale = 1.0f / 255.0f;
-    GRID_LOOP(i, (size_t)n * example) {
-        size_t e = i / example, j = i % example;
-        int index = indices[e];
-        float v = __fmul_rn((float)pixels[(size_t)index * example + j], scale);
+    GRID_LOOP(i, values) {
+        float v = __fmul_rn((float)pixels[i], scale);
         if (map.normalize) {
-            int c = (int)(j / map.plane);
-            v = __fdiv_rn(__fsub_rn(v, map.mean[c]), map.std[c]); /* dataset.c's table, one rounding each */
+            int c = (int)((i / map.plane) % (size_t)map.channels);
+            v = __fdiv_rn(__fsub_rn(v, map.mean[c]), map.std[c]);
         }
         x[i] = v;
-        if (j == 0) y[e] = labels[index];
     }
 }
 
-extern "C" cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                                            const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map,
-                                            float *x, int32_t *y) {
+extern "C" cudaError_t dp_cuda_input_from_bytes(cudaStream_t stream, const uint8_t *pixels, size_t values,
+                                                const dp_cuda_pixel_map_t *map, float *x) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    gather_kernel<<<blocks_for((size_t)n * example), THREADS, 0, stream>>>(pixels, labels, indices, n, example, *map,
-                                                                           x, y);
+    input_kernel<<<blocks_for(values), THREADS, 0, stream>>>(pixels, values, *map, x);
     return cudaGetLastError();
 }

@@ -29,11 +29,12 @@
  * of several ranks) the sums are captured too (peer_nccl.c), and every
  * member's graph must be launched for any to end: the trainer launches
  * each from its device's thread (step_graph.c).
- * The per-step indices reach the graph through device memory the caller
- * uploads before each launch (load_batch_indexed). A graph is stale once
- * the context freed device memory after its capture (c->frees moved: an
- * arena block merged, a workspace grown, a dataset replaced): graph_launch
- * says so and queues nothing. */
+ * The per-step batch (its bytes and labels) reaches the graph through
+ * device memory the caller uploads before each launch (input_from_bytes
+ * reads it there). A graph is stale once the context freed device memory
+ * after its capture (c->frees moved: an arena block merged, a workspace
+ * grown, the input buffers grown): graph_launch says so and queues
+ * nothing. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -39,17 +39,18 @@ cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const void *
 cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
                                   const float *logits, const int32_t *labels, int n, int k);
 
-/* --- data.cu: the batch gather ------------------------------------------------------------ */
-/* dp_dataset_fill's pixel values: p / 255, or with `normalize`
- * (p / 255 - mean[c]) / std[c] for channel c = (offset in the example) / plane */
+/* --- data.cu: a batch's bytes as the model's input ------------------------------------------ */
+/* dp_pixels_to_input's values (data.h): p * (1/255), or with `normalize`
+ * (p * (1/255) - mean[c]) / std[c] for channel c = (offset in the example) / plane */
 typedef struct {
     int normalize;
+    int channels;
     size_t plane; /* H * W */
     float mean[4], std[4];
 } dp_cuda_pixel_map_t;
-cudaError_t dp_cuda_gather_batch(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                                 const int *indices, int n, size_t example, const dp_cuda_pixel_map_t *map, float *x,
-                                 int32_t *y);
+/* x = the input of `values` bytes (n examples of channels x plane) */
+cudaError_t dp_cuda_input_from_bytes(cudaStream_t stream, const uint8_t *pixels, size_t values,
+                                     const dp_cuda_pixel_map_t *map, float *x);
 
 /* --- optimizers.cu: sgd, momentum, adagrad, adam ------------------------------------------ */
 /* kind: dp_optim_kind_t; states as dp_optimizer_state */
