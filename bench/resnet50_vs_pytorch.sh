@@ -79,7 +79,9 @@ for run in $(seq 1 "$runs"); do
     "$(cut -d' ' -f1 /proc/loadavg)"
   dp_ms+=("$dp") pt_ms+=("$pt") dp_cpu+=("$dpc") pt_cpu+=("$ptc") ratios+=("$ratio") cpu_ratios+=("$cpu_ratio")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
 dpm=$(median "${dp_ms[@]}") ptm=$(median "${pt_ms[@]}")
 printf 'median of %d runs, %s, batch %d, %d devices / threads:\n' "$runs" "$model" $batch "$devices"
 printf '  wall: dptrain %.0f ms/step = %.1f images/s, pytorch %.0f ms/step = %.1f images/s, speed-up %.2fx\n' \
@@ -96,7 +98,8 @@ awk 'NR == FNR { k[$1] = $2; next }
   $1 == "cpu:0" && $2 != "(step)" { what = $2 == "(outside" ? "(outside the layers)" : $3 " " $4
     if ($3 ~ /^conv/) { split($2, l, "+"); what = $3 " " k[l[1]] " " $4 }
     ms[what] += $(NF - 1) }
-  END { for (w in ms) printf "  %9.1f ms %5.1f%%  %s\n", ms[w], 100 * ms[w] / step, w }' "$tmp/kernels" "$tmp/dp.$runs" \
+  END { for (w in ms) printf "  %9.1f ms %5.1f%%  %s\n", ms[w], 100 * ms[w] / step, w }' \
+  "$tmp/kernels" "$tmp/dp.$runs" \
   | sort -g -r | head -14
 echo "its largest rows:"
 awk '$1 == "cpu:0" && $2 != "(step)"' "$tmp/dp.$runs" | sort -k5 -g -r | head -12
