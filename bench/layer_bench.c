@@ -30,7 +30,7 @@
 typedef struct {
     char name[64], op[32];
     int n, c, h, w;
-    int out, k, s, p, bias, relu;
+    int out, k, s, p, bias, relu, g;
 } layer_spec_t;
 
 static double now_sec(void) {
@@ -46,6 +46,7 @@ static int parse_layer(char *line, layer_spec_t *l, int line_no) {
     memset(l, 0, sizeof *l);
     l->s = 1;
     l->bias = 1;
+    l->g = 1;
     int used = 0;
     if (sscanf(line, "%63s %31s %d %d %d %d %n", l->name, l->op, &l->n, &l->c, &l->h, &l->w, &used) < 6) {
         for (char *q = line; *q; q++)
@@ -64,7 +65,7 @@ static int parse_layer(char *line, layer_spec_t *l, int line_no) {
         }
         int *field = !strcmp(key, "out") ? &l->out : !strcmp(key, "k") ? &l->k : !strcmp(key, "s") ? &l->s
                    : !strcmp(key, "p") ? &l->p : !strcmp(key, "bias") ? &l->bias
-                   : !strcmp(key, "relu") ? &l->relu : NULL;
+                   : !strcmp(key, "relu") ? &l->relu : !strcmp(key, "g") ? &l->g : NULL;
         if (!field) {
             fprintf(stderr, "layer_bench: line %d: unknown option '%s'\n", line_no, key);
             exit(1);
@@ -99,11 +100,12 @@ static int build_node(const layer_spec_t *l, dp_node_t *node, dp_rng_t *rng) {
     int x_shape[4] = {l->n, l->c, l->h, l->w};
     if (!strcmp(l->op, "conv")) {
         node->kind = DP_OP_CONV;
-        int w_shape[4] = {l->out, l->c, l->k, l->k};
+        int w_shape[4] = {l->out, l->c / l->g, l->k, l->k};
         node->in[1] = make_tensor(4, w_shape, 1, rng);
         if (l->bias) node->in[2] = make_tensor(1, &l->out, 1, rng);
         for (int d = 0; d < 2; d++) node->attr.stride[d] = l->s, node->attr.pad[d] = l->p;
         node->attr.fuse_relu = l->relu;
+        node->attr.groups = l->g;
     } else if (!strcmp(l->op, "avg_pool") || !strcmp(l->op, "max_pool")) {
         node->kind = l->op[0] == 'a' ? DP_OP_AVG_POOL : DP_OP_MAX_POOL;
         for (int d = 0; d < 2; d++) node->attr.kernel[d] = l->k, node->attr.stride[d] = l->s;
@@ -115,6 +117,8 @@ static int build_node(const layer_spec_t *l, dp_node_t *node, dp_rng_t *rng) {
         node->in[2] = make_tensor(1, &l->out, 1, rng);
     } else if (!strcmp(l->op, "relu")) {
         node->kind = DP_OP_RELU;
+    } else if (!strcmp(l->op, "relu6")) {
+        node->kind = DP_OP_RELU6;
     } else if (!strcmp(l->op, "batch_norm")) {
         node->kind = DP_OP_BATCH_NORM;
         node->in[1] = make_tensor(1, &l->c, 1, rng);

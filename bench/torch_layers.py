@@ -24,7 +24,7 @@ def parse(path):
         if not line:
             continue
         name, op, n, c, h, w = line[0], line[1], *map(int, line[2:6])
-        opts = dict(s=1, p=0, bias=1, relu=0, k=1, out=0)
+        opts = dict(s=1, p=0, bias=1, relu=0, k=1, out=0, g=1)
         opts.update({k: int(v) for k, v in (t.split("=") for t in line[6:])})
         yield name, op, (n, c, h, w), opts
 
@@ -34,7 +34,7 @@ def build(op, shape, o):
     n, c, h, w = shape
     x = torch.rand(shape) * 2 - 1
     if op == "conv":
-        conv = torch.nn.Conv2d(c, o["out"], o["k"], o["s"], o["p"], bias=bool(o["bias"]))
+        conv = torch.nn.Conv2d(c, o["out"], o["k"], o["s"], o["p"], bias=bool(o["bias"]), groups=o["g"])
         f = (lambda x: torch.relu(conv(x))) if o["relu"] else conv
         return [x], f
     if op in ("avg_pool", "max_pool"):
@@ -45,6 +45,8 @@ def build(op, shape, o):
         return [x.reshape(n, -1)], lin
     if op == "relu":
         return [x], torch.relu
+    if op == "relu6":
+        return [x], F.relu6
     if op == "batch_norm":
         bn = torch.nn.BatchNorm2d(c)
         bn.train()

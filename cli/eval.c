@@ -189,6 +189,7 @@ done:
 /* --- dptrain inspect ----------------------------------------------------------------- */
 static const char inspect_usage[] =
     "usage: dptrain inspect FILE\n"
+    "       dptrain inspect --model NAME|FILE\n"
     "\n"
     "Checks a safetensors file (a dptrain checkpoint or any F32 safetensors file)\n"
     "and prints its metadata, one `key = value` line each, a checkpoint's class\n"
@@ -197,17 +198,52 @@ static const char inspect_usage[] =
     "algorithms: N stored`), then one line per tensor: name, shape and the sum\n"
     "of its values (float64, in order, %.17g). A model file's text (model_text)\n"
     "is shown by its size.\n"
-    "tools/read_checkpoint.py prints the same lines with numpy alone.\n";
+    "tools/read_checkpoint.py prints the same lines with numpy alone.\n"
+    "\n"
+    "options:\n"
+    "  --model NAME|FILE   instead of a file: a network's parameter table, the\n"
+    "                      tensors its checkpoints hold (one `NAME [SHAPE] trainable`\n"
+    "                      or `... buffer` line each, in order), after a line with\n"
+    "                      its input, outputs, counts and fingerprint\n";
+
+/* `dptrain inspect --model NAME|FILE`: the model's parameter table. */
+static int inspect_model(const char *name) {
+    dp_model_t *model;
+    if (dp_model_load(name, &model) != DP_OK) return cli_report_error();
+    int c, h, w;
+    dp_model_input_shape(model, &c, &h, &w);
+    size_t trainable = dp_model_num_trainable(model);
+    printf("model %s: input %dx%dx%d, %d outputs, %zu trainable parameters, %zu buffer values, %d tensors, "
+           "fingerprint %016" PRIx64 "\n", dp_model_name(model), c, h, w, dp_model_num_outputs(model), trainable,
+           dp_model_num_params(model) - trainable, dp_model_num_param_tensors(model), dp_model_fingerprint(model));
+    for (int i = 0; i < dp_model_num_param_tensors(model); i++) {
+        const dp_param_info_t *p = dp_model_param(model, i);
+        printf("  %s [", p->name);
+        for (int d = 0; d < p->ndim; d++) printf(d ? ", %d" : "%d", p->shape[d]);
+        printf("] %s\n", p->trainable ? "trainable" : "buffer");
+    }
+    dp_model_free(model);
+    if (fflush(stdout) != 0) {
+        dp_fail(DP_ERR_IO, "inspect: cannot write to standard output");
+        return cli_report_error();
+    }
+    return 0;
+}
 
 int cmd_inspect(int argc, char **argv) {
     if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
         fputs(inspect_usage, stdout);
         return 0;
     }
+    if (argc >= 3 && strcmp(argv[2], "--model") == 0) {
+        if (argc == 4) return inspect_model(argv[3]);
+        dp_fail(DP_ERR_ARG, "inspect: --model takes one network (dptrain inspect --model NAME|FILE)");
+        return cli_report_error();
+    }
     if (argc != 3 || argv[2][0] == '-') {
         if (argc < 3) dp_fail(DP_ERR_ARG, "inspect: which file? (dptrain inspect FILE; see --help)");
-        else if (argv[2][0] == '-') dp_fail(DP_ERR_ARG, "inspect: unknown option '%s' (it takes none: dptrain "
-                                            "inspect FILE)", argv[2]);
+        else if (argv[2][0] == '-') dp_fail(DP_ERR_ARG, "inspect: unknown option '%s' (dptrain inspect FILE, or "
+                                            "--model NAME|FILE)", argv[2]);
         else dp_fail(DP_ERR_ARG, "inspect: one file at a time: '%s' after %s (dptrain inspect FILE)", argv[3], argv[2]);
         return cli_report_error();
     }

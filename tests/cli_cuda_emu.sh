@@ -5,7 +5,8 @@
 # DPTRAIN_CUDA_EMU_GPUS says otherwise), loaded as the CUDA module through
 # DPTRAIN_CUDA_MODULE. Skipped (77) in a build without CUDA. What it shows
 # is the backend's logic end to end, not a GPU's behaviour (cuda_emulator.h):
-# - cuda:0 trains like cpu:0 (loss within 1e-4 relative, accuracy within 0.01);
+# - cuda:0 trains like cpu:0 (loss within 1e-4 relative, accuracy within 0.01), LeNet and
+#   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions);
 # - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
 #   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
 #   chunked allreduce, overlap, --sync ps and --sync-batch-norm;
@@ -44,6 +45,11 @@ close() {
 train_run cpu cpu:0 --model lenet --epochs 2 --optimizer momentum "${tests[@]}"
 train_run gpu cuda:0 --model lenet --epochs 2 --optimizer momentum "${tests[@]}"
 close cpu gpu
+
+# MobileNet's pieces (relu6, depthwise convolutions by cuDNN's group count) on cuda:0 train like cpu:0
+train_run tm-cpu cpu:0 --model "$(dirname "$0")/models/tiny_mobilenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+train_run tm-gpu cuda:0 --model "$(dirname "$0")/models/tiny_mobilenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+close tm-cpu tm-gpu
 
 # two GPUs = one GPU, bit for bit
 for mode in chunked overlap ps; do

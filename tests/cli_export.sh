@@ -2,8 +2,9 @@
 # cli_export.sh - `dptrain export --onnx`, checked by ONNX tools that no one
 # here wrote (tools/check_onnx.py): for lenet, lenet-paddle, alexnet
 # (models/alexnet.cfg), resnet18 (models/resnet18.cfg), tests/models/
-# tiny_resnet.cfg and tests/models/every_layer.cfg (every layer kind of the
-# model files), each trained for one epoch on a 256-image subset (128 for
+# tiny_resnet.cfg, tests/models/every_layer.cfg (every layer kind of the
+# model files) and tests/models/tiny_mobilenet.cfg (relu6, exported as
+# Relu(x) - Relu(x - 6); depthwise convolutions), each trained for one epoch on a 256-image subset (128 for
 # AlexNet and ResNet-18) of
 # Fashion-MNIST (batch norm gets trained running statistics) and exported
 # (under the sanitizers only the three small ones, see below):
@@ -37,13 +38,14 @@ $py "$check" subset "$tmp/data" 256 "$tmp/train-data" 16
 $py "$check" pngs "$tmp/data/t10k-images-idx3-ubyte" 256 "$tmp/png"
 
 models=(lenet lenet-paddle "$src/models/alexnet.cfg" "$src/models/resnet18.cfg"
-        "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg")
+        "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg" "$src/tests/models/tiny_mobilenet.cfg")
 # Under the sanitizers (scripts/sanitize.sh) training AlexNet and ResNet-18 takes
 # minutes: there the writer runs on the small models, which hold every layer kind.
 cache="$(dirname "$bin")/CMakeCache.txt"
 if [[ -f "$cache" ]] && grep -q '^CMAKE_C_FLAGS:STRING=.*-fsanitize' "$cache"; then
-  models=(lenet "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg")
-  echo "sanitizer build: checking lenet, tiny_resnet and every_layer only"
+  models=(lenet "$src/tests/models/tiny_resnet.cfg" "$src/tests/models/every_layer.cfg"
+          "$src/tests/models/tiny_mobilenet.cfg")
+  echo "sanitizer build: checking lenet, tiny_resnet, every_layer and tiny_mobilenet only"
 fi
 checks=() checked=() # the check's arguments (MODEL.onnx IDX COUNT LOGITS, each model) and the models' names
 for model in "${models[@]}"; do

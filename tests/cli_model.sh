@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # cli_model.sh - `dptrain train --model FILE`: a shipped model file trains
 # exactly like the built-in it describes (the same loss and accuracy to the
-# last digit), and a broken or missing file ends the run with one line on
-# stderr naming FILE:LINE and the problem, exit 1, nothing written.
+# last digit); tests/models/tiny_mobilenet.cfg (relu6, depthwise
+# convolutions, kaiming_fan_out) learns; `dptrain inspect --model` prints
+# a network's parameter table; and a broken or missing file ends the run
+# with one line on stderr naming FILE:LINE and the problem, exit 1,
+# nothing written.
 source "$(dirname "$0")/testing.sh"
 models=${DPTRAIN_TEST_DIR:?}/../models
 
@@ -24,6 +27,25 @@ for name in lenet lenet-paddle; do
   [[ -n "$loss_a" && "$loss_a" == "$loss_b" && "$acc_a" == "$acc_b" ]] && pass \
     || fail "$name: built-in loss $loss_a acc $acc_a, model file loss $loss_b acc $acc_b"
 done
+
+# --- MobileNet's pieces (relu6, depthwise convolutions, kaiming_fan_out) learn ------
+"$bin" train --data "$data" --limit 3000 --epochs 1 --batch-size 64 --lr 0.3 --optimizer momentum --seed 2 \
+  --devices 2 --quiet --model "${DPTRAIN_TEST_DIR}/models/tiny_mobilenet.cfg" --metrics "$tmp/tm.jsonl" \
+  >/dev/null 2>"$tmp/err" && pass || fail "tiny_mobilenet: $(cat "$tmp/err")"
+acc=$(json_field "$(cat "$tmp/tm.jsonl" 2>/dev/null)" test_acc)
+echo "tiny_mobilenet: test acc $acc after one epoch of 3000 images"
+awk -v a="$acc" 'BEGIN { exit !(a != "" && a > 0.3) }' && pass || fail "tiny_mobilenet: test acc $acc (chance: 0.1)"
+
+# --- inspect --model: the parameter table ---------------------------------------------
+"$bin" inspect --model "$models/mobilenet_v2-imagenet.cfg" >"$tmp/table" 2>"$tmp/err" && pass || fail "inspect --model"
+head -1 "$tmp/table" | grep -q "^model mobilenet_v2-imagenet: input 3x224x224, 1000 outputs, 3504872 trainable parameters, 34112 buffer values, 262 tensors, fingerprint [0-9a-f]\{16\}$" \
+  && pass || fail "inspect --model: $(head -1 "$tmp/table")"
+grep -qx "  features.1.conv.0.0.weight \[32, 1, 3, 3\] trainable" "$tmp/table" \
+  && grep -qx "  features.18.1.running_var \[1280\] buffer" "$tmp/table" && [[ $(wc -l <"$tmp/table") -eq 263 ]] \
+  && pass || fail "inspect --model: the table"
+"$bin" inspect --model "$tmp/missing.cfg" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 1 && "$(cat "$tmp/err")" == "dptrain: $tmp/missing.cfg: cannot open model file (No such file or directory)" \
+   && ! -s "$tmp/out" ]] && pass || fail "inspect --model of a missing file: $(cat "$tmp/err")"
 
 # --- Broken and missing files -------------------------------------------------------
 # expect_error ARGS... -- MESSAGE: exit 1, stderr exactly "dptrain: MESSAGE", no metrics file.
@@ -49,6 +71,10 @@ expect_error --model "$tmp/shape.cfg" -- \
 printf '[net]\nchannels = 3\nheight = 28\nwidth = 28\n[flatten]\n[linear]\nname = fc\nout = 10\n' >"$tmp/rgb.cfg"
 expect_error --model "$tmp/rgb.cfg" -- "model $tmp/rgb.cfg takes 3x28x28 images, the data in $data has 1x28x28"
 expect_error --model "$tmp/missing.cfg" -- "$tmp/missing.cfg: cannot open model file (No such file or directory)"
+printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n[linear]\nname = fc\nout = 10\ninit_scale = 0.1\n' \
+  >"$tmp/scale.cfg"
+expect_error --model "$tmp/scale.cfg" -- \
+  "$tmp/scale.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"
 # a name is looked for among the model files: this build's, not installed, finds the source tree's models/
 expect_error --model lenet5 -- "unknown model 'lenet5': not a built-in model (lenet, lenet-paddle, resnet18, \
 alexnet) nor a model file (looked for lenet5.cfg in $(cd "$models" && pwd -P))"

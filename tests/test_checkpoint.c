@@ -14,6 +14,8 @@
  * - Checkpoint refusals: another model (naming the first mismatching tensor),
  *   an extra tensor, another fingerprint, missing or malformed metadata,
  *   another optimizer kind.
+ * - Weights-only checkpoints (imported weights): the minimal metadata
+ *   loads, the optimizer's state is refused.
  * - Atomic writes: a write that fails (file size limit, missing directory,
  *   bad arguments) leaves the old checkpoint as it was and no temporary file.
  */
@@ -823,6 +825,79 @@ static void test_checkpoint_round_trip(void) {
 }
 
 /* --- atomic writes ----------------------------------------------------------------------- */
+/* A weights-only checkpoint (checkpoint.h): the tensors with format,
+ * format_version, weights_only and model load, with or without a
+ * fingerprint (a wrong one refused), with data.classes and data.normalize
+ * read; the optimizer's state is refused in one line (train --resume), as
+ * are weights_only = 2 and a missing tensor. */
+static void test_weights_only(void) {
+    dp_model_t *lenet = NULL;
+    CHECK(dp_model_builtin("lenet", &lenet) == DP_OK, "%s", dp_error_message());
+    if (!lenet) return;
+    int n = dp_model_num_param_tensors(lenet);
+    size_t total = dp_model_num_params(lenet);
+    float *params = malloc(sizeof(float) * total), *loaded = malloc(sizeof(float) * total);
+    dp_st_tensor_t *tensors = calloc((size_t)n, sizeof *tensors);
+    for (size_t i = 0; i < total; i++) params[i] = (float)i * 1e-3f - 7.0f;
+    for (int i = 0; i < n; i++) {
+        const dp_param_info_t *p = dp_model_param(lenet, i);
+        tensors[i] = (dp_st_tensor_t){.name = p->name, .ndim = p->ndim, .data = params + p->offset};
+        for (int d = 0; d < p->ndim; d++) tensors[i].shape[d] = p->shape[d];
+    }
+    char fingerprint[17], wrong[17];
+    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)dp_model_fingerprint(lenet));
+    snprintf(wrong, sizeof wrong, "%016llx", (unsigned long long)dp_model_fingerprint(lenet) ^ 1);
+    const struct {
+        const char *file, *weights_only, *fingerprint, *why; /* why NULL: loads */
+        int count;                                          /* tensors written */
+    } cases[] = {
+        {"w_minimal.safetensors", "1", NULL, NULL, n},
+        {"w_fingerprint.safetensors", "1", fingerprint, NULL, n},
+        {"w_wrong_fingerprint.safetensors", "1", wrong, "model_fingerprint", n},
+        {"w_two.safetensors", "2", NULL, "metadata 'weights_only' is '2', expected 1", n},
+        {"w_missing.safetensors", "1", NULL, "has no tensor 'fc2.bias'", n - 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        dp_st_meta_t meta[8] = {{"format", "dptrain-checkpoint"}, {"format_version", "2"},
+                                {"weights_only", cases[k].weights_only}, {"model", "lenet"},
+                                {"data.normalize", "0.5,0.25"}, {"data.classes", "[\"a\",\"b\"]"}};
+        int count = 6;
+        if (cases[k].fingerprint) meta[count++] = (dp_st_meta_t){"model_fingerprint", cases[k].fingerprint};
+        const char *path = testing_tmp_file(cases[k].file);
+        CHECK(dp_safetensors_write(path, tensors, cases[k].count, meta, count) == DP_OK, "%s", dp_error_message());
+        dp_checkpoint_t *c = NULL;
+        dp_status_t status = dp_checkpoint_open(path, &c);
+        if (status == DP_OK) status = dp_checkpoint_load_params(c, lenet, loaded);
+        if (!cases[k].why) {
+            CHECK(status == DP_OK && memcmp(params, loaded, sizeof(float) * total) == 0, "%s: %s", cases[k].file,
+                  dp_error_message());
+            const dp_checkpoint_info_t *info = c ? dp_checkpoint_info(c) : NULL;
+            CHECK(info && info->weights_only && strcmp(info->normalize, "0.5,0.25") == 0 &&
+                      info->num_class_names == 2 && info->epochs_completed == 0 && strcmp(info->model, "lenet") == 0,
+                  "%s: the metadata read back", cases[k].file);
+            dp_optim_config_t config = {.kind = DP_OPTIM_SGD, .lr = 0.1f};
+            dp_optimizer_t *opt = NULL;
+            CHECK(dp_optimizer_new(&config, dp_model_num_trainable(lenet), &opt) == DP_OK, "%s", dp_error_message());
+            if (c && opt) {
+                status = dp_checkpoint_load_optimizer(c, lenet, opt);
+                CHECK(status == DP_ERR_ARG && strstr(dp_error_message(), "weights-only checkpoint") &&
+                          strstr(dp_error_message(), path) && !strchr(dp_error_message(), '\n'),
+                      "%s: the optimizer's state was not refused: %s", cases[k].file, dp_error_message());
+            }
+            dp_optimizer_free(opt);
+        } else {
+            CHECK(status == DP_ERR_FORMAT && strstr(dp_error_message(), cases[k].why) &&
+                      !strchr(dp_error_message(), '\n'),
+                  "%s: status %d, '%s' (expected '%s')", cases[k].file, (int)status, dp_error_message(), cases[k].why);
+        }
+        dp_checkpoint_close(c);
+    }
+    free(tensors);
+    free(loaded);
+    free(params);
+    dp_model_free(lenet);
+}
+
 static void test_atomic_writes(void) {
     dp_model_t *lenet;
     if (dp_model_builtin("lenet", &lenet) != DP_OK) return;
@@ -877,6 +952,7 @@ int main(void) {
     test_conv_algorithms();
     test_optimizer_round_trips();
     test_atomic_writes();
+    test_weights_only();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", testing_tmpdir());
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", testing_tmpdir());

@@ -5,6 +5,7 @@
  * offsets, with -0, NaN, infinities and values near the ReLU threshold;
  * the 2x2 average pool for odd and even planes, overwriting and adding;
  * the Winograd transforms (any matrix and the fixed F(3x3, 5x5) ones);
+ * the depthwise convolution's grid loops;
  * and the table in use is the copy of the ISA in use (DPTRAIN_ISA). */
 #include <math.h>
 #include <stdio.h>
@@ -231,6 +232,51 @@ static void check_winograd(const char *isa, const dp_cpu_loops_t *t) {
     free(src), free(got), free(want);
 }
 
+/* The depthwise grid loops against scalar references of their meaning
+ * (loops_impl.h): forward with and without relu, the input gradient's
+ * accumulation, the weight gradient's 16 lanes flushed to double every 256
+ * floats; grids of 16 to 640 floats, taps at unaligned offsets. */
+static void check_depthwise(const char *isa, const dp_cpu_loops_t *t) {
+    enum { TAPS = 4, MAXG = 640, SPAN = MAXG + 200 };
+    static float phases[SPAN], w[TAPS], y[MAXG], want[MAXG], dy[MAXG], dph[SPAN], dph_want[SPAN];
+    const size_t tap_at[TAPS] = {0, 1, 51, 197};
+    int bad_fwd = 0, bad_dx = 0, bad_dw = 0;
+    for (size_t n = 16; n <= MAXG; n += 16)
+        for (int relu = 0; relu < 2; relu++) {
+            for (int i = 0; i < SPAN; i++) phases[i] = (float)((i * 37) % 101) * 0.03f - 1.5f;
+            for (int k = 0; k < TAPS; k++) w[k] = 0.25f * (float)(k + 1) - 0.6f;
+            for (size_t i = 0; i < n; i++) dy[i] = (float)((i * 53) % 89) * 0.02f - 0.9f;
+            const float bias = 0.1f * (float)relu - 0.05f;
+            t->dw_conv_grid(phases, tap_at, TAPS, n, w, bias, relu, y);
+            for (size_t i = 0; i < n; i++) {
+                float v = bias;
+                for (int k = 0; k < TAPS; k++) v += w[k] * phases[tap_at[k] + i];
+                want[i] = relu && v < 0.0f ? 0.0f : v;
+            }
+            bad_fwd += !same_bits(y, want, n);
+            for (int i = 0; i < SPAN; i++) dph[i] = dph_want[i] = 0.01f * (float)(i % 13);
+            t->dw_conv_grid_dx(dph, tap_at, TAPS, n, w, dy);
+            for (int k = 0; k < TAPS; k++)
+                for (size_t i = 0; i < n; i++) dph_want[tap_at[k] + i] += w[k] * dy[i];
+            bad_dx += !same_bits(dph, dph_want, SPAN);
+            double dw[TAPS] = {0.5, 0, 0, 0}, dw_want[TAPS] = {0.5, 0, 0, 0};
+            t->dw_conv_grid_dw(phases, tap_at, TAPS, n, dy, dw);
+            for (int k = 0; k < TAPS; k++) {
+                double sum = 0.0;
+                for (size_t i0 = 0; i0 < n; i0 += 256) {
+                    float lanes[16] = {0};
+                    for (size_t i = i0; i < n && i < i0 + 256; i++) lanes[i % 16] += dy[i] * phases[tap_at[k] + i];
+                    for (int j = 0; j < 16; j++) sum += lanes[j];
+                }
+                dw_want[k] += sum;
+            }
+            bad_dw += memcmp(dw, dw_want, sizeof dw) != 0;
+        }
+    CHECK(bad_fwd == 0, "%s: dw_conv_grid differs from the reference in %d cases", isa, bad_fwd);
+    CHECK(bad_dx == 0, "%s: dw_conv_grid_dx differs in %d cases", isa, bad_dx);
+    CHECK(bad_dw == 0, "%s: dw_conv_grid_dw differs in %d cases", isa, bad_dw);
+}
+
 int main(void) {
     CHECK(dp_cpu_init() == DP_OK, "dp_cpu_init: %s", dp_error_message());
     const dp_cpu_loops_t *in_use = dp_cpu_kernels()->loops;
@@ -255,6 +301,7 @@ int main(void) {
         check_elementwise(copies[i].name, copies[i].loops);
         check_pool(copies[i].name, copies[i].loops);
         check_winograd(copies[i].name, copies[i].loops);
+        check_depthwise(copies[i].name, copies[i].loops);
         tested++;
         if (dp_cpu_isa() == copies[i].isa)
             CHECK(in_use == copies[i].loops, "isa %s in use, but its table has another ISA's loops",

@@ -220,6 +220,7 @@ int main(void) {
         {"relu", DP_OP_RELU, 0, 1, 1, 0, 0},
         {"sigmoid", DP_OP_SIGMOID, 0, 1, 1, 0, 0},
         {"tanh", DP_OP_TANH, 0, 1, 1, 0, 0},
+        {"relu6", DP_OP_RELU6, 0, 1, 1, 0, 0},
         {"add (bf16 + FP32)", DP_OP_ADD, 0, 1, 1, 0, 0},
         {"add y + y, relu", DP_OP_ADD, 1, 1, 1, 0, 0},
         {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 1, 0, 0},

@@ -11,7 +11,7 @@
  * and bias and of the op's parameters (backward). And the marks, so that
  * the comparison cannot pass because nothing ran in NHWC: with
  * channels-last on the conv's output is NHWC, the ops with NHWC kernels
- * (relu, sigmoid, tanh, add, batch norm, conv, max and average pooling,
+ * (relu, sigmoid, tanh, relu6, add, batch norm, conv, max and average pooling,
  * dropout) give NHWC, global average pooling its (N, C, 1, 1) marked NCHW
  * (the same bytes), conv_transpose NCHW after converting its input.
  * Three cases take the paths where both orders are the same bytes: x of
@@ -193,6 +193,7 @@ int main(void) {
         {"relu", DP_OP_RELU, 0, 1, 0, 0, 0},
         {"sigmoid", DP_OP_SIGMOID, 0, 1, 0, 0, 0},
         {"tanh", DP_OP_TANH, 0, 1, 0, 0, 0},
+        {"relu6", DP_OP_RELU6, 0, 1, 0, 0, 0},
         {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1, 0, 0, 0},
         {"add y + y, relu", DP_OP_ADD, 1, 1, 0, 0, 0},
         {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 0, 0, 0},

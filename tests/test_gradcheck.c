@@ -127,8 +127,38 @@ static int make_conv_tap_plane(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* Depthwise 2-D convolutions (groups = input channels, one or two output
+ * channels per group: ops_conv.c's direct depthwise path), MobileNetV2's
+ * 3x3 with stride 1 and 2, pad 1, then a 5x5 and a 3x5 with dilation. */
+static int make_conv_depthwise(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const struct { int c, mult, kh, kw, stride, pad, dil, h, w, bias; } cases[] = {
+        {3, 1, 3, 3, 1, 1, 1, 6, 7, 1}, {4, 1, 3, 3, 2, 1, 1, 7, 6, 0}, {2, 2, 3, 3, 2, 1, 1, 8, 9, 1},
+        {3, 1, 5, 5, 1, 2, 1, 6, 5, 1}, {2, 1, 3, 5, 2, 1, 2, 9, 11, 0}, {5, 1, 3, 3, 1, 0, 1, 5, 5, 1},
+    };
+    if (v >= (int)(sizeof cases / sizeof cases[0])) return 0;
+    dp_op_attr_t *a = &c->node.attr;
+    int x_shape[4] = {2, cases[v].c, cases[v].h, cases[v].w};
+    int w_shape[4] = {cases[v].c * cases[v].mult, 1, cases[v].kh, cases[v].kw};
+    a->groups = cases[v].c;
+    for (int d = 0; d < 2; d++) {
+        a->stride[d] = cases[v].stride;
+        a->pad[d] = cases[v].pad;
+        a->dilation[d] = d == 1 ? cases[v].dil : 1;
+    }
+    new_input(c, 0, 4, x_shape, rng);
+    new_input(c, 1, 4, w_shape, rng);
+    if (cases[v].bias) new_input(c, 2, 1, &w_shape[0], rng);
+    describe(c, "conv2d depthwise");
+    describe_list(c, "x", x_shape, 4);
+    describe(c, " oc=%d", w_shape[0]);
+    describe_list(c, "k", w_shape + 2, 2);
+    describe(c, " stride=%d pad=%d dil_w=%d bias=%d", cases[v].stride, cases[v].pad, cases[v].dil, cases[v].bias);
+    return 1;
+}
+
 static int make_conv(int v, dp_rng_t *rng, gc_case_t *c) {
-    if (v >= 20) return 0;
+    if (v >= 26) return 0;
+    if (v >= 20) return make_conv_depthwise(v - 20, rng, c);
     if (v >= 18) return make_conv_tap_plane(v - 18, rng, c);
     int n = 1 + v % 3; /* spatial dims */
     dp_op_attr_t *a = &c->node.attr;
@@ -248,6 +278,21 @@ static int make_relu(int v, dp_rng_t *rng, gc_case_t *c) {
     for (size_t j = 0; j < dp_tensor_numel(x); j++) /* at least RELU_MARGIN from the kink */
         x->data[j] = x->data[j] < 0 ? x->data[j] - RELU_MARGIN : x->data[j] + RELU_MARGIN;
     snprintf(c->label, sizeof c->label, "relu %d-D", x->ndim);
+    return 1;
+}
+
+/* relu6: x spread over [-4, 10], every value at least RELU_MARGIN from
+ * both kinks (0 and 6), so values fall in all three pieces. */
+static int make_relu6(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) {
+        float t = 3.0f + 3.5f * x->data[j];
+        if (fabsf(t) < RELU_MARGIN) t = t < 0 ? t - RELU_MARGIN : t + RELU_MARGIN;
+        if (fabsf(t - 6.0f) < RELU_MARGIN) t = t < 6.0f ? t - RELU_MARGIN : t + RELU_MARGIN;
+        x->data[j] = t;
+    }
+    snprintf(c->label, sizeof c->label, "relu6 %d-D", x->ndim);
     return 1;
 }
 
@@ -407,6 +452,7 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_TANH] = make_tanh,
     [DP_OP_ADD] = make_add,
     [DP_OP_MSE] = make_mse,
+    [DP_OP_RELU6] = make_relu6,
 };
 
 /* --- the check ---------------------------------------------------------- */

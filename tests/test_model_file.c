@@ -1,8 +1,9 @@
 /* test_model_file.c - the model-file parser (model_file.h): a table of valid
  * snippets with the parameter table each must build, a table of broken
  * snippets with the exact one-line message each must give (line numbers
- * included), the shipped models (each identical to its built-in; alexnet
- * and resnet18 with PyTorch's parameter counts), file
+ * included), the shipped models (each identical to its built-in; alexnet,
+ * resnet18 and the four *-imagenet.cfg with PyTorch's parameter counts),
+ * the initialisation kinds, file
  * errors, and a few thousand mutated files that must fail cleanly or parse. */
 #include <math.h>
 #include <stdint.h>
@@ -61,6 +62,12 @@ static const valid_case_t valid_cases[] = {
     {"model name and torch init", "[net]\nname = my-net\ninit = torch\nchannels = 1\nheight = 8\nwidth = 8\n" HEAD,
      "head.weight 3x64, head.bias 3 -> 3"},
     {"no newline at the end", NET "[flatten]\n[linear]\nname = head\nout = 3", "head.weight 3x64, head.bias 3 -> 3"},
+    {"relu6 block, activation = relu6, init = kaiming_fan_out, a layer's own init and init_scale",
+     "[net]\ninit = kaiming_fan_out\nchannels = 2\nheight = 8\nwidth = 8\n"
+     "[conv]\nname = dw\nfilters = 2\nsize = 3\npad = 1\ngroups = 2\nbias = 0\nactivation = relu6\n[relu6]\n"
+     "[flatten]\n[linear]\nname = head\nout = 3\ninit = normal\ninit_scale = 0.5\n"
+     "[linear]\nname = head2\nout = 3\ninit = torch\n",
+     "dw.weight 2x1x3x3, head.weight 3x128, head.bias 3, head2.weight 3x3, head2.bias 3 -> 3"},
 };
 
 /* Layers of the operator family beyond LeNet's (batch norm, dropout,
@@ -112,7 +119,7 @@ static const broken_case_t broken_cases[] = {
     {"second net", NET "[net]\n", 0, "t.cfg:5: a second [net] block (the one [net] block is on line 1)"},
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
-     "global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route or residual)"},
+     "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route or residual)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -146,10 +153,10 @@ static const broken_case_t broken_cases[] = {
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
-     "t.cfg:5: init = xavier: expected normal or torch"},
+     "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
-     "t.cfg:9: activation = gelu: expected relu, sigmoid, tanh or linear"},
+     "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh or linear"},
     {"duplicate parameter name", NET "[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n[linear]\nname = c\nout = 3\n",
      0, "t.cfg:11: name = c is already the name of the layer on line 5"},
     {"bad name", NET "[flatten]\n[linear]\nname = fc 1\nout = 3\n", 0,
@@ -188,10 +195,18 @@ static const broken_case_t broken_cases[] = {
     {"carriage return inside a line", NET "[relu]\r[relu]\n", 0, "t.cfg:5: non-text byte 0x0d at column 7"},
     {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
+    {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
+     "t.cfg:9: init = kaiming: expected normal, torch or kaiming_fan_out"},
+    {"init_scale without init = normal in its block",
+     NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
+    {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
+     0, "t.cfg:10: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
+    {"init on a layer without weights", NET "[relu6]\ninit = torch\n" HEAD, 0,
+     "t.cfg:6: unknown key 'init' for [relu6] (expected one of: label)"},
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
-     "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route or "
-     "residual)"},
+     "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route "
+     "or residual)"},
 };
 
 static int message_matches(const char *got, const char *want) {
@@ -363,6 +378,115 @@ static void test_shipped_counts(void) {
     }
 }
 
+/* torchvision's networks (tools/model_param_counts.py, torchvision 0.14):
+ *   resnet18-imagenet: 11689512 trainable parameters, 9600 running statistics, 102 tensors
+ *   resnet34-imagenet: 21797672, 17024, 182
+ *   resnet50-imagenet: 25557032, 53120, 267
+ *   mobilenet_v2-imagenet: 3504872, 34112, 262
+ * (tests/torchvision_check.py compares every name and shape with the
+ * state_dict, and the logits and gradients.) */
+static void test_imagenet_counts(void) {
+    static const struct {
+        const char *name;
+        size_t trainable, buffers;
+        int tensors;
+        const char *param; /* one tensor and its shape */
+        int shape[4];
+    } models[] = {
+        {"resnet18-imagenet", 11689512, 9600, 102, "layer2.0.downsample.0.weight", {128, 64, 1, 1}},
+        {"resnet34-imagenet", 21797672, 17024, 182, "layer3.5.bn2.running_var", {256}},
+        {"resnet50-imagenet", 25557032, 53120, 267, "layer1.0.downsample.0.weight", {256, 64, 1, 1}},
+        {"mobilenet_v2-imagenet", 3504872, 34112, 262, "features.17.conv.1.0.weight", {960, 1, 3, 3}},
+    };
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        dp_model_t *m = load_shipped(models[k].name);
+        if (!m) continue;
+        size_t trainable = dp_model_num_trainable(m);
+        CHECK(trainable == models[k].trainable, "%s: %zu trainable, torchvision %zu", models[k].name, trainable,
+              models[k].trainable);
+        CHECK(dp_model_num_params(m) - trainable == models[k].buffers, "%s: %zu buffer values, torchvision %zu",
+              models[k].name, dp_model_num_params(m) - trainable, models[k].buffers);
+        CHECK(dp_model_num_param_tensors(m) == models[k].tensors, "%s: %d tensors", models[k].name,
+              dp_model_num_param_tensors(m));
+        int c, h, w;
+        dp_model_input_shape(m, &c, &h, &w);
+        CHECK(c == 3 && h == 224 && w == 224 && dp_model_num_outputs(m) == 1000, "%s: input %dx%dx%d, %d outputs",
+              models[k].name, c, h, w, dp_model_num_outputs(m));
+        int i = find_param(m, models[k].param);
+        CHECK(i >= 0, "%s lacks %s", models[k].name, models[k].param);
+        if (i >= 0) {
+            const dp_param_info_t *p = dp_model_param(m, i);
+            int same = 1;
+            for (int d = 0; d < p->ndim; d++) same &= p->shape[d] == models[k].shape[d];
+            CHECK(same, "%s: %s has another shape", models[k].name, models[k].param);
+        }
+        printf("%s.cfg: %zu trainable parameters, %zu statistics (torchvision: %zu, %zu)\n", models[k].name,
+               trainable, dp_model_num_params(m) - trainable, models[k].trainable, models[k].buffers);
+        dp_model_free(m);
+    }
+}
+
+/* The sample mean and standard deviation of a tensor's values. */
+static void moments(const float *v, size_t n, double *mean, double *sd) {
+    double s = 0.0, s2 = 0.0;
+    for (size_t i = 0; i < n; i++) s += v[i];
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++) s2 += (v[i] - *mean) * (v[i] - *mean);
+    *sd = sqrt(s2 / (double)n);
+}
+
+/* init = kaiming_fan_out: N(0, 2 / fan_out) with fan_out = filters x
+ * kernel (groups do not divide it, as PyTorch), biases 0; a layer's own
+ * init = torch (U(+-1/sqrt(fan_in)), biases too) and init = normal with
+ * its init_scale; batch norm 1 and 0 whatever the init. */
+static void test_init_kinds(void) {
+    static const char text[] =
+        "[net]\ninit = kaiming_fan_out\nchannels = 8\nheight = 6\nwidth = 6\n"
+        "[conv]\nname = c\nfilters = 64\nsize = 3\npad = 1\n"         /* fan_out 576 */
+        "[conv]\nname = dw\nfilters = 64\nsize = 3\ngroups = 64\n"    /* fan_out 576, fan_in 9 */
+        "[batchnorm]\nname = bn\n[global_avgpool]\n[flatten]\n"
+        "[linear]\nname = fc\nout = 100\ninit = torch\n"              /* bound 1/8 */
+        "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n";
+    dp_model_t *m = NULL;
+    CHECK(dp_model_parse(text, strlen(text), "init.cfg", &m) == DP_OK, "%s", dp_error_message());
+    if (!m) return;
+    float *params = malloc(sizeof(float) * dp_model_num_params(m));
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 7);
+    dp_model_init_params(m, params, &rng);
+    struct { const char *name; double sd, tol; } normal[] = {
+        {"c.weight", sqrt(2.0 / 576), 0.03}, {"dw.weight", sqrt(2.0 / 576), 0.1}, {"head.weight", 0.5, 0.03},
+    };
+    for (int k = 0; k < 3; k++) {
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, normal[k].name));
+        double mean, sd;
+        moments(params + p->offset, p->numel, &mean, &sd);
+        CHECK(fabs(sd / normal[k].sd - 1.0) < normal[k].tol && fabs(mean) < 4 * normal[k].sd / sqrt((double)p->numel),
+              "%s: mean %g, sd %g, expected N(0, %g^2)", normal[k].name, mean, sd, normal[k].sd);
+    }
+    const char *zeros[] = {"c.bias", "head.bias", "bn.bias"};
+    for (int k = 0; k < 3; k++) {
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, zeros[k]));
+        int all = 1;
+        for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == 0.0f;
+        CHECK(all, "%s is not all zeros", zeros[k]);
+    }
+    const dp_param_info_t *bnw = dp_model_param(m, find_param(m, "bn.weight"));
+    CHECK(params[bnw->offset] == 1.0f && params[bnw->offset + 63] == 1.0f, "bn.weight is not 1");
+    const char *uniform[] = {"fc.weight", "fc.bias"};
+    for (int k = 0; k < 2; k++) {
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, uniform[k]));
+        double mean, sd, largest = 0.0;
+        moments(params + p->offset, p->numel, &mean, &sd);
+        for (size_t i = 0; i < p->numel; i++) largest = fmax(largest, fabs(params[p->offset + i]));
+        /* U(-1/8, 1/8): sd 1/(8 sqrt 3), the largest close to 1/8 */
+        CHECK(largest <= 0.125 && largest > 0.11 && fabs(sd * 8 * sqrt(3.0) - 1.0) < (k ? 0.25 : 0.05),
+              "%s: largest %g, sd %g, expected U(-1/8, 1/8)", uniform[k], largest, sd);
+    }
+    free(params);
+    dp_model_free(m);
+}
+
 static void test_files(void) {
     dp_model_t *m = (dp_model_t *)&m;
     CHECK(dp_model_load_file("/nonexistent/x.cfg", &m) == DP_ERR_IO && m == NULL, "missing file");
@@ -484,6 +608,8 @@ int main(void) {
     test_broken();
     for (int i = 0; dp_builtin_models[i]; i++) test_builtin_equivalence(dp_builtin_models[i]);
     test_shipped_counts();
+    test_imagenet_counts();
+    test_init_kinds();
     test_files();
     test_mutations();
     return testing_finish("test_model_file");

@@ -12,6 +12,8 @@ here wrote, against the logits dptrain itself computed.
       IDX files: a small dataset for `dptrain train --data DIR`.
   check_onnx.py check MODEL.onnx IDX COUNT LOGITS.jsonl [MODEL.onnx IDX COUNT
                 LOGITS.jsonl ...] [--torch] [--no-opencv]
+      (IDX may also be a .npy file of float32 (N, C, H, W) inputs, fed as
+      they are: e.g. normalised colour images.)
       1. onnx (Debian's python3-onnx): checker.check_model(full_check=True)
          and strict shape inference; the inferred output is (batch, classes)
          with a symbolic batch; batch norm's running statistics are not the
@@ -160,6 +162,8 @@ def torch_forward(model, x):
                 y = torch.tanh(ins[0])
             elif op == "Add":
                 y = ins[0] + ins[1]
+            elif op == "Sub":
+                y = ins[0] - ins[1]
             elif op == "Flatten":
                 y = torch.flatten(ins[0], a.get("axis", 1))
             elif op == "Identity":
@@ -198,10 +202,15 @@ def check(path, idx, count, logits_path, use_torch, use_opencv):
             if np.all(mean == 0) or np.all(var == 1):
                 print(f"  {node.name}: running statistics untrained (mean all 0 or var all 1) FAILED")
                 failures.append(node.name)
-    images = read_idx_images(idx, count)
-    x = images.astype(np.float32)[:, None, :, :] * np.float32(1.0 / 255.0)
-    if in_dims[0] != 1:
-        sys.exit(f"{path}: the check feeds gray images, the model takes {in_dims[0]} channels")
+    if idx.endswith(".npy"):  # the model's inputs themselves, float32 (N, C, H, W)
+        x = np.load(idx).astype(np.float32)[:count]
+        if list(x.shape[1:]) != in_dims or len(x) != count:
+            sys.exit(f"{path}: {idx} holds {len(x)} inputs of {list(x.shape[1:])}, the model takes {in_dims}")
+    else:
+        images = read_idx_images(idx, count)
+        x = images.astype(np.float32)[:, None, :, :] * np.float32(1.0 / 255.0)
+        if in_dims[0] != 1:
+            sys.exit(f"{path}: the check feeds gray images, the model takes {in_dims[0]} channels")
     if use_opencv:
         import cv2
         net = cv2.dnn.readNetFromONNX(path)

@@ -215,6 +215,15 @@ def relu_case(name, shape):
     return name, "relu", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
+def relu6_case(name, shape):
+    rng = rng_for(name)
+    x = randn(rng, *shape, scale=4.0) + np.float32(3.0)  # values in all three pieces
+    x[np.abs(x) < 1e-3] = 0.5  # no input at a kink
+    x[np.abs(x - 6) < 1e-3] = 5.5
+    y, dy, grads = run(F.relu6, [x], rng)
+    return name, "relu6", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
 def flatten_case(name, shape):
     rng = rng_for(name)
     x = randn(rng, *shape)
@@ -483,6 +492,21 @@ def new_cases():
         # mean squared error
         mse_case("mse_mean", (4, 10)),
         mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
+    ] + imagenet_cases()
+
+
+def imagenet_cases():
+    """What torchvision's MobileNetV2 adds: relu6, and depthwise 3x3
+    convolutions (ops_conv_depthwise.c) with stride 1 and 2, fused ReLU,
+    wide rows (40 columns: several vectors and a tail)."""
+    return [
+        relu6_case("relu6_4d", (2, 3, 4, 5)),
+        relu6_case("relu6_2d", (5, 7)),
+        conv_case("conv2d_depthwise_s1_wide", (2, 4, 9, 40), (4, 1, 3, 3), bias=False, pad=1, groups=4),
+        conv_case("conv2d_depthwise_s2_relu", (2, 5, 11, 13), (5, 1, 3, 3), stride=2, pad=1, groups=5,
+                  fuse_relu=True),
+        conv_case("conv2d_depthwise_mult3_dil", (1, 2, 8, 9), (6, 1, 3, 2), stride=(1, 2), pad=(2, 0),
+                  dilation=(2, 1), groups=2),
     ]
 
 

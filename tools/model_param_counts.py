@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""model_param_counts.py - builds the PyTorch equivalents of models/alexnet.cfg
-and models/resnet18.cfg and prints their parameter counts, the numbers
+"""model_param_counts.py - builds the PyTorch equivalents of models/alexnet.cfg,
+models/resnet18.cfg and the four models/*-imagenet.cfg (torchvision 0.14's
+resnet18, resnet34, resnet50 and mobilenet_v2 themselves, 1000 classes,
+3x224x224 inputs) and prints their parameter counts, the numbers
 tests/test_model_file.c asserts.
 
 resnet18 is d2l's (13.6, "Concise Implementation for Multiple GPUs"):
@@ -24,10 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_graph_fixture import alexnet, resnet18  # noqa: E402
 
 
-def report(name, net):
+def report(name, net, input_shape=(1, 28, 28)):
     trainable = sum(p.numel() for p in net.parameters())
     running = sum(b.numel() for n, b in net.named_buffers() if n.endswith(("running_mean", "running_var")))
-    out = net(torch.zeros(2, 1, 28, 28))
+    out = net(torch.zeros(2, *input_shape))
     print(f"{name}: {trainable} trainable parameters, {running} running statistics, output {tuple(out.shape)}")
     if "--names" in sys.argv:
         for key, value in net.state_dict().items():
@@ -39,3 +41,9 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     report("alexnet", alexnet().eval())
     report("resnet18", resnet18(10, 1).eval())
+    import torchvision
+    for name in ("resnet18", "resnet34", "resnet50", "mobilenet_v2"):
+        net = getattr(torchvision.models, name)()
+        entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
+        report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),
+               (3, 224, 224))

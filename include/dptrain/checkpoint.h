@@ -102,6 +102,19 @@
  * epoch's end, no transform, no class names: the data's built-in ones, no
  * algorithm choices: the GPU's own, and no model file text: `model` is
  * looked for as --model is, model_file.h).
+ *
+ * A weights-only checkpoint (parameters and buffers from elsewhere, e.g.
+ * tools/import_torchvision.py's from a torchvision state_dict) has
+ *   weights_only            "1"
+ * and needs only format, format_version, model and its tensors (every
+ * parameter and buffer of the model, no optimizer state); model_text,
+ * data.normalize and data.classes are read when present; model_fingerprint,
+ * when present, is checked, and without it the tensors are checked by name
+ * and shape (order and trainable flags are the model's). The other keys are not read:
+ * info holds zeros there (optimizer sgd, a constant schedule, epoch 0).
+ * Such a file loads (dp_checkpoint_load_params) for eval, predict, export
+ * and inspect, and is refused by dp_checkpoint_load_optimizer (so by
+ * train --resume): it has nothing to resume.
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 typedef struct {
@@ -143,6 +156,7 @@ typedef struct {
     /* model_text: read, owned by the dp_checkpoint_t; NULL: none. Written
      * from the model (dp_model_source), not from here. */
     const char *model_text;
+    int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache
@@ -192,7 +206,7 @@ dp_status_t dp_checkpoint_load_model(const dp_checkpoint_t *c, const char *name_
 dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t *model, float *params);
 
 /* Restores the state buffers and step count of `opt`. Fails, changing
- * nothing, if the file was saved by another kind of optimizer, `opt` holds
+ * nothing, if the file is weights-only, was saved by another kind of optimizer, `opt` holds
  * fewer than dp_model_num_trainable floats, or the file's state tensors are
  * not exactly those of `opt` for the model's trainable parameters. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,

@@ -25,6 +25,10 @@ typedef enum {
     DP_INIT_NORMAL,        /* weights ~ N(0, scale^2), biases 0 (d2l's `scale = 0.01`) */
     DP_INIT_TORCH_DEFAULT, /* PyTorch's default for Conv/Linear: weights and biases
                               ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    DP_INIT_KAIMING_FAN_OUT, /* torchvision's ResNet and MobileNetV2 convolutions:
+                              torch.nn.init.kaiming_normal_(w, mode="fan_out",
+                              nonlinearity="relu"), weights ~ N(0, 2 / fan_out) with
+                              fan_out = shape[0] x the kernel's size, biases 0 */
 } dp_init_kind_t;
 
 typedef struct {
@@ -40,6 +44,12 @@ typedef struct {
 dp_status_t dp_model_new(const char *name, int channels, int height, int width,
                          dp_init_kind_t init, float init_scale, dp_model_t **out);
 void dp_model_free(dp_model_t *model);
+
+/* The initialisation of the last layer added (a conv, conv_transpose or
+ * linear layer) instead of the model's: e.g. torchvision's ResNet has
+ * kaiming_fan_out convolutions but a PyTorch-default fc. DP_ERR_ARG when
+ * the last layer has no weight. */
+dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float init_scale);
 
 /* Layers. `name` prefixes the layer's parameters ("conv1" -> "conv1.weight").
  * attr: stride/pad/dilation/groups (conv), kernel/stride/pad (pooling). */
@@ -66,7 +76,7 @@ dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out
  * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
 dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
-/* DP_OP_RELU, DP_OP_SIGMOID or DP_OP_TANH. */
+/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID or DP_OP_TANH. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's
@@ -141,7 +151,7 @@ typedef enum {
     DP_LAYER_CONV,
     DP_LAYER_CONV_TRANSPOSE,
     DP_LAYER_POOL,            /* op: DP_OP_MAX_POOL or DP_OP_AVG_POOL */
-    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_SIGMOID or DP_OP_TANH */
+    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID or DP_OP_TANH */
     DP_LAYER_FLATTEN,
     DP_LAYER_LINEAR,
     DP_LAYER_BATCH_NORM,

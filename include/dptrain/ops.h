@@ -39,6 +39,7 @@ typedef enum {
     DP_OP_ADD,          /* x + y, same shapes (skip connections); fuse_relu: relu(x + y) */
     DP_OP_MSE,          /* torch.nn.functional.mse_loss summed / denominator (Paddle's
                            square_error_cost): in[1] is the target, same shape, no grad */
+    DP_OP_RELU6,        /* torch.nn.functional.relu6: min(max(x, 0), 6) (MobileNetV2) */
     DP_OP_COUNT
 } dp_op_kind_t;
 

@@ -184,7 +184,7 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
             return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' is not a parameter of model %s (the checkpoint is of "
                            "model %s)", path, name, dp_model_name(model), c->info.model);
     }
-    if (c->fingerprint != dp_model_fingerprint(model))
+    if (c->has_fingerprint && c->fingerprint != dp_model_fingerprint(model))
         return dp_fail(DP_ERR_FORMAT, "%s: model_fingerprint %016" PRIx64 " differs from model %s's %016" PRIx64
                        " (same tensors, but another order or other trainable flags)", path, c->fingerprint,
                        dp_model_name(model), dp_model_fingerprint(model));
@@ -198,6 +198,10 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
                                          dp_optimizer_t *opt) {
     const char *path = dp_safetensors_path(c->st);
+    if (c->info.weights_only)
+        return dp_fail(DP_ERR_ARG, "%s: a weights-only checkpoint (parameters and batch-norm statistics, e.g. "
+                       "from tools/import_torchvision.py): it has no optimizer state or training position to "
+                       "resume; start a new run from its weights instead", path);
     if (c->info.optim.kind != dp_optimizer_kind(opt))
         return dp_fail(DP_ERR_ARG, "%s: saved with optimizer '%s', this run uses '%s'", path,
                        dp_optim_kind_name(c->info.optim.kind), dp_optim_kind_name(dp_optimizer_kind(opt)));

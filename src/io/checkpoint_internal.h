@@ -18,9 +18,12 @@
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
 #define DP_CHECKPOINT_MODEL_TEXT_KEY "model_text"
 
+#define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
+
 struct dp_checkpoint {
     dp_safetensors_t *st;
     dp_checkpoint_info_t info;
+    int has_fingerprint; /* 0: a weights-only file without one (then only names and shapes are checked) */
     uint64_t fingerprint;
     char states[256];
 };

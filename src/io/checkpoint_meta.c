@@ -356,14 +356,30 @@ dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c) {
         return dp_fail(DP_ERR_FORMAT, "%s: checkpoint format version %d, this dptrain reads version %d", path,
                        version, DP_CHECKPOINT_VERSION);
     DP_TRY(meta_copy(c, META_MODEL, info->model, sizeof info->model));
-    DP_TRY(meta_copy(c, META_DPTRAIN_VERSION, info->dptrain_version, sizeof info->dptrain_version));
-    const char *fingerprint;
-    DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
-    char *end;
-    c->fingerprint = strtoull(fingerprint, &end, 16);
-    if (strlen(fingerprint) != 16 || *end)
-        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
-                       fingerprint);
+    const char *weights_only = dp_safetensors_meta(c->st, DP_CHECKPOINT_WEIGHTS_ONLY_KEY);
+    if (weights_only && strcmp(weights_only, "1") != 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '" DP_CHECKPOINT_WEIGHTS_ONLY_KEY "' is '%s', expected 1 (or "
+                       "no such key)", path, weights_only);
+    info->weights_only = weights_only != NULL;
+    /* a weights-only file (checkpoint.h) may leave out the version and the fingerprint */
+    if (!info->weights_only || dp_safetensors_meta(c->st, meta_keys[META_DPTRAIN_VERSION]))
+        DP_TRY(meta_copy(c, META_DPTRAIN_VERSION, info->dptrain_version, sizeof info->dptrain_version));
+    c->has_fingerprint = !info->weights_only || dp_safetensors_meta(c->st, meta_keys[META_FINGERPRINT]);
+    if (c->has_fingerprint) {
+        const char *fingerprint;
+        DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
+        char *end;
+        c->fingerprint = strtoull(fingerprint, &end, 16);
+        if (strlen(fingerprint) != 16 || *end)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
+                           fingerprint);
+    }
+    if (info->weights_only) { /* no optimizer, schedule or position: a new run's, never resumed */
+        info->optim = (dp_optim_config_t){.kind = DP_OPTIM_SGD};
+        info->schedule = (dp_lr_schedule_t){.kind = DP_LR_CONSTANT};
+        info->steps_per_epoch = 1;
+        return parse_optional(c);
+    }
     DP_TRY(parse_optimizer(c));
     DP_TRY(parse_schedule(c));
     DP_TRY(meta_u64(c, META_STEP_COUNT, UINT64_MAX, &info->step_count));

@@ -234,6 +234,29 @@ static void spatial_attrs(pb_t *node, const dp_op_attr_t *a, int spatial, const 
     if (dilations) attr_ints(node, "dilations", a->dilation, spatial);
 }
 
+/* relu6(x) = min(max(x, 0), 6) as Relu(x) - Relu(x - 6): opset 13's Clip
+ * takes its bounds as inputs, which OpenCV 4.6's importer refuses (it reads
+ * Clip with attributes only, opset < 11), and Min with a constant it cannot
+ * read either; Relu and Sub every runtime has. Exact up to one rounding of
+ * x - 6 for x > 6. */
+#define RELU6_CONSTANT "relu6.six"
+static void add_relu6(pb_t *graph, const char *node_name, const char *in, const char *out) {
+    char relu[NAME_MAX_LEN + 16], shifted[NAME_MAX_LEN + 16], relu_shifted[NAME_MAX_LEN + 24];
+    snprintf(relu, sizeof relu, "%s.relu", node_name);
+    snprintf(shifted, sizeof shifted, "%s.minus6", node_name);
+    snprintf(relu_shifted, sizeof relu_shifted, "%s.relu_minus6", node_name);
+    const char *relu_in[1] = {in}, *sub_in[2] = {in, RELU6_CONSTANT}, *relu2_in[1] = {shifted};
+    const char *diff_in[2] = {relu, relu_shifted};
+    pb_t node = node_begin("Relu", relu, relu_in, 1, relu);
+    pb_message(graph, 1, &node);
+    node = node_begin("Sub", shifted, sub_in, 2, shifted);
+    pb_message(graph, 1, &node);
+    node = node_begin("Relu", relu_shifted, relu2_in, 1, relu_shifted);
+    pb_message(graph, 1, &node);
+    node = node_begin("Sub", node_name, diff_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
 dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
                            const char *producer_version, const dp_onnx_prop_t *props, int num_props) {
     int num_layers = dp_model_num_layers(model);
@@ -244,7 +267,7 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
     snprintf(names[0], NAME_MAX_LEN, "input");
     pb_t graph = {0};
     dp_status_t status = DP_OK;
-    int last_is_alias = 0;
+    int last_is_alias = 0, have_six = 0;
     for (int i = 1; i <= num_layers && status == DP_OK; i++) {
         dp_layer_info_t l;
         if ((status = dp_model_layer(model, i, &l)) != DP_OK) break;
@@ -303,6 +326,16 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
             node = node_begin("GlobalAveragePool", node_name, inputs, 1, names[i]);
             break;
         case DP_LAYER_ACTIVATION: {
+            if (l.op == DP_OP_RELU6) {
+                if (!have_six) { /* the constant 6, one initializer for every relu6 */
+                    int one = 1;
+                    const float six = 6.0f;
+                    add_initializer(&graph, RELU6_CONSTANT, &one, 1, &six);
+                    have_six = 1;
+                }
+                add_relu6(&graph, node_name, in, names[i]);
+                continue;
+            }
             const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"
                            : l.op == DP_OP_TANH ? "Tanh" : NULL;
             if (!op) goto unsupported;

@@ -50,6 +50,7 @@ static const build_fn_t builders[] = {
     build_batchnorm, /* batchnorm */
     build_dropout,   /* dropout */
     build_activation, /* relu */
+    build_activation, /* relu6 */
     build_activation, /* sigmoid */
     build_activation, /* tanh */
     build_flatten,   /* flatten */
@@ -215,15 +216,43 @@ static dp_status_t get_param_name(const parser_t *p, int index, const char **out
     return DP_OK;
 }
 
-/* activation = relu | sigmoid | tanh | linear (none), after a conv or linear. */
+/* init = normal | torch | kaiming_fan_out ([net], conv, linear). */
+static dp_status_t parse_init(const parser_t *p, const entry_t *e, dp_init_kind_t *out) {
+    if (strcmp(e->value, "normal") == 0) *out = DP_INIT_NORMAL;
+    else if (strcmp(e->value, "torch") == 0) *out = DP_INIT_TORCH_DEFAULT;
+    else if (strcmp(e->value, "kaiming_fan_out") == 0) *out = DP_INIT_KAIMING_FAN_OUT;
+    else
+        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch or kaiming_fan_out",
+                                     dp_model_file_show(e->value).text);
+    return DP_OK;
+}
+
+/* A conv or linear layer's own `init` (and `init_scale`, which needs
+ * init = normal in the same block), applied to the layer just built. */
+static dp_status_t apply_layer_init(parser_t *p, const block_t *b) {
+    const entry_t *e = dp_model_file_find_entry(b, "init"), *scale = dp_model_file_find_entry(b, "init_scale");
+    dp_init_kind_t init = DP_INIT_NORMAL;
+    if (e) DP_TRY(parse_init(p, e, &init));
+    if (scale && (!e || init != DP_INIT_NORMAL))
+        return dp_model_file_fail_at(p, scale->line, "init_scale is the standard deviation of init = normal: give "
+                                     "init = normal in this block too");
+    if (!e) return DP_OK;
+    float value = 0.01f;
+    if (scale) DP_TRY(parse_float(p, scale, 1e-30, 1e3, 0, &value));
+    BUILD(p, b, dp_model_set_layer_init(p->model, init, value));
+    return DP_OK;
+}
+
+/* activation = relu | relu6 | sigmoid | tanh | linear (none), after a conv or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
     const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
     if (strcmp(e->value, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model));
+    else if (strcmp(e->value, "relu6") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_RELU6));
     else if (strcmp(e->value, "sigmoid") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_SIGMOID));
     else if (strcmp(e->value, "tanh") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_TANH));
     else
-        return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, sigmoid, tanh or linear",
+        return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh or linear",
                                      dp_model_file_show(e->value).text);
     return DP_OK;
 }
@@ -295,6 +324,7 @@ static dp_status_t build_conv(parser_t *p, int index) {
     } else {
         BUILD(p, b, dp_model_add_conv(p->model, name, filters, kernel[0], kernel[1], &attr, bias));
     }
+    DP_TRY(apply_layer_init(p, b));
     return add_activation_key(p, b);
 }
 
@@ -350,6 +380,7 @@ static dp_status_t build_activation(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
     const char *type = dp_model_file_block_types[b->type].name;
     if (strcmp(type, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model)); /* as the built-in models */
+    else if (strcmp(type, "relu6") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_RELU6));
     else BUILD(p, b, dp_model_add_activation(p->model, strcmp(type, "sigmoid") == 0 ? DP_OP_SIGMOID : DP_OP_TANH));
     return DP_OK;
 }
@@ -367,6 +398,7 @@ static dp_status_t build_linear(parser_t *p, int index) {
     DP_TRY(get_int(p, b, "out", 0, 1, MAX_FEATURES, &out_features));
     DP_TRY(get_flag(p, b, "bias", 1, &bias));
     BUILD(p, b, dp_model_add_linear(p->model, name, out_features, bias));
+    DP_TRY(apply_layer_init(p, b));
     return add_activation_key(p, b);
 }
 
@@ -469,10 +501,7 @@ static dp_status_t build_net(parser_t *p) {
                                      MAX_VALUES);
     dp_init_kind_t init = DP_INIT_TORCH_DEFAULT;
     const entry_t *e = dp_model_file_find_entry(net, "init");
-    if (e && strcmp(e->value, "normal") == 0) init = DP_INIT_NORMAL;
-    else if (e && strcmp(e->value, "torch") != 0)
-        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal or torch",
-                                     dp_model_file_show(e->value).text);
+    if (e) DP_TRY(parse_init(p, e, &init));
     float scale;
     DP_TRY(get_float(p, net, "init_scale", 0.01f, 1e-30, 1e3, 0, &scale));
     char name[64];

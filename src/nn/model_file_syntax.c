@@ -15,7 +15,7 @@
 /* Every block type: its keys (all but [net] take `label`). */
 #define CONV_KEYS                                                                                        \
     "name filters size size_h size_w stride stride_h stride_w pad pad_h pad_w dilation dilation_h "     \
-    "dilation_w groups bias activation label"
+    "dilation_w groups bias activation init init_scale label"
 #define POOL_KEYS "size size_h size_w stride stride_h stride_w pad pad_h pad_w label"
 
 const dp_model_file_block_type_t dp_model_file_block_types[] = {
@@ -28,10 +28,11 @@ const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"batchnorm", "name eps momentum label", "name"},
     {"dropout", "p label", ""},
     {"relu", "label", ""},
+    {"relu6", "label", ""},
     {"sigmoid", "label", ""},
     {"tanh", "label", ""},
     {"flatten", "label", ""},
-    {"linear", "name out bias activation label", "name out"},
+    {"linear", "name out bias activation init init_scale label", "name out"},
     {"route", "from label", "from"},
     {"residual", "from relu label", "from"},
 };
@@ -98,7 +99,7 @@ static dp_status_t start_block(parser_t *p, char *header, int line) {
     if (type < 0)
         return dp_model_file_fail_at(p, line,
                        "unknown layer type [%s] (expected net, conv, conv_transpose, maxpool, avgpool, "
-                       "global_avgpool, batchnorm, dropout, relu, sigmoid, tanh, flatten, linear, route "
+                       "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route "
                        "or residual)",
                        dp_model_file_show(name).text);
     if (p->num_blocks == 0 && type != 0)

@@ -25,7 +25,7 @@ typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
     LAYER_POOL,
-    LAYER_ACTIVATION, /* relu, sigmoid, tanh */
+    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh */
     LAYER_FLATTEN,
     LAYER_LINEAR,
     LAYER_BATCH_NORM,
@@ -47,6 +47,9 @@ typedef struct {
     int out_ndim;
     int out_shape[DP_MAX_DIMS]; /* without the batch dim: (C, H, W) or (F) */
     char label[64]; /* the profiler's name (layer_label) */
+    int own_init;   /* 1: init and init_scale below, else the model's */
+    dp_init_kind_t init;
+    float init_scale;
 } layer_t;
 
 #define MAX_NAME 64
@@ -195,7 +198,7 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
                        : l->kind == LAYER_ROUTE   ? "route"
                        : l->kind == LAYER_RESIDUAL ? "add"
                        : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
-                                                   : dp_op_table[l->op].name; /* relu, sigmoid, tanh */
+                                                   : dp_op_table[l->op].name; /* relu, relu6, sigmoid, tanh */
     int rank = 1;
     for (int i = 0; i < m->num_layers; i++) {
         const layer_t *o = &m->layers[i];
@@ -389,10 +392,23 @@ dp_status_t dp_model_add_relu(dp_model_t *m) {
 }
 
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
-    if (kind != DP_OP_RELU && kind != DP_OP_SIGMOID && kind != DP_OP_TANH)
-        return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, sigmoid or tanh, found op %d",
-                       m->name, m->num_layers + 1, (int)kind);
+    if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid or tanh, "
+                       "found op %d", m->name, m->num_layers + 1, (int)kind);
     return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
+}
+
+dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float init_scale) {
+    layer_t *l = m->num_layers > 0 ? &m->layers[m->num_layers - 1] : NULL;
+    if (!l || l->weight < 0 || l->kind == LAYER_BATCH_NORM)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a conv, conv_transpose or linear layer has an "
+                       "initialisation of its own", m->name, m->num_layers);
+    if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: unknown initialisation %d", m->name, l->label, (int)init);
+    l->own_init = 1;
+    l->init = init;
+    l->init_scale = init_scale;
+    return DP_OK;
 }
 
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p) {
@@ -554,11 +570,17 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
         if (l->weight < 0) continue;
         const dp_param_info_t *w = &m->params[l->weight];
         /* fan_in: input features of one output unit (C/groups * kH * kW, or IN;
-         * conv_transpose: C_out/groups * kH * kW, as PyTorch computes it) */
+         * conv_transpose: C_out/groups * kH * kW, as PyTorch computes it);
+         * fan_out: shape[0] x the kernel's size (PyTorch's, without groups) */
         size_t fan_in = w->numel / (size_t)w->shape[0];
-        if (m->init == DP_INIT_NORMAL) {
+        size_t fan_out = w->ndim > 2 ? (size_t)w->shape[0] * (w->numel / ((size_t)w->shape[0] * w->shape[1]))
+                                     : (size_t)w->shape[0];
+        dp_init_kind_t init = l->own_init ? l->init : m->init;
+        double scale = l->own_init ? l->init_scale : m->init_scale;
+        if (init == DP_INIT_NORMAL || init == DP_INIT_KAIMING_FAN_OUT) {
+            if (init == DP_INIT_KAIMING_FAN_OUT) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
             for (size_t k = 0; k < w->numel; k++)
-                params[w->offset + k] = (float)(m->init_scale * dp_rng_normal(rng));
+                params[w->offset + k] = (float)(scale * dp_rng_normal(rng));
             if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);
         } else {
             double bound = 1.0 / sqrt((double)fan_in);

@@ -33,7 +33,9 @@
  * the arena. Backward adds into the grads of the inputs that have one.
  *
  * The geometry, im2col and col2im are shared with the transposed
- * convolution (ops_conv_transpose.c) through conv_common.h.
+ * convolution (ops_conv_transpose.c) through conv_common.h. Depthwise
+ * convolutions (groups = input channels) take a direct path instead,
+ * ops_conv_depthwise.c.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -45,6 +47,7 @@
 #include "dptrain/gemm.h"
 #include "dptrain/ops.h"
 #include "kernels/kernels.h"
+#include "ops_conv_depthwise.h"
 
 typedef dp_conv_geom_t conv_geom_t;
 typedef dp_conv_tap_t conv_tap_t;
@@ -436,6 +439,11 @@ dp_status_t dp_conv_forward(dp_node_t *node, dp_arena_t *arena) {
     out->data = dp_arena_floats(arena, numel); /* (N, OC, OD, OH, OW) */
     out->grad = dp_conv_needs_grad(node) ? dp_grad_alloc(arena, out, numel) : NULL;
     node->saved = NULL;
+    if (dp_conv_depthwise_applies(&g)) {
+        if (!out->data || (dp_conv_needs_grad(node) && !out->grad))
+            return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats", numel);
+        return dp_conv_depthwise_forward(&g, x, w, bias, node->attr.fuse_relu, out->data, arena);
+    }
     if (dp_conv_winograd_applies(&g)) {
         if (!out->data || (dp_conv_needs_grad(node) && !out->grad))
             return dp_fail(DP_ERR_NOMEM, "conv: out of arena memory for output %zu floats", numel);
@@ -683,7 +691,9 @@ dp_status_t dp_conv_backward(dp_node_t *node, dp_arena_t *arena) {
     double *bias_sum = want_bias ? dp_arena_alloc(arena, sizeof(double) * (size_t)g.out_ch) : NULL; /* (OC) */
     if (want_bias && !bias_sum) return dp_fail(DP_ERR_NOMEM, "conv backward: out of arena memory for bias sums");
     if (bias_sum) memset(bias_sum, 0, sizeof(double) * (size_t)g.out_ch);
-    if (dp_conv_winograd_applies(&g)) {
+    if (dp_conv_depthwise_applies(&g)) {
+        DP_TRY(dp_conv_depthwise_backward(&g, node, dx, dw, bias_sum, arena));
+    } else if (dp_conv_winograd_applies(&g)) {
         DP_TRY(dp_conv_winograd_backward(&g, xt->data, wt->data, node->out.data, node->out.grad,
                                          node->attr.fuse_relu, dx, dw, bias_sum, arena));
     } else if (tap_plane_backward_pays(&g)) {

@@ -1,10 +1,15 @@
 /* ops_elementwise.c - element-wise ops, forward and backward: DP_OP_RELU,
- * DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD and DP_OP_FLATTEN.
+ * DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD and DP_OP_FLATTEN.
  *
  * relu: y = max(x, 0), torch.relu
  *   (https://pytorch.org/docs/stable/generated/torch.nn.functional.relu.html);
  *   a NaN input stays NaN; backward dx += dy where y > 0 (the gradient at 0
  *   is 0, as PyTorch's threshold_backward).
+ * relu6: y = min(max(x, 0), 6), torch.nn.functional.relu6
+ *   (https://pytorch.org/docs/stable/generated/torch.nn.functional.relu6.html,
+ *   hardtanh(x, 0, 6)); a NaN input stays NaN; backward dx += dy where
+ *   0 < y < 6, which is 0 < x < 6 (PyTorch's hardtanh_backward: no gradient
+ *   at either kink).
  * sigmoid: y = 1 / (1 + exp(-x)), torch.sigmoid
  *   (https://pytorch.org/docs/stable/generated/torch.sigmoid.html); for
  *   x < 0 computed as e / (1 + e) with e = exp(x), so that no exp
@@ -24,7 +29,7 @@
  *   add into out.grad lands in in.grad directly. Its backward therefore
  *   does nothing; it allocates nothing.
  *
- * The backward of relu, sigmoid, tanh and add writes an input grad that is
+ * The backward of relu, relu6, sigmoid, tanh and add writes an input grad that is
  * still unset (dp_grad_claim) and adds otherwise. Nothing is saved: the
  * gradients are functions of y.
  */
@@ -46,8 +51,8 @@ static dp_status_t elementwise_output(dp_node_t *node, const char *op, int want_
     return DP_OK;
 }
 
-typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH } unary_kind_t;
-static const char *const unary_names[] = {"relu", "sigmoid", "tanh"};
+typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH, UNARY_RELU6 } unary_kind_t;
+static const char *const unary_names[] = {"relu", "sigmoid", "tanh", "relu6"};
 
 static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t *node, dp_arena_t *arena, unary_kind_t kind) {
     const dp_tensor_t *x = node->in[0];
@@ -69,6 +74,9 @@ static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t
     case UNARY_TANH:
         for (size_t i = 0; i < numel; i++) y[i] = tanhf(in[i]);
         break;
+    case UNARY_RELU6: /* NaN fails both tests and passes through */
+        for (size_t i = 0; i < numel; i++) y[i] = in[i] < 0.0f ? 0.0f : in[i] > 6.0f ? 6.0f : in[i];
+        break;
     }
     return DP_OK;
 }
@@ -79,6 +87,7 @@ static inline float unary_grad(unary_kind_t kind, float y, float dy) {
     case UNARY_RELU: return y > 0.0f ? dy : 0.0f;
     case UNARY_SIGMOID: return dy * y * (1.0f - y);
     case UNARY_TANH: return dy * (1.0f - y * y);
+    case UNARY_RELU6: return y > 0.0f && y < 6.0f ? dy : 0.0f;
     }
     return 0.0f;
 }
@@ -102,6 +111,11 @@ dp_status_t dp_relu_forward(dp_node_t *node, dp_arena_t *arena) { return unary_f
 dp_status_t dp_relu_backward(dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     return unary_backward(node, UNARY_RELU);
+}
+dp_status_t dp_relu6_forward(dp_node_t *node, dp_arena_t *arena) { return unary_forward(node, arena, UNARY_RELU6); }
+dp_status_t dp_relu6_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_RELU6);
 }
 dp_status_t dp_sigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
     return unary_forward(node, arena, UNARY_SIGMOID);

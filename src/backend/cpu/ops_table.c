@@ -39,11 +39,13 @@ dp_status_t dp_add_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_add_backward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_mse_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_mse_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_relu6_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_relu6_backward(dp_node_t *node, dp_arena_t *arena);
 
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-_Static_assert(DP_OP_COUNT == 15, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+_Static_assert(DP_OP_COUNT == 16, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
 /* num_inputs counts the optional bias of conv, conv_transpose and linear
  * and the optional weight and bias of batch_norm: those may be NULL. */
@@ -63,6 +65,7 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_TANH] = {"tanh", 1, dp_tanh_forward, dp_tanh_backward},
     [DP_OP_ADD] = {"add", 2, dp_add_forward, dp_add_backward},
     [DP_OP_MSE] = {"mse", 2, dp_mse_forward, dp_mse_backward},
+    [DP_OP_RELU6] = {"relu6", 1, dp_relu6_forward, dp_relu6_backward},
 };
 
 dp_op_attr_t dp_op_attr_default(void) {

@@ -1,5 +1,5 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
- * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, add
+ * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6, add
  * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. The
  * activations they read or write (not the gradients) are float or bf16
@@ -113,8 +113,10 @@ template <typename TX, typename TY> __device__ static void unary_forward_loop(in
         if (kind == 0) { /* sigmoid, without overflow */
             float e = expf(-fabsf(v));
             st(y, i, v >= 0.0f ? __fdiv_rn(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(e, __fadd_rn(1.0f, e)));
-        } else {
+        } else if (kind == 1) {
             st(y, i, tanhf(v));
+        } else { /* relu6: a NaN fails both tests and passes through, as the CPU op */
+            st(y, i, v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v);
         }
     }
 }
@@ -134,8 +136,9 @@ template <typename T>
 __device__ static void unary_backward_loop(int kind, const T *y, const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) {
         float yi = ld(y, i);
-        float g = kind == 0 ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
-                            : __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)));
+        float g = kind == 0   ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
+                  : kind == 1 ? __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)))
+                              : (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f); /* relu6 */
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }

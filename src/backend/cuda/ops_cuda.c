@@ -3,7 +3,7 @@
  * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
  * and dy with FP32 compute and FP32 results, the copies of x and W made
  * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
- * cross-entropy, sigmoid, tanh, add (+ fused ReLU), dropout (the CPU's
+ * cross-entropy, sigmoid, tanh, relu6, add (+ fused ReLU), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
  * data touched); batch norm with own kernels (double sums per channel spread
@@ -15,7 +15,7 @@
  * memory, as load_batch leaves them; a label outside [0, K) gives a NaN loss
  * (the host cannot check device labels without a synchronisation).
  *
- * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh,
+ * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh, relu6,
  * add, batch norm (over an (N H W, C) matrix), max and average pooling,
  * global average pooling and dropout also take NHWC inputs and keep their
  * layout; the wrappers convert the inputs of the others (and of flatten,
@@ -316,7 +316,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                   "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh --------------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6 --------------------------------------------------------------- */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -349,6 +349,15 @@ static dp_status_t tanh_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
 static dp_status_t tanh_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     return unary_backward(c, node, 1, "tanh");
+}
+/* relu6's backward reads y: in a bf16 plan y is rounded, so an x just
+ * below 6 may read as 6 and get no gradient (bf16 is approximate anyway) */
+static dp_status_t relu6_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(c, node, arena, 2, "relu6");
+}
+static dp_status_t relu6_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(c, node, 2, "relu6");
 }
 
 /* --- add (skip connections), with fuse_relu ------------------------------------------------ */
@@ -699,6 +708,7 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, add_forward) WRAP_BACK(g, add_backward) WRAP(g, dropout_forward) WRAP_BACK(g, dropout_backward)           \
     WRAP(g, global_avg_pool_forward) WRAP_BACK(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP_BACK(g, mse_backward) \
     WRAP(g, batch_norm_forward) WRAP_BACK(g, batch_norm_backward) \
+    WRAP(g, relu6_forward) WRAP_BACK(g, relu6_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -718,9 +728,10 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_TANH] = {"tanh", 1, tanh_forward_##g, tanh_backward_##g},                                           \
         [DP_OP_ADD] = {"add", 2, add_forward_##g, add_backward_##g},                                             \
         [DP_OP_MSE] = {"mse", 2, mse_forward_##g, mse_backward_##g},                                             \
+        [DP_OP_RELU6] = {"relu6", 1, relu6_forward_##g, relu6_backward_##g},                                     \
     }
 
-_Static_assert(DP_OP_COUNT == 15, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 16, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)

@@ -58,6 +58,14 @@ typedef struct {
                           size_t src_cs, float *restrict dst, size_t dst_rs, size_t dst_cs, size_t lanes);
     /* F(3x3, 5x5)'s B^T, A^T, G', and A, B (the adjoints) */
     dp_wino_fn wino_input, wino_output, wino_dy, wino_dy_adjoint, wino_input_adjoint;
+    /* one depthwise plane's forward, input gradient and weight gradient
+     * over its output grid (ops_conv_depthwise.c, on stride-phase planes) */
+    void (*dw_conv_grid)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                         const float *restrict w, float bias, int relu, float *restrict ygrid);
+    void (*dw_conv_grid_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, size_t n,
+                            const float *restrict w, const float *restrict dygrid);
+    void (*dw_conv_grid_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                            const float *restrict dygrid, double *restrict dw);
 } dp_cpu_loops_t;
 
 typedef struct {

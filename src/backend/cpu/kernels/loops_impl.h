@@ -1,5 +1,5 @@
 /* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU masks, bias
- * epilogues, row sums, 2x2 average pooling) and of the backend (the sum of
+ * epilogues, row sums, 2x2 average pooling, depthwise convolution planes) and of the backend (the sum of
  * replicas), written once and compiled once
  * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
  * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
@@ -126,6 +126,67 @@ static void DP_LOOP(avg_pool_2x2_backward)(const float *restrict dy, float *rest
     }
 }
 
+/* Depthwise convolution of one plane (ops_conv_depthwise.c). The padded
+ * input plane is split by stride phase (conv_common.h's
+ * dp_conv_split_phases: `phases` (sh, sw, Hq, Wq)), so that tap t reads
+ * output position (oh, ow) at phases + tap_at[t] + oh * Wq + ow (tap_at[t]
+ * = the phase's start plus the tap's row and column offset in it). The
+ * outputs are computed on the grid of OH rows of Wq columns, OH * Wq
+ * values rounded up to n, a multiple of 16, columns ow >= OW and the
+ * rounding included (their values are the caller's to drop): so each tap
+ * is ONE product over n consecutive floats in blocks of 16 without a tail,
+ * not one per short row. Element-wise over the grid, taps in order: the same bits on
+ * every ISA. */
+
+/* ygrid (n, a multiple of 16) = bias + sum over taps of w[t] * the tap's
+ * floats; relu: then max(., 0), as the relu op. Blocks of 16: no tail. */
+static void DP_LOOP(dw_conv_grid)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                                  const float *restrict w, float bias, int relu, float *restrict ygrid) {
+    for (size_t i = 0; i < n; i += 16)
+        for (int j = 0; j < 16; j++) ygrid[i + j] = bias;
+    for (int t = 0; t < taps; t++) {
+        const float *restrict src = phases + tap_at[t];
+        const float wt = w[t];
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) ygrid[i + j] += wt * src[i + j];
+    }
+    if (relu)
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) ygrid[i + j] = ygrid[i + j] < 0.0f ? 0.0f : ygrid[i + j];
+}
+
+/* Its adjoint for the input: dphases (the layout of phases) += w[t] * dygrid
+ * at each tap's floats, taps in order (dygrid 0 at the dropped columns; n
+ * a multiple of 16). */
+static void DP_LOOP(dw_conv_grid_dx)(float *restrict dphases, const size_t *restrict tap_at, int taps, size_t n,
+                                     const float *restrict w, const float *restrict dygrid) {
+    for (int t = 0; t < taps; t++) {
+        float *restrict dst = dphases + tap_at[t];
+        const float wt = w[t];
+        for (size_t i = 0; i < n; i += 16)
+            for (int j = 0; j < 16; j++) dst[i + j] += wt * dygrid[i + j];
+    }
+}
+
+/* For the weight: dw[t] += dygrid . the tap's floats, in 16 float lanes
+ * (element i into lane i % 16; n a multiple of 16) added to dw[t] in
+ * double every 256 elements: the same bits on every ISA. */
+static void DP_LOOP(dw_conv_grid_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
+                                     const float *restrict dygrid, double *restrict dw) {
+    for (int t = 0; t < taps; t++) {
+        const float *restrict src = phases + tap_at[t];
+        double sum = 0.0;
+        for (size_t i0 = 0; i0 < n; i0 += 256) {
+            const size_t end = n - i0 < 256 ? n : i0 + 256;
+            float lanes[16] = {0};
+            for (size_t i = i0; i < end; i += 16)
+                for (int j = 0; j < 16; j++) lanes[j] += dygrid[i + j] * src[i + j];
+            for (int j = 0; j < 16; j++) sum += lanes[j];
+        }
+        dw[t] += sum;
+    }
+}
+
 /* The two-sided product of a Winograd transform (conv_winograd.c) on
  * `lanes` independent (b, b) tiles at once:
  *   dst[i][j][q] = sum_l (sum_k mat[i][k] src[k][l][q]) mat[j][l]
@@ -238,4 +299,7 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .wino_dy = DP_LOOP(wino_dy),
     .wino_dy_adjoint = DP_LOOP(wino_dy_adjoint),
     .wino_input_adjoint = DP_LOOP(wino_input_adjoint),
+    .dw_conv_grid = DP_LOOP(dw_conv_grid),
+    .dw_conv_grid_dx = DP_LOOP(dw_conv_grid_dx),
+    .dw_conv_grid_dw = DP_LOOP(dw_conv_grid_dw),
 };

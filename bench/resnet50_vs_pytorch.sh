@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# resnet50_vs_pytorch.sh - one training step of ResNet-50 at ImageNet shape
+# (batch 32 of 3x224x224, SGD with momentum) on the CPU: dptrain
+# (models/resnet50-imagenet.cfg on DEVICES CPU devices, one thread each: the
+# batch split between them) against PyTorch 1.13 (torchvision's resnet50,
+# oneDNN, as many intra-op threads), in the same run, alternating A B A B so
+# machine drift hits both alike. Each run: WARMUP untimed steps, then STEPS
+# timed ones (WARMUP = 2: dptrain's step arena is folded into one block
+# after its first step, whose pages the second step touches first).
+# dptrain's wall time per step is its profile's mean `(step)` row (`train
+# --profile-steps WARMUP,STEPS`: the timed steps only), PyTorch's the wall
+# time of its timed loop; the CPU time per step (all threads) is PyTorch's
+# process time over the loop, and for dptrain the difference between the
+# process's CPU time (user + system) of a run of WARMUP + STEPS steps and of
+# one of WARMUP steps, over STEPS: on a shared machine the CPU time is the
+# steadier figure. Prints each run's ms per step and images/s, the median
+# ratios (PyTorch's time / dptrain's: above 1, dptrain is faster), and the
+# last dptrain run's profile: the layers that take the most of a step.
+#
+# MODEL=mobilenet_v2 times MobileNetV2 instead (models/mobilenet_v2-imagenet.cfg).
+# DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
+# usage: bench/resnet50_vs_pytorch.sh [path/to/dptrain] [runs] [devices] [steps]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:-$here/../build/dptrain}
+runs=${2:-3}
+devices=${3:-2}
+steps=${4:-3}
+warmup=2
+batch=32
+model=${MODEL:-resnet50}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain; prints both sides' ISA
+isa_info "$bin" | sed 's/^onednn_verbose,info,cpu,isa:/pytorch: oneDNN isa /' | grep -E '^(dptrain|pytorch)'
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# an image folder of (warmup + steps) x batch random 224x224 RGB PNGs (2 classes)
+images=$(( (warmup + steps) * batch ))
+/usr/bin/python3 - "$tmp/data" "$images" <<'EOF'
+import os, sys
+import numpy as np
+from PIL import Image
+root, n = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(0)
+for split, count in (("train", n), ("test", 2)):
+    for i in range(count):
+        d = f"{root}/{split}/c{i % 2}"
+        os.makedirs(d, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)).save(f"{d}/{i:05d}.png")
+EOF
+
+cpu_of() { awk '{ print $1 + $2 }' "$1"; } # user + system seconds of a /usr/bin/time -f '%U %S' file
+run_dptrain() { # NAME STEPS [ARGS...]: a training run of STEPS steps, its CPU time in $tmp/NAME.time
+  local name=$1 n=$2
+  shift 2
+  /usr/bin/time -f '%U %S' -o "$tmp/$name.time" "$bin" train --model "$here/../models/$model-imagenet.cfg" \
+    --data "$tmp/data" --batch-size $batch --epochs 1 --limit $((n * batch)) --optimizer momentum --lr 0.01 \
+    --devices "$devices" --quiet "$@" >"$tmp/$name" 2>&1
+}
+dp_ms=() pt_ms=() dp_cpu=() pt_cpu=() ratios=() cpu_ratios=()
+for run in $(seq 1 "$runs"); do
+  run_dptrain "warm.$run" $warmup --seed "$run"
+  run_dptrain "dp.$run" $((warmup + steps)) --seed "$run" --profile-steps "$warmup,$steps"
+  dp=$(awk '$2 == "(step)" { if ($(NF - 1) + 0 > worst) worst = $(NF - 1) + 0 } END { print worst }' "$tmp/dp.$run")
+  [[ -n "$dp" && "$dp" != 0 ]] || { echo "no (step) row in dptrain's profile:"; cat "$tmp/dp.$run"; exit 1; }
+  dpc=$(awk -v a="$(cpu_of "$tmp/dp.$run.time")" -v b="$(cpu_of "$tmp/warm.$run.time")" -v n="$steps" \
+          'BEGIN { printf "%.0f", 1000 * (a - b) / n }')
+  pt_line=$(OMP_NUM_THREADS=$devices /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
+              --batch $batch --steps "$steps" --warmup $warmup --threads "$devices")
+  pt=$(sed -E 's/.* ([0-9.]+) ms\/step \(wall\).*/\1/' <<<"$pt_line")
+  ptc=$(sed -E 's/.* ([0-9.]+) ms\/step \(CPU time.*/\1/' <<<"$pt_line")
+  ratio=$(awk -v a="$pt" -v b="$dp" 'BEGIN { printf "%.2f", a / b }')
+  cpu_ratio=$(awk -v a="$ptc" -v b="$dpc" 'BEGIN { printf "%.2f", a / b }')
+  printf 'run %d: wall dptrain %.0f ms/step (%.1f images/s), pytorch %.0f ms/step (%.1f images/s), %sx;' \
+    "$run" "$dp" "$(awk -v t="$dp" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$pt" \
+    "$(awk -v t="$pt" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$ratio"
+  printf ' CPU dptrain %s ms/step, pytorch %s ms/step, %sx (load %s)\n' "$dpc" "$ptc" "$cpu_ratio" \
+    "$(cut -d' ' -f1 /proc/loadavg)"
+  dp_ms+=("$dp") pt_ms+=("$pt") dp_cpu+=("$dpc") pt_cpu+=("$ptc") ratios+=("$ratio") cpu_ratios+=("$cpu_ratio")
+done
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+dpm=$(median "${dp_ms[@]}") ptm=$(median "${pt_ms[@]}")
+printf 'median of %d runs, %s, batch %d, %d devices / threads:\n' "$runs" "$model" $batch "$devices"
+printf '  wall: dptrain %.0f ms/step = %.1f images/s, pytorch %.0f ms/step = %.1f images/s, speed-up %.2fx\n' \
+  "$dpm" "$(awk -v t="$dpm" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$ptm" \
+  "$(awk -v t="$ptm" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$(median "${ratios[@]}")"
+printf '  CPU time: dptrain %.0f ms/step, pytorch %.0f ms/step, speed-up %.2fx\n' "$(median "${dp_cpu[@]}")" \
+  "$(median "${pt_cpu[@]}")" "$(median "${cpu_ratios[@]}")"
+echo "dptrain's profile (run $runs, device cpu:0), by op and direction (convolutions by kernel size):"
+# the kernel size of each conv layer, from the model file: "NAME KxK"
+awk '/^\[/ { conv = ($0 ~ /^\[conv\]/) } conv && /^name =/ { name = $3 } conv && /^size =/ { print name, $3 "x" $3 }' \
+  "$here/../models/$model-imagenet.cfg" >"$tmp/kernels"
+awk 'NR == FNR { k[$1] = $2; next }
+  $1 == "cpu:0" && $2 == "(step)" { step = $(NF - 1) }
+  $1 == "cpu:0" && $2 != "(step)" { what = $2 == "(outside" ? "(outside the layers)" : $3 " " $4
+    if ($3 ~ /^conv/) { split($2, l, "+"); what = $3 " " k[l[1]] " " $4 }
+    ms[what] += $(NF - 1) }
+  END { for (w in ms) printf "  %9.1f ms %5.1f%%  %s\n", ms[w], 100 * ms[w] / step, w }' \
+  "$tmp/kernels" "$tmp/dp.$runs" \
+  | sort -g -r | head -14
+echo "its largest rows:"
+awk '$1 == "cpu:0" && $2 != "(step)"' "$tmp/dp.$runs" | sort -k5 -g -r | head -12

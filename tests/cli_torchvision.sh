@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# cli_torchvision.sh - torchvision 0.14's resnet18, resnet34, resnet50 and
+# mobilenet_v2 (Debian's python3-torchvision, randomly initialised, made at
+# test time by tests/torchvision_check.py: no pretrained weights) against
+# dptrain's models/*-imagenet.cfg with the same weights:
+# - tools/import_torchvision.py turns each state_dict (torch.save) into a
+#   weights-only checkpoint, which eval-style loading accepts;
+# - `dptrain predict --resume` of two 224x224 PNGs (the checkpoint's
+#   normalisation applied) gives torchvision's logits within 1e-4 of the
+#   largest, for all four;
+# - tests/torchvision_step (the imported checkpoint; ResNet-18 and -50 at
+#   64x64, MobileNetV2 at 128x128) gives the inference-mode logits, loss
+#   and every parameter's gradient, the training-mode (batch statistics)
+#   logits, loss and running statistics, and ResNet-18's training-mode
+#   gradients, within 1e-4 of float64 torchvision's; the training-mode
+#   gradients of ResNet-50 and MobileNetV2, which float32 cannot give
+#   within 1e-4 at batch 2 (PyTorch's own are up to 3e-2 away as a whole),
+#   within 5e-2 as a whole (torchvision_check.py says why);
+# - `dptrain export --onnx` of each passes onnx's checker and OpenCV's DNN
+#   gives dptrain's logits within 1e-4 (tools/check_onnx.py, the same
+#   normalised images);
+# - the import refuses a state_dict with a tensor missing, an extra one or
+#   one of another shape: one line naming it, exit 1, nothing written; and
+#   `train --resume` refuses a weights-only checkpoint in one line.
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+py=/usr/bin/python3
+step="$(dirname "$bin")/tests/torchvision_step"
+find_spec='import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]
+sys.exit("missing: " + " ".join(m) if m else 0)'
+if ! $py -c "$find_spec" torch torchvision onnx cv2 PIL numpy 2>"$tmp/import.err"; then
+  fail "python3-torch, -torchvision, -onnx, -opencv, -pil and -numpy are needed (scripts/setup.sh test):" \
+    "$(tail -1 "$tmp/import.err")"
+  testing_finish cli_torchvision
+  exit
+fi
+export DPTRAIN_BIN=$bin
+names=(resnet18 resnet34 resnet50 mobilenet_v2)
+$py "$src/tests/torchvision_check.py" make "$tmp" "${names[@]}" >"$tmp/make.out" 2>&1 && pass \
+  || fail "torchvision_check.py make: $(tail -3 "$tmp/make.out")"
+sed 's/^/  /' "$tmp/make.out"
+checks=()
+for name in "${names[@]}"; do
+  ck="$tmp/$name.safetensors"
+  $py "$src/tools/import_torchvision.py" "$tmp/$name.pth" "$src/models/$name-imagenet.cfg" "$ck" \
+    >"$tmp/import.out" 2>&1 && pass || { fail "$name: import: $(cat "$tmp/import.out")"; continue; }
+  if [[ -e "$tmp/$name-input.safetensors" ]]; then # the networks whose gradients are checked
+    "$step" "$tmp/$name-small.cfg" "$ck" "$tmp/$name-input.safetensors" "$tmp/$name-out.safetensors" 2>"$tmp/err" \
+      && pass || fail "$name: torchvision_step: $(cat "$tmp/err")"
+  fi
+  "$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp/$name-0.png" "$tmp/$name-1.png" \
+    >"$tmp/$name-predict.jsonl" 2>"$tmp/err" && pass || fail "$name: predict: $(cat "$tmp/err")"
+  "$bin" export --resume "$ck" --onnx "$tmp/$name.onnx" 2>"$tmp/err" && pass || fail "$name: export: $(cat "$tmp/err")"
+  checks+=("$tmp/$name.onnx" "$tmp/$name-x.npy" 2 "$tmp/$name-predict.jsonl")
+done
+$py "$src/tests/torchvision_check.py" compare "$tmp" "${names[@]}" >"$tmp/compare.out" 2>&1
+sed 's/^/  /' "$tmp/compare.out"
+for name in "${names[@]}"; do
+  grep -qx "$name: ok" "$tmp/compare.out" && pass || fail "$name: $(grep "^$name: " "$tmp/compare.out")"
+done
+# the ONNX exports: onnx's checker and OpenCV against predict's logits (cli_export.sh also
+# rebuilds its models in PyTorch from the files)
+$py "$src/tools/check_onnx.py" check "${checks[@]}" >"$tmp/onnx.out" 2>&1
+sed 's/^/  /' "$tmp/onnx.out"
+for name in "${names[@]}"; do
+  grep -qxF "$tmp/$name.onnx: ok" "$tmp/onnx.out" && pass || fail "$name: ONNX check failed"
+done
+
+# predict names ImageNet's classes (the import's data.classes)
+"$bin" predict --resume "$tmp/resnet18.safetensors" --top 1 "$tmp/resnet18-0.png" >"$tmp/top.out" 2>&1
+grep -qE "resnet18-0.png: [A-Za-z]" "$tmp/top.out" && pass || fail "predict with class names: $(cat "$tmp/top.out")"
+
+# refusals of the import: one line, exit 1, nothing written
+$py - "$tmp" <<'EOF'
+import sys, torch
+d = sys.argv[1]
+sd = torch.load(f"{d}/resnet18.pth")
+missing = dict(sd); del missing["layer4.1.bn2.running_var"]
+torch.save(missing, f"{d}/missing.pth")
+extra = dict(sd); extra["head.weight"] = torch.zeros(3, 3)
+torch.save(extra, f"{d}/extra.pth")
+shape = dict(sd); shape["fc.weight"] = torch.zeros(10, 512); shape["fc.bias"] = torch.zeros(10)
+torch.save(shape, f"{d}/shape.pth")
+torch.save({"not": "a state_dict"}, f"{d}/junk.pth")
+EOF
+refused() {
+  local label=$1 part=$2 file=$3
+  rm -f "$tmp/out.safetensors"
+  $py "$src/tools/import_torchvision.py" "$tmp/$file" "$src/models/resnet18-imagenet.cfg" "$tmp/out.safetensors" \
+    >"$tmp/out" 2>"$tmp/err"
+  local status=$?
+  [[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 && ! -s "$tmp/out" ]] && grep -qF -- "$part" "$tmp/err" && pass \
+    || fail "$label: status $status, stderr: $(head -c 300 "$tmp/err") (expected one line with '$part')"
+  [[ ! -e "$tmp/out.safetensors" && -z $(find "$tmp" -maxdepth 1 -name 'out.safetensors.tmp.*') ]] && pass \
+    || fail "$label: a file was written"
+}
+cfg=$src/models/resnet18-imagenet.cfg
+refused "a missing tensor" "has no tensor 'layer4.1.bn2.running_var', which $cfg needs" missing.pth
+refused "an extra tensor" "tensor 'head.weight' is not a parameter of $cfg" extra.pth
+refused "another shape" "tensor 'fc.weight' has shape [10, 512], $cfg expects [1000, 512]" shape.pth
+refused "not a state_dict" "not a state_dict" junk.pth
+
+# a weights-only checkpoint has nothing to resume
+small_data "$tmp/fm" 64 16
+printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n[linear]\nname = fc\nout = 10\n' >"$tmp/lin.cfg"
+$py - "$tmp" <<'EOF'
+import sys, torch
+torch.save({"fc.weight": torch.zeros(10, 784), "fc.bias": torch.zeros(10)}, f"{sys.argv[1]}/lin.pth")
+EOF
+$py "$src/tools/import_torchvision.py" "$tmp/lin.pth" "$tmp/lin.cfg" "$tmp/lin.safetensors" --normalize none \
+  >/dev/null && pass || fail "import of a 10-class linear model"
+"$bin" train --data "$tmp/fm" --model "$tmp/lin.cfg" --epochs 1 --batch-size 16 --resume "$tmp/lin.safetensors" \
+  --quiet 2>"$tmp/err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "weights-only checkpoint" "$tmp/err" && pass \
+  || fail "train --resume of a weights-only checkpoint: status $status, $(cat "$tmp/err")"
+"$bin" eval --resume "$tmp/lin.safetensors" --data "$tmp/fm" >"$tmp/eval.out" 2>&1 \
+  && grep -q "test acc" "$tmp/eval.out" && pass || fail "eval of a weights-only checkpoint: $(cat "$tmp/eval.out")"
+testing_finish cli_torchvision

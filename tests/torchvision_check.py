@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""torchvision_check.py - the Python half of tests/cli_torchvision.sh:
+torchvision 0.14's networks (Debian's python3-torchvision, randomly
+initialised: nothing here needs pretrained weights) against dptrain's
+models/*-imagenet.cfg with the same weights.
+
+  torchvision_check.py make DIR NAME...
+      for each NAME (resnet18, resnet34, resnet50, mobilenet_v2): the
+      torchvision model with seeded random weights and batch-norm
+      parameters and statistics (build()), saved as DIR/NAME.pth
+      (torch.save of the state_dict); 2 random 224x224 RGB images as
+      DIR/NAME-K.png and as the normalised inputs x = (pixel / 255 - mean) /
+      std (torchvision's ImageNet mean and std: what the import writes as
+      data.normalize) in DIR/NAME-x.npy (for tools/check_onnx.py); and the
+      reference DIR/NAME-ref.npz: torchvision's logits of those inputs
+      (float32, inference). For the networks of GRAD_SIZES also: 2 random
+      images of that size with random labels, DIR/NAME-input.safetensors
+      (for tests/torchvision_step), the model file's copy at that size
+      with dropout p = 0, DIR/NAME-small.cfg, and in the reference the
+      logits, loss and parameter gradients of the mean cross-entropy in
+      inference mode and in training mode (batch statistics), and the
+      running statistics after the training forward, computed by
+      torchvision in float64 from the float32 weights and inputs
+      (depthwise convolutions by their taps: depthwise_by_taps); for the
+      ILL_CONDITIONED networks PyTorch's own float32 training gradients.
+  torchvision_check.py compare DIR NAME...
+      DIR/NAME-predict.jsonl (`dptrain predict --json --logits` of the
+      PNGs) and DIR/NAME-out.safetensors (tests/torchvision_step's) against
+      the reference: every tensor within TOL (1e-4) relative to its largest
+      |value| (a gradient: at least a thousandth of the network's largest);
+      ILL_CONDITIONED's training gradients as a whole (below). One line per
+      quantity with the worst difference, "NAME: ok" or "NAME: FAILED:
+      what"; exit 1 on any failure.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+STD = np.array([0.229, 0.224, 0.225], np.float32)
+BATCH = 2
+# the networks whose gradients are checked, at this input size (any size from
+# 32 fits them; MobileNetV2's training-mode forward is better conditioned at
+# 128: 1e-5 between float32 and float64 PyTorch, 9e-5 at 64); ResNet-34's
+# blocks are ResNet-18's, its logits are checked at 224 only
+GRAD_SIZES = {"resnet18": 64, "resnet50": 64, "mobilenet_v2": 128}
+TOL = 1e-4
+# training-mode gradients that float32 cannot give within TOL of float64 at
+# this batch: measured with PyTorch itself, 6e-5 (ResNet-50) and 2e-3 to 3e-2
+# (MobileNetV2) relative L2 distance, up to 0.2 in one tensor (batch norm's
+# batch statistics over 2 images; MobileNetV2's linear bottlenecks feed a
+# batch norm into a 1x1 conv into a batch norm, whose backward cancels; a
+# ReLU6 input on the other side of 0 or 6 moves a depthwise channel's
+# gradient by percents). Their check: the whole gradient within this
+# relative L2 distance of float64's (a wrong formula is off by order 1);
+# inference-mode gradients and training-mode logits, loss and statistics
+# still within TOL.
+ILL_CONDITIONED = ("resnet50", "mobilenet_v2")
+ILL_CONDITIONED_TOL = 0.05
+
+
+def write_safetensors(path, arrays):
+    header, offset = {}, 0
+    for name, a in arrays:
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + 4 * a.size]}
+        offset += 4 * a.size
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for _, a in arrays:
+            f.write(np.ascontiguousarray(a, "<f4").tobytes())
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + b:8 + n + end], "<f4").reshape(e["shape"])
+    return out
+
+
+def build(name, seed):
+    """torchvision's network with seeded random weights, its batch norms'
+    affine parameters and statistics random too: weights U(0.5, 1.5) (the
+    last batch norm of each residual branch U(0.1, 0.3): deep networks
+    condition better so, as with torchvision's zero_init_residual; and
+    MobileNetV2's others U(1, 4), so that ReLU6 clips), biases N(0, 0.1^2),
+    running means N(0, 0.1^2), running variances U(0.5, 1.5)."""
+    import torch
+    import torchvision
+    torch.manual_seed(seed)
+    net = getattr(torchvision.models, name)()
+    gen = torch.Generator().manual_seed(seed + 1)
+    if name == "mobilenet_v2":
+        last = {id(block.conv[-1]) for block in net.features[1:18]}
+    else:
+        last = {id(getattr(block, "bn3", None) or block.bn2) for stage in (net.layer1, net.layer2, net.layer3,
+                                                                        net.layer4) for block in stage}
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                c = m.num_features
+                lo, hi = (0.1, 0.3) if id(m) in last else (1.0, 4.0) if name == "mobilenet_v2" else (0.5, 1.5)
+                m.weight.copy_(lo + (hi - lo) * torch.rand(c, generator=gen))
+                m.bias.copy_(0.1 * torch.randn(c, generator=gen))
+                m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
+                m.running_var.copy_(0.5 + torch.rand(c, generator=gen))
+    return net
+
+
+def depthwise_by_taps(conv):
+    """conv's forward (a depthwise nn.Conv2d) as the sum of its kernel's taps,
+    each a strided slice of the padded input times one weight per channel:
+    PyTorch's own float64 grouped convolution takes seconds per layer on
+    the CPU (a product per group); this is the same arithmetic, fast."""
+    import torch.nn.functional as F
+
+    def forward(x):
+        (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
+        xp = F.pad(x, (pw, pw, ph, ph))
+        oh, ow = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+        y = 0
+        for i in range(kh):
+            for j in range(kw):
+                tap = xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+                y = y + tap * conv.weight[:, 0, i, j].view(1, -1, 1, 1)
+        return y if conv.bias is None else y + conv.bias.view(1, -1, 1, 1)
+    return forward
+
+
+def passes(net, x, labels, dtype, modes=("eval", "train")):
+    """{MODE}.{logits,loss,grad.NAME} and train.running.NAME, as numpy
+    float64, and how many ReLU6 inputs were above 6 (of how many)."""
+    import copy
+
+    import torch
+    out = {}
+    clipped = {}
+    for mode in modes:
+        m = copy.deepcopy(net).to(dtype)
+        m.train(mode == "train")
+        for module in m.modules():
+            if (dtype == torch.float64 and isinstance(module, torch.nn.Conv2d) and module.groups > 1
+                    and module.groups == module.in_channels == module.out_channels and module.dilation == (1, 1)):
+                module.forward = depthwise_by_taps(module)
+        for module in m.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        hits = [0, 0]
+
+        def count(module, inputs):  # before the (in-place) ReLU6 runs
+            hits[0] += int((inputs[0] > 6).sum())
+            hits[1] += inputs[0].numel()
+        hooks = [mod.register_forward_pre_hook(count) for mod in m.modules() if isinstance(mod, torch.nn.ReLU6)]
+        logits = m(torch.from_numpy(x).to(dtype))
+        loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(labels))
+        loss.backward()
+        for h in hooks:
+            h.remove()
+        clipped[mode] = hits
+        out[f"{mode}.logits"] = logits.detach().double().numpy()
+        out[f"{mode}.loss"] = np.array([loss.item()])
+        for pname, p in m.named_parameters():
+            out[f"{mode}.grad.{pname}"] = p.grad.double().numpy()
+        if mode == "train":
+            for bname, b in m.named_buffers():
+                if bname.endswith(("running_mean", "running_var")):
+                    out[f"train.running.{bname}"] = b.double().numpy()
+    return out, clipped
+
+
+def images(directory, name, rng, size, save_png):
+    """BATCH random RGB images: the normalised inputs (N, 3, size, size) and labels."""
+    from PIL import Image
+    pixels = rng.integers(0, 256, (BATCH, size, size, 3), dtype=np.uint8)
+    x = np.empty((BATCH, 3, size, size), np.float32)
+    for i in range(BATCH):
+        if save_png:
+            Image.fromarray(pixels[i]).save(os.path.join(directory, f"{name}-{i}.png"))
+        x[i] = ((pixels[i].astype(np.float32) / np.float32(255) - MEAN) / STD).transpose(2, 0, 1)
+    return x, rng.integers(0, 1000, BATCH)
+
+
+def make(directory, names):
+    import torch
+    torch.set_num_threads(2)
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+    for k, name in enumerate(names):
+        with open(os.path.join(models, f"{name}-imagenet.cfg")) as f:
+            text = f.read()
+        net = build(name, 100 + k)
+        torch.save(net.state_dict(), os.path.join(directory, f"{name}.pth"))
+        rng = np.random.default_rng(200 + k)
+        x, labels = images(directory, name, rng, 224, True)
+        np.save(os.path.join(directory, f"{name}-x.npy"), x)
+        with torch.no_grad():  # torchvision's logits at 224 (float32, inference)
+            logits224 = net.eval()(torch.from_numpy(x)).double().numpy()
+        if name not in GRAD_SIZES:
+            np.savez(os.path.join(directory, f"{name}-ref.npz"), logits224=logits224)
+            print(f"{name}: made weights, {BATCH} images, torchvision's logits")
+            continue
+        size = GRAD_SIZES[name]
+        # the gradient check's copy of the model file: its input size, dropout off (as in the reference)
+        small = text.replace("height = 224\nwidth = 224\n", f"height = {size}\nwidth = {size}\n")
+        with open(os.path.join(directory, f"{name}-small.cfg"), "w") as f:
+            f.write(small.replace("[dropout]\np = 0.2\n", "[dropout]\np = 0\n"))
+        xs, labels = images(directory, name, rng, size, False)
+        write_safetensors(os.path.join(directory, f"{name}-input.safetensors"),
+                          [("x", xs), ("labels", labels.astype(np.float32))])
+        ref, clipped = passes(net, xs, labels, torch.float64)
+        # PyTorch's own float32 training gradients, where they are far from float64's
+        f32 = passes(net, xs, labels, torch.float32, ("train",))[0] if name in ILL_CONDITIONED else {}
+        np.savez(os.path.join(directory, f"{name}-ref.npz"), logits224=logits224, **ref,
+                 **{"f32." + key: v for key, v in f32.items() if ".grad." in key})
+        note = "".join(f", relu6 inputs above 6 in {mode}: {h[0]} of {h[1]}" for mode, h in clipped.items() if h[1])
+        if name == "mobilenet_v2" and not all(h[0] > 0 for h in clipped.values()):
+            sys.exit(f"{name}: ReLU6 never clips ({clipped}): the comparison would not test it")
+        print(f"{name}: made weights, {BATCH} images, torchvision's logits, the float64 reference at "
+              f"{size}x{size}{note}")
+
+
+def compare(directory, names):
+    status = 0
+    for name in names:
+        ref = dict(np.load(os.path.join(directory, f"{name}-ref.npz")))
+        out = read_safetensors(os.path.join(directory, f"{name}-out.safetensors")) if name in GRAD_SIZES else {}
+        with open(os.path.join(directory, f"{name}-predict.jsonl")) as f:
+            out["logits224"] = np.array([json.loads(line)["logits"] for line in f])
+        failures = []
+        keys = [k for k in ref if not k.startswith("f32.")]
+        only = [k for k in keys if k not in out] + [k for k in out if k not in ref]
+        if only:
+            failures.append(f"tensors {only[:3]} in only one of dptrain's and torchvision's outputs")
+        keys = [k for k in keys if k in out]
+        # a gradient's scale: its tensor's largest |value|, at least 1e-3 of the
+        # network's largest (some are 0 but for rounding: a batch norm's bias
+        # whose output another batch norm normalises in training mode)
+        floor = {mode: 1e-3 * max([float(np.abs(ref[k]).max()) for k in keys if k.startswith(mode + ".grad.")] + [0])
+                 for mode in ("eval", "train")}
+        groups = {}
+        for key in keys:
+            got = out[key].reshape(ref[key].shape).astype(np.float64)
+            diff = float(np.abs(got - ref[key]).max())
+            scale = float(np.abs(ref[key]).max())
+            if ".grad." in key:
+                scale = max(scale, floor[key.split(".")[0]])
+            rel = diff / scale if scale > 0 else diff
+            kind = "predict.logits (224x224)" if key == "logits224" else ".".join(key.split(".")[:2])
+            g = groups.setdefault(kind, [0.0, "", 0])
+            g[2] += 1
+            if rel >= g[0]:
+                g[0], g[1] = rel, key
+            loose = key.startswith("train.grad.") and name in ILL_CONDITIONED
+            if not loose and not rel <= TOL:
+                failures.append(f"{key}: max |diff| {diff:.3g} of {scale:.3g}")
+        for kind, (rel, key, count) in groups.items():
+            print(f"  {name} {kind}: {count} tensors, worst relative difference {rel:.2e} ({key})")
+        if name in ILL_CONDITIONED:  # the training gradients, as a whole, against PyTorch's own float32 error
+            grads = [k for k in keys if k.startswith("train.grad.")]
+            norm = np.sqrt(sum((ref[k] ** 2).sum() for k in grads))
+            ours = np.sqrt(sum(((out[k].reshape(ref[k].shape) - ref[k]) ** 2).sum() for k in grads)) / norm
+            theirs = np.sqrt(sum(((ref["f32." + k] - ref[k]) ** 2).sum() for k in grads)) / norm
+            print(f"  {name} train.grad: relative L2 distance from float64 {ours:.2e}, PyTorch float32's {theirs:.2e}")
+            if not ours <= ILL_CONDITIONED_TOL:
+                failures.append(f"training gradients {ours:.3g} from float64 (PyTorch float32's: {theirs:.3g})")
+        if failures:
+            print(f"{name}: FAILED: {'; '.join(failures[:4])}")
+            status = 1
+        else:
+            print(f"{name}: ok")
+    return status
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "make":
+        make(argv[2], argv[3:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "compare":
+        return compare(argv[2], argv[3:])
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

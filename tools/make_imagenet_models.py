@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""make_imagenet_models.py - writes models/resnet18-imagenet.cfg,
+resnet34-imagenet.cfg, resnet50-imagenet.cfg and mobilenet_v2-imagenet.cfg:
+torchvision's networks (0.14's torchvision.models.resnet18/34/50 and
+mobilenet_v2, 1000 classes, 3x224x224 inputs) as dptrain model files, every
+layer named as torchvision names its module, so that a checkpoint's tensors
+are torchvision's state_dict keys (without num_batches_tracked).
+
+The files are committed; this script is how they were made (re-running it
+writes the same bytes). It needs no PyTorch: the layouts below are
+torchvision's source read, and tests/torchvision_check.py checks the files
+against torchvision itself (parameter names, shapes, logits and gradients).
+
+Run: python3 tools/make_imagenet_models.py [models_dir]
+"""
+import os
+import sys
+
+
+def block(kind, **keys):
+    lines = [f"[{kind}]"]
+    for key, value in keys.items():
+        lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+def conv(name, filters, size, stride=1, pad=0, groups=1, label=None):
+    keys = dict(name=name, filters=filters, size=size)
+    if stride != 1:
+        keys["stride"] = stride
+    if pad:
+        keys["pad"] = pad
+    if groups != 1:
+        keys["groups"] = groups
+    keys["bias"] = 0
+    if label:
+        keys["label"] = label
+    return block("conv", **keys)
+
+
+def bn(name, label=None):
+    return block("batchnorm", name=name, **({"label": label} if label else {}))
+
+
+def net(name, init_note):
+    return (f"# {init_note}\n"
+            + block("net", name=name, channels=3, height=224, width=224, init="kaiming_fan_out"))
+
+
+HEADER = """# {file}: torchvision 0.14's {what} for 3x224x224 images, 1000 classes
+# (written by tools/make_imagenet_models.py; docs/models.md). Layer names are
+# torchvision's module names, so checkpoint tensors are its state_dict keys.
+"""
+
+
+def resnet(depth):
+    basic = depth in (18, 34)
+    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3]}[depth]
+    expansion = 1 if basic else 4
+    name = f"resnet{depth}-imagenet"
+    out = [HEADER.format(file=name + ".cfg", what=f"ResNet-{depth} ({'basic' if basic else 'bottleneck'} blocks"
+                         + ("" if basic else ", v1.5: stride on the 3x3") + ")")]
+    out.append(net(name, "convolutions: kaiming_normal_(fan_out, relu) as torchvision; fc: PyTorch's default"))
+    out.append("\n" + conv("conv1", 64, 7, stride=2, pad=3) + "\n" + bn("bn1") + "\n" + block("relu") + "\n"
+               + block("maxpool", size=3, stride=2, pad=1, label="stem"))
+    inplanes, previous = 64, "stem"
+    for stage, (planes, count) in enumerate(zip([64, 128, 256, 512], blocks), start=1):
+        for i in range(count):
+            stride = 2 if stage > 1 and i == 0 else 1
+            prefix = f"layer{stage}.{i}"
+            downsample = stride != 1 or inplanes != planes * expansion
+            out.append(f"\n# {prefix}\n")
+            if basic:
+                layers = [conv(f"{prefix}.conv1", planes, 3, stride=stride, pad=1), bn(f"{prefix}.bn1"), block("relu"),
+                          conv(f"{prefix}.conv2", planes, 3, pad=1)]
+                last_bn = f"{prefix}.bn2"
+            else:
+                layers = [conv(f"{prefix}.conv1", planes, 1), bn(f"{prefix}.bn1"), block("relu"),
+                          conv(f"{prefix}.conv2", planes, 3, stride=stride, pad=1), bn(f"{prefix}.bn2"),
+                          block("relu"), conv(f"{prefix}.conv3", planes * expansion, 1)]
+                last_bn = f"{prefix}.bn3"
+            if downsample:
+                layers += [bn(last_bn, label=f"{prefix}.main"), block("route", **{"from": previous}),
+                           conv(f"{prefix}.downsample.0", planes * expansion, 1, stride=stride),
+                           bn(f"{prefix}.downsample.1"),
+                           block("residual", **{"from": f"{prefix}.main", "relu": 1, "label": prefix})]
+            else:
+                layers += [bn(last_bn), block("residual", **{"from": previous, "relu": 1, "label": prefix})]
+            out.append("\n".join(layers))
+            inplanes, previous = planes * expansion, prefix
+    out.append("\n# head\n" + block("global_avgpool") + "\n" + block("flatten") + "\n"
+               + block("linear", name="fc", out=1000, init="torch"))
+    return name, "".join(out)
+
+
+def mobilenet_v2():
+    name = "mobilenet_v2-imagenet"
+    out = [HEADER.format(file=name + ".cfg", what="MobileNetV2 (width 1.0: inverted residuals, depthwise 3x3, ReLU6)")]
+    out.append(net(name, "convolutions: kaiming_normal_(fan_out) as torchvision; classifier: N(0, 0.01^2), bias 0"))
+    out.append("\n" + conv("features.0.0", 32, 3, stride=2, pad=1) + "\n" + bn("features.0.1") + "\n"
+               + block("relu6", label="features.0"))
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1)]
+    inp, index = 32, 1
+    for t, c, n, s in settings:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = inp * t
+            prefix = f"features.{index}"
+            residual = stride == 1 and inp == c
+            layers, k = [], 0
+            if t != 1:  # expand: 1x1 conv, bn, relu6
+                layers += [conv(f"{prefix}.conv.0.0", hidden, 1), bn(f"{prefix}.conv.0.1"), block("relu6")]
+                k = 1
+            layers += [conv(f"{prefix}.conv.{k}.0", hidden, 3, stride=stride, pad=1, groups=hidden),
+                       bn(f"{prefix}.conv.{k}.1"), block("relu6"), conv(f"{prefix}.conv.{k + 1}", c, 1)]
+            if residual:
+                layers += [bn(f"{prefix}.conv.{k + 2}"),
+                           block("residual", **{"from": f"features.{index - 1}", "label": prefix})]
+            else:
+                layers += [bn(f"{prefix}.conv.{k + 2}", label=prefix)]
+            out.append(f"\n# {prefix}: expand {t}, {inp} -> {c}, stride {stride}{', residual' if residual else ''}\n")
+            out.append("\n".join(layers))
+            inp, index = c, index + 1
+    out.append(f"\n# features.{index}\n" + conv(f"features.{index}.0", 1280, 1) + "\n" + bn(f"features.{index}.1")
+               + "\n" + block("relu6"))
+    out.append("\n# head\n" + block("global_avgpool") + "\n" + block("flatten") + "\n" + block("dropout", p=0.2)
+               + "\n" + block("linear", name="classifier.1", out=1000, init="normal", init_scale=0.01))
+    return name, "".join(out)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "models")
+    for name, text in [resnet(18), resnet(34), resnet(50), mobilenet_v2()]:
+        path = os.path.join(out_dir, name + ".cfg")
+        with open(path, "w") as f:
+            f.write(text)
+        print(f"wrote {os.path.normpath(path)}: {text.count(chr(10))} lines")
+
+
+if __name__ == "__main__":
+    main()
