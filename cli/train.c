@@ -135,6 +135,14 @@ static const char train_usage[] =
     "                            ends bit for bit where 2 epochs straight would (same devices);\n"
     "                            --batch-size, --seed, --limit and the lr schedule (with\n"
     "                            cosine, --epochs too) must be the saved ones\n"
+    "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
+    "                            statistics (not its optimizer, step or schedule); a last\n"
+    "                            linear layer with another output count than the file's\n"
+    "                            starts afresh (a new head); refused with --resume\n"
+    "  --freeze LAYERS           layers that do not train, comma-separated names or\n"
+    "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
+    "                            no update, batch norm on its running statistics; saved,\n"
+    "                            and --resume keeps it\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -282,6 +290,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         {"winograd", OPT_FLAG, &o.winograd, 0, 0},
         {"profile", OPT_FLAG, &o.profile, 0, 0},
         {"profile-steps", OPT_STRING, &o.profile_steps, 0, 0},
+        {"init", OPT_STRING, &o.init_path, 0, 0},
+        {"freeze", OPT_STRING, &o.freeze, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int help = 0;
@@ -409,6 +419,8 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     dp_trainer_t *trainer = NULL;
 
     if (dp_model_load(o.model, &model) != DP_OK) goto done;
+    char frozen_note[sizeof ((train_printer_t *)0)->frozen];
+    if (train_freeze_model(&o, model, frozen_note, sizeof frozen_note) != DP_OK) goto done;
     if (dp_dataset_load(o.data_dir, "train", &train_set) != DP_OK) goto done;
     if (dp_dataset_load(o.data_dir, "t10k", &test_set) != DP_OK) goto done;
     int c, h, w;
@@ -473,6 +485,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     }
     train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .train_count = train_count,
                                .test_count = test_count, .devices_note = devices_note[0] ? devices_note : NULL};
+    snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
     const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
@@ -496,6 +509,7 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .plot_path = o.plot_path,
         .save_path = o.save_path,
         .resume_path = o.resume_path,
+        .init_path = o.init_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .precision = dp_precision_name(precision),

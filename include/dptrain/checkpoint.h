@@ -4,7 +4,8 @@
  * Every entry of the model's parameter table (weights, biases and buffers
  * such as "bn1.running_mean") under its own name; the optimizer's state as
  * "optimizer.<param>.<state>" (e.g. "optimizer.conv1.weight.exp_avg"), one
- * tensor per trainable parameter with that parameter's shape; and the
+ * tensor per trainable parameter that is not frozen (nn.h: dp_model_freeze)
+ * with that parameter's shape; and the
  * metadata (dp_checkpoint_info_t plus the format version and the model's
  * parameter-table fingerprint). A PyTorch user reads it with
  * safetensors.torch.load_file, a numpy user with tools/read_checkpoint.py.
@@ -87,11 +88,18 @@
  *                           key; written only when a CUDA device ran a
  *                           convolution. A resume installs them, so that it
  *                           computes with the same algorithms on any GPU
- * The last seven are optional when read (an older file: none, none, an
- * epoch's end, no class names: the data's built-in ones, and no algorithm
- * choices: the GPU's own).
+ *   model.freeze            the layers the run froze (nn.h dp_model_freeze's
+ *                           list, as --freeze gave it); written only when
+ *                           layers are frozen. The optimizer's state then
+ *                           covers the parameters that trained only; a
+ *                           resume keeps the freeze (fit.h)
+ * The last eight are optional when read (an older file: none, none, an
+ * epoch's end, no class names: the data's built-in ones, no algorithm
+ * choices: the GPU's own, and nothing frozen).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
+/* The longest freeze list a checkpoint holds, in bytes. */
+#define DP_CHECKPOINT_MAX_FREEZE 1023
 typedef struct {
     char model[1024];           /* --model: a built-in name or a model file's path */
     char dptrain_version[32];   /* of the writer, informational */
@@ -124,6 +132,7 @@ typedef struct {
      * owned by the dp_checkpoint_t. */
     int num_conv_algorithms;
     dp_conv_algo_t *conv_algorithms;
+    char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache
@@ -167,12 +176,37 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
 /* Restores the state buffers and step count of `opt`. Fails, changing
  * nothing, if the file was saved by another kind of optimizer, `opt` holds
  * fewer than dp_model_num_trainable floats, or the file's state tensors are
- * not exactly those of `opt` for the model's trainable parameters. */
+ * not exactly those of `opt` for the model's trainable parameters that are
+ * not frozen. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
                                          dp_optimizer_t *opt);
 
+/* What dp_checkpoint_load_init did with the model's last linear layer (the
+ * head): its name, "" when it was loaded like the rest; then its output
+ * count in the model and in the file. */
+typedef struct {
+    char fresh_head[64];
+    int model_outputs, file_outputs;
+} dp_checkpoint_init_t;
+
+/* A new run from a checkpoint's weights (`dptrain train --init`, torch's
+ * load_state_dict, then `model.fc = nn.Linear(...)`): params
+ * (dp_model_num_params floats) holds the model's own initialisation on
+ * entry and gets every parameter and buffer (batch norm's running
+ * statistics) of the file by name, whatever the order and the layout
+ * (frozen layers too), but the model's last linear layer when the file's
+ * has another output count over the same input features: that layer keeps
+ * its initialisation, and *out names it. The optimizer's state, the step
+ * count, the schedule, the position and the data's metadata (class names,
+ * normalisation) are not read. Fails (DP_ERR_FORMAT, params unchanged)
+ * naming the first tensor the model has and the file lacks, the file has
+ * and the model lacks, or whose shapes differ (both shapes). */
+dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *model, float *params,
+                                    dp_checkpoint_init_t *out);
+
 /* The model's parameter-table fingerprint: FNV-1a 64 of the names, shapes
- * and trainable flags in order. */
+ * and trainable flags in order (not the frozen ones: a frozen model's
+ * checkpoint is its model's). */
 uint64_t dp_model_fingerprint(const dp_model_t *model);
 
 #endif

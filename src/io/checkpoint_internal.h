@@ -10,10 +10,11 @@
 
 /* The metadata keys every checkpoint is written with; data.classes comes
  * after them when the data has class names, then cuda.conv_algorithms when
- * there are choices. */
+ * there are choices, then model.freeze when layers are frozen. */
 #define DP_CHECKPOINT_META_KEYS 39
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
+#define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
 
 struct dp_checkpoint {
     dp_safetensors_t *st;
@@ -26,7 +27,7 @@ struct dp_checkpoint {
  * classes, conv_algorithms (or at constant text), in the order they are
  * written. */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 2];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 3];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char *classes;         /* data.classes' JSON text, or NULL */
