@@ -7,6 +7,8 @@
 #   changed; the optimizer's state is 8 tensors (fc1, fc2: 2 states each),
 #   model.freeze is recorded; the first lines say what was loaded and what
 #   is frozen;
+# - --init with another --normalize: this run's applies (saved), with a
+#   warning; `dptrain eval` reads a frozen run's checkpoint;
 # - with batch norm: frozen layers' running statistics stay the file's,
 #   byte for byte, a trained layer's change;
 # - a resume keeps the freeze: 1 epoch + a resume without --freeze (or with
@@ -67,6 +69,16 @@ grep -q "^initialised from $tmp/pre.st (parameters and batch norm statistics, 1 
   || fail "no 'initialised from' line: $(head -4 "$tmp/ft.out")"
 grep -q "^frozen: conv1,conv2 (2 layers; 103818 of 129068 parameters train)$" "$tmp/ft.out" && pass \
   || fail "no 'frozen:' line: $(head -4 "$tmp/ft.out")"
+
+# the new run's normalisation applies, with a warning; a frozen run's checkpoint evaluates as any other
+"$bin" "${common[@]}" --model lenet --limit 500 --epochs 1 --quiet --init "$tmp/pre.st" --normalize 0.3,0.3 \
+  --save "$tmp/norm.st" >"$tmp/norm.out" 2>&1 && pass || fail "--init --normalize: $(tail -3 "$tmp/norm.out")"
+grep -qF "warning: --init $tmp/pre.st: trained with --normalize (none), this run has 0.300000012,0.300000012" \
+  "$tmp/norm.out" && pass || fail "no warning about the normalisation: $(cat "$tmp/norm.out")"
+[[ "$(st_meta "$tmp/norm.st" data.normalize)" == 0.300000012,0.300000012 ]] && pass \
+  || fail "data.normalize: $(st_meta "$tmp/norm.st" data.normalize)"
+"$bin" eval --resume "$tmp/ft.st" --data "$tmp/fm" >"$tmp/eval.out" 2>&1 && grep -q "^test acc: " "$tmp/eval.out" \
+  && pass || fail "eval of a frozen run's checkpoint: $(cat "$tmp/eval.out")"
 
 # batch norm: the frozen layers' running statistics stay the file's
 bn=(--model "$src/tests/models/tiny_resnet.cfg" --lr 0.1 --optimizer momentum --limit 1000 --epochs 1 --devices 2 --quiet)
