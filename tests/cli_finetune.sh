@@ -11,6 +11,8 @@
 #   warning; `dptrain eval` reads a frozen run's checkpoint;
 # - with batch norm: frozen layers' running statistics stay the file's,
 #   byte for byte, a trained layer's change;
+# - on the CUDA emulator (builds with CUDA): cuda:0 with step graphs and 2
+#   emulated GPUs keep the frozen tensors, cuda:0 within 1e-5 of cpu:0;
 # - a resume keeps the freeze: 1 epoch + a resume without --freeze (or with
 #   the same layers spelled otherwise) = 2 epochs straight, byte for byte;
 #   a resume with another --freeze is refused naming a tensor;
@@ -91,6 +93,27 @@ frozen_bn=(stem.weight stem_bn.weight stem_bn.bias stem_bn.running_mean stem_bn.
   || fail "frozen batch norm changed: $(st_differ "$tmp/bn-pre.st" "$tmp/bn-ft.st" "${frozen_bn[@]}")"
 [[ "$(st_differ "$tmp/bn-pre.st" "$tmp/bn-ft.st" block.bn2.running_mean block.bn2.running_var block.bn2.weight | wc -l)" == 3 ]] \
   && pass || fail "block.bn2 (trained) did not change"
+
+# the CUDA backend (a build with CUDA: its emulator), the same frozen run on cuda:0 (steps captured as a
+# graph) and on 2 emulated GPUs: the frozen tensors stay the file's, cuda:0 within 1e-5 of cpu:0
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ -e $emu ]]; then
+  small_data "$tmp/emu" 96 8
+  gpu=(train --data "$tmp/emu" --limit 96 --batch-size 24 --lr 0.1 --seed 3 --model "$src/tests/models/tiny_resnet.cfg"
+       --epochs 1 --init "$tmp/bn-pre.st" --freeze stem,stem_bn,block.conv1)
+  for devices in cpu:0 cuda:0 cuda:0,cuda:1; do
+    DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2 "$bin" "${gpu[@]}" --devices $devices --save "$tmp/gpu-$devices.st" \
+      >"$tmp/gpu.out" 2>&1 && pass || fail "$devices: $(tail -3 "$tmp/gpu.out")"
+    [[ -z "$(st_differ "$tmp/bn-pre.st" "$tmp/gpu-$devices.st" stem.weight stem_bn.running_mean stem_bn.running_var \
+      block.conv1.weight)" ]] && pass || fail "$devices: frozen tensors changed"
+    [[ $devices != cuda:0 ]] || grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/gpu.out" && pass \
+      || fail "cuda:0: no step graph: $(tail -2 "$tmp/gpu.out")"
+  done
+  worst=$(close_checkpoints "$tmp/gpu-cuda:0.st" "$tmp/gpu-cpu:0.st" 1e-5) && pass || fail "cuda:0 vs cpu:0: $worst"
+  echo "--freeze on the CUDA emulator: cuda:0 vs cpu:0: $worst"
+else
+  echo "cli_finetune: no CUDA emulator in this build (built without CUDA): no GPU runs"
+fi
 
 # a resume keeps the freeze
 ft=("${common[@]}" --model lenet --optimizer adam --lr 0.002 --limit 2000 --epochs 2 --devices 2)
