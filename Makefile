@@ -43,6 +43,7 @@ bench: build
 	if [ -x $(BUILD)/mpi_sync_bench ]; then mpirun --allow-run-as-root --oversubscribe -np 2 $(BUILD)/mpi_sync_bench 200; fi
 	bench/book_runs.sh $(BUILD)/dptrain 0
 	bench/layers_vs_pytorch.sh $(BUILD)/layer_bench 0.3 3
+	bench/decode_vs_pil.sh $(BUILD) 2000 3
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

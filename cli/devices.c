@@ -109,8 +109,9 @@ dp_status_t cli_set_precision(const char *command, const char *option, const dp_
         for (int e = 0; e < d && !seen; e++) seen = backends[e] == be;
         if (seen) continue;
         if (!be->set_precision && precision == DP_PRECISION_TF32)
-            return dp_fail(DP_ERR_ARG, "%s: %s: %s devices have no TF32 mode (a GPU's tensor-core math); "
-                           "they compute in FP32 anyway", command, option, be->name);
+            return dp_fail(DP_ERR_ARG, "%s: %s: %s:%d has no TF32 mode (a GPU's tensor-core math): use --precision "
+                           "fp32 (the default) on %s devices, or a cuda device", command, option, be->name, ids[d],
+                           be->name);
         if (!be->set_precision)
             return dp_fail(DP_ERR_ARG, "%s: %s: %s:%d has no bf16 mode (bf16 operands on a GPU's tensor cores): "
                            "use --precision fp32 (the default) on %s devices, or a cuda device", command, option,

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "data_options.h"
+#include "dptrain/image_folder.h"
 #include "devices.h"
 #include "dptrain/data.h"
 #include "dptrain/model_file.h"
@@ -27,8 +29,10 @@ static const char eval_usage[] =
     "  --model NAME|FILE   the network, a built-in name or a model file (default: the\n"
     "                      checkpoint's); another model's checkpoint is refused,\n"
     "                      naming the first mismatching tensor\n"
-    "  --data DIR          directory with t10k-images-idx3-ubyte[.gz] and\n"
-    "                      t10k-labels-idx1-ubyte[.gz]; default " DP_DEFAULT_DATA_DIR "\n"
+    "  --data DIR          the data whose test split is evaluated: IDX files\n"
+    "                      (t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]),\n"
+    "                      an image folder (DIR/test/CLASS/*.png) or CIFAR-10\n"
+    "                      (test_batch.bin); default " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
     "                      CPU device per core)\n"
@@ -45,50 +49,66 @@ static const char eval_usage[] =
 /* The normalisation of the images: the checkpoint's ("" for none), or
  * --normalize when it has none; both given and different is refused (the
  * accuracy would be that of other inputs). */
-static dp_status_t apply_normalize(dp_dataset_t *ds, const char *given, const char *saved) {
+static dp_status_t apply_normalize(dp_batch_source_t *src, const char *given, const char *saved) {
     const char *text = saved[0] ? saved : given;
     if (!text) return DP_OK;
+    const int channels = dp_batch_source_info(src)->channels;
     int n;
     float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
-    float given_mean[DP_DATA_MAX_CHANNELS], given_std[DP_DATA_MAX_CHANNELS];
     char why[1024];
-    if (dp_normalize_parse(text, &n, mean, std) != DP_OK || dp_dataset_set_normalize(ds, n, mean, std) != DP_OK) {
+    if (dp_normalize_parse(text, &n, mean, std) != DP_OK || dp_batch_source_set_normalize(src, n, mean, std) != DP_OK) {
         snprintf(why, sizeof why, "%s", dp_error_message());
         return dp_fail(DP_ERR_ARG, "eval: %s %s: %s", saved[0] ? "the checkpoint's normalisation" : "--normalize",
                        text, why);
     }
     if (given && saved[0]) {
-        dp_dataset_t check = *ds;
-        if (dp_normalize_parse(given, &n, given_mean, given_std) != DP_OK ||
-            dp_dataset_set_normalize(&check, n, given_mean, given_std) != DP_OK) {
+        dp_normalize_t check;
+        const dp_normalize_t *have = &dp_batch_source_info(src)->normalize;
+        if (dp_normalize_parse(given, &n, mean, std) != DP_OK || dp_normalize_make(channels, n, mean, std, &check) != DP_OK) {
             snprintf(why, sizeof why, "%s", dp_error_message());
             return dp_fail(DP_ERR_ARG, "eval: --normalize %s: %s", given, why);
         }
-        if (memcmp(check.mean, ds->mean, sizeof check.mean) != 0 || memcmp(check.std, ds->std, sizeof check.std) != 0)
+        if (memcmp(check.mean, have->mean, sizeof check.mean) != 0 || memcmp(check.std, have->std, sizeof check.std) != 0)
             return dp_fail(DP_ERR_ARG, "eval: --normalize %s: the checkpoint was trained with --normalize %s", given,
                            saved);
     }
     return DP_OK;
 }
 
+/* The data's options from the checkpoint's evaluation transform (an image
+ * folder's), where the command line does not give them. */
+static dp_status_t transform_options(const char *transform, int channels, int height, int width,
+                                     cli_data_options_t *o) {
+    if (!transform[0]) return DP_OK;
+    dp_sample_options_t eval;
+    DP_TRY(dp_eval_transform_parse(transform, channels, height, width, &eval));
+    if (!o->resize) o->resize = eval.resize_size;
+    if (!o->exif) o->exif = eval.ignore_exif ? "ignore" : "apply";
+    return DP_OK;
+}
+
 int cmd_eval(int argc, char **argv) {
-    const char *resume = NULL, *model_name = NULL, *data_dir = DP_DEFAULT_DATA_DIR, *normalize = NULL;
+    const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL;
     int batch_size = 1000, help = 0;
-    const option_t options[] = {
+    cli_data_options_t data_options = cli_data_defaults();
+    option_t options[16 + CLI_DATA_OPTIONS] = {
         {"resume", OPT_STRING, &resume, 0, 0},
         {"model", OPT_STRING, &model_name, 0, 0},
-        {"data", OPT_STRING, &data_dir, 0, 0},
+        {"data", OPT_STRING, &data_options.dir, 0, 0},
         {"devices", OPT_STRING, &devices, 0, 0},
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 24},
         {"normalize", OPT_STRING, &normalize, 0, 0},
         {"precision", OPT_STRING, &precision_text, 0, 0},
         {"channels-last", OPT_STRING, &channels_last_text, 0, 0},
-        {NULL, 0, NULL, 0, 0},
     };
+    int used = 0;
+    while (options[used].name) used++;
+    cli_data_option_entries(&data_options, 0, options, &used); /* data_options.c's */
+    options[used] = (option_t){0};
     if (options_parse("eval", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
     if (help) {
-        fputs(eval_usage, stdout);
+        printf("%s%s", eval_usage, cli_data_usage_eval);
         return 0;
     }
     if (!resume) {
@@ -100,24 +120,28 @@ int cmd_eval(int argc, char **argv) {
     int exit_code = 1;
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
-    dp_dataset_t test_set = {0};
-    dp_batch_source_t *test_source = NULL;
+    cli_data_t data = {0};
     dp_trainer_t *trainer = NULL;
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (dp_model_load(model_name ? model_name : info->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
-    if (dp_dataset_load(data_dir, "t10k", &test_set) != DP_OK) goto done;
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
-    if (test_set.channels != ch || test_set.height != h || test_set.width != w) {
-        dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d",
-                dp_model_name(model), ch, h, w, data_dir, test_set.channels, test_set.height, test_set.width);
+    if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;
+    data_options.model = dp_model_name(model);
+    const dp_world_t one = {.rank = 0, .size = 1};
+    if (cli_data_open(&data_options, 0, ch, h, w, NULL, 0, 0, &one, &data) != DP_OK) /* the data's own classes */
         goto done;
-    }
-    if (apply_normalize(&test_set, normalize, info->normalize) != DP_OK) goto done;
+    char warning[512]; /* fewer outputs than classes: a label could never be predicted */
+    if (dp_model_check_classes(model, dp_model_name(model), dp_batch_source_info(data.test)->num_classes,
+                               "test data", warning, sizeof warning) != DP_OK)
+        goto done;
+    if (warning[0]) fprintf(stderr, "dptrain: warning: %s\n", warning);
+    if (apply_normalize(data.test, normalize, info->normalize) != DP_OK) goto done;
+    const int count = dp_batch_source_info(data.test)->count;
     int device_ids[CLI_MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backends[CLI_MAX_DEVICES];
     char devices_note[256];
@@ -145,11 +169,9 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     dp_trainer_set_params(trainer, params);
     int correct;
-    if (dp_memory_source_new(&test_set, NULL, 0, &test_source) != DP_OK ||
-        dp_trainer_evaluate(trainer, test_source, batch_size, &correct) != DP_OK)
-        goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d images, model %s, epoch %d, %s%s%s%s\n",
-           (double)correct / test_set.count, correct, test_set.count, test_set.count, dp_model_name(model),
+    if (dp_trainer_evaluate(trainer, data.test, batch_size, &correct) != DP_OK) goto done;
+    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s, epoch %d, %s%s%s%s\n",
+           (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
            precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
     exit_code = 0;
@@ -157,8 +179,7 @@ done:
     if (exit_code != 0) cli_report_error();
     dp_trainer_free(trainer);
     free(params);
-    dp_batch_source_free(test_source);
-    dp_dataset_free(&test_set);
+    cli_data_close(&data);
     dp_model_free(model);
     dp_checkpoint_close(c);
     return exit_code;
@@ -170,23 +191,35 @@ static const char inspect_usage[] =
     "\n"
     "Checks a safetensors file (a dptrain checkpoint or any F32 safetensors file)\n"
     "and prints its metadata, one `key = value` line each, a checkpoint's class\n"
-    "names (of an image folder) one `LABEL NAME` line each, the number of GPU\n"
-    "convolution algorithms it stores (`cuda conv algorithms: N stored`), then\n"
-    "one line per tensor: name, shape and the sum of its values (float64, in\n"
-    "order, %.17g).\n"
+    "names (of an image folder) one `LABEL NAME` line each, after a run on CUDA\n"
+    "devices the number of GPU convolution algorithms it stores (`cuda conv\n"
+    "algorithms: N stored`), then one line per tensor: name, shape and the sum\n"
+    "of its values (float64, in order, %.17g). A model file's text (model_text)\n"
+    "is shown by its size.\n"
     "tools/read_checkpoint.py prints the same lines with numpy alone.\n";
 
 int cmd_inspect(int argc, char **argv) {
+    if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        fputs(inspect_usage, stdout);
+        return 0;
+    }
     if (argc != 3 || argv[2][0] == '-') {
-        int help = argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
-        fputs(inspect_usage, help ? stdout : stderr);
-        return help ? 0 : 2;
+        if (argc < 3) dp_fail(DP_ERR_ARG, "inspect: which file? (dptrain inspect FILE; see --help)");
+        else if (argv[2][0] == '-') dp_fail(DP_ERR_ARG, "inspect: unknown option '%s' (it takes none: dptrain "
+                                            "inspect FILE)", argv[2]);
+        else dp_fail(DP_ERR_ARG, "inspect: one file at a time: '%s' after %s (dptrain inspect FILE)", argv[3], argv[2]);
+        return cli_report_error();
     }
     dp_safetensors_t *st;
     if (dp_safetensors_read(argv[2], &st) != DP_OK) return cli_report_error();
     printf("metadata:\n");
-    for (int i = 0; i < dp_safetensors_meta_count(st); i++)
-        printf("  %s = %s\n", dp_safetensors_meta_at(st, i).key, dp_safetensors_meta_at(st, i).value);
+    for (int i = 0; i < dp_safetensors_meta_count(st); i++) {
+        dp_st_meta_t m = dp_safetensors_meta_at(st, i);
+        if (strcmp(m.key, "model_text") == 0) /* a whole model file: its size, on one line */
+            printf("  %s = (%zu bytes of model file text)\n", m.key, strlen(m.value));
+        else
+            printf("  %s = %s\n", m.key, m.value);
+    }
     const char *format = dp_safetensors_meta(st, "format");
     if (format && strcmp(format, "dptrain-checkpoint") == 0 &&
         (dp_safetensors_meta(st, "data.classes") || dp_safetensors_meta(st, "cuda.conv_algorithms"))) {

@@ -21,7 +21,9 @@ static const char export_usage[] =
     "atomically. Runs with onnxruntime, OpenCV's cv2.dnn.readNetFromONNX,\n"
     "onnx2torch and the like. A model trained on an image folder keeps its class\n"
     "names (the class folders, in label order) in the metadata_props entry\n"
-    "\"classes\", a JSON array: [\"cat\",\"dog\"].\n"
+    "\"classes\", a JSON array: [\"cat\",\"dog\"]; an image folder's evaluation\n"
+    "transform in \"transform\" (\"resize 256\": Resize(256), then CenterCrop to\n"
+    "the input) and the normalisation in \"normalize\" (\"M0,..,S0,..\").\n"
     "\n"
     "options:\n"
     "  --resume FILE       the checkpoint (safetensors), required\n"
@@ -52,14 +54,19 @@ int cmd_export(int argc, char **argv) {
     dp_model_t *model = NULL;
     float *params = NULL;
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
-    if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
-    /* the training data's class names (an image folder's), as the checkpoint holds them: a JSON array */
+    /* the preprocessing that travels with the model: the training data's class names (an image folder's,
+     * a JSON array as the checkpoint holds them), its evaluation transform and its normalisation */
+    const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     const char *classes = dp_safetensors_meta(dp_checkpoint_tensors(c), "data.classes");
-    const dp_onnx_prop_t props[] = {{"classes", classes}};
-    if (dp_onnx_export(model, params, onnx_path, "dptrain " DPTRAIN_VERSION, props, classes ? 1 : 0) != DP_OK)
-        goto done;
+    dp_onnx_prop_t props[3];
+    int num_props = 0;
+    if (classes) props[num_props++] = (dp_onnx_prop_t){"classes", classes};
+    if (info->transform[0]) props[num_props++] = (dp_onnx_prop_t){"transform", info->transform};
+    if (info->normalize[0]) props[num_props++] = (dp_onnx_prop_t){"normalize", info->normalize};
+    if (dp_onnx_export(model, params, onnx_path, "dptrain " DPTRAIN_VERSION, props, num_props) != DP_OK) goto done;
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();

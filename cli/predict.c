@@ -1,4 +1,4 @@
-/* predict.c - `dptrain predict`: classify PNG/PGM images with a checkpoint.
+/* predict.c - `dptrain predict`: classify images (JPEG, PNG, PGM/PPM, BMP) with a checkpoint.
  *
  * Every image is read and converted first (image.h: channels, PIL-style
  * bilinear resize to the model's input, / 255 like the training data), so a
@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/image.h"
+#include "dptrain/image_folder.h"
 #include "dptrain/model_file.h"
 #include "dptrain/predict.h"
 #include "options.h"
@@ -24,8 +25,9 @@ static const char *const fashion_mnist_names[10] = {"T-shirt/top", "Trouser", "P
 static const char predict_usage[] =
     "usage: dptrain predict --resume CK.safetensors [options] IMAGE...\n"
     "\n"
-    "Classifies PNG and PGM images (P2/P5; any size, bit depth, gray or colour)\n"
-    "with a checkpoint's model, on all devices. Each image is made into the\n"
+    "Classifies JPEG, PNG, PGM/PPM and BMP images (any size, bit depth, gray or\n"
+    "colour; told by their bytes; EXIF orientation applied) with a checkpoint's\n"
+    "model, on all devices. Each image is made into the\n"
     "model's input the way the training data was: converted to its channels\n"
     "(colour -> gray by the ITU-R 601-2 luma 0.299 R + 0.587 G + 0.114 B, as PIL's\n"
     "convert(\"L\"); gray -> RGB by copying; alpha dropped), resized to its input\n"
@@ -128,6 +130,32 @@ static dp_status_t read_labels(const char *path, int count, char ***out) {
     return DP_OK;
 }
 
+/* x (C, H, W) = the image at `path` as the model's input before the
+ * normalisation, in [0, 1]: through the evaluation transform the training
+ * data had (checkpoint.h data.transform: Resize(S) + CenterCrop, what
+ * `train` evaluated with), or for data of the model's size (no transform
+ * recorded) resized to the input (dp_image_to_input). */
+static dp_status_t image_input(const char *path, const char *transform, int ch, int h, int w, float *x) {
+    if (!transform[0]) {
+        dp_image_t image;
+        DP_TRY(dp_image_read(path, &image));
+        dp_status_t status = dp_image_to_input(&image, ch, h, w, x);
+        dp_image_free(&image);
+        return status;
+    }
+    dp_sample_options_t eval;
+    DP_TRY(dp_eval_transform_parse(transform, ch, h, w, &eval));
+    unsigned char *data = NULL, *pixels = malloc((size_t)ch * h * w);
+    size_t size = 0;
+    if (!pixels) return dp_fail(DP_ERR_NOMEM, "out of memory for %s", path);
+    dp_status_t status = dp_image_file_bytes(path, &data, &size);
+    if (status == DP_OK) status = dp_image_sample(data, size, path, &eval, NULL, pixels, NULL);
+    if (status == DP_OK) dp_pixels_to_input(pixels, 1, ch, (size_t)h * w, NULL, x);
+    free(data);
+    free(pixels);
+    return status;
+}
+
 /* The checkpoint's class names, one per output: an output beyond them
  * (a model with more outputs than the data had classes) is "(output K)". */
 static dp_status_t checkpoint_labels(const dp_checkpoint_info_t *info, int count, char ***out) {
@@ -208,7 +236,7 @@ int cmd_predict(int argc, char **argv) {
         goto done;
     }
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
-    if (dp_model_load(model_name ? model_name : dp_checkpoint_info(c)->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int classes = dp_model_num_outputs(model);
@@ -238,13 +266,9 @@ int cmd_predict(int argc, char **argv) {
     probs = dp_alloc(sizeof(float) * (size_t)classes, "probabilities");
     order = dp_alloc(sizeof(int) * (size_t)classes, "class order");
     if (!x || !logits || !probs || !order) goto done;
-    for (int i = 0; i < num_images; i++) {
-        dp_image_t image;
-        if (dp_image_read(images[i], &image) != DP_OK) goto done;
-        dp_status_t st = dp_image_to_input(&image, ch, h, w, x + (size_t)i * example);
-        dp_image_free(&image);
-        if (st != DP_OK) goto done;
-    }
+    for (int i = 0; i < num_images; i++)
+        if (image_input(images[i], dp_checkpoint_info(c)->transform, ch, h, w, x + (size_t)i * example) != DP_OK)
+            goto done;
     if (dp_checkpoint_info(c)->normalize[0]) { /* the training data's normalisation, per channel */
         int n;
         float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];

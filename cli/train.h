@@ -8,14 +8,18 @@
 #include <stdint.h>
 
 #include "dptrain/comm.h"
+#include "dptrain/data.h"
 #include "dptrain/fit.h"
 #include "dptrain/io.h"
+#include "data_options.h"
+#include "dptrain/parallel.h"
+#include "devices.h"
 
 typedef struct {
-    const char *model;
+    const char *model;               /* NULL: not given (lenet, or the checkpoint's with --resume) */
     const char *data_dir;
     int batch_size;
-    float lr;
+    float lr;                        /* NAN until the optimizer's default fills it in */
     float weight_decay;
     /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
     const char *optimizer, *lr_schedule;
@@ -50,13 +54,40 @@ typedef struct {
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
     const char *init_path;           /* --init FILE: a new run from a checkpoint's weights (NULL: none) */
     const char *freeze;              /* --freeze LAYERS (NULL: not given; with --resume, the checkpoint's) */
+    cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
+                                        augment copied from the fields above */
 } train_options_t;
+
+/* What the options make (train_options.c). */
+typedef struct {
+    dp_optim_config_t optim;
+    dp_lr_schedule_t schedule;
+    int lr_default;             /* --lr not given: the optimizer's default */
+    dp_allreduce_kind_t allreduce;
+    dp_sync_kind_t sync;
+    int overlap;
+    int profile_warmup, profile_window; /* window 0: no --profile */
+    dp_augment_t augment;
+    int norm_n;                 /* 0: no --normalize */
+    float norm_mean[DP_DATA_MAX_CHANNELS], norm_std[DP_DATA_MAX_CHANNELS];
+} train_settings_t;
+
+/* train_options.c: the help text; argv's options into *o over the defaults
+ * (o->model and o->lr stay NULL and NAN when not given); the checks that
+ * need neither data nor devices, filling *s (ranks: of the job; a warning
+ * is printed where `speaks`); the warning for a --limit above the
+ * training set's `train_count` images. */
+extern const char train_usage[];
+dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *help);
+dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s);
+void train_check_limit(const train_options_t *o, int train_count, int speaks);
 
 /* What `dptrain train` prints, from dp_fit's callbacks. */
 typedef struct {
     const train_options_t *o;
     const dp_world_t *world;
     int speaks;
+    int lr_default;   /* the first line says the lr is the optimizer's default */
     int train_count, test_count;
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
     const char *devices_note; /* without --devices: why these (on the first line) */
@@ -72,7 +103,12 @@ typedef struct {
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
 void train_draw_progress(const dp_fit_step_t *step, void *ctx);
 void train_print_warning(const char *message, void *ctx);
+/* "dptrain: warning: ..." on stderr where `speaks` (rank 0, or a worklog). */
+void train_warn(int speaks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
+/* After dp_fit: the final line (the book's summary, or the saved model's
+ * accuracy when nothing trained) and the CUDA graph counts. */
+void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
 
 /* train_init.c: the model frozen as --freeze says, or with --resume and
  * no --freeze as the checkpoint's model.freeze says (dp_fit refuses a

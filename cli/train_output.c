@@ -2,11 +2,26 @@
  * callbacks: the first lines (what trains on what), the progress bar on a
  * terminal, the warnings and one line per epoch.
  */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "dptrain/backend.h"
 #include "dptrain/cpu.h"
 #include "train.h"
+
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
+/* "resuming from FILE: epoch 3, step 50 of 235 (step 520 of the run)", or
+ * at an epoch's start "resuming from FILE: epoch 3 (2 epochs done, step
+ * 470 of the run)". */
+static void print_resume(const char *path, const dp_fit_begin_t *b) {
+    if (b->first_step > 0)
+        printf("resuming from %s: epoch %d, step %d of %d (step %llu of the run)\n", path, b->first_epoch + 1,
+               b->first_step, b->steps_per_epoch, (unsigned long long)b->step_count);
+    else
+        printf("resuming from %s: epoch %d (%d epoch%s done, step %llu of the run)\n", path, b->first_epoch + 1,
+               b->first_epoch, PLURAL(b->first_epoch), (unsigned long long)b->step_count);
+}
 
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     train_printer_t *p = ctx;
@@ -24,10 +39,12 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
     if (!o->quiet)
-        printf("training %s on %d images (test %d), batch %d, %s, lr %g (%s), %d epochs, seed %llu, precision %s%s, "
-               "on %s%s%s%s%s%s\n",
-               o->model, p->train_count, p->test_count, o->batch_size, o->optimizer, o->lr, o->lr_schedule,
-               o->epochs, (unsigned long long)o->seed, dp_precision_name((dp_precision_t)o->precision),
+        printf("training %s on %d image%s (test %d), batch %d, %s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
+               "precision %s%s, on %s%s%s%s%s%s\n",
+               o->model, p->train_count, PLURAL(p->train_count), p->test_count, o->batch_size, o->optimizer, o->lr,
+               o->lr_schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
+               o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed,
+               dp_precision_name((dp_precision_t)o->precision),
                o->channels_last ? ", channels-last" : "", devices,
                p->devices_note ? " (" : "", p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "",
                p->cuda_graph, p->allreduce);
@@ -35,9 +52,12 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
                           o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
     if (!o->quiet && begin->init) printf("%s\n", begin->init);
     if (!o->quiet && p->frozen[0]) printf("%s\n", p->frozen);
+    if (begin->resumed && !o->quiet && begin->first_epoch < begin->last_epoch)
+        print_resume(o->resume_path, begin);
     if (begin->first_epoch >= begin->last_epoch && p->speaks)
-        printf("checkpoint %s has %d epochs, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
-               begin->last_epoch < o->epochs ? "stop-after" : "epochs", begin->last_epoch);
+        printf("checkpoint %s has %d epoch%s, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
+               PLURAL(begin->first_epoch), begin->last_epoch < o->epochs ? "stop-after" : "epochs",
+               begin->last_epoch);
 }
 
 /* The progress bar, on rank 0's stderr when it is a terminal. */
@@ -54,6 +74,16 @@ void train_draw_progress(const dp_fit_step_t *step, void *ctx) {
     }
 }
 
+void train_warn(int speaks, const char *fmt, ...) {
+    if (!speaks) return;
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dptrain: warning: train: %s\n", message);
+}
+
 void train_print_warning(const char *message, void *ctx) {
     const train_printer_t *p = ctx;
     if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
@@ -68,4 +98,17 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
                s->images_per_sec, p->devices);
     fflush(stdout);
     return DP_OK;
+}
+
+void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p) {
+    if (!p->speaks) return;
+    if (result->first_epoch >= result->last_epoch) /* the saved model's accuracy instead */
+        printf("test acc: %.4f on %d image%s\n", result->test_acc, result->test_count, PLURAL(result->test_count));
+    else /* the book's summary line */
+        printf("test acc: %.2f, %.1f sec/epoch on %s\n", result->test_acc, result->mean_epoch_sec, p->devices);
+    dp_cuda_graph_counts_t graphs;
+    if (!dp_trainer_cuda_graph(trainer, &graphs) && !p->o->quiet)
+        printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape "
+               "without a graph)\n", (unsigned long long)graphs.launches, (unsigned long long)graphs.captures,
+               (unsigned long long)graphs.as_made);
 }

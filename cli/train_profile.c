@@ -61,9 +61,9 @@ dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision, in
                first->warmup);
         return DP_OK;
     }
-    printf("profile: mean ms per step over %d steps after %d warm-up steps, precision %s%s%s\n", first->steps,
-           first->warmup, precision, channels_last ? ", channels-last" : "",
-           first->steps < first->window ? " (training ended before the window's end)" : "");
+    printf("profile: mean ms per step over %d step%s after %d warm-up step%s, precision %s%s%s\n", first->steps,
+           first->steps == 1 ? "" : "s", first->warmup, first->warmup == 1 ? "" : "s", precision,
+           channels_last ? ", channels-last" : "", first->steps < first->window ? " (training ended before the window's end)" : "");
     printf("%-8s %-*s %-16s %-9s %10s %7s\n", "device", width, "layer", "op", "direction", "ms", "share");
     for (int d = 0; d < devices; d++) {
         const dp_profile_report_t *r;

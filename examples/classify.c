@@ -13,7 +13,6 @@
 
 #include "dptrain/checkpoint.h"
 #include "dptrain/image.h"
-#include "dptrain/model_file.h"
 #include "dptrain/predict.h"
 
 static const char *const class_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -30,9 +29,9 @@ int main(int argc, char **argv) {
     dp_predictor_t *predictor = NULL;
     float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
 
-    /* the checkpoint names its model: a built-in one or a model file */
+    /* the checkpoint's model: a built-in one, or the model file it carries */
     if (dp_checkpoint_open(argv[1], &ck) != DP_OK) goto done;
-    if (dp_model_load(dp_checkpoint_info(ck)->model, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(ck, NULL, &model) != DP_OK) goto done;
     params = malloc(sizeof(float) * dp_model_num_params(model));
     if (!params || dp_checkpoint_load_params(ck, model, params) != DP_OK) goto done;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_arm64.sh - dptrain on aarch64, without an ARM machine: cross-compiles
-# with Debian's gcc-aarch64-linux-gnu against the arm64 OpenBLAS, zlib and libpng
+# with Debian's gcc-aarch64-linux-gnu against the arm64 OpenBLAS, zlib, libpng and libjpeg-turbo
 # (dpkg multiarch) into build-arm64/, MPI off, and runs under qemu-user the
 # unit tests (every test_*), the per-ISA runs for neon and generic (GEMM,
 # op fixtures, gradient checks) and the short training runs
@@ -27,7 +27,7 @@ set -u
 cd "$(dirname "$0")/.."
 skip() { echo "check_arm64: SKIPPED: $*" >&2; exit 0; }
 
-want=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libopenblas-dev:arm64 zlib1g-dev:arm64 libpng-dev:arm64)
+want=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libopenblas-dev:arm64 zlib1g-dev:arm64 libpng-dev:arm64 libjpeg62-turbo-dev:arm64)
 missing=()
 for pkg in "${want[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -68,7 +68,8 @@ TOOLCHAIN
 if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$dir/toolchain.cmake" \
      -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DDPTRAIN_CUDA=OFF -DBLAS_LIBRARIES=/usr/lib/aarch64-linux-gnu/libopenblas.so \
      -DCBLAS_INCLUDE_DIR=/usr/include/aarch64-linux-gnu -DZLIB_LIBRARY=/usr/lib/aarch64-linux-gnu/libz.so \
-     -DZLIB_INCLUDE_DIR=/usr/include >"$dir.log" 2>&1 ||
+     -DZLIB_INCLUDE_DIR=/usr/include -DJPEG_LIBRARY=/usr/lib/aarch64-linux-gnu/libjpeg.so \
+     -DJPEG_INCLUDE_DIR=/usr/include >"$dir.log" 2>&1 ||
    ! targets=$(scripts/test_targets.sh "$dir" "${select[@]}" 2>>"$dir.log") ||
    ! cmake --build "$dir" -j "$(nproc)" --target $targets >>"$dir.log" 2>&1; then
   tail -30 "$dir.log" >&2

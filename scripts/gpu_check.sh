@@ -25,7 +25,7 @@
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
 #       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS,
-#       zlib and libpng (libraries and headers). About 45 MB.
+#       zlib, libpng and libjpeg-turbo (libraries and headers). About 45 MB.
 #   scripts/gpu_check.sh        on the GPU machine. With this workplace's
 #       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
 #       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/;
@@ -62,6 +62,9 @@ if [[ "${1:-}" == pack ]]; then
   cp -L /usr/include/zlib.h /usr/include/zconf.h "$carry/deps/include/"
   cp -L "$lib/libpng16.so.16" "$carry/deps/lib/" && cp -L "$lib/libpng16.so.16" "$carry/deps/lib/libpng.so"
   cp -L /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h "$carry/deps/include/"
+  cp -L "$lib/libjpeg.so.62" "$carry/deps/lib/" && cp -L "$lib/libjpeg.so.62" "$carry/deps/lib/libjpeg.so"
+  cp -L /usr/include/jpeglib.h /usr/include/jerror.h /usr/include/jmorecfg.h /usr/include/x86_64-linux-gnu/jconfig.h \
+    "$carry/deps/include/"
   tar -C "$carry" -czf "$carry/deps.tar.gz" deps && rm -rf "$carry/deps"
   du -sh "$carry"
   exit 0
@@ -169,12 +172,12 @@ note "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
 # What the GPU machine may lack, from the carried tarball (DPTRAIN_USE_CARRIED_DEPS=1: even when the system has it).
 if [[ -f "$carry/deps.tar.gz" ]] && { [[ -n "${DPTRAIN_USE_CARRIED_DEPS:-}" ]] ||
      ! [[ -f /usr/include/cblas.h || -f /usr/include/x86_64-linux-gnu/cblas.h || -f /usr/include/openblas/cblas.h ]] ||
-     ! [[ -f /usr/include/png.h ]]; }; then
+     ! [[ -f /usr/include/png.h && -f /usr/include/jpeglib.h ]]; }; then
   mkdir -p /tmp/dptrain-deps && tar -C /tmp/dptrain-deps -xzf "$carry/deps.tar.gz"
   export CMAKE_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib CMAKE_INCLUDE_PATH=/tmp/dptrain-deps/deps/include
   export LD_LIBRARY_PATH=/tmp/dptrain-deps/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export CPATH=/tmp/dptrain-deps/deps/include${CPATH:+:$CPATH}
-  note "deps: OpenBLAS, zlib and libpng from build-gpu-carry/deps.tar.gz"
+  note "deps: OpenBLAS, zlib, libpng and libjpeg-turbo from build-gpu-carry/deps.tar.gz"
 fi
 if [[ -z "${DPTRAIN_CUDNN_ROOT:-}" && ! -f /usr/local/cuda/include/cudnn.h ]]; then
   wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.dirname(c.__file__) if c.__file__ else list(c.__path__)[0])' 2>/dev/null || true)
@@ -257,7 +260,7 @@ fi
 if [[ -n "$gpu" ]]; then
   # the default devices: the GPU, found by the device-node check and the module (the book's try_all_gpus)
   "$build"/dptrain train --model lenet --data "$data" --limit 512 --batch-size "$lenet_batch" --epochs 1 >"$out/default.log" 2>&1
-  first=$(head -1 "$out/default.log")
+  first=$(grep -m1 "^training " "$out/default.log")
   if grep -qE 'on \[cuda:0(, cuda:[0-9]+)*\] \(default: (the GPU|every GPU \([0-9]+\))' <<<"$first"; then note "default devices: ${first##* on }"
   else fail "default devices are not the GPU: $first $(tail -1 "$out/default.log")"; fi
   if "$build"/dptrain train --model lenet --data "$data" --epochs "$lenet_epochs" --batch-size "$lenet_batch" --lr 0.2 --devices cuda:0 \

@@ -2,20 +2,23 @@
 # setup.sh - installs what dptrain needs (Debian packages) when it is missing.
 #
 # usage: scripts/setup.sh [build|test|bench]
-#   build: compiler, CMake, OpenBLAS, zlib, libpng, Open MPI, the Fashion-MNIST package
+#   build: compiler, CMake, OpenBLAS, zlib, libpng, libjpeg-turbo, Open MPI, the Fashion-MNIST package
 #   test:  build's packages (the suite trains on the real dataset) plus
 #          numpy (tests/cli_checkpoint.sh reads checkpoints with tools/read_checkpoint.py),
-#          onnx, OpenCV and PyTorch (tests/cli_export.sh checks the ONNX export with them)
-#          and iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces)
-#   bench: build's packages plus PyTorch and numpy (the benchmark peer)
+#          onnx, OpenCV and PyTorch (tests/cli_export.sh checks the ONNX export with them),
+#          PIL and torchvision (the image tests compare the decoders and transforms with them)
+#          iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces) and opencv-doc
+#          (its photographs: tests/cli_image_memory.sh streams a folder made from them)
+#   bench: build's packages plus PyTorch and numpy (the benchmark peer), PIL and torchvision
+#          (bench/decode_vs_pil.sh's peer) and opencv-doc (its photographs)
 # Needs root or sudo only when something is missing.
 set -euo pipefail
 
-want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libpng-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
+want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
 case "${1:-build}" in
   build) ;;
-  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch iproute2) ;;
-  bench) want+=(python3-torch python3-numpy) ;;
+  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch python3-pil python3-torchvision iproute2 opencv-doc) ;;
+  bench) want+=(python3-torch python3-numpy python3-pil python3-torchvision opencv-doc) ;;
   *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
 esac
 

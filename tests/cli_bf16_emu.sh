@@ -108,7 +108,7 @@ awk -v a="$(loss_of fp32-stop 2)" -v b="$(loss_of fp32-then-bf16 1)" 'BEGIN { ex
 
 # --profile in bf16
 "$bin" "${common[@]}" --devices cuda:0 --epochs 1 --limit 48 --precision bf16 --profile-steps 1,1 \
-  >"$tmp/profile.out" 2>&1 && grep -q "^profile: mean ms per step over 1 steps after 1 warm-up steps, precision bf16" \
+  >"$tmp/profile.out" 2>&1 && grep -q "^profile: mean ms per step over 1 step after 1 warm-up step, precision bf16" \
   "$tmp/profile.out" && pass || fail "--profile in bf16: $(grep -m1 '^profile' "$tmp/profile.out")"
 
 # activations stored in bf16: tiny_resnet
@@ -154,7 +154,7 @@ done
 # refusals: one line, non-zero, nothing written
 one_line_refusal cpu-bf16 '^dptrain: train: --precision bf16: cpu:0 has no bf16 mode .*use --precision fp32' \
   "${common[@]}" --devices cpu:0 --epochs 1 --precision bf16
-one_line_refusal cpu-tf32 '^dptrain: train: --precision tf32: cpu devices have no TF32 mode' \
+one_line_refusal cpu-tf32 '^dptrain: train: --precision tf32: cpu:0 has no TF32 mode .*use --precision fp32' \
   "${common[@]}" --devices cpu:0 --epochs 1 --precision tf32
 one_line_refusal fp8 "^dptrain: train: --precision: 'fp8' is not fp32, tf32 or bf16$" \
   "${common[@]}" --devices cuda:0 --epochs 1 --precision fp8

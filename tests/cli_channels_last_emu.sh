@@ -53,7 +53,7 @@ done
 # the profile's header names the layout
 "$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 96 --channels-last on --profile \
   --profile-steps 1,1 >"$tmp/profile.out" 2>&1
-grep -q "^profile: mean ms per step over 1 steps after 1 warm-up steps, precision fp32, channels-last" \
+grep -q "^profile: mean ms per step over 1 step after 1 warm-up step, precision fp32, channels-last" \
   "$tmp/profile.out" && pass || fail "profile header: $(grep '^profile' "$tmp/profile.out")"
 "$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 64 --channels-last on \
   >"$tmp/first.out" 2>&1

@@ -8,7 +8,8 @@
 #   tools/read_checkpoint.py the same lines;
 # - `dptrain predict` labels images with them (text and --json), never with
 #   Fashion-MNIST's names; `dptrain export --onnx` writes them as the
-#   metadata_props entry "classes" (read back with python3-onnx);
+#   metadata_props entry "classes" beside the folder's evaluation transform
+#   ("transform", read back with python3-onnx);
 # - a model with fewer outputs than classes: one error line, exit 1, no
 #   checkpoint, metrics or plot written; with more: one warning line, and
 #   predict names the extra outputs "(output K)";
@@ -83,7 +84,8 @@ grep -qF '"label": "sea \"lion\""' "$tmp/predict.json" && grep -qF '"label": "an
 "$bin" export --resume "$tmp/ck.st" --onnx "$tmp/m.onnx" >"$tmp/export.out" 2>&1 && pass \
   || fail "export: $(cat "$tmp/export.out")"
 $py "$src/tools/check_onnx.py" props "$tmp/m.onnx" >"$tmp/props.out" 2>&1
-[[ "$(cat "$tmp/props.out")" == "classes=$json" ]] && pass || fail "ONNX metadata_props: $(cat "$tmp/props.out")"
+grep -qxF "classes=$json" "$tmp/props.out" && grep -qx "transform=resize [0-9]*" "$tmp/props.out" && pass \
+  || fail "ONNX metadata_props: $(cat "$tmp/props.out")"
 
 # Fewer outputs than classes: one error line, exit 1, nothing written.
 "$bin" "${common[@]}" --model "$tmp/m2.cfg" --save "$tmp/few.st" --metrics "$tmp/few.jsonl" --plot "$tmp/few.svg" \
@@ -117,6 +119,18 @@ status=$?
   || fail "resume on other classes: exit $status, $(cat "$tmp/r3.out" "$tmp/r3.err")"
 grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r3.err" \
   && pass || fail "the resume error line: $(cat "$tmp/r3.err")"
+
+# More classes than the model has outputs: eval refuses it as the resume does, naming both counts.
+folder "$tmp/five" ant bee cat dog eel
+"$bin" eval --resume "$tmp/ck.st" --data "$tmp/five" --devices 1 >"$tmp/e5.out" 2>"$tmp/e5.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/e5.out" && $(cat "$tmp/e5.err") == "dptrain: model m3 has 3 outputs, fewer than the \
+test data's 5 classes: labels 3 to 4 have no output (give the model's last layer 5 outputs)" ]] && pass \
+  || fail "eval on 5 classes: exit $status, $(cat "$tmp/e5.out" "$tmp/e5.err")"
+"$bin" train --data "$tmp/five" --epochs 2 --batch-size 6 --devices 1 --quiet --resume "$tmp/ck.st" \
+  --save "$tmp/ck5.st" >"$tmp/r5.out" 2>"$tmp/r5.err"
+[[ $? -eq 1 && ! -e "$tmp/ck5.st" ]] && grep -q "fewer than the training data's 5 classes" "$tmp/r5.err" && pass \
+  || fail "resume on 5 classes: $(cat "$tmp/r5.out" "$tmp/r5.err")"
 
 # Fashion-MNIST: no class names in the checkpoint, predict uses its built-in names.
 small_data "$tmp/fm" 64 32

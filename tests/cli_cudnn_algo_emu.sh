@@ -25,9 +25,10 @@
 #   (some at the workspace query, some at the call), training passes over
 #   the refused ones and gives the same bits;
 # - a shape with no algorithm left (forward, transposed forward, weight
-#   gradient refused for every algorithm) and DPTRAIN_CUDNN_ALGO=bogus: one
-#   stderr line naming the GPU and the convolution (the variable and the
-#   value), non-zero exit.
+#   gradient refused for every algorithm): one stderr line naming the GPU
+#   and the convolution, non-zero exit; DPTRAIN_CUDNN_ALGO=bogus and
+#   DPTRAIN_CONV_EPILOGUE=bogus: one line naming the variable, its values
+#   and the value, before training starts (nothing on stdout).
 # - DPTRAIN_CUDNN_ALGO=measured: cudnnFind* once per shape and direction
 #   (the emulator times its traps fastest: none is taken), the same bits as
 #   fixed; the choices go to the cache file (XDG_CACHE_HOME/dptrain/cudnn-algos
@@ -136,10 +137,14 @@ one_line_error "no transposed forward algorithm" "$models/every_layer.cfg" \
   "cuda:0: conv_transpose forward: $left .*groups 1\): [0-9]+ tried" DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_data:*'
 one_line_error "no weight gradient algorithm" lenet "cuda:0: conv weight gradient: $left .*CUDNN_STATUS_NOT_SUPPORTED$" \
   DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED='bwd_filter:*@run'
+# a bad setting is refused when the GPU is opened, before training starts (nothing on stdout)
 one_line_error "DPTRAIN_CONV_EPILOGUE=bogus" lenet \
-  "DPTRAIN_CONV_EPILOGUE must be cudnn \(the default\) or own, found 'bogus'$" DPTRAIN_CONV_EPILOGUE=bogus
+  "^dptrain: DPTRAIN_CONV_EPILOGUE must be cudnn \(the default\) or own, found 'bogus'$" DPTRAIN_CONV_EPILOGUE=bogus
+[[ ! -s "$tmp/out" ]] && pass || fail "DPTRAIN_CONV_EPILOGUE=bogus: refused after the start: $(head -2 "$tmp/out")"
 one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
-  "DPTRAIN_CUDNN_ALGO must be heuristic \(the default\), measured or fixed, found 'bogus'$" DPTRAIN_CUDNN_ALGO=bogus
+  "^dptrain: DPTRAIN_CUDNN_ALGO must be heuristic \(the default\), measured or fixed, found 'bogus'$" \
+  DPTRAIN_CUDNN_ALGO=bogus
+[[ ! -s "$tmp/out" ]] && pass || fail "DPTRAIN_CUDNN_ALGO=bogus: refused after the start: $(head -2 "$tmp/out")"
 
 # measured: cudnnFind* once per shape and direction (the emulator's fastest results are its traps: the filter
 # passes over them), the choice kept in the cache file and taken from there by the next run (no find query)

@@ -2,7 +2,9 @@
 # cli_install.sh - `cmake --install` into a temporary prefix, then programs
 # built out of tree against what was installed:
 # - the prefix holds the shared and static libdptrain, every public header,
-#   dptrain.pc, the CMake package and the dptrain command;
+#   dptrain.pc, the CMake package, the dptrain command and the model files
+#   (share/dptrain/models), which the installed dptrain finds by name
+#   (--model lenet-cifar), there and not in the source tree;
 # - the shared library exports only names declared in include/dptrain/*.h
 #   (internal functions of libdptrain.a, e.g. dp_conv_forward, are hidden);
 # - examples/multi_device_lenet.c and examples/classify.c build through
@@ -35,6 +37,16 @@ n_src=$(ls "$src"/include/dptrain/*.h | wc -l)
 n_inst=$(ls "$prefix"/include/dptrain/*.h | wc -l)
 [[ $n_src -eq $n_inst ]] && pass || fail "$n_inst headers installed, $n_src in include/dptrain"
 "$prefix/bin/dptrain" version | grep -q '^dptrain ' && pass || fail "installed dptrain version"
+# The model files, found by name from the installed program (not from the source tree's models/)
+for f in "$src"/models/*.cfg; do
+  cmp -s "$f" "$prefix/share/dptrain/models/$(basename "$f")" && pass || fail "not installed: models/$(basename "$f")"
+done
+"$prefix/bin/dptrain" train --model lenet-cifar --epochs 1 --limit 300 >/dev/null 2>"$tmp/err"
+grep -qx "dptrain: model lenet-cifar takes 3x32x32 images, the data in $data has 1x28x28" "$tmp/err" && pass \
+  || fail "--model lenet-cifar with the installed dptrain: $(cat "$tmp/err")"
+"$prefix/bin/dptrain" train --model no-such-model --epochs 1 >/dev/null 2>"$tmp/err"
+grep -qF "(looked for no-such-model.cfg in $(cd "$prefix/share/dptrain/models" && pwd -P))" "$tmp/err" && pass \
+  || fail "an unknown name with the installed dptrain: $(cat "$tmp/err")"
 
 # Only the public names are exported.
 cat "$prefix"/include/dptrain/*.h | grep -oE '\bdp_[a-z0-9_]+' | sort -u >"$tmp/declared"

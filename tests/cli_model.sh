@@ -49,8 +49,61 @@ expect_error --model "$tmp/shape.cfg" -- \
 printf '[net]\nchannels = 3\nheight = 28\nwidth = 28\n[flatten]\n[linear]\nname = fc\nout = 10\n' >"$tmp/rgb.cfg"
 expect_error --model "$tmp/rgb.cfg" -- "model $tmp/rgb.cfg takes 3x28x28 images, the data in $data has 1x28x28"
 expect_error --model "$tmp/missing.cfg" -- "$tmp/missing.cfg: cannot open model file (No such file or directory)"
-expect_error --model lenet5 -- \
-  "unknown model 'lenet5': not a built-in model (lenet, lenet-paddle, resnet18, alexnet) nor a model file"
+# a name is looked for among the model files: this build's, not installed, finds the source tree's models/
+expect_error --model lenet5 -- "unknown model 'lenet5': not a built-in model (lenet, lenet-paddle, resnet18, \
+alexnet) nor a model file (looked for lenet5.cfg in $(cd "$models" && pwd -P))"
+expect_error --model lenet-cifar -- "model lenet-cifar takes 3x32x32 images, the data in $data has 1x28x28"
+
+# --- A checkpoint carries its model file ------------------------------------------
+# Trained in work/ on work/my.cfg (lenet-paddle's file, 0xff in a comment:
+# not UTF-8), the checkpoint holds the file's text (model_text): eval,
+# predict, export and a resume without --model run from another folder;
+# --model still overrides; without the key (an older dptrain's checkpoint)
+# the model file is looked for where --model named it.
+mkdir -p "$tmp/work" "$tmp/elsewhere"
+{ printf '# my.cfg \xff\n'; cat "$models/lenet-paddle.cfg"; } >"$tmp/work/my.cfg"
+short=(--data "$data" --limit 512 --batch-size 128 --devices 2 --quiet)
+(cd "$tmp/work" && "$bin" train "${short[@]}" --model my.cfg --epochs 1 --save ck.st >/dev/null 2>"$tmp/err") \
+  && pass || fail "training on my.cfg: $(cat "$tmp/err")"
+(cd "$tmp/work" && "$bin" train "${short[@]}" --model my.cfg --epochs 2 --save straight.st >/dev/null 2>&1) \
+  || fail "2 epochs straight on my.cfg"
+cd "$tmp/elsewhere"
+"$bin" inspect ../work/ck.st >inspect.out 2>&1 && grep -qx "  model = my.cfg" inspect.out \
+  && grep -qE "^  model_text = \([0-9]+ bytes of model file text\)$" inspect.out && pass \
+  || fail "inspect: $(grep model inspect.out)"
+/usr/bin/python3 "$models/../tools/read_checkpoint.py" ../work/ck.st >reader.out 2>&1 && cmp -s inspect.out reader.out \
+  && pass || fail "read_checkpoint.py differs from inspect: $(diff inspect.out reader.out | head -3)"
+"$bin" eval --resume ../work/ck.st --data "$data" --devices 2 >eval.out 2>&1 \
+  && grep -qE "^test acc: [0-9.]+ \([0-9]+/1000 correct\) on 1000 images, model lenet-paddle, epoch 1, ../work/ck.st$" eval.out \
+  && pass || fail "eval from elsewhere: $(cat eval.out)"
+mkdir -p "$tmp/png" && /usr/bin/python3 "$models/../tools/check_onnx.py" pngs "$data/t10k-images-idx3-ubyte" 1 "$tmp/png" >/dev/null 2>&1
+"$bin" predict --resume ../work/ck.st --top 1 "$tmp"/png/*.png >predict.out 2>&1 && [[ $(wc -l <predict.out) -eq 1 ]] \
+  && pass || fail "predict from elsewhere: $(cat predict.out)"
+"$bin" export --resume ../work/ck.st --onnx my.onnx >export.out 2>&1 && [[ -s my.onnx ]] && pass \
+  || fail "export from elsewhere: $(cat export.out)"
+"$bin" train "${short[@]}" --epochs 2 --resume ../work/ck.st --save resumed.st >train.out 2>&1 \
+  && same_tensors resumed.st ../work/straight.st && pass || fail "resume from elsewhere: $(cat train.out)"
+"$bin" eval --resume ../work/ck.st --data "$data" --model lenet >eval.out 2>&1
+[[ $? -eq 1 ]] && grep -q "^dptrain: .*tensor 'conv1.weight' has shape" eval.out && pass \
+  || fail "--model lenet did not override the checkpoint's model: $(cat eval.out)"
+/usr/bin/python3 - ../work/ck.st old.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["model_text"]
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+"$bin" eval --resume old.st --data "$data" >eval.out 2>&1
+[[ $? -eq 1 && $(cat eval.out) == "dptrain: my.cfg: cannot open model file (No such file or directory)" ]] && pass \
+  || fail "a checkpoint without model_text, elsewhere: $(cat eval.out)"
+"$bin" eval --resume old.st --data "$data" --model ../work/my.cfg >eval.out 2>&1 && pass \
+  || fail "a checkpoint without model_text, --model: $(cat eval.out)"
+(cd "$tmp/work" && "$bin" eval --resume ../elsewhere/old.st --data "$data" >/dev/null 2>&1) && pass \
+  || fail "a checkpoint without model_text, in the folder it was trained in"
+cd - >/dev/null
 
 "$bin" train --help | grep -q -- "--model NAME|FILE" && pass || fail "train --help does not mention model files"
 

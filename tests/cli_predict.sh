@@ -151,7 +151,7 @@ bad() {
 }
 bad "truncated PNG" "truncated.png: bad PNG" "$tmp/png/00000.png" "$tmp/truncated.png"
 bad "short PGM" "short.pgm: truncated PGM: header says 28 x 28" "$tmp/short.pgm"
-bad "not an image" "notimage.png: not a PNG or PGM" "$tmp/png/00000.png" "$tmp/notimage.png"
+bad "not an image" "notimage.png: not a JPEG, PNG, PGM/PPM or BMP image" "$tmp/png/00000.png" "$tmp/notimage.png"
 bad "missing file" "missing.png: cannot open" "$tmp/missing.png"
 bad "a directory" "$tmp/png: cannot read" "$tmp/png"
 printf 'a\nb\n' >"$tmp/two.txt"

@@ -59,11 +59,11 @@ same naive --epochs 1 --optimizer adagrad --allreduce naive
 # --tf32 on CPU devices: refused, nothing written
 "$bin" "${common[@]}" --devices staged:0 --tf32 --epochs 1 --save "$tmp/tf32.st" >"$tmp/out" 2>"$tmp/err"
 status=$?
-[[ $status -ne 0 && $status -lt 128 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "train: --tf32: staged devices have no TF32" "$tmp/err" \
+[[ $status -ne 0 && $status -lt 128 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "train: --tf32: staged:0 has no TF32 mode .*: use --precision fp32" "$tmp/err" \
   && pass || fail "--tf32 on staged devices: exit $status, stderr $(cat "$tmp/err")"
 [[ ! -e "$tmp/tf32.st" ]] && pass || fail "--tf32 refused, but a checkpoint was written"
 "$bin" "${common[@]}" --devices 1 --tf32 --epochs 1 >"$tmp/out" 2>"$tmp/err"
-[[ $? -ne 0 ]] && grep -q "train: --tf32: cpu devices have no TF32" "$tmp/err" && pass \
+[[ $? -ne 0 ]] && grep -q "train: --tf32: cpu:0 has no TF32 mode .*: use --precision fp32" "$tmp/err" && pass \
   || fail "--tf32 on cpu devices: $(cat "$tmp/err")"
 "$bin" "${common[@]}" --devices staged:1,staged:1 --epochs 1 >"$tmp/out" 2>"$tmp/err"
 [[ $? -ne 0 ]] && grep -q "staged:1 is listed twice" "$tmp/err" && pass || fail "staged:1 twice: $(cat "$tmp/err")"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # cli_train.sh - `dptrain train` end to end on the real Fashion-MNIST, and
 # every kind of bad input: one line on stderr naming the problem, a non-zero
-# exit (not a crash), nothing written.
+# exit (not a crash), nothing written. Also what a newcomer met: a typo
+# gets the closest option (did you mean), contradicting options are
+# refused, options that would do nothing warn in one line, the learning
+# rate's default is the optimizer's (said on the first line), a resume
+# says where it starts, `dptrain help COMMAND`, inspect's mistakes.
 #
 # Two end-to-end runs:
 # - a short recipe, d2l's LeNet for 1 epoch on the first 10,000 images,
@@ -111,7 +115,7 @@ expect_error() {
   fi
 }
 small=(train --data "$data" --limit 1000 --epochs 1 --threads-per-device 1)
-expect_error "unknown option '--bogus'" "${small[@]}" --bogus 3
+expect_error "unknown option '--bogus' \(see --help\)$" "${small[@]}" --bogus 3
 expect_error "unknown command" frobnicate
 expect_error "--batch-size: 'abc' is not a whole number" "${small[@]}" --batch-size abc
 expect_error "--batch-size: 0 is out of range" "${small[@]}" --batch-size 0
@@ -128,11 +132,11 @@ expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduc
 expect_error "--overlap: 'maybe' is not on or off" "${small[@]}" --overlap maybe
 expect_error "--sync: 'gossip' is not allreduce or ps" "${small[@]}" --sync gossip
 expect_error "--optimizer: 'rmsprop' is not sgd, momentum, adagrad or adam" "${small[@]}" --optimizer rmsprop
-expect_error "momentum must be in \[0, 1\), found 1.5" "${small[@]}" --optimizer momentum --momentum 1.5
-expect_error "--momentum must be > 0, found 0" "${small[@]}" --optimizer momentum --momentum 0
+expect_error "--momentum must be in \(0, 1\), found 1.5" "${small[@]}" --optimizer momentum --momentum 1.5
+expect_error "--momentum must be in \(0, 1\), found 0" "${small[@]}" --optimizer momentum --momentum 0
 expect_error "momentum 0.9 applies to the momentum optimizer only" "${small[@]}" --momentum 0.9
 expect_error "nesterov needs momentum > 0" "${small[@]}" --optimizer adam --nesterov
-expect_error "beta2 must be in \[0, 1\), found 1" "${small[@]}" --optimizer adam --beta2 1
+expect_error "--beta2 must be in \(0, 1\), found 1" "${small[@]}" --optimizer adam --beta2 1
 expect_error "beta1 and beta2 apply to adam only" "${small[@]}" --optimizer adagrad --beta1 0.5
 expect_error "--beta1: 'abc' is not a number" "${small[@]}" --optimizer adam --beta1 abc
 expect_error "eps must be a positive number, found -1" "${small[@]}" --optimizer adam --eps -1
@@ -152,6 +156,79 @@ expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"
 [[ ! -e "$tmp/nodir" ]] && pass || fail "a bad --metrics path created something"
+
+# Typos get the closest option, in every command that parses options.
+expect_error "^dptrain: train: unknown option '--epoch' \(did you mean --epochs\?\)$" "${small[@]}" --epoch 2
+expect_error "^dptrain: train: unknown option '--batch' \(did you mean --batch-size\?\)$" "${small[@]}" --batch 2
+expect_error "^dptrain: eval: unknown option '--resum' \(did you mean --resume\?\)$" eval --resum x
+expect_error "^dptrain: predict: unknown option '--tpo' \(did you mean --top\?\)$" predict --tpo 2 x.png
+expect_error "^dptrain: export: unknown option '--onx' \(did you mean --onnx\?\)$" export --onx x
+expect_error "^dptrain: eval: unknown option '--hlep' \(did you mean --help\?\)$" eval --hlep
+# Options that contradict each other, or name what cannot be: refused before anything runs.
+expect_error "^dptrain: train: --overlap on: --allreduce naive sums on device 0 after the backward pass" \
+  "${small[@]}" --devices 2 --overlap on --allreduce naive
+expect_error "^dptrain: train: --overlap on: --sync ps pushes the whole gradient" "${small[@]}" --overlap on --sync ps
+expect_error "^dptrain: train: --plot $tmp/out.png: the plot is an SVG file \(name it $tmp/out.svg\)$" \
+  "${small[@]}" --plot "$tmp/out.png"
+[[ ! -e "$tmp/out.png" && ! -e "$tmp/out.svg" ]] && pass || fail "a refused --plot wrote a file"
+DPTRAIN_CONV=foo expect_error "^dptrain: DPTRAIN_CONV must be winograd or im2col \(the default\), found 'foo'$" \
+  "${small[@]}"
+expect_error "^dptrain: train: --precision tf32: cpu:0 has no TF32 mode .*: use --precision fp32 \(the default\) on cpu \
+devices, or a cuda device$" "${small[@]}" --devices 1 --precision tf32
+expect_error "3 mean/std pairs for 1-channel images \(give one pair: MEAN,STD\)$" "${small[@]}" \
+  --normalize 0.1,0.2,0.3,0.4,0.5,0.6
+# Options that would do nothing: one warning line, then the run.
+tiny=(train --data "$data" --limit 512 --batch-size 256 --devices 1)
+"$bin" "${tiny[@]}" --epochs 1 --stop-after 3 --quiet >"$tmp/out" 2>"$tmp/err" \
+  && [[ $(cat "$tmp/err") == "dptrain: warning: train: --stop-after 3 is not before --epochs 1: the run trains to \
+its end (epoch 1)" ]] && pass || fail "--stop-after 3 --epochs 1: $(cat "$tmp/err")"
+"$bin" train --data "$data" --batch-size 256 --devices 1 --epochs 1 --limit 100000 --quiet >"$tmp/out" 2>"$tmp/err" \
+  && [[ $(cat "$tmp/err") == "dptrain: warning: train: --limit 100000 is more than the 10000 training images of \
+$data: training on all 10000" ]] && pass || fail "--limit 100000: $(cat "$tmp/err")"
+# The learning rate's default is the optimizer's own, said on the first line; --lr still sets it.
+for case in "sgd 0.2" "momentum 0.2" "adagrad 0.01" "adam 0.001"; do
+  set -- $case
+  "$bin" "${tiny[@]}" --epochs 1 --optimizer "$1" --save "$tmp/$1.st" >"$tmp/out" 2>&1
+  grep -q "^training lenet on 512 images (test 1000), batch 256, $1, lr $2 (constant; the default of $1), 1 epoch," \
+    "$tmp/out" && "$bin" inspect "$tmp/$1.st" | awk -v want="$2" '$1 == "optimizer.lr" { d = $3 - want;
+      found = d < 1e-7 && d > -1e-7 } END { exit !found }' && pass \
+    || fail "--optimizer $1 without --lr: $(head -1 "$tmp/out")"
+done
+"$bin" "${tiny[@]}" --epochs 1 --optimizer adam --lr 0.01 >"$tmp/out" 2>&1
+grep -q ", adam, lr 0.01 (constant), 1 epoch," "$tmp/out" && pass || fail "adam with --lr 0.01: $(head -1 "$tmp/out")"
+# A resume says where it starts: at an epoch's start, and inside one.
+"$bin" "${tiny[@]}" --epochs 2 --resume "$tmp/adam.st" --optimizer adam >"$tmp/out" 2>&1
+sed -n 3p "$tmp/out" | grep -qx "resuming from $tmp/adam.st: epoch 2 (1 epoch done, step 2 of the run)" && pass \
+  || fail "the resume line: $(cat "$tmp/out")"
+"$bin" train --data "$data" --limit 1024 --batch-size 256 --devices 1 --epochs 2 --save "$tmp/mid.st" \
+  --stop-after 1 --quiet >/dev/null 2>&1
+"$bin" train --data "$data" --limit 1024 --batch-size 256 --devices 1 --epochs 2 --resume "$tmp/mid.st" \
+  >"$tmp/out" 2>&1
+grep -qx "resuming from $tmp/mid.st: epoch 2 (1 epoch done, step 4 of the run)" "$tmp/out" && pass \
+  || fail "the resume line at an epoch's start: $(cat "$tmp/out")"
+/usr/bin/python3 - "$tmp/mid.st" "$tmp/mid2.st" <<'PY'
+import json, struct, sys  # the same checkpoint 2 steps into epoch 2, as --save-every-steps 2 writes it
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"].update({"loader.batch": "2", "step_count": "6", "epoch.loss_sums": "1000",
+                          "epoch.correct": "60", "epoch.examples": "512"})
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+"$bin" train --data "$data" --limit 1024 --batch-size 256 --devices 1 --epochs 2 --resume "$tmp/mid2.st" \
+  >"$tmp/out" 2>&1
+grep -qx "resuming from $tmp/mid2.st: epoch 2, step 2 of 4 (step 6 of the run)" "$tmp/out" && pass \
+  || fail "the resume line inside an epoch: $(cat "$tmp/out")"
+# dptrain help COMMAND is the command's --help; inspect's mistakes get a reason.
+for command in train eval predict export launch inspect; do
+  cmp -s <("$bin" help "$command" 2>&1) <("$bin" "$command" --help 2>&1) && pass || fail "dptrain help $command"
+done
+expect_error "^dptrain: inspect: one file at a time: 'extra' after a.st \(dptrain inspect FILE\)$" inspect a.st extra
+expect_error "^dptrain: inspect: which file\?" inspect
+printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR' >"$tmp/photo.png"
+expect_error "^dptrain: $tmp/photo.png: not a safetensors file \(a PNG image\)$" inspect "$tmp/photo.png"
 
 # A corrupt dataset: truncated labels, wrong magic.
 mkdir -p "$tmp/bad"

@@ -9,11 +9,14 @@
 #define _XOPEN_SOURCE 700 /* posix_openpt, grantpt, unlockpt, ptsname */
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -339,6 +342,40 @@ static void test_file_atomic(void) {
     CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
 }
 
+/* A write that fails at the file size limit (RLIMIT_FSIZE: EFBIG, as a
+ * full disk gives ENOSPC) long before the commit: the commit names that
+ * errno, not a generic EIO, and the old file stays. */
+static void test_file_atomic_write_error(void) {
+    const char *path = testing_tmp_file("atomic-big.bin");
+    FILE *f = fopen(path, "w");
+    fputs("old content\n", f);
+    fclose(f);
+    struct rlimit saved, small;
+    if (getrlimit(RLIMIT_FSIZE, &saved) != 0) return;
+    small = saved;
+    small.rlim_cur = 64 * 1024;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN); /* write(2) then fails with EFBIG */
+    char tmp_path[600];
+    FILE *out = NULL;
+    CHECK(dp_file_begin(path, tmp_path, sizeof tmp_path, &out) == DP_OK, "begin: %s", dp_error_message());
+    if (!out) return;
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+    static char block[4096];
+    for (int i = 0; i < 64; i++) fwrite(block, 1, sizeof block, out); /* 256 KB: fails after 64 */
+    errno = 0; /* what a later call left there must not be the cause */
+    dp_status_t status = dp_file_commit(out, tmp_path, path);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    char want[800];
+    snprintf(want, sizeof want, "write of the temporary file %s failed: %s", tmp_path, strerror(EFBIG));
+    CHECK(status == DP_ERR_IO && strstr(dp_error_message(), want), "the first write's errno: %s",
+          dp_error_message());
+    char *text = read_text_checked(path);
+    CHECK(!strcmp(text, "old content\n"), "the old file stays: %.40s", text);
+    free(text);
+    CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "no temp files left");
+}
+
 /* --- progress ------------------------------------------------------------ */
 
 static void test_progress_not_a_tty(void) {
@@ -410,6 +447,7 @@ int main(void) {
     test_metrics();
     test_plot();
     test_file_atomic();
+    test_file_atomic_write_error();
     test_progress_not_a_tty();
     test_progress_tty();
     return testing_finish("test_io");

@@ -390,14 +390,31 @@ static void test_files(void) {
     free(text);
     /* --model NAME|FILE */
     CHECK(dp_model_load("lenet-paddle", &m) == DP_OK && dp_model_num_params(m) == 20350, "built-in by name");
+    CHECK(dp_model_source(m, NULL) == NULL, "a built-in model has no model file text");
     dp_model_free(m);
     CHECK(dp_model_load("resnet-9000", &m) == DP_ERR_ARG && m == NULL, "unknown name");
-    CHECK(strcmp(dp_error_message(),
-                 "unknown model 'resnet-9000': not a built-in model (lenet, lenet-paddle, resnet18, alexnet) nor "
-                 "a model file") == 0,
-          "message: %s", dp_error_message());
+    /* this test is the build tree's: the source tree's models/ is where a name is looked for */
+    char models[4200], unknown_want[4400];
+    snprintf(models, sizeof models, "%s", testing_path("../models"));
+    char *real = realpath(models, NULL);
+    snprintf(unknown_want, sizeof unknown_want, "unknown model 'resnet-9000': not a built-in model (lenet, "
+             "lenet-paddle, resnet18, alexnet) nor a model file (looked for resnet-9000.cfg in %s)",
+             real ? real : models);
+    free(real);
+    CHECK(strcmp(dp_error_message(), unknown_want) == 0, "message: %s", dp_error_message());
     CHECK(dp_model_load("missing.cfg", &m) == DP_ERR_IO, "a .cfg name is a path");
+    CHECK(dp_model_load("models/missing", &m) == DP_ERR_IO, "a name with a / is a path");
     CHECK(dp_model_load(testing_path("../models/lenet.cfg"), &m) == DP_OK, "%s", dp_error_message());
+    size_t len = 0;
+    const char *source = m ? dp_model_source(m, &len) : NULL;
+    CHECK(source && len > 100 && strlen(source) == len && source[0] == '#', "the model file's text kept");
+    dp_model_free(m);
+    /* a name of models/ (not a built-in one), found in the source tree by this build-tree program */
+    CHECK(dp_model_load("lenet-cifar", &m) == DP_OK && m && dp_model_num_params(m) == 62006, "by name: %s",
+          dp_error_message());
+    CHECK(m && strcmp(dp_model_name(m), "lenet-cifar") == 0, "named after its file: %s", m ? dp_model_name(m) : "");
+    dp_model_free(m);
+    CHECK(dp_model_load("lenet-cifar.cfg", &m) == DP_OK && m, "by file name: %s", dp_error_message());
     dp_model_free(m);
 }
 

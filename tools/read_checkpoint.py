@@ -102,7 +102,10 @@ def main(argv):
         return 0
     print("metadata:")
     for key, value in metadata.items():
-        print("  %s = %s" % (key, value))
+        if key == "model_text":  # a whole model file: its size in bytes, on one line, as dptrain inspect
+            print("  %s = (%d bytes of model file text)" % (key, len(value.encode("utf-8"))))
+        else:
+            print("  %s = %s" % (key, value))
     if metadata.get("format") == "dptrain-checkpoint" and "data.classes" in metadata:
         # a checkpoint's class names (of an image folder): a JSON array
         print("classes:")

@@ -23,6 +23,13 @@ typedef struct {
     int training;    /* the fills' dp_fill_keys_t.training */
     int threads;     /* loader threads; 0: each batch is filled on the caller's thread by next() */
     int depth;       /* with threads: batches filled ahead of the one handed out (0: 2) */
+    /* The positions of a batch of n this process reads (several ranks each
+     * take their shard of a batch: parallel.h dp_trainer_batch_share):
+     * writes up to max ranges [first[i], first[i] + count[i]) and returns
+     * how many (more than max: call again with that many). Only they are
+     * filled; the rest of the batch's buffers is left as it was. NULL: all. */
+    int (*share)(void *ctx, int n, int *first, int *count, int max);
+    void *share_ctx;
 } dp_batch_loader_config_t;
 
 typedef struct dp_batch_loader dp_batch_loader_t;

@@ -72,6 +72,8 @@ typedef struct {
 dp_status_t dp_batch_source_new(const dp_batch_source_ops_t *ops, void *self, const dp_source_info_t *info,
                                 dp_batch_source_t **out);
 void dp_batch_source_free(dp_batch_source_t *src);
+/* The implementation's state when the source is of `ops`' kind, else NULL. */
+void *dp_batch_source_impl(const dp_batch_source_t *src, const dp_batch_source_ops_t *ops);
 const dp_source_info_t *dp_batch_source_info(const dp_batch_source_t *src);
 /* Bytes of one sample: C x H x W. */
 size_t dp_batch_source_sample_bytes(const dp_batch_source_t *src);

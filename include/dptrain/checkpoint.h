@@ -78,6 +78,10 @@
  *                           total when the run had more than
  *                           DP_CHECKPOINT_RANK_SUMS ranks), and its examples
  *                           so far (global); "", "" and 0 at an epoch's end
+ *   data.transform          the evaluation transform of an image folder,
+ *                           "resize S" (+ ", exif ignore"): Resize(S), then
+ *                           CenterCrop to the model's input; written only
+ *                           for image folders
  *   data.classes            the training data's class names in label order
  *                           (an image folder's class folders) as a JSON
  *                           array of strings, ["cat","dog"]; written only
@@ -88,14 +92,22 @@
  *                           key; written only when a CUDA device ran a
  *                           convolution. A resume installs them, so that it
  *                           computes with the same algorithms on any GPU
+ *   model_text              the model file's text (dp_model_source), when
+ *                           the model was built from a model file (bytes
+ *                           >= 0x80 of a file that is not UTF-8 made '?':
+ *                           they are in its comments); written only then.
+ *                           eval, predict, export and resume rebuild the
+ *                           model from it (dp_checkpoint_load_model), so a
+ *                           checkpoint needs its model file nowhere
  *   model.freeze            the layers the run froze (nn.h dp_model_freeze's
  *                           list, as --freeze gave it); written only when
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * The last eight are optional when read (an older file: none, none, an
- * epoch's end, no class names: the data's built-in ones, no algorithm
- * choices: the GPU's own, and nothing frozen).
+ * The last ten are optional when read (an older file: none, none, an
+ * epoch's end, no transform, no class names: the data's built-in ones, no
+ * algorithm choices: the GPU's own, no model file text: `model` is
+ * looked for as --model is, model_file.h, and nothing frozen).
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
 /* The longest freeze list a checkpoint holds, in bytes. */
@@ -117,6 +129,10 @@ typedef struct {
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */
+    char transform[128];        /* data.transform: "" (data of the model's size: none) or the evaluation
+                                   transform of an image folder, "resize S" (Resize(S) then CenterCrop to
+                                   the model's input), then ", exif ignore" when the EXIF orientation was
+                                   not applied: what eval, predict and export apply */
     int epoch_ranks;            /* 0 at an epoch's end; else the entries of the sums below */
     double epoch_loss[DP_CHECKPOINT_RANK_SUMS]; /* the current epoch's loss sum so far, per rank */
     int epoch_correct[DP_CHECKPOINT_RANK_SUMS]; /* its correct count so far, per rank */
@@ -132,6 +148,9 @@ typedef struct {
      * owned by the dp_checkpoint_t. */
     int num_conv_algorithms;
     dp_conv_algo_t *conv_algorithms;
+    /* model_text: read, owned by the dp_checkpoint_t; NULL: none. Written
+     * from the model (dp_model_source), not from here. */
+    const char *model_text;
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
 } dp_checkpoint_info_t;
 
@@ -166,6 +185,14 @@ dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out);
 void dp_checkpoint_close(dp_checkpoint_t *c);
 const dp_checkpoint_info_t *dp_checkpoint_info(const dp_checkpoint_t *c);
 const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c);
+
+/* The model of checkpoint `c`: `name_or_path` when not NULL (--model:
+ * dp_model_load), else the model file text it carries (model_text; parsed
+ * as the file named by its `model`, so the model keeps its name), else its
+ * `model` (a built-in name, or the model file path of a checkpoint of an
+ * older dptrain, looked for as dp_model_load does). dp_checkpoint_load_params
+ * then checks the tensors against it. */
+dp_status_t dp_checkpoint_load_model(const dp_checkpoint_t *c, const char *name_or_path, dp_model_t **out);
 
 /* Fills params (dp_model_num_params floats). Fails, naming the first
  * mismatching tensor, unless the file holds exactly the model's table

@@ -12,7 +12,8 @@
  * error, not a silent fall-back: a test or benchmark that asks for a path
  * must not measure another. dp_cpu_init() reports it (the CLI calls it at
  * start-up and exits); library users that never call it get the best ISA
- * under the cap and one warning line on stderr.
+ * under the cap and one warning line on stderr. The same goes for
+ * DPTRAIN_CONV (winograd, or im2col: the default; devices.md).
  */
 #ifndef DPTRAIN_CPU_H
 #define DPTRAIN_CPU_H

@@ -105,6 +105,9 @@ typedef struct {
     int steps_per_epoch;
     const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
     const char *allreduce; /* dp_trainer_allreduce: "nccl", "host (why)", "" */
+    int resumed;          /* 1: from resume_path, at first_step of epoch first_epoch (0-based) */
+    int first_step;       /* steps of that epoch already done (a checkpoint inside an epoch) */
+    uint64_t step_count;  /* steps of the run already done */
     const char *init;     /* with init_path, what it loaded, one line ("initialised from FILE (...); fc
                              initialised afresh: ..."); NULL otherwise */
 } dp_fit_begin_t;
@@ -153,6 +156,7 @@ typedef struct {
                                       rank (they sum the epoch's sums), save_path on rank 0 */
     const char *augment_text;      /* the training data's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
+    const char *transform_text;    /* the data's evaluation transform (checkpoint.h data.transform); NULL: none */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */

@@ -30,8 +30,13 @@ dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, 
 /* Reads and parses the model file at `path` (DP_ERR_IO: cannot be read). */
 dp_status_t dp_model_load_file(const char *path, dp_model_t **out);
 
-/* `--model NAME|FILE`: a built-in model's name (dp_builtin_models) or the
- * path of a model file. */
+/* `--model NAME|FILE`, looked for in this order: a file at that path; a
+ * built-in network's name (dp_builtin_models); NAME.cfg (NAME when it ends
+ * in .cfg; never a name with a '/') among the installed model files
+ * (PREFIX/share/dptrain/models, found beside the installed program or
+ * library, wherever the prefix is); the source tree's models/ when this
+ * libdptrain is the build tree's, not installed. The models of models/
+ * are installed, so `resnet18-cifar` names models/resnet18-cifar.cfg. */
 dp_status_t dp_model_load(const char *name_or_path, dp_model_t **out);
 
 #endif

@@ -89,6 +89,19 @@ dp_status_t dp_model_builtin(const char *name, dp_model_t **out);
 extern const char *const dp_builtin_models[];
 
 const char *dp_model_name(const dp_model_t *m);
+/* The model's outputs against the `classes` of the data it trains on or is
+ * evaluated on (`data`: "training data", "test data"; `name` names the
+ * model): fewer is DP_ERR_ARG naming both counts and the labels that have
+ * no output; more writes a warning into `warning` (outputs that are no
+ * class), else "" there. */
+dp_status_t dp_model_check_classes(const dp_model_t *m, const char *name, int classes, const char *data,
+                                   char *warning, size_t size);
+/* The model file's text the model was built from (model_file.h:
+ * dp_model_parse, dp_model_load_file, dp_model_load of a file),
+ * NUL-terminated, its length in *len (len may be NULL); NULL (and 0) for a
+ * built-in network or one built with the calls below. Checkpoints carry it
+ * (checkpoint.h, "model_text"), so they rebuild the model anywhere. */
+const char *dp_model_source(const dp_model_t *m, size_t *len);
 /* Floats in the flat buffer: the trained parameters first, then the frozen
  * ones (dp_model_freeze; none unless frozen), then the buffers (running
  * statistics); frozen parameters and buffers have no gradient, are not

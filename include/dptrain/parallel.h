@@ -133,6 +133,14 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * reused once the call returns. */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_batch_t *batch, double *loss_sum, int *correct);
 
+/* The positions of a step's batch of n that this rank reads (its shard of
+ * every micro-batch): up to max ranges [first[i], first[i] + count[i]),
+ * ascending; returns how many there are (more than max: call again with
+ * room for that many). The rest of the batch need not be filled on this
+ * rank: the batch loader's share callback (batch_loader.h; trainer is the
+ * dp_trainer_t). */
+int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max);
+
 /* The training figures not read yet (the steps since the last read with
  * reset, or since the trainer was made): adds this rank's summed loss to
  * *loss_sum and its correct count to *correct (either may be NULL). The

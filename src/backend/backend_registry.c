@@ -19,7 +19,7 @@
  * pthread_once; its outcome (the table, or the one-line reason it failed)
  * is then read-only, so any thread may open backends or count GPUs.
  */
-#define _GNU_SOURCE /* dladdr1, RTLD_DL_LINKMAP */
+#define _GNU_SOURCE
 #include "dptrain/backend.h"
 
 #include <string.h>
@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../core/self_path.h"
 #include "cuda/cuda_module.h"
 
 #ifndef DPTRAIN_INSTALL_LIBDIR /* both set by CMakeLists.txt */
@@ -47,25 +48,6 @@ static pthread_once_t module_once = PTHREAD_ONCE_INIT;
 static const dp_cuda_module_t *module;
 static char module_error[768];  /* why it did not load (one line), when module is NULL */
 static char count_why[832];     /* the same, as dp_backend_cuda_count's *why */
-
-/* The folder of the file holding this code: libdptrain.so, or the program
- * that linked libdptrain.a (then /proc/self/exe, whose link name is ""),
- * symlinks resolved. "" if unknown. */
-static void self_dir(char *dir, size_t size) {
-    Dl_info info;
-    struct link_map *map = NULL;
-    char path[PATH_MAX] = "";
-    dir[0] = '\0';
-    if (dladdr1((void *)self_dir, &info, (void **)&map, RTLD_DL_LINKMAP) && map && map->l_name[0] != '\0') {
-        if (!realpath(map->l_name, path)) return;
-    } else if (!realpath("/proc/self/exe", path)) {
-        return;
-    }
-    char *slash = strrchr(path, '/');
-    if (!slash) return;
-    *slash = '\0';
-    snprintf(dir, size, "%s", path[0] ? path : "/");
-}
 
 /* candidates[n] = the path (unless too long, or already there); the new n. */
 static int add_candidate(char (*candidates)[PATH_MAX], int n, const char *fmt, const char *a, const char *b) {
@@ -116,7 +98,7 @@ static void try_load(void) {
         n = add_candidate(candidates, n, "%s", env, "");
     } else {
         char dir[PATH_MAX], parent[PATH_MAX];
-        self_dir(dir, sizeof dir);
+        dp_self_dir(dir, sizeof dir);
         if (dir[0]) {
             snprintf(parent, sizeof parent, "%s", dir);
             char *slash = strrchr(parent, '/');

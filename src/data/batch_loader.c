@@ -26,7 +26,9 @@
 
 typedef struct {
     int step;                 /* the batch it holds, -1: free */
-    int n, chunk, chunks;     /* samples, samples per chunk, chunks */
+    int n, chunk, chunks;     /* samples, positions per chunk, chunks */
+    int *positions;           /* (B) the positions filled, ascending (this rank's share) */
+    int filled;               /* how many */
     int taken, done;          /* chunks taken by a thread, chunks filled */
     int *samples;             /* (B) the batch's sample numbers */
     uint8_t *pixels;          /* (B, C, H, W) */
@@ -54,14 +56,50 @@ struct dp_batch_loader {
     int paused, stop, busy;     /* no chunk taken while paused or stopping; chunks being filled */
 };
 
+/* Fills positions[first .. first + count) of the slot, a run of
+ * consecutive positions at a time. */
 static void fill_chunk(dp_batch_loader_t *l, slot_t *s, int first, int count, dp_status_t *status, char *error,
                        size_t error_size) {
-    const dp_fill_keys_t keys = {.seed = l->config.seed, .epoch = l->epoch,
-                                 .first_position = (int64_t)s->step * l->config.batch_size + first,
-                                 .training = l->config.training};
-    *status = dp_batch_source_fill(l->src, s->samples + first, count, &keys, s->pixels + (size_t)first * l->sample_bytes,
-                                   s->labels + first);
+    *status = DP_OK;
+    for (int i = first; i < first + count && *status == DP_OK;) {
+        int p = s->positions[i], run = 1;
+        while (i + run < first + count && s->positions[i + run] == p + run) run++;
+        const dp_fill_keys_t keys = {.seed = l->config.seed, .epoch = l->epoch,
+                                     .first_position = (int64_t)s->step * l->config.batch_size + p,
+                                     .training = l->config.training};
+        *status = dp_batch_source_fill(l->src, s->samples + p, run, &keys, s->pixels + (size_t)p * l->sample_bytes,
+                                       s->labels + p);
+        i += run;
+    }
     if (*status != DP_OK) snprintf(error, error_size, "%s", dp_error_message());
+}
+
+/* positions = this process's share of a batch of n (all: 0..n-1). */
+static int share_positions(const dp_batch_loader_t *l, int n, int *positions) {
+    if (!l->config.share) {
+        for (int i = 0; i < n; i++) positions[i] = i;
+        return n;
+    }
+    int max = 16, got, *first = NULL, *count = NULL;
+    for (;;) {
+        free(first);
+        free(count);
+        first = malloc(sizeof *first * (size_t)max);
+        count = malloc(sizeof *count * (size_t)max);
+        DP_ASSERT(first && count);
+        got = l->config.share(l->config.share_ctx, n, first, count, max);
+        if (got <= max) break;
+        max = got;
+    }
+    int filled = 0;
+    for (int r = 0; r < got; r++)
+        for (int i = 0; i < count[r]; i++) {
+            DP_ASSERT(first[r] + i < n && (filled == 0 || first[r] + i > positions[filled - 1]));
+            positions[filled++] = first[r] + i;
+        }
+    free(first);
+    free(count);
+    return filled;
 }
 
 /* Under the lock: slot s takes the next step (its samples from the order). */
@@ -73,8 +111,9 @@ static void schedule(dp_batch_loader_t *l, slot_t *s) {
     int parts = l->num_threads > 0 ? 2 * l->num_threads : 1;
     s->step = l->scheduled++;
     s->n = n;
-    s->chunk = (n + parts - 1) / parts;
-    s->chunks = (n + s->chunk - 1) / s->chunk;
+    s->filled = share_positions(l, n, s->positions);
+    s->chunk = s->filled > 0 ? (s->filled + parts - 1) / parts : 1;
+    s->chunks = (s->filled + s->chunk - 1) / s->chunk;
     s->taken = s->done = 0;
     s->status = DP_OK;
     s->error[0] = '\0';
@@ -110,7 +149,7 @@ static void *loader_thread(void *arg) {
             pthread_cond_wait(&l->work, &l->lock);
             continue;
         }
-        int c = s->taken++, first = c * s->chunk, count = s->n - first < s->chunk ? s->n - first : s->chunk;
+        int c = s->taken++, first = c * s->chunk, count = s->filled - first < s->chunk ? s->filled - first : s->chunk;
         l->busy++;
         pthread_mutex_unlock(&l->lock);
         dp_status_t status;
@@ -137,6 +176,7 @@ static void quiesce(dp_batch_loader_t *l) {
 static void release_slots(dp_batch_loader_t *l) {
     for (int i = 0; l->slots && i < l->num_slots; i++) {
         free(l->slots[i].samples);
+        free(l->slots[i].positions);
         free(l->slots[i].pixels);
         free(l->slots[i].labels);
     }
@@ -199,9 +239,10 @@ dp_status_t dp_batch_loader_new(dp_batch_source_t *src, const dp_batch_loader_co
         slot_t *s = &l->slots[i];
         s->step = -1;
         s->samples = dp_alloc(sizeof(int) * B, "a batch's sample numbers");
+        s->positions = dp_alloc(sizeof(int) * B, "a batch's positions");
         s->pixels = dp_alloc(B * l->sample_bytes, "a batch's pixels");
         s->labels = dp_alloc(sizeof(int32_t) * B, "a batch's labels");
-        if (!s->samples || !s->pixels || !s->labels) goto fail;
+        if (!s->samples || !s->positions || !s->pixels || !s->labels) goto fail;
         s->batch = (dp_batch_t){.channels = info->channels, .height = info->height, .width = info->width,
                                 .pixels = s->pixels, .labels = s->labels, .normalize = &info->normalize};
     }
@@ -260,7 +301,7 @@ dp_status_t dp_batch_loader_next(dp_batch_loader_t *l, const dp_batch_t **batch)
         l->scheduled = l->cursor;
         schedule(l, s);
         pthread_mutex_unlock(&l->lock);
-        fill_chunk(l, s, 0, s->n, &s->status, s->error, sizeof s->error);
+        fill_chunk(l, s, 0, s->filled, &s->status, s->error, sizeof s->error);
         pthread_mutex_lock(&l->lock);
         s->taken = s->done = s->chunks;
     } else {

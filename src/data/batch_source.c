@@ -40,6 +40,10 @@ void dp_batch_source_free(dp_batch_source_t *src) {
     free(src);
 }
 
+void *dp_batch_source_impl(const dp_batch_source_t *src, const dp_batch_source_ops_t *ops) {
+    return src && src->ops == ops ? src->self : NULL;
+}
+
 const dp_source_info_t *dp_batch_source_info(const dp_batch_source_t *src) { return &src->info; }
 
 size_t dp_batch_source_sample_bytes(const dp_batch_source_t *src) {

@@ -245,9 +245,11 @@ void dp_dataset_truncate(dp_dataset_t *ds, int limit) {
 }
 
 dp_status_t dp_normalize_make(int channels, int n, const float *mean, const float *std, dp_normalize_t *out) {
+    if (n != 1 && n != channels && channels == 1)
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for 1-channel images (give one pair: MEAN,STD)", n);
     if (n != 1 && n != channels)
-        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give %s)", n, channels,
-                       channels == 1 ? "1" : "1, or one per channel");
+        return dp_fail(DP_ERR_ARG, "normalize: %d mean/std pairs for %d-channel images (give one pair for all "
+                       "channels, or %d: M0,..,M%d,S0,..,S%d)", n, channels, channels, channels - 1, channels - 1);
     if (channels > DP_DATA_MAX_CHANNELS)
         return dp_fail(DP_ERR_ARG, "normalize: images have %d channels, at most %d can be normalised", channels,
                        DP_DATA_MAX_CHANNELS);

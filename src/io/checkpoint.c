@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "checkpoint_internal.h"
+#include "dptrain/model_file.h"
 
 /* --- dptrain checkpoints ------------------------------------------------------------- */
 #define OPTIMIZER_PREFIX "optimizer."
@@ -136,6 +137,15 @@ void dp_checkpoint_close(dp_checkpoint_t *c) {
 }
 
 const dp_checkpoint_info_t *dp_checkpoint_info(const dp_checkpoint_t *c) { return &c->info; }
+
+dp_status_t dp_checkpoint_load_model(const dp_checkpoint_t *c, const char *name_or_path, dp_model_t **out) {
+    if (name_or_path) return dp_model_load(name_or_path, out);
+    if (!c->info.model_text) return dp_model_load(c->info.model, out);
+    dp_status_t status = dp_model_parse(c->info.model_text, strlen(c->info.model_text), c->info.model, out);
+    if (status != DP_OK) /* a text that parsed when it was saved */
+        return dp_checkpoint_fail_in(status, dp_safetensors_path(c->st), "its model file text (model_text)");
+    return DP_OK;
+}
 const dp_safetensors_t *dp_checkpoint_tensors(const dp_checkpoint_t *c) { return c->st; }
 
 /* The entry `name` with parameter p's shape, or a message naming it. */

@@ -9,11 +9,15 @@
 #include "dptrain/json.h"
 
 /* The metadata keys every checkpoint is written with; data.classes comes
- * after them when the data has class names, then cuda.conv_algorithms when
- * there are choices, then model.freeze when layers are frozen. */
+ * after them when the data has class names, data.transform when the data
+ * has an evaluation transform, then cuda.conv_algorithms when there are
+ * choices, then model_text when the model was built from a model file,
+ * then model.freeze when layers are frozen. */
 #define DP_CHECKPOINT_META_KEYS 39
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
+#define DP_CHECKPOINT_TRANSFORM_KEY "data.transform"
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
+#define DP_CHECKPOINT_MODEL_TEXT_KEY "model_text"
 #define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
 
 struct dp_checkpoint {
@@ -27,11 +31,12 @@ struct dp_checkpoint {
  * classes, conv_algorithms (or at constant text), in the order they are
  * written. */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 3];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 5];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */
+    char *model_text;      /* model_text: the model file's text, or NULL */
 } dp_checkpoint_meta_t;
 
 /* Every key's text for `info` and the model's fingerprint; optimizer_steps

@@ -113,14 +113,55 @@ dp_status_t dp_checkpoint_check_class_names(char *const *names, int count) {
 void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m) {
     free(m->classes);
     free(m->conv_algorithms);
-    m->classes = m->conv_algorithms = NULL;
+    free(m->model_text);
+    m->classes = m->conv_algorithms = m->model_text = NULL;
+}
+
+/* --- model_text: the model file's text --- */
+
+/* Whether text[0..len) is a string the JSON parser reads back (valid UTF-8). */
+static int reads_back_as_json(const char *text, size_t len) {
+    char *json = dp_alloc(2 * len + 3, "model file text");
+    if (!json) return 0;
+    size_t used = 0;
+    json[used++] = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char b = (unsigned char)text[i];
+        if (b == '"' || b == '\\') json[used++] = '\\', json[used++] = (char)b;
+        else if (b < 0x20) json[used++] = '\\', json[used++] = 't'; /* any escape: only the bytes >= 0x80 matter */
+        else json[used++] = (char)b;
+    }
+    json[used++] = '"';
+    dp_json_t *parsed = NULL;
+    int ok = dp_json_parse(json, used, "model file text", &parsed) == DP_OK;
+    dp_json_free(parsed);
+    free(json);
+    return ok;
+}
+
+/* The model's model file text as written: a copy, its bytes >= 0x80 made
+ * '?' unless it is valid UTF-8 (a model file has them in comments only, so
+ * the model is the same). NULL: a built-in network. */
+static dp_status_t model_text(const dp_model_t *model, char **out) {
+    size_t len;
+    const char *text = dp_model_source(model, &len);
+    *out = NULL;
+    if (!text) return DP_OK;
+    char *copy = dp_alloc(len + 1, "model file text");
+    if (!copy) return DP_ERR_NOMEM;
+    memcpy(copy, text, len + 1);
+    if (!reads_back_as_json(copy, len))
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)copy[i] >= 0x80) copy[i] = '?';
+    *out = copy;
+    return DP_OK;
 }
 
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
     memset(m->values, 0, sizeof m->values);
-    m->classes = m->conv_algorithms = NULL;
+    m->classes = m->conv_algorithms = m->model_text = NULL;
     const dp_optim_config_t *o = &info->optim;
     const dp_lr_schedule_t *sc = &info->schedule;
     const char *texts[META_COUNT] = {
@@ -174,10 +215,18 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
     }
+    if (info->transform[0]) {
+        if (strcspn(info->transform, "\"\\") != strlen(info->transform) || strlen(info->transform) >= 128)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the data's transform '%s' is not a plain text of < 128 bytes",
+                           info->transform);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRANSFORM_KEY, info->transform};
+    }
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
     }
+    DP_TRY(model_text(model, &m->model_text));
+    if (m->model_text) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_MODEL_TEXT_KEY, m->model_text};
     if (info->freeze[0]) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_FREEZE_KEY, info->freeze};
     return DP_OK;
 }
@@ -405,7 +454,8 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
 }
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
- * no class names, no convolution algorithm choices, nothing frozen. */
+ * no class names, no convolution algorithm choices, no model file text,
+ * nothing frozen. */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
@@ -423,6 +473,14 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     info->epoch_ranks = losses;
     const char *classes = dp_safetensors_meta(c->st, DP_CHECKPOINT_CLASSES_KEY);
     if (classes) DP_TRY(parse_class_names(c, classes));
+    const char *transform = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRANSFORM_KEY);
+    if (transform) {
+        if (strlen(transform) >= sizeof info->transform)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
+                           DP_CHECKPOINT_TRANSFORM_KEY, sizeof info->transform - 1);
+        snprintf(info->transform, sizeof info->transform, "%s", transform);
+    }
+    info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
     if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));
     const char *freeze = dp_safetensors_meta(c->st, DP_CHECKPOINT_FREEZE_KEY);

@@ -356,6 +356,17 @@ static dp_status_t parse_file(dp_safetensors_t *st) {
                        "not a safetensors file", path, st->file_size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | st->file[i];
+    if (st->file_size > 8 && st->file[8] != '{') { /* no JSON header: another kind of file */
+        static const struct { const char *magic; size_t len; const char *kind; } kinds[] = {
+            {"\x89PNG", 4, "a PNG image"}, {"\xff\xd8\xff", 3, "a JPEG image"}, {"\x1f\x8b", 2, "a gzip file"},
+            {"P5", 2, "a PGM image"}, {"P2", 2, "a PGM image"}, {"PK", 2, "a zip file (a PyTorch .pt?)"},
+        };
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            if (memcmp(st->file, kinds[k].magic, kinds[k].len) == 0)
+                return dp_fail(DP_ERR_FORMAT, "%s: not a safetensors file (%s)", path, kinds[k].kind);
+        return dp_fail(DP_ERR_FORMAT, "%s: not a safetensors file (the header after its 8-byte length does not "
+                       "start with '{')", path);
+    }
     if (n > st->file_size - 8)
         return dp_fail(DP_ERR_FORMAT, "%s: header length %" PRIu64 " is larger than the %zu bytes that follow "
                        "it: truncated or not a safetensors file", path, n, st->file_size - 8);

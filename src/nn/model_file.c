@@ -520,6 +520,7 @@ dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, 
     p.text[len] = '\0';
     dp_status_t status = dp_model_file_split_blocks(&p, len);
     if (status == DP_OK) status = build_model(&p);
+    if (status == DP_OK) status = dp_model_set_source(p.model, text, len);
     if (status == DP_OK) {
         *out = p.model;
     } else {
@@ -549,18 +550,4 @@ dp_status_t dp_model_load_file(const char *path, dp_model_t **out) {
         status = dp_model_parse(text, len, path, out);
     free(text);
     return status;
-}
-
-dp_status_t dp_model_load(const char *name_or_path, dp_model_t **out) {
-    for (int i = 0; dp_builtin_models[i]; i++)
-        if (strcmp(dp_builtin_models[i], name_or_path) == 0) return dp_model_builtin(name_or_path, out);
-    size_t n = strlen(name_or_path);
-    int looks_like_path = strchr(name_or_path, '/') || (n > 4 && strcmp(name_or_path + n - 4, ".cfg") == 0);
-    if (looks_like_path || access(name_or_path, F_OK) == 0) return dp_model_load_file(name_or_path, out);
-    *out = NULL;
-    char names[256] = "";
-    for (int i = 0; dp_builtin_models[i]; i++)
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", dp_builtin_models[i]);
-    return dp_fail(DP_ERR_ARG, "unknown model '%s': not a built-in model (%s) nor a model file", name_or_path,
-                   names);
 }

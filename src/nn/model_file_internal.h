@@ -21,6 +21,10 @@
 #define MAX_DIM 65536        /* any dim of any layer's output */
 #define MAX_VALUES (1 << 28) /* values in one example's output of any layer */
 
+/* nn.c: keeps a copy of the model file's text `model` was built from
+ * (dp_model_source). */
+dp_status_t dp_model_set_source(dp_model_t *model, const char *text, size_t len);
+
 
 typedef struct {
     const char *key, *value; /* into the parser's copy of the text */

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_file_internal.h" /* dp_model_set_source */
+
 typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
@@ -63,7 +65,9 @@ struct dp_model {
     char (*param_names)[MAX_NAME];
     int num_params, param_capacity;
     size_t total, trainable, frozen; /* floats: all, trained, frozen */
-    char *freeze_text;               /* dp_model_freeze's list, NULL: nothing frozen */
+    char *source;       /* the model file's text (NUL-terminated), NULL when not built from one */
+    size_t source_len;
+    char *freeze_text;  /* dp_model_freeze's list, NULL: nothing frozen */
 };
 
 const char *const dp_builtin_models[] = {"lenet", "lenet-paddle", "resnet18", "alexnet", NULL};
@@ -91,8 +95,43 @@ void dp_model_free(dp_model_t *m) {
     free(m->layers);
     free(m->params);
     free(m->param_names);
+    free(m->source);
     free(m->freeze_text);
     free(m);
+}
+
+dp_status_t dp_model_check_classes(const dp_model_t *m, const char *name, int classes, const char *data,
+                                   char *warning, size_t size) {
+    int outputs = dp_model_num_outputs(m);
+    int low = outputs < classes ? outputs : classes, high = (outputs < classes ? classes : outputs) - 1;
+    char range[64]; /* after "label" or "output": " 9" or "s 3 to 9" */
+    if (low == high) snprintf(range, sizeof range, " %d", low);
+    else snprintf(range, sizeof range, "s %d to %d", low, high);
+    if (size) warning[0] = '\0';
+    if (outputs < classes)
+        return dp_fail(DP_ERR_ARG, "model %s has %d outputs, fewer than the %s's %d classes: label%s %s no "
+                       "output (give the model's last layer %d outputs)", name, outputs, data, classes, range,
+                       low == high ? "has" : "have", classes);
+    if (outputs > classes && size)
+        snprintf(warning, size, "model %s has %d outputs, more than the %s's %d classes: output%s %s no class",
+                 name, outputs, data, classes, range, low == high ? "is" : "are");
+    return DP_OK;
+}
+
+dp_status_t dp_model_set_source(dp_model_t *m, const char *text, size_t len) {
+    char *copy = dp_alloc(len + 1, "model file text");
+    if (!copy) return DP_ERR_NOMEM;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    free(m->source);
+    m->source = copy;
+    m->source_len = len;
+    return DP_OK;
+}
+
+const char *dp_model_source(const dp_model_t *m, size_t *len) {
+    if (len) *len = m->source ? m->source_len : 0;
+    return m->source;
 }
 
 int dp_model_num_layers(const dp_model_t *m) { return m->num_layers; }

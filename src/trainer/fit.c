@@ -233,6 +233,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
         warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
              "run would do)", path, saved->augment[0] ? saved->augment : "none",
              run->augment[0] ? run->augment : "none");
+    if (strcmp(saved->transform, run->transform) != 0)
+        warn(config, ctx, "--resume %s: saved with the evaluation transform '%s', continuing with '%s'", path,
+             saved->transform[0] ? saved->transform : "none", run->transform[0] ? run->transform : "none");
     if (saved->num_devices * saved->num_ranks != run->num_devices * run->num_ranks)
         warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
@@ -474,19 +477,11 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
  * error (a label would have no output), more a warning (outputs no label
  * trains). Before anything runs or is written. */
 static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
-    int outputs = dp_model_num_outputs(config->model), classes = dp_batch_source_info(config->train_source)->num_classes;
+    char warning[512];
     const char *name = config->model_name ? config->model_name : dp_model_name(config->model);
-    int low = outputs < classes ? outputs : classes, high = (outputs < classes ? classes : outputs) - 1;
-    char range[64]; /* after "label" or "output": " 9" or "s 3 to 9" */
-    if (low == high) snprintf(range, sizeof range, " %d", low);
-    else snprintf(range, sizeof range, "s %d to %d", low, high);
-    if (outputs < classes)
-        return dp_fail(DP_ERR_ARG, "model %s has %d outputs, fewer than the training data's %d classes: label%s "
-                       "%s no output (give the model's last layer %d outputs)", name, outputs, classes, range,
-                       low == high ? "has" : "have", classes);
-    if (outputs > classes)
-        warn(config, ctx, "model %s has %d outputs, more than the training data's %d classes: output%s %s no "
-             "class", name, outputs, classes, range, low == high ? "is" : "are");
+    DP_TRY(dp_model_check_classes(config->model, name, dp_batch_source_info(config->train_source)->num_classes,
+                                  "training data", warning, sizeof warning));
+    if (warning[0]) warn(config, ctx, "%s", warning);
     return DP_OK;
 }
 
@@ -506,7 +501,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_epoch_stats_t *history = NULL;
     const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
                                          .training = 1, .threads = config->loader_threads,
-                                         .depth = config->loader_depth};
+                                         .depth = config->loader_depth, .share = dp_trainer_batch_share,
+                                         .share_ctx = trainer};
     dp_status_t status = dp_batch_loader_new(config->train_source, &lc, &loader);
     if (status != DP_OK) return status;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
@@ -530,6 +526,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     describe_normalize(train, run.normalize, sizeof run.normalize);
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
+    snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE) {
         status = dp_fail(DP_ERR_ARG, "--freeze: a list of %zu bytes, checkpoints hold up to %d",
@@ -556,7 +553,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                 .steps_per_epoch = dp_batch_loader_num_batches(loader),
                                 .devices = dp_trainer_device_names(trainer),
                                 .allreduce = dp_trainer_allreduce(trainer),
-                                .init = config->init_path ? init_note : NULL};
+                                .resumed = config->resume_path != NULL, .first_step = run.loader_batch,
+                                .step_count = run.step_count, .init = config->init_path ? init_note : NULL};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;

@@ -458,14 +458,36 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
     return DP_OK;
 }
 
-dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
-    int k = t->num_devices, ranks = t->config.world.size, n = batch->n;
-    if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
-    /* micro-batches: as many as asked while each still has an example per
-     * device; fewer examples than devices (a short last batch): one, some
-     * devices empty */
+/* Micro-batches of a step of n: as many as asked while each still has an
+ * example per device; fewer examples than devices (a short last batch):
+ * one, some devices empty. */
+static int step_micros(const dp_trainer_t *t, int n) {
     int micros = t->config.accumulate;
-    while (micros > 1 && n / micros < k * ranks) micros--;
+    while (micros > 1 && n / micros < t->num_devices * t->config.world.size) micros--;
+    return micros;
+}
+
+int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max) {
+    const dp_trainer_t *t = trainer;
+    int micros = step_micros(t, n), ranges = 0;
+    for (int m = 0; m < micros; m++) {
+        int micro_start, micro_count, rank_start, rank_count;
+        dp_split_batch(n, micros, m, &micro_start, &micro_count);
+        dp_split_batch(micro_count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
+        if (rank_count == 0) continue;
+        if (ranges < max) {
+            first[ranges] = micro_start + rank_start;
+            count[ranges] = rank_count;
+        }
+        ranges++;
+    }
+    return ranges;
+}
+
+dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
+    int k = t->num_devices, n = batch->n;
+    if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
+    int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
     DP_TRY(stage_input(t, batch, micros));
     int done = 0;

@@ -39,6 +39,7 @@
 #include "conv_winograd.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,10 +63,31 @@ enum { M = DP_WINO_M, R = DP_WINO_R, N = DP_WINO_N, N2 = DP_WINO_N * DP_WINO_N }
 static int mode_state = -1; /* -1: not read yet */
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 
+/* DPTRAIN_CONV: winograd (on), im2col or unset (off); anything else is
+ * off and an error for dp_conv_winograd_check_env (a warning line when
+ * nothing checked it first). */
+static int env_mode(const char **value) {
+    const char *e = getenv("DPTRAIN_CONV");
+    if (value) *value = e;
+    if (!e || !*e || strcmp(e, "im2col") == 0) return DP_WINO_OFF;
+    return strcmp(e, "winograd") == 0 ? DP_WINO_ON : -1;
+}
+
 static void read_mode(void) {
     if (mode_state >= 0) return; /* set by dp_conv_winograd_set_mode first */
-    const char *e = getenv("DPTRAIN_CONV");
-    mode_state = e && strcmp(e, "winograd") == 0 ? DP_WINO_ON : DP_WINO_OFF;
+    const char *value;
+    int mode = env_mode(&value);
+    if (mode < 0)
+        fprintf(stderr, "dptrain: warning: DPTRAIN_CONV must be winograd or im2col (the default), found '%s': "
+                "using im2col\n", value);
+    mode_state = mode < 0 ? DP_WINO_OFF : mode;
+}
+
+dp_status_t dp_conv_winograd_check_env(void) {
+    const char *value;
+    if (env_mode(&value) < 0)
+        return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV must be winograd or im2col (the default), found '%s'", value);
+    return DP_OK;
 }
 
 dp_wino_mode_t dp_conv_winograd_set_mode(dp_wino_mode_t mode) {

@@ -18,8 +18,13 @@
 typedef enum { DP_WINO_OFF = 0, DP_WINO_ON = 1, DP_WINO_ALL = 2 } dp_wino_mode_t;
 
 /* Sets the mode for the whole process; returns the previous one. Without
- * a call, the first use reads DPTRAIN_CONV (winograd = on, im2col = off). */
+ * a call, the first use reads DPTRAIN_CONV (winograd = on, im2col = off;
+ * another value is off, with one warning line). */
 dp_wino_mode_t dp_conv_winograd_set_mode(dp_wino_mode_t mode);
+
+/* DP_ERR_ARG naming the variable and its values when DPTRAIN_CONV is set
+ * to something else than winograd or im2col (dp_cpu_init calls it). */
+dp_status_t dp_conv_winograd_check_env(void);
 
 /* The mode in use. */
 dp_wino_mode_t dp_conv_winograd_mode(void);

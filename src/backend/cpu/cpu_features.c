@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_winograd.h" /* DPTRAIN_CONV */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -205,7 +206,7 @@ static void init(void) {
 dp_status_t dp_cpu_init(void) {
     pthread_once(&init_once, init);
     if (isa_error[0]) return dp_fail(DP_ERR_ARG, "%s", isa_error);
-    return DP_OK;
+    return dp_conv_winograd_check_env(); /* DPTRAIN_CONV, the other choice of CPU kernels */
 }
 
 static void warn_bad_isa(void) {

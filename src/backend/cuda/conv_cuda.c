@@ -36,6 +36,7 @@
 #include "../conv_shape.h"
 #include "algo_cache.h"
 #include "algo_choices.h"
+#include "cuda_parts.h"
 #include "kernels.h"
 #include "layout_cuda.h"
 #include "precision.h"
@@ -261,24 +262,30 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
                    (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
 }
 
+dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue) {
+    const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
+    *algo_mode = !mode || !*mode || strcmp(mode, "heuristic") == 0 ? ALGO_HEURISTIC
+                 : strcmp(mode, "fixed") == 0                       ? ALGO_FIXED
+                 : strcmp(mode, "measured") == 0                    ? ALGO_MEASURED
+                                                                    : -1;
+    if (*algo_mode < 0)
+        return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default), measured or fixed, found '%s'",
+                       mode);
+    const char *ep = getenv("DPTRAIN_CONV_EPILOGUE");
+    *epilogue = !ep || !*ep || strcmp(ep, "cudnn") == 0 ? 1 : strcmp(ep, "own") == 0 ? 0 : -1;
+    if (*epilogue < 0)
+        return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV_EPILOGUE must be cudnn (the default) or own, found '%s'", ep);
+    return DP_OK;
+}
+
 /* The plan of (op, --precision, layout, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
  * DPTRAIN_CUDNN_ALGO and DPTRAIN_CONV_EPILOGUE. */
 static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, int layout, conv_plan_t **out) {
     *out = NULL;
     if (!c->conv_plans) {
-        const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
-        int m = !mode || !*mode || strcmp(mode, "heuristic") == 0 ? ALGO_HEURISTIC
-                : strcmp(mode, "fixed") == 0                       ? ALGO_FIXED
-                : strcmp(mode, "measured") == 0                    ? ALGO_MEASURED
-                                                                   : -1;
-        if (m < 0)
-            return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default), measured or fixed, found '%s'",
-                           mode);
-        const char *ep = getenv("DPTRAIN_CONV_EPILOGUE");
-        int epilogue = !ep || !*ep || strcmp(ep, "cudnn") == 0 ? 1 : strcmp(ep, "own") == 0 ? 0 : -1;
-        if (epilogue < 0)
-            return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV_EPILOGUE must be cudnn (the default) or own, found '%s'", ep);
+        int m, epilogue;
+        DP_TRY(dp_cuda_conv_settings(&m, &epilogue));
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
         c->conv_plans->mode = m;
         struct cudaDeviceProp prop;

@@ -1,7 +1,8 @@
 /* cuda_parts.h - the parts backend_cuda.c puts together into a GPU's
  * backend table (backend.h): the op table (ops_cuda.c), the peer
  * collectives (peer_nccl.c), the timing marks (timer_cuda.c), the
- * convolution algorithm choices (algo_choices.c). */
+ * convolution algorithm choices (algo_choices.c), the convolutions'
+ * settings (conv_cuda.c). */
 #ifndef DPTRAIN_CUDA_PARTS_H
 #define DPTRAIN_CUDA_PARTS_H
 
@@ -32,5 +33,13 @@ const uint64_t *dp_cuda_graph_seed(dp_cuda_ctx_t *c, uint64_t seed);
 
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
+
+/* conv_cuda.c: DPTRAIN_CUDNN_ALGO (*algo_mode) and DPTRAIN_CONV_EPILOGUE
+ * (*epilogue: 1 cudnn, 0 own) read and checked: an unknown value is one
+ * line naming the variable and the values it takes. Opening a GPU's table
+ * checks them, so a bad value stops a run before it starts; the first
+ * convolution of a GPU reads them again (a library user may set them
+ * later). */
+dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue);
 
 #endif

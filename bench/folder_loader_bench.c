@@ -1,0 +1,80 @@
+/* folder_loader_bench.c - dptrain's image-folder loader alone, as a
+ * training epoch drives it: the folder indexed (not timed), then EPOCHS
+ * epochs of batches of BATCH from the batch loader with THREADS loader
+ * threads (RandomResizedCrop 224 + flip, JPEG DCT scaling on), each batch
+ * turned into normalised floats (ImageNet's mean and std) on this thread
+ * as a device would, so that both sides of bench/loader_vs_torchvision.sh
+ * end with the same float batches. Prints images/s and the process's peak
+ * resident memory.
+ *
+ * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dptrain/batch_loader.h"
+#include "dptrain/image_folder.h"
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int die(const char *what) {
+    fprintf(stderr, "folder_loader_bench: %s: %s\n", what, dp_error_message());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE]\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    int threads = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int batch = argc > 3 ? atoi(argv[3]) : 256, epochs = argc > 4 ? atoi(argv[4]) : 1;
+    int size = argc > 5 ? atoi(argv[5]) : 224;
+    dp_image_index_t index;
+    dp_index_options_t io = {.threads = threads};
+    if (dp_image_index_build(dir, "train", NULL, 0, &io, &index) != DP_OK) return die("index");
+    dp_folder_options_t fo = {0};
+    fo.train = dp_sample_options_default(DP_SAMPLE_TRAIN, 3, size, size);
+    fo.eval = dp_sample_options_default(DP_SAMPLE_EVAL, 3, size, size);
+    dp_batch_source_t *src;
+    if (dp_folder_source_new(&index, &fo, &src) != DP_OK) return die("source");
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    if (dp_batch_source_set_normalize(src, 3, mean, std) != DP_OK) return die("normalize");
+    const int count = dp_batch_source_info(src)->count;
+    if (batch > count) batch = count;
+    dp_batch_loader_config_t lc = {.batch_size = batch, .shuffle = 1, .seed = 1, .training = 1, .threads = threads};
+    dp_batch_loader_t *loader;
+    if (dp_batch_loader_new(src, &lc, &loader) != DP_OK) return die("loader");
+    float *x = malloc(sizeof(float) * (size_t)batch * 3 * size * size);
+    if (!x) return die("floats");
+    double checksum = 0.0, start = now_sec();
+    long images = 0;
+    for (int e = 0; e < epochs; e++) {
+        if (dp_batch_loader_seek(loader, e, 0) != DP_OK) return die("seek");
+        const dp_batch_t *b;
+        for (;;) {
+            if (dp_batch_loader_next(loader, &b) != DP_OK) return die("next");
+            if (!b) break;
+            dp_pixels_to_input(b->pixels, b->n, 3, (size_t)size * size, b->normalize, x);
+            checksum += x[0] + x[(size_t)b->n * 3 * size * size - 1];
+            images += b->n;
+        }
+    }
+    double seconds = now_sec() - start;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("dptrain: %.1f img/s, peak RSS %.1f MB (%ld images, %d loader threads, batch %d, %dx%d, checksum %.3f)\n",
+           images / seconds, ru.ru_maxrss / 1024.0, images, threads, batch, size, size, checksum);
+    free(x);
+    dp_batch_loader_free(loader);
+    dp_batch_source_free(src);
+    return 0;
+}

@@ -1,0 +1,215 @@
+/* data_options.c - the data options and the opening of a run's batch
+ * sources (data_options.h). IDX and CIFAR files are read into memory
+ * (in-memory sources, --augment applied to their training fills); an image
+ * folder is indexed (every header read, a progress line on a terminal) and
+ * streamed: each sample decoded and transformed when a batch needs it, by
+ * the batch loader's threads. */
+#include "data_options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dptrain/data.h"
+#include "dptrain/image_folder.h"
+
+const char cli_data_usage_train[] =
+    "  --transform NAME          image folders: the training transform, center (default:\n"
+    "                            Resize + CenterCrop to the model's input; an image of that\n"
+    "                            size as it is) or resized-crop (RandomResizedCrop + flip)\n"
+    "  --resize N                image folders: the shorter side before the center crop\n"
+    "                            (default 256/224 of the input's larger side)\n"
+    "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
+    "  --dct-scale on|off        image folders: JPEGs shrunk by 2, 4 or 8 decoded at that\n"
+    "                            scale for resized-crop (default on; off: PIL's exact pixels)\n"
+    "  --skip-bad-files          image folders: leave out files that cannot be read (counted)\n"
+    "                            instead of stopping\n"
+    "  --cache-mb N              image folders: keep up to N MB of decoded samples in memory\n"
+    "                            after their first use (default 0)\n"
+    "  --loader-threads N        threads decoding image folders while the devices compute\n"
+    "                            (default: the cores the devices leave free, at least 1)\n";
+
+const char cli_data_usage_eval[] =
+    "  --resize N                image folders: the shorter side before the center crop\n"
+    "                            (default: the checkpoint's)\n"
+    "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
+    "  --skip-bad-files          image folders: leave out files that cannot be read\n"
+    "  --loader-threads N        threads reading the image headers (default: the cores)\n";
+
+cli_data_options_t cli_data_defaults(void) {
+    return (cli_data_options_t){.dir = DP_DEFAULT_DATA_DIR, .loader_threads = -1};
+}
+
+void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used) {
+    const option_t all[CLI_DATA_OPTIONS] = {
+        {"transform", OPT_STRING, &o->transform, 0, 0},
+        {"resize", OPT_INT, &o->resize, 1, 65535},
+        {"exif", OPT_STRING, &o->exif, 0, 0},
+        {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
+        {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
+        {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
+        {"loader-threads", OPT_INT, &o->loader_threads, 0, 256},
+    };
+    for (int i = 0; i < CLI_DATA_OPTIONS; i++) {
+        const char *name = all[i].name;
+        if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb")))
+            continue;
+        table[(*used)++] = all[i];
+    }
+}
+
+/* The "on"/"off"-style values: 1, 0, or one line naming the option. */
+static dp_status_t two_way(const char *command, const char *option, const char *text, const char *yes,
+                           const char *no, int fallback, int *out) {
+    *out = fallback;
+    if (!text) return DP_OK;
+    if (!strcmp(text, yes)) *out = 1;
+    else if (!strcmp(text, no)) *out = 0;
+    else return dp_fail(DP_ERR_ARG, "%s: --%s: '%s' is not %s or %s", command, option, text, yes, no);
+    return DP_OK;
+}
+
+/* --- the index's progress line --------------------------------------------------------- */
+typedef struct {
+    int shown, terminal;
+    const char *dir;
+} progress_t;
+
+static void index_progress(void *ctx, const char *split, long done, long total) {
+    progress_t *p = ctx;
+    if (!p->terminal) return;
+    if (total == 0) fprintf(stderr, "\rindexing %s/%s ...", p->dir, split);
+    else fprintf(stderr, "\rindexing %s/%s: %ld/%ld files read", p->dir, split, done, total);
+    if (total && done == total) fputc('\n', stderr);
+    fflush(stderr);
+    p->shown = 1;
+}
+
+/* --- image folders ----------------------------------------------------------------------- */
+static dp_status_t open_folder(const cli_data_options_t *o, int training, int channels, int height, int width,
+                               char *const *classes, int num_classes, int threads, const dp_world_t *world,
+                               cli_data_t *out) {
+    const char *command = training ? "train" : "eval";
+    int resized_crop = 0, exif = 1, dct = 1;
+    if (o->transform && strcmp(o->transform, "center") != 0 && strcmp(o->transform, "resized-crop") != 0)
+        return dp_fail(DP_ERR_ARG, "%s: --transform: '%s' is not center or resized-crop", command, o->transform);
+    resized_crop = o->transform && !strcmp(o->transform, "resized-crop");
+    DP_TRY(two_way(command, "exif", o->exif, "apply", "ignore", 1, &exif));
+    DP_TRY(two_way(command, "dct-scale", o->dct_scale, "on", "off", 1, &dct));
+    progress_t progress = {.terminal = world->rank == 0 && isatty(fileno(stderr)), .dir = o->dir};
+    dp_index_options_t io = {.skip_bad = o->skip_bad, .ignore_exif = !exif, .threads = threads,
+                             .progress = index_progress, .progress_ctx = &progress};
+    dp_folder_options_t fo = {.skip_bad = o->skip_bad, .cache_bytes = (size_t)o->cache_mb << 20};
+    fo.train = dp_sample_options_default(resized_crop ? DP_SAMPLE_TRAIN : DP_SAMPLE_FIXED, channels, height, width);
+    fo.eval = dp_sample_options_default(DP_SAMPLE_FIXED, channels, height, width);
+    fo.train.dct_scale = resized_crop && dct;
+    fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
+    fo.train.resize_size = fo.eval.resize_size = o->resize;
+    dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
+    dp_image_index_t train_index = {0}, test_index = {0};
+    dp_status_t status = DP_OK;
+    if (training) {
+        status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &train_index);
+        if (status == DP_OK) status = dp_image_index_check_ranks(&train_index, world, "--data train");
+        out->train_total = train_index.count;
+        if (status == DP_OK && o->limit > 0 && o->limit < train_index.count) train_index.count = o->limit;
+        classes = train_index.class_names;
+        num_classes = train_index.num_classes;
+    } else if (!classes) { /* eval without the checkpoint's classes: the training folders' */
+        dp_image_index_t names = {0};
+        io.skip_bad = 1; /* only the classes are wanted */
+        status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &names);
+        io.skip_bad = o->skip_bad;
+        if (status == DP_OK) status = dp_image_index_build(o->dir, "test", names.class_names, names.num_classes,
+                                                           &io, &test_index);
+        dp_image_index_free(&names);
+    }
+    if (status == DP_OK && !test_index.paths)
+        status = dp_image_index_build(o->dir, "test", classes, num_classes, &io, &test_index);
+    if (status == DP_OK) status = dp_image_index_check_ranks(&test_index, world, "--data test");
+    if (status == DP_OK && training && train_index.skipped + test_index.skipped > 0 && world->rank == 0)
+        fprintf(stderr, "dptrain: --skip-bad-files: %d unreadable files left out (%d training, %d test)\n",
+                train_index.skipped + test_index.skipped, train_index.skipped, test_index.skipped);
+    if (status == DP_OK && training) status = dp_folder_source_new(&train_index, &fo, &out->train);
+    if (status == DP_OK) {
+        dp_folder_options_t eval = fo;
+        eval.cache_bytes = training ? fo.cache_bytes : 0;
+        status = dp_folder_source_new(&test_index, &eval, &out->test);
+    }
+    dp_image_index_free(&train_index);
+    dp_image_index_free(&test_index);
+    out->layout = "image folder";
+    out->loader_threads = threads;
+    return status;
+}
+
+/* --- files in memory --------------------------------------------------------------------- */
+static dp_status_t open_memory(const cli_data_options_t *o, int training, int channels, int height, int width,
+                               const dp_augment_t *augment, cli_data_t *out) {
+    dp_dataset_t train = {0}, test = {0};
+    dp_status_t status = training ? dp_dataset_load(o->dir, "train", &train) : DP_OK;
+    if (status == DP_OK) status = dp_dataset_load(o->dir, "t10k", &test);
+    const dp_dataset_t *shape = training ? &train : &test;
+    if (status == DP_OK && (shape->channels != channels || shape->height != height || shape->width != width))
+        status = dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d",
+                         o->model ? o->model : "(unnamed)", channels, height, width, o->dir, shape->channels,
+                         shape->height, shape->width);
+    if (status == DP_OK && training) {
+        out->train_total = train.count;
+        dp_dataset_truncate(&train, o->limit);
+        status = dp_memory_source_new(&train, augment, 1, &out->train);
+    }
+    if (status == DP_OK) status = dp_memory_source_new(&test, NULL, 1, &out->test);
+    dp_dataset_free(&train);
+    dp_dataset_free(&test);
+    out->loader_threads = 0; /* a fill is a copy: on the caller's thread between steps */
+    return status;
+}
+
+dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channels, int height, int width,
+                          char *const *classes, int num_classes, int cpu_threads, const dp_world_t *world,
+                          cli_data_t *out) {
+    memset(out, 0, sizeof *out);
+    const char *command = training ? "train" : "eval";
+    dp_augment_t augment = {0};
+    if (o->augment && dp_augment_parse(o->augment, &augment) != DP_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        return dp_fail(DP_ERR_ARG, "%s: --%s", command, why);
+    }
+    dp_data_layout_t layout;
+    DP_TRY(dp_data_detect_layout(o->dir, &layout));
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o->loader_threads >= 0 ? o->loader_threads : cores - cpu_threads;
+    if (threads < 1) threads = 1;
+    dp_status_t status;
+    if (layout == DP_DATA_IMAGE_FOLDER) {
+        status = open_folder(o, training, channels, height, width, classes, num_classes, threads, world, out);
+        if (status == DP_OK && augment.crop_padding + augment.flip > 0)
+            status = dp_folder_source_set_augment(out->train, &augment);
+    } else {
+        status = open_memory(o, training, channels, height, width, &augment, out);
+        out->layout = dp_data_layout_name(layout);
+    }
+    if (status == DP_OK && o->normalize) {
+        int n = 0;
+        float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+        char why[1024];
+        status = dp_normalize_parse(o->normalize, &n, mean, std);
+        if (status == DP_OK && out->train) status = dp_batch_source_set_normalize(out->train, n, mean, std);
+        if (status == DP_OK) status = dp_batch_source_set_normalize(out->test, n, mean, std);
+        if (status != DP_OK) {
+            snprintf(why, sizeof why, "%s", dp_error_message());
+            status = dp_fail(DP_ERR_ARG, "%s: --normalize %s: %s", command, o->normalize, why);
+        }
+    }
+    if (status != DP_OK) cli_data_close(out);
+    return status;
+}
+
+void cli_data_close(cli_data_t *d) {
+    dp_batch_source_free(d->train);
+    dp_batch_source_free(d->test);
+    d->train = d->test = NULL;
+}

@@ -1,0 +1,60 @@
+/* data_options.h - the data options of `dptrain train` and `dptrain eval`
+ * and the batch sources they open: IDX and CIFAR files in memory, image
+ * folders streamed (image_folder.h) with torchvision's transforms, indexed
+ * with a progress line, their loader threads chosen for the devices. */
+#ifndef DPTRAIN_CLI_DATA_OPTIONS_H
+#define DPTRAIN_CLI_DATA_OPTIONS_H
+
+#include "dptrain/batch_source.h"
+#include "dptrain/comm.h"
+#include "options.h"
+
+typedef struct {
+    const char *dir;         /* --data */
+    const char *transform;   /* --transform: resized-crop (RandomResizedCrop + flip) or center (the default) */
+    int resize;              /* --resize: the shorter side before the center crop (0: 256/224 of the input) */
+    const char *exif;        /* --exif apply (default) | ignore */
+    const char *dct_scale;   /* --dct-scale on (default) | off */
+    int skip_bad;            /* --skip-bad-files */
+    int cache_mb;            /* --cache-mb: decoded samples kept in memory (0: none) */
+    int loader_threads;      /* --loader-threads (-1: chosen) */
+    int limit;               /* --limit: the first N training samples (0: all) */
+    const char *normalize;   /* --normalize */
+    const char *augment;     /* --augment */
+    const char *model;       /* the model's name, for messages */
+} cli_data_options_t;
+
+/* The options' defaults. */
+cli_data_options_t cli_data_defaults(void);
+
+/* Appends the image-folder options (--transform, --resize, --exif,
+ * --dct-scale, --skip-bad-files, --cache-mb, --loader-threads) to an
+ * option table at *used (room for them: CLI_DATA_OPTIONS entries), for
+ * `train` (all) or `eval` (training ones left out: training 0). */
+#define CLI_DATA_OPTIONS 7
+void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used);
+/* Their lines of --help. */
+extern const char cli_data_usage_train[], cli_data_usage_eval[];
+
+/* The opened data: sources (owned), and what the run reports. */
+typedef struct {
+    dp_batch_source_t *train, *test; /* test only for eval */
+    const char *layout;              /* "IDX", "image folder", "CIFAR-10" */
+    int loader_threads;              /* for dp_fit */
+    int train_total;                 /* the training split's samples before --limit */
+    char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
+} cli_data_t;
+
+/* Opens `dir` for a model taking channels x height x width: the training
+ * split (training 1: with its transform, --limit, --augment) and the test
+ * split; `classes` (may be NULL: the data's own, DIR/train's folders) name
+ * the test split's labels when there is no training split to read.
+ * devices, cpu_devices: how many devices this process trains on and how
+ * many are CPU threads (the loader threads share the cores with them).
+ * One line on failure. */
+dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channels, int height, int width,
+                          char *const *classes, int num_classes, int cpu_threads, const dp_world_t *world,
+                          cli_data_t *out);
+void cli_data_close(cli_data_t *d);
+
+#endif

@@ -1,0 +1,390 @@
+/* train_options.c - `dptrain train`'s options (train.h): the help text,
+ * the option table and its defaults, and every check of the options that
+ * needs neither the data nor the devices: each value, the combinations
+ * (an error where options contradict each other, one warning line where
+ * one would do nothing), the folders of the output files; and the learning
+ * rate's default, the optimizer's own. train.c runs what they describe.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "dptrain/profile.h"
+#include "options.h"
+#include "train.h"
+
+const char train_usage[] =
+    "usage: dptrain train [options]\n"
+    "\n"
+    "Trains a network with minibatch SGD (or momentum, Adagrad, Adam), printing\n"
+    "one line per epoch: mean training loss, training accuracy, test accuracy,\n"
+    "the learning rate of the epoch's last step, seconds per epoch (the training\n"
+    "steps, without evaluation), images per second and the devices.\n"
+    "\n"
+    "options:\n"
+    "  --model NAME|FILE         lenet (d2l 12.5, default; with --resume, the checkpoint's),\n"
+    "                            lenet-paddle, resnet18, alexnet, a model file\n"
+    "                            (docs/model-format.md), or the name of an installed one\n"
+    "                            (resnet18-cifar: models/resnet18-cifar.cfg)\n"
+    "  --data DIR                the training and test data, recognised by what DIR holds:\n"
+    "                            the four IDX files of (Fashion-)MNIST (train-images-idx3-ubyte,\n"
+    "                            train-labels-idx1-ubyte, t10k-images-idx3-ubyte,\n"
+    "                            t10k-labels-idx1-ubyte, each also .gz), an image folder\n"
+    "                            (DIR/train/CLASS/*.png and DIR/test/CLASS/*.png, PNG or PGM)\n"
+    "                            or CIFAR-10's binary version (data_batch_1.bin ..,\n"
+    "                            test_batch.bin); default " DP_DEFAULT_DATA_DIR "\n"
+    "  --batch-size N            examples per minibatch (default 256); with --accumulate,\n"
+    "                            per micro-batch\n"
+    "  --accumulate N            gradient accumulation: N micro-batches of --batch-size per\n"
+    "                            optimizer step, synchronised once (a step of N x B; same\n"
+    "                            update as --batch-size N x B up to float rounding)\n"
+    "  --normalize MEAN,STD      per-channel normalisation (x/255 - mean) / std: one pair\n"
+    "                            for every channel or M0,M1,M2,S0,S1,S2 (saved; resume\n"
+    "                            and eval use the checkpoint's)\n"
+    "  --augment crop:P,flip     training only: random crop with P pixels of zero padding\n"
+    "                            and/or horizontal flip, seeded by (seed, epoch, position):\n"
+    "                            the same for any number of devices and ranks\n"
+    "  --lr X                    learning rate (default: the optimizer's, 0.2 for sgd and\n"
+    "                            momentum as d2l's LeNet, 0.01 adagrad, 0.001 adam as\n"
+    "                            torch.optim's)\n"
+    "  --weight-decay X          L2 penalty added to the gradient (default 0)\n"
+    "  --optimizer NAME          sgd (default), momentum, adagrad or adam: torch.optim's\n"
+    "                            SGD, SGD with momentum, Adagrad, Adam, step for step\n"
+    "  --momentum X              momentum: the factor, in (0, 1) (default 0.9)\n"
+    "  --nesterov                momentum: Nesterov's variant\n"
+    "  --beta1 X, --beta2 X      adam: the moment decays, in (0, 1) (default 0.9, 0.999)\n"
+    "  --eps X                   adam, adagrad: added to the denominator (default 1e-8,\n"
+    "                            1e-10)\n"
+    "  --lr-schedule NAME        constant (default), step (lr x gamma every\n"
+    "                            --lr-step-epochs) or cosine (from lr down to --lr-min\n"
+    "                            over all the epochs); updated every step\n"
+    "  --lr-step-epochs N        step: epochs between decays (required)\n"
+    "  --lr-gamma X              step: the decay factor, in (0, 1] (default 0.1)\n"
+    "  --lr-min X                cosine: the final learning rate (default 0)\n"
+    "  --warmup-epochs X         linear warm-up over X epochs (rounded to steps): step t\n"
+    "                            of the first W uses (t + 1) / W of the scheduled lr\n"
+    "  --warmup-steps N          the same, over N steps\n"
+    "  --epochs N                passes over the training set (default 10)\n"
+    "  --stop-after N            stop after epoch N of --epochs (a planned interruption:\n"
+    "                            the schedule and checkpoint are those of the full run;\n"
+    "                            continue later with --resume and the same options)\n"
+    "  --seed N                  seed of the initialisation, the shuffle, dropout and\n"
+    "                            augmentation (default 0)\n"
+    "  --limit N                 train on the first N training images only (default: all)\n"
+    "  --devices N|LIST          devices to train on: a count (cpu:0 .. cpu:N-1) or a list\n"
+    "                            like cpu:0,cpu:1, cuda:0,cuda:1 or cuda:0,cuda:0 (default:\n"
+    "                            every GPU CUDA sees, else one CPU device per core)\n"
+    "  --precision fp32|tf32|bf16  GPU devices: the arithmetic of matrix products and\n"
+    "                            convolutions: fp32 (the default), tf32 (tensor-core math,\n"
+    "                            products rounded to 10 mantissa bits) or bf16 (operands\n"
+    "                            rounded to bf16 on tensor cores, sums in FP32; weights,\n"
+    "                            optimizer, loss, batch norm and checkpoints stay FP32);\n"
+    "                            tf32 and bf16 are refused on CPU devices\n"
+    "  --tf32                    the same as --precision tf32\n"
+    "  --channels-last on|off    GPU devices: keep 4-D activations channels-last (NHWC)\n"
+    "                            inside the device (convolutions, bias, ReLU, batch norm,\n"
+    "                            add, pooling, dropout); parameters, checkpoints and the\n"
+    "                            CPU see NCHW as ever (default off; refused on CPU devices)\n"
+    "  --winograd                CPU devices: 5x5 convolutions with 8 or more channels in\n"
+    "                            and out (LeNet's conv2) by Winograd F(3x3, 5x5): fewer\n"
+    "                            multiplications, rounding errors about 5x im2col's (still\n"
+    "                            FP32; default off: im2col); resume with it again\n"
+    "  --allreduce chunked|naive gradient sum: chunked (default; every device sums 1/k of\n"
+    "                            the gradient over shared memory and writes it to all\n"
+    "                            replicas: a reduce-scatter + all-gather) or naive (device 0\n"
+    "                            sums all, the book's code); ring is an alias of chunked\n"
+    "  --sync allreduce|ps       how replicas agree: allreduce (default) or a parameter\n"
+    "                            server (pushes gradients, pulls parameters; rank 0's)\n"
+    "  --overlap on|off          chunked only: reduce gradient buckets (and across ranks, sum\n"
+    "                            them with MPI) while backward is still running (default:\n"
+    "                            on across ranks, where it hides the sync; off in one\n"
+    "                            process, where for LeNet it measured no gain)\n"
+    "  --cuda-graph on|off       one CUDA device: capture a training step once per batch\n"
+    "                            shape as a CUDA graph and replay it, one launch a step\n"
+    "                            (default on; the first line says when a run cannot be\n"
+    "                            captured, and why); off: every kernel launched as made\n"
+    "  --sync-batch-norm         batch norm uses the whole minibatch's statistics (all devices,\n"
+    "                            all ranks) instead of each device's shard (default off)\n"
+    "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
+    "                            answered for this long (default 300; 0 = never); GPUs\n"
+    "                            summing with NCCL: when a wait for the sums has not ended\n"
+    "                            after this long (a stopped rank, a stuck GPU)\n"
+    "  --threads-per-device N    BLAS threads of each device (default 1); dptrain's own\n"
+    "                            kernels run on the device's thread\n"
+    "  --metrics FILE            append one JSON object per epoch to FILE\n"
+    "  --profile                 per-layer times: after 5 warm-up steps, time every layer's\n"
+    "                            forward and backward on every device over 20 steps (CPU\n"
+    "                            devices: the clock around each op; GPUs: CUDA events, read\n"
+    "                            once after the window), and at the end print a table (mean\n"
+    "                            ms per step, share of the step, and the share outside the\n"
+    "                            layers: upload, sums, optimizer), even with --quiet; with\n"
+    "                            --metrics also one line {\"profile\": ...} after the epochs'\n"
+    "                            (off by default, and then one pointer test per op)\n"
+    "  --profile-steps W,N       --profile after W warm-up steps over N steps (default 5,20)\n"
+    "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
+    "  --save FILE               write a checkpoint (safetensors: parameters, optimizer state,\n"
+    "                            position) after every epoch, atomically\n"
+    "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
+    "                            loader position: --resume continues exactly)\n"
+    "  --resume FILE             continue from a checkpoint; --epochs counts from the start,\n"
+    "                            so a 1-epoch checkpoint with --epochs 2 trains one more and\n"
+    "                            ends bit for bit where 2 epochs straight would (same devices);\n"
+    "                            --batch-size, --seed, --limit and the lr schedule (with\n"
+    "                            cosine, --epochs too) must be the saved ones\n"
+    "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
+    "                            statistics (not its optimizer, step or schedule); a last\n"
+    "                            linear layer with another output count than the file's\n"
+    "                            starts afresh (a new head); refused with --resume\n"
+    "  --freeze LAYERS           layers that do not train, comma-separated names or\n"
+    "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
+    "                            no update, batch norm on its running statistics; saved,\n"
+    "                            and --resume keeps it\n"
+    "  --quiet                   print only the final line\n"
+    "  --help                    show this help\n";
+
+dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *help) {
+    *o = (train_options_t){
+        .data_dir = DP_DEFAULT_DATA_DIR,
+        .batch_size = 256,
+        .lr = NAN, /* the optimizer's default (default_lr) */
+        .epochs = 10,
+        .seed = 0,
+        .threads_per_device = 1,
+        .comm_timeout = 300.0f,
+        .optimizer = "sgd",
+        .lr_schedule = "constant",
+        .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN,
+        .data = cli_data_defaults(),
+    };
+    option_t options[64 + CLI_DATA_OPTIONS] = {
+        {"model", OPT_STRING, &o->model, 0, 0},
+        {"data", OPT_STRING, &o->data_dir, 0, 0},
+        {"batch-size", OPT_INT, &o->batch_size, 1, 1 << 24},
+        {"lr", OPT_FLOAT, &o->lr, 0, 0},
+        {"weight-decay", OPT_FLOAT, &o->weight_decay, 0, 0},
+        {"optimizer", OPT_STRING, &o->optimizer, 0, 0},
+        {"momentum", OPT_FLOAT, &o->momentum, 0, 0},
+        {"nesterov", OPT_FLAG, &o->nesterov, 0, 0},
+        {"beta1", OPT_FLOAT, &o->beta1, 0, 0},
+        {"beta2", OPT_FLOAT, &o->beta2, 0, 0},
+        {"eps", OPT_FLOAT, &o->eps, 0, 0},
+        {"lr-schedule", OPT_STRING, &o->lr_schedule, 0, 0},
+        {"lr-step-epochs", OPT_INT, &o->lr_step_epochs, 1, 1000000},
+        {"lr-gamma", OPT_FLOAT, &o->lr_gamma, 0, 0},
+        {"lr-min", OPT_FLOAT, &o->lr_min, 0, 0},
+        {"warmup-epochs", OPT_FLOAT, &o->warmup_epochs, 0, 0},
+        {"warmup-steps", OPT_INT, &o->warmup_steps, 1, 1 << 30},
+        {"epochs", OPT_INT, &o->epochs, 1, 1000000},
+        {"stop-after", OPT_INT, &o->stop_after, 1, 1000000},
+        {"seed", OPT_UINT64, &o->seed, 0, 0},
+        {"limit", OPT_INT, &o->limit, 1, 1 << 30},
+        {"threads-per-device", OPT_INT, &o->threads_per_device, 1, 1024},
+        {"devices", OPT_STRING, &o->devices, 0, 0},
+        {"allreduce", OPT_STRING, &o->allreduce, 0, 0},
+        {"overlap", OPT_STRING, &o->overlap, 0, 0},
+        {"cuda-graph", OPT_STRING, &o->cuda_graph, 0, 0},
+        {"sync", OPT_STRING, &o->sync, 0, 0},
+        {"comm-timeout", OPT_FLOAT, &o->comm_timeout, 0, 0},
+        {"sync-batch-norm", OPT_FLAG, &o->sync_batch_norm, 0, 0},
+        {"metrics", OPT_STRING, &o->metrics_path, 0, 0},
+        {"plot", OPT_STRING, &o->plot_path, 0, 0},
+        {"save", OPT_STRING, &o->save_path, 0, 0},
+        {"resume", OPT_STRING, &o->resume_path, 0, 0},
+        {"quiet", OPT_FLAG, &o->quiet, 0, 0},
+        {"normalize", OPT_STRING, &o->normalize, 0, 0},
+        {"augment", OPT_STRING, &o->augment, 0, 0},
+        {"accumulate", OPT_INT, &o->accumulate, 1, 1 << 20},
+        {"save-every-steps", OPT_INT, &o->save_every_steps, 1, 1 << 30},
+        {"tf32", OPT_FLAG, &o->tf32, 0, 0},
+        {"precision", OPT_STRING, &o->precision_text, 0, 0},
+        {"channels-last", OPT_STRING, &o->channels_last_text, 0, 0},
+        {"winograd", OPT_FLAG, &o->winograd, 0, 0},
+        {"profile", OPT_FLAG, &o->profile, 0, 0},
+        {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
+        {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
+        {"freeze", OPT_STRING, &o->freeze, 0, 0},
+    };
+    int used = 0;
+    while (options[used].name) used++;
+    cli_data_option_entries(&o->data, 1, options, &used); /* data_options.c's: image folders */
+    options[used] = (option_t){0};
+    return options_parse("train", options, argc, argv, 2, help);
+}
+
+/* Fails unless the directory that will hold `path` exists and is writable,
+ * so a bad --metrics or --plot is reported before training, not after. */
+static dp_status_t check_output_path(const char *option, const char *path) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK) != 0)
+        return dp_fail(DP_ERR_IO, "--%s %s: directory '%s' is not writable (%s)", option, path, dir,
+                       strerror(errno));
+    return DP_OK;
+}
+
+/* --plot writes SVG: a name that says another format is refused (an image
+ * viewer would not open it); a name without an extension is fine. */
+static dp_status_t check_plot_name(const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = strrchr(base, '.');
+    if (dot && dot != base && strcasecmp(dot, ".svg") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --plot %s: the plot is an SVG file (name it %.*s.svg)", path,
+                       (int)(dot - path), path);
+    return DP_OK;
+}
+
+/* An optional positive option: NAN (not given) -> 0, the library's default;
+ * an explicit 0 would silently mean the default too, so it is an error. */
+static dp_status_t optional_positive(const char *name, float value, float *out) {
+    if (value == 0.0f) return dp_fail(DP_ERR_ARG, "train: --%s must be > 0, found 0", name);
+    *out = isnan(value) ? 0.0f : value;
+    return DP_OK;
+}
+
+/* The same for a factor in (0, 1) (momentum, the betas; the library
+ * takes 0 for its default). */
+static dp_status_t optional_fraction(const char *name, float value, float *out) {
+    if (!isnan(value) && !(value > 0.0f && value < 1.0f))
+        return dp_fail(DP_ERR_ARG, "train: --%s must be in (0, 1), found %g", name, value);
+    *out = isnan(value) ? 0.0f : value;
+    return DP_OK;
+}
+
+/* The learning rate without --lr: the optimizer's own default, as
+ * torch.optim 1.13 has it (Adam 0.001, Adagrad 0.01); SGD has none there,
+ * so d2l's 0.2 (LeNet's, the book's settings) for sgd and momentum. */
+static float default_lr(dp_optim_kind_t kind) {
+    return kind == DP_OPTIM_ADAM ? 0.001f : kind == DP_OPTIM_ADAGRAD ? 0.01f : 0.2f;
+}
+
+/* --optimizer and its options -> config->optim (o->lr: the optimizer's
+ * default when not given); --lr-schedule and its options -> *schedule. */
+static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *optim,
+                                     dp_lr_schedule_t *schedule) {
+    int kind = dp_optim_kind_from_name(o->optimizer);
+    if (kind < 0)
+        return dp_fail(DP_ERR_ARG, "train: --optimizer: '%s' is not sgd, momentum, adagrad or adam", o->optimizer);
+    if (isnan(o->lr)) o->lr = default_lr((dp_optim_kind_t)kind); /* --lr not given: the optimizer's own */
+    *optim = (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = o->lr, .weight_decay = o->weight_decay,
+                                 .nesterov = o->nesterov};
+    DP_TRY(optional_fraction("momentum", o->momentum, &optim->momentum));
+    DP_TRY(optional_fraction("beta1", o->beta1, &optim->beta1));
+    DP_TRY(optional_fraction("beta2", o->beta2, &optim->beta2));
+    DP_TRY(optional_positive("eps", o->eps, &optim->eps));
+    DP_TRY(dp_optim_config_check(optim));
+    kind = dp_lr_schedule_kind_from_name(o->lr_schedule);
+    if (kind < 0)
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule: '%s' is not constant, step or cosine", o->lr_schedule);
+    if (kind == DP_LR_STEP && o->lr_step_epochs == 0)
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule step needs --lr-step-epochs N");
+    float gamma = 0.0f;
+    DP_TRY(optional_positive("lr-gamma", o->lr_gamma, &gamma));
+    *schedule = (dp_lr_schedule_t){.kind = (dp_lr_schedule_kind_t)kind, .lr = dp_float_decimal(o->lr),
+                                   .step_epochs = o->lr_step_epochs, .gamma = dp_float_decimal(gamma),
+                                   .total_epochs = kind == DP_LR_COSINE ? o->epochs : 0,
+                                   .min_lr = dp_float_decimal(o->lr_min),
+                                   .warmup_epochs = dp_float_decimal(o->warmup_epochs),
+                                   .warmup_steps = (uint64_t)o->warmup_steps};
+    return dp_lr_schedule_check(schedule);
+}
+
+/* --allreduce, --sync, --overlap and --cuda-graph -> *s; --overlap on
+ * where nothing can overlap is an error (the sum would wait for the whole
+ * backward pass all the same). */
+static dp_status_t sync_options(const train_options_t *o, int ranks, train_settings_t *s) {
+    s->allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
+    if (o->allreduce && strcmp(o->allreduce, "naive") == 0)
+        s->allreduce = DP_ALLREDUCE_NAIVE;
+    else if (o->allreduce && strcmp(o->allreduce, "chunked") != 0 && strcmp(o->allreduce, "ring") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --allreduce: '%s' is not ring or naive (or chunked, of which ring is an "
+                       "alias)", o->allreduce);
+    s->sync = DP_SYNC_ALLREDUCE;
+    if (o->sync && strcmp(o->sync, "ps") == 0)
+        s->sync = DP_SYNC_PS;
+    else if (o->sync && strcmp(o->sync, "allreduce") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --sync: '%s' is not allreduce or ps", o->sync);
+    s->overlap = ranks > 1;
+    if (o->overlap && strcmp(o->overlap, "on") == 0)
+        s->overlap = 1;
+    else if (o->overlap && strcmp(o->overlap, "off") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o->overlap);
+    if (o->overlap && s->overlap && s->sync == DP_SYNC_PS)
+        return dp_fail(DP_ERR_ARG, "train: --overlap on: --sync ps pushes the whole gradient after the backward "
+                       "pass, nothing overlaps it (drop --overlap, or use --sync allreduce)");
+    if (o->overlap && s->overlap && s->allreduce == DP_ALLREDUCE_NAIVE)
+        return dp_fail(DP_ERR_ARG, "train: --overlap on: --allreduce naive sums on device 0 after the backward "
+                       "pass, nothing overlaps it (drop --overlap, or use --allreduce chunked)");
+    if (o->cuda_graph && strcmp(o->cuda_graph, "on") != 0 && strcmp(o->cuda_graph, "off") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --cuda-graph: '%s' is not on or off", o->cuda_graph);
+    return DP_OK;
+}
+
+/* --precision, --tf32 and --channels-last's values (the devices check
+ * what they can do: devices.c). */
+static dp_status_t arithmetic_options(train_options_t *o) {
+    dp_precision_t precision = o->tf32 ? DP_PRECISION_TF32 : DP_PRECISION_FP32;
+    if (o->precision_text) DP_TRY(cli_parse_precision("train", o->precision_text, &precision));
+    if (o->tf32 && precision != DP_PRECISION_TF32)
+        return dp_fail(DP_ERR_ARG, "train: --tf32 is --precision tf32, and --precision says %s: give one",
+                       o->precision_text);
+    o->precision = (int)precision;
+    if (o->channels_last_text && strcmp(o->channels_last_text, "on") != 0 &&
+        strcmp(o->channels_last_text, "off") != 0)
+        return dp_fail(DP_ERR_ARG, "train: --channels-last: '%s' is not on or off", o->channels_last_text);
+    o->channels_last = o->channels_last_text && strcmp(o->channels_last_text, "on") == 0;
+    return DP_OK;
+}
+
+/* --augment and --normalize's texts (the data checks the channels). */
+static dp_status_t data_options(const train_options_t *o, train_settings_t *s) {
+    char why[1024];
+    if (o->augment && dp_augment_parse(o->augment, &s->augment) != DP_OK) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        return dp_fail(DP_ERR_ARG, "train: --%s", why);
+    }
+    if (o->normalize && dp_normalize_parse(o->normalize, &s->norm_n, s->norm_mean, s->norm_std) != DP_OK) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        return dp_fail(DP_ERR_ARG, "train: --normalize: %s", why);
+    }
+    return DP_OK;
+}
+
+dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s) {
+    *s = (train_settings_t){.profile_warmup = DP_PROFILE_DEFAULT_WARMUP, .profile_window = DP_PROFILE_DEFAULT_WINDOW};
+    if (o->save_every_steps && !o->save_path)
+        return dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
+    DP_TRY(arithmetic_options(o));
+    if (!isnan(o->lr) && !(o->lr > 0.0f)) return dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o->lr);
+    if (o->weight_decay < 0.0f)
+        return dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o->weight_decay);
+    if (o->profile_steps) DP_TRY(train_profile_parse(o->profile_steps, &s->profile_warmup, &s->profile_window));
+    if (!o->profile && !o->profile_steps) s->profile_window = 0; /* off */
+    s->lr_default = isnan(o->lr);
+    DP_TRY(optimizer_options(o, &s->optim, &s->schedule));
+    DP_TRY(sync_options(o, ranks, s));
+    if (o->metrics_path) DP_TRY(check_output_path("metrics", o->metrics_path));
+    if (o->plot_path) DP_TRY(check_plot_name(o->plot_path));
+    if (o->plot_path) DP_TRY(check_output_path("plot", o->plot_path));
+    if (o->save_path) DP_TRY(check_output_path("save", o->save_path));
+    if (o->accumulate < 1) o->accumulate = 1;
+    if ((int64_t)o->batch_size * o->accumulate > (1 << 24))
+        return dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",
+                       o->batch_size, o->accumulate, 1 << 24);
+    DP_TRY(data_options(o, s));
+    if (o->stop_after >= o->epochs)
+        train_warn(speaks, "--stop-after %d is not before --epochs %d: the run trains to its end (epoch %d)",
+                   o->stop_after, o->epochs, o->epochs);
+    return DP_OK;
+}
+
+void train_check_limit(const train_options_t *o, int train_count, int speaks) {
+    if (o->limit > train_count)
+        train_warn(speaks, "--limit %d is more than the %d training images of %s: training on all %d", o->limit,
+                   train_count, o->data_dir, train_count);
+}

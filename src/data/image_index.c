@@ -1,0 +1,350 @@
+/* image_index.c - the index of an image folder (image_folder.h): its
+ * classes, its files in torchvision's order with their labels, every
+ * file's header read once.
+ *
+ * The walk: class folders are the directories of DIR/train (a symbolic link
+ * to one counts), sorted by byte order; within a class, torchvision's
+ * make_dataset order: sorted(os.walk(class_dir, followlinks=True)) visits
+ * directories in the sorted order of their paths, and each one's files in
+ * sorted order. Paths are compared as strings whose separator is '/', as
+ * Python compares them. Only files with an image extension count.
+ *
+ * DESIGN. The header pass runs on `threads` threads: file i is read by
+ * the thread that takes it from a shared counter (an atomic fetch-add);
+ * each writes only its files' verdicts (ok[i], a message per bad file);
+ * the caller joins them, then reports or leaves out the bad files in index
+ * order, so the result is the same for any thread count. The progress
+ * callback runs on the caller's thread only, which polls the counter.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dptrain/image.h"
+#include "dptrain/image_folder.h"
+
+#define MAX_REPORTED 10          /* bad files named one line each; the rest counted */
+#define MAX_DEPTH 64             /* directories below a class folder (a link loop ends here) */
+#define MAX_CLASSES (1 << 20)
+
+/* --- growable lists -------------------------------------------------------------- */
+typedef struct {
+    char **items;
+    int count, capacity;
+} strings_t;
+
+static void strings_free(strings_t *l) {
+    for (int i = 0; i < l->count; i++) free(l->items[i]);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+static dp_status_t strings_add(strings_t *l, const char *s) {
+    if (l->count == l->capacity) {
+        int capacity = l->capacity ? 2 * l->capacity : 64;
+        char **items = realloc(l->items, sizeof *items * (size_t)capacity);
+        if (!items) return dp_fail(DP_ERR_NOMEM, "out of memory listing an image folder");
+        l->items = items;
+        l->capacity = capacity;
+    }
+    if (!(l->items[l->count] = strdup(s))) return dp_fail(DP_ERR_NOMEM, "out of memory listing an image folder");
+    l->count++;
+    return DP_OK;
+}
+
+static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int is_image_name(const char *name) {
+    static const char *const extensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof extensions / sizeof *extensions; i++) {
+        size_t e = strlen(extensions[i]);
+        if (n > e && strcasecmp(name + n - e, extensions[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+static int is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode); /* follows links, as followlinks=True */
+}
+
+#define PATH_BYTES 4096
+
+/* out = a/b; one line when it would not fit. */
+static dp_status_t join_path(char out[PATH_BYTES], const char *a, const char *b) {
+    if ((size_t)snprintf(out, PATH_BYTES, "%s/%s", a, b) >= PATH_BYTES)
+        return dp_fail(DP_ERR_ARG, "%s/%s: the path is longer than %d bytes", a, b, PATH_BYTES - 1);
+    return DP_OK;
+}
+
+/* The entries of `dir` not starting with '.', sorted, split into
+ * directories and files (image names only). */
+static dp_status_t list_dir(const char *dir, strings_t *dirs, strings_t *files) {
+    DIR *d = opendir(dir);
+    if (!d) return dp_fail(DP_ERR_IO, "%s: cannot read the folder (%s)", dir, strerror(errno));
+    dp_status_t status = DP_OK;
+    struct dirent *e;
+    char path[PATH_BYTES];
+    while (status == DP_OK && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if ((status = join_path(path, dir, e->d_name)) != DP_OK) break;
+        if (is_directory(path)) status = dirs ? strings_add(dirs, e->d_name) : DP_OK;
+        else if (files && is_image_name(e->d_name)) status = strings_add(files, e->d_name);
+    }
+    closedir(d);
+    if (dirs) qsort(dirs->items, (size_t)dirs->count, sizeof *dirs->items, compare_strings);
+    if (files) qsort(files->items, (size_t)files->count, sizeof *files->items, compare_strings);
+    return status;
+}
+
+/* os.walk's directories of `root` (itself included), depth-first in its
+ * order; sorting their paths afterwards gives sorted(os.walk(...)). */
+static dp_status_t walk_dirs(const char *root, int depth, strings_t *out) {
+    if (depth > MAX_DEPTH)
+        return dp_fail(DP_ERR_ARG, "%s: more than %d folders deep (a link loop?)", root, MAX_DEPTH);
+    DP_TRY(strings_add(out, root));
+    strings_t subdirs = {0};
+    dp_status_t status = list_dir(root, &subdirs, NULL);
+    char path[PATH_BYTES];
+    for (int i = 0; status == DP_OK && i < subdirs.count; i++)
+        if ((status = join_path(path, root, subdirs.items[i])) == DP_OK) status = walk_dirs(path, depth + 1, out);
+    strings_free(&subdirs);
+    return status;
+}
+
+/* The image files of one class folder, in make_dataset's order, appended. */
+static dp_status_t class_files(const char *class_dir, strings_t *files) {
+    strings_t dirs = {0};
+    dp_status_t status = walk_dirs(class_dir, 0, &dirs);
+    if (status == DP_OK) qsort(dirs.items, (size_t)dirs.count, sizeof *dirs.items, compare_strings);
+    char path[PATH_BYTES];
+    for (int d = 0; status == DP_OK && d < dirs.count; d++) {
+        strings_t names = {0};
+        status = list_dir(dirs.items[d], NULL, &names);
+        for (int i = 0; status == DP_OK && i < names.count; i++)
+            if ((status = join_path(path, dirs.items[d], names.items[i])) == DP_OK) status = strings_add(files, path);
+        strings_free(&names);
+    }
+    strings_free(&dirs);
+    return status;
+}
+
+/* --- the header pass ----------------------------------------------------------------- */
+typedef struct {
+    char **paths;
+    int count, ignore_exif;
+    atomic_int next, done;
+    unsigned char *ok;    /* (count) 1: readable */
+    char **messages;      /* (count) the line of a bad file, else NULL */
+} probe_job_t;
+
+static void *probe_thread(void *arg) {
+    probe_job_t *job = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&job->next, 1);
+        if (i >= job->count) break;
+        dp_image_info_t info;
+        job->ok[i] = dp_image_probe_file(job->paths[i], job->ignore_exif, &info) == DP_OK;
+        if (!job->ok[i]) job->messages[i] = strdup(dp_error_message());
+        atomic_fetch_add(&job->done, 1);
+    }
+    return NULL;
+}
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ok[i] for every file, read on `threads` threads; the progress told on this one. */
+static dp_status_t probe_all(probe_job_t *job, int threads, const char *split, const dp_index_options_t *o) {
+    pthread_t *ids = dp_alloc_zeroed((size_t)threads, sizeof *ids, "index threads");
+    if (!ids) return DP_ERR_NOMEM;
+    int started = 0;
+    while (started < threads && pthread_create(&ids[started], NULL, probe_thread, job) == 0) started++;
+    if (started == 0) probe_thread(job);
+    double told = now_sec();
+    while (started > 0 && o->progress && atomic_load(&job->done) < job->count) {
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        if (now_sec() - told >= 0.25) {
+            o->progress(o->progress_ctx, split, atomic_load(&job->done), job->count);
+            told = now_sec();
+        }
+    }
+    for (int i = 0; i < started; i++) pthread_join(ids[i], NULL);
+    free(ids);
+    if (o->progress) o->progress(o->progress_ctx, split, job->count, job->count);
+    return DP_OK;
+}
+
+/* The bad files: one line each for the first MAX_REPORTED, then a count. */
+static dp_status_t report_bad(const probe_job_t *job, int bad, const char *dir, const char *split) {
+    char text[8192];
+    size_t used = (size_t)snprintf(text, sizeof text, "%s/%s: %d file%s cannot be read as an image (leave them out "
+                                   "with --skip-bad-files):", dir, split, bad, bad == 1 ? "" : "s");
+    int named = 0;
+    for (int i = 0; i < job->count && named < MAX_REPORTED && used < sizeof text; i++)
+        if (!job->ok[i]) {
+            used += (size_t)snprintf(text + used, sizeof text - used, "\n  %s", job->messages[i]);
+            named++;
+        }
+    if (bad > named && used < sizeof text)
+        snprintf(text + used, sizeof text - used, "\n  and %d more", bad - named);
+    return dp_fail(DP_ERR_FORMAT, "%s", text);
+}
+
+/* --- the index ------------------------------------------------------------------------ */
+void dp_image_index_free(dp_image_index_t *index) {
+    if (!index) return;
+    for (int c = 0; index->class_names && c < index->num_classes; c++) free(index->class_names[c]);
+    free(index->class_names);
+    free(index->paths);
+    free(index->labels);
+    free(index->pool);
+    memset(index, 0, sizeof *index);
+}
+
+/* The class names: DIR/train's folders (classes NULL), or a copy of classes. */
+static dp_status_t find_classes(const char *dir, char *const *classes, int num_classes, dp_image_index_t *out) {
+    strings_t found = {0};
+    if (!classes) {
+        char train[PATH_BYTES];
+        DP_TRY(join_path(train, dir, "train"));
+        DP_TRY(list_dir(train, &found, NULL));
+        if (found.count == 0) {
+            strings_free(&found);
+            return dp_fail(DP_ERR_FORMAT, "%s: no class folders (expected %s/CLASS/IMAGE files)", train, train);
+        }
+        if (found.count > MAX_CLASSES) {
+            strings_free(&found);
+            return dp_fail(DP_ERR_FORMAT, "%s: %d class folders, at most %d", train, found.count, MAX_CLASSES);
+        }
+        out->class_names = found.items; /* taken */
+        out->num_classes = found.count;
+        return DP_OK;
+    }
+    if (!(out->class_names = dp_alloc_zeroed((size_t)num_classes, sizeof *out->class_names, "class names")))
+        return DP_ERR_NOMEM;
+    for (int c = 0; c < num_classes; c++)
+        if (!(out->class_names[c] = strdup(classes[c]))) return dp_fail(DP_ERR_NOMEM, "out of memory");
+    out->num_classes = num_classes;
+    return DP_OK;
+}
+
+static int class_label(const dp_image_index_t *x, const char *name) {
+    for (int c = 0; c < x->num_classes; c++)
+        if (strcmp(x->class_names[c], name) == 0) return c;
+    return -1;
+}
+
+/* Every file of the split, class by class, with its label. */
+static dp_status_t list_split(const char *dir, const char *split, dp_image_index_t *x, strings_t *files,
+                              int32_t **labels) {
+    char split_dir[PATH_BYTES], class_dir[PATH_BYTES];
+    DP_TRY(join_path(split_dir, dir, split));
+    strings_t folders = {0};
+    DP_TRY(list_dir(split_dir, &folders, NULL));
+    dp_status_t status = DP_OK;
+    int capacity = 0;
+    for (int f = 0; status == DP_OK && f < folders.count; f++) {
+        int label = class_label(x, folders.items[f]);
+        if (label < 0) {
+            status = dp_fail(DP_ERR_FORMAT, "%s/%s: '%s' is not a class of the training split (its classes are "
+                             "the folders of %s/train)", split_dir, folders.items[f], folders.items[f], dir);
+            break;
+        }
+        int before = files->count;
+        status = join_path(class_dir, split_dir, folders.items[f]);
+        if (status == DP_OK) status = class_files(class_dir, files);
+        if (status == DP_OK && files->count == before && !strcmp(split, "train")) /* torchvision refuses it too */
+            status = dp_fail(DP_ERR_FORMAT, "%s: empty class (no image files: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                             ".webp)", class_dir);
+        if (status == DP_OK && files->count > capacity) {
+            capacity = files->capacity;
+            int32_t *grown = realloc(*labels, sizeof **labels * (size_t)capacity);
+            if (!grown) status = dp_fail(DP_ERR_NOMEM, "out of memory listing %s", split_dir);
+            else *labels = grown;
+        }
+        for (int i = before; status == DP_OK && i < files->count; i++) (*labels)[i] = label;
+    }
+    strings_free(&folders);
+    if (status == DP_OK && files->count == 0)
+        status = dp_fail(DP_ERR_FORMAT, "%s: no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) in its "
+                         "class folders", split_dir);
+    return status;
+}
+
+/* The kept files into out->paths (one pool) and out->labels. */
+static dp_status_t keep_files(const strings_t *files, const int32_t *labels, const unsigned char *ok,
+                              dp_image_index_t *out) {
+    size_t bytes = 0;
+    int kept = 0;
+    for (int i = 0; i < files->count; i++)
+        if (ok[i]) {
+            bytes += strlen(files->items[i]) + 1;
+            kept++;
+        }
+    out->pool = dp_alloc(bytes ? bytes : 1, "the index's paths");
+    out->paths = dp_alloc_zeroed((size_t)(kept ? kept : 1), sizeof *out->paths, "the index's paths");
+    out->labels = dp_alloc_zeroed((size_t)(kept ? kept : 1), sizeof *out->labels, "the index's labels");
+    if (!out->pool || !out->paths || !out->labels) return DP_ERR_NOMEM;
+    char *p = out->pool;
+    for (int i = 0; i < files->count; i++)
+        if (ok[i]) {
+            size_t n = strlen(files->items[i]) + 1;
+            memcpy(p, files->items[i], n);
+            out->paths[out->count] = p;
+            out->labels[out->count++] = labels[i];
+            p += n;
+        }
+    return DP_OK;
+}
+
+dp_status_t dp_image_index_build(const char *dir, const char *split, char *const *classes, int num_classes,
+                                 const dp_index_options_t *options, dp_image_index_t *out) {
+    memset(out, 0, sizeof *out);
+    const dp_index_options_t none = {0};
+    const dp_index_options_t *o = options ? options : &none;
+    strings_t files = {0};
+    int32_t *labels = NULL;
+    probe_job_t job = {0};
+    if (o->progress) o->progress(o->progress_ctx, split, 0, 0);
+    dp_status_t status = find_classes(dir, classes, num_classes, out);
+    if (status == DP_OK) status = list_split(dir, split, out, &files, &labels);
+    if (status == DP_OK) {
+        job.paths = files.items;
+        job.count = files.count;
+        job.ignore_exif = o->ignore_exif;
+        job.ok = dp_alloc_zeroed((size_t)files.count, 1, "the index's verdicts");
+        job.messages = dp_alloc_zeroed((size_t)files.count, sizeof *job.messages, "the index's messages");
+        status = job.ok && job.messages ? probe_all(&job, o->threads > 0 ? o->threads : 1, split, o) : DP_ERR_NOMEM;
+    }
+    int bad = 0;
+    for (int i = 0; status == DP_OK && i < job.count; i++) bad += !job.ok[i];
+    if (status == DP_OK && bad > 0 && !o->skip_bad) status = report_bad(&job, bad, dir, split);
+    if (status == DP_OK && bad == job.count)
+        status = dp_fail(DP_ERR_FORMAT, "%s/%s: none of its %d files can be read as an image", dir, split, job.count);
+    if (status == DP_OK) {
+        out->skipped = bad;
+        out->root_length = strlen(dir) + strlen(split) + 2;
+        status = keep_files(&files, labels, job.ok, out);
+    }
+    for (int i = 0; job.messages && i < job.count; i++) free(job.messages[i]);
+    free(job.messages);
+    free(job.ok);
+    free(labels);
+    strings_free(&files);
+    if (status != DP_OK) dp_image_index_free(out);
+    return status;
+}

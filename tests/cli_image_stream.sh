@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# cli_image_stream.sh - `dptrain train` on a folder of JPEG photos of every
+# size, streamed (image_folder.h): indexed once, each sample decoded and
+# transformed by the loader threads while the devices compute.
+# - Fashion-MNIST written as JPEGs of random sizes (28 to 112 pixels, aspect
+#   3:4 to 4:3, tools/idx_to_image_folder.py) trains LeNet at 28x28 through
+#   Resize + CenterCrop with no option, and with --transform resized-crop;
+# - dptrain's promise: the same checkpoint bytes with 1 and 4 loader
+#   threads (and --loader-threads 0: filled on the caller's thread), with
+#   and without --cache-mb, 2 MPI ranks x 1 device = 1 process x 2 devices
+#   bit for bit, 1 vs 2 devices within 1e-5 (cli_short_batch's tolerance);
+#   a run SIGKILLed mid-epoch and resumed gives the uninterrupted bytes;
+# - bad files: a truncated JPEG and a text file named .jpg stop the index
+#   with one line each naming them, exit 1, nothing written; with
+#   --skip-bad-files the run trains, saying how many were left out; a file
+#   whose header reads but whose data does not decode (broken after the
+#   index) stops the run with its line (no checkpoint), or with
+#   --skip-bad-files is replaced and the run goes on;
+# - ranks whose file lists differ (each rank's working directory holds
+#   another copy of the data) stop naming the first difference;
+# - the checkpoint records the evaluation transform (data.transform):
+#   eval applies it (its correct count equals the test JPEGs predict's top
+#   class gets right), export writes it in the ONNX metadata;
+# - --transform, --exif, --dct-scale values are checked.
+source "$(dirname "$0")/testing.sh"
+py=/usr/bin/python3
+tools=$(dirname "$0")/../tools
+"$py" "$tools/idx_to_image_folder.py" "$data" "$tmp/jpeg" --random-size 28:112 --limit-train 480 --limit-test 96 \
+  --seed 1 || { fail "making the JPEG folder"; testing_finish cli_image_stream; exit 1; }
+common=(train --data "$tmp/jpeg" --model lenet-paddle --batch-size 48 --lr 0.05 --seed 2 --epochs 2 --quiet)
+
+# run NAME ARGS...: a training run saving NAME.st, its output in NAME.out
+run() {
+  local name=$1
+  shift
+  "$bin" "${common[@]}" --save "$tmp/$name.st" "$@" >"$tmp/$name.out" 2>&1 && pass \
+    || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+same() { same_tensors "$tmp/$1.st" "$tmp/$2.st" && pass || fail "$1 and $2: checkpoint tensors differ"; }
+
+# the same bytes for any loader thread count, with or without the cache
+run one --devices 2 --loader-threads 1
+run four --devices 2 --loader-threads 4
+run caller --devices 2 --loader-threads 0
+run cached --devices 2 --loader-threads 2 --cache-mb 64
+same one four
+same one caller
+same one cached
+run crop1 --devices 2 --loader-threads 1 --transform resized-crop
+run crop3 --devices 2 --loader-threads 3 --transform resized-crop
+same crop1 crop3
+# the crops change the run (they are applied), and the 1-device run agrees within 1e-5
+cmp -s <(tensors "$tmp/crop1.st") <(tensors "$tmp/one.st") && fail "--transform resized-crop changed nothing" || pass
+run crop-dev1 --devices 1 --transform resized-crop
+worst=$(close_checkpoints "$tmp/crop1.st" "$tmp/crop-dev1.st" 1e-5 2>&1) && pass || fail "1 vs 2 devices: $worst"
+
+# 2 ranks x 1 device, each filling its share of every batch: 1 process x 2 devices' bits
+if command -v mpirun >/dev/null; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${common[@]}" --devices 1 --transform resized-crop \
+    --save "$tmp/ranks.st" >"$tmp/ranks.out" 2>&1 && pass || fail "2 ranks: $(tail -3 "$tmp/ranks.out")"
+  same ranks crop1
+  # file lists that differ between ranks (a relative --data, another copy in each rank's folder)
+  mkdir -p "$tmp/r0" "$tmp/r1"
+  cp -r "$tmp/jpeg" "$tmp/r0/data"
+  cp -r "$tmp/jpeg" "$tmp/r1/data"
+  first=$(ls "$tmp/r1/data/train/3" | head -1)
+  mv "$tmp/r1/data/train/3/$first" "$tmp/r1/data/train/3/${first%.jpg}-moved.jpg"
+  out=$(mpirun --allow-run-as-root --oversubscribe -np 1 -wdir "$tmp/r0" "$bin" "${common[@]}" --data data --devices 1 : \
+        -np 1 -wdir "$tmp/r1" "$bin" "${common[@]}" --data data --devices 1 2>&1) && fail "differing file lists trained" \
+    || { grep -q "rank 1's file list differs from rank 0's at entry [0-9]*: rank 0 has '3 3/$first', rank 1 '3 3/${first%.jpg}-moved.jpg'" <<<"$out" \
+           && pass || fail "differing file lists: $out"; }
+else
+  fail "mpirun not found (openmpi-bin)"
+fi
+
+# SIGKILL mid-epoch, then --resume: the uninterrupted run's bytes
+run straight --devices 2 --transform resized-crop --save-every-steps 3
+"$bin" "${common[@]}" --devices 2 --transform resized-crop --save-every-steps 3 --save "$tmp/killed.st" \
+  >"$tmp/killed.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 1000); do
+  [[ -s "$tmp/killed.st" ]] && grep -aq '"loader.batch":"[36]"' "$tmp/killed.st" && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 $pid 2>/dev/null && killed=1 || killed=0
+wait $pid 2>/dev/null
+"$bin" "${common[@]}" --devices 2 --transform resized-crop --save-every-steps 3 --save "$tmp/killed.st" \
+  --resume "$tmp/killed.st" >"$tmp/resumed.out" 2>&1 && pass || fail "resume: $(tail -2 "$tmp/resumed.out")"
+[[ $killed == 1 ]] && pass || fail "the run ended before it could be killed mid-epoch"
+same killed straight
+
+# bad files stop the index: one line each, exit 1, nothing written
+cp -r "$tmp/jpeg" "$tmp/bad"
+head -c 300 "$tmp/bad/train/1/000005.jpg" >"$tmp/bad/train/1/000005-cut.jpg"
+echo "not an image" >"$tmp/bad/train/2/notes.jpg"
+"$bin" "${common[@]}" --data "$tmp/bad" --devices 1 --save "$tmp/bad.st" >"$tmp/bad.out" 2>&1 \
+  && fail "a folder with bad files trained" || pass
+grep -q "2 files cannot be read as an image" "$tmp/bad.out" && grep -q "000005-cut.jpg" "$tmp/bad.out" \
+  && grep -q "notes.jpg" "$tmp/bad.out" && pass || fail "bad files: $(cat "$tmp/bad.out")"
+[[ ! -e "$tmp/bad.st" ]] && pass || fail "a refused run wrote its checkpoint"
+run skipped --data "$tmp/bad" --devices 1 --skip-bad-files
+grep -q "2 unreadable files left out (2 training, 0 test)" "$tmp/skipped.out" && pass \
+  || fail "--skip-bad-files: $(head -3 "$tmp/skipped.out")"
+
+# a file whose header reads but whose data does not decode: the fill fails with its line, no checkpoint
+cp -r "$tmp/jpeg" "$tmp/late"
+f=$(ls "$tmp/late/train/4/" | head -1)
+size=$(stat -c %s "$tmp/late/train/4/$f")
+head -c $((size / 2)) "$tmp/jpeg/train/4/$f" >"$tmp/late/train/4/$f"
+"$bin" "${common[@]}" --data "$tmp/late" --devices 1 --save "$tmp/late.st" >"$tmp/late.out" 2>&1 \
+  && fail "a broken file's data trained" || pass
+grep -q "train/4/$f" "$tmp/late.out" && pass || fail "the broken file is not named: $(tail -2 "$tmp/late.out")"
+[[ ! -e "$tmp/late.st" ]] && pass || fail "the failed run wrote a checkpoint"
+run late-skip --data "$tmp/late" --devices 1 --skip-bad-files
+grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
+  || fail "--skip-bad-files on a broken file: $(head -3 "$tmp/late-skip.out")"
+
+# the preprocessing travels with the model: the checkpoint's data.transform; eval and predict apply it
+# (predict's top class of every test JPEG is right exactly as often as eval counts), export writes it
+"$bin" inspect "$tmp/crop1.st" >"$tmp/inspect.out" 2>&1
+grep -q "^  data.transform = resize 32$" "$tmp/inspect.out" && pass || fail "inspect: $(grep -i transform "$tmp/inspect.out")"
+eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
+correct=$(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/96 correct\).*/\1/p' <<<"$eval_line")
+predicted=$("$bin" predict --resume "$tmp/crop1.st" --top 1 "$tmp"/jpeg/test/*/*.jpg 2>&1 \
+  | awk -F'[/: ]+' '{ n = split($0, a, "/"); split(a[n], b, ": "); cls = a[n - 1]; split(b[2], c, " "); if (c[1] == cls) right++ }
+                     END { print right + 0 }')
+[[ -n $correct && $correct == "$predicted" ]] && pass \
+  || fail "eval counts '$correct' correct, predict's top class is right for $predicted ($eval_line)"
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  "$bin" export --resume "$tmp/crop1.st" --onnx "$tmp/m.onnx" >/dev/null 2>&1 && pass || fail "export"
+  props=$(/usr/bin/python3 "$tools/check_onnx.py" props "$tmp/m.onnx" 2>&1)
+  grep -qx "transform=resize 32" <<<"$props" && pass || fail "ONNX metadata: $props"
+fi
+
+# option values
+for bad in "--transform random" "--exif maybe" "--dct-scale yes"; do
+  out=$("$bin" "${common[@]}" --devices 1 $bad 2>&1) && fail "$bad accepted" \
+    || { [[ $(wc -l <<<"$out") -eq 1 ]] && grep -q -- "${bad%% *}" <<<"$out" && pass || fail "$bad: $out"; }
+done
+testing_finish cli_image_stream
