@@ -1,11 +1,31 @@
 /* launch.c - `dptrain launch`: the seeds' `paddle.distributed.launch
- * --log_dir ./mylog`, on Open MPI. Builds the mpirun command (root and
- * oversubscription handled, hosts passed on), creates the log directory,
- * and replaces itself with mpirun; every rank then writes its output to
- * DIR/worklog.RANK (train.c reads DPTRAIN_LOG_DIR).
+ * --log_dir ./mylog`, on Open MPI, and a job that survives its faults.
+ * Builds the mpirun command (root and oversubscription handled, hosts
+ * passed on), creates the log directory, and stays the parent of mpirun
+ * (launch_attempt.c); every rank writes its output to DIR/worklog.RANK
+ * (train.c reads DPTRAIN_LOG_DIR) and its state to DIR/rank.RANK
+ * (rank_record.h), which the launcher reads when an attempt fails
+ * (launch_summary.c) to say which rank failed first, why, where and when.
  *
- * Across hosts (--hosts), mpirun's daemons talk over TCP, and a dead link is
- * only noticed when TCP gives up. launch turns on TCP keepalive on those
+ * Restarts (--restarts K, torchrun's --max-restarts): a fault (a rank lost
+ * or stalled, a device failed, a rank killed by a signal: report.h) runs
+ * the job again, up to K times, resuming from its --save checkpoint when
+ * there is one (--resume PATH added or replaced); a mistake (a bad option,
+ * bad data: exit status 1) ends at once, as does out of memory. The failed
+ * attempt's worklogs are kept as DIR/worklog.RANK.attemptN. A job whose
+ * ranks were preempted (SIGTERM to a rank, not to the launcher) saved at a
+ * step boundary and is resumed without counting as a restart. The train
+ * options are checked here first, so a typo is said once, before any rank.
+ *
+ * Elastic membership (launch_hosts.c): --np MIN:MAX with a host file read
+ * again before each attempt, or a discovery command: an attempt starts
+ * with as many ranks as the hosts offer, up to MAX, and waits (--min-wait)
+ * for MIN; the run resumes on that rank count (same bits on the same
+ * count, the float tolerance otherwise); a host that failed twice cools
+ * off.
+ *
+ * Across hosts, mpirun's daemons talk over TCP, and a dead link is only
+ * noticed when TCP gives up. launch turns on TCP keepalive on those
  * connections (oob_tcp_keepalive_*: probes from 1 s of silence, 5 of them,
  * I = ceil((T + 2) / 5) s apart, T being the job's --comm-timeout), so an
  * idle daemon link that dies is declared lost after T + 2 to T + 3 + I
@@ -13,44 +33,56 @@
  * Once a rank has ended the job, mpirun's message to the lost host's daemon
  * is pending, and then TCP's retransmission limit decides instead
  * (net.ipv4.tcp_retries2 on the launching host: about 15 minutes by
- * default, about 3 s with 3; see docs/multi-process.md).
- *
- * --restarts K (like torchrun's --max-restarts): launch stays the parent of
- * mpirun and, when the job fails, runs it again, up to K times, saying why on
- * stderr and in DIR/launch.log; when the job has a --save checkpoint on
- * disk, the rerun resumes from it (--resume PATH added or replaced). The
- * failed attempt's worklogs are kept as DIR/worklog.RANK.attemptN. An
- * interrupt (SIGINT, SIGTERM) is passed to mpirun and never restarted. */
+ * default, about 3 s with 3; see docs/multi-process.md). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "dptrain/status.h"
+#include "launch.h"
 #include "options.h"
+#include "train.h"
 
 static const char launch_usage[] =
-    "usage: dptrain launch --np N [--hosts h1:2,h2:2] [--log-dir DIR] [--restarts K] -- train [train options]\n"
+    "usage: dptrain launch --np N|MIN:MAX [--hosts LIST | --hostfile FILE | --host-discovery COMMAND]\n"
+    "                      [--log-dir DIR] [--restarts K] [--cooling SECONDS] [--min-wait SECONDS]\n"
+    "                      -- train [train options]\n"
     "\n"
-    "Starts N processes with mpirun, each running `dptrain train ...` as one rank.\n"
+    "Starts N processes with mpirun, each running `dptrain train ...` as one rank, and\n"
+    "stays with them: it restarts the job after a fault, passes SIGTERM on as a request\n"
+    "to save and stop, and says which rank failed first, why, where and when.\n"
     "\n"
     "options:\n"
-    "  --np N            number of processes (ranks)\n"
-    "  --hosts LIST      hosts and slots, passed to mpirun --host (default: this machine)\n"
-    "  --log-dir DIR     one log per process: DIR/worklog.0, DIR/worklog.1, ... (created);\n"
-    "                    without it the ranks' output goes to this terminal\n"
-    "  --restarts K      when the job fails (a rank dies or stops answering), run it\n"
-    "                    again, up to K times, resuming from the --save checkpoint\n"
-    "                    when it exists; each restart is logged with its reason (default 0)\n"
-    "  --help            show this help\n";
+    "  --np N|MIN:MAX              number of processes (ranks); MIN:MAX: as many as the\n"
+    "                              hosts offer, at most MAX, at least MIN\n"
+    "  --hosts LIST                hosts and slots, passed to mpirun --host (default: this\n"
+    "                              machine)\n"
+    "  --hostfile FILE             hosts and slots, one per line (host:slots, or host\n"
+    "                              slots=N), read again before every attempt\n"
+    "  --host-discovery COMMAND    a command printing host:slots lines, run before every\n"
+    "                              attempt (Horovod's convention)\n"
+    "  --log-dir DIR               one log per process: DIR/worklog.0, DIR/worklog.1, ...\n"
+    "                              (created); without it the ranks' output goes to this\n"
+    "                              terminal\n"
+    "  --restarts K                when the job fails by a fault (a rank lost, stalled or\n"
+    "                              killed, a device failed), run it again, up to K times,\n"
+    "                              resuming from the --save checkpoint when it exists; a\n"
+    "                              mistake (exit status 1) is never retried (default 0)\n"
+    "  --cooling SECONDS           with --hostfile or --host-discovery: a host that failed\n"
+    "                              twice is left out this long, twice as long after each\n"
+    "                              further failure (default 10)\n"
+    "  --min-wait SECONDS          how long an attempt waits for MIN ranks (default 60)\n"
+    "  --help                      show this help\n"
+    "\n"
+    "SIGTERM (or SIGUSR1): every rank saves at its next step boundary and the job ends\n"
+    "with exit status 6; SIGINT or a second SIGTERM ends it at once.\n";
 
 /* mkdir -p for one level; an existing directory is fine. */
 static dp_status_t make_log_dir(const char *dir) {
@@ -62,90 +94,20 @@ static dp_status_t make_log_dir(const char *dir) {
                    strerror(errno));
 }
 
-/* The value of train option --NAME in args (either "--NAME V" or
- * "--NAME=V"), or NULL; the last one given counts. */
-static const char *train_option(char **args, int n, const char *name) {
-    const char *value = NULL;
-    size_t len = strlen(name);
-    for (int i = 0; i < n; i++) {
-        if (strncmp(args[i], "--", 2) != 0 || strncmp(args[i] + 2, name, len) != 0) continue;
-        const char *rest = args[i] + 2 + len;
-        if (*rest == '=') value = rest + 1;
-        else if (*rest == '\0' && i + 1 < n) value = args[++i];
+/* --np N or MIN:MAX. */
+static dp_status_t parse_np(const char *text, int *np_min, int *np_max) {
+    char *end;
+    long a = strtol(text, &end, 10), b = a;
+    if (end != text && *end == ':') {
+        const char *second = end + 1;
+        b = strtol(second, &end, 10);
+        if (end == second) b = -1;
     }
-    return value;
-}
-
-static volatile sig_atomic_t interrupted;
-static volatile pid_t running_child;
-
-static void on_interrupt(int sig) {
-    interrupted = sig;
-    if (running_child > 0 && sig == SIGTERM) kill(running_child, SIGTERM); /* SIGINT reaches it from the terminal */
-}
-
-/* One line on stderr and, with a log directory, appended to DIR/launch.log. */
-static void launch_log(const char *log_dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void launch_log(const char *log_dir, const char *fmt, ...) {
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "dptrain launch: %s\n", line);
-    if (!log_dir) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/launch.log", log_dir);
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    time_t now = time(NULL);
-    struct tm tm;
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-    fprintf(f, "%s %s\n", stamp, line);
-    fclose(f);
-}
-
-/* Why mpirun ended, in words. mpirun exits with 128 + N when a rank was
- * killed by signal N, with the rank's status when a rank failed, 3 for
- * dptrain's --comm-timeout. */
-static void describe_status(int status, char *out, size_t size) {
-    if (WIFSIGNALED(status)) {
-        snprintf(out, size, "mpirun was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    } else {
-        int code = WEXITSTATUS(status);
-        if (code > 128 && code < 128 + 65)
-            snprintf(out, size, "mpirun exit status %d: a rank was killed by signal %d (%s)", code, code - 128,
-                     strsignal(code - 128));
-        else if (code == 3)
-            snprintf(out, size, "mpirun exit status 3: a rank stopped answering (--comm-timeout)");
-        else if (code == 127)
-            snprintf(out, size, "mpirun exit status 127: mpirun could not be run");
-        else
-            snprintf(out, size, "mpirun exit status %d: a rank failed", code);
-    }
-}
-
-/* Runs argv to completion as a child; returns its wait status, -1 when it
- * could not start. */
-static int run_child(const char *const *args) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        execvp(args[0], (char *const *)args);
-        fprintf(stderr, "dptrain: launch: cannot run %s (%s): install openmpi-bin\n", args[0], strerror(errno));
-        _exit(127);
-    }
-    running_child = pid;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    running_child = 0;
-    return status;
+    if (end == text || *end || a < 1 || b < a || b > 4096)
+        return dp_fail(DP_ERR_ARG, "launch: --np: '%s' is not N or MIN:MAX (1 <= MIN <= MAX <= 4096)", text);
+    *np_min = (int)a;
+    *np_max = (int)b;
+    return DP_OK;
 }
 
 /* Keeps DIR/worklog.R of a failed attempt as DIR/worklog.R.attemptN. */
@@ -158,14 +120,202 @@ static void keep_worklogs(const char *log_dir, int np, int attempt) {
     }
 }
 
+/* Removes DIR/rank.R for R < np (an earlier attempt's records). */
+static void remove_records(const char *dir, int np) {
+    char path[4200];
+    for (int r = 0; r < np; r++) {
+        snprintf(path, sizeof path, "%s/rank.%d", dir, r);
+        unlink(path);
+    }
+}
+
+/* What stays the same across attempts. */
+typedef struct {
+    const char *self, *log_dir, *record_dir;
+    launch_hosts_t hosts;
+    char keepalive_intvl[32];
+    char **train_args; /* "train" and its options, as given */
+    int train_argc;
+    const char *save, *resume; /* the job's --save, and the --resume to use (the save once it exists) */
+} job_t;
+
+/* mpirun's command for an attempt on `pick` (NULL-terminated; free it). */
+static const char **attempt_command(const job_t *job, const launch_pick_t *pick, char *np_text, size_t np_size) {
+    const char **args = calloc((size_t)job->train_argc + 40, sizeof *args);
+    if (!args) return NULL;
+    int n = 0;
+    snprintf(np_text, np_size, "%d", pick->ranks);
+    args[n++] = "mpirun";
+    if (geteuid() == 0) args[n++] = "--allow-run-as-root";
+    if (pick->count == 0 && pick->ranks > sysconf(_SC_NPROCESSORS_ONLN)) args[n++] = "--oversubscribe";
+    args[n++] = "-np";
+    args[n++] = np_text;
+    if (pick->count > 0) {
+        args[n++] = "--host";
+        args[n++] = pick->mpirun_hosts;
+        args[n++] = "--mca";
+        args[n++] = "oob_tcp_keepalive_time";
+        args[n++] = "1";
+        args[n++] = "--mca";
+        args[n++] = "oob_tcp_keepalive_intvl";
+        args[n++] = job->keepalive_intvl;
+        args[n++] = "--mca";
+        args[n++] = "oob_tcp_keepalive_probes";
+        args[n++] = "5";
+    }
+    if (job->log_dir) args[n++] = "-x", args[n++] = "DPTRAIN_LOG_DIR";
+    args[n++] = "-x", args[n++] = "DPTRAIN_RECORD_DIR";
+    args[n++] = "-x", args[n++] = "DPTRAIN_ATTEMPT";
+    if (getenv("DPTRAIN_FAULT")) args[n++] = "-x", args[n++] = "DPTRAIN_FAULT"; /* the test suite's faults */
+    args[n++] = job->self;
+    for (int i = 0; i < job->train_argc; i++) { /* the job's own --resume gives way to its save */
+        const char *a = job->train_args[i];
+        if (job->resume && strcmp(a, "--resume") == 0 && i + 1 < job->train_argc) {
+            i++;
+            continue;
+        }
+        if (job->resume && strncmp(a, "--resume=", 9) == 0) continue;
+        args[n++] = a;
+    }
+    if (job->resume) args[n++] = "--resume", args[n++] = job->resume;
+    args[n] = NULL;
+    return args;
+}
+
+/* "from the beginning (...)" or "resuming from PATH". */
+static const char *resume_words(const job_t *job, char *text, size_t size) {
+    if (job->resume) snprintf(text, size, "resuming from %s", job->resume);
+    else if (job->save) snprintf(text, size, "from the beginning (no checkpoint in %s yet)", job->save);
+    else snprintf(text, size, "from the beginning (the job has no --save)");
+    return text;
+}
+
+/* After a failed attempt: resume from the save once it exists. */
+static void update_resume(job_t *job) {
+    struct stat st;
+    if (job->save && stat(job->save, &st) == 0 && S_ISREG(st.st_mode)) job->resume = job->save;
+}
+
+#define FAILURES_MAX 64
+
+/* The attempts, until one finishes, one fails by a mistake, the restarts
+ * run out, fewer than MIN ranks come, or a signal ends it. */
+static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double min_wait) {
+    launch_failure_t failures[FAILURES_MAX];
+    int failed = 0, restarted = 0, exit_code = 1;
+    char words[4400], meaning[128], attempt_text[16];
+    for (int attempt = 0;; attempt++) {
+        launch_pick_t pick;
+        if (launch_hosts_pick(&job->hosts, np_min, np_max, min_wait, job->log_dir, &pick) != DP_OK) {
+            if (dp_error_status() == DP_ERR_ARG) return cli_report_error();
+            if (!launch_signals.interrupt && !launch_signals.preempt) {
+                launch_log(job->log_dir, "%s", dp_error_message());
+                exit_code = CLI_EXIT_NO_RANKS;
+                break;
+            }
+        }
+        if (launch_signals.interrupt || launch_signals.preempt) { /* asked before it ran */
+            launch_log(job->log_dir, "stopped before attempt %d (%s)", attempt + 1,
+                       strsignal(launch_signals.interrupt ? launch_signals.interrupt : launch_signals.preempt));
+            exit_code = launch_signals.interrupt ? 128 + launch_signals.interrupt : CLI_EXIT_PREEMPTED;
+            break;
+        }
+        if (attempt > 0)
+            launch_log(job->log_dir, "attempt %d: %d rank%s%s%s", attempt + 1, pick.ranks, pick.ranks == 1 ? "" : "s",
+                       pick.count ? " on " : "", pick.mpirun_hosts);
+        remove_records(job->record_dir, pick.ranks);
+        snprintf(attempt_text, sizeof attempt_text, "%d", attempt);
+        setenv("DPTRAIN_ATTEMPT", attempt_text, 1);
+        char np_text[16];
+        const char **args = attempt_command(job, &pick, np_text, sizeof np_text);
+        if (!args) return cli_report_error();
+        int status = launch_run_mpirun(args, job->log_dir, job->record_dir, pick.ranks);
+        free(args);
+        if (status == -1) {
+            launch_log(job->log_dir, "cannot start mpirun (%s)", strerror(errno));
+            return CLI_EXIT_NO_MPIRUN;
+        }
+        launch_failure_t f;
+        launch_summarize(job->record_dir, job->log_dir, &pick, attempt, status, &f);
+        if (f.code == 0) {
+            exit_code = 0;
+            if (failed) launch_log(job->log_dir, "the job finished after %d restart%s", attempt, attempt > 1 ? "s" : "");
+            break;
+        }
+        exit_code = f.code;
+        int fault = cli_exit_is_fault(f.code), preempted = f.code == CLI_EXIT_PREEMPTED;
+        int again = !launch_signals.interrupt && !launch_signals.preempt &&
+                    (preempted || (fault && restarted < restarts));
+        if (again && job->log_dir) { /* the next attempt writes worklog.R again */
+            keep_worklogs(job->log_dir, pick.ranks, attempt + 1);
+            if (f.rank >= 0)
+                snprintf(f.log, sizeof f.log, "log %s/worklog.%d.attempt%d", job->log_dir, f.rank, attempt + 1);
+        }
+        update_resume(job);
+        if (failed < FAILURES_MAX) failures[failed++] = f;
+        if (launch_signals.interrupt) { /* the ranks were ended by mpirun on the launcher's word */
+            launch_log(job->log_dir, "interrupted (%s): the job was ended at step %llu, not restarted",
+                       strsignal(launch_signals.interrupt), f.step);
+            exit_code = 128 + launch_signals.interrupt;
+            break;
+        }
+        if (launch_signals.preempt && preempted) {
+            launch_log(job->log_dir, "preempted (%s): every rank stopped after step %llu; the same command "
+                       "continues, %s", strsignal(launch_signals.preempt), f.step, resume_words(job, words,
+                                                                                              sizeof words));
+            break;
+        }
+        /* a mistake's line is on the terminal already when the ranks write there */
+        int mistake = !fault && !preempted, say_message = f.message[0] && job->log_dir;
+        if (mistake) { /* one line: the rank's own on the terminal, or this one */
+            if (job->log_dir)
+                launch_log(job->log_dir, "the job failed: %s%s%s; %s; not restarted (%s, exit status %d, is not a "
+                           "fault)", f.line, say_message ? ": " : "", say_message ? f.message : "", f.log,
+                           cli_exit_meaning(f.code, meaning, sizeof meaning), f.code);
+            break;
+        }
+        launch_log(job->log_dir, "attempt %d failed: %s%s%s; %s", attempt + 1, f.line, say_message ? ": " : "",
+                   say_message ? f.message : "", f.log);
+        if (launch_signals.preempt) {
+            launch_log(job->log_dir, "asked to stop (%s): not restarting", strsignal(launch_signals.preempt));
+            break;
+        }
+        if (preempted) { /* a rank was told to stop, not the launcher: a node going away */
+            launch_log(job->log_dir, "a rank was asked to stop (preempted): running the job again, %s (not counted "
+                       "as a restart)", resume_words(job, words, sizeof words));
+            continue;
+        }
+        double cooling = launch_hosts_failed(&job->hosts, f.blamed_host);
+        if (cooling > 0.0) launch_log(job->log_dir, "host %s has failed again: left out for %g s", f.blamed_host, cooling);
+        if (!again) {
+            if (restarts > 0) launch_log(job->log_dir, "no restarts left (--restarts %d)", restarts);
+            break;
+        }
+        restarted++;
+        launch_log(job->log_dir, "restart %d of %d, %s", restarted, restarts, resume_words(job, words, sizeof words));
+    }
+    if (failed > 1 || (failed == 1 && exit_code == 0)) { /* the summary: every failure survived or not */
+        launch_log(job->log_dir, "%d failure%s:", failed, failed == 1 ? "" : "s");
+        for (int i = 0; i < failed; i++)
+            launch_log(job->log_dir, "  %d. %s; %s", i + 1, failures[i].line, failures[i].log);
+    }
+    return exit_code;
+}
+
 int cmd_launch(int argc, char **argv) {
-    int np = 0, restarts = 0;
-    const char *hosts = NULL, *log_dir = NULL;
+    int restarts = 0;
+    float cooling = 10.0f, min_wait = 60.0f;
+    const char *np_text = NULL;
+    job_t job = {0};
     const option_t options[] = {
-        {"np", OPT_INT, &np, 1, 4096},
+        {"np", OPT_STRING, &np_text, 0, 0},
         {"restarts", OPT_INT, &restarts, 0, 1000},
-        {"hosts", OPT_STRING, &hosts, 0, 0},
-        {"log-dir", OPT_STRING, &log_dir, 0, 0},
+        {"hosts", OPT_STRING, &job.hosts.list, 0, 0},
+        {"hostfile", OPT_STRING, &job.hosts.file, 0, 0},
+        {"host-discovery", OPT_STRING, &job.hosts.discovery, 0, 0},
+        {"cooling", OPT_FLOAT, &cooling, 0, 0},
+        {"min-wait", OPT_FLOAT, &min_wait, 0, 0},
+        {"log-dir", OPT_STRING, &job.log_dir, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int split = argc; /* the "--" that starts the command */
@@ -174,21 +324,35 @@ int cmd_launch(int argc, char **argv) {
             split = i;
             break;
         }
-    int help = 0;
+    int help = 0, np_min = 0, np_max = 0;
     if (options_parse("launch", options, split, argv, 2, &help) != DP_OK) return cli_report_error();
     if (help) {
         fputs(launch_usage, stdout);
         return 0;
     }
-    if (np < 1) {
+    if (!np_text) {
         dp_fail(DP_ERR_ARG, "launch: --np N is required (the number of processes)");
         return cli_report_error();
     }
+    if (parse_np(np_text, &np_min, &np_max) != DP_OK) return cli_report_error();
+    if (!!job.hosts.list + !!job.hosts.file + !!job.hosts.discovery > 1) {
+        dp_fail(DP_ERR_ARG, "launch: give one of --hosts, --hostfile and --host-discovery");
+        return cli_report_error();
+    }
+    if (cooling < 0.0f || min_wait < 0.0f) {
+        dp_fail(DP_ERR_ARG, "launch: --%s must be >= 0 seconds", cooling < 0.0f ? "cooling" : "min-wait");
+        return cli_report_error();
+    }
+    job.hosts.cooling = cooling;
     if (split + 1 >= argc || strcmp(argv[split + 1], "train") != 0) {
         dp_fail(DP_ERR_ARG, "launch: expected `-- train [train options]` after the launch options");
         return cli_report_error();
     }
-    if (log_dir && make_log_dir(log_dir) != DP_OK) return cli_report_error();
+    /* the job's options, checked once here rather than by every rank */
+    train_options_t train;
+    int train_help = 0;
+    if (train_options_parse(argc, argv, split + 2, &train, &train_help) != DP_OK) return cli_report_error();
+    if (job.log_dir && make_log_dir(job.log_dir) != DP_OK) return cli_report_error();
 
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -197,121 +361,39 @@ int cmd_launch(int argc, char **argv) {
         return cli_report_error();
     }
     self[len] = '\0';
-    char log_env[4200];
-    if (log_dir) {
-        char absolute[4096];
-        if (!realpath(log_dir, absolute)) snprintf(absolute, sizeof absolute, "%s", log_dir);
-        snprintf(log_env, sizeof log_env, "DPTRAIN_LOG_DIR=%s", absolute);
-    }
-    char np_text[16];
-    snprintf(np_text, sizeof np_text, "%d", np);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
-    /* --comm-timeout of the job, for the daemons' keepalive across hosts */
-    char keepalive_intvl[32], keepalive_probes[] = "5";
-    {
-        double timeout = 300.0; /* train's default */
-        const char *text = train_option(argv + split + 2, argc - split - 2, "comm-timeout");
-        if (text && strtod(text, NULL) > 0.0) timeout = strtod(text, NULL);
-        if (timeout > 100000.0) timeout = 100000.0;
-        /* declared lost after 5 unanswered probes, one every I seconds,
-         * starting 1 s after the last traffic: 5 I >= T + 2 */
-        snprintf(keepalive_intvl, sizeof keepalive_intvl, "%d", (int)ceil((timeout + 2.0) / 5.0));
-    }
-
-    const char **args = calloc((size_t)argc + 32, sizeof *args);
-    if (!args) return cli_report_error();
-    int n = 0;
-    args[n++] = "mpirun";
-    if (geteuid() == 0) args[n++] = "--allow-run-as-root";
-    if (!hosts && np > cores) args[n++] = "--oversubscribe"; /* more ranks than cores here */
-    args[n++] = "-np";
-    args[n++] = np_text;
-    if (hosts) {
-        args[n++] = "--host";
-        args[n++] = hosts;
-        args[n++] = "--mca";
-        args[n++] = "oob_tcp_keepalive_time";
-        args[n++] = "1";
-        args[n++] = "--mca";
-        args[n++] = "oob_tcp_keepalive_intvl";
-        args[n++] = keepalive_intvl;
-        args[n++] = "--mca";
-        args[n++] = "oob_tcp_keepalive_probes";
-        args[n++] = keepalive_probes;
-    }
-    if (log_dir) {
-        args[n++] = "-x";
-        args[n++] = log_env;
-    }
-    args[n++] = self;
-    const int first_train_arg = n;
-    for (int i = split + 1; i < argc; i++) args[n++] = argv[i];
-    args[n] = NULL;
-    if (log_dir) setenv("DPTRAIN_LOG_DIR", log_env + strlen("DPTRAIN_LOG_DIR="), 1);
-    if (restarts == 0) { /* mpirun replaces launch: signals and the exit status are its own */
-        fflush(stdout);
-        execvp("mpirun", (char *const *)args);
-        dp_fail(DP_ERR_IO, "launch: cannot run mpirun (%s): install openmpi-bin", strerror(errno));
-        free(args);
-        return cli_report_error();
-    }
-
-    const char *save = train_option(argv + split + 2, argc - split - 2, "save");
-    struct sigaction action = {0};
-    action.sa_handler = on_interrupt;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, NULL);
-    sigaction(SIGTERM, &action, NULL);
-    int exit_code = 1;
-    for (int attempt = 0;; attempt++) {
-        int status = run_child(args);
-        if (status == -1) {
-            launch_log(log_dir, "cannot start mpirun (%s)", strerror(errno));
-            break;
+    job.self = self;
+    char log_dir[4096], record_dir[4096] = "";
+    if (job.log_dir) {
+        if (!realpath(job.log_dir, log_dir)) snprintf(log_dir, sizeof log_dir, "%s", job.log_dir);
+        setenv("DPTRAIN_LOG_DIR", log_dir, 1);
+        setenv("DPTRAIN_RECORD_DIR", log_dir, 1);
+        job.record_dir = log_dir;
+    } else { /* the records in a directory of our own */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(record_dir, sizeof record_dir, "%s/dptrain-launch.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(record_dir)) {
+            dp_fail(DP_ERR_IO, "launch: cannot make a directory for the ranks' records (%s): %s", record_dir,
+                    strerror(errno));
+            return cli_report_error();
         }
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            if (attempt > 0) launch_log(log_dir, "the job finished after %d restart%s", attempt, attempt > 1 ? "s" : "");
-            exit_code = 0;
-            break;
-        }
-        char why[256];
-        describe_status(status, why, sizeof why);
-        exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (interrupted) {
-            launch_log(log_dir, "interrupted (%s); not restarting: %s", strsignal(interrupted), why);
-            break;
-        }
-        if (attempt == restarts) {
-            launch_log(log_dir, "the job failed: %s; no restarts left (--restarts %d)", why, restarts);
-            break;
-        }
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-            launch_log(log_dir, "the job failed: %s; not restarting", why);
-            break;
-        }
-        if (log_dir) keep_worklogs(log_dir, np, attempt + 1);
-        /* resume from the job's checkpoint when there is one */
-        struct stat st;
-        const char *from = NULL;
-        if (save && stat(save, &st) == 0 && S_ISREG(st.st_mode)) {
-            from = save;
-            int m = first_train_arg;
-            for (int i = first_train_arg; args[i]; i++) {
-                if (strcmp(args[i], "--resume") == 0 && args[i + 1]) { /* drop "--resume X" */
-                    i++;
-                    continue;
-                }
-                if (strncmp(args[i], "--resume=", 9) == 0) continue;
-                args[m++] = args[i];
-            }
-            args[m++] = "--resume";
-            args[m++] = save;
-            args[m] = NULL;
-        }
-        launch_log(log_dir, "the job failed: %s; restart %d of %d, %s%s", why, attempt + 1, restarts,
-                   from ? "resuming from " : "from the start (no checkpoint yet", from ? from : ")");
+        setenv("DPTRAIN_RECORD_DIR", record_dir, 1);
+        job.record_dir = record_dir;
     }
-    free(args);
-    return exit_code;
+    /* --comm-timeout of the job, for the daemons' keepalive across hosts:
+     * declared lost after 5 unanswered probes, one every I seconds,
+     * starting 1 s after the last traffic: 5 I >= T + 2 */
+    double timeout = train.comm_timeout > 0.0f ? train.comm_timeout : 300.0;
+    if (timeout > 100000.0) timeout = 100000.0;
+    snprintf(job.keepalive_intvl, sizeof job.keepalive_intvl, "%d", (int)ceil((timeout + 2.0) / 5.0));
+    job.train_args = argv + split + 1;
+    job.train_argc = argc - split - 1;
+    job.save = train.save_path;
+    job.resume = train.resume_path;
+    if (restarts > 0 && !job.save)
+        launch_log(job.log_dir, "the job has no --save: a restart will start it over from the beginning");
+    launch_signals_install();
+    int code = run_attempts(&job, np_min, np_max, restarts, min_wait);
+    remove_records(job.record_dir, np_max);
+    if (record_dir[0]) rmdir(record_dir);
+    return code;
 }

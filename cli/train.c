@@ -67,24 +67,23 @@ static dp_status_t train_load_model(train_options_t *o, dp_model_t **model) {
     return status;
 }
 
-/* Reports the current error, naming the rank when there are several. */
-static int report_error(const dp_world_t *world) {
-    if (world->size > 1) {
-        char message[1024];
-        snprintf(message, sizeof message, "%s", dp_error_message());
-        dp_fail(DP_ERR_ARG, "rank %d of %d: %s", world->rank, world->size, message);
-    }
-    return cli_report_error();
-}
+/* What train_main tells cmd_train besides its status. */
+typedef struct {
+    rank_record_t *record;                      /* in: the launcher's record (NULL: none) */
+    const volatile sig_atomic_t *stop_request;  /* in: set by SIGTERM (train_signals.c) */
+    int alone;                                  /* out: the failure is this rank's alone */
+} train_outcome_t;
 
-static int train_main(int argc, char **argv, const dp_world_t *world) {
+static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
     train_options_t o;
     train_settings_t set;
     int help = 0;
-    if (train_options_parse(argc, argv, &o, &help) != DP_OK) return report_error(world);
+    /* the same argv on every rank, as a rule: a mistake in it ends every rank together */
+    dp_status_t status = dp_world_agree(train_options_parse(argc, argv, 2, &o, &help));
+    if (status != DP_OK) return status;
     if (help) {
         if (world->rank == 0) printf("%s%s", train_usage, cli_data_usage_train);
-        return 0;
+        return DP_OK;
     }
     /* Every rank must run the same command (mpirun gives each the same). */
     char joined[8192];
@@ -92,17 +91,25 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     for (int i = 2; i < argc && joined_len < sizeof joined; i++)
         joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
     if (joined_len > sizeof joined) joined_len = sizeof joined;
+    if (o.comm_timeout >= 0.0f) dp_world_set_timeout(o.comm_timeout);
+    /* a collective's result: every rank knows */
+    if ((status = dp_world_check_same(world, "options", joined, joined_len)) != DP_OK) return status;
+    /* From here to the agreement before the trainer, a failure goes to done,
+     * where every rank learns the first rank's (dp_world_agree). */
+    dp_model_t *model = NULL;
+    cli_data_t data = {0};
+    dp_trainer_t *trainer = NULL;
+    train_printer_t printer = {0};
+    int agreed = 0; /* past the agreement: a failure is this rank's alone */
     if (o.comm_timeout < 0.0f) {
-        dp_fail(DP_ERR_ARG, "train: --comm-timeout must be >= 0 seconds, found %g", o.comm_timeout);
-        return report_error(world);
+        status = dp_fail(DP_ERR_ARG, "train: --comm-timeout must be >= 0 seconds, found %g", o.comm_timeout);
+        goto done;
     }
-    dp_world_set_timeout(o.comm_timeout);
-    if (dp_world_check_same(world, "options", joined, joined_len) != DP_OK) return report_error(world);
     /* Rank 0 alone writes files and prints to the terminal; the others
      * print only into their own worklog (dptrain launch --log-dir). */
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");
     int speaks = world->rank == 0 || (log_dir && *log_dir);
-    if (train_options_check(&o, world->size, speaks, &set) != DP_OK) return report_error(world);
+    if ((status = train_options_check(&o, world->size, speaks, &set)) != DP_OK) goto done;
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
         o.metrics_path = o.plot_path = o.save_path = NULL;
@@ -113,19 +120,20 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     char devices_note[256];
     devices_note[0] = '\0';
     if (o.devices) {
-        if (cli_parse_devices("train", o.devices, device_ids, &num_devices, backends) != DP_OK) return report_error(world);
-    } else if (cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note) != DP_OK) {
-        return report_error(world);
+        if ((status = cli_parse_devices("train", o.devices, device_ids, &num_devices, backends)) != DP_OK) goto done;
+    } else if ((status = cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) !=
+               DP_OK) {
+        goto done;
     }
-    if (device_settings(backends, device_ids, num_devices, &o, o.winograd) != DP_OK) return report_error(world);
-    int exit_code = 1;
-    dp_model_t *model = NULL;
-    cli_data_t data = {0};
-    dp_trainer_t *trainer = NULL;
-
-    if (train_load_model(&o, &model) != DP_OK) goto done;
-    char frozen_note[sizeof ((train_printer_t *)0)->frozen];
-    if (train_freeze_model(&o, model, frozen_note, sizeof frozen_note) != DP_OK) goto done;
+    if ((status = device_settings(backends, device_ids, num_devices, &o, o.winograd)) != DP_OK) goto done;
+    if ((status = train_load_model(&o, &model)) != DP_OK) goto done; /* sets o.model when not given */
+    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
+        status = dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
+                         sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+        goto done;
+    }
+    char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
+    if ((status = train_freeze_model(&o, model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
     int c, h, w, cpu_threads = 0;
     dp_model_input_shape(model, &c, &h, &w);
     for (int d = 0; d < num_devices; d++)
@@ -135,25 +143,30 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
     o.data.normalize = o.normalize;
     o.data.augment = o.augment;
     o.data.model = o.model;
-    if (cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data) != DP_OK) goto done;
+    if ((status = cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data)) != DP_OK) goto done;
     train_check_limit(&o, data.train_total, speaks);
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
     if (o.batch_size < num_devices * world->size) {
-        dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
-                "needs at least one example", o.batch_size, num_devices * world->size);
+        status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
+                         "needs at least one example", o.batch_size, num_devices * world->size);
         goto done;
     }
     if (step_batch > train_count) {
         if (o.accumulate > 1)
-            dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set (%d "
-                    "images)", o.batch_size, o.accumulate, train_count);
+            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set "
+                             "(%d images)", o.batch_size, o.accumulate, train_count);
         else
-            dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
-                    o.batch_size, train_count);
+            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
+                             o.batch_size, train_count);
         goto done;
     }
+    /* every rank is ready, or every rank ends here (the trainer's set-up
+     * makes collectives: no rank may be missing) */
+    status = dp_world_agree(DP_OK);
+    agreed = 1;
+    if (status != DP_OK) goto done;
 
     dp_trainer_config_t config = {
         .model = model,
@@ -174,15 +187,14 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         .profile_warmup = set.profile_warmup,
         .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
     };
-    if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
-    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
-        dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
-                sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+    if ((status = dp_trainer_new(&config, &trainer)) != DP_OK) {
+        outcome->alone = 1; /* its collectives: the others may be waiting in one */
         goto done;
     }
-    train_printer_t printer = {.o = &o, .world = world, .speaks = speaks, .lr_default = set.lr_default,
-                               .train_count = train_count, .test_count = test_count,
-                               .devices_note = devices_note[0] ? devices_note : NULL};
+    printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .lr_default = set.lr_default,
+                                .train_count = train_count, .test_count = test_count,
+                                .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
+                                .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
@@ -218,24 +230,32 @@ static int train_main(int argc, char **argv, const dp_world_t *world) {
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
         .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
         .on_warning = train_print_warning,
+        .stop_request = outcome->stop_request,
+        .step_reached = outcome->record ? &outcome->record->step : NULL,
     };
     dp_fit_result_t result;
-    dp_status_t status = dp_fit(&fit, train_print_epoch, &printer, &result);
+    status = dp_fit(&fit, train_print_epoch, &printer, &result);
+    train_signals_training(0);
     if (printer.bar_open) dp_progress_finish(&printer.bar);
     if (status != DP_OK) goto done;
     train_print_result(&result, trainer, &printer);
     if (set.profile_window > 0 && speaks &&
-        train_print_profile(trainer, dp_precision_name(precision), o.channels_last) != DP_OK)
+        (status = train_print_profile(trainer, dp_precision_name(precision), o.channels_last)) != DP_OK)
         goto done;
-    if (set.profile_window > 0 && o.metrics_path && train_append_profile(o.metrics_path, trainer) != DP_OK) goto done;
-    exit_code = 0;
+    if (set.profile_window > 0 && o.metrics_path &&
+        (status = train_append_profile(o.metrics_path, trainer)) != DP_OK)
+        goto done;
 
 done:
-    if (exit_code != 0) report_error(world);
+    if (!agreed) status = dp_world_agree(status); /* the first rank's mistake, on every rank */
+    /* Known to this rank alone: a failure of the trainer's set-up, or during
+     * training (dp_fit agrees on failures before its first step, and on a
+     * preemption), or after it; and a broken communication. */
+    outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && (printer.started || status == DP_ERR_COMM);
     dp_trainer_free(trainer);
     cli_data_close(&data);
     dp_model_free(model);
-    return exit_code;
+    return status;
 }
 
 /* Under `dptrain launch --log-dir DIR`: this rank's output goes to
@@ -260,18 +280,51 @@ static dp_status_t open_worklog(const dp_world_t *world, int argc, char **argv) 
     return DP_OK;
 }
 
+/* The launcher's attempt (DPTRAIN_ATTEMPT), 0 without one. */
+static int launch_attempt(void) {
+    const char *text = getenv("DPTRAIN_ATTEMPT");
+    return text ? atoi(text) : 0;
+}
+
+/* How a rank ends. A mistake every rank knows of (agreed before anything
+ * ran) or a preemption: rank 0 says it in one line (each rank into its own
+ * worklog under launch --log-dir), every rank finalizes MPI and exits with
+ * the same status, so mpirun has nothing to abort. A failure of this rank
+ * alone (the others may be waiting for it in a collective): it says so,
+ * naming itself, leaves without finalizing (dp_world_leave) and exits
+ * non-zero, and mpirun ends the others; no MPI_Abort and its banner. */
 int cmd_train(int argc, char **argv) {
+    /* before MPI starts: a stop asked for meanwhile (mpirun forwards SIGUSR1 at once) must not end the rank */
+    train_signals_install(NULL, 0, getenv("OMPI_COMM_WORLD_SIZE") != NULL);
     dp_world_t world;
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
-    if (open_worklog(&world, argc, argv) != DP_OK) {
-        cli_report_error();
-        dp_world_abort(1);
-        dp_world_finalize();
-        return 1;
+    const char *log_dir = getenv("DPTRAIN_LOG_DIR");
+    int speaks = world.rank == 0 || (log_dir && *log_dir);
+    train_outcome_t outcome = {.record = rank_record_open(getenv("DPTRAIN_RECORD_DIR"), world.rank, world.size,
+                                                          launch_attempt())};
+    outcome.stop_request = train_signals_install(outcome.record, world.rank == 0, world.size > 1);
+    dp_status_t status = dp_world_agree(open_worklog(&world, argc, argv));
+    if (status == DP_OK) status = train_main(argc, argv, &world, &outcome);
+    int code = status == DP_OK ? 0 : cli_exit_code(status);
+    char line[1200] = "";
+    if (status != DP_OK) {
+        if (outcome.alone && world.size > 1)
+            snprintf(line, sizeof line, "rank %d of %d: %s", world.rank, world.size, dp_error_message());
+        else
+            snprintf(line, sizeof line, "%s", dp_error_message());
+        if (speaks || outcome.alone) fprintf(stderr, "dptrain: %s\n", line);
     }
-    int code = train_main(argc, argv, &world);
-    /* A failed rank ends the whole job: the others may be waiting for it. */
-    if (code != 0) dp_world_abort(code);
-    dp_world_finalize();
-    return code;
+    fflush(stdout);
+    fflush(stderr);
+    if (outcome.record && status == DP_ERR_COMM) /* the ranks a stalled collective waited for */
+        outcome.record->num_suspects = dp_world_stalled_ranks(outcome.record->suspects, 8);
+    rank_record_end(outcome.record, code, !outcome.alone, status != DP_OK ? dp_error_message() : "");
+    if (!outcome.alone || world.size == 1) {
+        dp_world_finalize();
+        return code;
+    }
+    /* no MPI_Finalize, and none of MPI's exit handlers either: they may wait
+     * for ranks that are gone (a link cut) */
+    dp_world_leave();
+    _exit(code);
 }

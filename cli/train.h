@@ -5,6 +5,7 @@
 #ifndef DPTRAIN_CLI_TRAIN_H
 #define DPTRAIN_CLI_TRAIN_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "dptrain/comm.h"
@@ -14,6 +15,7 @@
 #include "data_options.h"
 #include "dptrain/parallel.h"
 #include "devices.h"
+#include "rank_record.h"
 
 typedef struct {
     const char *model;               /* NULL: not given (lenet, or the checkpoint's with --resume) */
@@ -72,13 +74,14 @@ typedef struct {
     float norm_mean[DP_DATA_MAX_CHANNELS], norm_std[DP_DATA_MAX_CHANNELS];
 } train_settings_t;
 
-/* train_options.c: the help text; argv's options into *o over the defaults
- * (o->model and o->lr stay NULL and NAN when not given); the checks that
+/* train_options.c: the help text; the options of argv[first..argc) into
+ * *o over the defaults (o->model and o->lr stay NULL and NAN when not
+ * given; what `dptrain launch` checks before it starts any rank); the checks that
  * need neither data nor devices, filling *s (ranks: of the job; a warning
  * is printed where `speaks`); the warning for a --limit above the
  * training set's `train_count` images. */
 extern const char train_usage[];
-dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *help);
+dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help);
 dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s);
 void train_check_limit(const train_options_t *o, int train_count, int speaks);
 
@@ -97,7 +100,20 @@ typedef struct {
     char frozen[1200];        /* "frozen: LIST (...)" with frozen layers (a line after the first two); "" */
     dp_progress_t bar;
     int bar_open;
+    int started;              /* on_begin was called: every rank trains */
+    dp_trainer_t *trainer;
+    rank_record_t *record;    /* the launcher's record of this rank (NULL: none) */
 } train_printer_t;
+
+/* train_signals.c: SIGTERM and SIGUSR1 set the returned flag (a stop at the
+ * next step boundary, fit.h's stop_request); a second SIGTERM, SIGINT, or
+ * (under_mpirun) a SIGTERM from the parent end the process at once by
+ * that signal; every signal is noted in `record` (may be NULL). `speaks`:
+ * say so on stderr. Called again, it keeps the flag and takes the new
+ * record and settings. */
+volatile sig_atomic_t *train_signals_install(rank_record_t *record, int speaks, int under_mpirun);
+/* Whether training runs now (the stop's line is said only then). */
+void train_signals_training(int on);
 
 /* dp_fit's callbacks (ctx: the train_printer_t). */
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);

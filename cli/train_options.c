@@ -147,7 +147,7 @@ const char train_usage[] =
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
-dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *help) {
+dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help) {
     *o = (train_options_t){
         .data_dir = DP_DEFAULT_DATA_DIR,
         .batch_size = 256,
@@ -213,7 +213,7 @@ dp_status_t train_options_parse(int argc, char **argv, train_options_t *o, int *
     while (options[used].name) used++;
     cli_data_option_entries(&o->data, 1, options, &used); /* data_options.c's: image folders */
     options[used] = (option_t){0};
-    return options_parse("train", options, argc, argv, 2, help);
+    return options_parse("train", options, argc, argv, first, help);
 }
 
 /* Fails unless the directory that will hold `path` exists and is writable,

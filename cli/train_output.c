@@ -7,6 +7,7 @@
 
 #include "dptrain/backend.h"
 #include "dptrain/cpu.h"
+#include "dptrain/parallel.h"
 #include "train.h"
 
 #define PLURAL(n) ((n) == 1 ? "" : "s")
@@ -26,6 +27,13 @@ static void print_resume(const char *path, const dp_fit_begin_t *b) {
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     train_printer_t *p = ctx;
     const train_options_t *o = p->o;
+    p->started = 1;
+    train_signals_training(1);
+    if (p->record) { /* for the launcher's summary: where training starts */
+        p->record->first_step = p->record->step = dp_trainer_step_count(p->trainer);
+        p->record->steps_per_epoch = begin->steps_per_epoch;
+        p->record->training = 1;
+    }
     /* "[cpu:0, cpu:1]", as the book prints its device lists */
     char *devices = p->devices;
     size_t size = sizeof p->devices;

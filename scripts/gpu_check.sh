@@ -7,7 +7,10 @@
 # devices are the GPU, train LeNet for 10 epochs with the book's settings on
 # cuda:0 (test accuracy must reach 0.80) and again with --precision bf16
 # (its test accuracy at most 0.02 below FP32's), train with NCCL's one-member group
-# (DPTRAIN_NCCL=1) against the host path, run bench/gpu_vs_pytorch.sh
+# (DPTRAIN_NCCL=1) against the host path, kill that run once under `dptrain
+# launch --restarts 1` (DPTRAIN_FAULT) and check that the restarted process,
+# with its GPU context and NCCL group made afresh, ends with the
+# uninterrupted run's checkpoint bits, run bench/gpu_vs_pytorch.sh
 # (dptrain against PyTorch's fastest variant, with the GPU's name and each
 # side's peak GPU memory; ResNet-18 with cuDNN's heuristic and with the fixed
 # algorithms, at batches 256, 128 and 512; dptrain's --channels-last on
@@ -124,6 +127,7 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 # (the rehearsal's own ctest runs from $out/ctest, so that it never writes
 # into the build's Testing/ while an outer ctest runs there).
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
+restart_kill=5 # step 3c's kill: of 16 steps (the rehearsal's: of 4), checkpoints every 2
 lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
 cli_tests=(cli_cuda cli_cuda_module) # step 2b's (the rehearsal's: cli_cuda; the suite runs cli_cuda_module on this build)
 ctest_dir=$build
@@ -142,7 +146,7 @@ if [[ $rehearse -eq 1 ]]; then
   export DPTRAIN_BENCH_LIMIT=64 DPTRAIN_BENCH_LENET_BATCH=64 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=16 DPTRAIN_BENCH_RESNET_BATCH=16 DPTRAIN_BENCH_RESNET_BATCHES=8
   lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 64 --epochs 1 --batch-size 16) # 4 steps: 2 warm-up, 2 graphs
-  lenet_batch=64 cli_tests=(cli_cuda)
+  lenet_batch=64 cli_tests=(cli_cuda) restart_kill=3
   bench_args=(1 2)
   ctest_dir=$out/ctest
   mkdir -p "$ctest_dir" && echo "subdirs(\"$build\")" >"$ctest_dir/CTestTestfile.cmake"
@@ -308,6 +312,29 @@ if [[ -n "$gpu" ]]; then
     fi
   else
     fail "NCCL (1 member) on cuda:0: $(tail -1 "$out/nccl1.log") / $(tail -1 "$out/host1.log")"
+  fi
+  # 3c. a kill and a restart on the GPU: the run of 3b with NCCL (a group of one) under dptrain launch,
+  # killed after step $restart_kill (DPTRAIN_FAULT) with checkpoints every 2 steps, restarted: the new
+  # process makes its GPU context and its NCCL group afresh (nothing of the dead one's communicators
+  # exists in it), resumes from the checkpoint inside the epoch and ends with the bits of the same run
+  # uninterrupted
+  tensors_of() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
+  if ! command -v mpirun >/dev/null; then
+    failed=1
+    note "NOT RUN: kill and restart on cuda:0 (no mpirun for dptrain launch)"
+  elif DPTRAIN_NCCL=1 "$build"/dptrain launch --np 1 -- "${nccl_args[@]}" --save-every-steps 2 --save "$out/restart_ref.st" \
+         >"$out/restart_ref.log" 2>&1 &&
+       DPTRAIN_NCCL=1 DPTRAIN_FAULT=kill:0:$restart_kill "$build"/dptrain launch --np 1 --restarts 1 --log-dir "$out/restart" -- \
+         "${nccl_args[@]}" --save-every-steps 2 --save "$out/restart.st" >"$out/restart.log" 2>&1; then
+    bits=$(cmp -s <(tensors_of "$out/restart.st") <(tensors_of "$out/restart_ref.st") && echo "same checkpoint bits" || echo "checkpoints differ")
+    said=$(cat "$out/restart/worklog.0.attempt1" "$out/restart/worklog.0" 2>/dev/null | grep -c '^training .*allreduce: nccl$')
+    if [[ "$bits" == "same checkpoint bits" && "$said" == 2 ]] && grep -q "^dptrain launch: restart 1 of 1, resuming from" "$out/restart.log"; then
+      note "kill and restart on cuda:0 (NCCL, killed after step $restart_kill): $bits as the uninterrupted run, NCCL made again"
+    else
+      fail "kill and restart on cuda:0: $bits, $said attempts said 'allreduce: nccl': $(grep 'dptrain launch' "$out/restart.log" | tail -2)"
+    fi
+  else
+    fail "kill and restart on cuda:0: $(tail -2 "$out/restart_ref.log" "$out/restart.log" | tr '\n' ' ')"
   fi
   # 4. the benchmark (torch.compile gets what the time box leaves: a quarter of what remains beyond the other
   # steps' needs, 30 to 240 s for each of its four compilations: FP32 and bf16, LeNet and ResNet-18)

@@ -7,8 +7,9 @@
 #          numpy (tests/cli_checkpoint.sh reads checkpoints with tools/read_checkpoint.py),
 #          onnx, OpenCV and PyTorch (tests/cli_export.sh checks the ONNX export with them),
 #          PIL and torchvision (the image tests compare the decoders and transforms with them)
-#          iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces) and opencv-doc
-#          (its photographs: tests/cli_image_memory.sh streams a folder made from them)
+#          iproute2 (tests/cli_mpi_netns.sh: two hosts in network namespaces), procps
+#          (pgrep: tests/cli_faults.sh and others check that no process of a job is left) and
+#          opencv-doc (its photographs: tests/cli_image_memory.sh streams a folder made from them)
 #   bench: build's packages plus PyTorch and numpy (the benchmark peer), PIL and torchvision
 #          (bench/decode_vs_pil.sh's peer) and opencv-doc (its photographs)
 # Needs root or sudo only when something is missing.
@@ -17,7 +18,8 @@ set -euo pipefail
 want=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev)
 case "${1:-build}" in
   build) ;;
-  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch python3-pil python3-torchvision iproute2 opencv-doc) ;;
+  test) want+=(python3-numpy python3-onnx python3-opencv python3-torch python3-pil python3-torchvision iproute2 procps
+               opencv-doc) ;;
   bench) want+=(python3-torch python3-numpy python3-pil python3-torchvision opencv-doc) ;;
   *) echo "setup.sh: unknown target '$1' (expected build, test or bench)" >&2; exit 2 ;;
 esac

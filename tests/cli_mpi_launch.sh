@@ -5,8 +5,9 @@
 # checkpoint, keeps the failed attempt's worklogs, and the job finishes with
 # a final checkpoint whose tensors equal an uninterrupted run's, bit for bit
 # (resume at an epoch boundary is exact). With --restarts 0 a failure is
-# passed through; a job failing every time stops after K restarts; bad
-# --restarts values are refused.
+# passed through (its status, one line from launch); a job failing every
+# time (a fault injected in every attempt: DPTRAIN_FAULT) stops after K
+# restarts with its status; bad --restarts values are refused.
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_mpi_launch: mpirun not found (openmpi-bin)"; echo "cli_mpi_launch: 0 passed, 1 failed"; exit 1; }
 
@@ -32,24 +33,28 @@ wait "$launcher"
 status=$?
 [[ $killed -eq 1 ]] && pass || fail "could not kill rank 1"
 [[ $status -eq 0 ]] && pass || fail "restarted job: exit $status: $(tail -5 "$tmp/restart.out")"
-grep -q "killed by signal 9 (Killed); restart 1 of 2, resuming from $tmp/ck.st" "$tmp/restart.out" && pass \
+grep -q "^dptrain launch: attempt 1 failed: rank 1 on .* killed by signal 9 (Killed) at step .*; log $tmp/log/worklog.1.attempt1$" \
+  "$tmp/restart.out" && grep -q "^dptrain launch: restart 1 of 2, resuming from $tmp/ck.st$" "$tmp/restart.out" && pass \
   || fail "launch's stderr names the signal and the checkpoint: $(grep launch "$tmp/restart.out")"
-grep -q "killed by signal 9 (Killed); restart 1 of 2" "$tmp/log/launch.log" && grep -q "finished after 1 restart" \
-  "$tmp/log/launch.log" && pass || fail "launch.log: $(cat "$tmp/log/launch.log" 2>&1)"
+grep -q "Z attempt 1 failed: rank 1 on .* killed by signal 9 (Killed)" "$tmp/log/launch.log" && grep -q "Z restart 1 of 2" \
+  "$tmp/log/launch.log" && grep -q "finished after 1 restart" "$tmp/log/launch.log" && pass \
+  || fail "launch.log: $(cat "$tmp/log/launch.log" 2>&1)"
 [[ -s "$tmp/log/worklog.1.attempt1" && -s "$tmp/log/worklog.1" ]] && pass || fail "the failed attempt's worklogs kept"
 grep -q "^epoch 2/3" "$tmp/log/worklog.0" && grep -q "^epoch 3/3" "$tmp/log/worklog.0" && ! grep -q "^epoch 1/3" "$tmp/log/worklog.0" && pass \
   || fail "the rerun resumed after epoch 1: $(cat "$tmp/log/worklog.0")"
 same_tensors "$tmp/ck.st" "$tmp/straight.st" && pass || fail "restarted job's checkpoint differs from the uninterrupted run"
 echo "$(grep 'dptrain launch' "$tmp/restart.out" | head -2)"
 
-# a job that always fails: K restarts, then its status
-"$bin" launch --np 2 --restarts 1 -- train --data "$data" --limit 100 --epochs 1 --batch-size 1000 >"$tmp/bad.out" 2>&1
+# a job that always fails (rank 1 killed at step 2 of every attempt): K restarts, then its status
+DPTRAIN_FAULT='kill:1:2:*' "$bin" launch --np 2 --restarts 1 -- "${job[@]}" --save "$tmp/bad.st" >"$tmp/bad.out" 2>&1
 status=$?
-[[ $status -ne 0 && $(grep -c "the job failed" "$tmp/bad.out") -eq 2 ]] && grep -q "no restarts left (--restarts 1)" \
-  "$tmp/bad.out" && pass || fail "always-failing job: exit $status: $(grep launch "$tmp/bad.out")"
-# --restarts 0: no restart line
-"$bin" launch --np 2 -- train --data "$data" --limit 100 --epochs 1 --batch-size 1000 >"$tmp/zero.out" 2>&1 \
-  && fail "failing job without restarts exited 0" || { ! grep -q "dptrain launch:" "$tmp/zero.out" && pass || fail "--restarts 0 logged a restart"; }
+[[ $status -eq 137 && $(grep -c "failed: rank 1 on .* killed by signal 9 (Killed) at step 2 " "$tmp/bad.out") -eq 2 ]] \
+  && grep -q "no restarts left (--restarts 1)" "$tmp/bad.out" && pass || fail "always-failing job: exit $status: $(grep launch "$tmp/bad.out")"
+# --restarts 0: the failure's line, no restart line
+DPTRAIN_FAULT=exit4:0:2 "$bin" launch --np 2 -- "${job[@]}" >"$tmp/zero.out" 2>&1
+status=$?
+[[ $status -eq 4 && $(grep -c "^dptrain launch:" "$tmp/zero.out") -eq 1 ]] && grep -q "exited with status 4 (a device failed)" \
+  "$tmp/zero.out" && pass || fail "--restarts 0: exit $status: $(cat "$tmp/zero.out")"
 for bad in -1 x 1001; do
   out=$("$bin" launch --np 2 --restarts "$bad" -- train 2>&1) && fail "--restarts $bad accepted" \
     || { grep -q -- "--restarts" <<<"$out" && [[ $(wc -l <<<"$out") -eq 1 ]] && pass || fail "--restarts $bad: $out"; }

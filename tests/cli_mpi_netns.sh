@@ -13,7 +13,15 @@
 #   numbers), each rank in its own namespace (ip netns identify PID);
 # - cutting the link (ip link set ... down) in the middle of epoch 1 ends the
 #   job: rank 0 names rank 1 within --comm-timeout (+1 s of detection), and
-#   launch's keepalive settings make mpirun exit soon after, non-zero.
+#   launch's keepalive settings make mpirun exit soon after, non-zero;
+# - faults across the hosts (DPTRAIN_FAULT): rank 1, on the second host,
+#   killed under launch --restarts 1: named with its host, the job restarted
+#   and ending with the bytes of the uninterrupted 2-host run; rank 1 hanging
+#   under --np 1:2 --hostfile, the second host taken out of the host file
+#   meanwhile: the stall ends the attempt and the job finishes on the first
+#   host's rank, with the bytes of 2 devices to the checkpoint at step 10
+#   then 1 device from it; nothing left running in either namespace after
+#   each.
 # Namespaces and leftover processes in them are removed on exit. Skipped
 # (exit 77) where namespaces cannot be made (not root, no iproute2).
 source "$(dirname "$0")/testing.sh"
@@ -93,6 +101,44 @@ timeout 120 ip netns exec $nsa "$bin" launch --np 2 --hosts $host_a:1,$host_b:1 
   || fail "launch --hosts: worklogs $(ls "$tmp/log" 2>&1)"
 [[ "$(no_timing "$tmp/launch.jsonl")" == "$(no_timing "$tmp/local.jsonl")" ]] && pass \
   || fail "launch --hosts vs 2 devices: $(cat "$tmp/launch.jsonl" 2>&1)"
+
+# --- faults across the hosts ---------------------------------------------------------------
+# nothing of the jobs left in either namespace
+none_left() {
+  local left
+  left=$(ip netns pids $nsa; ip netns pids $nsb)
+  [[ -z "$left" ]] && pass || { fail "$1: left running: $(ps -o pid,args -p $(echo $left) 2>&1)"; kill -9 $left 2>/dev/null; }
+}
+none_left "the runs so far"
+DPTRAIN_FAULT=kill:1:13 timeout 120 ip netns exec $nsa "$bin" launch --np 2 --hosts $host_a:1,$host_b:1 --restarts 1 \
+  --log-dir "$tmp/kill" -- "${job[@]}" --devices 1 --save-every-steps 5 --save "$tmp/kill.st" >"$tmp/kill.out" 2>&1
+status=$?
+[[ $status -eq 0 ]] && same_tensors "$tmp/kill.st" "$tmp/hosts.st" && pass \
+  || fail "rank 1 killed on $host_b: exit $status, or not the 2-host run's bytes: $(cat "$tmp/kill.out")"
+grep -q "^dptrain launch: attempt 1 failed: rank 1 on $host_b (pid [0-9]*): killed by signal 9 (Killed) at step 13 " "$tmp/kill.out" \
+  && pass || fail "rank 1 killed: its host named: $(cat "$tmp/kill.out")"
+none_left "rank 1 killed"
+printf '%s:1\n%s slots=1\n' $host_a $host_b >"$tmp/hostfile"
+DPTRAIN_FAULT=hang:1:13 ip netns exec $nsa "$bin" launch --np 1:2 --hostfile "$tmp/hostfile" --restarts 1 --log-dir "$tmp/gone" -- \
+  "${job[@]}" --devices 1 --save-every-steps 5 --comm-timeout 2 --save "$tmp/gone.st" >"$tmp/gone.out" 2>&1 &
+job_pid=$!
+for _ in $(seq 1 600); do grep -q "DPTRAIN_FAULT: rank 1, step 13: hanging" "$tmp/gone/worklog.1" 2>/dev/null && break; sleep 0.1; done
+echo "$host_a:1" >"$tmp/hostfile" # the second host is gone for good
+for _ in $(seq 1 600); do kill -0 $job_pid 2>/dev/null || break; sleep 0.1; done
+kill -9 $job_pid 2>/dev/null
+wait $job_pid
+status=$?
+[[ $status -eq 0 ]] && grep -q "^dptrain launch: attempt 2: 1 rank on $host_a:1$" "$tmp/gone.out" && grep -q "^rank 0 of 1," "$tmp/gone/worklog.0" \
+  && pass || fail "a host gone: exit $status: $(cat "$tmp/gone.out")"
+grep -q "^dptrain launch: attempt 1 failed: rank 0 on $host_a (pid [0-9]*): exit status 3 (a rank lost or stalled) at step 13 .*: no answer from rank 1 " \
+  "$tmp/gone.out" && pass || fail "a host gone: the stall's line: $(cat "$tmp/gone.out")"
+# the same in one process: 2 devices to step 10's checkpoint (step 12 ends it), then 1 device from it
+(DPTRAIN_FAULT=kill:0:12 "$bin" "${job[@]}" --devices 2 --save-every-steps 5 --save "$tmp/gone-ref.st") >/dev/null 2>&1
+"$bin" "${job[@]}" --devices 1 --save-every-steps 5 --resume "$tmp/gone-ref.st" --save "$tmp/gone-ref.st" >/dev/null 2>&1
+same_tensors "$tmp/gone.st" "$tmp/gone-ref.st" && pass || fail "a host gone: not the bytes of 2 devices to step 10, then 1"
+worst=$(close_checkpoints "$tmp/gone.st" "$tmp/hosts.st" 1) # the float tolerance, for the record
+echo "a host gone: the job finished on 1 rank; its parameters within $worst of the 2-host run's"
+none_left "a host gone"
 
 # cut the link in the middle of epoch 1
 timeout=3

@@ -24,9 +24,10 @@
 # - DPTRAIN_NCCL=1 on one GPU: a group of one, the host path's bits; the
 #   host path without it; devices sharing a GPU (cuda:0,cuda:0,cuda:1) and
 #   --sync ps keep the host path; DPTRAIN_NCCL=2: one line, exit 1;
-# - a GPU that faults while the sums are queued: one line, exit 1, no hang.
+# - a GPU that faults while the sums are queued: one line, exit 4 (a device
+#   failed: docs/multi-process.md's exit statuses), no hang.
 # - a sum that never ends, no member failed (a rank that stopped answering): one line naming
-#   --comm-timeout, exit 1.
+#   --comm-timeout, exit 3 (a rank lost or stalled).
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 if ! nm -D "$emu" 2>/dev/null | grep -q ncclAllReduce && ! nm "$emu" 2>/dev/null | grep -q ncclAllReduce; then
@@ -70,26 +71,26 @@ DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three cuda:0,cuda:1,cuda:2 --model lenet --
 # a GPU that faults while NCCL sums (a slow fault: seen only when the host waits, after the sum was
 # queued): the other member's NCCL kernel waits for it for ever unless the communicators are aborted
 # (the emulator holds that member's synchronising calls back and, after 10 s, aborts with one line
-# where a GPU would hang): one line, exit status 1, naming a GPU and the fault (the first failure the
+# where a GPU would hang): one line, exit status 4 (a device failed), naming a GPU and the fault (the first failure the
 # trainer sees: the aborted sums, or a download; never the NaN a failed download leaves).
 for fault in "40" "75 --overlap on"; do
   read -r -a args <<<"$fault"
   DPTRAIN_CUDA_EMU_FAULT=${args[0]} DPTRAIN_CUDA_EMU_FAULT_SEEN=sync "$bin" "${common[@]}" --model lenet \
     --epochs 2 --optimizer momentum --devices cuda:0,cuda:1 "${args[@]:1}" >"$tmp/fault.out" 2>"$tmp/fault.err"
   status=$?
-  [[ $status -eq 1 && $(wc -l <"$tmp/fault.err") -eq 1 ]] \
+  [[ $status -eq 4 && $(wc -l <"$tmp/fault.err") -eq 1 ]] \
     && grep -qE "^dptrain: cuda:[01]: .*an illegal memory access" "$tmp/fault.err" \
     && pass || fail "a GPU faulting at launch $fault: status $status, '$(cat "$tmp/fault.err")'"
 done
 # a sum that never ends with no error anywhere (DPTRAIN_CUDA_EMU_NCCL_HANG: as the GPUs see a member in
 # another process that stopped answering, which is in no MPI call for the MPI watchdog to see): the
-# waits give up after --comm-timeout and abort the communicators: one line naming the timeout, exit 1
+# waits give up after --comm-timeout and abort the communicators: one line naming the timeout, exit 3
 # (without the limit the waits poll for ever, as on a GPU)
 start=$SECONDS
 DPTRAIN_CUDA_EMU_NCCL_HANG=12 timeout 60 "$bin" "${common[@]}" --model lenet --epochs 2 --optimizer momentum \
   --devices cuda:0,cuda:1 --comm-timeout 2 --save "$tmp/hang.st" >"$tmp/hang.out" 2>"$tmp/hang.err"
 status=$? took=$((SECONDS - start))
-[[ $status -eq 1 && $(wc -l <"$tmp/hang.err") -eq 1 && ! -e "$tmp/hang.st" && $took -lt 60 ]] \
+[[ $status -eq 3 && $(wc -l <"$tmp/hang.err") -eq 1 && ! -e "$tmp/hang.st" && $took -lt 60 ]] \
   && grep -qE "^dptrain: cuda:[01]: NCCL: the sums were aborted: cuda:[01] waited [0-9]+ s .*\(--comm-timeout 2\)" \
     "$tmp/hang.err" && pass || fail "a sum that never ends: status $status after $took s, '$(cat "$tmp/hang.err")'"
 DPTRAIN_CUDA_EMU_GPUS=3 nccl_vs_host three-overlap cuda:0,cuda:1,cuda:2 --model lenet --epochs 1 --optimizer adam \

@@ -6,7 +6,7 @@ pages run in and calls it. The conventions are docs/README.md's:
 - a fenced block names its language; `sh` blocks run, `console` blocks run
   their `$ COMMAND` lines and compare what each prints (stdout and stderr
   together) with the lines that follow it; `c`, `cfg`, `cmake`, `json`,
-  `markdown` and `python` blocks are not run; a block without a language,
+  `markdown`, `python` and `text` blocks are not run; a block without a language,
   or in another one, is an error (where would its output be checked?);
 - in a console block's expected lines every number stands for any number,
   `...` inside a line for any text, and a line of `...` alone for any
@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 RUN = {"sh", "console"}
-NOT_RUN = {"c", "cfg", "cmake", "json", "markdown", "python"}
+NOT_RUN = {"c", "cfg", "cmake", "json", "markdown", "python", "text"}
 NEEDS = re.compile(r"#.*\(needs [^)]*\)")
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 SUBSTITUTIONS = [  # (pattern, replacement): docs/README.md lists them

@@ -19,13 +19,23 @@
  * - a callback that fails stops dp_fit with its status before that epoch's
  *   metrics and checkpoint are written;
  * - bad configs (batch larger than the data, no trainer, epochs 0) fail
- *   with DP_ERR_ARG.
+ *   with DP_ERR_ARG;
+ * - a stop request (stop_request, what SIGTERM sets in dptrain) during step
+ *   4 of epoch 1: the epoch's last step (5) does not stop, its end saves as
+ *   usual, the first step of epoch 2 (6) stops there, saving a checkpoint
+ *   inside the epoch, and dp_fit returns DP_ERR_PREEMPTED saying where;
+ *   step_reached follows every step; the resume ends with the straight
+ *   run's bytes;
+ * - DPTRAIN_FAULT: one that is not well formed is refused before anything
+ *   runs (DP_ERR_ARG naming it); one for another rank changes nothing.
  */
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
 #include "dptrain/fit.h"
 #include "dptrain/model_file.h"
@@ -120,6 +130,18 @@ static dp_fit_config_t fit_config(const world_t *w, dp_trainer_t *t, double lr) 
 }
 
 static seen_t fresh_seen(void) { return (seen_t){.expect_step = -1}; }
+
+/* A stop asked for during step 4 of epoch 1, as a SIGTERM handler would. */
+static volatile sig_atomic_t stop_request;
+static uint64_t steps_seen[16];
+static volatile uint64_t step_reached;
+static void stop_at_step_4(const dp_fit_step_t *s, void *ctx) {
+    (void)ctx;
+    if (s->event != DP_FIT_STEP_END) return;
+    int global = (s->epoch - 1) * s->steps + s->step;
+    if (global < 16) steps_seen[global] = step_reached; /* what the watcher saw after that step */
+    if (s->epoch == 1 && s->step == 4) stop_request = 1;
+}
 
 int main(void) {
     world_t w = {0};
@@ -269,6 +291,65 @@ int main(void) {
           "epochs 0: '%s'", dp_error_message());
     fc = fit_config(&w, NULL, 0.05);
     CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG, "no trainer accepted");
+    dp_trainer_free(t);
+
+    /* --- a stop request: the next step inside an epoch saves and stops ------------------ */
+    const char *stop_ck = testing_tmp_file("stop.safetensors");
+    unlink(stop_ck);
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    fc.save_path = stop_ck;
+    fc.on_step = stop_at_step_4;
+    fc.stop_request = &stop_request;
+    fc.step_reached = &step_reached;
+    seen_t stopped = fresh_seen();
+    st = dp_fit(&fc, NULL, &stopped, NULL);
+    CHECK(st == DP_ERR_PREEMPTED && strstr(dp_error_message(), "preempted: stopped after step 6 (epoch 2, step 1 of 5) "
+          "and saved it to ") && dp_trainer_step_count(t) == 6 && step_reached == 6,
+          "stop: status %d '%s', step count %d, reached %d", st, dp_error_message(), (int)dp_trainer_step_count(t),
+          (int)step_reached);
+    int followed = 1;
+    for (int s = 1; s <= 5; s++) followed &= steps_seen[s] == (uint64_t)s;
+    CHECK(followed, "step_reached did not follow the steps: %d %d %d %d %d", (int)steps_seen[1], (int)steps_seen[2],
+          (int)steps_seen[3], (int)steps_seen[4], (int)steps_seen[5]);
+    dp_checkpoint_t *saved = NULL; /* the stop's own checkpoint: inside epoch 2, after its first step */
+    CHECK(dp_checkpoint_open(stop_ck, &saved) == DP_OK && dp_checkpoint_info(saved)->step_count == 6 &&
+          dp_checkpoint_info(saved)->loader_epoch == 1 && dp_checkpoint_info(saved)->loader_batch == 1,
+          "the stop's checkpoint: step %d, loader at epoch %d batch %d", saved ? (int)dp_checkpoint_info(saved)->step_count : -1,
+          saved ? dp_checkpoint_info(saved)->loader_epoch : -1, saved ? dp_checkpoint_info(saved)->loader_batch : -1);
+    dp_checkpoint_close(saved);
+    dp_trainer_free(t);
+    stop_request = 0;
+    t = new_trainer(&w, 0.05f);
+    fc = fit_config(&w, t, 0.05);
+    fc.resume_path = fc.save_path = stop_ck;
+    fc.stop_request = &stop_request;
+    seen_t resumed = fresh_seen();
+    st = dp_fit(&fc, NULL, &resumed, NULL);
+    CHECK(st == DP_OK && same_files(straight_ck, stop_ck), "the stop's resume: %s; the same bytes as straight: %d",
+          dp_error_message(), same_files(straight_ck, stop_ck));
+    dp_trainer_free(t);
+
+    /* --- DPTRAIN_FAULT --------------------------------------------------------------- */
+    const char *bad_faults[] = {"kill", "kill:1", "boom:0:3", "kill:0:3:x", "exit0:0:3", "exit256:0:3", "kill:-1:3",
+                                "kill:0:3,", "kill:0:3x"};
+    t = new_trainer(&w, 0.05f);
+    for (size_t i = 0; i < sizeof bad_faults / sizeof bad_faults[0]; i++) {
+        setenv("DPTRAIN_FAULT", bad_faults[i], 1);
+        seen_t nothing = fresh_seen();
+        fc = fit_config(&w, t, 0.05);
+        st = dp_fit(&fc, on_epoch, &nothing, NULL);
+        CHECK(st == DP_ERR_ARG && strncmp(dp_error_message(), "DPTRAIN_FAULT: ", 15) == 0 && nothing.begins == 0,
+              "DPTRAIN_FAULT=%s: status %d '%s'", bad_faults[i], st, dp_error_message());
+    }
+    setenv("DPTRAIN_FAULT", "kill:1:3,exit4:0:3:1,hang:0:9:*", 1); /* another rank's, another attempt's, a step past the end */
+    fc = fit_config(&w, t, 0.05);
+    fc.epochs = 1;
+    fc.schedule.total_epochs = 1;
+    seen_t unharmed = fresh_seen();
+    st = dp_fit(&fc, NULL, &unharmed, NULL);
+    unsetenv("DPTRAIN_FAULT");
+    CHECK(st == DP_OK, "faults for another rank or attempt: %s", dp_error_message());
     dp_trainer_free(t);
 
     dp_dataset_free(&w.train);

@@ -55,18 +55,39 @@ typedef struct {
 dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world);
 
 /* The communication timeout: a collective that has not completed after this
- * many seconds means a rank has stopped; the watchdog then prints which
- * collective and which ranks have not reached it (with more than 2 ranks,
- * from arrival notices the ranks send each other before every collective)
- * and ends this process with exit status 3, and mpirun ends the job.
- * Default 300 s; <= 0 turns it off. */
+ * many seconds means a rank has stopped; the watchdog then fails it with
+ * DP_ERR_COMM and a message naming the collective and the ranks that have
+ * not reached it (with more than 2 ranks, from arrival notices the ranks
+ * send each other before every collective). The world is then broken:
+ * every later collective fails the same way, and dp_world_finalize does
+ * not finalize MPI; the caller exits non-zero (`dptrain`: 3) and mpirun
+ * ends the job. A collective that MPI fails does the same. Default 300 s;
+ * <= 0 turns it off. */
 void dp_world_set_timeout(double seconds);
 /* The communication timeout set (seconds; <= 0: none). The GPU backend's
  * NCCL waits use it too (backend.h: peer_group_new). */
 double dp_world_timeout(void);
 void dp_world_finalize(void);
-/* Ends every rank of the job with `code` (MPI_Abort); a no-op for one rank.
- * For a rank that fails while others may be waiting in a collective. */
+/* Every rank gives its own status at the same point of its set-up,
+ * whatever it is (`mine`; when it failed, this thread's message says why):
+ * DP_OK on every rank when every status is DP_OK, else on every rank the
+ * status of the lowest failing rank, with its message (prefixed "rank R
+ * of N: " on the other ranks). One MPI_Allgather; with one rank, `mine`.
+ * So ranks that meet a mistake before anything runs end together, each
+ * knowing why, and call dp_world_finalize as usual. */
+dp_status_t dp_world_agree(dp_status_t mine);
+/* In place of dp_world_finalize after a failure the other ranks may not
+ * know of (one rank's, while the others may wait for it in a collective):
+ * the communication thread stops at once, abandoning its collectives, and
+ * MPI is not finalized; the caller then exits non-zero, which makes
+ * mpirun end the other ranks (without MPI_Abort's banner). A no-op for
+ * one rank. */
+void dp_world_leave(void);
+/* After a collective stalled (the DP_ERR_COMM above): the ranks it waited
+ * for, as its message names them (up to max; how many). 0 otherwise. */
+int dp_world_stalled_ranks(int *ranks, int max);
+/* Ends every rank of the job with `code` (MPI_Abort, whose banner Open MPI
+ * prints); a no-op for one rank. */
 void dp_world_abort(int code);
 /* Whether this build has MPI. */
 int dp_world_has_mpi(void);

@@ -61,11 +61,17 @@
  *
  * Under MPI every rank calls dp_fit with the same config (world: this
  * rank); only rank 0 writes the metrics, plot and checkpoint, every rank
- * reads resume_path and init_path.
+ * reads resume_path and init_path. Every rank starts training, or none: a
+ * failure before the first step (a check, the resume, the init) is agreed
+ * among the ranks (dp_world_agree), so every rank returns it; a failure during training
+ * is this rank's own (the others may be waiting for it: the caller ends
+ * the job, `dptrain` by dp_world_leave). At each step boundary the
+ * environment variable DPTRAIN_FAULT may inject a fault (docs/testing.md).
  */
 #ifndef DPTRAIN_FIT_H
 #define DPTRAIN_FIT_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "dptrain/batch_source.h"
@@ -162,6 +168,15 @@ typedef struct {
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */
     const char *layout;            /* the devices' activations (backend.h set_channels_last),
                                       named in the metrics: "nchw", "nhwc"; NULL: nchw */
+    /* preemption and a watcher's view (NULL: none; give the same on every rank) */
+    const volatile sig_atomic_t *stop_request; /* once non-zero (a SIGTERM handler may set it), every rank
+                                      stops at the next step boundary inside an epoch that all ranks
+                                      have agreed on (one float summed per step, read a step later),
+                                      writes save_path there as save_every_steps would, and dp_fit
+                                      returns DP_ERR_PREEMPTED saying where (resume_path continues
+                                      from it bit for bit) */
+    volatile uint64_t *step_reached; /* the trainer's step count, stored after every step (memory a
+                                      launcher reads, for instance) */
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
     void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */

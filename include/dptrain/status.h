@@ -18,6 +18,11 @@ typedef enum {
     DP_ERR_FORMAT,  /* a file's content is not what it must be */
     DP_ERR_NOMEM,   /* an allocation failed */
     DP_ERR_SHAPE,   /* tensor shapes do not fit together */
+    /* Faults, not mistakes: the same command may well succeed when run again
+     * (dptrain launch restarts them; docs/multi-process.md's exit codes). */
+    DP_ERR_DEVICE,    /* a device failed: a GPU that does not start, faults or is lost */
+    DP_ERR_COMM,      /* a rank was lost or stopped answering, or the communication failed */
+    DP_ERR_PREEMPTED, /* asked to stop (SIGTERM): saved at a step boundary, then stopped */
 } dp_status_t;
 
 /* Sets this thread's error message (printf-style) and returns `status`, so

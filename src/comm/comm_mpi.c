@@ -20,8 +20,14 @@
  * MPI_Ibcast) and polls it with MPI_Test, so it is never stuck inside MPI:
  * between tests it checks the timeout (the watchdog, in the spirit of
  * PyTorch's NCCL watchdog and Horovod's stall inspector: one line naming
- * the silent ranks, then _exit(3); comm_mpi_stall.c tells which ranks) and
- * a pending dp_world_abort. The
+ * the silent ranks; comm_mpi_stall.c tells which ranks) and a pending
+ * dp_world_abort or dp_world_leave. A collective that stalls or fails
+ * breaks the world (comm.broken): the thread abandons the request (an MPI
+ * collective cannot be cancelled), fails it and every collective queued
+ * then or later with DP_ERR_COMM and that line, and makes no MPI call
+ * again; dp_world_finalize then skips MPI_Finalize (which would wait for
+ * the abandoned collective), and the caller exits non-zero, which makes
+ * mpirun end the other ranks. The library never exits by itself. The
  * thread that called dp_world_init calls MPI again only in
  * dp_world_finalize (MPI_Finalize, after joining the communication thread)
  * and, when no communication thread runs, in dp_world_abort. A program may
@@ -102,6 +108,11 @@ static struct {
      * or running. Changed under lock; read without it only to spin. */
     _Atomic size_t head, tail;
     int stopping;
+    /* DP_OK, or why the world broke (a collective stalled or failed, or this
+     * rank leaves): no MPI call from then on, every collective fails with it.
+     * Set under lock. */
+    dp_status_t broken;
+    char broken_message[512];
     dp_status_t failure; /* the first failure of a queued (non-blocking) collective since the last drain */
     char failure_message[512];
     double mpi_seconds; /* inside MPI collectives, all so far */
@@ -109,7 +120,7 @@ static struct {
           .work = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
 
-static atomic_int abort_requested, abort_code;
+static atomic_int abort_requested, abort_code, leaving;
 
 /* How the communication thread waits for a collective: while a thread
  * waits for a result (a blocking call, dp_world_drain: `waiting` > 0), or
@@ -133,22 +144,35 @@ static void linger_while_equal(_Atomic size_t *counter, size_t value) {
     }
 }
 
-static dp_status_t mpi_error(const char *what, int code) {
+/* An MPI error code in words: "WHAT failed: MPI's reason". */
+static void mpi_error(const char *what, int code, char *message, size_t size) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(code, text, &len);
-    return dp_fail(DP_ERR_IO, "%s failed: %.*s", what, len, text);
+    snprintf(message, size, "%s failed: %.*s", what, len, text);
 }
 
-/* Waits for this rank's collective number `seq`. */
-static int wait_request(MPI_Request *request, int64_t seq, const char *what) {
+/* wait_request's result for a collective given up (stalled, or this rank
+ * leaves); MPI's own codes are >= 0. */
+#define ABANDONED (-1)
+
+/* Waits for this rank's collective number `seq`: MPI's code, or ABANDONED
+ * with the reason in why[0..size). */
+static int wait_request(MPI_Request *request, int64_t seq, const char *what, char *why, size_t size) {
     double start = dp_comm_monotonic(), limit = atomic_load(&timeout_sec);
     for (;;) {
         int done = 0, rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done) return rc;
         if (atomic_load(&abort_requested)) MPI_Abort(MPI_COMM_WORLD, atomic_load(&abort_code));
         double waited = dp_comm_monotonic() - start;
-        if (limit > 0.0 && waited >= limit) dp_report_stall(seq, what, waited, limit);
+        if (limit > 0.0 && waited >= limit) {
+            dp_describe_stall(seq, what, waited, limit, why, size);
+            return ABANDONED;
+        }
+        if (atomic_load(&leaving)) {
+            snprintf(why, size, "this rank left the job during %s", what);
+            return ABANDONED;
+        }
         dp_notices_tick();
         if (waited >= SPIN_SEC && atomic_load(&waiting) == 0) {
             struct timespec pause = {0, POLL_SLEEP_NS};
@@ -178,20 +202,33 @@ static int post_piece(const coll_t *c, size_t done, int count, MPI_Request *requ
     return MPI_Ibcast(at, count, c->type, 0, MPI_COMM_WORLD, request);
 }
 
-/* One collective's end: its callback, then the queue's bookkeeping. */
-static void finish(const coll_t *c, int rc, double spent) {
-    dp_status_t status = rc == MPI_SUCCESS ? DP_OK : mpi_error(c->what, rc);
-    if (status == DP_OK && c->done) c->done(c->ctx);
+/* Breaks the world (the first reason stays); with comm.lock held. */
+static void break_locked(dp_status_t status, const char *message) {
+    if (comm.broken != DP_OK) return;
+    comm.broken = status;
+    snprintf(comm.broken_message, sizeof comm.broken_message, "%s", message);
+}
+
+/* One collective's end: its callback, then the queue's bookkeeping. A
+ * failure (MPI's error or an abandoned wait, described in `why`) breaks the
+ * world; so does every collective after it, with the same reason. */
+static void finish(const coll_t *c, int rc, const char *why, double spent) {
+    char message[512] = "";
+    if (rc == ABANDONED) snprintf(message, sizeof message, "%s", why);
+    else if (rc != MPI_SUCCESS) mpi_error(c->what, rc, message, sizeof message);
+    if (rc == MPI_SUCCESS && c->done) c->done(c->ctx);
     pthread_mutex_lock(&comm.lock);
     comm.mpi_seconds += spent;
     comm.head++;
+    if (rc != MPI_SUCCESS) break_locked(DP_ERR_COMM, message);
+    dp_status_t status = rc == MPI_SUCCESS ? DP_OK : comm.broken;
     if (c->waiter) {
         c->waiter->status = status;
-        snprintf(c->waiter->message, sizeof c->waiter->message, "%s", status ? dp_error_message() : "");
+        snprintf(c->waiter->message, sizeof c->waiter->message, "%s", status ? comm.broken_message : "");
         c->waiter->finished = 1;
     } else if (status != DP_OK && comm.failure == DP_OK) {
         comm.failure = status;
-        snprintf(comm.failure_message, sizeof comm.failure_message, "%s", dp_error_message());
+        snprintf(comm.failure_message, sizeof comm.failure_message, "%s", comm.broken_message);
     }
     pthread_cond_broadcast(&comm.finished);
     pthread_mutex_unlock(&comm.lock);
@@ -205,27 +242,34 @@ static void finish(const coll_t *c, int rc, double spent) {
 static void run_batch(const coll_t *batch, int n) {
     MPI_Request requests[BATCH_MAX];
     int rcs[BATCH_MAX];
+    char why[512] = "";
     double last = dp_comm_monotonic();
     if (n == 1 && batch[0].count > PIECE) {
         int rc = MPI_SUCCESS;
         for (size_t done = 0; done < batch[0].count && rc == MPI_SUCCESS; done += PIECE) {
             size_t count = batch[0].count - done < PIECE ? batch[0].count - done : PIECE;
             rc = post_piece(&batch[0], done, (int)count, &requests[0]);
-            if (rc == MPI_SUCCESS) rc = wait_request(&requests[0], dp_notices_joined(), batch[0].what);
-            dp_notices_collect();
+            if (rc == MPI_SUCCESS) rc = wait_request(&requests[0], dp_notices_joined(), batch[0].what, why, sizeof why);
+            if (rc != ABANDONED) dp_notices_collect();
         }
-        finish(&batch[0], rc, dp_comm_monotonic() - last);
+        finish(&batch[0], rc, why, dp_comm_monotonic() - last);
         return;
     }
     int64_t first = dp_notices_joined() + 1; /* the number of batch[0] */
     for (int i = 0; i < n; i++) rcs[i] = post_piece(&batch[i], 0, (int)batch[i].count, &requests[i]);
     for (int i = 0; i < n; i++) {
-        if (rcs[i] == MPI_SUCCESS) rcs[i] = wait_request(&requests[i], first + i, batch[i].what);
-        dp_notices_collect();
+        if (rcs[i] == MPI_SUCCESS && !why[0]) rcs[i] = wait_request(&requests[i], first + i, batch[i].what, why, sizeof why);
+        else if (rcs[i] == MPI_SUCCESS) rcs[i] = ABANDONED; /* after an abandoned one: no more MPI */
+        if (!why[0]) dp_notices_collect();
         double now = dp_comm_monotonic();
-        finish(&batch[i], rcs[i], now - last);
+        finish(&batch[i], rcs[i], why, now - last);
         last = now;
     }
+}
+
+/* The world is broken: batch[0..n) fail without MPI. */
+static void fail_batch(const coll_t *batch, int n) {
+    for (int i = 0; i < n; i++) finish(&batch[i], ABANDONED, comm.broken_message, 0.0);
 }
 
 static void *comm_main(void *arg) {
@@ -239,7 +283,7 @@ static void *comm_main(void *arg) {
             pthread_mutex_lock(&comm.lock);
         }
         while (comm.head == comm.tail && !comm.stopping && !atomic_load(&abort_requested)) {
-            if (!dp_notices_on()) {
+            if (!dp_notices_on() || comm.broken) {
                 pthread_cond_wait(&comm.work, &comm.lock);
                 continue;
             }
@@ -268,12 +312,15 @@ static void *comm_main(void *arg) {
             batch[n++] = *c;
             if (c->count > PIECE) break;
         }
+        int broken = comm.broken != DP_OK;
         pthread_mutex_unlock(&comm.lock);
-        run_batch(batch, n);
+        if (broken) fail_batch(batch, n);
+        else run_batch(batch, n);
         pthread_mutex_lock(&comm.lock);
     }
+    int mpi_usable = comm.broken == DP_OK;
     pthread_mutex_unlock(&comm.lock);
-    dp_notices_stop();
+    dp_notices_stop(mpi_usable);
     return NULL;
 }
 
@@ -288,6 +335,7 @@ static void enqueue_locked(const coll_t *c) {
 
 /* Runs c on the communication thread and waits for it. */
 static dp_status_t run_blocking(coll_t c) {
+    if (comm.broken && !comm.running) return dp_fail(comm.broken, "%s", comm.broken_message); /* after a leave */
     if (!comm.running) return DP_OK; /* no MPI: one rank, nothing to sum */
     waiter_t waiter = {0};
     c.waiter = &waiter;
@@ -308,10 +356,10 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
     if (!launched_by_mpirun()) return DP_OK;
     int provided;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-        return dp_fail(DP_ERR_IO, "MPI_Init_thread failed");
+        return dp_fail(DP_ERR_COMM, "MPI_Init_thread failed");
     mpi_started = 1;
     if (provided < MPI_THREAD_SERIALIZED)
-        return dp_fail(DP_ERR_IO, "MPI_Init_thread: this MPI provides thread level %d, dptrain needs "
+        return dp_fail(DP_ERR_COMM, "MPI_Init_thread: this MPI provides thread level %d, dptrain needs "
                        "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
@@ -334,8 +382,22 @@ void dp_world_finalize(void) {
         pthread_join(comm.thread, NULL);
         comm.running = 0;
     }
-    if (mpi_started) MPI_Finalize();
+    /* after an abandoned collective MPI_Finalize would wait for it */
+    if (mpi_started && comm.broken == DP_OK) MPI_Finalize();
     mpi_started = 0;
+}
+
+void dp_world_leave(void) {
+    if (!mpi_started) return;
+    atomic_store(&leaving, 1);
+    pthread_mutex_lock(&comm.lock);
+    break_locked(DP_ERR_COMM, "this rank left the job");
+    comm.stopping = 1;
+    pthread_cond_signal(&comm.work);
+    pthread_mutex_unlock(&comm.lock);
+    if (comm.running) pthread_join(comm.thread, NULL);
+    comm.running = 0;
+    mpi_started = 0; /* never finalized: mpirun ends the others when this process exits non-zero */
 }
 
 void dp_world_abort(int code) {
@@ -358,6 +420,7 @@ dp_status_t dp_world_sum_floats(float *buffer, size_t n) {
 }
 
 void dp_world_sum_floats_async(float *buffer, size_t n, dp_world_done_fn done, void *ctx) {
+    if (!comm.running && comm.broken) return; /* after a leave: dp_world_drain reports it */
     if (!comm.running) {
         if (done) done(ctx);
         return;
@@ -369,6 +432,7 @@ void dp_world_sum_floats_async(float *buffer, size_t n, dp_world_done_fn done, v
 }
 
 dp_status_t dp_world_drain(void) {
+    if (!comm.running && comm.broken) return dp_fail(comm.broken, "%s", comm.broken_message);
     if (!comm.running) return DP_OK;
     atomic_fetch_add(&waiting, 1);
     pthread_mutex_lock(&comm.lock);
@@ -404,20 +468,56 @@ dp_status_t dp_world_sum_doubles(double *buffer, int n) {
                                  "MPI_Allreduce of the statistics", NULL, NULL, NULL});
 }
 
-dp_status_t dp_world_allgather_bytes(const void *mine, void *all, size_t n) {
+static dp_status_t allgather(const void *mine, void *all, size_t n, const char *what) {
     if (!comm.running) {
+        if (comm.broken) return dp_fail(comm.broken, "%s", comm.broken_message);
         memcpy(all, mine, n);
         return DP_OK;
     }
     DP_ASSERT(n <= PIECE);
     memcpy((char *)all + (size_t)world_rank * n, mine, n);
-    return run_blocking((coll_t){COLL_ALLGATHER, all, n, MPI_BYTE, MPI_SUM, "MPI_Allgather of the devices' identities",
-                                 NULL, NULL, NULL});
+    return run_blocking((coll_t){COLL_ALLGATHER, all, n, MPI_BYTE, MPI_SUM, what, NULL, NULL, NULL});
+}
+
+dp_status_t dp_world_allgather_bytes(const void *mine, void *all, size_t n) {
+    return allgather(mine, all, n, "MPI_Allgather of the devices' identities");
+}
+
+/* One rank's part of dp_world_agree. */
+typedef struct {
+    int32_t status;
+    char message[508];
+} agree_entry_t;
+
+dp_status_t dp_world_agree(dp_status_t mine) {
+    if (!comm.running && !comm.broken) return mine;
+    agree_entry_t me = {.status = (int32_t)mine};
+    if (mine != DP_OK) snprintf(me.message, sizeof me.message, "%s", dp_error_message());
+    agree_entry_t *all = dp_alloc_zeroed((size_t)world_size, sizeof *all, "the ranks' statuses");
+    if (!all) return DP_ERR_NOMEM;
+    dp_status_t status = allgather(&me, all, sizeof me, "MPI_Allgather of the ranks' set-up statuses");
+    int first = -1;
+    for (int r = 0; status == DP_OK && r < world_size && first < 0; r++)
+        if (all[r].status != DP_OK) first = r;
+    if (status == DP_OK && first == world_rank)
+        status = dp_fail(mine, "%s", me.message);
+    else if (status == DP_OK && first >= 0)
+        status = dp_fail((dp_status_t)all[first].status, "rank %d of %d: %.*s", first, world_size,
+                         (int)sizeof all[first].message, all[first].message);
+    free(all);
+    return status;
 }
 
 dp_status_t dp_world_broadcast_bytes(void *buffer, size_t n) {
     return run_blocking((coll_t){COLL_BCAST, buffer, n, MPI_BYTE, MPI_SUM, "MPI_Bcast of a unique id from rank 0",
                                  NULL, NULL, NULL});
+}
+
+int dp_world_stalled_ranks(int *ranks, int max) {
+    pthread_mutex_lock(&comm.lock);
+    int n = comm.broken != DP_OK ? dp_stall_suspects(ranks, max) : 0;
+    pthread_mutex_unlock(&comm.lock);
+    return n;
 }
 
 dp_status_t dp_world_check_same(const dp_world_t *world, const char *what, const void *bytes, size_t n) {
@@ -450,6 +550,16 @@ dp_status_t dp_world_init(int *argc, char ***argv, dp_world_t *world) {
 }
 
 void dp_world_finalize(void) {}
+
+void dp_world_leave(void) {}
+
+int dp_world_stalled_ranks(int *ranks, int max) {
+    (void)ranks;
+    (void)max;
+    return 0;
+}
+
+dp_status_t dp_world_agree(dp_status_t mine) { return mine; }
 
 void dp_world_abort(int code) { (void)code; }
 

@@ -8,6 +8,7 @@
 #ifndef DPTRAIN_COMM_MPI_INTERNAL_H
 #define DPTRAIN_COMM_MPI_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -24,9 +25,10 @@ static inline double dp_comm_monotonic(void) {
 }
 
 /* With more than 2 ranks: the side communicator and a receive posted per
- * peer (nothing with 2 or fewer); dp_notices_stop undoes it. */
+ * peer (nothing with 2 or fewer); dp_notices_stop undoes it (its MPI part
+ * only when mpi_usable: not after a collective was abandoned). */
 dp_status_t dp_notices_start(int rank, int size);
-void dp_notices_stop(void);
+void dp_notices_stop(int mpi_usable);
 /* Whether notices are exchanged (more than 2 ranks). */
 int dp_notices_on(void);
 /* The number of collectives this rank has joined. */
@@ -39,8 +41,10 @@ void dp_notices_collect(void);
  * HEARTBEAT_SEC. */
 void dp_notices_tick(void);
 /* Collective number `seq` (`what`) has waited `waited` s, more than the
- * timeout `limit`: one line to stderr naming the ranks it waits for, then
- * _exit(3). */
-void dp_report_stall(int64_t seq, const char *what, double waited, double limit);
+ * timeout `limit`: the line naming the ranks it waits for (into line[0..size),
+ * without "rank R of N: "), which becomes the callers' DP_ERR_COMM. */
+void dp_describe_stall(int64_t seq, const char *what, double waited, double limit, char *line, size_t size);
+/* The ranks the last dp_describe_stall named (up to max); how many. */
+int dp_stall_suspects(int *ranks, int max);
 
 #endif

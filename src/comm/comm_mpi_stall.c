@@ -1,7 +1,8 @@
 /* comm_mpi_stall.c - stall detection for the communication thread
  * (comm_mpi.c): which ranks a collective that does not finish waits for,
  * told apart by arrival notices and heartbeats, and the watchdog's one line
- * naming them before the process exits. Runs on the communication thread
+ * naming them (a status for the callers, never an exit). Runs on the
+ * communication thread
  * only; MPI builds only (DPTRAIN_HAVE_MPI).
  */
 #ifdef DPTRAIN_HAVE_MPI
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <mpi.h>
 
@@ -63,7 +63,7 @@ dp_status_t dp_notices_start(int rank, int size) {
     if (!peer_collectives || !peer_heard || !notice_in || !notice_out || !notice_recv || !notice_send)
         return DP_ERR_NOMEM;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &notice_comm) != MPI_SUCCESS)
-        return dp_fail(DP_ERR_IO, "MPI_Comm_dup of the notice communicator failed");
+        return dp_fail(DP_ERR_COMM, "MPI_Comm_dup of the notice communicator failed");
     double now = dp_comm_monotonic();
     for (int p = 0; p < world_size; p++) {
         notice_recv[p] = notice_send[p] = MPI_REQUEST_NULL;
@@ -117,15 +117,16 @@ void dp_notices_tick(void) {
     if (now - last_sent >= HEARTBEAT_SEC) notices_send();
 }
 
-void dp_notices_stop(void) {
-    for (int p = 0; dp_notices_on() && p < world_size; p++) {
+void dp_notices_stop(int mpi_usable) {
+    for (int p = 0; mpi_usable && dp_notices_on() && p < world_size; p++) {
         if (notice_recv[p] != MPI_REQUEST_NULL) {
             MPI_Cancel(&notice_recv[p]);
             MPI_Wait(&notice_recv[p], MPI_STATUS_IGNORE);
         }
         if (notice_send[p] != MPI_REQUEST_NULL) MPI_Request_free(&notice_send[p]);
     }
-    if (dp_notices_on()) MPI_Comm_free(&notice_comm);
+    if (mpi_usable && dp_notices_on()) MPI_Comm_free(&notice_comm);
+    notice_comm = MPI_COMM_NULL;
     free(peer_collectives);
     free(peer_heard);
     free(notice_in);
@@ -136,6 +137,10 @@ void dp_notices_stop(void) {
     peer_heard = NULL;
     notice_recv = notice_send = NULL;
 }
+
+/* The ranks the last stalled collective waited for (dp_world_stalled_ranks). */
+#define SUSPECTS_MAX 64
+static int suspects[SUSPECTS_MAX], num_suspects;
 
 /* Peer p is silent (the first kind), or has not reached this rank's
  * collective number `seq` (the second kind). */
@@ -152,7 +157,9 @@ static int list_ranks(char *who, size_t size, int kind, int64_t seq, double now)
         for (int p = 0, listed = 0; p < world_size; p++) {
             if (p == world_rank || !(kind == 0 ? peer_silent(p, now) : peer_behind(p, seq))) continue;
             if (pass == 0) count++;
-            else if (used < size) used += (size_t)snprintf(who + used, size - used, "%s%d", listed++ ? ", " : "", p);
+            else if (num_suspects < SUSPECTS_MAX) suspects[num_suspects++] = p;
+            if (pass == 0) continue;
+            if (used < size) used += (size_t)snprintf(who + used, size - used, "%s%d", listed++ ? ", " : "", p);
         }
         if (pass == 0 && count > 0 && size > 0) used = (size_t)snprintf(who, size, count > 1 ? "ranks " : "rank ");
     }
@@ -163,8 +170,10 @@ static int list_ranks(char *who, size_t size, int kind, int64_t seq, double now)
  * they are silent, 0 if they are alive but have not reached it, -1 if
  * neither (then who is ""). */
 static int waited_for_ranks(int64_t seq, char *who, size_t size) {
+    num_suspects = 0;
     if (world_size == 2) {
         snprintf(who, size, "rank %d", 1 - world_rank);
+        suspects[num_suspects++] = 1 - world_rank;
         return 1;
     }
     if (!dp_notices_on()) {
@@ -180,36 +189,35 @@ static int waited_for_ranks(int64_t seq, char *who, size_t size) {
     }
     double now = dp_comm_monotonic();
     if (list_ranks(who, size, 0, seq, now) > 0) return 1;
+    num_suspects = 0;
     if (list_ranks(who, size, 1, seq, now) > 0) return 0;
+    num_suspects = 0;
     return -1;
 }
 
 /* --- The watchdog (on the communication thread) ------------------------------
- * A collective that has run longer than the timeout: one line to stderr
- * naming the silent ranks, then _exit(3); mpirun ends the job. */
-void dp_report_stall(int64_t seq, const char *what, double waited, double limit) {
-    char who[256], line[768];
-    int kind = waited_for_ranks(seq, who, sizeof who), n;
+ * A collective that has run longer than the timeout: the line naming the
+ * silent ranks, which the communication thread hands to every caller
+ * waiting for it (DP_ERR_COMM); the caller's main() ends the job. */
+void dp_describe_stall(int64_t seq, const char *what, double waited, double limit, char *line, size_t size) {
+    char who[256];
+    int kind = waited_for_ranks(seq, who, sizeof who);
     if (kind == 1)
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: no answer from %s for %.0f s in %s (--comm-timeout %g): "
-                     "stopped or dead; ending the job\n",
-                     world_rank, world_size, who, waited, what, limit);
+        snprintf(line, size, "no answer from %s for %.0f s in %s (--comm-timeout %g): stopped or dead; ending the job",
+                 who, waited, what, limit);
     else if (kind == 0)
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: %s still answer%s but %s not reached %s after %.0f s "
-                     "(--comm-timeout %g): stuck elsewhere; ending the job\n",
-                     world_rank, world_size, who, strchr(who, ',') ? "" : "s", strchr(who, ',') ? "have" : "has",
-                     what, waited, limit);
+        snprintf(line, size, "%s still answer%s but %s not reached %s after %.0f s (--comm-timeout %g): stuck "
+                 "elsewhere; ending the job", who, strchr(who, ',') ? "" : "s", strchr(who, ',') ? "have" : "has",
+                 what, waited, limit);
     else
-        n = snprintf(line, sizeof line,
-                     "dptrain: rank %d of %d: %s has not completed after %.0f s although every rank has "
-                     "reached it and answers (--comm-timeout %g): MPI or the network is stuck; ending the job\n",
-                     world_rank, world_size, what, waited, limit);
-    if (write(STDERR_FILENO, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) {
-        /* nothing more to do: exiting is what matters */
-    }
-    _exit(3);
+        snprintf(line, size, "%s has not completed after %.0f s although every rank has reached it and answers "
+                 "(--comm-timeout %g): MPI or the network is stuck; ending the job", what, waited, limit);
+}
+
+int dp_stall_suspects(int *ranks, int max) {
+    int n = num_suspects < max ? num_suspects : max;
+    for (int i = 0; i < n; i++) ranks[i] = suspects[i];
+    return n;
 }
 
 #endif /* DPTRAIN_HAVE_MPI */

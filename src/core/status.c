@@ -35,6 +35,9 @@ const char *dp_status_name(dp_status_t status) {
     case DP_ERR_FORMAT: return "bad format";
     case DP_ERR_NOMEM: return "out of memory";
     case DP_ERR_SHAPE: return "shape mismatch";
+    case DP_ERR_DEVICE: return "device failure";
+    case DP_ERR_COMM: return "communication failure";
+    case DP_ERR_PREEMPTED: return "preempted";
     }
     return "unknown status";
 }

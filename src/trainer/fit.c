@@ -61,6 +61,7 @@
 #include "dptrain/batch_loader.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
+#include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
 /* The progress callback's mean loss is read from the devices (a host wait
@@ -401,7 +402,7 @@ static dp_status_t gather_epoch_sums(const dp_fit_config_t *config, double loss_
  * checkpoint (rank 0 writes it). */
 static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batch_loader_t *loader, int epoch,
                                dp_checkpoint_info_t *run, double sums[3], double *lr, double *epoch_sec,
-                               int *trained) {
+                               int *trained, dp_fit_stop_t *stop_state) {
     dp_trainer_t *trainer = config->trainer;
     const int steps = dp_batch_loader_num_batches(loader);
     const int rank = config->world.rank, ranks = config->world.size > 1 ? config->world.size : 1;
@@ -441,7 +442,9 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
         seen += batch->n;
         unread = 1;
         step++;
-        const int saves = config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps;
+        int stop = 0; /* preempted: every rank saves here and stops (fit_stop.c) */
+        if ((status = dp_fit_stop_vote(stop_state, step < steps, &stop)) != DP_OK) break;
+        const int saves = (config->save_every_steps > 0 && step % config->save_every_steps == 0 && step < steps) || stop;
         if (step == steps || saves) { /* folded into the epoch's sums */
             if ((status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1)) != DP_OK) break;
             unread = 0;
@@ -460,8 +463,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
-            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK) break;
+            if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK && !stop) break;
         }
+        if (stop) {
+            status = dp_fit_stop_saved(stop_state, status, epoch, step, steps);
+            break;
+        }
+        dp_fit_stop_after(stop_state, dp_trainer_step_count(trainer));
     }
     if (status == DP_OK && unread) status = dp_trainer_read_metrics(trainer, &loss_sum, &correct, 1);
     *epoch_sec = now_seconds() - start;
@@ -488,8 +496,12 @@ static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
 /* dp_fit over the config's sources. */
 static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx,
                                dp_fit_result_t *result) {
-    DP_TRY(check_config(config));
-    DP_TRY(check_outputs(config, ctx));
+    /* every rank starts training, or none: a failure before it is agreed (dp_world_agree) */
+    dp_fit_stop_t stop_state;
+    dp_status_t status = check_config(config);
+    if (status == DP_OK) status = check_outputs(config, ctx);
+    if (status == DP_OK) status = dp_fit_stop_begin(&stop_state, config);
+    if (status != DP_OK) return dp_world_agree(status);
     dp_trainer_t *trainer = config->trainer;
     const dp_world_t *world = &config->world;
     const int ranks = world->size > 1 ? world->size : 1;
@@ -499,12 +511,13 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     const int test_count = dp_batch_source_info(config->test_source)->count;
     dp_batch_loader_t *loader = NULL;
     dp_epoch_stats_t *history = NULL;
+    int agreed = 0; /* the ranks' agreement to start is behind */
     const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
                                          .training = 1, .threads = config->loader_threads,
                                          .depth = config->loader_depth, .share = dp_trainer_batch_share,
                                          .share_ctx = trainer};
-    dp_status_t status = dp_batch_loader_new(config->train_source, &lc, &loader);
-    if (status != DP_OK) return status;
+    status = dp_batch_loader_new(config->train_source, &lc, &loader);
+    if (status != DP_OK) goto done;
     history = dp_alloc_zeroed((size_t)config->epochs, sizeof *history, "epoch history");
     if (!history) {
         status = DP_ERR_NOMEM;
@@ -545,6 +558,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     }
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
     if (config->init_path && (status = init_from(config, ctx, &run, init_note, sizeof init_note)) != DP_OK) goto done;
+    agreed = 1;
+    if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
     const int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after
                                                                                       : config->epochs;
@@ -561,7 +576,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     for (int epoch = first_epoch; epoch < last_epoch; epoch++) {
         double sums[3], lr = config->schedule.lr, epoch_sec;
         int trained;
-        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained)) != DP_OK)
+        if ((status = train_epoch(config, ctx, loader, epoch, &run, sums, &lr, &epoch_sec, &trained, &stop_state)) !=
+            DP_OK)
             goto done;
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
@@ -616,6 +632,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         if (last_epoch > first_epoch) result->test_acc = history[last_epoch - 1].test_acc;
     }
 done:
+    if (!agreed) status = dp_world_agree(status); /* a failure before training: every rank's */
+    dp_fit_stop_end(&stop_state);
     free(history);
     dp_batch_loader_free(loader);
     return status;

@@ -527,11 +527,11 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             if ((ds = cudnnCreate(&c->cudnn)) == CUDNN_STATUS_SUCCESS) cudnnSetStream(c->cudnn, c->stream);
         }
         if (err != cudaSuccess)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cannot start the GPU: %s", gpu, cudaGetErrorString(err));
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cannot start the GPU: %s", gpu, cudaGetErrorString(err));
         else if (bs != CUBLAS_STATUS_SUCCESS)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuBLAS failed to start (status %d)", gpu, (int)bs);
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cuBLAS failed to start (status %d)", gpu, (int)bs);
         else if (ds != CUDNN_STATUS_SUCCESS)
-            status = dp_fail(DP_ERR_ARG, "cuda:%d: cuDNN failed to start: %s", gpu, cudnnGetErrorString(ds));
+            status = dp_fail(DP_ERR_DEVICE, "cuda:%d: cuDNN failed to start: %s", gpu, cudnnGetErrorString(ds));
         if (status != DP_OK) {
             free(c); /* the handles that did start are left to exit: the GPU is unusable anyway */
             pthread_mutex_unlock(&open_lock);

@@ -45,7 +45,7 @@ int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
  * download), which records it here. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c) {
     if (!c->failed) return DP_OK;
-    return dp_fail(DP_ERR_ARG, "%s", c->error);
+    return dp_fail(c->failed_comm ? DP_ERR_COMM : DP_ERR_DEVICE, "%s", c->error);
 }
 
 cudaError_t dp_cuda_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {

@@ -103,6 +103,7 @@ typedef struct dp_cuda_context {
     int block_count, block_cap;
     size_t mem_in_use, mem_peak;
     int failed;
+    int failed_comm; /* the failure is the communication's (NCCL: a remote member stopped answering), not the GPU's */
     char error[256];
     dp_backend_t table;
 } dp_cuda_ctx_t;

@@ -54,7 +54,11 @@ static const float one = 1.0f;
 /* --- linear: cuBLAS is column-major, so row-major y (N, OUT) is y^T ---------------- */
 
 static dp_status_t cublas_status(dp_cuda_ctx_t *c, cublasStatus_t s, const char *what) {
-    return s == CUBLAS_STATUS_SUCCESS ? DP_OK : dp_fail(DP_ERR_ARG, "%s: %s: cuBLAS status %d", c->name, what, (int)s);
+    if (s == CUBLAS_STATUS_SUCCESS) return DP_OK;
+    dp_status_t status = s == CUBLAS_STATUS_INVALID_VALUE || s == CUBLAS_STATUS_NOT_SUPPORTED ? DP_ERR_ARG
+                         : s == CUBLAS_STATUS_ALLOC_FAILED                                    ? DP_ERR_NOMEM
+                                                                                              : DP_ERR_DEVICE;
+    return dp_fail(status, "%s: %s: cuBLAS status %d", c->name, what, (int)s);
 }
 
 static dp_status_t linear_check(const dp_node_t *node, int *N, int *IN, int *OUT) {

@@ -9,7 +9,11 @@
 #include "layout_cuda.h"
 
 dp_status_t dp_cuda_cudnn_fail(dp_cuda_ctx_t *c, cudnnStatus_t s, const char *what) {
-    return dp_fail(DP_ERR_ARG, "%s: %s: cuDNN: %s", c->name, what, cudnnGetErrorString(s));
+    /* what cuDNN cannot do with these shapes is the model's, what fails while it runs the GPU's */
+    dp_status_t status = s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM ? DP_ERR_ARG
+                         : s == CUDNN_STATUS_ALLOC_FAILED                              ? DP_ERR_NOMEM
+                                                                                       : DP_ERR_DEVICE;
+    return dp_fail(status, "%s: %s: cuDNN: %s", c->name, what, cudnnGetErrorString(s));
 }
 
 dp_status_t dp_cuda_launch(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {

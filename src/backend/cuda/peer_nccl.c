@@ -82,6 +82,7 @@ struct dp_peer_group {
     pthread_mutex_t abort_lock; /* guards what follows */
     int aborted;                /* the communicators were aborted (and are NULL) */
     char abort_message[200];    /* why */
+    int abort_comm;             /* why is the communication's (a timeout, NCCL's error), not a member GPU's */
 };
 
 _Static_assert(NCCL_UNIQUE_ID_BYTES == 128, "backend.h's peer_unique_id is 128 bytes");
@@ -96,7 +97,7 @@ static void nccl_message(char *message, size_t size, ncclResult_t r, const char 
 static dp_status_t nccl_fail(ncclResult_t r, const char *what) {
     char message[256];
     nccl_message(message, sizeof message, r, what);
-    return dp_fail(DP_ERR_ARG, "%s", message);
+    return dp_fail(DP_ERR_DEVICE, "%s", message);
 }
 
 static dp_status_t cuda_peer_id(void *ctx, unsigned char id[16]) {
@@ -106,7 +107,7 @@ static dp_status_t cuda_peer_id(void *ctx, unsigned char id[16]) {
     dp_cuda_enter(c);
     cudaError_t err = cudaGetDeviceProperties(&prop, c->gpu);
     dp_cuda_leave(c);
-    if (err != cudaSuccess) return dp_fail(DP_ERR_ARG, "%s: reading its UUID failed: %s", c->name, cudaGetErrorString(err));
+    if (err != cudaSuccess) return dp_fail(DP_ERR_DEVICE, "%s: reading its UUID failed: %s", c->name, cudaGetErrorString(err));
     _Static_assert(sizeof prop.uuid == 16, "a GPU's UUID is 16 bytes");
     memcpy(id, &prop.uuid, 16);
     return DP_OK;
@@ -127,8 +128,9 @@ static dp_status_t cuda_peer_unique_id(void *ctx, unsigned char id[128]) {
  * other than `self`'s failed (its sticky error, seen through its `summed`
  * event: a query may name another GPU's event), or NCCL reports an
  * asynchronous error (a remote rank). Under abort_lock. */
-static void member_failure(dp_peer_group_t *g, int self, char *why, size_t size) {
+static int member_failure(dp_peer_group_t *g, int self, char *why, size_t size) {
     *why = 0;
+    int comm = 0;
     for (int i = 0; i < g->k && !*why; i++) {
         cudaError_t err = i == self ? cudaSuccess : cudaEventQuery(g->summed[i]);
         if (err != cudaSuccess) (void)cudaGetLastError(); /* another GPU's error, or "not ready" */
@@ -137,13 +139,15 @@ static void member_failure(dp_peer_group_t *g, int self, char *why, size_t size)
             snprintf(why, size, "%s failed: %s", g->ctx[i]->name, cudaGetErrorString(err));
         else if (ncclCommGetAsyncError(g->comm[i], &async) == ncclSuccess && async != ncclSuccess &&
                  async != ncclInProgress)
-            snprintf(why, size, "%s: NCCL: %s", g->ctx[i]->name, ncclGetErrorString(async));
+            snprintf(why, size, "%s: NCCL: %s", g->ctx[i]->name, ncclGetErrorString(async)), comm = 1;
     }
+    return comm;
 }
 
 /* Every communicator aborted, once (the kernels that wait end). Under abort_lock. */
-static void abort_group(dp_peer_group_t *g, const char *why) {
+static void abort_group(dp_peer_group_t *g, const char *why, int comm) {
     if (g->aborted) return;
+    g->abort_comm = comm;
     for (int i = 0; i < g->k; i++)
         if (g->comm[i]) ncclCommAbort(g->comm[i]);
     memset(g->comm, 0, sizeof g->comm);
@@ -167,6 +171,7 @@ static cudaError_t peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
         pthread_mutex_lock(&g->abort_lock);
         if (err != cudaErrorNotReady) {
             int aborted = g->aborted;
+            if (aborted && !c->failed) c->failed_comm = g->abort_comm;
             if (aborted) dp_cuda_fail(c, "%s", g->abort_message); /* the first failure is kept */
             pthread_mutex_unlock(&g->abort_lock);
             return err == cudaSuccess && aborted ? cudaErrorUnknown : err; /* the failure is c's already */
@@ -174,14 +179,14 @@ static cudaError_t peer_wait(dp_cuda_ctx_t *c, cudaEvent_t event) {
         (void)cudaGetLastError(); /* "not ready" is an answer, not an error */
         char why[168];
         if (!g->aborted) {
-            member_failure(g, self, why, sizeof why);
+            int comm = member_failure(g, self, why, sizeof why);
             /* nothing failed, and yet no end: a remote member stopped (a rank that stopped answering is
              * in no MPI call here for the MPI watchdog to see), or a GPU is stuck */
             if (!*why && g->timeout_sec > 0 && (polls & 63) == 63 && monotonic_sec() - start > g->timeout_sec)
                 snprintf(why, sizeof why, "%s waited %.0f s for its work and the group's sums (--comm-timeout %g): "
                          "a member (another rank?) stopped answering, or a GPU is stuck", c->name,
-                         monotonic_sec() - start, g->timeout_sec);
-            if (*why) abort_group(g, why);
+                         monotonic_sec() - start, g->timeout_sec), comm = 1;
+            if (*why) abort_group(g, why, comm);
         }
         pthread_mutex_unlock(&g->abort_lock);
         if (polls < 64) {
@@ -206,7 +211,7 @@ static void cuda_peer_group_free(dp_peer_group_t *g) {
     }
     pthread_mutex_lock(&g->abort_lock);
     failed |= g->aborted;
-    if (failed) abort_group(g, "a member failed");
+    if (failed) abort_group(g, "a member failed", 0);
     pthread_mutex_unlock(&g->abort_lock);
     for (int i = 0; i < g->k; i++) {
         if (!g->comm[i]) continue; /* aborted, or never made */
@@ -237,12 +242,18 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
  * every member's lock): a failure made sticky in every member (its next op
  * fails with it), the locks let go. */
 static dp_status_t group_leave(dp_peer_group_t *g, int failed, const char *message) {
-    if (failed)
-        for (int i = 0; i < g->k; i++)
-            dp_cuda_fail(g->ctx[i], "%s", message);
+    /* the communication's failure (an abort for a silent member), else the GPUs' */
+    pthread_mutex_lock(&g->abort_lock);
+    int comm = g->aborted && g->abort_comm;
+    pthread_mutex_unlock(&g->abort_lock);
+    for (int i = 0; i < g->k; i++) comm |= g->ctx[i]->failed && g->ctx[i]->failed_comm;
+    for (int i = 0; failed && i < g->k; i++) {
+        if (!g->ctx[i]->failed) g->ctx[i]->failed_comm = comm;
+        dp_cuda_fail(g->ctx[i], "%s", message);
+    }
     for (int i = g->k - 1; i >= 0; i--) dp_cuda_leave(g->ctx[i]);
     pthread_mutex_unlock(&g->lock);
-    return failed ? dp_fail(DP_ERR_ARG, "%s", message) : DP_OK;
+    return failed ? dp_fail(comm ? DP_ERR_COMM : DP_ERR_DEVICE, "%s", message) : DP_OK;
 }
 
 /* 1 when every member's context is capturing a step graph (graph_cuda.c),
@@ -365,7 +376,7 @@ static dp_status_t cuda_peer_group_new(const dp_backend_t *const *tables, int k,
         if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g->graph_summed[i], cudaEventDisableTiming);
         dp_cuda_leave(c);
         if (err != cudaSuccess)
-            status = dp_fail(DP_ERR_ARG, "%s: NCCL's stream: %s", c->name, cudaGetErrorString(err));
+            status = dp_fail(DP_ERR_DEVICE, "%s: NCCL's stream: %s", c->name, cudaGetErrorString(err));
     }
     if (status == DP_OK) {
         ncclUniqueId id;

@@ -1,0 +1,308 @@
+/* launch_attempt.c - one run of mpirun for `dptrain launch` (launch.h): the
+ * launcher's signals, mpirun as a child whose output passes through, and
+ * the launch log.
+ *
+ * Signals. The handler only notes them; the loop that passes mpirun's
+ * output on (woken by the signal) sends them on. The first SIGTERM (or
+ * SIGUSR1) is a preemption: it goes to mpirun as SIGUSR1, which mpirun
+ * forwards to every rank on every host (SIGTERM would make mpirun kill
+ * them), and every rank saves at its next step boundary and exits with
+ * the preempted status (train_signals.c); until mpirun and the ranks are
+ * ready for it, it waits (FORWARD_AFTER_SEC). SIGINT, or another SIGTERM, ends
+ * the job at once: SIGTERM to mpirun, which ends the ranks. mpirun runs in a process group of its own, so
+ * that a terminal's Ctrl-C or a scheduler's signal to the launcher's group
+ * reaches the launcher alone, which decides; it is sent SIGTERM by the
+ * kernel if the launcher dies (PR_SET_PDEATHSIG), so nothing is left
+ * running. Its stdin is /dev/null (a background process group must not
+ * read the terminal).
+ *
+ * Output. mpirun's stdout (the ranks' stdout) passes through as it comes.
+ * Its stderr passes through line by line, except Open MPI's messages about
+ * a job that ended (the blocks between lines of dashes saying that a
+ * process exited with a non-zero status, was killed by a signal or called
+ * MPI_ABORT, its aggregation notes, its "Forwarding signal" lines): the
+ * launcher's own line on the failure says which rank failed first, why and
+ * where, and these blocks go to DIR/launch.log instead (with --log-dir).
+ * Any other block (mpirun could not start a daemon, not enough slots, ...)
+ * passes through.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "launch.h"
+
+launch_signals_t launch_signals;
+
+/* mpirun forwards SIGUSR1 once it has set itself up, and a rank takes it
+ * once it has installed its handler; before, SIGUSR1 would end either. So
+ * the request waits until mpirun has run FORWARD_AFTER_SEC and every rank
+ * has made its record (after its handlers), or FORWARD_ANYWAY_SEC (records
+ * that cannot be seen: hosts without the log directory). */
+#define FORWARD_AFTER_SEC 1.0
+#define FORWARD_ANYWAY_SEC 10.0
+
+/* Whether every rank of the attempt has made its record. */
+static int ranks_ready(const char *record_dir, int ranks) {
+    char path[4200];
+    for (int r = 0; r < ranks; r++) {
+        snprintf(path, sizeof path, "%s/rank.%d", record_dir, r);
+        if (access(path, F_OK) != 0) return 0;
+    }
+    return 1;
+}
+
+/* Notes the signal; launch_run_mpirun's loop (woken by it) passes it on. */
+static void on_signal(int sig) {
+    if (sig == SIGINT || (sig == SIGTERM && launch_signals.preempt)) launch_signals.interrupt = sig;
+    else if (!launch_signals.preempt) launch_signals.preempt = sig; /* (SIGUSR1 again: asked already) */
+}
+
+void launch_signals_install(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGUSR1, &action, NULL);
+}
+
+void launch_log(const char *log_dir, const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dptrain launch: %s\n", line);
+    fflush(stderr);
+    if (!log_dir) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/launch.log", log_dir);
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    fprintf(f, "%s %s\n", stamp, line);
+    fclose(f);
+}
+
+/* --- mpirun's stderr, filtered ----------------------------------------------- */
+
+/* Open MPI's messages about a job that ended: what the launcher's summary replaces. */
+static const char *const ended_job[] = {
+    "Primary job  terminated normally",
+    "mpirun detected that one or more processes exited with non-zero status",
+    "mpirun noticed that process rank",
+    "MPI_ABORT was invoked",
+    "mpirun has exited due to process rank",
+};
+
+typedef struct {
+    char line[8192]; /* the line being read */
+    size_t used;
+    char *block; /* a dashed block being read (NULL: none) */
+    size_t block_used, block_size;
+    FILE *log; /* DIR/launch.log for what is left out, or NULL */
+} stderr_filter_t;
+
+static int dashes(const char *line) {
+    size_t n = strspn(line, "-");
+    return n >= 20 && (line[n] == '\n' || line[n] == '\0');
+}
+
+static int contains(const char *text, size_t n, const char *needle) {
+    size_t len = strlen(needle);
+    for (size_t i = 0; i + len <= n; i++)
+        if (memcmp(text + i, needle, len) == 0) return 1;
+    return 0;
+}
+
+static void emit(const char *text, size_t n) {
+    if (fwrite(text, 1, n, stderr) != n) { /* a closed stderr: nothing to say it on */
+    }
+}
+
+/* A block has ended (or the stream did): pass it on or leave it out. */
+static void end_block(stderr_filter_t *f) {
+    int drop = 0;
+    for (size_t i = 0; i < sizeof ended_job / sizeof ended_job[0] && !drop; i++)
+        drop = contains(f->block, f->block_used, ended_job[i]);
+    if (!drop) emit(f->block, f->block_used);
+    else if (f->log) fwrite(f->block, 1, f->block_used, f->log);
+    free(f->block);
+    f->block = NULL;
+    f->block_used = f->block_size = 0;
+}
+
+static void add_to_block(stderr_filter_t *f, const char *line, size_t n) {
+    if (f->block_used + n > f->block_size) {
+        size_t size = 2 * (f->block_used + n) + 1024;
+        char *bigger = realloc(f->block, size);
+        if (!bigger) { /* pass it on rather than lose it */
+            emit(f->block, f->block_used);
+            emit(line, n);
+            f->block_used = 0;
+            return;
+        }
+        f->block = bigger;
+        f->block_size = size;
+    }
+    memcpy(f->block + f->block_used, line, n);
+    f->block_used += n;
+}
+
+static void filter_line(stderr_filter_t *f, const char *line, size_t n) {
+    if (f->block) {
+        add_to_block(f, line, n);
+        if (dashes(line)) end_block(f);
+        return;
+    }
+    if (dashes(line)) {
+        f->block = malloc(1);
+        f->block_size = 1;
+        f->block_used = 0;
+        add_to_block(f, line, n);
+        return;
+    }
+    int drop = strstr(line, "Forwarding signal") && strncmp(line, "mpirun:", 7) == 0;
+    drop = drop || (strstr(line, "more process") && strstr(line, "has sent help message")) ||
+           strstr(line, "orte_base_help_aggregate") != NULL;
+    if (!drop) emit(line, n);
+    else if (f->log) fwrite(line, 1, n, f->log);
+}
+
+static void filter_bytes(stderr_filter_t *f, const char *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (f->used < sizeof f->line - 1) f->line[f->used++] = bytes[i];
+        if (bytes[i] == '\n' || f->used == sizeof f->line - 1) {
+            f->line[f->used] = '\0';
+            filter_line(f, f->line, f->used);
+            f->used = 0;
+        }
+    }
+    fflush(stderr);
+}
+
+static void filter_end(stderr_filter_t *f) {
+    if (f->used) {
+        f->line[f->used] = '\0';
+        filter_line(f, f->line, f->used);
+        f->used = 0;
+    }
+    if (f->block) emit(f->block, f->block_used), free(f->block), f->block = NULL;
+    fflush(stderr);
+}
+
+/* --- mpirun as a child ----------------------------------------------------------- */
+
+static void child(const char *const *args, int out, int err, pid_t parent) {
+    setpgid(0, 0);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+    if (getppid() != parent) _exit(127); /* the launcher is gone already */
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    execvp(args[0], (char *const *)args);
+    fprintf(stderr, "dptrain: launch: cannot run %s (%s): install openmpi-bin\n", args[0], strerror(errno));
+    _exit(127);
+}
+
+int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, int ranks) {
+    int out[2], err[2];
+    if (pipe(out) != 0) return -1;
+    if (pipe(err) != 0) {
+        close(out[0]), close(out[1]);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        close(out[0]), close(err[0]);
+        child(args, out[1], err[1], parent);
+    }
+    close(out[1]), close(err[1]);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double started = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, now = started;
+    int sent_term = 0, sent_usr1 = 0;
+    stderr_filter_t filter = {.log = NULL};
+    if (log_dir) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/launch.log", log_dir);
+        filter.log = fopen(path, "a");
+    }
+    struct pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open_fds = 2, status = 0, exited = 0;
+    double exited_at = 0.0;
+    char buffer[65536];
+    while (open_fds > 0) {
+        if (launch_signals.interrupt && !sent_term && !exited) kill(pid, SIGTERM), sent_term = 1;
+        if (launch_signals.preempt && !sent_usr1 && !sent_term && !exited &&
+            ((now - started >= FORWARD_AFTER_SEC && ranks_ready(record_dir, ranks)) || now - started >= FORWARD_ANYWAY_SEC))
+            kill(pid, SIGUSR1), sent_usr1 = 1;
+        int ready = poll(fds, 2, 100);
+        if (ready < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2 && ready > 0; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+            } else if (i == 0) {
+                if (fwrite(buffer, 1, (size_t)n, stdout) != (size_t)n) { /* a closed stdout */
+                }
+                fflush(stdout);
+            } else {
+                filter_bytes(&filter, buffer, (size_t)n);
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        /* once mpirun has gone, a rank that kept its pipes open must not hold the launcher */
+        if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+            exited = 1;
+            exited_at = now;
+        }
+        if (exited && now - exited_at > 2.0) break;
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    filter_end(&filter);
+    if (filter.log) fclose(filter.log);
+    while (!exited && waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            status = -1;
+            break;
+        }
+    }
+    return status;
+}
