@@ -16,6 +16,9 @@
 # - a resume keeps the freeze: 1 epoch + a resume without --freeze (or with
 #   the same layers spelled otherwise) = 2 epochs straight, byte for byte;
 #   a resume with another --freeze is refused naming a tensor;
+# - `dptrain launch --restarts 1` of a fine-tuning job (--init, --freeze)
+#   whose rank is killed in epoch 2: the restart resumes from the save
+#   (launch drops --init) and ends byte for byte where 2 epochs straight do;
 # - 1 device, 2 devices, 2 MPI ranks with --freeze conv1: 2 ranks = 2
 #   devices bit for bit (overlapped sums), 1 device within 1e-5 of each
 #   tensor's largest value (training.md's tolerance), conv1 the file's in
@@ -130,6 +133,14 @@ for spelling in none conv2,conv1; do
     || fail "resume (--freeze $spelling): no 'frozen:' line: $(head -4 "$tmp/resume.out")"
   same_tensors "$tmp/straight.st" "$tmp/half.st" && pass || fail "1 epoch + resume (--freeze $spelling) differs from 2 straight"
 done
+
+# a fine-tuning job restarted by `dptrain launch` after a fault resumes from its save (its --init dropped)
+if command -v mpirun >/dev/null; then
+  DPTRAIN_FAULT=kill:0:25 "$bin" launch --np 1 --restarts 1 -- "${ft[@]}" --init "$tmp/pre.st" --freeze conv1,conv2 \
+    --save "$tmp/launched.st" >"$tmp/launch.out" 2>&1 && grep -q "the job finished after 1 restart" "$tmp/launch.out" \
+    && pass || fail "launch --restarts with --init: $(tail -4 "$tmp/launch.out")"
+  same_tensors "$tmp/straight.st" "$tmp/launched.st" && pass || fail "the restarted fine-tuning differs from 2 epochs straight"
+fi
 
 # 1 device, 2 devices, 2 ranks
 dev=("${common[@]}" --model lenet --optimizer momentum --lr 0.05 --limit 1500 --epochs 1 --init "$tmp/pre.st" --freeze conv1
