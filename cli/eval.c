@@ -169,7 +169,8 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     dp_trainer_set_params(trainer, params);
     int correct;
-    if (dp_trainer_evaluate(trainer, data.test, batch_size, &correct) != DP_OK) goto done;
+    if (dp_trainer_evaluate_threads(trainer, data.test, batch_size, data.loader_threads, &correct) != DP_OK)
+        goto done;
     printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s, epoch %d, %s%s%s%s\n",
            (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",

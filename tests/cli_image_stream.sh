@@ -121,6 +121,11 @@ grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
 "$bin" inspect "$tmp/crop1.st" >"$tmp/inspect.out" 2>&1
 grep -q "^  data.transform = resize 32$" "$tmp/inspect.out" && pass || fail "inspect: $(grep -i transform "$tmp/inspect.out")"
 eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
+# the evaluation's batches filled by 1 or 3 loader threads, on 1 or 2 devices: the same count
+for run in "--loader-threads 1 --devices 2" "--loader-threads 3 --devices 1"; do
+  other=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" $run 2>&1)
+  [[ "${other%%, model*}" == "${eval_line%%, model*}" ]] && pass || fail "eval $run: '$other' vs '$eval_line'"
+done
 correct=$(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/96 correct\).*/\1/p' <<<"$eval_line")
 predicted=$("$bin" predict --resume "$tmp/crop1.st" --top 1 "$tmp"/jpeg/test/*/*.jpg 2>&1 \
   | awk -F'[/: ]+' '{ n = split($0, a, "/"); split(a[n], b, ": "); cls = a[n - 1]; split(b[2], c, " "); if (c[1] == cls) right++ }

@@ -155,13 +155,18 @@ int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max
  * download. */
 dp_status_t dp_trainer_read_metrics(dp_trainer_t *trainer, double *loss_sum, int *correct, int reset);
 
-/* Number of the source's samples the model classifies correctly, evaluated
- * in batches of batch_size (fewer when a batch's activations would take
- * more than about 1 GB per device), the samples split across all devices
- * of all ranks (the book's exercise 4), each device filling its batches
- * from the source (its evaluation transform) on its own thread; every rank
- * gets the total. */
+/* Number of the source's samples the model classifies correctly: the
+ * samples in order, in global batches of batch_size per device (fewer when
+ * a batch's activations would take more than about 1 GB per device) filled
+ * with the source's evaluation transform, each split across all devices of
+ * all ranks (the book's exercise 4), every rank filling only its part;
+ * every rank gets the total. */
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int *correct);
+/* The same with `threads` loader threads filling the evaluation's batches
+ * ahead of the devices (batch_loader.h; 0: on the caller's thread, as
+ * dp_trainer_evaluate does): for sources whose fill decodes files. */
+dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int threads,
+                                        int *correct);
 
 /* A host copy of replica d's parameters (dp_model_num_params floats),
  * downloaded from the device by this call: valid until the next

@@ -582,7 +582,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
         if ((status = dp_world_sum_doubles(sums, 2)) != DP_OK) goto done;
-        if ((status = dp_trainer_evaluate(trainer, config->test_source, eval_batch, &test_correct)) != DP_OK)
+        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
+                                                  &test_correct)) != DP_OK)
             goto done;
 
         dp_epoch_stats_t *s = &history[epoch];
@@ -619,7 +620,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     double total_sec = 0.0;
     for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
     if (first_epoch >= last_epoch) /* the saved model's accuracy instead */
-        if ((status = dp_trainer_evaluate(trainer, config->test_source, eval_batch, &test_correct)) != DP_OK)
+        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
+                                                  &test_correct)) != DP_OK)
             goto done;
     if (result) {
         *result = (dp_fit_result_t){.first_epoch = first_epoch, .last_epoch = last_epoch,

@@ -23,11 +23,10 @@ void dp_replica_free(dp_replica_t *r) {
     dp_optimizer_free(r->optimizer);
     r->backend->free(r->backend->ctx, r->metrics_block);
     free(r->host_params);
-    r->backend->free(r->backend->ctx, r->in_pixels);
-    r->backend->free(r->backend->ctx, r->in_labels);
-    free(r->eval_samples);
-    free(r->eval_pixels);
-    free(r->eval_labels);
+    r->backend->free(r->backend->ctx, r->step_in.pixels);
+    r->backend->free(r->backend->ctx, r->step_in.labels);
+    r->backend->free(r->backend->ctx, r->eval_in.pixels);
+    r->backend->free(r->backend->ctx, r->eval_in.labels);
 }
 
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {

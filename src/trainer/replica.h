@@ -15,6 +15,16 @@
 #include "dptrain/device.h"
 #include "dptrain/parallel.h"
 
+/* Device memory a batch's shards are uploaded into (trainer.c's
+ * stage_input): this replica's shards of every micro-batch, one after the
+ * other, grown when a larger batch comes (which frees device memory). */
+typedef struct {
+    uint8_t *pixels;      /* (cap, C, H, W) */
+    int32_t *labels;      /* (cap) */
+    size_t cap, pixel_bytes; /* examples, bytes */
+    size_t used;          /* examples of them the earlier micro-batches took */
+} dp_input_buffers_t;
+
 typedef struct dp_replica {
     float *params; /* (num_params) this replica's copy of the parameters; device memory */
     float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
@@ -25,26 +35,18 @@ typedef struct dp_replica {
     dp_device_t *device;
     const dp_backend_t *backend; /* the device's */
     float *host_params;  /* (num_params) host copy made by dp_trainer_params / check_replicas */
-    /* the step's input on a backend without host memory: this replica's
-     * shards of every micro-batch, one after the other, uploaded before the
-     * step (a step graph reads them there); host memory: the batch's own */
-    uint8_t *in_pixels;   /* (in_cap, C, H, W) device memory */
-    int32_t *in_labels;   /* (in_cap) device memory */
-    size_t in_cap, in_pixels_bytes; /* examples, bytes */
-    size_t in_used;       /* examples of them the step's earlier micro-batches took */
-    /* evaluation: a batch filled on the device's thread (host memory) */
-    int *eval_samples;    /* (eval_batch) */
-    uint8_t *eval_pixels; /* (eval_batch, C, H, W) */
-    int32_t *eval_labels; /* (eval_batch) */
-    size_t eval_pixels_bytes;
+    /* the input on a backend without host memory (dp_input_buffers_t):
+     * a training step's (a step graph reads them there) and an
+     * evaluation's, apart, so that an evaluation's larger batches leave
+     * the graphs' buffers as they are; host memory: the batch's own */
+    dp_input_buffers_t step_in, eval_in;
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;
-    const dp_batch_t *batch;      /* the step's (training) */
-    dp_batch_source_t *source;    /* evaluation's */
+    const dp_batch_t *batch;      /* the step's or the evaluation's */
     const uint8_t *shard_pixels;  /* the current shard (training): device memory of the backend */
     const int32_t *shard_labels;
-    int count, denominator, eval_batch;
+    int count, denominator;
     /* device memory the backend's count_metrics adds a batch's figures to:
      * train_sums (2: loss, correct) the steps' not read yet
      * (dp_trainer_read_metrics), eval_sums (2) an evaluation's; both in

@@ -79,6 +79,8 @@
 
 #include "dptrain/profile.h"
 
+#include "dptrain/batch_loader.h"
+
 #include "buckets.h"
 #include "replica.h"
 #include "sync_strategy.h"
@@ -417,15 +419,17 @@ static void step_shard(const dp_trainer_t *t, int n, int micros, int micro, int 
     *first = micro_start + rank_start + start;
 }
 
-/* The step's input on every replica of a backend without host memory: its
- * shards of every micro-batch, one after the other, uploaded into
- * r->in_pixels and r->in_labels (grown when a larger step comes: that frees
- * device memory, so step graphs pointing there go stale and are captured
- * again). On host memory the shards are read from the batch itself. */
-static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros) {
+/* The input of a batch on every replica of a backend without host memory:
+ * its shards of every micro-batch, one after the other, uploaded into the
+ * replica's buffers (eval: its eval_in, else its step_in; grown when a
+ * larger batch comes: that frees device memory, so step graphs pointing
+ * there go stale and are captured again). On host memory the shards are
+ * read from the batch itself. */
+static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros, int eval) {
     const size_t example = (size_t)batch->channels * batch->height * batch->width;
     for (int d = 0; d < t->num_devices; d++) {
         dp_replica_t *r = &t->replicas[d];
+        dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
         const dp_backend_t *be = r->backend;
         if (be->host_memory) continue;
         size_t total = 0;
@@ -434,28 +438,55 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
             step_shard(t, batch->n, micros, m, d, &first, &count);
             total += (size_t)count;
         }
-        if (total > r->in_cap || total * example > r->in_pixels_bytes) {
-            be->free(be->ctx, r->in_pixels);
-            be->free(be->ctx, r->in_labels);
-            r->in_cap = r->in_pixels_bytes = 0;
-            r->in_pixels = be->alloc(be->ctx, total * example + 1, "a step's input bytes");
-            r->in_labels = r->in_pixels ? be->alloc(be->ctx, sizeof(int32_t) * total + 1, "a step's labels") : NULL;
-            if (!r->in_labels) return DP_ERR_NOMEM;
-            r->in_cap = total;
-            r->in_pixels_bytes = total * example;
+        if (total > in->cap || total * example > in->pixel_bytes) {
+            be->free(be->ctx, in->pixels);
+            be->free(be->ctx, in->labels);
+            in->cap = in->pixel_bytes = 0;
+            in->pixels = be->alloc(be->ctx, total * example + 1, eval ? "an evaluation's input bytes"
+                                                                      : "a step's input bytes");
+            in->labels = in->pixels ? be->alloc(be->ctx, sizeof(int32_t) * total + 1, "a batch's labels") : NULL;
+            if (!in->labels) return DP_ERR_NOMEM;
+            in->cap = total;
+            in->pixel_bytes = total * example;
         }
         size_t used = 0;
         for (int m = 0; m < micros; m++) {
             int first, count;
             step_shard(t, batch->n, micros, m, d, &first, &count);
-            be->upload(be->ctx, r->in_pixels + used * example, batch->pixels + (size_t)first * example,
+            be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
                        (size_t)count * example);
-            be->upload(be->ctx, r->in_labels + used, batch->labels + first, sizeof(int32_t) * (size_t)count);
+            be->upload(be->ctx, in->labels + used, batch->labels + first, sizeof(int32_t) * (size_t)count);
             used += (size_t)count;
         }
         if (be->failure) DP_TRY(be->failure(be->ctx));
     }
     return DP_OK;
+}
+
+/* Every replica's shard of micro-batch `micro` (of micros) of the batch:
+ * its count, where it lies in the batch, and its bytes and labels in the
+ * backend's memory (the batch itself, or what stage_input uploaded). */
+static void assign_shards(dp_trainer_t *t, const dp_batch_t *batch, int micros, int micro, int eval) {
+    const size_t example = (size_t)batch->channels * batch->height * batch->width;
+    for (int d = 0; d < t->num_devices; d++) {
+        dp_replica_t *r = &t->replicas[d];
+        dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
+        int first, count;
+        step_shard(t, batch->n, micros, micro, d, &first, &count);
+        if (micro == 0) in->used = 0;
+        r->batch = batch;
+        r->count = count;
+        r->denominator = batch->n; /* the whole step's batch: the micro-batches' gradients add up */
+        r->example_offset = first;
+        if (r->backend->host_memory) { /* the batch itself */
+            r->shard_pixels = batch->pixels + (size_t)first * example;
+            r->shard_labels = batch->labels + first;
+        } else { /* what stage_input uploaded */
+            r->shard_pixels = in->pixels + in->used * example;
+            r->shard_labels = in->labels + in->used;
+            in->used += (size_t)count;
+        }
+    }
 }
 
 /* Micro-batches of a step of n: as many as asked while each still has an
@@ -489,7 +520,7 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *lo
     if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
     int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
-    DP_TRY(stage_input(t, batch, micros));
+    DP_TRY(stage_input(t, batch, micros, 0));
     int done = 0;
     if (!t->graph_why) DP_TRY(dp_step_graph_step(t, batch, micros, &done)); /* step_graph.c */
     if (!done) DP_TRY(dp_trainer_step_devices(t, batch, micros));
@@ -500,31 +531,13 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *lo
 
 dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_batch_t *batch, int micros) {
     int k = t->num_devices, ranks = t->config.world.size, n = batch->n;
-    const size_t example = (size_t)batch->channels * batch->height * batch->width;
     t->last_micro = micros - 1;
     t->empty_shards = n < k * ranks; /* then micros is 1 (dp_trainer_step) */
     double mpi_start = 0.0;
     dp_status_t status = DP_OK;
     for (t->micro = 0; t->micro < micros && status == DP_OK; t->micro++) {
-        for (int d = 0; d < k; d++) {
-            dp_replica_t *r = &t->replicas[d];
-            int first, count;
-            step_shard(t, n, micros, t->micro, d, &first, &count);
-            if (t->micro == 0) r->in_used = 0;
-            r->batch = batch;
-            r->count = count;
-            r->denominator = n; /* the whole step's batch: the micro-batches' gradients add up */
-            r->example_offset = first;
-            if (r->backend->host_memory) { /* the batch itself */
-                r->shard_pixels = batch->pixels + (size_t)first * example;
-                r->shard_labels = batch->labels + first;
-            } else { /* what stage_input uploaded */
-                r->shard_pixels = r->in_pixels + r->in_used * example;
-                r->shard_labels = r->in_labels + r->in_used;
-                r->in_used += (size_t)count;
-            }
-        }
-    if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
+        assign_shards(t, batch, micros, t->micro, 0);
+        if (t->config.sync_batch_norm) dp_sync_batch_norm_rearm(t); /* no device is inside a task now */
         if (t->micro == t->last_micro) {
             if (t->sync->begin_step) t->sync->begin_step(t);
             mpi_start = dp_world_mpi_seconds();
@@ -550,46 +563,32 @@ dp_status_t dp_trainer_step_devices(dp_trainer_t *t, const dp_batch_t *batch, in
     return DP_OK;
 }
 
-/* Evaluation on device d: its contiguous share of the examples, in
- * batches filled on its thread from the source (the evaluation's
- * transform), uploaded where the backend's memory is not the host's. */
+/* Evaluation on device d: forward its shard of an evaluation batch and
+ * count it. */
 static dp_status_t evaluate_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
-    const dp_source_info_t *info = dp_batch_source_info(r->source);
-    const dp_backend_t *be = r->backend;
-    const size_t example = dp_batch_source_sample_bytes(r->source);
-    const dp_batch_t shape = {.channels = info->channels, .height = info->height, .width = info->width,
-                              .normalize = &info->normalize};
-    int rank_start, rank_count, start, count;
-    dp_split_batch(info->count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
-    dp_split_batch(rank_count, t->num_devices, r->index, &start, &count);
-    start += rank_start;
-    for (int done = 0; done < count; done += r->eval_batch) {
-        int n = count - done < r->eval_batch ? count - done : r->eval_batch;
-        dp_arena_reset(r->arena);
-        dp_tape_reset(r->tape);
-        for (int i = 0; i < n; i++) r->eval_samples[i] = start + done + i;
-        const dp_fill_keys_t keys = {.seed = t->config.seed, .first_position = start + done};
-        DP_TRY(dp_batch_source_fill(r->source, r->eval_samples, n, &keys, r->eval_pixels, r->eval_labels));
-        const uint8_t *pixels = r->eval_pixels;
-        const int32_t *labels = r->eval_labels;
-        if (!be->host_memory) { /* into the arena, after the batch's activations are no longer needed */
-            uint8_t *dev_pixels = dp_arena_alloc(r->arena, (size_t)n * example);
-            int32_t *dev_labels = dp_arena_alloc(r->arena, sizeof(int32_t) * (size_t)n);
-            if (!dev_pixels || !dev_labels) return DP_ERR_NOMEM;
-            be->upload(be->ctx, dev_pixels, pixels, (size_t)n * example);
-            be->upload(be->ctx, dev_labels, labels, sizeof(int32_t) * (size_t)n);
-            pixels = dev_pixels;
-            labels = dev_labels;
-        }
-        dp_tensor_t *x, *logits;
-        const int32_t *y;
-        DP_TRY(load_shard(r, &shape, pixels, labels, n, &x, &y));
-        DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
-        r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, n, logits->shape[1]);
-    }
+    if (r->count == 0) return DP_OK;
+    dp_arena_reset(r->arena);
+    dp_tape_reset(r->tape);
+    dp_tensor_t *x, *logits;
+    const int32_t *y;
+    DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
+    DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
+    r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, r->count, logits->shape[1]);
     return DP_OK;
+}
+
+/* The batch loader's share of an evaluation batch of n: this rank's part. */
+static int evaluation_share(void *trainer, int n, int *first, int *count, int max) {
+    const dp_trainer_t *t = trainer;
+    int start, cnt;
+    dp_split_batch(n, t->config.world.size, t->config.world.rank, &start, &cnt);
+    if (cnt > 0 && max >= 1) {
+        first[0] = start;
+        count[0] = cnt;
+    }
+    return cnt > 0;
 }
 
 /* An evaluation batch keeps every layer's output in the device's arena (and
@@ -612,34 +611,35 @@ static int eval_batch_cap(const dp_model_t *m, int batch_size) {
 }
 
 dp_status_t dp_trainer_evaluate(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int *correct) {
+    return dp_trainer_evaluate_threads(t, source, batch_size, 0, correct);
+}
+
+dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
+                                        int *correct) {
     if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
-    int eval_batch = eval_batch_cap(t->model, batch_size);
-    const size_t example = dp_batch_source_sample_bytes(source);
-    for (int d = 0; d < t->num_devices; d++) {
-        dp_replica_t *r = &t->replicas[d];
-        r->source = source;
-        if (r->eval_batch < eval_batch || !r->eval_samples || r->eval_pixels_bytes < (size_t)eval_batch * example) {
-            free(r->eval_samples);
-            free(r->eval_pixels);
-            free(r->eval_labels);
-            r->eval_batch = 0;
-            r->eval_pixels_bytes = 0;
-            r->eval_samples = dp_alloc(sizeof(int) * (size_t)eval_batch, "evaluation sample numbers");
-            r->eval_pixels = dp_alloc((size_t)eval_batch * example, "an evaluation batch's pixels");
-            r->eval_labels = dp_alloc(sizeof(int32_t) * (size_t)eval_batch, "an evaluation batch's labels");
-            if (!r->eval_samples || !r->eval_pixels || !r->eval_labels) return DP_ERR_NOMEM;
-            r->eval_pixels_bytes = (size_t)eval_batch * example;
-        }
-        r->eval_batch = eval_batch;
+    /* global batches of eval_batch per device, the source's samples in order */
+    const int count = dp_batch_source_info(source)->count;
+    long global = (long)eval_batch_cap(t->model, batch_size) * t->num_devices * t->config.world.size;
+    const dp_batch_loader_config_t lc = {.batch_size = global < count ? (int)global : count, .seed = t->config.seed,
+                                         .threads = threads, .share = evaluation_share, .share_ctx = t};
+    dp_batch_loader_t *loader = NULL;
+    DP_TRY(dp_batch_loader_new(source, &lc, &loader));
+    dp_status_t status = dp_trainer_metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
+    for (;;) {
+        const dp_batch_t *batch;
+        if (status != DP_OK || (status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
+        if ((status = stage_input(t, batch, 1, 1)) != DP_OK) break;
+        assign_shards(t, batch, 1, 0, 1);
+        status = dp_trainer_run_on_all(t, evaluate_task);
     }
-    DP_TRY(dp_trainer_metrics_move(t, 1, 0, 1)); /* zeroed, queued before the tasks' counts */
-    DP_TRY(dp_trainer_run_on_all(t, evaluate_task));
+    dp_batch_loader_free(loader);
+    DP_TRY(status);
     DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
     double total = 0;
     for (int d = 0; d < t->num_devices; d++) {
-        int count = 0;
-        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &count));
-        total += count;
+        int device_correct = 0;
+        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &device_correct));
+        total += device_correct;
     }
     DP_TRY(dp_world_sum_doubles(&total, 1));
     *correct = (int)total;
