@@ -10,7 +10,8 @@
  * Restarts (--restarts K, torchrun's --max-restarts): a fault (a rank lost
  * or stalled, a device failed, a rank killed by a signal: report.h) runs
  * the job again, up to K times, resuming from its --save checkpoint when
- * there is one (--resume PATH added or replaced); a mistake (a bad option,
+ * there is one (--resume PATH added or replaced, a fine-tuning job's --init
+ * FILE dropped: the save holds the run's weights); a mistake (a bad option,
  * bad data: exit status 1) ends at once, as does out of memory. The failed
  * attempt's worklogs are kept as DIR/worklog.RANK.attemptN. A job whose
  * ranks were preempted (SIGTERM to a rank, not to the launcher) saved at a
@@ -168,13 +169,14 @@ static const char **attempt_command(const job_t *job, const launch_pick_t *pick,
     args[n++] = "-x", args[n++] = "DPTRAIN_ATTEMPT";
     if (getenv("DPTRAIN_FAULT")) args[n++] = "-x", args[n++] = "DPTRAIN_FAULT"; /* the test suite's faults */
     args[n++] = job->self;
-    for (int i = 0; i < job->train_argc; i++) { /* the job's own --resume gives way to its save */
+    for (int i = 0; i < job->train_argc; i++) { /* the job's own --resume (and --init) give way to its save */
         const char *a = job->train_args[i];
-        if (job->resume && strcmp(a, "--resume") == 0 && i + 1 < job->train_argc) {
+        int init = strcmp(a, "--init") == 0; /* the weights a fine-tuning job started from: its save holds them now */
+        if (job->resume && (init || strcmp(a, "--resume") == 0) && i + 1 < job->train_argc) {
             i++;
             continue;
         }
-        if (job->resume && strncmp(a, "--resume=", 9) == 0) continue;
+        if (job->resume && (strncmp(a, "--resume=", 9) == 0 || strncmp(a, "--init=", 7) == 0)) continue;
         args[n++] = a;
     }
     if (job->resume) args[n++] = "--resume", args[n++] = job->resume;

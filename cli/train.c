@@ -132,6 +132,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                          sizeof ((dp_checkpoint_info_t *)0)->model - 1);
         goto done;
     }
+    char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
+    if ((status = train_freeze_model(&o, model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
     int c, h, w, cpu_threads = 0;
     dp_model_input_shape(model, &c, &h, &w);
     for (int d = 0; d < num_devices; d++)
@@ -193,6 +195,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                                 .train_count = train_count, .test_count = test_count,
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
+    snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
     int on_cuda = 0;
     for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
     const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
@@ -217,6 +220,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .plot_path = o.plot_path,
         .save_path = o.save_path,
         .resume_path = o.resume_path,
+        .init_path = o.init_path,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,

@@ -54,6 +54,8 @@ typedef struct {
     int channels_last;               /* 1: --channels-last on (GPU devices: NHWC activations) */
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
+    const char *init_path;           /* --init FILE: a new run from a checkpoint's weights (NULL: none) */
+    const char *freeze;              /* --freeze LAYERS (NULL: not given; with --resume, the checkpoint's) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
                                         augment copied from the fields above */
 } train_options_t;
@@ -95,6 +97,7 @@ typedef struct {
     char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */
     char cuda_graph[200];     /* ", cuda graph: on" or "off (why)" with a CUDA device or --cuda-graph (first
                                  line); "" otherwise */
+    char frozen[1200];        /* "frozen: LIST (...)" with frozen layers (a line after the first two); "" */
     dp_progress_t bar;
     int bar_open;
     int started;              /* on_begin was called: every rank trains */
@@ -122,6 +125,12 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
 /* After dp_fit: the final line (the book's summary, or the saved model's
  * accuracy when nothing trained) and the CUDA graph counts. */
 void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
+
+/* train_init.c: the model frozen as --freeze says, or with --resume and
+ * no --freeze as the checkpoint's model.freeze says (dp_fit refuses a
+ * resume frozen otherwise); note = what is frozen, one line ("" when
+ * nothing is). Before the trainer is made. */
+dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char *note, size_t note_size);
 
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */

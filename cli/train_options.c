@@ -136,6 +136,14 @@ const char train_usage[] =
     "                            ends bit for bit where 2 epochs straight would (same devices);\n"
     "                            --batch-size, --seed, --limit and the lr schedule (with\n"
     "                            cosine, --epochs too) must be the saved ones\n"
+    "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
+    "                            statistics (not its optimizer, step or schedule); a last\n"
+    "                            linear layer with another output count than the file's\n"
+    "                            starts afresh (a new head); refused with --resume\n"
+    "  --freeze LAYERS           layers that do not train, comma-separated names or\n"
+    "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
+    "                            no update, batch norm on its running statistics; saved,\n"
+    "                            and --resume keeps it\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -198,6 +206,8 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"winograd", OPT_FLAG, &o->winograd, 0, 0},
         {"profile", OPT_FLAG, &o->profile, 0, 0},
         {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
+        {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
+        {"freeze", OPT_STRING, &o->freeze, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;

@@ -4,7 +4,8 @@
  * Every entry of the model's parameter table (weights, biases and buffers
  * such as "bn1.running_mean") under its own name; the optimizer's state as
  * "optimizer.<param>.<state>" (e.g. "optimizer.conv1.weight.exp_avg"), one
- * tensor per trainable parameter with that parameter's shape; and the
+ * tensor per trainable parameter that is not frozen (nn.h: dp_model_freeze)
+ * with that parameter's shape; and the
  * metadata (dp_checkpoint_info_t plus the format version and the model's
  * parameter-table fingerprint). A PyTorch user reads it with
  * safetensors.torch.load_file, a numpy user with tools/read_checkpoint.py.
@@ -98,10 +99,15 @@
  *                           eval, predict, export and resume rebuild the
  *                           model from it (dp_checkpoint_load_model), so a
  *                           checkpoint needs its model file nowhere
- * The last nine are optional when read (an older file: none, none, an
+ *   model.freeze            the layers the run froze (nn.h dp_model_freeze's
+ *                           list, as --freeze gave it); written only when
+ *                           layers are frozen. The optimizer's state then
+ *                           covers the parameters that trained only; a
+ *                           resume keeps the freeze (fit.h)
+ * The last ten are optional when read (an older file: none, none, an
  * epoch's end, no transform, no class names: the data's built-in ones, no
- * algorithm choices: the GPU's own, and no model file text: `model` is
- * looked for as --model is, model_file.h).
+ * algorithm choices: the GPU's own, no model file text: `model` is
+ * looked for as --model is, model_file.h, and nothing frozen).
  *
  * A weights-only checkpoint (parameters and buffers from elsewhere, e.g.
  * tools/import_torchvision.py's from a torchvision state_dict) has
@@ -117,6 +123,8 @@
  * train --resume): it has nothing to resume.
  */
 #define DP_CHECKPOINT_RANK_SUMS 8
+/* The longest freeze list a checkpoint holds, in bytes. */
+#define DP_CHECKPOINT_MAX_FREEZE 1023
 typedef struct {
     char model[1024];           /* --model: a built-in name or a model file's path */
     char dptrain_version[32];   /* of the writer, informational */
@@ -157,6 +165,7 @@ typedef struct {
      * from the model (dp_model_source), not from here. */
     const char *model_text;
     int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
+    char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache
@@ -208,12 +217,37 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
 /* Restores the state buffers and step count of `opt`. Fails, changing
  * nothing, if the file is weights-only, was saved by another kind of optimizer, `opt` holds
  * fewer than dp_model_num_trainable floats, or the file's state tensors are
- * not exactly those of `opt` for the model's trainable parameters. */
+ * not exactly those of `opt` for the model's trainable parameters that are
+ * not frozen. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
                                          dp_optimizer_t *opt);
 
+/* What dp_checkpoint_load_init did with the model's last linear layer (the
+ * head): its name, "" when it was loaded like the rest; then its output
+ * count in the model and in the file. */
+typedef struct {
+    char fresh_head[64];
+    int model_outputs, file_outputs;
+} dp_checkpoint_init_t;
+
+/* A new run from a checkpoint's weights (`dptrain train --init`, torch's
+ * load_state_dict, then `model.fc = nn.Linear(...)`): params
+ * (dp_model_num_params floats) holds the model's own initialisation on
+ * entry and gets every parameter and buffer (batch norm's running
+ * statistics) of the file by name, whatever the order and the layout
+ * (frozen layers too), but the model's last linear layer when the file's
+ * has another output count over the same input features: that layer keeps
+ * its initialisation, and *out names it. The optimizer's state, the step
+ * count, the schedule, the position and the data's metadata (class names,
+ * normalisation) are not read. Fails (DP_ERR_FORMAT, params unchanged)
+ * naming the first tensor the model has and the file lacks, the file has
+ * and the model lacks, or whose shapes differ (both shapes). */
+dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *model, float *params,
+                                    dp_checkpoint_init_t *out);
+
 /* The model's parameter-table fingerprint: FNV-1a 64 of the names, shapes
- * and trainable flags in order. */
+ * and trainable flags in order (not the frozen ones: a frozen model's
+ * checkpoint is its model's). */
 uint64_t dp_model_fingerprint(const dp_model_t *model);
 
 #endif

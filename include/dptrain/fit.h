@@ -38,11 +38,32 @@
  * saved one), so the epoch's metrics line and every later checkpoint are
  * those of the uninterrupted run, bit for bit (same devices and ranks).
  *
+ * A model with frozen layers (nn.h: dp_model_freeze, before the trainer
+ * was made) records its freeze list in every checkpoint (model.freeze),
+ * and resume refuses a model frozen otherwise than the file says (the
+ * optimizer's state covers the parameters that trained, and a run that
+ * changes what trains is a new run: init_path): the caller freezes the
+ * model with the file's list (dptrain train does, unless --freeze is given).
+ *
+ * init_path starts a new run from a checkpoint's weights (torch's
+ * load_state_dict): before the first epoch every replica gets the file's
+ * parameters and batch norm statistics by name
+ * (checkpoint.h: dp_checkpoint_load_init), but the last linear layer when
+ * the file's has another output count, which keeps the trainer's own
+ * initialisation (a new head for other classes); not the optimizer's
+ * state, step count, schedule or position: epochs, schedule and the
+ * optimizer start afresh. The run's data decides the class names and the
+ * normalisation (a checkpoint saved later records those of this run's
+ * data); another normalisation than the file's is warned about (the
+ * weights were fitted to inputs scaled that way). Any other mismatch is
+ * refused before anything is written; init_path with resume_path is
+ * refused.
+ *
  * Under MPI every rank calls dp_fit with the same config (world: this
  * rank); only rank 0 writes the metrics, plot and checkpoint, every rank
- * reads resume_path. Every rank starts training, or none: a failure before
- * the first step (a check, the resume) is agreed among the ranks
- * (dp_world_agree), so every rank returns it; a failure during training
+ * reads resume_path and init_path. Every rank starts training, or none: a
+ * failure before the first step (a check, the resume, the init) is agreed
+ * among the ranks (dp_world_agree), so every rank returns it; a failure during training
  * is this rank's own (the others may be waiting for it: the caller ends
  * the job, `dptrain` by dp_world_leave). At each step boundary the
  * environment variable DPTRAIN_FAULT may inject a fault (docs/testing.md).
@@ -93,6 +114,8 @@ typedef struct {
     int resumed;          /* 1: from resume_path, at first_step of epoch first_epoch (0-based) */
     int first_step;       /* steps of that epoch already done (a checkpoint inside an epoch) */
     uint64_t step_count;  /* steps of the run already done */
+    const char *init;     /* with init_path, what it loaded, one line ("initialised from FILE (...); fc
+                             initialised afresh: ..."); NULL otherwise */
 } dp_fit_begin_t;
 
 /* Called after each epoch's evaluation, before its metrics, plot and
@@ -131,6 +154,8 @@ typedef struct {
     const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */
     const char *save_path;         /* checkpoint after every epoch, atomically */
     const char *resume_path;       /* start from this checkpoint (an epoch's end or inside one) */
+    const char *init_path;         /* a new run from this checkpoint's weights (see above); NULL: the
+                                      trainer's initialisation */
     int save_every_steps;          /* 0: none; else also a checkpoint every N steps inside an
                                       epoch (with the loader position and the epoch's sums so
                                       far), so that a resume continues exactly; give it on every

@@ -38,6 +38,8 @@ typedef struct {
     size_t offset; /* into the flat buffer, in floats */
     size_t numel;
     int trainable; /* 1: a weight or bias; 0: a buffer (batch norm's running statistics) */
+    int frozen;    /* 1: a weight or bias of a layer dp_model_freeze froze: it has no gradient
+                      and no optimizer state, and never changes; 0 otherwise */
 } dp_param_info_t;
 
 /* An empty model taking inputs of shape (N, channels, height, width). */
@@ -110,12 +112,17 @@ dp_status_t dp_model_check_classes(const dp_model_t *m, const char *name, int cl
  * built-in network or one built with the calls below. Checkpoints carry it
  * (checkpoint.h, "model_text"), so they rebuild the model anywhere. */
 const char *dp_model_source(const dp_model_t *m, size_t *len);
-/* Floats in the flat buffer: the trainable parameters first, then the
- * buffers (running statistics), which have no gradient, are not reduced and
- * are not touched by the optimizer. */
+/* Floats in the flat buffer: the trained parameters first, then the frozen
+ * ones (dp_model_freeze; none unless frozen), then the buffers (running
+ * statistics); frozen parameters and buffers have no gradient, are not
+ * summed between devices and are not touched by the optimizer. */
 size_t dp_model_num_params(const dp_model_t *m);
-/* The first dp_model_num_trainable() floats of the flat buffer. */
+/* The first dp_model_num_trainable() floats of the flat buffer: the
+ * parameters that train (trainable and not frozen). */
 size_t dp_model_num_trainable(const dp_model_t *m);
+/* The frozen floats, right after the trained ones: the buffers start at
+ * dp_model_num_trainable() + dp_model_num_frozen(). */
+size_t dp_model_num_frozen(const dp_model_t *m);
 int dp_model_num_param_tensors(const dp_model_t *m);
 const dp_param_info_t *dp_model_param(const dp_model_t *m, int i);
 /* Input (C, H, W) and the output width (classes). */
@@ -144,6 +151,36 @@ typedef struct {
 dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
                                   float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
                                   dp_tensor_t **logits);
+
+/* --- Frozen layers (fine-tuning) ----------------------------------------------
+ * A layer is named by its parameters' prefix ("conv1" for "conv1.weight",
+ * "layer1.0.bn1"); layers without parameters have no name here. `layers`
+ * is a comma-separated list of names or prefixes of whole dotted
+ * components: "layer1" matches layer1 and layer1.0.conv1, not layer10.
+ * dp_model_freeze freezes every layer a name matches: its weight and bias
+ * (torch's requires_grad_(False)) get no gradient, no optimizer state and
+ * are never changed; its batch norm, if it is one, normalises with its
+ * running statistics and leaves them as they are (torch's .eval() on a
+ * frozen backbone) in training passes too. The flat buffer is laid out
+ * again: [trained | frozen | buffers], so that every sum between devices
+ * and ranks and every optimizer update (which cover the first
+ * dp_model_num_trainable floats) leave the frozen parameters out. Fails
+ * (DP_ERR_ARG, nothing changed) naming a name that matches no layer, an
+ * empty name, or a list that would leave nothing to train. NULL or "":
+ * nothing frozen. Call before making a trainer for the model; the list is
+ * kept (dp_model_frozen) and recorded by checkpoints. */
+dp_status_t dp_model_freeze(dp_model_t *m, const char *layers);
+/* What dp_model_freeze(m, layers) would freeze, without changing m:
+ * frozen[i] = 1 for parameter i (dp_model_param) it would freeze, else 0
+ * (num_param_tensors entries); the same failures. */
+dp_status_t dp_model_freeze_mask(const dp_model_t *m, const char *layers, unsigned char *frozen);
+/* The list the model was frozen with ("" when nothing is frozen). */
+const char *dp_model_frozen(const dp_model_t *m);
+/* Whether output `output` (0: the input, i: layer i's) carries a gradient
+ * in a training pass: some layer on a path to it has trained parameters.
+ * Backward stops below the lowest such layer: the ops of outputs without a
+ * gradient never run backward. */
+int dp_model_output_needs_grad(const dp_model_t *m, int output);
 
 /* --- Reading a model's layers (export, tools) ------------------------------------
  * The same kinds in the same order as the builder calls above. */

@@ -16,7 +16,10 @@
  * the device (dp_trainer_params returns a host copy).
  *
  * Only the model's trainable parameters (the first dp_model_num_trainable
- * floats) are summed and updated. Its buffers (batch norm's running
+ * floats) are summed and updated. Parameters of frozen layers (nn.h:
+ * dp_model_freeze, before the trainer is made) lie after them, so that no
+ * sum, bucket or update covers them: they have no gradient and no optimizer
+ * state and never change. Its buffers (batch norm's running
  * statistics) are computed by each replica from its shard; after each step
  * rank 0's replica 0 buffers are copied to every replica (PyTorch DDP's
  * broadcast_buffers), so replicas stay identical. With sync_batch_norm

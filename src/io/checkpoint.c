@@ -33,6 +33,10 @@ uint64_t dp_model_fingerprint(const dp_model_t *model) {
     return h;
 }
 
+/* Whether the optimizer holds state for p: a trainable parameter not frozen
+ * (nn.h: dp_model_freeze; frozen ones lie beyond the optimizer's floats). */
+static int trains(const dp_param_info_t *p) { return p->trainable && !p->frozen; }
+
 static void param_tensor(const dp_param_info_t *p, const float *data, const char *name, dp_st_tensor_t *t) {
     t->name = name;
     t->ndim = p->ndim;
@@ -65,7 +69,7 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
                                dp_optimizer_t *opt, const dp_checkpoint_info_t *info) {
     DP_TRY(check_save(path, model, opt, info));
     int num_params = dp_model_num_param_tensors(model), num_trainable = 0;
-    for (int i = 0; i < num_params; i++) num_trainable += dp_model_param(model, i)->trainable != 0;
+    for (int i = 0; i < num_params; i++) num_trainable += trains(dp_model_param(model, i));
     int num_states = opt ? dp_optimizer_num_states(opt) : 0;
     int count = num_params + num_states * num_trainable;
     dp_st_tensor_t *tensors = dp_alloc_zeroed((size_t)count + 1, sizeof *tensors, "checkpoint tensors");
@@ -85,7 +89,7 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
                                         state_name);
         for (int i = 0; i < num_params && status == DP_OK; i++) {
             const dp_param_info_t *p = dp_model_param(model, i);
-            if (!p->trainable) continue;
+            if (!trains(p)) continue;
             size_t size = strlen(OPTIMIZER_PREFIX) + strlen(p->name) + strlen(state_name) + 2;
             names[t] = dp_alloc(size, "checkpoint tensor name");
             if (!names[t]) {
@@ -217,7 +221,7 @@ dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_mode
             float *state = dp_optimizer_state(opt, s, &state_name);
             for (int i = 0; i < num_params; i++) {
                 const dp_param_info_t *p = dp_model_param(model, i);
-                if (!p->trainable) continue;
+                if (!trains(p)) continue;
                 char name[512];
                 snprintf(name, sizeof name, OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
                 const dp_st_entry_t *e;

@@ -11,12 +11,14 @@
 /* The metadata keys every checkpoint is written with; data.classes comes
  * after them when the data has class names, data.transform when the data
  * has an evaluation transform, then cuda.conv_algorithms when there are
- * choices, then model_text when the model was built from a model file. */
+ * choices, then model_text when the model was built from a model file,
+ * then model.freeze when layers are frozen. */
 #define DP_CHECKPOINT_META_KEYS 39
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
 #define DP_CHECKPOINT_TRANSFORM_KEY "data.transform"
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
 #define DP_CHECKPOINT_MODEL_TEXT_KEY "model_text"
+#define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -30,9 +32,10 @@ struct dp_checkpoint {
 
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
- * written. */
+ * written: the DP_CHECKPOINT_META_KEYS keys, then at most five optional
+ * ones (classes, transform, conv algorithms, model_text, model.freeze). */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 4];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 5];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char *classes;         /* data.classes' JSON text, or NULL */

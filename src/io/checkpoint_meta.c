@@ -227,6 +227,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     }
     DP_TRY(model_text(model, &m->model_text));
     if (m->model_text) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_MODEL_TEXT_KEY, m->model_text};
+    if (info->freeze[0]) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_FREEZE_KEY, info->freeze};
     return DP_OK;
 }
 
@@ -469,7 +470,8 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
 }
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
- * no class names, no convolution algorithm choices, no model file text. */
+ * no class names, no convolution algorithm choices, no model file text,
+ * nothing frozen. */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
@@ -497,6 +499,11 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
     if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));
+    const char *freeze = dp_safetensors_meta(c->st, DP_CHECKPOINT_FREEZE_KEY);
+    if (freeze && (!*freeze || strlen(freeze) >= sizeof info->freeze))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '" DP_CHECKPOINT_FREEZE_KEY "' is %s, expected 1 to %zu bytes",
+                       dp_safetensors_path(c->st), *freeze ? "too long" : "empty", sizeof info->freeze - 1);
+    if (freeze) memcpy(info->freeze, freeze, strlen(freeze) + 1);
     if (info->loader_batch > 0 && losses == 0)
         return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
                        "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",

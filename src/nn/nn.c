@@ -7,11 +7,13 @@
  * Darknet's [route]) and a residual (which also reads output `from`). So
  * the list is already a topological order and the tape records it as such.
  *
- * The flat buffer is laid out [all trainable parameters | all buffers]:
- * offsets are reassigned after every parameter added (relayout), trainable
- * ones in table order first, then buffers in table order. The table keeps
+ * The flat buffer is laid out [trained parameters | frozen parameters |
+ * buffers]: offsets are reassigned after every parameter added and by
+ * dp_model_freeze (relayout), each part in table order. Without frozen
+ * layers that is [all trainable parameters | all buffers]. The table keeps
  * the order layers added them (PyTorch's state_dict order within a layer:
- * weight, bias, running_mean, running_var). */
+ * weight, bias, running_mean, running_var). Which layers a freeze list
+ * names is freeze.c's. */
 #include "dptrain/nn.h"
 
 #include <math.h>
@@ -50,6 +52,7 @@ typedef struct {
     int own_init;   /* 1: init and init_scale below, else the model's */
     dp_init_kind_t init;
     float init_scale;
+    int needs_grad; /* its output carries a gradient in training (dp_model_output_needs_grad) */
 } layer_t;
 
 #define MAX_NAME 64
@@ -64,9 +67,10 @@ struct dp_model {
     dp_param_info_t *params;
     char (*param_names)[MAX_NAME];
     int num_params, param_capacity;
-    size_t total, trainable;
+    size_t total, trainable, frozen; /* floats: all, trained, frozen */
     char *source;       /* the model file's text (NUL-terminated), NULL when not built from one */
     size_t source_len;
+    char *freeze_text;  /* dp_model_freeze's list, NULL: nothing frozen */
 };
 
 const char *const dp_builtin_models[] = {"lenet", "lenet-paddle", "resnet18", "alexnet", NULL};
@@ -95,6 +99,7 @@ void dp_model_free(dp_model_t *m) {
     free(m->params);
     free(m->param_names);
     free(m->source);
+    free(m->freeze_text);
     free(m);
 }
 
@@ -208,8 +213,25 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
     snprintf(l->label, sizeof l->label, "%s%d", kind, rank);
 }
 
+/* Whether layer l has parameters that train; whether dp_model_freeze froze it. */
+static int layer_trains(const dp_model_t *m, const layer_t *l) {
+    return l->weight >= 0 && !m->params[l->weight].frozen;
+}
+static int layer_frozen(const dp_model_t *m, const layer_t *l) {
+    return l->weight >= 0 && m->params[l->weight].frozen;
+}
+
+/* l->needs_grad from its own parameters and its inputs' (earlier layers:
+ * marked first). */
+static void mark_needs_grad(dp_model_t *m, layer_t *l) {
+    int input = l->input > 0 && m->layers[l->input - 1].needs_grad;
+    int other = l->other > 0 && m->layers[l->other - 1].needs_grad;
+    l->needs_grad = layer_trains(m, l) || input || other;
+}
+
 static void commit_layer(dp_model_t *m, layer_t *l, int ndim, const int *shape) {
     layer_label(m, l);
+    mark_needs_grad(m, l);
     l->out_ndim = ndim;
     memcpy(l->out_shape, shape, sizeof(int) * (size_t)ndim);
     if (l->input > 0) m->layers[l->input - 1].readers++;
@@ -217,17 +239,20 @@ static void commit_layer(dp_model_t *m, layer_t *l, int ndim, const int *shape) 
     m->num_layers++;
 }
 
-/* Offsets: every trainable tensor in table order, then every buffer. */
+/* Offsets: every trained tensor in table order, then every frozen one,
+ * then every buffer. */
 static void relayout(dp_model_t *m) {
     size_t offset = 0;
-    for (int pass = 1; pass >= 0; pass--) {
+    for (int pass = 0; pass < 3; pass++) { /* 0: trained, 1: frozen, 2: buffers */
         for (int i = 0; i < m->num_params; i++) {
             dp_param_info_t *p = &m->params[i];
-            if (p->trainable != pass) continue;
+            int part = !p->trainable ? 2 : p->frozen ? 1 : 0;
+            if (part != pass) continue;
             p->offset = offset;
             offset += p->numel;
         }
-        if (pass == 1) m->trainable = offset;
+        if (pass == 0) m->trainable = offset;
+        if (pass == 1) m->frozen = offset - m->trainable;
     }
     m->total = offset;
 }
@@ -256,6 +281,7 @@ static int add_param(dp_model_t *m, const char *layer, const char *suffix, int n
         p->numel *= (size_t)shape[i];
     }
     p->trainable = trainable;
+    p->frozen = 0;
     relayout(m);
     return index;
 nomem:
@@ -534,6 +560,33 @@ dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
 const char *dp_model_name(const dp_model_t *m) { return m->name; }
 size_t dp_model_num_params(const dp_model_t *m) { return m->total; }
 size_t dp_model_num_trainable(const dp_model_t *m) { return m->trainable; }
+size_t dp_model_num_frozen(const dp_model_t *m) { return m->frozen; }
+const char *dp_model_frozen(const dp_model_t *m) { return m->freeze_text ? m->freeze_text : ""; }
+
+dp_status_t dp_model_freeze(dp_model_t *m, const char *layers) {
+    unsigned char *mask = dp_alloc_zeroed((size_t)m->num_params + 1, 1, "frozen parameters");
+    if (!mask) return DP_ERR_NOMEM;
+    char *text = NULL;
+    dp_status_t status = dp_model_freeze_mask(m, layers, mask);
+    if (status == DP_OK && layers && *layers) {
+        text = dp_alloc(strlen(layers) + 1, "freeze list");
+        if (text) memcpy(text, layers, strlen(layers) + 1);
+        else status = DP_ERR_NOMEM;
+    }
+    if (status == DP_OK) {
+        for (int i = 0; i < m->num_params; i++) m->params[i].frozen = mask[i];
+        free(m->freeze_text);
+        m->freeze_text = text;
+        relayout(m);
+        for (int i = 0; i < m->num_layers; i++) mark_needs_grad(m, &m->layers[i]); /* in layer order */
+    }
+    free(mask);
+    return status;
+}
+
+int dp_model_output_needs_grad(const dp_model_t *m, int output) {
+    return output > 0 && output <= m->num_layers && m->layers[output - 1].needs_grad;
+}
 int dp_model_num_param_tensors(const dp_model_t *m) { return m->num_params; }
 
 const dp_param_info_t *dp_model_param(const dp_model_t *m, int i) {
@@ -601,7 +654,7 @@ static dp_tensor_t *param_view(const dp_model_t *m, dp_tape_t *tape, int index, 
     dp_tensor_t *t = dp_tape_tensor(tape, p->ndim, p->shape);
     if (!t) return NULL;
     t->data = params + p->offset;
-    t->grad = grads && p->trainable ? grads + p->offset : NULL;
+    t->grad = grads && p->trainable && !p->frozen ? grads + p->offset : NULL;
     return t;
 }
 
@@ -652,7 +705,7 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
             break;
         case LAYER_BATCH_NORM:
             fuse_next_relu(m, tape, &i, &attr, outs);
-            attr.training = opts->training;
+            attr.training = opts->training && !layer_frozen(m, l); /* frozen: the running statistics */
             attr.running_mean = params + m->params[l->running_mean].offset;
             attr.running_var = params + m->params[l->running_var].offset;
             attr.stat_sync = opts->stat_sync;

@@ -12,7 +12,10 @@
  *   schedule: kind, step length,
  *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
  *   run is interrupted on purpose with --stop-after, not with a smaller
- *   --epochs), since the lr of every later step would differ;
+ *   --epochs), since the lr of every later step would differ; other frozen
+ *   layers than the checkpoint's (--freeze: the optimizer's state holds
+ *   the parameters that trained, and what trains defines the run; a new
+ *   freeze is a new run, --init);
  * - warned about, then used: another learning rate (the schedule's base
  *   lr), weight decay or optimizer hyper-parameter (momentum, nesterov,
  *   betas, eps): a deliberate change, the run is then no longer the
@@ -39,6 +42,10 @@
  * the resumed epoch seeks the loader to that step and starts from those
  * sums, so its metrics line and every later checkpoint are the
  * uninterrupted run's (the images per second count this call's part).
+ *
+ * A new run from a checkpoint's weights (init_path, --init) loads them
+ * into every replica before the first epoch; only the parameters and
+ * batch norm statistics come from the file (fit.h says what else does not).
  *
  * Runs on the caller's thread; the trainer's devices do the work.
  */
@@ -168,6 +175,32 @@ static dp_status_t check_classes(const char *path, const dp_checkpoint_info_t *s
                    "classes; use the data the checkpoint was trained on)", path, saved_text, run_text);
 }
 
+/* The model must be frozen as the checkpoint's run was (model.freeze):
+ * the same parameters, whatever the list's spelling. */
+static dp_status_t check_freeze(const char *path, const dp_model_t *model, const char *saved) {
+    int count = dp_model_num_param_tensors(model);
+    unsigned char *mask = dp_alloc_zeroed((size_t)count + 1, 1, "frozen parameters");
+    if (!mask) return DP_ERR_NOMEM;
+    dp_status_t status = dp_model_freeze_mask(model, saved, mask);
+    int differs = -1;
+    for (int i = 0; status == DP_OK && i < count && differs < 0; i++)
+        if (mask[i] != dp_model_param(model, i)->frozen) differs = i;
+    free(mask);
+    const char *now = dp_model_frozen(model);
+    if (status != DP_OK) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", dp_error_message());
+        return dp_fail(DP_ERR_ARG, "--resume %s: its model.freeze: %s", path, message);
+    }
+    if (differs >= 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --freeze %s, this run has %s (%s %s; a resume keeps "
+                       "the freeze: give the saved list or none; to change it, start a new run with --init %s)",
+                       path, *saved ? saved : "(none)", *now ? now : "(none)", dp_model_param(model, differs)->name,
+                       dp_model_param(model, differs)->frozen ? "frozen now, not then" : "frozen then, not now",
+                       path);
+    return DP_OK;
+}
+
 /* Checks the checkpoint at `path` against `run` (the policy at the top),
  * loads the parameters into every replica, the optimizer state into every
  * device's optimizer and the step count into the trainer, and copies the
@@ -180,6 +213,7 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
     float *params = dp_alloc(sizeof(float) * dp_model_num_params(config->model), "resumed parameters");
     dp_status_t status = params ? dp_checkpoint_load_params(c, config->model, params) : DP_ERR_NOMEM;
+    if (status == DP_OK) status = check_freeze(path, config->model, saved->freeze);
     /* every replica's optimizer (with --sync ps: the server's, on every rank) */
     for (int d = 0; d < dp_trainer_num_devices(trainer) && status == DP_OK; d++)
         status = dp_checkpoint_load_optimizer(c, config->model, dp_trainer_optimizer(trainer, d));
@@ -227,6 +261,41 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
 done:
     free(params);
     dp_checkpoint_close(c);
+    return status;
+}
+
+/* A new run from the checkpoint at init_path: every replica gets its
+ * weights (the head afresh where its output count differs), *note says
+ * what in one line; another normalisation than the file's is warned about. */
+static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_checkpoint_info_t *run, char *note,
+                             size_t note_size) {
+    const char *path = config->init_path;
+    dp_trainer_t *trainer = config->trainer;
+    size_t n = dp_model_num_params(config->model);
+    float *params = dp_alloc(sizeof(float) * n, "initial parameters");
+    if (!params) return DP_ERR_NOMEM;
+    dp_checkpoint_t *c = NULL;
+    dp_checkpoint_init_t what;
+    memcpy(params, dp_trainer_params(trainer, 0), sizeof(float) * n); /* the trainer's initialisation */
+    dp_status_t status = dp_trainer_check_devices(trainer);
+    if (status == DP_OK) status = dp_checkpoint_open(path, &c);
+    if (status == DP_OK) status = dp_checkpoint_load_init(c, config->model, params, &what);
+    if (status == DP_OK) {
+        const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
+        int used = snprintf(note, note_size, "initialised from %s (parameters and batch norm statistics, %d epoch%s "
+                            "of %s)", path, saved->epochs_completed, saved->epochs_completed == 1 ? "" : "s",
+                            saved->model);
+        if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
+            snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs, the checkpoint's "
+                     "%d", what.fresh_head, what.model_outputs, what.file_outputs);
+        if (strcmp(saved->normalize, run->normalize) != 0)
+            warn(config, ctx, "--init %s: trained with --normalize %s, this run has %s (this run's applies; the "
+                 "weights were fitted to inputs scaled the other way)", path,
+                 saved->normalize[0] ? saved->normalize : "(none)", run->normalize[0] ? run->normalize : "(none)");
+        dp_trainer_set_params(trainer, params);
+    }
+    dp_checkpoint_close(c);
+    free(params);
     return status;
 }
 
@@ -472,9 +541,23 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
     snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
+    if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE) {
+        status = dp_fail(DP_ERR_ARG, "--freeze: a list of %zu bytes, checkpoints hold up to %d",
+                         strlen(dp_model_frozen(config->model)), DP_CHECKPOINT_MAX_FREEZE);
+        goto done;
+    }
+    snprintf(run.freeze, sizeof run.freeze, "%s", dp_model_frozen(config->model));
     snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
              config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
+    char init_note[2048] = "";
+    if (config->init_path && config->resume_path) {
+        status = dp_fail(DP_ERR_ARG, "--init %s with --resume %s: --init starts a new run from a checkpoint's "
+                         "weights, --resume continues the run that saved one; give one of them", config->init_path,
+                         config->resume_path);
+        goto done;
+    }
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
+    if (config->init_path && (status = init_from(config, ctx, &run, init_note, sizeof init_note)) != DP_OK) goto done;
     agreed = 1;
     if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
@@ -486,7 +569,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                 .devices = dp_trainer_device_names(trainer),
                                 .allreduce = dp_trainer_allreduce(trainer),
                                 .resumed = config->resume_path != NULL, .first_step = run.loader_batch,
-                                .step_count = run.step_count};
+                                .step_count = run.step_count, .init = config->init_path ? init_note : NULL};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;

@@ -69,7 +69,7 @@ void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count) {
 }
 
 dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
-    size_t count = t->num_params - t->num_trainable;
+    size_t start = t->buffers_at, count = t->num_params - start; /* not the frozen parameters: never changed */
     /* With synchronised batch norm every replica on every rank updated its
      * running statistics from the same global sums, in the same order: they
      * are equal already (dp_trainer_check_replicas checks it), but for a
@@ -78,15 +78,15 @@ dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
     if (count == 0 || (t->config.sync_batch_norm && !t->empty_shards)) return DP_OK;
     if (t->peer_group) { /* NCCL's broadcast from the first GPU of rank 0, joined before the next forward */
         const dp_backend_t *be = t->replicas[0].backend;
-        DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, t->num_trainable, count));
+        DP_TRY(be->peer_broadcast(t->peer_group, t->param_buffers, start, count));
         return be->peer_join(t->peer_group);
     }
     float *source = t->replicas[0].params;
     if (t->ranks > 1) { /* through host memory when MPI may not read the device's */
-        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, t->num_trainable, count), count));
-        dp_trainer_stage_up(t, source, t->num_trainable, count);
+        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, source, start, count), count));
+        dp_trainer_stage_up(t, source, start, count);
     }
-    dp_replicas_broadcast(t, t->param_buffers, 0, t->num_trainable, count);
+    dp_replicas_broadcast(t, t->param_buffers, 0, start, count);
     return DP_OK;
 }
 

@@ -20,7 +20,11 @@
  * wait for it in every sum: it takes part with zeros, in the order the
  * ops sum (dp_sync_batch_norm_absent: each batch norm layer's forward,
  * [m, S1 (C), S2 (C)], in layer order, then each one's backward, 2C, in
- * reverse order), so every count and every MPI call matches.
+ * reverse order), so every count and every MPI call matches. A frozen
+ * batch norm layer (nn.h: dp_model_freeze) uses its running statistics and
+ * sums nothing; a layer's backward sums only when its input carries a
+ * gradient (dp_model_output_needs_grad: not below the lowest layer that
+ * trains).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +128,9 @@ dp_status_t dp_sync_batch_norm_absent(dp_replica_t *r) {
             dp_layer_info_t l;
             if (dp_model_layer(m, pass == 0 ? j : layers + 1 - j, &l) != DP_OK || l.kind != DP_LAYER_BATCH_NORM)
                 continue; /* (every layer number here exists) */
+            int frozen = l.weight >= 0 && dp_model_param(m, l.weight)->frozen;
+            if (frozen || (pass == 1 && !dp_model_output_needs_grad(m, l.input)))
+                continue; /* the ops that sum nothing */
             int count = pass == 0 ? 2 * l.out_shape[0] + 1 : 2 * l.out_shape[0];
             memset(zeros, 0, sizeof(double) * (size_t)count);
             dp_sync_batch_norm_sum(r, zeros, count);

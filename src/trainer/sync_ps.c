@@ -13,7 +13,10 @@
  * else through the trainer's host staging buffer, downloaded before and
  * uploaded after each collective). Phase 3 on every device (pull): copy the server's
  * parameters into its replica. MPI calls are made from the caller's thread,
- * between waits.
+ * between waits. Frozen parameters (nn.h: dp_model_freeze), between the
+ * trained ones and the buffers, are neither pushed, broadcast nor pulled:
+ * every replica and the server hold them from the start, and they never
+ * change.
  */
 #include "replica.h"
 #include "sync_strategy.h"
@@ -49,8 +52,8 @@ static dp_status_t ps_push_task(void *arg) {
     dp_trainer_t *t = arg;
     const dp_backend_t *be = t->backend; /* the server's and replica 0's */
     dp_replicas_reduce(t, be, t->server_grads, 0, t->num_trainable);
-    be->copy(be->ctx, t->server_params + t->num_trainable, t->replicas[0].params + t->num_trainable,
-             sizeof(float) * (t->num_params - t->num_trainable));
+    be->copy(be->ctx, t->server_params + t->buffers_at, t->replicas[0].params + t->buffers_at,
+             sizeof(float) * (t->num_params - t->buffers_at));
     return DP_OK;
 }
 
@@ -67,7 +70,8 @@ static dp_status_t ps_update_task(void *arg) {
 static dp_status_t ps_pull_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
-    dp_replica_copy_in(r, t->backend, t->server_params, 0, t->num_params);
+    dp_replica_copy_in(r, t->backend, t->server_params, 0, t->num_trainable);
+    dp_replica_copy_in(r, t->backend, t->server_params, t->buffers_at, t->num_params - t->buffers_at);
     return DP_OK;
 }
 
@@ -83,9 +87,14 @@ static dp_status_t ps_end_step(dp_trainer_t *t) {
         DP_TRY(dp_device_submit(t->server, ps_update_task, t));
         DP_TRY(dp_device_wait(t->server));
     }
-    if (t->ranks > 1) {
-        DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, t->server_params, 0, t->num_params), t->num_params));
-        dp_trainer_stage_up(t, t->server_params, 0, t->num_params);
+    if (t->ranks > 1) { /* the trained parameters and the buffers */
+        size_t ranges[2][2] = {{0, t->num_trainable}, {t->buffers_at, t->num_params - t->buffers_at}};
+        for (int i = 0; i < 2; i++) {
+            if (ranges[i][1] == 0) continue;
+            DP_TRY(dp_world_broadcast(dp_trainer_stage_down(t, t->server_params, ranges[i][0], ranges[i][1]),
+                                      ranges[i][1]));
+            dp_trainer_stage_up(t, t->server_params, ranges[i][0], ranges[i][1]);
+        }
     }
     return dp_trainer_run_on_all(t, ps_pull_task);
 }

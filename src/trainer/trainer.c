@@ -43,8 +43,15 @@
  * in the replicas' grads (DDP's no_sync for the first N - 1). A failure in
  * a micro-batch ends the step at once (the job is ended with it).
  * Only the first num_trainable floats of the flat buffers are gradients:
- * every sum and update covers those. The rest are buffers (batch norm's
- * running statistics), which each replica updates in its forward; after
+ * every sum and update covers those. Frozen parameters (nn.h:
+ * dp_model_freeze) come next, [num_trainable, buffers_at): the model lays
+ * them out there so that no sum, bucket or update of any strategy (local,
+ * MPI, NCCL, parameter server) ever covers them, without a strategy
+ * knowing of them; they are equal on every replica from the start and
+ * nothing writes them. The tape gives them no gradient, so backward stops
+ * below the lowest layer that trains. The rest are buffers (batch norm's
+ * running statistics), which each replica updates in its forward (but
+ * those of frozen batch norm layers, which use them as they are); after
  * each step dp_trainer_sync_buffers copies replica 0's buffers to the others
  * and, with several ranks, first broadcasts rank 0's (PyTorch DDP's
  * broadcast_buffers), so the replicas stay identical; with --sync-batch-norm
@@ -143,6 +150,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->model = config->model;
     t->num_params = dp_model_num_params(config->model);
     t->num_trainable = dp_model_num_trainable(config->model);
+    t->buffers_at = t->num_trainable + dp_model_num_frozen(config->model);
     t->num_buckets = (long)((t->num_trainable + DP_BUCKET_FLOATS - 1) / DP_BUCKET_FLOATS);
     t->num_devices = config->num_devices;
     t->replicas = dp_alloc_zeroed((size_t)t->num_devices, sizeof *t->replicas, "replicas");

@@ -28,6 +28,8 @@ struct dp_trainer {
     void *sync_state;        /* the strategy's own */
     size_t num_params;
     size_t num_trainable;    /* the first num_trainable floats have gradients */
+    size_t buffers_at;       /* the buffers (running statistics) are [buffers_at, num_params); the frozen
+                                parameters (dp_model_freeze) lie between: [num_trainable, buffers_at) */
     long num_buckets;        /* DP_BUCKET_FLOATS ranges of the gradients */
     int num_devices;
     dp_replica_t *replicas;

@@ -1,0 +1,46 @@
+/* train_init.c - `dptrain train`'s fine-tuning options before the trainer
+ * is made: --freeze (or, resuming without it, the checkpoint's freeze
+ * list) applied to the model, and the line saying what is frozen. --init
+ * itself is dp_fit's (fit.h: init_path), which also refuses it with
+ * --resume and a resume frozen otherwise than its checkpoint.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "dptrain/checkpoint.h"
+#include "train.h"
+
+/* "frozen: conv1,conv2 (2 layers; 25,330 of 44,426 parameters train)". */
+static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
+    int layers = 0;
+    for (int i = 1; i <= dp_model_num_layers(model); i++) {
+        dp_layer_info_t l;
+        if (dp_model_layer(model, i, &l) == DP_OK && l.weight >= 0 && dp_model_param(model, l.weight)->frozen)
+            layers++;
+    }
+    size_t trains = dp_model_num_trainable(model), all = trains + dp_model_num_frozen(model);
+    snprintf(note, size, "frozen: %s (%d layer%s; %zu of %zu parameters train)", dp_model_frozen(model), layers,
+             layers == 1 ? "" : "s", trains, all);
+}
+
+dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char *note, size_t note_size) {
+    note[0] = '\0';
+    char saved[DP_CHECKPOINT_MAX_FREEZE + 1] = "";
+    const char *list = o->freeze, *source = "--freeze";
+    if (!list && o->resume_path && !o->init_path) { /* the checkpoint's: a resume keeps the freeze */
+        dp_checkpoint_t *c;
+        DP_TRY(dp_checkpoint_open(o->resume_path, &c));
+        snprintf(saved, sizeof saved, "%s", dp_checkpoint_info(c)->freeze);
+        dp_checkpoint_close(c);
+        list = saved;
+        source = "--resume's model.freeze";
+    }
+    if (!list || !*list) return DP_OK;
+    if (dp_model_freeze(model, list) != DP_OK) {
+        char message[1024];
+        snprintf(message, sizeof message, "%s", dp_error_message());
+        return dp_fail(DP_ERR_ARG, "train: %s %s: %s", source, list, message);
+    }
+    describe_frozen(model, note, note_size);
+    return DP_OK;
+}

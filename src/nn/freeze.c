@@ -1,0 +1,60 @@
+/* freeze.c - which parameters a freeze list names (nn.h: dp_model_freeze,
+ * dp_model_freeze_mask): the list "conv1,layer1" against the model's layer
+ * names, a name matching a layer itself or a prefix of whole dotted
+ * components ("layer1" matches "layer1.0.conv1", not "layer10"). nn.c
+ * lays the frozen parameters out and runs the frozen layers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/nn.h"
+
+/* Whether `name` (len bytes, not terminated) names the layer `layer`: equal,
+ * or a prefix of it ending at a dot. */
+static int names_layer(const char *name, size_t len, const char *layer) {
+    return strncmp(layer, name, len) == 0 && (layer[len] == '\0' || layer[len] == '.');
+}
+
+/* The layer of parameter p: its name without the last component
+ * ("layer1.0.conv1" of "layer1.0.conv1.weight"), into buf. */
+static const char *layer_of(const dp_param_info_t *p, char *buf, size_t size) {
+    const char *dot = strrchr(p->name, '.');
+    size_t len = dot ? (size_t)(dot - p->name) : strlen(p->name);
+    snprintf(buf, size, "%.*s", (int)len, p->name);
+    return buf;
+}
+
+dp_status_t dp_model_freeze_mask(const dp_model_t *m, const char *layers, unsigned char *frozen) {
+    int count = dp_model_num_param_tensors(m);
+    memset(frozen, 0, (size_t)count);
+    if (!layers || !*layers) return DP_OK;
+    const char *at = layers;
+    for (;;) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (len == 0)
+            return dp_fail(DP_ERR_ARG, "'%s' has an empty layer name (names are separated by single commas)",
+                           layers);
+        int matched = 0;
+        for (int i = 0; i < count; i++) {
+            const dp_param_info_t *p = dp_model_param(m, i);
+            char layer[256];
+            if (!p->trainable || !names_layer(at, len, layer_of(p, layer, sizeof layer))) continue;
+            frozen[i] = 1;
+            matched = 1;
+        }
+        if (!matched)
+            return dp_fail(DP_ERR_ARG, "'%.*s' names no layer of model %s (a layer's name, as its "
+                           "parameters' prefix: conv1 for conv1.weight, or a prefix of whole dotted components: "
+                           "layer1 for layer1.0.conv1)", (int)len, at, dp_model_name(m));
+        if (!end) break;
+        at = end + 1;
+    }
+    int trains = 0;
+    for (int i = 0; i < count && !trains; i++) trains = dp_model_param(m, i)->trainable && !frozen[i];
+    if (!trains)
+        return dp_fail(DP_ERR_ARG, "'%s' freezes every layer of model %s: nothing would train", layers,
+                       dp_model_name(m));
+    return DP_OK;
+}
