@@ -101,8 +101,9 @@ static dp_status_t list_dir(const char *dir, strings_t *dirs, strings_t *files) 
         else if (files && is_image_name(e->d_name)) status = strings_add(files, e->d_name);
     }
     closedir(d);
-    if (dirs) qsort(dirs->items, (size_t)dirs->count, sizeof *dirs->items, compare_strings);
-    if (files) qsort(files->items, (size_t)files->count, sizeof *files->items, compare_strings);
+    /* qsort's array must not be NULL, even for no entries */
+    if (dirs && dirs->count > 1) qsort(dirs->items, (size_t)dirs->count, sizeof *dirs->items, compare_strings);
+    if (files && files->count > 1) qsort(files->items, (size_t)files->count, sizeof *files->items, compare_strings);
     return status;
 }
 
