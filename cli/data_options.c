@@ -17,7 +17,9 @@
 const char cli_data_usage_train[] =
     "  --transform NAME          image folders: the training transform, center (default:\n"
     "                            Resize + CenterCrop to the model's input; an image of that\n"
-    "                            size as it is) or resized-crop (RandomResizedCrop + flip)\n"
+    "                            size as it is), resized-crop (RandomResizedCrop + flip) or\n"
+    "                            squash (the whole image to the input's size, its aspect not\n"
+    "                            kept; evaluation too)\n"
     "  --resize N                image folders: the shorter side before the center crop\n"
     "                            (default 256/224 of the input's larger side)\n"
     "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
@@ -91,18 +93,25 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
                                char *const *classes, int num_classes, int threads, const dp_world_t *world,
                                cli_data_t *out) {
     const char *command = training ? "train" : "eval";
-    int resized_crop = 0, exif = 1, dct = 1;
-    if (o->transform && strcmp(o->transform, "center") != 0 && strcmp(o->transform, "resized-crop") != 0)
-        return dp_fail(DP_ERR_ARG, "%s: --transform: '%s' is not center or resized-crop", command, o->transform);
+    int resized_crop = 0, squash = 0, exif = 1, dct = 1;
+    if (o->transform && strcmp(o->transform, "center") != 0 && strcmp(o->transform, "resized-crop") != 0 &&
+        strcmp(o->transform, "squash") != 0)
+        return dp_fail(DP_ERR_ARG, "%s: --transform: '%s' is not center, resized-crop or squash", command,
+                       o->transform);
     resized_crop = o->transform && !strcmp(o->transform, "resized-crop");
+    squash = o->transform && !strcmp(o->transform, "squash");
+    if (squash && o->resize)
+        return dp_fail(DP_ERR_ARG, "%s: --resize %d: the squash transform resizes to the model's input, %d x %d",
+                       command, o->resize, height, width);
     DP_TRY(two_way(command, "exif", o->exif, "apply", "ignore", 1, &exif));
     DP_TRY(two_way(command, "dct-scale", o->dct_scale, "on", "off", 1, &dct));
     progress_t progress = {.terminal = world->rank == 0 && isatty(fileno(stderr)), .dir = o->dir};
     dp_index_options_t io = {.skip_bad = o->skip_bad, .ignore_exif = !exif, .threads = threads,
                              .progress = index_progress, .progress_ctx = &progress};
     dp_folder_options_t fo = {.skip_bad = o->skip_bad, .cache_bytes = (size_t)o->cache_mb << 20};
-    fo.train = dp_sample_options_default(resized_crop ? DP_SAMPLE_TRAIN : DP_SAMPLE_FIXED, channels, height, width);
-    fo.eval = dp_sample_options_default(DP_SAMPLE_FIXED, channels, height, width);
+    dp_sample_mode_t eval_mode = squash ? DP_SAMPLE_SQUASH : DP_SAMPLE_FIXED;
+    fo.train = dp_sample_options_default(resized_crop ? DP_SAMPLE_TRAIN : eval_mode, channels, height, width);
+    fo.eval = dp_sample_options_default(eval_mode, channels, height, width);
     fo.train.dct_scale = resized_crop && dct;
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;

@@ -11,7 +11,7 @@
 
 typedef struct {
     const char *dir;         /* --data */
-    const char *transform;   /* --transform: resized-crop (RandomResizedCrop + flip) or center (the default) */
+    const char *transform;   /* --transform: resized-crop (RandomResizedCrop + flip), squash or center (the default) */
     int resize;              /* --resize: the shorter side before the center crop (0: 256/224 of the input) */
     const char *exif;        /* --exif apply (default) | ignore */
     const char *dct_scale;   /* --dct-scale on (default) | off */

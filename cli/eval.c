@@ -82,7 +82,8 @@ static dp_status_t transform_options(const char *transform, int channels, int he
     if (!transform[0]) return DP_OK;
     dp_sample_options_t eval;
     DP_TRY(dp_eval_transform_parse(transform, channels, height, width, &eval));
-    if (!o->resize) o->resize = eval.resize_size;
+    if (eval.mode == DP_SAMPLE_SQUASH) o->transform = "squash"; /* not an eval option: the checkpoint's */
+    else if (!o->resize) o->resize = eval.resize_size;
     if (!o->exif) o->exif = eval.ignore_exif ? "ignore" : "apply";
     return DP_OK;
 }

@@ -21,6 +21,8 @@
 # - the checkpoint records the evaluation transform (data.transform):
 #   eval applies it (its correct count equals the test JPEGs predict's top
 #   class gets right), export writes it in the ONNX metadata;
+# - --transform squash (the whole image to 28 x 28): recorded as `squash`,
+#   eval and predict agree; --resize with it refused (train and eval);
 # - --transform, --exif, --dct-scale values are checked.
 source "$(dirname "$0")/testing.sh"
 py=/usr/bin/python3
@@ -129,17 +131,34 @@ for run in "--loader-threads 1 --devices 2" "--loader-threads 3 --devices 1"; do
   other=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" $run 2>&1)
   [[ "${other%%, model*}" == "${eval_line%%, model*}" ]] && pass || fail "eval $run: '$other' vs '$eval_line'"
 done
-correct=$(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/96 correct\).*/\1/p' <<<"$eval_line")
-predicted=$("$bin" predict --resume "$tmp/crop1.st" --top 1 "$tmp"/jpeg/test/*/*.jpg 2>&1 \
-  | awk -F'[/: ]+' '{ n = split($0, a, "/"); split(a[n], b, ": "); cls = a[n - 1]; split(b[2], c, " "); if (c[1] == cls) right++ }
-                     END { print right + 0 }')
-[[ -n $correct && $correct == "$predicted" ]] && pass \
-  || fail "eval counts '$correct' correct, predict's top class is right for $predicted ($eval_line)"
+# eval_predict CHECKPOINT EVAL_LINE: predict's top class is right as often as eval counts
+eval_predict() {
+  local correct predicted
+  correct=$(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/96 correct\).*/\1/p' <<<"$2")
+  predicted=$("$bin" predict --resume "$1" --top 1 "$tmp"/jpeg/test/*/*.jpg 2>&1 \
+    | awk '{ n = split($0, a, "/"); split(a[n], b, ": "); cls = a[n - 1]; split(b[2], c, " "); if (c[1] == cls) right++ }
+           END { print right + 0 }')
+  [[ -n $correct && $correct == "$predicted" ]] && pass \
+    || fail "$1: eval counts '$correct' correct, predict's top class is right for $predicted ($2)"
+}
+eval_predict "$tmp/crop1.st" "$eval_line"
 if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
   "$bin" export --resume "$tmp/crop1.st" --onnx "$tmp/m.onnx" >/dev/null 2>&1 && pass || fail "export"
   props=$(/usr/bin/python3 "$tools/check_onnx.py" props "$tmp/m.onnx" 2>&1)
   grep -qx "transform=resize 32" <<<"$props" && pass || fail "ONNX metadata: $props"
 fi
+
+# --transform squash: the whole image to 28 x 28 in training and evaluation; recorded, applied by eval and predict
+run squash --devices 2 --transform squash
+cmp -s <(tensors "$tmp/squash.st") <(tensors "$tmp/one.st") && fail "--transform squash changed nothing" || pass
+"$bin" inspect "$tmp/squash.st" 2>&1 | grep -q "^  data.transform = squash$" && pass || fail "inspect: no squash"
+eval_line=$("$bin" eval --resume "$tmp/squash.st" --data "$tmp/jpeg" --devices 1 2>&1) && pass || fail "eval: $eval_line"
+eval_predict "$tmp/squash.st" "$eval_line"
+for bad in "train --transform squash --resize 30" "eval --resize 30"; do
+  if [[ $bad == train* ]]; then out=$("$bin" "${common[@]}" --devices 1 ${bad#train } 2>&1)
+  else out=$("$bin" eval --resume "$tmp/squash.st" --data "$tmp/jpeg" ${bad#eval } 2>&1); fi
+  [[ $? -ne 0 && $(wc -l <<<"$out") -eq 1 && $out == *"--resize 30: the squash transform"* ]] && pass || fail "$bad: $out"
+done
 
 # option values
 for bad in "--transform random" "--exif maybe" "--dct-scale yes"; do

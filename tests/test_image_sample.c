@@ -124,7 +124,9 @@ static int equal_bytes(const unsigned char *a, const unsigned char *b, size_t n,
     return *worst == 0;
 }
 
-/* The expected output: the whole decoded image transformed. */
+/* The expected output: the whole decoded image transformed (squash: the
+ * resized crop of the whole image, whose bytes test_image_transform pins
+ * to torchvision's). */
 static dp_status_t reference(const fixture_t *f, const dp_sample_options_t *o, const dp_sample_report_t *rep,
                              unsigned char *out) {
     dp_image_options_t decode = {.channels = o->channels, .ignore_exif = o->ignore_exif};
@@ -133,11 +135,15 @@ static dp_status_t reference(const fixture_t *f, const dp_sample_options_t *o, c
     dp_status_t st;
     if (o->mode == DP_SAMPLE_TRAIN) {
         st = dp_image_resized_crop(&image, rep->box, o->height, o->width, rep->flipped, out);
-    } else if (o->mode == DP_SAMPLE_FIXED && image.width == o->width && image.height == o->height) {
+    } else if ((o->mode == DP_SAMPLE_FIXED || o->mode == DP_SAMPLE_SQUASH) && image.width == o->width &&
+               image.height == o->height) {
         size_t plane = (size_t)image.width * image.height;
         for (int c = 0; c < image.channels; c++)
             for (size_t i = 0; i < plane; i++) out[c * plane + i] = image.pixels[i * image.channels + c];
         st = DP_OK;
+    } else if (o->mode == DP_SAMPLE_SQUASH) {
+        st = dp_image_resized_crop(&image, (dp_crop_box_t){0, 0, image.height, image.width}, o->height, o->width, 0,
+                                   out);
     } else {
         int size = o->resize_size ? o->resize_size : dp_eval_resize_default(o->height, o->width);
         st = dp_image_resize_center_crop(&image, size, o->height, o->width, out);
@@ -152,7 +158,7 @@ static void test_exact(void) {
     int samples = 0, exact = 0, boxes_ok = 0, regions = 0;
     long decoded = 0, whole = 0;
     for (int f = 0; f < fixture_count; f++) {
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = DP_SAMPLE_TRAIN; mode <= DP_SAMPLE_SQUASH; mode++) {
             for (int k = 0; k < (mode == 0 ? 12 : 4); k++) {
                 int channels = k % 2 ? 1 : 3;
                 const int *size = sizes[k % 4];

@@ -89,9 +89,10 @@ dp_status_t dp_folder_source_set_augment(dp_batch_source_t *src, const dp_augmen
 long dp_folder_source_cached(const dp_batch_source_t *src);
 
 /* The evaluation transform as checkpoints record it (data.transform):
- * "resize S" (Resize(S), then CenterCrop to the output), then ", exif
- * ignore" when the orientation is not applied. text_of writes it for
- * `eval` (an evaluation or fixed mode); parse makes the options of an
+ * "resize S" (Resize(S), then CenterCrop to the output) or "squash"
+ * (Resize((H, W)), the aspect ratio not kept), then ", exif ignore" when
+ * the orientation is not applied. text writes it for `eval` (an
+ * evaluation, fixed or squash mode); parse makes the options of an
  * evaluation sample of channels x height x width from it (one line naming
  * the text when it is not one). */
 void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t size);

@@ -2,13 +2,16 @@
  * decoded -> transformed -> uint8 (C, H, W) written into a slot of a batch.
  * What the loader threads call, once per sample.
  *
- * Three modes (torchvision's transforms, exact: image_transform.h):
+ * Four modes (torchvision's transforms, exact: image_transform.h):
  * - DP_SAMPLE_TRAIN: RandomResizedCrop((H, W), scale, ratio) then
  *   RandomHorizontalFlip(flip_p);
  * - DP_SAMPLE_EVAL: Resize(resize_size) (the shorter side) then
  *   CenterCrop((H, W));
  * - DP_SAMPLE_FIXED: an image of exactly H x W is copied as it is; any
- *   other size goes through DP_SAMPLE_EVAL.
+ *   other size goes through DP_SAMPLE_EVAL;
+ * - DP_SAMPLE_SQUASH: Resize((H, W)): the whole image to the output's size,
+ *   its aspect ratio not kept (fastai's "squash", Darknet's resize); an
+ *   image of exactly H x W is copied. Nothing is cropped away.
  * The image becomes `channels` (1 or 3) as PIL's convert("L") / ("RGB")
  * (image.h), after its EXIF orientation unless ignore_exif.
  *
@@ -44,12 +47,13 @@ typedef enum {
     DP_SAMPLE_TRAIN,
     DP_SAMPLE_EVAL,
     DP_SAMPLE_FIXED,
+    DP_SAMPLE_SQUASH,
 } dp_sample_mode_t;
 
 typedef struct {
     dp_sample_mode_t mode;
     int channels, height, width; /* the output: channels x height x width */
-    int resize_size;             /* eval: the shorter side before the crop; 0: dp_eval_resize_default */
+    int resize_size;             /* eval, fixed: the shorter side before the crop; 0: dp_eval_resize_default */
     dp_rrc_range_t range;        /* train: RandomResizedCrop's scale and ratio */
     double flip_p;               /* train: probability of the horizontal flip */
     int dct_scale;               /* JPEG: decode at 1/2, 1/4, 1/8 when the crop shrinks that much */

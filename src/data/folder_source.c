@@ -225,18 +225,29 @@ long dp_folder_source_cached(const dp_batch_source_t *src) {
     return f ? atomic_load(&((folder_t *)f)->cached) : 0;
 }
 void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t size) {
+    const char *exif = eval->ignore_exif ? ", exif ignore" : "";
+    if (eval->mode == DP_SAMPLE_SQUASH) {
+        snprintf(text, size, "squash%s", exif);
+        return;
+    }
     int resize = eval->resize_size ? eval->resize_size : dp_eval_resize_default(eval->height, eval->width);
-    snprintf(text, size, "resize %d%s", resize, eval->ignore_exif ? ", exif ignore" : "");
+    snprintf(text, size, "resize %d%s", resize, exif);
 }
 
 dp_status_t dp_eval_transform_parse(const char *text, int channels, int height, int width, dp_sample_options_t *out) {
     *out = dp_sample_options_default(DP_SAMPLE_EVAL, channels, height, width);
     int resize = 0, used = 0;
-    if (sscanf(text, "resize %d%n", &resize, &used) != 1 || resize < 1 || resize > 65535)
-        return dp_fail(DP_ERR_FORMAT, "the data's transform '%s' is not 'resize S' (S from 1 to 65535)", text);
+    if (strncmp(text, "squash", 6) == 0) {
+        out->mode = DP_SAMPLE_SQUASH;
+        used = 6;
+    } else if (sscanf(text, "resize %d%n", &resize, &used) != 1 || resize < 1 || resize > 65535) {
+        return dp_fail(DP_ERR_FORMAT, "the data's transform '%s' is not 'resize S' (S from 1 to 65535) or 'squash'",
+                       text);
+    }
     if (strcmp(text + used, ", exif ignore") == 0) out->ignore_exif = 1;
     else if (text[used] != '\0')
-        return dp_fail(DP_ERR_FORMAT, "the data's transform '%s': unknown '%s' after the resize", text, text + used);
+        return dp_fail(DP_ERR_FORMAT, "the data's transform '%s': unknown '%s' after the %s", text, text + used,
+                       out->mode == DP_SAMPLE_SQUASH ? "squash" : "resize");
     out->resize_size = resize;
     return DP_OK;
 }

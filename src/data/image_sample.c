@@ -52,7 +52,8 @@ static dp_status_t check_options(const dp_sample_options_t *o, const dp_rng_t *r
         return dp_fail(DP_ERR_ARG, "%s: %d channels asked for (1 or 3)", name, o->channels);
     if (o->height <= 0 || o->width <= 0 || o->height > 65535 || o->width > 65535)
         return dp_fail(DP_ERR_ARG, "%s: output of %d x %d pixels", name, o->height, o->width);
-    if (o->mode != DP_SAMPLE_TRAIN && o->mode != DP_SAMPLE_EVAL && o->mode != DP_SAMPLE_FIXED)
+    if (o->mode != DP_SAMPLE_TRAIN && o->mode != DP_SAMPLE_EVAL && o->mode != DP_SAMPLE_FIXED &&
+        o->mode != DP_SAMPLE_SQUASH)
         return dp_fail(DP_ERR_ARG, "%s: unknown sample mode %d", name, (int)o->mode);
     if (o->mode == DP_SAMPLE_TRAIN) {
         const dp_rrc_range_t *r = &o->range;
@@ -76,12 +77,17 @@ static void plan_axes(const dp_sample_options_t *o, int width, int height, dp_rn
         *py = (axis_plan_t){box.top, box.height, o->height, 0, o->height};
         return;
     }
+    rep->box = (dp_crop_box_t){0, 0, height, width};
+    if (o->mode == DP_SAMPLE_SQUASH) { /* the whole image to the output */
+        *px = (axis_plan_t){0, width, o->width, 0, o->width};
+        *py = (axis_plan_t){0, height, o->height, 0, o->height};
+        return;
+    }
     /* eval (and fixed, for an image of another size) */
     int size = o->resize_size ? o->resize_size : dp_eval_resize_default(o->height, o->width);
     int rh, rw;
     dp_resize_shorter(height, width, size, &rh, &rw);
     dp_crop_box_t crop = dp_center_crop_box(rh, rw, o->height, o->width);
-    rep->box = (dp_crop_box_t){0, 0, height, width};
     *px = (axis_plan_t){0, width, rw, crop.left, o->width};
     *py = (axis_plan_t){0, height, rh, crop.top, o->height};
 }
@@ -148,6 +154,12 @@ static void copy_planar(const dp_image_t *image, unsigned char *out) {
         for (size_t i = 0; i < plane; i++) out[c * plane + i] = image->pixels[i * image->channels + c];
 }
 
+/* Whether the mode keeps a width x height image as it is: fixed and squash,
+ * for an image of the output's size. */
+static int copies_as_is(const dp_sample_options_t *o, int width, int height) {
+    return (o->mode == DP_SAMPLE_FIXED || o->mode == DP_SAMPLE_SQUASH) && width == o->width && height == o->height;
+}
+
 dp_status_t dp_image_sample(const void *data, size_t size, const char *name, const dp_sample_options_t *options,
                             dp_rng_t *rng, unsigned char *out, dp_sample_report_t *report) {
     dp_sample_report_t rep = {.scale_denom = 1};
@@ -156,7 +168,7 @@ dp_status_t dp_image_sample(const void *data, size_t size, const char *name, con
     const dp_image_info_t *info = &rep.info;
     dp_image_options_t decode = {.channels = options->channels, .ignore_exif = options->ignore_exif};
     dp_image_t view = {0};
-    if (options->mode == DP_SAMPLE_FIXED && info->width == options->width && info->height == options->height) {
+    if (copies_as_is(options, info->width, info->height)) {
         DP_TRY(dp_image_decode_with(data, size, name, &decode, &view));
         copy_planar(&view, out);
         rep.box = (dp_crop_box_t){0, 0, info->height, info->width};
@@ -204,7 +216,7 @@ dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_opt
     rep.info = (dp_image_info_t){.width = image->width, .height = image->height, .stored_width = image->width,
                                  .stored_height = image->height, .channels = image->channels, .orientation = 1};
     rep.decoded_pixels = 0;
-    if (options->mode == DP_SAMPLE_FIXED && image->width == options->width && image->height == options->height) {
+    if (copies_as_is(options, image->width, image->height)) {
         copy_planar(image, out);
         rep.box = (dp_crop_box_t){0, 0, image->height, image->width};
         if (report) *report = rep;
