@@ -10,10 +10,11 @@
 # dptrain's wall time per step is its profile's mean `(step)` row (`train
 # --profile-steps WARMUP,STEPS`: the timed steps only), PyTorch's the wall
 # time of its timed loop; the CPU time per step (all threads) is PyTorch's
-# process time over the loop, and for dptrain the difference between the
-# process's CPU time (user + system) of a run of WARMUP + STEPS steps and of
-# one of WARMUP steps, over STEPS: on a shared machine the CPU time is the
-# steadier figure. Prints each run's ms per step and images/s, the median
+# process time over the loop, and dptrain's its profile's `cpu time` line
+# (the process's CPU time, user + system, over the timed steps): on a
+# shared machine the CPU time is the steadier figure. (Not the difference
+# between runs of WARMUP + STEPS and WARMUP steps: the first two steps'
+# page faults, 10-20 s of system time for ResNet-50, vary more than that.) Prints each run's ms per step and images/s, the median
 # ratios (PyTorch's time / dptrain's: above 1, dptrain is faster), and the
 # last dptrain run's profile: the layers that take the most of a step.
 #
@@ -50,22 +51,19 @@ for split, count in (("train", n), ("test", 2)):
         Image.fromarray(rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)).save(f"{d}/{i:05d}.png")
 EOF
 
-cpu_of() { awk '{ print $1 + $2 }' "$1"; } # user + system seconds of a /usr/bin/time -f '%U %S' file
-run_dptrain() { # NAME STEPS [ARGS...]: a training run of STEPS steps, its CPU time in $tmp/NAME.time
+run_dptrain() { # NAME STEPS [ARGS...]: a training run of STEPS steps, its output in $tmp/NAME
   local name=$1 n=$2
   shift 2
-  /usr/bin/time -f '%U %S' -o "$tmp/$name.time" "$bin" train --model "$here/../models/$model-imagenet.cfg" \
+  "$bin" train --model "$here/../models/$model-imagenet.cfg" \
     --data "$tmp/data" --batch-size $batch --epochs 1 --limit $((n * batch)) --optimizer momentum --lr 0.01 \
     --devices "$devices" --quiet "$@" >"$tmp/$name" 2>&1
 }
 dp_ms=() pt_ms=() dp_cpu=() pt_cpu=() ratios=() cpu_ratios=()
 for run in $(seq 1 "$runs"); do
-  run_dptrain "warm.$run" $warmup --seed "$run"
   run_dptrain "dp.$run" $((warmup + steps)) --seed "$run" --profile-steps "$warmup,$steps"
   dp=$(awk '$2 == "(step)" { if ($(NF - 1) + 0 > worst) worst = $(NF - 1) + 0 } END { print worst }' "$tmp/dp.$run")
   [[ -n "$dp" && "$dp" != 0 ]] || { echo "no (step) row in dptrain's profile:"; cat "$tmp/dp.$run"; exit 1; }
-  dpc=$(awk -v a="$(cpu_of "$tmp/dp.$run.time")" -v b="$(cpu_of "$tmp/warm.$run.time")" -v n="$steps" \
-          'BEGIN { printf "%.0f", 1000 * (a - b) / n }')
+  dpc=$(sed -nE 's/^cpu time: ([0-9.]+) ms per step.*/\1/p' "$tmp/dp.$run" | awk '{ printf "%.0f", $1 }')
   pt_line=$(OMP_NUM_THREADS=$devices /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
               --batch $batch --steps "$steps" --warmup $warmup --threads "$devices")
   pt=$(sed -E 's/.* ([0-9.]+) ms\/step \(wall\).*/\1/' <<<"$pt_line")

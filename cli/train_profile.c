@@ -79,6 +79,8 @@ dp_status_t train_print_profile(dp_trainer_t *trainer, const char *precision, in
                100.0 * r->outside_share);
         printf("%-8s %-*s %-16s %-9s %10.3f %6.1f%%\n", name, width, "(step)", "-", "-", r->step_ms, 100.0);
     }
+    printf("cpu time: %.3f ms per step, the process's (every thread, user + system) over the first device's timed "
+           "steps\n", first->process_cpu_ms);
     return DP_OK;
 }
 
@@ -96,8 +98,9 @@ dp_status_t train_append_profile(const char *path, dp_trainer_t *trainer) {
                             r->window, r->steps);
         /* layer and op names are [A-Za-z0-9_.+-]: nothing to escape */
         fprintf(f, "%s{\"device\": \"%s\", \"step_ms\": %.6g, \"layers_ms\": %.6g, \"outside_ms\": %.6g, "
-                "\"outside_share\": %.6g, \"rows\": [", d ? ", " : "", device_name(names, d, name, sizeof name),
-                r->step_ms, r->layers_ms, r->outside_ms, r->outside_share);
+                "\"outside_share\": %.6g, \"process_cpu_ms\": %.6g, \"rows\": [", d ? ", " : "",
+                device_name(names, d, name, sizeof name), r->step_ms, r->layers_ms, r->outside_ms, r->outside_share,
+                r->process_cpu_ms);
         for (int i = 0; i < r->num_rows; i++) {
             const dp_profile_row_t *row = &r->rows[i];
             fprintf(f, "%s{\"layer\": \"%s\", \"op\": \"%s\", \"direction\": \"%s\", \"calls\": %ld, \"ms\": %.6g, "

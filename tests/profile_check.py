@@ -8,6 +8,7 @@ DEVICES: "cpu:0,cpu:1"; LAYER: the model's layers as the profile names them
 Prints one line per problem and exits 1 when there is any.
 """
 import json
+import os
 import re
 import sys
 
@@ -47,6 +48,11 @@ else:
             problems.append(f"table: {dev}: shares sum to {total}%")
         if [r[3] for r in rows if r[0] == "(step)"] != [100.0]:
             problems.append(f"table: {dev}: no (step) row of 100%")
+    # the process's CPU time per step: more than none, at most every core busy through the first device's step
+    cpu = [float(m.group(1)) for m in (re.match(r"^cpu time: ([0-9.]+) ms per step, the process's", l) for l in lines) if m]
+    first_step = [r[2] for r in table.get(devices[0], []) if r[0] == "(step)"]
+    if len(cpu) != 1 or not first_step or not 0 < cpu[0] <= 1.5 * os.cpu_count() * first_step[0] + 1:
+        problems.append(f"table: cpu time {cpu} ms per step, the first device's step {first_step} ms")
 
 # the metrics line
 objects = [json.loads(line) for line in open(metrics_path) if line.strip()]
@@ -66,6 +72,8 @@ else:
         if any(r["calls"] != steps or r["ms"] < 0 or r["share"] < 0 for r in d["rows"]):
             problems.append(f"metrics: {d['device']}: a row not timed once per step, or negative: {d['rows']}")
         total = d["outside_share"] + sum(r["share"] for r in d["rows"])
+        if not 0 < d["process_cpu_ms"] <= 1.5 * os.cpu_count() * d["step_ms"] + 1:
+            problems.append(f"metrics: {d['device']}: process_cpu_ms {d['process_cpu_ms']}, step {d['step_ms']} ms")
         if abs(total - 1.0) > 1e-4 or not d["step_ms"] > 0 or not d["layers_ms"] > 0 or d["outside_ms"] < 0:
             problems.append(f"metrics: {d['device']}: shares sum to {total}, step {d['step_ms']} ms, "
                             f"layers {d['layers_ms']} ms, outside {d['outside_ms']} ms")

@@ -57,6 +57,9 @@ typedef struct {
     double layers_ms;   /* the rows' sum */
     double outside_ms;  /* step_ms - layers_ms */
     double outside_share;
+    double process_cpu_ms; /* the process's CPU time (every thread, user + system) between this device's
+                            * step marks on the host, mean per timed step: on a shared machine the steadier
+                            * figure; with CPU devices it covers every device's work */
     int num_rows;
     const dp_profile_row_t *rows; /* in the order first run: forward layers, then backward */
 } dp_profile_report_t;

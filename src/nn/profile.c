@@ -57,6 +57,7 @@ struct dp_profiler {
     int (*steps)[2];
     int steps_timed;
     int step_marks_begin, step_ops_begin; /* where the current step's marks and ops start */
+    double cpu_begin_ms, cpu_total_ms;    /* the process's CPU time at the timed step's begin; over the timed steps */
     /* rows */
     row_key_t *keys;
     dp_profile_row_t *rows;
@@ -93,6 +94,13 @@ void dp_profiler_free(dp_profiler_t *p) {
     free(p->keys);
     free(p->rows);
     free(p);
+}
+
+/* The process's CPU time (every thread, user + system), in ms. */
+static double process_cpu_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return 1e3 * (double)now.tv_sec + 1e-6 * (double)now.tv_nsec;
 }
 
 static double host_ms(const dp_profiler_t *p) {
@@ -172,6 +180,7 @@ dp_status_t dp_profiler_step_begin(dp_profiler_t *p) {
     }
     p->steps[p->steps_timed][0] = begin;
     p->timing = 1;
+    p->cpu_begin_ms = process_cpu_ms();
     return DP_OK;
 }
 
@@ -204,6 +213,7 @@ static dp_status_t read_window(dp_profiler_t *p) {
     r->step_ms = step_total / steps;
     r->layers_ms = layers_total / steps;
     r->outside_ms = r->step_ms - r->layers_ms;
+    r->process_cpu_ms = p->cpu_total_ms / steps;
     for (int i = 0; i < p->num_rows; i++) {
         p->rows[i].ms /= steps;
         p->rows[i].share = r->step_ms > 0.0 ? p->rows[i].ms / r->step_ms : 0.0;
@@ -225,6 +235,7 @@ dp_status_t dp_profiler_step_end(dp_profiler_t *p) {
         step_did_not_fit(p);
     } else {
         p->steps[p->steps_timed++][1] = end;
+        p->cpu_total_ms += process_cpu_ms() - p->cpu_begin_ms;
     }
     p->steps_seen++;
     if (p->steps_timed == p->window || p->closed) return read_window(p);
