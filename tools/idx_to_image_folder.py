@@ -9,8 +9,9 @@ bilinear) to a random size: the longer side uniform in [MIN, MAX], the
 aspect ratio log-uniform between 3:4 and 4:3, drawn from --seed, so the
 folder holds images of every size and shape (what dptrain's image pipeline
 resizes back). --format jpeg (quality --quality, default 90), png, bmp or
-ppm. --limit-train / --limit-test keep the first N images of each split.
-Needs python3-pil and python3-numpy.
+ppm. --classes A-B keeps the images of labels A to B only (e.g. 5-9);
+--limit-train / --limit-test keep the first N images (of those classes) of
+each split. Needs python3-pil and python3-numpy.
 """
 import argparse
 import gzip
@@ -52,7 +53,9 @@ def main():
     p.add_argument("--limit-train", type=int, default=0)
     p.add_argument("--limit-test", type=int, default=0)
     p.add_argument("--names", choices=["digits", "fashion"], default="digits")
+    p.add_argument("--classes", default="0-9", help="A-B: the labels kept")
     a = p.parse_args()
+    first, last = (int(v) for v in a.classes.split("-"))
     rng = random.Random(a.seed)
     low = high = None
     if a.random_size:
@@ -62,10 +65,12 @@ def main():
     for split, prefix, limit in (("train", "train", a.limit_train), ("test", "t10k", a.limit_test)):
         images = read_idx(find(a.idx_dir, prefix + "-images-idx3-ubyte"))
         labels = read_idx(find(a.idx_dir, prefix + "-labels-idx1-ubyte"))
-        n = limit if limit else len(labels)
-        for c in set(int(v) for v in labels[:n]):
+        kept = [i for i in range(len(labels)) if first <= labels[i] <= last]
+        if limit:
+            kept = kept[:limit]
+        for c in set(int(labels[i]) for i in kept):
             os.makedirs(os.path.join(a.out, split, names[c]), exist_ok=True)
-        for i in range(n):
+        for i in kept:
             im = Image.fromarray(images[i])
             if low is not None:
                 longer = rng.randint(low, high)
