@@ -143,25 +143,16 @@ static void stop_at_step_4(const dp_fit_step_t *s, void *ctx) {
     if (s->epoch == 1 && s->step == 4) stop_request = 1;
 }
 
-int main(void) {
-    world_t w = {0};
-    if (dp_model_load("lenet", &w.model) != DP_OK) {
-        fprintf(stderr, "%s\n", dp_error_message());
-        return 2;
-    }
-    w.train = testing_column_dataset(300, 28, 10, 2, 4, 96, 11);
-    w.test = testing_column_dataset(200, 28, 10, 2, 4, 96, 12);
-    const char *straight_ck = testing_tmp_file("straight.safetensors");
+/* 2 epochs straight: the callbacks, the metrics file, the schedule, the
+ * result and the plot; saves straight_ck. Returns what the callbacks saw. */
+static seen_t test_straight(const world_t *w, const char *straight_ck) {
     const char *metrics = testing_tmp_file("metrics.jsonl");
     const char *metrics_again = testing_tmp_file("metrics_again.jsonl");
     const char *plot = testing_tmp_file("plot.svg");
-    const char *resumed_ck = testing_tmp_file("resumed.safetensors");
-    unlink(straight_ck), unlink(metrics), unlink(metrics_again), unlink(plot), unlink(resumed_ck);
-
-    /* --- 2 epochs straight ------------------------------------------------------ */
+    unlink(straight_ck), unlink(metrics), unlink(metrics_again), unlink(plot);
     seen_t straight = fresh_seen();
-    dp_trainer_t *t = new_trainer(&w, 0.05f);
-    dp_fit_config_t fc = fit_config(&w, t, 0.05);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     fc.metrics_path = metrics;
     fc.plot_path = plot;
     fc.save_path = straight_ck;
@@ -202,19 +193,26 @@ int main(void) {
           "no plot written");
     free(svg);
     dp_trainer_free(t);
+    return straight;
+}
 
-    /* --- 1 epoch, then resumed in a fresh trainer: the same bytes -------------------- */
+/* 1 epoch, then resumed in a fresh trainer: the same bytes as straight. */
+static void test_resume(const world_t *w, const seen_t *straight, const char *straight_ck) {
+    const char *resumed_ck = testing_tmp_file("resumed.safetensors");
+    unlink(resumed_ck);
+    dp_fit_result_t r;
+    dp_status_t st;
     seen_t first = fresh_seen(), second = fresh_seen();
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     fc.stop_after = 1;
     fc.save_path = resumed_ck;
     st = dp_fit(&fc, on_epoch, &first, &r);
     CHECK(st == DP_OK && first.num_epochs == 1 && r.last_epoch == 1, "stop_after 1: %s, %d epochs",
           dp_error_message(), first.num_epochs);
     dp_trainer_free(t);
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    t = new_trainer(w, 0.05f);
+    fc = fit_config(w, t, 0.05);
     fc.resume_path = fc.save_path = resumed_ck;
     st = dp_fit(&fc, on_epoch, &second, &r);
     CHECK(st == DP_OK, "resume: %s", dp_error_message());
@@ -222,32 +220,38 @@ int main(void) {
           "resume trained from epoch %d, %d epochs", second.begin.first_epoch, second.num_epochs);
     CHECK(second.warnings == 0, "resume warned: %s", second.warning);
     CHECK(same_files(straight_ck, resumed_ck), "1 epoch + resume is not byte-identical to 2 epochs straight");
-    const dp_epoch_stats_t *a = &straight.epochs[1], *b = &second.epochs[0];
+    const dp_epoch_stats_t *a = &straight->epochs[1], *b = &second.epochs[0];
     CHECK(a->train_loss == b->train_loss && a->train_acc == b->train_acc && a->test_acc == b->test_acc &&
           a->lr == b->lr, "resumed epoch 2: loss %.17g acc %g test %g lr %g, straight %.17g %g %g %g",
           b->train_loss, b->train_acc, b->test_acc, b->lr, a->train_loss, a->train_acc, a->test_acc, a->lr);
     CHECK(r.step_count == 10, "resumed step count %d", (int)r.step_count);
     dp_trainer_free(t);
+}
 
-    /* --- resume a finished checkpoint: nothing to train ------------------------------ */
+/* Resuming a finished checkpoint: nothing to train, the saved model's accuracy. */
+static void test_finished(const world_t *w, const seen_t *straight, const char *straight_ck) {
+    dp_fit_result_t r;
     seen_t none = fresh_seen();
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     fc.resume_path = straight_ck;
-    st = dp_fit(&fc, on_epoch, &none, &r);
+    dp_status_t st = dp_fit(&fc, on_epoch, &none, &r);
     CHECK(st == DP_OK && none.num_epochs == 0 && none.step_events == 0 && none.begin.first_epoch == EPOCHS &&
           none.begin.last_epoch == EPOCHS, "finished checkpoint: %s, %d epochs trained", dp_error_message(),
           none.num_epochs);
-    CHECK(r.test_acc == straight.epochs[1].test_acc && r.mean_epoch_sec == 0.0,
-          "finished checkpoint: test acc %g, saved model's %g", r.test_acc, straight.epochs[1].test_acc);
+    CHECK(r.test_acc == straight->epochs[1].test_acc && r.mean_epoch_sec == 0.0,
+          "finished checkpoint: test acc %g, saved model's %g", r.test_acc, straight->epochs[1].test_acc);
     dp_trainer_free(t);
+}
 
-    /* --- resume with another lr: one warning; another seed / batch: refused ---------- */
+/* Resuming with another lr: one warning; another seed or batch size: refused, nothing written. */
+static void test_resume_refusals(const world_t *w, const char *straight_ck) {
+    const char *metrics_again = testing_tmp_file("metrics_again.jsonl");
     seen_t warned = fresh_seen();
-    t = new_trainer(&w, 0.02f);
-    fc = fit_config(&w, t, 0.02);
+    dp_trainer_t *t = new_trainer(w, 0.02f);
+    dp_fit_config_t fc = fit_config(w, t, 0.02);
     fc.resume_path = straight_ck;
-    st = dp_fit(&fc, NULL, &warned, NULL);
+    dp_status_t st = dp_fit(&fc, NULL, &warned, NULL);
     CHECK(st == DP_OK && warned.warnings == 1 && strstr(warned.warning, "saved with lr 0.0500000007"),
           "another lr: %d warnings '%s'", warned.warnings, warned.warning);
     fc.seed = 7;
@@ -264,46 +268,53 @@ int main(void) {
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "--batch-size 64, this run has 50"),
           "another batch size: status %d '%s'", st, dp_error_message());
     dp_trainer_free(t);
+}
 
-    /* --- a failing callback stops before that epoch's files --------------------------- */
+/* A failing epoch callback stops before that epoch's files; bad configurations are refused. */
+static void test_stops_and_refusals(const world_t *w) {
+    const char *metrics_again = testing_tmp_file("metrics_again.jsonl");
     seen_t stopping = fresh_seen();
     stopping.fail_at_epoch = 1;
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     const char *stopped_ck = testing_tmp_file("stopped.safetensors");
     unlink(stopped_ck);
     unlink(metrics_again);
     fc.save_path = stopped_ck;
     fc.metrics_path = metrics_again;
-    st = dp_fit(&fc, on_epoch, &stopping, NULL);
+    dp_status_t st = dp_fit(&fc, on_epoch, &stopping, NULL);
     CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "callback stops at epoch 1") && stopping.num_epochs == 1 &&
           access(stopped_ck, F_OK) != 0 && access(metrics_again, F_OK) != 0,
           "failing callback: status %d '%s', %d epochs", st, dp_error_message(), stopping.num_epochs);
 
+
     /* --- bad configs ------------------------------------------------------------------ */
-    fc = fit_config(&w, t, 0.05);
+    fc = fit_config(w, t, 0.05);
     fc.batch_size = 301;
     CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG && strstr(dp_error_message(), "larger than the training set"),
           "batch 301 of 300: '%s'", dp_error_message());
-    fc = fit_config(&w, t, 0.05);
+    fc = fit_config(w, t, 0.05);
     fc.epochs = 0;
     CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG && strstr(dp_error_message(), "epochs must be >= 1"),
           "epochs 0: '%s'", dp_error_message());
-    fc = fit_config(&w, NULL, 0.05);
+    fc = fit_config(w, NULL, 0.05);
     CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG, "no trainer accepted");
     dp_trainer_free(t);
+}
 
-    /* --- a stop request: the next step inside an epoch saves and stops ------------------ */
+/* A stop request (a SIGTERM handler's): the next step inside an epoch saves
+ * and stops; resuming from it gives the straight run's bytes. */
+static void test_stop_request(const world_t *w, const char *straight_ck) {
     const char *stop_ck = testing_tmp_file("stop.safetensors");
     unlink(stop_ck);
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     fc.save_path = stop_ck;
     fc.on_step = stop_at_step_4;
     fc.stop_request = &stop_request;
     fc.step_reached = &step_reached;
     seen_t stopped = fresh_seen();
-    st = dp_fit(&fc, NULL, &stopped, NULL);
+    dp_status_t st = dp_fit(&fc, NULL, &stopped, NULL);
     CHECK(st == DP_ERR_PREEMPTED && strstr(dp_error_message(), "preempted: stopped after step 6 (epoch 2, step 1 of 5) "
           "and saved it to ") && dp_trainer_step_count(t) == 6 && step_reached == 6,
           "stop: status %d '%s', step count %d, reached %d", st, dp_error_message(), (int)dp_trainer_step_count(t),
@@ -320,8 +331,8 @@ int main(void) {
     dp_checkpoint_close(saved);
     dp_trainer_free(t);
     stop_request = 0;
-    t = new_trainer(&w, 0.05f);
-    fc = fit_config(&w, t, 0.05);
+    t = new_trainer(w, 0.05f);
+    fc = fit_config(w, t, 0.05);
     fc.resume_path = fc.save_path = stop_ck;
     fc.stop_request = &stop_request;
     seen_t resumed = fresh_seen();
@@ -329,29 +340,50 @@ int main(void) {
     CHECK(st == DP_OK && same_files(straight_ck, stop_ck), "the stop's resume: %s; the same bytes as straight: %d",
           dp_error_message(), same_files(straight_ck, stop_ck));
     dp_trainer_free(t);
+}
 
-    /* --- DPTRAIN_FAULT --------------------------------------------------------------- */
+/* DPTRAIN_FAULT: malformed values refused before anything runs; faults for
+ * another rank, another attempt or a step past the end harm nothing. */
+static void test_fault_variable(const world_t *w) {
     const char *bad_faults[] = {"kill", "kill:1", "boom:0:3", "kill:0:3:x", "exit0:0:3", "exit256:0:3", "kill:-1:3",
                                 "kill:0:3,", "kill:0:3x"};
-    t = new_trainer(&w, 0.05f);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
     for (size_t i = 0; i < sizeof bad_faults / sizeof bad_faults[0]; i++) {
         setenv("DPTRAIN_FAULT", bad_faults[i], 1);
         seen_t nothing = fresh_seen();
-        fc = fit_config(&w, t, 0.05);
-        st = dp_fit(&fc, on_epoch, &nothing, NULL);
+        dp_fit_config_t fc = fit_config(w, t, 0.05);
+        dp_status_t st = dp_fit(&fc, on_epoch, &nothing, NULL);
         CHECK(st == DP_ERR_ARG && strncmp(dp_error_message(), "DPTRAIN_FAULT: ", 15) == 0 && nothing.begins == 0,
               "DPTRAIN_FAULT=%s: status %d '%s'", bad_faults[i], st, dp_error_message());
     }
     setenv("DPTRAIN_FAULT", "kill:1:3,exit4:0:3:1,hang:0:9:*", 1); /* another rank's, another attempt's, a step past the end */
-    fc = fit_config(&w, t, 0.05);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
     fc.epochs = 1;
     fc.schedule.total_epochs = 1;
     seen_t unharmed = fresh_seen();
-    st = dp_fit(&fc, NULL, &unharmed, NULL);
+    dp_status_t st = dp_fit(&fc, NULL, &unharmed, NULL);
     unsetenv("DPTRAIN_FAULT");
     CHECK(st == DP_OK, "faults for another rank or attempt: %s", dp_error_message());
     dp_trainer_free(t);
+}
 
+int main(void) {
+    world_t w = {0};
+    if (dp_model_load("lenet", &w.model) != DP_OK) {
+        fprintf(stderr, "%s\n", dp_error_message());
+        return 2;
+    }
+    w.train = testing_column_dataset(300, 28, 10, 2, 4, 96, 11);
+    w.test = testing_column_dataset(200, 28, 10, 2, 4, 96, 12);
+    char straight_ck[512]; /* testing_tmp_file's slots are reused */
+    snprintf(straight_ck, sizeof straight_ck, "%s", testing_tmp_file("straight.safetensors"));
+    seen_t straight = test_straight(&w, straight_ck);
+    test_resume(&w, &straight, straight_ck);
+    test_finished(&w, &straight, straight_ck);
+    test_resume_refusals(&w, straight_ck);
+    test_stops_and_refusals(&w);
+    test_stop_request(&w, straight_ck);
+    test_fault_variable(&w);
     dp_dataset_free(&w.train);
     dp_dataset_free(&w.test);
     dp_model_free(w.model);
