@@ -287,7 +287,6 @@ static void test_stops_and_refusals(const world_t *w) {
           access(stopped_ck, F_OK) != 0 && access(metrics_again, F_OK) != 0,
           "failing callback: status %d '%s', %d epochs", st, dp_error_message(), stopping.num_epochs);
 
-
     /* --- bad configs ------------------------------------------------------------------ */
     fc = fit_config(w, t, 0.05);
     fc.batch_size = 301;
