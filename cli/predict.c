@@ -184,6 +184,68 @@ static void print_json_string(const char *s) {
     putchar('"');
 }
 
+/* x: count inputs of ch planes of `plane` floats in [0, 1], normalised in
+ * place as the training data was (`text`: the checkpoint's data.normalize,
+ * one pair or one per channel; "" for none). */
+static dp_status_t normalize_inputs(const char *text, float *x, int count, int ch, size_t plane) {
+    if (!text[0]) return DP_OK;
+    int n;
+    float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+    DP_TRY(dp_normalize_parse(text, &n, mean, std));
+    if (n != 1 && n != ch)
+        return dp_fail(DP_ERR_FORMAT, "predict: the checkpoint's normalisation '%s' has %d channels, the model %d",
+                       text, n, ch);
+    for (int i = 0; i < count; i++)
+        for (int k = 0; k < ch; k++) {
+            float *p = x + ((size_t)i * ch + (size_t)k) * plane;
+            float m = mean[n == 1 ? 0 : k], sd = std[n == 1 ? 0 : k];
+            for (size_t j = 0; j < plane; j++) p[j] = (p[j] - m) / sd;
+        }
+    return DP_OK;
+}
+
+/* One image's line: its `top` most probable classes (ties: the lower
+ * class), as text or as a JSON object (with the logits when asked).
+ * probs and order: scratch of `classes` entries. */
+static void print_prediction(const char *image, const float *row, int classes, int top, char *const *names, int json,
+                             int logits_out, float *probs, int *order) {
+    dp_softmax(row, classes, probs);
+    for (int k = 0; k < classes; k++) order[k] = k;
+    for (int k = 0; k < top; k++) {
+        int best = k;
+        for (int j = k + 1; j < classes; j++)
+            if (probs[order[j]] > probs[order[best]]) best = j;
+        int t = order[k];
+        order[k] = order[best];
+        order[best] = t;
+    }
+    if (!json) {
+        printf("%s:", image);
+        for (int k = 0; k < top; k++) {
+            int cls = order[k];
+            printf("%s %s %.4f", k ? "," : "", names ? names[cls] : fashion_mnist_names[cls], probs[cls]);
+        }
+        printf("\n");
+        return;
+    }
+    printf("{\"image\": ");
+    print_json_string(image);
+    printf(", \"top\": [");
+    for (int k = 0; k < top; k++) {
+        int cls = order[k];
+        printf("%s{\"class\": %d, \"label\": ", k ? ", " : "", cls);
+        print_json_string(names ? names[cls] : fashion_mnist_names[cls]);
+        printf(", \"prob\": %.6g}", probs[cls]);
+    }
+    printf("]");
+    if (logits_out) {
+        printf(", \"logits\": [");
+        for (int k = 0; k < classes; k++) printf(k ? ", %.9g" : "%.9g", row[k]);
+        printf("]");
+    }
+    printf("}\n");
+}
+
 int cmd_predict(int argc, char **argv) {
     char **opts = malloc(sizeof(char *) * ((size_t)argc + 1));
     char **images = malloc(sizeof(char *) * ((size_t)argc + 1));
@@ -269,24 +331,7 @@ int cmd_predict(int argc, char **argv) {
     for (int i = 0; i < num_images; i++)
         if (image_input(images[i], dp_checkpoint_info(c)->transform, ch, h, w, x + (size_t)i * example) != DP_OK)
             goto done;
-    if (dp_checkpoint_info(c)->normalize[0]) { /* the training data's normalisation, per channel */
-        int n;
-        float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
-        const char *text = dp_checkpoint_info(c)->normalize;
-        if (dp_normalize_parse(text, &n, mean, std) != DP_OK) goto done;
-        if (n != 1 && n != ch) {
-            dp_fail(DP_ERR_FORMAT, "predict: the checkpoint's normalisation '%s' has %d channels, the model %d", text,
-                    n, ch);
-            goto done;
-        }
-        size_t plane = (size_t)h * w;
-        for (int i = 0; i < num_images; i++)
-            for (int k = 0; k < ch; k++) {
-                float *p = x + (size_t)i * example + (size_t)k * plane;
-                float m = mean[n == 1 ? 0 : k], sd = std[n == 1 ? 0 : k];
-                for (size_t j = 0; j < plane; j++) p[j] = (p[j] - m) / sd;
-            }
-    }
+    if (normalize_inputs(dp_checkpoint_info(c)->normalize, x, num_images, ch, (size_t)h * w) != DP_OK) goto done;
     if (devices > num_images) devices = num_images;
     if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
     for (int start = 0; start < num_images; start += batch_size) {
@@ -294,45 +339,8 @@ int cmd_predict(int argc, char **argv) {
         if (dp_predictor_run(predictor, x + (size_t)start * example, n, logits + (size_t)start * classes) != DP_OK)
             goto done;
     }
-    for (int i = 0; i < num_images; i++) {
-        const float *row = logits + (size_t)i * classes;
-        dp_softmax(row, classes, probs);
-        /* the top classes, most probable first (ties: the lower class) */
-        for (int k = 0; k < classes; k++) order[k] = k;
-        for (int k = 0; k < top; k++) {
-            int best = k;
-            for (int j = k + 1; j < classes; j++)
-                if (probs[order[j]] > probs[order[best]]) best = j;
-            int t = order[k];
-            order[k] = order[best];
-            order[best] = t;
-        }
-        if (json) {
-            printf("{\"image\": ");
-            print_json_string(images[i]);
-            printf(", \"top\": [");
-            for (int k = 0; k < top; k++) {
-                int cls = order[k];
-                printf("%s{\"class\": %d, \"label\": ", k ? ", " : "", cls);
-                print_json_string(names ? names[cls] : fashion_mnist_names[cls]);
-                printf(", \"prob\": %.6g}", probs[cls]);
-            }
-            printf("]");
-            if (logits_out) {
-                printf(", \"logits\": [");
-                for (int k = 0; k < classes; k++) printf(k ? ", %.9g" : "%.9g", row[k]);
-                printf("]");
-            }
-            printf("}\n");
-        } else {
-            printf("%s:", images[i]);
-            for (int k = 0; k < top; k++) {
-                int cls = order[k];
-                printf("%s %s %.4f", k ? "," : "", names ? names[cls] : fashion_mnist_names[cls], probs[cls]);
-            }
-            printf("\n");
-        }
-    }
+    for (int i = 0; i < num_images; i++)
+        print_prediction(images[i], logits + (size_t)i * classes, classes, top, names, json, logits_out, probs, order);
     if (fflush(stdout) != 0) {
         dp_fail(DP_ERR_IO, "predict: cannot write to standard output");
         goto done;

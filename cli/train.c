@@ -67,6 +67,31 @@ static dp_status_t train_load_model(train_options_t *o, dp_model_t **model) {
     return status;
 }
 
+/* The run's model (train_load_model: sets o->model when not given), its
+ * name short enough for checkpoints, its layers frozen as --freeze or a
+ * resume's checkpoint says (frozen_note: what to print). */
+static dp_status_t load_model(train_options_t *o, dp_model_t **model, char *frozen_note, size_t note_size) {
+    DP_TRY(train_load_model(o, model));
+    if (strlen(o->model) >= sizeof ((dp_checkpoint_info_t *)0)->model)
+        return dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o->model),
+                       sizeof ((dp_checkpoint_info_t *)0)->model - 1);
+    return train_freeze_model(o, *model, frozen_note, note_size);
+}
+
+/* ", cuda graph: on" or ", cuda graph: off (why)" for the first line, when
+ * a device is a GPU or --cuda-graph was given (CPU devices say nothing
+ * unless asked); else "". */
+static void cuda_graph_note(dp_trainer_t *trainer, const dp_backend_t *const *backends, int num_devices, int asked,
+                            char *note, size_t size) {
+    int on_cuda = 0;
+    for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
+    const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
+    note[0] = '\0';
+    if (on_cuda || asked)
+        snprintf(note, size, ", cuda graph: %s%s%s", graph_why ? "off (" : "on", graph_why ? graph_why : "",
+                 graph_why ? ")" : "");
+}
+
 /* What train_main tells cmd_train besides its status. */
 typedef struct {
     rank_record_t *record;                      /* in: the launcher's record (NULL: none) */
@@ -74,26 +99,45 @@ typedef struct {
     int alone;                                  /* out: the failure is this rank's alone */
 } train_outcome_t;
 
-static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
-    train_options_t o;
-    train_settings_t set;
-    int help = 0;
-    /* the same argv on every rank, as a rule: a mistake in it ends every rank together */
-    dp_status_t status = dp_world_agree(train_options_parse(argc, argv, 2, &o, &help));
-    if (status != DP_OK) return status;
-    if (help) {
-        if (world->rank == 0) printf("%s%s", train_usage, cli_data_usage_train);
-        return DP_OK;
-    }
-    /* Every rank must run the same command (mpirun gives each the same). */
+/* The options, parsed on every rank: a mistake in them ends every rank
+ * together, and every rank must run the same command (mpirun gives each
+ * the same; dp_world_check_same is a collective: every rank knows). */
+static dp_status_t agree_options(int argc, char **argv, const dp_world_t *world, train_options_t *o, int *help) {
+    DP_TRY(dp_world_agree(train_options_parse(argc, argv, 2, o, help)));
+    if (*help) return DP_OK;
     char joined[8192];
     size_t joined_len = 0;
     for (int i = 2; i < argc && joined_len < sizeof joined; i++)
         joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
     if (joined_len > sizeof joined) joined_len = sizeof joined;
-    if (o.comm_timeout >= 0.0f) dp_world_set_timeout(o.comm_timeout);
-    /* a collective's result: every rank knows */
-    if ((status = dp_world_check_same(world, "options", joined, joined_len)) != DP_OK) return status;
+    if (o->comm_timeout >= 0.0f) dp_world_set_timeout(o->comm_timeout);
+    return dp_world_check_same(world, "options", joined, joined_len);
+}
+
+/* Every device of every rank needs an example of each batch, and one
+ * optimizer step's batch must fit in the training set. */
+static dp_status_t check_batch(const train_options_t *o, int devices_in_world, int train_count) {
+    if (o->batch_size < devices_in_world)
+        return dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
+                       "needs at least one example", o->batch_size, devices_in_world);
+    if (o->batch_size * o->accumulate <= train_count) return DP_OK;
+    if (o->accumulate > 1)
+        return dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set "
+                       "(%d images)", o->batch_size, o->accumulate, train_count);
+    return dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)", o->batch_size,
+                   train_count);
+}
+
+static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
+    train_options_t o;
+    train_settings_t set;
+    int help = 0;
+    dp_status_t status = agree_options(argc, argv, world, &o, &help);
+    if (status != DP_OK) return status;
+    if (help) {
+        if (world->rank == 0) printf("%s%s", train_usage, cli_data_usage_train);
+        return DP_OK;
+    }
     /* From here to the agreement before the trainer, a failure goes to done,
      * where every rank learns the first rank's (dp_world_agree). */
     dp_model_t *model = NULL;
@@ -126,14 +170,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         goto done;
     }
     if ((status = device_settings(backends, device_ids, num_devices, &o, o.winograd)) != DP_OK) goto done;
-    if ((status = train_load_model(&o, &model)) != DP_OK) goto done; /* sets o.model when not given */
-    if (strlen(o.model) >= sizeof ((dp_checkpoint_info_t *)0)->model) {
-        status = dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o.model),
-                         sizeof ((dp_checkpoint_info_t *)0)->model - 1);
-        goto done;
-    }
     char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
-    if ((status = train_freeze_model(&o, model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
+    if ((status = load_model(&o, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
     int c, h, w, cpu_threads = 0;
     dp_model_input_shape(model, &c, &h, &w);
     for (int d = 0; d < num_devices; d++)
@@ -148,20 +186,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
-    if (o.batch_size < num_devices * world->size) {
-        status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is smaller than the number of devices (%d): every device "
-                         "needs at least one example", o.batch_size, num_devices * world->size);
-        goto done;
-    }
-    if (step_batch > train_count) {
-        if (o.accumulate > 1)
-            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set "
-                             "(%d images)", o.batch_size, o.accumulate, train_count);
-        else
-            status = dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)",
-                             o.batch_size, train_count);
-        goto done;
-    }
+    if ((status = check_batch(&o, num_devices * world->size, train_count)) != DP_OK) goto done;
     /* every rank is ready, or every rank ends here (the trainer's set-up
      * makes collectives: no rank may be missing) */
     status = dp_world_agree(DP_OK);
@@ -196,12 +221,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
-    int on_cuda = 0;
-    for (int d = 0; d < num_devices; d++) on_cuda |= strcmp(backends[d]->name, "cuda") == 0;
-    const char *graph_why = dp_trainer_cuda_graph(trainer, NULL);
-    if (on_cuda || o.cuda_graph) /* CPU devices say nothing unless asked */
-        snprintf(printer.cuda_graph, sizeof printer.cuda_graph, ", cuda graph: %s%s%s", graph_why ? "off (" : "on",
-                 graph_why ? graph_why : "", graph_why ? ")" : "");
+    cuda_graph_note(trainer, backends, num_devices, o.cuda_graph != NULL, printer.cuda_graph,
+                    sizeof printer.cuda_graph);
     dp_fit_config_t fit = {
         .trainer = trainer,
         .model = model,
