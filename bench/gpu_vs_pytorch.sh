@@ -31,7 +31,7 @@
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
 # "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
 # DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
-# command 10 minutes) and says so.
+# command 10 minutes) and says so; 0 leaves torch.compile out ("not run").
 #
 # usage: bench/gpu_vs_pytorch.sh [path/to/dptrain] [pairs] [epochs]
 # Each LeNet run trains `epochs` epochs (default 3) and counts the median of
@@ -88,6 +88,7 @@ torch_run() {
     has_compile=$("$py" -c 'import torch; print(int(hasattr(torch, "compile")))' 2>/dev/null || echo 0)
   fi
   if [[ $variant == compile && $has_compile != 1 ]]; then ran="did not run (this PyTorch has no torch.compile)"; return; fi
+  if [[ $variant == compile && $compile_limit == 0 ]]; then ran="not run (DPTRAIN_BENCH_COMPILE_LIMIT=0)"; return; fi
   if [[ $variant == compile ]]; then
     timeout "$compile_limit" "$py" "$here/$script" --variant "$variant" --device "$torch_device" "$@" \
       >"$tmp/$label.out" 2>"$tmp/$label.err" || rc=$?

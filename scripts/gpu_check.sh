@@ -18,12 +18,17 @@
 # dptrain's own pass), profile the kernels of a few
 # LeNet and ResNet-18 steps with Nsight Compute when `ncu` is there (per
 # kernel name: total us, share, count), run LeNet under compute-sanitizer's
-# memcheck when it is there, and print one summary. Exit 0 only when every
+# memcheck and synccheck when it is there, time ResNet-50 at ImageNet shape
+# (batch 256, FP32 and bf16) against PyTorch's fastest variants
+# (bench/resnet50_gpu_vs_pytorch.sh), and print one summary. torch.compile
+# is left out of the benchmark unless DPTRAIN_GPU_CHECK_COMPILE=1: on the
+# H100 (2026-11-25) it was never PyTorch's fastest variant, and its four
+# compilations cost minutes of the 10 a command has. Exit 0 only when every
 # step passed (a profiler or sanitizer that is not installed is a NOT RUN
 # line, not a failure); without a GPU the GPU steps say NOT RUN and it exits
 # 2. The whole call keeps within a lent machine's 10 minutes per command:
-# torch.compile, the profile and memcheck take what is left of
-# DPTRAIN_GPU_CHECK_SECONDS (570) and say so when it is not enough.
+# torch.compile, the profile, the sanitizers and ResNet-50 take what is
+# left of DPTRAIN_GPU_CHECK_SECONDS (570) and say so when it is not enough.
 #
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
@@ -35,6 +40,9 @@
 #       summary.txt there grows line by line, so a run cut off by the
 #       machine's time limit still tells how far it got (a second call on the
 #       still-warm machine rebuilds nothing that is up to date).
+#   scripts/gpu_check.sh resnet50   on the GPU machine: the set-up, the build
+#       (nothing when it is up to date) and the ResNet-50 step alone: for a
+#       second call on the still-warm machine when the first had no time left.
 #   scripts/gpu_check.sh rehearse BUILD   here, without a GPU: every step
 #       after the build, on the CUDA emulator of BUILD (a build with CUDA:
 #       lib/libdptrain_cuda_emu.so), with tiny sizes (64 training and 16
@@ -100,7 +108,8 @@ PY
 }
 if [[ "${1:-}" == kernel-table ]]; then kernel_table "${2:?usage: scripts/gpu_check.sh kernel-table NCU_CSV}"; exit; fi
 
-rehearse=0
+rehearse=0 only_resnet50=0
+[[ "${1:-}" == resnet50 ]] && only_resnet50=1
 if [[ "${1:-}" == rehearse ]]; then
   rehearse=1
   build=${2:?usage: scripts/gpu_check.sh rehearse BUILD}
@@ -129,6 +138,7 @@ resnet_model=${DPTRAIN_BENCH_RESNET_MODEL:-resnet18} # (the rehearsal's: lenet)
 lenet_epochs=10 min_acc=0.80 bf16_tol=0.02 gpu_tests=(-L gpu) nccl_size=(--limit 2048 --epochs 2) bench_args=(2 3)
 restart_kill=5 # step 3c's kill: of 16 steps (the rehearsal's: of 4), checkpoints every 2
 lenet_batch=256 # LeNet's batch (the rehearsal's: 64, its whole training set: one step an epoch)
+r50_steps=6 # ResNet-50's timed steps (batches of 256) on each side
 cli_tests=(cli_cuda cli_cuda_module) # step 2b's (the rehearsal's: cli_cuda; the suite runs cli_cuda_module on this build)
 ctest_dir=$build
 export PATH=$PATH:/usr/local/cuda/bin
@@ -145,6 +155,9 @@ if [[ $rehearse -eq 1 ]]; then
   # (each emulated LeNet step costs in proportion to its batch: 64 images, one step of 64, an epoch)
   export DPTRAIN_BENCH_LIMIT=64 DPTRAIN_BENCH_LENET_BATCH=64 DPTRAIN_BENCH_TORCH_DEVICE=cpu DPTRAIN_BENCH_RESNET_MODEL=lenet
   export DPTRAIN_BENCH_RESNET_LIMIT=16 DPTRAIN_BENCH_RESNET_BATCH=16 DPTRAIN_BENCH_RESNET_BATCHES=8
+  # (ResNet-50's step: tiny_resnet at batch 4 against torchvision's resnet18 on the CPU, 2 steps)
+  export DPTRAIN_BENCH_R50_BATCH=4 DPTRAIN_BENCH_R50_MODEL=$root/tests/models/tiny_resnet.cfg DPTRAIN_BENCH_R50_TORCH_MODEL=resnet18
+  r50_steps=2
   lenet_epochs=2 min_acc=0 bf16_tol=1 gpu_tests=(-L gpu -R '^(test_cuda_peer|cli_cuda_gpu)$') nccl_size=(--limit 64 --epochs 1 --batch-size 16) # 4 steps: 2 warm-up, 2 graphs
   lenet_batch=64 cli_tests=(cli_cuda) restart_kill=3
   bench_args=(1 2)
@@ -223,6 +236,28 @@ else
   fail "build (see configure.log / build.log): $(grep -m1 -iE 'error' "$out/configure.log" "$out/build.log" | head -1)"
   printf '  %s\n' "${summary[@]}" | tee "$out/summary.txt"
   exit 1
+fi
+
+# the ResNet-50 step (7), also alone (scripts/gpu_check.sh resnet50): dptrain's models/resnet50-imagenet.cfg at
+# batch 256 on cuda:0 against torchvision's resnet50 (eager, channels_last, CUDA graph), FP32 and bf16;
+# at most what is left of the time box
+resnet50_step() {
+  if (( $(left) < 100 )); then note "NOT RUN: ResNet-50 ($(left) s left of the time box)"; return; fi
+  local rc=0 limit=$(( $(left) - 5 ))
+  timeout "$limit" bench/resnet50_gpu_vs_pytorch.sh "$build"/dptrain "$r50_steps" >"$out/resnet50.log" 2>&1 || rc=$?
+  while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E '^ResNet-50 ' "$out/resnet50.log")
+  if [[ $rc -eq 124 ]]; then note "NOT RUN: the rest of ResNet-50 (stopped at $limit s)"
+  elif [[ $rc -ne 0 ]]; then fail "ResNet-50 benchmark: exit $rc: $(tail -1 "$out/resnet50.log")"
+  elif grep -qE '^ResNet-50 .*: dptrain did not run' "$out/resnet50.log"; then
+    fail "ResNet-50: dptrain did not run: $(grep -m1 -oE 'dptrain did not run \([^;]*' "$out/resnet50.log")"
+  fi
+}
+if [[ $only_resnet50 -eq 1 ]]; then
+  resnet50_step
+  echo
+  echo "gpu_check resnet50 summary ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?')):"
+  printf '  %s\n' "${summary[@]}"
+  exit $failed
 fi
 
 # 2. the GPU tests
@@ -340,6 +375,10 @@ if [[ -n "$gpu" ]]; then
   # steps' needs, 30 to 240 s for each of its four compilations: FP32 and bf16, LeNet and ResNet-18)
   compile_limit=$(( ($(left) - bench_reserve) / 4 ))
   compile_limit=$(( compile_limit > 240 ? 240 : compile_limit < 30 ? 30 : compile_limit ))
+  if [[ -z "${DPTRAIN_GPU_CHECK_COMPILE:-}" ]]; then
+    compile_limit=0
+    note "benchmark: torch.compile left out (DPTRAIN_GPU_CHECK_COMPILE=1 times it, in the time box)"
+  fi
   if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
        >"$out/bench.log" 2>&1; then
     while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
@@ -375,19 +414,28 @@ if [[ -n "$gpu" ]]; then
       else fail "kernel profile $name: ncu exit $rc: $(grep -v '^==PROF==' "$out/ncu-$name.err" | tail -1)"; fi
     done
   fi
-  # 6. compute-sanitizer's memcheck over LeNet's first 8 steps on cuda:0 (at most 150 s, within the time box)
-  if [[ $rehearse -eq 1 ]] || ! command -v compute-sanitizer >/dev/null; then
-    note "NOT RUN: memcheck ($([[ $rehearse -eq 1 ]] && echo 'the rehearsal has no GPU' || echo 'no compute-sanitizer on PATH'))"
-  elif (( $(left) < 60 )); then note "NOT RUN: memcheck ($(left) s left of the time box)"
-  else
-    limit=$(( $(left) - 10 < 150 ? $(left) - 10 : 150 ))
-    timeout "$limit" compute-sanitizer --tool memcheck --error-exitcode 3 "$build"/dptrain train --model lenet \
-      --data "$data" --limit 2048 --batch-size 256 --epochs 1 --devices cuda:0 --quiet >"$out/memcheck.log" 2>&1
+  # 6. compute-sanitizer over LeNet on cuda:0: memcheck (8 steps, at most 150 s) and synccheck (the barriers
+  # and warp-synchronous code of the backend's kernels; 2 steps, at most 90 s), within the time box
+  # sanitize TOOL STEPS MAX_SECONDS
+  sanitize() {
+    local tool=$1 steps=$2 most=$3 rc errors limit
+    if [[ $rehearse -eq 1 ]] || ! command -v compute-sanitizer >/dev/null; then
+      note "NOT RUN: $tool ($([[ $rehearse -eq 1 ]] && echo 'the rehearsal has no GPU' || echo 'no compute-sanitizer on PATH'))"
+      return
+    fi
+    if (( $(left) < 60 )); then note "NOT RUN: $tool ($(left) s left of the time box)"; return; fi
+    limit=$(( $(left) - 10 < most ? $(left) - 10 : most ))
+    timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 3 "$build"/dptrain train --model lenet \
+      --data "$data" --limit $((steps * 256)) --batch-size 256 --epochs 1 --devices cuda:0 --quiet >"$out/$tool.log" 2>&1
     rc=$?
-    errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$out/memcheck.log" | tail -1 | grep -oE '[0-9]+')
-    if [[ $rc -eq 0 && "$errors" == 0 ]]; then note "memcheck (LeNet, 8 steps on cuda:0): 0 errors"
-    else fail "memcheck (LeNet, 8 steps on cuda:0): exit $rc, ${errors:-no} errors reported: $(grep -m1 -E 'Invalid|ERROR' "$out/memcheck.log")"; fi
-  fi
+    errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$out/$tool.log" | tail -1 | grep -oE '[0-9]+')
+    if [[ $rc -eq 0 && "$errors" == 0 ]]; then note "$tool (LeNet, $steps steps on cuda:0): 0 errors"
+    else fail "$tool (LeNet, $steps steps on cuda:0): exit $rc, ${errors:-no} errors reported: $(grep -m1 -E 'Invalid|Barrier|ERROR' "$out/$tool.log")"; fi
+  }
+  sanitize memcheck 8 150
+  sanitize synccheck 2 90
+  # 7. ResNet-50 at ImageNet shape against PyTorch (issue 31's GPU figures)
+  resnet50_step
 else
   failed=1
   note "NOT RUN: LeNet on cuda:0 and the benchmark (no GPU)"

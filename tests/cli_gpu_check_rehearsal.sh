@@ -4,8 +4,8 @@
 # emulator, tiny sizes, PyTorch on the CPU), so that the script's own logic
 # is tested without a GPU: every step must pass and the summary must carry
 # each step's line with its figures parsed (numbers where numbers belong),
-# as a report of a GPU run quotes them; the kernel profile and memcheck
-# say NOT RUN (no GPU). The figures themselves mean nothing. Also the
+# as a report of a GPU run quotes them; the kernel profile, memcheck and
+# synccheck say NOT RUN (no GPU). The figures themselves mean nothing. Also the
 # profile's table (`gpu_check.sh kernel-table`) of a small ncu CSV.
 # Skipped (77) in a build without CUDA or without PyTorch.
 source "$(dirname "$0")/testing.sh"
@@ -59,7 +59,14 @@ want "^  benchmark: ResNet-18 cuDNN choices \(heuristic run\): [1-9][0-9]* from 
 want "^  benchmark: ResNet-18 cuDNN measured algorithms \(batch 16\): dptrain $num images/sec \(DPTRAIN_CUDNN_ALGO=measured, [1-9][0-9]* choices timed\), measured/heuristic ${num}x$"
 want "^  NOT RUN: kernel profile \(the rehearsal has no GPU\)$"
 want "^  NOT RUN: memcheck \(the rehearsal has no GPU\)$"
-! grep -vE '^  NOT RUN: (kernel profile|memcheck) \(the rehearsal has no GPU\)$' "$summary" | grep -qE 'FAIL|NOT RUN|failed:|\?' && pass \
+want "^  NOT RUN: synccheck \(the rehearsal has no GPU\)$"
+want "^  benchmark: torch.compile left out \(DPTRAIN_GPU_CHECK_COMPILE=1 times it, in the time box\)$"
+# ResNet-50's step (the rehearsal: tiny_resnet at batch 4 against torchvision's resnet18 on the CPU)
+for p in FP32 bf16; do
+  want "^  benchmark: ResNet-50 $p batch 4: dptrain $num images/sec \(peak [0-9]+ MiB\); pytorch eager $num images/sec \(peak n/a\), channels_last $num images/sec \(peak n/a\), graph n/a \(no GPU\)$"
+  want "^  benchmark: ResNet-50 $p vs the fastest PyTorch \((eager|channels_last)\): dptrain/pytorch ${num}x$"
+done
+! grep -vE '^  NOT RUN: (kernel profile|memcheck|synccheck) \(the rehearsal has no GPU\)$' "$summary" | grep -qE 'FAIL|NOT RUN|failed:|\?' && pass \
   || fail "summary: $(grep -E 'FAIL|NOT RUN|failed:|\?' "$summary")"
 # the profile's table: ncu's CSV (a kernel name with commas, units in ns and us, a line of its own and the
 # program's output around it) summed per kernel name, the largest first

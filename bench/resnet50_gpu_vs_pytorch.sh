@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# resnet50_gpu_vs_pytorch.sh - ResNet-50 at ImageNet shape on one GPU,
+# dptrain against PyTorch's fastest variants in the same run. Not a test.
+#
+# dptrain: models/resnet50-imagenet.cfg on cuda:0, batch 256 of 3x224x224,
+# SGD with momentum, lr 0.01, from a folder of STEPS x 256 JPEGs of 224x224
+# (smooth random images, 2 classes) kept decoded by --cache-mb and taken
+# whole (--transform squash: no resize), 2 epochs: its images/sec are the
+# second epoch's (the first holds the decoding, cuDNN's first calls and the
+# step graph's capture), with the peak GPU memory its backend held. PyTorch
+# (bench/torch_resnet50_step.py: torchvision's resnet50, the same optimizer,
+# random images on the GPU): eager, channels_last + cudnn.benchmark and the
+# whole step as a CUDA graph, STEPS timed steps after 2 warm-up steps, with
+# torch.cuda.max_memory_allocated. FP32 (TF32 off on both sides), then bf16
+# (dptrain --precision bf16; PyTorch under autocast to bfloat16); each line
+# ends with dptrain against the fastest PyTorch variant. One run each: the
+# figures are for one GPU and this commit; the ratio is what to compare.
+#
+# usage: bench/resnet50_gpu_vs_pytorch.sh [path/to/dptrain] [steps]
+# For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
+# nothing): DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0; cpu runs eager and
+# channels_last only), DPTRAIN_BENCH_R50_BATCH (256), DPTRAIN_BENCH_R50_MODEL
+# (dptrain's model file, default models/resnet50-imagenet.cfg) and
+# DPTRAIN_BENCH_R50_TORCH_MODEL (torchvision's, resnet50).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:-$here/../build-cuda/dptrain}
+steps=${2:-6}
+py=${PYTHON:-python3}
+batch=${DPTRAIN_BENCH_R50_BATCH:-256}
+torch_device=${DPTRAIN_BENCH_TORCH_DEVICE:-cuda:0}
+model=${DPTRAIN_BENCH_R50_MODEL:-$here/../models/resnet50-imagenet.cfg}
+torch_model=${DPTRAIN_BENCH_R50_TORCH_MODEL:-resnet50}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }
+size=$(awk -F' *= *' '$1 == "height" { print $2; exit }' "$model")
+gpu=$("$py" -c 'import sys, torch; d = torch.device(sys.argv[1]); print(torch.cuda.get_device_name(d) if d.type == "cuda" else "none (PyTorch on " + sys.argv[1] + ")")' \
+        "$torch_device" 2>/dev/null || echo unknown)
+echo "GPU: $gpu; $(basename "$model" .cfg) batch $batch, ${size}x$size, $steps timed steps"
+
+# the folder: smooth random images (noise at 1/8 the size, scaled up), q90 JPEGs
+images=$((steps * batch))
+"$py" - "$tmp/data" "$images" "$size" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+root, n, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+for split, count in (("train", n), ("test", 2)):
+    for i in range(count):
+        d = f"{root}/{split}/c{i % 2}"
+        os.makedirs(d, exist_ok=True)
+        small = Image.fromarray(rng.integers(0, 256, (max(s // 8, 1), max(s // 8, 1), 3), dtype=np.uint8))
+        small.resize((s, s), Image.BILINEAR).save(f"{d}/{i:05d}.jpg", quality=90)
+PY
+
+# dptrain PRECISION: its second epoch's images/sec and peak, "N images/sec (peak M)", or why not
+dptrain() {
+  local m=$tmp/dp-$1.jsonl
+  if "$bin" train --model "$model" --data "$tmp/data" --batch-size "$batch" --epochs 2 --optimizer momentum \
+       --lr 0.01 --devices cuda:0 --transform squash --cache-mb $((images * size * size * 3 / 1048576 + 64)) \
+       --precision "$1" --metrics "$m" >"$tmp/dp-$1.out" 2>"$tmp/dp-$1.err"; then
+    local ips peak
+    ips=$(tail -1 "$m" | sed -nE 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/p')
+    peak=$(tail -1 "$m" | sed -nE 's/.*"device_mem_peak_bytes": *([0-9]+).*/\1/p')
+    printf '%.0f images/sec (peak %s)\n' "$ips" "$([[ -n $peak ]] && mib "$peak" || echo 'not counted')"
+  else
+    echo "did not run ($(tail -1 "$tmp/dp-$1.err"))"
+  fi
+}
+# pytorch VARIANT PRECISION: "N images/sec (peak M)", or why not
+pytorch() {
+  if [[ $1 == graph && $torch_device != cuda* ]]; then echo "n/a (no GPU)"; return; fi
+  if "$py" "$here/torch_resnet50_step.py" --model "$torch_model" --batch "$batch" --steps "$steps" --warmup 2 \
+       --device "$torch_device" --variant "$1" --precision "$2" >"$tmp/pt-$1-$2.out" 2>"$tmp/pt-$1-$2.err"; then
+    local ips peak
+    ips=$(sed -nE 's/.* ([0-9.]+) images\/s$/\1/p' "$tmp/pt-$1-$2.out")
+    peak=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes/\1/p' "$tmp/pt-$1-$2.out")
+    printf '%.0f images/sec (peak %s)\n' "$ips" "$([[ -n $peak ]] && mib "$peak" || echo 'n/a')"
+  else
+    echo "did not run ($(tail -1 "$tmp/pt-$1-$2.err"))"
+  fi
+}
+for precision in fp32 bf16; do
+  label=$([[ $precision == fp32 ]] && echo FP32 || echo bf16)
+  dp=$(dptrain "$precision")
+  line="" best="" best_ips=0
+  for v in eager channels_last graph; do
+    fig=$(pytorch "$v" "$precision")
+    line+="${line:+, }$v $fig"
+    ips=$(sed -nE 's/^([0-9.]+) images\/sec.*/\1/p' <<<"$fig")
+    if [[ -n $ips ]] && awk -v a="$ips" -v b="$best_ips" 'BEGIN { exit !(a > b) }'; then best=$v best_ips=$ips; fi
+  done
+  echo "ResNet-50 $label batch $batch: dptrain $dp; pytorch $line"
+  dp_ips=$(sed -nE 's/^([0-9.]+) images\/sec.*/\1/p' <<<"$dp")
+  if [[ -n $dp_ips && -n $best ]]; then
+    echo "ResNet-50 $label vs the fastest PyTorch ($best): dptrain/pytorch $(awk -v a="$dp_ips" -v b="$best_ips" 'BEGIN { printf "%.2f", a / b }')x"
+  else
+    echo "ResNet-50 $label vs the fastest PyTorch: not compared"
+  fi
+  grep -m1 '^training ' "$tmp/dp-$precision.out" | sed 's/^/  dptrain: /' || true
+done
