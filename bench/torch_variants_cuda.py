@@ -45,6 +45,7 @@ def setup(variant, dev):
         raise SystemExit("--variant graph needs a CUDA device (CUDA graphs)")
     torch.backends.cudnn.benchmark = variant in ("channels_last", "graph")
     if dev.type == "cuda":
+        torch.zeros(1, device=dev)  # the caching allocator exists only after CUDA's lazy init
         torch.cuda.reset_peak_memory_stats(dev)
     return torch.channels_last if variant in ("channels_last", "graph") else torch.contiguous_format
 
