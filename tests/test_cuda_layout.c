@@ -29,7 +29,15 @@
  * layout) instead of (N, C, H W) planes; both are sums of K <= 2 x 8 x 8
  * terms, so a reordering changes a sum by at most about 2 K 2^-24 of the
  * sum of the terms' magnitudes: 1e-5 relative (plus 1e-6 absolute, the
- * terms are O(1)) covers it with a margin of about 5x. */
+ * terms are O(1)) covers it with a margin of about 5x.
+ *
+ * On a GPU the bits are the emulator's promise only: real cuDNN runs other
+ * kernels for NHWC than for NCHW tensors (other tiles, other summation
+ * orders; seen on an H200, 2026-11-27: every case differed in its last
+ * bits), so there every result is compared within the same tolerance
+ * instead (on that H200 the batch norm case, whose every result went
+ * through the tolerance and through cuDNN's NHWC convolutions, was at
+ * worst 0.102 of it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +158,9 @@ static void run_case(const layout_case_t *k, int channels_last, layout_result_t 
 static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx", "conv dw", "conv db",
                                                   "op param 1 grad", "op param 2 / weight grad"};
 
+/* the emulator (DPTRAIN_CUDA_MODULE names it, as for emu_test_cuda_layout) or a GPU */
+static int emulated;
+
 static void compare(const layout_case_t *k) {
     layout_result_t off, on;
     run_case(k, 0, &off);
@@ -163,8 +174,9 @@ static void compare(const layout_case_t *k) {
     double worst = 0.0;
     for (int i = 0; i < R_COUNT; i++) {
         if (!off.r[i] || !on.r[i]) continue;
-        /* everything but the per-channel sums (conv db; all of batch norm's results) bit for bit */
-        int bitwise = k->kind != DP_OP_BATCH_NORM && i != R_DB;
+        /* on the emulator everything but the per-channel sums (conv db; all of batch norm's results) bit
+         * for bit; on a GPU nothing (cuDNN's NHWC kernels are other kernels) */
+        int bitwise = emulated && k->kind != DP_OP_BATCH_NORM && i != R_DB;
         if (bitwise) {
             CHECK(memcmp(off.r[i], on.r[i], sizeof(float) * off.n[i]) == 0, "%s: %s: channels-last on differs in bits",
                   k->name, result_names[i]);
@@ -180,11 +192,13 @@ static void compare(const layout_case_t *k) {
     }
     printf("  %-28s conv out %s, op out %s: %s bit for bit, the rest at worst %.3g of the tolerance\n", k->name,
            on.conv_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW", on.op_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW",
-           k->kind == DP_OP_BATCH_NORM ? "nothing" : "all but conv db", worst);
+           !emulated ? "nothing (a GPU)" : k->kind == DP_OP_BATCH_NORM ? "nothing" : "all but conv db", worst);
 }
 
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_layout");
+    const char *module = getenv("DPTRAIN_CUDA_MODULE");
+    emulated = module && strstr(module, "emu") != NULL;
     CHECK(be->set_channels_last != NULL, "the CUDA table has no set_channels_last");
     if (!be->set_channels_last) return testing_finish("test_cuda_layout");
     const layout_case_t cases[] = {
