@@ -78,7 +78,7 @@ same_run lenet-graph lenet-on
 train_run bf16-on cuda:0 "${lenet[@]}" --channels-last on --precision bf16
 train_run bf16-off cuda:0 "${lenet[@]}" --precision bf16
 worst=$(close bf16-on bf16-off 1e-2) && pass || fail "bf16: channels-last on vs off: $worst"
-[[ $(grep -ac 'bf16 nhwc|forward' "$tmp/bf16-on.st") -gt 0 ]] && pass || fail "bf16: no bf16 nhwc choices stored"
+[[ $(grep -ac 'bf16 tensor-op nhwc|forward' "$tmp/bf16-on.st") -gt 0 ]] && pass || fail "bf16: no bf16 nhwc choices stored"
 
 # the checkpoint is NCHW: it resumes on a CPU device and with channels-last off; eval agrees
 for where in cpu:0 cuda:0; do

@@ -8,7 +8,8 @@
 # (77) in a build without CUDA. Checks:
 # - LeNet, every_layer.cfg (dilated and grouped conv, transposed conv, 1x1
 #   conv, residual) and tiny_resnet.cfg (strided convs, 1x1 shortcut) train
-#   with the heuristics (the default) without springing a trap, and give the
+#   with the heuristics (DPTRAIN_CUDNN_ALGO=heuristic: every run here names
+#   its mode, but the default's) without springing a trap, and give the
 #   bits of DPTRAIN_CUDNN_ALGO=fixed (the emulator's algorithms all compute
 #   alike: what differs is only which one is called); the fixed runs ask the
 #   heuristics nothing, the heuristic ones do; DPTRAIN_CUDNN_ALGO_LOG says
@@ -29,6 +30,9 @@
 #   and the convolution, non-zero exit; DPTRAIN_CUDNN_ALGO=bogus and
 #   DPTRAIN_CONV_EPILOGUE=bogus: one line naming the variable, its values
 #   and the value, before training starts (nothing on stdout).
+# - the default is measured: a LeNet run with DPTRAIN_CUDNN_ALGO unset times
+#   its choices, writes them to DPTRAIN_CUDNN_ALGO_CACHE and gives the bits
+#   of fixed;
 # - DPTRAIN_CUDNN_ALGO=measured: cudnnFind* once per shape and direction
 #   (the emulator times its traps fastest: none is taken), the same bits as
 #   fixed; the choices go to the cache file (XDG_CACHE_HOME/dptrain/cudnn-algos
@@ -39,7 +43,8 @@
 source "$(dirname "$0")/testing.sh"
 needs_cuda_emulator
 export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=1
-unset DPTRAIN_CUDNN_ALGO DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED
+unset DPTRAIN_CUDNN_ALGO_CACHE DPTRAIN_CUDA_EMU_CUDNN_UNSUPPORTED
+export DPTRAIN_CUDNN_ALGO=heuristic # the plans' heuristic mode; the runs of the other modes name theirs
 small_data "$tmp/data" 384 100
 models=$(dirname "$0")/models
 common=(train --data "$tmp/data" --limit 192 --batch-size 96 --lr 0.1 --seed 3 --epochs 1 --quiet)
@@ -61,7 +66,7 @@ run() {
     && pass || fail "$name: $(grep -vE '^cuda emulator: ([0-9]+ kernel|cuDNN:)' "$tmp/$name.out" | tail -2)"
 }
 
-# heuristic (the default) = fixed, bit for bit; no trap sprung (a trap aborts the run)
+# heuristic = fixed, bit for bit; no trap sprung (a trap aborts the run)
 for model in lenet "$models/every_layer.cfg" "$models/tiny_resnet.cfg"; do
   name=$(basename "$model" .cfg)
   run "$name-heuristic" "$model"
@@ -140,12 +145,24 @@ one_line_error "no weight gradient algorithm" lenet "cuda:0: conv weight gradien
 # a bad setting is refused when the GPU is opened, before training starts (nothing on stdout)
 one_line_error "DPTRAIN_CONV_EPILOGUE=bogus" lenet \
   "^dptrain: DPTRAIN_CONV_EPILOGUE must be cudnn \(the default\) or own, found 'bogus'$" DPTRAIN_CONV_EPILOGUE=bogus
-[[ ! -s "$tmp/out" ]] && pass || fail "DPTRAIN_CONV_EPILOGUE=bogus: refused after the start: $(head -2 "$tmp/out")"
+# refused_before_start VAR=VALUE: the same run without --quiet prints no training line (refused before it)
+refused_before_start() {
+  env "$1" "$bin" train --data "$tmp/data" --limit 192 --batch-size 96 --lr 0.1 --seed 3 --epochs 1 --model lenet \
+    --devices cuda:0 >"$tmp/loud.out" 2>/dev/null && fail "$1: trained"
+  ! grep -qE '^(training|epoch) ' "$tmp/loud.out" && pass || fail "$1: refused after the start: $(head -2 "$tmp/loud.out")"
+}
+refused_before_start DPTRAIN_CONV_EPILOGUE=bogus
 one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
-  "^dptrain: DPTRAIN_CUDNN_ALGO must be heuristic \(the default\), measured or fixed, found 'bogus'$" \
+  "^dptrain: DPTRAIN_CUDNN_ALGO must be measured \(the default\), heuristic or fixed, found 'bogus'$" \
   DPTRAIN_CUDNN_ALGO=bogus
-[[ ! -s "$tmp/out" ]] && pass || fail "DPTRAIN_CUDNN_ALGO=bogus: refused after the start: $(head -2 "$tmp/out")"
+refused_before_start DPTRAIN_CUDNN_ALGO=bogus
 
+# the default (DPTRAIN_CUDNN_ALGO empty, as unset): measured, into the cache file; the bits of fixed
+run lenet-default lenet DPTRAIN_CUDNN_ALGO= DPTRAIN_CUDNN_ALGO_CACHE="$tmp/default-cache"
+same_run lenet-default lenet-fixed
+timed=$(grep -cE ': algorithm [0-9]+, measured: the fastest of [0-9]+ qualified of [0-9]+, [0-9.]+ ms$' "$tmp/lenet-default.out")
+[[ $timed -gt 0 && $(stat lenet-default heuristic) -eq 0 && $(($(wc -l <"$tmp/default-cache") - 1)) -eq $timed ]] && pass \
+  || fail "the default: $timed measured choices, $(stat lenet-default heuristic) heuristic queries, cache: $(head -2 "$tmp/default-cache" 2>&1)"
 # measured: cudnnFind* once per shape and direction (the emulator's fastest results are its traps: the filter
 # passes over them), the choice kept in the cache file and taken from there by the next run (no find query)
 cache=$tmp/cache/dptrain/cudnn-algos

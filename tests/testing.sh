@@ -7,6 +7,9 @@ bin=${DPTRAIN_BIN:?DPTRAIN_BIN must point at the dptrain binary}
 data=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the measured cuDNN algorithms of runs on a GPU or the emulator (the default mode) into this test's own file,
+# never the user's cache
+export DPTRAIN_CUDNN_ALGO_CACHE=${DPTRAIN_CUDNN_ALGO_CACHE:-$tmp/cudnn-algos}
 passed=0 failed=0
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAILED: $*" >&2; }

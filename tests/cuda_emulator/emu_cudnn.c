@@ -679,6 +679,12 @@ static cudnnStatus_t run(const char *call, pass_t pass, int algo, cudnnHandle_t 
     if (algo == t.tensor_op && cv->math == CUDNN_FMA_MATH)
         trap_sprung(call, algo, "was listed with tensor-op math for this shape, and the descriptor's math type is "
                     "CUDNN_FMA_MATH");
+    /* cuDNN's legacy API runs a convolution on tensor cores only with CUDNN_TENSOR_OP_MATH(_ALLOW_CONVERSION)
+     * on its descriptor: a bf16 one without runs on slow fallback kernels (an H200, 2026-11-27) */
+    if (xd->type == CUDNN_DATA_BFLOAT16 && cv->math != CUDNN_TENSOR_OP_MATH &&
+        cv->math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        trap_sprung(call, algo, "is a bf16 convolution whose descriptor's math type is not CUDNN_TENSOR_OP_MATH "
+                    "(cuDNN's legacy API would run it without tensor cores)");
     if (refuses(pass, algo, 1)) return CUDNN_STATUS_NOT_SUPPORTED;
     if (workspace_bytes < workspace_of(&t, algo)) return CUDNN_STATUS_BAD_PARAM;
     int device = handle->device;

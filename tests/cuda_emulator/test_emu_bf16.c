@@ -75,7 +75,7 @@ static void check_convolutions(cudnnHandle_t h) {
               cudnnSetConvolution2dDescriptor(cv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
                   CUDNN_STATUS_SUCCESS,
           "bf16 descriptors refused");
-    cudnnSetConvolutionMathType(cv, CUDNN_DEFAULT_MATH);
+    cudnnSetConvolutionMathType(cv, CUDNN_TENSOR_OP_MATH); /* bf16: tensor cores (emu_cudnn.c's rule) */
     CHECK(cudnnSetConvolution2dDescriptor(cv16, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_BFLOAT16) ==
               CUDNN_STATUS_NOT_SUPPORTED,
           "a bf16 compute type (no TRUE_BFLOAT16 configuration) was taken");

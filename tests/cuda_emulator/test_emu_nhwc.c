@@ -99,7 +99,7 @@ static void run(cudnnHandle_t h, int setting, int bf16, const float *x, const fl
                                               CUDNN_DATA_FLOAT) == 0 &&
               cudnnSetConvolutionGroupCount(cv, G) == 0,
           "%s%s: descriptors refused", setting_names[setting], bf16 ? ", bf16" : "");
-    cudnnSetConvolutionMathType(cv, bf16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    cudnnSetConvolutionMathType(cv, bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH);
     /* the operands in their descriptors' orders */
     float xo[NX], wo[NW], dyo[NY], po[3][NX > NY ? NX : NY];
     const int counts[3] = {NY, NX, NW};

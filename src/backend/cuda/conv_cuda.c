@@ -62,20 +62,22 @@ static const float one = 1.0f;
  * Plans. A convolution's descriptors and its algorithm for each direction
  * (forward, backward data, backward filter) are made once per shape and
  * kept in the GPU's context (c->conv_plans, under its lock): the key is the
- * op (conv or conv_transpose), --precision and the whole geometry. The
- * algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7: no
- * timing, so the same GPU and cuDNN choose the same ones on every run, and
- * the same seed gives the same bits; cudnnFind* times them and could choose
- * differently between runs): the first result in cuDNN's order that
- * succeeded, is deterministic, has FMA math (also default or tensor-op
- * math with --precision tf32 or bf16: tensor cores) and a workspace of at most CONV_WORKSPACE_LIMIT;
- * the fixed algorithm (CONV_*_ALGO) after them, or alone when none
- * qualifies or DPTRAIN_CUDNN_ALGO=fixed. DPTRAIN_CUDNN_ALGO=measured times
- * them instead (cudnnFind*Algorithm, once per shape and direction) and
- * takes the fastest result that qualifies, kept in a cache file keyed by
- * the GPU's name, cuDNN's version and the shape (algo_cache.h), so that
- * later runs take the same algorithm (the same bits) without timing it
- * again. Ahead of every mode: a choice installed from a checkpoint
+ * op (conv or conv_transpose), --precision and the whole geometry. By
+ * default (DPTRAIN_CUDNN_ALGO=measured) the algorithms are timed
+ * (cudnnFind*Algorithm, once per shape and direction) and the fastest
+ * result that qualifies is taken: it succeeded, is deterministic, has FMA
+ * math (also default or tensor-op math with --precision tf32 or bf16:
+ * tensor cores) and a workspace of at most CONV_WORKSPACE_LIMIT. The choice
+ * is kept in a cache file keyed by the GPU's name, cuDNN's version and the
+ * shape (algo_cache.h), so that later runs take the same algorithm (the
+ * same bits) without timing it again. DPTRAIN_CUDNN_ALGO=heuristic takes
+ * cuDNN's heuristics instead (cudnnGet*Algorithm_v7: no timing, no file):
+ * the first result in cuDNN's order that qualifies. The fixed algorithm
+ * (CONV_*_ALGO) comes after them, or alone when none qualifies or
+ * DPTRAIN_CUDNN_ALGO=fixed. Measured is the default because it was the
+ * faster on a GPU: ResNet-18 at batch 256 on an H200 trained at 12,215
+ * images/s measured, 8,732 heuristic, 6,465 fixed (2026-11-27,
+ * bench/gpu_vs_pytorch.sh). Ahead of every mode: a choice installed from a checkpoint
  * (algo_choices.h), alone, so that a resumed run computes as the run it
  * continues; one cuDNN does not know or refuses is one warning line, then
  * the mode's choice. The algorithm each direction first succeeded with is
@@ -161,7 +163,7 @@ typedef struct {
 typedef enum { ALGO_HEURISTIC, ALGO_FIXED, ALGO_MEASURED } algo_mode_t;
 
 struct dp_cuda_conv_plans {
-    int mode;      /* DPTRAIN_CUDNN_ALGO: algo_mode_t, heuristic by default */
+    int mode;      /* DPTRAIN_CUDNN_ALGO: algo_mode_t, measured by default */
     char gpu[192]; /* "GPU name|cuDNN version", the first part of a choice's key (cache file, checkpoint) */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     int epilogue;  /* DPTRAIN_CONV_EPILOGUE: 1 cudnn (the default), 0 own */
@@ -180,6 +182,13 @@ static void plan_destroy(conv_plan_t *p) {
 }
 
 /* The tensors' and filter's data type for a precision: bf16 or float. */
+/* The convolution descriptor's math type per --precision (plan_make). */
+static cudnnMathType_t conv_math(int precision) {
+    return precision == DP_PRECISION_FP32 ? CUDNN_FMA_MATH
+           : precision == DP_PRECISION_BF16 ? CUDNN_TENSOR_OP_MATH
+                                            : CUDNN_DEFAULT_MATH;
+}
+
 static cudnnDataType_t data_type(int precision) {
     return precision == DP_PRECISION_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
@@ -225,11 +234,12 @@ static dp_status_t plan_descriptors(dp_cuda_ctx_t *c, conv_plan_t *p, const char
                                                  CUDNN_DATA_FLOAT),
               op);
     CUDNN_TRY(c, cudnnSetConvolutionGroupCount(p->conv, g->groups), op);
-    /* FP32: FMA only, no TF32; tf32 and bf16: the default math type (tensor cores allowed); the compute
-     * type (set above) is FLOAT in every precision: bf16 sums in FP32 */
-    CUDNN_TRY(c, cudnnSetConvolutionMathType(p->conv, p->key.precision == DP_PRECISION_FP32 ? CUDNN_FMA_MATH
-                                                                                           : CUDNN_DEFAULT_MATH),
-              op);
+    /* FP32: FMA only, no TF32; tf32: the default math type (TF32's tensor cores allowed); bf16: tensor-op
+     * math, without which cuDNN's legacy convolution calls use no tensor cores (cuDNN's "Legacy API" guide:
+     * tensor cores "only when cudnnSetConvolutionMathType() is called ... CUDNN_TENSOR_OP_MATH"); with the
+     * default math an H200 ran bf16 backward passes 8-20x slower than FP32's (2026-11-27). The compute type
+     * (set above) is FLOAT in every precision: bf16 sums in FP32. */
+    CUDNN_TRY(c, cudnnSetConvolutionMathType(p->conv, conv_math(p->key.precision)), op);
 done:
     if (status != DP_OK) plan_destroy(p);
     return status;
@@ -264,12 +274,12 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
 
 dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue) {
     const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
-    *algo_mode = !mode || !*mode || strcmp(mode, "heuristic") == 0 ? ALGO_HEURISTIC
-                 : strcmp(mode, "fixed") == 0                       ? ALGO_FIXED
-                 : strcmp(mode, "measured") == 0                    ? ALGO_MEASURED
-                                                                    : -1;
+    *algo_mode = !mode || !*mode || strcmp(mode, "measured") == 0 ? ALGO_MEASURED
+                 : strcmp(mode, "heuristic") == 0                  ? ALGO_HEURISTIC
+                 : strcmp(mode, "fixed") == 0                      ? ALGO_FIXED
+                                                                   : -1;
     if (*algo_mode < 0)
-        return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be heuristic (the default), measured or fixed, found '%s'",
+        return dp_fail(DP_ERR_ARG, "DPTRAIN_CUDNN_ALGO must be measured (the default), heuristic or fixed, found '%s'",
                        mode);
     const char *ep = getenv("DPTRAIN_CONV_EPILOGUE");
     *epilogue = !ep || !*ep || strcmp(ep, "cudnn") == 0 ? 1 : strcmp(ep, "own") == 0 ? 0 : -1;
@@ -401,12 +411,15 @@ static const char *geom_str(const conv_geom_t *g, char *buf, size_t size) {
 }
 static const char *conv_str(const conv_plan_t *p, char *buf, size_t size) { return geom_str(&p->key.g, buf, size); }
 
-/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY PRECISION[ nhwc]|DIRECTION" (algo_cache.h,
- * algo_choices.h): an NHWC convolution's choices are its own, never an NCHW one's. */
+/* The key of direction dir of p: "GPU|cuDNN VERSION|OP GEOMETRY PRECISION[ tensor-op][ nhwc]|DIRECTION"
+ * (algo_cache.h, algo_choices.h): an NHWC convolution's choices are its own, never an NCHW one's; bf16's
+ * carry its tensor-op math type, so that a choice made under the default math (before 2026-11-27: other
+ * kernels, other bits) is not taken for one. */
 static const char *choice_key(const dp_cuda_ctx_t *c, const conv_plan_t *p, conv_dir_t dir, char *key, size_t size) {
     char gs[192];
-    snprintf(key, size, "%s|%s %s %s%s|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
+    snprintf(key, size, "%s|%s %s %s%s%s|%s", c->conv_plans->gpu, p->key.op == PLAN_CONV ? "conv" : "conv_transpose",
              conv_str(p, gs, sizeof gs), dp_precision_name((dp_precision_t)p->key.precision),
+             conv_math(p->key.precision) == CUDNN_TENSOR_OP_MATH ? " tensor-op" : "",
              p->key.layout == DP_CUDA_NHWC ? " nhwc" : "", dir_names[dir]);
     return key;
 }
