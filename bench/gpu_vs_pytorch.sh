@@ -11,11 +11,11 @@
 # whole step as a CUDA graph, torch.compile), and dptrain against the
 # FASTEST of them. ResNet-18 (models/resnet18.cfg, the first 12,800 images)
 # images per second at batch 256: dptrain (its 2nd epoch of 2) with cuDNN's
-# heuristic algorithms (the default), with the fixed ones
-# (DPTRAIN_CUDNN_ALGO=fixed) and with measured ones (DPTRAIN_CUDNN_ALGO=measured:
-# cudnnFind*, timed in this run), PyTorch's four variants
+# heuristic algorithms (DPTRAIN_CUDNN_ALGO=heuristic), with the fixed ones
+# (DPTRAIN_CUDNN_ALGO=fixed) and with measured ones (the default:
+# cudnnFind*, timed in this run into a cache file of its own), PyTorch's four variants
 # (bench/torch_resnet18_cuda.py, after a warm-up epoch), dptrain against the
-# fastest; then batches 128 and 512 (dptrain's default algorithms; PyTorch
+# fastest (dptrain's measured, default, algorithms in every row from here on); then batches 128 and 512 (PyTorch
 # channels_last and graph); and how many of the heuristic run's
 # algorithm choices came from cuDNN's heuristics rather than the fixed
 # fallback (DPTRAIN_CUDNN_ALGO_LOG). Beside each figure the peak GPU memory:
@@ -61,6 +61,8 @@ resnet_batches=${DPTRAIN_BENCH_RESNET_BATCHES-128 512}
 compile_limit=${DPTRAIN_BENCH_COMPILE_LIMIT:-240}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the measured cuDNN algorithms (the default mode) into a cache file of this run only: measured on this GPU now
+export DPTRAIN_CUDNN_ALGO_CACHE=$tmp/cudnn-algos
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 later_epochs() { tail -n +2; } # drop epoch 1
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }
@@ -163,7 +165,7 @@ resnet() {
     ${precision:+--precision "$precision"} ${layout:+--channels-last "$layout"} --quiet >/dev/null 2>"$tmp/$run.err" &&
     tail -1 "$tmp/$run.jsonl" | sed -E 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/' || echo "failed: $(tail -1 "$tmp/$run.err")"
 }
-# resnet_row BATCH VARIANTS...: PyTorch's variants at BATCH, then dptrain (heuristic) against the fastest
+# resnet_row BATCH VARIANTS...: PyTorch's variants at BATCH, then dptrain (measured, the default) against the fastest
 resnet_row() {
   local batch=$1 v ips dp best='' best_ips=0 best_peak='' line=''
   shift
@@ -179,20 +181,19 @@ resnet_row() {
     fi
   done
   echo "ResNet-18 batch $batch pytorch variants (one run each): $line"
-  [[ -e "$tmp/r-heuristic-$batch.jsonl" ]] || resnet heuristic "$batch" >/dev/null
-  dp=$(tail -1 "$tmp/r-heuristic-$batch.jsonl" 2>/dev/null | sed -nE 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/p')
+  [[ -e "$tmp/r-measured-$batch.jsonl" ]] || resnet measured "$batch" >/dev/null
+  dp=$(tail -1 "$tmp/r-measured-$batch.jsonl" 2>/dev/null | sed -nE 's/.*"images_per_sec": *([0-9.eE+-]+).*/\1/p')
   if [[ -n "$best" && -n "$dp" ]]; then
     printf 'ResNet-18 batch %s vs the fastest PyTorch (%s): dptrain %.0f images/sec (peak %s), pytorch %.0f images/sec (peak %s), dptrain/pytorch %.2fx\n' \
-      "$batch" "${names[$best]}" "$dp" "$(dp_peak "$tmp/r-heuristic-$batch.jsonl")" "$best_ips" "$best_peak" \
+      "$batch" "${names[$best]}" "$dp" "$(dp_peak "$tmp/r-measured-$batch.jsonl")" "$best_ips" "$best_peak" \
       "$(awk -v a="$dp" -v b="$best_ips" 'BEGIN { print a / b }')"
   else
-    echo "ResNet-18 batch $batch vs the fastest PyTorch: not compared (dptrain: ${dp:-$(tail -1 "$tmp/r-heuristic-$batch.err" 2>/dev/null)}; pytorch: ${best:-no variant ran})"
+    echo "ResNet-18 batch $batch vs the fastest PyTorch: not compared (dptrain: ${dp:-$(tail -1 "$tmp/r-measured-$batch.err" 2>/dev/null)}; pytorch: ${best:-no variant ran})"
   fi
 }
 dp_heuristic=$(resnet heuristic "$resnet_batch")
 dp_fixed=$(resnet fixed "$resnet_batch")
-# measured algorithms (cudnnFind*), into a cache file of this run only: measured on this GPU now
-export DPTRAIN_CUDNN_ALGO_CACHE=$tmp/cudnn-algos
+# measured algorithms (cudnnFind*, the default), into the cache file of this run
 dp_measured=$(resnet measured "$resnet_batch")
 torch_run torch_resnet18_cuda.py eager "resnet-eager-$resnet_batch" --data "$data" --limit "$resnet_limit" \
   --batch-size "$resnet_batch"
@@ -227,15 +228,15 @@ if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.
   lenet_cl=$(printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-cl.jsonl" | later_epochs))")
 else lenet_cl="failed: $(tail -1 "$tmp/m-cl.err")"; fi
 on_off "LeNet (median of epochs 2-$epochs)" s/epoch "$lenet_cl" "$(printf '%.4f' "$graph_on")"
-dp_cl=$(layout=on resnet heuristic "$resnet_batch")
-on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl" "$dp_heuristic" "$tmp/r-heuristic-$resnet_batch-cl-on.jsonl" \
-  "$tmp/r-heuristic-$resnet_batch.jsonl"
+dp_cl=$(layout=on resnet measured "$resnet_batch")
+on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl" "$dp_measured" "$tmp/r-measured-$resnet_batch-cl-on.jsonl" \
+  "$tmp/r-measured-$resnet_batch.jsonl"
 
 # --- the convolutions' bias (and ReLU) inside cuDNN's fused call (the default) against dptrain's own pass ---
-dp_own=$(epilogue=own resnet heuristic "$resnet_batch")
+dp_own=$(epilogue=own resnet measured "$resnet_batch")
 printf 'ResNet-18 batch %s dptrain conv epilogue (one run each): cudnn %s images/sec, own (DPTRAIN_CONV_EPILOGUE=own) %s images/sec%s\n' \
-  "$resnet_batch" "$dp_heuristic" "$dp_own" "$([[ $dp_heuristic =~ ^[0-9.eE+-]+$ && $dp_own =~ ^[0-9.eE+-]+$ ]] &&
-    awk -v a="$dp_heuristic" -v b="$dp_own" 'BEGIN { printf ", cudnn is %.2fx the speed of own", a / b }')"
+  "$resnet_batch" "$dp_measured" "$dp_own" "$([[ $dp_measured =~ ^[0-9.eE+-]+$ && $dp_own =~ ^[0-9.eE+-]+$ ]] &&
+    awk -v a="$dp_measured" -v b="$dp_own" 'BEGIN { printf ", cudnn is %.2fx the speed of own", a / b }')"
 
 # --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
 # bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision
@@ -271,9 +272,9 @@ if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.
   dp=$(printf '%.4f' "$dp")
 else dp="failed: $(tail -1 "$tmp/m-bf16.err")"; fi
 bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
-dp=$(precision=bf16 resnet heuristic "$resnet_batch")
+dp=$(precision=bf16 resnet measured "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
-  "$tmp/r-heuristic-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
-dp_bf16_cl=$(precision=bf16 layout=on resnet heuristic "$resnet_batch")
+  "$tmp/r-measured-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
+dp_bf16_cl=$(precision=bf16 layout=on resnet measured "$resnet_batch")
 on_off "ResNet-18 batch $resnet_batch bf16" images/sec "$dp_bf16_cl" "$dp" \
-  "$tmp/r-heuristic-$resnet_batch-bf16-cl-on.jsonl" "$tmp/r-heuristic-$resnet_batch-bf16.jsonl"
+  "$tmp/r-measured-$resnet_batch-bf16-cl-on.jsonl" "$tmp/r-measured-$resnet_batch-bf16.jsonl"
