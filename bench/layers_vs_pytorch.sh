@@ -50,6 +50,13 @@ done |
         slow = (rf > 1.5 || rb > 1.5) ? "  SLOW" : ""
         if (rf > worst) worst = rf; if (rb > worst) worst = rb
         printf "%-22s %10.3f %10.3f %10.3f %10.3f %8.2f %8.2f%s\n", name[i], df, pf, db, pb, rf, rb, slow
+        # a name ending in .xN (layers_resnet50.txt): the shape occurs N times in its network
+        if (match(name[i], /\.x[0-9]+$/)) {
+          w = substr(name[i], RSTART + 2) + 0; weighted = 1
+          wdf += w * df; wpf += w * pf; wdb += w * db; wpb += w * pb
+        }
       }
       printf "medians of %d rounds; worst dptrain/pytorch ratio: %.2f (target <= 1.5)\n", rounds, worst
+      if (weighted)
+        printf "weighted by the .xN counts (one pass of the network): dptrain fwd %.1f ms, bwd %.1f ms; pytorch fwd %.1f ms, bwd %.1f ms; pytorch/dptrain %.2fx (fwd + bwd)\n", wdf, wdb, wpf, wpb, (wpf + wpb) / (wdf + wdb)
     }'

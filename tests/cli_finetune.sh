@@ -140,6 +140,8 @@ if command -v mpirun >/dev/null; then
     --save "$tmp/launched.st" >"$tmp/launch.out" 2>&1 && grep -q "the job finished after 1 restart" "$tmp/launch.out" \
     && pass || fail "launch --restarts with --init: $(tail -4 "$tmp/launch.out")"
   same_tensors "$tmp/straight.st" "$tmp/launched.st" && pass || fail "the restarted fine-tuning differs from 2 epochs straight"
+else
+  fail "mpirun not found (openmpi-bin): dptrain launch cannot run"
 fi
 
 # 1 device, 2 devices, 2 ranks

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cli_image_memory.sh - an image folder is streamed in memory bounded by the
 # loader's queue, not by the folder: 400 JPEG photographs of about 500 x 375
-# (bench/make_photo_folder.py, from opencv-doc's pictures; about 225 MB
+# (bench/make_photo_folder.py, from opencv-doc's pictures; about 215 MB
 # decoded) train LeNet (resized-crop to 28 x 28, 4 loader threads, 2
 # devices) with a peak resident memory under a limit of a quarter of the
 # folder's decoded size (the measurement: /usr/bin/time's maximum resident

@@ -87,6 +87,9 @@ for _ in $(seq 1 1000); do
 done
 kill -9 $pid 2>/dev/null && killed=1 || killed=0
 wait $pid 2>/dev/null
+# the checkpoint the resume starts from is inside the epoch (the loader's cursor past its first batch)
+at=$(grep -ao '"loader.batch":"[0-9]*"' "$tmp/killed.st" 2>/dev/null | head -1 | grep -o '[0-9]*')
+[[ -n $at && $at -gt 0 ]] && pass || fail "the killed run's checkpoint is not mid-epoch (loader.batch '${at}')"
 "$bin" "${common[@]}" --devices 2 --transform resized-crop --save-every-steps 3 --save "$tmp/killed.st" \
   --resume "$tmp/killed.st" >"$tmp/resumed.out" 2>&1 && pass || fail "resume: $(tail -2 "$tmp/resumed.out")"
 [[ $killed == 1 ]] && pass || fail "the run ended before it could be killed mid-epoch"
@@ -94,7 +97,10 @@ same killed straight
 
 # bad files stop the index: one line each, exit 1, nothing written
 cp -r "$tmp/jpeg" "$tmp/bad"
-head -c 300 "$tmp/bad/train/1/000005.jpg" >"$tmp/bad/train/1/000005-cut.jpg"
+# (the first 30 bytes of a real JPEG of the folder: its header cut before the frame size)
+cut_from=$(ls "$tmp/bad/train/1" | head -1)
+[[ -s "$tmp/bad/train/1/$cut_from" ]] && pass || fail "no JPEG in $tmp/bad/train/1 to cut"
+head -c 30 "$tmp/bad/train/1/$cut_from" >"$tmp/bad/train/1/000005-cut.jpg"
 echo "not an image" >"$tmp/bad/train/2/notes.jpg"
 "$bin" "${common[@]}" --data "$tmp/bad" --devices 1 --save "$tmp/bad.st" >"$tmp/bad.out" 2>&1 \
   && fail "a folder with bad files trained" || pass
@@ -146,6 +152,8 @@ if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
   "$bin" export --resume "$tmp/crop1.st" --onnx "$tmp/m.onnx" >/dev/null 2>&1 && pass || fail "export"
   props=$(/usr/bin/python3 "$tools/check_onnx.py" props "$tmp/m.onnx" 2>&1)
   grep -qx "transform=resize 32" <<<"$props" && pass || fail "ONNX metadata: $props"
+else
+  fail "no python3-onnx (import onnx) to read the exported metadata"
 fi
 
 # --transform squash: the whole image to 28 x 28 in training and evaluation; recorded, applied by eval and predict

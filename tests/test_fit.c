@@ -265,7 +265,8 @@ static void test_resume_refusals(const world_t *w, const char *straight_ck) {
     fc.seed = 0;
     fc.batch_size = 50;
     st = dp_fit(&fc, on_epoch, &refused, NULL);
-    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "--batch-size 64, this run has 50"),
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "--batch-size 64, this run has 50") &&
+              refused.begins == 0 && access(metrics_again, F_OK) != 0,
           "another batch size: status %d '%s'", st, dp_error_message());
     dp_trainer_free(t);
 }

@@ -55,11 +55,11 @@ TOL = 1e-4
 # batch norm into a 1x1 conv into a batch norm, whose backward cancels; a
 # ReLU6 input on the other side of 0 or 6 moves a depthwise channel's
 # gradient by percents). Their check: the whole gradient within this
-# relative L2 distance of float64's (a wrong formula is off by order 1);
-# inference-mode gradients and training-mode logits, loss and statistics
-# still within TOL.
-ILL_CONDITIONED = ("resnet50", "mobilenet_v2")
-ILL_CONDITIONED_TOL = 0.05
+# relative L2 distance of float64's, per network at about 15x PyTorch
+# float32's own distance (a wrong formula is off by order 1); inference-mode
+# gradients and training-mode logits, loss and statistics still within TOL.
+ILL_CONDITIONED_TOL = {"resnet50": 1e-3, "mobilenet_v2": 0.05}
+ILL_CONDITIONED = tuple(ILL_CONDITIONED_TOL)
 
 
 def write_safetensors(path, arrays):
@@ -270,7 +270,7 @@ def compare(directory, names):
             ours = np.sqrt(sum(((out[k].reshape(ref[k].shape) - ref[k]) ** 2).sum() for k in grads)) / norm
             theirs = np.sqrt(sum(((ref["f32." + k] - ref[k]) ** 2).sum() for k in grads)) / norm
             print(f"  {name} train.grad: relative L2 distance from float64 {ours:.2e}, PyTorch float32's {theirs:.2e}")
-            if not ours <= ILL_CONDITIONED_TOL:
+            if not ours <= ILL_CONDITIONED_TOL[name]:
                 failures.append(f"training gradients {ours:.3g} from float64 (PyTorch float32's: {theirs:.3g})")
         if failures:
             print(f"{name}: FAILED: {'; '.join(failures[:4])}")
