@@ -63,8 +63,9 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
 /* --- The step arena ------------------------------------------------------
  * A bump allocator. Allocations are 64-byte aligned and live until the
  * next dp_arena_reset. When a step outgrows the current block the arena
- * chains another; the reset after such a step folds them into one block of
- * the total size, so steady-state steps allocate nothing.
+ * chains another; the reset after such a step frees the chain and makes
+ * one block of the most any step used, so steady-state steps allocate
+ * nothing.
  *
  * An arena's memory belongs to a backend (backend.h): dp_arena_new's is host
  * memory; dp_arena_new_on's comes from the backend's alloc, so it is device

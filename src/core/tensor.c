@@ -109,21 +109,28 @@ void dp_arena_free(dp_arena_t *arena) {
     free(arena);
 }
 
+/* The chain after a step that outgrew one block: one block of the most any
+ * step used (arena->peak), made after the chain is freed (nothing in it is
+ * live after a reset). Folding into a block of the chain's total size, made
+ * beside the chain, held twice the chain at once, and a chain grown by
+ * doubling holds up to twice what the step used: ResNet-50 at batch 64 used
+ * 13.4 GiB of a 24.4 GiB chain, and the reset held 48.7 GiB. When the block
+ * cannot be had, the head is left empty (no memory), and the next step
+ * grows a chain again, failing where memory runs out as a step would. */
+static void merge_blocks(dp_arena_t *arena) {
+    arena_block_t *keep = arena->head; /* its bookkeeping is reused */
+    free_blocks(arena->backend, keep->next);
+    keep->next = NULL;
+    if (arena->backend) arena->backend->free(arena->backend->ctx, keep->base);
+    else free(keep->base);
+    size_t size = arena->peak < 4096 ? 4096 : arena->peak;
+    keep->base = arena->backend ? arena->backend->alloc(arena->backend->ctx, size, "arena memory")
+                                : dp_alloc_aligned(size, "arena memory");
+    keep->size = keep->base ? size : 0;
+}
+
 void dp_arena_reset(dp_arena_t *arena) {
-    if (arena->head->next) {
-        /* The step outgrew one block: replace the chain by one block big
-         * enough for the whole step, so the next step allocates nothing. */
-        size_t total = 0;
-        for (arena_block_t *b = arena->head; b; b = b->next) total += b->size;
-        arena_block_t *merged = block_new(arena->backend, total);
-        if (merged) {
-            free_blocks(arena->backend, arena->head);
-            arena->head = merged;
-        } else {
-            /* Keep the chain; it still works, just not as one block. */
-            for (arena_block_t *b = arena->head; b; b = b->next) b->used = 0;
-        }
-    }
+    if (arena->head->next) merge_blocks(arena);
     arena->head->used = 0;
     arena->used_total = 0;
     if (arena->host) dp_arena_reset(arena->host);
@@ -138,9 +145,10 @@ void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes) {
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
     arena_block_t *b = arena->head;
-    if (b->size - b->used < rounded) {
-        size_t size = b->size * 2;
+    if (!b->base || b->size - b->used < rounded) {
+        size_t size = b->base ? b->size * 2 : arena->peak; /* no base: an empty head (merge_blocks) */
         if (size < rounded) size = rounded;
+        if (size < 4096) size = 4096;
         arena_block_t *nb = block_new(arena->backend, size);
         if (!nb) return NULL;
         nb->next = b;

@@ -1,0 +1,157 @@
+/* test_arena.c - the step arena (tensor.h) on a backend that counts its
+ * memory: a step that outgrows the first block chains more; the reset after
+ * it frees the chain before it makes the one block of the step's size (the
+ * memory held never exceeds the chain's), the block is the most a step used
+ * (not the chain's total), and the next steps allocate nothing. A refused
+ * block leaves an empty arena that grows again. Host arenas alike: every
+ * allocation keeps its bytes until the reset. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/backend.h"
+#include "dptrain/tensor.h"
+#include "testing.h"
+
+/* --- A backend of host memory that counts what it holds --------------------- */
+
+#define MAX_BLOCKS 64
+
+typedef struct {
+    void *ptr[MAX_BLOCKS];
+    size_t bytes[MAX_BLOCKS];
+    size_t held, peak;
+    int allocs, refuse; /* refuse: every alloc fails */
+} counter_t;
+
+static void *counted_alloc(void *ctx, size_t bytes, const char *what) {
+    counter_t *c = ctx;
+    (void)what;
+    if (c->refuse) return NULL;
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (!c->ptr[i]) {
+            if (!(c->ptr[i] = aligned_alloc(64, (bytes + 63) / 64 * 64))) return NULL;
+            c->bytes[i] = bytes;
+            c->held += bytes;
+            if (c->held > c->peak) c->peak = c->held;
+            c->allocs++;
+            return c->ptr[i];
+        }
+    return NULL;
+}
+
+static void counted_free(void *ctx, void *ptr) {
+    counter_t *c = ctx;
+    if (!ptr) return;
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (c->ptr[i] == ptr) {
+            c->held -= c->bytes[i];
+            c->ptr[i] = NULL;
+            free(ptr);
+            return;
+        }
+    CHECK(0, "freed a pointer the backend never handed out");
+}
+
+static const size_t step_sizes[] = {3000, 5000, 20000, 70000, 1000, 200000, 64, 130000};
+#define STEP_COUNT (sizeof step_sizes / sizeof step_sizes[0])
+
+/* The step's allocations, each filled with its own byte; 1 when all were had. */
+static int run_step(dp_arena_t *arena, unsigned char *got[STEP_COUNT]) {
+    for (size_t i = 0; i < STEP_COUNT; i++) {
+        if (!(got[i] = dp_arena_alloc(arena, step_sizes[i]))) return 0;
+        CHECK(((uintptr_t)got[i] & 63) == 0, "allocation %zu is not 64-byte aligned", i);
+        memset(got[i], (int)(i + 1), step_sizes[i]);
+    }
+    return 1;
+}
+
+/* Every allocation still holds its byte: none overlaps another. */
+static void check_step(unsigned char *got[STEP_COUNT], const char *when) {
+    for (size_t i = 0; i < STEP_COUNT; i++) {
+        size_t wrong = 0;
+        for (size_t k = 0; k < step_sizes[i]; k++) wrong += got[i][k] != (unsigned char)(i + 1);
+        CHECK(wrong == 0, "%s: allocation %zu lost %zu of its %zu bytes", when, i, wrong, step_sizes[i]);
+    }
+}
+
+static size_t step_bytes(void) {
+    size_t total = 0;
+    for (size_t i = 0; i < STEP_COUNT; i++) total += (step_sizes[i] + 63) / 64 * 64;
+    return total;
+}
+
+static void test_device_arena(void) {
+    counter_t c = {0};
+    dp_backend_t be = {.name = "counted", .ctx = &c, .alloc = counted_alloc, .free = counted_free};
+    dp_arena_t *arena = dp_arena_new_on(&be, 4096);
+    CHECK(arena != NULL, "dp_arena_new_on");
+    if (!arena) return;
+    unsigned char *got[STEP_COUNT];
+    dp_arena_reset(arena);
+    CHECK(run_step(arena, got), "the first step's allocations");
+    check_step(got, "first step");
+    const size_t chain = c.held, chain_peak = c.peak;
+    CHECK(c.allocs > 1, "the first step should outgrow the first block (%d blocks)", c.allocs);
+    CHECK(chain > step_bytes(), "a chain grown by doubling holds more than the step used (%zu, %zu)", chain,
+          step_bytes());
+    dp_arena_reset(arena);
+    CHECK(c.held == step_bytes(), "after the reset the arena holds the step's %zu bytes, found %zu", step_bytes(),
+          c.held);
+    CHECK(c.peak == chain_peak, "the reset held %zu bytes at once, more than the chain's %zu (chain and block beside "
+          "each other)", c.peak, chain_peak);
+    const int allocs = c.allocs;
+    for (int step = 0; step < 3; step++) {
+        CHECK(run_step(arena, got), "step %d's allocations", step + 2);
+        check_step(got, "a later step");
+        dp_arena_reset(arena);
+    }
+    CHECK(c.allocs == allocs, "later steps of the same size allocated %d blocks", c.allocs - allocs);
+    CHECK(c.held == step_bytes(), "later steps: %zu bytes held, expected %zu", c.held, step_bytes());
+
+    /* a bigger step grows again; the next reset folds to its size */
+    unsigned char *big = dp_arena_alloc(arena, 3 * step_bytes());
+    CHECK(big != NULL, "a step bigger than the block");
+    CHECK(run_step(arena, got), "the rest of the bigger step");
+    check_step(got, "bigger step");
+    dp_arena_reset(arena);
+    const size_t bigger = 3 * step_bytes() + step_bytes();
+    CHECK(c.held == bigger, "after a bigger step the arena holds %zu bytes, expected %zu", c.held, bigger);
+
+    /* the block refused at the reset: no memory held, the next step grows again */
+    CHECK(dp_arena_alloc(arena, bigger) != NULL, "a step of the block's size");
+    CHECK(dp_arena_alloc(arena, 64) != NULL, "one more allocation (a chain)");
+    c.refuse = 1;
+    dp_arena_reset(arena);
+    CHECK(c.held == 0, "a refused block: the arena holds %zu bytes, expected none", c.held);
+    CHECK(dp_arena_alloc(arena, 64) == NULL, "no memory: an allocation fails");
+    c.refuse = 0;
+    dp_arena_reset(arena);
+    CHECK(run_step(arena, got), "the step after memory came back");
+    check_step(got, "after a refusal");
+    dp_arena_reset(arena);
+    CHECK(run_step(arena, got), "the next step");
+    check_step(got, "after a refusal, next step");
+    dp_arena_free(arena);
+    CHECK(c.held == 0, "dp_arena_free left %zu bytes", c.held);
+}
+
+static void test_host_arena(void) {
+    dp_arena_t *arena = dp_arena_new(4096);
+    CHECK(arena != NULL, "dp_arena_new");
+    if (!arena) return;
+    unsigned char *got[STEP_COUNT];
+    for (int step = 0; step < 3; step++) {
+        CHECK(run_step(arena, got), "host step %d", step + 1);
+        check_step(got, "host step");
+        dp_arena_reset(arena);
+    }
+    CHECK(dp_arena_alloc(arena, 0) != NULL, "an empty allocation has an address");
+    dp_arena_free(arena);
+}
+
+int main(void) {
+    test_device_arena();
+    test_host_arena();
+    return testing_finish("test_arena");
+}
