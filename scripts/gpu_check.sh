@@ -371,11 +371,12 @@ if [[ -n "$gpu" ]]; then
   else
     fail "kill and restart on cuda:0: $(tail -2 "$out/restart_ref.log" "$out/restart.log" | tr '\n' ' ')"
   fi
-  # 4. the benchmark (torch.compile gets what the time box leaves: a quarter of what remains beyond the other
+  # 4. the benchmark (torch.compile, with DPTRAIN_GPU_CHECK_COMPILE=1, gets what the time box leaves: a quarter of what remains beyond the other
   # steps' needs, 30 to 240 s for each of its four compilations: FP32 and bf16, LeNet and ResNet-18)
-  compile_limit=$(( ($(left) - bench_reserve) / 4 ))
-  compile_limit=$(( compile_limit > 240 ? 240 : compile_limit < 30 ? 30 : compile_limit ))
-  if [[ -z "${DPTRAIN_GPU_CHECK_COMPILE:-}" ]]; then
+  if [[ -n "${DPTRAIN_GPU_CHECK_COMPILE:-}" ]]; then
+    compile_limit=$(( ($(left) - bench_reserve) / 4 ))
+    compile_limit=$(( compile_limit > 240 ? 240 : compile_limit < 30 ? 30 : compile_limit ))
+  else
     compile_limit=0
     note "benchmark: torch.compile left out (DPTRAIN_GPU_CHECK_COMPILE=1 times it, in the time box)"
   fi
