@@ -63,7 +63,9 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
 /* --- The step arena ------------------------------------------------------
  * A bump allocator. Allocations are 64-byte aligned and live until the
  * next dp_arena_reset. When a step outgrows the current block the arena
- * chains another; the reset after such a step frees the chain and makes
+ * chains another, a quarter of what the step holds so far (or the request,
+ * when larger): a chain holds about 1.25x its step at most, plus what the
+ * blocks' ends leave unused. The reset after such a step frees the chain and makes
  * one block of the most any step used, so steady-state steps allocate
  * nothing.
  *

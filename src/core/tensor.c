@@ -146,7 +146,9 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
     arena_block_t *b = arena->head;
     if (!b->base || b->size - b->used < rounded) {
-        size_t size = b->base ? b->size * 2 : arena->peak; /* no base: an empty head (merge_blocks) */
+        /* a quarter of what the step holds so far: the chain ends within about 1.25x the step (doubling
+         * the last block ended within 2x, and the first step's chain is what a device must hold at once) */
+        size_t size = b->base ? arena->used_total / 4 : arena->peak; /* no base: an empty head (merge_blocks) */
         if (size < rounded) size = rounded;
         if (size < 4096) size = 4096;
         arena_block_t *nb = block_new(arena->backend, size);
