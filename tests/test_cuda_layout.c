@@ -37,7 +37,12 @@
  * bits), so there every result is compared within the same tolerance
  * instead (on that H200 the batch norm case, whose every result went
  * through the tolerance and through cuDNN's NHWC convolutions, was at
- * worst 0.102 of it). */
+ * worst 0.102 of it).
+ *
+ * And channels-last on with the activation gradients placed by liveness
+ * (grad_plan.h): the same results, bit for bit on the emulator, as with
+ * each gradient its own memory (the converted copies' gradients, converted
+ * back into their originals' in the op's backward, are placed too). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,10 +98,13 @@ typedef struct {
     int conv_layout, op_layout;
 } layout_result_t;
 
-static void run_case(const layout_case_t *k, int channels_last, layout_result_t *res) {
+/* defer: the activation gradients placed by liveness (grad_plan.h), the
+ * converted copies' included */
+static void run_case(const layout_case_t *k, int channels_last, int defer, layout_result_t *res) {
     memset(res, 0, sizeof *res);
     CHECK(be->set_channels_last(be->ctx, channels_last) == DP_OK, "set_channels_last: %s", dp_error_message());
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
+    dp_arena_defer_grads(arena, defer);
     dp_tape_t *tape = dp_tape_new_on(be, arena);
     dp_tensor_t x, w, b, p1, p2, z, w2, target;
     const int cin = k->in_c ? k->in_c : C, k2 = k->k2 ? k->k2 : 3, groups2 = k->groups2 ? k->groups2 : 1;
@@ -162,9 +170,10 @@ static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx"
 static int emulated;
 
 static void compare(const layout_case_t *k) {
-    layout_result_t off, on;
-    run_case(k, 0, &off);
-    run_case(k, 1, &on);
+    layout_result_t off, on, placed;
+    run_case(k, 0, 0, &off);
+    run_case(k, 1, 0, &on);
+    run_case(k, 1, 1, &placed);
     CHECK(off.conv_layout == DP_CUDA_NCHW && off.op_layout == DP_CUDA_NCHW, "%s: channels-last off: marks %d, %d",
           k->name, off.conv_layout, off.op_layout);
     CHECK(on.conv_layout == DP_CUDA_NHWC, "%s: channels-last on: the conv's output is not NHWC (%d)", k->name,
@@ -187,8 +196,18 @@ static void compare(const layout_case_t *k) {
             CHECK(v <= 1.0, "%s: %s[%zu]: %.9g (on) vs %.9g (off)", k->name, result_names[i], at, (double)on.r[i][at],
                   (double)off.r[i][at]);
         }
+        /* the gradients placed by liveness: the same kernels on the same values, other addresses */
+        if (placed.r[i]) {
+            size_t at = 0;
+            double v = emulated ? (memcmp(placed.r[i], on.r[i], sizeof(float) * on.n[i]) ? 2.0 : 0.0)
+                                : testing_max_violation(placed.r[i], on.r[i], on.n[i], 1e-5, 1e-6, &at);
+            CHECK(v <= 1.0, "%s: %s: channels-last on, gradients placed by liveness: differs%s", k->name,
+                  result_names[i], emulated ? " in bits" : " beyond the tolerance");
+        }
+        CHECK(placed.r[i] != NULL, "%s: %s: no result with gradients placed by liveness", k->name, result_names[i]);
         free(off.r[i]);
         free(on.r[i]);
+        free(placed.r[i]);
     }
     printf("  %-28s conv out %s, op out %s: %s bit for bit, the rest at worst %.3g of the tolerance\n", k->name,
            on.conv_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW", on.op_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW",

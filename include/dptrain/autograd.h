@@ -54,6 +54,9 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
 
 /* Number of recorded nodes, and node i. */
 int dp_tape_size(const dp_tape_t *tape);
+/* Bytes of the activation gradients' region the last backward placed
+ * (an arena that defers gradients: tensor.h, grad_plan.h); 0 otherwise. */
+size_t dp_tape_grad_bytes(const dp_tape_t *tape);
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i);
 
 /* Profiling (profile.h): with a profiler (not owned; NULL: off, the

@@ -57,6 +57,35 @@ void dp_grad_prepare(dp_tensor_t *t);
  * (it was unset; it is set from now on), 0 if the caller must add. */
 int dp_grad_claim(dp_tensor_t *t);
 
+/* --- Gradient buffers placed by liveness (grad_plan.h) ---------------------
+ * With deferral on (dp_arena_defer_grads), dp_grad_alloc takes no memory:
+ * t->grad becomes a placeholder, a unique address that is never memory
+ * (dereferencing it faults), and the arena records the request. Forward
+ * ops only test a gradient for NULL or copy the pointer (a view's output
+ * shares its input's). Before backward, dp_grad_plan_apply (grad_plan.h)
+ * places every request in one region of the arena, sharing memory between
+ * gradients whose lifetimes in backward do not meet, and replaces each
+ * placeholder by its address. Off (the default), dp_grad_alloc takes the
+ * memory from the arena at once. */
+typedef struct {
+    dp_tensor_t *t;   /* the tensor whose grad was asked for */
+    size_t at, bytes; /* its placeholder's offset in the placeholder range, and its size (64-byte multiple) */
+    int node;         /* the tape's node whose forward asked for it (dp_arena_deferred_tag); -1: none yet */
+} dp_grad_request_t;
+
+void dp_arena_defer_grads(dp_arena_t *arena, int on);
+int dp_arena_defers_grads(const dp_arena_t *arena);
+/* The requests since the last reset or dp_arena_deferred_clear, in the
+ * order made (their `at` increasing); *count of them. */
+dp_grad_request_t *dp_arena_deferred(dp_arena_t *arena, int *count);
+/* Tags the requests from index `from` on with `node`. */
+void dp_arena_deferred_tag(dp_arena_t *arena, int from, int node);
+/* Forgets the requests (their placeholders were all replaced). */
+void dp_arena_deferred_clear(dp_arena_t *arena);
+/* The request whose placeholder range holds p (NULL: p is no placeholder);
+ * p's offset into it in *offset. */
+dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, size_t *offset);
+
 /* Writes "[2, 3, 28, 28]" into buf. */
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
 

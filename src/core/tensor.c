@@ -4,6 +4,7 @@
 
 #include "dptrain/backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,10 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size) {
     return buf;
 }
 
+static float *defer_grad(dp_arena_t *arena, dp_tensor_t *t, size_t count);
+
 float *dp_grad_alloc(dp_arena_t *arena, dp_tensor_t *t, size_t count) {
-    t->grad = dp_arena_floats(arena, count);
+    t->grad = dp_arena_defers_grads(arena) ? defer_grad(arena, t, count) : dp_arena_floats(arena, count);
     t->grad_unset = 1;
     return t->grad;
 }
@@ -62,6 +65,11 @@ struct dp_arena {
     size_t used_total;   /* bytes handed out since reset */
     size_t peak;
     dp_arena_t *host;    /* a device arena's host companion (dp_arena_host_alloc); NULL until used */
+    /* deferred gradient buffers (tensor.h): requests since the reset */
+    int defer_grads;
+    dp_grad_request_t *requests; /* (requests_capacity) */
+    int num_requests, requests_capacity;
+    size_t requested_bytes; /* the placeholder range handed out */
 };
 
 static arena_block_t *block_new(const dp_backend_t *backend, size_t size) {
@@ -104,6 +112,7 @@ static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
 
 void dp_arena_free(dp_arena_t *arena) {
     if (!arena) return;
+    free(arena->requests);
     free_blocks(arena->backend, arena->head);
     dp_arena_free(arena->host);
     free(arena);
@@ -133,6 +142,7 @@ void dp_arena_reset(dp_arena_t *arena) {
     if (arena->head->next) merge_blocks(arena);
     arena->head->used = 0;
     arena->used_total = 0;
+    dp_arena_deferred_clear(arena);
     if (arena->host) dp_arena_reset(arena->host);
 }
 
@@ -175,3 +185,73 @@ float *dp_arena_zeros(dp_arena_t *arena, size_t count) {
     return p;
 }
 
+
+/* --- Deferred gradient buffers ---------------------------------------------
+ * Placeholders are addresses from PLACEHOLDER_BASE up: above 2^52, beyond
+ * any user address of x86-64 (non-canonical: a load faults) and of arm64's
+ * 48- and 52-bit address spaces, and below its top byte (which arm64 may
+ * ignore). A device given one reports an illegal address. */
+#define PLACEHOLDER_BASE ((uintptr_t)0x00F0000000000000ull)
+#define PLACEHOLDER_LIMIT ((uintptr_t)0x00FF000000000000ull)
+
+void dp_arena_defer_grads(dp_arena_t *arena, int on) {
+    arena->defer_grads = on && sizeof(uintptr_t) >= 8; /* a 32-bit address space has no room for them */
+}
+
+int dp_arena_defers_grads(const dp_arena_t *arena) { return arena->defer_grads; }
+
+static float *defer_grad(dp_arena_t *arena, dp_tensor_t *t, size_t count) {
+    size_t bytes = (count * sizeof(float) + 63) & ~(size_t)63;
+    if (!bytes) bytes = 64; /* every placeholder its own */
+    if (arena->requested_bytes + bytes > PLACEHOLDER_LIMIT - PLACEHOLDER_BASE) {
+        dp_fail(DP_ERR_NOMEM, "a step asked for more than %zu bytes of activation gradients",
+                (size_t)(PLACEHOLDER_LIMIT - PLACEHOLDER_BASE));
+        return NULL;
+    }
+    if (arena->num_requests == arena->requests_capacity) {
+        int capacity = arena->requests_capacity ? 2 * arena->requests_capacity : 256;
+        dp_grad_request_t *r = realloc(arena->requests, sizeof *r * (size_t)capacity);
+        if (!r) {
+            dp_fail(DP_ERR_NOMEM, "out of memory recording %d gradient buffers", capacity);
+            return NULL;
+        }
+        arena->requests = r;
+        arena->requests_capacity = capacity;
+    }
+    dp_grad_request_t *r = &arena->requests[arena->num_requests++];
+    r->t = t;
+    r->at = arena->requested_bytes;
+    r->bytes = bytes;
+    r->node = -1;
+    arena->requested_bytes += bytes;
+    return (float *)(PLACEHOLDER_BASE + r->at);
+}
+
+dp_grad_request_t *dp_arena_deferred(dp_arena_t *arena, int *count) {
+    *count = arena->num_requests;
+    return arena->requests;
+}
+
+void dp_arena_deferred_tag(dp_arena_t *arena, int from, int node) {
+    for (int i = from < 0 ? 0 : from; i < arena->num_requests; i++) arena->requests[i].node = node;
+}
+
+void dp_arena_deferred_clear(dp_arena_t *arena) {
+    arena->num_requests = 0;
+    arena->requested_bytes = 0;
+}
+
+dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, size_t *offset) {
+    const uintptr_t a = (uintptr_t)p;
+    if (a < PLACEHOLDER_BASE || a >= PLACEHOLDER_BASE + arena->requested_bytes) return NULL;
+    const size_t at = a - PLACEHOLDER_BASE;
+    int lo = 0, hi = arena->num_requests - 1; /* the last request starting at or before `at` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (arena->requests[mid].at <= at) lo = mid;
+        else hi = mid - 1;
+    }
+    dp_grad_request_t *r = &arena->requests[lo];
+    *offset = at - r->at;
+    return r;
+}

@@ -8,6 +8,8 @@
 #include "dptrain/backend.h"
 #include "dptrain/profile.h"
 
+#include "grad_plan.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +20,9 @@ struct dp_tape {
     const dp_backend_t *backend; /* NULL: the CPU kernels, host memory */
     const dp_op_def_t *ops;      /* (DP_OP_COUNT) */
     dp_node_t **nodes; /* (capacity) pointers into the arena */
+    dp_tensor_t *(*inputs)[3]; /* (capacity) each node's inputs as given (a backend may swap node->in for copies) */
     int size, capacity;
+    size_t grad_bytes; /* the last backward's region of activation gradients (grad_plan.h); 0: none planned */
     /* profiling (profile.h): NULL when off, and then nothing below is used */
     dp_profiler_t *profiler;
     const char *label, *label2; /* the layer the next ops belong to (dp_tape_set_label) */
@@ -34,7 +38,10 @@ dp_tape_t *dp_tape_new(dp_arena_t *arena) {
     t->ops = dp_op_table;
     t->capacity = 64;
     t->nodes = dp_alloc(sizeof *t->nodes * (size_t)t->capacity, "tape nodes");
-    if (!t->nodes) {
+    t->inputs = dp_alloc(sizeof *t->inputs * (size_t)t->capacity, "tape inputs");
+    if (!t->nodes || !t->inputs) {
+        free(t->nodes);
+        free(t->inputs);
         free(t);
         return NULL;
     }
@@ -59,6 +66,7 @@ void dp_tape_free(dp_tape_t *tape) {
     if (!tape) return;
     dp_arena_free(tape->own_arena);
     free(tape->labels);
+    free(tape->inputs);
     free(tape->nodes);
     free(tape);
 }
@@ -69,6 +77,8 @@ void dp_tape_reset(dp_tape_t *tape) {
 }
 
 int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
+
+size_t dp_tape_grad_bytes(const dp_tape_t *tape) { return tape->grad_bytes; }
 
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i) {
     DP_ASSERT(i >= 0 && i < tape->size);
@@ -127,6 +137,12 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
             return NULL;
         }
         tape->nodes = nodes;
+        dp_tensor_t *(*inputs)[3] = realloc(tape->inputs, sizeof *inputs * (size_t)capacity);
+        if (!inputs) {
+            dp_fail(DP_ERR_NOMEM, "out of memory growing the tape to %d nodes", capacity);
+            return NULL;
+        }
+        tape->inputs = inputs;
         tape->capacity = capacity;
     }
     dp_node_t *node = dp_arena_alloc(tape->nodes_arena, sizeof *node);
@@ -138,8 +154,14 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
     node->in[1] = b;
     node->in[2] = c;
     node->labels = labels;
+    int requests; /* the deferred gradients asked for so far: this node's come after them */
+    dp_arena_deferred(tape->arena, &requests);
     dp_status_t status = tape->profiler ? forward_profiled(tape, node) : tape->ops[kind].forward(node, tape->arena);
     if (status != DP_OK) return NULL;
+    dp_arena_deferred_tag(tape->arena, requests, tape->size);
+    tape->inputs[tape->size][0] = a;
+    tape->inputs[tape->size][1] = b;
+    tape->inputs[tape->size][2] = c;
     tape->nodes[tape->size++] = node;
     return &node->out;
 }
@@ -152,6 +174,9 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
         return dp_fail(DP_ERR_SHAPE, "backward: the loss must be a scalar, found %zu values",
                        dp_tensor_numel(loss));
     if (!loss->grad) return DP_OK; /* nothing requires a gradient */
+    /* deferred activation gradients get their memory now, the loss's included */
+    DP_TRY(dp_grad_plan_apply(tape->arena, tape->nodes, (dp_tensor_t *const(*)[3])tape->inputs, tape->size,
+                              &tape->grad_bytes));
     const float one = 1.0f;
     if (tape->backend) tape->backend->upload(tape->backend->ctx, loss->grad, &one, sizeof one);
     else loss->grad[0] = one;

@@ -121,6 +121,20 @@ void dp_trainer_free(dp_trainer_t *t) {
 }
 
 /* The strategy for a configuration (parallel.h). */
+/* Activation gradients placed by liveness (grad_plan.h), the default;
+ * DPTRAIN_GRAD_LIVENESS=off gives each its own memory for the whole step,
+ * as before (the benchmarks' A/B). *on: 1 or 0; another value is refused. */
+static dp_status_t grad_liveness(int *on) {
+    const char *env = getenv("DPTRAIN_GRAD_LIVENESS");
+    *on = 1;
+    if (!env || !*env || !strcmp(env, "on") || !strcmp(env, "1")) return DP_OK;
+    if (!strcmp(env, "off") || !strcmp(env, "0")) {
+        *on = 0;
+        return DP_OK;
+    }
+    return dp_fail(DP_ERR_ARG, "DPTRAIN_GRAD_LIVENESS=%s: expected on or off", env);
+}
+
 static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, int ranks) {
     if (config->sync == DP_SYNC_PS) return &dp_sync_ps;
     int overlap = config->overlap && config->allreduce == DP_ALLREDUCE_CHUNKED;
@@ -138,6 +152,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (config->threads_per_device < 1)
         return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
                        config->threads_per_device);
+    int liveness;
+    DP_TRY(grad_liveness(&liveness));
     dp_status_t status = DP_ERR_NOMEM;
     dp_trainer_t *t = dp_alloc_zeroed(1, sizeof *t, "trainer");
     if (!t) return DP_ERR_NOMEM;
@@ -203,6 +219,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         r->params = be->alloc(be->ctx, param_bytes, "parameters");
         r->grads = be->alloc(be->ctx, sizeof(float) * (t->num_trainable + 1), "gradients");
         r->arena = dp_arena_new_on(be, (size_t)1 << 24);
+        if (r->arena) dp_arena_defer_grads(r->arena, liveness);
         r->tape = r->arena ? dp_tape_new_on(be, r->arena) : NULL;
         if (!r->host_params || !r->params || !r->grads || !r->tape) goto fail;
         if (config->profile_steps > 0) {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cli_grad_liveness.sh - activation gradients placed by liveness
+# (src/nn/grad_plan.c, the default) against each its own memory for the
+# whole step (DPTRAIN_GRAD_LIVENESS=off), end to end:
+# - on CPU devices (tiny_resnet: batch norm, residual joins with ReLU,
+#   dropout; 2 devices; and with --freeze stem,stem_bn): the checkpoints of
+#   2 epochs are byte for byte the same;
+# - on the CUDA emulator (builds with CUDA): cuda:0 with step graphs,
+#   --channels-last on with --precision bf16 (converted copies of inputs
+#   whose gradients the plan places too), and 2 emulated GPUs summing with
+#   NCCL: the same bits on and off; and the peak of device memory (the
+#   metrics' device_mem_peak_bytes) of tiny_resnet at batch 512 is lower on
+#   (both figures printed);
+# - DPTRAIN_GRAD_LIVENESS=maybe is refused in one line naming it, with a
+#   non-zero exit and no checkpoint or metrics written.
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+small_data "$tmp/data" 192 16
+common=(train --data "$tmp/data" --batch-size 32 --lr 0.05 --seed 5 --model "$src/tests/models/tiny_resnet.cfg" --quiet)
+
+# run NAME MODE ARGS...: a run with DPTRAIN_GRAD_LIVENESS=MODE saving $tmp/NAME.st and $tmp/NAME.jsonl
+run() {
+  local name=$1 mode=$2
+  shift 2
+  DPTRAIN_GRAD_LIVENESS=$mode "$bin" "${common[@]}" "$@" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" \
+    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+
+for freeze in none stem,stem_bn; do
+  args=(--epochs 2 --devices 2)
+  [[ $freeze != none ]] && args+=(--freeze "$freeze")
+  run "cpu-on-$freeze" on "${args[@]}"
+  run "cpu-off-$freeze" off "${args[@]}"
+  same_tensors "$tmp/cpu-on-$freeze.st" "$tmp/cpu-off-$freeze.st" && pass \
+    || fail "cpu, freeze $freeze: liveness on and off differ"
+done
+
+# a value it does not take: refused in one line naming the variable, nothing written
+DPTRAIN_GRAD_LIVENESS=maybe "$bin" "${common[@]}" --epochs 1 --save "$tmp/bad.st" --metrics "$tmp/bad.jsonl" \
+  >"$tmp/bad.out" 2>&1 && fail "DPTRAIN_GRAD_LIVENESS=maybe accepted" || pass
+grep -q "DPTRAIN_GRAD_LIVENESS=maybe: expected on or off" "$tmp/bad.out" && pass || fail "bad value: $(cat "$tmp/bad.out")"
+[[ $(grep -c . "$tmp/bad.out") == 1 ]] && pass || fail "bad value: not one line: $(cat "$tmp/bad.out")"
+[[ ! -e $tmp/bad.st && ! -e $tmp/bad.jsonl ]] && pass || fail "bad value: a file was written"
+
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ -e $emu ]]; then
+  export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
+  small_data "$tmp/emu" 64 8
+  common=(train --data "$tmp/emu" --batch-size 16 --lr 0.05 --seed 5 --model "$src/tests/models/tiny_resnet.cfg"
+          --epochs 1) # not --quiet: the step graphs' line
+  for name in graph bf16-nhwc nccl; do
+    case $name in
+      graph) args=(--devices cuda:0 --cuda-graph on) ;;
+      bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
+      nccl) args=(--devices cuda:0,cuda:1) ;;
+    esac
+    run "emu-on-$name" on "${args[@]}"
+    run "emu-off-$name" off "${args[@]}"
+    same_tensors "$tmp/emu-on-$name.st" "$tmp/emu-off-$name.st" && pass || fail "emulator, $name: on and off differ"
+  done
+  grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/emu-on-graph.out" && pass \
+    || fail "no step graph: $(tail -2 "$tmp/emu-on-graph.out")"
+  # one step of 512 images: the step outgrows the arena's first block (16 MiB), with liveness by less
+  small_data "$tmp/mem" 512 16
+  for mode in on off; do
+    DPTRAIN_GRAD_LIVENESS=$mode "$bin" train --data "$tmp/mem" --batch-size 512 --limit 512 --epochs 1 --lr 0.05 \
+      --model "$src/tests/models/tiny_resnet.cfg" --devices cuda:0 --quiet --metrics "$tmp/mem-$mode.jsonl" \
+      >"$tmp/mem-$mode.out" 2>&1 && pass || fail "memory run $mode: $(tail -3 "$tmp/mem-$mode.out")"
+    eval "peak_$mode=$(json_field "$(tail -1 "$tmp/mem-$mode.jsonl")" device_mem_peak_bytes)"
+  done
+  echo "tiny_resnet, batch 512, one step on the emulator: device memory peak ${peak_on:-?} bytes with liveness, ${peak_off:-?} without"
+  [[ ${peak_on:-0} -gt 0 && ${peak_on:-0} -lt ${peak_off:-0} ]] && pass || fail "peak on ${peak_on:-?} not below off ${peak_off:-?}"
+else
+  echo "cli_grad_liveness: no CUDA emulator in this build (built without CUDA): CPU runs only"
+fi
+testing_finish cli_grad_liveness
