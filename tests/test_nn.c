@@ -1,6 +1,7 @@
 /* test_nn.c - models, the tape through a whole network, and the trainer:
  * parameter tables, initialisation statistics, build errors, whole networks
- * against PyTorch, the fused conv+ReLU, batch splitting, determinism, and
+ * against PyTorch, the fused conv+ReLU, the residual written in place,
+ * batch splitting, determinism, and
  * replicas staying identical (the optimizers: test_optim.c). */
 #include <math.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "dptrain/autograd.h"
 #include "dptrain/gemm.h"
+#include "dptrain/model_file.h"
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
 #include "dptrain/parallel.h"
@@ -207,6 +209,115 @@ static void test_fused_relu(void) {
     }
 }
 
+/* The residual written over a batch norm's output (ops.h: in_place, nn.c's
+ * residual_in_place): at the op, batch norm -> add (with and without its
+ * ReLU) gives the same output and gradients, bit for bit, in place as not;
+ * in a model, tiny_resnet's residual takes the memory of its batch norm
+ * input (block.bn2, the main path), and a residual whose inputs are no
+ * batch norm's output, or one read twice, takes its own. */
+static void test_residual_in_place(void) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 17);
+    const int xs[4] = {3, 4, 5, 5}, cs[1] = {4};
+    dp_tensor_t x = {0}, z = {0}, gamma = {0}, beta = {0};
+    dp_tensor_set_shape(&x, 4, xs);
+    dp_tensor_set_shape(&z, 4, xs);
+    dp_tensor_set_shape(&gamma, 1, cs);
+    dp_tensor_set_shape(&beta, 1, cs);
+    dp_tensor_t *ts[4] = {&x, &z, &gamma, &beta};
+    float *grads[2][4];
+    for (int i = 0; i < 4; i++) {
+        size_t n = dp_tensor_numel(ts[i]);
+        ts[i]->data = malloc(sizeof(float) * n);
+        for (size_t j = 0; j < n; j++) ts[i]->data[j] = (float)dp_rng_normal(&rng);
+    }
+    for (int relu = 0; relu < 2; relu++) {
+        float *outputs[2];
+        size_t out_n = 0;
+        const float *bn_data[2] = {NULL, NULL}, *add_data[2] = {NULL, NULL};
+        for (int pass = 0; pass < 2; pass++) { /* 0: its own memory, 1: in place */
+            dp_arena_t *arena = dp_arena_new(1 << 16);
+            dp_tape_t *tape = dp_tape_new(arena);
+            for (int i = 0; i < 4; i++) ts[i]->grad = grads[pass][i] = calloc(dp_tensor_numel(ts[i]), sizeof(float));
+            dp_op_attr_t bn = dp_op_attr_default(), add = dp_op_attr_default();
+            add.fuse_relu = relu;
+            add.in_place = pass;
+            dp_tensor_t *y = dp_tape_op(tape, DP_OP_BATCH_NORM, &bn, &x, &gamma, &beta, NULL);
+            dp_tensor_t *s = y ? dp_tape_op(tape, DP_OP_ADD, &add, y, &z, NULL, NULL) : NULL;
+            CHECK(s != NULL, "batch norm -> add: %s", dp_error_message());
+            if (!s) return;
+            bn_data[pass] = y->data;
+            add_data[pass] = s->data;
+            out_n = dp_tensor_numel(s);
+            outputs[pass] = malloc(sizeof(float) * out_n);
+            memcpy(outputs[pass], s->data, sizeof(float) * out_n);
+            dp_rng_t r;
+            dp_rng_seed(&r, 5);
+            for (size_t j = 0; j < out_n; j++) s->grad[j] = (float)dp_rng_normal(&r);
+            s->grad_unset = 0;
+            for (int i = dp_tape_size(tape) - 1; i >= 0; i--)
+                CHECK(dp_op_backward((dp_node_t *)dp_tape_node(tape, i), arena) == DP_OK, "%s", dp_error_message());
+            dp_tape_free(tape);
+            dp_arena_free(arena);
+        }
+        CHECK(add_data[1] == bn_data[1] && add_data[0] != bn_data[0], "relu %d: in place: the sum %s the batch "
+              "norm's memory; not in place: %s", relu, add_data[1] == bn_data[1] ? "takes" : "does not take",
+              add_data[0] != bn_data[0] ? "its own" : "the batch norm's");
+        CHECK(memcmp(outputs[0], outputs[1], sizeof(float) * out_n) == 0, "relu %d: in place, the sum differs", relu);
+        const char *names[4] = {"x", "z", "gamma", "beta"};
+        for (int i = 0; i < 4; i++) {
+            CHECK(memcmp(grads[0][i], grads[1][i], sizeof(float) * dp_tensor_numel(ts[i])) == 0,
+                  "relu %d: in place, the gradient of %s differs", relu, names[i]);
+            free(grads[0][i]);
+            free(grads[1][i]);
+        }
+        free(outputs[0]);
+        free(outputs[1]);
+    }
+    for (int i = 0; i < 4; i++) free(ts[i]->data);
+
+    /* in models: tiny_resnet's residual over block.bn2's output (its `other`), its shortcut conv untouched;
+     * every_layer's (a ReLU's output + a sigmoid's) in memory of its own */
+    const char *files[2] = {"models/tiny_resnet.cfg", "models/every_layer.cfg"};
+    for (int f = 0; f < 2; f++) {
+        dp_model_t *m = NULL;
+        CHECK(dp_model_load(testing_path(files[f]), &m) == DP_OK, "%s", dp_error_message());
+        if (!m) return;
+        float *params = malloc(sizeof(float) * dp_model_num_params(m));
+        float *g = calloc(dp_model_num_trainable(m) + 1, sizeof(float));
+        dp_model_init_params(m, params, &rng);
+        dp_arena_t *arena = dp_arena_new(1 << 20);
+        dp_tape_t *tape = dp_tape_new(arena);
+        const int shape[4] = {2, 1, 28, 28};
+        dp_tensor_t *in = dp_tape_tensor(tape, 4, shape), *logits;
+        in->data = calloc(2 * 784, sizeof(float));
+        for (int i = 0; i < 2 * 784; i++) in->data[i] = (float)dp_rng_normal(&rng);
+        CHECK(dp_model_forward(m, tape, params, g, in, &logits) == DP_OK, "%s", dp_error_message());
+        int adds = 0;
+        for (int i = 0; i < dp_tape_size(tape); i++) {
+            const dp_node_t *node = dp_tape_node(tape, i);
+            if (node->kind != DP_OP_ADD) continue;
+            adds++;
+            const dp_node_t *xn = NULL;
+            for (int j = 0; j < i; j++)
+                if (&dp_tape_node(tape, j)->out == node->in[0]) xn = dp_tape_node(tape, j);
+            if (f == 0)
+                CHECK(node->attr.in_place && xn && xn->kind == DP_OP_BATCH_NORM && node->out.data == xn->out.data,
+                      "%s: the residual is not written over its batch norm input", files[f]);
+            else
+                CHECK(!node->attr.in_place && node->out.data != node->in[0]->data &&
+                      node->out.data != node->in[1]->data, "%s: the residual is written in place", files[f]);
+        }
+        CHECK(adds == 1, "%s: %d adds", files[f], adds);
+        free(in->data);
+        dp_tape_free(tape);
+        dp_arena_free(arena);
+        free(params);
+        free(g);
+        dp_model_free(m);
+    }
+}
+
 static void test_split_batch(void) {
     int cases[][2] = {{256, 1}, {256, 2}, {257, 2}, {10, 3}, {3, 3}, {7, 5}, {100, 8}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -395,6 +506,7 @@ int main(void) {
     test_network_against_pytorch("lenet");
     test_network_against_pytorch("lenet-paddle");
     test_fused_relu();
+    test_residual_in_place();
     test_split_batch();
     test_trainer();
     return testing_finish("test_nn");

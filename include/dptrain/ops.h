@@ -67,6 +67,9 @@ typedef struct {
                               With data parallelism set it to the global batch's value */
     int fuse_relu;         /* conv, add, batch_norm: y = relu(...) in one pass (torch.relu after it);
                               conv_transpose: not supported (an error) */
+    int in_place;          /* add: y is written over x (in[0]), whose memory it takes, as torchvision's
+                              `out += identity`; the caller promises that nothing reads x's values after
+                              this op, backward included (a backend may still give y its own memory) */
     int output_padding[3]; /* conv_transpose: extra size on one side of each output dim,
                               in [0, max(stride, dilation)) as PyTorch */
     int training;          /* batch_norm, dropout: 1 = training behaviour, 0 = inference */

@@ -682,6 +682,18 @@ static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, dp_op_a
     }
 }
 
+/* A residual may write its sum over one of its inputs (ops.h: in_place),
+ * as torchvision's `out += identity` over bn3's output, when that input
+ * (output `over`; the other is output `other`) is the output of a batch
+ * norm that nothing else reads and that is not fused with a ReLU (whose
+ * backward would read it): batch norm's backward reads its input and
+ * statistics, never its output. */
+static int residual_in_place(const dp_model_t *m, int over, int other) {
+    if (over < 1 || over == other) return 0;
+    const layer_t *p = &m->layers[over - 1];
+    return p->kind == LAYER_BATCH_NORM && p->readers == 1;
+}
+
 /* Every layer in order: outs[0] is the input x, layer i writes outs[i + 1]
  * (a route or an inference-time dropout aliases its input; a conv or batch
  * norm fused with the ReLU after it writes the ReLU's output and leaves its own NULL). */
@@ -717,6 +729,13 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
             break;
         case LAYER_RESIDUAL:
             second = outs[l->other];
+            if (residual_in_place(m, l->input, l->other)) {
+                attr.in_place = 1;
+            } else if (residual_in_place(m, l->other, l->input)) { /* over the other: x + z = z + x, bit for bit */
+                attr.in_place = 1;
+                second = h;
+                h = outs[l->other];
+            }
             break;
         default:
             break;

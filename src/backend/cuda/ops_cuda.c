@@ -376,8 +376,13 @@ static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *ar
     if (!same_shape(x, z))
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
-    /* both inputs in x's layout (layout_cuda.c), each in its own format */
-    DP_TRY(dp_cuda_act_output(c, node, "add", x->ndim, x->shape, x->grad || z->grad, arena, same_layout(x)));
+    /* both inputs in x's layout (layout_cuda.c), each in its own format; in place over x when y's format is x's
+     * (the kernel reads each element before it writes it) */
+    dp_status_t over = DP_OK;
+    if (node->attr.in_place && dp_cuda_act_output_over(c, node, "add", node->in[0], x->grad || z->grad, arena, &over))
+        DP_TRY(over);
+    else
+        DP_TRY(dp_cuda_act_output(c, node, "add", x->ndim, x->shape, x->grad || z->grad, arena, same_layout(x)));
     return dp_cuda_launch(c, dp_cuda_add(c->stream, x->data, z->data, node->out.data, dp_tensor_numel(x),
                                          node->attr.fuse_relu, dp_cuda_bf16_bits(x, z, &node->out)),
                           "add");

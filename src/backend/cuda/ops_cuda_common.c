@@ -33,13 +33,14 @@ dp_status_t dp_cuda_op_bias_grad(dp_cuda_ctx_t *c, dp_arena_t *arena, const floa
 }
 
 /* Output data of `numel` values of elem_size bytes (and an unset grad of
- * numel floats when `want_grad`). */
+ * numel floats when `want_grad`); over: the data's memory (an input's, for
+ * an op written in place), NULL: from the arena. */
 static dp_status_t output_of(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
-                             dp_arena_t *arena, size_t elem_size) {
+                             dp_arena_t *arena, size_t elem_size, float *over) {
     dp_tensor_set_shape(&node->out, ndim, shape);
     node->out.layout = 0; /* NCHW; an op with an NHWC or bf16 output marks it after (layout_cuda.h) */
     size_t numel = dp_tensor_numel(&node->out);
-    node->out.data = dp_arena_alloc(arena, numel * elem_size);
+    node->out.data = over ? over : dp_arena_alloc(arena, numel * elem_size);
     node->out.grad = want_grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     node->saved = NULL;
     if (!node->out.data || (want_grad && !node->out.grad)) {
@@ -57,15 +58,24 @@ static dp_status_t output_of(dp_node_t *node, const char *op, int ndim, const in
 
 dp_status_t dp_cuda_output(dp_node_t *node, const char *op, int ndim, const int *shape, int want_grad,
                            dp_arena_t *arena) {
-    return output_of(node, op, ndim, shape, want_grad, arena, sizeof(float));
+    return output_of(node, op, ndim, shape, want_grad, arena, sizeof(float), NULL);
 }
 
 dp_status_t dp_cuda_act_output(const dp_cuda_ctx_t *c, dp_node_t *node, const char *op, int ndim, const int *shape,
                                int want_grad, dp_arena_t *arena, int layout) {
     const int bf16 = c->precision == DP_PRECISION_BF16 && ndim >= 3;
-    DP_TRY(output_of(node, op, ndim, shape, want_grad, arena, bf16 ? sizeof(uint16_t) : sizeof(float)));
+    DP_TRY(output_of(node, op, ndim, shape, want_grad, arena, bf16 ? sizeof(uint16_t) : sizeof(float), NULL));
     node->out.layout = layout | (bf16 ? DP_CUDA_BF16 : 0);
     return DP_OK;
+}
+
+int dp_cuda_act_output_over(const dp_cuda_ctx_t *c, dp_node_t *node, const char *op, dp_tensor_t *x, int want_grad,
+                            dp_arena_t *arena, dp_status_t *status) {
+    const int bf16 = c->precision == DP_PRECISION_BF16 && x->ndim >= 3;
+    if (bf16 != dp_cuda_is_bf16(x)) return 0; /* another format: its own memory */
+    *status = output_of(node, op, x->ndim, x->shape, want_grad, arena, 0, x->data);
+    node->out.layout = (dp_cuda_is_nhwc(x) ? DP_CUDA_NHWC : DP_CUDA_NCHW) | (bf16 ? DP_CUDA_BF16 : 0);
+    return 1;
 }
 
 /* *buf (of *have bytes) grown to at least `bytes`: the old one freed

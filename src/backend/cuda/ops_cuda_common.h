@@ -30,6 +30,11 @@ dp_status_t dp_cuda_output(dp_node_t *node, const char *op, int ndim, const int 
  * grad (when want_grad) floats either way. */
 dp_status_t dp_cuda_act_output(const dp_cuda_ctx_t *c, dp_node_t *node, const char *op, int ndim, const int *shape,
                                int want_grad, dp_arena_t *arena, int layout);
+/* The same over x's memory (an op written in place: ops.h's in_place), in
+ * x's shape and layout, when the output's format is x's: returns 1 and the
+ * status in *status; 0 (nothing done) when the formats differ. */
+int dp_cuda_act_output_over(const dp_cuda_ctx_t *c, dp_node_t *node, const char *op, dp_tensor_t *x, int want_grad,
+                            dp_arena_t *arena, dp_status_t *status);
 /* cuDNN's workspace of at least `bytes`. */
 dp_status_t dp_cuda_workspace(dp_cuda_ctx_t *c, size_t bytes);
 /* --precision bf16: the context's bf16 scratch, at least `values` bf16
