@@ -101,11 +101,13 @@ torch_run() {
   elif [[ $rc -eq 124 ]]; then ran="did not run (stopped after $compile_limit s)"
   else ran="did not run ($(tail -1 "$tmp/$label.err"))"; fi
 }
-# torch_peak LABEL: the peak GPU memory a PyTorch run printed ("n/a (no GPU)" on the CPU)
+# torch_peak LABEL: the peak GPU memory a PyTorch run printed, its tensors' and (after "reserved") what its
+# allocator took from the GPU, dptrain's figure's peer ("n/a (no GPU)" on the CPU)
 torch_peak() {
-  local b
+  local b r
   b=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes.*/\1/p' "$tmp/$1.out")
-  [[ -n "$b" ]] && mib "$b" || echo "n/a (no GPU)"
+  r=$(sed -nE 's/.*\(reserved ([0-9]+) bytes\).*/\1/p' "$tmp/$1.out")
+  if [[ -n "$b" ]]; then echo "$(mib "$b")${r:+, reserved $(mib "$r")}"; else echo "n/a (no GPU)"; fi
 }
 
 # --- LeNet ---

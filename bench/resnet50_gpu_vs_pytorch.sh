@@ -11,7 +11,8 @@
 # (bench/torch_resnet50_step.py: torchvision's resnet50, the same optimizer,
 # random images on the GPU): eager, channels_last + cudnn.benchmark and the
 # whole step as a CUDA graph, STEPS timed steps after 2 warm-up steps, with
-# torch.cuda.max_memory_allocated. FP32 (TF32 off on both sides), then bf16
+# torch.cuda.max_memory_allocated (its tensors) and max_memory_reserved
+# (what its allocator took from the GPU, the figure dptrain's compares with). FP32 (TF32 off on both sides), then bf16
 # (dptrain --precision bf16; PyTorch under autocast to bfloat16); each line
 # ends with dptrain against the fastest PyTorch variant. One run each: the
 # figures are for one GPU and this commit; the ratio is what to compare.
@@ -74,10 +75,12 @@ pytorch() {
   if [[ $1 == graph && $torch_device != cuda* ]]; then echo "n/a (no GPU)"; return; fi
   if "$py" "$here/torch_resnet50_step.py" --model "$torch_model" --batch "$batch" --steps "$steps" --warmup 2 \
        --device "$torch_device" --variant "$1" --precision "$2" >"$tmp/pt-$1-$2.out" 2>"$tmp/pt-$1-$2.err"; then
-    local ips peak
+    local ips peak reserved
     ips=$(sed -nE 's/.* ([0-9.]+) images\/s$/\1/p' "$tmp/pt-$1-$2.out")
-    peak=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes/\1/p' "$tmp/pt-$1-$2.out")
-    printf '%.0f images/sec (peak %s)\n' "$ips" "$([[ -n $peak ]] && mib "$peak" || echo 'n/a')"
+    peak=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes.*/\1/p' "$tmp/pt-$1-$2.out")
+    reserved=$(sed -nE 's/.*\(reserved ([0-9]+) bytes\).*/\1/p' "$tmp/pt-$1-$2.out")
+    printf '%.0f images/sec (peak %s%s)\n' "$ips" "$([[ -n $peak ]] && mib "$peak" || echo 'n/a')" \
+      "$([[ -n $reserved ]] && echo ", reserved $(mib "$reserved")")"
   else
     echo "did not run ($(tail -1 "$tmp/pt-$1-$2.err"))"
   fi

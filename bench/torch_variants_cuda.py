@@ -75,8 +75,10 @@ def capture(step, static_args, state, warmup=3):
 
 
 def report(dev):
-    """The device's name and the peak memory PyTorch's allocator handed out (torch.cuda.max_memory_allocated)."""
+    """The device's name, the peak memory PyTorch's allocator handed out to tensors
+    (torch.cuda.max_memory_allocated) and the most it held from the GPU (max_memory_reserved: its cache
+    included, what dptrain's figure, the memory its backend took from the GPU, compares with)."""
     if dev.type != "cuda":
         return "device: cpu; peak GPU memory: n/a (no GPU)"
     return (f"device: {torch.cuda.get_device_name(dev)}; peak GPU memory: "
-            f"{torch.cuda.max_memory_allocated(dev)} bytes")
+            f"{torch.cuda.max_memory_allocated(dev)} bytes (reserved {torch.cuda.max_memory_reserved(dev)} bytes)")
