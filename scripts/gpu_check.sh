@@ -19,8 +19,8 @@
 # LeNet and ResNet-18 steps with Nsight Compute when `ncu` is there (per
 # kernel name: total us, share, count), run LeNet under compute-sanitizer's
 # memcheck and synccheck when it is there, time ResNet-50 at ImageNet shape
-# (batch 256, FP32 and bf16) against PyTorch's fastest variants
-# (bench/resnet50_gpu_vs_pytorch.sh), and print one summary. torch.compile
+# (batch 256, FP32 and bf16) against PyTorch's fastest variants and profile
+# dptrain's FP32 step by op (bench/resnet50_gpu_vs_pytorch.sh), and print one summary. torch.compile
 # is left out of the benchmark unless DPTRAIN_GPU_CHECK_COMPILE=1: on the
 # H100 (2026-11-25) it was never PyTorch's fastest variant, and its four
 # compilations cost minutes of the 10 a command has. Exit 0 only when every
