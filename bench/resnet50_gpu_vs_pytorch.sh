@@ -113,20 +113,12 @@ done
 if (( steps >= 2 )) && "$bin" train --model "$model" --data "$tmp/data" --batch-size "$batch" --epochs 1 \
      --limit $((steps * batch)) --optimizer momentum --lr 0.01 --devices cuda:0 --transform squash \
      --profile-steps "1,$((steps - 1))" --quiet >"$tmp/dp-profile.out" 2>&1; then
-  awk '/^\[/ { conv = ($0 ~ /^\[conv\]/) } conv && /^name =/ { name = $3 } conv && /^size =/ { print name, $3 "x" $3 }' \
-    "$model" >"$tmp/kernels"
-  awk 'NR == FNR { k[$1] = $2; next }
-    $1 == "cuda:0" && $2 == "(step)" { step = $(NF - 1) }
-    $1 == "cuda:0" && $2 != "(step)" { what = $2 == "(outside" ? "(outside the layers)" : $3 " " $4
-      if ($3 ~ /^conv/) { split($2, l, "+"); what = $3 " " k[l[1]] " " $4 }
-      ms[what] += $(NF - 1) }
-    END { if (step > 0) for (w in ms) printf "%.1f ms %.1f%% %s\n", ms[w], 100 * ms[w] / step, w }' \
-    "$tmp/kernels" "$tmp/dp-profile.out" | sort -g -r >"$tmp/by-op"
+  "$here/profile_by_op.sh" "$model" "$tmp/dp-profile.out" cuda:0 >"$tmp/by-op"
   step_ms=$(awk '$1 == "cuda:0" && $2 == "(step)" { print $(NF - 1) }' "$tmp/dp-profile.out")
   echo "dptrain FP32 profile, batch $batch: ${step_ms:-?} ms a step; by op and direction (ms, share of the step):"
-  sed 's/^/  /' "$tmp/by-op" | head -16
-  echo "ResNet-50 FP32 profile ($batch a step, ${step_ms:-no} ms): $(head -3 "$tmp/by-op" | awk '{ ms = $1; share = $3
-    $1 = $2 = $3 = ""; sub(/^ +/, ""); printf "%s%s %s ms (%s)", (NR > 1 ? "; " : ""), $0, ms, share }')"
+  awk -F'\t' '{ printf "  %.1f ms %.1f%% %s\n", $1, $2, $3 }' "$tmp/by-op" | head -16
+  echo "ResNet-50 FP32 profile ($batch a step, ${step_ms:-no} ms): $(head -3 "$tmp/by-op" | awk -F'\t' '{
+    printf "%s%s %.1f ms (%.1f%%)", (NR > 1 ? "; " : ""), $3, $1, $2 }')"
 else
   echo "ResNet-50 FP32 profile: not taken ($( (( steps >= 2 )) && tail -1 "$tmp/dp-profile.out" || echo "fewer than 2 steps"))"
 fi

@@ -107,16 +107,7 @@ printf '  peak RSS over %d steps: dptrain %.0f MiB (gradients each their own: %.
   $((warmup + steps)) "$(awk -v k="$rss_on" 'BEGIN { print k / 1024 }')" "$(awk -v k="$rss_off" 'BEGIN { print k / 1024 }')" \
   "$(awk -v k="$rss_pt" 'BEGIN { print k / 1024 }')" "$(awk -v a="$rss_on" -v b="$rss_pt" 'BEGIN { printf "%.2f", a / b }')"
 echo "dptrain's profile (run $runs, device cpu:0), by op and direction (convolutions by kernel size):"
-# the kernel size of each conv layer, from the model file: "NAME KxK"
-awk '/^\[/ { conv = ($0 ~ /^\[conv\]/) } conv && /^name =/ { name = $3 } conv && /^size =/ { print name, $3 "x" $3 }' \
-  "$here/../models/$model-imagenet.cfg" >"$tmp/kernels"
-awk 'NR == FNR { k[$1] = $2; next }
-  $1 == "cpu:0" && $2 == "(step)" { step = $(NF - 1) }
-  $1 == "cpu:0" && $2 != "(step)" { what = $2 == "(outside" ? "(outside the layers)" : $3 " " $4
-    if ($3 ~ /^conv/) { split($2, l, "+"); what = $3 " " k[l[1]] " " $4 }
-    ms[what] += $(NF - 1) }
-  END { for (w in ms) printf "  %9.1f ms %5.1f%%  %s\n", ms[w], 100 * ms[w] / step, w }' \
-  "$tmp/kernels" "$tmp/dp.$runs" \
-  | sort -g -r | head -14
+"$here/profile_by_op.sh" "$here/../models/$model-imagenet.cfg" "$tmp/dp.$runs" cpu:0 \
+  | awk -F'\t' '{ printf "  %9.1f ms %5.1f%%  %s\n", $1, $2, $3 }' | head -14
 echo "its largest rows:"
 awk '$1 == "cpu:0" && $2 != "(step)"' "$tmp/dp.$runs" | sort -k5 -g -r | head -12
