@@ -82,11 +82,18 @@ static size_t step_bytes(void) {
     return total;
 }
 
+/* An arena of 4096 bytes at first on the counting backend *be (over *c). */
+static dp_arena_t *counted_arena(counter_t *c, dp_backend_t *be) {
+    *be = (dp_backend_t){.name = "counted", .ctx = c, .alloc = counted_alloc, .free = counted_free};
+    dp_arena_t *arena = dp_arena_new_on(be, 4096);
+    CHECK(arena != NULL, "dp_arena_new_on");
+    return arena;
+}
+
 static void test_device_arena(void) {
     counter_t c = {0};
-    dp_backend_t be = {.name = "counted", .ctx = &c, .alloc = counted_alloc, .free = counted_free};
-    dp_arena_t *arena = dp_arena_new_on(&be, 4096);
-    CHECK(arena != NULL, "dp_arena_new_on");
+    dp_backend_t be;
+    dp_arena_t *arena = counted_arena(&c, &be);
     if (!arena) return;
     unsigned char *got[STEP_COUNT];
     dp_arena_reset(arena);
@@ -156,9 +163,8 @@ static void test_host_arena(void) {
  * twice the step, ends within 1.3x. */
 static void test_chain_growth(void) {
     counter_t c = {0};
-    dp_backend_t be = {.name = "counted", .ctx = &c, .alloc = counted_alloc, .free = counted_free};
-    dp_arena_t *arena = dp_arena_new_on(&be, 4096);
-    CHECK(arena != NULL, "dp_arena_new_on");
+    dp_backend_t be;
+    dp_arena_t *arena = counted_arena(&c, &be);
     if (!arena) return;
     const size_t count = 4200, step = count * 1024; /* 4096 * 2^10 = 4,194,304 bytes, and a little more */
     int ok = 1;

@@ -147,6 +147,21 @@ static void test_network_against_pytorch(const char *name) {
 
 /* conv with fuse_relu must equal conv followed by the relu op, outputs and
  * every gradient, to the last bit: the same sums in the same order. */
+/* A copy of y's values (*n of them), then backward over the whole tape
+ * from sum(y * r) with a fixed r (seed 5): y's gradient seeded by hand. */
+static float *output_then_backward(dp_tape_t *tape, dp_arena_t *arena, dp_tensor_t *y, size_t *n) {
+    *n = dp_tensor_numel(y);
+    float *out = malloc(sizeof(float) * *n);
+    memcpy(out, y->data, sizeof(float) * *n);
+    dp_rng_t r;
+    dp_rng_seed(&r, 5);
+    for (size_t j = 0; j < *n; j++) y->grad[j] = (float)dp_rng_normal(&r);
+    y->grad_unset = 0; /* written whole */
+    for (int i = dp_tape_size(tape) - 1; i >= 0; i--)
+        CHECK(dp_op_backward((dp_node_t *)dp_tape_node(tape, i), arena) == DP_OK, "%s", dp_error_message());
+    return out;
+}
+
 static void test_fused_relu(void) {
     dp_rng_t rng;
     dp_rng_seed(&rng, 99);
@@ -182,16 +197,7 @@ static void test_fused_relu(void) {
             attr.fuse_relu = pass == 0;
             dp_tensor_t *y = dp_tape_op(tape, DP_OP_CONV, &attr, &x, &w, &b, NULL);
             if (pass == 1) y = dp_tape_op(tape, DP_OP_RELU, NULL, y, NULL, NULL, NULL);
-            out_n = dp_tensor_numel(y);
-            outputs[pass] = malloc(sizeof(float) * out_n);
-            memcpy(outputs[pass], y->data, sizeof(float) * out_n);
-            /* backward from sum(y * r) with a fixed r: seed out.grad by hand */
-            dp_rng_t r;
-            dp_rng_seed(&r, 5);
-            for (size_t j = 0; j < out_n; j++) y->grad[j] = (float)dp_rng_normal(&r);
-            y->grad_unset = 0; /* written whole */
-            for (int i = dp_tape_size(tape) - 1; i >= 0; i--)
-                CHECK(dp_op_backward((dp_node_t *)dp_tape_node(tape, i), arena) == DP_OK, "%s", dp_error_message());
+            outputs[pass] = output_then_backward(tape, arena, y, &out_n);
         }
         CHECK(memcmp(outputs[0], outputs[1], sizeof(float) * out_n) == 0, "config %zu: fused output differs", c);
         for (int i = 0; i < 3; i++)
@@ -248,15 +254,7 @@ static void test_residual_in_place(void) {
             if (!s) return;
             bn_data[pass] = y->data;
             add_data[pass] = s->data;
-            out_n = dp_tensor_numel(s);
-            outputs[pass] = malloc(sizeof(float) * out_n);
-            memcpy(outputs[pass], s->data, sizeof(float) * out_n);
-            dp_rng_t r;
-            dp_rng_seed(&r, 5);
-            for (size_t j = 0; j < out_n; j++) s->grad[j] = (float)dp_rng_normal(&r);
-            s->grad_unset = 0;
-            for (int i = dp_tape_size(tape) - 1; i >= 0; i--)
-                CHECK(dp_op_backward((dp_node_t *)dp_tape_node(tape, i), arena) == DP_OK, "%s", dp_error_message());
+            outputs[pass] = output_then_backward(tape, arena, s, &out_n);
             dp_tape_free(tape);
             dp_arena_free(arena);
         }

@@ -185,7 +185,6 @@ float *dp_arena_zeros(dp_arena_t *arena, size_t count) {
     return p;
 }
 
-
 /* --- Deferred gradient buffers ---------------------------------------------
  * Placeholders are addresses from PLACEHOLDER_BASE up: above 2^52, beyond
  * any user address of x86-64 (non-canonical: a load faults) and of arm64's

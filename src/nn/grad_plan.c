@@ -1,7 +1,6 @@
 /* grad_plan.c - activation gradients placed by liveness (grad_plan.h). */
 #include "grad_plan.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 
 /* A request's span: the first and last node that names it. */

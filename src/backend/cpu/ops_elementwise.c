@@ -143,10 +143,10 @@ dp_status_t dp_add_forward(dp_node_t *node, dp_arena_t *arena) {
     if (node->attr.in_place) { /* y over x: each element read before it is written */
         dp_tensor_set_shape(&node->out, x->ndim, x->shape);
         node->out.data = x->data;
+        node->out.grad = NULL;
         node->saved = NULL;
         if ((x->grad || z->grad) && !dp_grad_alloc(arena, &node->out, dp_tensor_numel(x)))
             return dp_fail(DP_ERR_NOMEM, "add: out of arena memory for a gradient of %zu floats", dp_tensor_numel(x));
-        if (!(x->grad || z->grad)) node->out.grad = NULL;
     } else {
         DP_TRY(elementwise_output(node, "add", x->grad || z->grad, arena));
     }

@@ -181,7 +181,6 @@ static void plan_destroy(conv_plan_t *p) {
     *p = (conv_plan_t){0};
 }
 
-/* The tensors' and filter's data type for a precision: bf16 or float. */
 /* The convolution descriptor's math type per --precision (plan_make). */
 static cudnnMathType_t conv_math(int precision) {
     return precision == DP_PRECISION_FP32 ? CUDNN_FMA_MATH
@@ -189,6 +188,7 @@ static cudnnMathType_t conv_math(int precision) {
                                             : CUDNN_DEFAULT_MATH;
 }
 
+/* The tensors' and filter's data type for a precision: bf16 or float. */
 static cudnnDataType_t data_type(int precision) {
     return precision == DP_PRECISION_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
