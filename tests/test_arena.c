@@ -6,7 +6,9 @@
  * block leaves an empty arena that grows again. The first step's chain
  * stays within 1.3x its step, and within 1 MiB of it when its requests are
  * large ones (a network's layer outputs), the smaller between them, whose
- * bytes stay intact. Host arenas alike: every
+ * bytes stay intact. On a backend that lends a range growing in place, the
+ * arena is that range: it commits as steps grow, never chains, frees
+ * nothing at a reset, and gives the range back at the end. Host arenas alike: every
  * allocation keeps its bytes until the reset. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -212,10 +214,132 @@ static void test_large_requests(void) {
     dp_arena_free(arena);
 }
 
+/* --- A backend whose arena is one range growing in place (backend.h) ----- */
+
+static void counted_free_plain(void *ctx, void *ptr) {
+    (void)ctx;
+    free(ptr);
+}
+
+static void *refused_reserve(void *ctx, size_t *bytes) {
+    (void)ctx;
+    (void)bytes;
+    return NULL;
+}
+
+#define RANGE_BYTES ((size_t)8 << 20)
+#define GRANULE ((size_t)65536)
+
+typedef struct {
+    unsigned char *range; /* RANGE_BYTES, as host memory */
+    size_t committed, peak;
+    int reserves, commits, releases, allocs, refuse_commit;
+} ranged_t;
+
+static void *ranged_reserve(void *ctx, size_t *bytes) {
+    ranged_t *r = ctx;
+    r->reserves++;
+    if (!(r->range = aligned_alloc(GRANULE, RANGE_BYTES))) return NULL;
+    *bytes = RANGE_BYTES;
+    return r->range;
+}
+
+static size_t ranged_commit(void *ctx, void *base, size_t committed, size_t bytes, const char *what) {
+    ranged_t *r = ctx;
+    (void)what;
+    CHECK(base == r->range && committed == r->committed, "commit: the range at %zu bytes, told %zu", r->committed,
+          committed);
+    CHECK(bytes > committed && bytes <= RANGE_BYTES, "commit of %zu bytes (committed %zu, range %zu)", bytes,
+          committed, RANGE_BYTES);
+    if (r->refuse_commit) {
+        dp_fail(DP_ERR_NOMEM, "out of memory (refused)");
+        return 0;
+    }
+    r->commits++;
+    r->committed = (bytes + GRANULE - 1) / GRANULE * GRANULE;
+    if (r->committed > r->peak) r->peak = r->committed;
+    return r->committed;
+}
+
+static void ranged_release(void *ctx, void *base, size_t bytes) {
+    ranged_t *r = ctx;
+    CHECK(base == r->range && bytes == RANGE_BYTES, "release of another range");
+    free(r->range);
+    r->range = NULL;
+    r->committed = 0;
+    r->releases++;
+}
+
+static void *ranged_alloc(void *ctx, size_t bytes, const char *what) {
+    ranged_t *r = ctx;
+    (void)what;
+    r->allocs++;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+/* A step arena on a range: the first step commits as it goes, and nothing
+ * else (no block from alloc, no chain); the reset keeps it; later steps of
+ * the same size commit nothing; a step past the range fails with the error
+ * set, and so does one whose commit is refused, the arena still usable
+ * after; dp_arena_free gives the range back. */
+static void test_range_arena(void) {
+    ranged_t r = {0};
+    dp_backend_t be = {.name = "ranged", .ctx = &r, .alloc = ranged_alloc, .free = counted_free_plain,
+                       .reserve = ranged_reserve, .commit = ranged_commit, .release = ranged_release};
+    dp_arena_t *arena = dp_arena_new_on(&be, 4096);
+    CHECK(arena != NULL && r.reserves == 1 && r.committed == GRANULE, "the arena's range (%d reserves, %zu committed)",
+          r.reserves, r.committed);
+    if (!arena) return;
+    unsigned char *got[STEP_COUNT];
+    for (int step = 0; step < 3; step++) {
+        CHECK(run_step(arena, got), "range step %d", step + 1);
+        check_step(got, "range step");
+        CHECK(got[0] == r.range, "range step %d: the first allocation is not the range's start", step + 1);
+        for (size_t i = 1; i < STEP_COUNT; i++)
+            CHECK(got[i] == got[i - 1] + (step_sizes[i - 1] + 63) / 64 * 64, "range step %d: allocation %zu is not "
+                  "next to the one before", step + 1, i);
+        const int commits = r.commits;
+        dp_arena_reset(arena);
+        CHECK(r.commits == commits && r.releases == 0, "the reset committed or released");
+    }
+    CHECK(r.allocs == 0, "%d blocks from alloc beside the range", r.allocs);
+    const size_t held = (step_bytes() + GRANULE - 1) / GRANULE * GRANULE;
+    CHECK(r.committed == held, "the range holds %zu bytes for a step of %zu (expected %zu)", r.committed, step_bytes(),
+          held);
+    const int commits = r.commits;
+    CHECK(run_step(arena, got) && r.commits == commits, "a later step committed");
+    dp_arena_reset(arena);
+    /* past the range: the error names it; a refused commit: NULL; the arena goes on */
+    CHECK(dp_arena_alloc(arena, RANGE_BYTES + 64) == NULL, "an allocation past the range");
+    CHECK(strstr(dp_error_message(), "address space") != NULL, "past the range: %s", dp_error_message());
+    dp_arena_reset(arena);
+    r.refuse_commit = 1;
+    CHECK(dp_arena_alloc(arena, 2 * held) == NULL, "a refused commit gives no memory");
+    r.refuse_commit = 0;
+    dp_arena_reset(arena);
+    CHECK(run_step(arena, got), "the step after a refused commit");
+    check_step(got, "after a refused commit");
+    dp_arena_free(arena);
+    CHECK(r.releases == 1 && r.range == NULL, "dp_arena_free released %d ranges", r.releases);
+
+    /* no range to be had: the arena chains blocks from alloc */
+    ranged_t none = {0};
+    be.ctx = &none;
+    be.reserve = refused_reserve;
+    arena = dp_arena_new_on(&be, 4096);
+    CHECK(arena != NULL && none.allocs == 1, "without a range: a block from alloc (%d)", none.allocs);
+    if (arena) {
+        CHECK(run_step(arena, got), "a step without a range");
+        check_step(got, "without a range");
+        dp_arena_free(arena);
+    }
+}
+
 int main(void) {
     test_device_arena();
     test_chain_growth();
     test_large_requests();
+    test_range_arena();
     test_host_arena();
     return testing_finish("test_arena");
 }

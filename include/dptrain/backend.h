@@ -71,6 +71,21 @@ struct dp_backend {
      * (DP_ERR_NOMEM) naming `what` when it runs out. */
     void *(*alloc)(void *ctx, size_t bytes, const char *what);
     void (*free)(void *ctx, void *ptr); /* NULL is a no-op */
+    /* Optional, all three or none (NULL: a step arena chains blocks from
+     * alloc): one address range that grows in place, so that a step arena
+     * is one block however far a step goes, with no block's unused end and
+     * every allocation adjacent to the next (tensor.h).
+     * reserve: an address range of *bytes (the backend's size: as much as a
+     *   step could use), none of it usable yet; NULL when none can be had
+     *   (no error set: the arena chains blocks instead).
+     * commit: makes the range's first `bytes` usable, of which the first
+     *   `committed` already were (and keep their contents); returns the
+     *   bytes usable now (`bytes` rounded up to the backend's granule), 0
+     *   with the error set (DP_ERR_NOMEM) naming `what` when memory runs out.
+     * release: gives back the range and everything committed in it. */
+    void *(*reserve)(void *ctx, size_t *bytes);
+    size_t (*commit)(void *ctx, void *base, size_t committed, size_t bytes, const char *what);
+    void (*release)(void *ctx, void *base, size_t bytes);
     void (*zero)(void *ctx, void *dst, size_t bytes);
     void (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);   /* host -> device */
     void (*download)(void *ctx, void *host_dst, const void *src, size_t bytes); /* device -> host */

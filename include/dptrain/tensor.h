@@ -91,17 +91,20 @@ const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
 
 /* --- The step arena ------------------------------------------------------
  * A bump allocator. Allocations are 64-byte aligned and live until the
- * next dp_arena_reset. When a step outgrows the current block the arena
- * chains another, a quarter of what the step holds so far (or the request,
- * when larger): a chain holds about 1.25x its step at most, plus what the
- * blocks' ends leave unused. The reset after such a step frees the chain and makes
- * one block of the most any step used, so steady-state steps allocate
- * nothing.
+ * next dp_arena_reset. On a backend that lends a range growing in place
+ * (backend.h reserve: the CPU's) the arena is that one range, committed as
+ * far as the largest step went: it never chains, and what it holds is what
+ * the steps used (rounded to the backend's granule). Otherwise, when a step
+ * outgrows the current block the arena chains more: a request of 1 MiB or
+ * more gets a block of its own size, smaller ones a block of a quarter of
+ * what the step holds so far (at most 4 MiB). The reset after such a step
+ * frees the chain and makes one block of the most any step used, so
+ * steady-state steps allocate nothing.
  *
  * An arena's memory belongs to a backend (backend.h): dp_arena_new's is host
- * memory; dp_arena_new_on's comes from the backend's alloc, so it is device
- * memory that only the backend's own functions (its ops, copies) may touch.
- * The bookkeeping is host memory either way. */
+ * memory; dp_arena_new_on's comes from the backend's alloc (or its range),
+ * so it is device memory that only the backend's own functions (its ops,
+ * copies) may touch. The bookkeeping is host memory either way. */
 
 dp_arena_t *dp_arena_new(size_t initial_bytes);
 /* An arena of `backend`'s memory (NULL: host memory, as dp_arena_new). */

@@ -82,6 +82,10 @@ struct dp_arena {
     dp_grad_request_t *requests; /* (requests_capacity) */
     int num_requests, requests_capacity;
     size_t requested_bytes; /* the placeholder range handed out */
+    /* a range that grows in place (backend.h reserve): the one block, of range_bytes' address space, its size
+     * the bytes committed; it never chains. NULL: blocks from alloc. */
+    unsigned char *range;
+    size_t range_bytes;
 };
 
 static arena_block_t *block_new(const dp_backend_t *backend, size_t size) {
@@ -100,10 +104,34 @@ static arena_block_t *block_new(const dp_backend_t *backend, size_t size) {
 
 dp_arena_t *dp_arena_new(size_t initial_bytes) { return dp_arena_new_on(NULL, initial_bytes); }
 
+/* The arena as one range that grows in place, its first initial_bytes
+ * committed; 0 (nothing changed) when the backend has none to give. */
+static int range_new(dp_arena_t *a, size_t initial_bytes) {
+    const dp_backend_t *be = a->backend;
+    if (!be || !be->reserve || !be->commit || !be->release) return 0;
+    size_t bytes = 0;
+    unsigned char *range = be->reserve(be->ctx, &bytes);
+    if (!range) return 0;
+    arena_block_t *b = dp_alloc_zeroed(1, sizeof *b, "arena block");
+    size_t committed = b && bytes >= initial_bytes ? be->commit(be->ctx, range, 0, initial_bytes, "arena memory") : 0;
+    if (!committed) {
+        be->release(be->ctx, range, bytes);
+        free(b);
+        return 0;
+    }
+    b->base = range;
+    b->size = committed;
+    a->head = b;
+    a->range = range;
+    a->range_bytes = bytes;
+    return 1;
+}
+
 dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes) {
     dp_arena_t *a = dp_alloc_zeroed(1, sizeof *a, "arena");
     if (!a) return NULL;
     a->backend = backend;
+    if (range_new(a, initial_bytes < 4096 ? 4096 : initial_bytes)) return a;
     a->head = block_new(backend, initial_bytes < 4096 ? 4096 : initial_bytes);
     if (!a->head) {
         free(a);
@@ -115,7 +143,7 @@ dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes) {
 static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
     while (b) {
         arena_block_t *next = b->next;
-        if (backend) backend->free(backend->ctx, b->base);
+        if (backend) backend->free(backend->ctx, b->base); /* never the range: it never chains */
         else free(b->base);
         free(b);
         b = next;
@@ -125,7 +153,12 @@ static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
 void dp_arena_free(dp_arena_t *arena) {
     if (!arena) return;
     free(arena->requests);
-    free_blocks(arena->backend, arena->head);
+    if (arena->range) {
+        arena->backend->release(arena->backend->ctx, arena->range, arena->range_bytes);
+        free(arena->head);
+    } else {
+        free_blocks(arena->backend, arena->head);
+    }
     dp_arena_free(arena->host);
     free(arena);
 }
@@ -167,7 +200,17 @@ void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes) {
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
     arena_block_t *b = arena->head;
-    if (b->base && b->size - b->used < rounded && rounded >= OWN_BLOCK) {
+    if (arena->range && b->size - b->used < rounded) { /* the range grows */
+        if (rounded > arena->range_bytes - b->used) {
+            dp_fail(DP_ERR_NOMEM, "out of memory: a step needs more than the %zu bytes of address space its arena "
+                    "has", arena->range_bytes);
+            return NULL;
+        }
+        size_t committed = arena->backend->commit(arena->backend->ctx, b->base, b->size, b->used + rounded,
+                                                  "arena memory");
+        if (!committed) return NULL;
+        b->size = committed;
+    } else if (b->base && b->size - b->used < rounded && rounded >= OWN_BLOCK) {
         /* a block of its own behind the head, which keeps its room for the smaller requests */
         arena_block_t *own = block_new(arena->backend, rounded);
         if (!own) return NULL;

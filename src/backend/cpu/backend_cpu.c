@@ -10,6 +10,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "conv_winograd.h"
 #include "kernels/kernels.h"
@@ -22,6 +24,39 @@ static void *cpu_alloc(void *ctx, size_t bytes, const char *what) {
 static void cpu_free(void *ctx, void *ptr) {
     (void)ctx;
     free(ptr);
+}
+
+/* The step arena's range: address space of the machine's memory size,
+ * inaccessible; committing makes it readable and writable (pages become
+ * resident as they are first written, as malloc's do). A system that
+ * refuses the range (strict overcommit) gets NULL: the arena chains. */
+#define COMMIT_GRANULE ((size_t)2 << 20)
+
+static void *cpu_reserve(void *ctx, size_t *bytes) {
+    (void)ctx;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return NULL;
+    size_t size = ((size_t)pages * (size_t)page + COMMIT_GRANULE - 1) / COMMIT_GRANULE * COMMIT_GRANULE;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *bytes = size;
+    return p;
+}
+
+static size_t cpu_commit(void *ctx, void *base, size_t committed, size_t bytes, const char *what) {
+    (void)ctx;
+    size_t to = (bytes + COMMIT_GRANULE - 1) / COMMIT_GRANULE * COMMIT_GRANULE;
+    if (to <= committed) return committed;
+    if (mprotect((unsigned char *)base + committed, to - committed, PROT_READ | PROT_WRITE) != 0) {
+        dp_fail(DP_ERR_NOMEM, "out of memory for %s (%zu bytes)", what, to);
+        return 0;
+    }
+    return to;
+}
+
+static void cpu_release(void *ctx, void *base, size_t bytes) {
+    (void)ctx;
+    if (base) munmap(base, bytes);
 }
 
 static void cpu_zero(void *ctx, void *dst, size_t bytes) {
@@ -99,6 +134,9 @@ static const dp_backend_t cpu_backend = {
     .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .reserve = cpu_reserve,
+    .commit = cpu_commit,
+    .release = cpu_release,
     .zero = cpu_zero,
     .upload = cpu_copy,
     .download = cpu_copy,

@@ -124,6 +124,10 @@ static void staged_init(void) {
     staged_backend.optimizer_upload = staged_optimizer_upload;
     staged_backend.optimizer_forget = staged_optimizer_forget;
     staged_backend.set_precision = NULL;
+    /* a step arena of blocks from alloc, as the CUDA backend's (no range growing in place) */
+    staged_backend.reserve = NULL;
+    staged_backend.commit = NULL;
+    staged_backend.release = NULL;
 }
 
 const dp_backend_t *dp_backend_cpu_staged(void) {
