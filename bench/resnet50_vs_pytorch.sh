@@ -90,8 +90,9 @@ printf '  wall: dptrain %.0f ms/step = %.1f images/s, pytorch %.0f ms/step = %.1
 printf '  CPU time: dptrain %.0f ms/step, pytorch %.0f ms/step, speed-up %.2fx\n' "$(median "${dp_cpu[@]}")" \
   "$(median "${pt_cpu[@]}")" "$(median "${cpu_ratios[@]}")"
 # peak memory: the resident set's high-water mark (getrusage's ru_maxrss of the one child) of a run of
-# WARMUP + STEPS steps: dptrain as made, dptrain with each activation gradient its own memory for the whole
-# step (DPTRAIN_GRAD_LIVENESS=off: as before gradients were placed by liveness), and PyTorch
+# WARMUP + STEPS steps: dptrain as made (activation gradients placed over the activations backward is done
+# with), with them apart from the activations (DPTRAIN_GRAD_LIVENESS=apart), with each its own memory for the
+# whole step (=off: as before gradients were placed by liveness), and PyTorch
 peak_rss() { # COMMAND...: its peak RSS in KiB, -1 when it failed
   /usr/bin/python3 -c 'import resource, subprocess, sys
 ok = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
@@ -100,11 +101,13 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if ok else -1)' "$@
 dp_args=(train --model "$here/../models/$model-imagenet.cfg" --data "$tmp/data" --batch-size $batch --epochs 1
          --limit $(((warmup + steps) * batch)) --optimizer momentum --lr 0.01 --devices "$devices" --quiet)
 rss_on=$(peak_rss "$bin" "${dp_args[@]}")
+rss_apart=$(peak_rss env DPTRAIN_GRAD_LIVENESS=apart "$bin" "${dp_args[@]}")
 rss_off=$(peak_rss env DPTRAIN_GRAD_LIVENESS=off "$bin" "${dp_args[@]}")
 rss_pt=$(OMP_NUM_THREADS=$devices peak_rss /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
            --batch $batch --steps "$steps" --warmup $warmup --threads "$devices")
-printf '  peak RSS over %d steps: dptrain %.0f MiB (gradients each their own: %.0f MiB), pytorch %.0f MiB: %.2fx pytorch'"'"'s\n' \
-  $((warmup + steps)) "$(awk -v k="$rss_on" 'BEGIN { print k / 1024 }')" "$(awk -v k="$rss_off" 'BEGIN { print k / 1024 }')" \
+printf '  peak RSS over %d steps: dptrain %.0f MiB (gradients apart from the activations: %.0f MiB, each their own: %.0f MiB), pytorch %.0f MiB: %.2fx pytorch'"'"'s\n' \
+  $((warmup + steps)) "$(awk -v k="$rss_on" 'BEGIN { print k / 1024 }')" "$(awk -v k="$rss_apart" 'BEGIN { print k / 1024 }')" \
+  "$(awk -v k="$rss_off" 'BEGIN { print k / 1024 }')" \
   "$(awk -v k="$rss_pt" 'BEGIN { print k / 1024 }')" "$(awk -v a="$rss_on" -v b="$rss_pt" 'BEGIN { printf "%.2f", a / b }')"
 echo "dptrain's profile (run $runs, device cpu:0), by op and direction (convolutions by kernel size):"
 "$here/profile_by_op.sh" "$here/../models/$model-imagenet.cfg" "$tmp/dp.$runs" cpu:0 \

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # cli_grad_liveness.sh - activation gradients placed by liveness
-# (src/nn/grad_plan.c, the default) against each its own memory for the
-# whole step (DPTRAIN_GRAD_LIVENESS=off), end to end:
+# (src/nn/grad_plan.c), over the activations backward is done with (the
+# default) and apart from them (DPTRAIN_GRAD_LIVENESS=apart), against each
+# its own memory for the whole step (=off), end to end:
 # - on CPU devices (tiny_resnet: batch norm, residual joins with ReLU,
 #   dropout; 2 devices; and with --freeze stem,stem_bn): the checkpoints of
-#   2 epochs are byte for byte the same;
+#   2 epochs are byte for byte the same (on, apart and off);
 # - on the CUDA emulator (builds with CUDA): cuda:0 with step graphs,
 #   --channels-last on with --precision bf16 (converted copies of inputs
 #   whose gradients the plan places too), and 2 emulated GPUs summing with
-#   NCCL: the same bits on and off; and the peak of device memory (the
+#   NCCL: the same bits on, apart and off; and the peak of device memory (the
 #   metrics' device_mem_peak_bytes) of tiny_resnet at batch 512 is lower on
 #   (both figures printed);
 # - DPTRAIN_GRAD_LIVENESS=maybe is refused in one line naming it, with a
@@ -29,16 +30,17 @@ run() {
 for freeze in none stem,stem_bn; do
   args=(--epochs 2 --devices 2)
   [[ $freeze != none ]] && args+=(--freeze "$freeze")
-  run "cpu-on-$freeze" on "${args[@]}"
-  run "cpu-off-$freeze" off "${args[@]}"
-  same_tensors "$tmp/cpu-on-$freeze.st" "$tmp/cpu-off-$freeze.st" && pass \
-    || fail "cpu, freeze $freeze: liveness on and off differ"
+  for mode in on apart off; do run "cpu-$mode-$freeze" $mode "${args[@]}"; done
+  for mode in on apart; do
+    same_tensors "$tmp/cpu-$mode-$freeze.st" "$tmp/cpu-off-$freeze.st" && pass \
+      || fail "cpu, freeze $freeze: liveness $mode and off differ"
+  done
 done
 
 # a value it does not take: refused in one line naming the variable, nothing written
 DPTRAIN_GRAD_LIVENESS=maybe "$bin" "${common[@]}" --epochs 1 --save "$tmp/bad.st" --metrics "$tmp/bad.jsonl" \
   >"$tmp/bad.out" 2>&1 && fail "DPTRAIN_GRAD_LIVENESS=maybe accepted" || pass
-grep -q "DPTRAIN_GRAD_LIVENESS=maybe: expected on or off" "$tmp/bad.out" && pass || fail "bad value: $(cat "$tmp/bad.out")"
+grep -q "DPTRAIN_GRAD_LIVENESS=maybe: expected on, apart or off" "$tmp/bad.out" && pass || fail "bad value: $(cat "$tmp/bad.out")"
 [[ $(grep -c . "$tmp/bad.out") == 1 ]] && pass || fail "bad value: not one line: $(cat "$tmp/bad.out")"
 [[ ! -e $tmp/bad.st && ! -e $tmp/bad.jsonl ]] && pass || fail "bad value: a file was written"
 
@@ -54,9 +56,11 @@ if [[ -e $emu ]]; then
       bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
       nccl) args=(--devices cuda:0,cuda:1) ;;
     esac
-    run "emu-on-$name" on "${args[@]}"
-    run "emu-off-$name" off "${args[@]}"
-    same_tensors "$tmp/emu-on-$name.st" "$tmp/emu-off-$name.st" && pass || fail "emulator, $name: on and off differ"
+    for mode in on apart off; do run "emu-$mode-$name" $mode "${args[@]}"; done
+    for mode in on apart; do
+      same_tensors "$tmp/emu-$mode-$name.st" "$tmp/emu-off-$name.st" && pass \
+        || fail "emulator, $name: $mode and off differ"
+    done
   done
   grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/emu-on-graph.out" && pass \
     || fail "no step graph: $(tail -2 "$tmp/emu-on-graph.out")"

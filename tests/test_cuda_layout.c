@@ -99,12 +99,14 @@ typedef struct {
 } layout_result_t;
 
 /* defer: the activation gradients placed by liveness (grad_plan.h), the
- * converted copies' included */
+ * converted copies' included: 1 apart from the activations, 2 over those
+ * backward is done with (the arena records its forward allocations) */
 static void run_case(const layout_case_t *k, int channels_last, int defer, layout_result_t *res) {
     memset(res, 0, sizeof *res);
     CHECK(be->set_channels_last(be->ctx, channels_last) == DP_OK, "set_channels_last: %s", dp_error_message());
     dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
-    dp_arena_defer_grads(arena, defer);
+    dp_arena_defer_grads(arena, defer > 0);
+    dp_arena_record_forward(arena, defer == 2);
     dp_tape_t *tape = dp_tape_new_on(be, arena);
     dp_tensor_t x, w, b, p1, p2, z, w2, target;
     const int cin = k->in_c ? k->in_c : C, k2 = k->k2 ? k->k2 : 3, groups2 = k->groups2 ? k->groups2 : 1;
@@ -170,10 +172,11 @@ static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx"
 static int emulated;
 
 static void compare(const layout_case_t *k) {
-    layout_result_t off, on, placed;
+    layout_result_t off, on, placed, over;
     run_case(k, 0, 0, &off);
     run_case(k, 1, 0, &on);
     run_case(k, 1, 1, &placed);
+    run_case(k, 1, 2, &over);
     CHECK(off.conv_layout == DP_CUDA_NCHW && off.op_layout == DP_CUDA_NCHW, "%s: channels-last off: marks %d, %d",
           k->name, off.conv_layout, off.op_layout);
     CHECK(on.conv_layout == DP_CUDA_NHWC, "%s: channels-last on: the conv's output is not NHWC (%d)", k->name,
@@ -197,17 +200,22 @@ static void compare(const layout_case_t *k) {
                   (double)off.r[i][at]);
         }
         /* the gradients placed by liveness: the same kernels on the same values, other addresses */
-        if (placed.r[i]) {
-            size_t at = 0;
-            double v = emulated ? (memcmp(placed.r[i], on.r[i], sizeof(float) * on.n[i]) ? 2.0 : 0.0)
-                                : testing_max_violation(placed.r[i], on.r[i], on.n[i], 1e-5, 1e-6, &at);
-            CHECK(v <= 1.0, "%s: %s: channels-last on, gradients placed by liveness: differs%s", k->name,
-                  result_names[i], emulated ? " in bits" : " beyond the tolerance");
+        const layout_result_t *ways[2] = {&placed, &over};
+        for (int w = 0; w < 2; w++) {
+            const char *how = w ? "over the activations" : "apart";
+            if (ways[w]->r[i]) {
+                size_t at = 0;
+                double v = emulated ? (memcmp(ways[w]->r[i], on.r[i], sizeof(float) * on.n[i]) ? 2.0 : 0.0)
+                                    : testing_max_violation(ways[w]->r[i], on.r[i], on.n[i], 1e-5, 1e-6, &at);
+                CHECK(v <= 1.0, "%s: %s: channels-last on, gradients placed by liveness %s: differs%s", k->name,
+                      result_names[i], how, emulated ? " in bits" : " beyond the tolerance");
+            }
+            CHECK(ways[w]->r[i] != NULL, "%s: %s: no result with gradients placed by liveness %s", k->name,
+                  result_names[i], how);
+            free(ways[w]->r[i]);
         }
-        CHECK(placed.r[i] != NULL, "%s: %s: no result with gradients placed by liveness", k->name, result_names[i]);
         free(off.r[i]);
         free(on.r[i]);
-        free(placed.r[i]);
     }
     printf("  %-28s conv out %s, op out %s: %s bit for bit, the rest at worst %.3g of the tolerance\n", k->name,
            on.conv_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW", on.op_layout == DP_CUDA_NHWC ? "NHWC" : "NCHW",

@@ -8,7 +8,12 @@
  * placeholder is left in any tensor; two gradients alive at once in
  * backward (their spans of nodes meet) never share a byte; the region is
  * smaller than all requests together; and later steps of one shape repeat
- * every address (what a captured CUDA graph relies on). */
+ * every address (what a captured CUDA graph relies on). Both ways: the
+ * gradients apart from the activations, and over them (the arena records
+ * its forward allocations): there no gradient shares a byte with a layer
+ * output that backward still reads while the gradient is alive (the
+ * output of node n is read until n's backward), some are placed over
+ * outputs, and the region is no larger than apart. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,11 +122,17 @@ static void check_model(const char *file, const char *freeze) {
     dp_tape_free(tape);
     dp_arena_free(arena);
 
-    /* placed by liveness: three steps on one arena (the first grows it, the next two repeat) */
+    /* placed by liveness, apart from the activations and over them: three steps on one arena each (the first
+     * grows it, the next two repeat) */
+    size_t apart_region = 0;
+    for (int over = 0; over < 2; over++) {
     arena = dp_arena_new((size_t)1 << 16);
     dp_arena_defer_grads(arena, 1);
+    dp_arena_record_forward(arena, over);
     tape = dp_tape_new(arena);
     const float *addresses[2][512];
+    snprintf(what, sizeof what, "%s%s%s, %s", file, freeze ? " frozen " : "", freeze ? freeze : "",
+             over ? "over the activations" : "apart");
     for (int s = 0; s < 3; s++) {
         memcpy(params, init, sizeof(float) * np);
         const int nodes = step(m, tape, arena, params, planned, pixels, labels);
@@ -133,7 +144,7 @@ static void check_model(const char *file, const char *freeze) {
         const int count = collect_buffers(tape, b, 512);
         CHECK(count == plain_count, "%s: %d gradient buffers, the plain step had %d", what, count, plain_count);
         size_t region = dp_tape_grad_bytes(tape);
-        CHECK(region > 0 && region < plain_bytes, "%s: the region is %zu bytes, all gradients together %zu", what,
+        CHECK(region < plain_bytes, "%s: the region is %zu bytes, all gradients together %zu", what,
               region, plain_bytes);
         int placeholders = 0, shared = 0;
         for (int i = 0; i < count; i++) {
@@ -149,17 +160,38 @@ static void check_model(const char *file, const char *freeze) {
             }
         }
         CHECK(placeholders == 0, "%s: %d placeholders left after backward", what, placeholders);
+        int over_outputs = 0;
+        for (int i = 0; i < count; i++)
+            for (int n = 0; n < nodes; n++) { /* node n's output is read until n's backward: none alive after */
+                const dp_tensor_t *o = &dp_tape_node(tape, n)->out;
+                const uintptr_t a0 = (uintptr_t)b[i].grad, a1 = a0 + b[i].bytes;
+                const uintptr_t c0 = (uintptr_t)o->data, c1 = c0 + dp_tensor_numel(o) * sizeof(float);
+                if (!o->data || !(a0 < c1 && c0 < a1)) continue;
+                over_outputs++;
+                CHECK(b[i].last < n, "%s: step %d: the gradient of nodes %d-%d lies over node %d's output, which its "
+                      "backward still reads", what, s + 1, b[i].first, b[i].last, n);
+            }
+        const size_t reused = dp_tape_grad_reused_bytes(tape);
+        if (!over) CHECK(over_outputs == 0 && reused == 0, "%s: %d gradients over outputs, %zu bytes", what,
+                         over_outputs, reused);
+        else if (s > 0) CHECK(over_outputs > 0 && reused > 0, "%s: step %d placed nothing over the outputs", what,
+                              s + 1);
+        if (over && s > 0) CHECK(region <= apart_region, "%s: step %d: a region of %zu bytes, %zu apart", what, s + 1,
+                                 region, apart_region);
+        if (!over && s == 2) apart_region = region;
         CHECK(shared > 0, "%s: no two gradients share memory", what);
         if (s > 0)
             for (int i = 0; i < count && i < 512; i++) addresses[s - 1][i] = b[i].grad;
         if (s == 2)
             CHECK(memcmp(addresses[0], addresses[1], sizeof(float *) * (size_t)count) == 0,
                   "%s: steps 2 and 3 placed the gradients at different addresses", what);
-        if (s == 2) printf("%s: %d gradient buffers, %zu bytes each their own, %zu placed by liveness (%.2fx)\n", what,
-                           count, plain_bytes, region, (double)region / (double)plain_bytes);
+        if (s == 2) printf("%s: %d gradient buffers, %zu bytes each their own, a region of %zu (%.2fx), %zu placed "
+                           "over activations\n", what, count, plain_bytes, region, (double)region / (double)plain_bytes,
+                           dp_tape_grad_reused_bytes(tape));
     }
     dp_tape_free(tape);
     dp_arena_free(arena);
+    }
     free(init);
     free(params);
     free(plain);

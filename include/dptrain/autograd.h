@@ -48,7 +48,10 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
  * while backward continues on earlier layers. */
 typedef void (*dp_tape_hook_t)(void *ctx, int node_index, const dp_node_t *node);
 
-/* Backward from the scalar `loss` (the last recorded output). */
+/* Backward from the scalar `loss` (the last recorded output). On an arena
+ * that records its forward allocations (tensor.h) the activations'
+ * gradients may overwrite layer outputs and the loss as backward passes
+ * them: read those before. */
 dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
                              dp_tape_hook_t hook, void *hook_ctx);
 
@@ -57,6 +60,10 @@ int dp_tape_size(const dp_tape_t *tape);
 /* Bytes of the activation gradients' region the last backward placed
  * (an arena that defers gradients: tensor.h, grad_plan.h); 0 otherwise. */
 size_t dp_tape_grad_bytes(const dp_tape_t *tape);
+/* Of those gradients, the bytes placed over activations that backward was
+ * done with instead (an arena recording its forward allocations), counted
+ * once per placement; 0 otherwise. */
+size_t dp_tape_grad_reused_bytes(const dp_tape_t *tape);
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i);
 
 /* Profiling (profile.h): with a profiler (not owned; NULL: off, the

@@ -86,6 +86,31 @@ void dp_arena_deferred_clear(dp_arena_t *arena);
  * p's offset into it in *offset. */
 dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, size_t *offset);
 
+/* Forward allocations by node, so that gradients may take the memory of
+ * activations backward is done with (grad_plan.h). With recording on
+ * (dp_arena_record_forward), every allocation made while a node is set
+ * (dp_arena_forward_node: the tape sets the node whose forward runs, -1
+ * after it) is recorded with that node, in the order made; allocations
+ * made with no node set (the batch, backward's scratch) are not. Everything
+ * a node's forward allocates (its output, what it saves for its backward,
+ * its converted copies of inputs) is read only by that node's backward and
+ * by the backward of nodes after it, so it is dead once that node's
+ * backward has run: a caller that wants a layer output or the loss reads
+ * it before backward (the trainer counts its metrics first). The records
+ * last until the next reset; a record that cannot be made (no memory)
+ * only leaves its allocation unused by the plan. */
+typedef struct {
+    unsigned char *p; /* the allocation (64-byte aligned) */
+    size_t bytes;     /* its rounded size: allocations made one after another in a block are adjacent */
+    int node;
+    int block; /* the arena's block it lies in (a serial number): memory of two blocks is never one run */
+} dp_arena_record_t;
+
+void dp_arena_record_forward(dp_arena_t *arena, int on);
+int dp_arena_records_forward(const dp_arena_t *arena);
+void dp_arena_forward_node(dp_arena_t *arena, int node);
+const dp_arena_record_t *dp_arena_forward_records(const dp_arena_t *arena, int *count);
+
 /* Writes "[2, 3, 28, 28]" into buf. */
 const char *dp_tensor_shape_str(const dp_tensor_t *t, char *buf, size_t size);
 

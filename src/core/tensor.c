@@ -57,6 +57,7 @@ typedef struct arena_block {
     struct arena_block *next;
     size_t size, used;
     unsigned char *base; /* 64-byte aligned */
+    int serial;          /* which block since the arena was made: records in one block only are adjacent */
 } arena_block_t;
 
 /* A step that outgrows its block (the first step, or a bigger one): a
@@ -75,6 +76,7 @@ struct dp_arena {
     const dp_backend_t *backend; /* whose memory the blocks are; NULL: host */
     arena_block_t *head; /* the block requests come from; the chain's other blocks follow */
     size_t used_total;   /* bytes handed out since reset */
+    int blocks_made;
     size_t peak;
     dp_arena_t *host;    /* a device arena's host companion (dp_arena_host_alloc); NULL until used */
     /* deferred gradient buffers (tensor.h): requests since the reset */
@@ -82,6 +84,10 @@ struct dp_arena {
     dp_grad_request_t *requests; /* (requests_capacity) */
     int num_requests, requests_capacity;
     size_t requested_bytes; /* the placeholder range handed out */
+    /* forward allocations by node (tensor.h): since the reset */
+    int record_forward, forward_node;
+    dp_arena_record_t *records; /* (records_capacity) */
+    int num_records, records_capacity;
     /* a range that grows in place (backend.h reserve): the one block, of range_bytes' address space, its size
      * the bytes committed; it never chains. NULL: blocks from alloc. */
     unsigned char *range;
@@ -121,6 +127,7 @@ static int range_new(dp_arena_t *a, size_t initial_bytes) {
     }
     b->base = range;
     b->size = committed;
+    b->serial = a->blocks_made++;
     a->head = b;
     a->range = range;
     a->range_bytes = bytes;
@@ -131,12 +138,14 @@ dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes) {
     dp_arena_t *a = dp_alloc_zeroed(1, sizeof *a, "arena");
     if (!a) return NULL;
     a->backend = backend;
+    a->forward_node = -1;
     if (range_new(a, initial_bytes < 4096 ? 4096 : initial_bytes)) return a;
     a->head = block_new(backend, initial_bytes < 4096 ? 4096 : initial_bytes);
     if (!a->head) {
         free(a);
         return NULL;
     }
+    a->head->serial = a->blocks_made++;
     return a;
 }
 
@@ -153,6 +162,7 @@ static void free_blocks(const dp_backend_t *backend, arena_block_t *b) {
 void dp_arena_free(dp_arena_t *arena) {
     if (!arena) return;
     free(arena->requests);
+    free(arena->records);
     if (arena->range) {
         arena->backend->release(arena->backend->ctx, arena->range, arena->range_bytes);
         free(arena->head);
@@ -173,6 +183,7 @@ void dp_arena_free(dp_arena_t *arena) {
  * grows a chain again, failing where memory runs out as a step would. */
 static void merge_blocks(dp_arena_t *arena) {
     arena_block_t *keep = arena->head; /* its bookkeeping is reused */
+    keep->serial = arena->blocks_made++;
     free_blocks(arena->backend, keep->next);
     keep->next = NULL;
     if (arena->backend) arena->backend->free(arena->backend->ctx, keep->base);
@@ -187,6 +198,7 @@ void dp_arena_reset(dp_arena_t *arena) {
     if (arena->head->next) merge_blocks(arena);
     arena->head->used = 0;
     arena->used_total = 0;
+    arena->num_records = 0;
     dp_arena_deferred_clear(arena);
     if (arena->host) dp_arena_reset(arena->host);
 }
@@ -195,6 +207,20 @@ void *dp_arena_host_alloc(dp_arena_t *arena, size_t bytes) {
     if (!arena->backend) return dp_arena_alloc(arena, bytes);
     if (!arena->host && !(arena->host = dp_arena_new(4096))) return NULL;
     return dp_arena_alloc(arena->host, bytes);
+}
+
+/* A forward allocation's record (tensor.h). Without memory for it the
+ * allocation goes unrecorded: the plan leaves it alone. */
+static void record(dp_arena_t *arena, unsigned char *p, size_t bytes, int block) {
+    if (arena->num_records == arena->records_capacity) {
+        int capacity = arena->records_capacity ? 2 * arena->records_capacity : 1024;
+        dp_arena_record_t *r = realloc(arena->records, sizeof *r * (size_t)capacity);
+        if (!r) return;
+        arena->records = r;
+        arena->records_capacity = capacity;
+    }
+    arena->records[arena->num_records++] = (dp_arena_record_t){.p = p, .bytes = bytes, .node = arena->forward_node,
+                                                                    .block = block};
 }
 
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
@@ -214,6 +240,7 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
         /* a block of its own behind the head, which keeps its room for the smaller requests */
         arena_block_t *own = block_new(arena->backend, rounded);
         if (!own) return NULL;
+        own->serial = arena->blocks_made++;
         own->next = b->next;
         b->next = own;
         b = own;
@@ -224,6 +251,7 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
         if (size < 4096) size = 4096;
         arena_block_t *nb = block_new(arena->backend, size);
         if (!nb) return NULL;
+        nb->serial = arena->blocks_made++;
         nb->next = b;
         arena->head = nb;
         b = nb;
@@ -232,6 +260,7 @@ void *dp_arena_alloc(dp_arena_t *arena, size_t bytes) {
     b->used += rounded;
     arena->used_total += rounded;
     if (arena->used_total > arena->peak) arena->peak = arena->used_total;
+    if (arena->forward_node >= 0 && arena->record_forward) record(arena, p, rounded, b->serial);
     return p;
 }
 
@@ -314,4 +343,17 @@ dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, siz
     dp_grad_request_t *r = &arena->requests[lo];
     *offset = at - r->at;
     return r;
+}
+
+/* --- Forward allocations by node (tensor.h) ------------------------------- */
+
+void dp_arena_record_forward(dp_arena_t *arena, int on) { arena->record_forward = on; }
+
+int dp_arena_records_forward(const dp_arena_t *arena) { return arena->record_forward; }
+
+void dp_arena_forward_node(dp_arena_t *arena, int node) { arena->forward_node = node < 0 ? -1 : node; }
+
+const dp_arena_record_t *dp_arena_forward_records(const dp_arena_t *arena, int *count) {
+    *count = arena->num_records;
+    return arena->records;
 }

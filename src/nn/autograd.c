@@ -22,7 +22,8 @@ struct dp_tape {
     dp_node_t **nodes; /* (capacity) pointers into the arena */
     dp_tensor_t *(*inputs)[3]; /* (capacity) each node's inputs as given (a backend may swap node->in for copies) */
     int size, capacity;
-    size_t grad_bytes; /* the last backward's region of activation gradients (grad_plan.h); 0: none planned */
+    size_t grad_bytes;   /* the last backward's region of activation gradients (grad_plan.h); 0: none planned */
+    size_t grad_reused;  /* and the bytes of them placed over activations it was done with */
     /* profiling (profile.h): NULL when off, and then nothing below is used */
     dp_profiler_t *profiler;
     const char *label, *label2; /* the layer the next ops belong to (dp_tape_set_label) */
@@ -79,6 +80,8 @@ void dp_tape_reset(dp_tape_t *tape) {
 int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
 
 size_t dp_tape_grad_bytes(const dp_tape_t *tape) { return tape->grad_bytes; }
+
+size_t dp_tape_grad_reused_bytes(const dp_tape_t *tape) { return tape->grad_reused; }
 
 const dp_node_t *dp_tape_node(const dp_tape_t *tape, int i) {
     DP_ASSERT(i >= 0 && i < tape->size);
@@ -156,7 +159,9 @@ dp_tensor_t *dp_tape_op(dp_tape_t *tape, dp_op_kind_t kind, const dp_op_attr_t *
     node->labels = labels;
     int requests; /* the deferred gradients asked for so far: this node's come after them */
     dp_arena_deferred(tape->arena, &requests);
+    dp_arena_forward_node(tape->arena, tape->size); /* what the forward allocates dies with this node's backward */
     dp_status_t status = tape->profiler ? forward_profiled(tape, node) : tape->ops[kind].forward(node, tape->arena);
+    dp_arena_forward_node(tape->arena, -1);
     if (status != DP_OK) return NULL;
     dp_arena_deferred_tag(tape->arena, requests, tape->size);
     tape->inputs[tape->size][0] = a;
@@ -176,7 +181,7 @@ dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
     if (!loss->grad) return DP_OK; /* nothing requires a gradient */
     /* deferred activation gradients get their memory now, the loss's included */
     DP_TRY(dp_grad_plan_apply(tape->arena, tape->nodes, (dp_tensor_t *const(*)[3])tape->inputs, tape->size,
-                              &tape->grad_bytes));
+                              &tape->grad_bytes, &tape->grad_reused));
     const float one = 1.0f;
     if (tape->backend) tape->backend->upload(tape->backend->ctx, loss->grad, &one, sizeof one);
     else loss->grad[0] = one;

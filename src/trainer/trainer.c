@@ -121,18 +121,25 @@ void dp_trainer_free(dp_trainer_t *t) {
 }
 
 /* The strategy for a configuration (parallel.h). */
-/* Activation gradients placed by liveness (grad_plan.h), the default;
- * DPTRAIN_GRAD_LIVENESS=off gives each its own memory for the whole step,
- * as before (the benchmarks' A/B). *on: 1 or 0; another value is refused. */
-static dp_status_t grad_liveness(int *on) {
+/* Activation gradients placed by liveness (grad_plan.h), the default: over
+ * the activations backward is done with, and beside each other where they
+ * do not meet. DPTRAIN_GRAD_LIVENESS=apart keeps them out of the
+ * activations' memory (sharing only among themselves), =off gives each its
+ * own memory for the whole step, as before (the benchmarks' A/B). *mode:
+ * 2 (on), 1 (apart) or 0 (off); another value is refused. */
+static dp_status_t grad_liveness(int *mode) {
     const char *env = getenv("DPTRAIN_GRAD_LIVENESS");
-    *on = 1;
+    *mode = 2;
     if (!env || !*env || !strcmp(env, "on") || !strcmp(env, "1")) return DP_OK;
-    if (!strcmp(env, "off") || !strcmp(env, "0")) {
-        *on = 0;
+    if (!strcmp(env, "apart")) {
+        *mode = 1;
         return DP_OK;
     }
-    return dp_fail(DP_ERR_ARG, "DPTRAIN_GRAD_LIVENESS=%s: expected on or off", env);
+    if (!strcmp(env, "off") || !strcmp(env, "0")) {
+        *mode = 0;
+        return DP_OK;
+    }
+    return dp_fail(DP_ERR_ARG, "DPTRAIN_GRAD_LIVENESS=%s: expected on, apart or off", env);
 }
 
 static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, int ranks) {
@@ -219,7 +226,10 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         r->params = be->alloc(be->ctx, param_bytes, "parameters");
         r->grads = be->alloc(be->ctx, sizeof(float) * (t->num_trainable + 1), "gradients");
         r->arena = dp_arena_new_on(be, (size_t)1 << 24);
-        if (r->arena) dp_arena_defer_grads(r->arena, liveness);
+        if (r->arena) {
+            dp_arena_defer_grads(r->arena, liveness > 0);
+            dp_arena_record_forward(r->arena, liveness == 2);
+        }
         r->tape = r->arena ? dp_tape_new_on(be, r->arena) : NULL;
         if (!r->host_params || !r->params || !r->grads || !r->tape) goto fail;
         if (config->profile_steps > 0) {
