@@ -14,7 +14,14 @@
  *           (0 expected where the CPU fuses as the kernels do);
  *   input_from_bytes: uploaded bytes become dp_dataset_fill's floats,
  *           plain and normalised (one pair, and one per channel of 3);
- *   count_metrics: metrics_checks.h's checks (the CPU's rule and bits). */
+ *   count_metrics: metrics_checks.h's checks (the CPU's rule and bits);
+ *   the step arena's range (range_cuda.c, CUDA's virtual memory; unless
+ *           DPTRAIN_CUDA_VMM=off, where the table has none): an arena on
+ *           the GPU grows in place across commits (allocations adjacent,
+ *           memory_peak counting what was committed), a buffer across
+ *           the commits' chunks is written, zeroed in part and read back
+ *           intact, a reset commits nothing more, a step past the range
+ *           fails naming it, and the arena's end gives the memory back. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +29,7 @@
 
 #include "dptrain/backend.h"
 #include "dptrain/optim.h"
+#include "dptrain/tensor.h"
 #include "dptrain/rng.h"
 #include "metrics_checks.h"
 #include "test_cuda_common.h"
@@ -199,6 +207,57 @@ static void check_load_batch(void) {
     dp_dataset_free(&rgb);
 }
 
+static void check_range(void) {
+    const char *env = getenv("DPTRAIN_CUDA_VMM");
+    const int off = env && (!strcmp(env, "off") || !strcmp(env, "0"));
+    const int has = be->reserve && be->commit && be->release;
+    CHECK(has == !off, "the table has %s with DPTRAIN_CUDA_VMM=%s", has ? "a range" : "no range", env ? env : "(unset)");
+    if (!has) return;
+    const size_t peak0 = be->memory_peak(be->ctx), mib = (size_t)1 << 20;
+    dp_arena_t *arena = dp_arena_new_on(be, 4096);
+    CHECK(arena != NULL, "an arena on the range: %s", dp_error_message());
+    if (!arena) return;
+    const size_t sizes[] = {3 * mib, 64, 5 * mib + 320, 9 * mib};
+    unsigned char *got[4];
+    for (int i = 0; i < 4; i++) {
+        got[i] = dp_arena_alloc(arena, sizes[i]);
+        CHECK(got[i] != NULL, "arena allocation %d of %zu bytes: %s", i, sizes[i], dp_error_message());
+        if (!got[i]) return;
+        if (i) CHECK(got[i] == got[i - 1] + (sizes[i - 1] + 63) / 64 * 64, "allocation %d is not next to the one "
+                     "before: the range did not grow in place", i);
+    }
+    const size_t step = 3 * mib + 64 + 5 * mib + 320 + 9 * mib, peak1 = be->memory_peak(be->ctx);
+    CHECK(peak1 >= peak0 + step && peak1 <= peak0 + step + 8 * mib, "memory_peak grew by %zu bytes for a step of %zu",
+          peak1 - peak0, step);
+    /* 16 MiB + 448 bytes from the first allocation: across every commit's chunk */
+    const size_t n = (step + 3 * 64) / sizeof(float);
+    float *host = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) host[i] = (float)(i % 9973) - 17.0f;
+    be->upload(be->ctx, got[0], host, sizeof(float) * n);
+    be->zero(be->ctx, got[2], sizes[2]);
+    be->download(be->ctx, back, got[0], sizeof(float) * n);
+    size_t wrong = 0;
+    const size_t z0 = (size_t)(got[2] - got[0]) / sizeof(float), z1 = z0 + sizes[2] / sizeof(float);
+    for (size_t i = 0; i < n; i++) wrong += back[i] != (i >= z0 && i < z1 ? 0.0f : host[i]);
+    CHECK(wrong == 0, "a buffer across the range's chunks: %zu of %zu values wrong", wrong, n);
+    free(host);
+    free(back);
+    CHECK(be->failure(be->ctx) == DP_OK, "the GPU failed: %s", dp_error_message());
+    dp_arena_reset(arena);
+    for (int i = 0; i < 4; i++) CHECK(dp_arena_alloc(arena, sizes[i]) == got[i], "step 2: allocation %d moved", i);
+    CHECK(be->memory_peak(be->ctx) == peak1, "step 2 committed more");
+    dp_arena_reset(arena);
+    CHECK(dp_arena_alloc(arena, (size_t)1 << 52) == NULL && strstr(dp_error_message(), "address space"),
+          "a step past the range: '%s'", dp_error_message());
+    dp_arena_free(arena);
+    /* the memory is back: a second arena of the same step holds no more at its peak than the first did */
+    arena = dp_arena_new_on(be, 4096);
+    CHECK(arena && dp_arena_alloc(arena, step) != NULL, "a second arena: %s", dp_error_message());
+    CHECK(be->memory_peak(be->ctx) == peak1, "the first arena's range was not given back (peak %zu, %zu before)",
+          be->memory_peak(be->ctx), peak1);
+    dp_arena_free(arena);
+}
+
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_backend");
     CHECK(strcmp(be->name, "cuda") == 0 && !be->host_memory, "the backend is '%s', host_memory %d", be->name,
@@ -213,5 +272,6 @@ int main(void) {
     check_optimizer("adam", (dp_optim_config_t){.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f});
     check_load_batch();
     check_count_metrics(be, "cuda:0"); /* metrics_checks.h */
+    check_range();
     return testing_finish("test_cuda_backend");
 }

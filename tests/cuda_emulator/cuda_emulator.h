@@ -99,6 +99,14 @@ int emu_device_of(const void *p, size_t bytes);
 size_t emu_allocation_offset(const void *p);
 /* Aborts with one line unless [p, p + bytes) is memory of `device`. */
 void emu_check_device_memory(const char *call, const char *what, const void *p, size_t bytes, int device);
+/* emu_vmm.c's memory (CUDA's virtual memory functions): bytes of a device's
+ * memory taken (-1: past DPTRAIN_CUDA_EMU_MEMORY) and given back; memory
+ * mapped in a range made device memory of `device` (joined with the mapping
+ * it follows), and unmapped (any part of such memory; -1 when it is none). */
+int emu_memory_charge(int device, size_t bytes);
+void emu_memory_uncharge(int device, size_t bytes);
+void emu_mapping_add(char *ptr, size_t bytes, int device);
+int emu_mapping_remove(char *ptr, size_t bytes);
 /* The physical index of device `device` (CUDA_VISIBLE_DEVICES), -1: none. */
 int emu_physical_gpu(int device);
 /* The calling thread's current device (cudaSetDevice). */

@@ -36,6 +36,7 @@ typedef struct {
     size_t bytes; /* asked for */
     size_t rounded; /* counted against the device's memory */
     int device;
+    int mapped; /* memory mapped in a reserved range (emu_vmm.c), not cudaMalloc's: base and rounded unused */
 } block_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -234,6 +235,79 @@ void emu_check_device_memory(const char *call, const char *what, const void *p, 
             device);
     fflush(stderr);
     abort();
+}
+
+/* --- memory of reserved ranges (emu_vmm.c) ----------------------------------- */
+
+int emu_memory_charge(int device, size_t bytes) {
+    long limit = env_long("DPTRAIN_CUDA_EMU_MEMORY", 4L << 30);
+    pthread_mutex_lock(&lock);
+    int refused = device < 0 || device >= EMU_MAX_GPUS || used[device] + bytes > (size_t)limit;
+    if (!refused) used[device] += bytes;
+    pthread_mutex_unlock(&lock);
+    return refused ? -1 : 0;
+}
+
+void emu_memory_uncharge(int device, size_t bytes) {
+    pthread_mutex_lock(&lock);
+    used[device] -= bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Mapped memory is device memory: one allocation with the mapped memory
+ * it follows on the same device (a range's chunks, one after another), so
+ * a tensor across two chunks is memory of one allocation, as on a GPU. */
+void emu_mapping_add(char *ptr, size_t bytes, int device) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < block_count; i++)
+        if (blocks[i].mapped && blocks[i].device == device && blocks[i].ptr + blocks[i].bytes == ptr) {
+            blocks[i].bytes += bytes;
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    if (block_count == block_cap) {
+        int cap = block_cap ? 2 * block_cap : 256;
+        block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
+        if (!grown) abort();
+        blocks = grown;
+        block_cap = cap;
+    }
+    blocks[block_count++] = (block_t){NULL, 0, ptr, bytes, 0, device, 1};
+    pthread_mutex_unlock(&lock);
+}
+
+/* [ptr, ptr + bytes) is no longer mapped: a part of mapped memory (its
+ * start, end, middle, or all of it). 0, or -1 when it is no such part. */
+int emu_mapping_remove(char *ptr, size_t bytes) {
+    int done = -1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < block_count && done < 0; i++) {
+        block_t *b = &blocks[i];
+        if (!b->mapped || ptr < b->ptr || ptr + bytes > b->ptr + b->bytes) continue;
+        done = 0;
+        char *end = b->ptr + b->bytes;
+        if (ptr == b->ptr && ptr + bytes == end) {
+            blocks[i] = blocks[--block_count];
+        } else if (ptr == b->ptr) {
+            b->ptr += bytes;
+            b->bytes -= bytes;
+        } else if (ptr + bytes == end) {
+            b->bytes -= bytes;
+        } else { /* the middle: what follows becomes its own */
+            b->bytes = (size_t)(ptr - b->ptr);
+            if (block_count == block_cap) {
+                int cap = 2 * block_cap;
+                block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
+                if (!grown) abort();
+                blocks = grown;
+                block_cap = cap;
+                b = &blocks[i];
+            }
+            blocks[block_count++] = (block_t){NULL, 0, ptr + bytes, (size_t)(end - (ptr + bytes)), 0, b->device, 1};
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return done;
 }
 
 /* --- devices ------------------------------------------------------------------ */
@@ -609,7 +683,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
         blocks = grown;
         block_cap = cap;
     }
-    blocks[block_count++] = (block_t){base, map_bytes, p, size, rounded, device};
+    blocks[block_count++] = (block_t){base, map_bytes, p, size, rounded, device, 0};
     pthread_mutex_unlock(&lock);
     *ptr = p;
     return cudaSuccess;
@@ -622,7 +696,7 @@ cudaError_t cudaFree(void *ptr) {
     int found = 0;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < block_count; i++)
-        if (blocks[i].ptr == ptr) {
+        if (blocks[i].ptr == ptr && !blocks[i].mapped) {
             b = blocks[i];
             blocks[i] = blocks[--block_count];
             used[b.device] -= b.rounded;

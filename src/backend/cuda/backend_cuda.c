@@ -498,6 +498,8 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
         return dp_fail(DP_ERR_ARG, "cuda:%d: dptrain drives at most %d GPUs", gpu, DP_CUDA_MAX_GPUS);
     int algo_mode, epilogue; /* the convolutions' settings, checked before anything runs */
     DP_TRY(dp_cuda_conv_settings(&algo_mode, &epilogue));
+    int vmm;
+    DP_TRY(dp_cuda_range_setting(&vmm));
     pthread_mutex_lock(&open_lock);
     dp_status_t status = DP_OK;
     dp_cuda_ctx_t *c = dp_cuda_ctx(gpu);
@@ -565,6 +567,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
         dp_cuda_timer_register(&c->table); /* timer_cuda.c: the profiler's events */
         dp_cuda_algo_register(&c->table);  /* algo_choices.c: the convolution algorithms a checkpoint keeps */
         dp_cuda_graph_register(&c->table); /* graph_cuda.c: steps captured as CUDA graphs */
+        dp_cuda_range_register(&c->table, vmm); /* range_cuda.c: the step arena's range, CUDA's virtual memory */
         dp_cuda_ctx_publish(gpu, c);
     }
     pthread_mutex_unlock(&open_lock);

@@ -2,7 +2,7 @@
  * backend table (backend.h): the op table (ops_cuda.c), the peer
  * collectives (peer_nccl.c), the timing marks (timer_cuda.c), the
  * convolution algorithm choices (algo_choices.c), the convolutions'
- * settings (conv_cuda.c). */
+ * settings (conv_cuda.c), the step arena's range (range_cuda.c). */
 #ifndef DPTRAIN_CUDA_PARTS_H
 #define DPTRAIN_CUDA_PARTS_H
 
@@ -30,6 +30,13 @@ int dp_cuda_graph_note_optimizer(dp_cuda_ctx_t *c, dp_optimizer_t *opt);
  * launch writes with the seed's value for its step; NULL with the context
  * failed when the graph has no room. */
 const uint64_t *dp_cuda_graph_seed(dp_cuda_ctx_t *c, uint64_t seed);
+
+/* range_cuda.c: DPTRAIN_CUDA_VMM read and checked (*on: 1 unless off; an
+ * unknown value is one line naming it), and the table's range growing in
+ * place (backend.h reserve, commit, release) set when `on` and the driver
+ * has CUDA's virtual memory functions; left NULL otherwise. */
+dp_status_t dp_cuda_range_setting(int *on);
+void dp_cuda_range_register(dp_backend_t *table, int on);
 
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# cli_cuda_vmm_emu.sh - the step arena as one range of CUDA's virtual
+# memory (src/backend/cuda/range_cuda.c, the default) on the emulator,
+# against cudaMalloc'd blocks (DPTRAIN_CUDA_VMM=off), end to end:
+# - tiny_resnet on cuda:0 with step graphs, with --precision bf16 and
+#   --channels-last, and on 2 GPUs summing with NCCL: the same checkpoint
+#   bits with the range and without, and with a driver that has no virtual
+#   memory functions (DPTRAIN_CUDA_EMU_VMM=0: the blocks, as off);
+# - one step of tiny_resnet at batch 512 (past the arena's first 16 MiB):
+#   the device memory peak (the metrics' device_mem_peak_bytes) is lower
+#   with the range, where the activation gradients take the memory of
+#   layer outputs backward is done with (grad_plan.h), than with blocks
+#   (both printed);
+# - DPTRAIN_CUDA_VMM=maybe is refused in one line naming it, a non-zero
+#   exit, no checkpoint or metrics written.
+source "$(dirname "$0")/testing.sh"
+needs_cuda_emulator
+src=$(cd "$(dirname "$0")/.." && pwd)
+export DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2
+small_data "$tmp/data" 64 8
+common=(train --data "$tmp/data" --batch-size 16 --lr 0.05 --seed 5 --model "$src/tests/models/tiny_resnet.cfg"
+        --epochs 1 --quiet)
+
+# run NAME ENV... -- ARGS...: a run with the environment ENV saving $tmp/NAME.st and $tmp/NAME.jsonl
+run() {
+  local name=$1 envs=()
+  shift
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$bin" "${common[@]}" "$@" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" \
+    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+
+for name in graph bf16-nhwc nccl; do
+  case $name in
+    graph) args=(--devices cuda:0 --cuda-graph on) ;;
+    bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
+    nccl) args=(--devices cuda:0,cuda:1) ;;
+  esac
+  run "$name-range" DPTRAIN_CUDA_VMM=on -- "${args[@]}"
+  run "$name-blocks" DPTRAIN_CUDA_VMM=off -- "${args[@]}"
+  run "$name-nodriver" DPTRAIN_CUDA_EMU_VMM=0 -- "${args[@]}"
+  for other in blocks nodriver; do
+    same_tensors "$tmp/$name-range.st" "$tmp/$name-$other.st" && pass || fail "$name: range and $other differ"
+  done
+done
+
+# one step of 512 images: the range against the blocks
+small_data "$tmp/mem" 512 16
+for mode in on off; do
+  DPTRAIN_CUDA_VMM=$mode "$bin" train --data "$tmp/mem" --batch-size 512 --limit 512 --epochs 1 --lr 0.05 \
+    --model "$src/tests/models/tiny_resnet.cfg" --devices cuda:0 --quiet --metrics "$tmp/mem-$mode.jsonl" \
+    >"$tmp/mem-$mode.out" 2>&1 && pass || fail "memory run $mode: $(tail -3 "$tmp/mem-$mode.out")"
+  eval "peak_$mode=$(json_field "$(tail -1 "$tmp/mem-$mode.jsonl")" device_mem_peak_bytes)"
+done
+echo "tiny_resnet, batch 512, one step on the emulator: device memory peak ${peak_on:-?} bytes with the range, ${peak_off:-?} with blocks"
+[[ ${peak_on:-0} -gt 0 && ${peak_on:-0} -lt ${peak_off:-0} ]] && pass || fail "peak with the range ${peak_on:-?} not below ${peak_off:-?}"
+
+# a value it does not take: one line, nothing written
+DPTRAIN_CUDA_VMM=maybe "$bin" "${common[@]}" --devices cuda:0 --save "$tmp/bad.st" --metrics "$tmp/bad.jsonl" \
+  >"$tmp/bad.out" 2>&1 && fail "DPTRAIN_CUDA_VMM=maybe accepted" || pass
+grep -q "DPTRAIN_CUDA_VMM=maybe: expected on or off" "$tmp/bad.out" && pass || fail "bad value: $(cat "$tmp/bad.out")"
+[[ $(grep -c . "$tmp/bad.out") == 1 ]] && pass || fail "bad value: not one line: $(cat "$tmp/bad.out")"
+[[ ! -e $tmp/bad.st && ! -e $tmp/bad.jsonl ]] && pass || fail "bad value: a file was written"
+testing_finish cli_cuda_vmm_emu
