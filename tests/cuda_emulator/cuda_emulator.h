@@ -29,6 +29,11 @@
  *     a GPU (cudaErrorStreamCaptureUnsupported) and invalidates the
  *     capture; a captured copy of host memory that is not pinned aborts
  *     with one line.
+ *   - CUDA's virtual memory functions (emu_vmm.c), through the runtime's
+ *     driver entry points: reserved address space, mapped memory that is
+ *     inaccessible until cuMemSetAccess, chunks mapped one after another
+ *     one allocation for the checks above (DPTRAIN_CUDA_EMU_VMM=0: a
+ *     driver without them).
  * With nccl.h at build time it also has NCCL (emu_nccl.c): communicators of
  * one unique id meet in shared memory, in one process or several (MPI
  * ranks), and sum in member order; two members on one GPU are refused as
