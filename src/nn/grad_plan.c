@@ -1,6 +1,7 @@
 /* grad_plan.c - activation gradients placed by liveness (grad_plan.h). */
 #include "grad_plan.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -93,13 +94,42 @@ static int segments_of(const dp_arena_record_t *records, int n, segment_t *segme
     return m;
 }
 
-static int dead_runs(const dp_arena_record_t *records, const segment_t *segments, int nsegments, int last,
-                     run_t *runs) {
+/* Backward reads a node's output after its forward: its own backward, or a
+ * consumer's. Known not to: a convolution's or a batch norm's backward
+ * reads its input, not its output, unless a ReLU is fused into it (the
+ * mask); an add's backward reads neither input (the residual written in
+ * place relies on the batch norm's alike). So the output of such a
+ * convolution or batch norm whose only readers are adds, and which no other
+ * tensor shares (no view, no output written over it), is dead for all of
+ * backward: ResNet's downsampling batch norm beside the one the residual
+ * is written over (PyTorch frees it once the sum is made). */
+static int output_unread_in_backward(dp_node_t *const *nodes, dp_tensor_t *const (*inputs)[3], int size, int p,
+                                     const dp_arena_record_t *r) {
+    const dp_node_t *node = nodes[p];
+    if ((node->kind != DP_OP_CONV && node->kind != DP_OP_BATCH_NORM) || node->attr.fuse_relu) return 0;
+    if ((unsigned char *)node->out.data != r->p) return 0;
+    const dp_tensor_t *out = &node->out;
+    int readers = 0;
+    for (int n = p + 1; n < size; n++) {
+        const dp_node_t *m = nodes[n];
+        const unsigned char *d = (const unsigned char *)m->out.data;
+        if (d && d >= r->p && d < r->p + r->bytes) return 0; /* a view of it, or an output written over it */
+        for (int k = 0; k < 3; k++) {
+            const int reads = m->in[k] == out || (inputs && inputs[n][k] == out);
+            if (reads && m->kind != DP_OP_ADD) return 0;
+            readers += reads;
+        }
+    }
+    return readers > 0;
+}
+
+static int dead_runs(const dp_arena_record_t *records, const segment_t *segments, int nsegments, const int *dies,
+                     int last, run_t *runs) {
     int m = 0;
     for (int g = 0; g < nsegments; g++) {
         int open = 0; /* runs[m - 1] may grow */
         for (int i = segments[g].from; i < segments[g].to; i++) {
-            if (records[i].node <= last) {
+            if (dies[i] <= last) {
                 open = 0;
                 continue;
             }
@@ -144,7 +174,9 @@ dp_status_t dp_grad_plan_apply(dp_arena_t *arena, dp_node_t *const *nodes, dp_te
     uintptr_t *maxend = malloc(sizeof *maxend * (size_t)count);
     run_t *runs = malloc(sizeof *runs * (size_t)(nrecords ? nrecords : 1));
     segment_t *segments = malloc(sizeof *segments * (size_t)(nrecords ? nrecords : 1));
-    if (!spans || !order || !beside || !busy || !maxend || !runs || !segments) {
+    int *dies = malloc(sizeof *dies * (size_t)(nrecords ? nrecords : 1));
+    if (!spans || !order || !beside || !busy || !maxend || !runs || !segments || !dies) {
+        free(dies);
         free(segments);
         free(spans);
         free(order);
@@ -155,6 +187,12 @@ dp_status_t dp_grad_plan_apply(dp_arena_t *arena, dp_node_t *const *nodes, dp_te
         return dp_fail(DP_ERR_NOMEM, "out of memory planning %d gradient buffers", count);
     }
     const int nsegments = segments_of(records, nrecords, segments);
+    /* each record dead once backward has run past this node (dead_runs: a request may lie over it when its
+     * last node is below): the node whose forward made it, or none for an output no backward reads */
+    for (int i = 0; i < nrecords; i++)
+        dies[i] = records[i].node < size && output_unread_in_backward(nodes, inputs, size, records[i].node, &records[i])
+                      ? INT_MAX
+                      : records[i].node;
     for (int i = 0; i < count; i++) { /* a request no node names (made outside an op): alive throughout */
         spans[i].first = requests[i].node >= 0 ? requests[i].node : 0;
         spans[i].last = requests[i].node >= 0 ? requests[i].node : size;
@@ -186,7 +224,7 @@ dp_status_t dp_grad_plan_apply(dp_arena_t *arena, dp_node_t *const *nodes, dp_te
                 beside[m++] = (placed_t){spans[b].offset, spans[b].offset + requests[b].bytes};
         }
         if (nrecords > 0) {
-            const int nruns = dead_runs(records, segments, nsegments, spans[a].last, runs);
+            const int nruns = dead_runs(records, segments, nsegments, dies, spans[a].last, runs);
             qsort(busy, (size_t)nb, sizeof *busy, lower_first);
             for (int j = 0; j < nb; j++) maxend[j] = j && maxend[j - 1] > busy[j].end ? maxend[j - 1] : busy[j].end;
             uintptr_t at = fit_over(runs, nruns, busy, maxend, nb, need);
@@ -206,6 +244,7 @@ dp_status_t dp_grad_plan_apply(dp_arena_t *arena, dp_node_t *const *nodes, dp_te
     free(maxend);
     free(runs);
     free(segments);
+    free(dies);
     float *region = NULL;
     if (total > 0 && !(region = dp_arena_alloc(arena, total))) {
         free(spans);
