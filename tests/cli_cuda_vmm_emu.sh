@@ -47,13 +47,8 @@ for name in graph bf16-nhwc nccl; do
 done
 
 # one step of 512 images: the range against the blocks
-small_data "$tmp/mem" 512 16
-for mode in on off; do
-  DPTRAIN_CUDA_VMM=$mode "$bin" train --data "$tmp/mem" --batch-size 512 --limit 512 --epochs 1 --lr 0.05 \
-    --model "$src/tests/models/tiny_resnet.cfg" --devices cuda:0 --quiet --metrics "$tmp/mem-$mode.jsonl" \
-    >"$tmp/mem-$mode.out" 2>&1 && pass || fail "memory run $mode: $(tail -3 "$tmp/mem-$mode.out")"
-  eval "peak_$mode=$(json_field "$(tail -1 "$tmp/mem-$mode.jsonl")" device_mem_peak_bytes)"
-done
+emu_step_peak peak_on DPTRAIN_CUDA_VMM=on
+emu_step_peak peak_off DPTRAIN_CUDA_VMM=off
 echo "tiny_resnet, batch 512, one step on the emulator: device memory peak ${peak_on:-?} bytes with the range, ${peak_off:-?} with blocks"
 [[ ${peak_on:-0} -gt 0 && ${peak_on:-0} -le $(( ${peak_off:-0} + 4194304 )) ]] && pass \
   || fail "peak with the range ${peak_on:-?} past the blocks' ${peak_off:-?} and two granules"

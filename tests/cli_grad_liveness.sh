@@ -27,14 +27,20 @@ run() {
     >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
 }
 
+# every_mode NAME ARGS...: runs NAME-on, NAME-apart and NAME-off; the first two's checkpoints must be the last's
+every_mode() {
+  local name=$1 mode
+  shift
+  for mode in on apart off; do run "$name-$mode" $mode "$@"; done
+  for mode in on apart; do
+    same_tensors "$tmp/$name-$mode.st" "$tmp/$name-off.st" && pass || fail "$name: liveness $mode and off differ"
+  done
+}
+
 for freeze in none stem,stem_bn; do
   args=(--epochs 2 --devices 2)
   [[ $freeze != none ]] && args+=(--freeze "$freeze")
-  for mode in on apart off; do run "cpu-$mode-$freeze" $mode "${args[@]}"; done
-  for mode in on apart; do
-    same_tensors "$tmp/cpu-$mode-$freeze.st" "$tmp/cpu-off-$freeze.st" && pass \
-      || fail "cpu, freeze $freeze: liveness $mode and off differ"
-  done
+  every_mode "cpu-$freeze" "${args[@]}"
 done
 
 # a value it does not take: refused in one line naming the variable, nothing written
@@ -56,22 +62,13 @@ if [[ -e $emu ]]; then
       bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
       nccl) args=(--devices cuda:0,cuda:1) ;;
     esac
-    for mode in on apart off; do run "emu-$mode-$name" $mode "${args[@]}"; done
-    for mode in on apart; do
-      same_tensors "$tmp/emu-$mode-$name.st" "$tmp/emu-off-$name.st" && pass \
-        || fail "emulator, $name: $mode and off differ"
-    done
+    every_mode "emu-$name" "${args[@]}"
   done
-  grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/emu-on-graph.out" && pass \
-    || fail "no step graph: $(tail -2 "$tmp/emu-on-graph.out")"
+  grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/emu-graph-on.out" && pass \
+    || fail "no step graph: $(tail -2 "$tmp/emu-graph-on.out")"
   # one step of 512 images: the step outgrows the arena's first block (16 MiB), with liveness by less
-  small_data "$tmp/mem" 512 16
-  for mode in on off; do
-    DPTRAIN_GRAD_LIVENESS=$mode "$bin" train --data "$tmp/mem" --batch-size 512 --limit 512 --epochs 1 --lr 0.05 \
-      --model "$src/tests/models/tiny_resnet.cfg" --devices cuda:0 --quiet --metrics "$tmp/mem-$mode.jsonl" \
-      >"$tmp/mem-$mode.out" 2>&1 && pass || fail "memory run $mode: $(tail -3 "$tmp/mem-$mode.out")"
-    eval "peak_$mode=$(json_field "$(tail -1 "$tmp/mem-$mode.jsonl")" device_mem_peak_bytes)"
-  done
+  emu_step_peak peak_on DPTRAIN_GRAD_LIVENESS=on
+  emu_step_peak peak_off DPTRAIN_GRAD_LIVENESS=off
   echo "tiny_resnet, batch 512, one step on the emulator: device memory peak ${peak_on:-?} bytes with liveness, ${peak_off:-?} without"
   [[ ${peak_on:-0} -gt 0 && ${peak_on:-0} -lt ${peak_off:-0} ]] && pass || fail "peak on ${peak_on:-?} not below off ${peak_off:-?}"
 else

@@ -37,6 +37,20 @@ small_data() {
       gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
   done
 }
+# emu_step_peak VAR SETTING...: one step of tests/models/tiny_resnet.cfg at
+# batch 512 (past a step arena's first 16 MiB) on the emulator's cuda:0
+# (DPTRAIN_CUDA_MODULE set by the caller) with the environment SETTING...;
+# passes when it runs, and VAR becomes its device memory peak (the metrics'
+# device_mem_peak_bytes; empty when it failed).
+emu_step_peak() {
+  local var=$1 name=mem-$1
+  shift
+  [[ -s $tmp/mem/train-images-idx3-ubyte ]] || small_data "$tmp/mem" 512 16
+  env "$@" "$bin" train --data "$tmp/mem" --batch-size 512 --limit 512 --epochs 1 --lr 0.05 \
+    --model "$(dirname "${BASH_SOURCE[0]}")/models/tiny_resnet.cfg" --devices cuda:0 --quiet \
+    --metrics "$tmp/$name.jsonl" >"$tmp/$name.out" 2>&1 && pass || fail "memory run $*: $(tail -3 "$tmp/$name.out")"
+  printf -v "$var" '%s' "$(json_field "$(tail -1 "$tmp/$name.jsonl" 2>/dev/null)" device_mem_peak_bytes)"
+}
 # needs_cuda_emulator: emu = the build's CUDA emulator module; without one
 # (a build without CUDA) the test says SKIPPED and exits 77.
 needs_cuda_emulator() {

@@ -107,7 +107,6 @@ typedef struct {
 } dp_arena_record_t;
 
 void dp_arena_record_forward(dp_arena_t *arena, int on);
-int dp_arena_records_forward(const dp_arena_t *arena);
 void dp_arena_forward_node(dp_arena_t *arena, int node);
 const dp_arena_record_t *dp_arena_forward_records(const dp_arena_t *arena, int *count);
 

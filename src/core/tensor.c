@@ -349,8 +349,6 @@ dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, siz
 
 void dp_arena_record_forward(dp_arena_t *arena, int on) { arena->record_forward = on; }
 
-int dp_arena_records_forward(const dp_arena_t *arena) { return arena->record_forward; }
-
 void dp_arena_forward_node(dp_arena_t *arena, int node) { arena->forward_node = node < 0 ? -1 : node; }
 
 const dp_arena_record_t *dp_arena_forward_records(const dp_arena_t *arena, int *count) {

@@ -11,7 +11,9 @@
  * a request may also lie over what forward allocated for nodes after its
  * span's last node: backward has run those nodes before the request is
  * first written, and nothing reads that memory again (PyTorch's autograd
- * frees a node's saved tensors after its backward alike). Placement:
+ * frees a node's saved tensors after its backward alike); an output that
+ * no backward reads (a convolution's or batch norm's without a fused ReLU
+ * read only by adds) is dead for all of backward. Placement:
  * largest first, each at the lowest address over such dead allocations
  * (runs of adjacent ones within a block) that meets no placed request
  * alive beside it, else at the lowest such offset in a region taken from

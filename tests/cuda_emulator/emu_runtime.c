@@ -237,6 +237,18 @@ void emu_check_device_memory(const char *call, const char *what, const void *p, 
     abort();
 }
 
+/* Appends b to the allocations; under the lock. */
+static void add_block(block_t b) {
+    if (block_count == block_cap) {
+        int cap = block_cap ? 2 * block_cap : 256;
+        block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
+        if (!grown) abort();
+        blocks = grown;
+        block_cap = cap;
+    }
+    blocks[block_count++] = b;
+}
+
 /* --- memory of reserved ranges (emu_vmm.c) ----------------------------------- */
 
 int emu_memory_charge(int device, size_t bytes) {
@@ -265,14 +277,7 @@ void emu_mapping_add(char *ptr, size_t bytes, int device) {
             pthread_mutex_unlock(&lock);
             return;
         }
-    if (block_count == block_cap) {
-        int cap = block_cap ? 2 * block_cap : 256;
-        block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
-        if (!grown) abort();
-        blocks = grown;
-        block_cap = cap;
-    }
-    blocks[block_count++] = (block_t){NULL, 0, ptr, bytes, 0, device, 1};
+    add_block((block_t){NULL, 0, ptr, bytes, 0, device, 1});
     pthread_mutex_unlock(&lock);
 }
 
@@ -295,15 +300,7 @@ int emu_mapping_remove(char *ptr, size_t bytes) {
             b->bytes -= bytes;
         } else { /* the middle: what follows becomes its own */
             b->bytes = (size_t)(ptr - b->ptr);
-            if (block_count == block_cap) {
-                int cap = 2 * block_cap;
-                block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
-                if (!grown) abort();
-                blocks = grown;
-                block_cap = cap;
-                b = &blocks[i];
-            }
-            blocks[block_count++] = (block_t){NULL, 0, ptr + bytes, (size_t)(end - (ptr + bytes)), 0, b->device, 1};
+            add_block((block_t){NULL, 0, ptr + bytes, (size_t)(end - (ptr + bytes)), 0, b->device, 1});
         }
     }
     pthread_mutex_unlock(&lock);
@@ -676,14 +673,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     char *p = base + data_pages - rounded;
     memset(p, 0xff, rounded); /* NaN bytes: memory a GPU hands out is not zeroed */
     pthread_mutex_lock(&lock);
-    if (block_count == block_cap) {
-        int cap = block_cap ? 2 * block_cap : 256;
-        block_t *grown = realloc(blocks, sizeof *grown * (size_t)cap);
-        if (!grown) abort();
-        blocks = grown;
-        block_cap = cap;
-    }
-    blocks[block_count++] = (block_t){base, map_bytes, p, size, rounded, device, 0};
+    add_block((block_t){base, map_bytes, p, size, rounded, device, 0});
     pthread_mutex_unlock(&lock);
     *ptr = p;
     return cudaSuccess;

@@ -18,10 +18,10 @@
  * bytes count in the context's memory figures (memory_peak) as cudaMalloc's
  * do; a release counts as a free for the step graphs (graph_stale).
  *
- * Chunk size: what the commit needs, at least an eighth of what the range
- * holds and at most 64 MiB beyond that need (so a 25 GB step grows in a few
- * hundred chunks and ends within 64 MiB of what it used), rounded up to the
- * granularity (2 MiB on current GPUs). */
+ * Chunk size: what the commit needs, at least a sixteenth of what the
+ * range holds but at most CHUNK_MAX (16 MiB) beyond that need (so a 25 GB
+ * step grows in about 1,600 chunks and ends within 16 MiB of what it used),
+ * rounded up to the granularity (2 MiB on current GPUs). */
 #include "cuda_parts.h"
 
 #include <cuda.h>
@@ -56,6 +56,7 @@ typedef struct range {
     struct range *next;
     CUdeviceptr base;
     size_t bytes, committed;
+    size_t granule; /* the GPU's allocation granularity, read at the reservation */
     CUmemGenericAllocationHandle *handles;
     size_t *sizes;
     int count, cap;
@@ -99,6 +100,7 @@ static void *range_reserve(void *ctx, size_t *bytes) {
             if ((r = calloc(1, sizeof *r))) {
                 r->base = base;
                 r->bytes = size;
+                r->granule = granule;
             } else {
                 drv.address_free(base, size);
             }
@@ -159,13 +161,13 @@ static size_t range_commit(void *ctx, void *base, size_t committed, size_t bytes
     DP_ASSERT(r && r->committed == committed);
     if (bytes <= r->committed) return r->committed;
     dp_cuda_enter(c);
-    const size_t granule = granule_of(c), need = bytes - r->committed;
+    const size_t granule = r->granule, need = bytes - r->committed;
     size_t size = r->committed / 16;
     if (size > CHUNK_MAX) size = CHUNK_MAX;
     if (size < need) size = need;
-    if (granule) size = (size + granule - 1) / granule * granule;
+    size = (size + granule - 1) / granule * granule;
     if (size > r->bytes - r->committed) size = r->bytes - r->committed;
-    int failed = !granule || size < need || map_chunk(c, r, size);
+    int failed = size < need || map_chunk(c, r, size);
     if (failed) {
         cudaGetLastError();
         dp_cuda_out_of_memory(c, what, need); /* sets the error (DP_ERR_NOMEM) */
