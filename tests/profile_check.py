@@ -48,11 +48,12 @@ else:
             problems.append(f"table: {dev}: shares sum to {total}%")
         if [r[3] for r in rows if r[0] == "(step)"] != [100.0]:
             problems.append(f"table: {dev}: no (step) row of 100%")
-    # the process's CPU time per step: at least a quarter of the first device's step (its own thread works
-    # through most of it), at most every core busy through it
+    # the process's CPU time per step: some, and at most every core busy through the first device's step. Not
+    # a lower bound from the step's wall time: on a loaded machine (ctest -j2 beside an MPI test) a device's
+    # thread got under a quarter of its step's wall time (3.5 ms of CPU in a 14.9 ms step, a fresh-clone run)
     cpu = [float(m.group(1)) for m in (re.match(r"^cpu time: ([0-9.]+) ms per step, the process's", l) for l in lines) if m]
     first_step = [r[2] for r in table.get(devices[0], []) if r[0] == "(step)"]
-    if len(cpu) != 1 or not first_step or not 0.25 * first_step[0] <= cpu[0] <= 1.5 * os.cpu_count() * first_step[0] + 1:
+    if len(cpu) != 1 or not first_step or not 0 < cpu[0] <= 1.5 * os.cpu_count() * first_step[0] + 1:
         problems.append(f"table: cpu time {cpu} ms per step, the first device's step {first_step} ms")
 
 # the metrics line
