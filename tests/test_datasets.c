@@ -282,6 +282,8 @@ static void test_image_folder(const dp_dataset_t *train, const dp_dataset_t *tes
     dp_dataset_t few = {.count = 4, .channels = 1, .height = SIDE, .width = SIDE, .num_classes = 10,
                         .pixels = train->pixels, .labels = train->labels};
     write_image_folder(dir, "train", &few);
+    snprintf(path, sizeof path, "%s/test", dir); /* a test split of its own: the training split is all 4 */
+    make_dir(path);
     CHECK(dp_dataset_load(dir, "train", &ds) == DP_OK && ds.count == 4 && ds.num_classes == 1,
           "a one-class tree loads: %s", dp_error_message());
     dp_dataset_free(&ds);

@@ -83,13 +83,17 @@ typedef struct {
 
 typedef enum {
     DP_DATA_IDX,          /* DIR/SPLIT-images-idx3-ubyte[.gz], DIR/SPLIT-labels-idx1-ubyte[.gz] */
-    DP_DATA_IMAGE_FOLDER, /* DIR/train/CLASS/FILE, DIR/test/CLASS/FILE (PNG or PGM) */
+    DP_DATA_IMAGE_FOLDER, /* DIR/train/CLASS/FILE and DIR/test/CLASS/FILE, or DIR/CLASS/FILE alone */
     DP_DATA_CIFAR,        /* DIR[/cifar-10-batches-bin]/data_batch_N.bin, test_batch.bin */
 } dp_data_layout_t;
 
 /* The layout of `dir`: ImageFolder when DIR/train is a directory, CIFAR when
  * data_batch_1.bin or test_batch.bin is there (or in
- * DIR/cifar-10-batches-bin), else IDX. A missing directory is an error. */
+ * DIR/cifar-10-batches-bin), IDX when one of its four files is there (.gz
+ * or plain), else ImageFolder when DIR holds a folder (class folders
+ * DIR/CLASS/FILE: the test split is held out of them, image_folder.h
+ * dp_image_index_hold_out). A missing directory, a DIR/test without
+ * DIR/train, or a directory with none of these is one line. */
 dp_status_t dp_data_detect_layout(const char *dir, dp_data_layout_t *out);
 const char *dp_data_layout_name(dp_data_layout_t layout);
 
@@ -99,6 +103,8 @@ typedef void (*dp_data_progress_fn)(void *ctx, int done, int total);
 typedef struct {
     dp_data_progress_fn progress; /* NULL: none */
     void *progress_ctx;
+    double holdout;               /* an image folder without a test folder: the fraction of each class
+                                     held out as the test split (0: DP_HOLDOUT_DEFAULT, 0.1) */
 } dp_dataset_load_options_t;
 
 /* Loads split "train" or "test" ("t10k", IDX's name for it, is the same
@@ -108,7 +114,9 @@ typedef struct {
  * - ImageFolder: every file in DIR/SPLIT/CLASS/ (dot files skipped), in
  *   sorted class then file order, decoded once into memory; all images have
  *   the size and channel count of the first; classes are the sorted folder
- *   names of DIR/train, and the test split's folders must be among them. An
+ *   names of DIR/train, and the test split's folders must be among them;
+ *   without DIR/test (class folders in DIR, or DIR/train alone) the test
+ *   split is held out of the training folders (options->holdout). An
  *   empty class folder, a file that is not an image, or an image of another
  *   size is an error naming the file.
  * - CIFAR: train = data_batch_1.bin .. data_batch_5.bin (those present,

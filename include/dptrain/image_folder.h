@@ -63,12 +63,26 @@ typedef struct {
     void *progress_ctx;
 } dp_index_options_t;
 
-/* Indexes DIR/SPLIT ("train" or "test"). classes: the training split's
- * class names (the test split's folders must be among them, and keep
- * their labels); NULL for the training split, whose folders they are. */
+/* Indexes DIR/SPLIT ("train" or "test"), or DIR itself for the split ""
+ * (its folders the classes: a folder without a test split). classes: the
+ * training split's class names (the test split's folders must be among
+ * them, and keep their labels); NULL for a training split, whose folders
+ * they are. A training split's class folder without images is refused. */
 dp_status_t dp_image_index_build(const char *dir, const char *split, char *const *classes, int num_classes,
                                  const dp_index_options_t *options, dp_image_index_t *out);
 void dp_image_index_free(dp_image_index_t *index);
+
+/* The default fraction held out (--holdout) of a folder without a test split. */
+#define DP_HOLDOUT_DEFAULT 0.1
+/* Holds out a test split of `index` (image_holdout.c): within each class,
+ * round(fraction x its files), at most all but one, chosen by a hash of
+ * each file's path below the folder (stratified, no seed, the same on
+ * every machine and rank whatever the listing order), move into *held;
+ * *index keeps the rest (both in index order, with the same classes).
+ * fraction: above 0, below 1. One line naming `what` (the folder) when
+ * no file would be held out; *index is unchanged on failure. */
+dp_status_t dp_image_index_hold_out(dp_image_index_t *index, double fraction, const char *what,
+                                    dp_image_index_t *held);
 
 typedef struct {
     dp_sample_options_t train; /* a training fill's transform (its channels, height, width: the samples') */

@@ -12,6 +12,7 @@
  */
 #include "dptrain/data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +57,36 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Any of the four IDX files, .gz or plain. */
+static int has_idx_file(const char *dir) {
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                        "t10k-labels-idx1-ubyte"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (is_file(path)) return 1;
+        snprintf(path, sizeof path, "%s/%s.gz", dir, names[i]);
+        if (is_file(path)) return 1;
+    }
+    return 0;
+}
+
+/* A folder in `dir` whose name does not start with '.' (a class folder). */
+static int has_subfolder(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char path[4200];
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        found = is_dir(path);
+    }
+    closedir(d);
+    return found;
+}
+
 /* CIFAR's files in `dir` itself: writes dir to `where`. */
 static int has_cifar_files(const char *dir, char *where, size_t size) {
     char path[4200];
@@ -86,7 +117,18 @@ static dp_status_t detect_layout(const char *dir, dp_data_layout_t *out, char *w
         return DP_OK;
     }
     *out = DP_DATA_IDX;
-    return DP_OK;
+    if (has_idx_file(dir)) return DP_OK; /* the loader names a missing one */
+    snprintf(path, sizeof path, "%s/test", dir);
+    if (is_dir(path))
+        return dp_fail(DP_ERR_FORMAT, "%s: has a test folder but no train folder (an image folder is DIR/train/CLASS/... "
+                       "beside DIR/test/CLASS/..., or class folders DIR/CLASS/... alone)", dir);
+    if (has_subfolder(dir)) {
+        *out = DP_DATA_IMAGE_FOLDER; /* class folders in DIR, the test split held out */
+        return DP_OK;
+    }
+    return dp_fail(DP_ERR_FORMAT, "%s: no data found: expected class folders of images (DIR/CLASS/IMAGE, or DIR/train/"
+                   "CLASS/... and DIR/test/CLASS/...), the IDX files of Fashion-MNIST or MNIST, or CIFAR-10's binary "
+                   "batches (docs/data.md)", dir);
 }
 
 dp_status_t dp_data_detect_layout(const char *dir, dp_data_layout_t *out) {

@@ -2,7 +2,8 @@
  * dp_dataset_load (data.h): the files the index finds (image_index.c:
  * torchvision's classes, order and extensions), each decoded once
  * (dp_image_read) into a dp_dataset_t; every image must have the size and
- * channel count of the first. `dptrain` itself streams folders
+ * channel count of the first. Without DIR/test the test split is held out
+ * of the training folders (DIR/train, or DIR's own class folders). `dptrain` itself streams folders
  * (folder_source.c); this is the library's in-memory form, for data sets
  * small enough to hold.
  */
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data_internal.h"
 
@@ -63,17 +65,37 @@ static dp_status_t decode_all(const dp_image_index_t *x, const dp_dataset_load_o
     return DP_OK;
 }
 
+/* DIR's training folders: DIR/train, or DIR itself when it has none. */
+static const char *training_root(const char *dir) {
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/train", dir);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "train" : "";
+}
+
+static int has_test_folder(const char *dir) {
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/test", dir);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_dataset_load_options_t *options,
                                       dp_dataset_t *out) {
     memset(out, 0, sizeof *out);
     dp_image_index_t train = {0}, split = {0};
     dp_index_options_t io = {0};
+    const char *root = training_root(dir);
     /* the classes: the training folders (its files' headers are read only for the training split) */
-    dp_status_t st = dp_image_index_build(dir, "train", NULL, 0, &io, &train);
+    dp_status_t st = dp_image_index_build(dir, root, NULL, 0, &io, &train);
     if (st == DP_OK && train.num_classes > 256)
-        st = dp_fail(DP_ERR_FORMAT, "%s/train: %d class folders, at most 256 are supported in memory (dptrain train "
-                     "streams such folders)", dir, train.num_classes);
-    if (st == DP_OK && test) st = dp_image_index_build(dir, "test", train.class_names, train.num_classes, &io, &split);
+        st = dp_fail(DP_ERR_FORMAT, "%s%s%s: %d class folders, at most 256 are supported in memory (dptrain train "
+                     "streams such folders)", dir, *root ? "/" : "", root, train.num_classes);
+    if (st == DP_OK && !has_test_folder(dir)) /* the test split held out of the training folders */
+        st = dp_image_index_hold_out(&train, options->holdout > 0.0 ? options->holdout : DP_HOLDOUT_DEFAULT, dir,
+                                     &split);
+    else if (st == DP_OK && test)
+        st = dp_image_index_build(dir, "test", train.class_names, train.num_classes, &io, &split);
     const dp_image_index_t *x = test ? &split : &train;
     if (st == DP_OK) st = decode_all(x, options, out);
     if (st == DP_OK && !(out->labels = dp_alloc((size_t)x->count, "image folder labels"))) st = DP_ERR_NOMEM;

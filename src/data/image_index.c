@@ -86,6 +86,15 @@ static dp_status_t join_path(char out[PATH_BYTES], const char *a, const char *b)
     return DP_OK;
 }
 
+/* A split's folder: DIR/SPLIT, or DIR itself for the split "" (class
+ * folders directly in DIR). */
+static dp_status_t split_path(char out[PATH_BYTES], const char *dir, const char *split) {
+    if (*split) return join_path(out, dir, split);
+    if ((size_t)snprintf(out, PATH_BYTES, "%s", dir) >= PATH_BYTES)
+        return dp_fail(DP_ERR_ARG, "%.64s...: the path is longer than %d bytes", dir, PATH_BYTES - 1);
+    return DP_OK;
+}
+
 /* The entries of `dir` not starting with '.', sorted, split into
  * directories and files (image names only). */
 static dp_status_t list_dir(const char *dir, strings_t *dirs, strings_t *files) {
@@ -190,10 +199,10 @@ static dp_status_t probe_all(probe_job_t *job, int threads, const char *split, c
 }
 
 /* The bad files: one line each for the first MAX_REPORTED, then a count. */
-static dp_status_t report_bad(const probe_job_t *job, int bad, const char *dir, const char *split) {
+static dp_status_t report_bad(const probe_job_t *job, int bad, const char *split_dir) {
     char text[8192];
-    size_t used = (size_t)snprintf(text, sizeof text, "%s/%s: %d file%s cannot be read as an image (leave them out "
-                                   "with --skip-bad-files):", dir, split, bad, bad == 1 ? "" : "s");
+    size_t used = (size_t)snprintf(text, sizeof text, "%s: %d file%s cannot be read as an image (leave them out "
+                                   "with --skip-bad-files):", split_dir, bad, bad == 1 ? "" : "s");
     int named = 0;
     for (int i = 0; i < job->count && named < MAX_REPORTED && used < sizeof text; i++)
         if (!job->ok[i]) {
@@ -216,12 +225,14 @@ void dp_image_index_free(dp_image_index_t *index) {
     memset(index, 0, sizeof *index);
 }
 
-/* The class names: DIR/train's folders (classes NULL), or a copy of classes. */
-static dp_status_t find_classes(const char *dir, char *const *classes, int num_classes, dp_image_index_t *out) {
+/* The class names: the training split's folders (classes NULL), or a copy
+ * of classes. */
+static dp_status_t find_classes(const char *dir, const char *split, char *const *classes, int num_classes,
+                                dp_image_index_t *out) {
     strings_t found = {0};
     if (!classes) {
         char train[PATH_BYTES];
-        DP_TRY(join_path(train, dir, "train"));
+        DP_TRY(split_path(train, dir, split));
         DP_TRY(list_dir(train, &found, NULL));
         if (found.count == 0) {
             strings_free(&found);
@@ -253,7 +264,7 @@ static int class_label(const dp_image_index_t *x, const char *name) {
 static dp_status_t list_split(const char *dir, const char *split, dp_image_index_t *x, strings_t *files,
                               int32_t **labels) {
     char split_dir[PATH_BYTES], class_dir[PATH_BYTES];
-    DP_TRY(join_path(split_dir, dir, split));
+    DP_TRY(split_path(split_dir, dir, split));
     strings_t folders = {0};
     DP_TRY(list_dir(split_dir, &folders, NULL));
     dp_status_t status = DP_OK;
@@ -268,7 +279,7 @@ static dp_status_t list_split(const char *dir, const char *split, dp_image_index
         int before = files->count;
         status = join_path(class_dir, split_dir, folders.items[f]);
         if (status == DP_OK) status = class_files(class_dir, files);
-        if (status == DP_OK && files->count == before && !strcmp(split, "train")) /* torchvision refuses it too */
+        if (status == DP_OK && files->count == before && strcmp(split, "test")) /* torchvision refuses it too */
             status = dp_fail(DP_ERR_FORMAT, "%s: empty class (no image files: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
                              ".webp)", class_dir);
         if (status == DP_OK && files->count > capacity) {
@@ -321,7 +332,9 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
     int32_t *labels = NULL;
     probe_job_t job = {0};
     if (o->progress) o->progress(o->progress_ctx, split, 0, 0);
-    dp_status_t status = find_classes(dir, classes, num_classes, out);
+    char split_dir[PATH_BYTES];
+    dp_status_t status = split_path(split_dir, dir, split);
+    if (status == DP_OK) status = find_classes(dir, split, classes, num_classes, out);
     if (status == DP_OK) status = list_split(dir, split, out, &files, &labels);
     if (status == DP_OK) {
         job.paths = files.items;
@@ -333,12 +346,12 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
     }
     int bad = 0;
     for (int i = 0; status == DP_OK && i < job.count; i++) bad += !job.ok[i];
-    if (status == DP_OK && bad > 0 && !o->skip_bad) status = report_bad(&job, bad, dir, split);
+    if (status == DP_OK && bad > 0 && !o->skip_bad) status = report_bad(&job, bad, split_dir);
     if (status == DP_OK && bad == job.count)
-        status = dp_fail(DP_ERR_FORMAT, "%s/%s: none of its %d files can be read as an image", dir, split, job.count);
+        status = dp_fail(DP_ERR_FORMAT, "%s: none of its %d files can be read as an image", split_dir, job.count);
     if (status == DP_OK) {
         out->skipped = bad;
-        out->root_length = strlen(dir) + strlen(split) + 2;
+        out->root_length = strlen(split_dir) + 1;
         status = keep_files(&files, labels, job.ok, out);
     }
     for (int i = 0; job.messages && i < job.count; i++) free(job.messages[i]);
