@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dptrain/data.h"
@@ -30,14 +31,19 @@ const char cli_data_usage_train[] =
     "  --cache-mb N              image folders: keep up to N MB of decoded samples in memory\n"
     "                            after their first use (default 0)\n"
     "  --loader-threads N        threads decoding image folders while the devices compute\n"
-    "                            (default: the cores the devices leave free, at least 1)\n";
+    "                            (default: the cores the devices leave free, at least 1)\n"
+    "  --holdout F               image folders without a test folder (DIR/CLASS/... or\n"
+    "                            DIR/train alone): the fraction of each class held out as\n"
+    "                            the test split, the same files every run (default 0.1)\n";
 
 const char cli_data_usage_eval[] =
     "  --resize N                image folders: the shorter side before the center crop\n"
     "                            (default: the checkpoint's)\n"
     "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read\n"
-    "  --loader-threads N        threads reading the image headers (default: the cores)\n";
+    "  --loader-threads N        threads reading the image headers (default: the cores)\n"
+    "  --holdout F               image folders without a test folder: the fraction held out\n"
+    "                            as the test split (default: the checkpoint's, else 0.1)\n";
 
 cli_data_options_t cli_data_defaults(void) {
     return (cli_data_options_t){.dir = DP_DEFAULT_DATA_DIR, .loader_threads = -1};
@@ -52,6 +58,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
         {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
         {"loader-threads", OPT_INT, &o->loader_threads, 0, 256},
+        {"holdout", OPT_STRING, &o->holdout, 0, 0},
     };
     for (int i = 0; i < CLI_DATA_OPTIONS; i++) {
         const char *name = all[i].name;
@@ -72,6 +79,23 @@ static dp_status_t two_way(const char *command, const char *option, const char *
     return DP_OK;
 }
 
+/* --holdout's fraction: above 0 and below 1, the whole text a number. */
+static dp_status_t parse_holdout(const char *command, const char *text, double *out) {
+    char *end;
+    *out = text && *text ? strtod(text, &end) : 0.0;
+    if (!text || !*text || *end || !(*out > 0.0 && *out < 1.0))
+        return dp_fail(DP_ERR_ARG, "%s: --holdout: '%s' is not a fraction above 0 and below 1 (e.g. 0.1: a tenth of "
+                       "each class for testing)", command, text ? text : "");
+    return DP_OK;
+}
+
+static int folder_exists(const char *dir, const char *name) {
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* --- the index's progress line --------------------------------------------------------- */
 typedef struct {
     int shown, terminal;
@@ -81,8 +105,9 @@ typedef struct {
 static void index_progress(void *ctx, const char *split, long done, long total) {
     progress_t *p = ctx;
     if (!p->terminal) return;
-    if (total == 0) fprintf(stderr, "\rindexing %s/%s ...", p->dir, split);
-    else fprintf(stderr, "\rindexing %s/%s: %ld/%ld files read", p->dir, split, done, total);
+    const char *slash = *split ? "/" : "";
+    if (total == 0) fprintf(stderr, "\rindexing %s%s%s ...", p->dir, slash, split);
+    else fprintf(stderr, "\rindexing %s%s%s: %ld/%ld files read", p->dir, slash, split, done, total);
     if (total && done == total) fputc('\n', stderr);
     fflush(stderr);
     p->shown = 1;
@@ -116,11 +141,25 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
+    /* the training folders: DIR/train, or DIR's own class folders; without DIR/test the test split is held out
+     * of them */
+    const char *root = folder_exists(o->dir, "train") ? "train" : "";
+    const int held_out = !folder_exists(o->dir, "test");
+    double fraction = DP_HOLDOUT_DEFAULT;
+    if (o->holdout && !held_out)
+        return dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s/test is the test split (a fraction is held out only of a "
+                       "folder without one)", command, o->holdout, o->dir);
+    const char *holdout = o->holdout ? o->holdout : o->holdout_default;
+    if (holdout) DP_TRY(parse_holdout(command, holdout, &fraction));
+    if (held_out && holdout) snprintf(out->holdout, sizeof out->holdout, "%s", holdout);
+    else if (held_out) snprintf(out->holdout, sizeof out->holdout, "%g", fraction);
     dp_image_index_t train_index = {0}, test_index = {0};
     dp_status_t status = DP_OK;
-    if (training) {
-        status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &train_index);
+    if (training || held_out) {
+        status = dp_image_index_build(o->dir, root, NULL, 0, &io, &train_index);
         if (status == DP_OK) status = dp_image_index_check_ranks(&train_index, world, "--data train");
+        if (status == DP_OK && held_out)
+            status = dp_image_index_hold_out(&train_index, fraction, o->dir, &test_index);
         out->train_total = train_index.count;
         if (status == DP_OK && o->limit > 0 && o->limit < train_index.count) train_index.count = o->limit;
         classes = train_index.class_names;
@@ -197,6 +236,10 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
         status = open_folder(o, training, channels, height, width, classes, num_classes, threads, world, out);
         if (status == DP_OK && augment.crop_padding + augment.flip > 0)
             status = dp_folder_source_set_augment(out->train, &augment);
+    } else if (o->holdout) {
+        status = dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s is %s data with a test split of its own (a fraction is held "
+                         "out only of an image folder without a test folder)", command, o->holdout, o->dir,
+                         dp_data_layout_name(layout));
     } else {
         status = open_memory(o, training, channels, height, width, &augment, out);
         out->layout = dp_data_layout_name(layout);

@@ -18,6 +18,9 @@ typedef struct {
     int skip_bad;            /* --skip-bad-files */
     int cache_mb;            /* --cache-mb: decoded samples kept in memory (0: none) */
     int loader_threads;      /* --loader-threads (-1: chosen) */
+    const char *holdout;     /* --holdout: the fraction of each class held out as the test split of an
+                                image folder without a test folder (NULL: holdout_default) */
+    const char *holdout_default; /* a checkpoint's data.holdout, for such a folder (NULL: DP_HOLDOUT_DEFAULT) */
     int limit;               /* --limit: the first N training samples (0: all) */
     const char *normalize;   /* --normalize */
     const char *augment;     /* --augment */
@@ -28,10 +31,10 @@ typedef struct {
 cli_data_options_t cli_data_defaults(void);
 
 /* Appends the image-folder options (--transform, --resize, --exif,
- * --dct-scale, --skip-bad-files, --cache-mb, --loader-threads) to an
- * option table at *used (room for them: CLI_DATA_OPTIONS entries), for
- * `train` (all) or `eval` (training ones left out: training 0). */
-#define CLI_DATA_OPTIONS 7
+ * --dct-scale, --skip-bad-files, --cache-mb, --loader-threads, --holdout)
+ * to an option table at *used (room for them: CLI_DATA_OPTIONS entries),
+ * for `train` (all) or `eval` (training ones left out: training 0). */
+#define CLI_DATA_OPTIONS 8
 void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used);
 /* Their lines of --help. */
 extern const char cli_data_usage_train[], cli_data_usage_eval[];
@@ -43,6 +46,8 @@ typedef struct {
     int loader_threads;              /* for dp_fit */
     int train_total;                 /* the training split's samples before --limit */
     char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
+    char holdout[32];                /* the fraction held out as the test split (data.holdout), as given or
+                                        defaulted; "" when the data has a test split of its own */
 } cli_data_t;
 
 /* Opens `dir` for a model taking channels x height x width: the training

@@ -31,7 +31,8 @@ static const char eval_usage[] =
     "                      naming the first mismatching tensor\n"
     "  --data DIR          the data whose test split is evaluated: IDX files\n"
     "                      (t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]),\n"
-    "                      an image folder (DIR/test/CLASS/*.png) or CIFAR-10\n"
+    "                      an image folder (DIR/test/CLASS/IMAGE; without DIR/test the\n"
+    "                      files the training run held out, --holdout) or CIFAR-10\n"
     "                      (test_batch.bin); default " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
@@ -132,6 +133,7 @@ int cmd_eval(int argc, char **argv) {
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
     if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;
+    data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
     const dp_world_t one = {.rank = 0, .size = 1};
     if (cli_data_open(&data_options, 0, ch, h, w, NULL, 0, 0, &one, &data) != DP_OK) /* the data's own classes */

@@ -218,6 +218,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     }
     printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .lr_default = set.lr_default,
                                 .train_count = train_count, .test_count = test_count,
+                                .holdout = data.holdout[0] ? data.holdout : NULL,
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
@@ -245,6 +246,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,
+        .holdout_text = data.holdout[0] ? data.holdout : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,

@@ -82,6 +82,10 @@
  *                           "resize S" (+ ", exif ignore"): Resize(S), then
  *                           CenterCrop to the model's input; written only
  *                           for image folders
+ *   data.holdout            the fraction of each class of an image folder
+ *                           without a test folder held out as its test split
+ *                           (--holdout, as given: "0.1"); written only then.
+ *                           eval holds out the same files; a resume must too
  *   data.classes            the training data's class names in label order
  *                           (an image folder's class folders) as a JSON
  *                           array of strings, ["cat","dog"]; written only
@@ -104,8 +108,8 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * The last ten are optional when read (an older file: none, none, an
- * epoch's end, no transform, no class names: the data's built-in ones, no
+ * The last eleven are optional when read (an older file: none, none, an
+ * epoch's end, no transform, no hold-out, no class names: the data's built-in ones, no
  * algorithm choices: the GPU's own, no model file text: `model` is
  * looked for as --model is, model_file.h, and nothing frozen).
  *
@@ -146,6 +150,7 @@ typedef struct {
                                    transform of an image folder, "resize S" (Resize(S) then CenterCrop to
                                    the model's input), then ", exif ignore" when the EXIF orientation was
                                    not applied: what eval, predict and export apply */
+    char holdout[32];           /* data.holdout: "" (the data's own test split) or the fraction held out */
     int epoch_ranks;            /* 0 at an epoch's end; else the entries of the sums below */
     double epoch_loss[DP_CHECKPOINT_RANK_SUMS]; /* the current epoch's loss sum so far, per rank */
     int epoch_correct[DP_CHECKPOINT_RANK_SUMS]; /* its correct count so far, per rank */

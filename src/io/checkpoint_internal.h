@@ -19,6 +19,7 @@
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
 #define DP_CHECKPOINT_MODEL_TEXT_KEY "model_text"
 #define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
+#define DP_CHECKPOINT_HOLDOUT_KEY "data.holdout"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -32,10 +33,10 @@ struct dp_checkpoint {
 
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
- * written: the DP_CHECKPOINT_META_KEYS keys, then at most five optional
+ * written: the DP_CHECKPOINT_META_KEYS keys, then at most six optional
  * ones (classes, transform, conv algorithms, model_text, model.freeze). */
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 5];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 6];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char *classes;         /* data.classes' JSON text, or NULL */

@@ -221,6 +221,11 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
                            info->transform);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRANSFORM_KEY, info->transform};
     }
+    if (info->holdout[0]) {
+        if (strspn(info->holdout, "0123456789.eE+-") != strlen(info->holdout))
+            return dp_fail(DP_ERR_ARG, "checkpoint: the data's hold-out '%s' is not a number", info->holdout);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_HOLDOUT_KEY, info->holdout};
+    }
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
@@ -495,6 +500,14 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
                            DP_CHECKPOINT_TRANSFORM_KEY, sizeof info->transform - 1);
         snprintf(info->transform, sizeof info->transform, "%s", transform);
+    }
+    const char *holdout = dp_safetensors_meta(c->st, DP_CHECKPOINT_HOLDOUT_KEY);
+    if (holdout) {
+        if (!*holdout || strlen(holdout) >= sizeof info->holdout ||
+            strspn(holdout, "0123456789.eE+-") != strlen(holdout))
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%.40s', expected a fraction", dp_safetensors_path(c->st),
+                           DP_CHECKPOINT_HOLDOUT_KEY, holdout);
+        snprintf(info->holdout, sizeof info->holdout, "%s", holdout);
     }
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);

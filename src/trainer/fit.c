@@ -125,6 +125,11 @@ static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *save
 /* What must be as saved for the loader to mean the same batches. */
 static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *saved,
                                   const dp_checkpoint_info_t *run) {
+    if (!!saved->holdout[0] != !!run->holdout[0] ||
+        (saved->holdout[0] && strtod(saved->holdout, NULL) != strtod(run->holdout, NULL)))
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with %s%s, this run %s%s (another test split, other training "
+                       "images; use the saved value)", path, saved->holdout[0] ? "--holdout " : "a test folder",
+                       saved->holdout, run->holdout[0] ? "has --holdout " : "has a test folder", run->holdout);
     struct { const char *what; uint64_t saved, now; } must_match[] = {
         {"--batch-size", (uint64_t)saved->batch_size, (uint64_t)run->batch_size},
         {"--seed", saved->seed, run->seed},
@@ -540,6 +545,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
     snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
+    snprintf(run.holdout, sizeof run.holdout, "%s", config->holdout_text ? config->holdout_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE) {
         status = dp_fail(DP_ERR_ARG, "--freeze: a list of %zu bytes, checkpoints hold up to %d",
