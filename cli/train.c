@@ -178,7 +178,11 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         cpu_threads += strcmp(backends[d]->name, "cpu") == 0 ? o.threads_per_device : 0;
     o.data.dir = o.data_dir;
     o.data.limit = o.limit;
-    o.data.normalize = o.normalize;
+    char saved_normalize[200], normalize_note[sizeof printer.normalized];
+    if ((status = train_checkpoint_normalize(&o, saved_normalize, sizeof saved_normalize, normalize_note,
+                                             sizeof normalize_note)) != DP_OK)
+        goto done;
+    o.data.normalize = o.normalize ? o.normalize : saved_normalize[0] ? saved_normalize : NULL;
     o.data.augment = o.augment;
     o.data.model = o.model;
     if ((status = cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data)) != DP_OK) goto done;
@@ -222,6 +226,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
+    snprintf(printer.normalized, sizeof printer.normalized, "%s", normalize_note);
     cuda_graph_note(trainer, backends, num_devices, o.cuda_graph != NULL, printer.cuda_graph,
                     sizeof printer.cuda_graph);
     dp_fit_config_t fit = {

@@ -99,6 +99,7 @@ typedef struct {
     char cuda_graph[200];     /* ", cuda graph: on" or "off (why)" with a CUDA device or --cuda-graph (first
                                  line); "" otherwise */
     char frozen[1200];        /* "frozen: LIST (...)" with frozen layers (a line after the first two); "" */
+    char normalized[1300];    /* "inputs normalised as FILE's were: ..." (after the --init line); "" */
     dp_progress_t bar;
     int bar_open;
     int started;              /* on_begin was called: every rank trains */
@@ -132,6 +133,11 @@ void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, co
  * resume frozen otherwise); note = what is frozen, one line ("" when
  * nothing is). Before the trainer is made. */
 dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char *note, size_t note_size);
+/* Without --normalize: the --init (else --resume) checkpoint's
+ * normalisation into `normalize` ("" when none, or with --normalize or
+ * neither option) and the line saying so into `note` (""). */
+dp_status_t train_checkpoint_normalize(const train_options_t *o, char *normalize, size_t size, char *note,
+                                       size_t note_size);
 
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */

@@ -2,7 +2,10 @@
  * is made: --freeze (or, resuming without it, the checkpoint's freeze
  * list) applied to the model, and the line saying what is frozen. --init
  * itself is dp_fit's (fit.h: init_path), which also refuses it with
- * --resume and a resume frozen otherwise than its checkpoint.
+ * --resume and a resume frozen otherwise than its checkpoint. Without
+ * --normalize, the normalisation of the --init or --resume checkpoint's
+ * data (pretrained weights expect their inputs scaled as they were
+ * trained: fastai's vision_learner and timm's data config do the same).
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,5 +45,19 @@ dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char
         return dp_fail(DP_ERR_ARG, "train: %s %s: %s", source, list, message);
     }
     describe_frozen(model, note, note_size);
+    return DP_OK;
+}
+
+dp_status_t train_checkpoint_normalize(const train_options_t *o, char *normalize, size_t size, char *note,
+                                       size_t note_size) {
+    normalize[0] = note[0] = '\0';
+    const char *path = o->init_path ? o->init_path : o->resume_path;
+    if (o->normalize || !path) return DP_OK;
+    dp_checkpoint_t *c;
+    DP_TRY(dp_checkpoint_open(path, &c));
+    snprintf(normalize, size, "%s", dp_checkpoint_info(c)->normalize);
+    dp_checkpoint_close(c);
+    if (normalize[0])
+        snprintf(note, note_size, "inputs normalised as %s's were: --normalize %s", path, normalize);
     return DP_OK;
 }

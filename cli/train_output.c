@@ -60,6 +60,7 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (!o->quiet) printf("%s%s\n", dp_cpu_summary(), /* kernels ISA, CPU model, BLAS */
                           o->winograd ? "; 5x5 convolutions by Winograd F(3x3, 5x5)" : "");
     if (!o->quiet && begin->init) printf("%s\n", begin->init);
+    if (!o->quiet && p->normalized[0] && begin->init) printf("%s\n", p->normalized);
     if (!o->quiet && p->frozen[0]) printf("%s\n", p->frozen);
     if (begin->resumed && !o->quiet && begin->first_epoch < begin->last_epoch)
         print_resume(o->resume_path, begin);

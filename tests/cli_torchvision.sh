@@ -21,7 +21,11 @@
 #   normalised images);
 # - the import refuses a state_dict with a tensor missing, an extra one or
 #   one of another shape: one line naming it, exit 1, nothing written; and
-#   `train --resume` refuses a weights-only checkpoint in one line.
+#   `train --resume` refuses a weights-only checkpoint in one line;
+# - `train --init` of an imported file without --normalize applies the
+#   file's normalisation (one line says so), the same run as giving it, and
+#   the same values spelled otherwise ("0.3", dptrain's 0.300000012) warn
+#   of nothing.
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -116,4 +120,20 @@ status=$?
   || fail "train --resume of a weights-only checkpoint: status $status, $(cat "$tmp/err")"
 "$bin" eval --resume "$tmp/lin.safetensors" --data "$tmp/fm" >"$tmp/eval.out" 2>&1 \
   && grep -q "test acc" "$tmp/eval.out" && pass || fail "eval of a weights-only checkpoint: $(cat "$tmp/eval.out")"
+
+# fine-tuning imported weights: without --normalize the file's normalisation applies (said on a line of its
+# own), with the same values given the run is the same and nothing is warned about ("0.3" is the float
+# 0.300000012 dptrain writes)
+$py "$src/tools/import_torchvision.py" "$tmp/lin.pth" "$tmp/lin.cfg" "$tmp/lin-n.safetensors" --normalize 0.3,0.2 \
+  >/dev/null && pass || fail "import with --normalize 0.3,0.2"
+tune=(train --data "$tmp/fm" --model "$tmp/lin.cfg" --epochs 1 --batch-size 16 --devices 2 --init "$tmp/lin-n.safetensors")
+"$bin" "${tune[@]}" --save "$tmp/tuned.st" >"$tmp/tuned.out" 2>&1 && pass || fail "--init: $(tail -2 "$tmp/tuned.out")"
+grep -qx "inputs normalised as $tmp/lin-n.safetensors's were: --normalize 0.3,0.2" "$tmp/tuned.out" && pass \
+  || fail "no line saying the file's normalisation applies: $(head -4 "$tmp/tuned.out")"
+"$bin" "${tune[@]}" --normalize 0.3,0.2 --save "$tmp/tuned-given.st" >"$tmp/given.out" 2>&1 && pass \
+  || fail "--init --normalize: $(tail -2 "$tmp/given.out")"
+! grep -q "warning" "$tmp/tuned.out" "$tmp/given.out" && pass || fail "warned: $(grep warning "$tmp"/*.out)"
+same_tensors "$tmp/tuned.st" "$tmp/tuned-given.st" && pass || fail "the file's normalisation and the same given differ"
+"$bin" inspect "$tmp/tuned.st" | grep -q "^  data.normalize = 0.300000012,0.200000003$" && pass \
+  || fail "data.normalize of the tuned run: $("$bin" inspect "$tmp/tuned.st" | grep normalize)"
 testing_finish cli_torchvision

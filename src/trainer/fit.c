@@ -122,6 +122,24 @@ static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *save
     return DP_OK;
 }
 
+/* Whether two normalisation texts ("M0,..,S0,..", "" for none) scale
+ * alike: the same floats, whatever their spelling ("0.485" and
+ * "0.485000014", tools/import_torchvision.py's and dptrain's), one pair
+ * standing for every channel. */
+static int same_normalize(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    if (!a[0] || !b[0]) return 0;
+    int na, nb;
+    float ma[DP_DATA_MAX_CHANNELS], sa[DP_DATA_MAX_CHANNELS], mb[DP_DATA_MAX_CHANNELS], sb[DP_DATA_MAX_CHANNELS];
+    if (dp_normalize_parse(a, &na, ma, sa) != DP_OK || dp_normalize_parse(b, &nb, mb, sb) != DP_OK) return 0;
+    if (na != nb && na != 1 && nb != 1) return 0;
+    for (int i = 0; i < (na > nb ? na : nb); i++) {
+        const int ia = na == 1 ? 0 : i, ib = nb == 1 ? 0 : i;
+        if (ma[ia] != mb[ib] || sa[ia] != sb[ib]) return 0;
+    }
+    return 1;
+}
+
 /* What must be as saved for the loader to mean the same batches. */
 static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *saved,
                                   const dp_checkpoint_info_t *run) {
@@ -143,7 +161,7 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
     if (saved->loader_batch < 0 || (uint64_t)saved->loader_batch >= run->steps_per_epoch)
         return dp_fail(DP_ERR_ARG, "--resume %s: loader.batch %d is not a step inside an epoch of %" PRIu64
                        " steps", path, saved->loader_batch, run->steps_per_epoch);
-    if (strcmp(saved->normalize, run->normalize) != 0)
+    if (!same_normalize(saved->normalize, run->normalize))
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --normalize %s, this run has %s (the model was "
                        "trained on differently scaled inputs; use the saved value)", path,
                        saved->normalize[0] ? saved->normalize : "(none)", run->normalize[0] ? run->normalize : "(none)");
@@ -293,7 +311,7 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
         if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
             snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs, the checkpoint's "
                      "%d", what.fresh_head, what.model_outputs, what.file_outputs);
-        if (strcmp(saved->normalize, run->normalize) != 0)
+        if (!same_normalize(saved->normalize, run->normalize))
             warn(config, ctx, "--init %s: trained with --normalize %s, this run has %s (this run's applies; the "
                  "weights were fitted to inputs scaled the other way)", path,
                  saved->normalize[0] ? saved->normalize : "(none)", run->normalize[0] ? run->normalize : "(none)");
