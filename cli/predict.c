@@ -1,14 +1,21 @@
 /* predict.c - `dptrain predict`: classify images (JPEG, PNG, PGM/PPM, BMP) with a checkpoint.
  *
- * Every image is read and converted first (image.h: channels, PIL-style
- * bilinear resize to the model's input, / 255 like the training data), so a
- * bad file stops the command before anything is printed; then the images
- * run in batches on all devices (predict.h) and each gets one line (or one
- * JSON object with --json) with its top classes and their probabilities.
+ * A folder among the arguments stands for the image files under it (its
+ * subfolders too, in the order an image folder's class is read:
+ * image_folder.h dp_image_list_files). Every file's header is read first,
+ * so a file that is not an image stops the command before anything is
+ * printed; then the images are decoded and converted (image.h: channels,
+ * the training data's evaluation transform or a PIL-style bilinear resize,
+ * / 255) a batch at a time, so memory holds one batch whatever the number
+ * of files, and each batch runs on all devices (predict.h), each image
+ * getting one line (or one JSON object with --json) with its top classes
+ * and their probabilities. A file whose header reads but whose data does
+ * not decode stops the command at its batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -23,7 +30,7 @@ static const char *const fashion_mnist_names[10] = {"T-shirt/top", "Trouser", "P
                                                     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 static const char predict_usage[] =
-    "usage: dptrain predict --resume CK.safetensors [options] IMAGE...\n"
+    "usage: dptrain predict --resume CK.safetensors [options] IMAGE|FOLDER...\n"
     "\n"
     "Classifies JPEG, PNG, PGM/PPM and BMP images (any size, bit depth, gray or\n"
     "colour; told by their bytes; EXIF orientation applied) with a checkpoint's\n"
@@ -34,6 +41,10 @@ static const char predict_usage[] =
     "size with PIL's bilinear filter (antialiased when shrinking, as torchvision's\n"
     "Resize), and scaled to [0, 1] as pixel / 255. Fashion-MNIST is white\n"
     "clothes on black: invert photos of dark things on white first.\n"
+    "\n"
+    "A FOLDER stands for the image files under it (subfolders too, sorted, the\n"
+    "file names torchvision's ImageFolder takes). Images are read a batch at a\n"
+    "time: any number of files fits in memory.\n"
     "\n"
     "Prints one line per image: FILE: CLASS PROB, ... (the top classes, most\n"
     "probable first; probabilities from the softmax of the logits).\n"
@@ -127,6 +138,58 @@ static dp_status_t read_labels(const char *path, int count, char ***out) {
         return status;
     }
     *out = names;
+    return DP_OK;
+}
+
+/* The images the arguments name: a folder's image files in its place,
+ * every entry its own copy; each file's header read (one line for the
+ * first that is not an image). */
+static dp_status_t expand_images(char *const *args, int num_args, char ***out, int *count) {
+    char **paths = NULL;
+    int n = 0, capacity = 0;
+    dp_status_t status = DP_OK;
+    for (int a = 0; status == DP_OK && a < num_args; a++) {
+        struct stat st;
+        char **found = NULL;
+        int nfound = 1;
+        if (stat(args[a], &st) == 0 && S_ISDIR(st.st_mode)) {
+            char dir[4096]; /* without trailing slashes: DIR/NAME, not DIR//NAME */
+            size_t len = strlen(args[a]);
+            while (len > 1 && args[a][len - 1] == '/') len--;
+            if (len >= sizeof dir) {
+                status = dp_fail(DP_ERR_ARG, "predict: %.64s...: the path is too long", args[a]);
+                break;
+            }
+            memcpy(dir, args[a], len);
+            dir[len] = '\0';
+            status = dp_image_list_files(dir, &found, &nfound);
+            if (status == DP_OK && nfound == 0)
+                status = dp_fail(DP_ERR_ARG, "predict: %s: no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                                 ".webp) in the folder or below it", args[a]);
+        }
+        if (status == DP_OK && n + nfound > capacity) {
+            capacity = 2 * (n + nfound);
+            char **grown = realloc(paths, sizeof *paths * (size_t)capacity);
+            if (!grown) status = dp_fail(DP_ERR_NOMEM, "out of memory listing the images");
+            else paths = grown;
+        }
+        for (int i = 0; status == DP_OK && i < nfound; i++) {
+            if (!(paths[n] = strdup(found ? found[i] : args[a])))
+                status = dp_fail(DP_ERR_NOMEM, "out of memory listing the images");
+            else n++;
+        }
+        if (found) dp_image_list_free(found, nfound);
+    }
+    for (int i = 0; status == DP_OK && i < n; i++) {
+        dp_image_info_t info;
+        status = dp_image_probe_file(paths[i], 0, &info);
+    }
+    if (status != DP_OK) {
+        dp_image_list_free(paths, n);
+        return status;
+    }
+    *out = paths;
+    *count = n;
     return DP_OK;
 }
 
@@ -277,8 +340,8 @@ int cmd_predict(int argc, char **argv) {
     dp_model_t *model = NULL;
     dp_predictor_t *predictor = NULL;
     float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
-    int *order = NULL;
-    char **names = NULL;
+    int *order = NULL, num_paths = 0;
+    char **names = NULL, **paths = NULL;
     if (options_parse("predict", options, num_opts, opts, 2, &help) != DP_OK) goto done;
     if (help) {
         fputs(predict_usage, stdout);
@@ -322,25 +385,26 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: the model takes %d-channel inputs; images give 1 (gray) or 3 (RGB)", ch);
         goto done;
     }
+    if (expand_images(images, num_images, &paths, &num_paths) != DP_OK) goto done;
+    const int batch = num_paths < batch_size ? num_paths : batch_size;
     size_t example = (size_t)ch * h * w;
-    x = dp_alloc(sizeof(float) * example * (size_t)num_images, "images");
-    logits = dp_alloc(sizeof(float) * (size_t)classes * (size_t)num_images, "logits");
+    x = dp_alloc(sizeof(float) * example * (size_t)batch, "images");
+    logits = dp_alloc(sizeof(float) * (size_t)classes * (size_t)batch, "logits");
     probs = dp_alloc(sizeof(float) * (size_t)classes, "probabilities");
     order = dp_alloc(sizeof(int) * (size_t)classes, "class order");
     if (!x || !logits || !probs || !order) goto done;
-    for (int i = 0; i < num_images; i++)
-        if (image_input(images[i], dp_checkpoint_info(c)->transform, ch, h, w, x + (size_t)i * example) != DP_OK)
-            goto done;
-    if (normalize_inputs(dp_checkpoint_info(c)->normalize, x, num_images, ch, (size_t)h * w) != DP_OK) goto done;
-    if (devices > num_images) devices = num_images;
+    if (devices > num_paths) devices = num_paths;
     if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
-    for (int start = 0; start < num_images; start += batch_size) {
-        int n = num_images - start < batch_size ? num_images - start : batch_size;
-        if (dp_predictor_run(predictor, x + (size_t)start * example, n, logits + (size_t)start * classes) != DP_OK)
-            goto done;
+    for (int start = 0; start < num_paths; start += batch) {
+        int n = num_paths - start < batch ? num_paths - start : batch;
+        for (int i = 0; i < n; i++)
+            if (image_input(paths[start + i], info->transform, ch, h, w, x + (size_t)i * example) != DP_OK) goto done;
+        if (normalize_inputs(info->normalize, x, n, ch, (size_t)h * w) != DP_OK) goto done;
+        if (dp_predictor_run(predictor, x, n, logits) != DP_OK) goto done;
+        for (int i = 0; i < n; i++)
+            print_prediction(paths[start + i], logits + (size_t)i * classes, classes, top, names, json, logits_out,
+                             probs, order);
     }
-    for (int i = 0; i < num_images; i++)
-        print_prediction(images[i], logits + (size_t)i * classes, classes, top, names, json, logits_out, probs, order);
     if (fflush(stdout) != 0) {
         dp_fail(DP_ERR_IO, "predict: cannot write to standard output");
         goto done;
@@ -359,6 +423,7 @@ done:
     free(params);
     dp_model_free(model);
     dp_checkpoint_close(c);
+    dp_image_list_free(paths, num_paths);
     free(opts);
     free(images);
     return exit_code;

@@ -13,9 +13,13 @@
 # - text output: one line per image, --top K classes, probabilities in
 #   [0, 1], Fashion-MNIST's names; --labels FILE names; --json objects;
 # - bad input: truncated PNG, a PGM whose header says more pixels than it
-#   has, a text file, a missing file, a directory, a bad --labels file,
-#   --top larger than the classes, no images: one line naming the problem,
-#   exit 1, nothing on stdout.
+#   has, a text file, a missing file, a folder without images or with a
+#   file that is not one, a bad --labels file, --top larger than the
+#   classes, no images: one line naming the problem, exit 1, nothing on
+#   stdout;
+# - a folder stands for its image files (subfolders too, make_dataset's
+#   order, dot files and other names left out): the same lines as the
+#   files named one by one, with any --batch-size (read a batch at a time).
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -52,6 +56,20 @@ PY
 }
 same_logits "$tmp/p1.jsonl" "$tmp/p2.jsonl" && pass || fail "logits differ between 1 and 2 devices"
 same_logits "$tmp/p1.jsonl" "$tmp/p7.jsonl" && pass || fail "logits differ with --batch-size 7"
+
+# A folder: its image files, in make_dataset's order (the folder's own files, then each subfolder's, sorted),
+# the same lines as naming them, a batch at a time.
+"$bin" predict --resume "$ck" --devices 1 --json --logits "$tmp/png" >"$tmp/folder1.jsonl"
+cmp -s "$tmp/folder1.jsonl" "$tmp/p1.jsonl" && pass || fail "predict FOLDER differs from its files named one by one"
+"$bin" predict --resume "$ck" --devices 2 --batch-size 7 --json --logits "$tmp/png/" >"$tmp/folder7.jsonl"
+cmp -s "$tmp/folder7.jsonl" "$tmp/p7.jsonl" && pass || fail "predict FOLDER --batch-size 7 differs from the files'"
+mkdir -p "$tmp/nest/b/deep" "$tmp/nest/a"
+cp "$tmp/png/00001.png" "$tmp/nest/z.png" && cp "$tmp/png/00002.png" "$tmp/nest/a/y.PNG"
+cp "$tmp/png/00003.png" "$tmp/nest/b/deep/x.png" && cp "$tmp/png/00004.png" "$tmp/nest/b/w.png"
+cp "$tmp/png/00005.png" "$tmp/nest/.hidden.png" && echo notes >"$tmp/nest/notes.txt"
+"$bin" predict --resume "$ck" --top 1 "$tmp/nest" "$tmp/png/00000.png" 2>&1 | cut -d: -f1 >"$tmp/nest.out"
+printf '%s\n' "$tmp/nest/z.png" "$tmp/nest/a/y.PNG" "$tmp/nest/b/w.png" "$tmp/nest/b/deep/x.png" \
+  "$tmp/png/00000.png" | cmp -s - "$tmp/nest.out" && pass || fail "a nested folder's order: $(cat "$tmp/nest.out")"
 
 # Text output: one line per image, 3 classes, names, probabilities.
 "$bin" predict --resume "$ck" "$tmp/png/00000.png" "$tmp/png/00001.png" >"$tmp/text.out" 2>"$tmp/text.err"
@@ -153,7 +171,10 @@ bad "truncated PNG" "truncated.png: bad PNG" "$tmp/png/00000.png" "$tmp/truncate
 bad "short PGM" "short.pgm: truncated PGM: header says 28 x 28" "$tmp/short.pgm"
 bad "not an image" "notimage.png: not a JPEG, PNG, PGM/PPM or BMP image" "$tmp/png/00000.png" "$tmp/notimage.png"
 bad "missing file" "missing.png: cannot open" "$tmp/missing.png"
-bad "a directory" "$tmp/png: cannot read" "$tmp/png"
+mkdir -p "$tmp/empty/sub" "$tmp/badfolder"
+bad "a folder without images" "$tmp/empty: no image files" "$tmp/empty"
+cp "$tmp/png/00000.png" "$tmp/notimage.png" "$tmp/badfolder/"
+bad "a folder with a file that is not an image" "badfolder/notimage.png: not a JPEG" "$tmp/badfolder"
 printf 'a\nb\n' >"$tmp/two.txt"
 bad "short labels" "two.txt: 2 names, the model has 10 classes" --labels "$tmp/two.txt" "$tmp/png/00000.png"
 bad "top too large" "--top 11" --top 11 "$tmp/png/00000.png"

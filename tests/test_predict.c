@@ -4,7 +4,9 @@
  * (dp_split_batch), and those of one forward over the whole batch to 1e-5
  * (a different batch size may round differently in the GEMMs), for k = 1, 2,
  * 3 and batches smaller than, equal to and larger than k; repeated runs
- * reuse the devices' memory; the softmax. Runs under ThreadSanitizer too
+ * reuse the devices' memory; with a forward cap of 2, each shard as
+ * forwards of at most 2 examples (bit for bit those forwards'); the
+ * inference cap's bounds (nn.h); the softmax. Runs under ThreadSanitizer too
  * (label `threads`).
  */
 #include <math.h>
@@ -74,9 +76,47 @@ static void check_model(const char *name_or_path) {
                       "%s: %d devices, batch %d: logits differ from one forward over the batch", name_or_path, k, n);
             }
         }
+        /* a shard larger than the forward cap: forwards of at most 2, in order */
+        dp_predictor_set_forward_cap(p, 2);
+        for (int d = 0; d < k; d++) {
+            int start, count;
+            dp_split_batch(MAX_N, k, d, &start, &count);
+            for (int first = start; first < start + count; first += 2)
+                reference_logits(m, params, x + (size_t)first * example, start + count - first < 2 ? 1 : 2,
+                                 want + (size_t)first * classes);
+        }
+        memset(got, 0, sizeof got);
+        CHECK(dp_predictor_run(p, x, MAX_N, got) == DP_OK, "%s", dp_error_message());
+        CHECK(memcmp(got, want, sizeof(float) * (size_t)MAX_N * classes) == 0,
+              "%s: %d devices, forward cap 2: logits differ from forwards of 2", name_or_path, k);
+        int expect = 0; /* ceil(shard / 2) each */
+        for (int d = 0; d < k; d++) {
+            int start, count;
+            dp_split_batch(MAX_N, k, d, &start, &count);
+            expect += (count + 1) / 2;
+        }
+        CHECK(dp_predictor_last_forwards(p) == expect, "%s: %d devices, forward cap 2: %d forwards, expected %d",
+              name_or_path, k, dp_predictor_last_forwards(p), expect);
+        CHECK(testing_max_violation(got, whole, (size_t)MAX_N * classes, 1e-5, 1e-6, NULL) <= 1,
+              "%s: %d devices, forward cap 2: logits differ from one forward over the batch", name_or_path, k);
+        dp_predictor_set_forward_cap(p, 0);
+        CHECK(dp_predictor_run(p, x, MAX_N, got) == DP_OK && dp_predictor_last_forwards(p) == (k < MAX_N ? k : MAX_N),
+              "%s: %d devices, the default cap: %d forwards", name_or_path, k, dp_predictor_last_forwards(p));
         CHECK(dp_predictor_run(p, x, 0, got) == DP_ERR_ARG, "batch 0 refused");
         dp_predictor_free(p);
     }
+    /* the inference cap: 2 x 4 bytes x every output's floats per example, the input's included */
+    size_t floats = 0;
+    for (int i = 0; i <= dp_model_num_layers(m); i++) {
+        int shape[DP_MAX_DIMS], ndim = dp_model_output_shape(m, i, shape);
+        size_t e = 1;
+        for (int d = 0; d < ndim; d++) e *= (size_t)shape[d];
+        floats += e;
+    }
+    const int cap = dp_model_inference_batch_cap(m, (size_t)1 << 30);
+    CHECK(cap >= 1 && (size_t)cap * 8 * floats <= (size_t)1 << 30 && (size_t)(cap + 1) * 8 * floats > (size_t)1 << 30,
+          "%s: inference cap %d for %zu floats an example", name_or_path, cap, floats);
+    CHECK(dp_model_inference_batch_cap(m, 0) == 1, "a cap of no bytes is one example");
     dp_predictor_t *p = NULL;
     CHECK(dp_predictor_new(m, params, 0, &p) == DP_ERR_ARG && p == NULL, "0 devices refused");
     free(x);

@@ -72,6 +72,14 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
                                  const dp_index_options_t *options, dp_image_index_t *out);
 void dp_image_index_free(dp_image_index_t *index);
 
+/* The image files under `dir` (its subfolders too, following links), in
+ * the order and with the extensions the index takes a class folder's
+ * files in; names starting with '.' skipped. *paths (dir/.../NAME, *count
+ * of them, none for a folder without images) is freed with
+ * dp_image_list_free. An unreadable folder is one line. */
+dp_status_t dp_image_list_files(const char *dir, char ***paths, int *count);
+void dp_image_list_free(char **paths, int count);
+
 /* The default fraction held out (--holdout) of a folder without a test split. */
 #define DP_HOLDOUT_DEFAULT 0.1
 /* Holds out a test split of `index` (image_holdout.c): within each class,

@@ -20,8 +20,16 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
 void dp_predictor_free(dp_predictor_t *p);
 
 /* x: (n, C, H, W) as dp_model_input_shape; logits: (n, dp_model_num_outputs).
- * Any n >= 1 (fewer examples than devices leaves devices idle). */
+ * Any n >= 1 (fewer examples than devices leaves devices idle). A device's
+ * shard runs as forwards of at most the forward cap (below) each, so that
+ * its memory does not grow with n. */
 dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits);
+/* The most examples one device's forward takes: `examples`, or 0 for the
+ * model's inference cap (nn.h dp_model_inference_batch_cap, about 1 GiB of
+ * layer outputs; the default). */
+void dp_predictor_set_forward_cap(dp_predictor_t *p, int examples);
+/* The forwards the last dp_predictor_run made, all devices together. */
+int dp_predictor_last_forwards(const dp_predictor_t *p);
 
 /* Softmax of one row of logits into probs (stable: max subtracted). */
 void dp_softmax(const float *logits, int count, float *probs);

@@ -148,6 +148,25 @@ static dp_status_t class_files(const char *class_dir, strings_t *files) {
     return status;
 }
 
+dp_status_t dp_image_list_files(const char *dir, char ***paths, int *count) {
+    *paths = NULL;
+    *count = 0;
+    strings_t files = {0};
+    dp_status_t status = class_files(dir, &files); /* make_dataset's order of one folder */
+    if (status != DP_OK) {
+        strings_free(&files);
+        return status;
+    }
+    *paths = files.items;
+    *count = files.count;
+    return DP_OK;
+}
+
+void dp_image_list_free(char **paths, int count) {
+    for (int i = 0; i < count; i++) free(paths[i]);
+    free(paths);
+}
+
 /* --- the header pass ----------------------------------------------------------------- */
 typedef struct {
     char **paths;

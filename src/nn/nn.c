@@ -150,6 +150,19 @@ static const int *output_shape(const dp_model_t *m, int output, int *ndim) {
     return l->out_shape;
 }
 
+int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes) {
+    size_t floats = 0; /* per example: every output, the input included */
+    for (int i = 0; i <= m->num_layers; i++) {
+        int ndim;
+        const int *s = output_shape(m, i, &ndim);
+        size_t n = 1;
+        for (int d = 0; d < ndim; d++) n *= (size_t)s[d];
+        floats += n;
+    }
+    size_t cap = bytes / (2 * sizeof(float) * (floats ? floats : 1)); /* x2: scratch */
+    return cap < 1 ? 1 : cap > INT32_MAX ? INT32_MAX : (int)cap;
+}
+
 int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]) {
     if (output < 0 || output > m->num_layers) return -1;
     int ndim;

@@ -7,7 +7,9 @@
  * the device API (dp_device_upload/download), as in the trainer. A
  * call fills one task per device (its shard of x and of logits, disjoint),
  * submits them and waits for all (dp_waitall); the caller's buffers are not
- * touched by anyone once it returns.
+ * touched by anyone once it returns. A shard larger than the model's
+ * inference cap (nn.h dp_model_inference_batch_cap) runs as several
+ * forwards, so that memory does not grow with the batch.
  */
 #include "dptrain/predict.h"
 
@@ -28,6 +30,7 @@ typedef struct {
     const float *x; /* (count, C, H, W): this shard */
     float *logits;  /* (count, classes) */
     int count;
+    int forwards;   /* made by the last run */
 } shard_t;
 
 struct dp_predictor {
@@ -35,6 +38,7 @@ struct dp_predictor {
     int num_devices;
     shard_t *shards;
     dp_device_t **devices;
+    int forward_cap; /* 0: the model's inference cap */
 };
 
 void dp_predictor_free(dp_predictor_t *p) {
@@ -90,28 +94,49 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
     return DP_OK;
 }
 
-static dp_status_t run_shard(void *arg) {
-    shard_t *s = arg;
+/* One forward of `count` inputs of the shard from `first` on. */
+static dp_status_t run_chunk(shard_t *s, int first, int count) {
     const dp_model_t *m = s->owner->model;
     dp_arena_reset(s->arena);
     dp_tape_reset(s->tape);
     int c, h, w;
     dp_model_input_shape(m, &c, &h, &w);
-    int shape[4] = {s->count, c, h, w};
+    int shape[4] = {count, c, h, w};
     dp_tensor_t *x = dp_tape_tensor(s->tape, 4, shape);
     if (!x) return DP_ERR_NOMEM;
     size_t numel = dp_tensor_numel(x);
     x->data = dp_arena_floats(s->arena, numel);
-    if (!x->data) return dp_fail(DP_ERR_NOMEM, "predict: out of memory for a batch of %d inputs", s->count);
-    dp_device_upload(s->device, x->data, s->x, sizeof(float) * numel);
+    if (!x->data) return dp_fail(DP_ERR_NOMEM, "predict: out of memory for a batch of %d inputs", count);
+    dp_device_upload(s->device, x->data, s->x + (size_t)first * (numel / (size_t)count), sizeof(float) * numel);
     dp_tensor_t *logits;
     DP_TRY(dp_model_forward(m, s->tape, s->params, NULL, x, &logits));
     size_t classes = (size_t)dp_model_num_outputs(m);
-    if (dp_tensor_numel(logits) != (size_t)s->count * classes)
+    if (dp_tensor_numel(logits) != (size_t)count * classes)
         return dp_fail(DP_ERR_SHAPE, "predict: model %s gives %zu outputs for %d inputs, expected %zu each",
-                       dp_model_name(m), dp_tensor_numel(logits), s->count, classes);
-    dp_device_download(s->device, s->logits, logits->data, sizeof(float) * (size_t)s->count * classes);
+                       dp_model_name(m), dp_tensor_numel(logits), count, classes);
+    dp_device_download(s->device, s->logits + (size_t)first * classes, logits->data,
+                       sizeof(float) * (size_t)count * classes);
     return DP_OK;
+}
+
+/* The shard in forwards of at most the model's inference cap (nn.h): the
+ * arena holds every layer's output of one forward, so memory is bounded
+ * whatever the batch (ResNet-18 at 224 x 224 keeps about 25 MB an image). */
+static dp_status_t run_shard(void *arg) {
+    shard_t *s = arg;
+    const int cap = s->owner->forward_cap > 0 ? s->owner->forward_cap
+                                              : dp_model_inference_batch_cap(s->owner->model, DP_INFERENCE_ARENA_BYTES);
+    for (int first = 0; first < s->count; first += cap, s->forwards++)
+        DP_TRY(run_chunk(s, first, s->count - first < cap ? s->count - first : cap));
+    return DP_OK;
+}
+
+void dp_predictor_set_forward_cap(dp_predictor_t *p, int examples) { p->forward_cap = examples > 0 ? examples : 0; }
+
+int dp_predictor_last_forwards(const dp_predictor_t *p) {
+    int n = 0;
+    for (int d = 0; d < p->num_devices; d++) n += p->shards[d].forwards;
+    return n;
 }
 
 dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits) {
@@ -120,6 +145,7 @@ dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *lo
     dp_model_input_shape(p->model, &c, &h, &w);
     size_t example = (size_t)c * h * w, classes = (size_t)dp_model_num_outputs(p->model);
     int used = 0;
+    for (int d = 0; d < p->num_devices; d++) p->shards[d].forwards = 0;
     for (int d = 0; d < p->num_devices; d++) {
         int start, count;
         dp_split_batch(n, p->num_devices, d, &start, &count);

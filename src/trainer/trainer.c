@@ -618,23 +618,12 @@ static int evaluation_share(void *trainer, int n, int *first, int *count, int ma
     return cnt > 0;
 }
 
-/* An evaluation batch keeps every layer's output in the device's arena (and
- * conv's im2col scratch): the batch is capped so that they stay under about
- * EVAL_ARENA_BYTES. LeNet's 1000 stays as it is; ResNet-18's 1000 would take
- * over 5 GB per device. */
-#define EVAL_ARENA_BYTES ((size_t)1 << 30)
-
+/* An evaluation batch keeps every layer's output in the device's arena:
+ * capped to DP_INFERENCE_ARENA_BYTES (nn.h). LeNet's 1000 stays as it is;
+ * ResNet-18's 1000 would take over 5 GB per device. */
 static int eval_batch_cap(const dp_model_t *m, int batch_size) {
-    size_t floats = 0; /* per example: every output, the input included */
-    for (int i = 0; i <= dp_model_num_layers(m); i++) {
-        int shape[DP_MAX_DIMS], ndim = dp_model_output_shape(m, i, shape);
-        size_t n = 1;
-        for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
-        floats += n;
-    }
-    size_t cap = EVAL_ARENA_BYTES / (2 * sizeof(float) * floats); /* x2: scratch */
-    if (cap < 1) cap = 1;
-    return (size_t)batch_size < cap ? batch_size : (int)cap;
+    int cap = dp_model_inference_batch_cap(m, DP_INFERENCE_ARENA_BYTES);
+    return batch_size < cap ? batch_size : cap;
 }
 
 dp_status_t dp_trainer_evaluate(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int *correct) {
