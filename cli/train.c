@@ -70,8 +70,34 @@ static dp_status_t train_load_model(train_options_t *o, dp_model_t **model) {
 /* The run's model (train_load_model: sets o->model when not given), its
  * name short enough for checkpoints, its layers frozen as --freeze or a
  * resume's checkpoint says (frozen_note: what to print). */
+/* --num-classes: the model rebuilt from its text with that head. */
+static dp_status_t set_num_classes(const train_options_t *o, dp_model_t **model) {
+    size_t len;
+    const char *text = dp_model_source(*model, &len);
+    if (!text)
+        return dp_fail(DP_ERR_ARG, "train: --num-classes %d: %s is a built-in network; give a model file (--model "
+                       "FILE, docs/model-format.md)", o->num_classes, o->model);
+    char *changed;
+    size_t changed_len;
+    DP_TRY(dp_model_file_set_outputs(text, len, o->model, o->num_classes, &changed, &changed_len));
+    dp_model_t *rebuilt = NULL;
+    dp_status_t status = dp_model_parse(changed, changed_len, o->model, &rebuilt);
+    free(changed);
+    if (status == DP_OK && dp_model_num_outputs(rebuilt) != o->num_classes)
+        status = dp_fail(DP_ERR_ARG, "train: --num-classes %d: the last linear layer of %s is not its output (%d "
+                         "outputs)", o->num_classes, o->model, dp_model_num_outputs(rebuilt));
+    if (status != DP_OK) {
+        dp_model_free(rebuilt);
+        return status;
+    }
+    dp_model_free(*model);
+    *model = rebuilt;
+    return DP_OK;
+}
+
 static dp_status_t load_model(train_options_t *o, dp_model_t **model, char *frozen_note, size_t note_size) {
     DP_TRY(train_load_model(o, model));
+    if (o->num_classes > 0) DP_TRY(set_num_classes(o, model));
     if (strlen(o->model) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o->model),
                        sizeof ((dp_checkpoint_info_t *)0)->model - 1);

@@ -146,6 +146,9 @@ const char train_usage[] =
     "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
     "                            no update, batch norm on its running statistics; saved,\n"
     "                            and --resume keeps it\n"
+    "  --num-classes N           a model file's last linear layer (its head) with N outputs,\n"
+    "                            e.g. models/resnet50-imagenet.cfg's 1000 made your 5 (with\n"
+    "                            --init: a new head); saved with the model's text\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -210,6 +213,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
         {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
         {"freeze", OPT_STRING, &o->freeze, 0, 0},
+        {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
     };
     int used = 0;
     while (options[used].name) used++;

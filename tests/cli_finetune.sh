@@ -27,7 +27,11 @@
 #   --init with --resume, a tensor of another shape (named with both
 #   shapes), a tensor the file lacks, an unknown --freeze name, a prefix that
 #   is not whole components (conv for conv1), a list freezing everything,
-#   an --init file that does not exist.
+#   an --init file that does not exist; --num-classes of a built-in
+#   network, below the data's classes, of a model file without a linear
+#   layer;
+# - --num-classes 12 of models/lenet.cfg trains as the file with out = 12
+#   does, byte for byte, and the checkpoint holds that text (eval reads it).
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -163,6 +167,18 @@ for run in one two ranks; do
 done
 [[ -n "$(st_differ "$tmp/pre.st" "$tmp/one.st" conv2.weight)" ]] && pass || fail "conv2 did not train"
 
+# --num-classes N: the model file's last linear layer with N outputs, the same run as the file edited by hand
+sed 's/^out = 10$/out = 12/' "$src/models/lenet.cfg" >"$tmp/lenet12.cfg"
+nc=(--init "$tmp/pre.st" --limit 500 --epochs 1 --devices 2 --lr 0.1 --optimizer momentum --quiet)
+"$bin" "${common[@]}" "${nc[@]}" --model "$tmp/lenet12.cfg" --save "$tmp/nc-sed.st" >"$tmp/nc.out" 2>&1 \
+  && "$bin" "${common[@]}" "${nc[@]}" --model "$src/models/lenet.cfg" --num-classes 12 --save "$tmp/nc.st" \
+  >>"$tmp/nc.out" 2>&1 && pass || fail "--num-classes: $(tail -3 "$tmp/nc.out")"
+same_tensors "$tmp/nc-sed.st" "$tmp/nc.st" && pass || fail "--num-classes 12 trained otherwise than out = 12 in the file"
+[[ "$(st_meta "$tmp/nc.st" model_text)" == "$(cat "$tmp/lenet12.cfg")" ]] && pass \
+  || fail "the checkpoint's model text is not the file with out = 12"
+"$bin" eval --resume "$tmp/nc.st" --data "$tmp/fm" >"$tmp/nc-eval.out" 2>&1 && grep -q "^test acc" "$tmp/nc-eval.out" \
+  && pass || fail "eval of a --num-classes run: $(cat "$tmp/nc-eval.out")"
+
 # refusals: one line, exit 1, nothing written
 sed 's/^filters = 20$/filters = 16/' "$src/models/lenet.cfg" >"$tmp/lenet16.cfg"
 refused() { # WHAT EXPECTED ARGS...: exit 1, one line on stderr containing EXPECTED, no files
@@ -189,4 +205,10 @@ refused "another freeze on resume" "saved with --freeze conv2,conv1, this run ha
   --model lenet --limit 2000 --optimizer adam --lr 0.002 --resume "$tmp/half.st" \
   --freeze conv1 --epochs 3
 refused "a missing --init file" "$tmp/absent.st" --init "$tmp/absent.st"
+refused "--num-classes of a built-in network" "--num-classes 12: lenet is a built-in network; give a model file" \
+  --model lenet --num-classes 12
+refused "--num-classes below the data's classes" "has 5 outputs, fewer than the training data's 10 classes" \
+  --model "$src/models/lenet.cfg" --num-classes 5
+printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n' >"$tmp/nohead.cfg"
+refused "--num-classes without a linear layer" "$tmp/nohead.cfg: no [linear] layer" --model "$tmp/nohead.cfg" --num-classes 3
 testing_finish cli_finetune
