@@ -70,20 +70,53 @@ static dp_status_t train_load_model(train_options_t *o, dp_model_t **model) {
 /* The run's model (train_load_model: sets o->model when not given), its
  * name short enough for checkpoints, its layers frozen as --freeze or a
  * resume's checkpoint says (frozen_note: what to print). */
-/* --num-classes: the model rebuilt from its text with that head. */
-static dp_status_t set_num_classes(const train_options_t *o, dp_model_t **model) {
+/* --image-size's value: N (N x N) or HxW, each 1 to 65536. */
+static dp_status_t parse_image_size(const char *text, int *height, int *width) {
+    char *end;
+    long h = strtol(text, &end, 10), w = h;
+    if (end != text && (*end == 'x' || *end == 'X')) {
+        const char *second = end + 1;
+        w = strtol(second, &end, 10);
+        if (end == second) w = 0;
+    }
+    if (end == text || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
+        return dp_fail(DP_ERR_ARG, "train: --image-size: '%s' is not N or HxW (pixels, 1 to 65536: 224, 64x96)", text);
+    *height = (int)h;
+    *width = (int)w;
+    return DP_OK;
+}
+
+/* --image-size and --num-classes: the model rebuilt from its model file's
+ * text with that input size and head (model_file.h). */
+static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
+    if (!o->image_size && !o->num_classes) return DP_OK;
+    const char *what = o->image_size ? "--image-size" : "--num-classes";
+    int height = 0, width = 0;
+    if (o->image_size) DP_TRY(parse_image_size(o->image_size, &height, &width));
     size_t len;
-    const char *text = dp_model_source(*model, &len);
-    if (!text)
-        return dp_fail(DP_ERR_ARG, "train: --num-classes %d: %s is a built-in network; give a model file (--model "
-                       "FILE, docs/model-format.md)", o->num_classes, o->model);
-    char *changed;
-    size_t changed_len;
-    DP_TRY(dp_model_file_set_outputs(text, len, o->model, o->num_classes, &changed, &changed_len));
+    const char *source = dp_model_source(*model, &len);
+    if (!source)
+        return dp_fail(DP_ERR_ARG, "train: %s: %s is a built-in network; give a model file (--model FILE, "
+                       "docs/model-format.md)", what, o->model);
+    char *text = NULL, *changed = NULL;
+    size_t text_len = len;
+    dp_status_t status = DP_OK;
+    if (!(text = dp_alloc(len + 1, "model file text"))) return DP_ERR_NOMEM;
+    memcpy(text, source, len);
+    if (o->image_size &&
+        (status = dp_model_file_set_input_size(text, text_len, o->model, height, width, &changed, &text_len)) == DP_OK) {
+        free(text);
+        text = changed;
+    }
+    if (status == DP_OK && o->num_classes &&
+        (status = dp_model_file_set_outputs(text, text_len, o->model, o->num_classes, &changed, &text_len)) == DP_OK) {
+        free(text);
+        text = changed;
+    }
     dp_model_t *rebuilt = NULL;
-    dp_status_t status = dp_model_parse(changed, changed_len, o->model, &rebuilt);
-    free(changed);
-    if (status == DP_OK && dp_model_num_outputs(rebuilt) != o->num_classes)
+    if (status == DP_OK) status = dp_model_parse(text, text_len, o->model, &rebuilt);
+    free(text);
+    if (status == DP_OK && o->num_classes && dp_model_num_outputs(rebuilt) != o->num_classes)
         status = dp_fail(DP_ERR_ARG, "train: --num-classes %d: the last linear layer of %s is not its output (%d "
                          "outputs)", o->num_classes, o->model, dp_model_num_outputs(rebuilt));
     if (status != DP_OK) {
@@ -97,7 +130,7 @@ static dp_status_t set_num_classes(const train_options_t *o, dp_model_t **model)
 
 static dp_status_t load_model(train_options_t *o, dp_model_t **model, char *frozen_note, size_t note_size) {
     DP_TRY(train_load_model(o, model));
-    if (o->num_classes > 0) DP_TRY(set_num_classes(o, model));
+    DP_TRY(edit_model(o, model));
     if (strlen(o->model) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o->model),
                        sizeof ((dp_checkpoint_info_t *)0)->model - 1);

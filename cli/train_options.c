@@ -149,6 +149,9 @@ const char train_usage[] =
     "  --num-classes N           a model file's last linear layer (its head) with N outputs,\n"
     "                            e.g. models/resnet50-imagenet.cfg's 1000 made your 5 (with\n"
     "                            --init: a new head); saved with the model's text\n"
+    "  --image-size N|HxW        a model file's input height and width (its [net]), e.g.\n"
+    "                            64 to fine-tune a 224 network at 64 x 64 (networks with\n"
+    "                            global average pooling take any size); saved likewise\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -214,6 +217,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
         {"freeze", OPT_STRING, &o->freeze, 0, 0},
         {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
+        {"image-size", OPT_STRING, &o->image_size, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;

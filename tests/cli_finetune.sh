@@ -31,7 +31,10 @@
 #   network, below the data's classes, of a model file without a linear
 #   layer;
 # - --num-classes 12 of models/lenet.cfg trains as the file with out = 12
-#   does, byte for byte, and the checkpoint holds that text (eval reads it).
+#   does, byte for byte, and the checkpoint holds that text (eval reads it);
+#   --image-size 32 of tiny_resnet.cfg on a folder of 28 x 28 PNGs as the
+#   file at 32 x 32 does; refused: a built-in network, a value that is no
+#   size, a size the model's layers do not fit.
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -179,6 +182,19 @@ same_tensors "$tmp/nc-sed.st" "$tmp/nc.st" && pass || fail "--num-classes 12 tra
 "$bin" eval --resume "$tmp/nc.st" --data "$tmp/fm" >"$tmp/nc-eval.out" 2>&1 && grep -q "^test acc" "$tmp/nc-eval.out" \
   && pass || fail "eval of a --num-classes run: $(cat "$tmp/nc-eval.out")"
 
+# --image-size: the model file's input size, the same run as the file edited by hand (an image folder of 28 x 28
+# PNGs resized to 32 x 32)
+"$py" "$src/tools/idx_to_image_folder.py" "$tmp/fm" "$tmp/pngs" --format png --limit-train 300 --limit-test 50 \
+  >/dev/null && pass || fail "making a PNG folder"
+sed 's/^height = 28$/height = 32/; s/^width = 28$/width = 32/' "$src/tests/models/tiny_resnet.cfg" >"$tmp/tiny32.cfg"
+is=(train --data "$tmp/pngs" --batch-size 50 --seed 1 --epochs 1 --devices 2 --quiet)
+"$bin" "${is[@]}" --model "$tmp/tiny32.cfg" --save "$tmp/is-sed.st" >"$tmp/is.out" 2>&1 \
+  && "$bin" "${is[@]}" --model "$src/tests/models/tiny_resnet.cfg" --image-size 32 --save "$tmp/is.st" >>"$tmp/is.out" \
+  2>&1 && pass || fail "--image-size: $(tail -3 "$tmp/is.out")"
+same_tensors "$tmp/is-sed.st" "$tmp/is.st" && pass || fail "--image-size 32 trained otherwise than the file at 32"
+[[ "$(st_meta "$tmp/is.st" model_text)" == "$(cat "$tmp/tiny32.cfg")" ]] && pass \
+  || fail "the checkpoint's model text is not the file at 32 x 32"
+
 # refusals: one line, exit 1, nothing written
 sed 's/^filters = 20$/filters = 16/' "$src/models/lenet.cfg" >"$tmp/lenet16.cfg"
 refused() { # WHAT EXPECTED ARGS...: exit 1, one line on stderr containing EXPECTED, no files
@@ -205,10 +221,15 @@ refused "another freeze on resume" "saved with --freeze conv2,conv1, this run ha
   --model lenet --limit 2000 --optimizer adam --lr 0.002 --resume "$tmp/half.st" \
   --freeze conv1 --epochs 3
 refused "a missing --init file" "$tmp/absent.st" --init "$tmp/absent.st"
-refused "--num-classes of a built-in network" "--num-classes 12: lenet is a built-in network; give a model file" \
+refused "--num-classes of a built-in network" "--num-classes: lenet is a built-in network; give a model file" \
   --model lenet --num-classes 12
 refused "--num-classes below the data's classes" "has 5 outputs, fewer than the training data's 10 classes" \
   --model "$src/models/lenet.cfg" --num-classes 5
 printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n' >"$tmp/nohead.cfg"
+refused "--image-size of a built-in network" "--image-size: lenet is a built-in network; give a model file" \
+  --model lenet --image-size 32
+refused "--image-size that is not a size" "--image-size: '32x' is not N or HxW" --model "$src/models/lenet.cfg" \
+  --image-size 32x
+refused "--image-size of a model whose layers do not fit it" "lenet.cfg" --model "$src/models/lenet.cfg" --image-size 8
 refused "--num-classes without a linear layer" "$tmp/nohead.cfg: no [linear] layer" --model "$tmp/nohead.cfg" --num-classes 3
 testing_finish cli_finetune

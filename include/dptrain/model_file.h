@@ -29,11 +29,17 @@ dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, 
 
 /* A copy of a model file's text whose last [linear] layer (a classifier's
  * head) has `outputs` outputs: the line of its `out` key replaced by
- * "out = N", every other byte kept (model_head.c). *out (NUL-terminated,
- * *out_len bytes) is the caller's to free. One line when the text is not
- * a model file or has no [linear] layer. */
+ * "out = N", every other byte kept (model_file_edit.c). *out
+ * (NUL-terminated, *out_len bytes) is the caller's to free. One line when
+ * the text is not a model file or has no [linear] layer. */
 dp_status_t dp_model_file_set_outputs(const char *text, size_t len, const char *file_name, int outputs,
                                       char **out, size_t *out_len);
+/* The same with its [net]'s height and width lines replaced: the input
+ * size, for networks that take any (global average pooling before the
+ * head); whether the layers fit is the reader's to say when the text is
+ * parsed. One line when [net] gives no height and width. */
+dp_status_t dp_model_file_set_input_size(const char *text, size_t len, const char *file_name, int height, int width,
+                                         char **out, size_t *out_len);
 
 /* Reads and parses the model file at `path` (DP_ERR_IO: cannot be read). */
 dp_status_t dp_model_load_file(const char *path, dp_model_t **out);

@@ -1,12 +1,16 @@
-/* test_model_head.c - dp_model_file_set_outputs (model_file.h): a model
- * file's last [linear] layer given N outputs.
+/* test_model_file_edit.c - dp_model_file_set_outputs and
+ * dp_model_file_set_input_size (model_file.h): a model file's last
+ * [linear] layer given N outputs, its [net] another height and width.
  * - only the `out` line of the last linear block changes (its key after
  *   another, spaced otherwise, a comment beside), every other byte kept,
  *   with LF and with CRLF line ends; the text builds a model of N outputs;
  * - models/resnet50-imagenet.cfg with 5 outputs: 5 outputs, parameters
  *   2048 x 995 fewer than with 1000;
  * - refused in one line: no linear layer, N of 0, a text the reader
- *   refuses (its own "FILE:LINE:" message).
+ *   refuses (its own "FILE:LINE:" message);
+ * - the input size: only [net]'s height and width lines change (width
+ *   given before height, a comment beside); ResNet-18 at 64 x 48 builds
+ *   with the same parameters; a size of 0 refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,5 +102,34 @@ int main(void) {
     CHECK(dp_model_file_set_outputs(bad, strlen(bad), "bad.cfg", 3, &out, &out_len) == DP_ERR_FORMAT && !out &&
               strstr(dp_error_message(), "bad.cfg:3:"),
           "a text the reader refuses: %s", dp_error_message());
-    return testing_finish("test_model_head");
+
+    /* the input size */
+    const char *net = "[net]\nwidth = 8   # w\nchannels = 1\nheight = 8\n[conv]\nname = c\nfilters = 2\nsize = 3\n"
+                      "[global_avgpool]\n[linear]\nname = fc\nout = 4\n";
+    out = NULL;
+    CHECK(dp_model_file_set_input_size(net, strlen(net), "net.cfg", 20, 30, &out, &out_len) == DP_OK, "%s",
+          dp_error_message());
+    const char *want = "[net]\nwidth = 30\nchannels = 1\nheight = 20\n[conv]\nname = c\nfilters = 2\nsize = 3\n"
+                       "[global_avgpool]\n[linear]\nname = fc\nout = 4\n";
+    CHECK(out && out_len == strlen(want) && strcmp(out, want) == 0, "the input size: %s", out ? out : "(none)");
+    free(out);
+    whole = five = NULL;
+    path = testing_path("../models/resnet18-imagenet.cfg");
+    DP_ASSERT(dp_model_load_file(path, &whole) == DP_OK);
+    text = dp_model_source(whole, &len);
+    out = NULL;
+    CHECK(dp_model_file_set_input_size(text, len, path, 64, 48, &out, &out_len) == DP_OK &&
+              dp_model_parse(out, out_len, path, &five) == DP_OK,
+          "%s", dp_error_message());
+    int c = 0, h = 0, w = 0;
+    if (five) dp_model_input_shape(five, &c, &h, &w);
+    CHECK(five && c == 3 && h == 64 && w == 48 && dp_model_num_params(five) == dp_model_num_params(whole),
+          "resnet18 at 64 x 48: %dx%dx%d", c, h, w);
+    free(out);
+    dp_model_free(five);
+    dp_model_free(whole);
+    out = NULL;
+    CHECK(dp_model_file_set_input_size(net, strlen(net), "net.cfg", 0, 30, &out, &out_len) == DP_ERR_ARG && !out,
+          "a height of 0: %s", dp_error_message());
+    return testing_finish("test_model_file_edit");
 }
