@@ -314,7 +314,13 @@ static void test_dataset_load(void) {
     CHECK(message_has("label 10 at index 9", "train-labels-idx1-ubyte.gz"),
           "label message: %s", dp_error_message());
 
-    dir = make_dir("empty");
+    dir = make_dir("empty"); /* no data of any layout: one line saying what was looked for */
+    st = dp_dataset_load(dir, "train", &ds);
+    CHECK(st == DP_ERR_FORMAT, "an empty folder: %s", dp_status_name(st));
+    CHECK(message_has("no data found", "the IDX files of Fashion-MNIST or MNIST"),
+          "an empty folder's message: %s", dp_error_message());
+    dir = make_dir("test-only"); /* IDX files, but not the training split's */
+    write_split(dir, "t10k", 12, 12, -1, 0);
     st = dp_dataset_load(dir, "train", &ds);
     CHECK(st == DP_ERR_IO, "missing files: %s", dp_status_name(st));
     CHECK(message_has("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte (No such file"),
