@@ -141,14 +141,16 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
-    /* the training folders: DIR/train, or DIR's own class folders; without DIR/test the test split is held out
-     * of them */
+    /* the training folders: DIR/train, or DIR's own class folders; the test split DIR/test, else DIR/val, else
+     * held out of them */
     const char *root = folder_exists(o->dir, "train") ? "train" : "";
-    const int held_out = !folder_exists(o->dir, "test");
+    const char *test_split = dp_image_folder_test_split(o->dir);
+    const int held_out = !test_split;
+    snprintf(out->test_split, sizeof out->test_split, "%s", test_split ? test_split : "");
     double fraction = DP_HOLDOUT_DEFAULT;
     if (o->holdout && !held_out)
-        return dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s/test is the test split (a fraction is held out only of a "
-                       "folder without one)", command, o->holdout, o->dir);
+        return dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s/%s is the test split (a fraction is held out only of a "
+                       "folder without one)", command, o->holdout, o->dir, test_split);
     const char *holdout = o->holdout ? o->holdout : o->holdout_default;
     if (holdout) DP_TRY(parse_holdout(command, holdout, &fraction));
     if (held_out && holdout) snprintf(out->holdout, sizeof out->holdout, "%s", holdout);
@@ -169,12 +171,12 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
         io.skip_bad = 1; /* only the classes are wanted */
         status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &names);
         io.skip_bad = o->skip_bad;
-        if (status == DP_OK) status = dp_image_index_build(o->dir, "test", names.class_names, names.num_classes,
+        if (status == DP_OK) status = dp_image_index_build(o->dir, test_split, names.class_names, names.num_classes,
                                                            &io, &test_index);
         dp_image_index_free(&names);
     }
     if (status == DP_OK && !test_index.paths)
-        status = dp_image_index_build(o->dir, "test", classes, num_classes, &io, &test_index);
+        status = dp_image_index_build(o->dir, test_split, classes, num_classes, &io, &test_index);
     if (status == DP_OK) status = dp_image_index_check_ranks(&test_index, world, "--data test");
     if (status == DP_OK && training && train_index.skipped + test_index.skipped > 0 && world->rank == 0)
         fprintf(stderr, "dptrain: --skip-bad-files: %d unreadable files left out (%d training, %d test)\n",

@@ -282,6 +282,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .lr_default = set.lr_default,
                                 .train_count = train_count, .test_count = test_count,
                                 .holdout = data.holdout[0] ? data.holdout : NULL,
+                                .test_folder = strcmp(data.test_split, "val") == 0 ? "val" : NULL,
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);

@@ -95,6 +95,7 @@ typedef struct {
     int lr_default;   /* the first line says the lr is the optimizer's default */
     int train_count, test_count;
     const char *holdout;      /* the fraction of the training folders held out as the test split; NULL: none */
+    const char *test_folder;  /* "val" when the test split is DIR/val (said on the first line); NULL: otherwise */
     char devices[5000]; /* "[cpu:0, cpu:1]": the names plus ", " separators, up to 256 devices */
     const char *devices_note; /* without --devices: why these (on the first line) */
     char allreduce[200];      /* ", allreduce: nccl" on GPUs (first line); "" otherwise */

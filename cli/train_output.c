@@ -47,10 +47,10 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
     if (!o->quiet)
-        printf("training %s on %d image%s (test %d%s%s), batch %d, %s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
+        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
-               p->holdout ? p->holdout : "", o->batch_size, o->optimizer, o->lr,
+               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, o->lr,
                o->lr_schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
                o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed,
                dp_precision_name((dp_precision_t)o->precision),

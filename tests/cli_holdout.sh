@@ -13,10 +13,12 @@
 # - DIR/train alone gives the same checkpoint bytes as the class folders
 #   in DIR (the split depends on CLASS/NAME only), as do 2 MPI ranks x 1
 #   device against 1 process x 2 devices;
+# - DIR/train beside DIR/val: the val folder is the test split (the first
+#   line says so, nothing is held out or recorded, eval reads it);
 # - refused in one line, exit 1, nothing written: a resume with another
-#   --holdout, --holdout beside a test folder or on IDX data, fractions 0,
+#   --holdout, --holdout beside a test or val folder or on IDX data, fractions 0,
 #   1, 1.5 and 'abc', classes too small for anything to be held out, an
-#   empty folder, a test folder without a train folder.
+#   empty folder, a test or val folder without a train folder.
 source "$(dirname "$0")/testing.sh"
 py=/usr/bin/python3
 tools=$(dirname "$0")/../tools
@@ -81,6 +83,20 @@ cp "$tmp/flat.st" "$tmp/before.st"
 refused "a resume with another --holdout" "saved with --holdout 0.1, this run has --holdout 0.2" \
   "${common[@]}" --data "$tmp/flat" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/flat.st" --holdout 0.2
 cmp -s "$tmp/flat.st" "$tmp/before.st" && pass || fail "the refused resume changed its checkpoint"
+# DIR/val (ImageNet's and YOLO's name) is the test split when there is no DIR/test: nothing held out
+mkdir -p "$tmp/withval" && cp -r "$tmp/flat" "$tmp/withval/train" && cp -r "$tmp/made/test" "$tmp/withval/val"
+nval=$(find "$tmp/withval/val" -name '*.png' | wc -l)
+"$bin" "${common[@]}" --data "$tmp/withval" --devices 2 --save "$tmp/val.st" >"$tmp/val.out" 2>&1 \
+  && grep -q "on $total images (test $nval: the val folder)" "$tmp/val.out" && pass \
+  || fail "DIR/val: $(head -1 "$tmp/val.out"), expected $total training and $nval test images"
+"$bin" inspect "$tmp/val.st" | grep -q "data.holdout" && fail "a run with a val folder recorded a hold-out" || pass
+"$bin" eval --resume "$tmp/val.st" --data "$tmp/withval" --devices 1 2>&1 | grep -q "correct) on $nval images" && pass \
+  || fail "eval did not read DIR/val"
+refused "--holdout beside a val folder" "--holdout 0.2: $tmp/withval/val is the test split" \
+  "${common[@]}" --data "$tmp/withval" --holdout 0.2 --save "$tmp/none.st"
+mkdir -p "$tmp/onlyval/val/a"
+refused "a val folder without a train folder" "$tmp/onlyval: has a val folder but no train folder" \
+  "${common[@]}" --data "$tmp/onlyval" --save "$tmp/none.st"
 mkdir -p "$tmp/withtest" && cp -r "$tmp/flat" "$tmp/withtest/train" && cp -r "$tmp/made/test" "$tmp/withtest/test"
 refused "--holdout beside a test folder" "--holdout 0.2: $tmp/withtest/test is the test split" \
   "${common[@]}" --data "$tmp/withtest" --holdout 0.2 --save "$tmp/none.st"

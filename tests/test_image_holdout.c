@@ -11,8 +11,9 @@
  * - on disk: class folders directly in DIR are an image folder (the index
  *   of the split "" has paths CLASS/FILE below DIR), DIR/train without
  *   DIR/test too; dp_dataset_load of either gives train and test splits
- *   that are disjoint and make up the folder; an empty DIR and a DIR/test
- *   without DIR/train are refused in one line naming DIR.
+ *   that are disjoint and make up the folder; DIR/val is the test split
+ *   when there is no DIR/test (nothing held out); an empty DIR and a
+ *   DIR/test without DIR/train are refused in one line naming DIR.
  */
 #include <math.h>
 #include <stdio.h>
@@ -289,6 +290,23 @@ static void test_folders(void) {
     CHECK(dp_data_detect_layout(empty, &layout) == DP_ERR_FORMAT && strstr(dp_error_message(), "no data found") &&
               strstr(dp_error_message(), empty),
           "an empty folder: %s", dp_error_message());
+    CHECK(dp_image_folder_test_split(flat) == NULL && dp_image_folder_test_split(split) == NULL,
+          "a test split where there is none");
+    /* DIR/val: the test split when there is no DIR/test (nothing held out), DIR/test before it */
+    snprintf(path, sizeof path, "%s/val", split);
+    DP_ASSERT(mkdir(path, 0755) == 0);
+    make_classes(split, "val/");
+    CHECK(dp_image_folder_test_split(split) && !strcmp(dp_image_folder_test_split(split), "val"), "DIR/val");
+    dp_dataset_t with_val;
+    DP_ASSERT(dp_dataset_load_with(split, "train", NULL, &with_val) == DP_OK);
+    CHECK(with_val.count == 10, "beside DIR/val the training split is all 10 images: %d", with_val.count);
+    dp_dataset_free(&with_val);
+    DP_ASSERT(dp_dataset_load_with(split, "test", NULL, &with_val) == DP_OK);
+    CHECK(with_val.count == 10, "DIR/val's 10 images: %d", with_val.count);
+    dp_dataset_free(&with_val);
+    snprintf(path, sizeof path, "%s/test", split);
+    DP_ASSERT(mkdir(path, 0755) == 0);
+    CHECK(dp_image_folder_test_split(split) && !strcmp(dp_image_folder_test_split(split), "test"), "DIR/test first");
     DP_ASSERT(mkdir(only_test, 0755) == 0);
     snprintf(path, sizeof path, "%s/test", only_test);
     DP_ASSERT(mkdir(path, 0755) == 0);

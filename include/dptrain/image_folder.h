@@ -72,6 +72,11 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
                                  const dp_index_options_t *options, dp_image_index_t *out);
 void dp_image_index_free(dp_image_index_t *index);
 
+/* The folder of DIR's test split: "test" when DIR/test is a folder, else
+ * "val" (ImageNet's and YOLO's name for it) when DIR/val is, else NULL
+ * (none: the test split is held out, dp_image_index_hold_out). */
+const char *dp_image_folder_test_split(const char *dir);
+
 /* The image files under `dir` (its subfolders too, following links), in
  * the order and with the extensions the index takes a class folder's
  * files in; names starting with '.' skipped. *paths (dir/.../NAME, *count

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "data_internal.h"
+#include "dptrain/image_folder.h"
 #include "dptrain/io.h"
 
 #define DATASET_NUM_CLASSES 10
@@ -118,10 +119,11 @@ static dp_status_t detect_layout(const char *dir, dp_data_layout_t *out, char *w
     }
     *out = DP_DATA_IDX;
     if (has_idx_file(dir)) return DP_OK; /* the loader names a missing one */
-    snprintf(path, sizeof path, "%s/test", dir);
-    if (is_dir(path))
-        return dp_fail(DP_ERR_FORMAT, "%s: has a test folder but no train folder (an image folder is DIR/train/CLASS/... "
-                       "beside DIR/test/CLASS/..., or class folders DIR/CLASS/... alone)", dir);
+    const char *test_split = dp_image_folder_test_split(dir);
+    if (test_split)
+        return dp_fail(DP_ERR_FORMAT, "%s: has a %s folder but no train folder (an image folder is DIR/train/CLASS/... "
+                       "beside DIR/test/CLASS/... or DIR/val/CLASS/..., or class folders DIR/CLASS/... alone)", dir,
+                       test_split);
     if (has_subfolder(dir)) {
         *out = DP_DATA_IMAGE_FOLDER; /* class folders in DIR, the test split held out */
         return DP_OK;

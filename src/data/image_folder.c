@@ -2,8 +2,9 @@
  * dp_dataset_load (data.h): the files the index finds (image_index.c:
  * torchvision's classes, order and extensions), each decoded once
  * (dp_image_read) into a dp_dataset_t; every image must have the size and
- * channel count of the first. Without DIR/test the test split is held out
- * of the training folders (DIR/train, or DIR's own class folders). `dptrain` itself streams folders
+ * channel count of the first. The test split is DIR/test, else DIR/val,
+ * else held out of the training folders (DIR/train, or DIR's own class
+ * folders). `dptrain` itself streams folders
  * (folder_source.c); this is the library's in-memory form, for data sets
  * small enough to hold.
  */
@@ -73,13 +74,6 @@ static const char *training_root(const char *dir) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "train" : "";
 }
 
-static int has_test_folder(const char *dir) {
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/test", dir);
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_dataset_load_options_t *options,
                                       dp_dataset_t *out) {
     memset(out, 0, sizeof *out);
@@ -91,11 +85,12 @@ dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_datase
     if (st == DP_OK && train.num_classes > 256)
         st = dp_fail(DP_ERR_FORMAT, "%s%s%s: %d class folders, at most 256 are supported in memory (dptrain train "
                      "streams such folders)", dir, *root ? "/" : "", root, train.num_classes);
-    if (st == DP_OK && !has_test_folder(dir)) /* the test split held out of the training folders */
+    const char *test_split = dp_image_folder_test_split(dir);
+    if (st == DP_OK && !test_split) /* the test split held out of the training folders */
         st = dp_image_index_hold_out(&train, options->holdout > 0.0 ? options->holdout : DP_HOLDOUT_DEFAULT, dir,
                                      &split);
     else if (st == DP_OK && test)
-        st = dp_image_index_build(dir, "test", train.class_names, train.num_classes, &io, &split);
+        st = dp_image_index_build(dir, test_split, train.class_names, train.num_classes, &io, &split);
     const dp_image_index_t *x = test ? &split : &train;
     if (st == DP_OK) st = decode_all(x, options, out);
     if (st == DP_OK && !(out->labels = dp_alloc((size_t)x->count, "image folder labels"))) st = DP_ERR_NOMEM;

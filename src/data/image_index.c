@@ -148,6 +148,14 @@ static dp_status_t class_files(const char *class_dir, strings_t *files) {
     return status;
 }
 
+const char *dp_image_folder_test_split(const char *dir) {
+    static const char *const names[] = {"test", "val"};
+    char path[PATH_BYTES];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (join_path(path, dir, names[i]) == DP_OK && is_directory(path)) return names[i];
+    return NULL;
+}
+
 dp_status_t dp_image_list_files(const char *dir, char ***paths, int *count) {
     *paths = NULL;
     *count = 0;
@@ -280,8 +288,8 @@ static int class_label(const dp_image_index_t *x, const char *name) {
 }
 
 /* Every file of the split, class by class, with its label. */
-static dp_status_t list_split(const char *dir, const char *split, dp_image_index_t *x, strings_t *files,
-                              int32_t **labels) {
+static dp_status_t list_split(const char *dir, const char *split, int training, dp_image_index_t *x,
+                              strings_t *files, int32_t **labels) {
     char split_dir[PATH_BYTES], class_dir[PATH_BYTES];
     DP_TRY(split_path(split_dir, dir, split));
     strings_t folders = {0};
@@ -298,7 +306,7 @@ static dp_status_t list_split(const char *dir, const char *split, dp_image_index
         int before = files->count;
         status = join_path(class_dir, split_dir, folders.items[f]);
         if (status == DP_OK) status = class_files(class_dir, files);
-        if (status == DP_OK && files->count == before && strcmp(split, "test")) /* torchvision refuses it too */
+        if (status == DP_OK && files->count == before && training) /* torchvision refuses it too */
             status = dp_fail(DP_ERR_FORMAT, "%s: empty class (no image files: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
                              ".webp)", class_dir);
         if (status == DP_OK && files->count > capacity) {
@@ -354,7 +362,7 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
     char split_dir[PATH_BYTES];
     dp_status_t status = split_path(split_dir, dir, split);
     if (status == DP_OK) status = find_classes(dir, split, classes, num_classes, out);
-    if (status == DP_OK) status = list_split(dir, split, out, &files, &labels);
+    if (status == DP_OK) status = list_split(dir, split, !classes, out, &files, &labels);
     if (status == DP_OK) {
         job.paths = files.items;
         job.count = files.count;
