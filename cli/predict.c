@@ -62,13 +62,15 @@ static const char predict_usage[] =
     "  --logits            with --json, also \"logits\": [...] (every class, %.9g)\n"
     "  --devices N         devices to run on (default: one per core)\n"
     "  --batch-size N      images per batch (default 256)\n"
+    "  --skip-bad-files    leave out files that cannot be read as images, each named\n"
+    "                      in a warning line on stderr, instead of stopping\n"
     "  --help              show this help\n";
 
 /* Splits argv[2..) into options (with their values) and images: an
  * argument not starting with "--" that is not an option's value is an
  * image; "--" ends the options. */
 static int split_args(int argc, char **argv, char **opts, int *num_opts, char **images, int *num_images) {
-    static const char *const flags[] = {"--json", "--logits", "--help", "-h", NULL};
+    static const char *const flags[] = {"--json", "--logits", "--skip-bad-files", "--help", "-h", NULL};
     int only_images = 0;
     *num_opts = 2;
     opts[0] = argv[0];
@@ -141,10 +143,14 @@ static dp_status_t read_labels(const char *path, int count, char ***out) {
     return DP_OK;
 }
 
+/* A warning line for a file left out with --skip-bad-files. */
+static void skipped(const char *why) { fprintf(stderr, "dptrain: warning: --skip-bad-files: left out: %s\n", why); }
+
 /* The images the arguments name: a folder's image files in its place,
- * every entry its own copy; each file's header read (one line for the
- * first that is not an image). */
-static dp_status_t expand_images(char *const *args, int num_args, char ***out, int *count) {
+ * every entry its own copy; each file's header read: one line for the
+ * first that is not an image, or with skip_bad a warning for each and the
+ * file left out (none left is an error). */
+static dp_status_t expand_images(char *const *args, int num_args, int skip_bad, char ***out, int *count) {
     char **paths = NULL;
     int n = 0, capacity = 0;
     dp_status_t status = DP_OK;
@@ -180,10 +186,21 @@ static dp_status_t expand_images(char *const *args, int num_args, char ***out, i
         }
         if (found) dp_image_list_free(found, nfound);
     }
+    int kept = 0;
     for (int i = 0; status == DP_OK && i < n; i++) {
         dp_image_info_t info;
         status = dp_image_probe_file(paths[i], 0, &info);
+        if (status != DP_OK && skip_bad) {
+            skipped(dp_error_message());
+            free(paths[i]);
+            status = DP_OK;
+            continue;
+        }
+        paths[kept++] = paths[i];
     }
+    n = status == DP_OK ? kept : n;
+    if (status == DP_OK && n == 0)
+        status = dp_fail(DP_ERR_FORMAT, "predict: --skip-bad-files: none of the files can be read as an image");
     if (status != DP_OK) {
         dp_image_list_free(paths, n);
         return status;
@@ -323,7 +340,7 @@ int cmd_predict(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *labels_path = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 3, json = 0,
-        logits_out = 0, help = 0;
+        logits_out = 0, help = 0, skip_bad = 0;
     const option_t options[] = {
         {"resume", OPT_STRING, &resume, 0, 0},
         {"model", OPT_STRING, &model_name, 0, 0},
@@ -333,6 +350,7 @@ int cmd_predict(int argc, char **argv) {
         {"logits", OPT_FLAG, &logits_out, 0, 0},
         {"devices", OPT_INT, &devices, 1, 256},
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 20},
+        {"skip-bad-files", OPT_FLAG, &skip_bad, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int exit_code = 1;
@@ -340,7 +358,7 @@ int cmd_predict(int argc, char **argv) {
     dp_model_t *model = NULL;
     dp_predictor_t *predictor = NULL;
     float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
-    int *order = NULL, num_paths = 0;
+    int *order = NULL, *slot = NULL, num_paths = 0;
     char **names = NULL, **paths = NULL;
     if (options_parse("predict", options, num_opts, opts, 2, &help) != DP_OK) goto done;
     if (help) {
@@ -385,24 +403,29 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: the model takes %d-channel inputs; images give 1 (gray) or 3 (RGB)", ch);
         goto done;
     }
-    if (expand_images(images, num_images, &paths, &num_paths) != DP_OK) goto done;
+    if (expand_images(images, num_images, skip_bad, &paths, &num_paths) != DP_OK) goto done;
     const int batch = num_paths < batch_size ? num_paths : batch_size;
     size_t example = (size_t)ch * h * w;
     x = dp_alloc(sizeof(float) * example * (size_t)batch, "images");
     logits = dp_alloc(sizeof(float) * (size_t)classes * (size_t)batch, "logits");
     probs = dp_alloc(sizeof(float) * (size_t)classes, "probabilities");
     order = dp_alloc(sizeof(int) * (size_t)classes, "class order");
-    if (!x || !logits || !probs || !order) goto done;
+    slot = dp_alloc(sizeof(int) * (size_t)batch, "the batch's images");
+    if (!x || !logits || !probs || !order || !slot) goto done;
     if (devices > num_paths) devices = num_paths;
     if (dp_predictor_new(model, params, devices, &predictor) != DP_OK) goto done;
     for (int start = 0; start < num_paths; start += batch) {
-        int n = num_paths - start < batch ? num_paths - start : batch;
-        for (int i = 0; i < n; i++)
-            if (image_input(paths[start + i], info->transform, ch, h, w, x + (size_t)i * example) != DP_OK) goto done;
+        int n = 0; /* the batch's images that decoded: paths[slot[0..n)] */
+        for (int i = start; i < num_paths && i < start + batch; i++) {
+            if (image_input(paths[i], info->transform, ch, h, w, x + (size_t)n * example) == DP_OK) slot[n++] = i;
+            else if (skip_bad) skipped(dp_error_message()); /* its header read, its data does not decode */
+            else goto done;
+        }
+        if (n == 0) continue;
         if (normalize_inputs(info->normalize, x, n, ch, (size_t)h * w) != DP_OK) goto done;
         if (dp_predictor_run(predictor, x, n, logits) != DP_OK) goto done;
         for (int i = 0; i < n; i++)
-            print_prediction(paths[start + i], logits + (size_t)i * classes, classes, top, names, json, logits_out,
+            print_prediction(paths[slot[i]], logits + (size_t)i * classes, classes, top, names, json, logits_out,
                              probs, order);
     }
     if (fflush(stdout) != 0) {
@@ -415,6 +438,7 @@ done:
     if (names)
         for (int i = 0; i < dp_model_num_outputs(model); i++) free(names[i]);
     free(names);
+    free(slot);
     free(order);
     free(probs);
     free(logits);

@@ -19,7 +19,9 @@
 #   stdout;
 # - a folder stands for its image files (subfolders too, make_dataset's
 #   order, dot files and other names left out): the same lines as the
-#   files named one by one, with any --batch-size (read a batch at a time).
+#   files named one by one, with any --batch-size (read a batch at a time);
+# - --skip-bad-files: a file that is no image and one whose data is cut are
+#   each a warning line and left out, the others predicted, exit 0.
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -175,6 +177,19 @@ mkdir -p "$tmp/empty/sub" "$tmp/badfolder"
 bad "a folder without images" "$tmp/empty: no image files" "$tmp/empty"
 cp "$tmp/png/00000.png" "$tmp/notimage.png" "$tmp/badfolder/"
 bad "a folder with a file that is not an image" "badfolder/notimage.png: not a JPEG" "$tmp/badfolder"
+# --skip-bad-files: each bad file (one that is no image, one whose data is cut) a warning line, the rest predicted
+cp "$tmp/truncated.png" "$tmp/png/00001.png" "$tmp/badfolder/"
+"$bin" predict --resume "$ck" --top 1 --skip-bad-files "$tmp/badfolder" >"$tmp/skip.out" 2>"$tmp/skip.err"
+status=$?
+[[ $status -eq 0 && $(wc -l <"$tmp/skip.out") -eq 2 && $(wc -l <"$tmp/skip.err") -eq 2 ]] \
+  && grep -q "^$tmp/badfolder/00000.png: " "$tmp/skip.out" && grep -q "^$tmp/badfolder/00001.png: " "$tmp/skip.out" \
+  && grep -q "warning: --skip-bad-files: left out: $tmp/badfolder/notimage.png" "$tmp/skip.err" \
+  && grep -q "warning: --skip-bad-files: left out: $tmp/badfolder/truncated.png" "$tmp/skip.err" && pass \
+  || fail "--skip-bad-files: status $status, $(cat "$tmp/skip.out" "$tmp/skip.err")"
+"$bin" predict --resume "$ck" --skip-bad-files "$tmp/notimage.png" >"$tmp/none.out" 2>"$tmp/none.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/none.out" ]] && tail -1 "$tmp/none.err" | grep -q "none of the files can be read" && pass \
+  || fail "--skip-bad-files with no image left: status $status, $(cat "$tmp/none.err")"
 printf 'a\nb\n' >"$tmp/two.txt"
 bad "short labels" "two.txt: 2 names, the model has 10 classes" --labels "$tmp/two.txt" "$tmp/png/00000.png"
 bad "top too large" "--top 11" --top 11 "$tmp/png/00000.png"
