@@ -15,8 +15,9 @@
 # - --batch-size 32 --accumulate 4 gives --batch-size 128's epoch-1 loss to
 #   1e-5 relative (1 device; also across 2 ranks), batch 32 alone does not;
 # - the checkpoint records data.normalize and data.augment; a resume with
-#   another (or no) --normalize is refused with one line, one with another
-#   --augment warns and goes on;
+#   another --normalize is refused with one line, one without takes the
+#   checkpoint's (the same bytes as giving it), one with another --augment
+#   warns and goes on;
 # - eval uses the checkpoint's normalisation (its accuracy is the training
 #   run's last test accuracy; without it the accuracy differs), refuses a
 #   contradicting --normalize; predict applies it (its answer differs from
@@ -94,13 +95,18 @@ close "$(loss1 "$tmp/small.jsonl")" "$(loss1 "$tmp/big.jsonl")" 1e-3 && fail "ba
 "$bin" inspect "$tmp/two-a.st" >"$tmp/inspect" 2>&1
 grep -q "^  data.normalize = 0.286000013,0.352999985$" "$tmp/inspect" && grep -q "^  data.augment = crop:4,flip$" "$tmp/inspect" \
   && pass || fail "inspect: $(grep data "$tmp/inspect")"
-for other in "--normalize 0.5,0.5" ""; do
-  out=$("$bin" "${common[@]}" --augment crop:4,flip $other --devices 2 --epochs 2 --resume "$tmp/two-a.st" \
-        --save "$tmp/never.st" 2>&1) && fail "resume with '$other' accepted" \
-    || { grep -q "saved with --normalize 0.286000013,0.352999985" <<<"$out" && [[ $(wc -l <<<"$out") -eq 1 ]] && pass \
-         || fail "resume with '$other': $out"; }
-done
+out=$("$bin" "${common[@]}" --augment crop:4,flip --normalize 0.5,0.5 --devices 2 --epochs 2 --resume "$tmp/two-a.st" \
+      --save "$tmp/never.st" 2>&1) && fail "resume with another --normalize accepted" \
+  || { grep -q "saved with --normalize 0.286000013,0.352999985" <<<"$out" && [[ $(wc -l <<<"$out") -eq 1 ]] && pass \
+       || fail "resume with another --normalize: $out"; }
 [[ ! -e "$tmp/never.st" ]] && pass || fail "a refused resume wrote its --save file"
+# a resume without --normalize takes the checkpoint's: the same run as giving it
+for given in "" "--normalize 0.286,0.353"; do
+  "$bin" "${common[@]}" --augment crop:4,flip $given --devices 2 --epochs 2 --resume "$tmp/two-a.st" \
+    --save "$tmp/resumed${given:+-given}.st" >"$tmp/resumed.out" 2>&1 && pass || fail "resume '$given': $(cat "$tmp/resumed.out")"
+done
+same_tensors "$tmp/resumed.st" "$tmp/resumed-given.st" && pass \
+  || fail "a resume without --normalize differs from one giving the checkpoint's"
 "$bin" "${common[@]}" --augment flip --normalize 0.286,0.353 --devices 2 --epochs 2 --resume "$tmp/two-a.st" \
   --save "$tmp/flip.st" >/dev/null 2>"$tmp/flip.err" && grep -q "warning: .*saved with --augment crop:4,flip, continuing with flip" \
   "$tmp/flip.err" && [[ -s "$tmp/flip.st" ]] && pass || fail "resume with another --augment: $(cat "$tmp/flip.err")"
