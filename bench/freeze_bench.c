@@ -37,39 +37,6 @@ static void die(const char *what) {
     exit(1);
 }
 
-/* Whether the comma-separated `list` holds the entry name[0..len). */
-static int listed(const char *list, const char *name, size_t len) {
-    for (const char *at = list; *at;) {
-        size_t n = strcspn(at, ",");
-        if (n == len && strncmp(at, name, len) == 0) return 1;
-        at += n + (at[n] == ',');
-    }
-    return 0;
-}
-
-/* Every layer with parameters but the last linear one, comma-separated, by
- * the first components of their names ("layer1" for layer1.0.conv1) unless
- * the head's name starts with the same one. */
-static char *backbone_list(const dp_model_t *m) {
-    int head = -1, layers = dp_model_num_layers(m);
-    dp_layer_info_t l;
-    for (int i = layers; i >= 1 && head < 0; i--)
-        if (dp_model_layer(m, i, &l) == DP_OK && l.kind == DP_LAYER_LINEAR) head = i;
-    const char *head_name = head > 0 && dp_model_layer(m, head, &l) == DP_OK ? dp_model_param(m, l.weight)->name : "";
-    size_t head_first = strcspn(head_name, "."), size = 2, used = 0;
-    for (int i = 0; i < dp_model_num_param_tensors(m); i++) size += strlen(dp_model_param(m, i)->name) + 1;
-    char *list = calloc(size, 1);
-    for (int i = 1; list && i <= layers; i++) {
-        if (i == head || dp_model_layer(m, i, &l) != DP_OK || l.weight < 0) continue;
-        const char *name = dp_model_param(m, l.weight)->name;
-        size_t len = strlen(name) - strlen(".weight"), first = strcspn(name, ".");
-        if (first < len && !(first == head_first && strncmp(name, head_name, first) == 0)) len = first;
-        if (!listed(list, name, len))
-            used += (size_t)snprintf(list + used, size - used, "%s%.*s", used ? "," : "", (int)len, name);
-    }
-    return list;
-}
-
 /* The nodes of one host forward + backward of `batch` that run backward
  * (their output has a gradient), and all the nodes. */
 static void count_backward_ops(const dp_model_t *m, const dp_batch_t *b, int *with_grad, int *nodes) {
@@ -104,7 +71,9 @@ int main(int argc, char **argv) {
     int steps = argc > 4 ? atoi(argv[4]) : 5;
     dp_model_t *full, *frozen;
     if (dp_model_load(name, &full) != DP_OK || dp_model_load(name, &frozen) != DP_OK) die(name);
-    char *list = argc > 5 ? strdup(argv[5]) : backbone_list(full);
+    char *list = NULL;
+    if (argc > 5) list = strdup(argv[5]);
+    else if (dp_model_backbone_list(full, &list) != DP_OK) die("the backbone");
     if (!list || dp_model_freeze(frozen, list) != DP_OK) die("--freeze");
     int c, h, w;
     dp_model_input_shape(full, &c, &h, &w);

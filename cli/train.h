@@ -56,6 +56,7 @@ typedef struct {
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
     const char *init_path;           /* --init FILE: a new run from a checkpoint's weights (NULL: none) */
     const char *freeze;              /* --freeze LAYERS (NULL: not given; with --resume, the checkpoint's) */
+    int freeze_backbone;             /* --freeze-backbone: every layer but the last linear one */
     int num_classes;                 /* --num-classes N: the last linear layer's outputs (0: the model's) */
     const char *image_size;          /* --image-size N|HxW: the model's input height and width (NULL: its own) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,

@@ -8,6 +8,7 @@
  * trained: fastai's vision_learner and timm's data config do the same).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dptrain/checkpoint.h"
@@ -30,6 +31,14 @@ dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char
     note[0] = '\0';
     char saved[DP_CHECKPOINT_MAX_FREEZE + 1] = "";
     const char *list = o->freeze, *source = "--freeze";
+    char *backbone = NULL;
+    if (o->freeze_backbone) { /* every layer but the head */
+        if (o->freeze)
+            return dp_fail(DP_ERR_ARG, "train: --freeze %s and --freeze-backbone: give one of them", o->freeze);
+        DP_TRY(dp_model_backbone_list(model, &backbone));
+        list = backbone;
+        source = "--freeze-backbone";
+    }
     if (!list && o->resume_path && !o->init_path) { /* the checkpoint's: a resume keeps the freeze */
         dp_checkpoint_t *c;
         DP_TRY(dp_checkpoint_open(o->resume_path, &c));
@@ -39,13 +48,15 @@ dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char
         source = "--resume's model.freeze";
     }
     if (!list || !*list) return DP_OK;
+    dp_status_t status = DP_OK;
     if (dp_model_freeze(model, list) != DP_OK) {
         char message[1024];
         snprintf(message, sizeof message, "%s", dp_error_message());
-        return dp_fail(DP_ERR_ARG, "train: %s %s: %s", source, list, message);
+        status = dp_fail(DP_ERR_ARG, "train: %s %s: %s", source, list, message);
     }
-    describe_frozen(model, note, note_size);
-    return DP_OK;
+    free(backbone);
+    if (status == DP_OK) describe_frozen(model, note, note_size);
+    return status;
 }
 
 dp_status_t train_checkpoint_normalize(const train_options_t *o, char *normalize, size_t size, char *note,

@@ -147,6 +147,9 @@ const char train_usage[] =
     "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
     "                            no update, batch norm on its running statistics; saved,\n"
     "                            and --resume keeps it\n"
+    "  --freeze-backbone         --freeze every layer but the last linear one (the head):\n"
+    "                            conv1,bn1,layer1,..,layer4 of a ResNet, features of\n"
+    "                            MobileNetV2\n"
     "  --num-classes N           a model file's last linear layer (its head) with N outputs,\n"
     "                            e.g. models/resnet50-imagenet.cfg's 1000 made your 5 (with\n"
     "                            --init: a new head); saved with the model's text\n"
@@ -217,6 +220,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
         {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
         {"freeze", OPT_STRING, &o->freeze, 0, 0},
+        {"freeze-backbone", OPT_FLAG, &o->freeze_backbone, 0, 0},
         {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
         {"image-size", OPT_STRING, &o->image_size, 0, 0},
     };

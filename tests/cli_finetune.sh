@@ -182,6 +182,17 @@ same_tensors "$tmp/nc-sed.st" "$tmp/nc.st" && pass || fail "--num-classes 12 tra
 "$bin" eval --resume "$tmp/nc.st" --data "$tmp/fm" >"$tmp/nc-eval.out" 2>&1 && grep -q "^test acc" "$tmp/nc-eval.out" \
   && pass || fail "eval of a --num-classes run: $(cat "$tmp/nc-eval.out")"
 
+# --freeze-backbone: every layer but the head, the same run as naming them
+fb=(--init "$tmp/pre.st" --model lenet --limit 500 --epochs 1 --devices 2 --lr 0.1 --optimizer momentum)
+"$bin" "${common[@]}" "${fb[@]}" --freeze-backbone --save "$tmp/fb.st" >"$tmp/fb.out" 2>&1 \
+  && "$bin" "${common[@]}" "${fb[@]}" --freeze conv1,conv2,fc1 --quiet --save "$tmp/fb-named.st" >>"$tmp/fb.out" 2>&1 \
+  && pass || fail "--freeze-backbone: $(tail -3 "$tmp/fb.out")"
+grep -q "^frozen: conv1,conv2,fc1 (3 layers; 1290 of 129068 parameters train)$" "$tmp/fb.out" && pass \
+  || fail "--freeze-backbone's line: $(grep frozen "$tmp/fb.out")"
+same_tensors "$tmp/fb.st" "$tmp/fb-named.st" && pass || fail "--freeze-backbone differs from --freeze conv1,conv2,fc1"
+[[ "$(st_meta "$tmp/fb.st" model.freeze)" == conv1,conv2,fc1 ]] && pass \
+  || fail "model.freeze of --freeze-backbone: $(st_meta "$tmp/fb.st" model.freeze)"
+
 # --image-size: the model file's input size, the same run as the file edited by hand (an image folder of 28 x 28
 # PNGs resized to 32 x 32)
 "$py" "$src/tools/idx_to_image_folder.py" "$tmp/fm" "$tmp/pngs" --format png --limit-train 300 --limit-test 50 \
@@ -231,5 +242,9 @@ refused "--image-size of a built-in network" "--image-size: lenet is a built-in 
 refused "--image-size that is not a size" "--image-size: '32x' is not N or HxW" --model "$src/models/lenet.cfg" \
   --image-size 32x
 refused "--image-size of a model whose layers do not fit it" "lenet.cfg" --model "$src/models/lenet.cfg" --image-size 8
+refused "--freeze with --freeze-backbone" "--freeze conv1 and --freeze-backbone: give one of them" \
+  --freeze conv1 --freeze-backbone
+refused "--freeze-backbone without a head" "has no linear layer: no head to keep training" \
+  --model "$tmp/nohead.cfg" --freeze-backbone
 refused "--num-classes without a linear layer" "$tmp/nohead.cfg: no [linear] layer" --model "$tmp/nohead.cfg" --num-classes 3
 testing_finish cli_finetune

@@ -7,7 +7,9 @@
  *   matching nothing, an empty name, or a list freezing everything is
  *   refused naming it, the model unchanged; the layout becomes [trained |
  *   frozen | buffers], the fingerprint stays, freezing nothing restores the
- *   first layout; which outputs carry a gradient;
+ *   first layout; which outputs carry a gradient; the backbone's list (every
+ *   layer but the last linear one) of LeNet, ResNet-18/-50 and MobileNetV2,
+ *   refused for a model without a linear layer;
  * - the tape: with LeNet's convolutions frozen no op below fc1 gets a
  *   gradient or runs backward, the gradients of fc1 and fc2 are those of
  *   the model without freezing, bit for bit, and nothing is written past
@@ -84,6 +86,46 @@ static const char *mask_text(const unsigned char *mask, int n) {
     for (int i = 0; i < n && i < 63; i++) text[i] = mask[i] ? '1' : '0';
     text[n < 63 ? n : 63] = '\0';
     return text;
+}
+
+/* The backbone's freeze list (dp_model_backbone_list): every layer but the
+ * last linear one, by first components unless the head shares it. */
+static void test_backbone_lists(void) {
+    static const struct { const char *model, *expected, *head; } cases[] = {
+        {"lenet", "conv1,conv2,fc1", "fc2."},
+        {"resnet18-imagenet", "conv1,bn1,layer1,layer2,layer3,layer4", "fc."},
+        {"resnet50-imagenet", "conv1,bn1,layer1,layer2,layer3,layer4", "fc."},
+        {"mobilenet_v2-imagenet", "features", "classifier.1."}, /* the head is classifier.1 */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        dp_model_t *m = NULL;
+        char *list = NULL;
+        CHECK(dp_model_load(cases[k].model, &m) == DP_OK && dp_model_backbone_list(m, &list) == DP_OK && list &&
+                  strcmp(list, cases[k].expected) == 0,
+              "%s: backbone '%s', expected '%s' (%s)", cases[k].model, list ? list : "-", cases[k].expected,
+              dp_error_message());
+        /* frozen, only the head trains: its weight and bias */
+        if (m && list && dp_model_freeze(m, list) == DP_OK) {
+            int training = 0, others = 0;
+            for (int i = 0; i < dp_model_num_param_tensors(m); i++) {
+                const dp_param_info_t *p = dp_model_param(m, i);
+                if (p->frozen || !p->trainable) continue;
+                if (strncmp(p->name, cases[k].head, strlen(cases[k].head)) == 0) training++;
+                else others++;
+            }
+            CHECK(training == 2 && others == 0, "%s: %d of the head's tensors train, %d others", cases[k].model,
+                  training, others);
+        }
+        free(list);
+        dp_model_free(m);
+    }
+    dp_model_t *m = NULL;
+    char *list = NULL;
+    const char *text = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n";
+    DP_ASSERT(dp_model_parse(text, strlen(text), "nohead", &m) == DP_OK);
+    CHECK(dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list && strstr(dp_error_message(), "no linear layer"),
+          "a model without a head: %s", dp_error_message());
+    dp_model_free(m);
 }
 
 static void test_freeze_lists(void) {
@@ -619,6 +661,7 @@ int main(void) {
     dp_dataset_t train = testing_column_dataset(300, 28, 5, 4, 4, 96, 21);
     dp_dataset_t test = testing_column_dataset(100, 28, 5, 4, 4, 96, 22);
     test_freeze_lists();
+    test_backbone_lists();
     test_tape(&train);
     test_frozen_batch_norm(&train);
     test_trainer(&train);

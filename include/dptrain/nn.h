@@ -181,6 +181,14 @@ dp_status_t dp_model_freeze(dp_model_t *m, const char *layers);
  * frozen[i] = 1 for parameter i (dp_model_param) it would freeze, else 0
  * (num_param_tensors entries); the same failures. */
 dp_status_t dp_model_freeze_mask(const dp_model_t *m, const char *layers, unsigned char *frozen);
+/* The freeze list of a network's backbone: every layer with parameters but
+ * the last linear one (the head), by the first components of their names
+ * ("layer1" for layer1.0.conv1) unless the head's name starts with the same
+ * one ("features" for MobileNetV2, whose head is classifier.1): fastai's
+ * freeze(), Keras' base_model.trainable = False. *out is the caller's to
+ * free. One line when the model has no linear layer, or none below it with
+ * parameters. */
+dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out);
 /* The list the model was frozen with ("" when nothing is frozen). */
 const char *dp_model_frozen(const dp_model_t *m);
 /* Whether output `output` (0: the input, i: layer i's) carries a gradient

@@ -1,8 +1,10 @@
 /* freeze.c - which parameters a freeze list names (nn.h: dp_model_freeze,
  * dp_model_freeze_mask): the list "conv1,layer1" against the model's layer
  * names, a name matching a layer itself or a prefix of whole dotted
- * components ("layer1" matches "layer1.0.conv1", not "layer10"). nn.c
- * lays the frozen parameters out and runs the frozen layers.
+ * components ("layer1" matches "layer1.0.conv1", not "layer10"); and the
+ * list that freezes a network's backbone, every layer but its head
+ * (dp_model_backbone_list). nn.c lays the frozen parameters out and runs
+ * the frozen layers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,5 +58,49 @@ dp_status_t dp_model_freeze_mask(const dp_model_t *m, const char *layers, unsign
     if (!trains)
         return dp_fail(DP_ERR_ARG, "'%s' freezes every layer of model %s: nothing would train", layers,
                        dp_model_name(m));
+    return DP_OK;
+}
+
+/* Whether the comma-separated `list` holds the entry name[0..len). */
+static int listed(const char *list, const char *name, size_t len) {
+    for (const char *at = list; *at;) {
+        size_t n = strcspn(at, ",");
+        if (n == len && strncmp(at, name, len) == 0) return 1;
+        at += n + (at[n] == ',');
+    }
+    return 0;
+}
+
+dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out) {
+    *out = NULL;
+    int head = -1, layers = dp_model_num_layers(m);
+    dp_layer_info_t l;
+    for (int i = layers; i >= 1 && head < 0; i--)
+        if (dp_model_layer(m, i, &l) == DP_OK && l.kind == DP_LAYER_LINEAR && l.weight >= 0) head = i;
+    if (head < 0)
+        return dp_fail(DP_ERR_ARG, "model %s has no linear layer: no head to keep training (name the layers to "
+                       "freeze)", dp_model_name(m));
+    dp_model_layer(m, head, &l);
+    const char *head_name = dp_model_param(m, l.weight)->name;
+    size_t head_first = strcspn(head_name, "."), size = 2, used = 0;
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++) size += strlen(dp_model_param(m, i)->name) + 1;
+    char *list = dp_alloc_zeroed(size, 1, "the backbone's layers");
+    if (!list) return DP_ERR_NOMEM;
+    for (int i = 1; i <= layers; i++) {
+        if (i == head || dp_model_layer(m, i, &l) != DP_OK || l.weight < 0) continue;
+        const char *name = dp_model_param(m, l.weight)->name;
+        const char *dot = strrchr(name, '.');
+        size_t len = dot ? (size_t)(dot - name) : strlen(name), first = strcspn(name, ".");
+        /* a whole first component ("layer1" for layer1.0.conv1) unless the head shares it ("classifier.1") */
+        if (first < len && !(first == head_first && strncmp(name, head_name, first) == 0)) len = first;
+        if (!listed(list, name, len))
+            used += (size_t)snprintf(list + used, size - used, "%s%.*s", used ? "," : "", (int)len, name);
+    }
+    if (!used) {
+        free(list);
+        return dp_fail(DP_ERR_ARG, "model %s has no layer with parameters below its head: nothing to freeze",
+                       dp_model_name(m));
+    }
+    *out = list;
     return DP_OK;
 }
