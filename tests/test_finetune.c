@@ -126,6 +126,26 @@ static void test_backbone_lists(void) {
     CHECK(dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list && strstr(dp_error_message(), "no linear layer"),
           "a model without a head: %s", dp_error_message());
     dp_model_free(m);
+    /* a name starting with a dot is listed whole (its first component is empty; found by fuzzing) */
+    const char *dotted = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = c.x\nfilters = 2\nsize = 3\n"
+                         "[batchnorm]\nname = .bn1\n[flatten]\n[linear]\nname = head\nout = 3\n";
+    m = NULL;
+    DP_ASSERT(dp_model_parse(dotted, strlen(dotted), "dotted", &m) == DP_OK);
+    CHECK(dp_model_backbone_list(m, &list) == DP_OK && list && strcmp(list, "c,.bn1") == 0 &&
+              dp_model_freeze(m, list) == DP_OK,
+          "a dotted name: '%s' (%s)", list ? list : "-", dp_error_message());
+    free(list);
+    list = NULL;
+    dp_model_free(m);
+    /* a layer whose whole name is a prefix of the head's: no list freezes it without the head */
+    const char *prefix = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = fc\nfilters = 2\nsize = 3\n"
+                         "[flatten]\n[linear]\nname = fc.1\nout = 3\n";
+    m = NULL;
+    DP_ASSERT(dp_model_parse(prefix, strlen(prefix), "prefix", &m) == DP_OK);
+    CHECK(dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list &&
+              strstr(dp_error_message(), "layer 'fc' is a prefix of its head 'fc.1'"),
+          "a layer named as the head's prefix: %s", dp_error_message());
+    dp_model_free(m);
 }
 
 static void test_freeze_lists(void) {

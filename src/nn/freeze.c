@@ -81,7 +81,9 @@ dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out) {
         return dp_fail(DP_ERR_ARG, "model %s has no linear layer: no head to keep training (name the layers to "
                        "freeze)", dp_model_name(m));
     dp_model_layer(m, head, &l);
+    char head_layer[256];
     const char *head_name = dp_model_param(m, l.weight)->name;
+    layer_of(dp_model_param(m, l.weight), head_layer, sizeof head_layer);
     size_t head_first = strcspn(head_name, "."), size = 2, used = 0;
     for (int i = 0; i < dp_model_num_param_tensors(m); i++) size += strlen(dp_model_param(m, i)->name) + 1;
     char *list = dp_alloc_zeroed(size, 1, "the backbone's layers");
@@ -91,8 +93,14 @@ dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out) {
         const char *name = dp_model_param(m, l.weight)->name;
         const char *dot = strrchr(name, '.');
         size_t len = dot ? (size_t)(dot - name) : strlen(name), first = strcspn(name, ".");
-        /* a whole first component ("layer1" for layer1.0.conv1) unless the head shares it ("classifier.1") */
-        if (first < len && !(first == head_first && strncmp(name, head_name, first) == 0)) len = first;
+        /* a whole first component ("layer1" for layer1.0.conv1) unless the head shares it ("classifier.1") or
+         * it is empty (a name starting with a dot) */
+        if (first > 0 && first < len && !(first == head_first && strncmp(name, head_name, first) == 0)) len = first;
+        if (names_layer(name, len, head_layer)) { /* a layer named "fc" below a head "fc.1": no list says it */
+            free(list);
+            return dp_fail(DP_ERR_ARG, "model %s: layer '%.*s' is a prefix of its head '%s': name the layers to "
+                           "freeze (--freeze)", dp_model_name(m), (int)len, name, head_layer);
+        }
         if (!listed(list, name, len))
             used += (size_t)snprintf(list + used, size - used, "%s%.*s", used ? "," : "", (int)len, name);
     }
