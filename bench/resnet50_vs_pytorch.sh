@@ -21,6 +21,9 @@
 # dptrain with DPTRAIN_GRAD_LIVENESS=off, PyTorch) and its ratio.
 #
 # MODEL=mobilenet_v2 times MobileNetV2 instead (models/mobilenet_v2-imagenet.cfg).
+# FREEZE=backbone times the fine-tuning step of a frozen backbone (only the
+# last linear layer trains): dptrain's --freeze-backbone against PyTorch's
+# requires_grad_(False) with the backbone's batch norms in eval mode.
 # DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
 # usage: bench/resnet50_vs_pytorch.sh [path/to/dptrain] [runs] [devices] [steps]
 set -euo pipefail
@@ -32,6 +35,9 @@ steps=${4:-3}
 warmup=2
 batch=32
 model=${MODEL:-resnet50}
+freeze_dp=() freeze_pt=()
+if [[ ${FREEZE:-} == backbone ]]; then freeze_dp=(--freeze-backbone) freeze_pt=(--freeze-backbone)
+elif [[ -n ${FREEZE:-} ]]; then echo "FREEZE=$FREEZE: only FREEZE=backbone is known" >&2; exit 2; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain; prints both sides' ISA
@@ -58,7 +64,7 @@ run_dptrain() { # NAME STEPS [ARGS...]: a training run of STEPS steps, its outpu
   shift 2
   "$bin" train --model "$here/../models/$model-imagenet.cfg" \
     --data "$tmp/data" --batch-size $batch --epochs 1 --limit $((n * batch)) --optimizer momentum --lr 0.01 \
-    --devices "$devices" --quiet "$@" >"$tmp/$name" 2>&1
+    --devices "$devices" --quiet ${freeze_dp[@]+"${freeze_dp[@]}"} "$@" >"$tmp/$name" 2>&1
 }
 dp_ms=() pt_ms=() dp_cpu=() pt_cpu=() ratios=() cpu_ratios=()
 for run in $(seq 1 "$runs"); do
@@ -67,7 +73,7 @@ for run in $(seq 1 "$runs"); do
   [[ -n "$dp" && "$dp" != 0 ]] || { echo "no (step) row in dptrain's profile:"; cat "$tmp/dp.$run"; exit 1; }
   dpc=$(sed -nE 's/^cpu time: ([0-9.]+) ms per step.*/\1/p' "$tmp/dp.$run" | awk '{ printf "%.0f", $1 }')
   pt_line=$(OMP_NUM_THREADS=$devices /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
-              --batch $batch --steps "$steps" --warmup $warmup --threads "$devices")
+              --batch $batch --steps "$steps" --warmup $warmup --threads "$devices" ${freeze_pt[@]+"${freeze_pt[@]}"})
   pt=$(sed -E 's/.* ([0-9.]+) ms\/step \(wall\).*/\1/' <<<"$pt_line")
   ptc=$(sed -E 's/.* ([0-9.]+) ms\/step \(CPU time.*/\1/' <<<"$pt_line")
   ratio=$(awk -v a="$pt" -v b="$dp" 'BEGIN { printf "%.2f", a / b }')
@@ -83,7 +89,8 @@ median() {
   printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 dpm=$(median "${dp_ms[@]}") ptm=$(median "${pt_ms[@]}")
-printf 'median of %d runs, %s, batch %d, %d devices / threads:\n' "$runs" "$model" $batch "$devices"
+printf 'median of %d runs, %s%s, batch %d, %d devices / threads:\n' "$runs" "$model" \
+  "${FREEZE:+ (backbone frozen)}" $batch "$devices"
 printf '  wall: dptrain %.0f ms/step = %.1f images/s, pytorch %.0f ms/step = %.1f images/s, speed-up %.2fx\n' \
   "$dpm" "$(awk -v t="$dpm" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$ptm" \
   "$(awk -v t="$ptm" -v b=$batch 'BEGIN { print 1000 * b / t }')" "$(median "${ratios[@]}")"
@@ -99,12 +106,13 @@ ok = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.D
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if ok else -1)' "$@"
 }
 dp_args=(train --model "$here/../models/$model-imagenet.cfg" --data "$tmp/data" --batch-size $batch --epochs 1
-         --limit $(((warmup + steps) * batch)) --optimizer momentum --lr 0.01 --devices "$devices" --quiet)
+         --limit $(((warmup + steps) * batch)) --optimizer momentum --lr 0.01 --devices "$devices" --quiet
+         ${freeze_dp[@]+"${freeze_dp[@]}"})
 rss_on=$(peak_rss "$bin" "${dp_args[@]}")
 rss_apart=$(peak_rss env DPTRAIN_GRAD_LIVENESS=apart "$bin" "${dp_args[@]}")
 rss_off=$(peak_rss env DPTRAIN_GRAD_LIVENESS=off "$bin" "${dp_args[@]}")
 rss_pt=$(OMP_NUM_THREADS=$devices peak_rss /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
-           --batch $batch --steps "$steps" --warmup $warmup --threads "$devices")
+           --batch $batch --steps "$steps" --warmup $warmup --threads "$devices" ${freeze_pt[@]+"${freeze_pt[@]}"})
 printf '  peak RSS over %d steps: dptrain %.0f MiB (gradients apart from the activations: %.0f MiB, each their own: %.0f MiB), pytorch %.0f MiB: %.2fx pytorch'"'"'s\n' \
   $((warmup + steps)) "$(awk -v k="$rss_on" 'BEGIN { print k / 1024 }')" "$(awk -v k="$rss_apart" 'BEGIN { print k / 1024 }')" \
   "$(awk -v k="$rss_off" 'BEGIN { print k / 1024 }')" \

@@ -7,14 +7,18 @@ models/resnet50-imagenet.cfg --optimizer momentum`.
 
 usage: torch_resnet50_step.py [--model resnet50] [--batch 32] [--steps 3]
            [--warmup 1] [--threads 2] [--device cpu] [--variant eager]
-           [--precision fp32]
+           [--precision fp32] [--freeze-backbone]
 On the CPU prints: "pytorch MODEL: B images, S steps, X ms/step (wall), Y
 ms/step (CPU time of the process), Z images/s" after W warm-up steps (not
 timed). With --device cuda:N the images are on the GPU, --variant (eager,
 channels_last, graph: bench/torch_variants_cuda.py) says how the step runs
 and --precision (fp32 without TF32, bf16 under autocast) in what; the steps
 are timed between two synchronizes, and a second line gives the device's
-name and its peak GPU memory.
+name and its peak GPU memory. --freeze-backbone fine-tunes the head alone,
+as torchvision users do and `dptrain train --freeze-backbone` does: every
+parameter but the last linear layer's requires_grad_(False), the frozen
+batch norms in eval mode (their running statistics), the optimizer over
+the head's parameters.
 """
 import argparse
 import os
@@ -38,6 +42,7 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--variant", choices=("eager", "channels_last", "graph"), default="eager")
     p.add_argument("--precision", choices=variants.PRECISIONS, default="fp32")
+    p.add_argument("--freeze-backbone", action="store_true")
     a = p.parse_args()
     dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
@@ -45,7 +50,15 @@ def main():
     fmt = variants.setup(a.variant, dev) if dev.type == "cuda" else torch.contiguous_format
     sync = variants.sync_of(dev)
     net = getattr(torchvision.models, a.model)().train().to(dev).to(memory_format=fmt)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if a.freeze_backbone:
+        head = [m for m in net.modules() if isinstance(m, torch.nn.Linear)][-1]
+        for m in net.modules():
+            if m is not head and isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eval()
+        for p_ in net.parameters():
+            p_.requires_grad_(False)
+        head.requires_grad_(True)
+    opt = torch.optim.SGD([p_ for p_ in net.parameters() if p_.requires_grad], lr=0.01, momentum=0.9)
     x = torch.rand(a.batch, 3, 224, 224, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
 
