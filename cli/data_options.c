@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dptrain/data.h"
@@ -89,13 +88,6 @@ static dp_status_t parse_holdout(const char *command, const char *text, double *
     return DP_OK;
 }
 
-static int folder_exists(const char *dir, const char *name) {
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* --- the index's progress line --------------------------------------------------------- */
 typedef struct {
     int shown, terminal;
@@ -143,7 +135,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
     /* the training folders: DIR/train, or DIR's own class folders; the test split DIR/test, else DIR/val, else
      * held out of them */
-    const char *root = folder_exists(o->dir, "train") ? "train" : "";
+    const char *root = dp_image_folder_train_split(o->dir);
     const char *test_split = dp_image_folder_test_split(o->dir);
     const int held_out = !test_split;
     snprintf(out->test_split, sizeof out->test_split, "%s", test_split ? test_split : "");

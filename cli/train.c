@@ -128,13 +128,34 @@ static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
     return DP_OK;
 }
 
-static dp_status_t load_model(train_options_t *o, dp_model_t **model, char *frozen_note, size_t note_size) {
+static dp_status_t load_model(train_options_t *o, const train_saved_t *saved, dp_model_t **model, char *frozen_note,
+                              size_t note_size) {
     DP_TRY(train_load_model(o, model));
     DP_TRY(edit_model(o, model));
     if (strlen(o->model) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o->model),
                        sizeof ((dp_checkpoint_info_t *)0)->model - 1);
-    return train_freeze_model(o, *model, frozen_note, note_size);
+    return train_freeze_model(o, saved, *model, frozen_note, note_size);
+}
+
+/* The run's data for the model's input (data_options.h), its loader threads
+ * sharing the cores with the CPU devices' threads; without --normalize the
+ * checkpoint's (saved); a --limit past the data warned about. */
+static dp_status_t open_data(train_options_t *o, const dp_model_t *model, const dp_backend_t *const *backends,
+                             int num_devices, const train_saved_t *saved, const dp_world_t *world, int speaks,
+                             cli_data_t *data) {
+    int c, h, w, cpu_threads = 0;
+    dp_model_input_shape(model, &c, &h, &w);
+    for (int d = 0; d < num_devices; d++)
+        cpu_threads += strcmp(backends[d]->name, "cpu") == 0 ? o->threads_per_device : 0;
+    o->data.dir = o->data_dir;
+    o->data.limit = o->limit;
+    o->data.normalize = o->normalize ? o->normalize : saved->normalize[0] ? saved->normalize : NULL;
+    o->data.augment = o->augment;
+    o->data.model = o->model;
+    DP_TRY(cli_data_open(&o->data, 1, c, h, w, NULL, 0, cpu_threads, world, data));
+    train_check_limit(o, data->train_total, speaks);
+    return DP_OK;
 }
 
 /* ", cuda graph: on" or ", cuda graph: off (why)" for the first line, when
@@ -230,22 +251,10 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     }
     if ((status = device_settings(backends, device_ids, num_devices, &o, o.winograd)) != DP_OK) goto done;
     char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
-    if ((status = load_model(&o, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
-    int c, h, w, cpu_threads = 0;
-    dp_model_input_shape(model, &c, &h, &w);
-    for (int d = 0; d < num_devices; d++)
-        cpu_threads += strcmp(backends[d]->name, "cpu") == 0 ? o.threads_per_device : 0;
-    o.data.dir = o.data_dir;
-    o.data.limit = o.limit;
-    char saved_normalize[200], normalize_note[sizeof printer.normalized];
-    if ((status = train_checkpoint_normalize(&o, saved_normalize, sizeof saved_normalize, normalize_note,
-                                             sizeof normalize_note)) != DP_OK)
-        goto done;
-    o.data.normalize = o.normalize ? o.normalize : saved_normalize[0] ? saved_normalize : NULL;
-    o.data.augment = o.augment;
-    o.data.model = o.model;
-    if ((status = cli_data_open(&o.data, 1, c, h, w, NULL, 0, cpu_threads, world, &data)) != DP_OK) goto done;
-    train_check_limit(&o, data.train_total, speaks);
+    train_saved_t saved; /* the --init or --resume checkpoint's freeze list and normalisation */
+    if ((status = train_read_saved(&o, &saved)) != DP_OK) goto done;
+    if ((status = load_model(&o, &saved, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
+    if ((status = open_data(&o, model, backends, num_devices, &saved, world, speaks, &data)) != DP_OK) goto done;
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
@@ -286,7 +295,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                                 .devices_note = devices_note[0] ? devices_note : NULL, .trainer = trainer,
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
-    snprintf(printer.normalized, sizeof printer.normalized, "%s", normalize_note);
+    snprintf(printer.normalized, sizeof printer.normalized, "%s", saved.normalize_note);
     cuda_graph_note(trainer, backends, num_devices, o.cuda_graph != NULL, printer.cuda_graph,
                     sizeof printer.cuda_graph);
     dp_fit_config_t fit = {

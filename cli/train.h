@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/fit.h"
@@ -103,7 +104,7 @@ typedef struct {
     char cuda_graph[200];     /* ", cuda graph: on" or "off (why)" with a CUDA device or --cuda-graph (first
                                  line); "" otherwise */
     char frozen[1200];        /* "frozen: LIST (...)" with frozen layers (a line after the first two); "" */
-    char normalized[1300];    /* "inputs normalised as FILE's were: ..." (after the --init line); "" */
+    char normalized[1300];    /* train_saved_t's normalize_note (after the --init line); "" */
     dp_progress_t bar;
     int bar_open;
     int started;              /* on_begin was called: every rank trains */
@@ -132,16 +133,23 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
  * accuracy when nothing trained) and the CUDA graph counts. */
 void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
 
-/* train_init.c: the model frozen as --freeze says, or with --resume and
- * no --freeze as the checkpoint's model.freeze says (dp_fit refuses a
+/* train_init.c: what the --init or --resume checkpoint gives as defaults,
+ * read once (a checkpoint is read whole): with --resume and neither
+ * --freeze nor --freeze-backbone, its freeze list (a resume keeps the
+ * freeze); without --normalize, its normalisation and the line saying it
+ * applies. Empty strings where none. */
+typedef struct {
+    char freeze[DP_CHECKPOINT_MAX_FREEZE + 1];
+    char normalize[200];
+    char normalize_note[1300]; /* "inputs normalised as FILE's were: --normalize ..." */
+} train_saved_t;
+dp_status_t train_read_saved(const train_options_t *o, train_saved_t *saved);
+/* The model frozen as --freeze or --freeze-backbone says, or with --resume
+ * and neither as the checkpoint's model.freeze says (dp_fit refuses a
  * resume frozen otherwise); note = what is frozen, one line ("" when
  * nothing is). Before the trainer is made. */
-dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char *note, size_t note_size);
-/* Without --normalize: the --init (else --resume) checkpoint's
- * normalisation into `normalize` ("" when none, or with --normalize or
- * neither option) and the line saying so into `note` (""). */
-dp_status_t train_checkpoint_normalize(const train_options_t *o, char *normalize, size_t size, char *note,
-                                       size_t note_size);
+dp_status_t train_freeze_model(const train_options_t *o, const train_saved_t *saved, dp_model_t *model, char *note,
+                               size_t note_size);
 
 /* train_profile.c: --profile-steps's value; the table on stdout (its
  * header names the precision); the metrics file's {"profile": ...} line. */

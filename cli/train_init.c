@@ -27,9 +27,27 @@ static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
              layers == 1 ? "" : "s", trains, all);
 }
 
-dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char *note, size_t note_size) {
+dp_status_t train_read_saved(const train_options_t *o, train_saved_t *saved) {
+    memset(saved, 0, sizeof *saved);
+    const char *path = o->init_path ? o->init_path : o->resume_path;
+    const int freeze = o->resume_path && !o->init_path && !o->freeze && !o->freeze_backbone;
+    if (!path || (!freeze && o->normalize)) return DP_OK; /* nothing to read: the file is read whole */
+    dp_checkpoint_t *c;
+    DP_TRY(dp_checkpoint_open(path, &c));
+    const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
+    if (freeze) snprintf(saved->freeze, sizeof saved->freeze, "%s", info->freeze);
+    if (!o->normalize && info->normalize[0]) {
+        snprintf(saved->normalize, sizeof saved->normalize, "%s", info->normalize);
+        snprintf(saved->normalize_note, sizeof saved->normalize_note, "inputs normalised as %s's were: --normalize %s",
+                 path, info->normalize);
+    }
+    dp_checkpoint_close(c);
+    return DP_OK;
+}
+
+dp_status_t train_freeze_model(const train_options_t *o, const train_saved_t *saved, dp_model_t *model, char *note,
+                               size_t note_size) {
     note[0] = '\0';
-    char saved[DP_CHECKPOINT_MAX_FREEZE + 1] = "";
     const char *list = o->freeze, *source = "--freeze";
     char *backbone = NULL;
     if (o->freeze_backbone) { /* every layer but the head */
@@ -39,12 +57,8 @@ dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char
         list = backbone;
         source = "--freeze-backbone";
     }
-    if (!list && o->resume_path && !o->init_path) { /* the checkpoint's: a resume keeps the freeze */
-        dp_checkpoint_t *c;
-        DP_TRY(dp_checkpoint_open(o->resume_path, &c));
-        snprintf(saved, sizeof saved, "%s", dp_checkpoint_info(c)->freeze);
-        dp_checkpoint_close(c);
-        list = saved;
+    if (!list && saved->freeze[0]) { /* the checkpoint's: a resume keeps the freeze */
+        list = saved->freeze;
         source = "--resume's model.freeze";
     }
     if (!list || !*list) return DP_OK;
@@ -57,18 +71,4 @@ dp_status_t train_freeze_model(const train_options_t *o, dp_model_t *model, char
     free(backbone);
     if (status == DP_OK) describe_frozen(model, note, note_size);
     return status;
-}
-
-dp_status_t train_checkpoint_normalize(const train_options_t *o, char *normalize, size_t size, char *note,
-                                       size_t note_size) {
-    normalize[0] = note[0] = '\0';
-    const char *path = o->init_path ? o->init_path : o->resume_path;
-    if (o->normalize || !path) return DP_OK;
-    dp_checkpoint_t *c;
-    DP_TRY(dp_checkpoint_open(path, &c));
-    snprintf(normalize, size, "%s", dp_checkpoint_info(c)->normalize);
-    dp_checkpoint_close(c);
-    if (normalize[0])
-        snprintf(note, note_size, "inputs normalised as %s's were: --normalize %s", path, normalize);
-    return DP_OK;
 }

@@ -32,12 +32,8 @@ run() {
     >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
 }
 
-for name in graph bf16-nhwc nccl; do
-  case $name in
-    graph) args=(--devices cuda:0 --cuda-graph on) ;;
-    bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
-    nccl) args=(--devices cuda:0,cuda:1) ;;
-  esac
+for name in "${emu_modes[@]}"; do
+  emu_mode_args "$name"
   run "$name-range" DPTRAIN_CUDA_VMM=on -- "${args[@]}"
   run "$name-blocks" DPTRAIN_CUDA_VMM=off -- "${args[@]}"
   run "$name-nodriver" DPTRAIN_CUDA_EMU_VMM=0 -- "${args[@]}"

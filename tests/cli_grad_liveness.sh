@@ -56,12 +56,8 @@ if [[ -e $emu ]]; then
   small_data "$tmp/emu" 64 8
   common=(train --data "$tmp/emu" --batch-size 16 --lr 0.05 --seed 5 --model "$src/tests/models/tiny_resnet.cfg"
           --epochs 1) # not --quiet: the step graphs' line
-  for name in graph bf16-nhwc nccl; do
-    case $name in
-      graph) args=(--devices cuda:0 --cuda-graph on) ;;
-      bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
-      nccl) args=(--devices cuda:0,cuda:1) ;;
-    esac
+  for name in "${emu_modes[@]}"; do
+    emu_mode_args "$name"
     every_mode "emu-$name" "${args[@]}"
   done
   grep -q "^cuda graph: [1-9][0-9]* steps launched as graphs" "$tmp/emu-graph-on.out" && pass \

@@ -51,6 +51,17 @@ emu_step_peak() {
     --metrics "$tmp/$name.jsonl" >"$tmp/$name.out" 2>&1 && pass || fail "memory run $*: $(tail -3 "$tmp/$name.out")"
   printf -v "$var" '%s' "$(json_field "$(tail -1 "$tmp/$name.jsonl" 2>/dev/null)" device_mem_peak_bytes)"
 }
+# emu_modes: the emulator's ways to run a step that the arena's tests go through;
+# emu_mode_args NAME: args = NAME's train options (graph: step graphs;
+# bf16-nhwc: bf16 channels-last activations; nccl: 2 GPUs summed by NCCL)
+emu_modes=(graph bf16-nhwc nccl)
+emu_mode_args() {
+  case $1 in
+    graph) args=(--devices cuda:0 --cuda-graph on) ;;
+    bf16-nhwc) args=(--devices cuda:0 --precision bf16 --channels-last on) ;;
+    nccl) args=(--devices cuda:0,cuda:1) ;;
+  esac
+}
 # needs_cuda_emulator: emu = the build's CUDA emulator module; without one
 # (a build without CUDA) the test says SKIPPED and exits 77.
 needs_cuda_emulator() {

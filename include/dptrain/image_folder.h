@@ -72,6 +72,9 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
                                  const dp_index_options_t *options, dp_image_index_t *out);
 void dp_image_index_free(dp_image_index_t *index);
 
+/* The folder of DIR's training split: "train" when DIR/train is a folder,
+ * else "" (DIR's own class folders, dp_image_index_build's split ""). */
+const char *dp_image_folder_train_split(const char *dir);
 /* The folder of DIR's test split: "test" when DIR/test is a folder, else
  * "val" (ImageNet's and YOLO's name for it) when DIR/val is, else NULL
  * (none: the test split is held out, dp_image_index_hold_out). */

@@ -106,12 +106,11 @@ static dp_status_t detect_layout(const char *dir, dp_data_layout_t *out, char *w
     if (stat(dir, &st) != 0)
         return dp_fail(DP_ERR_IO, "%s: cannot open the data directory (%s)", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return dp_fail(DP_ERR_IO, "%s: is not a data directory", dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/train", dir);
-    if (is_dir(path)) {
+    if (*dp_image_folder_train_split(dir)) {
         *out = DP_DATA_IMAGE_FOLDER;
         return DP_OK;
     }
+    char path[4200];
     snprintf(path, sizeof path, "%s/cifar-10-batches-bin", dir);
     if (has_cifar_files(dir, where, size) || (is_dir(path) && has_cifar_files(path, where, size))) {
         *out = DP_DATA_CIFAR;

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "data_internal.h"
 
@@ -66,20 +65,12 @@ static dp_status_t decode_all(const dp_image_index_t *x, const dp_dataset_load_o
     return DP_OK;
 }
 
-/* DIR's training folders: DIR/train, or DIR itself when it has none. */
-static const char *training_root(const char *dir) {
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/train", dir);
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "train" : "";
-}
-
 dp_status_t dp_data_load_image_folder(const char *dir, int test, const dp_dataset_load_options_t *options,
                                       dp_dataset_t *out) {
     memset(out, 0, sizeof *out);
     dp_image_index_t train = {0}, split = {0};
     dp_index_options_t io = {0};
-    const char *root = training_root(dir);
+    const char *root = dp_image_folder_train_split(dir);
     /* the classes: the training folders (its files' headers are read only for the training split) */
     dp_status_t st = dp_image_index_build(dir, root, NULL, 0, &io, &train);
     if (st == DP_OK && train.num_classes > 256)

@@ -148,6 +148,11 @@ static dp_status_t class_files(const char *class_dir, strings_t *files) {
     return status;
 }
 
+const char *dp_image_folder_train_split(const char *dir) {
+    char path[PATH_BYTES];
+    return join_path(path, dir, "train") == DP_OK && is_directory(path) ? "train" : "";
+}
+
 const char *dp_image_folder_test_split(const char *dir) {
     static const char *const names[] = {"test", "val"};
     char path[PATH_BYTES];
