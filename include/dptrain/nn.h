@@ -153,11 +153,23 @@ typedef struct {
     uint64_t seed;            /* dropout: layer i's masks use a seed mixed from (seed, i) */
     int64_t example_offset;   /* global index of x's first example in the minibatch */
     const dp_stat_sync_t *stat_sync; /* NULL: each device's own batch statistics */
+    /* The layers no backward reads (every layer of an inference pass, a
+     * training pass's frozen prefix: dp_model_frozen_prefix) run by this
+     * runner (no_grad.h), in memory their outputs leave as they die; the
+     * outputs later layers read stay valid until its next forward. NULL:
+     * every output in `tape`'s arena until it is reset. */
+    struct dp_no_grad *no_grad;
 } dp_forward_opts_t;
 
 dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *params,
                                   float *grads, dp_tensor_t *x, const dp_forward_opts_t *opts,
                                   dp_tensor_t **logits);
+
+/* The frozen prefix: how many of the first layers a training pass runs
+ * with no gradient (no layer that trains or reads one that does); 0 when
+ * the first layer trains. Backward never reads their outputs, only the
+ * later layers' forward does (no_grad.h). */
+int dp_model_frozen_prefix(const dp_model_t *m);
 
 /* --- Frozen layers (fine-tuning) ----------------------------------------------
  * A layer is named by its parameters' prefix ("conv1" for "conv1.weight",

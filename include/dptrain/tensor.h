@@ -135,6 +135,8 @@ dp_arena_t *dp_arena_new(size_t initial_bytes);
 dp_arena_t *dp_arena_new_on(const dp_backend_t *backend, size_t initial_bytes);
 void dp_arena_free(dp_arena_t *arena);
 void dp_arena_reset(dp_arena_t *arena);
+/* The most bytes handed out between two resets so far. */
+size_t dp_arena_peak(const dp_arena_t *arena);
 /* NULL (with an error message) when memory runs out. */
 void *dp_arena_alloc(dp_arena_t *arena, size_t bytes);
 float *dp_arena_floats(dp_arena_t *arena, size_t count);

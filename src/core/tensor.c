@@ -347,6 +347,8 @@ dp_grad_request_t *dp_arena_deferred_find(dp_arena_t *arena, const float *p, siz
 
 /* --- Forward allocations by node (tensor.h) ------------------------------- */
 
+size_t dp_arena_peak(const dp_arena_t *arena) { return arena->peak; }
+
 void dp_arena_record_forward(dp_arena_t *arena, int on) { arena->record_forward = on; }
 
 void dp_arena_forward_node(dp_arena_t *arena, int node) { arena->forward_node = node < 0 ? -1 : node; }

@@ -79,6 +79,15 @@ void dp_tape_reset(dp_tape_t *tape) {
 
 int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
 
+dp_arena_t *dp_tape_arena(const dp_tape_t *tape) { return tape->arena; }
+
+const dp_backend_t *dp_tape_backend(const dp_tape_t *tape) { return tape->backend; }
+
+void dp_tape_set_arena(dp_tape_t *tape, dp_arena_t *arena) {
+    DP_ASSERT(tape->own_arena); /* dp_tape_new's nodes live in its data arena */
+    tape->arena = arena;
+}
+
 size_t dp_tape_grad_bytes(const dp_tape_t *tape) { return tape->grad_bytes; }
 
 size_t dp_tape_grad_reused_bytes(const dp_tape_t *tape) { return tape->grad_reused; }

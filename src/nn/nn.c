@@ -13,7 +13,9 @@
  * layers that is [all trainable parameters | all buffers]. The table keeps
  * the order layers added them (PyTorch's state_dict order within a layer:
  * weight, bias, running_mean, running_var). Which layers a freeze list
- * names is freeze.c's. */
+ * names is freeze.c's. The layers no backward reads (a pass without
+ * gradients, a training pass's frozen prefix) may run through no_grad.c's
+ * runner (dp_forward_opts_t.no_grad), the others on the caller's tape. */
 #include "dptrain/nn.h"
 
 #include <math.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward_internal.h"
 #include "model_file_internal.h" /* dp_model_set_source */
 
 typedef enum {
@@ -597,6 +600,12 @@ dp_status_t dp_model_freeze(dp_model_t *m, const char *layers) {
     return status;
 }
 
+int dp_model_frozen_prefix(const dp_model_t *m) {
+    int p = 0;
+    while (p < m->num_layers && !m->layers[p].needs_grad) p++;
+    return p;
+}
+
 int dp_model_output_needs_grad(const dp_model_t *m, int output) {
     return output > 0 && output <= m->num_layers && m->layers[output - 1].needs_grad;
 }
@@ -684,9 +693,10 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
  * fuse_relu), unless another layer also reads its output before the ReLU:
  * the ReLU layer is skipped (*i moves past it) and its output buffer and
  * gradient are never made. */
-static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, dp_op_attr_t *attr, dp_tensor_t **outs) {
+static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, int to, dp_op_attr_t *attr,
+                           dp_tensor_t **outs) {
     const layer_t *l = &m->layers[*i];
-    if (*i + 1 < m->num_layers && m->layers[*i + 1].kind == LAYER_ACTIVATION && m->layers[*i + 1].op == DP_OP_RELU &&
+    if (*i + 1 < to && m->layers[*i + 1].kind == LAYER_ACTIVATION && m->layers[*i + 1].op == DP_OP_RELU &&
         l->readers == 1) {
         attr->fuse_relu = 1;
         dp_tape_set_label(tape, l->label, m->layers[*i + 1].label);
@@ -707,12 +717,12 @@ static int residual_in_place(const dp_model_t *m, int over, int other) {
     return p->kind == LAYER_BATCH_NORM && p->readers == 1;
 }
 
-/* Every layer in order: outs[0] is the input x, layer i writes outs[i + 1]
- * (a route or an inference-time dropout aliases its input; a conv or batch
- * norm fused with the ReLU after it writes the ReLU's output and leaves its own NULL). */
-static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *params, float *grads,
-                                  const dp_forward_opts_t *opts, dp_tensor_t **outs) {
-    for (int i = 0; i < m->num_layers; i++) {
+/* Layers [from, to) in order (forward_internal.h). */
+dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float *params, float *grads,
+                                    const dp_forward_opts_t *opts, dp_tensor_t **outs, int from, int to,
+                                    dp_layer_hook_t *hook) {
+    for (int i = from; i < to; i++) {
+        const int first = i; /* the layer whose op runs; i moves past a fused ReLU */
         const layer_t *l = &m->layers[i];
         dp_tensor_t *h = outs[l->input], *w = NULL, *b = NULL;
         if (l->kind == LAYER_ROUTE || (l->kind == LAYER_DROPOUT && !opts->training)) {
@@ -726,10 +736,10 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
         dp_tape_set_label(tape, l->label, NULL);
         switch (l->kind) {
         case LAYER_CONV:
-            fuse_next_relu(m, tape, &i, &attr, outs);
+            fuse_next_relu(m, tape, &i, to, &attr, outs);
             break;
         case LAYER_BATCH_NORM:
-            fuse_next_relu(m, tape, &i, &attr, outs);
+            fuse_next_relu(m, tape, &i, to, &attr, outs);
             attr.training = opts->training && !layer_frozen(m, l); /* frozen: the running statistics */
             attr.running_mean = params + m->params[l->running_mean].offset;
             attr.running_var = params + m->params[l->running_var].offset;
@@ -753,6 +763,7 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
         default:
             break;
         }
+        if (hook) DP_TRY(hook->before(hook, first, i));
         h = dp_tape_op(tape, l->op, &attr, h, second, b, NULL);
         if (!h) {
             char message[1024];
@@ -762,6 +773,7 @@ static dp_status_t forward_layers(const dp_model_t *m, dp_tape_t *tape, float *p
                            dp_op_table[l->op].name, message);
         }
         outs[i + 1] = h;
+        if (hook) DP_TRY(hook->after(hook, first, i, outs));
     }
     return DP_OK;
 }
@@ -777,7 +789,12 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
         if (!outs) return DP_ERR_NOMEM;
     }
     outs[0] = x;
-    dp_status_t status = forward_layers(m, tape, params, grads, opts, outs);
+    /* the layers no backward reads: with gradients the frozen prefix, without every layer */
+    int prefix = !opts->no_grad ? 0 : grads ? dp_model_frozen_prefix(m) : m->num_layers;
+    dp_status_t status = DP_OK;
+    if (prefix > 0) status = dp_no_grad_forward(opts->no_grad, m, prefix, tape, params, opts, outs); /* no_grad.c */
+    if (status == DP_OK)
+        status = dp_model_forward_layers(m, tape, params, grads, opts, outs, prefix, m->num_layers, NULL);
     *logits = status == DP_OK ? outs[m->num_layers] : NULL;
     if (outs != stack) free(outs);
     return status;
