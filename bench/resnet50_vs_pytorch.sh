@@ -23,7 +23,9 @@
 # MODEL=mobilenet_v2 times MobileNetV2 instead (models/mobilenet_v2-imagenet.cfg).
 # FREEZE=backbone times the fine-tuning step of a frozen backbone (only the
 # last linear layer trains): dptrain's --freeze-backbone against PyTorch's
-# requires_grad_(False) with the backbone's batch norms in eval mode.
+# requires_grad_(False) with the backbone's batch norms in eval mode; its
+# memory lines add dptrain with the backbone's outputs kept for the whole
+# step (DPTRAIN_FORWARD_LIVENESS=off: before src/nn/no_grad.c).
 # DPTRAIN_ISA=avx2|generic measures a capped path (bench/isa_info.sh).
 # usage: bench/resnet50_vs_pytorch.sh [path/to/dptrain] [runs] [devices] [steps]
 set -euo pipefail
@@ -111,12 +113,15 @@ dp_args=(train --model "$here/../models/$model-imagenet.cfg" --data "$tmp/data" 
 rss_on=$(peak_rss "$bin" "${dp_args[@]}")
 rss_apart=$(peak_rss env DPTRAIN_GRAD_LIVENESS=apart "$bin" "${dp_args[@]}")
 rss_off=$(peak_rss env DPTRAIN_GRAD_LIVENESS=off "$bin" "${dp_args[@]}")
+[[ -z ${FREEZE:-} ]] || rss_whole=$(peak_rss env DPTRAIN_FORWARD_LIVENESS=off "$bin" "${dp_args[@]}")
 rss_pt=$(OMP_NUM_THREADS=$devices peak_rss /usr/bin/python3 "$here/torch_resnet50_step.py" --model "$model" \
            --batch $batch --steps "$steps" --warmup $warmup --threads "$devices" ${freeze_pt[@]+"${freeze_pt[@]}"})
 printf '  peak RSS over %d steps: dptrain %.0f MiB (gradients apart from the activations: %.0f MiB, each their own: %.0f MiB), pytorch %.0f MiB: %.2fx pytorch'"'"'s\n' \
   $((warmup + steps)) "$(awk -v k="$rss_on" 'BEGIN { print k / 1024 }')" "$(awk -v k="$rss_apart" 'BEGIN { print k / 1024 }')" \
   "$(awk -v k="$rss_off" 'BEGIN { print k / 1024 }')" \
   "$(awk -v k="$rss_pt" 'BEGIN { print k / 1024 }')" "$(awk -v a="$rss_on" -v b="$rss_pt" 'BEGIN { printf "%.2f", a / b }')"
+[[ -z ${FREEZE:-} ]] || printf '  the frozen backbone'"'"'s outputs kept for the whole step (DPTRAIN_FORWARD_LIVENESS=off): %.0f MiB, %.2fx pytorch'"'"'s\n' \
+  "$(awk -v k="$rss_whole" 'BEGIN { print k / 1024 }')" "$(awk -v a="$rss_whole" -v b="$rss_pt" 'BEGIN { printf "%.2f", a / b }')"
 echo "dptrain's profile (run $runs, device cpu:0), by op and direction (convolutions by kernel size):"
 "$here/profile_by_op.sh" "$here/../models/$model-imagenet.cfg" "$tmp/dp.$runs" cpu:0 \
   | awk -F'\t' '{ printf "  %9.1f ms %5.1f%%  %s\n", $1, $2, $3 }' | head -14

@@ -37,6 +37,26 @@ small_data() {
       gzip -dc "$data/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$1/$split-labels-idx1-ubyte"
   done
 }
+# mode_run VAR NAME MODE ARGS...: "$bin" "${common[@]}" (the script's) ARGS
+# with VAR=MODE in its environment, saving $tmp/NAME.st, $tmp/NAME.jsonl
+# and its output $tmp/NAME.out; passes when it exits 0 (an A/B switch's runs).
+mode_run() {
+  local var=$1 name=$2 mode=$3
+  shift 3
+  env "$var=$mode" "$bin" "${common[@]}" "$@" --save "$tmp/$name.st" --metrics "$tmp/$name.jsonl" \
+    >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+# refused_setting VAR VALUE MESSAGE: "$bin" "${common[@]}" --epochs 1 with
+# VAR=VALUE refused: a non-zero exit, one line containing MESSAGE, no
+# checkpoint or metrics written.
+refused_setting() {
+  local var=$1 value=$2 message=$3
+  env "$var=$value" "$bin" "${common[@]}" --epochs 1 --save "$tmp/bad.st" --metrics "$tmp/bad.jsonl" \
+    >"$tmp/bad.out" 2>&1 && fail "$var=$value accepted" || pass
+  grep -qF "$message" "$tmp/bad.out" && pass || fail "$var=$value: $(cat "$tmp/bad.out")"
+  [[ $(grep -c . "$tmp/bad.out") == 1 ]] && pass || fail "$var=$value: not one line: $(cat "$tmp/bad.out")"
+  [[ ! -e $tmp/bad.st && ! -e $tmp/bad.jsonl ]] && pass || fail "$var=$value: a file was written"
+}
 # emu_step_peak VAR SETTING...: one step of tests/models/tiny_resnet.cfg at
 # batch 512 (past a step arena's first 16 MiB) on the emulator's cuda:0
 # (DPTRAIN_CUDA_MODULE set by the caller) with the environment SETTING...;

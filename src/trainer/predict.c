@@ -2,8 +2,9 @@
  *
  * DESIGN. Every device holds its own copy of the parameters in its
  * backend's memory (uploaded once; inference never updates batch norm's
- * statistics), and an arena (device memory) and a tape that only tasks on
- * that device touch. Inputs go to the device and logits come back through
+ * statistics), and an arena (device memory), a tape and a no-grad runner
+ * (no_grad.h: a layer's output is given back once its last reader has run)
+ * that only tasks on that device touch. Inputs go to the device and logits come back through
  * the device API (dp_device_upload/download), as in the trainer. A
  * call fills one task per device (its shard of x and of logits, disjoint),
  * submits them and waits for all (dp_waitall); the caller's buffers are not
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "dptrain/device.h"
+#include "dptrain/no_grad.h"
 #include "dptrain/parallel.h"
 
 typedef struct {
@@ -26,6 +28,8 @@ typedef struct {
     dp_device_t *device;
     dp_arena_t *arena;
     dp_tape_t *tape;
+    dp_no_grad_t *no_grad; /* the forward's layers, in memory their outputs leave as they die (no_grad.h);
+                              NULL with DPTRAIN_FORWARD_LIVENESS=off */
     float *params;  /* (num_params) device memory */
     const float *x; /* (count, C, H, W): this shard */
     float *logits;  /* (count, classes) */
@@ -47,6 +51,7 @@ void dp_predictor_free(dp_predictor_t *p) {
         shard_t *s = &p->shards[d];
         if (s->device) dp_device_wait(s->device);
         dp_tape_free(s->tape);
+        dp_no_grad_free(s->no_grad);
         dp_arena_free(s->arena);
         if (s->device) dp_device_free_memory(s->device, s->params);
         dp_device_free(s->device);
@@ -60,6 +65,8 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
                              dp_predictor_t **out) {
     *out = NULL;
     if (num_devices < 1) return dp_fail(DP_ERR_ARG, "predict: %d devices (at least 1)", num_devices);
+    int forward_live;
+    DP_TRY(dp_no_grad_wanted(&forward_live));
     dp_predictor_t *p = dp_alloc_zeroed(1, sizeof *p, "predictor");
     if (!p) return DP_ERR_NOMEM;
     p->model = model;
@@ -85,7 +92,8 @@ dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int n
         if (s->params) dp_device_upload(s->device, s->params, params, sizeof(float) * n);
         s->arena = s->params ? dp_arena_new_on(backend, (size_t)1 << 22) : NULL;
         s->tape = s->arena ? dp_tape_new_on(backend, s->arena) : NULL;
-        if (!s->tape) {
+        s->no_grad = s->tape && forward_live ? dp_no_grad_new(backend) : NULL;
+        if (!s->tape || (forward_live && !s->no_grad)) {
             dp_predictor_free(p);
             return dp_fail(DP_ERR_NOMEM, "predict: out of memory for device %d's scratch memory", d);
         }
@@ -109,7 +117,8 @@ static dp_status_t run_chunk(shard_t *s, int first, int count) {
     if (!x->data) return dp_fail(DP_ERR_NOMEM, "predict: out of memory for a batch of %d inputs", count);
     dp_device_upload(s->device, x->data, s->x + (size_t)first * (numel / (size_t)count), sizeof(float) * numel);
     dp_tensor_t *logits;
-    DP_TRY(dp_model_forward(m, s->tape, s->params, NULL, x, &logits));
+    dp_forward_opts_t opts = {.no_grad = s->no_grad};
+    DP_TRY(dp_model_forward_opts(m, s->tape, s->params, NULL, x, &opts, &logits));
     size_t classes = (size_t)dp_model_num_outputs(m);
     if (dp_tensor_numel(logits) != (size_t)count * classes)
         return dp_fail(DP_ERR_SHAPE, "predict: model %s gives %zu outputs for %d inputs, expected %zu each",
@@ -119,10 +128,11 @@ static dp_status_t run_chunk(shard_t *s, int first, int count) {
     return DP_OK;
 }
 
-/* The shard in forwards of at most the model's inference cap (nn.h): the
- * arena holds every layer's output of one forward, so memory is bounded
- * whatever the batch (ResNet-18 at 224 x 224: its layers' outputs, counted
- * from their shapes, are 32 MB an image, so 16 images a forward). */
+/* The shard in forwards of at most the model's inference cap (nn.h),
+ * counted as if one forward held every layer's output (ResNet-18 at 224 x
+ * 224: 32 MB an image from their shapes, so 16 images a forward); the
+ * runner holds a few of them at a time, so memory stays well under it,
+ * whatever the batch. */
 static dp_status_t run_shard(void *arg) {
     shard_t *s = arg;
     const int cap = s->owner->forward_cap > 0 ? s->owner->forward_cap

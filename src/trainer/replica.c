@@ -9,6 +9,7 @@
 
 #include "replica.h"
 
+#include "dptrain/no_grad.h"
 #include "dptrain/profile.h"
 #include "trainer_state.h"
 
@@ -17,6 +18,7 @@ void dp_replica_free(dp_replica_t *r) {
     r->backend->free(r->backend->ctx, r->params);
     r->backend->free(r->backend->ctx, r->grads);
     dp_tape_free(r->tape);
+    dp_no_grad_free(r->no_grad);
     dp_profiler_free(r->profiler);
     dp_arena_free(r->arena);
     if (r->optimizer && r->backend->optimizer_forget) r->backend->optimizer_forget(r->backend->ctx, r->optimizer);

@@ -30,6 +30,8 @@ typedef struct dp_replica {
     float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
     dp_arena_t *arena; /* device memory: activations, the batch */
     dp_tape_t *tape;
+    struct dp_no_grad *no_grad; /* the layers no backward reads: an evaluation's, a fine-tuning step's frozen
+                                   prefix (no_grad.h); NULL with DPTRAIN_FORWARD_LIVENESS=off */
     dp_profiler_t *profiler; /* config.profile_steps > 0: the tape's (profile.h); else NULL */
     dp_optimizer_t *optimizer;
     dp_device_t *device;

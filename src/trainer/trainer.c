@@ -77,6 +77,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dptrain/no_grad.h"
 #include "dptrain/profile.h"
 
 #include "dptrain/batch_loader.h"
@@ -159,8 +160,9 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (config->threads_per_device < 1)
         return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
                        config->threads_per_device);
-    int liveness;
+    int liveness, forward_live;
     DP_TRY(grad_liveness(&liveness));
+    DP_TRY(dp_no_grad_wanted(&forward_live));
     dp_status_t status = DP_ERR_NOMEM;
     dp_trainer_t *t = dp_alloc_zeroed(1, sizeof *t, "trainer");
     if (!t) return DP_ERR_NOMEM;
@@ -237,6 +239,10 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
             if (status != DP_OK) goto fail;
             status = DP_ERR_NOMEM;
             dp_tape_set_profiler(r->tape, r->profiler);
+        }
+        if (forward_live) {
+            if (!(r->no_grad = dp_no_grad_new(be))) goto fail;
+            dp_no_grad_set_profiler(r->no_grad, r->profiler);
         }
         status = dp_optimizer_new(&config->optim, t->num_trainable, &r->optimizer);
         if (status != DP_OK) goto fail;
@@ -401,6 +407,7 @@ static dp_status_t shard_task(void *arg) {
         .seed = dp_seed_mix(t->config.seed, t->step_count),
         .example_offset = r->example_offset,
         .stat_sync = t->config.sync_batch_norm ? &r->stat_sync : NULL,
+        .no_grad = r->no_grad,
     };
     DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, r->grads, x, &opts, &logits));
     dp_op_attr_t attr = dp_op_attr_default();
@@ -601,7 +608,8 @@ static dp_status_t evaluate_task(void *arg) {
     dp_tensor_t *x, *logits;
     const int32_t *y;
     DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
-    DP_TRY(dp_model_forward(t->model, r->tape, r->params, NULL, x, &logits));
+    dp_forward_opts_t opts = {.no_grad = r->no_grad};
+    DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, NULL, x, &opts, &logits));
     r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, r->count, logits->shape[1]);
     return DP_OK;
 }
