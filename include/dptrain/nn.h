@@ -70,11 +70,14 @@ dp_status_t dp_model_add_linear(dp_model_t *m, const char *name, int out_feature
 int dp_model_num_layers(const dp_model_t *m);
 /* Shape of output i without the batch dim; returns its ndim. */
 int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS]);
-/* An inference forward keeps every layer's output in the device's arena
- * (and a convolution's scratch): the most examples one forward may take so
- * that they stay under about `bytes` (twice every output's floats per
- * example, the input's included), at least 1. The trainer's evaluation and
- * the predictor split larger batches into such forwards; 1 GiB is theirs. */
+/* The most examples one inference forward may take so that every layer's
+ * output (and a convolution's scratch) would stay under about `bytes`
+ * (twice every output's floats per example, the input's included), at
+ * least 1: a bound that holds even with DPTRAIN_FORWARD_LIVENESS=off,
+ * when the forward keeps every output in the device's arena (with a
+ * no_grad.h runner it holds a few at a time). The trainer's evaluation
+ * and the predictor split larger batches into such forwards; 1 GiB is
+ * theirs. */
 #define DP_INFERENCE_ARENA_BYTES ((size_t)1 << 30)
 int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes);
 dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,

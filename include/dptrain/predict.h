@@ -26,7 +26,8 @@ void dp_predictor_free(dp_predictor_t *p);
 dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits);
 /* The most examples one device's forward takes: `examples`, or 0 for the
  * model's inference cap (nn.h dp_model_inference_batch_cap, about 1 GiB of
- * layer outputs; the default). */
+ * layer outputs, of which a forward holds those still to be read:
+ * no_grad.h; the default). */
 void dp_predictor_set_forward_cap(dp_predictor_t *p, int examples);
 /* The forwards the last dp_predictor_run made, all devices together. */
 int dp_predictor_last_forwards(const dp_predictor_t *p);

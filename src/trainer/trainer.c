@@ -626,9 +626,10 @@ static int evaluation_share(void *trainer, int n, int *first, int *count, int ma
     return cnt > 0;
 }
 
-/* An evaluation batch keeps every layer's output in the device's arena:
- * capped to DP_INFERENCE_ARENA_BYTES (nn.h). LeNet's 1000 stays as it is;
- * ResNet-18's 1000 would take over 5 GB per device. */
+/* An evaluation batch capped so that every layer's output would fit
+ * DP_INFERENCE_ARENA_BYTES (nn.h; the runner, no_grad.h, holds a few at a
+ * time, without it the arena holds them all). LeNet's 1000 stays as it is;
+ * ResNet-18's 1000 would take over 5 GB per device without the runner. */
 static int eval_batch_cap(const dp_model_t *m, int batch_size) {
     int cap = dp_model_inference_batch_cap(m, DP_INFERENCE_ARENA_BYTES);
     return batch_size < cap ? batch_size : cap;
