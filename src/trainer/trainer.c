@@ -204,6 +204,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     status = DP_ERR_NOMEM;
 
     /* get_params: initialise once on the host, upload onto every device. */
+    float *init = NULL;
     size_t used = 0;
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     size_t param_bytes = sizeof(float) * t->num_params;
@@ -255,12 +256,13 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         t->devices[d] = r->device;
         t->grad_buffers[d] = r->grads;
         t->param_buffers[d] = r->params;
-        if (d == 0) {
+        if (d == 0) { /* in replica 0's own memory where that is host memory: no host copy touched */
+            init = be->host_memory ? r->params : r->host_params;
             dp_rng_t rng;
             dp_rng_seed(&rng, config->seed);
-            dp_model_init_params(t->model, r->host_params, &rng);
+            dp_model_init_params(t->model, init, &rng);
         }
-        be->upload(be->ctx, r->params, t->replicas[0].host_params, param_bytes);
+        if (r->params != init) be->upload(be->ctx, r->params, init, param_bytes);
     }
     if ((status = dp_trainer_metrics_alloc(t)) != DP_OK) goto fail;
     if ((status = dp_sync_peer_choose(t)) != DP_OK) goto fail; /* NCCL, or the host paths */
@@ -683,14 +685,26 @@ dp_status_t dp_trainer_profile(dp_trainer_t *t, int device, const dp_profile_rep
     return dp_profiler_report(t->replicas[device].profiler, out);
 }
 
+/* Replica d's parameters as the host reads them: its own memory on a
+ * backend of host memory (read in place: no copy of ResNet-50's 102 MB a
+ * replica made), else its host copy, downloaded. Between steps. */
+static const float *params_on_host(dp_trainer_t *t, int d) {
+    dp_replica_t *r = &t->replicas[d];
+    return r->backend->host_memory ? r->params : dp_trainer_params(t, d);
+}
+
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
     size_t bytes = sizeof(float) * t->num_params;
-    for (int d = 0; d < t->num_devices; d++) dp_trainer_params(t, d); /* each into its replica's host copy */
-    DP_TRY(dp_trainer_check_devices(t)); /* a failed download is not a difference */
-    const float *first = t->replicas[0].host_params;
-    for (int d = 1; d < t->num_devices; d++)
-        if (memcmp(t->replicas[d].host_params, first, bytes) != 0)
-            return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
-                           dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
+    const float **each = dp_alloc(sizeof *each * (size_t)t->num_devices, "the replicas' parameters");
+    if (!each) return DP_ERR_NOMEM;
+    for (int d = 0; d < t->num_devices; d++) each[d] = params_on_host(t, d);
+    dp_status_t status = dp_trainer_check_devices(t); /* a failed download is not a difference */
+    const float *first = each[0];
+    for (int d = 1; d < t->num_devices && status == DP_OK; d++)
+        if (memcmp(each[d], first, bytes) != 0)
+            status = dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
+                             dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
+    free(each);
+    DP_TRY(status);
     return dp_world_check_same(&t->config.world, "parameters", first, bytes);
 }
