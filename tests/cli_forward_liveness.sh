@@ -11,6 +11,10 @@
 #   train_loss and test_acc (the evaluation runs every layer through the
 #   runner) the same in the metrics file; `dptrain eval` of the checkpoint
 #   prints the same line, `dptrain predict` of 12 PNGs the same logits;
+# - `dptrain eval` of models/resnet18.cfg on 200 images in one forward:
+#   its peak resident memory on is under half of it off (197 against 540
+#   MiB when written); (an evaluation after full training steps runs in the
+#   step's arena, which holds enough already: cli_cuda_vmm_emu's peak);
 # - on the CUDA emulator (builds with CUDA), with --freeze-backbone: cuda:0
 #   with step graphs (still launched as graphs), bf16 channels-last, and 2
 #   emulated GPUs summing with NCCL: the same bits on and off; one step of
@@ -57,6 +61,21 @@ for mode in on off; do
 done
 grep -q "^test acc: " "$tmp/eval-on.out" && cmp -s "$tmp/eval-on.out" "$tmp/eval-off.out" && pass \
   || fail "eval differs: $(cat "$tmp/eval-on.out") / $(cat "$tmp/eval-off.out")"
+
+# `dptrain eval` of d2l's ResNet-18 (models/resnet18.cfg) on 200 images, one forward on one device: the
+# runner holds a few layer outputs where the arena held them all (peak resident memory, a wide margin)
+small_data "$tmp/r18" 64 200
+"$bin" train --data "$tmp/r18" --model "$src/models/resnet18.cfg" --batch-size 32 --limit 32 --epochs 1 --devices 1 \
+  --quiet --save "$tmp/r18.st" >"$tmp/r18.out" 2>&1 && pass || fail "resnet18.cfg: $(tail -2 "$tmp/r18.out")"
+peak_rss() { # MODE: the peak resident KiB of the evaluation with DPTRAIN_FORWARD_LIVENESS=MODE, -1 when it failed
+  DPTRAIN_FORWARD_LIVENESS=$1 /usr/bin/python3 -c 'import resource, subprocess, sys
+ok = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if ok else -1)' \
+    "$bin" eval --resume "$tmp/r18.st" --data "$tmp/r18" --devices 1 --batch-size 200
+}
+rss_on=$(peak_rss on) rss_off=$(peak_rss off)
+echo "dptrain eval, resnet18.cfg, 200 images in one forward: peak resident ${rss_on} KiB with forward liveness, ${rss_off} without"
+[[ $rss_on -gt 0 && $((2 * rss_on)) -lt $rss_off ]] && pass || fail "eval's peak: ${rss_on} KiB on, ${rss_off} off"
 
 # predict: the same logits on and off (PNGs of the test images)
 mkdir -p "$tmp/png"

@@ -80,6 +80,9 @@ int dp_model_output_shape(const dp_model_t *m, int output, int shape[DP_MAX_DIMS
  * theirs. */
 #define DP_INFERENCE_ARENA_BYTES ((size_t)1 << 30)
 int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes);
+/* The bytes that count: twice every output's floats, the input's included,
+ * for `examples` examples. */
+size_t dp_model_inference_bytes(const dp_model_t *m, int examples);
 dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out_channels,
                                         int kernel_h, int kernel_w, const dp_op_attr_t *attr,
                                         int bias);

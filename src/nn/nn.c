@@ -153,7 +153,7 @@ static const int *output_shape(const dp_model_t *m, int output, int *ndim) {
     return l->out_shape;
 }
 
-int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes) {
+size_t dp_model_inference_bytes(const dp_model_t *m, int examples) {
     size_t floats = 0; /* per example: every output, the input included */
     for (int i = 0; i <= m->num_layers; i++) {
         int ndim;
@@ -162,7 +162,11 @@ int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes) {
         for (int d = 0; d < ndim; d++) n *= (size_t)s[d];
         floats += n;
     }
-    size_t cap = bytes / (2 * sizeof(float) * (floats ? floats : 1)); /* x2: scratch */
+    return 2 * sizeof(float) * (floats ? floats : 1) * (size_t)(examples > 0 ? examples : 0); /* x2: scratch */
+}
+
+int dp_model_inference_batch_cap(const dp_model_t *m, size_t bytes) {
+    size_t cap = bytes / dp_model_inference_bytes(m, 1);
     return cap < 1 ? 1 : cap > INT32_MAX ? INT32_MAX : (int)cap;
 }
 

@@ -610,7 +610,12 @@ static dp_status_t evaluate_task(void *arg) {
     dp_tensor_t *x, *logits;
     const int32_t *y;
     DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
-    dp_forward_opts_t opts = {.no_grad = r->no_grad};
+    /* Through the runner (no_grad.h), unless the steps have already made the
+     * step's arena larger than every output of this forward would take
+     * (the inference cap's count, nn.h): then that memory is there anyway,
+     * and the runner's arenas would be more of it. */
+    int fits = dp_model_inference_bytes(t->model, r->count) <= dp_arena_peak(r->arena);
+    dp_forward_opts_t opts = {.no_grad = fits ? NULL : r->no_grad};
     DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, NULL, x, &opts, &logits));
     r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, r->count, logits->shape[1]);
     return DP_OK;
