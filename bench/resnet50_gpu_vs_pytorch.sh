@@ -19,6 +19,15 @@
 # Last, where dptrain's FP32 step goes: its --profile by op and direction in
 # the log, the three largest rows on one "ResNet-50 FP32 profile" line.
 #
+# FREEZE=backbone times the fine-tuning step of a frozen backbone instead
+# (only the last linear layer trains; not one of gpu_check.sh's runs):
+# dptrain's --freeze-backbone, whose backbone runs through the no-grad runner
+# (no_grad.h: each output's memory given back once its last reader has
+# run), against PyTorch's requires_grad_(False) with the backbone's batch
+# norms in eval mode; its lines say "(backbone frozen)", and one more
+# dptrain FP32 run with DPTRAIN_FORWARD_LIVENESS=off (every output kept)
+# gives the runner's memory saving. No profile.
+#
 # usage: bench/resnet50_gpu_vs_pytorch.sh [path/to/dptrain] [steps]
 # For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
 # nothing): DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0; cpu runs eager and
@@ -34,6 +43,9 @@ batch=${DPTRAIN_BENCH_R50_BATCH:-256}
 torch_device=${DPTRAIN_BENCH_TORCH_DEVICE:-cuda:0}
 model=${DPTRAIN_BENCH_R50_MODEL:-$here/../models/resnet50-imagenet.cfg}
 torch_model=${DPTRAIN_BENCH_R50_TORCH_MODEL:-resnet50}
+freeze_dp=() freeze_pt=() frozen=""
+if [[ ${FREEZE:-} == backbone ]]; then freeze_dp=(--freeze-backbone) freeze_pt=(--freeze-backbone) frozen=" (backbone frozen)"
+elif [[ -n ${FREEZE:-} ]]; then echo "FREEZE=$FREEZE: only FREEZE=backbone is known" >&2; exit 2; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }
@@ -87,13 +99,14 @@ run_dptrain() { # PRECISION: one run, its metrics in $tmp/dp-PRECISION.jsonl (em
   rm -f "$m"
   "$bin" train --model "$model" --data "$tmp/data" --batch-size "$batch" --epochs 2 --optimizer momentum \
        --lr 0.01 --devices cuda:0 --transform squash --cache-mb $((images * size * size * 3 / 1048576 + 64)) \
-       --precision "$1" --metrics "$m" >"$tmp/dp-$1.out" 2>"$tmp/dp-$1.err"
+       --precision "$1" --metrics "$m" ${freeze_dp[@]+"${freeze_dp[@]}"} >"$tmp/dp-$1.out" 2>"$tmp/dp-$1.err"
 }
 # pytorch VARIANT PRECISION: "N images/sec (peak M)", or why not
 pytorch() {
   if [[ $1 == graph && $torch_device != cuda* ]]; then echo "n/a (no GPU)"; return; fi
   if "$py" "$here/torch_resnet50_step.py" --model "$torch_model" --batch "$batch" --steps "$steps" --warmup 2 \
-       --device "$torch_device" --variant "$1" --precision "$2" >"$tmp/pt-$1-$2.out" 2>"$tmp/pt-$1-$2.err"; then
+       --device "$torch_device" --variant "$1" --precision "$2" ${freeze_pt[@]+"${freeze_pt[@]}"} \
+       >"$tmp/pt-$1-$2.out" 2>"$tmp/pt-$1-$2.err"; then
     local ips peak reserved
     ips=$(sed -nE 's/.* ([0-9.]+) images\/s$/\1/p' "$tmp/pt-$1-$2.out")
     peak=$(sed -nE 's/.*peak GPU memory: ([0-9]+) bytes.*/\1/p' "$tmp/pt-$1-$2.out")
@@ -114,15 +127,20 @@ for precision in fp32 bf16; do
     ips=$(sed -nE 's/^([0-9.]+) images\/sec.*/\1/p' <<<"$fig")
     if [[ -n $ips ]] && awk -v a="$ips" -v b="$best_ips" 'BEGIN { exit !(a > b) }'; then best=$v best_ips=$ips; fi
   done
-  echo "ResNet-50 $label batch $batch: dptrain $dp; pytorch $line"
+  echo "ResNet-50 $label$frozen batch $batch: dptrain $dp; pytorch $line"
   dp_ips=$(sed -nE 's/^([0-9.]+) images\/sec.*/\1/p' <<<"$dp")
   if [[ -n $dp_ips && -n $best ]]; then
-    echo "ResNet-50 $label vs the fastest PyTorch ($best): dptrain/pytorch $(awk -v a="$dp_ips" -v b="$best_ips" 'BEGIN { printf "%.2f", a / b }')x"
+    echo "ResNet-50 $label$frozen vs the fastest PyTorch ($best): dptrain/pytorch $(awk -v a="$dp_ips" -v b="$best_ips" 'BEGIN { printf "%.2f", a / b }')x"
   else
-    echo "ResNet-50 $label vs the fastest PyTorch: not compared"
+    echo "ResNet-50 $label$frozen vs the fastest PyTorch: not compared"
   fi
   grep -m1 '^training ' "$tmp/dp-$precision.out" | sed 's/^/  dptrain: /' || true
 done
+
+if [[ -n $frozen ]]; then
+  echo "ResNet-50 FP32$frozen batch $batch, every output kept (DPTRAIN_FORWARD_LIVENESS=off): dptrain $(DPTRAIN_FORWARD_LIVENESS=off dptrain fp32)"
+  exit 0
+fi
 
 # Where dptrain's FP32 step goes: a run of its own with --profile (its per-op timing would slow the timed
 # run), 1 warm-up step and STEPS - 1 profiled; by op and direction, convolutions by kernel size (from the
