@@ -227,7 +227,7 @@ static void test_same_memory(void) {
     pass_t two = run_pass(m, params0, 6, fp, 3, 1);
     size_t held2;
     int arenas2 = dp_no_grad_memory(fp, &held2);
-    CHECK(one.ok && two.ok && one.first_input == two.first_input,
+    CHECK(one.ok && two.ok && one.first_input && one.first_input == two.first_input,
           "the first op after the prefix read %p, then %p", (const void *)one.first_input,
           (const void *)two.first_input);
     CHECK(arenas1 == arenas2 && held1 == held2, "later passes took more: %d arenas %zu bytes, then %d, %zu", arenas1,

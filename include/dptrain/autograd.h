@@ -55,9 +55,8 @@ typedef void (*dp_tape_hook_t)(void *ctx, int node_index, const dp_node_t *node)
 dp_status_t dp_tape_backward(dp_tape_t *tape, dp_tensor_t *loss,
                              dp_tape_hook_t hook, void *hook_ctx);
 
-/* The arena the tape's ops take their data from, and the backend whose ops
- * it runs (NULL: the CPU kernels on host memory, dp_tape_new). */
-dp_arena_t *dp_tape_arena(const dp_tape_t *tape);
+/* The backend whose ops the tape runs (NULL: the CPU kernels on host
+ * memory, dp_tape_new). */
 const dp_backend_t *dp_tape_backend(const dp_tape_t *tape);
 /* The arena the next ops take their data from (of the tape's backend's
  * memory), for a tape of dp_tape_new_on only: its nodes stay in its own. */

@@ -79,8 +79,6 @@ void dp_tape_reset(dp_tape_t *tape) {
 
 int dp_tape_size(const dp_tape_t *tape) { return tape->size; }
 
-dp_arena_t *dp_tape_arena(const dp_tape_t *tape) { return tape->arena; }
-
 const dp_backend_t *dp_tape_backend(const dp_tape_t *tape) { return tape->backend; }
 
 void dp_tape_set_arena(dp_tape_t *tape, dp_arena_t *arena) {

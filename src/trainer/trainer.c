@@ -692,24 +692,21 @@ dp_status_t dp_trainer_profile(dp_trainer_t *t, int device, const dp_profile_rep
 
 /* Replica d's parameters as the host reads them: its own memory on a
  * backend of host memory (read in place: no copy of ResNet-50's 102 MB a
- * replica made), else its host copy, downloaded. Between steps. */
-static const float *params_on_host(dp_trainer_t *t, int d) {
-    dp_replica_t *r = &t->replicas[d];
-    return r->backend->host_memory ? r->params : dp_trainer_params(t, d);
+ * replica made), else its host copy (dp_trainer_params downloads it). */
+static const float *params_on_host(const dp_trainer_t *t, int d) {
+    const dp_replica_t *r = &t->replicas[d];
+    return r->backend->host_memory ? r->params : r->host_params;
 }
 
 dp_status_t dp_trainer_check_replicas(dp_trainer_t *t) {
     size_t bytes = sizeof(float) * t->num_params;
-    const float **each = dp_alloc(sizeof *each * (size_t)t->num_devices, "the replicas' parameters");
-    if (!each) return DP_ERR_NOMEM;
-    for (int d = 0; d < t->num_devices; d++) each[d] = params_on_host(t, d);
-    dp_status_t status = dp_trainer_check_devices(t); /* a failed download is not a difference */
-    const float *first = each[0];
-    for (int d = 1; d < t->num_devices && status == DP_OK; d++)
-        if (memcmp(each[d], first, bytes) != 0)
-            status = dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
-                             dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
-    free(each);
-    DP_TRY(status);
+    for (int d = 0; d < t->num_devices; d++)
+        if (!t->replicas[d].backend->host_memory) dp_trainer_params(t, d); /* into its host copy */
+    DP_TRY(dp_trainer_check_devices(t)); /* a failed download is not a difference */
+    const float *first = params_on_host(t, 0);
+    for (int d = 1; d < t->num_devices; d++)
+        if (memcmp(params_on_host(t, d), first, bytes) != 0)
+            return dp_fail(DP_ERR_ARG, "internal error: the parameters of %s differ from %s's",
+                           dp_device_name(t->devices[d]), dp_device_name(t->devices[0]));
     return dp_world_check_same(&t->config.world, "parameters", first, bytes);
 }
