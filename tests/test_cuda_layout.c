@@ -33,11 +33,18 @@
  *
  * On a GPU the bits are the emulator's promise only: real cuDNN runs other
  * kernels for NHWC than for NCHW tensors (other tiles, other summation
- * orders; seen on an H200, 2026-11-27: every case differed in its last
- * bits), so there every result is compared within the same tolerance
- * instead (on that H200 the batch norm case, whose every result went
- * through the tolerance and through cuDNN's NHWC convolutions, was at
- * worst 0.102 of it).
+ * orders, other algorithms: FFT, Winograd; seen on an H200, 2026-11-27:
+ * every case differed in its last bits), so there every result is compared
+ * within a tolerance instead: 1e-5 relative plus 1e-4 of the result's
+ * largest magnitude. The second term because those algorithms' rounding
+ * errors are bounded relative to the whole tensor's scale, not to each
+ * element's (an element summed from terms that cancel has a large relative
+ * error): on an H200 (2026-11-28) the NHWC-in convolution's dx[36], 0.1302,
+ * differed by 3.5e-6 (2.7e-5 of itself, 1.5 times the per-element
+ * tolerance alone), with cuDNN's measured algorithms and not with the fixed
+ * ones. What the test is for, a layout error (an element read at another
+ * index), is off by the order of the values themselves: 1e-4 of the scale
+ * still catches it by orders of magnitude.
  *
  * And channels-last on with the activation gradients placed by liveness
  * (grad_plan.h): the same results, bit for bit on the emulator, as with
@@ -171,6 +178,14 @@ static const char *const result_names[R_COUNT] = {"flatten output", "loss", "dx"
 /* the emulator (DPTRAIN_CUDA_MODULE names it, as for emu_test_cuda_layout) or a GPU */
 static int emulated;
 
+/* A GPU's absolute tolerance for result i (see the header): 1e-4 of its
+ * largest magnitude, at least the emulator's 1e-6. */
+static double gpu_atol(const layout_result_t *r, int i) {
+    double scale = 0.0;
+    for (size_t j = 0; j < r->n[i]; j++) scale = fmax(scale, fabs((double)r->r[i][j]));
+    return fmax(1e-6, 1e-4 * scale);
+}
+
 static void compare(const layout_case_t *k) {
     layout_result_t off, on, placed, over;
     run_case(k, 0, 0, &off);
@@ -194,7 +209,8 @@ static void compare(const layout_case_t *k) {
                   k->name, result_names[i]);
         } else {
             size_t at = 0;
-            double v = testing_max_violation(on.r[i], off.r[i], off.n[i], 1e-5, 1e-6, &at);
+            double v = testing_max_violation(on.r[i], off.r[i], off.n[i], 1e-5, emulated ? 1e-6 : gpu_atol(&off, i),
+                                             &at);
             if (v > worst) worst = v;
             CHECK(v <= 1.0, "%s: %s[%zu]: %.9g (on) vs %.9g (off)", k->name, result_names[i], at, (double)on.r[i][at],
                   (double)off.r[i][at]);
