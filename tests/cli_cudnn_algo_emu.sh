@@ -157,10 +157,15 @@ one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
   DPTRAIN_CUDNN_ALGO=bogus
 refused_before_start DPTRAIN_CUDNN_ALGO=bogus
 
+# a measured choice's log line: the time and workspace of the one taken, then the fastest result the workspace
+# limit alone shut out (every shape's: the emulator's trap of 1 TiB is among its fastest results; the limit on
+# the emulator's 4 GiB GPU: its floor, 256 MiB, since its tensors are small)
+measured_line=': algorithm [0-9]+, measured: the fastest of [0-9]+ qualified of [0-9]+, [0-9.]+ ms, [0-9]+ MiB of workspace; '\
+'algorithm [0-9]+, [0-9.]+ ms, needs 1048576 MiB, over the limit of 256 MiB$'
 # the default (DPTRAIN_CUDNN_ALGO empty, as unset): measured, into the cache file; the bits of fixed
 run lenet-default lenet DPTRAIN_CUDNN_ALGO= DPTRAIN_CUDNN_ALGO_CACHE="$tmp/default-cache"
 same_run lenet-default lenet-fixed
-timed=$(grep -cE ': algorithm [0-9]+, measured: the fastest of [0-9]+ qualified of [0-9]+, [0-9.]+ ms$' "$tmp/lenet-default.out")
+timed=$(grep -cE "$measured_line" "$tmp/lenet-default.out")
 [[ $timed -gt 0 && $(stat lenet-default heuristic) -eq 0 && $(($(wc -l <"$tmp/default-cache") - 1)) -eq $timed ]] && pass \
   || fail "the default: $timed measured choices, $(stat lenet-default heuristic) heuristic queries, cache: $(head -2 "$tmp/default-cache" 2>&1)"
 # measured: cudnnFind* once per shape and direction (the emulator's fastest results are its traps: the filter
@@ -170,7 +175,7 @@ choices() { grep -oE '^cuda:0: cuDNN .*: algorithm [0-9]+' "$tmp/$1.out"; }
 run every_layer-measured "$models/every_layer.cfg" DPTRAIN_CUDNN_ALGO=measured XDG_CACHE_HOME="$tmp/cache"
 same_run every_layer-measured every_layer-fixed
 finds=$(sed -nE 's/^cuda emulator: cuDNN: .* ([0-9]+) find queries$/\1/p' "$tmp/every_layer-measured.out")
-measured=$(grep -cE ': algorithm [0-9]+, measured: the fastest of [0-9]+ qualified of [0-9]+, [0-9.]+ ms$' "$tmp/every_layer-measured.out")
+measured=$(grep -cE "$measured_line" "$tmp/every_layer-measured.out")
 [[ -n "$finds" && $finds -gt 0 && $finds -eq $measured && $(stat every_layer-measured heuristic) -eq 0 ]] && pass \
   || fail "measured: $finds find queries, $measured measured choices, $(stat every_layer-measured heuristic) heuristic queries"
 [[ $(head -1 "$cache" 2>/dev/null) == "dptrain cuDNN algorithms 1" && $(($(wc -l <"$cache") - 1)) -eq $measured ]] && pass \

@@ -67,7 +67,7 @@ static const float one = 1.0f;
  * (cudnnFind*Algorithm, once per shape and direction) and the fastest
  * result that qualifies is taken: it succeeded, is deterministic, has FMA
  * math (also default or tensor-op math with --precision tf32 or bf16:
- * tensor cores) and a workspace of at most CONV_WORKSPACE_LIMIT. The choice
+ * tensor cores) and a workspace within workspace_limit. The choice
  * is kept in a cache file keyed by the GPU's name, cuDNN's version and the
  * shape (algo_cache.h), so that later runs take the same algorithm (the
  * same bits) without timing it again. DPTRAIN_CUDNN_ALGO=heuristic takes
@@ -96,12 +96,22 @@ static const float one = 1.0f;
 #define CONV_BWD_DATA_ALGO CUDNN_CONVOLUTION_BWD_DATA_ALGO_1
 #define CONV_BWD_FILTER_ALGO CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
 
-/* The largest workspace a heuristic candidate may ask for: fixed (the free
- * memory of the moment would make the choice, hence the bits, vary between
- * runs), and one buffer per GPU grown to the largest need, so at most this
- * much beside the model: 256 MiB is 1.6% of a 16 GiB GPU, and lets the
- * GEMM, FFT and Winograd variants of ResNet-18's layers at batch 256 in. */
-#define CONV_WORKSPACE_LIMIT ((size_t)256 << 20)
+/* The largest workspace a candidate may ask for (workspace_limit): never
+ * the free memory of the moment (that would make the choice, hence the
+ * bits, vary between runs), but a function of the convolution's shape and
+ * the GPU: CONV_WORKSPACE_PER_BYTE times the bytes of its larger tensor (x
+ * or y, 4 bytes an element), at least CONV_WORKSPACE_FLOOR, at most
+ * 1/CONV_WORKSPACE_GPU_SHARE of the GPU's memory. One buffer per GPU is
+ * grown to the largest need. Why it grows with the tensors: an FFT or
+ * Winograd algorithm's workspace holds transforms of x and y, a few times
+ * their size, so a fixed 256 MiB let ResNet-18's fastest algorithms in at
+ * batch 256 and shut them out at 512 (an H200, 2026-11-28: 12,171
+ * images/s at 256, 9,533 at 512, where PyTorch went from 11,658 to 12,914
+ * with workspaces of gigabytes). 8x the larger tensor admits them at any
+ * batch; the cap keeps one layer's workspace under 6.25% of the GPU. */
+#define CONV_WORKSPACE_FLOOR ((size_t)256 << 20)
+#define CONV_WORKSPACE_PER_BYTE 8
+#define CONV_WORKSPACE_GPU_SHARE 16
 /* Plans per GPU: a shape per layer and batch size (training, its last
  * short batch, evaluation, uneven shards of devices sharing the GPU):
  * ResNet-18 has 11 convolution shapes per batch size. */
@@ -167,6 +177,7 @@ struct dp_cuda_conv_plans {
     char gpu[192]; /* "GPU name|cuDNN version", the first part of a choice's key (cache file, checkpoint) */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     int epilogue;  /* DPTRAIN_CONV_EPILOGUE: 1 cudnn (the default), 0 own */
+    size_t gpu_memory; /* the GPU's total memory (cudaDeviceProp), for workspace_limit's cap */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
 };
@@ -302,8 +313,10 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         if (cudaGetDeviceProperties(&prop, c->gpu) != cudaSuccess) {
             cudaGetLastError();
             snprintf(prop.name, sizeof prop.name, "unnamed GPU");
+            prop.totalGlobalMem = 0;
         }
         snprintf(c->conv_plans->gpu, sizeof c->conv_plans->gpu, "%.160s|cuDNN %zu", prop.name, cudnnGetVersion());
+        c->conv_plans->gpu_memory = prop.totalGlobalMem;
         const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
         c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
         c->conv_plans->epilogue = epilogue;
@@ -373,11 +386,22 @@ static cudnnStatus_t algo_results(dp_cuda_ctx_t *c, const conv_plan_t *p, conv_d
     return s;
 }
 
+/* The largest workspace p's algorithms may take (see CONV_WORKSPACE_FLOOR). */
+static size_t workspace_limit(const dp_cuda_ctx_t *c, const conv_plan_t *p) {
+    const conv_geom_t *g = &p->key.g;
+    size_t x = (size_t)g->N * (size_t)g->C, y = (size_t)g->N * (size_t)g->K;
+    for (int i = 0; i < 3; i++) x *= (size_t)g->in[i], y *= (size_t)g->out[i];
+    size_t limit = CONV_WORKSPACE_PER_BYTE * sizeof(float) * (x > y ? x : y);
+    size_t cap = c->conv_plans->gpu_memory / CONV_WORKSPACE_GPU_SHARE;
+    if (cap && limit > cap) limit = cap;
+    return limit > CONV_WORKSPACE_FLOOR ? limit : CONV_WORKSPACE_FLOOR;
+}
+
 /* A result dptrain may run: it succeeded, is deterministic, keeps FP32
  * (FMA; tensor-core math only with --precision tf32 or bf16) and fits the
  * workspace limit. */
-static int qualifies(const conv_plan_t *p, const algo_perf_t *r) {
-    if (r->status != CUDNN_STATUS_SUCCESS || r->determinism != CUDNN_DETERMINISTIC || r->memory > CONV_WORKSPACE_LIMIT)
+static int qualifies(const dp_cuda_ctx_t *c, const conv_plan_t *p, const algo_perf_t *r) {
+    if (r->status != CUDNN_STATUS_SUCCESS || r->determinism != CUDNN_DETERMINISTIC || r->memory > workspace_limit(c, p))
         return 0;
     return r->math == CUDNN_FMA_MATH ||
            (p->key.precision != DP_PRECISION_FP32 && (r->math == CUDNN_DEFAULT_MATH || r->math == CUDNN_TENSOR_OP_MATH));
@@ -462,7 +486,7 @@ static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir,
     algo_results(c, p, dir, 1, perf, &n);
     cudaGetLastError(); /* what the timing runs left behind is not ours */
     for (int i = 0; i < n; i++)
-        if (qualifies(p, &perf[i]) && perf[i].time >= 0) {
+        if (qualifies(c, p, &perf[i]) && perf[i].time >= 0) {
             qualified++;
             if (best < 0 || perf[i].time < perf[best].time) best = i;
         }
@@ -472,7 +496,22 @@ static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir,
     }
     add_candidate(a, perf[best].algo);
     dp_algo_cache_put(key, perf[best].algo);
-    snprintf(why, why_size, "measured: the fastest of %d qualified of %d, %.3f ms", qualified, n, perf[best].time);
+    /* the fastest result shut out by the workspace limit alone, when faster (DPTRAIN_CUDNN_ALGO_LOG's line) */
+    int over = -1;
+    size_t limit = workspace_limit(c, p);
+    for (int i = 0; i < n; i++) {
+        algo_perf_t within = perf[i];
+        within.memory = 0;
+        if (perf[i].memory > limit && perf[i].time >= 0 && perf[i].time < perf[best].time && qualifies(c, p, &within) &&
+            (over < 0 || perf[i].time < perf[over].time))
+            over = i;
+    }
+    char shut[96] = "";
+    if (over >= 0)
+        snprintf(shut, sizeof shut, "; algorithm %d, %.3f ms, needs %.0f MiB, over the limit of %.0f MiB", perf[over].algo,
+                 perf[over].time, perf[over].memory / 1048576.0, limit / 1048576.0);
+    snprintf(why, why_size, "measured: the fastest of %d qualified of %d, %.3f ms, %.0f MiB of workspace%s", qualified, n,
+             perf[best].time, perf[best].memory / 1048576.0, shut);
 }
 
 /* Direction dir's candidates: a checkpoint's choice alone
@@ -485,7 +524,7 @@ static void measured_candidate(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir,
 static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
     plan_algos_t *a = &p->algos[dir];
     int n = 0, first = -1, qualified = 0;
-    char why[160] = "";
+    char why[256] = "";
     *a = (plan_algos_t){.listed = 1};
     if (installed_candidate(c, p, dir, a, why, sizeof why)) {
         /* the mode's candidates only once cuDNN refuses it (conv_run) */
@@ -493,7 +532,7 @@ static void list_candidates(dp_cuda_ctx_t *c, conv_plan_t *p, conv_dir_t dir) {
         algo_perf_t perf[CONV_HEURISTIC_MAX];
         algo_results(c, p, dir, 0, perf, &n);
         for (int i = 0; i < n; i++)
-            if (qualifies(p, &perf[i])) {
+            if (qualifies(c, p, &perf[i])) {
                 if (first < 0) first = i;
                 qualified++;
                 add_candidate(a, perf[i].algo);
