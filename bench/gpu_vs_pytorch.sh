@@ -24,8 +24,9 @@
 # --precision bf16 against PyTorch's four variants under torch.autocast to
 # bfloat16 (--precision bf16 of the PyTorch scripts), LeNet and ResNet-18
 # at batch 256, one run each, each against the fastest. And dptrain's
-# --channels-last on (NHWC activations inside the GPU) against its default
-# off: LeNet, ResNet-18 in FP32 and in bf16, one run each, with the peaks. ResNet-18's convolution
+# --channels-last on (NHWC activations inside the GPU) against off (the
+# default in FP32; in bf16 on is): LeNet and ResNet-18 in FP32 and in bf16,
+# one run each, with the peaks. ResNet-18's convolution
 # biases inside cuDNN's fused call (the default) against dptrain's own pass (DPTRAIN_CONV_EPILOGUE=own),
 # one run each. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
@@ -212,7 +213,7 @@ echo "ResNet-18 cuDNN measured algorithms (batch $resnet_batch): dptrain $dp_mea
 resnet_row "$resnet_batch" eager channels_last graph compile
 for batch in $resnet_batches; do resnet_row "$batch" channels_last graph; done
 
-# --- channels-last: dptrain --channels-last on (NHWC activations inside the GPU) against its default (off) ---
+# --- channels-last: dptrain --channels-last on (NHWC activations inside the GPU) against off (FP32's default) ---
 # on_off WHAT UNIT ON OFF [ON_METRICS OFF_METRICS]: one line, each figure with its run's peak GPU memory when
 # the metrics are given, and on/off as a speed ratio (s/epoch: off/on; images/sec: on/off)
 on_off() {
@@ -268,15 +269,25 @@ bf16_row() {
     echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
   fi
 }
-if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
-     ${limit:+--limit "$limit"} --precision bf16 --metrics "$tmp/m-bf16.jsonl" --quiet >/dev/null 2>"$tmp/m-bf16.err"; then
-  dp=$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-bf16.jsonl" | later_epochs))
-  dp=$(printf '%.4f' "$dp")
-else dp="failed: $(tail -1 "$tmp/m-bf16.err")"; fi
+# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, channels-last since 2026-11-28, or
+# ARGS'), the median s/epoch of epochs 2.. (metrics in $tmp/NAME.jsonl)
+lenet_bf16() {
+  local name=$1
+  shift
+  if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+       --seed 1 ${limit:+--limit "$limit"} --precision bf16 "$@" --metrics "$tmp/$name.jsonl" --quiet >/dev/null \
+       2>"$tmp/$name.err"; then
+    printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/$name.jsonl" | later_epochs))"
+  else echo "failed: $(tail -1 "$tmp/$name.err")"; fi
+}
+dp=$(lenet_bf16 m-bf16)
 bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
+on_off "LeNet bf16 (median of epochs 2-$epochs)" s/epoch "$(lenet_bf16 m-bf16-on --channels-last on)" \
+  "$(lenet_bf16 m-bf16-off --channels-last off)" "$tmp/m-bf16-on.jsonl" "$tmp/m-bf16-off.jsonl"
 dp=$(precision=bf16 resnet measured "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-measured-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
-dp_bf16_cl=$(precision=bf16 layout=on resnet measured "$resnet_batch")
-on_off "ResNet-18 batch $resnet_batch bf16" images/sec "$dp_bf16_cl" "$dp" \
-  "$tmp/r-measured-$resnet_batch-bf16-cl-on.jsonl" "$tmp/r-measured-$resnet_batch-bf16.jsonl"
+# (bf16's default is on: the on figure is the run above, the off one its own)
+dp_bf16_off=$(precision=bf16 layout=off resnet measured "$resnet_batch")
+on_off "ResNet-18 batch $resnet_batch bf16" images/sec "$dp" "$dp_bf16_off" \
+  "$tmp/r-measured-$resnet_batch-bf16.jsonl" "$tmp/r-measured-$resnet_batch-bf16-cl-off.jsonl"

@@ -80,10 +80,13 @@ dp_status_t cli_parse_precision(const char *command, const char *text, dp_precis
     return DP_OK;
 }
 
-dp_status_t cli_set_channels_last(const char *command, const char *text, const dp_backend_t *const *backends,
-                                  const int *ids, int count, int *on) {
+int cli_channels_last_default(dp_precision_t precision) { return precision == DP_PRECISION_BF16; }
+
+dp_status_t cli_set_channels_last(const char *command, const char *text, dp_precision_t precision,
+                                  const dp_backend_t *const *backends, const int *ids, int count, int *on) {
     *on = 0;
-    if (!text || strcmp(text, "off") == 0) return DP_OK;
+    if (!text) text = cli_channels_last_default(precision) ? "on" : "off";
+    if (strcmp(text, "off") == 0) return DP_OK;
     if (strcmp(text, "on") != 0) return dp_fail(DP_ERR_ARG, "%s: --channels-last: '%s' is not on or off", command, text);
     *on = 1;
     for (int d = 0; d < count; d++) {

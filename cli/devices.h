@@ -37,10 +37,16 @@ dp_status_t cli_parse_precision(const char *command, const char *text, dp_precis
 dp_status_t cli_set_precision(const char *command, const char *option, const dp_backend_t *const *backends,
                               const int *ids, int count, dp_precision_t precision);
 
-/* --channels-last TEXT of `command` (on or off; NULL: not given, off) on
- * each distinct table of the devices: on is refused, naming the device,
- * where a table has no channels-last layout (the CPU's). *on = 1 or 0. */
-dp_status_t cli_set_channels_last(const char *command, const char *text, const dp_backend_t *const *backends,
-                                  const int *ids, int count, int *on);
+/* Whether --channels-last is on when not given: with --precision bf16
+ * (GPU tables alone take it), off otherwise; the faster side of each
+ * on/off line measured on an H200 (2026-11-28, docs/devices.md). */
+int cli_channels_last_default(dp_precision_t precision);
+
+/* --channels-last TEXT of `command` (on or off; NULL: not given,
+ * cli_channels_last_default(precision)) on each distinct table of the
+ * devices: on is refused, naming the device, where a table has no
+ * channels-last layout (the CPU's). *on = 1 or 0. */
+dp_status_t cli_set_channels_last(const char *command, const char *text, dp_precision_t precision,
+                                  const dp_backend_t *const *backends, const int *ids, int count, int *on);
 
 #endif

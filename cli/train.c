@@ -36,7 +36,8 @@ static dp_status_t device_settings(const dp_backend_t *const *backends, const in
     else snprintf(option, sizeof option, "--tf32");
     DP_TRY(cli_set_precision("train", option, backends, ids, count, (dp_precision_t)o->precision));
     int channels_last = 0;
-    DP_TRY(cli_set_channels_last("train", o->channels_last_text, backends, ids, count, &channels_last));
+    DP_TRY(cli_set_channels_last("train", o->channels_last_text, (dp_precision_t)o->precision, backends, ids, count,
+                                 &channels_last));
     for (int d = 0; d < count; d++) {
         const dp_backend_t *be = backends[d];
         int seen = 0;
