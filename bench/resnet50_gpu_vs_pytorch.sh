@@ -29,6 +29,8 @@
 # gives the runner's memory saving. No profile.
 #
 # usage: bench/resnet50_gpu_vs_pytorch.sh [path/to/dptrain] [steps]
+# DPTRAIN_BENCH_R50_PRECISIONS ("fp32 bf16") picks the precisions, in order
+# (bf16 alone: a second short call on a lent GPU after gpu_check.sh's).
 # For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
 # nothing): DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0; cpu runs eager and
 # channels_last only), DPTRAIN_BENCH_R50_BATCH (256), DPTRAIN_BENCH_R50_MODEL
@@ -117,7 +119,7 @@ pytorch() {
     echo "did not run ($(tail -1 "$tmp/pt-$1-$2.err"))"
   fi
 }
-for precision in fp32 bf16; do
+for precision in ${DPTRAIN_BENCH_R50_PRECISIONS:-fp32 bf16}; do
   label=$([[ $precision == fp32 ]] && echo FP32 || echo bf16)
   dp=$(dptrain "$precision")
   line="" best="" best_ips=0

@@ -396,18 +396,20 @@ if [[ -n "$gpu" ]]; then
     fail "benchmark: $(tail -1 "$out/bench.log")"
   fi
   # 5. where the GPU time goes: Nsight Compute's gpu__time_duration of each kernel over a few steps of
-  # LeNet (200 kernels, about 4 steps) and ResNet-18 (400 kernels after the first 200 launches),
-  # summed per kernel name (kernels-*.txt, the CSVs beside them); at most 120 s each, within the time box
+  # LeNet (200 kernels, about 4 steps), ResNet-18 (400 kernels after the first 200 launches) and ResNet-18
+  # in bf16 (its default layout, channels-last), summed per kernel name (kernels-*.txt, the CSVs beside
+  # them); at most 120 s each, within the time box
   if [[ $rehearse -eq 1 ]] || ! command -v ncu >/dev/null; then
     note "NOT RUN: kernel profile ($([[ $rehearse -eq 1 ]] && echo 'the rehearsal has no GPU' || echo 'no ncu on PATH'))"
   else
-    for spec in "lenet lenet 0 200 2560" "resnet18 $resnet_model 200 400 1024"; do
-      read -r name model skip count images <<<"$spec"
+    for spec in "lenet lenet 0 200 2560" "resnet18 $resnet_model 200 400 1024" \
+                "resnet18-bf16 $resnet_model 200 400 1024 --precision bf16"; do
+      read -r name model skip count images extra <<<"$spec"
       if (( $(left) < 150 )); then note "NOT RUN: kernel profile of $name ($(left) s left of the time box)"; continue; fi
       limit=$(( $(left) - 30 < 120 ? $(left) - 30 : 120 ))
       timeout "$limit" ncu --csv --metrics gpu__time_duration.sum --launch-skip "$skip" --launch-count "$count" \
         "$build"/dptrain train --model "$model" --data "$data" --limit "$images" --batch-size 256 --epochs 1 \
-        --devices cuda:0 --quiet >"$out/ncu-$name.csv" 2>"$out/ncu-$name.err"
+        --devices cuda:0 $extra --quiet >"$out/ncu-$name.csv" 2>"$out/ncu-$name.err"
       rc=$?
       if kernel_table "$out/ncu-$name.csv" >"$out/kernels-$name.txt" 2>>"$out/ncu-$name.err"; then
         note "kernel profile $name$([[ $rc -eq 124 ]] && echo " (stopped at $limit s)"): $(head -1 "$out/kernels-$name.txt"); largest: $(sed -n 2p "$out/kernels-$name.txt" | tr -s ' ' | cut -c1-110)"
