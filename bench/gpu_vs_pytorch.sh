@@ -25,8 +25,8 @@
 # bfloat16 (--precision bf16 of the PyTorch scripts), LeNet and ResNet-18
 # at batch 256, one run each, each against the fastest. And dptrain's
 # --channels-last on (NHWC activations inside the GPU) against off (the
-# default in FP32; in bf16 on is): LeNet and ResNet-18 in FP32 and in bf16,
-# one run each, with the peaks. ResNet-18's convolution
+# default in FP32; in bf16 on is ResNet-18's, off LeNet's): LeNet and
+# ResNet-18 in FP32 and in bf16, one run each, with the peaks. ResNet-18's convolution
 # biases inside cuDNN's fused call (the default) against dptrain's own pass (DPTRAIN_CONV_EPILOGUE=own),
 # one run each. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
@@ -269,8 +269,8 @@ bf16_row() {
     echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
   fi
 }
-# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, channels-last since 2026-11-28, or
-# ARGS'), the median s/epoch of epochs 2.. (metrics in $tmp/NAME.jsonl)
+# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, NCHW: its 6 channels, or ARGS'),
+# the median s/epoch of epochs 2.. (metrics in $tmp/NAME.jsonl)
 lenet_bf16() {
   local name=$1
   shift
@@ -287,7 +287,7 @@ on_off "LeNet bf16 (median of epochs 2-$epochs)" s/epoch "$(lenet_bf16 m-bf16-on
 dp=$(precision=bf16 resnet measured "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-measured-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
-# (bf16's default is on: the on figure is the run above, the off one its own)
+# (bf16's default for ResNet-18 is on: the on figure is the run above, the off one its own)
 dp_bf16_off=$(precision=bf16 layout=off resnet measured "$resnet_batch")
 on_off "ResNet-18 batch $resnet_batch bf16" images/sec "$dp" "$dp_bf16_off" \
   "$tmp/r-measured-$resnet_batch-bf16.jsonl" "$tmp/r-measured-$resnet_batch-bf16-cl-off.jsonl"

@@ -80,12 +80,23 @@ dp_status_t cli_parse_precision(const char *command, const char *text, dp_precis
     return DP_OK;
 }
 
-int cli_channels_last_default(dp_precision_t precision) { return precision == DP_PRECISION_BF16; }
+int cli_channels_last_default(dp_precision_t precision, const dp_model_t *model) {
+    if (precision != DP_PRECISION_BF16) return 0;
+    int convs = 0;
+    for (int l = 1; l <= dp_model_num_layers(model); l++) {
+        dp_layer_info_t layer, in;
+        if (dp_model_layer(model, l, &layer) != DP_OK || layer.kind != DP_LAYER_CONV || layer.out_ndim != 3) continue;
+        convs++;
+        if (layer.out_shape[0] % 8 != 0) return 0;
+        if (layer.input > 0 && dp_model_layer(model, layer.input, &in) == DP_OK && in.out_shape[0] % 8 != 0) return 0;
+    }
+    return convs > 0;
+}
 
-dp_status_t cli_set_channels_last(const char *command, const char *text, dp_precision_t precision,
+dp_status_t cli_set_channels_last(const char *command, const char *text, int default_on,
                                   const dp_backend_t *const *backends, const int *ids, int count, int *on) {
     *on = 0;
-    if (!text) text = cli_channels_last_default(precision) ? "on" : "off";
+    if (!text) text = default_on ? "on" : "off";
     if (strcmp(text, "off") == 0) return DP_OK;
     if (strcmp(text, "on") != 0) return dp_fail(DP_ERR_ARG, "%s: --channels-last: '%s' is not on or off", command, text);
     *on = 1;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "dptrain/backend.h"
+#include "dptrain/nn.h"
 #include "dptrain/status.h"
 
 #define CLI_MAX_DEVICES 256
@@ -38,15 +39,18 @@ dp_status_t cli_set_precision(const char *command, const char *option, const dp_
                               const int *ids, int count, dp_precision_t precision);
 
 /* Whether --channels-last is on when not given: with --precision bf16
- * (GPU tables alone take it), off otherwise; the faster side of each
- * on/off line measured on an H200 (2026-11-28, docs/devices.md). */
-int cli_channels_last_default(dp_precision_t precision);
+ * (GPU tables alone take it) for a model whose 2-D convolutions all have
+ * channel counts in multiples of 8 (the input image's aside), as tensor
+ * cores take them; off otherwise. On an H200 (2026-11-28, docs/devices.md)
+ * on was ResNet-18's faster side in bf16 (1.29x) and the slower side of
+ * every FP32 line, LeNet's (6 and 16 channels) included. */
+int cli_channels_last_default(dp_precision_t precision, const dp_model_t *model);
 
-/* --channels-last TEXT of `command` (on or off; NULL: not given,
- * cli_channels_last_default(precision)) on each distinct table of the
- * devices: on is refused, naming the device, where a table has no
- * channels-last layout (the CPU's). *on = 1 or 0. */
-dp_status_t cli_set_channels_last(const char *command, const char *text, dp_precision_t precision,
+/* --channels-last TEXT of `command` (on or off; NULL: not given, then
+ * default_on) on each distinct table of the devices: on is refused, naming
+ * the device, where a table has no channels-last layout (the CPU's).
+ * *on = 1 or 0. */
+dp_status_t cli_set_channels_last(const char *command, const char *text, int default_on,
                                   const dp_backend_t *const *backends, const int *ids, int count, int *on);
 
 #endif

@@ -43,8 +43,9 @@ static const char eval_usage[] =
     "                      convolutions (train --precision; default fp32); tf32 and\n"
     "                      bf16 are refused on CPU devices\n"
     "  --channels-last on|off  GPU devices: NHWC activations inside the device (train\n"
-    "                      --channels-last; default: on with --precision bf16,\n"
-    "                      else off; refused on CPU devices)\n"
+    "                      --channels-last; default: on with --precision bf16 when\n"
+    "                      every convolution's channels are multiples of 8, else off;\n"
+    "                      refused on CPU devices)\n"
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
     "  --help              show this help\n";
@@ -157,8 +158,8 @@ int cmd_eval(int argc, char **argv) {
     snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
     if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto done;
     int channels_last = 0;
-    if (cli_set_channels_last("eval", channels_last_text, precision, backends, device_ids, num_devices,
-                              &channels_last) != DP_OK)
+    if (cli_set_channels_last("eval", channels_last_text, cli_channels_last_default(precision, model), backends,
+                              device_ids, num_devices, &channels_last) != DP_OK)
         goto done;
     dp_trainer_config_t config = {
         .model = model,

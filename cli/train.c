@@ -35,9 +35,6 @@ static dp_status_t device_settings(const dp_backend_t *const *backends, const in
     if (o->precision_text) snprintf(option, sizeof option, "--precision %s", o->precision_text);
     else snprintf(option, sizeof option, "--tf32");
     DP_TRY(cli_set_precision("train", option, backends, ids, count, (dp_precision_t)o->precision));
-    int channels_last = 0;
-    DP_TRY(cli_set_channels_last("train", o->channels_last_text, (dp_precision_t)o->precision, backends, ids, count,
-                                 &channels_last));
     for (int d = 0; d < count; d++) {
         const dp_backend_t *be = backends[d];
         int seen = 0;
@@ -255,6 +252,10 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     train_saved_t saved; /* the --init or --resume checkpoint's freeze list and normalisation */
     if ((status = train_read_saved(&o, &saved)) != DP_OK) goto done;
     if ((status = load_model(&o, &saved, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
+    /* --channels-last, or its default for this model and precision, before the data and the trainer */
+    if ((status = cli_set_channels_last("train", o.channels_last_text, cli_channels_last_default(precision, model),
+                                        backends, device_ids, num_devices, &o.channels_last)) != DP_OK)
+        goto done;
     if ((status = open_data(&o, model, backends, num_devices, &saved, world, speaks, &data)) != DP_OK) goto done;
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;

@@ -51,8 +51,8 @@ typedef struct {
     const char *precision_text;      /* --precision as given (NULL: not given) */
     int precision;                   /* dp_precision_t: --precision, or tf32 with --tf32 (default fp32) */
     int winograd;                    /* CPU devices: Winograd 5x5 convolutions (off by default) */
-    const char *channels_last_text;  /* --channels-last on|off (NULL: not given, off) */
-    int channels_last;               /* 1: --channels-last on (GPU devices: NHWC activations) */
+    const char *channels_last_text;  /* --channels-last on|off (NULL: not given: cli_channels_last_default) */
+    int channels_last;               /* 1: channels-last on (GPU devices: NHWC activations), the default included */
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
     const char *init_path;           /* --init FILE: a new run from a checkpoint's weights (NULL: none) */

@@ -92,9 +92,9 @@ const char train_usage[] =
     "  --channels-last on|off    GPU devices: keep 4-D activations channels-last (NHWC)\n"
     "                            inside the device (convolutions, bias, ReLU, batch norm,\n"
     "                            add, pooling, dropout); parameters, checkpoints and the\n"
-    "                            CPU see NCHW as ever (default: on with --precision bf16,\n"
-    "                            else off, the faster side on an H200; on is refused on\n"
-    "                            CPU devices)\n"
+    "                            CPU see NCHW as ever (default: on with --precision bf16\n"
+    "                            when every convolution's channels are multiples of 8,\n"
+    "                            else off: the faster side on an H200; refused on CPU)\n"
     "  --winograd                CPU devices: 5x5 convolutions with 8 or more channels in\n"
     "                            and out (LeNet's conv2) by Winograd F(3x3, 5x5): fewer\n"
     "                            multiplications, rounding errors about 5x im2col's (still\n"
@@ -354,8 +354,7 @@ static dp_status_t arithmetic_options(train_options_t *o) {
     if (o->channels_last_text && strcmp(o->channels_last_text, "on") != 0 &&
         strcmp(o->channels_last_text, "off") != 0)
         return dp_fail(DP_ERR_ARG, "train: --channels-last: '%s' is not on or off", o->channels_last_text);
-    o->channels_last = o->channels_last_text ? strcmp(o->channels_last_text, "on") == 0
-                                             : cli_channels_last_default(precision);
+    o->channels_last = o->channels_last_text && strcmp(o->channels_last_text, "on") == 0; /* the default: train.c */
     return DP_OK;
 }
 

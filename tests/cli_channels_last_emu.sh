@@ -19,7 +19,8 @@
 # - --cuda-graph on with channels-last gives the bits of --cuda-graph off;
 # - --precision bf16 with channels-last trains and agrees with bf16 NCHW
 #   within 1e-2 (bf16 operands: a changed sum can flip a rounding); without
-#   the option bf16 runs channels-last (its default), fp32 does not;
+#   the option bf16 runs channels-last where every convolution's channels are
+#   multiples of 8 (tiny_resnet), not LeNet (6 channels), and fp32 never;
 # - a channels-last checkpoint is an NCHW checkpoint: it resumes on cpu:0
 #   and on cuda:0 with channels-last off (the loss goes on falling), and
 #   `dptrain eval` gives the same count with channels-last on and off;
@@ -80,16 +81,26 @@ train_run bf16-on cuda:0 "${lenet[@]}" --channels-last on --precision bf16
 train_run bf16-off cuda:0 "${lenet[@]}" --channels-last off --precision bf16
 worst=$(close bf16-on bf16-off 1e-2) && pass || fail "bf16: channels-last on vs off: $worst"
 [[ $(grep -ac 'bf16 tensor-op nhwc|forward' "$tmp/bf16-on.st") -gt 0 ]] && pass || fail "bf16: no bf16 nhwc choices stored"
-# the default with bf16 is on (the faster side on an H200): the bits of --channels-last on, and the metrics and
-# the first line say so; fp32's default (off) is the first-off run's line above
+# bf16's default: on for a model whose convolutions' channels are multiples of 8 (tiny_resnet: 8 and 16; the
+# faster side on an H200 for ResNet-18), off for LeNet's 6 and 16; the bits of the explicit setting, and the
+# metrics and first line say which. FP32's default (off) is the first-off run's line above
 train_run bf16-default cuda:0 "${lenet[@]}" --precision bf16
-same_run bf16-default bf16-on
-! same_tensors "$tmp/bf16-default.st" "$tmp/bf16-off.st" && pass || fail "bf16's default gave the bits of channels-last off"
-[[ $(grep -c '"layout": "nhwc"' "$tmp/bf16-default.jsonl") -eq 2 ]] && pass \
-  || fail "bf16's default: metrics lines naming the layout: $(tail -1 "$tmp/bf16-default.jsonl")"
-"$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 64 --precision bf16 >"$tmp/first-bf16.out" 2>&1
+same_run bf16-default bf16-off
+train_run resnet-bf16-on cuda:0 "${resnet[@]}" --precision bf16 --channels-last on
+train_run resnet-bf16-default cuda:0 "${resnet[@]}" --precision bf16
+same_run resnet-bf16-default resnet-bf16-on
+train_run resnet-bf16-off cuda:0 "${resnet[@]}" --precision bf16 --channels-last off
+! same_tensors "$tmp/resnet-bf16-default.st" "$tmp/resnet-bf16-off.st" && pass \
+  || fail "tiny_resnet bf16's default gave the bits of channels-last off"
+[[ $(grep -c '"layout": "nhwc"' "$tmp/resnet-bf16-default.jsonl") -eq 2 &&
+   $(grep -c '"layout": "nchw"' "$tmp/bf16-default.jsonl") -eq 2 ]] && pass \
+  || fail "bf16's default: metrics lines naming the layout: $(tail -1 "$tmp/resnet-bf16-default.jsonl")"
+"$bin" "${loud[@]}" "${resnet[@]}" --devices cuda:0 --epochs 1 --limit 64 --precision bf16 >"$tmp/first-bf16.out" 2>&1
 head -1 "$tmp/first-bf16.out" | grep -q "seed 5, precision bf16, channels-last, on \[cuda:0\]" && pass \
-  || fail "first line, bf16's default: $(head -1 "$tmp/first-bf16.out")"
+  || fail "first line, tiny_resnet bf16's default: $(head -1 "$tmp/first-bf16.out")"
+"$bin" "${loud[@]}" "${lenet[@]}" --devices cuda:0 --epochs 1 --limit 64 --precision bf16 >"$tmp/first-lenet-bf16.out" 2>&1
+head -1 "$tmp/first-lenet-bf16.out" | grep -q "seed 5, precision bf16, on \[cuda:0\]" && pass \
+  || fail "first line, LeNet bf16's default: $(head -1 "$tmp/first-lenet-bf16.out")"
 
 # the checkpoint is NCHW: it resumes on a CPU device and with channels-last off; eval agrees
 for where in cpu:0 cuda:0; do
