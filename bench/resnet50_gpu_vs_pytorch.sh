@@ -30,7 +30,10 @@
 #
 # usage: bench/resnet50_gpu_vs_pytorch.sh [path/to/dptrain] [steps]
 # DPTRAIN_BENCH_R50_PRECISIONS ("fp32 bf16") picks the precisions, in order
-# (bf16 alone: a second short call on a lent GPU after gpu_check.sh's).
+# (bf16 alone: a second short call on a lent GPU after gpu_check.sh's), and
+# DPTRAIN_BENCH_R50_TORCH_VARIANTS ("eager channels_last graph") PyTorch's
+# variants (gpu_check.sh leaves eager out: on the H200, 2026-11-28, it was
+# the slowest, 908 images/s against 1,057 and 1,064 in FP32).
 # For scripts/gpu_check.sh's rehearsal without a GPU (its figures mean
 # nothing): DPTRAIN_BENCH_TORCH_DEVICE (default cuda:0; cpu runs eager and
 # channels_last only), DPTRAIN_BENCH_R50_BATCH (256), DPTRAIN_BENCH_R50_MODEL
@@ -123,7 +126,7 @@ for precision in ${DPTRAIN_BENCH_R50_PRECISIONS:-fp32 bf16}; do
   label=$([[ $precision == fp32 ]] && echo FP32 || echo bf16)
   dp=$(dptrain "$precision")
   line="" best="" best_ips=0
-  for v in eager channels_last graph; do
+  for v in ${DPTRAIN_BENCH_R50_TORCH_VARIANTS:-eager channels_last graph}; do
     fig=$(pytorch "$v" "$precision")
     line+="${line:+, }$v $fig"
     ips=$(sed -nE 's/^([0-9.]+) images\/sec.*/\1/p' <<<"$fig")
