@@ -269,7 +269,7 @@ bf16_row() {
     echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
   fi
 }
-# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, NCHW: its 6 channels, or ARGS'),
+# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, NCHW: its 20 and 50 channels, or ARGS'),
 # the median s/epoch of epochs 2.. (metrics in $tmp/NAME.jsonl)
 lenet_bf16() {
   local name=$1

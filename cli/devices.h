@@ -43,7 +43,7 @@ dp_status_t cli_set_precision(const char *command, const char *option, const dp_
  * channel counts in multiples of 8 (the input image's aside), as tensor
  * cores take them; off otherwise. On an H200 (2026-11-28, docs/devices.md)
  * on was ResNet-18's faster side in bf16 (1.29x) and the slower side of
- * every FP32 line, LeNet's (6 and 16 channels) included. */
+ * every FP32 line, LeNet's (20 and 50 channels) included. */
 int cli_channels_last_default(dp_precision_t precision, const dp_model_t *model);
 
 /* --channels-last TEXT of `command` (on or off; NULL: not given, then

@@ -20,7 +20,7 @@
 # - --precision bf16 with channels-last trains and agrees with bf16 NCHW
 #   within 1e-2 (bf16 operands: a changed sum can flip a rounding); without
 #   the option bf16 runs channels-last where every convolution's channels are
-#   multiples of 8 (tiny_resnet), not LeNet (6 channels), and fp32 never;
+#   multiples of 8 (tiny_resnet), not LeNet (20 and 50 channels), and fp32 never;
 # - a channels-last checkpoint is an NCHW checkpoint: it resumes on cpu:0
 #   and on cuda:0 with channels-last off (the loss goes on falling), and
 #   `dptrain eval` gives the same count with channels-last on and off;
@@ -82,7 +82,7 @@ train_run bf16-off cuda:0 "${lenet[@]}" --channels-last off --precision bf16
 worst=$(close bf16-on bf16-off 1e-2) && pass || fail "bf16: channels-last on vs off: $worst"
 [[ $(grep -ac 'bf16 tensor-op nhwc|forward' "$tmp/bf16-on.st") -gt 0 ]] && pass || fail "bf16: no bf16 nhwc choices stored"
 # bf16's default: on for a model whose convolutions' channels are multiples of 8 (tiny_resnet: 8 and 16; the
-# faster side on an H200 for ResNet-18), off for LeNet's 6 and 16; the bits of the explicit setting, and the
+# faster side on an H200 for ResNet-18), off for LeNet's 20 and 50; the bits of the explicit setting, and the
 # metrics and first line say which. FP32's default (off) is the first-off run's line above
 train_run bf16-default cuda:0 "${lenet[@]}" --precision bf16
 same_run bf16-default bf16-off
