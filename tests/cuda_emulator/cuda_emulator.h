@@ -82,6 +82,12 @@
  *                            query and the convolution (@run: only at the
  *                            convolution); the entry "fused": every
  *                            cudnnConvolutionBiasActivationForward
+ *   DPTRAIN_CUDA_EMU_REFUSE_CAPTURE  WHAT[:N][@GPU] (WHAT end,
+ *                            instantiate, call or nccl): that step of a
+ *                            capture (the N-th of a GPU, from 1, else
+ *                            every one; on GPU only, else every GPU) is
+ *                            refused as CUDA or NCCL refuse captures
+ *                            (emu_graph.c says how)
  *   DPTRAIN_CUDA_EMU_EVENTS_PENDING  1: a recorded event is "not ready"
  *                            to cudaEventQuery until cudaEventSynchronize
  *                            (else done at once, as all work here): the
@@ -164,6 +170,10 @@ void emu_capture_check_host(const char *call, const char *what, const void *p, s
 void emu_capture_mark(const void *stream, long *id, long *work);
 int emu_capture_wait(const void *stream, long id, long work, const void *event_stream);
 void emu_capture_summed(const void *stream);
+/* 1 when NCCL is to refuse this collective captured on `stream`
+ * (DPTRAIN_CUDA_EMU_REFUSE_CAPTURE=nccl, emu_graph.c): the first of its
+ * capture, once. */
+int emu_capture_refuses_nccl(const void *stream);
 /* A capturing stream made to wait on an event recorded outside any
  * capture: CUDA refuses the dependency (cudaErrorStreamCaptureIsolation)
  * and the capture is invalidated. */

@@ -39,6 +39,24 @@
  * relaxed), a graph launched on a capturing stream or on another GPU's
  * stream.
  *
+ * Refusals on purpose, for the tests of what a caller does when a capture
+ * fails (DPTRAIN_CUDA_EMU_REFUSE_CAPTURE=WHAT[:N][@GPU], read once; N: only
+ * the N-th capture begun on a GPU, from 1, else every one; @GPU: only on
+ * that GPU, as the process numbers them, else on every GPU):
+ *   end          cudaStreamEndCapture fails with
+ *                cudaErrorStreamCaptureInvalidated (what was captured is
+ *                dropped), as after a call refused in it;
+ *   instantiate  cudaGraphInstantiate of that capture's graph fails with
+ *                cudaErrorNotSupported;
+ *   call         the capture's first captured call (a kernel, a copy, a
+ *                cuBLAS, cuDNN or NCCL call) fails with
+ *                cudaErrorStreamCaptureUnsupported and invalidates the
+ *                capture, as a refused call in the middle of a step does:
+ *                its later calls fail with cudaErrorStreamCaptureInvalidated;
+ *   nccl         NCCL refuses the capture's first collective
+ *                (ncclInvalidUsage, emu_nccl.c); the capture stays valid.
+ * A value it does not take aborts with one line.
+ *
  * DESIGN. A capture is a growing graph (nodes in order: the emulator runs
  * everything in stream order, so a list is the whole dependency graph)
  * hanging from its streams (the origin and the forked ones, each with the
@@ -86,12 +104,16 @@ struct CUgraph_st {
     int count, cap;
     int device;
     int invalid;     /* a refused call met the capture */
+    int refuse;      /* DPTRAIN_CUDA_EMU_REFUSE_CAPTURE picked this capture: what it still refuses (REFUSE_*) */
     int mode;        /* enum cudaStreamCaptureMode */
     pthread_t owner; /* the thread that began the capture */
     long id;         /* unique while the process runs: what a captured event names */
     member_t members[MAX_MEMBER_STREAMS];
     int member_count;
 };
+
+/* DPTRAIN_CUDA_EMU_REFUSE_CAPTURE's WHAT */
+enum { REFUSE_NONE, REFUSE_END, REFUSE_INSTANTIATE, REFUSE_CALL, REFUSE_NCCL };
 
 struct CUgraphExec_st {
     node_t *nodes;
@@ -103,6 +125,58 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUgraph_st *active[EMU_MAX_GPUS][4]; /* the captures active per GPU (a few streams at most) */
 static long stat_graph_launches, stat_graph_kernels;
 static long last_capture_id; /* under lock */
+static long captures_begun[EMU_MAX_GPUS]; /* under lock: each GPU's captures so far */
+static struct {
+    int what; /* REFUSE_* */
+    long nth; /* 0: every capture */
+    int device; /* -1: every GPU */
+} refusal = {.device = -1};
+static pthread_once_t refusal_once = PTHREAD_ONCE_INIT;
+
+static void read_refusal(void) {
+    static const char *const names[] = {[REFUSE_END] = "end", [REFUSE_INSTANTIATE] = "instantiate",
+                                        [REFUSE_CALL] = "call", [REFUSE_NCCL] = "nccl"};
+    const char *v = getenv("DPTRAIN_CUDA_EMU_REFUSE_CAPTURE");
+    if (!v || !*v) return;
+    size_t len = strcspn(v, ":@");
+    for (int w = REFUSE_END; w <= REFUSE_NCCL; w++)
+        if (strlen(names[w]) == len && strncmp(v, names[w], len) == 0) refusal.what = w;
+    const char *rest = v + len;
+    char *end = (char *)rest;
+    if (refusal.what && *rest == ':') {
+        refusal.nth = strtol(rest + 1, &end, 10);
+        if (end == rest + 1 || refusal.nth < 1) refusal.what = REFUSE_NONE;
+        rest = end;
+    }
+    if (refusal.what && *rest == '@') {
+        long device = strtol(rest + 1, &end, 10);
+        if (end == rest + 1 || device < 0 || device >= EMU_MAX_GPUS) refusal.what = REFUSE_NONE;
+        refusal.device = (int)device;
+        rest = end;
+    }
+    if (!refusal.what || *rest) {
+        fprintf(stderr, "cuda emulator: DPTRAIN_CUDA_EMU_REFUSE_CAPTURE must be end, instantiate, call or nccl, "
+                "then :N (the N-th capture of a GPU, from 1) and @GPU (that GPU only) if wanted, found '%s'\n", v);
+        fflush(stderr);
+        abort();
+    }
+}
+
+/* What the capture numbered `nth` on `device` refuses (REFUSE_*). */
+static int refusal_of(int device, long nth) {
+    pthread_once(&refusal_once, read_refusal);
+    if ((refusal.nth && refusal.nth != nth) || (refusal.device >= 0 && refusal.device != device)) return REFUSE_NONE;
+    return refusal.what;
+}
+
+/* The capture refuses its first captured call (REFUSE_CALL): invalidated. */
+static int refuses_call(struct CUgraph_st *g) {
+    if (g->refuse != REFUSE_CALL) return 0;
+    g->refuse = REFUSE_NONE;
+    g->invalid = 1;
+    return 1;
+}
+
 
 long emu_stat_graph_launches(void) { return __atomic_load_n(&stat_graph_launches, __ATOMIC_RELAXED); }
 long emu_stat_graph_kernels(void) { return __atomic_load_n(&stat_graph_kernels, __ATOMIC_RELAXED); }
@@ -120,6 +194,14 @@ static cudaError_t fail(cudaError_t err) {
 static struct CUgraph_st *capture_of(const void *stream) {
     void **slot = stream ? emu_stream_capture_slot(stream) : NULL;
     return slot ? *slot : NULL;
+}
+
+/* emu_nccl.c: NCCL refuses this collective, the first of a capture picked for it (REFUSE_NCCL). */
+int emu_capture_refuses_nccl(const void *stream) {
+    struct CUgraph_st *g = capture_of(stream);
+    if (!g || g->refuse != REFUSE_NCCL) return 0;
+    g->refuse = REFUSE_NONE;
+    return 1;
 }
 
 int emu_capture_status(const void *stream) {
@@ -184,6 +266,7 @@ int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, un
                        void (*fn)(void *), const void *arg, size_t arg_bytes) {
     struct CUgraph_st *g = capture_of(stream);
     if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    if (refuses_call(g)) return fail(cudaErrorStreamCaptureUnsupported);
     if (strcmp(kernel, "optim_kernel") == 0) check_after_captured_sums(g, stream, "the optimizer's kernel");
     node_t n = {.kernel = kernel, .grid = grid, .block = block, .cooperative = cooperative, .kernel_fn = fn};
     int err = append(g, n, arg, arg_bytes);
@@ -194,6 +277,7 @@ int emu_capture_kernel(const void *stream, const char *kernel, unsigned grid, un
 int emu_capture_call(const void *stream, void (*fn)(void *, const void *), const void *arg, size_t arg_bytes) {
     struct CUgraph_st *g = capture_of(stream);
     if (g->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    if (refuses_call(g)) return fail(cudaErrorStreamCaptureUnsupported);
     node_t n = {.call_fn = fn};
     int err = append(g, n, arg, arg_bytes);
     if (!err) member_of(g, stream)->work++;
@@ -277,6 +361,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
     g->member_count = 1;
     pthread_mutex_lock(&lock);
     g->id = ++last_capture_id;
+    long nth = ++captures_begun[device];
     int placed = 0;
     for (int i = 0; i < 4 && !placed; i++)
         if (!active[device][i]) active[device][i] = g, placed = 1;
@@ -285,6 +370,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
         free(g);
         return fail(cudaErrorNotSupported);
     }
+    g->refuse = refusal_of(device, nth);
     *slot = g;
     return cudaSuccess;
 }
@@ -307,6 +393,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     for (int i = 0; i < 4; i++)
         if (active[g->device][i] == g) active[g->device][i] = NULL;
     pthread_mutex_unlock(&lock);
+    if (g->refuse == REFUSE_END) g->invalid = 1;
     if (g->invalid || unjoined) {
         cudaError_t err = g->invalid ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnjoined;
         free_nodes(g->nodes, g->count);
@@ -328,6 +415,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
     (void)flags;
     *exec = NULL;
     if (!graph) return fail(cudaErrorInvalidValue);
+    if (graph->refuse == REFUSE_INSTANTIATE) return fail(cudaErrorNotSupported);
     struct CUgraphExec_st *e = calloc(1, sizeof *e);
     node_t *nodes = calloc((size_t)graph->count + 1, sizeof *nodes);
     if (!e || !nodes) {

@@ -509,6 +509,10 @@ static ncclResult_t capture_collectives(const op_t *ops, int n) {
         if (!ops[i].captured)
             return set_error(ncclInvalidUsage, "%s: of one group's streams some capture a CUDA graph and some do "
                                                "not (capture is a collective property)", collective_name(ops[i].root));
+    for (int i = 0; i < n; i++) /* DPTRAIN_CUDA_EMU_REFUSE_CAPTURE=nccl (emu_graph.c): the group's call, all of it */
+        if (emu_capture_refuses_nccl(ops[i].stream))
+            return set_error(ncclInvalidUsage, "%s: refused in a CUDA graph's capture "
+                             "(DPTRAIN_CUDA_EMU_REFUSE_CAPTURE)", collective_name(ops[i].root));
     for (int i = 0; i < n; i++) {
         if (emu_capture_call(ops[i].stream, replay_collective, &ops[i], sizeof ops[i]) != cudaSuccess)
             return set_error(ncclInvalidUsage, "%s: its stream's capture was invalidated", collective_name(ops[i].root));

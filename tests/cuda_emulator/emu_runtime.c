@@ -374,6 +374,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
     case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
     case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorNotSupported: return "operation not supported";
     default: return "unknown error";
     }
 }
