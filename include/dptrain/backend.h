@@ -93,7 +93,9 @@ struct dp_backend {
     /* The first failure this device met in work it ran out of sight of the
      * caller (a GPU's queued kernels, or an upload, download or copy, which
      * return nothing), with the error message naming the device and what
-     * failed; DP_OK when none. Once failed, always failed. dp_device_wait
+     * failed; DP_OK when none. Once failed, always failed (but for a
+     * failure met while a step graph was captured: graph_end, below,
+     * forgets it). dp_device_wait
      * and the trainer's reads ask it, so that a download's failure is
      * reported as itself, never as the bytes it left. NULL: nothing fails
      * out of sight (host memory; a kernel's failure fails its task). */
@@ -281,6 +283,14 @@ struct dp_backend {
      *   updates were recorded), and the per-step seeds of the ops recorded
      *   (dropout's attr.dropout_seed).
      * graph_end: *graph = the recorded work, ready to launch, not run.
+     *   On a failure (what the GPU's runtime or NCCL refused while
+     *   recording, or at the end, and every later call of the capture that
+     *   failed with it; or graph_begin's own), *graph is NULL, the status
+     *   says why, and the device is left as before graph_begin: the
+     *   failure is not kept (failure says DP_OK), so that the caller may
+     *   run the step as made, where a failure that is not the capture's
+     *   shows again. graph_begin on a device that failed before it fails
+     *   with that failure, which stays.
      * graph_stale: 1 when device memory of this backend was freed since
      *   graph_end (the graph may point into it): free it, record anew.
      * graph_launch: queues the recorded work, no host wait; seeds: `pairs`

@@ -1,9 +1,11 @@
 /* cuda_context.c - the CUDA backend's per-GPU context (cuda_context.h):
  * the published contexts, the lock, the first failure kept as the
- * context's sticky error, waits (an NCCL group's polling wait through the
- * hook peer_nccl.c sets), and the device memory the backend holds, counted
- * block by block for its peak and its out-of-memory line. Every other file
- * of the backend stands on this one; it calls none of them. */
+ * context's sticky error (forgotten only where a step graph's capture
+ * alone made it: graph_cuda.c), waits (an NCCL group's polling wait
+ * through the hook peer_nccl.c sets), and the device memory the backend
+ * holds, counted block by block for its peak and its out-of-memory line.
+ * Every other file of the backend stands on this one; it calls none of
+ * them. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,13 @@ int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what) {
     if (err == cudaSuccess) return 0;
     dp_cuda_fail(c, "%s failed: %s", what, cudaGetErrorString(err));
     return 1;
+}
+
+void dp_cuda_forget_failure(dp_cuda_ctx_t *c) {
+    c->failed = 0;
+    c->failed_comm = 0;
+    c->error[0] = '\0';
+    (void)cudaGetLastError();
 }
 
 /* Only failures this backend saw: cuDNN and cuBLAS may leave errors they

@@ -123,6 +123,10 @@ int dp_cuda_check(dp_cuda_ctx_t *c, cudaError_t err, const char *what);
  * error, unless it failed already (the first failure is kept). Under the
  * lock. */
 void dp_cuda_fail(dp_cuda_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The sticky failure forgotten, and the runtime's last error of this
+ * thread: only for a failure met while capturing a step graph, which the
+ * capture alone made (graph_cuda.c). Under the lock. */
+void dp_cuda_forget_failure(dp_cuda_ctx_t *c);
 /* The sticky failure as a status (DP_OK when none), with its message. */
 dp_status_t dp_cuda_status(dp_cuda_ctx_t *c);
 

@@ -34,7 +34,17 @@
  * reads it there). A graph is stale once the context freed device memory
  * after its capture (c->frees moved: an arena block merged, a workspace
  * grown, the input buffers grown): graph_launch says so and queues
- * nothing. */
+ * nothing.
+ * A capture that fails (CUDA refuses a call in it, which invalidates it and
+ * fails the capture's later calls too; NCCL refuses a captured sum;
+ * cudaStreamEndCapture or cudaGraphInstantiate fails) leaves no graph and
+ * no failure: graph_end frees what was recorded and forgets the context's
+ * failure met since graph_begin (which found none: it fails on a context
+ * that failed before), and so does a graph_begin that fails on its own.
+ * Nothing of the capture ran on the GPU, so the context is as before it;
+ * the caller runs the step as made (step_graph.c), where a failure that
+ * was not the capture's (a GPU's sticky fault, an NCCL group's abort) shows
+ * again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +118,7 @@ static dp_status_t cuda_graph_begin(void *ctx) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
     dp_status_t status = dp_cuda_status(c);
+    int failed_before = c->failed;
     cuda_graph_t *g = NULL;
     if (status == DP_OK && c->capture) status = dp_fail(DP_ERR_ARG, "%s: a step graph is being captured already", c->name);
     if (status == DP_OK && !(g = dp_alloc_zeroed(1, sizeof *g, "a step graph"))) status = DP_ERR_NOMEM;
@@ -126,6 +137,7 @@ static dp_status_t cuda_graph_begin(void *ctx) {
         status = dp_cuda_status(c);
     if (status == DP_OK) c->capture = g;
     else graph_release(g);
+    if (status != DP_OK && !failed_before) dp_cuda_forget_failure(c); /* the status says it */
     dp_cuda_leave(c);
     return status;
 }
@@ -149,9 +161,10 @@ static dp_status_t cuda_graph_end(void *ctx, void **graph) {
     }
     if (captured) cudaGraphDestroy(captured);
     dp_status_t status = dp_cuda_status(c);
-    if (status != DP_OK) {
+    if (status != DP_OK) { /* the capture's own failure (graph_begin found none): forgotten, the status says it */
         graph_release(g);
         *graph = NULL;
+        dp_cuda_forget_failure(c);
     }
     dp_cuda_leave(c);
     return status;

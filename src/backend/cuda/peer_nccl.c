@@ -344,7 +344,7 @@ static dp_status_t cuda_peer_join(dp_peer_group_t *g) {
                  dp_cuda_check(c, cudaStreamWaitEvent(c->stream, sums, 0), "NCCL: ordering the update after the sum");
         if (failed) snprintf(message, sizeof message, "%s", c->error);
     }
-    if (capturing) g->graph_sums = 0;
+    g->graph_sums = 0; /* also outside a capture: a capture that failed before its join left its count */
     return group_leave(g, failed, message);
 }
 
