@@ -97,7 +97,8 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
 
 /* What the steps captured as CUDA graphs did so far: steps launched as a
  * graph (a capture's own step included), graphs captured, and steps run as
- * made meanwhile (a shape's warm-up steps, shapes beyond the graphs kept). */
+ * made meanwhile (a shape's warm-up steps, shapes beyond the graphs kept,
+ * shapes whose capture CUDA or NCCL refused: their refused step too). */
 typedef struct {
     uint64_t launches, captures, as_made;
 } dp_cuda_graph_counts_t;

@@ -44,6 +44,19 @@
  * middle (a barrier, a download, a per-step kernel argument) would not be
  * replayed.
  *
+ * A capture that CUDA or NCCL refuses (a call refused inside it, its end,
+ * cudaGraphInstantiate, a captured sum) does not fail the run: nothing of
+ * the step ran on the GPUs, so the step is put back as it was before the
+ * capture (capture_or_refuse: no graph of the shape left on any device of
+ * any rank, the step count, the optimizers' step counts and the step's
+ * timings restored, the devices' failure of the capture forgotten by
+ * graph_end) and run as made, with the bits of a run without graphs; the
+ * shape is marked refused, its later steps run as made too (no capture is
+ * tried again), and one line on stderr says what was refused. Every
+ * device of every rank drops the shape's graphs alike (the same byte per
+ * rank through MPI), as NCCL needs. The step as made meets again whatever
+ * failure was not the capture's and fails the run with it.
+ *
  * DESIGN. Only the caller's thread, between steps, touches t->graphs; the
  * capture is begun and ended there too (one thread, as CUDA asks), while
  * the device thread's tasks queue the step's work into it.
@@ -70,6 +83,7 @@ typedef struct dp_step_graph {
     int channels, height, width; /* ... its examples' shape ... */
     dp_normalize_t normalize;    /* ... and their conversion (a constant of the graph) */
     int warm;    /* steps of this shape run as made since its graphs were last dropped */
+    int refused; /* its capture was refused (on some device or rank): its steps run as made for good */
     uint64_t step_seed; /* the forward's seed at the capture (dp_seed_mix(seed, step count)) */
     int captured; /* graph[] holds every device's */
     void *graph[STEP_GRAPH_DEVICES]; /* per device, the backend's */
@@ -205,23 +219,106 @@ static dp_status_t capture(dp_trainer_t *t, dp_step_graph_t *g, const dp_batch_t
     return DP_OK;
 }
 
+/* *first = the first rank whose `mine` is set (-1: none): this rank's
+ * alone on one rank, else one byte per rank through MPI. A collective: every
+ * rank asks at the same point of its steps. */
+static dp_status_t first_rank_with(const dp_trainer_t *t, unsigned char mine, int *first) {
+    *first = mine ? 0 : -1;
+    if (t->ranks == 1) return DP_OK;
+    unsigned char all[STEP_GRAPH_RANKS_ON_STACK];
+    unsigned char *each = all;
+    if (t->ranks > STEP_GRAPH_RANKS_ON_STACK) each = dp_alloc_zeroed((size_t)t->ranks, 1, "the ranks' graph states");
+    if (!each) return DP_ERR_NOMEM;
+    dp_status_t status = dp_world_allgather_bytes(&mine, each, 1);
+    *first = -1;
+    for (int r = t->ranks - 1; status == DP_OK && r >= 0; r--)
+        if (each[r]) *first = r;
+    if (each != all) free(each);
+    return status;
+}
+
 /* Every graph dropped when any device's graph of the shape went stale; on
- * several ranks when any rank's did (one byte each through MPI): NCCL
- * takes a captured collective from every member or none, so all ranks
- * launch their graphs, or all run the step as made, alike. */
+ * several ranks when any rank's did: NCCL takes a captured collective from
+ * every member or none, so all ranks launch their graphs, or all run the
+ * step as made, alike. */
 static dp_status_t drop_if_stale(dp_trainer_t *t, const dp_step_graph_t *g) {
-    unsigned char stale = g && g->captured && shape_stale(t, g), any = stale;
-    if (t->ranks > 1) {
-        unsigned char all[STEP_GRAPH_RANKS_ON_STACK];
-        unsigned char *each = all;
-        if (t->ranks > STEP_GRAPH_RANKS_ON_STACK) each = dp_alloc_zeroed((size_t)t->ranks, 1, "the ranks' graph states");
-        if (!each) return DP_ERR_NOMEM;
-        dp_status_t status = dp_world_allgather_bytes(&stale, each, 1);
-        for (int r = 0; r < t->ranks; r++) any |= each[r];
-        if (each != all) free(each);
-        DP_TRY(status);
+    int first;
+    DP_TRY(first_rank_with(t, g && g->captured && shape_stale(t, g), &first));
+    if (first >= 0) drop_graphs(t);
+    return DP_OK;
+}
+
+/* What dp_trainer_step_devices advances on the host before or while it
+ * queues the step's device work, and that a refused capture must give
+ * back: the step count (the forward's per-step seeds derive from it), every
+ * replica's optimizer step count (the strategy's begin_step: Adam's
+ * corrections, the CUDA backend's note of the optimizer's state) and the
+ * step's timings. The rest of a step's host state each step makes afresh:
+ * the strategy's per-step state (begin_step: its bucket counters, its kept
+ * failure), the shards and micro-batch counters, each replica's tape and
+ * arena (reset by its task), the layers' seeds (from the step count). */
+typedef struct {
+    uint64_t step_count;
+    uint64_t optimizer_steps[STEP_GRAPH_DEVICES];
+    double sync_sec, mpi_sec;
+} step_host_t;
+
+static step_host_t host_before_step(const dp_trainer_t *t) {
+    step_host_t h = {.step_count = t->step_count, .sync_sec = t->sync_sec, .mpi_sec = t->mpi_sec};
+    for (int d = 0; d < t->num_devices; d++) h.optimizer_steps[d] = dp_optimizer_steps(t->replicas[d].optimizer);
+    return h;
+}
+
+static void host_restore(dp_trainer_t *t, const step_host_t *h) {
+    t->step_count = h->step_count;
+    t->sync_sec = h->sync_sec;
+    t->mpi_sec = h->mpi_sec;
+    for (int d = 0; d < t->num_devices; d++) dp_optimizer_set_steps(t->replicas[d].optimizer, h->optimizer_steps[d]);
+}
+
+/* The shape's first capture, or its refusal: *refused = 0 and the graphs
+ * captured (the step's host part done, its device work not run yet), or
+ * *refused = 1 and the step as if no capture had been tried: no graph of
+ * the shape on any device of any rank (a rank whose devices captured drops
+ * them when another's capture was refused: NCCL's sums need every member's
+ * graph), the host state of before (host_before_step), every device's
+ * context without the capture's failure (graph_end forgets it,
+ * backend.h), and the shape marked: its steps run as made from now on,
+ * told in one line.
+ * Any failure of the capture counts as a refusal (CUDA refusing a call in
+ * it or its end, cudaGraphInstantiate failing, NCCL refusing a captured
+ * sum, the step failing inside the capture because of one): the step is
+ * then run as made right after, which meets again every failure that is
+ * not the capture's (a GPU's sticky fault, an NCCL group's abort, an
+ * allocation that does not fit, a bad kernel) and fails the run with it as
+ * without graphs. Telling refusals from the rest by their error codes
+ * instead would miss the step's calls that fail only because a refused
+ * call invalidated the capture before them. A device that failed before
+ * the capture fails the step: that failure is the run's. */
+static dp_status_t capture_or_refuse(dp_trainer_t *t, dp_step_graph_t *g, const dp_batch_t *batch, int micros,
+                                     int *refused) {
+    *refused = 0;
+    for (int d = 0; d < t->num_devices; d++) {
+        const dp_backend_t *be = t->replicas[d].backend;
+        if (be->failure) DP_TRY(be->failure(be->ctx));
     }
-    if (any) drop_graphs(t);
+    const step_host_t before = host_before_step(t);
+    dp_status_t status = capture(t, g, batch, micros);
+    char why[1024] = "";
+    if (status != DP_OK && t->ranks > 1)
+        snprintf(why, sizeof why, "rank %d: %s", t->config.world.rank, dp_error_message());
+    else if (status != DP_OK)
+        snprintf(why, sizeof why, "%s", dp_error_message());
+    int first;
+    DP_TRY(first_rank_with(t, status != DP_OK, &first));
+    if (first < 0) return DP_OK;
+    free_shape(t, g); /* this rank's graphs, when only another rank's capture was refused */
+    g->refused = 1;
+    host_restore(t, &before);
+    if (status == DP_OK) snprintf(why, sizeof why, "rank %d's capture was refused", first);
+    fprintf(stderr, "dptrain: warning: cuda graph: the step of batch %d could not be captured (%s): steps of batch %d "
+            "run as made\n", batch->n, why, batch->n);
+    *refused = 1;
     return DP_OK;
 }
 
@@ -231,7 +328,8 @@ dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_batch_t *batch, int mic
         return DP_ERR_NOMEM;
     dp_step_graph_t *g = find_shape(t, batch, micros);
     DP_TRY(drop_if_stale(t, g));
-    if (!g || (!g->captured && g->warm < STEP_GRAPH_WARMUP)) { /* more shapes than graphs, or a warm-up: as made */
+    /* more shapes than graphs, a warm-up, or a shape whose capture was refused: as made */
+    if (!g || g->refused || (!g->captured && g->warm < STEP_GRAPH_WARMUP)) {
         if (g) g->warm++;
         t->graph_counts.as_made++;
         return DP_OK;
@@ -239,7 +337,12 @@ dp_status_t dp_step_graph_step(dp_trainer_t *t, const dp_batch_t *batch, int mic
     uint64_t step_seed = dp_seed_mix(t->config.seed, t->step_count); /* this step's forward's (shard_task) */
     if (!g->captured) {
         g->step_seed = step_seed;
-        DP_TRY(capture(t, g, batch, micros));
+        int refused;
+        DP_TRY(capture_or_refuse(t, g, batch, micros, &refused));
+        if (refused) { /* nothing of the step ran: the caller runs it as made */
+            t->graph_counts.as_made++;
+            return DP_OK;
+        }
         t->graph_counts.captures++;
     } else { /* the host's part of the step, as dp_trainer_step_devices does it */
         if (t->sync->begin_step) t->sync->begin_step(t);

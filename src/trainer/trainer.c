@@ -65,7 +65,9 @@
  * inside a capture (the shards converting the bytes uploaded before it),
  * and later steps redo only its host part (the strategy's begin_step, the
  * step count) before the launch; where that cannot hold, t->graph_why says
- * why and every step runs as made.
+ * why and every step runs as made, and a shape whose capture CUDA or NCCL
+ * refused runs as made from that step on (step_graph.c puts the step's
+ * host part back first).
  */
 #include "dptrain/parallel.h"
 
