@@ -106,8 +106,9 @@ static const float one = 1.0f;
  * Winograd algorithm's workspace holds transforms of x and y, a few times
  * their size, so a fixed 256 MiB let ResNet-18's fastest algorithms in at
  * batch 256 and shut them out at 512 (an H200, 2026-11-28: 12,171
- * images/s at 256, 9,533 at 512, where PyTorch went from 11,658 to 12,914
- * with workspaces of gigabytes). 8x the larger tensor admits them at any
+ * images/s at 256, 9,533 at 512, where PyTorch, whose cudnn.benchmark
+ * takes any workspace it can allocate, went from 11,658 to 12,914; not yet
+ * shown to be the whole cause on a GPU). 8x the larger tensor admits them at any
  * batch; the cap keeps one layer's workspace under 6.25% of the GPU. */
 #define CONV_WORKSPACE_FLOOR ((size_t)256 << 20)
 #define CONV_WORKSPACE_PER_BYTE 8
