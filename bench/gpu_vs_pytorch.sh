@@ -226,10 +226,17 @@ on_off() {
     ratio=$(awk -v on="$3" -v off="$4" -v u="$2" 'BEGIN { printf ", on is %.2fx the speed of off", u == "s/epoch" ? off / on : on / off }')
   echo "$1 dptrain --channels-last (one run each): on ${fig[1]} $2${peak[1]}, off ${fig[2]} $2${peak[2]}$ratio"
 }
-if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 --seed 1 \
-     ${limit:+--limit "$limit"} --channels-last on --metrics "$tmp/m-cl.jsonl" --quiet >/dev/null 2>"$tmp/m-cl.err"; then
-  lenet_cl=$(printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/m-cl.jsonl" | later_epochs))")
-else lenet_cl="failed: $(tail -1 "$tmp/m-cl.err")"; fi
+# lenet_run NAME [ARGS...]: dptrain's LeNet with ARGS (--channels-last, --precision), the median s/epoch of
+# epochs 2.. (metrics in $tmp/NAME.jsonl), or "failed: ..."
+lenet_run() {
+  local name=$1
+  shift
+  if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 \
+       --seed 1 ${limit:+--limit "$limit"} "$@" --metrics "$tmp/$name.jsonl" --quiet >/dev/null 2>"$tmp/$name.err"; then
+    printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/$name.jsonl" | later_epochs))"
+  else echo "failed: $(tail -1 "$tmp/$name.err")"; fi
+}
+lenet_cl=$(lenet_run m-cl --channels-last on)
 on_off "LeNet (median of epochs 2-$epochs)" s/epoch "$lenet_cl" "$(printf '%.4f' "$graph_on")"
 dp_cl=$(layout=on resnet measured "$resnet_batch")
 on_off "ResNet-18 batch $resnet_batch" images/sec "$dp_cl" "$dp_measured" "$tmp/r-measured-$resnet_batch-cl-on.jsonl" \
@@ -269,21 +276,11 @@ bf16_row() {
     echo "$what bf16 vs the fastest PyTorch bf16: not compared (dptrain: $dp; pytorch: ${best:-no variant ran})"
   fi
 }
-# lenet_bf16 NAME [ARGS...]: dptrain's LeNet in bf16 (its default layout, NCHW: its 20 and 50 channels, or ARGS'),
-# the median s/epoch of epochs 2.. (metrics in $tmp/NAME.jsonl)
-lenet_bf16() {
-  local name=$1
-  shift
-  if "$bin" train --model lenet --data "$data" --batch-size "$lenet_batch" --lr 0.2 --epochs "$epochs" --devices cuda:0 \
-       --seed 1 ${limit:+--limit "$limit"} --precision bf16 "$@" --metrics "$tmp/$name.jsonl" --quiet >/dev/null \
-       2>"$tmp/$name.err"; then
-    printf '%.4f' "$(median $(sed -E 's/.*"epoch_sec": *([0-9.eE+-]+).*/\1/' "$tmp/$name.jsonl" | later_epochs))"
-  else echo "failed: $(tail -1 "$tmp/$name.err")"; fi
-}
-dp=$(lenet_bf16 m-bf16)
+# LeNet in bf16 (its default layout: NCHW, its 20 and 50 channels)
+dp=$(lenet_run m-bf16 --precision bf16)
 bf16_row LeNet lenet torch_lenet_cuda.py "$dp" "$tmp/m-bf16.jsonl" --batch-size "$lenet_batch" --data "$data" --epochs "$epochs" ${limit:+--limit "$limit"}
-on_off "LeNet bf16 (median of epochs 2-$epochs)" s/epoch "$(lenet_bf16 m-bf16-on --channels-last on)" \
-  "$(lenet_bf16 m-bf16-off --channels-last off)" "$tmp/m-bf16-on.jsonl" "$tmp/m-bf16-off.jsonl"
+on_off "LeNet bf16 (median of epochs 2-$epochs)" s/epoch "$(lenet_run m-bf16-on --precision bf16 --channels-last on)" \
+  "$(lenet_run m-bf16-off --precision bf16 --channels-last off)" "$tmp/m-bf16-on.jsonl" "$tmp/m-bf16-off.jsonl"
 dp=$(precision=bf16 resnet measured "$resnet_batch")
 bf16_row "ResNet-18 batch $resnet_batch" "resnet-$resnet_batch" torch_resnet18_cuda.py "$dp" \
   "$tmp/r-measured-$resnet_batch-bf16.jsonl" --data "$data" --limit "$resnet_limit" --batch-size "$resnet_batch"
