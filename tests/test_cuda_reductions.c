@@ -455,11 +455,36 @@ static void avg_pool_backward_ref(const int in[3], const int out[3], const int k
     }
 }
 
-/* shape (N, C, spatial...), spatial dims 1 to 3 given as (D, H, W) with 1s in front */
+/* y of every output: its window's inputs in (d, h, w) order, summed, / divisor. */
+static void avg_pool_forward_ref(const int in[3], const int out[3], const int k[3], const int st[3], const int pd[3],
+                                 int include_pad, int planes, const float *x, float *y) {
+    size_t in_plane = (size_t)in[0] * in[1] * in[2], out_plane = (size_t)out[0] * out[1] * out[2];
+    for (size_t i = 0; i < (size_t)planes * out_plane; i++) {
+        size_t p = i / out_plane;
+        int at = (int)(i % out_plane), o[3] = {at / (out[1] * out[2]), at / out[2] % out[1], at % out[2]};
+        float s = 0.0f;
+        for (int a = 0; a < k[0]; a++)
+            for (int b = 0; b < k[1]; b++)
+                for (int c = 0; c < k[2]; c++) {
+                    int d = o[0] * st[0] - pd[0] + a, h = o[1] * st[1] - pd[1] + b, w = o[2] * st[2] - pd[2] + c;
+                    if (d >= 0 && d < in[0] && h >= 0 && h < in[1] && w >= 0 && w < in[2])
+                        s = fadd(s, x[p * in_plane + ((size_t)d * in[1] + h) * in[2] + w]);
+                }
+        float div = include_pad ? (float)(k[0] * k[1] * k[2])
+                                : (float)(inside(o[0], k[0], st[0], pd[0], in[0]) *
+                                          inside(o[1], k[1], st[1], pd[1], in[1]) *
+                                          inside(o[2], k[2], st[2], pd[2], in[2]));
+        volatile float q = s / div;
+        y[i] = q;
+    }
+}
+
+/* shape (N, C, spatial...), spatial dims 1 to 3 given as (D, H, W) with 1s
+ * in front: y and dx (written and added) against the formulas, bit for bit */
 static void check_avg_pool_backward(int N, int C, int nsp, const int in[3], const int k[3], const int st[3],
                                     const int pd[3], int include_pad) {
     char name[96];
-    snprintf(name, sizeof name, "avg_pool backward (%d, %d, %dx%dx%d) k%d s%d p%d%s", N, C, in[0], in[1], in[2], k[2],
+    snprintf(name, sizeof name, "avg_pool (%d, %d, %dx%dx%d) k%d s%d p%d%s", N, C, in[0], in[1], in[2], k[2],
              st[2], pd[2], include_pad ? "" : " excl pad");
     int out[3];
     for (int d = 0; d < 3; d++) out[d] = (in[d] + 2 * pd[d] - k[d]) / st[d] + 1;
@@ -474,25 +499,30 @@ static void check_avg_pool_backward(int N, int C, int nsp, const int in[3], cons
         int d = 3 - nsp + s;
         attr.kernel[s] = k[d], attr.stride[s] = st[d], attr.pad[s] = pd[d];
     }
-    int same = 1;
+    float *y = floats(ny), *y_want = floats(ny);
+    avg_pool_forward_ref(in, out, k, st, pd, include_pad, planes, x, y_want);
+    int same = 1, same_y = 1;
     for (int add = 0; add < 2; add++) {
         dp_tensor_t xt = {2 + nsp, {N, C}, upload(x, sizeof(float) * nx), upload(prefill, sizeof(float) * nx), !add, 0};
         for (int s = 0; s < nsp; s++) xt.shape[2 + s] = in[3 - nsp + s];
         dp_node_t node = {.kind = DP_OP_AVG_POOL, .attr = attr, .in = {&xt}};
         dp_arena_t *arena = dp_arena_new_on(be, 1 << 20);
         if (forward_backward(&node, arena, dy, ny, name) == DP_OK) {
+            download(y, node.out.data, sizeof(float) * ny);
+            same_y &= memcmp(y, y_want, sizeof(float) * ny) == 0;
             download(dx, xt.grad, sizeof(float) * nx);
             avg_pool_backward_ref(in, out, k, st, pd, include_pad, planes, dy, add ? prefill : NULL, want);
             same &= memcmp(dx, want, sizeof(float) * nx) == 0;
         } else {
-            same = 0;
+            same = same_y = 0;
         }
         dp_arena_free(arena);
         free_tensors((dp_tensor_t *const[]){&xt}, 1);
     }
+    CHECK(same_y, "%s: y differs from the window sums (bits)", name);
     CHECK(same, "%s: dx differs from the gather formula (bits)", name);
-    printf("  %-40s dx bits (written and added) %d\n", name, same);
-    free(x), free(dy), free(prefill), free(dx), free(want);
+    printf("  %-40s y bits %d, dx bits (written and added) %d\n", name, same_y, same);
+    free(x), free(dy), free(prefill), free(dx), free(want), free(y), free(y_want);
 }
 
 /* --- ReLU and add + ReLU backward: the masks' bits --------------------------------------------- */
@@ -586,6 +616,15 @@ int main(void) {
     const int zero[3] = {0, 0, 0};
     check_avg_pool_backward(16, 20, 2, (const int[3]){1, 26, 26}, (const int[3]){1, 2, 2}, (const int[3]){1, 2, 2}, zero,
                             1);
+    /* windows that tile the plane (the 2-D kernels' path): LeNet's second
+     * pool (9x9: the last row and column in no window), a 3x2 window on
+     * 11x10 (a row left over), 1-D as 2-D (1x29, 4/4: one left over),
+     * planes of one window (k = in) */
+    check_avg_pool_backward(4, 50, 2, (const int[3]){1, 9, 9}, (const int[3]){1, 2, 2}, (const int[3]){1, 2, 2}, zero, 0);
+    check_avg_pool_backward(3, 5, 2, (const int[3]){1, 11, 10}, (const int[3]){1, 3, 2}, (const int[3]){1, 3, 2}, zero,
+                            1);
+    check_avg_pool_backward(3, 2, 1, (const int[3]){1, 1, 29}, (const int[3]){1, 1, 4}, (const int[3]){1, 1, 4}, zero, 0);
+    check_avg_pool_backward(2, 7, 2, (const int[3]){1, 5, 3}, (const int[3]){1, 5, 3}, (const int[3]){1, 5, 3}, zero, 1);
     for (int include = 0; include < 2; include++) {
         check_avg_pool_backward(2, 3, 2, (const int[3]){1, 11, 10}, (const int[3]){1, 3, 3}, (const int[3]){1, 2, 2},
                                 (const int[3]){0, 1, 1}, include);

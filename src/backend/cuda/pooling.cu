@@ -155,11 +155,53 @@ __global__ void avg_pool_forward_kernel(dp_cuda_pool_t g, const void *x, void *y
     FORMAT2(bf16, TX, TY, avg_pool_forward_loop(g, (const TX *)x, (TY *)y));
 }
 
+/* 2-D pooling of NCHW planes (pool_2d_narrow): avg_pool_forward_loop's
+ * sums and divisor with 32-bit indices, the output's plane and row found by
+ * two fast divisions instead of pool_decode's 64-bit ones (those were most
+ * of the kernel's time: LeNet's pools on an H200, 2026-11-28) */
+template <typename TX, typename TY>
+__device__ static void avg_pool_forward_2d(const dp_cuda_pool_t &g, const TX *x, TY *y, fast_div_t by_out_plane,
+                                           fast_div_t by_OW) {
+    const uint32_t out_plane = (uint32_t)(g.OH * g.OW), in_plane = (uint32_t)(g.H * g.W);
+    GRID_LOOP_T(uint32_t, i, (uint32_t)g.planes * out_plane) {
+        const uint32_t p = div_by(by_out_plane, i), o = i - p * out_plane, q = div_by(by_OW, o);
+        const int oh = (int)q, ow = (int)(o - q * (uint32_t)g.OW);
+        const TX *xp = x + p * in_plane;
+        float s = 0.0f;
+        for (int a = 0; a < g.kh; a++) {
+            int h = oh * g.sh - g.ph + a;
+            if (h < 0 || h >= g.H) continue;
+            for (int b = 0; b < g.kw; b++) {
+                int w = ow * g.sw - g.pw + b;
+                if (w >= 0 && w < g.W) s = __fadd_rn(s, ld(xp, (uint32_t)(h * g.W + w)));
+            }
+        }
+        st(y, i, __fdiv_rn(s, avg_divisor(&g, 0, oh, ow)));
+    }
+}
+
+__global__ void avg_pool_forward_2d_kernel(dp_cuda_pool_t g, const void *x, void *y, int bf16, fast_div_t by_out_plane,
+                                           fast_div_t by_OW) {
+    FORMAT2(bf16, TX, TY, avg_pool_forward_2d(g, (const TX *)x, (TY *)y, by_out_plane, by_OW));
+}
+
+/* Pooling over (H, W) planes of an NCHW tensor with 32-bit indices: no
+ * depth (D = OD = 1, a window of 1 without padding along it), planes H W
+ * and planes OH OW below 2^31. */
+static int pool_2d_narrow(const dp_cuda_pool_t *g) {
+    return !g->C && g->D == 1 && g->OD == 1 && g->kd == 1 && g->pd == 0 &&
+           (size_t)g->planes * g->H * g->W <= NARROW_MAX && (size_t)g->planes * g->OH * g->OW <= NARROW_MAX;
+}
+
 extern "C" cudaError_t dp_cuda_avg_pool_forward(cudaStream_t stream, const dp_cuda_pool_t *g, const void *x, void *y,
                                                 int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    avg_pool_forward_kernel<<<blocks_for((size_t)g->planes * g->OD * g->OH * g->OW), THREADS, 0, stream>>>(*g, x, y,
-                                                                                                         bf16);
+    const size_t out_n = (size_t)g->planes * g->OD * g->OH * g->OW;
+    if (pool_2d_narrow(g))
+        avg_pool_forward_2d_kernel<<<blocks_for(out_n), THREADS, 0, stream>>>(
+            *g, x, y, bf16, fast_div((uint32_t)(g->OH * g->OW)), fast_div((uint32_t)g->OW));
+    else
+        avg_pool_forward_kernel<<<blocks_for(out_n), THREADS, 0, stream>>>(*g, x, y, bf16);
     return cudaGetLastError();
 }
 
@@ -214,10 +256,39 @@ __global__ void avg_pool_backward_kernel(dp_cuda_pool_t g, const float *dy, floa
     }
 }
 
+/* Windows that tile the plane (pool_2d_narrow, stride = window, no
+ * padding: LeNet's 2x2 / 2): input (h, w) lies in output (h / kh, w / kw)
+ * alone, or in none past the last whole or partial window. The value
+ * avg_pool_grad_at gives (0 + dy / divisor, its divisor; 0 where no output
+ * covers the input) with two fast divisions for covering()'s four integer
+ * ones. */
+__global__ void avg_pool_backward_tiles_kernel(dp_cuda_pool_t g, const float *dy, float *dx, int add,
+                                               fast_div_t by_plane, fast_div_t by_W, fast_div_t by_kh, fast_div_t by_kw) {
+    const uint32_t in_plane = (uint32_t)(g.H * g.W), out_plane = (uint32_t)(g.OH * g.OW);
+    GRID_LOOP_T(uint32_t, i, (uint32_t)g.planes * in_plane) {
+        const uint32_t p = div_by(by_plane, i), at = i - p * in_plane, h = div_by(by_W, at);
+        const uint32_t oh = div_by(by_kh, h), ow = div_by(by_kw, at - h * (uint32_t)g.W);
+        float s = 0.0f;
+        if (oh < (uint32_t)g.OH && ow < (uint32_t)g.OW) {
+            const int in_dh = inside(0, g.kd, g.sd, g.pd, g.D) * inside((int)oh, g.kh, g.sh, g.ph, g.H);
+            float divisor = g.count_include_pad ? (float)(g.kd * g.kh * g.kw)
+                                                : (float)(in_dh * inside((int)ow, g.kw, g.sw, g.pw, g.W));
+            s = __fadd_rn(s, __fdiv_rn(dy[p * out_plane + oh * (uint32_t)g.OW + ow], divisor));
+        }
+        dx[i] = add ? __fadd_rn(dx[i], s) : s;
+    }
+}
+
 extern "C" cudaError_t dp_cuda_avg_pool_backward(cudaStream_t stream, const dp_cuda_pool_t *g, const float *dy,
                                                  float *dx, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t in_n = (size_t)g->planes * g->D * g->H * g->W, out_n = (size_t)g->planes * g->OD * g->OH * g->OW;
+    if (pool_2d_narrow(g) && g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0) {
+        avg_pool_backward_tiles_kernel<<<blocks_for(in_n), THREADS, 0, stream>>>(
+            *g, dy, dx, add, fast_div((uint32_t)(g->H * g->W)), fast_div((uint32_t)g->W), fast_div((uint32_t)g->kh),
+            fast_div((uint32_t)g->kw));
+        return cudaGetLastError();
+    }
     int narrow = !g->C && in_n <= NARROW_MAX && out_n <= NARROW_MAX; /* NHWC: the general loop */
     avg_pool_backward_kernel<<<blocks_for(in_n), THREADS, 0, stream>>>(
         *g, dy, dx, add, fast_div(narrow ? (uint32_t)(g->D * g->H * g->W) : 1u),
