@@ -28,7 +28,8 @@
 # default in FP32; in bf16 on is ResNet-18's, off LeNet's): LeNet and
 # ResNet-18 in FP32 and in bf16, one run each, with the peaks. ResNet-18's convolution
 # biases inside cuDNN's fused call (the default) against dptrain's own pass (DPTRAIN_CONV_EPILOGUE=own),
-# one run each. The GPU's name is
+# one run each; LeNet with its conv1 forward in dptrain's own direct kernel (DPTRAIN_CONV_DIRECT=on)
+# against cuDNN's (the default), one run. The GPU's name is
 # torch.cuda.get_device_name's. A variant that cannot run on the device is
 # "n/a (no GPU)" (the CUDA graph on the CPU); torch.compile stops after
 # DPTRAIN_BENCH_COMPILE_LIMIT seconds (240: a lent GPU machine gives a
@@ -247,6 +248,13 @@ dp_own=$(epilogue=own resnet measured "$resnet_batch")
 printf 'ResNet-18 batch %s dptrain conv epilogue (one run each): cudnn %s images/sec, own (DPTRAIN_CONV_EPILOGUE=own) %s images/sec%s\n' \
   "$resnet_batch" "$dp_measured" "$dp_own" "$([[ $dp_measured =~ ^[0-9.eE+-]+$ && $dp_own =~ ^[0-9.eE+-]+$ ]] &&
     awk -v a="$dp_measured" -v b="$dp_own" 'BEGIN { printf ", cudnn is %.2fx the speed of own", a / b }')"
+
+# --- LeNet's conv1 forward (1x3x3) in dptrain's own direct kernel (DPTRAIN_CONV_DIRECT=on) against cuDNN's (off,
+# the default: the LeNet figure above) ---
+lenet_direct=$(DPTRAIN_CONV_DIRECT=on lenet_run m-direct)
+printf 'LeNet (median of epochs 2-%s) dptrain conv direct (one run each): on %s s/epoch (peak %s), off %.4f s/epoch%s\n' \
+  "$epochs" "$lenet_direct" "$(dp_peak "$tmp/m-direct.jsonl")" "$graph_on" "$([[ $lenet_direct =~ ^[0-9.eE+-]+$ ]] &&
+    awk -v on="$lenet_direct" -v off="$graph_on" 'BEGIN { printf ", on is %.2fx the speed of off", off / on }')"
 
 # --- bf16: dptrain --precision bf16 against PyTorch's variants under autocast(bfloat16) ---
 # bf16_row WHAT LABEL SCRIPT DP DP_METRICS ARGS...: PyTorch's four variants of SCRIPT ARGS with --precision

@@ -432,7 +432,7 @@ PY
   if DPTRAIN_BENCH_COMPILE_LIMIT=$compile_limit bench/gpu_vs_pytorch.sh "$build"/dptrain "${bench_args[@]}" \
        >"$out/bench.log" 2>&1; then
     while IFS= read -r line; do note "benchmark: $line"; done < <(grep -E \
-      '^(GPU: |LeNet median|LeNet dptrain cuda graph|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest)|.* dptrain (--channels-last|conv epilogue) \(one run each\))' \
+      '^(GPU: |LeNet median|LeNet dptrain cuda graph|LeNet (bf16 )?pytorch variants|LeNet (bf16 )?vs the fastest|ResNet-18 \(batch|ResNet-18 (bf16 )?batch [0-9]+ (bf16 )?(pytorch variants|vs the fastest)|.* dptrain (--channels-last|conv epilogue|conv direct) \(one run each\))' \
       "$out/bench.log")
     # cuDNN's heuristic algorithms against the fixed ones (DPTRAIN_CUDNN_ALGO=fixed), ResNet-18 (the measured: the next line)
     heuristic=$(sed -nE 's/^ResNet-18 .*: dptrain ([0-9.eE+-]+) images\/sec \(cuDNN heuristic.*/\1/p' "$out/bench.log")

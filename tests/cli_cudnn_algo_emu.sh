@@ -28,8 +28,11 @@
 # - a shape with no algorithm left (forward, transposed forward, weight
 #   gradient refused for every algorithm): one stderr line naming the GPU
 #   and the convolution, non-zero exit; DPTRAIN_CUDNN_ALGO=bogus and
-#   DPTRAIN_CONV_EPILOGUE=bogus: one line naming the variable, its values
+#   DPTRAIN_CONV_EPILOGUE=bogus and DPTRAIN_CONV_DIRECT=bogus: one line naming the variable, its values
 #   and the value, before training starts (nothing on stdout).
+# - DPTRAIN_CONV_DIRECT=on: LeNet's conv1 forward in dptrain's own direct
+#   kernel (no cuDNN choice or fused call for it), the checkpoint within
+#   1e-4 of cuDNN's run and not its bits;
 # - the default is measured: a LeNet run with DPTRAIN_CUDNN_ALGO unset times
 #   its choices, writes them to DPTRAIN_CUDNN_ALGO_CACHE and gives the bits
 #   of fixed;
@@ -101,6 +104,22 @@ read -r all relu <<<"$(fused tiny_resnet-heuristic)"
 [[ $(stat lenet-unfused refused) -gt 0 ]] && pass || fail "lenet: the fused calls were not refused"
 echo "cli_cudnn_algo_emu: fused with a bias (with a ReLU): lenet fixed $(fused lenet-fixed), tiny_resnet $(fused tiny_resnet-heuristic)"
 
+# DPTRAIN_CONV_DIRECT=on: LeNet's conv1 (1x3x3: 9 taps) runs its forward, bias and ReLU in dptrain's own kernel
+# (conv_direct.cu): no cuDNN forward choice for its shape, half the fused calls (conv2's, 20x5x5, keep cuDNN's);
+# the backward stays cuDNN's; another summation order, so the checkpoint within 1e-4 of cuDNN's, not its bits
+run lenet-direct lenet DPTRAIN_CUDNN_ALGO=fixed DPTRAIN_CONV_DIRECT=on
+conv1_fwd='cuDNN conv forward of x 96x1x28x28 '
+[[ $(grep -c "$conv1_fwd" "$tmp/lenet-fixed.out") -eq 1 && $(grep -c "$conv1_fwd" "$tmp/lenet-direct.out") -eq 0 ]] \
+  && pass || fail "DPTRAIN_CONV_DIRECT=on: conv1's forward still chose a cuDNN algorithm"
+read -r all_fixed _ <<<"$(fused lenet-fixed)"
+read -r all_direct _ <<<"$(fused lenet-direct)"
+[[ -n "$all_direct" && $all_direct -gt 0 && $((2 * all_direct)) -eq $all_fixed ]] && pass \
+  || fail "DPTRAIN_CONV_DIRECT=on: fused calls $all_direct against $all_fixed (want half: conv2's alone)"
+close=$(close_checkpoints "$tmp/lenet-direct.st" "$tmp/lenet-fixed.st" 1e-4) && pass \
+  || fail "DPTRAIN_CONV_DIRECT=on: checkpoint off cuDNN's run's: $close"
+same_tensors "$tmp/lenet-direct.st" "$tmp/lenet-fixed.st" && fail "DPTRAIN_CONV_DIRECT=on: cuDNN's bits (direct kernel not run?)"
+echo "cli_cudnn_algo_emu: DPTRAIN_CONV_DIRECT=on against cuDNN (fixed): worst tensor $close"
+
 echo "cli_cudnn_algo_emu: every_layer, 2 steps: $(stat every_layer-heuristic descriptors) cuDNN descriptors," \
   "$(stat every_layer-heuristic heuristic) heuristic queries"
 
@@ -152,6 +171,9 @@ refused_before_start() {
   ! grep -qE '^(training|epoch) ' "$tmp/loud.out" && pass || fail "$1: refused after the start: $(head -2 "$tmp/loud.out")"
 }
 refused_before_start DPTRAIN_CONV_EPILOGUE=bogus
+one_line_error "DPTRAIN_CONV_DIRECT=bogus" lenet \
+  "^dptrain: DPTRAIN_CONV_DIRECT must be on or off \(the default\), found 'bogus'$" DPTRAIN_CONV_DIRECT=bogus
+refused_before_start DPTRAIN_CONV_DIRECT=bogus
 one_line_error "DPTRAIN_CUDNN_ALGO=bogus" lenet \
   "^dptrain: DPTRAIN_CUDNN_ALGO must be measured \(the default\), heuristic or fixed, found 'bogus'$" \
   DPTRAIN_CUDNN_ALGO=bogus

@@ -52,6 +52,7 @@ want "^  benchmark: LeNet bf16 vs the fastest PyTorch bf16 \((eager|channels_las
 want "^  benchmark: ResNet-18 batch 16 bf16 pytorch variants \(autocast bfloat16, one run each\): eager $num images/sec $nogpu, channels_last\+cudnn.benchmark $num images/sec $nogpu, cuda graph n/a \(no GPU\), $compiled$"
 want "^  benchmark: ResNet-18 batch 16 bf16 vs the fastest PyTorch bf16 \((eager|channels_last\+cudnn.benchmark|torch.compile)\): dptrain $num images/sec \(peak [0-9]+ MiB\), pytorch $num images/sec $nogpu, dptrain/pytorch ${num}x$"
 want "^  benchmark: ResNet-18 batch 16 dptrain conv epilogue \(one run each\): cudnn $num images/sec, own \(DPTRAIN_CONV_EPILOGUE=own\) $num images/sec, cudnn is ${num}x the speed of own$"
+want "^  benchmark: LeNet \(median of epochs 2-2\) dptrain conv direct \(one run each\): on $num s/epoch \(peak [0-9.]+ MiB\), off $num s/epoch, on is ${num}x the speed of off$"
 want "^  benchmark: LeNet \(median of epochs 2-2\) dptrain --channels-last \(one run each\): on $num s/epoch, off $num s/epoch, on is ${num}x the speed of off$"
 for what in "ResNet-18 batch 16" "ResNet-18 batch 16 bf16"; do
   want "^  benchmark: $what dptrain --channels-last \(one run each\): on $num images/sec \(peak [0-9]+ MiB\), off $num images/sec \(peak [0-9]+ MiB\), on is ${num}x the speed of off$"

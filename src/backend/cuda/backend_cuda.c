@@ -496,8 +496,8 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
                        count - 1);
     if (gpu >= DP_CUDA_MAX_GPUS)
         return dp_fail(DP_ERR_ARG, "cuda:%d: dptrain drives at most %d GPUs", gpu, DP_CUDA_MAX_GPUS);
-    int algo_mode, epilogue; /* the convolutions' settings, checked before anything runs */
-    DP_TRY(dp_cuda_conv_settings(&algo_mode, &epilogue));
+    int algo_mode, epilogue, direct; /* the convolutions' settings, checked before anything runs */
+    DP_TRY(dp_cuda_conv_settings(&algo_mode, &epilogue, &direct));
     int vmm;
     DP_TRY(dp_cuda_range_setting(&vmm));
     pthread_mutex_lock(&open_lock);

@@ -178,6 +178,7 @@ struct dp_cuda_conv_plans {
     char gpu[192]; /* "GPU name|cuDNN version", the first part of a choice's key (cache file, checkpoint) */
     int log;       /* DPTRAIN_CUDNN_ALGO_LOG set (not 0): a stderr line per choice */
     int epilogue;  /* DPTRAIN_CONV_EPILOGUE: 1 cudnn (the default), 0 own */
+    int direct;    /* DPTRAIN_CONV_DIRECT: 1 on, 0 off (the default) */
     size_t gpu_memory; /* the GPU's total memory (cudaDeviceProp), for workspace_limit's cap */
     uint64_t uses;
     conv_plan_t plan[CONV_PLAN_SLOTS];
@@ -284,7 +285,7 @@ static dp_status_t check_cudnn_limit(dp_cuda_ctx_t *c, plan_op_t op, const conv_
                    (long long)(filter >= CUDNN_MAX_ELEMENTS ? filter : g->N * per_image), fix);
 }
 
-dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue) {
+dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue, int *direct) {
     const char *mode = getenv("DPTRAIN_CUDNN_ALGO");
     *algo_mode = !mode || !*mode || strcmp(mode, "measured") == 0 ? ALGO_MEASURED
                  : strcmp(mode, "heuristic") == 0                  ? ALGO_HEURISTIC
@@ -297,17 +298,20 @@ dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue) {
     *epilogue = !ep || !*ep || strcmp(ep, "cudnn") == 0 ? 1 : strcmp(ep, "own") == 0 ? 0 : -1;
     if (*epilogue < 0)
         return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV_EPILOGUE must be cudnn (the default) or own, found '%s'", ep);
+    const char *d = getenv("DPTRAIN_CONV_DIRECT");
+    *direct = !d || !*d || strcmp(d, "off") == 0 ? 0 : strcmp(d, "on") == 0 ? 1 : -1;
+    if (*direct < 0) return dp_fail(DP_ERR_ARG, "DPTRAIN_CONV_DIRECT must be on or off (the default), found '%s'", d);
     return DP_OK;
 }
 
 /* The plan of (op, --precision, layout, g): found, or made in a free slot or in place of
  * the least recently used one. The first convolution of a GPU reads
- * DPTRAIN_CUDNN_ALGO and DPTRAIN_CONV_EPILOGUE. */
+ * DPTRAIN_CUDNN_ALGO, DPTRAIN_CONV_EPILOGUE and DPTRAIN_CONV_DIRECT. */
 static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *g, int layout, conv_plan_t **out) {
     *out = NULL;
     if (!c->conv_plans) {
-        int m, epilogue;
-        DP_TRY(dp_cuda_conv_settings(&m, &epilogue));
+        int m, epilogue, direct;
+        DP_TRY(dp_cuda_conv_settings(&m, &epilogue, &direct));
         if (!(c->conv_plans = dp_alloc_zeroed(1, sizeof *c->conv_plans, "cuDNN convolution plans"))) return DP_ERR_NOMEM;
         c->conv_plans->mode = m;
         struct cudaDeviceProp prop;
@@ -321,6 +325,7 @@ static dp_status_t conv_plan(dp_cuda_ctx_t *c, plan_op_t op, const conv_geom_t *
         const char *log = getenv("DPTRAIN_CUDNN_ALGO_LOG");
         c->conv_plans->log = log && *log && strcmp(log, "0") != 0;
         c->conv_plans->epilogue = epilogue;
+        c->conv_plans->direct = direct;
     }
     struct dp_cuda_conv_plans *plans = c->conv_plans;
     plan_key_t key;
@@ -787,6 +792,23 @@ static dp_status_t krsc_filter(dp_cuda_ctx_t *c, const conv_plan_t *p, dp_arena_
                           "conv KRSC filter");
 }
 
+/* DPTRAIN_CONV_DIRECT=on: 1 when the forward of p runs as conv_direct.cu's
+ * kernel (bias and ReLU inside) instead of cuDNN's, *dg its geometry: a
+ * 2-D convolution of one group, FP32, NCHW, dp_cuda_conv_direct_fits. The
+ * backward stays cuDNN's. Off by default until a GPU has timed it
+ * (bench/gpu_vs_pytorch.sh's LeNet line). */
+static int direct_takes(const dp_cuda_ctx_t *c, const conv_plan_t *p, dp_cuda_conv_direct_t *dg) {
+    const conv_geom_t *g = &p->key.g;
+    if (!c->conv_plans->direct || p->key.op != PLAN_CONV || p->key.precision != DP_PRECISION_FP32 ||
+        p->key.layout != DP_CUDA_NCHW || g->nb != 4 || g->groups != 1)
+        return 0;
+    *dg = (dp_cuda_conv_direct_t){.N = g->N, .C = g->C, .H = g->in[1], .W = g->in[2], .K = g->K, .OH = g->out[1],
+                                  .OW = g->out[2], .kh = g->k[1], .kw = g->k[2], .sh = g->stride[1],
+                                  .sw = g->stride[2], .ph = g->pad[1], .pw = g->pad[2], .dh = g->dilation[1],
+                                  .dw = g->dilation[2]};
+    return dp_cuda_conv_direct_fits(dg);
+}
+
 dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     conv_plan_t *p;
     DP_TRY(conv_plan_of(c, node, &p));
@@ -806,6 +828,11 @@ dp_status_t dp_cuda_conv_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     }
     DP_TRY(bf16_operands(c, p, arena, node, &xa, &wa));
     const int yb = dp_cuda_is_bf16(&node->out); /* in a bf16 plan: cuDNN's result is y */
+    dp_cuda_conv_direct_t dg;
+    if (direct_takes(c, p, &dg))
+        return dp_cuda_launch(c, dp_cuda_conv_direct_forward(c->stream, &dg, xa, wa, b ? b->data : NULL,
+                                                             node->out.data, node->attr.fuse_relu),
+                              "conv forward (direct)");
     conv_epilogue_t ep = {b ? b->data : NULL, node->attr.fuse_relu, 0};
     DP_TRY(conv_run_epilogue(c, p, CONV_FORWARD, xa, wa, 0.0f, node->out.data, NULL, b ? &ep : NULL, "conv forward"));
     int rows = g->N;

@@ -41,12 +41,13 @@ void dp_cuda_range_register(dp_backend_t *table, int on);
 /* The op table of GPU g (ops_cuda.c). */
 const dp_op_def_t *dp_cuda_op_table(int gpu);
 
-/* conv_cuda.c: DPTRAIN_CUDNN_ALGO (*algo_mode) and DPTRAIN_CONV_EPILOGUE
- * (*epilogue: 1 cudnn, 0 own) read and checked: an unknown value is one
+/* conv_cuda.c: DPTRAIN_CUDNN_ALGO (*algo_mode), DPTRAIN_CONV_EPILOGUE
+ * (*epilogue: 1 cudnn, 0 own) and DPTRAIN_CONV_DIRECT (*direct: 1 on, 0
+ * off) read and checked: an unknown value is one
  * line naming the variable and the values it takes. Opening a GPU's table
  * checks them, so a bad value stops a run before it starts; the first
  * convolution of a GPU reads them again (a library user may set them
  * later). */
-dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue);
+dp_status_t dp_cuda_conv_settings(int *algo_mode, int *epilogue, int *direct);
 
 #endif

@@ -96,6 +96,19 @@ cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, 
                             const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
                             int bf16);
 
+/* --- conv_direct.cu: a direct convolution forward for few inputs per output --------------- */
+/* A 2-D convolution of one group over NCHW FP32 tensors: x (N, C, H, W), w
+ * (K, C, kh, kw), y (N, K, OH, OW); stride, padding and dilation per dim. */
+typedef struct {
+    int N, C, H, W, K, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+} dp_cuda_conv_direct_t;
+#define DP_CUDA_DIRECT_MAX 80 /* C kh kw at most this (a CIFAR 3x5x5 layer's 75) */
+/* 1 when the kernel takes g: C kh kw <= DP_CUDA_DIRECT_MAX, x's and y's elements below 2^31 */
+int dp_cuda_conv_direct_fits(const dp_cuda_conv_direct_t *g);
+/* y = relu(conv(x, w) + bias) (bias may be NULL; relu when set); cudaErrorInvalidValue where it does not fit */
+cudaError_t dp_cuda_conv_direct_forward(cudaStream_t stream, const dp_cuda_conv_direct_t *g, const float *x,
+                                        const float *w, const float *bias, float *y, int relu);
+
 /* --- pooling.cu: pooling, global average pooling, window copy ----------------------------- */
 /* pooling over (planes, D, H, W) -> (planes, OD, OH, OW); 1-D and 2-D have
  * D (and H) = 1 with a window of 1 there (kernel 1, stride 1, pad 0, dilation 1).
