@@ -202,6 +202,10 @@ static dp_status_t check_batch(const train_options_t *o, int devices_in_world, i
     if (o->accumulate > 1)
         return dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set "
                        "(%d images)", o->batch_size, o->accumulate, train_count);
+    if (!o->batch_size_given) /* the default: say so, and what to give (a small folder of one's own photos) */
+        return dp_fail(DP_ERR_ARG, "train: --batch-size %d (the default) is larger than the training set (%d images):"
+                       " give --batch-size %d or less%s", o->batch_size, train_count, train_count,
+                       o->resume_path ? " (a resume: the run's own --batch-size)" : "");
     return dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)", o->batch_size,
                    train_count);
 }

@@ -22,6 +22,7 @@ typedef struct {
     const char *model;               /* NULL: not given (lenet, or the checkpoint's with --resume) */
     const char *data_dir;
     int batch_size;
+    int batch_size_given;            /* 0: --batch-size not given (256, the default) */
     float lr;                        /* NAN until the optimizer's default fills it in */
     float weight_decay;
     /* the optimizer and the learning-rate schedule (NAN or 0: not given) */

@@ -164,7 +164,7 @@ const char train_usage[] =
 dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help) {
     *o = (train_options_t){
         .data_dir = DP_DEFAULT_DATA_DIR,
-        .batch_size = 256,
+        .batch_size = 0, /* not given: 256, set after parsing */
         .lr = NAN, /* the optimizer's default (default_lr) */
         .epochs = 10,
         .seed = 0,
@@ -230,7 +230,10 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
     while (options[used].name) used++;
     cli_data_option_entries(&o->data, 1, options, &used); /* data_options.c's: image folders */
     options[used] = (option_t){0};
-    return options_parse("train", options, argc, argv, first, help);
+    dp_status_t status = options_parse("train", options, argc, argv, first, help);
+    o->batch_size_given = o->batch_size > 0;
+    if (!o->batch_size_given) o->batch_size = 256;
+    return status;
 }
 
 /* Fails unless the directory that will hold `path` exists and is writable,

@@ -124,6 +124,9 @@ expect_error "--lr: 'fast' is not a number" "${small[@]}" --lr fast
 expect_error "--lr must be positive" "${small[@]}" --lr -1
 expect_error "--epochs needs a value" "${small[@]}" --epochs
 expect_error "batch-size 2000 is larger than the training set \(1000 images\)" "${small[@]}" --batch-size 2000
+# the default batch on a small folder of one's own photos: the message says it is the default, and what to give
+expect_error "batch-size 256 \(the default\) is larger than the training set \(100 images\): give --batch-size 100 or less$" \
+  train --data "$data" --limit 100 --epochs 1 --threads-per-device 1
 expect_error "unknown model 'vgg'" "${small[@]}" --model vgg
 expect_error "--devices: 0 is out of range" "${small[@]}" --devices 0
 expect_error "cpu:0 is listed twice" "${small[@]}" --devices cpu:0,cpu:0
