@@ -113,6 +113,13 @@ torch.save({"fc.weight": torch.zeros(10, 784), "fc.bias": torch.zeros(10)}, f"{s
 EOF
 $py "$src/tools/import_torchvision.py" "$tmp/lin.pth" "$tmp/lin.cfg" "$tmp/lin.safetensors" --normalize none \
   >/dev/null && pass || fail "import of a 10-class linear model"
+# OUT in a folder that is not there: one line naming it, exit 1 (not a traceback)
+$py "$src/tools/import_torchvision.py" "$tmp/lin.pth" "$tmp/lin.cfg" "$tmp/no-such-dir/lin.safetensors" \
+  --normalize none >"$tmp/out" 2>"$tmp/err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 && ! -s "$tmp/out" ]] \
+  && grep -qF "$tmp/no-such-dir/lin.safetensors: cannot write in $tmp/no-such-dir (No such file or directory)" "$tmp/err" \
+  && pass || fail "import into a missing folder: status $status, stderr: $(head -c 300 "$tmp/err")"
 "$bin" train --data "$tmp/fm" --model "$tmp/lin.cfg" --epochs 1 --batch-size 16 --resume "$tmp/lin.safetensors" \
   --quiet 2>"$tmp/err"
 status=$?

@@ -190,7 +190,10 @@ def write_safetensors(path, arrays, metadata):
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-(8 + len(text)) % 8)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
+    except OSError as e:  # a folder that is not there or not writable: one line, as for the other refusals
+        raise ImportError_(f"{path}: cannot write in {directory} ({e.strerror})")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(text)) + text)
@@ -199,6 +202,9 @@ def write_safetensors(path, arrays, metadata):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, OUT a folder: nothing left behind, one line
+        os.unlink(tmp)
+        raise ImportError_(f"{path}: cannot write ({e.strerror})")
     except BaseException:
         os.unlink(tmp)
         raise
