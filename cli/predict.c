@@ -52,7 +52,8 @@ static const char predict_usage[] =
     "options:\n"
     "  --resume FILE       the checkpoint (safetensors), required\n"
     "  --model NAME|FILE   the network (default: the checkpoint's)\n"
-    "  --top K             classes shown per image (default 3)\n"
+    "  --top K             classes shown per image (default 3, or all of a model with\n"
+    "                      fewer classes)\n"
     "  --labels FILE       class names, one per line, as many as the model has\n"
     "                      classes (default: the checkpoint's, the class folders\n"
     "                      of the image folder it was trained on; else\n"
@@ -339,7 +340,7 @@ int cmd_predict(int argc, char **argv) {
     split_args(argc, argv, opts, &num_opts, images, &num_images);
     const char *resume = NULL, *model_name = NULL, *labels_path = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 3, json = 0,
+    int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 0, json = 0,
         logits_out = 0, help = 0, skip_bad = 0;
     const option_t options[] = {
         {"resume", OPT_STRING, &resume, 0, 0},
@@ -387,6 +388,7 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: --top %d is more than the model's %d classes", top, classes);
         goto done;
     }
+    if (top == 0) top = classes < 3 ? classes : 3; /* the default: 3, or every class of a 2-class model */
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (labels_path) {
         if (read_labels(labels_path, classes, &names) != DP_OK) goto done;

@@ -193,6 +193,19 @@ status=$?
 printf 'a\nb\n' >"$tmp/two.txt"
 bad "short labels" "two.txt: 2 names, the model has 10 classes" --labels "$tmp/two.txt" "$tmp/png/00000.png"
 bad "top too large" "--top 11" --top 11 "$tmp/png/00000.png"
+# a 2-class model (an image folder of two classes): the default --top shows both, an explicit 3 is refused
+mkdir -p "$tmp/two/a" "$tmp/two/b"
+cp "$tmp"/png/0000[0-3].png "$tmp/two/a/"; cp "$tmp"/png/0000[4-7].png "$tmp/two/b/"
+printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n[linear]\nname = fc\nout = 2\n' >"$tmp/two.cfg"
+"$bin" train --data "$tmp/two" --model "$tmp/two.cfg" --holdout 0.25 --epochs 1 --batch-size 2 --devices 1 \
+  --save "$tmp/two.st" --quiet >/dev/null 2>&1 && pass || fail "training the 2-class checkpoint"
+"$bin" predict --resume "$tmp/two.st" "$tmp/png/00000.png" >"$tmp/two.out" 2>"$tmp/two.err"
+status=$?
+[[ $status -eq 0 && ! -s "$tmp/two.err" ]] && grep -qE "^$tmp/png/00000.png: [ab] [0-9.]+, [ab] [0-9.]+$" "$tmp/two.out" \
+  && pass || fail "predict with a 2-class model and the default --top: status $status, $(cat "$tmp/two.out" "$tmp/two.err")"
+ck_saved=$ck ck=$tmp/two.st
+bad "top 3 of 2 classes" "--top 3 is more than the model's 2 classes" --top 3 "$tmp/png/00000.png"
+ck=$ck_saved
 bad "no images" "no images"
 bad "logits without json" "--logits needs --json" --logits "$tmp/png/00000.png"
 "$bin" predict "$tmp/png/00000.png" 2>"$tmp/err" >/dev/null
