@@ -86,6 +86,8 @@ torch.save(extra, f"{d}/extra.pth")
 shape = dict(sd); shape["fc.weight"] = torch.zeros(10, 512); shape["fc.bias"] = torch.zeros(10)
 torch.save(shape, f"{d}/shape.pth")
 torch.save({"not": "a state_dict"}, f"{d}/junk.pth")
+torch.save({"state_dict": sd, "epoch": 3}, f"{d}/wrapped.pth")  # a training script's checkpoint
+torch.save(torch.nn.Linear(2, 2), f"{d}/whole.pth")  # a whole model, pickled
 EOF
 refused() {
   local label=$1 part=$2 file=$3
@@ -103,6 +105,8 @@ refused "a missing tensor" "has no tensor 'layer4.1.bn2.running_var', which $cfg
 refused "an extra tensor" "tensor 'head.weight' is not a parameter of $cfg" extra.pth
 refused "another shape" "tensor 'fc.weight' has shape [10, 512], $cfg expects [1000, 512]" shape.pth
 refused "not a state_dict" "not a state_dict" junk.pth
+refused "a state_dict inside a checkpoint" "holds one under the key 'state_dict' (save that: torch.save(ck['state_dict'], FILE))" wrapped.pth
+refused "a whole model" "holds a pickled torch.nn.modules.linear.Linear, not only tensors" whole.pth
 
 # a weights-only checkpoint has nothing to resume
 small_data "$tmp/fm" 64 16

@@ -87,10 +87,23 @@ def load_state_dict(path):
     try:  # weights_only: a state_dict needs no arbitrary unpickling
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many kinds for a file it cannot read
-        raise ImportError_(f"{path}: cannot be read by torch.load ({type(e).__name__}: {str(e)[:200]})")
+        text = str(e)
+        if "Unsupported class " in text:  # a pickled object, such as the whole model torch.save(model, FILE) writes
+            kind = text.split("Unsupported class ", 1)[1].split()[0]
+            raise ImportError_(f"{path}: holds a pickled {kind}, not only tensors (a whole model saved with "
+                               f"torch.save(model, FILE)?): save model.state_dict() instead")
+        if "WeightsUnpickler error: " in text:  # torch's advice to unpickle anything is not what to do here
+            text = text.split("WeightsUnpickler error: ", 1)[1]
+        first = text.splitlines()[0] if text else ""
+        raise ImportError_(f"{path}: cannot be read by torch.load ({type(e).__name__}: {first[:200]})")
     if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        # a training script's checkpoint: {"state_dict": {...}, "epoch": ...} or timm's {"model": ...}
+        inner = [k for k, v in sd.items() if isinstance(v, dict) and v
+                 and all(isinstance(t, torch.Tensor) for t in v.values())] if isinstance(sd, dict) else []
+        hint = (f": it holds one under the key '{inner[0]}' (save that: torch.save(ck['{inner[0]}'], FILE))"
+                if inner else "")
         raise ImportError_(f"{path}: not a state_dict (a dict of tensors, as torch.save(model.state_dict(), "
-                           f"FILE) writes)")
+                           f"FILE) writes){hint}")
     return sd
 
 
