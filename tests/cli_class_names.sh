@@ -119,6 +119,14 @@ status=$?
   || fail "resume on other classes: exit $status, $(cat "$tmp/r3.out" "$tmp/r3.err")"
 grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r3.err" \
   && pass || fail "the resume error line: $(cat "$tmp/r3.err")"
+# other classes and another image count: the classes are named, not the count as if --limit differed
+cp -r "$tmp/other" "$tmp/other23" && rm "$tmp/other23/train/wasp/7.pgm"
+"$bin" train --data "$tmp/other23" --epochs 2 --batch-size 6 --lr 0.1 --seed 1 --devices 1 --quiet \
+  --model "$tmp/m3.cfg" --resume "$tmp/ck.st" --save "$tmp/ck4.st" >"$tmp/r4.out" 2>"$tmp/r4.err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/r4.err") -eq 1 && ! -e "$tmp/ck4.st" ]] \
+  && grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r4.err" \
+  && pass || fail "resume on other classes of another count: exit $status, $(cat "$tmp/r4.out" "$tmp/r4.err")"
 
 # More classes than the model has outputs: eval refuses it as the resume does, naming both counts.
 folder "$tmp/five" ant bee cat dog eel

@@ -240,8 +240,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     /* every replica's optimizer (with --sync ps: the server's, on every rank) */
     for (int d = 0; d < dp_trainer_num_devices(trainer) && status == DP_OK; d++)
         status = dp_checkpoint_load_optimizer(c, config->model, dp_trainer_optimizer(trainer, d));
-    if (status == DP_OK) status = check_position(path, saved, run);
+    /* the classes first: other data says so, not that its image count (--limit) or batches differ */
     if (status == DP_OK) status = check_classes(path, saved, run);
+    if (status == DP_OK) status = check_position(path, saved, run);
     if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
     /* the GPU convolution algorithms of the saved run, ahead of any other choice: the same bits on any GPU */
     if (status == DP_OK)
