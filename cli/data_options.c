@@ -133,6 +133,9 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
+    snprintf(out->train_transform, sizeof out->train_transform, "%s%s",
+             resized_crop ? "resized-crop" : squash ? "squash" : "center",
+             resized_crop && !dct ? ", dct-scale off" : "");
     /* the training folders: DIR/train, or DIR's own class folders; the test split DIR/test, else DIR/val, else
      * held out of them */
     const char *root = dp_image_folder_train_split(o->dir);

@@ -46,6 +46,7 @@ typedef struct {
     int loader_threads;              /* for dp_fit */
     int train_total;                 /* the training split's samples before --limit */
     char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
+    char train_transform[64];        /* its training transform (data.train_transform); "" otherwise */
     char test_split[8];              /* an image folder's test folder, "test" or "val"; "" otherwise */
     char holdout[32];                /* the fraction held out as the test split (data.holdout), as given or
                                         defaulted; "" when the data has a test split of its own */

@@ -326,6 +326,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,
+        .train_transform_text = data.train_transform[0] ? data.train_transform : NULL,
         .holdout_text = data.holdout[0] ? data.holdout : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",

@@ -20,7 +20,10 @@
 #   another copy of the data) stop naming the first difference;
 # - the checkpoint records the evaluation transform (data.transform):
 #   eval applies it (its correct count equals the test JPEGs predict's top
-#   class gets right), export writes it in the ONNX metadata;
+#   class gets right), export writes it in the ONNX metadata; and the
+#   training transform (data.train_transform): a resume with another
+#   (center for resized-crop, --dct-scale off) warns once, the same does not;
+#   the key empty or too long in a file: one line naming it;
 # - --transform squash (the whole image to 28 x 28): recorded as `squash`,
 #   eval and predict agree; --resize with it refused (train and eval);
 # - --transform, --exif, --dct-scale values are checked.
@@ -131,6 +134,37 @@ grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
 # (predict's top class of every test JPEG is right exactly as often as eval counts), export writes it
 "$bin" inspect "$tmp/crop1.st" >"$tmp/inspect.out" 2>&1
 grep -q "^  data.transform = resize 32$" "$tmp/inspect.out" && pass || fail "inspect: $(grep -i transform "$tmp/inspect.out")"
+# and the training transform (data.train_transform): a resume with another says so in one warning, and trains
+grep -q "^  data.train_transform = resized-crop$" "$tmp/inspect.out" && pass \
+  || fail "inspect: $(grep -i train_transform "$tmp/inspect.out")"
+"$bin" inspect "$tmp/one.st" 2>&1 | grep -q "^  data.train_transform = center$" && pass || fail "inspect one.st: no center"
+"$bin" "${common[@]}" --epochs 3 --devices 2 --resume "$tmp/crop1.st" --save "$tmp/crop-center.st" \
+  >/dev/null 2>"$tmp/crop-center.err" && [[ -s "$tmp/crop-center.st" ]] \
+  && [[ $(grep -c "warning: --resume $tmp/crop1.st: saved with the training transform 'resized-crop', continuing with 'center' (not what an uninterrupted run would do)$" "$tmp/crop-center.err") -eq 1 ]] \
+  && pass || fail "resume with another training transform: $(cat "$tmp/crop-center.err")"
+"$bin" "${common[@]}" --epochs 3 --devices 2 --transform resized-crop --dct-scale off --resume "$tmp/crop1.st" \
+  --save "$tmp/crop-nodct.st" >/dev/null 2>"$tmp/crop-nodct.err" \
+  && grep -q "continuing with 'resized-crop, dct-scale off'" "$tmp/crop-nodct.err" && pass \
+  || fail "resume with --dct-scale off: $(cat "$tmp/crop-nodct.err")"
+"$bin" "${common[@]}" --epochs 3 --devices 2 --transform resized-crop --resume "$tmp/crop1.st" \
+  --save "$tmp/crop-same.st" >/dev/null 2>"$tmp/crop-same.err" && ! grep -q "training transform" "$tmp/crop-same.err" \
+  && pass || fail "resume with the same training transform warned: $(cat "$tmp/crop-same.err")"
+# a file whose data.train_transform is empty or too long: one line naming the key, exit 1
+for value in "" "$(printf 'x%.0s' {1..64})"; do
+  /usr/bin/python3 - "$tmp/crop1.st" "$tmp/bad-tt.st" "$value" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["data.train_transform"] = sys.argv[3]
+t = json.dumps(h).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+EOF
+  out=$("$bin" inspect "$tmp/bad-tt.st" 2>&1 >/dev/null)
+  [[ $? -ne 0 && $(wc -l <<<"$out") -eq 1 && $out == *"metadata 'data.train_transform' is "*", expected 1 to 63 bytes" ]] \
+    && pass || fail "data.train_transform '${value:0:8}...': $out"
+done
 eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
 # the evaluation's batches filled by 1 or 3 loader threads, on 1 or 2 devices: the same count
 for run in "--loader-threads 1 --devices 2" "--loader-threads 3 --devices 1"; do

@@ -82,6 +82,11 @@
  *                           "resize S" (+ ", exif ignore"): Resize(S), then
  *                           CenterCrop to the model's input; written only
  *                           for image folders
+ *   data.train_transform    the training transform of an image folder:
+ *                           "center", "squash" or "resized-crop" (+ ",
+ *                           dct-scale off"); its resize and EXIF setting are
+ *                           data.transform's. Written only for image
+ *                           folders; a resume with another warns
  *   data.holdout            the fraction of each class of an image folder
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.
@@ -171,6 +176,8 @@ typedef struct {
     const char *model_text;
     int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
+    char train_transform[64];   /* data.train_transform: "" (not an image folder, or a file of an older
+                                   dptrain) or the training transform of an image folder */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache

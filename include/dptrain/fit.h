@@ -163,6 +163,8 @@ typedef struct {
     const char *augment_text;      /* the training data's augmentation as --augment wrote it (recorded
                                       in checkpoints; resume warns when it differs); NULL: none */
     const char *transform_text;    /* the data's evaluation transform (checkpoint.h data.transform); NULL: none */
+    const char *train_transform_text; /* an image folder's training transform (checkpoint.h
+                                      data.train_transform; resume warns when it differs); NULL: none */
     const char *holdout_text;      /* the fraction held out as the test split (checkpoint.h data.holdout); a
                                       resume must give the same; NULL: the data's own test split */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */

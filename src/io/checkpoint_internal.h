@@ -20,6 +20,7 @@
 #define DP_CHECKPOINT_MODEL_TEXT_KEY "model_text"
 #define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
 #define DP_CHECKPOINT_HOLDOUT_KEY "data.holdout"
+#define DP_CHECKPOINT_TRAIN_TRANSFORM_KEY "data.train_transform"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 

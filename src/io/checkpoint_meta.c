@@ -221,6 +221,12 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
                            info->transform);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRANSFORM_KEY, info->transform};
     }
+    if (info->train_transform[0]) {
+        if (strspn(info->train_transform, "abcdefghijklmnopqrstuvwxyz-, ") != strlen(info->train_transform))
+            return dp_fail(DP_ERR_ARG, "checkpoint: the training transform '%s' is not lower-case words",
+                           info->train_transform);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRAIN_TRANSFORM_KEY, info->train_transform};
+    }
     if (info->holdout[0]) {
         if (strspn(info->holdout, "0123456789.eE+-") != strlen(info->holdout))
             return dp_fail(DP_ERR_ARG, "checkpoint: the data's hold-out '%s' is not a number", info->holdout);
@@ -476,7 +482,7 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
  * no class names, no convolution algorithm choices, no model file text,
- * nothing frozen. */
+ * nothing frozen, no training transform recorded. */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
@@ -500,6 +506,14 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
                            DP_CHECKPOINT_TRANSFORM_KEY, sizeof info->transform - 1);
         snprintf(info->transform, sizeof info->transform, "%s", transform);
+    }
+    const char *train_transform = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY);
+    if (train_transform) {
+        if (!*train_transform || strlen(train_transform) >= sizeof info->train_transform)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is %s, expected 1 to %zu bytes",
+                           dp_safetensors_path(c->st), DP_CHECKPOINT_TRAIN_TRANSFORM_KEY,
+                           *train_transform ? "too long" : "empty", sizeof info->train_transform - 1);
+        memcpy(info->train_transform, train_transform, strlen(train_transform) + 1);
     }
     const char *holdout = dp_safetensors_meta(c->st, DP_CHECKPOINT_HOLDOUT_KEY);
     if (holdout) {

@@ -258,6 +258,11 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
         warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
              "run would do)", path, saved->augment[0] ? saved->augment : "none",
              run->augment[0] ? run->augment : "none");
+    /* (a file of an older dptrain recorded no training transform: nothing to compare) */
+    if (saved->train_transform[0] && strcmp(saved->train_transform, run->train_transform) != 0)
+        warn(config, ctx, "--resume %s: saved with the training transform '%s', continuing with '%s' (not what an "
+             "uninterrupted run would do)", path, saved->train_transform,
+             run->train_transform[0] ? run->train_transform : "none");
     if (strcmp(saved->transform, run->transform) != 0)
         warn(config, ctx, "--resume %s: saved with the evaluation transform '%s', continuing with '%s'", path,
              saved->transform[0] ? saved->transform : "none", run->transform[0] ? run->transform : "none");
@@ -564,6 +569,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     snprintf(run.augment, sizeof run.augment, "%s",
              config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
     snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
+    snprintf(run.train_transform, sizeof run.train_transform, "%s",
+             config->train_transform_text ? config->train_transform_text : "");
     snprintf(run.holdout, sizeof run.holdout, "%s", config->holdout_text ? config->holdout_text : "");
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
     if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE) {
