@@ -135,6 +135,21 @@ int cmd_eval(int argc, char **argv) {
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
+    if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given */
+        char classes[200] = "";
+        size_t at = 0;
+        for (int i = 0; i < info->num_class_names; i++) { /* the names while they fit, then ", ..." */
+            const char *name = info->class_names[i];
+            if (at + strlen(name) + 8 >= sizeof classes) {
+                snprintf(classes + at, sizeof classes - at, ", ...");
+                break;
+            }
+            at += (size_t)snprintf(classes + at, sizeof classes - at, "%s%s", i ? ", " : ": ", name);
+        }
+        dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one with "
+                "the same class folders, with --data DIR", resume, info->num_class_names, classes);
+        goto done;
+    }
     if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;
     data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
