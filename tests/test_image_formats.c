@@ -150,7 +150,16 @@ static void check_refusals(void) {
         }
     expect_refused("lossless.jpg", jpeg, size, "lossless");
     free(jpeg);
-    expect_refused("text.jpg", (const unsigned char *)"GIF89a....", 10, "not a JPEG, PNG, PGM/PPM or BMP");
+    expect_refused("text.jpg", (const unsigned char *)"GIF8 9a...", 10, "not a JPEG, PNG, PGM/PPM or BMP");
+    /* formats an image folder may hold that dptrain does not read: named */
+    expect_refused("anim.gif", (const unsigned char *)"GIF89a....", 10,
+                   "anim.gif: a GIF image: dptrain reads JPEG, PNG, PGM/PPM and BMP (convert it to one of those)");
+    expect_refused("photo.webp", (const unsigned char *)"RIFF\x24\0\0\0WEBPVP8 ", 16, "a WebP image: dptrain reads");
+    expect_refused("scan.tif", (const unsigned char *)"II*\0\x08\0\0\0", 8, "a TIFF image: dptrain reads");
+    expect_refused("scan.tiff", (const unsigned char *)"MM\0*\0\0\0\x08", 8, "a TIFF image: dptrain reads");
+    expect_refused("phone.heic", (const unsigned char *)"\0\0\0\x18" "ftypheic\0\0\0\0", 16, "a HEIF image: dptrain reads");
+    expect_refused("small.avif", (const unsigned char *)"\0\0\0\x1c" "ftypavif\0\0\0\0", 16, "an AVIF image: dptrain reads");
+    expect_refused("riff.wav", (const unsigned char *)"RIFF\x24\0\0\0WAVEfmt ", 16, "not a JPEG, PNG, PGM/PPM or BMP");
 }
 
 int main(void) {

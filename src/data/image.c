@@ -46,11 +46,30 @@ dp_image_format_t dp_image_sniff(const unsigned char *data, size_t size) {
     return DP_IMAGE_UNKNOWN;
 }
 
+/* "a NAME" of an image format dptrain does not read, by its first bytes
+ * (those torchvision's ImageFolder collects beside JPEG and PNG: a folder
+ * may hold them); NULL: none of them. */
+static const char *unread_format(const unsigned char *data, size_t size) {
+    if (size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) return "a WebP";
+    if (size >= 4 && (memcmp(data, "II*\0", 4) == 0 || memcmp(data, "MM\0*", 4) == 0)) return "a TIFF";
+    if (size >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0)) return "a GIF";
+    if (size >= 12 && memcmp(data + 4, "ftyp", 4) == 0) {
+        if (memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0) return "an AVIF";
+        if (memcmp(data + 8, "heic", 4) == 0 || memcmp(data + 8, "heix", 4) == 0 || memcmp(data + 8, "mif1", 4) == 0)
+            return "a HEIF";
+    }
+    return NULL;
+}
+
 static dp_status_t not_an_image(const unsigned char *data, size_t size, const char *name) {
     if (size == 0) return dp_fail(DP_ERR_FORMAT, "%s: empty file, not an image", name);
     if (size >= 2 && data[0] == 'P' && (data[1] == '1' || data[1] == '4' || data[1] == '7'))
         return dp_fail(DP_ERR_FORMAT, "%s: PBM/PAM (P%c) images are not supported (P2, P3, P5, P6 are)", name,
                        data[1]);
+    const char *format = unread_format(data, size);
+    if (format)
+        return dp_fail(DP_ERR_FORMAT, "%s: %s image: dptrain reads JPEG, PNG, PGM/PPM and BMP (convert it to one "
+                       "of those)", name, format);
     return dp_fail(DP_ERR_FORMAT, "%s: not a JPEG, PNG, PGM/PPM or BMP image (by its first bytes)", name);
 }
 
