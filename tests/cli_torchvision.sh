@@ -141,6 +141,9 @@ tune=(train --data "$tmp/fm" --model "$tmp/lin.cfg" --epochs 1 --batch-size 16 -
 "$bin" "${tune[@]}" --save "$tmp/tuned.st" >"$tmp/tuned.out" 2>&1 && pass || fail "--init: $(tail -2 "$tmp/tuned.out")"
 grep -qx "inputs normalised as $tmp/lin-n.safetensors's were: --normalize 0.3,0.2" "$tmp/tuned.out" && pass \
   || fail "no line saying the file's normalisation applies: $(head -4 "$tmp/tuned.out")"
+# the start line says the weights were imported (not "0 epochs of" a model dptrain never trained)
+grep -qx "initialised from $tmp/lin-n.safetensors (parameters and batch norm statistics of $tmp/lin.cfg, imported weights)" \
+  "$tmp/tuned.out" && pass || fail "the --init line of imported weights: $(grep initialised "$tmp/tuned.out")"
 "$bin" "${tune[@]}" --normalize 0.3,0.2 --save "$tmp/tuned-given.st" >"$tmp/given.out" 2>&1 && pass \
   || fail "--init --normalize: $(tail -2 "$tmp/given.out")"
 ! grep -q "warning" "$tmp/tuned.out" "$tmp/given.out" && pass || fail "warned: $(grep warning "$tmp"/*.out)"

@@ -113,10 +113,11 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * The last eleven are optional when read (an older file: none, none, an
- * epoch's end, no transform, no hold-out, no class names: the data's built-in ones, no
- * algorithm choices: the GPU's own, no model file text: `model` is
- * looked for as --model is, model_file.h, and nothing frozen).
+ * The last twelve are optional when read (an older file: none, none, an
+ * epoch's end, no transform, no training transform, no hold-out, no class
+ * names: the data's built-in ones, no algorithm choices: the GPU's own, no
+ * model file text: `model` is looked for as --model is, model_file.h, and
+ * nothing frozen).
  *
  * A weights-only checkpoint (parameters and buffers from elsewhere, e.g.
  * tools/import_torchvision.py's from a torchvision state_dict) has

@@ -311,9 +311,12 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
     if (status == DP_OK) status = dp_checkpoint_load_init(c, config->model, params, &what);
     if (status == DP_OK) {
         const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
-        int used = snprintf(note, note_size, "initialised from %s (parameters and batch norm statistics, %d epoch%s "
-                            "of %s)", path, saved->epochs_completed, saved->epochs_completed == 1 ? "" : "s",
-                            saved->model);
+        int used = saved->weights_only /* imported (tools/import_torchvision.py): no epochs of dptrain's */
+                       ? snprintf(note, note_size, "initialised from %s (parameters and batch norm statistics of %s, "
+                                  "imported weights)", path, saved->model)
+                       : snprintf(note, note_size, "initialised from %s (parameters and batch norm statistics, %d "
+                                  "epoch%s of %s)", path, saved->epochs_completed,
+                                  saved->epochs_completed == 1 ? "" : "s", saved->model);
         if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
             snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs, the checkpoint's "
                      "%d", what.fresh_head, what.model_outputs, what.file_outputs);
