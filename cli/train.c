@@ -93,9 +93,18 @@ static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
     if (o->image_size) DP_TRY(parse_image_size(o->image_size, &height, &width));
     size_t len;
     const char *source = dp_model_source(*model, &len);
-    if (!source)
+    if (!source) { /* a built-in network: its model file, where one is shipped, is the same network */
+        char file[128];
+        dp_model_t *shipped = NULL;
+        int found = snprintf(file, sizeof file, "%s.cfg", o->model) < (int)sizeof file &&
+                    dp_model_load(file, &shipped) == DP_OK;
+        dp_model_free(shipped);
+        if (found)
+            return dp_fail(DP_ERR_ARG, "train: %s: %s is a built-in network; give its model file, --model %s (the "
+                           "same network, which %s edits)", what, o->model, file, what);
         return dp_fail(DP_ERR_ARG, "train: %s: %s is a built-in network; give a model file (--model FILE, "
                        "docs/model-format.md)", what, o->model);
+    }
     char *text = NULL, *changed = NULL;
     size_t text_len = len;
     dp_status_t status = DP_OK;

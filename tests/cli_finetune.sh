@@ -232,12 +232,13 @@ refused "another freeze on resume" "saved with --freeze conv2,conv1, this run ha
   --model lenet --limit 2000 --optimizer adam --lr 0.002 --resume "$tmp/half.st" \
   --freeze conv1 --epochs 3
 refused "a missing --init file" "$tmp/absent.st" --init "$tmp/absent.st"
-refused "--num-classes of a built-in network" "--num-classes: lenet is a built-in network; give a model file" \
+refused "--num-classes of a built-in network" \
+  "--num-classes: lenet is a built-in network; give its model file, --model lenet.cfg (the same network, which --num-classes edits)" \
   --model lenet --num-classes 12
 refused "--num-classes below the data's classes" "has 5 outputs, fewer than the training data's 10 classes" \
   --model "$src/models/lenet.cfg" --num-classes 5
 printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[flatten]\n' >"$tmp/nohead.cfg"
-refused "--image-size of a built-in network" "--image-size: lenet is a built-in network; give a model file" \
+refused "--image-size of a built-in network" "--image-size: lenet is a built-in network; give its model file, --model lenet.cfg" \
   --model lenet --image-size 32
 refused "--image-size that is not a size" "--image-size: '32x' is not N or HxW" --model "$src/models/lenet.cfg" \
   --image-size 32x
