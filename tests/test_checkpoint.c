@@ -200,6 +200,11 @@ static void test_safetensors_round_trip(void) {
 /* --- corrupt files --------------------------------------------------------------------- */
 static void test_corrupt_files(void) {
     const char *path = testing_tmp_file("corrupt.safetensors");
+    /* no path: one line, not a crash */
+    dp_checkpoint_t *no_file = (dp_checkpoint_t *)&no_file;
+    CHECK(dp_checkpoint_open(NULL, &no_file) == DP_ERR_ARG && no_file == NULL &&
+          strcmp(dp_error_message(), "checkpoint: no path given (NULL)") == 0, "dp_checkpoint_open(NULL): '%s'",
+          dp_error_message());
     /* Every truncation of a valid file is refused. */
     float a[4] = {1, 2, 3, 4};
     dp_st_tensor_t tensors[] = {{"a", 1, {3}, a}, {"b", 1, {1}, a + 3}};

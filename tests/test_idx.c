@@ -289,6 +289,13 @@ static void test_dataset_load(void) {
     st = dp_dataset_load(dir, "t10k", &ds);
     CHECK(st == DP_OK && ds.count == 7, "load plain split: %s", dp_error_message());
     dp_dataset_free(&ds);
+    /* no directory or split: one line, not a crash */
+    st = dp_dataset_load(NULL, "train", &ds);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "dataset: no data directory given (NULL)") == 0 &&
+          ds.count == 0, "dp_dataset_load(NULL, ...): %d '%s'", st, dp_error_message());
+    st = dp_dataset_load(dir, NULL, &ds);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "dataset: no split (train or test) given (NULL)") == 0,
+          "dp_dataset_load(dir, NULL): %d '%s'", st, dp_error_message());
 
     /* Both forms present: the .gz wins (the plain one here is broken). */
     char plain[600];

@@ -492,6 +492,19 @@ static void test_files(void) {
     CHECK(dp_model_load_file("/nonexistent/x.cfg", &m) == DP_ERR_IO && m == NULL, "missing file");
     CHECK(strcmp(dp_error_message(), "/nonexistent/x.cfg: cannot open model file (No such file or directory)") == 0,
           "message: %s", dp_error_message());
+    /* no name: a one-line error, not a crash (a program passing argv[1] without checking argc) */
+    m = (dp_model_t *)&m;
+    CHECK(dp_model_load(NULL, &m) == DP_ERR_ARG && m == NULL &&
+          strcmp(dp_error_message(), "model: no name or path given (NULL)") == 0, "dp_model_load(NULL): %s",
+          dp_error_message());
+    m = (dp_model_t *)&m;
+    CHECK(dp_model_load_file(NULL, &m) == DP_ERR_ARG && m == NULL &&
+          strcmp(dp_error_message(), "model file: no path given (NULL)") == 0, "dp_model_load_file(NULL): %s",
+          dp_error_message());
+    m = (dp_model_t *)&m;
+    CHECK(dp_model_builtin(NULL, &m) == DP_ERR_ARG && m == NULL &&
+          strcmp(dp_error_message(), "built-in model: no name given (NULL)") == 0, "dp_model_builtin(NULL): %s",
+          dp_error_message());
     CHECK(dp_model_load_file(testing_tmpdir(), &m) == DP_ERR_IO, "a directory");
     CHECK(strstr(dp_error_message(), "cannot read model file (Is a directory)") != NULL, "message: %s",
           dp_error_message());

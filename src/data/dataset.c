@@ -165,6 +165,8 @@ static dp_status_t load_idx(const char *dir, const char *split, dp_dataset_t *ou
 dp_status_t dp_dataset_load_with(const char *dir, const char *split,
                                  const dp_dataset_load_options_t *options, dp_dataset_t *out) {
     memset(out, 0, sizeof *out);
+    if (!dir || !split)
+        return dp_fail(DP_ERR_ARG, "dataset: no %s given (NULL)", !dir ? "data directory" : "split (train or test)");
     int test;
     if (strcmp(split, "train") == 0) test = 0;
     else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0) test = 1;

@@ -116,6 +116,7 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
 
 dp_status_t dp_checkpoint_open(const char *path, dp_checkpoint_t **out) {
     *out = NULL;
+    if (!path) return dp_fail(DP_ERR_ARG, "checkpoint: no path given (NULL)");
     dp_checkpoint_t *c = dp_alloc_zeroed(1, sizeof *c, "checkpoint");
     if (!c) return DP_ERR_NOMEM;
     dp_status_t status = dp_safetensors_read(path, &c->st);

@@ -137,6 +137,8 @@ static dp_status_t build_alexnet(dp_model_t *m) {
 dp_status_t dp_model_builtin(const char *name, dp_model_t **out) {
     dp_status_t (*build)(dp_model_t *) = NULL;
     dp_init_kind_t init = DP_INIT_TORCH_DEFAULT;
+    *out = NULL;
+    if (!name) return dp_fail(DP_ERR_ARG, "built-in model: no name given (NULL)");
     if (strcmp(name, "lenet") == 0) {
         build = build_lenet;
         init = DP_INIT_NORMAL;

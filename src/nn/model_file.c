@@ -562,6 +562,7 @@ dp_status_t dp_model_parse(const char *text, size_t len, const char *file_name, 
 
 dp_status_t dp_model_load_file(const char *path, dp_model_t **out) {
     *out = NULL;
+    if (!path) return dp_fail(DP_ERR_ARG, "model file: no path given (NULL)");
     FILE *f = fopen(path, "rb");
     if (!f) return dp_fail(DP_ERR_IO, "%s: cannot open model file (%s)", path, strerror(errno));
     char *text = dp_alloc((size_t)DP_MODEL_FILE_MAX_BYTES + 1, "model file");

@@ -62,6 +62,7 @@ static int model_dirs(char (*dirs)[PATH_MAX]) {
 
 dp_status_t dp_model_load(const char *name_or_path, dp_model_t **out) {
     *out = NULL;
+    if (!name_or_path) return dp_fail(DP_ERR_ARG, "model: no name or path given (NULL)");
     if (access(name_or_path, F_OK) == 0) return dp_model_load_file(name_or_path, out);
     for (int i = 0; dp_builtin_models[i]; i++)
         if (strcmp(dp_builtin_models[i], name_or_path) == 0) return dp_model_builtin(name_or_path, out);
