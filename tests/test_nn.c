@@ -497,7 +497,51 @@ static void test_trainer(void) {
     dp_model_free(m);
 }
 
+/* Configurations a program may get wrong: refused with one line, nothing
+ * made; a device index out of range is NULL and a line, not an abort. */
+static void test_trainer_refusals(void) {
+    dp_model_t *m = NULL;
+    dp_model_builtin("lenet", &m);
+    const dp_trainer_config_t good = {.model = m, .num_devices = 2, .threads_per_device = 1,
+                                      .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}};
+    struct {
+        dp_trainer_config_t config;
+        const char *message;
+    } bad[] = {
+        {{.num_devices = 1, .threads_per_device = 1, .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}},
+         "trainer: no model given (config.model is NULL)"},
+        {good, "trainer: unknown sync kind 7 (expected DP_SYNC_ALLREDUCE or DP_SYNC_PS)"},
+        {good, "trainer: unknown allreduce kind 9 (expected DP_ALLREDUCE_CHUNKED or DP_ALLREDUCE_NAIVE)"},
+        {good, "trainer: world rank 3 of 2 ranks (expected 0 <= rank < size; zeros: one process)"},
+        {good, "trainer: world rank 1 of 0 ranks (expected 0 <= rank < size; zeros: one process)"},
+    };
+    bad[1].config.sync = (dp_sync_kind_t)7;
+    bad[2].config.allreduce = (dp_allreduce_kind_t)9;
+    bad[3].config.world = (dp_world_t){.rank = 3, .size = 2};
+    bad[4].config.world = (dp_world_t){.rank = 1, .size = 0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dp_trainer_t *t = (dp_trainer_t *)&t;
+        dp_status_t st = dp_trainer_new(&bad[i].config, &t);
+        CHECK(st == DP_ERR_ARG && t == NULL && strcmp(dp_error_message(), bad[i].message) == 0,
+              "bad trainer config %zu: status %d '%s', expected '%s'", i, st, dp_error_message(), bad[i].message);
+        if (st == DP_OK) dp_trainer_free(t);
+    }
+    dp_trainer_t *t = NULL;
+    CHECK(dp_trainer_new(&good, &t) == DP_OK, "good config: %s", dp_error_message());
+    if (t) {
+        CHECK(dp_trainer_params(t, 2) == NULL && strcmp(dp_error_message(), "trainer: device 2 of 2 (expected 0..1)") == 0,
+              "dp_trainer_params(t, 2): '%s'", dp_error_message());
+        CHECK(dp_trainer_params(t, -1) == NULL, "dp_trainer_params(t, -1) is not NULL");
+        CHECK(dp_trainer_optimizer(t, 2) == NULL && strcmp(dp_error_message(), "trainer: device 2 of 2 (expected 0..1)") == 0,
+              "dp_trainer_optimizer(t, 2): '%s'", dp_error_message());
+        CHECK(dp_trainer_params(t, 1) != NULL && dp_trainer_optimizer(t, 1) != NULL, "device 1 of 2 refused");
+    }
+    dp_trainer_free(t);
+    dp_model_free(m);
+}
+
 int main(void) {
+    test_trainer_refusals();
     test_param_tables();
     test_build_errors();
     test_init_statistics();

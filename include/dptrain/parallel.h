@@ -173,7 +173,8 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t
  * downloaded from the device by this call: valid until the next
  * dp_trainer_params or dp_trainer_check_replicas call, step or
  * evaluation of this trainer; writing to it changes no replica (use
- * dp_trainer_set_params). Call between steps. */
+ * dp_trainer_set_params). Call between steps. NULL (and a one-line
+ * message) when device is not in 0..num_devices - 1. */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
 /* DP_OK, or the first failure one of the trainer's devices met out of sight
  * of its tasks (backend.h: failure; a GPU's download that failed leaves
@@ -187,7 +188,8 @@ int dp_trainer_num_devices(const dp_trainer_t *trainer);
 void dp_trainer_set_params(dp_trainer_t *trainer, const float *params);
 
 /* Replica d's optimizer (with --sync ps: the server's, whatever d is); every
- * replica's optimizer holds the same state. */
+ * replica's optimizer holds the same state. NULL (and a one-line message)
+ * when device is not in 0..num_devices - 1. */
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *trainer, int device);
 
 /* Sets the learning rate of every replica's optimizer (and the server's):

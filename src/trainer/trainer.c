@@ -155,8 +155,19 @@ static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, 
 
 dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
     *out = NULL;
+    if (!config->model) return dp_fail(DP_ERR_ARG, "trainer: no model given (config.model is NULL)");
     if (config->num_devices < 1)
         return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
+    if (config->sync != DP_SYNC_ALLREDUCE && config->sync != DP_SYNC_PS)
+        return dp_fail(DP_ERR_ARG, "trainer: unknown sync kind %d (expected DP_SYNC_ALLREDUCE or DP_SYNC_PS)",
+                       (int)config->sync);
+    if (config->allreduce != DP_ALLREDUCE_NAIVE && config->allreduce != DP_ALLREDUCE_CHUNKED)
+        return dp_fail(DP_ERR_ARG, "trainer: unknown allreduce kind %d (expected DP_ALLREDUCE_CHUNKED or "
+                       "DP_ALLREDUCE_NAIVE)", (int)config->allreduce);
+    if (config->world.size < 0 || config->world.rank < 0 ||
+        config->world.rank >= (config->world.size > 1 ? config->world.size : 1))
+        return dp_fail(DP_ERR_ARG, "trainer: world rank %d of %d ranks (expected 0 <= rank < size; zeros: one "
+                       "process)", config->world.rank, config->world.size);
     if (config->accumulate < 0)
         return dp_fail(DP_ERR_ARG, "accumulate: micro-batches per step must be >= 1, found %d", config->accumulate);
     if (config->threads_per_device < 1)
@@ -291,6 +302,10 @@ void dp_trainer_set_step_count(dp_trainer_t *t, uint64_t steps) { t->step_count 
  * buffers are brought up to date first, so that what the caller reads (a
  * checkpoint) is the state. */
 dp_optimizer_t *dp_trainer_optimizer(dp_trainer_t *t, int device) {
+    if (device < 0 || device >= t->num_devices) {
+        dp_fail(DP_ERR_ARG, "trainer: device %d of %d (expected 0..%d)", device, t->num_devices, t->num_devices - 1);
+        return NULL;
+    }
     int ps = t->config.sync == DP_SYNC_PS;
     dp_optimizer_t *opt = ps ? t->server_optimizer : t->replicas[device].optimizer;
     const dp_backend_t *be = ps ? t->backend : t->replicas[device].backend; /* the server's is device 0's */
@@ -310,7 +325,10 @@ void dp_trainer_set_params(dp_trainer_t *t, const float *params) {
 }
 
 float *dp_trainer_params(dp_trainer_t *t, int device) {
-    DP_ASSERT(device >= 0 && device < t->num_devices);
+    if (device < 0 || device >= t->num_devices) {
+        dp_fail(DP_ERR_ARG, "trainer: device %d of %d (expected 0..%d)", device, t->num_devices, t->num_devices - 1);
+        return NULL;
+    }
     dp_replica_t *r = &t->replicas[device];
     dp_device_download(r->device, r->host_params, r->params, sizeof(float) * t->num_params);
     return r->host_params;
