@@ -302,6 +302,80 @@ static void test_stops_and_refusals(const world_t *w) {
     dp_trainer_free(t);
 }
 
+/* What a program may get wrong, refused before a step is taken or a file
+ * written: another model than the trainer's, data of another shape, an
+ * output path that cannot be written; and a second dp_fit on a trainer
+ * that has trained (it would train epochs 0.. again at later steps' lr). */
+static void test_library_refusals(const world_t *w) {
+    const char *metrics = testing_tmp_file("refused.jsonl");
+    unlink(metrics);
+    dp_trainer_t *t = new_trainer(w, 0.05f);
+    dp_model_t *other = NULL;
+    dp_model_load("lenet", &other);
+    dp_fit_config_t fc = fit_config(w, t, 0.05);
+    fc.model = other;
+    fc.metrics_path = metrics;
+    seen_t refused = fresh_seen();
+    dp_status_t st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "fit: config.model (lenet) is not the trainer's model "
+          "(lenet): give the model the trainer was made with") == 0, "another model: %d '%s'", st, dp_error_message());
+    dp_model_free(other);
+
+    dp_dataset_t rgb = testing_column_dataset(100, 32, 10, 2, 4, 96, 13);
+    dp_dataset_t rgb3 = {0};
+    uint8_t *px = malloc((size_t)rgb.count * 3 * 32 * 32);
+    for (int i = 0; px && i < rgb.count; i++)
+        for (int c = 0; c < 3; c++) memcpy(px + ((size_t)i * 3 + c) * 1024, rgb.pixels + (size_t)i * 1024, 1024);
+    CHECK(px && dp_dataset_from_memory(&rgb3, rgb.count, 3, 32, 32, 10, px, rgb.labels) == DP_OK, "rgb data: %s",
+          dp_error_message());
+    free(px);
+    fc = fit_config(w, t, 0.05);
+    fc.test_set = &rgb3;
+    fc.metrics_path = metrics;
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "fit: the test data's samples are 3 x 32 x 32 (C x H x W), "
+          "model lenet takes 1 x 28 x 28") == 0, "3x32x32 test data: %d '%s'", st, dp_error_message());
+    dp_dataset_free(&rgb);
+    dp_dataset_free(&rgb3);
+
+    fc = fit_config(w, t, 0.05);
+    fc.metrics_path = metrics;
+    fc.save_path = testing_tmpdir();
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_IO && strstr(dp_error_message(), "fit: save_path ") &&
+          strstr(dp_error_message(), " is a directory (the name of a file to write is expected)"),
+          "save_path a directory: %d '%s'", st, dp_error_message());
+    fc.save_path = "/nonexistent-dptrain-dir/ck.safetensors";
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_IO && strcmp(dp_error_message(), "fit: save_path /nonexistent-dptrain-dir/ck.safetensors: "
+          "directory '/nonexistent-dptrain-dir' is not writable (No such file or directory)") == 0,
+          "save_path in a missing directory: %d '%s'", st, dp_error_message());
+    fc.save_path = NULL;
+    fc.plot_path = "/nonexistent-dptrain-dir/p.svg";
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_IO && strstr(dp_error_message(), "fit: plot_path /nonexistent-dptrain-dir/p.svg: directory"),
+          "plot_path in a missing directory: %d '%s'", st, dp_error_message());
+    CHECK(refused.begins == 0 && refused.num_epochs == 0 && dp_trainer_step_count(t) == 0 &&
+          access(metrics, F_OK) != 0, "a refused dp_fit ran: %d begins, %d epochs, %d steps, metrics written: %d",
+          refused.begins, refused.num_epochs, (int)dp_trainer_step_count(t), access(metrics, F_OK) == 0);
+
+    /* one trainer, one run: the second call is refused, changing nothing */
+    fc = fit_config(w, t, 0.05);
+    fc.epochs = 1;
+    fc.schedule.total_epochs = 1;
+    seen_t once = fresh_seen();
+    CHECK(dp_fit(&fc, on_epoch, &once, NULL) == DP_OK && dp_trainer_step_count(t) == 5, "1 epoch: %s",
+          dp_error_message());
+    fc.metrics_path = metrics;
+    seen_t twice = fresh_seen();
+    st = dp_fit(&fc, on_epoch, &twice, NULL);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "fit: the trainer has taken 5 steps already (an earlier "
+          "dp_fit or dp_trainer_step): a new run needs a new trainer; to continue, resume from a checkpoint "
+          "(resume_path)") == 0 && twice.begins == 0 && dp_trainer_step_count(t) == 5 && access(metrics, F_OK) != 0,
+          "a second dp_fit: %d '%s', %d steps", st, dp_error_message(), (int)dp_trainer_step_count(t));
+    dp_trainer_free(t);
+}
+
 /* A stop request (a SIGTERM handler's): the next step inside an epoch saves
  * and stops; resuming from it gives the straight run's bytes. */
 static void test_stop_request(const world_t *w, const char *straight_ck) {
@@ -382,6 +456,7 @@ int main(void) {
     test_finished(&w, &straight, straight_ck);
     test_resume_refusals(&w, straight_ck);
     test_stops_and_refusals(&w);
+    test_library_refusals(&w);
     test_stop_request(&w, straight_ck);
     test_fault_variable(&w);
     dp_dataset_free(&w.train);

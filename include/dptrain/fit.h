@@ -23,6 +23,14 @@
  * PyTorch Lightning's Trainer.fit are the models; what `dptrain train`
  * prints is built from the callbacks and the result.
  *
+ * Before anything runs, dp_fit refuses (one line) a model that is not
+ * the trainer's (dp_trainer_model), data whose samples are not the
+ * model's input shape, a trainer that has already stepped (an earlier
+ * dp_fit or dp_trainer_step) unless resume_path is given, and (rank 0) a
+ * save, metrics or plot path that is a directory or whose directory is
+ * missing or not writable (DP_ERR_IO). One trainer is one run: a second
+ * dp_fit continues only through resume_path.
+ *
  * Resume (resume_path) restores the parameters into every replica, the
  * optimizer state into every device's optimizer and the step count, and
  * refuses (DP_ERR_ARG, one line naming the `dptrain train` option the field

@@ -51,12 +51,16 @@
  */
 #include "dptrain/fit.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dptrain/batch_loader.h"
 #include "dptrain/checkpoint.h"
@@ -386,7 +390,49 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (strlen(name) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "fit: model name: %zu bytes, checkpoints hold up to %zu", strlen(name),
                        sizeof ((dp_checkpoint_info_t *)0)->model - 1);
-    return dp_lr_schedule_check(&c->schedule);
+    DP_TRY(dp_lr_schedule_check(&c->schedule));
+    /* the trainer runs its own model: another one here would be trained as the trainer's and
+     * saved under this one's name */
+    if (dp_trainer_model(c->trainer) != c->model)
+        return dp_fail(DP_ERR_ARG, "fit: config.model (%s) is not the trainer's model (%s): give the model the "
+                       "trainer was made with", dp_model_name(c->model), dp_model_name(dp_trainer_model(c->trainer)));
+    int mc, mh, mw;
+    dp_model_input_shape(c->model, &mc, &mh, &mw);
+    const dp_source_info_t *sets[2] = {train, dp_batch_source_info(c->test_source)};
+    for (int i = 0; i < 2; i++)
+        if (sets[i]->channels != mc || sets[i]->height != mh || sets[i]->width != mw)
+            return dp_fail(DP_ERR_ARG, "fit: the %s data's samples are %d x %d x %d (C x H x W), model %s takes "
+                           "%d x %d x %d", i ? "test" : "training", sets[i]->channels, sets[i]->height,
+                           sets[i]->width, name, mc, mh, mw);
+    /* a trainer that has stepped carries its parameters, optimizer state and step count
+     * (the schedule's, the dropout masks') into this call: epochs 0.. again at later steps'
+     * learning rates, saved as a checkpoint no resume reproduces */
+    if (dp_trainer_step_count(c->trainer) > 0 && !c->resume_path)
+        return dp_fail(DP_ERR_ARG, "fit: the trainer has taken %" PRIu64 " steps already (an earlier dp_fit or "
+                       "dp_trainer_step): a new run needs a new trainer; to continue, resume from a checkpoint "
+                       "(resume_path)", dp_trainer_step_count(c->trainer));
+    return DP_OK;
+}
+
+/* A file dp_fit writes (rank 0): refused before training when it is a
+ * directory or its directory is not there or not writable, so a run does
+ * not train an epoch to find out (what dptrain train checks of its options). */
+static dp_status_t check_output_path(const char *field, const char *path) {
+    if (!path) return DP_OK;
+    if (!*path) return dp_fail(DP_ERR_ARG, "fit: %s is \"\" (NULL for none)", field);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return dp_fail(DP_ERR_IO, "fit: %s %s is a directory (the name of a file to write is expected)", field, path);
+    char copy[4096];
+    if (strlen(path) >= sizeof copy)
+        return dp_fail(DP_ERR_ARG, "fit: %s: a path of %zu bytes (at most %zu)", field, strlen(path),
+                       sizeof copy - 1);
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK) != 0)
+        return dp_fail(DP_ERR_IO, "fit: %s %s: directory '%s' is not writable (%s)", field, path, dir,
+                       strerror(errno));
+    return DP_OK;
 }
 
 static void tell_step(const dp_fit_config_t *config, void *ctx, dp_fit_event_t event, int epoch, int step,
@@ -532,6 +578,11 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_fit_stop_t stop_state;
     dp_status_t status = check_config(config);
     if (status == DP_OK) status = check_outputs(config, ctx);
+    if (status == DP_OK && config->world.rank == 0) { /* rank 0 alone writes files */
+        const char *fields[3] = {"save_path", "metrics_path", "plot_path"};
+        const char *paths[3] = {config->save_path, config->metrics_path, config->plot_path};
+        for (int i = 0; i < 3 && status == DP_OK; i++) status = check_output_path(fields[i], paths[i]);
+    }
     if (status == DP_OK) status = dp_fit_stop_begin(&stop_state, config);
     if (status != DP_OK) return dp_world_agree(status);
     dp_trainer_t *trainer = config->trainer;
