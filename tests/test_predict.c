@@ -124,7 +124,32 @@ static void check_model(const char *name_or_path) {
     dp_model_free(m);
 }
 
+/* A program's mistakes: one line each, no crash. */
+static void check_refusals(void) {
+    dp_model_t *m = NULL;
+    dp_model_builtin("lenet", &m);
+    float *params = calloc(dp_model_num_params(m), sizeof(float));
+    dp_predictor_t *p = (dp_predictor_t *)&p;
+    CHECK(dp_predictor_new(m, NULL, 1, &p) == DP_ERR_ARG && p == NULL &&
+          strcmp(dp_error_message(), "predict: no parameters given (NULL)") == 0, "NULL params: '%s'",
+          dp_error_message());
+    CHECK(dp_predictor_new(NULL, params, 1, &p) == DP_ERR_ARG && strcmp(dp_error_message(), "predict: no model given "
+          "(NULL)") == 0, "NULL model: '%s'", dp_error_message());
+    CHECK(dp_predictor_new(m, params, 0, &p) == DP_ERR_ARG, "0 devices accepted");
+    CHECK(dp_predictor_new(m, params, 1, &p) == DP_OK, "predictor: %s", dp_error_message());
+    float x[784] = {0}, logits[10];
+    CHECK(dp_predictor_run(p, NULL, 1, logits) == DP_ERR_ARG && strcmp(dp_error_message(), "predict: no inputs given "
+          "(NULL)") == 0, "NULL inputs: '%s'", dp_error_message());
+    CHECK(dp_predictor_run(p, x, 1, NULL) == DP_ERR_ARG && strcmp(dp_error_message(), "predict: no logits buffer "
+          "given (NULL)") == 0, "NULL logits: '%s'", dp_error_message());
+    CHECK(dp_predictor_run(p, x, 0, logits) == DP_ERR_ARG, "0 inputs accepted");
+    dp_predictor_free(p);
+    free(params);
+    dp_model_free(m);
+}
+
 int main(void) {
+    check_refusals();
     check_model("lenet");
     check_model(testing_path("models/tiny_resnet.cfg")); /* batch norm, dropout, residual */
     float logits[4] = {1.0f, 2.0f, 3.0f, 1000.0f}, probs[4];

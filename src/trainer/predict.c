@@ -64,6 +64,8 @@ void dp_predictor_free(dp_predictor_t *p) {
 dp_status_t dp_predictor_new(const dp_model_t *model, const float *params, int num_devices,
                              dp_predictor_t **out) {
     *out = NULL;
+    if (!model || !params)
+        return dp_fail(DP_ERR_ARG, "predict: no %s given (NULL)", !model ? "model" : "parameters");
     if (num_devices < 1) return dp_fail(DP_ERR_ARG, "predict: %d devices (at least 1)", num_devices);
     int forward_live;
     DP_TRY(dp_no_grad_wanted(&forward_live));
@@ -152,6 +154,7 @@ int dp_predictor_last_forwards(const dp_predictor_t *p) {
 
 dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *logits) {
     if (n < 1) return dp_fail(DP_ERR_ARG, "predict: %d inputs (at least 1)", n);
+    if (!x || !logits) return dp_fail(DP_ERR_ARG, "predict: no %s given (NULL)", !x ? "inputs" : "logits buffer");
     int c, h, w;
     dp_model_input_shape(p->model, &c, &h, &w);
     size_t example = (size_t)c * h * w, classes = (size_t)dp_model_num_outputs(p->model);
