@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include "dptrain/checkpoint.h"
@@ -728,6 +729,14 @@ static void test_checkpoint_round_trip(void) {
     const char *path = testing_tmp_file("lenet.safetensors");
     CHECK(dp_checkpoint_save(path, lenet, params, sgd, &info) == DP_OK, "save: %s", dp_error_message());
     CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "temporary file left after a save");
+    /* an optimizer config dp_checkpoint_open would refuse (lr 0: a zeroed info) is not written */
+    const char *unreadable = testing_tmp_file("lr0.safetensors");
+    dp_checkpoint_info_t lr0 = info;
+    lr0.optim.lr = 0.0f;
+    dp_status_t saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &lr0);
+    CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "lr0.safetensors: optimizer: learning rate must be a "
+          "positive number, found 0") && access(unreadable, F_OK) != 0, "optimizer lr 0 saved: %d '%s'", saved,
+          dp_error_message());
 
     dp_checkpoint_t *c = NULL;
     CHECK(dp_checkpoint_open(path, &c) == DP_OK, "open: %s", dp_error_message());

@@ -53,6 +53,8 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const d
     if (opt && dp_optimizer_num_params(opt) < dp_model_num_trainable(model))
         return dp_fail(DP_ERR_ARG, "%s: the optimizer updates %zu floats, model %s has %zu trainable ones", path,
                        dp_optimizer_num_params(opt), dp_model_name(model), dp_model_num_trainable(model));
+    /* what dp_checkpoint_open refuses is not written: a file no reader takes */
+    if (dp_optim_config_check(&info->optim) != DP_OK) return dp_checkpoint_fail_in(DP_ERR_ARG, path, "optimizer");
     if (dp_lr_schedule_check(&info->schedule) != DP_OK) return dp_checkpoint_fail_in(DP_ERR_ARG, path, "lr_schedule");
     if (info->steps_per_epoch < 1)
         return dp_fail(DP_ERR_ARG, "%s: lr_schedule.steps_per_epoch must be >= 1, found 0", path);
