@@ -535,6 +535,19 @@ static void test_trainer_refusals(void) {
         CHECK(dp_trainer_optimizer(t, 2) == NULL && strcmp(dp_error_message(), "trainer: device 2 of 2 (expected 0..1)") == 0,
               "dp_trainer_optimizer(t, 2): '%s'", dp_error_message());
         CHECK(dp_trainer_params(t, 1) != NULL && dp_trainer_optimizer(t, 1) != NULL, "device 1 of 2 refused");
+        /* a batch of another shape than the model's input is refused before a device reads it */
+        static uint8_t pixels[4 * 3 * 28 * 28];
+        static const int32_t labels[4] = {0, 1, 2, 3};
+        dp_batch_t b = {.n = 4, .channels = 3, .height = 28, .width = 28, .pixels = pixels, .labels = labels};
+        dp_status_t st = dp_trainer_step(t, &b, NULL, NULL);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "step: the batch's samples are 3 x 28 x 28 (C x H x W), "
+              "model lenet takes 1 x 28 x 28") == 0, "a 3-channel batch: %d '%s'", st, dp_error_message());
+        b.channels = 1;
+        b.labels = NULL;
+        st = dp_trainer_step(t, &b, NULL, NULL);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "step: the batch has no labels (NULL)") == 0,
+              "a batch without labels: %d '%s'", st, dp_error_message());
+        CHECK(dp_trainer_step_count(t) == 0, "a refused step counted");
     }
     dp_trainer_free(t);
     dp_model_free(m);

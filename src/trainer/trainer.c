@@ -575,6 +575,13 @@ int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
     int k = t->num_devices, n = batch->n;
     if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
+    int mc, mh, mw;
+    dp_model_input_shape(t->model, &mc, &mh, &mw);
+    if (batch->channels != mc || batch->height != mh || batch->width != mw) /* before a device reads its bytes */
+        return dp_fail(DP_ERR_ARG, "step: the batch's samples are %d x %d x %d (C x H x W), model %s takes %d x %d x %d",
+                       batch->channels, batch->height, batch->width, dp_model_name(t->model), mc, mh, mw);
+    if (!batch->pixels || !batch->labels)
+        return dp_fail(DP_ERR_ARG, "step: the batch has no %s (NULL)", !batch->pixels ? "pixels" : "labels");
     int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
     DP_TRY(stage_input(t, batch, micros, 0));
