@@ -299,6 +299,8 @@ static void test_stops_and_refusals(const world_t *w) {
           "epochs 0: '%s'", dp_error_message());
     fc = fit_config(w, NULL, 0.05);
     CHECK(dp_fit(&fc, NULL, NULL, NULL) == DP_ERR_ARG, "no trainer accepted");
+    CHECK(dp_fit(NULL, NULL, NULL, NULL) == DP_ERR_ARG && strcmp(dp_error_message(), "fit: no configuration given "
+          "(NULL)") == 0, "dp_fit(NULL): '%s'", dp_error_message());
     dp_trainer_free(t);
 }
 

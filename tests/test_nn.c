@@ -519,6 +519,10 @@ static void test_trainer_refusals(void) {
     bad[2].config.allreduce = (dp_allreduce_kind_t)9;
     bad[3].config.world = (dp_world_t){.rank = 3, .size = 2};
     bad[4].config.world = (dp_world_t){.rank = 1, .size = 0};
+    dp_trainer_t *none = (dp_trainer_t *)&none;
+    CHECK(dp_trainer_new(NULL, &none) == DP_ERR_ARG && none == NULL &&
+          strcmp(dp_error_message(), "trainer: no configuration given (NULL)") == 0, "dp_trainer_new(NULL): '%s'",
+          dp_error_message());
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         dp_trainer_t *t = (dp_trainer_t *)&t;
         dp_status_t st = dp_trainer_new(&bad[i].config, &t);
@@ -548,6 +552,21 @@ static void test_trainer_refusals(void) {
         CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "step: the batch has no labels (NULL)") == 0,
               "a batch without labels: %d '%s'", st, dp_error_message());
         CHECK(dp_trainer_step_count(t) == 0, "a refused step counted");
+        /* evaluation: no source, or one of another shape */
+        int correct = -1;
+        st = dp_trainer_evaluate(t, NULL, 10, &correct);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "evaluate: no source given (NULL)") == 0,
+              "evaluate without a source: %d '%s'", st, dp_error_message());
+        dp_dataset_t rgb = {0};
+        dp_batch_source_t *source = NULL;
+        CHECK(dp_dataset_from_memory(&rgb, 4, 3, 28, 28, 10, pixels, (const uint8_t *)"\0\1\2\3") == DP_OK &&
+              dp_memory_source_new(&rgb, NULL, 0, &source) == DP_OK, "rgb source: %s", dp_error_message());
+        st = dp_trainer_evaluate(t, source, 10, &correct);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "evaluate: the source's samples are 3 x 28 x 28 "
+              "(C x H x W), model lenet takes 1 x 28 x 28") == 0, "evaluate a 3-channel source: %d '%s'", st,
+              dp_error_message());
+        dp_batch_source_free(source);
+        dp_dataset_free(&rgb);
     }
     dp_trainer_free(t);
     dp_model_free(m);

@@ -131,7 +131,8 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * figures stay on the devices, added to until read, and the step has no
  * host wait of its own on a GPU (a loop that wants figures now and then
  * calls dp_trainer_read_metrics itself: dp_fit does). The batch may be
- * reused once the call returns. */
+ * reused once the call returns. A batch whose samples are not the model's
+ * input shape (dp_model_input_shape) is refused before any device reads it. */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_batch_t *batch, double *loss_sum, int *correct);
 
 /* The positions of a step's batch of n that this rank reads (its shard of
@@ -161,7 +162,8 @@ dp_status_t dp_trainer_read_metrics(dp_trainer_t *trainer, double *loss_sum, int
  * a batch's activations would take more than about 1 GB per device) filled
  * with the source's evaluation transform, each split across all devices of
  * all ranks (the book's exercise 4), every rank filling only its part;
- * every rank gets the total. */
+ * every rank gets the total. A source whose samples are not the model's
+ * input shape is refused (DP_ERR_ARG). */
 dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int *correct);
 /* The same with `threads` loader threads filling the evaluation's batches
  * ahead of the devices (batch_loader.h; 0: on the caller's thread, as

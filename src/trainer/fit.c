@@ -729,6 +729,7 @@ done:
 }
 
 dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result) {
+    if (!config) return dp_fail(DP_ERR_ARG, "fit: no configuration given (NULL)");
     if (config->train_source || config->test_source || !config->train_set || !config->test_set)
         return fit_sources(config, on_epoch, ctx, result);
     /* datasets in memory: sources over them, for this call */

@@ -154,7 +154,9 @@ static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, 
 }
 
 dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
+    if (!out) return dp_fail(DP_ERR_ARG, "trainer: no place for the trainer given (out is NULL)");
     *out = NULL;
+    if (!config) return dp_fail(DP_ERR_ARG, "trainer: no configuration given (NULL)");
     if (!config->model) return dp_fail(DP_ERR_ARG, "trainer: no model given (config.model is NULL)");
     if (config->num_devices < 1)
         return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
@@ -677,6 +679,14 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, dp_batch_source_t *source, int 
 dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
                                         int *correct) {
     if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
+    if (!source || !correct)
+        return dp_fail(DP_ERR_ARG, "evaluate: no %s given (NULL)", !source ? "source" : "place for the count");
+    const dp_source_info_t *info = dp_batch_source_info(source);
+    int mc, mh, mw;
+    dp_model_input_shape(t->model, &mc, &mh, &mw);
+    if (info->channels != mc || info->height != mh || info->width != mw)
+        return dp_fail(DP_ERR_ARG, "evaluate: the source's samples are %d x %d x %d (C x H x W), model %s takes "
+                       "%d x %d x %d", info->channels, info->height, info->width, dp_model_name(t->model), mc, mh, mw);
     /* global batches of eval_batch per device, the source's samples in order */
     const int count = dp_batch_source_info(source)->count;
     long global = (long)eval_batch_cap(t->model, batch_size) * t->num_devices * t->config.world.size;
