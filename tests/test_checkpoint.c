@@ -729,6 +729,15 @@ static void test_checkpoint_round_trip(void) {
     const char *path = testing_tmp_file("lenet.safetensors");
     CHECK(dp_checkpoint_save(path, lenet, params, sgd, &info) == DP_OK, "save: %s", dp_error_message());
     CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "temporary file left after a save");
+    /* no path: one line, not a rename error about a temporary file */
+    {
+        dp_status_t st = dp_checkpoint_save("", lenet, params, NULL, &info);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "checkpoint: no path given (\"\")") == 0,
+              "save to \"\": %d '%s'", st, dp_error_message());
+        st = dp_checkpoint_save(path, lenet, NULL, NULL, &info);
+        CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "lenet.safetensors: no parameters given (NULL)"),
+              "save without parameters: %d '%s'", st, dp_error_message());
+    }
     /* an optimizer config dp_checkpoint_open would refuse (lr 0: a zeroed info) is not written */
     const char *unreadable = testing_tmp_file("lr0.safetensors");
     dp_checkpoint_info_t lr0 = info;

@@ -45,8 +45,11 @@ static void param_tensor(const dp_param_info_t *p, const float *data, const char
 }
 
 /* Refuses what would make a file that cannot be loaded back. */
-static dp_status_t check_save(const char *path, const dp_model_t *model, const dp_optimizer_t *opt,
+static dp_status_t check_save(const char *path, const dp_model_t *model, const float *params, const dp_optimizer_t *opt,
                               const dp_checkpoint_info_t *info) {
+    if (!path || !*path) return dp_fail(DP_ERR_ARG, "checkpoint: no path given (%s)", path ? "\"\"" : "NULL");
+    if (!model || !params || !info)
+        return dp_fail(DP_ERR_ARG, "%s: no %s given (NULL)", path, !model ? "model" : !params ? "parameters" : "info");
     if (opt && dp_optimizer_kind(opt) != info->optim.kind)
         return dp_fail(DP_ERR_ARG, "%s: the checkpoint info says optimizer '%s', the optimizer saved is '%s'",
                        path, dp_optim_kind_name(info->optim.kind), dp_optim_kind_name(dp_optimizer_kind(opt)));
@@ -69,7 +72,7 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const d
 
 dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const float *params,
                                dp_optimizer_t *opt, const dp_checkpoint_info_t *info) {
-    DP_TRY(check_save(path, model, opt, info));
+    DP_TRY(check_save(path, model, params, opt, info));
     int num_params = dp_model_num_param_tensors(model), num_trainable = 0;
     for (int i = 0; i < num_params; i++) num_trainable += trains(dp_model_param(model, i));
     int num_states = opt ? dp_optimizer_num_states(opt) : 0;
