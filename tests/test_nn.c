@@ -371,6 +371,41 @@ static void run_steps(dp_trainer_t *t, const dp_dataset_t *ds, int batch, int st
     dp_loader_free(loader);
 }
 
+/* A step that fails on one device (a label out of range in device 1's
+ * shard) updates nothing and leaves no figures behind: the next good
+ * step's loss and correct count, and the parameters after it, are the bits
+ * of that step alone on a trainer that never failed. */
+static void test_failed_step_figures(void) {
+    dp_model_t *m;
+    dp_model_builtin("lenet", &m);
+    size_t np = dp_model_num_params(m);
+    dp_dataset_t ds = synthetic_dataset(16, 3);
+    int first[8] = {0, 1, 2, 3, 4, 5, 6, 7}, next[8] = {8, 9, 10, 11, 12, 13, 14, 15};
+    dp_trainer_t *failed = make_trainer(m, 2, 0.1f), *clean = make_trainer(m, 2, 0.1f);
+    uint8_t kept = ds.labels[6];
+    ds.labels[6] = 11; /* device 1's half of the first batch */
+    dp_status_t st = testing_step(failed, &ds, first, 8, NULL, NULL);
+    CHECK(st != DP_OK && strstr(dp_error_message(), "label 11"), "a label of 11 in 10 classes: %d '%s'", st,
+          dp_error_message());
+    ds.labels[6] = kept;
+    double loss_failed = 0.0, loss_clean = 0.0;
+    int correct_failed = 0, correct_clean = 0;
+    CHECK(testing_step(failed, &ds, next, 8, &loss_failed, &correct_failed) == DP_OK, "the step after: %s",
+          dp_error_message());
+    CHECK(testing_step(clean, &ds, next, 8, &loss_clean, &correct_clean) == DP_OK, "the clean step: %s",
+          dp_error_message());
+    CHECK(loss_failed == loss_clean && correct_failed == correct_clean,
+          "after a failed step: loss %.9g and %d correct, the step alone %.9g and %d", loss_failed, correct_failed,
+          loss_clean, correct_clean);
+    CHECK(memcmp(dp_trainer_params(failed, 0), dp_trainer_params(clean, 0), sizeof(float) * np) == 0 &&
+              memcmp(dp_trainer_params(failed, 1), dp_trainer_params(clean, 1), sizeof(float) * np) == 0,
+          "after a failed step the parameters are not those of the good step alone");
+    dp_trainer_free(failed);
+    dp_trainer_free(clean);
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+}
+
 static void test_trainer(void) {
     dp_model_t *m;
     dp_model_builtin("lenet", &m);
@@ -574,6 +609,7 @@ static void test_trainer_refusals(void) {
 
 int main(void) {
     test_trainer_refusals();
+    test_failed_step_figures();
     test_param_tables();
     test_build_errors();
     test_init_statistics();

@@ -132,7 +132,11 @@ void dp_split_batch(int n, int k, int d, int *start, int *count);
  * host wait of its own on a GPU (a loop that wants figures now and then
  * calls dp_trainer_read_metrics itself: dp_fit does). The batch may be
  * reused once the call returns. A batch whose samples are not the model's
- * input shape (dp_model_input_shape) is refused before any device reads it. */
+ * input shape (dp_model_input_shape) is refused before any device reads it.
+ * A step that fails on a device (a label out of range) updates nothing and
+ * drops the figures not read yet, its own partial ones and those of earlier
+ * unread steps with them (a loop that goes on after a failed step reads
+ * before each step it may lose). */
 dp_status_t dp_trainer_step(dp_trainer_t *trainer, const dp_batch_t *batch, double *loss_sum, int *correct);
 
 /* The positions of a step's batch of n that this rank reads (its shard of

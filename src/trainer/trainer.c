@@ -588,8 +588,14 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *lo
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
     DP_TRY(stage_input(t, batch, micros, 0));
     int done = 0;
-    if (!t->graph_why) DP_TRY(dp_step_graph_step(t, batch, micros, &done)); /* step_graph.c */
-    if (!done) DP_TRY(dp_trainer_step_devices(t, batch, micros));
+    dp_status_t status = t->graph_why ? DP_OK : dp_step_graph_step(t, batch, micros, &done); /* step_graph.c */
+    if (status == DP_OK && !done) status = dp_trainer_step_devices(t, batch, micros);
+    if (status != DP_OK) { /* the devices that got through added their part: the figures not read are dropped */
+        char message[1024];
+        snprintf(message, sizeof message, "%s", dp_error_message());
+        (void)dp_trainer_read_metrics(t, NULL, NULL, 1);
+        return dp_fail(status, "%s", message);
+    }
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_end(t->replicas[d].profiler));
     /* asked for: this step's figures (and any unread before it) now, one download per backend table */
     return loss_sum || correct ? dp_trainer_read_metrics(t, loss_sum, correct, 1) : DP_OK;
