@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dptrain/profile.h"
@@ -239,6 +240,9 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
 /* Fails unless the directory that will hold `path` exists and is writable,
  * so a bad --metrics or --plot is reported before training, not after. */
 static dp_status_t check_output_path(const char *option, const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return dp_fail(DP_ERR_ARG, "--%s %s: a directory (the name of a file to write is expected)", option, path);
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", path);
     const char *dir = dirname(copy);
