@@ -549,7 +549,12 @@ static void test_trainer_refusals(void) {
         {good, "trainer: unknown allreduce kind 9 (expected DP_ALLREDUCE_CHUNKED or DP_ALLREDUCE_NAIVE)"},
         {good, "trainer: world rank 3 of 2 ranks (expected 0 <= rank < size; zeros: one process)"},
         {good, "trainer: world rank 1 of 0 ranks (expected 0 <= rank < size; zeros: one process)"},
+        {good, "threads per device must be 1 to 1024, found 100000"},
+        {good, "trainer: device_ids[1] is -5 (device numbers are 0 or more)"},
     };
+    static const int negative_ids[2] = {0, -5};
+    bad[5].config.threads_per_device = 100000;
+    bad[6].config.device_ids = negative_ids;
     bad[1].config.sync = (dp_sync_kind_t)7;
     bad[2].config.allreduce = (dp_allreduce_kind_t)9;
     bad[3].config.world = (dp_world_t){.rank = 3, .size = 2};

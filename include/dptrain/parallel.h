@@ -49,11 +49,12 @@ typedef enum {
                           rank 0's server, MPI_Reduce then MPI_Bcast) */
 } dp_sync_kind_t;
 
+#define DP_TRAINER_MAX_THREADS 1024 /* threads_per_device at most (train --threads-per-device's limit) */
 typedef struct {
     const dp_model_t *model; /* not owned; must outlive the trainer */
     int num_devices;         /* replicas, >= 1 */
-    int threads_per_device;  /* BLAS threads each device may use, >= 1 */
-    const int *device_ids;   /* (num_devices) N of "cpu:N", also the core it is pinned to;
+    int threads_per_device;  /* BLAS threads each device may use, 1 to DP_TRAINER_MAX_THREADS */
+    const int *device_ids;   /* (num_devices) N >= 0 of "cpu:N", also the core it is pinned to;
                                 NULL: 0, 1, ..., num_devices - 1 */
     dp_sync_kind_t sync;
     dp_allreduce_kind_t allreduce; /* one process: chunked (DP_ALLREDUCE_RING is its old name) or naive */

@@ -172,9 +172,13 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
                        "process)", config->world.rank, config->world.size);
     if (config->accumulate < 0)
         return dp_fail(DP_ERR_ARG, "accumulate: micro-batches per step must be >= 1, found %d", config->accumulate);
-    if (config->threads_per_device < 1)
-        return dp_fail(DP_ERR_ARG, "threads per device must be >= 1, found %d",
+    if (config->threads_per_device < 1 || config->threads_per_device > DP_TRAINER_MAX_THREADS)
+        return dp_fail(DP_ERR_ARG, "threads per device must be 1 to %d, found %d", DP_TRAINER_MAX_THREADS,
                        config->threads_per_device);
+    for (int d = 0; config->device_ids && d < config->num_devices; d++)
+        if (config->device_ids[d] < 0)
+            return dp_fail(DP_ERR_ARG, "trainer: device_ids[%d] is %d (device numbers are 0 or more)", d,
+                           config->device_ids[d]);
     int liveness, forward_live;
     DP_TRY(grad_liveness(&liveness));
     DP_TRY(dp_no_grad_wanted(&forward_live));
