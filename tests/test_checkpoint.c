@@ -14,6 +14,8 @@
  * - Checkpoint refusals: another model (naming the first mismatching tensor),
  *   an extra tensor, another fingerprint, missing or malformed metadata,
  *   another optimizer kind.
+ * - Text from the file in messages (names, keys, values with a newline):
+ *   one line, escaped, or refused (tests/fuzz_checkpoint.c found one).
  * - Weights-only checkpoints (imported weights): the minimal metadata
  *   loads, the optimizer's state is refused.
  * - Atomic writes: a write that fails (file size limit, missing directory,
@@ -365,7 +367,7 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
-/* Copies `in` to `out` with metadata `key` set to `value` (NULL: dropped)
+/* Copies `in` to `out` with metadata `key` set to `value` (NULL: dropped; added when absent)
  * and, if extra is set, one more tensor of that name. */
 static void rewrite(const char *in, const char *out, const char *key, const char *value, const char *extra) {
     dp_safetensors_t *st;
@@ -386,15 +388,17 @@ static void rewrite(const char *in, const char *out, const char *key, const char
     }
     static const float one = 1.0f;
     if (extra) tensors[count++] = (dp_st_tensor_t){extra, 1, {1}, &one};
-    int m = 0;
+    int m = 0, found = 0;
     for (int i = 0; i < meta_count; i++) {
         dp_st_meta_t kv = dp_safetensors_meta_at(st, i);
         if (strcmp(kv.key, key ? key : "") == 0) {
+            found = 1;
             if (value) meta[m++] = (dp_st_meta_t){kv.key, value};
         } else {
             meta[m++] = kv;
         }
     }
+    if (key && value && !found) meta[m++] = (dp_st_meta_t){key, value}; /* a key the file lacks: added */
     if (dp_safetensors_write(out, tensors, count, meta, m) != DP_OK) exit(2);
     for (int i = 0; i < count; i++) free(data[i]);
     free(data);
@@ -636,6 +640,89 @@ static void test_class_names(void) {
         {"[\"a\"", "data.classes"},
     };
     check_edits_refused(path, "edited_classes.safetensors", "data.classes", wrong, sizeof wrong / sizeof wrong[0]);
+    free(params);
+    dp_model_free(lenet);
+}
+
+/* --- text from the file in messages: one line -------------------------------------------- */
+/* A JSON string may hold any control character ("\n" decodes to a
+ * newline). Found by tests/fuzz_checkpoint.c: metadata 'lr_schedule' of
+ * "constant\n[batchnorm]\nname = bn1\n00000000000001" printed raw made the
+ * message four lines. Names, keys and values are shown escaped (\n, \xNN),
+ * the texts a checkpoint keeps as one line (model, freeze, transforms, ...)
+ * refused on opening and on saving. */
+static void test_control_characters(void) {
+    const char *path = testing_tmp_file("control.safetensors");
+    struct { const char *header; size_t data; const char *part; } raw[] = {
+        {"{\"a\\nb\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+         "tensor 'a\\nb': shape [3] needs 12 bytes"},
+        {"{\"__metadata__\":{\"k\\u0001\":1}}", 0, "__metadata__ 'k\\x01' must be a string"},
+        {"{\"a\\\\\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
+         "4 unused bytes before tensor 'a\\\\'"},
+        {"{\"a\":{\"dtype\":\"F\\n32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype 'F\\n32'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\\ty\":1}}", 8, "unknown key 'x\\ty'"},
+        {"{\"__metadata__\":{\"a\\r\":\"1\",\"a\\r\":\"2\"}}", 0, "duplicate key \"a\\r\""},
+    };
+    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
+        write_raw_file(path, raw[i].header, raw[i].data);
+        char label[64];
+        snprintf(label, sizeof label, "control character case %zu", i);
+        check_read_fails(path, raw[i].part, label);
+    }
+    float *params;
+    dp_checkpoint_info_t info;
+    dp_checkpoint_t *c;
+    dp_model_t *lenet = lenet_saved_without("control_base.safetensors", "data.classes", 5, &params, &info, &c);
+    if (!lenet) return;
+    dp_checkpoint_close(c);
+    char base[4200], edited_path[4200]; /* testing_tmp_file keeps its last 8 results only */
+    snprintf(base, sizeof base, "%s", testing_tmp_file("control_base.safetensors"));
+    snprintf(edited_path, sizeof edited_path, "%s", testing_tmp_file("control_tensor.safetensors"));
+    static const struct { const char *key; edit_case_t edit; } edits[] = {
+        {"lr_schedule", {"constant\n[batchnorm]\nname = bn1\n00000000000001",
+                         "'lr_schedule' is 'constant\\n[batchnorm]\\nname = bn1\\n00000000000001', expected"}},
+        {"model", {"le\nnet", "metadata 'model' is \"le\\nnet\", which holds a control character (byte 0x0a at 2)"}},
+        {"dptrain_version", {"0.1\t", "metadata 'dptrain_version' is \"0.1\\t\", which holds a control character"}},
+        {"data.normalize", {"0.5,\n0.25", "'data.normalize' is \"0.5,\\n0.25\", which holds a control character"}},
+        {"optimizer.states", {"\x7f", "'optimizer.states' is \"\\x7f\", which holds a control character"}},
+        {"model.freeze", {"conv1\n", "'model.freeze' is \"conv1\\n\", which holds a control character"}},
+        {"data.transform", {"resize 32\r", "'data.transform' is \"resize 32\\r\", which holds a control"}},
+        {"data.train_transform", {"center\n", "'data.train_transform' is \"center\\n\", which holds a control"}},
+        {"data.holdout", {"0.1\n", "'data.holdout' is '0.1\\n', expected a fraction"}},
+        {"step_count", {"1\n", "'step_count' is '1\\n', expected a decimal integer"}},
+        {"optimizer.lr", {"0.1\n", "'optimizer.lr' is '0.1\\n', expected a number"}},
+        {"epoch.loss_sums", {"1,2,\n", "'epoch.loss_sums' is '1,2,\\n', expected up to"}},
+        {"data.classes", {"{\n}", "'data.classes' is '{\\n}', expected a JSON array"}},
+        {"weights_only", {"1\n", "'weights_only' is '1\\n', expected 1"}},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++)
+        check_edits_refused(base, "control_edit.safetensors", edits[i].key, &edits[i].edit, 1);
+    /* a tensor name with a newline, which safetensors allows: shown escaped */
+    rewrite(base, edited_path, NULL, NULL, "extra\n.weight");
+    c = NULL;
+    CHECK(dp_checkpoint_open(edited_path, &c) == DP_OK, "open: %s", dp_error_message());
+    if (c) {
+        float *loaded = random_params(lenet, 6);
+        dp_checkpoint_init_t init;
+        for (int init_path = 0; init_path < 2; init_path++) {
+            dp_status_t status = init_path ? dp_checkpoint_load_init(c, lenet, loaded, &init)
+                                           : dp_checkpoint_load_params(c, lenet, loaded);
+            const char *m = dp_error_message();
+            CHECK(status == DP_ERR_FORMAT && strstr(m, "tensor 'extra\\n.weight' is not a parameter") &&
+                  !strchr(m, '\n'), "%s: tensor with a newline: status %d, '%s'", init_path ? "init" : "load",
+                  (int)status, m);
+        }
+        free(loaded);
+        dp_checkpoint_close(c);
+    }
+    /* and a text a checkpoint keeps as one line is not written with one */
+    const char *never = testing_tmp_file("never_control.safetensors");
+    snprintf(info.model, sizeof info.model, "le\nnet");
+    dp_status_t status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+    const char *m = dp_error_message();
+    CHECK(status == DP_ERR_ARG && strstr(m, "model \"le\\nnet\" holds a control character") && !strchr(m, '\n'),
+          "a model name with a newline saved: status %d, '%s'", (int)status, m);
+    CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
     free(params);
     dp_model_free(lenet);
 }
@@ -972,6 +1059,7 @@ int main(void) {
     test_corrupt_files();
     test_checkpoint_round_trip();
     test_class_names();
+    test_control_characters();
     test_conv_algorithms();
     test_optimizer_round_trips();
     test_atomic_writes();

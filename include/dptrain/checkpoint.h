@@ -119,6 +119,12 @@
  * model file text: `model` is looked for as --model is, model_file.h, and
  * nothing frozen).
  *
+ * The values kept as text (model, dptrain_version, optimizer.states,
+ * data.normalize, data.augment, data.transform, data.train_transform,
+ * model.freeze) are one line: a control character in one is refused on
+ * reading (DP_ERR_FORMAT) and on saving (DP_ERR_ARG). Messages show text
+ * from the file (tensor names, values) with control characters escaped.
+ *
  * A weights-only checkpoint (parameters and buffers from elsewhere, e.g.
  * tools/import_torchvision.py's from a torchvision state_dict) has
  *   weights_only            "1"

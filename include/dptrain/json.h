@@ -45,4 +45,16 @@ const dp_json_t *dp_json_get(const dp_json_t *object, const char *key);
 /* "string", "integer", "array", "object" */
 const char *dp_json_kind_name(dp_json_kind_t kind);
 
+/* A string read from a file as a one-line message shows it: its first
+ * DP_JSON_SHOWN_MAX bytes, control characters and DEL written as \n, \t,
+ * \r or \xNN and a backslash as \\, then "..." when it was cut. A JSON
+ * string may hold any of them ("\n" decodes to a newline), which printed
+ * raw would break the message's line. Use: dp_json_show(s).text as a
+ * printf argument. */
+#define DP_JSON_SHOWN_MAX 80
+typedef struct {
+    char text[4 * DP_JSON_SHOWN_MAX + 4];
+} dp_json_shown_t;
+dp_json_shown_t dp_json_show(const char *s);
+
 #endif

@@ -61,6 +61,15 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const f
     if (dp_lr_schedule_check(&info->schedule) != DP_OK) return dp_checkpoint_fail_in(DP_ERR_ARG, path, "lr_schedule");
     if (info->steps_per_epoch < 1)
         return dp_fail(DP_ERR_ARG, "%s: lr_schedule.steps_per_epoch must be >= 1, found 0", path);
+    const struct { const char *key, *text; } lines[] = {
+        {"model", info->model}, {"dptrain_version", info->dptrain_version}, {"data.normalize", info->normalize},
+        {"data.augment", info->augment}, {DP_CHECKPOINT_FREEZE_KEY, info->freeze},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        for (const unsigned char *b = (const unsigned char *)lines[i].text; *b; b++)
+            if (*b < 0x20 || *b == 0x7f)
+                return dp_fail(DP_ERR_ARG, "%s: %s \"%s\" holds a control character: a checkpoint holds one line "
+                               "there", path, lines[i].key, dp_json_show(lines[i].text).text);
     if (info->num_class_names < 0 || (info->num_class_names > 0 && !info->class_names))
         return dp_fail(DP_ERR_ARG, "%s: %d class names given without names", path, info->num_class_names);
     if (dp_checkpoint_check_class_names(info->class_names, info->num_class_names) != DP_OK)
@@ -192,7 +201,7 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
         for (int j = 0; j < num_params && !known; j++) known = strcmp(dp_model_param(model, j)->name, name) == 0;
         if (!known)
             return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' is not a parameter of model %s (the checkpoint is of "
-                           "model %s)", path, name, dp_model_name(model), c->info.model);
+                           "model %s)", path, dp_json_show(name).text, dp_model_name(model), c->info.model);
     }
     if (c->has_fingerprint && c->fingerprint != dp_model_fingerprint(model))
         return dp_fail(DP_ERR_FORMAT, "%s: model_fingerprint %016" PRIx64 " differs from model %s's %016" PRIx64

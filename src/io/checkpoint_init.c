@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dptrain/checkpoint.h"
+#include "dptrain/json.h"
 
 #define OPTIMIZER_PREFIX "optimizer."
 
@@ -87,7 +88,7 @@ dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *
         for (int j = 0; j < count && !known; j++) known = strcmp(dp_model_param(model, j)->name, name) == 0;
         if (!known)
             return dp_fail(DP_ERR_FORMAT, "--init %s: tensor '%s' is not a parameter of model %s (the checkpoint "
-                           "is of model %s)", path, name, dp_model_name(model), saved_model);
+                           "is of model %s)", path, dp_json_show(name).text, dp_model_name(model), saved_model);
     }
     for (int i = 0; i < count; i++) {
         const dp_param_info_t *p = dp_model_param(model, i);

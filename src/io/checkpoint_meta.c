@@ -104,8 +104,9 @@ dp_status_t dp_checkpoint_check_class_names(char *const *names, int count) {
     for (int i = 0; i < count; i++) {
         const char *problem;
         if (!class_name_ok(names[i], &problem))
-            return dp_fail(DP_ERR_ARG, "class %d's name '%.60s' %s: a checkpoint holds class names of 1 to %d "
-                           "bytes of UTF-8 text", i, names[i], problem, DP_CHECKPOINT_MAX_CLASS_NAME);
+            return dp_fail(DP_ERR_ARG, "class %d's name '%s' %s: a checkpoint holds class names of 1 to %d "
+                           "bytes of UTF-8 text", i, dp_json_show(names[i]).text, problem,
+                           DP_CHECKPOINT_MAX_CLASS_NAME);
     }
     return DP_OK;
 }
@@ -253,9 +254,21 @@ static dp_status_t meta_text(const dp_checkpoint_t *c, int key, const char **out
     return DP_OK;
 }
 
+/* A value kept as text (a name, a path, a list): one line, since messages
+ * and the commands print it as it is. */
+static dp_status_t check_one_line(const dp_checkpoint_t *c, const char *key, const char *text) {
+    for (const unsigned char *b = (const unsigned char *)text; *b; b++)
+        if (*b < 0x20 || *b == 0x7f)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is \"%s\", which holds a control character (byte "
+                           "0x%02x at %zu): expected one line of text", dp_safetensors_path(c->st), key,
+                           dp_json_show(text).text, *b, (size_t)(b - (const unsigned char *)text));
+    return DP_OK;
+}
+
 static dp_status_t meta_copy(const dp_checkpoint_t *c, int key, char *out, size_t size) {
     const char *text;
     DP_TRY(meta_text(c, key, &text));
+    DP_TRY(check_one_line(c, meta_keys[key], text));
     if (strlen(text) >= size)
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
                        meta_keys[key], size - 1);
@@ -271,7 +284,7 @@ static dp_status_t meta_u64(const dp_checkpoint_t *c, int key, uint64_t max, uin
     unsigned long long v = strtoull(text, &end, 10);
     if (!(text[0] >= '0' && text[0] <= '9') || *end || errno || v > max)
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer from 0 to %" PRIu64,
-                       dp_safetensors_path(c->st), meta_keys[key], text, max);
+                       dp_safetensors_path(c->st), meta_keys[key], dp_json_show(text).text, max);
     *out = v;
     return DP_OK;
 }
@@ -292,7 +305,7 @@ static dp_status_t meta_number(const dp_checkpoint_t *c, int key, float *f, doub
     double v = f ? (double)strtof(text, &end) : strtod(text, &end);
     if (!text[0] || *end || errno || !isfinite(v))
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number", dp_safetensors_path(c->st),
-                       meta_keys[key], text);
+                       meta_keys[key], dp_json_show(text).text);
     if (f) *f = (float)v;
     else *d = v;
     return DP_OK;
@@ -306,7 +319,7 @@ static dp_status_t meta_kind(const dp_checkpoint_t *c, int key, int (*from_name)
     *out = from_name(text);
     if (*out < 0)
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected %s", dp_safetensors_path(c->st),
-                       meta_keys[key], text, expected);
+                       meta_keys[key], dp_json_show(text).text, expected);
     return DP_OK;
 }
 
@@ -371,7 +384,7 @@ dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c) {
     const char *weights_only = dp_safetensors_meta(c->st, DP_CHECKPOINT_WEIGHTS_ONLY_KEY);
     if (weights_only && strcmp(weights_only, "1") != 0)
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '" DP_CHECKPOINT_WEIGHTS_ONLY_KEY "' is '%s', expected 1 (or "
-                       "no such key)", path, weights_only);
+                       "no such key)", path, dp_json_show(weights_only).text);
     info->weights_only = weights_only != NULL;
     /* a weights-only file (checkpoint.h) may leave out the version and the fingerprint */
     if (!info->weights_only || dp_safetensors_meta(c->st, meta_keys[META_DPTRAIN_VERSION]))
@@ -384,7 +397,7 @@ dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c) {
         c->fingerprint = strtoull(fingerprint, &end, 16);
         if (strlen(fingerprint) != 16 || *end)
             return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
-                           fingerprint);
+                           dp_json_show(fingerprint).text);
     }
     if (info->weights_only) { /* no optimizer, schedule or position: a new run's, never resumed */
         info->optim = (dp_optim_config_t){.kind = DP_OPTIM_SGD};
@@ -431,7 +444,7 @@ static dp_status_t parse_sums(const dp_checkpoint_t *c, int key, double *doubles
     }
 bad:
     return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected up to %d comma-separated numbers",
-                   dp_safetensors_path(c->st), meta_keys[key], text, DP_CHECKPOINT_RANK_SUMS);
+                   dp_safetensors_path(c->st), meta_keys[key], dp_json_show(text).text, DP_CHECKPOINT_RANK_SUMS);
 }
 
 dp_status_t dp_checkpoint_meta_array(const char *path, const char *key, const char *text, const char *items,
@@ -441,7 +454,7 @@ dp_status_t dp_checkpoint_meta_array(const char *path, const char *key, const ch
     if ((*out)->kind == DP_JSON_ARRAY && (*out)->count >= 1) return DP_OK;
     dp_json_free(*out);
     *out = NULL;
-    return dp_fail(DP_ERR_FORMAT, "%s is '%.80s', expected a JSON array of %s", source, text, items);
+    return dp_fail(DP_ERR_FORMAT, "%s is '%s', expected a JSON array of %s", source, dp_json_show(text).text, items);
 }
 
 /* data.classes: a JSON array of 1 or more names, each a class name. */
@@ -505,6 +518,7 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
         if (strlen(transform) >= sizeof info->transform)
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is longer than %zu bytes", dp_safetensors_path(c->st),
                            DP_CHECKPOINT_TRANSFORM_KEY, sizeof info->transform - 1);
+        DP_TRY(check_one_line(c, DP_CHECKPOINT_TRANSFORM_KEY, transform));
         snprintf(info->transform, sizeof info->transform, "%s", transform);
     }
     const char *train_transform = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY);
@@ -513,14 +527,15 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is %s, expected 1 to %zu bytes",
                            dp_safetensors_path(c->st), DP_CHECKPOINT_TRAIN_TRANSFORM_KEY,
                            *train_transform ? "too long" : "empty", sizeof info->train_transform - 1);
+        DP_TRY(check_one_line(c, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY, train_transform));
         memcpy(info->train_transform, train_transform, strlen(train_transform) + 1);
     }
     const char *holdout = dp_safetensors_meta(c->st, DP_CHECKPOINT_HOLDOUT_KEY);
     if (holdout) {
         if (!*holdout || strlen(holdout) >= sizeof info->holdout ||
             strspn(holdout, "0123456789.eE+-") != strlen(holdout))
-            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%.40s', expected a fraction", dp_safetensors_path(c->st),
-                           DP_CHECKPOINT_HOLDOUT_KEY, holdout);
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a fraction", dp_safetensors_path(c->st),
+                           DP_CHECKPOINT_HOLDOUT_KEY, dp_json_show(holdout).text);
         snprintf(info->holdout, sizeof info->holdout, "%s", holdout);
     }
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
@@ -530,7 +545,10 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     if (freeze && (!*freeze || strlen(freeze) >= sizeof info->freeze))
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '" DP_CHECKPOINT_FREEZE_KEY "' is %s, expected 1 to %zu bytes",
                        dp_safetensors_path(c->st), *freeze ? "too long" : "empty", sizeof info->freeze - 1);
-    if (freeze) memcpy(info->freeze, freeze, strlen(freeze) + 1);
+    if (freeze) {
+        DP_TRY(check_one_line(c, DP_CHECKPOINT_FREEZE_KEY, freeze));
+        memcpy(info->freeze, freeze, strlen(freeze) + 1);
+    }
     if (info->loader_batch > 0 && losses == 0)
         return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
                        "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",

@@ -28,6 +28,28 @@ const char *dp_json_kind_name(dp_json_kind_t kind) {
     return "?";
 }
 
+dp_json_shown_t dp_json_show(const char *s) {
+    dp_json_shown_t out;
+    size_t used = 0, i = 0;
+    for (; s[i] && i < DP_JSON_SHOWN_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n' || c == '\t' || c == '\r' || c == '\\') {
+            out.text[used++] = '\\';
+            out.text[used++] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : '\\';
+        } else if (c < 0x20 || c == 0x7f) {
+            used += (size_t)snprintf(out.text + used, sizeof out.text - used, "\\x%02x", c);
+        } else {
+            out.text[used++] = (char)c;
+        }
+    }
+    if (s[i]) {
+        memcpy(out.text + used, "...", 3);
+        used += 3;
+    }
+    out.text[used] = '\0';
+    return out;
+}
+
 /* What is at the parser's position, for messages: 'x', byte 0x01, the end. */
 static const char *describe_here(const parser_t *p, char *buf, size_t size) {
     if (p->pos >= p->len) return "the end of the text";
@@ -248,7 +270,7 @@ static dp_status_t check_unique_keys(const parser_t *p, const dp_json_t *object)
     for (int i = 1; i < object->count && status == DP_OK; i++)
         if (strcmp(refs[i].key, refs[i - 1].key) == 0)
             status = dp_fail(DP_ERR_FORMAT, "%s, byte %zu: duplicate key \"%s\"", p->source,
-                             refs[i].offset, refs[i].key);
+                             refs[i].offset, dp_json_show(refs[i].key).text);
     free(refs);
     return status;
 }

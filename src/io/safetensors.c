@@ -101,16 +101,16 @@ static dp_status_t check_tensors(const char *path, const dp_st_tensor_t *tensors
             return dp_fail(DP_ERR_ARG, "%s: tensor %d has an empty or reserved name '%s'", path, i,
                            t->name ? t->name : "");
         if (t->ndim < 0 || t->ndim > DP_ST_MAX_DIMS)
-            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has %d dims (expected 0 to %d)", path, t->name,
-                           t->ndim, DP_ST_MAX_DIMS);
+            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has %d dims (expected 0 to %d)", path,
+                           dp_json_show(t->name).text, t->ndim, DP_ST_MAX_DIMS);
         for (int d = 0; d < t->ndim; d++)
             if (t->shape[d] < 0)
-                return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has a negative dim", path, t->name);
+                return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has a negative dim", path, dp_json_show(t->name).text);
         if (!t->data && tensor_numel(t) > 0)
-            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has no data", path, t->name);
+            return dp_fail(DP_ERR_ARG, "%s: tensor '%s' has no data", path, dp_json_show(t->name).text);
         for (int j = 0; j < i; j++)
             if (strcmp(tensors[j].name, t->name) == 0)
-                return dp_fail(DP_ERR_ARG, "%s: tensor name '%s' is used twice", path, t->name);
+                return dp_fail(DP_ERR_ARG, "%s: tensor name '%s' is used twice", path, dp_json_show(t->name).text);
     }
     for (int i = 0; i < meta_count; i++)
         if (!meta[i].key || !meta[i].value)
@@ -242,26 +242,27 @@ char *dp_st_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
 /* One tensor entry {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}. */
 static dp_status_t parse_entry(const char *path, const char *name, const dp_json_t *v, size_t data_size,
                                dp_st_entry_t *e, uint64_t *begin, uint64_t *end) {
+    const dp_json_shown_t shown = dp_json_show(name); /* a name may hold "\n": messages show it escaped */
     if (v->kind != DP_JSON_OBJECT)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': expected an object, found %s", path, name,
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': expected an object, found %s", path, shown.text,
                        dp_json_kind_name(v->kind));
     for (int i = 0; i < v->count; i++)
         if (strcmp(v->keys[i], "dtype") && strcmp(v->keys[i], "shape") && strcmp(v->keys[i], "data_offsets"))
             return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': unknown key '%s' (expected dtype, shape, "
-                           "data_offsets)", path, name, v->keys[i]);
+                           "data_offsets)", path, shown.text, dp_json_show(v->keys[i]).text);
     const dp_json_t *dtype = dp_json_get(v, "dtype"), *shape = dp_json_get(v, "shape"),
                     *offsets = dp_json_get(v, "data_offsets");
     const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offsets ? "data_offsets" : NULL;
-    if (missing) return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has no '%s'", path, name, missing);
+    if (missing) return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has no '%s'", path, shown.text, missing);
     if (dtype->kind != DP_JSON_STRING)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': dtype must be a string", path, name);
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': dtype must be a string", path, shown.text);
     if (strcmp(dtype->string, "F32") != 0)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has dtype '%s' (dptrain reads F32 only)", path, name,
-                       dtype->string);
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has dtype '%s' (dptrain reads F32 only)", path, shown.text,
+                       dp_json_show(dtype->string).text);
     if (shape->kind != DP_JSON_ARRAY)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape must be an array", path, name);
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape must be an array", path, shown.text);
     if (shape->count > DP_ST_MAX_DIMS)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has %d dims (dptrain reads up to %d)", path, name,
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s' has %d dims (dptrain reads up to %d)", path, shown.text,
                        shape->count, DP_ST_MAX_DIMS);
     e->name = name;
     e->ndim = shape->count;
@@ -270,7 +271,7 @@ static dp_status_t parse_entry(const char *path, const char *name, const dp_json
     for (int d = 0; d < shape->count; d++) {
         const dp_json_t *dim = &shape->items[d];
         if (dim->kind != DP_JSON_INTEGER || dim->integer < 0)
-            return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape[%d] must be an integer >= 0", path, name, d);
+            return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape[%d] must be an integer >= 0", path, shown.text, d);
         e->shape[d] = dim->integer;
         if (dim->integer != 0 && numel > UINT64_MAX / 4 / (uint64_t)dim->integer) overflow = 1;
         else numel *= (uint64_t)dim->integer;
@@ -279,21 +280,21 @@ static dp_status_t parse_entry(const char *path, const char *name, const dp_json
         offsets->items[1].kind != DP_JSON_INTEGER || offsets->items[0].integer < 0 ||
         offsets->items[1].integer < offsets->items[0].integer)
         return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': data_offsets must be [begin, end] with "
-                       "0 <= begin <= end", path, name);
+                       "0 <= begin <= end", path, shown.text);
     *begin = (uint64_t)offsets->items[0].integer;
     *end = (uint64_t)offsets->items[1].integer;
     char shape_text[200];
     dp_st_shape_str(shape_text, sizeof shape_text, e->ndim, e->shape);
     if (overflow)
-        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape %s has more than 2^62 elements", path, name,
+        return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape %s has more than 2^62 elements", path, shown.text,
                        shape_text);
     if (numel * 4 != *end - *begin)
         return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': shape %s needs %" PRIu64 " bytes of F32, data_offsets "
-                       "[%" PRIu64 ", %" PRIu64 "] hold %" PRIu64, path, name, shape_text, numel * 4,
+                       "[%" PRIu64 ", %" PRIu64 "] hold %" PRIu64, path, shown.text, shape_text, numel * 4,
                        *begin, *end, *end - *begin);
     if (*end > data_size)
         return dp_fail(DP_ERR_FORMAT, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] go past "
-                       "the end of the data (%zu bytes): the file is truncated or corrupt", path, name,
+                       "the end of the data (%zu bytes): the file is truncated or corrupt", path, shown.text,
                        *begin, *end, data_size);
     e->numel = (size_t)numel;
     return DP_OK;
@@ -320,11 +321,12 @@ static dp_status_t check_tiling(const char *path, const dp_st_entry_t *entries, 
         const span_t *s = &spans[i];
         if (s->begin < expected)
             return dp_fail(DP_ERR_FORMAT, "%s: tensors '%s' [%" PRIu64 ", %" PRIu64 ") and '%s' [%" PRIu64
-                           ", %" PRIu64 ") overlap", path, entries[spans[i - 1].index].name, spans[i - 1].begin,
-                           spans[i - 1].end, entries[s->index].name, s->begin, s->end);
+                           ", %" PRIu64 ") overlap", path, dp_json_show(entries[spans[i - 1].index].name).text,
+                           spans[i - 1].begin, spans[i - 1].end, dp_json_show(entries[s->index].name).text, s->begin,
+                           s->end);
         if (s->begin > expected)
             return dp_fail(DP_ERR_FORMAT, "%s: %" PRIu64 " unused bytes before tensor '%s' (data offset %"
-                           PRIu64 ")", path, s->begin - expected, entries[s->index].name, expected);
+                           PRIu64 ")", path, s->begin - expected, dp_json_show(entries[s->index].name).text, expected);
         expected = s->end;
     }
     if (expected != data_size)
@@ -341,7 +343,8 @@ static dp_status_t parse_metadata(const char *path, const dp_json_t *v, dp_safet
     if (!st->meta) return DP_ERR_NOMEM;
     for (int i = 0; i < v->count; i++) {
         if (v->items[i].kind != DP_JSON_STRING)
-            return dp_fail(DP_ERR_FORMAT, "%s: __metadata__ '%s' must be a string, found %s", path, v->keys[i],
+            return dp_fail(DP_ERR_FORMAT, "%s: __metadata__ '%s' must be a string, found %s", path,
+                           dp_json_show(v->keys[i]).text,
                            dp_json_kind_name(v->items[i].kind));
         st->meta[i] = (dp_st_meta_t){v->keys[i], v->items[i].string};
     }
