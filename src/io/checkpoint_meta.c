@@ -303,7 +303,7 @@ static dp_status_t meta_number(const dp_checkpoint_t *c, int key, float *f, doub
     char *end;
     errno = 0;
     double v = f ? (double)strtof(text, &end) : strtod(text, &end);
-    if (!text[0] || *end || errno || !isfinite(v))
+    if (!text[0] || strchr(" \t\n\v\f\r+", text[0]) || *end || errno || !isfinite(v)) /* as %.9g / %.17g write it */
         return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number", dp_safetensors_path(c->st),
                        meta_keys[key], dp_json_show(text).text);
     if (f) *f = (float)v;
@@ -395,7 +395,7 @@ dp_status_t dp_checkpoint_parse_meta(dp_checkpoint_t *c) {
         DP_TRY(meta_text(c, META_FINGERPRINT, &fingerprint));
         char *end;
         c->fingerprint = strtoull(fingerprint, &end, 16);
-        if (strlen(fingerprint) != 16 || *end)
+        if (strlen(fingerprint) != 16 || strspn(fingerprint, "0123456789abcdefABCDEF") != 16 || *end)
             return dp_fail(DP_ERR_FORMAT, "%s: metadata 'model_fingerprint' is '%s', expected 16 hex digits", path,
                            dp_json_show(fingerprint).text);
     }
@@ -428,7 +428,7 @@ static dp_status_t parse_sums(const dp_checkpoint_t *c, int key, double *doubles
     for (;;) {
         char *end;
         errno = 0;
-        if (*count == DP_CHECKPOINT_RANK_SUMS) goto bad;
+        if (*count == DP_CHECKPOINT_RANK_SUMS || !*p || strchr(" \t\n\v\f\r+", *p)) goto bad; /* as written */
         if (doubles) {
             doubles[*count] = strtod(p, &end);
         } else {
