@@ -2,7 +2,8 @@
  * and dptrain checkpoints.
  *
  * - JSON: valid texts give the expected tree; each kind of bad text fails
- *   with a one-line message naming the byte offset.
+ *   with a one-line message naming the byte offset; at most
+ *   DP_JSON_MAX_VALUES values.
  * - Round trip: a model's parameters (and an optimizer's state, when an
  *   optimizer with state is built) written and read back bit for bit, with
  *   every metadata field; the writer is deterministic and 8-byte aligned.
@@ -123,6 +124,25 @@ static void test_json(void) {
         CHECK(status == DP_ERR_FORMAT && v == NULL, "bad JSON %zu '%s' accepted", i, bad[i].text);
         CHECK(strncmp(m, "hdr, byte ", 10) == 0 && strstr(m, bad[i].part) && !strchr(m, '\n'),
               "bad JSON %zu '%s': message '%s' lacks '%s'", i, bad[i].text, m, bad[i].part);
+    }
+    /* At most DP_JSON_MAX_VALUES values: a 90 MB header "[0,0,...]" took
+     * 2.5 GB of dp_json_t before it was refused for its dims. */
+    size_t items = DP_JSON_MAX_VALUES - 1; /* and the array: the limit */
+    char *many = malloc(2 * items + 8);
+    if (many) {
+        size_t used = 0;
+        many[used++] = '[';
+        for (size_t i = 0; i < items; i++) many[used++] = '0', many[used++] = ',';
+        many[used - 1] = ']';
+        CHECK(dp_json_parse(many, used, "t", &v) == DP_OK && v->count == (int)items, "%zu values refused: %s",
+              items + 1, dp_error_message());
+        dp_json_free(v);
+        memcpy(many + used - 1, ",0]", 3);
+        v = (dp_json_t *)1;
+        dp_status_t status = dp_json_parse(many, used + 2, "hdr", &v);
+        CHECK(status == DP_ERR_FORMAT && !v && strstr(dp_error_message(), "hdr, byte 2097151: more than 1048576 values"),
+              "%zu values: status %d, '%s'", items + 2, (int)status, dp_error_message());
+        free(many);
     }
     /* A NUL byte inside the text is not the end of it. */
     const char with_nul[] = "[\"a\0b\"]";

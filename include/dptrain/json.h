@@ -5,7 +5,10 @@
  * or an exponent are refused with a message saying so. Strictness beyond the
  * RFC: duplicate keys in an object are an error, strings must be valid UTF-8
  * and may not contain NUL (raw or as \u0000), nesting is at most
- * DP_JSON_MAX_DEPTH deep. Only whitespace may follow the top-level value.
+ * DP_JSON_MAX_DEPTH deep, at most DP_JSON_MAX_VALUES values in all (each
+ * takes sizeof(dp_json_t), 56 bytes, for as little as 2 bytes of text: a
+ * 90 MB header of "0," took 2.5 GB before this limit). Only whitespace may
+ * follow the top-level value.
  *
  * Errors are one line: "SOURCE, byte N: what was expected, what was found",
  * where SOURCE is the caller's label (e.g. "a.safetensors: JSON header") and
@@ -20,6 +23,9 @@
 #include "dptrain/status.h"
 
 #define DP_JSON_MAX_DEPTH 32
+/* 2^20: a checkpoint of N tensors has about 10 N values (ResNet-50 with
+ * Adam's state: about 600 tensors, 6,000 values, an estimate). */
+#define DP_JSON_MAX_VALUES (1 << 20)
 
 typedef enum { DP_JSON_STRING, DP_JSON_INTEGER, DP_JSON_ARRAY, DP_JSON_OBJECT } dp_json_kind_t;
 

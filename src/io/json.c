@@ -11,11 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(DP_JSON_MAX_VALUES == 1048576, "the message below names the limit");
+
 typedef struct {
     const unsigned char *text;
     size_t len, pos;
     const char *source;
     int depth;
+    size_t values; /* parsed so far, at most DP_JSON_MAX_VALUES */
 } parser_t;
 
 const char *dp_json_kind_name(dp_json_kind_t kind) {
@@ -329,6 +332,8 @@ static dp_status_t parse_value(parser_t *p, dp_json_t *v) {
     skip_whitespace(p);
     v->offset = p->pos;
     if (p->pos >= p->len) return fail_expected(p, "a value");
+    if (++p->values > DP_JSON_MAX_VALUES)
+        return fail_at(p, p->pos, "more than 1048576 values (DP_JSON_MAX_VALUES), far more than a file header holds");
     unsigned char c = p->text[p->pos];
     if (c == '{' || c == '[') return parse_container(p, v);
     if (c == '"') {
@@ -347,7 +352,7 @@ static dp_status_t parse_value(parser_t *p, dp_json_t *v) {
 
 dp_status_t dp_json_parse(const char *text, size_t len, const char *source, dp_json_t **out) {
     *out = NULL;
-    parser_t p = {(const unsigned char *)text, len, 0, source, 0};
+    parser_t p = {(const unsigned char *)text, len, 0, source, 0, 0};
     dp_json_t *root = dp_alloc_zeroed(1, sizeof *root, "JSON value");
     if (!root) return DP_ERR_NOMEM;
     dp_status_t status = parse_value(&p, root);
