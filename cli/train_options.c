@@ -5,16 +5,13 @@
  * one would do nothing), the folders of the output files; and the learning
  * rate's default, the optimizer's own. train.c runs what they describe.
  */
-#include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "dptrain/io.h"
 #include "dptrain/profile.h"
 #include "options.h"
 #include "train.h"
@@ -240,16 +237,9 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
 /* Fails unless the directory that will hold `path` exists and is writable,
  * so a bad --metrics or --plot is reported before training, not after. */
 static dp_status_t check_output_path(const char *option, const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return dp_fail(DP_ERR_ARG, "--%s %s: a directory (the name of a file to write is expected)", option, path);
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", path);
-    const char *dir = dirname(copy);
-    if (access(dir, W_OK) != 0)
-        return dp_fail(DP_ERR_IO, "--%s %s: directory '%s' is not writable (%s)", option, path, dir,
-                       strerror(errno));
-    return DP_OK;
+    char what[32];
+    snprintf(what, sizeof what, "--%s", option);
+    return dp_file_check_writable(what, path);
 }
 
 /* --plot writes SVG: a name that says another format is refused (an image

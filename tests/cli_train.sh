@@ -159,8 +159,8 @@ expect_error "batch-size 2 is smaller than the number of devices \(3\)" "${small
 expect_error "$tmp/nowhere" train --data "$tmp/nowhere" --epochs 1
 expect_error "directory '$tmp/nodir' is not writable" "${small[@]}" --metrics "$tmp/nodir/m.jsonl"
 # a directory where a file is to be written: said before training, naming the option
-expect_error "^dptrain: --save $tmp: a directory \(the name of a file to write is expected\)$" "${small[@]}" --save "$tmp"
-expect_error "--metrics $tmp: a directory" "${small[@]}" --metrics "$tmp"
+expect_error "^dptrain: --save $tmp is a directory \(the name of a file to write is expected\)$" "${small[@]}" --save "$tmp"
+expect_error "--metrics $tmp is a directory" "${small[@]}" --metrics "$tmp"
 [[ ! -e "$tmp/nodir" ]] && pass || fail "a bad --metrics path created something"
 
 # Typos get the closest option, in every command that parses options.

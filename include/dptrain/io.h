@@ -57,6 +57,11 @@ dp_status_t dp_plot_write_svg(const char *path, const dp_epoch_stats_t *stats, i
 /* Writes `tmp`'s content to `path` atomically: fflush, fsync, fclose, rename.
  * Closes `tmp` in every case; on failure removes the temporary file. */
 dp_status_t dp_file_commit(FILE *tmp, const char *tmp_path, const char *path);
+/* Before a run writes `path` (a checkpoint, metrics, a plot): DP_OK, or
+ * DP_ERR_IO with one line starting "WHAT PATH" (what: the option or field
+ * that named it) when it is a directory or its directory is missing or not
+ * writable; DP_ERR_ARG for an empty path or one of 4096 bytes or more. */
+dp_status_t dp_file_check_writable(const char *what, const char *path);
 /* Opens a temporary file next to `path` for dp_file_commit; tmp_path gets its name. */
 dp_status_t dp_file_begin(const char *path, char *tmp_path, size_t tmp_size, FILE **out);
 

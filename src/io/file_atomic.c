@@ -9,6 +9,8 @@
  * the status is DP_ERR_IO with a message naming the target path and the
  * cause: the errno of the first write, flush, fsync, close or rename that
  * failed ("No space left on device"), not a generic one.
+ * dp_file_check_writable says beforehand whether a path can be written
+ * there (dp_fit and `dptrain train` check their outputs with it).
  *
  * The stream is stdio over the file descriptor through fopencookie, whose
  * write function records the errno of the first failing write(2): stdio
@@ -37,6 +39,21 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+dp_status_t dp_file_check_writable(const char *what, const char *path) {
+    char copy[4096];
+    if (!*path) return dp_fail(DP_ERR_ARG, "%s is \"\" (no file named)", what);
+    if (strlen(path) >= sizeof copy)
+        return dp_fail(DP_ERR_ARG, "%s: a path of %zu bytes (at most %zu)", what, strlen(path), sizeof copy - 1);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return dp_fail(DP_ERR_IO, "%s %s is a directory (the name of a file to write is expected)", what, path);
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK) != 0)
+        return dp_fail(DP_ERR_IO, "%s %s: directory '%s' is not writable (%s)", what, path, dir, strerror(errno));
+    return DP_OK;
+}
 
 /* An open temporary file: its descriptor and the first write's errno. */
 typedef struct atomic_file {

@@ -51,20 +51,17 @@
  */
 #include "dptrain/fit.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dptrain/batch_loader.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
+#include "dptrain/io.h"
 #include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
@@ -420,19 +417,9 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
 static dp_status_t check_output_path(const char *field, const char *path) {
     if (!path) return DP_OK;
     if (!*path) return dp_fail(DP_ERR_ARG, "fit: %s is \"\" (NULL for none)", field);
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return dp_fail(DP_ERR_IO, "fit: %s %s is a directory (the name of a file to write is expected)", field, path);
-    char copy[4096];
-    if (strlen(path) >= sizeof copy)
-        return dp_fail(DP_ERR_ARG, "fit: %s: a path of %zu bytes (at most %zu)", field, strlen(path),
-                       sizeof copy - 1);
-    snprintf(copy, sizeof copy, "%s", path);
-    const char *dir = dirname(copy);
-    if (access(dir, W_OK) != 0)
-        return dp_fail(DP_ERR_IO, "fit: %s %s: directory '%s' is not writable (%s)", field, path, dir,
-                       strerror(errno));
-    return DP_OK;
+    char what[64];
+    snprintf(what, sizeof what, "fit: %s", field);
+    return dp_file_check_writable(what, path);
 }
 
 static void tell_step(const dp_fit_config_t *config, void *ctx, dp_fit_event_t event, int epoch, int step,
