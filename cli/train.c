@@ -219,6 +219,16 @@ static dp_status_t check_batch(const train_options_t *o, int devices_in_world, i
                    train_count);
 }
 
+/* The run's devices: --devices, or the default (every GPU, else a CPU
+ * device per core: *note says which and why), with their settings. */
+static dp_status_t train_devices(train_options_t *o, int *device_ids, int *num_devices,
+                                 const dp_backend_t **backends, char *note, size_t note_size) {
+    note[0] = '\0';
+    if (o->devices) DP_TRY(cli_parse_devices("train", o->devices, device_ids, num_devices, backends));
+    else DP_TRY(cli_default_devices(device_ids, num_devices, backends, note, note_size));
+    return device_settings(backends, device_ids, *num_devices, o, o->winograd);
+}
+
 static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
     train_options_t o;
     train_settings_t set;
@@ -253,14 +263,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     int device_ids[MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backends[MAX_DEVICES];
     char devices_note[256];
-    devices_note[0] = '\0';
-    if (o.devices) {
-        if ((status = cli_parse_devices("train", o.devices, device_ids, &num_devices, backends)) != DP_OK) goto done;
-    } else if ((status = cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) !=
-               DP_OK) {
+    if ((status = train_devices(&o, device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
         goto done;
-    }
-    if ((status = device_settings(backends, device_ids, num_devices, &o, o.winograd)) != DP_OK) goto done;
     char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
     train_saved_t saved; /* the --init or --resume checkpoint's freeze list and normalisation */
     if ((status = train_read_saved(&o, &saved)) != DP_OK) goto done;

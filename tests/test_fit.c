@@ -347,6 +347,10 @@ static void test_library_refusals(const world_t *w) {
     CHECK(st == DP_ERR_IO && strstr(dp_error_message(), "fit: save_path ") &&
           strstr(dp_error_message(), " is a directory (the name of a file to write is expected)"),
           "save_path a directory: %d '%s'", st, dp_error_message());
+    fc.save_path = "";
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "fit: save_path is \"\" (no file named)") == 0,
+          "save_path \"\": %d '%s'", st, dp_error_message());
     fc.save_path = "/nonexistent-dptrain-dir/ck.safetensors";
     st = dp_fit(&fc, on_epoch, &refused, NULL);
     CHECK(st == DP_ERR_IO && strcmp(dp_error_message(), "fit: save_path /nonexistent-dptrain-dir/ck.safetensors: "

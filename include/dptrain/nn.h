@@ -119,6 +119,10 @@ const char *dp_model_name(const dp_model_t *m);
  * class), else "" there. */
 dp_status_t dp_model_check_classes(const dp_model_t *m, const char *name, int classes, const char *data,
                                    char *warning, size_t size);
+/* Samples of (c, h, w) against the model's input: DP_ERR_ARG, one line
+ * "WHAT samples are C x H x W (C x H x W), model NAME takes ..." when they
+ * differ (what: "step: the batch's"; name names the model). */
+dp_status_t dp_model_check_input(const dp_model_t *m, const char *name, const char *what, int c, int h, int w);
 /* The model file's text the model was built from (model_file.h:
  * dp_model_parse, dp_model_load_file, dp_model_load of a file),
  * NUL-terminated, its length in *len (len may be NULL); NULL (and 0) for a

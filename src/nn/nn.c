@@ -124,6 +124,13 @@ dp_status_t dp_model_check_classes(const dp_model_t *m, const char *name, int cl
     return DP_OK;
 }
 
+dp_status_t dp_model_check_input(const dp_model_t *m, const char *name, const char *what, int c, int h, int w) {
+    const int *in = m->in_shape;
+    if (c == in[0] && h == in[1] && w == in[2]) return DP_OK;
+    return dp_fail(DP_ERR_ARG, "%s samples are %d x %d x %d (C x H x W), model %s takes %d x %d x %d", what, c, h, w,
+                   name, in[0], in[1], in[2]);
+}
+
 dp_status_t dp_model_set_source(dp_model_t *m, const char *text, size_t len) {
     char *copy = dp_alloc(len + 1, "model file text");
     if (!copy) return DP_ERR_NOMEM;

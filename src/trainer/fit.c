@@ -393,14 +393,10 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (dp_trainer_model(c->trainer) != c->model)
         return dp_fail(DP_ERR_ARG, "fit: config.model (%s) is not the trainer's model (%s): give the model the "
                        "trainer was made with", dp_model_name(c->model), dp_model_name(dp_trainer_model(c->trainer)));
-    int mc, mh, mw;
-    dp_model_input_shape(c->model, &mc, &mh, &mw);
-    const dp_source_info_t *sets[2] = {train, dp_batch_source_info(c->test_source)};
-    for (int i = 0; i < 2; i++)
-        if (sets[i]->channels != mc || sets[i]->height != mh || sets[i]->width != mw)
-            return dp_fail(DP_ERR_ARG, "fit: the %s data's samples are %d x %d x %d (C x H x W), model %s takes "
-                           "%d x %d x %d", i ? "test" : "training", sets[i]->channels, sets[i]->height,
-                           sets[i]->width, name, mc, mh, mw);
+    const dp_source_info_t *test = dp_batch_source_info(c->test_source);
+    DP_TRY(dp_model_check_input(c->model, name, "fit: the training data's", train->channels, train->height,
+                                train->width));
+    DP_TRY(dp_model_check_input(c->model, name, "fit: the test data's", test->channels, test->height, test->width));
     /* a trainer that has stepped carries its parameters, optimizer state and step count
      * (the schedule's, the dropout masks') into this call: epochs 0.. again at later steps'
      * learning rates, saved as a checkpoint no resume reproduces */
@@ -416,7 +412,6 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
  * not train an epoch to find out (what dptrain train checks of its options). */
 static dp_status_t check_output_path(const char *field, const char *path) {
     if (!path) return DP_OK;
-    if (!*path) return dp_fail(DP_ERR_ARG, "fit: %s is \"\" (NULL for none)", field);
     char what[64];
     snprintf(what, sizeof what, "fit: %s", field);
     return dp_file_check_writable(what, path);

@@ -581,11 +581,9 @@ int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
     int k = t->num_devices, n = batch->n;
     if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
-    int mc, mh, mw;
-    dp_model_input_shape(t->model, &mc, &mh, &mw);
-    if (batch->channels != mc || batch->height != mh || batch->width != mw) /* before a device reads its bytes */
-        return dp_fail(DP_ERR_ARG, "step: the batch's samples are %d x %d x %d (C x H x W), model %s takes %d x %d x %d",
-                       batch->channels, batch->height, batch->width, dp_model_name(t->model), mc, mh, mw);
+    /* before a device reads its bytes */
+    DP_TRY(dp_model_check_input(t->model, dp_model_name(t->model), "step: the batch's", batch->channels,
+                                batch->height, batch->width));
     if (!batch->pixels || !batch->labels)
         return dp_fail(DP_ERR_ARG, "step: the batch has no %s (NULL)", !batch->pixels ? "pixels" : "labels");
     int micros = step_micros(t, n);
@@ -692,11 +690,8 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *sour
     if (!source || !correct)
         return dp_fail(DP_ERR_ARG, "evaluate: no %s given (NULL)", !source ? "source" : "place for the count");
     const dp_source_info_t *info = dp_batch_source_info(source);
-    int mc, mh, mw;
-    dp_model_input_shape(t->model, &mc, &mh, &mw);
-    if (info->channels != mc || info->height != mh || info->width != mw)
-        return dp_fail(DP_ERR_ARG, "evaluate: the source's samples are %d x %d x %d (C x H x W), model %s takes "
-                       "%d x %d x %d", info->channels, info->height, info->width, dp_model_name(t->model), mc, mh, mw);
+    DP_TRY(dp_model_check_input(t->model, dp_model_name(t->model), "evaluate: the source's", info->channels,
+                                info->height, info->width));
     /* global batches of eval_batch per device, the source's samples in order */
     const int count = dp_batch_source_info(source)->count;
     long global = (long)eval_batch_cap(t->model, batch_size) * t->num_devices * t->config.world.size;
