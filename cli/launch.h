@@ -52,7 +52,8 @@ dp_status_t launch_parse_host(const char *text, size_t len, const char *where, c
  * ones cooling off left out) and the ranks for np_min..np_max of them;
  * waits up to min_wait seconds (reading again every second) while fewer
  * than np_min are available, saying so once. DP_ERR_ARG for a bad host
- * list or file; DP_ERR_COMM (with one line saying what is missing) when
+ * list or file, or a --hosts list with fewer slots than np_min (it never
+ * changes: no wait); DP_ERR_COMM (with one line saying what is missing) when
  * np_min cannot be reached in time, or a signal (launch_signals) ends the
  * wait. */
 dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double min_wait, const char *log_dir,

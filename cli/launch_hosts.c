@@ -205,6 +205,9 @@ dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double 
         DP_TRY(offered_hosts(h, pick, why, sizeof why));
         choose(h, np_max, pick, &cooling);
         if (pick->ranks >= np_min) return DP_OK;
+        if (h->list) /* a fixed list: waiting cannot bring more */
+            return dp_fail(DP_ERR_ARG, "launch: --hosts %s has %d slot%s, --np needs at least %d (give more hosts or "
+                           "slots, or a smaller --np)", h->list, pick->ranks, pick->ranks == 1 ? "" : "s", np_min);
         double waited = monotonic_now() - start;
         char what[4600];
         snprintf(what, sizeof what, "%d rank%s available (%d host%s%s%s%s), --np needs at least %d", pick->ranks,

@@ -19,6 +19,8 @@
 #   fails twice is left out for --cooling, then the job finishes (2 ranks:
 #   the same bytes);
 #   --np 3 on 2 slots waits --min-wait, then ends with exit status 7;
+#   but --np 3 on a fixed --hosts list of 2 slots is a mistake said at once
+#   (exit 1, one line, the --log-dir not made);
 # - no process of any of these jobs left running (mpirun, a rank).
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_faults: mpirun not found (openmpi-bin)"; echo "cli_faults: 0 passed, 1 failed"; exit 1; }
@@ -144,6 +146,12 @@ for bad in "--np 0" "--np 2:1" "--np 1:x" "--np 2 --hosts a:1 --hostfile $tmp/ho
   out=$("$bin" launch $bad -- train 2>&1) && fail "launch $bad accepted" \
     || { [[ $(wc -l <<<"$out") -eq 1 ]] && pass || fail "launch $bad: $out"; }
 done
+start=$SECONDS
+out=$("$bin" launch --np 3 --hosts localhost:2 --log-dir "$tmp/fixed" -- "${job[@]}" 2>&1)
+status=$?
+[[ $status -eq 1 && $((SECONDS - start)) -lt 5 && ! -e "$tmp/fixed" \
+   && $out == "dptrain: launch: --hosts localhost:2 has 2 slots, --np needs at least 3 (give more hosts or slots, or a smaller --np)" ]] \
+  && pass || fail "too few slots in --hosts: exit $status after $((SECONDS - start)) s: $out"
 printf 'localhost:0\n' >"$tmp/badhosts"
 out=$("$bin" launch --np 1 --hostfile "$tmp/badhosts" -- "${job[@]}" 2>&1) && fail "slots 0 accepted" \
   || { grep -q "the slots must be a number from 1 to 4096" <<<"$out" && pass || fail "slots 0: $out"; }
