@@ -1,7 +1,8 @@
 /* launch.c - `dptrain launch`: the seeds' `paddle.distributed.launch
  * --log_dir ./mylog`, on Open MPI, and a job that survives its faults.
  * Builds the mpirun command (root and oversubscription handled, hosts
- * passed on), creates the log directory, and stays the parent of mpirun
+ * passed on), creates the log directory (and locks it: one launch per
+ * directory), and stays the parent of mpirun
  * (launch_attempt.c); every rank writes its output to DIR/worklog.RANK
  * (train.c reads DPTRAIN_LOG_DIR) and its state to DIR/rank.RANK
  * (rank_record.h), which the launcher reads when an attempt fails
@@ -36,11 +37,13 @@
  * (net.ipv4.tcp_retries2 on the launching host: about 15 minutes by
  * default, about 3 s with 3; see docs/multi-process.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +96,32 @@ static dp_status_t make_log_dir(const char *dir) {
     }
     return dp_fail(DP_ERR_IO, "launch: --log-dir %s: cannot create or write the directory (%s)", dir,
                    strerror(errno));
+}
+
+/* Holds DIR/launch.lock (flock) for the launcher's life, so that a second
+ * launch on the same log directory stops at once instead of overwriting
+ * the first one's worklogs and rank records. The kernel releases it when
+ * the launcher ends, however it ends. */
+static dp_status_t lock_log_dir(const char *dir) {
+    char path[4200], holder[32] = "";
+    snprintf(path, sizeof path, "%s/launch.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return dp_fail(DP_ERR_IO, "launch: --log-dir %s: cannot create %s (%s)", dir, path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        ssize_t n = read(fd, holder, sizeof holder - 1);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        if (e != EWOULDBLOCK) return dp_fail(DP_ERR_IO, "launch: --log-dir %s: cannot lock %s (%s)", dir, path, strerror(e));
+        return dp_fail(DP_ERR_ARG, "launch: --log-dir %s is in use by another dptrain launch%s%s%s: give each job a log "
+                       "directory of its own", dir, holder[0] ? " (pid " : "", holder, holder[0] ? ")" : "");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)len) != len) { /* the pid is only for the message above */
+    }
+    return DP_OK; /* fd stays open: the lock lasts until the launcher exits */
 }
 
 /* --np N or MIN:MAX. */
@@ -358,7 +387,8 @@ int cmd_launch(int argc, char **argv) {
         static launch_pick_t pick;
         if (launch_hosts_pick(&job.hosts, np_min, np_max, 0.0, NULL, &pick) != DP_OK) return cli_report_error();
     }
-    if (job.log_dir && make_log_dir(job.log_dir) != DP_OK) return cli_report_error();
+    if (job.log_dir && (make_log_dir(job.log_dir) != DP_OK || lock_log_dir(job.log_dir) != DP_OK))
+        return cli_report_error();
 
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

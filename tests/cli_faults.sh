@@ -21,6 +21,8 @@
 #   --np 3 on 2 slots waits --min-wait, then ends with exit status 7;
 #   but --np 3 on a fixed --hosts list of 2 slots is a mistake said at once
 #   (exit 1, one line, the --log-dir not made);
+# - a second launch on a --log-dir in use stops at once (exit 1, one line),
+#   the first one's worklogs untouched and its job finishing;
 # - no process of any of these jobs left running (mpirun, a rank).
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_faults: mpirun not found (openmpi-bin)"; echo "cli_faults: 0 passed, 1 failed"; exit 1; }
@@ -152,6 +154,17 @@ status=$?
 [[ $status -eq 1 && $((SECONDS - start)) -lt 5 && ! -e "$tmp/fixed" \
    && $out == "dptrain: launch: --hosts localhost:2 has 2 slots, --np needs at least 3 (give more hosts or slots, or a smaller --np)" ]] \
   && pass || fail "too few slots in --hosts: exit $status after $((SECONDS - start)) s: $out"
+"$bin" launch --np 2 --log-dir "$tmp/busy" -- "${job[@]}" --epochs 6 --save "$tmp/busy.st" >"$tmp/busy.out" 2>&1 &
+first=$!
+for _ in $(seq 1 600); do grep -q "^rank 1 of 2" "$tmp/busy/worklog.1" 2>/dev/null && break; sleep 0.1; done
+out=$("$bin" launch --np 2 --log-dir "$tmp/busy" -- "${job[@]}" 2>&1)
+status=$?
+[[ $status -eq 1 && $out == "dptrain: launch: --log-dir $tmp/busy is in use by another dptrain launch (pid $first): give each job a log directory of its own" ]] \
+  && pass || fail "a second launch on one --log-dir: exit $status: $out"
+wait $first
+status=$?
+[[ $status -eq 0 ]] && grep -q "^rank 0 of 2, .* pid " "$tmp/busy/worklog.0" && grep -q "^rank 1 of 2, .* pid " "$tmp/busy/worklog.1" \
+  && [[ ! -s "$tmp/busy/launch.log" ]] && pass || fail "the first launch on $tmp/busy: exit $status: $(cat "$tmp/busy.out" "$tmp/busy/launch.log")"
 printf 'localhost:0\n' >"$tmp/badhosts"
 out=$("$bin" launch --np 1 --hostfile "$tmp/badhosts" -- "${job[@]}" 2>&1) && fail "slots 0 accepted" \
   || { grep -q "the slots must be a number from 1 to 4096" <<<"$out" && pass || fail "slots 0: $out"; }
