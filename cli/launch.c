@@ -167,6 +167,7 @@ typedef struct {
     char **train_args; /* "train" and its options, as given */
     int train_argc;
     const char *save, *resume; /* the job's --save, and the --resume to use (the save once it exists) */
+    const char *given_resume;  /* the job's own --resume (NULL: none) */
 } job_t;
 
 /* mpirun's command for an attempt on `pick` (NULL-terminated; free it). */
@@ -218,6 +219,23 @@ static const char *resume_words(const job_t *job, char *text, size_t size) {
     if (job->resume) snprintf(text, size, "resuming from %s", job->resume);
     else if (job->save) snprintf(text, size, "from the beginning (no checkpoint in %s yet)", job->save);
     else snprintf(text, size, "from the beginning (the job has no --save)");
+    return text;
+}
+
+/* How a job the launcher was asked to stop goes on: a new launch resumes
+ * only from the --resume it is given, so the same command continues only
+ * where that is the save already. */
+static const char *continue_words(const job_t *job, char *text, size_t size) {
+    if (!job->save) snprintf(text, size, "nothing was saved (the job has no --save): the same command starts over");
+    else if (!job->resume || strcmp(job->resume, job->save) != 0)
+        snprintf(text, size, "no checkpoint in %s yet: the same command starts over", job->save);
+    else if (job->given_resume && strcmp(job->given_resume, job->resume) == 0)
+        snprintf(text, size, "the same command continues, resuming from %s", job->resume);
+    else if (job->given_resume)
+        snprintf(text, size, "saved to %s: continue with the same command, --resume %s in place of --resume %s",
+                 job->resume, job->resume, job->given_resume);
+    else snprintf(text, size, "saved to %s: continue with the same command and --resume %s", job->resume,
+                  job->resume);
     return text;
 }
 
@@ -291,9 +309,8 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
             break;
         }
         if (launch_signals.preempt && preempted) {
-            launch_log(job->log_dir, "preempted (%s): every rank stopped after step %llu; the same command "
-                       "continues, %s", strsignal(launch_signals.preempt), f.step, resume_words(job, words,
-                                                                                              sizeof words));
+            launch_log(job->log_dir, "preempted (%s): every rank stopped after step %llu; %s",
+                       strsignal(launch_signals.preempt), f.step, continue_words(job, words, sizeof words));
             break;
         }
         /* a mistake's line is on the terminal already when the ranks write there */
@@ -424,7 +441,7 @@ int cmd_launch(int argc, char **argv) {
     job.train_args = argv + split + 1;
     job.train_argc = argc - split - 1;
     job.save = train.save_path;
-    job.resume = train.resume_path;
+    job.resume = job.given_resume = train.resume_path;
     if (restarts > 0 && !job.save)
         launch_log(job.log_dir, "the job has no --save: a restart will start it over from the beginning");
     launch_signals_install();

@@ -5,7 +5,7 @@
 #   slow machine), without --save-every-steps: every rank stops at the
 #   same step boundary, rank 0 saves there (loader.batch > 0: inside the
 #   epoch) into the --save file, every rank and the launcher exit with
-#   status 6 (preempted) and one line saying where; the same command resumed gives the uninterrupted
+#   status 6 (preempted) and one line saying where and to add --resume; the same command with it gives the uninterrupted
 #   run's bytes; SIGTERM 0.1 s after the start (mpirun and the ranks not
 #   set up yet): passed on once they are (neither ended by a SIGUSR1 it
 #   cannot take yet), the job stops, saved, exit 6;
@@ -45,7 +45,8 @@ status=$?
 batch=$(meta "$tmp/term.st" loader.batch) step=$(meta "$tmp/term.st" step_count) epoch=$(meta "$tmp/term.st" loader.epoch)
 [[ $status -eq 6 && -n "$batch" && $batch -gt 0 && $epoch -ge 1 ]] && pass \
   || fail "SIGTERM: exit $status, saved at epoch $epoch batch '$batch': $(cat "$tmp/term.out")"
-grep -q "^dptrain launch: preempted (Terminated): every rank stopped after step $step; the same command continues, resuming from $tmp/term.st$" \
+# (a new launch resumes only from a --resume it is given: the line says to add it)
+grep -q "^dptrain launch: preempted (Terminated): every rank stopped after step $step; saved to $tmp/term.st: continue with the same command and --resume $tmp/term.st$" \
   "$tmp/term.out" && [[ $(wc -l <"$tmp/term.out") -eq 1 ]] && pass || fail "SIGTERM: launch said $(cat "$tmp/term.out")"
 for r in 0 1; do # every rank stopped there, with the preempted line (rank 0's words)
   grep -qE "^dptrain: (rank 0 of 2: )?preempted: stopped after step $step \(epoch $((epoch + 1)), step $batch of 250\) and saved it to $tmp/term.st" \
