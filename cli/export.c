@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "dptrain/checkpoint.h"
+#include "dptrain/io.h"
 #include "dptrain/model_file.h"
 #include "dptrain/onnx.h"
 #include "options.h"
@@ -54,6 +55,7 @@ int cmd_export(int argc, char **argv) {
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
     float *params = NULL;
+    if (dp_file_check_writable("export: --onnx", onnx_path) != DP_OK) goto done; /* before the model is built */
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");

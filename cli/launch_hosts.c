@@ -137,7 +137,13 @@ static dp_status_t offered_hosts(launch_hosts_t *h, launch_pick_t *pick, char *w
             return DP_OK;
         }
         read_all(f, text, sizeof text);
+        int failed = ferror(f), error = errno;
         fclose(f);
+        if (failed) { /* a directory opens, then reads fail (EISDIR): no hosts, and why */
+            snprintf(why, why_size, "--hostfile %s: %s", h->file, strerror(error));
+            pick->count = 0;
+            return DP_OK;
+        }
         char where[4200];
         snprintf(where, sizeof where, "--hostfile %s", h->file);
         return add_lines(h, text, where, pick);

@@ -12,6 +12,7 @@
  * and their probabilities. A file whose header reads but whose data does
  * not decode stops the command at its batch.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,8 @@ static dp_status_t read_labels(const char *path, int count, char ***out) {
         }
         n++;
     }
+    if (status == DP_OK && ferror(f)) /* a directory opens, then reads fail (EISDIR) */
+        status = dp_fail(DP_ERR_IO, "--labels %s: cannot read (%s)", path, strerror(errno));
     fclose(f);
     if (status == DP_OK && n != count)
         status = dp_fail(DP_ERR_FORMAT, "--labels %s: %s%d names, the model has %d classes", path,

@@ -18,7 +18,7 @@
 #   to 1e-4 relative, and the predicted classes are the same;
 # - the export is deterministic (same bytes twice) and atomic: a failed
 #   export (missing checkpoint, another model's checkpoint, a directory that
-#   does not exist) is one line, exit 1, and leaves an existing file as it
+#   does not exist, a directory as --onnx) is one line, exit 1, and leaves an existing file as it
 #   was, with no temporary file behind.
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -100,6 +100,9 @@ refused "truncated checkpoint" "cut.safetensors" $? "$tmp/err"
 [[ $(sha256sum <"$tmp/lenet.onnx") == "$before" ]] && pass || fail "a failed export changed the existing file"
 "$bin" export --resume "$tmp/lenet.safetensors" --onnx "$tmp/no/such/dir/m.onnx" 2>"$tmp/err"
 refused "missing directory" "no/such/dir" $? "$tmp/err"
+mkdir -p "$tmp/adir"
+"$bin" export --resume "$tmp/lenet.safetensors" --onnx "$tmp/adir" 2>"$tmp/err"
+refused "a directory as --onnx" "export: --onnx $tmp/adir is a directory" $? "$tmp/err"
 "$bin" export --resume "$tmp/lenet.safetensors" 2>"$tmp/err"
 refused "no --onnx" "--onnx" $? "$tmp/err"
 "$bin" export --resume "$tmp/lenet.safetensors" --onnx "$tmp/x.onnx" --bogus 1 2>"$tmp/err"

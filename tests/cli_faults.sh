@@ -165,6 +165,10 @@ wait $first
 status=$?
 [[ $status -eq 0 ]] && grep -q "^rank 0 of 2, .* pid " "$tmp/busy/worklog.0" && grep -q "^rank 1 of 2, .* pid " "$tmp/busy/worklog.1" \
   && [[ ! -s "$tmp/busy/launch.log" ]] && pass || fail "the first launch on $tmp/busy: exit $status: $(cat "$tmp/busy.out" "$tmp/busy/launch.log")"
+mkdir -p "$tmp/hostdir"
+out=$("$bin" launch --np 1 --hostfile "$tmp/hostdir" --min-wait 0 -- "${job[@]}" 2>&1)
+[[ $? -eq 7 && $out == *"0 ranks available (0 hosts; --hostfile $tmp/hostdir: Is a directory)"* ]] && pass \
+  || fail "a directory as --hostfile: $out"
 printf 'localhost:0\n' >"$tmp/badhosts"
 out=$("$bin" launch --np 1 --hostfile "$tmp/badhosts" -- "${job[@]}" 2>&1) && fail "slots 0 accepted" \
   || { grep -q "the slots must be a number from 1 to 4096" <<<"$out" && pass || fail "slots 0: $out"; }
