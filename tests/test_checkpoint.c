@@ -364,6 +364,8 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.loader_batch = 0;
     info.seed = 18446744073709551615ULL;
     info.batch_size = 256;
+    info.accumulate = 4;
+    info.epochs_planned = 7;
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -383,7 +385,8 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->steps_per_epoch == b->steps_per_epoch && a->step_count == b->step_count &&
            a->optimizer_steps == b->optimizer_steps && a->epochs_completed == b->epochs_completed &&
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
-           a->batch_size == b->batch_size && a->train_examples == b->train_examples &&
+           a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
+           a->epochs_planned == b->epochs_planned && a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
@@ -948,6 +951,8 @@ static void test_checkpoint_round_trip(void) {
         {"lr_schedule.steps_per_epoch", "0", "'lr_schedule.steps_per_epoch' is 0"},
         {"lr_schedule.total_steps", "1646", "'lr_schedule.total_steps' is 1646, expected 1645"},
         {"lr_schedule.warmup_steps", NULL, "metadata 'lr_schedule.warmup_steps' is missing"},
+        {"accumulate", "0", "metadata 'accumulate' is 0, expected a divisor of 'batch_size'"},
+        {"epochs_planned", "2x", "'epochs_planned' is '2x', expected a decimal integer"},
     };
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         char label[96];
@@ -955,6 +960,15 @@ static void test_checkpoint_round_trip(void) {
         rewrite(path, edited, bad_meta[i].key, bad_meta[i].value, NULL);
         check_open_fails(edited, bad_meta[i].part, label);
     }
+    /* a file of an older dptrain records neither accumulate nor epochs_planned: 0, not recorded */
+    const char *older = testing_tmp_file("older.st");
+    rewrite(path, edited, "accumulate", NULL, NULL);
+    rewrite(edited, older, "epochs_planned", NULL, NULL);
+    dp_checkpoint_t *old_file = NULL;
+    CHECK(dp_checkpoint_open(older, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
+          dp_checkpoint_info(old_file)->epochs_planned == 0, "a file without accumulate and epochs_planned: %s",
+          dp_error_message());
+    dp_checkpoint_close(old_file);
     free(loaded);
     dp_optimizer_free(sgd);
     free(params);

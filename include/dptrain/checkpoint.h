@@ -67,6 +67,12 @@
  *   step_count              trainer steps taken (dropout masks, the schedule)
  *   epochs_completed, loader.epoch, loader.batch   the position (batch 0: an epoch's start)
  *   seed, batch_size, train_examples               must match to resume
+ *                           (batch_size: the global batch of an optimizer step)
+ *   accumulate              micro-batches per step (--accumulate; 1 without):
+ *                           batch_size / accumulate is the run's --batch-size
+ *   epochs_planned          the run's --epochs (its planned length; with
+ *                           --stop-after it stops before): what a resume
+ *                           without --epochs trains to
  *   devices, ranks          of the run that saved, informational
  *   data.normalize          "" or the --normalize values, per channel:
  *                           "M0,..,S0,.." (%.9g); a resume must use the same
@@ -113,7 +119,8 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * The last twelve are optional when read (an older file: none, none, an
+ * accumulate, epochs_planned and the last twelve are optional when read (an
+ * older file: 0 for both, not recorded; none, none, an
  * epoch's end, no transform, no training transform, no hold-out, no class
  * names: the data's built-in ones, no algorithm choices: the GPU's own, no
  * model file text: `model` is looked for as --model is, model_file.h, and
@@ -155,6 +162,8 @@ typedef struct {
     uint64_t seed;
     int batch_size;             /* global minibatch */
     int train_examples;         /* size of the training set (after --limit) */
+    int accumulate;             /* micro-batches per step (read: 0 when the file does not record it) */
+    int epochs_planned;         /* the run's --epochs (read: 0 when the file does not record it) */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */

@@ -189,6 +189,8 @@ float *dp_trainer_params(dp_trainer_t *trainer, int device);
  * keeping what dp_trainer_params or dp_trainer_optimizer returned. */
 dp_status_t dp_trainer_check_devices(const dp_trainer_t *trainer);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
+/* Micro-batches per optimizer step (config.accumulate; 1 without accumulation). */
+int dp_trainer_accumulate(const dp_trainer_t *trainer);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

@@ -13,7 +13,7 @@
  * has an evaluation transform, then cuda.conv_algorithms when there are
  * choices, then model_text when the model was built from a model file,
  * then model.freeze when layers are frozen. */
-#define DP_CHECKPOINT_META_KEYS 39
+#define DP_CHECKPOINT_META_KEYS 41
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
 #define DP_CHECKPOINT_TRANSFORM_KEY "data.transform"
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"
@@ -34,10 +34,12 @@ struct dp_checkpoint {
 
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
- * written: the DP_CHECKPOINT_META_KEYS keys, then at most six optional
- * ones (classes, transform, conv algorithms, model_text, model.freeze). */
+ * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
+ * (classes, transform, train_transform, holdout, conv algorithms,
+ * model_text, model.freeze: DP_CHECKPOINT_OPTIONAL_KEYS). */
+#define DP_CHECKPOINT_OPTIONAL_KEYS 7
 typedef struct {
-    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + 6];
+    dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char *classes;         /* data.classes' JSON text, or NULL */
