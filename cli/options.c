@@ -1,5 +1,6 @@
-/* options.c - parsing `--name VALUE` options with full validation; an
- * unknown option is named with the closest known one ("did you mean"). */
+/* options.c - parsing `--name VALUE` options with full validation (and,
+ * where asked, which were given); an unknown option is named with the
+ * closest known one ("did you mean"). */
 #include "options.h"
 
 #include <errno.h>
@@ -92,7 +93,13 @@ static dp_status_t parse_value(const char *command, const option_t *o, const cha
 
 dp_status_t options_parse(const char *command, const option_t *options, int argc, char **argv,
                           int first, int *help) {
+    return options_parse_given(command, options, argc, argv, first, help, NULL);
+}
+
+dp_status_t options_parse_given(const char *command, const option_t *options, int argc, char **argv,
+                                int first, int *help, unsigned char *given) {
     *help = 0;
+    for (const option_t *o = options; given && o->name; o++) given[o - options] = 0;
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -113,6 +120,7 @@ dp_status_t options_parse(const char *command, const option_t *options, int argc
                                name, meant);
             return dp_fail(DP_ERR_ARG, "%s: unknown option '--%.*s' (see --help)", command, (int)len, name);
         }
+        if (given) given[o - options] = 1;
         if (o->kind == OPT_FLAG) {
             if (eq) return dp_fail(DP_ERR_ARG, "%s: --%s takes no value", command, o->name);
             *(int *)o->target = 1;

@@ -23,5 +23,10 @@ typedef struct {
 /* Parses argv[first..argc) against `options`. "--help"/"-h" sets *help. */
 dp_status_t options_parse(const char *command, const option_t *options, int argc, char **argv,
                           int first, int *help);
+/* The same, and given[i] = 1 for every options[i] the command line gives,
+ * 0 for the others (given: one per entry of `options`; NULL: none), for
+ * defaults that depend on what was given (train --resume: the checkpoint's). */
+dp_status_t options_parse_given(const char *command, const option_t *options, int argc, char **argv,
+                                int first, int *help, unsigned char *given);
 
 #endif

@@ -211,9 +211,10 @@ static dp_status_t check_batch(const train_options_t *o, int devices_in_world, i
     if (o->accumulate > 1)
         return dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is larger than the training set "
                        "(%d images)", o->batch_size, o->accumulate, train_count);
-    if (!o->batch_size_given) /* the default: say so, and what to give (a small folder of one's own photos) */
-        return dp_fail(DP_ERR_ARG, "train: --batch-size %d (the default) is larger than the training set (%d images):"
-                       " give --batch-size %d or less%s", o->batch_size, train_count, train_count,
+    if (!o->batch_size_given) /* the default or a resume's: say so, and what to give (a small folder of photos) */
+        return dp_fail(DP_ERR_ARG, "train: --batch-size %d (%s) is larger than the training set (%d images):"
+                       " give --batch-size %d or less%s", o->batch_size, o->resume_path ? "the checkpoint's" :
+                       "the default", train_count, train_count,
                        o->resume_path ? " (a resume: the run's own --batch-size)" : "");
     return dp_fail(DP_ERR_ARG, "train: --batch-size %d is larger than the training set (%d images)", o->batch_size,
                    train_count);
@@ -254,6 +255,9 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
      * print only into their own worklog (dptrain launch --log-dir). */
     const char *log_dir = getenv("DPTRAIN_LOG_DIR");
     int speaks = world->rank == 0 || (log_dir && *log_dir);
+    /* the --init or --resume checkpoint's freeze list and normalisation, and a resume's options (train_resume.c) */
+    train_saved_t saved;
+    if ((status = train_read_saved(&o, speaks, &saved)) != DP_OK) goto done;
     if ((status = train_options_check(&o, world->size, speaks, &set)) != DP_OK) goto done;
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
@@ -266,14 +270,14 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     if ((status = train_devices(&o, device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
         goto done;
     char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
-    train_saved_t saved; /* the --init or --resume checkpoint's freeze list and normalisation */
-    if ((status = train_read_saved(&o, &saved)) != DP_OK) goto done;
     if ((status = load_model(&o, &saved, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
     /* --channels-last, or its default for this model and precision, before the data and the trainer */
     if ((status = cli_set_channels_last("train", o.channels_last_text, cli_channels_last_default(precision, model),
                                         backends, device_ids, num_devices, &o.channels_last)) != DP_OK)
         goto done;
     if ((status = open_data(&o, model, backends, num_devices, &saved, world, speaks, &data)) != DP_OK) goto done;
+    char resumed_note[sizeof printer.resumed]; /* the options a resume took from its checkpoint */
+    train_resume_note(&o, &saved.resume, data.train_total, resumed_note, sizeof resumed_note);
     const int train_count = dp_batch_source_info(data.train)->count;
     const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
@@ -315,6 +319,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
                                 .record = outcome->record};
     snprintf(printer.frozen, sizeof printer.frozen, "%s", frozen_note);
     snprintf(printer.normalized, sizeof printer.normalized, "%s", saved.normalize_note);
+    snprintf(printer.resumed, sizeof printer.resumed, "%s", resumed_note);
     cuda_graph_note(trainer, backends, num_devices, o.cuda_graph != NULL, printer.cuda_graph,
                     sizeof printer.cuda_graph);
     dp_fit_config_t fit = {

@@ -63,6 +63,9 @@ typedef struct {
     const char *image_size;          /* --image-size N|HxW: the model's input height and width (NULL: its own) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
                                         augment copied from the fields above */
+    size_t given[64 + CLI_DATA_OPTIONS]; /* the options the command line gave: their fields' offsets in this
+                                            struct (train_option_given) */
+    int num_given;
 } train_options_t;
 
 /* What the options make (train_options.c). */
@@ -89,6 +92,11 @@ extern const char train_usage[];
 dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help);
 dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s);
 void train_check_limit(const train_options_t *o, int train_count, int speaks);
+/* Whether the command line gave the option whose value is `field` (a
+ * field of *o, e.g. &o->seed), rather than its default. */
+int train_option_given(const train_options_t *o, const void *field);
+/* The learning rate without --lr: the optimizer's own default. */
+float train_default_lr(dp_optim_kind_t kind);
 
 /* What `dptrain train` prints, from dp_fit's callbacks. */
 typedef struct {
@@ -106,6 +114,7 @@ typedef struct {
                                  line); "" otherwise */
     char frozen[1200];        /* "frozen: LIST (...)" with frozen layers (a line after the first two); "" */
     char normalized[1300];    /* train_saved_t's normalize_note (after the --init line); "" */
+    char resumed[1600];       /* train_resume_note's line (before "resuming from"); "" */
     dp_progress_t bar;
     int bar_open;
     int started;              /* on_begin was called: every rank trains */
@@ -134,17 +143,33 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx);
  * accuracy when nothing trained) and the CUDA graph counts. */
 void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, const train_printer_t *p);
 
+/* train_resume.c: with --resume, the run's options the command line does
+ * not give, taken from the checkpoint into the options (before
+ * train_options_check); the texts they point to are kept here. */
+typedef struct {
+    int taken;             /* the checkpoint's options were taken (not with --init, nor of a weights-only file) */
+    int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
+    char augment[32], transform[64], holdout[32];
+} train_resume_t;
+void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, int speaks, train_resume_t *r);
+/* The line saying which options came from the checkpoint (those not at
+ * their defaults; --limit where it is below the data's train_total
+ * images); "" when none. */
+void train_resume_note(const train_options_t *o, const train_resume_t *r, int train_total, char *note, size_t size);
+
 /* train_init.c: what the --init or --resume checkpoint gives as defaults,
- * read once (a checkpoint is read whole): with --resume and neither
- * --freeze nor --freeze-backbone, its freeze list (a resume keeps the
- * freeze); without --normalize, its normalisation and the line saying it
- * applies. Empty strings where none. */
+ * read once (a checkpoint is read whole), before the options are checked:
+ * with --resume, the run's options (train_resume_take); with --resume and
+ * neither --freeze nor --freeze-backbone, its freeze list (a resume keeps
+ * the freeze); without --normalize, its normalisation and the line saying
+ * it applies. Empty strings where none. */
 typedef struct {
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1];
     char normalize[200];
     char normalize_note[1300]; /* "inputs normalised as FILE's were: --normalize ..." */
+    train_resume_t resume;
 } train_saved_t;
-dp_status_t train_read_saved(const train_options_t *o, train_saved_t *saved);
+dp_status_t train_read_saved(train_options_t *o, int speaks, train_saved_t *saved);
 /* The model frozen as --freeze or --freeze-backbone says, or with --resume
  * and neither as the checkpoint's model.freeze says (dp_fit refuses a
  * resume frozen otherwise); note = what is frozen, one line ("" when

@@ -6,6 +6,7 @@
  * --normalize, the normalisation of the --init or --resume checkpoint's
  * data (pretrained weights expect their inputs scaled as they were
  * trained: fastai's vision_learner and timm's data config do the same).
+ * With --resume, the run's options from the same read (train_resume.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +28,16 @@ static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
              layers == 1 ? "" : "s", trains, all);
 }
 
-dp_status_t train_read_saved(const train_options_t *o, train_saved_t *saved) {
+dp_status_t train_read_saved(train_options_t *o, int speaks, train_saved_t *saved) {
     memset(saved, 0, sizeof *saved);
     const char *path = o->init_path ? o->init_path : o->resume_path;
-    const int freeze = o->resume_path && !o->init_path && !o->freeze && !o->freeze_backbone;
-    if (!path || (!freeze && o->normalize)) return DP_OK; /* nothing to read: the file is read whole */
+    const int resume = o->resume_path && !o->init_path; /* (both: refused by dp_fit) */
+    const int freeze = resume && !o->freeze && !o->freeze_backbone;
+    if (!path || (!resume && o->normalize)) return DP_OK; /* nothing to read: the file is read whole */
     dp_checkpoint_t *c;
     DP_TRY(dp_checkpoint_open(path, &c));
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
+    if (resume) train_resume_take(o, info, speaks, &saved->resume);
     if (freeze) snprintf(saved->freeze, sizeof saved->freeze, "%s", info->freeze);
     if (!o->normalize && info->normalize[0]) {
         snprintf(saved->normalize, sizeof saved->normalize, "%s", info->normalize);

@@ -73,7 +73,7 @@ const char train_usage[] =
     "  --epochs N                passes over the training set (default 10)\n"
     "  --stop-after N            stop after epoch N of --epochs (a planned interruption:\n"
     "                            the schedule and checkpoint are those of the full run;\n"
-    "                            continue later with --resume and the same options)\n"
+    "                            continue later with --resume FILE alone)\n"
     "  --seed N                  seed of the initialisation, the shuffle, dropout and\n"
     "                            augmentation (default 0)\n"
     "  --limit N                 train on the first N training images only (default: all)\n"
@@ -134,11 +134,17 @@ const char train_usage[] =
     "                            position) after every epoch, atomically\n"
     "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
     "                            loader position: --resume continues exactly)\n"
-    "  --resume FILE             continue from a checkpoint; --epochs counts from the start,\n"
-    "                            so a 1-epoch checkpoint with --epochs 2 trains one more and\n"
-    "                            ends bit for bit where 2 epochs straight would (same devices);\n"
-    "                            --batch-size, --seed, --limit and the lr schedule (with\n"
-    "                            cosine, --epochs too) must be the saved ones\n"
+    "  --resume FILE             continue the run that saved FILE, as it was saved: every\n"
+    "                            option not given is the checkpoint's (--model, the optimizer\n"
+    "                            and its options, the lr schedule and its options, --epochs,\n"
+    "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
+    "                            --normalize, --freeze, --transform, --holdout; not --data,\n"
+    "                            --devices, --threads-per-device) and without --save it saves\n"
+    "                            to FILE (a line says which); on the same devices it ends bit\n"
+    "                            for bit where the uninterrupted run would. --epochs counts\n"
+    "                            from the start; a given --batch-size, --seed, --limit or lr\n"
+    "                            schedule (with cosine, --epochs) other than the saved one is\n"
+    "                            refused, another --lr or optimizer option warned about\n"
     "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
     "                            statistics (not its optimizer, step or schedule); a last\n"
     "                            linear layer with another output count than the file's\n"
@@ -163,7 +169,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
     *o = (train_options_t){
         .data_dir = DP_DEFAULT_DATA_DIR,
         .batch_size = 0, /* not given: 256, set after parsing */
-        .lr = NAN, /* the optimizer's default (default_lr) */
+        .lr = NAN, /* the optimizer's default (train_default_lr) */
         .epochs = 10,
         .seed = 0,
         .threads_per_device = 1,
@@ -228,10 +234,20 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
     while (options[used].name) used++;
     cli_data_option_entries(&o->data, 1, options, &used); /* data_options.c's: image folders */
     options[used] = (option_t){0};
-    dp_status_t status = options_parse("train", options, argc, argv, first, help);
+    unsigned char given[sizeof options / sizeof options[0]];
+    dp_status_t status = options_parse_given("train", options, argc, argv, first, help, given);
+    for (int i = 0; i < used; i++) /* (offsets: a copy of *o answers train_option_given as well) */
+        if (given[i]) o->given[o->num_given++] = (size_t)((const char *)options[i].target - (const char *)o);
     o->batch_size_given = o->batch_size > 0;
     if (!o->batch_size_given) o->batch_size = 256;
     return status;
+}
+
+int train_option_given(const train_options_t *o, const void *field) {
+    const size_t offset = (size_t)((const char *)field - (const char *)o);
+    for (int i = 0; i < o->num_given; i++)
+        if (o->given[i] == offset) return 1;
+    return 0;
 }
 
 /* Fails unless the directory that will hold `path` exists and is writable,
@@ -273,7 +289,7 @@ static dp_status_t optional_fraction(const char *name, float value, float *out) 
 /* The learning rate without --lr: the optimizer's own default, as
  * torch.optim 1.13 has it (Adam 0.001, Adagrad 0.01); SGD has none there,
  * so d2l's 0.2 (LeNet's, the book's settings) for sgd and momentum. */
-static float default_lr(dp_optim_kind_t kind) {
+float train_default_lr(dp_optim_kind_t kind) {
     return kind == DP_OPTIM_ADAM ? 0.001f : kind == DP_OPTIM_ADAGRAD ? 0.01f : 0.2f;
 }
 
@@ -284,7 +300,7 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
     int kind = dp_optim_kind_from_name(o->optimizer);
     if (kind < 0)
         return dp_fail(DP_ERR_ARG, "train: --optimizer: '%s' is not sgd, momentum, adagrad or adam", o->optimizer);
-    if (isnan(o->lr)) o->lr = default_lr((dp_optim_kind_t)kind); /* --lr not given: the optimizer's own */
+    if (isnan(o->lr)) o->lr = train_default_lr((dp_optim_kind_t)kind); /* --lr not given: the optimizer's own */
     *optim = (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = o->lr, .weight_decay = o->weight_decay,
                                  .nesterov = o->nesterov};
     DP_TRY(optional_fraction("momentum", o->momentum, &optim->momentum));
@@ -398,7 +414,7 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
 }
 
 void train_check_limit(const train_options_t *o, int train_count, int speaks) {
-    if (o->limit > train_count)
+    if (o->limit > train_count && train_option_given(o, &o->limit)) /* (a resume's own: dp_fit compares it) */
         train_warn(speaks, "--limit %d is more than the %d training images of %s: training on all %d", o->limit,
                    train_count, o->data_dir, train_count);
 }

@@ -62,6 +62,7 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (!o->quiet && begin->init) printf("%s\n", begin->init);
     if (!o->quiet && p->normalized[0] && begin->init) printf("%s\n", p->normalized);
     if (!o->quiet && p->frozen[0]) printf("%s\n", p->frozen);
+    if (!o->quiet && p->resumed[0]) printf("%s\n", p->resumed);
     if (begin->resumed && !o->quiet && begin->first_epoch < begin->last_epoch)
         print_resume(o->resume_path, begin);
     if (begin->first_epoch >= begin->last_epoch && p->speaks)

@@ -134,14 +134,19 @@ grep -q "replaced by the next file that decodes" "$tmp/late-skip.out" && pass \
 # (predict's top class of every test JPEG is right exactly as often as eval counts), export writes it
 "$bin" inspect "$tmp/crop1.st" >"$tmp/inspect.out" 2>&1
 grep -q "^  data.transform = resize 32$" "$tmp/inspect.out" && pass || fail "inspect: $(grep -i transform "$tmp/inspect.out")"
-# and the training transform (data.train_transform): a resume with another says so in one warning, and trains
+# and the training transform (data.train_transform): a resume with another says so in one warning, and trains;
+# a resume without --transform takes the checkpoint's
 grep -q "^  data.train_transform = resized-crop$" "$tmp/inspect.out" && pass \
   || fail "inspect: $(grep -i train_transform "$tmp/inspect.out")"
 "$bin" inspect "$tmp/one.st" 2>&1 | grep -q "^  data.train_transform = center$" && pass || fail "inspect one.st: no center"
-"$bin" "${common[@]}" --epochs 3 --devices 2 --resume "$tmp/crop1.st" --save "$tmp/crop-center.st" \
+"$bin" "${common[@]}" --epochs 3 --devices 2 --transform center --resume "$tmp/crop1.st" --save "$tmp/crop-center.st" \
   >/dev/null 2>"$tmp/crop-center.err" && [[ -s "$tmp/crop-center.st" ]] \
   && [[ $(grep -c "warning: --resume $tmp/crop1.st: saved with the training transform 'resized-crop', continuing with 'center' (not what an uninterrupted run would do)$" "$tmp/crop-center.err") -eq 1 ]] \
   && pass || fail "resume with another training transform: $(cat "$tmp/crop-center.err")"
+"$bin" "${common[@]}" --epochs 3 --devices 2 --resume "$tmp/crop1.st" --save "$tmp/crop-kept.st" \
+  >"$tmp/crop-kept.out" 2>&1 && ! grep -q "training transform" "$tmp/crop-kept.out" \
+  && "$bin" inspect "$tmp/crop-kept.st" 2>&1 | grep -q "^  data.train_transform = resized-crop$" && pass \
+  || fail "resume without --transform: $(cat "$tmp/crop-kept.out")"
 "$bin" "${common[@]}" --epochs 3 --devices 2 --transform resized-crop --dct-scale off --resume "$tmp/crop1.st" \
   --save "$tmp/crop-nodct.st" >/dev/null 2>"$tmp/crop-nodct.err" \
   && grep -q "continuing with 'resized-crop, dct-scale off'" "$tmp/crop-nodct.err" && pass \

@@ -52,6 +52,10 @@ double dp_float_decimal(float f);
  * checks too): a one-line message naming the field, expected and found. */
 dp_status_t dp_optim_config_check(const dp_optim_config_t *config);
 
+/* The configuration with torch's defaults for the fields given as 0
+ * (momentum 0.9, ...): what an optimizer made from it holds. */
+dp_optim_config_t dp_optim_config_with_defaults(const dp_optim_config_t *config);
+
 /* "sgd", "momentum", "adagrad", "adam" -> kind; -1 when unknown. */
 int dp_optim_kind_from_name(const char *name);
 const char *dp_optim_kind_name(dp_optim_kind_t kind);

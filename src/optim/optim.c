@@ -63,8 +63,7 @@ const char *dp_optim_kind_name(dp_optim_kind_t kind) {
     return (int)kind >= 0 && (int)kind < NUM_KINDS ? kind_names[kind] : "?";
 }
 
-/* The configuration with torch's defaults for the fields given as 0. */
-static dp_optim_config_t with_defaults(const dp_optim_config_t *config) {
+dp_optim_config_t dp_optim_config_with_defaults(const dp_optim_config_t *config) {
     dp_optim_config_t c = *config;
     if (c.kind == DP_OPTIM_MOMENTUM && c.momentum == 0.0f) c.momentum = 0.9f;
     if (c.kind == DP_OPTIM_ADAM) {
@@ -106,7 +105,7 @@ dp_status_t dp_optim_config_check(const dp_optim_config_t *config) {
         return dp_fail(DP_ERR_ARG, "optimizer %s: beta1 and beta2 apply to adam only", kind);
     if ((config->kind == DP_OPTIM_SGD || config->kind == DP_OPTIM_MOMENTUM) && config->eps != 0.0f)
         return dp_fail(DP_ERR_ARG, "optimizer %s: eps applies to adagrad and adam only", kind);
-    dp_optim_config_t c = with_defaults(config);
+    dp_optim_config_t c = dp_optim_config_with_defaults(config);
     if (!is_fraction(c.momentum))
         return dp_fail(DP_ERR_ARG, "momentum must be in [0, 1), found %g", c.momentum);
     if (!is_fraction(c.beta1)) return dp_fail(DP_ERR_ARG, "beta1 must be in [0, 1), found %g", c.beta1);
@@ -122,7 +121,7 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
     DP_TRY(dp_optim_config_check(config));
     dp_optimizer_t *opt = dp_alloc_zeroed(1, sizeof *opt, "optimizer");
     if (!opt) return DP_ERR_NOMEM;
-    opt->config = with_defaults(config);
+    opt->config = dp_optim_config_with_defaults(config);
     opt->n = num_params;
     opt->lr = dp_float_decimal(opt->config.lr);
     opt->beta1 = dp_float_decimal(opt->config.beta1);

@@ -1,0 +1,191 @@
+/* train_resume.c - `dptrain train --resume FILE` continues the run as it
+ * was saved, as PyTorch Lightning's fit(ckpt_path=...) and Keras'
+ * BackupAndRestore do: every run-defining option the command line does
+ * not give is the checkpoint's (the optimizer and its hyper-parameters,
+ * the lr schedule and its parameters, --epochs, --batch-size and
+ * --accumulate, --seed, --limit, --augment, an image folder's --transform
+ * and --holdout), and without --save the run saves to FILE; then the line
+ * saying which of them are not at their defaults. An option given keeps
+ * the resume's rules (fit.c: refused where it contradicts the checkpoint,
+ * warned about where a change is allowed). --model, --freeze and
+ * --normalize come from the checkpoint as well (train.c, train_init.c);
+ * the devices and threads are this machine's, never the checkpoint's.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/image_folder.h"
+#include "dptrain/io.h"
+#include "train.h"
+
+#define GIVEN(field) train_option_given(o, &o->field)
+
+/* The optimizer and the hyper-parameters of its kind; none when --optimizer
+ * names another (the resume refuses it). */
+static void take_optimizer(train_options_t *o, const dp_optim_config_t *saved) {
+    const char *name = dp_optim_kind_name(saved->kind);
+    if (GIVEN(optimizer) && strcmp(o->optimizer, name) != 0) return;
+    o->optimizer = name;
+    if (!GIVEN(lr)) o->lr = saved->lr;
+    if (!GIVEN(weight_decay)) o->weight_decay = saved->weight_decay;
+    if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(momentum)) o->momentum = saved->momentum;
+    if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(nesterov)) o->nesterov = saved->nesterov;
+    if (saved->kind == DP_OPTIM_ADAM && !GIVEN(beta1)) o->beta1 = saved->beta1;
+    if (saved->kind == DP_OPTIM_ADAM && !GIVEN(beta2)) o->beta2 = saved->beta2;
+    if ((saved->kind == DP_OPTIM_ADAM || saved->kind == DP_OPTIM_ADAGRAD) && !GIVEN(eps)) o->eps = saved->eps;
+}
+
+/* The schedule and its parameters (floats: the file holds each as the
+ * shortest decimal of the float given, which rounds back to it); none when
+ * --lr-schedule names another (refused). The warm-up, in epochs or steps,
+ * only when neither is given. */
+static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
+    const char *name = dp_lr_schedule_kind_name(saved->kind);
+    if (GIVEN(lr_schedule) && strcmp(o->lr_schedule, name) != 0) return;
+    o->lr_schedule = name;
+    if (!GIVEN(lr_step_epochs) && saved->step_epochs > 0) o->lr_step_epochs = saved->step_epochs;
+    if (!GIVEN(lr_gamma) && saved->gamma > 0.0) o->lr_gamma = (float)saved->gamma;
+    if (!GIVEN(lr_min)) o->lr_min = (float)saved->min_lr;
+    if (!GIVEN(warmup_epochs) && !GIVEN(warmup_steps) && saved->warmup_steps <= (1u << 30)) {
+        o->warmup_epochs = (float)saved->warmup_epochs;
+        o->warmup_steps = (int)saved->warmup_steps;
+    }
+}
+
+/* The step's batch (the file's batch_size) as the saved --batch-size x
+ * --accumulate; with one of the two given, the other that makes the saved
+ * step where it can (else the saved one or 1: the resume refuses the
+ * product, as before); the seed, the training-set size (--limit: the same
+ * as the data's when the run had no --limit) and the planned --epochs
+ * (only a cosine schedule's length in a file of an older dptrain). */
+static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    const int step = info->batch_size, accumulate = info->accumulate > 0 ? info->accumulate : 1;
+    if (!o->batch_size_given && !GIVEN(accumulate)) {
+        o->batch_size = step / accumulate;
+        o->accumulate = accumulate;
+    } else if (!GIVEN(accumulate)) {
+        o->accumulate = (int64_t)o->batch_size * accumulate == step ? accumulate : 1;
+    } else if (!o->batch_size_given) {
+        o->batch_size = step % o->accumulate == 0 ? step / o->accumulate : step / accumulate;
+    }
+    if (!GIVEN(seed)) o->seed = info->seed;
+    if (!GIVEN(limit)) o->limit = info->train_examples;
+    if (GIVEN(epochs)) return;
+    if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
+    else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
+    else r->epochs_unrecorded = 1;
+}
+
+/* --augment, an image folder's training transform and hold-out (texts kept in *r). */
+static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    if (!GIVEN(augment) && info->augment[0]) {
+        snprintf(r->augment, sizeof r->augment, "%s", info->augment);
+        o->augment = r->augment;
+    }
+    if (!GIVEN(data.transform) && info->train_transform[0]) { /* "resized-crop, dct-scale off" */
+        snprintf(r->transform, sizeof r->transform, "%.*s", (int)strcspn(info->train_transform, ","),
+                 info->train_transform);
+        o->data.transform = r->transform;
+        if (!GIVEN(data.dct_scale) && strstr(info->train_transform, "dct-scale off")) o->data.dct_scale = "off";
+    }
+    if (!GIVEN(data.holdout) && info->holdout[0]) {
+        snprintf(r->holdout, sizeof r->holdout, "%s", info->holdout);
+        o->data.holdout_default = r->holdout;
+    }
+}
+
+void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, int speaks, train_resume_t *r) {
+    memset(r, 0, sizeof *r);
+    if (info->weights_only) return; /* no run to continue: dp_fit refuses it */
+    r->taken = 1;
+    take_optimizer(o, &info->optim);
+    take_schedule(o, &info->schedule);
+    take_position(o, info, r);
+    take_data(o, info, r);
+    if (GIVEN(save_path)) return;
+    if (dp_file_check_writable("--resume", o->resume_path) == DP_OK) /* the run goes on saving where it saved */
+        o->save_path = o->resume_path;
+    else
+        train_warn(speaks, "%s: this run saves no checkpoint (give --save FILE)", dp_error_message());
+}
+
+/* Appends " --NAME VALUE" (VALUE "": a flag) to text[0..size). */
+static void list_option(char *text, size_t size, const char *name, const char *value) {
+    size_t used = strlen(text);
+    if (used < size) snprintf(text + used, size - used, " --%s%s%s", name, *value ? " " : "", value);
+}
+
+/* The same for a float (%.9g of its shortest decimal: 0.05, not 0.0500000007). */
+static void list_float(char *text, size_t size, const char *name, float value) {
+    char number[32];
+    snprintf(number, sizeof number, "%.9g", dp_float_decimal(value));
+    list_option(text, size, name, number);
+}
+
+static void list_int(char *text, size_t size, const char *name, long long value) {
+    char number[32];
+    snprintf(number, sizeof number, "%lld", value);
+    list_option(text, size, name, number);
+}
+
+/* The optimizer's options that are not the defaults of a run without them
+ * (`plain`: the options of a command line without any). */
+static void list_optimizer(const train_options_t *o, const train_options_t *plain, char *text, size_t size) {
+    const dp_optim_kind_t kind = (dp_optim_kind_t)dp_optim_kind_from_name(o->optimizer);
+    const dp_optim_config_t fresh = dp_optim_config_with_defaults(&(dp_optim_config_t){.kind = kind});
+    if (!GIVEN(optimizer) && strcmp(o->optimizer, plain->optimizer) != 0)
+        list_option(text, size, "optimizer", o->optimizer);
+    if (!GIVEN(lr) && o->lr != train_default_lr(kind)) list_float(text, size, "lr", o->lr);
+    if (!GIVEN(weight_decay) && o->weight_decay != 0.0f) list_float(text, size, "weight-decay", o->weight_decay);
+    if (!GIVEN(momentum) && !isnan(o->momentum) && o->momentum != fresh.momentum)
+        list_float(text, size, "momentum", o->momentum);
+    if (!GIVEN(nesterov) && o->nesterov) list_option(text, size, "nesterov", "");
+    if (!GIVEN(beta1) && !isnan(o->beta1) && o->beta1 != fresh.beta1) list_float(text, size, "beta1", o->beta1);
+    if (!GIVEN(beta2) && !isnan(o->beta2) && o->beta2 != fresh.beta2) list_float(text, size, "beta2", o->beta2);
+    if (!GIVEN(eps) && !isnan(o->eps) && o->eps != fresh.eps) list_float(text, size, "eps", o->eps);
+}
+
+/* The schedule's, the batch's, the seed's, the data's and --save's. */
+static void list_run(const train_options_t *o, const train_options_t *plain, int train_total, char *text,
+                     size_t size) {
+    if (!GIVEN(lr_schedule) && strcmp(o->lr_schedule, plain->lr_schedule) != 0)
+        list_option(text, size, "lr-schedule", o->lr_schedule);
+    if (!GIVEN(lr_step_epochs) && o->lr_step_epochs) list_int(text, size, "lr-step-epochs", o->lr_step_epochs);
+    if (!GIVEN(lr_gamma) && !isnan(o->lr_gamma)) list_float(text, size, "lr-gamma", o->lr_gamma);
+    if (!GIVEN(lr_min) && o->lr_min != 0.0f) list_float(text, size, "lr-min", o->lr_min);
+    if (!GIVEN(warmup_epochs) && o->warmup_epochs != 0.0f) list_float(text, size, "warmup-epochs", o->warmup_epochs);
+    if (!GIVEN(warmup_steps) && o->warmup_steps) list_int(text, size, "warmup-steps", o->warmup_steps);
+    if (!GIVEN(epochs) && o->epochs != plain->epochs) list_int(text, size, "epochs", o->epochs);
+    if (!o->batch_size_given && o->batch_size != plain->batch_size) list_int(text, size, "batch-size", o->batch_size);
+    if (!GIVEN(accumulate) && o->accumulate > 1) list_int(text, size, "accumulate", o->accumulate);
+    if (!GIVEN(seed) && o->seed != plain->seed) list_int(text, size, "seed", (long long)o->seed);
+    if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
+    if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
+    if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
+        list_option(text, size, "transform", o->data.transform);
+    if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
+    if (!GIVEN(data.holdout) && o->data.holdout_default && strtod(o->data.holdout_default, NULL) != DP_HOLDOUT_DEFAULT)
+        list_option(text, size, "holdout", o->data.holdout_default);
+    if (!GIVEN(save_path) && o->save_path) list_option(text, size, "save", o->save_path);
+}
+
+void train_resume_note(const train_options_t *o, const train_resume_t *r, int train_total, char *note, size_t size) {
+    char listed[1200] = "";
+    note[0] = '\0';
+    if (!r->taken) return;
+    train_options_t plain;
+    int help;
+    train_options_parse(0, NULL, 0, &plain, &help); /* the defaults */
+    list_optimizer(o, &plain, listed, sizeof listed);
+    list_run(o, &plain, train_total, listed, sizeof listed);
+    char epochs[400] = "";
+    if (r->epochs_unrecorded)
+        snprintf(epochs, sizeof epochs, "%s--epochs %d is the default: %s (of an older dptrain) does not record its "
+                 "run's (give --epochs N)", listed[0] ? "; " : " ", o->epochs, o->resume_path);
+    if (listed[0] || epochs[0])
+        snprintf(note, size, "resuming %s with its run's options:%s%s%s", o->resume_path, listed,
+                 listed[0] ? " (the checkpoint's; give an option to change it where a resume allows)" : "",
+                 epochs);
+}
