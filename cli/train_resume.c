@@ -55,9 +55,10 @@ static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
 }
 
 /* The step's batch (the file's batch_size) as the saved --batch-size x
- * --accumulate; with one of the two given, the other that makes the saved
- * step where it can (else the saved one or 1: the resume refuses the
- * product, as before); the seed, the training-set size (--limit: the same
+ * --accumulate; --accumulate N alone: the batch that makes the saved step
+ * with N (where N divides it); --batch-size B alone: the saved N where B x
+ * N is the saved step, else 1 (then B must be the saved step, as before:
+ * the resume refuses another product); the seed, the training-set size (--limit: the same
  * as the data's when the run had no --limit) and the planned --epochs
  * (only a cosine schedule's length in a file of an older dptrain). */
 static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {

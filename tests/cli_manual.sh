@@ -8,10 +8,11 @@
 # - build/dptrain is this build's dptrain behind a wrapper: train, eval and
 #   launch read small data (--data absent or Fashion-MNIST's folder: 256
 #   training and 50 test images of it, also as small/); train runs 1 epoch
-#   where no --epochs is given; ResNet and AlexNet models train on 32
-#   images, in batches of 32 where the line reads IDX or CIFAR data (a
-#   line on an image folder keeps its own --batch-size or the default, so
-#   a batch larger than the folder fails as in a reader's run); lines on cuda:N run on the CUDA emulator
+#   where no --epochs is given (a --resume: its checkpoint's); ResNet and
+#   AlexNet models train on 32 images, in batches of 32 where the line
+#   reads IDX or CIFAR data (a line on an image folder keeps its own
+#   --batch-size or the default, so a batch larger than the folder fails
+#   as in a reader's run); lines on cuda:N run on the CUDA emulator
 #   (build/lib/libdptrain_cuda_emu.so, 2 GPUs) with --limit 32 --batch-size
 #   32 --epochs 1, and say SKIPPED without it (a build without CUDA), as
 #   launch and mpirun do without Open MPI;
@@ -42,7 +43,7 @@ for dir in models examples tools scripts tests; do ln -s "$src/$dir" "$t/$dir"; 
 cat >"$t/build/dptrain" <<WRAP
 #!/usr/bin/env bash
 # the manual's dptrain: this build's, on small data (tests/cli_manual.sh)
-args=() command=\$1 data=0 data_dir= prev= epochs=0 heavy=0 cuda=0 after_dashes=0
+args=() command=\$1 data=0 data_dir= prev= epochs=0 resume=0 heavy=0 cuda=0 after_dashes=0
 for a in "\$@"; do
   [[ \$a == -- ]] && after_dashes=1
   if [[ \$a == /usr/share/datasets/fashion-mnist ]]; then a="$t/small"; fi
@@ -51,6 +52,7 @@ for a in "\$@"; do
   [[ \$a == --data=* ]] && data_dir=\${a#--data=}
   prev=\$a
   [[ \$a == --epochs || \$a == --epochs=* ]] && epochs=1
+  [[ \$a == --resume || \$a == --resume=* ]] && resume=1
   [[ \$a =~ (resnet|alexnet) ]] && heavy=1
   [[ \$a == *cuda:* ]] && cuda=1
   args+=("\$a")
@@ -59,7 +61,7 @@ if [[ \$command == train || \$command == eval || \$command == launch ]]; then
   ((data)) || args+=(--data "$t/small")
 fi
 if [[ \$command == train || (\$command == launch && \$after_dashes == 1) ]]; then
-  ((epochs)) || args+=(--epochs 1)
+  ((epochs || resume)) || args+=(--epochs 1)
   ((heavy)) && args+=(--limit 32)
   # batches of 32 on the stand-in data (IDX, CIFAR); a line on an image folder (a reader's photos) keeps its
   # own batch size, or the default, which must fit that folder as it would in the reader's run
