@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# cli_resume_options.sh - `dptrain train --resume FILE` alone continues the
+# run as it was saved (cli/train_resume.c), on Fashion-MNIST's first 640
+# training images (the default data: a plain resume names none):
+# - a run stopped with --stop-after 1, then `train --resume FILE` with no
+#   other option, ends in the checkpoint of the uninterrupted run, byte for
+#   byte: momentum + Nesterov + weight decay, cosine with a warm-up across
+#   the stop, batch 64, seed 3, --limit 600, --augment crop:2,flip, the
+#   model file lenet-paddle; and Adam + step decay + --accumulate 2;
+# - the line says what came from the checkpoint, all of it, and nothing at
+#   its defaults; --quiet prints no such line;
+# - an option given that contradicts the checkpoint is refused in one line
+#   (--batch-size, --seed, --limit, --optimizer, --lr-schedule, --epochs of
+#   a cosine schedule), exit 1, the checkpoint untouched, nothing written;
+#   another --lr is still allowed with its warning;
+# - a checkpoint of an older dptrain (no epochs_planned, no accumulate)
+#   resumes: a cosine schedule's length is its --epochs (the same bytes),
+#   a constant one's is the default, and the line says so;
+# - a finished run's plain resume trains nothing and leaves the file as it
+#   was; --init (a new run from the weights) takes none of the options.
+# The devices are the default (one CPU device per core) in every run, so
+# the plain resume has the same count.
+source "$(dirname "$0")/testing.sh"
+# refused LABEL PART STATUS ERR: exit status 1, exactly one line on stderr, containing PART
+refused() {
+  [[ $3 -eq 1 && $(wc -l <"$4") -eq 1 ]] && grep -qF -- "$2" "$4" && pass \
+    || fail "$1: status $3, stderr: $(head -c 400 "$4") (expected one line with '$2')"
+}
+# strip IN OUT KEY...: the checkpoint IN without metadata KEY... (a file of an older dptrain)
+strip() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for key in sys.argv[3:]:
+    del h["__metadata__"][key]
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+}
+cd "$tmp" || exit 1
+run=(--model lenet-paddle --optimizer momentum --nesterov --lr 0.05 --weight-decay 0.0001 --lr-schedule cosine
+     --warmup-steps 13 --batch-size 64 --seed 3 --limit 600 --augment crop:2,flip --epochs 2)
+
+# --- (a) --stop-after 1, then --resume alone: the uninterrupted run's bytes --------------------------
+"$bin" train "${run[@]}" --save straight.st >straight.out 2>&1 && pass || fail "straight: $(tail -3 straight.out)"
+"$bin" train "${run[@]}" --stop-after 1 --save ck.st >stopped.out 2>&1 && pass || fail "stopped: $(tail -3 stopped.out)"
+cp ck.st one.st
+"$bin" train --resume ck.st >resumed.out 2>&1 && pass || fail "plain resume: $(tail -3 resumed.out)"
+cmp straight.st ck.st && pass || fail "--stop-after 1 + --resume alone and the uninterrupted run differ"
+! cmp -s one.st ck.st && grep -q "^epoch 2/2: " resumed.out && ! grep -q "^epoch 1/2" resumed.out && pass \
+  || fail "the plain resume did not train epoch 2: $(cat resumed.out)"
+! grep -q "warning" resumed.out && pass || fail "the plain resume warned: $(cat resumed.out)"
+[[ "$(grep "^epoch 2/2" straight.out | sed -E 's/, [0-9.]+ sec.*//')" == \
+   "$(grep "^epoch 2/2" resumed.out | sed -E 's/, [0-9.]+ sec.*//')" ]] && pass \
+  || fail "epoch 2's line: straight $(grep "^epoch 2/2" straight.out), resumed $(grep "^epoch 2/2" resumed.out)"
+
+# --- (c) the line: every option taken, none at its default; the first line agrees --------------------
+expected="resuming ck.st with its run's options: --optimizer momentum --lr 0.05 --weight-decay 0.0001 --nesterov"
+expected+=" --lr-schedule cosine --warmup-steps 13 --epochs 2 --batch-size 64 --seed 3 --limit 600"
+expected+=" --augment crop:2,flip --save ck.st (the checkpoint's; give an option to change it where a resume allows)"
+[[ "$(grep "^resuming ck.st with" resumed.out)" == "$expected" ]] && pass \
+  || fail "the options line: $(grep "^resuming" resumed.out) (expected: $expected)"
+grep -q "^training lenet-paddle on 600 images (test 10000), batch 64, momentum, lr 0.05 (cosine), 2 epochs, seed 3," \
+  resumed.out && pass || fail "the first line of the plain resume: $(head -1 resumed.out)"
+cp one.st quiet.st
+"$bin" train --resume quiet.st --quiet >quiet.out 2>&1 && [[ $(wc -l <quiet.out) -eq 1 ]] && cmp -s quiet.st ck.st \
+  && pass || fail "--resume --quiet: $(cat quiet.out)"
+
+# --- Adam, step decay, a warm-up in epochs, --accumulate 2 -------------------------------------------
+adam=(--model lenet --optimizer adam --lr 0.002 --beta2 0.99 --lr-schedule step --lr-step-epochs 1 --lr-gamma 0.5
+      --warmup-epochs 0.5 --batch-size 32 --accumulate 2 --seed 7 --limit 640 --epochs 2)
+"$bin" train "${adam[@]}" --save adam-straight.st --quiet >adam.out 2>&1 \
+  && "$bin" train "${adam[@]}" --stop-after 1 --save adam.st --quiet >>adam.out 2>&1 \
+  && "$bin" train --resume adam.st >adam-resumed.out 2>&1 && pass || fail "adam runs: $(tail -3 adam.out adam-resumed.out)"
+cmp adam-straight.st adam.st && pass || fail "adam + --accumulate 2: --resume alone and the uninterrupted run differ"
+grep -qx "resuming adam.st with its run's options: --optimizer adam --lr 0.002 --beta2 0.99 --lr-schedule step \
+--lr-step-epochs 1 --lr-gamma 0.5 --warmup-epochs 0.5 --epochs 2 --batch-size 32 --accumulate 2 --seed 7 --limit 640 \
+--save adam.st (.*)" adam-resumed.out && pass || fail "adam's options line: $(grep "^resuming" adam-resumed.out)"
+"$bin" inspect adam.st | grep -qx "  accumulate = 2" && "$bin" inspect adam.st | grep -qx "  epochs_planned = 2" \
+  && pass || fail "inspect: accumulate, epochs_planned: $("$bin" inspect adam.st | grep -E "accumulate|planned")"
+
+# --- (b) a given option that contradicts the checkpoint: one line, exit 1, nothing written ------------
+for change in "--batch-size 32:saved with --batch-size 64, this run has 32" \
+              "--seed 4:saved with --seed 3, this run has 4" \
+              "--limit 500:saved with training-set size (--limit) 600, this run has 500" \
+              "--optimizer adam:saved with optimizer 'momentum', this run uses 'adam'" \
+              "--lr-schedule constant:saved with --lr-schedule cosine, this run has constant" \
+              "--epochs 3:saved with --epochs (the length of the cosine schedule) 2, this run has 3"; do
+  cp one.st refuse.st
+  "$bin" train --resume refuse.st ${change%%:*} >/dev/null 2>err
+  refused "--resume with ${change%%:*}" "${change#*:}" $? err
+  cmp -s one.st refuse.st && pass || fail "--resume with ${change%%:*} changed the checkpoint"
+done
+[[ -z $(find . -name '*.tmp.*') ]] && pass || fail "temporary files left: $(ls)"
+# allowed as before: another --lr, with the resume's warning
+cp one.st lr.st
+"$bin" train --resume lr.st --lr 0.01 >lr.out 2>lr.err && grep -q "^epoch 2/2" lr.out \
+  && grep -q "warning: --resume lr.st: saved with lr 0.0500000007, .*; continuing with lr 0.00999999978" lr.err \
+  && ! grep -q -- "--lr 0.05" lr.out && pass || fail "--resume with another --lr: $(cat lr.err lr.out)"
+
+# --- (d) a checkpoint of an older dptrain: no epochs_planned, no accumulate ---------------------------
+strip one.st older.st epochs_planned accumulate
+"$bin" inspect older.st | grep -qE "epochs_planned|accumulate" && fail "strip left the keys" || pass
+"$bin" train --resume older.st >older.out 2>&1 && cmp straight.st older.st && pass \
+  || fail "an older cosine checkpoint: $(tail -3 older.out)"
+grep -q "^resuming older.st with its run's options: .* --epochs 2 " older.out && ! grep -q "is the default" older.out \
+  && pass || fail "an older cosine checkpoint's line: $(grep "^resuming" older.out)"
+plain=(--model lenet --lr 0.1 --batch-size 64 --limit 640 --seed 1)
+"$bin" train "${plain[@]}" --epochs 2 --save constant-straight.st --quiet >/dev/null 2>&1 \
+  && "$bin" train "${plain[@]}" --epochs 2 --stop-after 1 --save constant.st --quiet >/dev/null 2>&1 \
+  && strip constant.st older-constant.st epochs_planned accumulate \
+  && "$bin" train --resume older-constant.st --stop-after 2 >older-constant.out 2>&1 && pass \
+  || fail "an older constant checkpoint: $(tail -3 older-constant.out)"
+grep -qx "resuming older-constant.st with its run's options: --lr 0.1 --batch-size 64 --seed 1 --limit 640 --save \
+older-constant.st (the checkpoint's; give an option to change it where a resume allows); --epochs 10 is the default: \
+older-constant.st (of an older dptrain) does not record its run's (give --epochs N)" older-constant.out && pass \
+  || fail "an older constant checkpoint's line: $(grep "^resuming" older-constant.out)"
+strip constant.st older-constant.st epochs_planned accumulate
+"$bin" train --resume older-constant.st --epochs 2 --quiet >/dev/null 2>&1 && cmp constant-straight.st older-constant.st \
+  && pass || fail "an older constant checkpoint with --epochs 2 and the uninterrupted run differ"
+
+# --- a finished run: nothing to train, the file as it was; --init takes no option ---------------------
+cp straight.st done.st
+"$bin" train --resume done.st >done.out 2>&1 && grep -q "has 2 epochs, --epochs 2: nothing to train" done.out \
+  && cmp -s straight.st done.st && pass || fail "a finished run's plain resume: $(cat done.out)"
+"$bin" train --model lenet-paddle --init one.st --epochs 1 --limit 256 --save init.st >init.out 2>&1 \
+  && grep -q "^training lenet-paddle on 256 images (test 10000), batch 256, sgd, lr 0.2 (constant; the default of sgd), 1 epoch, seed 0," \
+     init.out && ! grep -q "with its run's options" init.out && pass || fail "--init: $(head -4 init.out)"
+
+testing_finish cli_resume_options
