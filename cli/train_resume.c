@@ -3,8 +3,8 @@
  * BackupAndRestore do: every run-defining option the command line does
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
- * --accumulate, --seed, --limit, --augment, an image folder's --transform
- * and --holdout), and without --save the run saves to FILE; then the line
+ * --accumulate, --seed, --sync-batch-norm, --limit, --augment, an image
+ * folder's --transform and --holdout), and without --save the run saves to FILE; then the line
  * saying which of them are not at their defaults. An option given keeps
  * the resume's rules (fit.c: refused where it contradicts the checkpoint,
  * warned about where a change is allowed). --model, --freeze and
@@ -58,7 +58,7 @@ static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
  * --accumulate; --accumulate N alone: the batch that makes the saved step
  * with N (where N divides it); --batch-size B alone: the saved N where B x
  * N is the saved step, else 1 (then B must be the saved step, as before:
- * the resume refuses another product); the seed, the training-set size (--limit: the same
+ * the resume refuses another product); the seed, --sync-batch-norm, the training-set size (--limit: the same
  * as the data's when the run had no --limit) and the planned --epochs
  * (only a cosine schedule's length in a file of an older dptrain). */
 static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
@@ -73,6 +73,7 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     }
     if (!GIVEN(seed)) o->seed = info->seed;
     if (!GIVEN(limit)) o->limit = info->train_examples;
+    if (!GIVEN(sync_batch_norm)) o->sync_batch_norm = info->sync_batch_norm;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
     else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
@@ -162,6 +163,7 @@ static void list_run(const train_options_t *o, const train_options_t *plain, int
     if (!o->batch_size_given && o->batch_size != plain->batch_size) list_int(text, size, "batch-size", o->batch_size);
     if (!GIVEN(accumulate) && o->accumulate > 1) list_int(text, size, "accumulate", o->accumulate);
     if (!GIVEN(seed) && o->seed != plain->seed) list_int(text, size, "seed", (long long)o->seed);
+    if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)

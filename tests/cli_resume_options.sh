@@ -6,7 +6,8 @@
 #   other option, ends in the checkpoint of the uninterrupted run, byte for
 #   byte: momentum + Nesterov + weight decay, cosine with a warm-up across
 #   the stop, batch 64, seed 3, --limit 600, --augment crop:2,flip, the
-#   model file lenet-paddle; and Adam + step decay + --accumulate 2;
+#   model file lenet-paddle; Adam + step decay + --accumulate 2; and
+#   tests/models/tiny_resnet.cfg with --sync-batch-norm;
 # - the line says what came from the checkpoint, all of it, and nothing at
 #   its defaults; --quiet prints no such line;
 # - an option given that contradicts the checkpoint is refused in one line
@@ -40,6 +41,7 @@ t += b" " * (-(8 + len(t)) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
 }
+models="$(cd "$(dirname "$0")" && pwd)/models"
 cd "$tmp" || exit 1
 run=(--model lenet-paddle --optimizer momentum --nesterov --lr 0.05 --weight-decay 0.0001 --lr-schedule cosine
      --warmup-steps 13 --batch-size 64 --seed 3 --limit 600 --augment crop:2,flip --epochs 2)
@@ -81,6 +83,15 @@ grep -qx "resuming adam.st with its run's options: --optimizer adam --lr 0.002 -
 --save adam.st (.*)" adam-resumed.out && pass || fail "adam's options line: $(grep "^resuming" adam-resumed.out)"
 "$bin" inspect adam.st | grep -qx "  accumulate = 2" && "$bin" inspect adam.st | grep -qx "  epochs_planned = 2" \
   && pass || fail "inspect: accumulate, epochs_planned: $("$bin" inspect adam.st | grep -E "accumulate|planned")"
+
+# --- synchronised batch norm (tests/models/tiny_resnet.cfg: batch norm, dropout, a residual block) ---------
+bn=(--model "$models/tiny_resnet.cfg" --sync-batch-norm --optimizer adam --lr 0.01
+    --batch-size 64 --limit 640 --seed 5 --epochs 2)
+"$bin" train "${bn[@]}" --save bn-straight.st --quiet >bn.out 2>&1 \
+  && "$bin" train "${bn[@]}" --stop-after 1 --save bn.st --quiet >>bn.out 2>&1 \
+  && "$bin" train --resume bn.st >bn-resumed.out 2>&1 && pass || fail "sync-bn runs: $(tail -3 bn.out bn-resumed.out)"
+cmp bn-straight.st bn.st && grep -q "^resuming bn.st with its run's options: .* --sync-batch-norm " bn-resumed.out \
+  && pass || fail "--sync-batch-norm: --resume alone and the uninterrupted run differ: $(grep "^resuming" bn-resumed.out)"
 
 # --- (b) a given option that contradicts the checkpoint: one line, exit 1, nothing written ------------
 for change in "--batch-size 32:saved with --batch-size 64, this run has 32" \

@@ -366,6 +366,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.batch_size = 256;
     info.accumulate = 4;
     info.epochs_planned = 7;
+    info.sync_batch_norm = 1;
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -386,7 +387,8 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->optimizer_steps == b->optimizer_steps && a->epochs_completed == b->epochs_completed &&
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
-           a->epochs_planned == b->epochs_planned && a->train_examples == b->train_examples &&
+           a->epochs_planned == b->epochs_planned && a->sync_batch_norm == b->sync_batch_norm &&
+           a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
@@ -953,6 +955,7 @@ static void test_checkpoint_round_trip(void) {
         {"lr_schedule.warmup_steps", NULL, "metadata 'lr_schedule.warmup_steps' is missing"},
         {"accumulate", "0", "metadata 'accumulate' is 0, expected a divisor of 'batch_size'"},
         {"epochs_planned", "2x", "'epochs_planned' is '2x', expected a decimal integer"},
+        {"sync_batch_norm", "2", "'sync_batch_norm' is '2', expected a decimal integer from 0 to 1"},
     };
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         char label[96];
@@ -960,14 +963,15 @@ static void test_checkpoint_round_trip(void) {
         rewrite(path, edited, bad_meta[i].key, bad_meta[i].value, NULL);
         check_open_fails(edited, bad_meta[i].part, label);
     }
-    /* a file of an older dptrain records neither accumulate nor epochs_planned: 0, not recorded */
+    /* a file of an older dptrain records none of accumulate, epochs_planned, sync_batch_norm: 0, not recorded */
     const char *older = testing_tmp_file("older.st");
-    rewrite(path, edited, "accumulate", NULL, NULL);
-    rewrite(edited, older, "epochs_planned", NULL, NULL);
+    rewrite(path, older, "accumulate", NULL, NULL);
+    rewrite(older, edited, "epochs_planned", NULL, NULL);
+    rewrite(edited, older, "sync_batch_norm", NULL, NULL);
     dp_checkpoint_t *old_file = NULL;
     CHECK(dp_checkpoint_open(older, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
-          dp_checkpoint_info(old_file)->epochs_planned == 0, "a file without accumulate and epochs_planned: %s",
-          dp_error_message());
+          dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0,
+          "a file without accumulate, epochs_planned and sync_batch_norm: %s", dp_error_message());
     dp_checkpoint_close(old_file);
     free(loaded);
     dp_optimizer_free(sgd);

@@ -73,6 +73,8 @@
  *   epochs_planned          the run's --epochs (its planned length; with
  *                           --stop-after it stops before): what a resume
  *                           without --epochs trains to
+ *   sync_batch_norm         1: batch norm used the whole minibatch's
+ *                           statistics (--sync-batch-norm), else 0
  *   devices, ranks          of the run that saved, informational
  *   data.normalize          "" or the --normalize values, per channel:
  *                           "M0,..,S0,.." (%.9g); a resume must use the same
@@ -119,8 +121,8 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * accumulate, epochs_planned and the last twelve are optional when read (an
- * older file: 0 for both, not recorded; none, none, an
+ * accumulate, epochs_planned, sync_batch_norm and the last twelve are
+ * optional when read (an older file: 0 for the three, not recorded; none, none, an
  * epoch's end, no transform, no training transform, no hold-out, no class
  * names: the data's built-in ones, no algorithm choices: the GPU's own, no
  * model file text: `model` is looked for as --model is, model_file.h, and
@@ -164,6 +166,7 @@ typedef struct {
     int train_examples;         /* size of the training set (after --limit) */
     int accumulate;             /* micro-batches per step (read: 0 when the file does not record it) */
     int epochs_planned;         /* the run's --epochs (read: 0 when the file does not record it) */
+    int sync_batch_norm;        /* 1: synchronised batch norm (read: 0 when the file does not record it) */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */

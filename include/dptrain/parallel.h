@@ -191,6 +191,8 @@ dp_status_t dp_trainer_check_devices(const dp_trainer_t *trainer);
 int dp_trainer_num_devices(const dp_trainer_t *trainer);
 /* Micro-batches per optimizer step (config.accumulate; 1 without accumulation). */
 int dp_trainer_accumulate(const dp_trainer_t *trainer);
+/* Whether batch norm uses the whole minibatch's statistics (config.sync_batch_norm). */
+int dp_trainer_sync_batch_norm(const dp_trainer_t *trainer);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

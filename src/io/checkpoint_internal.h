@@ -13,7 +13,7 @@
  * has an evaluation transform, then cuda.conv_algorithms when there are
  * choices, then model_text when the model was built from a model file,
  * then model.freeze when layers are frozen. */
-#define DP_CHECKPOINT_META_KEYS 41
+#define DP_CHECKPOINT_META_KEYS 42
 #define DP_CHECKPOINT_CLASSES_KEY "data.classes"
 #define DP_CHECKPOINT_TRANSFORM_KEY "data.transform"
 #define DP_CHECKPOINT_CONV_ALGOS_KEY "cuda.conv_algorithms"

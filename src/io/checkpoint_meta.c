@@ -24,7 +24,7 @@ enum {
     META_SCHEDULE_WARMUP_STEPS, META_SCHEDULE_STEPS_PER_EPOCH, META_SCHEDULE_TOTAL_STEPS, META_STEP_COUNT,
     META_EPOCHS, META_LOADER_EPOCH, META_LOADER_BATCH, META_SEED, META_BATCH_SIZE, META_TRAIN_EXAMPLES,
     META_DEVICES, META_RANKS, META_NORMALIZE, META_AUGMENT, META_EPOCH_LOSS, META_EPOCH_CORRECT,
-    META_EPOCH_EXAMPLES, META_ACCUMULATE, META_EPOCHS_PLANNED, META_COUNT
+    META_EPOCH_EXAMPLES, META_ACCUMULATE, META_EPOCHS_PLANNED, META_SYNC_BATCH_NORM, META_COUNT
 };
 static const char *const meta_keys[META_COUNT] = {
     "format", "format_version", "dptrain_version", "model", "model_fingerprint", "optimizer",
@@ -35,7 +35,7 @@ static const char *const meta_keys[META_COUNT] = {
     "lr_schedule.steps_per_epoch", "lr_schedule.total_steps", "step_count", "epochs_completed",
     "loader.epoch", "loader.batch", "seed", "batch_size", "train_examples", "devices", "ranks",
     "data.normalize", "data.augment", "epoch.loss_sums", "epoch.correct", "epoch.examples", "accumulate",
-    "epochs_planned",
+    "epochs_planned", "sync_batch_norm",
 };
 _Static_assert(META_COUNT == DP_CHECKPOINT_META_KEYS, "DP_CHECKPOINT_META_KEYS counts the keys");
 #define FORMAT_NAME "dptrain-checkpoint"
@@ -211,6 +211,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     snprintf(m->values[META_EPOCH_EXAMPLES], 256, "%d", info->epoch_examples);
     snprintf(m->values[META_ACCUMULATE], 256, "%d", info->accumulate > 1 ? info->accumulate : 1);
     snprintf(m->values[META_EPOCHS_PLANNED], 256, "%d", info->epochs_planned);
+    snprintf(m->values[META_SYNC_BATCH_NORM], 256, "%d", info->sync_batch_norm ? 1 : 0);
     snprintf(m->values[META_OPTIMIZER_STATES], 256, "%s", optimizer_states);
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
@@ -498,8 +499,8 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
  * no class names, no convolution algorithm choices, no model file text,
- * nothing frozen, no training transform recorded, no accumulation nor
- * planned epoch count recorded (0). */
+ * nothing frozen, no training transform recorded, no accumulation, planned
+ * epoch count or synchronised batch norm recorded (0). */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     if (dp_safetensors_meta(c->st, meta_keys[META_ACCUMULATE])) {
@@ -510,6 +511,11 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     }
     if (dp_safetensors_meta(c->st, meta_keys[META_EPOCHS_PLANNED]))
         DP_TRY(meta_int(c, META_EPOCHS_PLANNED, &info->epochs_planned));
+    if (dp_safetensors_meta(c->st, meta_keys[META_SYNC_BATCH_NORM])) {
+        uint64_t on;
+        DP_TRY(meta_u64(c, META_SYNC_BATCH_NORM, 1, &on));
+        info->sync_batch_norm = (int)on;
+    }
     if (dp_safetensors_meta(c->st, meta_keys[META_NORMALIZE]))
         DP_TRY(meta_copy(c, META_NORMALIZE, info->normalize, sizeof info->normalize));
     if (dp_safetensors_meta(c->st, meta_keys[META_AUGMENT]))

@@ -595,6 +595,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                 .steps_per_epoch = (uint64_t)dp_batch_loader_num_batches(loader),
                                 .seed = config->seed, .batch_size = config->batch_size, .train_examples = train->count,
                                 .accumulate = dp_trainer_accumulate(trainer), .epochs_planned = config->epochs,
+                                .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
                                 .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run.optim.lr = (float)config->schedule.lr;
     if (train->class_names) { /* an image folder's: kept in every checkpoint */

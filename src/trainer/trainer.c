@@ -351,6 +351,7 @@ dp_status_t dp_trainer_check_devices(const dp_trainer_t *t) {
 
 int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 int dp_trainer_accumulate(const dp_trainer_t *t) { return t->config.accumulate; }
+int dp_trainer_sync_batch_norm(const dp_trainer_t *t) { return t->config.sync_batch_norm != 0; }
 const dp_model_t *dp_trainer_model(const dp_trainer_t *t) { return t->model; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
