@@ -257,7 +257,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     int speaks = world->rank == 0 || (log_dir && *log_dir);
     /* the --init or --resume checkpoint's freeze list and normalisation, and a resume's options (train_resume.c) */
     train_saved_t saved;
-    if ((status = train_read_saved(&o, speaks, &saved)) != DP_OK) goto done;
+    if ((status = train_read_saved(&o, &saved)) != DP_OK) goto done;
     if ((status = train_options_check(&o, world->size, speaks, &set)) != DP_OK) goto done;
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;

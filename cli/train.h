@@ -151,7 +151,7 @@ typedef struct {
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
 } train_resume_t;
-void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, int speaks, train_resume_t *r);
+void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r);
 /* The line saying which options came from the checkpoint (those not at
  * their defaults; --limit where it is below the data's train_total
  * images); "" when none. */
@@ -169,7 +169,7 @@ typedef struct {
     char normalize_note[1300]; /* "inputs normalised as FILE's were: --normalize ..." */
     train_resume_t resume;
 } train_saved_t;
-dp_status_t train_read_saved(train_options_t *o, int speaks, train_saved_t *saved);
+dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved);
 /* The model frozen as --freeze or --freeze-backbone says, or with --resume
  * and neither as the checkpoint's model.freeze says (dp_fit refuses a
  * resume frozen otherwise); note = what is frozen, one line ("" when

@@ -28,7 +28,7 @@ static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
              layers == 1 ? "" : "s", trains, all);
 }
 
-dp_status_t train_read_saved(train_options_t *o, int speaks, train_saved_t *saved) {
+dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved) {
     memset(saved, 0, sizeof *saved);
     const char *path = o->init_path ? o->init_path : o->resume_path;
     const int resume = o->resume_path && !o->init_path; /* (both: refused by dp_fit) */
@@ -37,7 +37,7 @@ dp_status_t train_read_saved(train_options_t *o, int speaks, train_saved_t *save
     dp_checkpoint_t *c;
     DP_TRY(dp_checkpoint_open(path, &c));
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (resume) train_resume_take(o, info, speaks, &saved->resume);
+    if (resume) train_resume_take(o, info, &saved->resume);
     if (freeze) snprintf(saved->freeze, sizeof saved->freeze, "%s", info->freeze);
     if (!o->normalize && info->normalize[0]) {
         snprintf(saved->normalize, sizeof saved->normalize, "%s", info->normalize);

@@ -65,6 +65,9 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (!o->quiet && p->resumed[0]) printf("%s\n", p->resumed);
     if (begin->resumed && !o->quiet && begin->first_epoch < begin->last_epoch)
         print_resume(o->resume_path, begin);
+    if (begin->resumed && !o->save_path && begin->first_epoch < begin->last_epoch) /* not taken: never FILE unasked */
+        train_warn(p->speaks, "--resume %s without --save: this run saves no checkpoint (give --save %s to go on "
+                   "saving there, or --save ANOTHER)", o->resume_path, o->resume_path);
     if (begin->first_epoch >= begin->last_epoch && p->speaks)
         printf("checkpoint %s has %d epoch%s, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
                PLURAL(begin->first_epoch), begin->last_epoch < o->epochs ? "stop-after" : "epochs",

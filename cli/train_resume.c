@@ -4,8 +4,10 @@
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --limit, --augment, an image
- * folder's --transform and --holdout), and without --save the run saves to FILE; then the line
- * saying which of them are not at their defaults. An option given keeps
+ * folder's --transform and --holdout); then the line saying which of
+ * them are not at their defaults. Where it saves is not taken: without
+ * --save a resume writes nothing (train_output.c warns once it starts), so
+ * that the file it resumes is never replaced unasked. An option given keeps
  * the resume's rules (fit.c: refused where it contradicts the checkpoint,
  * warned about where a change is allowed). --model, --freeze and
  * --normalize come from the checkpoint as well (train.c, train_init.c);
@@ -98,7 +100,7 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
     }
 }
 
-void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, int speaks, train_resume_t *r) {
+void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     memset(r, 0, sizeof *r);
     if (info->weights_only) return; /* no run to continue: dp_fit refuses it */
     r->taken = 1;
@@ -106,11 +108,6 @@ void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, int
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
-    if (GIVEN(save_path)) return;
-    if (dp_file_check_writable("--resume", o->resume_path) == DP_OK) /* the run goes on saving where it saved */
-        o->save_path = o->resume_path;
-    else
-        train_warn(speaks, "%s: this run saves no checkpoint (give --save FILE)", dp_error_message());
 }
 
 /* Appends " --NAME VALUE" (VALUE "": a flag) to text[0..size). */
@@ -149,7 +146,7 @@ static void list_optimizer(const train_options_t *o, const train_options_t *plai
     if (!GIVEN(eps) && !isnan(o->eps) && o->eps != fresh.eps) list_float(text, size, "eps", o->eps);
 }
 
-/* The schedule's, the batch's, the seed's, the data's and --save's. */
+/* The schedule's, the batch's, the seed's and the data's. */
 static void list_run(const train_options_t *o, const train_options_t *plain, int train_total, char *text,
                      size_t size) {
     if (!GIVEN(lr_schedule) && strcmp(o->lr_schedule, plain->lr_schedule) != 0)
@@ -171,7 +168,6 @@ static void list_run(const train_options_t *o, const train_options_t *plain, int
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (!GIVEN(data.holdout) && o->data.holdout_default && strtod(o->data.holdout_default, NULL) != DP_HOLDOUT_DEFAULT)
         list_option(text, size, "holdout", o->data.holdout_default);
-    if (!GIVEN(save_path) && o->save_path) list_option(text, size, "save", o->save_path);
 }
 
 void train_resume_note(const train_options_t *o, const train_resume_t *r, int train_total, char *note, size_t size) {

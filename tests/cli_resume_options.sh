@@ -18,7 +18,9 @@
 #   resumes: a cosine schedule's length is its --epochs (the same bytes),
 #   a constant one's is the default, and the line says so;
 # - a finished run's plain resume trains nothing and leaves the file as it
-#   was; --init (a new run from the weights) takes none of the options.
+#   was; --init (a new run from the weights) takes none of the options;
+# - where it saves is not taken: without --save a resume warns and leaves
+#   its file as it was.
 # The devices are the default (one CPU device per core) in every run, so
 # the plain resume has the same count.
 source "$(dirname "$0")/testing.sh"
@@ -50,9 +52,9 @@ run=(--model lenet-paddle --optimizer momentum --nesterov --lr 0.05 --weight-dec
 "$bin" train "${run[@]}" --save straight.st >straight.out 2>&1 && pass || fail "straight: $(tail -3 straight.out)"
 "$bin" train "${run[@]}" --stop-after 1 --save ck.st >stopped.out 2>&1 && pass || fail "stopped: $(tail -3 stopped.out)"
 cp ck.st one.st
-"$bin" train --resume ck.st >resumed.out 2>&1 && pass || fail "plain resume: $(tail -3 resumed.out)"
-cmp straight.st ck.st && pass || fail "--stop-after 1 + --resume alone and the uninterrupted run differ"
-! cmp -s one.st ck.st && grep -q "^epoch 2/2: " resumed.out && ! grep -q "^epoch 1/2" resumed.out && pass \
+"$bin" train --resume ck.st --save resumed.st >resumed.out 2>&1 && pass || fail "plain resume: $(tail -3 resumed.out)"
+cmp straight.st resumed.st && pass || fail "--stop-after 1 + --resume alone and the uninterrupted run differ"
+cmp -s one.st ck.st && grep -q "^epoch 2/2: " resumed.out && ! grep -q "^epoch 1/2" resumed.out && pass \
   || fail "the plain resume did not train epoch 2: $(cat resumed.out)"
 ! grep -q "warning" resumed.out && pass || fail "the plain resume warned: $(cat resumed.out)"
 [[ "$(grep "^epoch 2/2" straight.out | sed -E 's/, [0-9.]+ sec.*//')" == \
@@ -62,13 +64,14 @@ cmp straight.st ck.st && pass || fail "--stop-after 1 + --resume alone and the u
 # --- (c) the line: every option taken, none at its default; the first line agrees --------------------
 expected="resuming ck.st with its run's options: --optimizer momentum --lr 0.05 --weight-decay 0.0001 --nesterov"
 expected+=" --lr-schedule cosine --warmup-steps 13 --epochs 2 --batch-size 64 --seed 3 --limit 600"
-expected+=" --augment crop:2,flip --save ck.st (the checkpoint's; give an option to change it where a resume allows)"
+expected+=" --augment crop:2,flip (the checkpoint's; give an option to change it where a resume allows)"
 [[ "$(grep "^resuming ck.st with" resumed.out)" == "$expected" ]] && pass \
   || fail "the options line: $(grep "^resuming" resumed.out) (expected: $expected)"
 grep -q "^training lenet-paddle on 600 images (test 10000), batch 64, momentum, lr 0.05 (cosine), 2 epochs, seed 3," \
   resumed.out && pass || fail "the first line of the plain resume: $(head -1 resumed.out)"
 cp one.st quiet.st
-"$bin" train --resume quiet.st --quiet >quiet.out 2>&1 && [[ $(wc -l <quiet.out) -eq 1 ]] && cmp -s quiet.st ck.st \
+"$bin" train --resume quiet.st --save quiet.st --quiet >quiet.out 2>&1 && [[ $(wc -l <quiet.out) -eq 1 ]] \
+  && cmp -s quiet.st straight.st \
   && pass || fail "--resume --quiet: $(cat quiet.out)"
 
 # --- Adam, step decay, a warm-up in epochs, --accumulate 2 -------------------------------------------
@@ -76,11 +79,11 @@ adam=(--model lenet --optimizer adam --lr 0.002 --beta2 0.99 --lr-schedule step 
       --warmup-epochs 0.5 --batch-size 32 --accumulate 2 --seed 7 --limit 640 --epochs 2)
 "$bin" train "${adam[@]}" --save adam-straight.st --quiet >adam.out 2>&1 \
   && "$bin" train "${adam[@]}" --stop-after 1 --save adam.st --quiet >>adam.out 2>&1 \
-  && "$bin" train --resume adam.st >adam-resumed.out 2>&1 && pass || fail "adam runs: $(tail -3 adam.out adam-resumed.out)"
-cmp adam-straight.st adam.st && pass || fail "adam + --accumulate 2: --resume alone and the uninterrupted run differ"
+  && "$bin" train --resume adam.st --save adam-resumed.st >adam-resumed.out 2>&1 && pass || fail "adam runs: $(tail -3 adam.out adam-resumed.out)"
+cmp adam-straight.st adam-resumed.st && pass || fail "adam + --accumulate 2: --resume alone and the uninterrupted run differ"
 grep -qx "resuming adam.st with its run's options: --optimizer adam --lr 0.002 --beta2 0.99 --lr-schedule step \
 --lr-step-epochs 1 --lr-gamma 0.5 --warmup-epochs 0.5 --epochs 2 --batch-size 32 --accumulate 2 --seed 7 --limit 640 \
---save adam.st (.*)" adam-resumed.out && pass || fail "adam's options line: $(grep "^resuming" adam-resumed.out)"
+(.*)" adam-resumed.out && pass || fail "adam's options line: $(grep "^resuming" adam-resumed.out)"
 "$bin" inspect adam.st | grep -qx "  accumulate = 2" && "$bin" inspect adam.st | grep -qx "  epochs_planned = 2" \
   && pass || fail "inspect: accumulate, epochs_planned: $("$bin" inspect adam.st | grep -E "accumulate|planned")"
 
@@ -89,8 +92,8 @@ bn=(--model "$models/tiny_resnet.cfg" --sync-batch-norm --optimizer adam --lr 0.
     --batch-size 64 --limit 640 --seed 5 --epochs 2)
 "$bin" train "${bn[@]}" --save bn-straight.st --quiet >bn.out 2>&1 \
   && "$bin" train "${bn[@]}" --stop-after 1 --save bn.st --quiet >>bn.out 2>&1 \
-  && "$bin" train --resume bn.st >bn-resumed.out 2>&1 && pass || fail "sync-bn runs: $(tail -3 bn.out bn-resumed.out)"
-cmp bn-straight.st bn.st && grep -q "^resuming bn.st with its run's options: .* --sync-batch-norm " bn-resumed.out \
+  && "$bin" train --resume bn.st --save bn-resumed.st >bn-resumed.out 2>&1 && pass || fail "sync-bn runs: $(tail -3 bn.out bn-resumed.out)"
+cmp bn-straight.st bn-resumed.st && grep -q "^resuming bn.st with its run's options: .* --sync-batch-norm " bn-resumed.out \
   && pass || fail "--sync-batch-norm: --resume alone and the uninterrupted run differ: $(grep "^resuming" bn-resumed.out)"
 
 # --- (b) a given option that contradicts the checkpoint: one line, exit 1, nothing written ------------
@@ -115,7 +118,7 @@ cp one.st lr.st
 # --- (d) a checkpoint of an older dptrain: no epochs_planned, no accumulate ---------------------------
 strip one.st older.st epochs_planned accumulate
 "$bin" inspect older.st | grep -qE "epochs_planned|accumulate" && fail "strip left the keys" || pass
-"$bin" train --resume older.st >older.out 2>&1 && cmp straight.st older.st && pass \
+"$bin" train --resume older.st --save older-out.st >older.out 2>&1 && cmp straight.st older-out.st && pass \
   || fail "an older cosine checkpoint: $(tail -3 older.out)"
 grep -q "^resuming older.st with its run's options: .* --epochs 2 " older.out && ! grep -q "is the default" older.out \
   && pass || fail "an older cosine checkpoint's line: $(grep "^resuming" older.out)"
@@ -125,13 +128,21 @@ plain=(--model lenet --lr 0.1 --batch-size 64 --limit 640 --seed 1)
   && strip constant.st older-constant.st epochs_planned accumulate \
   && "$bin" train --resume older-constant.st --stop-after 2 >older-constant.out 2>&1 && pass \
   || fail "an older constant checkpoint: $(tail -3 older-constant.out)"
-grep -qx "resuming older-constant.st with its run's options: --lr 0.1 --batch-size 64 --seed 1 --limit 640 --save \
-older-constant.st (the checkpoint's; give an option to change it where a resume allows); --epochs 10 is the default: \
+grep -qx "resuming older-constant.st with its run's options: --lr 0.1 --batch-size 64 --seed 1 --limit 640 \
+(the checkpoint's; give an option to change it where a resume allows); --epochs 10 is the default: \
 older-constant.st (of an older dptrain) does not record its run's (give --epochs N)" older-constant.out && pass \
   || fail "an older constant checkpoint's line: $(grep "^resuming" older-constant.out)"
 strip constant.st older-constant.st epochs_planned accumulate
-"$bin" train --resume older-constant.st --epochs 2 --quiet >/dev/null 2>&1 && cmp constant-straight.st older-constant.st \
+"$bin" train --resume older-constant.st --epochs 2 --save older-constant2.st --quiet >/dev/null 2>&1 \
+  && cmp constant-straight.st older-constant2.st \
   && pass || fail "an older constant checkpoint with --epochs 2 and the uninterrupted run differ"
+
+# --- without --save: a warning, and the file it resumes is never replaced -----------------------------
+cp one.st nosave.st
+"$bin" train --resume nosave.st --stop-after 2 >nosave.out 2>nosave.err && grep -q "^epoch 2/2: " nosave.out \
+  && [[ $(grep -c "^dptrain: warning: train: --resume nosave.st without --save: this run saves no checkpoint (give --save nosave.st to go on saving there, or --save ANOTHER)$" nosave.err) -eq 1 ]] \
+  && cmp -s one.st nosave.st && [[ -z $(find . -name 'nosave.st.*') ]] && pass \
+  || fail "a resume without --save: $(cat nosave.err) $(cmp one.st nosave.st)"
 
 # --- a finished run: nothing to train, the file as it was; --init takes no option ---------------------
 cp straight.st done.st

@@ -202,20 +202,18 @@ for case in "sgd 0.2" "momentum 0.2" "adagrad 0.01" "adam 0.001"; do
 done
 "$bin" "${tiny[@]}" --epochs 1 --optimizer adam --lr 0.01 >"$tmp/out" 2>&1
 grep -q ", adam, lr 0.01 (constant), 1 epoch," "$tmp/out" && pass || fail "adam with --lr 0.01: $(head -1 "$tmp/out")"
-# A resume says where it starts: at an epoch's start, and inside one (after the line of the options it
-# took from the checkpoint: without --save, it saves to the file it resumes).
-"$bin" "${tiny[@]}" --epochs 2 --resume "$tmp/adam.st" --optimizer adam >"$tmp/out" 2>&1
-sed -n 3p "$tmp/out" | grep -qx "resuming $tmp/adam.st with its run's options: --save $tmp/adam.st (.*)" \
-  && sed -n 4p "$tmp/out" | grep -qx "resuming from $tmp/adam.st: epoch 2 (1 epoch done, step 2 of the run)" && pass \
+# A resume says where it starts: at an epoch's start, and inside one.
+"$bin" "${tiny[@]}" --epochs 2 --resume "$tmp/adam.st" --optimizer adam >"$tmp/out" 2>"$tmp/err"
+sed -n 3p "$tmp/out" | grep -qx "resuming from $tmp/adam.st: epoch 2 (1 epoch done, step 2 of the run)" && pass \
   || fail "the resume line: $(cat "$tmp/out")"
+grep -q "without --save: this run saves no checkpoint" "$tmp/err" && pass || fail "no --save warning: $(cat "$tmp/err")"
 "$bin" train --data "$data" --limit 1024 --batch-size 256 --devices 1 --epochs 2 --save "$tmp/mid.st" \
   --stop-after 1 --quiet >/dev/null 2>&1
-cp "$tmp/mid.st" "$tmp/mid1.st" # (the resume below saves to mid.st)
 "$bin" train --data "$data" --limit 1024 --batch-size 256 --devices 1 --epochs 2 --resume "$tmp/mid.st" \
   >"$tmp/out" 2>&1
 grep -qx "resuming from $tmp/mid.st: epoch 2 (1 epoch done, step 4 of the run)" "$tmp/out" && pass \
   || fail "the resume line at an epoch's start: $(cat "$tmp/out")"
-/usr/bin/python3 - "$tmp/mid1.st" "$tmp/mid2.st" <<'PY'
+/usr/bin/python3 - "$tmp/mid.st" "$tmp/mid2.st" <<'PY'
 import json, struct, sys  # the same checkpoint 2 steps into epoch 2, as --save-every-steps 2 writes it
 b = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
