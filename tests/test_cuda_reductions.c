@@ -19,7 +19,7 @@
  *     the pooling divisor, ...) on the same inputs, the batch norm
  *     statistics and gradient sums taken from the GPU (downloaded, or seen
  *     by a SyncBatchNorm hook that passes them through unchanged);
- *   - batch norm with fuse_relu gives batch norm + relu's bits (bn_relu_check.h). */
+ *   - batch norm with fuse_relu gives batch norm + relu's (relu6's) bits (bn_relu_check.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -608,9 +608,11 @@ int main(void) {
         {2, 6, 60, 5, {2, 6, 3, 4, 5}},     {9, 70, 1, 3, {9, 70, 1}},
     };
     for (size_t i = 0; i < sizeof bn_shapes / sizeof bn_shapes[0]; i++) check_batch_norm(&bn_shapes[i]);
-    /* batch norm with fuse_relu (its apply and gradient sums) = batch norm + relu, bit for bit */
-    check_bn_relu_fused(be, "cuda", (const int[4]){4, 3, 5, 6});
-    check_bn_relu_fused(be, "cuda", (const int[4]){16, 64, 8, 8});
+    /* batch norm with fuse_relu (its apply and gradient sums) = batch norm + relu (relu6), bit for bit */
+    for (int fuse = DP_FUSE_RELU; fuse <= DP_FUSE_RELU6; fuse++) {
+        check_bn_relu_fused(be, "cuda", (const int[4]){4, 3, 5, 6}, fuse);
+        check_bn_relu_fused(be, "cuda", (const int[4]){16, 64, 8, 8}, fuse);
+    }
     /* avg pool backward: LeNet's 2/2 on 26x26, overlapping windows with pad
      * (with and without the pad in the divisor), 3-D, 1-D */
     const int zero[3] = {0, 0, 0};

@@ -18,7 +18,9 @@
  *
  * Also: add with both inputs the same tensor gets 2 dy; a convolution
  * whose small-plane forward takes several chunks of images matches a direct
- * convolution.
+ * convolution; batch norm with fuse_relu (DP_FUSE_RELU, DP_FUSE_RELU6)
+ * gives the bits of batch norm + relu (relu6) (bn_relu_check.h), and conv
+ * and add refuse DP_FUSE_RELU6 in one line.
  */
 #include <math.h>
 #include <pthread.h>
@@ -437,6 +439,26 @@ static void test_conv_tap_plane_chunks(void) {
 
 /* --- add with itself --------------------------------------------------------------- */
 
+/* conv and add fuse a ReLU only: DP_FUSE_RELU6 (batch norm's) is refused, naming fuse_relu */
+static void test_fuse_relu6_refused(void) {
+    float data[2 * 2 * 3 * 3] = {0}, weight[2 * 2] = {0};
+    dp_tensor_t x = {4, {1, 2, 3, 3}, data, NULL, 0, 0}, w = {4, {2, 2, 1, 1}, weight, NULL, 0, 0};
+    dp_node_t conv = {.kind = DP_OP_CONV, .attr = dp_op_attr_default(), .in = {&x, &w}};
+    dp_node_t add = {.kind = DP_OP_ADD, .attr = dp_op_attr_default(), .in = {&x, &x}};
+    dp_node_t *nodes[2] = {&conv, &add};
+    dp_arena_t *arena = dp_arena_new(1 << 12);
+    for (int i = 0; i < 2; i++) {
+        nodes[i]->attr.fuse_relu = DP_FUSE_RELU6;
+        dp_status_t st = dp_op_forward(nodes[i], arena);
+        CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "fuse_relu"), "%s with DP_FUSE_RELU6: status %d, '%s'",
+              dp_op_table[nodes[i]->kind].name, st, dp_error_message());
+        nodes[i]->attr.fuse_relu = DP_FUSE_RELU;
+        CHECK(dp_op_forward(nodes[i], arena) == DP_OK, "%s with DP_FUSE_RELU: %s", dp_op_table[nodes[i]->kind].name,
+              dp_error_message());
+    }
+    dp_arena_free(arena);
+}
+
 static void test_add_aliased(void) {
     float data[6] = {1, -2, 3, -4, 5, -6}, grad[6] = {0}, dy[6] = {1, 2, 3, 4, 5, 6};
     dp_tensor_t x = {2, {2, 3}, data, grad, 1, 0}; /* unset: the first write claims it */
@@ -456,9 +478,12 @@ int main(void) {
     test_dropout();
     test_sync_batch_norm();
     test_add_aliased();
+    test_fuse_relu6_refused();
     test_conv_tap_plane_chunks();
-    /* batch norm with fuse_relu = batch norm + relu, bit for bit */
-    check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){4, 3, 5, 6});
-    check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){2, 8, 4, 4});
+    /* batch norm with fuse_relu = batch norm + relu (relu6), bit for bit */
+    for (int fuse = DP_FUSE_RELU; fuse <= DP_FUSE_RELU6; fuse++) {
+        check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){4, 3, 5, 6}, fuse);
+        check_bn_relu_fused(dp_backend_cpu(), "cpu", (const int[4]){2, 8, 4, 4}, fuse);
+    }
     return testing_finish("test_ops_properties");
 }

@@ -52,6 +52,10 @@ typedef struct {
     void *ctx;
 } dp_stat_sync_t;
 
+/* attr.fuse_relu's activations */
+#define DP_FUSE_RELU 1  /* y = relu(v), dy masked where y > 0 (DP_OP_RELU) */
+#define DP_FUSE_RELU6 2 /* y = relu6(v), dy masked where 0 < y < 6 (DP_OP_RELU6) */
+
 /* Attributes; spatial arrays are indexed like the tensor's spatial dims
  * (2-D: [0] = H, [1] = W; 1-D: [0] = L; 3-D: [0] = D, [1] = H, [2] = W).
  * The number of spatial dims is the input's ndim - 2. */
@@ -65,8 +69,10 @@ typedef struct {
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N;
                               mse: sum of squares / this; 0 means numel (reduction='mean').
                               With data parallelism set it to the global batch's value */
-    int fuse_relu;         /* conv, add, batch_norm: y = relu(...) in one pass (torch.relu after it);
-                              conv_transpose: not supported (an error) */
+    int fuse_relu;         /* an activation applied in the same pass, as the op after it would
+                              (0: none): DP_FUSE_RELU (conv, add, batch_norm: torch.relu) or
+                              DP_FUSE_RELU6 (batch_norm only: torch.nn.functional.relu6; conv
+                              and add refuse it); conv_transpose: none (an error) */
     int in_place;          /* add: y is written over x (in[0]), whose memory it takes, as torchvision's
                               `out += identity`; the caller promises that nothing reads x's values after
                               this op, backward included (a backend may still give y its own memory) */

@@ -45,6 +45,9 @@ static int input_size(const dp_conv_shape_t *s, const dp_tensor_t *x, int d) {
 
 dp_status_t dp_conv_shape(const dp_node_t *node, dp_conv_shape_t *s) {
     DP_TRY(common_checks("conv", node));
+    if (node->attr.fuse_relu != 0 && node->attr.fuse_relu != DP_FUSE_RELU)
+        return dp_fail(DP_ERR_ARG, "conv: fuse_relu must be 0 or DP_FUSE_RELU, found %d (use a relu6 op)",
+                       node->attr.fuse_relu);
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     char xs[64], ws[64], bs[64];
     *s = (dp_conv_shape_t){.ndim = x->ndim, .batch = x->shape[0], .in_ch = x->shape[1], .out_ch = w->shape[0],

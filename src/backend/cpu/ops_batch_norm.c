@@ -36,10 +36,12 @@
  *             stat_sync (2C doubles) and m the global count; no sync when
  *             x needs no gradient (the same on every participant);
  *   inference: dx = gamma invstd dy.
- * attr.fuse_relu: y = relu(batch_norm(x)) in the same pass (torch.relu
- * after it: the same bits as the two ops), and backward first masks its
- * out.grad in place (dy where y > 0, as the relu op's backward), so the
- * ReLU's output and gradient buffers are never made.
+ * attr.fuse_relu: y = relu(batch_norm(x)) (DP_FUSE_RELU) or
+ * relu6(batch_norm(x)) (DP_FUSE_RELU6) in the same pass (torch.relu or
+ * torch.nn.functional.relu6 after it: the same bits as the two ops, NaN
+ * passing through), and backward first masks its out.grad in place (dy
+ * where y > 0, or 0 < y < 6, as the relu and relu6 ops' backward), so the
+ * activation's output and gradient buffers are never made.
  * Saved for backward (node->saved, from the arena): mean and invstd per
  * channel and m. Input grads that are unset are written (dx) or zeroed
  * first (gamma, beta).
@@ -87,7 +89,33 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
         return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
     if (!a->training && !a->running_mean)
         return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
+    if (a->fuse_relu != 0 && a->fuse_relu != DP_FUSE_RELU && a->fuse_relu != DP_FUSE_RELU6)
+        return dp_fail(DP_ERR_ARG, "batch_norm: fuse_relu must be 0, DP_FUSE_RELU or DP_FUSE_RELU6, found %d",
+                       a->fuse_relu);
     return DP_OK;
+}
+
+/* y = (x - mean_hi) scale + shift over one (example, channel) plane of n
+ * values, then the fused activation (ops.h fuse_relu) as the relu and
+ * relu6 ops compute it (a NaN fails every test and passes through).
+ * Inlined with a constant `fuse`, so that each loop is branch-free. */
+static inline __attribute__((always_inline)) void apply_plane(const float *restrict src, float *restrict dst, size_t n,
+                                                              float mean_hi, float scale, float shift, int fuse) {
+    for (size_t i = 0; i < n; i++) {
+        float v = (src[i] - mean_hi) * scale + shift;
+        if (fuse == DP_FUSE_RELU) v = v < 0.0f ? 0.0f : v;
+        else if (fuse == DP_FUSE_RELU6) v = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+        dst[i] = v;
+    }
+}
+
+/* dy through the fused activation, in place: dy where y > 0 (relu) or
+ * 0 < y < 6 (relu6), else 0, as the relu and relu6 ops' backward. */
+static void mask_fused_grad(float *restrict dy, const float *restrict y, size_t n, int fuse) {
+    if (fuse == DP_FUSE_RELU)
+        for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    else
+        for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f && y[i] < 6.0f ? dy[i] : 0.0f;
 }
 
 /* s1 += sum (x - shift), s2 += sum (x - shift)^2 over the n floats of one
@@ -180,13 +208,11 @@ dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena) {
             float mean_hi = (float)saved->mean[c];
             float shift = (float)((b ? (double)b->data[c] : 0.0) - (saved->mean[c] - (double)mean_hi) * scale);
             float scale_f = (float)scale;
-            if (a->fuse_relu)
-                for (size_t i = 0; i < g.plane; i++) {
-                    float v = (src[i] - mean_hi) * scale_f + shift;
-                    dst[i] = v < 0.0f ? 0.0f : v; /* as the relu op */
-                }
-            else
-                for (size_t i = 0; i < g.plane; i++) dst[i] = (src[i] - mean_hi) * scale_f + shift;
+            switch (a->fuse_relu) { /* a constant per copy of the loop */
+            case DP_FUSE_RELU: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, DP_FUSE_RELU); break;
+            case DP_FUSE_RELU6: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, DP_FUSE_RELU6); break;
+            default: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, 0); break;
+            }
         }
     return DP_OK;
 }
@@ -196,11 +222,8 @@ dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy) return DP_OK;
     bn_geom_t g;
     DP_TRY(bn_geometry(node, &g));
-    if (node->attr.fuse_relu) { /* relu'(v) = [y > 0]; out.grad is ours and complete: mask it in place */
-        const float *y = node->out.data;
-        size_t numel = dp_tensor_numel(&node->out);
-        for (size_t i = 0; i < numel; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-    }
+    /* out.grad is ours and complete: mask it in place */
+    if (node->attr.fuse_relu) mask_fused_grad(dy, node->out.data, dp_tensor_numel(&node->out), node->attr.fuse_relu);
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     const bn_saved_t *saved = node->saved;

@@ -26,8 +26,9 @@
  * backward recomputes col instead of keeping it from the forward, which
  * would cost Cg * kvol * L floats per image for the whole batch.
  *
- * attr.fuse_relu applies ReLU to the output as it is written, and masks the
- * output gradient by y > 0 in backward (prepare_dy_chunk).
+ * attr.fuse_relu (DP_FUSE_RELU; conv_shape.c refuses relu6) applies ReLU to
+ * the output as it is written, and masks the output gradient by y > 0 in
+ * backward (prepare_dy_chunk).
  *
  * Nothing is saved for backward (node->saved = NULL). All buffers come from
  * the arena. Backward adds into the grads of the inputs that have one.

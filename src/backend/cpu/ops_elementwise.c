@@ -19,8 +19,8 @@
  *   libm's tanhf (saturates to +-1 without overflow). Backward
  *   dx += dy (1 - y^2).
  * add: y = x + z for two inputs of the same shape (skip connections); with
- *   attr.fuse_relu y = relu(x + z) in the same pass and the gradient is
- *   masked by y > 0. Backward adds the (masked) dy into both inputs; the
+ *   attr.fuse_relu (DP_FUSE_RELU only) y = relu(x + z) in the same pass and
+ *   the gradient is masked by y > 0. Backward adds the (masked) dy into both inputs; the
  *   two inputs may be the same tensor (x + x gets 2 dy).
  * flatten: torch.flatten(x, 1)
  *   (https://pytorch.org/docs/stable/generated/torch.flatten.html), (N, ...)
@@ -140,6 +140,8 @@ dp_status_t dp_add_forward(dp_node_t *node, dp_arena_t *arena) {
     if (!same)
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
+    if (node->attr.fuse_relu != 0 && node->attr.fuse_relu != DP_FUSE_RELU)
+        return dp_fail(DP_ERR_ARG, "add: fuse_relu must be 0 or DP_FUSE_RELU, found %d", node->attr.fuse_relu);
     if (node->attr.in_place) { /* y over x: each element read before it is written */
         dp_tensor_set_shape(&node->out, x->ndim, x->shape);
         node->out.data = x->data;

@@ -164,12 +164,12 @@ cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const void *x, int N, int C
                                 const double *partials, const double *sums, int training, double eps, double momentum,
                                 float *running_mean, float *running_var, double *saved, double count, const float *w,
                                 const float *b, float *coef, int bf16);
-/* relu: y = relu(batch norm), fuse_relu's */
+/* fuse (ops.h's fuse_relu): 0 none, 1 y = relu(batch norm), 2 y = relu6(batch norm) */
 cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const void *x, void *y, int N, int C, size_t plane,
-                             const float *coef, int relu, int bf16);
+                             const float *coef, int fuse, int bf16);
 /* gsums, and dgamma (+)= sum_dyx invstd, dbeta (+)= sum_dy (dw, db: NULL for none); y (fuse_relu's
- * output, else NULL): dy is masked in place first (dy where y > 0) */
-cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, float *dy, int N, int C,
+ * output, else NULL): dy is masked in place first (fuse 1: dy where y > 0; 2: where 0 < y < 6) */
+cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, int fuse, float *dy, int N, int C,
                                  size_t plane, const double *saved, double *partials, double *gsums, float *dw,
                                  int add_w, float *db, int add_b, int bf16);
 /* coef: 4 C floats of scratch */

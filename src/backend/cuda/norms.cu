@@ -112,39 +112,46 @@ extern "C" cudaError_t dp_cuda_bn_finalize(cudaStream_t stream, const void *x, i
 }
 
 /* y = (x - mean_hi) scale + shift, as the CPU's forward (coef: bn_finalize's);
- * relu: y = relu of that, as the relu op (fuse_relu) */
+ * fuse 1: y = relu of that, 2: relu6 of that, as the relu and relu6 ops
+ * (fuse_relu; a NaN fails both tests and passes through). A bf16 y is
+ * rounded after the clamp, the ops' after the batch norm: the same values
+ * (rounding is monotone, 0 and 6 are bf16 values), a zero's sign aside
+ * (a v that rounds to -0: -0 there, +0 here; relu alike) */
 template <typename I, typename TX, typename TY>
-__device__ static void bn_apply_loop(const TX *x, TY *y, const chan_index_t &ci, I n, const float *coef, int relu) {
+__device__ static void bn_apply_loop(const TX *x, TY *y, const chan_index_t &ci, I n, const float *coef, int fuse) {
     GRID_LOOP_T(I, j, n) {
         int c = channel_of(ci, j);
         float v = __fadd_rn(__fmul_rn(__fsub_rn(ld(x, j), coef[c]), coef[ci.C + c]), coef[2 * ci.C + c]);
-        if (relu) v = v < 0.0f ? 0.0f : v;
+        if (fuse == 1) v = v < 0.0f ? 0.0f : v;
+        else if (fuse == 2) v = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
         st(y, j, v);
     }
 }
 
-__global__ void bn_apply_kernel(const void *x, void *y, chan_index_t ci, size_t n, const float *coef, int relu,
+__global__ void bn_apply_kernel(const void *x, void *y, chan_index_t ci, size_t n, const float *coef, int fuse,
                                 int bf16) {
-    FORMAT2(bf16, TX, TY, if (ci.narrow) bn_apply_loop<uint32_t>((const TX *)x, (TY *)y, ci, (uint32_t)n, coef, relu);
-            else bn_apply_loop<size_t>((const TX *)x, (TY *)y, ci, n, coef, relu));
+    FORMAT2(bf16, TX, TY, if (ci.narrow) bn_apply_loop<uint32_t>((const TX *)x, (TY *)y, ci, (uint32_t)n, coef, fuse);
+            else bn_apply_loop<size_t>((const TX *)x, (TY *)y, ci, n, coef, fuse));
 }
 
 extern "C" cudaError_t dp_cuda_bn_apply(cudaStream_t stream, const void *x, void *y, int N, int C, size_t plane,
-                                        const float *coef, int relu, int bf16) {
+                                        const float *coef, int fuse, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     size_t n = (size_t)N * C * plane;
-    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef, relu, bf16);
+    bn_apply_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, y, chan_index(N, C, plane), n, coef, fuse, bf16);
     return cudaGetLastError();
 }
 
 /* Gradient sums' values: dy and dy (x - mean); with y (fuse_relu) dy is
- * first the gradient through the ReLU (dy where y > 0, else 0), written
- * back in place for bn_dx (each element read and written by one thread). */
+ * first the gradient through the activation (relu: dy where y > 0; relu6,
+ * `six`: where 0 < y < 6; else 0), written back in place for bn_dx (each
+ * element read and written by one thread). */
 template <typename TX, typename TY> struct bn_grad_sum {
     typedef double value_t;
     static const int K = 2;
     const TX *x;
     const TY *y;
+    int six;
     float *dy;
     const double *saved;
     double mean, v[2];
@@ -152,7 +159,8 @@ template <typename TX, typename TY> struct bn_grad_sum {
     template <typename I> __device__ void add(I at) {
         float g = dy[at];
         if (y) {
-            g = ld(y, at) > 0.0f ? g : 0.0f;
+            float yv = ld(y, at);
+            g = yv > 0.0f && (!six || yv < 6.0f) ? g : 0.0f;
             dy[at] = g;
         }
         v[0] += (double)g;
@@ -160,9 +168,9 @@ template <typename TX, typename TY> struct bn_grad_sum {
     }
 };
 
-__global__ void bn_grad_sums_kernel(red_geom_t g, const void *x, const void *y, float *dy, const double *saved,
-                                    double *partials, int bf16) {
-    FORMAT2(bf16, TX, TY, bn_grad_sum<TX, TY> a = {(const TX *)x, (const TY *)y, dy, saved, 0.0, {0.0, 0.0}};
+__global__ void bn_grad_sums_kernel(red_geom_t g, const void *x, const void *y, int fuse, float *dy,
+                                    const double *saved, double *partials, int bf16) {
+    FORMAT2(bf16, TX, TY, bn_grad_sum<TX, TY> a = {(const TX *)x, (const TY *)y, fuse == 2, dy, saved, 0.0, {0.0, 0.0}};
             channel_partials(g, a, partials));
 }
 
@@ -188,12 +196,12 @@ __global__ void bn_grad_finish_kernel(const double *partials, int slices, int C,
     }
 }
 
-extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, float *dy, int N,
-                                            int C, size_t plane, const double *saved, double *partials, double *gsums,
-                                            float *dw, int add_w, float *db, int add_b, int bf16) {
+extern "C" cudaError_t dp_cuda_bn_grad_sums(cudaStream_t stream, const void *x, const void *y, int fuse, float *dy,
+                                            int N, int C, size_t plane, const double *saved, double *partials,
+                                            double *gsums, float *dw, int add_w, float *db, int add_b, int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     red_geom_t g = red_geometry(N, C, plane);
-    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, y, dy, saved, partials, bf16);
+    bn_grad_sums_kernel<<<red_blocks(&g), RED_THREADS, 0, stream>>>(g, x, y, fuse, dy, saved, partials, bf16);
     bn_grad_finish_kernel<<<C, COMBINE_THREADS, 0, stream>>>(partials, g.slices, C, saved, gsums, dw, add_w, db, add_b);
     return cudaGetLastError();
 }

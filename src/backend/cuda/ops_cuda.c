@@ -376,6 +376,8 @@ static dp_status_t add_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *ar
     if (!same_shape(x, z))
         return dp_fail(DP_ERR_SHAPE, "add: inputs must have the same shape, found %s and %s",
                        dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(z, zs, sizeof zs));
+    if (node->attr.fuse_relu != 0 && node->attr.fuse_relu != DP_FUSE_RELU)
+        return dp_fail(DP_ERR_ARG, "add: fuse_relu must be 0 or DP_FUSE_RELU, found %d", node->attr.fuse_relu);
     /* both inputs in x's layout (layout_cuda.c), each in its own format; in place over x when y's format is x's
      * (the kernel reads each element before it writes it) */
     dp_status_t over = DP_OK;
@@ -533,7 +535,7 @@ static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
                   "mse backward");
 }
 
-/* --- batch norm (ops_batch_norm.c's formulas, fuse_relu too; saved: device doubles [mean, invstd, m]) --- */
+/* --- batch norm (ops_batch_norm.c's formulas, fused relu / relu6 too; saved: device doubles [mean, invstd, m]) --- */
 
 typedef struct {
     int N, C;
@@ -566,6 +568,9 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
         return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
     if (!a->training && !a->running_mean)
         return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
+    if (a->fuse_relu != 0 && a->fuse_relu != DP_FUSE_RELU && a->fuse_relu != DP_FUSE_RELU6)
+        return dp_fail(DP_ERR_ARG, "batch_norm: fuse_relu must be 0, DP_FUSE_RELU or DP_FUSE_RELU6, found %d",
+                       a->fuse_relu);
     return DP_OK;
 }
 
@@ -654,9 +659,9 @@ static dp_status_t batch_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_are
     int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0;
     /* fuse_relu: the sums mask out.grad in place (ours and complete), as the CPU op */
     const dp_tensor_t *relu_y = a->fuse_relu ? &node->out : NULL;
-    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, relu_y ? relu_y->data : NULL, node->out.grad, g.N,
-                                                  g.C, g.plane, node->saved, scratch, gsums, dw, add_w, db, add_b,
-                                                  dp_cuda_bf16_bits(x, relu_y, NULL)),
+    DP_TRY(dp_cuda_launch(c, dp_cuda_bn_grad_sums(c->stream, x->data, relu_y ? relu_y->data : NULL, a->fuse_relu,
+                                                  node->out.grad, g.N, g.C, g.plane, node->saved, scratch, gsums, dw,
+                                                  add_w, db, add_b, dp_cuda_bf16_bits(x, relu_y, NULL)),
                   "batch_norm gradient sums"));
     if (!x->grad) return DP_OK;
     if (a->training && a->stat_sync) DP_TRY(bn_sync(c, a->stat_sync, gsums, 2 * g.C, NULL));
