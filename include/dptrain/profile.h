@@ -43,7 +43,7 @@ typedef enum { DP_PROFILE_FORWARD, DP_PROFILE_BACKWARD } dp_profile_direction_t;
 
 typedef struct {
     char layer[136]; /* the model's name: "conv1", "relu2", "conv1+relu1" (a fused pair), "loss" */
-    char op[40];     /* the op table's name: "conv", "conv+relu", "softmax_xent" */
+    char op[40];     /* the op table's name: "conv", "conv+relu", "batch_norm+relu6", "softmax_xent" */
     dp_profile_direction_t direction;
     long calls;      /* ops timed (timed steps x micro-batches) */
     double ms;       /* mean per timed step */

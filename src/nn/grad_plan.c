@@ -96,8 +96,8 @@ static int segments_of(const dp_arena_record_t *records, int n, segment_t *segme
 
 /* Backward reads a node's output after its forward: its own backward, or a
  * consumer's. Known not to: a convolution's or a batch norm's backward
- * reads its input, not its output, unless a ReLU is fused into it (the
- * mask); an add's backward reads neither input (the residual written in
+ * reads its input, not its output, unless a ReLU or ReLU6 is fused into
+ * it (the mask); an add's backward reads neither input (the residual written in
  * place relies on the batch norm's alike). So the output of such a
  * convolution or batch norm whose only readers are adds, and which no other
  * tensor shares (no view, no output written over it), is dead for all of

@@ -700,20 +700,22 @@ dp_status_t dp_model_forward(const dp_model_t *m, dp_tape_t *tape, float *params
 /* Output tensors of models up to this many layers live on the stack. */
 #define STACK_OUTPUTS 256
 
-/* A conv or batch norm followed by a ReLU runs as one op (ops.h:
- * fuse_relu), unless another layer also reads its output before the ReLU:
- * the ReLU layer is skipped (*i moves past it) and its output buffer and
- * gradient are never made. */
-static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, int to, dp_op_attr_t *attr,
+/* A conv or batch norm followed by a ReLU, or a batch norm followed by a
+ * ReLU6 (`relu6`: the op takes DP_FUSE_RELU6), runs as one op (ops.h:
+ * fuse_relu), unless another layer also reads its output before the
+ * activation: the activation layer is skipped (*i moves past it) and its
+ * output buffer and gradient are never made. */
+static void fuse_next_relu(const dp_model_t *m, dp_tape_t *tape, int *i, int to, int relu6, dp_op_attr_t *attr,
                            dp_tensor_t **outs) {
     const layer_t *l = &m->layers[*i];
-    if (*i + 1 < to && m->layers[*i + 1].kind == LAYER_ACTIVATION && m->layers[*i + 1].op == DP_OP_RELU &&
-        l->readers == 1) {
-        attr->fuse_relu = 1;
-        dp_tape_set_label(tape, l->label, m->layers[*i + 1].label);
-        ++*i;
-        outs[*i] = NULL; /* never read: readers == 1 */
-    }
+    if (*i + 1 >= to || m->layers[*i + 1].kind != LAYER_ACTIVATION || l->readers != 1) return;
+    const dp_op_kind_t op = m->layers[*i + 1].op;
+    int fuse = op == DP_OP_RELU ? DP_FUSE_RELU : op == DP_OP_RELU6 && relu6 ? DP_FUSE_RELU6 : 0;
+    if (!fuse) return;
+    attr->fuse_relu = fuse;
+    dp_tape_set_label(tape, l->label, m->layers[*i + 1].label);
+    ++*i;
+    outs[*i] = NULL; /* never read: readers == 1 */
 }
 
 /* A residual may write its sum over one of its inputs (ops.h: in_place),
@@ -747,10 +749,10 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
         dp_tape_set_label(tape, l->label, NULL);
         switch (l->kind) {
         case LAYER_CONV:
-            fuse_next_relu(m, tape, &i, to, &attr, outs);
+            fuse_next_relu(m, tape, &i, to, 0, &attr, outs);
             break;
         case LAYER_BATCH_NORM:
-            fuse_next_relu(m, tape, &i, to, &attr, outs);
+            fuse_next_relu(m, tape, &i, to, 1, &attr, outs);
             attr.training = opts->training && !layer_frozen(m, l); /* frozen: the running statistics */
             attr.running_mean = params + m->params[l->running_mean].offset;
             attr.running_var = params + m->params[l->running_var].offset;

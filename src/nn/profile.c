@@ -28,7 +28,7 @@
 typedef struct {
     const char *label, *label2; /* the tape's pointers: the row's key */
     dp_op_kind_t kind;
-    int fused;
+    int fused; /* attr.fuse_relu: 0, DP_FUSE_RELU or DP_FUSE_RELU6 */
     dp_profile_direction_t direction;
 } row_key_t;
 
@@ -277,7 +277,8 @@ static int find_row(dp_profiler_t *p, const row_key_t *key) {
     const char *label = key->label ? key->label : "?";
     if (key->label2) snprintf(row->layer, sizeof row->layer, "%s+%s", label, key->label2);
     else snprintf(row->layer, sizeof row->layer, "%s", label);
-    snprintf(row->op, sizeof row->op, key->fused ? "%s+relu" : "%s", dp_op_table[key->kind].name);
+    const char *fused = key->fused == DP_FUSE_RELU6 ? "+relu6" : key->fused ? "+relu" : "";
+    snprintf(row->op, sizeof row->op, "%s%s", dp_op_table[key->kind].name, fused);
     row->direction = key->direction;
     p->next_row = i + 1;
     return i;
@@ -288,7 +289,7 @@ int dp_profiler_op_begin(dp_profiler_t *p, const char *label, const char *label2
     if (!p->in_step) return -1;
     p->ops_this_step++;
     if (!p->timing) return -1;
-    row_key_t key = {label, label2, node->kind, node->attr.fuse_relu != 0, direction};
+    row_key_t key = {label, label2, node->kind, node->attr.fuse_relu, direction};
     int row = find_row(p, &key);
     if (row < 0) {
         p->failure = dp_fail(DP_ERR_NOMEM, "profile: out of memory for the table's rows");
