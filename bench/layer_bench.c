@@ -119,8 +119,9 @@ static int build_node(const layer_spec_t *l, dp_node_t *node, dp_rng_t *rng) {
         node->kind = DP_OP_RELU;
     } else if (!strcmp(l->op, "relu6")) {
         node->kind = DP_OP_RELU6;
-    } else if (!strcmp(l->op, "batch_norm")) {
+    } else if (!strcmp(l->op, "batch_norm") || !strcmp(l->op, "batch_norm_relu6")) {
         node->kind = DP_OP_BATCH_NORM;
+        node->attr.fuse_relu = strcmp(l->op, "batch_norm_relu6") ? 0 : DP_FUSE_RELU6;
         node->in[1] = make_tensor(1, &l->c, 1, rng);
         node->in[2] = make_tensor(1, &l->c, 1, rng);
         node->attr.running_mean = calloc((size_t)l->c, sizeof(float));

@@ -51,6 +51,10 @@ def build(op, shape, o):
         bn = torch.nn.BatchNorm2d(c)
         bn.train()
         return [x], bn
+    if op == "batch_norm_relu6":
+        bn = torch.nn.BatchNorm2d(c)
+        bn.train()
+        return [x], lambda x: F.relu6(bn(x))
     if op == "add_relu":
         y = torch.rand(shape) * 2 - 1
         return [x, y], lambda x, y: torch.relu(x + y)

@@ -2,7 +2,8 @@
  * (src/backend/cpu/kernels/loops_impl.h): every copy this CPU can run
  * (avx512, avx2, generic on x86-64; generic on aarch64) gives the same bits
  * as a scalar reference written here (a NaN may be any NaN), for lengths 0-70 at unaligned
- * offsets, with -0, NaN, infinities and values near the ReLU threshold;
+ * offsets, with -0, NaN, infinities, values near the ReLU threshold and
+ * exactly 6 (ReLU6's); batch norm's output loop with each fused activation;
  * the 2x2 average pool for odd and even planes, overwriting and adding;
  * the Winograd transforms (any matrix and the fixed F(3x3, 5x5) ones);
  * the depthwise convolution's grid loops;
@@ -29,6 +30,7 @@ static float next_value(void) {
     case 2: return NAN;
     case 3: return (r & 256) ? INFINITY : -INFINITY;
     case 4: return 1e-40f * (float)(r % 7); /* subnormal */
+    case 5: return 6.0f;                    /* ReLU6's upper kink */
     default: return ((float)(r % 20001) - 10000.0f) / 1000.0f;
     }
 }
@@ -62,6 +64,21 @@ static void ref_relu_mask(float *dy, const float *y, size_t n) {
     for (size_t l = 0; l < n; l++)
         if (!(y[l] > 0.0f)) dy[l] = 0.0f;
 }
+static void ref_relu6_mask(float *dy, const float *y, size_t n) {
+    for (size_t l = 0; l < n; l++)
+        if (!(y[l] > 0.0f && y[l] < 6.0f)) dy[l] = 0.0f;
+}
+static void ref_batch_norm_apply(float *dst, const float *src, size_t n, float mean, float scale, float shift,
+                                 int fuse) {
+    for (size_t l = 0; l < n; l++) {
+        float d = src[l] - mean;
+        float v = d * scale;
+        v = v + shift;
+        if (fuse >= 1 && v < 0.0f) v = 0.0f;
+        if (fuse == 2 && v > 6.0f) v = 6.0f;
+        dst[l] = v;
+    }
+}
 static double ref_row_sum(const float *x, size_t n) {
     float lanes[8] = {0};
     size_t i = 0;
@@ -76,6 +93,7 @@ static double ref_row_sum(const float *x, size_t n) {
 static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
     static float src[MAXN + 16], dst[MAXN + 16], want[MAXN + 16], y[MAXN + 16];
     int bad_relu = 0, bad_relu_in = 0, bad_add = 0, bad_add_in = 0, bad_mask = 0, bad_sum = 0, bad_acc = 0;
+    int bad_mask6 = 0, bad_bn[3] = {0, 0, 0};
     const float biases[] = {0.0f, -0.0f, 0.5f, -1.25f, 3e-3f};
     for (size_t n = 0; n <= 70; n++)
         for (size_t off = 0; off < 3; off++)
@@ -107,6 +125,17 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
                 fill(dst + off, n);
                 t->relu_mask_copy(dst + off, src + off, y + off, n);
                 bad_mask += !same_bits(dst + off, want + off, n);
+                memcpy(want + off, src + off, n * sizeof(float));
+                ref_relu6_mask(want + off, y + off, n);
+                memcpy(dst + off, src + off, n * sizeof(float));
+                t->relu6_mask(dst + off, y + off, n);
+                bad_mask6 += !same_bits(dst + off, want + off, n);
+                for (int fuse = 0; fuse <= 2; fuse++) { /* bias -0: mean 0, scale 1 keep src's 0 and 6 */
+                    float mean = bi % 2 ? 0.0f : 0.375f * b, scale = bi % 2 ? 1.0f : 1.5f + b;
+                    ref_batch_norm_apply(want + off, src + off, n, mean, scale, b, fuse);
+                    t->batch_norm_apply(dst + off, src + off, n, mean, scale, b, fuse);
+                    bad_bn[fuse] += !same_bits(dst + off, want + off, n);
+                }
                 /* sums of finite values (a NaN or inf would hide the order) */
                 for (size_t i = 0; i < n; i++)
                     if (!isfinite(src[off + i])) src[off + i] = 0.125f * (float)i;
@@ -124,6 +153,9 @@ static void check_elementwise(const char *isa, const dp_cpu_loops_t *t) {
     CHECK(bad_add_in == 0, "%s: add_scalar_inplace differs in %d cases", isa, bad_add_in);
     CHECK(bad_acc == 0, "%s: add_inplace differs in %d cases", isa, bad_acc);
     CHECK(bad_mask == 0, "%s: relu_mask or relu_mask_copy differs in %d cases", isa, bad_mask);
+    CHECK(bad_mask6 == 0, "%s: relu6_mask differs in %d cases", isa, bad_mask6);
+    for (int fuse = 0; fuse <= 2; fuse++)
+        CHECK(bad_bn[fuse] == 0, "%s: batch_norm_apply (fuse %d) differs in %d cases", isa, fuse, bad_bn[fuse]);
     CHECK(bad_sum == 0, "%s: row_sum differs in %d cases", isa, bad_sum);
 }
 

@@ -41,7 +41,9 @@
  * torch.nn.functional.relu6 after it: the same bits as the two ops, NaN
  * passing through), and backward first masks its out.grad in place (dy
  * where y > 0, or 0 < y < 6, as the relu and relu6 ops' backward), so the
- * activation's output and gradient buffers are never made.
+ * activation's output and gradient buffers are never made. The output pass
+ * and the masks are loops of the ISA chosen at start-up (loops_impl.h:
+ * batch_norm_apply, relu_mask, relu6_mask; the same bits on every ISA).
  * Saved for backward (node->saved, from the arena): mean and invstd per
  * channel and m. Input grads that are unset are written (dx) or zeroed
  * first (gamma, beta).
@@ -93,29 +95,6 @@ static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
         return dp_fail(DP_ERR_ARG, "batch_norm: fuse_relu must be 0, DP_FUSE_RELU or DP_FUSE_RELU6, found %d",
                        a->fuse_relu);
     return DP_OK;
-}
-
-/* y = (x - mean_hi) scale + shift over one (example, channel) plane of n
- * values, then the fused activation (ops.h fuse_relu) as the relu and
- * relu6 ops compute it (a NaN fails every test and passes through).
- * Inlined with a constant `fuse`, so that each loop is branch-free. */
-static inline __attribute__((always_inline)) void apply_plane(const float *restrict src, float *restrict dst, size_t n,
-                                                              float mean_hi, float scale, float shift, int fuse) {
-    for (size_t i = 0; i < n; i++) {
-        float v = (src[i] - mean_hi) * scale + shift;
-        if (fuse == DP_FUSE_RELU) v = v < 0.0f ? 0.0f : v;
-        else if (fuse == DP_FUSE_RELU6) v = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
-        dst[i] = v;
-    }
-}
-
-/* dy through the fused activation, in place: dy where y > 0 (relu) or
- * 0 < y < 6 (relu6), else 0, as the relu and relu6 ops' backward. */
-static void mask_fused_grad(float *restrict dy, const float *restrict y, size_t n, int fuse) {
-    if (fuse == DP_FUSE_RELU)
-        for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-    else
-        for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f && y[i] < 6.0f ? dy[i] : 0.0f;
 }
 
 /* s1 += sum (x - shift), s2 += sum (x - shift)^2 over the n floats of one
@@ -196,6 +175,7 @@ dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena) {
             saved->invstd[c] = 1.0 / sqrt((double)a->running_var[c] + (double)a->eps);
         }
     }
+    const dp_cpu_loops_t *loops = dp_cpu_kernels()->loops; /* batch_norm_apply: the fused activation too */
     for (int n = 0; n < g.batch; n++)
         for (int c = 0; c < C; c++) {
             size_t at = ((size_t)n * C + c) * g.plane;
@@ -207,12 +187,7 @@ dp_status_t dp_batch_norm_forward(dp_node_t *node, dp_arena_t *arena) {
             double scale = saved->invstd[c] * (w ? (double)w->data[c] : 1.0);
             float mean_hi = (float)saved->mean[c];
             float shift = (float)((b ? (double)b->data[c] : 0.0) - (saved->mean[c] - (double)mean_hi) * scale);
-            float scale_f = (float)scale;
-            switch (a->fuse_relu) { /* a constant per copy of the loop */
-            case DP_FUSE_RELU: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, DP_FUSE_RELU); break;
-            case DP_FUSE_RELU6: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, DP_FUSE_RELU6); break;
-            default: apply_plane(src, dst, g.plane, mean_hi, scale_f, shift, 0); break;
-            }
+            loops->batch_norm_apply(dst, src, g.plane, mean_hi, (float)scale, shift, a->fuse_relu);
         }
     return DP_OK;
 }
@@ -222,8 +197,6 @@ dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy) return DP_OK;
     bn_geom_t g;
     DP_TRY(bn_geometry(node, &g));
-    /* out.grad is ours and complete: mask it in place */
-    if (node->attr.fuse_relu) mask_fused_grad(dy, node->out.data, dp_tensor_numel(&node->out), node->attr.fuse_relu);
     dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     const dp_op_attr_t *a = &node->attr;
     const bn_saved_t *saved = node->saved;
@@ -233,9 +206,15 @@ dp_status_t dp_batch_norm_backward(dp_node_t *node, dp_arena_t *arena) {
     memset(sums, 0, 2 * sizeof(double) * (size_t)C);
     double *s_dy = sums, *s_dyx = sums + C;
     const dp_bn_grad_sums_fn grad_sums = dp_cpu_kernels()->bn_grad_sums;
+    /* the fused activation's gradient first: out.grad is ours and complete, masked in place plane by plane,
+     * each plane summed while it is still in cache */
+    const dp_cpu_loops_t *loops = dp_cpu_kernels()->loops;
+    void (*mask)(float *restrict, const float *restrict, size_t) =
+        a->fuse_relu == DP_FUSE_RELU ? loops->relu_mask : a->fuse_relu == DP_FUSE_RELU6 ? loops->relu6_mask : NULL;
     for (int n = 0; n < g.batch; n++)
         for (int c = 0; c < C; c++) {
             size_t at = ((size_t)n * C + c) * g.plane;
+            if (mask) mask(dy + at, node->out.data + at, g.plane);
             grad_sums(x->data + at, dy + at, g.plane, saved->mean[c], &s_dy[c], &s_dyx[c]);
         }
     if (w && w->grad) {

@@ -49,6 +49,9 @@ typedef struct {
     void (*add_inplace)(float *restrict dst, const float *restrict src, size_t n);
     void (*relu_mask)(float *restrict dy, const float *restrict y, size_t n);
     void (*relu_mask_copy)(float *restrict dst, const float *restrict dy, const float *restrict y, size_t n);
+    void (*relu6_mask)(float *restrict dy, const float *restrict y, size_t n);
+    void (*batch_norm_apply)(float *restrict dst, const float *restrict src, size_t n, float mean, float scale,
+                             float shift, int fuse);
     double (*row_sum)(const float *x, size_t n);
     void (*avg_pool_2x2_forward)(const float *restrict x, float *restrict y, size_t planes, int W, int OH, int OW,
                                  size_t in_plane, size_t out_plane);

@@ -1,5 +1,5 @@
-/* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU masks, bias
- * epilogues, row sums, 2x2 average pooling, depthwise convolution planes) and of the backend (the sum of
+/* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU and ReLU6 masks, bias
+ * epilogues, batch norm's output, row sums, 2x2 average pooling, depthwise convolution planes) and of the backend (the sum of
  * replicas), written once and compiled once
  * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
  * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
@@ -64,6 +64,38 @@ static void DP_LOOP(relu_mask)(float *restrict dy, const float *restrict y, size
 static void DP_LOOP(relu_mask_copy)(float *restrict dst, const float *restrict dy, const float *restrict y,
                                     size_t n) {
     for (size_t l = 0; l < n; l++) dst[l] = y[l] > 0.0f ? dy[l] : 0.0f;
+}
+
+/* dy[l] = 0 < y[l] < 6 ? dy[l] : 0 (the gradient through a ReLU6 whose
+ * output is y, as the relu6 op's backward) */
+static void DP_LOOP(relu6_mask)(float *restrict dy, const float *restrict y, size_t n) {
+    for (size_t l = 0; l < n; l++) dy[l] = y[l] > 0.0f && y[l] < 6.0f ? dy[l] : 0.0f;
+}
+
+/* dst[l] = (src[l] - mean) scale + shift (batch norm's output over one
+ * plane, ops_batch_norm.c), then with fuse 1 (ops.h DP_FUSE_RELU) relu of
+ * it, with fuse 2 (DP_FUSE_RELU6) relu6 of it, as the relu and relu6 ops (a
+ * NaN passes through). The product and the sum in two statements: no
+ * compiler contracts them into an FMA. */
+static void DP_LOOP(batch_norm_apply)(float *restrict dst, const float *restrict src, size_t n, float mean,
+                                      float scale, float shift, int fuse) {
+    if (fuse == 1)
+        for (size_t l = 0; l < n; l++) {
+            float v = (src[l] - mean) * scale;
+            v += shift;
+            dst[l] = v < 0.0f ? 0.0f : v;
+        }
+    else if (fuse == 2)
+        for (size_t l = 0; l < n; l++) {
+            float v = (src[l] - mean) * scale;
+            v += shift;
+            dst[l] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+        }
+    else
+        for (size_t l = 0; l < n; l++) {
+            float v = (src[l] - mean) * scale;
+            dst[l] = v + shift;
+        }
 }
 
 /* The sum of n floats in 8 float lanes (element i into lane i % 8), the
@@ -290,6 +322,8 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .add_inplace = DP_LOOP(add_inplace),
     .relu_mask = DP_LOOP(relu_mask),
     .relu_mask_copy = DP_LOOP(relu_mask_copy),
+    .relu6_mask = DP_LOOP(relu6_mask),
+    .batch_norm_apply = DP_LOOP(batch_norm_apply),
     .row_sum = DP_LOOP(row_sum),
     .avg_pool_2x2_forward = DP_LOOP(avg_pool_2x2_forward),
     .avg_pool_2x2_backward = DP_LOOP(avg_pool_2x2_backward),
