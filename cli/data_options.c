@@ -6,9 +6,11 @@
  * the batch loader's threads. */
 #include "data_options.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dptrain/data.h"
@@ -212,6 +214,13 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
     return status;
 }
 
+/* Whether text holds no control character (checkpoint.h: its text values are one line). */
+static int one_line(const char *text) {
+    for (const unsigned char *b = (const unsigned char *)text; *b; b++)
+        if (*b < 0x20 || *b == 0x7f) return 0;
+    return 1;
+}
+
 dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channels, int height, int width,
                           char *const *classes, int num_classes, int cpu_threads, const dp_world_t *world,
                           cli_data_t *out) {
@@ -254,7 +263,18 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
         }
     }
     if (status != DP_OK) cli_data_close(out);
+    char absolute[PATH_MAX];
+    if (status == DP_OK && realpath(o->dir, absolute) && strlen(absolute) < sizeof out->dir && one_line(absolute))
+        memcpy(out->dir, absolute, strlen(absolute) + 1); /* checkpoints keep their text values on one line */
     return status;
+}
+
+dp_status_t cli_check_saved_data_dir(const char *command, const char *checkpoint, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return DP_OK;
+    return dp_fail(DP_ERR_ARG, "%s: %s was trained on the data in %s (its data.dir), which is not %s here: give "
+                   "that data's folder with --data DIR", command, checkpoint, dir,
+                   stat(dir, &st) == 0 ? "a directory" : "found");
 }
 
 void cli_data_close(cli_data_t *d) {

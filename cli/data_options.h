@@ -6,6 +6,7 @@
 #define DPTRAIN_CLI_DATA_OPTIONS_H
 
 #include "dptrain/batch_source.h"
+#include "dptrain/checkpoint.h"
 #include "dptrain/comm.h"
 #include "options.h"
 
@@ -50,6 +51,8 @@ typedef struct {
     char test_split[8];              /* an image folder's test folder, "test" or "val"; "" otherwise */
     char holdout[32];                /* the fraction held out as the test split (data.holdout), as given or
                                         defaulted; "" when the data has a test split of its own */
+    char dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* the data's directory, absolute, for checkpoints (data.dir);
+                                        "" where it cannot be recorded (not one line, too long) */
 } cli_data_t;
 
 /* Opens `dir` for a model taking channels x height x width: the training
@@ -63,5 +66,11 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
                           char *const *classes, int num_classes, int cpu_threads, const dp_world_t *world,
                           cli_data_t *out);
 void cli_data_close(cli_data_t *d);
+
+/* The data directory of a checkpoint (data.dir), for a command given no
+ * --data: DP_OK when it is a directory here, else one line naming it and
+ * what to give instead (the checkpoint moved to another machine, the
+ * folder moved). */
+dp_status_t cli_check_saved_data_dir(const char *command, const char *checkpoint, const char *dir);
 
 #endif

@@ -34,7 +34,8 @@ static const char eval_usage[] =
     "                      an image folder (DIR/test/CLASS/IMAGE, else DIR/val/...;\n"
     "                      without either the files the training run held out,\n"
     "                      --holdout) or CIFAR-10\n"
-    "                      (test_batch.bin); default " DP_DEFAULT_DATA_DIR "\n"
+    "                      (test_batch.bin); default: the data the checkpoint's run\n"
+    "                      trained on (its data.dir), else " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
     "                      cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one\n"
     "                      CPU device per core)\n"
@@ -135,7 +136,11 @@ int cmd_eval(int argc, char **argv) {
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
-    if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given */
+    if (data_options.dir == cli_data_defaults().dir && info->data_dir[0]) { /* no --data: the run's data */
+        if (cli_check_saved_data_dir("eval", resume, info->data_dir) != DP_OK) goto done;
+        data_options.dir = info->data_dir;
+    }
+    if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given, none saved */
         char classes[200] = "";
         size_t at = 0;
         for (int i = 0; i < info->num_class_names; i++) { /* the names while they fit, then ", ..." */

@@ -346,6 +346,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .transform_text = data.transform[0] ? data.transform : NULL,
         .train_transform_text = data.train_transform[0] ? data.train_transform : NULL,
         .holdout_text = data.holdout[0] ? data.holdout : NULL,
+        .data_dir_text = data.dir[0] ? data.dir : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,

@@ -150,8 +150,9 @@ typedef struct {
     int taken;             /* the checkpoint's options were taken (not with --init, nor of a weights-only file) */
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
+    char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
 } train_resume_t;
-void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r);
+dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r);
 /* The line saying which options came from the checkpoint (those not at
  * their defaults; --limit where it is below the data's train_total
  * images); "" when none. */

@@ -37,7 +37,11 @@ dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved) {
     dp_checkpoint_t *c;
     DP_TRY(dp_checkpoint_open(path, &c));
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (resume) train_resume_take(o, info, &saved->resume);
+    dp_status_t status = resume ? train_resume_take(o, info, &saved->resume) : DP_OK;
+    if (status != DP_OK) {
+        dp_checkpoint_close(c);
+        return status;
+    }
     if (freeze) snprintf(saved->freeze, sizeof saved->freeze, "%s", info->freeze);
     if (!o->normalize && info->normalize[0]) {
         snprintf(saved->normalize, sizeof saved->normalize, "%s", info->normalize);

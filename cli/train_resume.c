@@ -100,14 +100,20 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
     }
 }
 
-void train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     memset(r, 0, sizeof *r);
-    if (info->weights_only) return; /* no run to continue: dp_fit refuses it */
+    if (info->weights_only) return DP_OK; /* no run to continue: dp_fit refuses it */
+    if (!GIVEN(data_dir) && info->data_dir[0]) { /* the run's data, where it was: it must still be there */
+        DP_TRY(cli_check_saved_data_dir("train --resume", o->resume_path, info->data_dir));
+        snprintf(r->data_dir, sizeof r->data_dir, "%s", info->data_dir);
+        o->data_dir = r->data_dir;
+    }
     r->taken = 1;
     take_optimizer(o, &info->optim);
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
+    return DP_OK;
 }
 
 /* Appends " --NAME VALUE" (VALUE "": a flag) to text[0..size). */
@@ -162,6 +168,7 @@ static void list_run(const train_options_t *o, const train_options_t *plain, int
     if (!GIVEN(seed) && o->seed != plain->seed) list_int(text, size, "seed", (long long)o->seed);
     if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
+    if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
     if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);

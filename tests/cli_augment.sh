@@ -115,16 +115,7 @@ same_tensors "$tmp/resumed.st" "$tmp/resumed-given.st" && pass \
 out=$("$bin" eval --resume "$tmp/two-a.st" --data "$data" 2>&1)
 acc=$(sed -nE 's/^test acc: ([0-9.]+) .*/\1/p' <<<"$out")
 close "$acc" "$(test_acc "$tmp/two-a.jsonl")" 1e-9 && pass || fail "eval: $out vs $(test_acc "$tmp/two-a.jsonl")"
-/usr/bin/python3 - "$tmp/two-a.st" "$tmp/plain.st" <<'EOF'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-del h["__metadata__"]["data.normalize"]
-t = json.dumps(h, separators=(",", ":")).encode()
-t += b" " * (-len(t) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
-EOF
+without_meta "$tmp/two-a.st" "$tmp/plain.st" data.normalize
 plain=$("$bin" eval --resume "$tmp/plain.st" --data "$data" 2>&1 | sed -nE 's/^test acc: ([0-9.]+) .*/\1/p')
 [[ -n "$plain" && "$plain" != "$acc" ]] && pass || fail "eval without the normalisation: '$plain' = '$acc'"
 given=$("$bin" eval --resume "$tmp/plain.st" --data "$data" --normalize 0.286,0.353 2>&1 | sed -nE 's/^test acc: ([0-9.]+) .*/\1/p')

@@ -20,7 +20,8 @@
 #   another copy of the data) stop naming the first difference;
 # - the checkpoint records the evaluation transform (data.transform):
 #   eval applies it (its correct count equals the test JPEGs predict's top
-#   class gets right; without --data one line asks for the folder), export writes it in the ONNX metadata; and the
+#   class gets right; without --data it reads the run's folder, data.dir,
+#   and without that either one line asks for the folder), export writes it in the ONNX metadata; and the
 #   training transform (data.train_transform): a resume with another
 #   (center for resized-crop, --dct-scale off) warns once, the same does not;
 #   the key empty or too long in a file: one line naming it;
@@ -171,10 +172,14 @@ EOF
     && pass || fail "data.train_transform '${value:0:8}...': $out"
 done
 eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
-# without --data (Fashion-MNIST's IDX files by default): one line saying to give the image folder
+# without --data: the run's folder (data.dir), the same line; a file without data.dir (of an older dptrain:
+# then Fashion-MNIST's IDX files by default): one line saying to give the image folder
 out=$("$bin" eval --resume "$tmp/crop1.st" --devices 1 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == "dptrain: eval: $tmp/crop1.st was trained on an image folder (10 classes: "*"): give that folder, or one with the same class folders, with --data DIR" ]] \
-  && pass || fail "eval of an image folder's checkpoint without --data: $out"
+[[ $? -eq 0 && "$out" == "$eval_line" ]] && pass || fail "eval without --data (data.dir): '$out' vs '$eval_line'"
+without_meta "$tmp/crop1.st" "$tmp/crop1-older.st" data.dir
+out=$("$bin" eval --resume "$tmp/crop1-older.st" --devices 1 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == "dptrain: eval: $tmp/crop1-older.st was trained on an image folder (10 classes: "*"): give that folder, or one with the same class folders, with --data DIR" ]] \
+  && pass || fail "eval of an image folder's checkpoint without --data or data.dir: $out"
 # the evaluation's batches filled by 1 or 3 loader threads, on 1 or 2 devices: the same count
 for run in "--loader-threads 1 --devices 2" "--loader-threads 3 --devices 1"; do
   other=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" $run 2>&1)

@@ -19,6 +19,10 @@
 #   a constant one's is the default, and the line says so;
 # - a finished run's plain resume trains nothing and leaves the file as it
 #   was; --init (a new run from the weights) takes none of the options;
+# - the data folder (data.dir, absolute) is taken: an image-folder run
+#   resumes from another directory to the same bytes, eval reads it, and
+#   a folder that moved is one line naming it (--data of the new place
+#   resumes);
 # - where it saves is not taken: without --save a resume warns and leaves
 #   its file as it was.
 # The devices are the default (one CPU device per core) in every run, so
@@ -28,20 +32,6 @@ source "$(dirname "$0")/testing.sh"
 refused() {
   [[ $3 -eq 1 && $(wc -l <"$4") -eq 1 ]] && grep -qF -- "$2" "$4" && pass \
     || fail "$1: status $3, stderr: $(head -c 400 "$4") (expected one line with '$2')"
-}
-# strip IN OUT KEY...: the checkpoint IN without metadata KEY... (a file of an older dptrain)
-strip() {
-  /usr/bin/python3 - "$@" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-for key in sys.argv[3:]:
-    del h["__metadata__"][key]
-t = json.dumps(h, separators=(",", ":")).encode()
-t += b" " * (-(8 + len(t)) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
-PY
 }
 models="$(cd "$(dirname "$0")" && pwd)/models"
 cd "$tmp" || exit 1
@@ -116,8 +106,8 @@ cp one.st lr.st
   && ! grep -q -- "--lr 0.05" lr.out && pass || fail "--resume with another --lr: $(cat lr.err lr.out)"
 
 # --- (d) a checkpoint of an older dptrain: no epochs_planned, no accumulate ---------------------------
-strip one.st older.st epochs_planned accumulate
-"$bin" inspect older.st | grep -qE "epochs_planned|accumulate" && fail "strip left the keys" || pass
+without_meta one.st older.st epochs_planned accumulate
+"$bin" inspect older.st | grep -qE "epochs_planned|accumulate" && fail "without_meta left the keys" || pass
 "$bin" train --resume older.st --save older-out.st >older.out 2>&1 && cmp straight.st older-out.st && pass \
   || fail "an older cosine checkpoint: $(tail -3 older.out)"
 grep -q "^resuming older.st with its run's options: .* --epochs 2 " older.out && ! grep -q "is the default" older.out \
@@ -125,14 +115,14 @@ grep -q "^resuming older.st with its run's options: .* --epochs 2 " older.out &&
 plain=(--model lenet --lr 0.1 --batch-size 64 --limit 640 --seed 1)
 "$bin" train "${plain[@]}" --epochs 2 --save constant-straight.st --quiet >/dev/null 2>&1 \
   && "$bin" train "${plain[@]}" --epochs 2 --stop-after 1 --save constant.st --quiet >/dev/null 2>&1 \
-  && strip constant.st older-constant.st epochs_planned accumulate \
+  && without_meta constant.st older-constant.st epochs_planned accumulate \
   && "$bin" train --resume older-constant.st --stop-after 2 >older-constant.out 2>&1 && pass \
   || fail "an older constant checkpoint: $(tail -3 older-constant.out)"
 grep -qx "resuming older-constant.st with its run's options: --lr 0.1 --batch-size 64 --seed 1 --limit 640 \
 (the checkpoint's; give an option to change it where a resume allows); --epochs 10 is the default: \
 older-constant.st (of an older dptrain) does not record its run's (give --epochs N)" older-constant.out && pass \
   || fail "an older constant checkpoint's line: $(grep "^resuming" older-constant.out)"
-strip constant.st older-constant.st epochs_planned accumulate
+without_meta constant.st older-constant.st epochs_planned accumulate
 "$bin" train --resume older-constant.st --epochs 2 --save older-constant2.st --quiet >/dev/null 2>&1 \
   && cmp constant-straight.st older-constant2.st \
   && pass || fail "an older constant checkpoint with --epochs 2 and the uninterrupted run differ"
@@ -143,6 +133,27 @@ cp one.st nosave.st
   && [[ $(grep -c "^dptrain: warning: train: --resume nosave.st without --save: this run saves no checkpoint (give --save nosave.st to go on saving there, or --save ANOTHER)$" nosave.err) -eq 1 ]] \
   && cmp -s one.st nosave.st && [[ -z $(find . -name 'nosave.st.*') ]] && pass \
   || fail "a resume without --save: $(cat nosave.err) $(cmp one.st nosave.st)"
+
+# --- the run's data folder (data.dir): a plain resume and eval read it; moved, one line names it ----------
+"/usr/bin/python3" "$(dirname "$0")/../tools/idx_to_image_folder.py" "$data" folder --format png --limit-train 120 \
+  --limit-test 20 >/dev/null 2>&1 || fail "making the PNG folder"
+pics=(--model lenet-paddle --data folder --batch-size 20 --seed 2 --epochs 2)
+"$bin" train "${pics[@]}" --save pics-straight.st --quiet >/dev/null 2>&1 \
+  && "$bin" train "${pics[@]}" --stop-after 1 --save pics.st --quiet >/dev/null 2>&1 \
+  && mkdir elsewhere && (cd elsewhere && "$bin" train --resume ../pics.st --save ../pics-resumed.st >../pics.out 2>&1) \
+  && cmp pics-straight.st pics-resumed.st && pass || fail "a plain resume of an image-folder run: $(tail -3 pics.out)"
+"$bin" inspect pics.st | grep -qx "  data.dir = $tmp/folder" && grep -q "^resuming ../pics.st with its run's options: .* --data $tmp/folder " pics.out \
+  && pass || fail "data.dir: $("$bin" inspect pics.st | grep data.dir) $(grep "^resuming" pics.out)"
+(cd elsewhere && "$bin" eval --resume ../pics.st >../pics-eval.out 2>&1) && grep -q "^test acc: .* on 20 images, " pics-eval.out \
+  && pass || fail "eval without --data: $(cat pics-eval.out)"
+mv folder moved
+for command in "train --resume pics.st --save pics-moved.st" "eval --resume pics.st"; do
+  "$bin" $command >/dev/null 2>err
+  refused "${command%% *} with the data folder moved" "pics.st was trained on the data in $tmp/folder (its data.dir), which is not found here: give that data's folder with --data DIR" $? err
+done
+[[ ! -e pics-moved.st ]] && "$bin" train --resume pics.st --data moved --save pics-moved.st --quiet >/dev/null 2>&1 \
+  && "$bin" inspect pics-moved.st | grep -qx "  data.dir = $tmp/moved" \
+  && same_tensors pics-straight.st pics-moved.st && pass || fail "a resume with --data of the moved folder"
 
 # --- a finished run: nothing to train, the file as it was; --init takes no option ---------------------
 cp straight.st done.st

@@ -717,6 +717,8 @@ static void test_control_characters(void) {
         {"data.transform", {"resize 32\r", "'data.transform' is \"resize 32\\r\", which holds a control"}},
         {"data.train_transform", {"center\n", "'data.train_transform' is \"center\\n\", which holds a control"}},
         {"data.holdout", {"0.1\n", "'data.holdout' is '0.1\\n', expected a fraction"}},
+        {"data.dir", {"/data/pho\ntos", "'data.dir' is \"/data/pho\\ntos\", which holds a control character"}},
+        {"data.dir", {"", "metadata 'data.dir' is empty, expected 1 to 4095 bytes"}},
         {"step_count", {"1\n", "'step_count' is '1\\n', expected a decimal integer"}},
         {"optimizer.lr", {"0.1\n", "'optimizer.lr' is '0.1\\n', expected a number"}},
         {"optimizer.lr", {"\n0.1", "'optimizer.lr' is '\\n0.1', expected a number"}},
@@ -756,6 +758,19 @@ static void test_control_characters(void) {
     CHECK(status == DP_ERR_ARG && strstr(m, "model \"le\\nnet\" holds a control character") && !strchr(m, '\n'),
           "a model name with a newline saved: status %d, '%s'", (int)status, m);
     CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
+    snprintf(info.model, sizeof info.model, "lenet");
+    snprintf(info.data_dir, sizeof info.data_dir, "/data/pho\ntos");
+    status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+    m = dp_error_message();
+    CHECK(status == DP_ERR_ARG && strstr(m, "data.dir \"/data/pho\\ntos\" holds a control character") && !strchr(m, '\n'),
+          "a data.dir with a newline saved: status %d, '%s'", (int)status, m);
+    CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
+    snprintf(info.data_dir, sizeof info.data_dir, "/data/photos one");  /* and one that is fine comes back */
+    CHECK(dp_checkpoint_save(never, lenet, params, NULL, &info) == DP_OK, "save with data.dir: %s", dp_error_message());
+    c = NULL;
+    CHECK(dp_checkpoint_open(never, &c) == DP_OK && !strcmp(dp_checkpoint_info(c)->data_dir, "/data/photos one"),
+          "data.dir read back: '%s'", c ? dp_checkpoint_info(c)->data_dir : dp_error_message());
+    dp_checkpoint_close(c);
     free(params);
     dp_model_free(lenet);
 }

@@ -23,6 +23,20 @@ testing_finish() {
 # same_tensors A B: both non-empty and their tensors byte-identical
 tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
 same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
+# without_meta IN OUT KEY...: the checkpoint IN without its metadata KEY... (e.g. a file of an older dptrain)
+without_meta() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for key in sys.argv[3:]:
+    del h["__metadata__"][key]
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+}
 # small_data DIR N_TRAIN N_TEST: the first images of Fashion-MNIST as plain IDX
 # files (a small test split keeps each epoch's evaluation short)
 be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }

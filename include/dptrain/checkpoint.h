@@ -99,6 +99,10 @@
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.
  *                           eval holds out the same files; a resume must too
+ *   data.dir                the training data's directory as an absolute
+ *                           path (--data, or the default); written when
+ *                           the run names one. A resume or eval without
+ *                           --data reads it (the CLI: train_resume.c)
  *   data.classes            the training data's class names in label order
  *                           (an image folder's class folders) as a JSON
  *                           array of strings, ["cat","dog"]; written only
@@ -121,16 +125,16 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * accumulate, epochs_planned, sync_batch_norm and the last twelve are
+ * accumulate, epochs_planned, sync_batch_norm and the last thirteen are
  * optional when read (an older file: 0 for the three, not recorded; none, none, an
- * epoch's end, no transform, no training transform, no hold-out, no class
- * names: the data's built-in ones, no algorithm choices: the GPU's own, no
- * model file text: `model` is looked for as --model is, model_file.h, and
- * nothing frozen).
+ * epoch's end, no transform, no training transform, no hold-out, no data
+ * directory, no class names: the data's built-in ones, no algorithm
+ * choices: the GPU's own, no model file text: `model` is looked for as
+ * --model is, model_file.h, and nothing frozen).
  *
  * The values kept as text (model, dptrain_version, optimizer.states,
  * data.normalize, data.augment, data.transform, data.train_transform,
- * model.freeze) are one line: a control character in one is refused on
+ * data.dir, model.freeze) are one line: a control character in one is refused on
  * reading (DP_ERR_FORMAT) and on saving (DP_ERR_ARG). Messages show text
  * from the file (tensor names, values) with control characters escaped.
  *
@@ -150,6 +154,8 @@
 #define DP_CHECKPOINT_RANK_SUMS 8
 /* The longest freeze list a checkpoint holds, in bytes. */
 #define DP_CHECKPOINT_MAX_FREEZE 1023
+/* The longest data directory (data.dir) a checkpoint holds, in bytes. */
+#define DP_CHECKPOINT_MAX_DATA_DIR 4095
 typedef struct {
     char model[1024];           /* --model: a built-in name or a model file's path */
     char dptrain_version[32];   /* of the writer, informational */
@@ -197,6 +203,8 @@ typedef struct {
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
     char train_transform[64];   /* data.train_transform: "" (not an image folder, or a file of an older
                                    dptrain) or the training transform of an image folder */
+    char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's
+                                   directory, an absolute path */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache

@@ -175,6 +175,9 @@ typedef struct {
                                       data.train_transform; resume warns when it differs); NULL: none */
     const char *holdout_text;      /* the fraction held out as the test split (checkpoint.h data.holdout); a
                                       resume must give the same; NULL: the data's own test split */
+    const char *data_dir_text;     /* the training data's directory, absolute (checkpoint.h data.dir: what
+                                      a resume or eval without --data reads); NULL, or longer than
+                                      DP_CHECKPOINT_MAX_DATA_DIR bytes: not recorded */
     const char *dptrain_version;   /* recorded in checkpoints; NULL: DPTRAIN_VERSION */
     const char *precision;         /* the devices' (backend.h set_precision), named in the
                                       metrics: "fp32", "tf32", "bf16"; NULL: fp32 */

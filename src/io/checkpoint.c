@@ -64,6 +64,7 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const f
     const struct { const char *key, *text; } lines[] = {
         {"model", info->model}, {"dptrain_version", info->dptrain_version}, {"data.normalize", info->normalize},
         {"data.augment", info->augment}, {DP_CHECKPOINT_FREEZE_KEY, info->freeze},
+        {DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         for (const unsigned char *b = (const unsigned char *)lines[i].text; *b; b++)

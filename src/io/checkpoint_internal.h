@@ -21,6 +21,7 @@
 #define DP_CHECKPOINT_FREEZE_KEY "model.freeze"
 #define DP_CHECKPOINT_HOLDOUT_KEY "data.holdout"
 #define DP_CHECKPOINT_TRAIN_TRANSFORM_KEY "data.train_transform"
+#define DP_CHECKPOINT_DATA_DIR_KEY "data.dir"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -35,9 +36,9 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (classes, transform, train_transform, holdout, conv algorithms,
- * model_text, model.freeze: DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 7
+ * (classes, transform, train_transform, holdout, data.dir, conv
+ * algorithms, model_text, model.freeze: DP_CHECKPOINT_OPTIONAL_KEYS). */
+#define DP_CHECKPOINT_OPTIONAL_KEYS 8
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;

@@ -237,6 +237,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
             return dp_fail(DP_ERR_ARG, "checkpoint: the data's hold-out '%s' is not a number", info->holdout);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_HOLDOUT_KEY, info->holdout};
     }
+    if (info->data_dir[0]) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir};
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
@@ -266,6 +267,18 @@ static dp_status_t check_one_line(const dp_checkpoint_t *c, const char *key, con
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is \"%s\", which holds a control character (byte "
                            "0x%02x at %zu): expected one line of text", dp_safetensors_path(c->st), key,
                            dp_json_show(text).text, *b, (size_t)(b - (const unsigned char *)text));
+    return DP_OK;
+}
+
+/* An optional text value (key absent: out untouched): 1 to size - 1 bytes, one line. */
+static dp_status_t optional_text(const dp_checkpoint_t *c, const char *key, char *out, size_t size) {
+    const char *text = dp_safetensors_meta(c->st, key);
+    if (!text) return DP_OK;
+    if (!*text || strlen(text) >= size)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is %s, expected 1 to %zu bytes", dp_safetensors_path(c->st),
+                       key, *text ? "too long" : "empty", size - 1);
+    DP_TRY(check_one_line(c, key, text));
+    memcpy(out, text, strlen(text) + 1);
     return DP_OK;
 }
 
@@ -539,15 +552,8 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
         DP_TRY(check_one_line(c, DP_CHECKPOINT_TRANSFORM_KEY, transform));
         snprintf(info->transform, sizeof info->transform, "%s", transform);
     }
-    const char *train_transform = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY);
-    if (train_transform) {
-        if (!*train_transform || strlen(train_transform) >= sizeof info->train_transform)
-            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is %s, expected 1 to %zu bytes",
-                           dp_safetensors_path(c->st), DP_CHECKPOINT_TRAIN_TRANSFORM_KEY,
-                           *train_transform ? "too long" : "empty", sizeof info->train_transform - 1);
-        DP_TRY(check_one_line(c, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY, train_transform));
-        memcpy(info->train_transform, train_transform, strlen(train_transform) + 1);
-    }
+    DP_TRY(optional_text(c, DP_CHECKPOINT_TRAIN_TRANSFORM_KEY, info->train_transform, sizeof info->train_transform));
+    DP_TRY(optional_text(c, DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir, sizeof info->data_dir));
     const char *holdout = dp_safetensors_meta(c->st, DP_CHECKPOINT_HOLDOUT_KEY);
     if (holdout) {
         if (!*holdout || strlen(holdout) >= sizeof info->holdout ||
@@ -559,14 +565,7 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
     if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));
-    const char *freeze = dp_safetensors_meta(c->st, DP_CHECKPOINT_FREEZE_KEY);
-    if (freeze && (!*freeze || strlen(freeze) >= sizeof info->freeze))
-        return dp_fail(DP_ERR_FORMAT, "%s: metadata '" DP_CHECKPOINT_FREEZE_KEY "' is %s, expected 1 to %zu bytes",
-                       dp_safetensors_path(c->st), *freeze ? "too long" : "empty", sizeof info->freeze - 1);
-    if (freeze) {
-        DP_TRY(check_one_line(c, DP_CHECKPOINT_FREEZE_KEY, freeze));
-        memcpy(info->freeze, freeze, strlen(freeze) + 1);
-    }
+    DP_TRY(optional_text(c, DP_CHECKPOINT_FREEZE_KEY, info->freeze, sizeof info->freeze));
     if (info->loader_batch > 0 && losses == 0)
         return dp_fail(DP_ERR_FORMAT, "%s: the checkpoint stops inside epoch %d (batch %d) but has no "
                        "'epoch.loss_sums' (the epoch's sums so far): it cannot be resumed exactly",
