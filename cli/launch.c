@@ -245,6 +245,16 @@ static void update_resume(job_t *job) {
     if (job->save && stat(job->save, &st) == 0 && S_ISREG(st.st_mode)) job->resume = job->save;
 }
 
+/* "a mistake, exit status 1, is not a fault", or for a status that is not
+ * one of dptrain's (mpirun's own 255) "exit status 255 is not a fault". */
+static const char *not_a_fault_words(int code, char *text, size_t size) {
+    char meaning[128];
+    const char *what = cli_exit_meaning(code, meaning, sizeof meaning);
+    if (strncmp(what, "exit status", 11) == 0) snprintf(text, size, "exit status %d is not a fault", code);
+    else snprintf(text, size, "%s, exit status %d, is not a fault", what, code);
+    return text;
+}
+
 #define FAILURES_MAX 64
 
 /* The attempts, until one finishes, one fails by a mistake, the restarts
@@ -315,11 +325,11 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
         }
         /* a mistake's line is on the terminal already when the ranks write there */
         int mistake = !fault && !preempted, say_message = f.message[0] && job->log_dir;
-        if (mistake) { /* one line: the rank's own on the terminal, or this one */
-            if (job->log_dir)
-                launch_log(job->log_dir, "the job failed: %s%s%s; %s; not restarted (%s, exit status %d, is not a "
-                           "fault)", f.line, say_message ? ": " : "", say_message ? f.message : "", f.log,
-                           cli_exit_meaning(f.code, meaning, sizeof meaning), f.code);
+        if (mistake) { /* one line: the rank's own on the terminal, or this one (always when no rank said it) */
+            if (job->log_dir || !f.known)
+                launch_log(job->log_dir, "the job failed: %s%s%s; %s; not restarted (%s)", f.line,
+                           say_message ? ": " : "", say_message ? f.message : "", f.log,
+                           not_a_fault_words(f.code, meaning, sizeof meaning));
             break;
         }
         launch_log(job->log_dir, "attempt %d failed: %s%s%s; %s", attempt + 1, f.line, say_message ? ": " : "",

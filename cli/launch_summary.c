@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "launch.h"
 #include "report.h"
@@ -42,6 +43,16 @@ static void describe_step(const rank_record_t *rec, char *text, size_t size) {
     else
         snprintf(text, size, "at step %llu (epoch %llu, step %llu of %d)", step, step / (unsigned long long)per + 1,
                  step % (unsigned long long)per, per);
+}
+
+/* Whether DIR/worklog.R exists for some R < np (a rank that started wrote it). */
+static int any_worklog(const char *log_dir, int np) {
+    char path[4200];
+    for (int r = 0; r < np; r++) {
+        snprintf(path, sizeof path, "%s/worklog.%d", log_dir, r);
+        if (access(path, F_OK) == 0) return 1;
+    }
+    return 0;
 }
 
 void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
@@ -78,7 +89,8 @@ void launch_summarize(const char *record_dir, const char *log_dir, const launch_
         out->code = mpirun_code ? mpirun_code : 1;
         snprintf(out->line, sizeof out->line, "mpirun: %s (%s)", cli_exit_meaning(out->code, meaning, sizeof meaning),
                  any ? "every rank ended well" : "no rank left a record: did the job start?");
-        snprintf(out->log, sizeof out->log, "%s", log_dir ? "see the worklogs" : "see mpirun's message above");
+        if (log_dir && any_worklog(log_dir, np)) snprintf(out->log, sizeof out->log, "see the worklogs in %s", log_dir);
+        else snprintf(out->log, sizeof out->log, "see mpirun's message above");
         return;
     }
     const rank_record_t *rec = &records[r];
