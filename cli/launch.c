@@ -24,7 +24,9 @@
  * with as many ranks as the hosts offer, up to MAX, and waits (--min-wait)
  * for MIN; the run resumes on that rank count (same bits on the same
  * count, the float tolerance otherwise); a host that failed twice cools
- * off.
+ * off. A host mpirun could not reach (launch_unreachable.c: exit status 8)
+ * is left out of the next attempt at once, from a --hosts list too, which
+ * then runs on the remaining slots if they are --np's MIN.
  *
  * Across hosts, mpirun's daemons talk over TCP, and a dead link is only
  * noticed when TCP gives up. launch turns on TCP keepalive on those
@@ -76,9 +78,10 @@ static const char launch_usage[] =
     "                              (created); without it the ranks' output goes to this\n"
     "                              terminal\n"
     "  --restarts K                when the job fails by a fault (a rank lost, stalled or\n"
-    "                              killed, a device failed), run it again, up to K times,\n"
-    "                              resuming from the --save checkpoint when it exists; a\n"
-    "                              mistake (exit status 1) is never retried (default 0)\n"
+    "                              killed, a device failed, a host not reached: left out),\n"
+    "                              run it again, up to K times, resuming from the --save\n"
+    "                              checkpoint when it exists; a mistake (exit status 1) is\n"
+    "                              never retried (default 0)\n"
     "  --cooling SECONDS           with --hostfile or --host-discovery: a host that failed\n"
     "                              twice is left out this long, twice as long after each\n"
     "                              further failure (default 10)\n"
@@ -255,6 +258,27 @@ static const char *not_a_fault_words(int code, char *text, size_t size) {
     return text;
 }
 
+/* After an attempt that could not reach hosts (f), before the next: leaves
+ * them out (launch_hosts_unreachable), saying for how long (and in f's
+ * line, for the summary); with a fixed --hosts list, whether what is left
+ * still has --np's MIN slots (0, said in one line, when not: waiting
+ * cannot bring more). */
+static int leave_out_unreachable(job_t *job, launch_failure_t *f, int np_min, int np_max) {
+    for (int i = 0; i < f->unreachable_count; i++) {
+        double seconds = launch_hosts_unreachable(&job->hosts, f->unreachable[i]);
+        launch_log(job->log_dir, "host %s left out for %g s (it could not be reached)", f->unreachable[i], seconds);
+        if (i == 0) {
+            size_t used = strlen(f->line);
+            snprintf(f->line + used, sizeof f->line - used, ", left out for %g s", seconds);
+        }
+    }
+    if (!job->hosts.list || f->unreachable_count == 0) return 1;
+    static launch_pick_t next;
+    if (launch_hosts_pick(&job->hosts, np_min, np_max, 0.0, NULL, &next) == DP_OK) return 1;
+    launch_log(job->log_dir, "%s; not restarted", dp_error_message());
+    return 0;
+}
+
 #define FAILURES_MAX 64
 
 /* The attempts, until one finishes, one fails by a mistake, the restarts
@@ -288,7 +312,8 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
         char np_text[16];
         const char **args = attempt_command(job, &pick, np_text, sizeof np_text);
         if (!args) return cli_report_error();
-        int status = launch_run_mpirun(args, job->log_dir, job->record_dir, pick.ranks);
+        static launch_mpirun_said_t said;
+        int status = launch_run_mpirun(args, job->log_dir, job->record_dir, &pick, &said);
         free(args);
         if (status == -1) {
             launch_log(job->log_dir, "cannot start mpirun (%s)", strerror(errno));
@@ -296,6 +321,11 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
         }
         launch_failure_t f;
         launch_summarize(job->record_dir, job->log_dir, &pick, attempt, status, &f);
+        if (said.daemon_failed && f.code != 0) { /* a host not reached, unless a rank's record says otherwise */
+            static launch_failure_t unreachable;
+            launch_name_unreachable(&pick, job->record_dir, job->log_dir, attempt, said.text, &unreachable);
+            if (!f.known || unreachable.unreachable_count > 0) f = unreachable;
+        }
         if (f.code == 0) {
             exit_code = 0;
             if (failed) launch_log(job->log_dir, "the job finished after %d restart%s", attempt, attempt > 1 ? "s" : "");
@@ -311,7 +341,8 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
                 snprintf(f.log, sizeof f.log, "log %s/worklog.%d.attempt%d", job->log_dir, f.rank, attempt + 1);
         }
         update_resume(job);
-        if (failed < FAILURES_MAX) failures[failed++] = f;
+        int stored = failed < FAILURES_MAX;
+        if (stored) failures[failed++] = f;
         if (launch_signals.interrupt) { /* the ranks were ended by mpirun on the launcher's word */
             launch_log(job->log_dir, "interrupted (%s): the job was ended at step %llu, not restarted",
                        strsignal(launch_signals.interrupt), f.step);
@@ -324,7 +355,7 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
             break;
         }
         /* a mistake's line is on the terminal already when the ranks write there */
-        int mistake = !fault && !preempted, say_message = f.message[0] && job->log_dir;
+        int mistake = !fault && !preempted, say_message = f.message[0] && (job->log_dir || !f.known);
         if (mistake) { /* one line: the rank's own on the terminal, or this one (always when no rank said it) */
             if (job->log_dir || !f.known)
                 launch_log(job->log_dir, "the job failed: %s%s%s; %s; not restarted (%s)", f.line,
@@ -343,8 +374,15 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
                        "as a restart)", resume_words(job, words, sizeof words));
             continue;
         }
-        double cooling = launch_hosts_failed(&job->hosts, f.blamed_host);
-        if (cooling > 0.0) launch_log(job->log_dir, "host %s has failed again: left out for %g s", f.blamed_host, cooling);
+        if (f.code == CLI_EXIT_UNREACHABLE) {
+            int next = !again || leave_out_unreachable(job, &f, np_min, np_max);
+            if (stored) failures[failed - 1] = f; /* its line says it was left out */
+            if (!next) break;
+        } else {
+            double cooling = launch_hosts_failed(&job->hosts, f.blamed_host);
+            if (cooling > 0.0)
+                launch_log(job->log_dir, "host %s has failed again: left out for %g s", f.blamed_host, cooling);
+        }
         if (!again) {
             if (restarts > 0) launch_log(job->log_dir, "no restarts left (--restarts %d)", restarts);
             break;

@@ -3,8 +3,9 @@
  * hosts of each attempt: --hosts, a host file read again, a discovery
  * command, failed hosts cooling off, waiting for MIN ranks),
  * launch_attempt.c (one run of mpirun: its command, its output filtered,
- * the signals passed on) and launch_summary.c (what the ranks' records say
- * of an attempt that failed). CLI internal.
+ * the signals passed on), launch_summary.c (what the ranks' records say
+ * of an attempt that failed) and launch_unreachable.c (a host whose
+ * daemon mpirun could not start). CLI internal.
  */
 #ifndef DPTRAIN_CLI_LAUNCH_H
 #define DPTRAIN_CLI_LAUNCH_H
@@ -65,6 +66,11 @@ dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double 
  * seconds it is left out (0: not). */
 double launch_hosts_failed(launch_hosts_t *h, const char *host);
 
+/* `host` could not be reached (mpirun could not start its daemon there):
+ * left out at once, in every mode, for --cooling seconds, twice as long
+ * after each further failure. Returns the seconds it is left out. */
+double launch_hosts_unreachable(launch_hosts_t *h, const char *host);
+
 /* Whether the hosts come from a file or a command (elastic mode). */
 int launch_hosts_elastic(const launch_hosts_t *h);
 
@@ -80,22 +86,33 @@ extern launch_signals_t launch_signals;
 
 void launch_signals_install(void);
 
-/* Runs `args` (mpirun's command, NULL-terminated, starting `ranks` ranks
+/* What mpirun said of a daemon it could not start. */
+typedef struct {
+    int daemon_failed; /* Open MPI's paragraph saying a daemon could not start or connect */
+    char text[16384];  /* that paragraph and the lines before it that name a remote host of the attempt */
+} launch_mpirun_said_t;
+
+/* Runs `args` (mpirun's command, NULL-terminated, starting pick's ranks
  * whose records go to record_dir) to its end: its stdout passed on, its
  * stderr passed on without Open MPI's messages about a job that ended (the
- * summary says it better), SIGTERM passed on as SIGUSR1 (which mpirun
+ * summary says it better) or about a daemon that could not start (into
+ * *said, with the lines naming a remote host held until a rank starts),
+ * SIGTERM passed on as SIGUSR1 (which mpirun
  * forwards to every rank; once mpirun and the ranks are ready for it) and
  * an interrupt as SIGTERM to mpirun. mpirun runs in a process group of its own (a terminal's or a
  * scheduler's signal to this one's group reaches the launcher only, which
  * decides) and is sent SIGTERM if the launcher dies. Returns its wait
  * status, -1 when it could not be started (errno). */
-int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, int ranks);
+int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, const launch_pick_t *pick,
+                      launch_mpirun_said_t *said);
 
 /* Appends "TIMESTAMP LINE" to DIR/launch.log and prints "dptrain launch:
  * LINE" on stderr. */
 void launch_log(const char *log_dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --- What an attempt's records say (launch_summary.c) ---------------------- */
+
+#define LAUNCH_UNREACHABLE_MAX 8
 
 typedef struct {
     int known;          /* a rank's record says who failed first; else only mpirun's status is known */
@@ -112,6 +129,8 @@ typedef struct {
     char line[1024];    /* "rank 1 on vm (pid 42): killed by signal 9 (Killed) at step 37 (epoch 2, step 12 of
                            25)" */
     char log[4400];     /* "log DIR/worklog.1.attempt1", or that there is none */
+    int unreachable_count; /* hosts mpirun could not reach (exit status 8), named in unreachable */
+    char unreachable[LAUNCH_UNREACHABLE_MAX][256];
 } launch_failure_t;
 
 /* The first failure of attempt `attempt` (`pick`'s ranks, numbered from 0;
@@ -119,5 +138,24 @@ typedef struct {
  * status. */
 void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
                       int wait_status, launch_failure_t *out);
+
+/* --- A host mpirun could not reach (launch_unreachable.c) ------------------ */
+
+/* Whether an Open MPI paragraph (between its dashed lines) says that a
+ * daemon could not start or connect (1), or is what follows such a
+ * failure, naming a host that is not to blame ([no-path]: 2), or neither
+ * (0). */
+int launch_daemon_failure_block(const char *block, size_t n);
+
+/* Whether `line` names a host of the pick other than this machine. */
+int launch_line_names_host(const launch_pick_t *pick, const char *line);
+
+/* The failure of attempt `attempt` whose daemon could not start (`said`:
+ * what mpirun said, launch_mpirun_said_t): the hosts it names where no rank
+ * started (else the attempt's one remote host), exit status 8, and the
+ * agent's line naming the first (else Open MPI's first sentence) as its
+ * message. */
+void launch_name_unreachable(const launch_pick_t *pick, const char *record_dir, const char *log_dir, int attempt,
+                             const char *said, launch_failure_t *out);
 
 #endif

@@ -23,8 +23,13 @@
  * MPI_ABORT, its aggregation notes, its "Forwarding signal" lines): the
  * launcher's own line on the failure says which rank failed first, why and
  * where, and these blocks go to DIR/launch.log instead (with --log-dir).
- * Any other block (mpirun could not start a daemon, not enough slots, ...)
- * passes through.
+ * So does its paragraph about a daemon it could not start, with the lines
+ * before it that name a remote host of the attempt (the launch agent's:
+ * "ssh: Could not resolve hostname h2: ..."), which are held until a rank
+ * has started (its record is there, or its stdout has come) or mpirun has
+ * ended: the launcher's
+ * line names the host instead (launch_unreachable.c). Any other block (not
+ * enough slots, ...) passes through.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +56,16 @@ launch_signals_t launch_signals;
  * that cannot be seen: hosts without the log directory). */
 #define FORWARD_AFTER_SEC 1.0
 #define FORWARD_ANYWAY_SEC 10.0
+
+/* Whether some rank of the attempt has made its record. */
+static int rank_started(const char *record_dir, int ranks) {
+    char path[4200];
+    for (int r = 0; r < ranks; r++) {
+        snprintf(path, sizeof path, "%s/rank.%d", record_dir, r);
+        if (access(path, F_OK) == 0) return 1;
+    }
+    return 0;
+}
 
 /* Whether every rank of the attempt has made its record. */
 static int ranks_ready(const char *record_dir, int ranks) {
@@ -116,6 +131,12 @@ typedef struct {
     char *block; /* a dashed block being read (NULL: none) */
     size_t block_used, block_size;
     FILE *log; /* DIR/launch.log for what is left out, or NULL */
+    const launch_pick_t *pick; /* the attempt's hosts and ranks */
+    const char *record_dir;
+    char held[8192]; /* lines naming a remote host, held until a rank starts (they may be the agent's failure) */
+    size_t held_used;
+    int ranks_spoke; /* the ranks' stdout has passed: every daemon started */
+    launch_mpirun_said_t *said; /* what mpirun said of a daemon it could not start */
 } stderr_filter_t;
 
 static int dashes(const char *line) {
@@ -135,8 +156,41 @@ static void emit(const char *text, size_t n) {
     }
 }
 
+/* Adds text to what mpirun said of a daemon (as much as fits). */
+static void add_said(stderr_filter_t *f, const char *text, size_t n) {
+    size_t used = strlen(f->said->text), room = sizeof f->said->text - 1 - used;
+    if (n > room) n = room;
+    memcpy(f->said->text + used, text, n);
+    f->said->text[used + n] = '\0';
+}
+
+/* The held lines: passed on, or (a daemon could not start) kept for the
+ * launcher's line and the log. */
+static void release_held(stderr_filter_t *f) {
+    if (f->said->daemon_failed) {
+        add_said(f, f->held, f->held_used);
+        if (f->log) fwrite(f->held, 1, f->held_used, f->log);
+    } else {
+        emit(f->held, f->held_used);
+    }
+    f->held_used = 0;
+}
+
 /* A block has ended (or the stream did): pass it on or leave it out. */
 static void end_block(stderr_filter_t *f) {
+    int daemon = launch_daemon_failure_block(f->block, f->block_used);
+    if (daemon) { /* to the log; a failure's words (not its aftermath's) for the launcher's line */
+        if (daemon == 1) {
+            f->said->daemon_failed = 1;
+            release_held(f);
+            add_said(f, f->block, f->block_used);
+        }
+        if (f->log) fwrite(f->block, 1, f->block_used, f->log);
+        free(f->block);
+        f->block = NULL;
+        f->block_used = f->block_size = 0;
+        return;
+    }
     int drop = 0;
     for (size_t i = 0; i < sizeof ended_job / sizeof ended_job[0] && !drop; i++)
         drop = contains(f->block, f->block_used, ended_job[i]);
@@ -177,6 +231,12 @@ static void filter_line(stderr_filter_t *f, const char *line, size_t n) {
         add_to_block(f, line, n);
         return;
     }
+    if (!f->ranks_spoke && f->held_used + n < sizeof f->held && launch_line_names_host(f->pick, line) &&
+        !rank_started(f->record_dir, f->pick->ranks)) {
+        memcpy(f->held + f->held_used, line, n);
+        f->held_used += n;
+        return;
+    }
     int drop = strstr(line, "Forwarding signal") && strncmp(line, "mpirun:", 7) == 0;
     drop = drop || (strstr(line, "more process") && strstr(line, "has sent help message")) ||
            strstr(line, "orte_base_help_aggregate") != NULL;
@@ -203,6 +263,7 @@ static void filter_end(stderr_filter_t *f) {
         f->used = 0;
     }
     if (f->block) emit(f->block, f->block_used), free(f->block), f->block = NULL;
+    release_held(f);
     fflush(stderr);
 }
 
@@ -226,7 +287,10 @@ static void child(const char *const *args, int out, int err, pid_t parent) {
     _exit(127);
 }
 
-int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, int ranks) {
+int launch_run_mpirun(const char *const *args, const char *log_dir, const char *record_dir, const launch_pick_t *pick,
+                      launch_mpirun_said_t *said) {
+    int ranks = pick->ranks;
+    memset(said, 0, sizeof *said);
     int out[2], err[2];
     if (pipe(out) != 0) return -1;
     if (pipe(err) != 0) {
@@ -252,7 +316,11 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double started = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, now = started;
     int sent_term = 0, sent_usr1 = 0;
-    stderr_filter_t filter = {.log = NULL};
+    static stderr_filter_t filter;
+    memset(&filter, 0, sizeof filter);
+    filter.pick = pick;
+    filter.record_dir = record_dir;
+    filter.said = said;
     if (log_dir) {
         char path[4200];
         snprintf(path, sizeof path, "%s/launch.log", log_dir);
@@ -278,6 +346,7 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
                 fds[i].fd = -1;
                 open_fds--;
             } else if (i == 0) {
+                filter.ranks_spoke = 1;
                 if (fwrite(buffer, 1, (size_t)n, stdout) != (size_t)n) { /* a closed stdout */
                 }
                 fflush(stdout);
@@ -285,6 +354,8 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
                 filter_bytes(&filter, buffer, (size_t)n);
             }
         }
+        if (filter.held_used && (filter.ranks_spoke || rank_started(record_dir, ranks)))
+            release_held(&filter), fflush(stderr);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
         /* once mpirun has gone, a rank that kept its pipes open must not hold the launcher */

@@ -11,8 +11,10 @@
  * With a host file or a discovery command (elastic mode), a host an attempt
  * failed on (launch_summary.c says which) is left out once it has failed
  * twice, for --cooling seconds, then for twice as long after each further
- * failure (Horovod's blacklist with a cooldown). The hosts are few: plain
- * arrays.
+ * failure (Horovod's blacklist with a cooldown). A host mpirun could not
+ * reach (launch_unreachable.c) is left out at once, also from a fixed
+ * --hosts list (whose MIN is then not waited for). The hosts are few:
+ * plain arrays.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -211,9 +213,13 @@ dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double 
         DP_TRY(offered_hosts(h, pick, why, sizeof why));
         choose(h, np_max, pick, &cooling);
         if (pick->ranks >= np_min) return DP_OK;
-        if (h->list) /* a fixed list: waiting cannot bring more */
+        if (h->list && !cooling) /* a fixed list: waiting cannot bring more */
             return dp_fail(DP_ERR_ARG, "launch: --hosts %s has %d slot%s, --np needs at least %d (give more hosts or "
                            "slots, or a smaller --np)", h->list, pick->ranks, pick->ranks == 1 ? "" : "s", np_min);
+        if (h->list) /* hosts of a fixed list left out after failing: not waited for either */
+            return dp_fail(DP_ERR_COMM, "--hosts %s has %d slot%s left without the host%s left out, --np needs at "
+                           "least %d", h->list, pick->ranks, pick->ranks == 1 ? "" : "s", cooling == 1 ? "" : "s",
+                           np_min);
         double waited = monotonic_now() - start;
         char what[4600];
         snprintf(what, sizeof what, "%d rank%s available (%d host%s%s%s%s), --np needs at least %d", pick->ranks,
@@ -228,13 +234,26 @@ dp_status_t launch_hosts_pick(launch_hosts_t *h, int np_min, int np_max, double 
     }
 }
 
+/* Leaves host e out after its failures: --cooling seconds, doubled for
+ * each failure beyond the second. */
+static double cool_off(launch_hosts_t *h, launch_host_t *e) {
+    double seconds = h->cooling * ldexp(1.0, e->failures - 2);
+    e->cool_until = monotonic_now() + seconds;
+    return seconds;
+}
+
+double launch_hosts_unreachable(launch_hosts_t *h, const char *host) {
+    launch_host_t *e = host_entry(h, host);
+    if (!e) return 0.0;
+    e->failures = e->failures < 2 ? 2 : e->failures + 1; /* left out at once: it cannot run a rank */
+    return cool_off(h, e);
+}
+
 double launch_hosts_failed(launch_hosts_t *h, const char *host) {
     if (!launch_hosts_elastic(h) || !host || !*host) return 0.0;
     launch_host_t *e = host_entry(h, host);
     if (!e) return 0.0;
     e->failures++;
     if (e->failures < 2) return 0.0;
-    double seconds = h->cooling * ldexp(1.0, e->failures - 2);
-    e->cool_until = monotonic_now() + seconds;
-    return seconds;
+    return cool_off(h, e);
 }

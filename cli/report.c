@@ -17,7 +17,7 @@ int cli_exit_code(dp_status_t status) {
 }
 
 int cli_exit_is_fault(int code) {
-    return code == CLI_EXIT_COMM || code == CLI_EXIT_DEVICE || (code > 128 && code < 128 + 65 && code != 128 + SIGINT);
+    return code == CLI_EXIT_COMM || code == CLI_EXIT_DEVICE || code == CLI_EXIT_UNREACHABLE || (code > 128 && code < 128 + 65 && code != 128 + SIGINT);
 }
 
 const char *cli_exit_meaning(int code, char *buffer, size_t size) {
@@ -30,6 +30,7 @@ const char *cli_exit_meaning(int code, char *buffer, size_t size) {
     case CLI_EXIT_NOMEM: return "out of memory";
     case CLI_EXIT_PREEMPTED: return "preempted";
     case CLI_EXIT_NO_RANKS: return "too few ranks available";
+    case CLI_EXIT_UNREACHABLE: return "a host could not be reached";
     case CLI_EXIT_NO_MPIRUN: return "mpirun could not be run";
     }
     if (code > 128 && code < 128 + 65) snprintf(buffer, size, "killed by signal %d (%s)", code - 128, strsignal(code - 128));

@@ -20,6 +20,8 @@ typedef enum {
     CLI_EXIT_NOMEM = 5,      /* out of memory: not restarted (the same command needs the same memory) */
     CLI_EXIT_PREEMPTED = 6,  /* stopped by SIGTERM (or SIGUSR1) after saving at a step boundary */
     CLI_EXIT_NO_RANKS = 7,   /* launch: fewer ranks available than --np's MIN within --min-wait */
+    CLI_EXIT_UNREACHABLE = 8, /* launch: a host could not be reached (mpirun could not start its daemon): a
+                                fault, the host left out of the next attempt */
     CLI_EXIT_NO_MPIRUN = 127 /* launch: mpirun cannot be run */
     /* 128 + N: killed by signal N (SIGINT, a second SIGTERM; a rank's signal, passed on by launch) */
 } cli_exit_t;
@@ -28,7 +30,7 @@ typedef enum {
  * whose status was not kept: 1). */
 int cli_exit_code(dp_status_t status);
 
-/* Whether launch restarts a job that ended with `code` (faults: 3, 4 and
+/* Whether launch restarts a job that ended with `code` (faults: 3, 4, 8 and
  * signals other than SIGINT). */
 int cli_exit_is_fault(int code);
 
