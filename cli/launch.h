@@ -89,14 +89,14 @@ void launch_signals_install(void);
 /* What mpirun said of a daemon it could not start. */
 typedef struct {
     int daemon_failed; /* Open MPI's paragraph saying a daemon could not start or connect */
-    char text[16384];  /* that paragraph and the lines before it that name a remote host of the attempt */
+    char text[32768];  /* that paragraph and what mpirun's stderr carried before it (no rank had started) */
 } launch_mpirun_said_t;
 
 /* Runs `args` (mpirun's command, NULL-terminated, starting pick's ranks
  * whose records go to record_dir) to its end: its stdout passed on, its
  * stderr passed on without Open MPI's messages about a job that ended (the
  * summary says it better) or about a daemon that could not start (into
- * *said, with the lines naming a remote host held until a rank starts),
+ * *said, with what came before it: stderr is held until a rank starts),
  * SIGTERM passed on as SIGUSR1 (which mpirun
  * forwards to every rank; once mpirun and the ranks are ready for it) and
  * an interrupt as SIGTERM to mpirun. mpirun runs in a process group of its own (a terminal's or a
@@ -146,9 +146,6 @@ void launch_summarize(const char *record_dir, const char *log_dir, const launch_
  * failure, naming a host that is not to blame ([no-path]: 2), or neither
  * (0). */
 int launch_daemon_failure_block(const char *block, size_t n);
-
-/* Whether `line` names a host of the pick other than this machine. */
-int launch_line_names_host(const launch_pick_t *pick, const char *line);
 
 /* The failure of attempt `attempt` whose daemon could not start (`said`:
  * what mpirun said, launch_mpirun_said_t): the hosts it names where no rank

@@ -23,13 +23,14 @@
  * MPI_ABORT, its aggregation notes, its "Forwarding signal" lines): the
  * launcher's own line on the failure says which rank failed first, why and
  * where, and these blocks go to DIR/launch.log instead (with --log-dir).
- * So does its paragraph about a daemon it could not start, with the lines
- * before it that name a remote host of the attempt (the launch agent's:
- * "ssh: Could not resolve hostname h2: ..."), which are held until a rank
- * has started (its record is there, or its stdout has come) or mpirun has
- * ended: the launcher's
- * line names the host instead (launch_unreachable.c). Any other block (not
- * enough slots, ...) passes through.
+ * So does its paragraph about a daemon it could not start, with what came
+ * before and after it: until a rank has started (its record is there; 30
+ * s at most), all mpirun's output is its and its daemons' (the launch
+ * agent's "ssh: Could not resolve hostname h2: ...", a failing daemon's
+ * own paragraphs, on stderr or stdout), and is held; the launcher's line
+ * names the host instead (launch_unreachable.c). Held text that no such
+ * paragraph follows passes through once a rank starts or mpirun ends, as
+ * does any other block (not enough slots, ...).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +57,11 @@ launch_signals_t launch_signals;
  * that cannot be seen: hosts without the log directory). */
 #define FORWARD_AFTER_SEC 1.0
 #define FORWARD_ANYWAY_SEC 10.0
+
+/* mpirun's output before any rank has started is held this long at most
+ * (then passed on: a daemon failure after it is named all the same, its
+ * agent's line said twice). */
+#define HOLD_MAX_SEC 30.0
 
 /* Whether some rank of the attempt has made its record. */
 static int rank_started(const char *record_dir, int ranks) {
@@ -133,9 +139,10 @@ typedef struct {
     FILE *log; /* DIR/launch.log for what is left out, or NULL */
     const launch_pick_t *pick; /* the attempt's hosts and ranks */
     const char *record_dir;
-    char held[8192]; /* lines naming a remote host, held until a rank starts (they may be the agent's failure) */
-    size_t held_used;
-    int ranks_spoke; /* the ranks' stdout has passed: every daemon started */
+    char held[16384], held_out[4096]; /* stderr and stdout before any rank started: mpirun's and its daemons' */
+    size_t held_used, held_out_used;
+    int started;       /* a rank has made its record (once seen, not looked for again) */
+    double opened_at;  /* monotonic seconds: mpirun started */
     launch_mpirun_said_t *said; /* what mpirun said of a daemon it could not start */
 } stderr_filter_t;
 
@@ -164,16 +171,60 @@ static void add_said(stderr_filter_t *f, const char *text, size_t n) {
     f->said->text[used + n] = '\0';
 }
 
-/* The held lines: passed on, or (a daemon could not start) kept for the
+/* The held text: passed on, or (a daemon could not start) kept for the
  * launcher's line and the log. */
 static void release_held(stderr_filter_t *f) {
     if (f->said->daemon_failed) {
+        add_said(f, f->held_out, f->held_out_used);
         add_said(f, f->held, f->held_used);
-        if (f->log) fwrite(f->held, 1, f->held_used, f->log);
+        if (f->log) fwrite(f->held_out, 1, f->held_out_used, f->log), fwrite(f->held, 1, f->held_used, f->log);
     } else {
+        if (fwrite(f->held_out, 1, f->held_out_used, stdout) != f->held_out_used) { /* a closed stdout */
+        }
+        fflush(stdout);
         emit(f->held, f->held_used);
     }
-    f->held_used = 0;
+    f->held_used = f->held_out_used = 0;
+}
+
+static double monotonic_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether no rank of the attempt has started yet (what mpirun's output
+ * carries is then its and its daemons' own), for HOLD_MAX_SEC at most:
+ * ranks on hosts that do not share the record directory are never seen. */
+static int before_ranks(stderr_filter_t *f) {
+    if (!f->started) f->started = rank_started(f->record_dir, f->pick->ranks);
+    return !f->started && monotonic_now() - f->opened_at < HOLD_MAX_SEC;
+}
+
+/* mpirun's stdout: passed on, or held with its stderr while no rank has
+ * started (a failing daemon may write there). */
+static void pass_stdout(stderr_filter_t *f, const char *text, size_t n) {
+    if (before_ranks(f) && f->held_out_used + n <= sizeof f->held_out) {
+        memcpy(f->held_out + f->held_out_used, text, n);
+        f->held_out_used += n;
+        return;
+    }
+    if (f->held_used || f->held_out_used) release_held(f);
+    if (fwrite(text, 1, n, stdout) != n) { /* a closed stdout */
+    }
+    fflush(stdout);
+}
+
+/* Passes text on, or holds it while no rank has started. */
+static void pass_on(stderr_filter_t *f, const char *text, size_t n) {
+    if (!before_ranks(f)) {
+        if (f->held_used || f->held_out_used) release_held(f);
+        emit(text, n);
+        return;
+    }
+    if (f->held_used + n > sizeof f->held) release_held(f); /* too much to hold: in order all the same */
+    if (n > sizeof f->held) emit(text, n);
+    else memcpy(f->held + f->held_used, text, n), f->held_used += n;
 }
 
 /* A block has ended (or the stream did): pass it on or leave it out. */
@@ -194,7 +245,7 @@ static void end_block(stderr_filter_t *f) {
     int drop = 0;
     for (size_t i = 0; i < sizeof ended_job / sizeof ended_job[0] && !drop; i++)
         drop = contains(f->block, f->block_used, ended_job[i]);
-    if (!drop) emit(f->block, f->block_used);
+    if (!drop) pass_on(f, f->block, f->block_used);
     else if (f->log) fwrite(f->block, 1, f->block_used, f->log);
     free(f->block);
     f->block = NULL;
@@ -231,16 +282,10 @@ static void filter_line(stderr_filter_t *f, const char *line, size_t n) {
         add_to_block(f, line, n);
         return;
     }
-    if (!f->ranks_spoke && f->held_used + n < sizeof f->held && launch_line_names_host(f->pick, line) &&
-        !rank_started(f->record_dir, f->pick->ranks)) {
-        memcpy(f->held + f->held_used, line, n);
-        f->held_used += n;
-        return;
-    }
     int drop = strstr(line, "Forwarding signal") && strncmp(line, "mpirun:", 7) == 0;
     drop = drop || (strstr(line, "more process") && strstr(line, "has sent help message")) ||
            strstr(line, "orte_base_help_aggregate") != NULL;
-    if (!drop) emit(line, n);
+    if (!drop) pass_on(f, line, n);
     else if (f->log) fwrite(line, 1, n, f->log);
 }
 
@@ -321,6 +366,7 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
     filter.pick = pick;
     filter.record_dir = record_dir;
     filter.said = said;
+    filter.opened_at = started;
     if (log_dir) {
         char path[4200];
         snprintf(path, sizeof path, "%s/launch.log", log_dir);
@@ -346,16 +392,12 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
                 fds[i].fd = -1;
                 open_fds--;
             } else if (i == 0) {
-                filter.ranks_spoke = 1;
-                if (fwrite(buffer, 1, (size_t)n, stdout) != (size_t)n) { /* a closed stdout */
-                }
-                fflush(stdout);
+                pass_stdout(&filter, buffer, (size_t)n);
             } else {
                 filter_bytes(&filter, buffer, (size_t)n);
             }
         }
-        if (filter.held_used && (filter.ranks_spoke || rank_started(record_dir, ranks)))
-            release_held(&filter), fflush(stderr);
+        if ((filter.held_used || filter.held_out_used) && !before_ranks(&filter)) release_held(&filter), fflush(stderr);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
         /* once mpirun has gone, a rank that kept its pipes open must not hold the launcher */

@@ -11,9 +11,8 @@
  * host h2 port 22: No route to host"), then Open MPI prints a paragraph
  * that names no host ("ORTE was unable to reliably start one or more
  * daemons. This usually is caused by: ...") and exits 255 with no rank
- * started. The stderr filter (launch_attempt.c) holds the lines that name
- * a remote host of the attempt until a rank has started, and hands them
- * and such a paragraph here; the host is the one they name as a word,
+ * started. The stderr filter (launch_attempt.c) holds what comes before
+ * any rank has started, and hands it and such a paragraph here; the host is the one they name as a word,
  * among the attempt's hosts where no rank started (rank records), else the
  * only remote host of the attempt, else unknown ("a host could not be
  * reached").
@@ -108,12 +107,6 @@ static int local_host(const char *name) {
            strcmp(name, self) == 0 || local_address(name);
 }
 
-int launch_line_names_host(const launch_pick_t *pick, const char *line) {
-    for (int i = 0; i < pick->count; i++)
-        if (mentions_host(line, pick->names[i]) && !local_host(pick->names[i])) return 1;
-    return 0;
-}
-
 /* Whether a rank of attempt `attempt` started on the pick's host i (its
  * record is there: a log directory every host shares, or this machine). */
 static int rank_started_on(const launch_pick_t *pick, int i, const char *record_dir, int attempt) {
@@ -140,17 +133,27 @@ static void line_naming(const char *text, const char *name, char *out, size_t si
     }
 }
 
-/* Open MPI's first sentence of its paragraph: the first line after the dashes. */
+/* The first sentence of Open MPI's paragraph on the failed daemon (the
+ * first line after the dashes of a block launch_daemon_failure_block
+ * takes; a failing daemon's own warnings may come before it). */
 static void paragraph_start(const char *text, char *out, size_t size) {
     out[0] = '\0';
+    const char *opened = NULL; /* the line after a block's opening dashes */
     for (const char *line = text; *line;) {
         size_t len = strcspn(line, "\n"), dash = strspn(line, "-");
-        if (dash >= 20 && dash == len && line[len] == '\n') {
-            const char *next = line + len + 1;
-            snprintf(out, size, "Open MPI: %.*s", (int)strcspn(next, "\n"), next);
-            return;
+        const char *next = line + len + (line[len] == '\n');
+        if (dash >= 20 && dash == len) {
+            if (!opened) {
+                opened = next;
+            } else {
+                if (launch_daemon_failure_block(opened, (size_t)(line - opened)) == 1) {
+                    snprintf(out, size, "Open MPI: %.*s", (int)strcspn(opened, "\n"), opened);
+                    return;
+                }
+                opened = NULL;
+            }
         }
-        line += len + (line[len] == '\n');
+        line = next;
     }
 }
 
