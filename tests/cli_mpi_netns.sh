@@ -20,8 +20,11 @@
 #   under --np 1:2 --hostfile, the second host taken out of the host file
 #   meanwhile: the stall ends the attempt and the job finishes on the first
 #   host's rank, with the bytes of 2 devices to the checkpoint at step 10
-#   then 1 device from it; nothing left running in either namespace after
-#   each.
+#   then 1 device from it; the second host's link brought down while rank 1
+#   hangs under a fixed --hosts list (--np 1:2, --restarts 2): the next
+#   attempt cannot start its daemon (named, exit status 8's line), the host
+#   is left out and the job finishes on the first host with the same bytes;
+#   nothing left running in either namespace after each.
 # Namespaces and leftover processes in them are removed on exit. Skipped
 # (exit 77) where namespaces cannot be made (not root, no iproute2).
 source "$(dirname "$0")/testing.sh"
@@ -139,6 +142,27 @@ same_tensors "$tmp/gone.st" "$tmp/gone-ref.st" && pass || fail "a host gone: not
 worst=$(close_checkpoints "$tmp/gone.st" "$tmp/hosts.st" 1) # the float tolerance, for the record
 echo "a host gone: the job finished on 1 rank; its parameters within $worst of the 2-host run's"
 none_left "a host gone"
+
+# the second host loses its network during the job (its link down while rank 1 hangs): the stall ends attempt 1,
+# attempt 2 cannot start the host's daemon (exit status 8's line, naming it), the host is left out of the fixed
+# --hosts list and attempt 3 finishes on the first host, with the bytes of 2 devices to step 10, then 1
+DPTRAIN_FAULT=hang:1:13 ip netns exec $nsa "$bin" launch --np 1:2 --hosts $host_a:1,$host_b:1 --restarts 2 \
+  --log-dir "$tmp/lost" -- "${job[@]}" --devices 1 --save-every-steps 5 --comm-timeout 2 --save "$tmp/lost.st" \
+  >"$tmp/lost.out" 2>&1 &
+job_pid=$!
+for _ in $(seq 1 600); do grep -q "DPTRAIN_FAULT: rank 1, step 13: hanging" "$tmp/lost/worklog.1" 2>/dev/null && break; sleep 0.1; done
+ip -n $nsb link set $veth_b down
+for _ in $(seq 1 900); do kill -0 $job_pid 2>/dev/null || break; sleep 0.1; done
+kill -9 $job_pid 2>/dev/null
+wait $job_pid
+status=$?
+ip -n $nsb link set $veth_b up
+[[ $status -eq 0 ]] && same_tensors "$tmp/lost.st" "$tmp/gone-ref.st" && pass \
+  || fail "a host's network lost: exit $status, or not the bytes of 2 devices to step 10, then 1: $(cat "$tmp/lost.out")"
+grep -q "^dptrain launch: attempt 2 failed: host $host_b could not be reached (mpirun could not start its daemon): " "$tmp/lost.out" \
+  && grep -q "^dptrain launch: attempt 3: 1 rank on $host_a:1$" "$tmp/lost.out" && ! grep -qE "^-{20,}|^(ORTE|WARNING)" "$tmp/lost.out" && pass \
+  || fail "a host's network lost: the lines: $(cat "$tmp/lost.out")"
+none_left "a host's network lost"
 
 # cut the link in the middle of epoch 1
 timeout=3
