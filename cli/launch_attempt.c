@@ -357,9 +357,7 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
         child(args, out[1], err[1], parent);
     }
     close(out[1]), close(err[1]);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double started = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, now = started;
+    double started = monotonic_now(), now = started;
     int sent_term = 0, sent_usr1 = 0;
     static stderr_filter_t filter;
     memset(&filter, 0, sizeof filter);
@@ -398,8 +396,7 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
             }
         }
         if ((filter.held_used || filter.held_out_used) && !before_ranks(&filter)) release_held(&filter), fflush(stderr);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        now = monotonic_now();
         /* once mpirun has gone, a rank that kept its pipes open must not hold the launcher */
         if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
             exited = 1;

@@ -6,16 +6,16 @@
  * launch agent (ssh, or plm_rsh_agent), before any rank. When a host does
  * not resolve, does not answer, refuses the agent or cannot call back,
  * the agent says so on mpirun's stderr with the host's name (its domain
- * dropped, as Open MPI hands it to the agent: "ssh: Could
- * not resolve hostname h2: Name or service not known", "ssh: connect to
- * host h2 port 22: No route to host"), then Open MPI prints a paragraph
- * that names no host ("ORTE was unable to reliably start one or more
- * daemons. This usually is caused by: ...") and exits 255 with no rank
- * started. The stderr filter (launch_attempt.c) holds what comes before
- * any rank has started, and hands it and such a paragraph here; the host is the one they name as a word,
- * among the attempt's hosts where no rank started (rank records), else the
- * only remote host of the attempt, else unknown ("a host could not be
- * reached").
+ * dropped, as Open MPI hands it to the agent: "ssh: Could not resolve
+ * hostname h2: Name or service not known", "ssh: connect to host h2 port
+ * 22: No route to host"), then Open MPI prints a paragraph that names no
+ * host ("ORTE was unable to reliably start one or more daemons. This
+ * usually is caused by: ...") and exits 255 with no rank started. The
+ * output filter (launch_attempt.c) holds what comes before any rank has
+ * started and hands it, with such a paragraph, here; the host is the one
+ * it names as a word, among the attempt's hosts where no rank started
+ * (rank records) that are not this machine, else the only such host of
+ * the attempt, else unknown ("a host could not be reached").
  */
 #include <arpa/inet.h>
 #include <ctype.h>
