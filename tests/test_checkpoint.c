@@ -842,6 +842,29 @@ static void test_conv_algorithms(void) {
     dp_model_free(lenet);
 }
 
+/* Saves that are refused in one line and write nothing: no path, no
+ * parameters, an optimizer config dp_checkpoint_open would refuse. */
+static void check_refused_saves(const dp_model_t *lenet, const float *params, const dp_checkpoint_info_t *info,
+                                const char *path) {
+    /* no path: one line, not a rename error about a temporary file */
+    {
+        dp_status_t st = dp_checkpoint_save("", lenet, params, NULL, info);
+        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "checkpoint: no path given (\"\")") == 0,
+              "save to \"\": %d '%s'", st, dp_error_message());
+        st = dp_checkpoint_save(path, lenet, NULL, NULL, info);
+        CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "lenet.safetensors: no parameters given (NULL)"),
+              "save without parameters: %d '%s'", st, dp_error_message());
+    }
+    /* an optimizer config dp_checkpoint_open would refuse (lr 0: a zeroed info) is not written */
+    const char *unreadable = testing_tmp_file("lr0.safetensors");
+    dp_checkpoint_info_t lr0 = *info;
+    lr0.optim.lr = 0.0f;
+    dp_status_t saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &lr0);
+    CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "lr0.safetensors: optimizer: learning rate must be a "
+          "positive number, found 0") && access(unreadable, F_OK) != 0, "optimizer lr 0 saved: %d '%s'", saved,
+          dp_error_message());
+}
+
 static void test_checkpoint_round_trip(void) {
     dp_model_t *lenet = NULL, *paddle = NULL;
     if (dp_model_builtin("lenet", &lenet) != DP_OK || dp_model_builtin("lenet-paddle", &paddle) != DP_OK) {
@@ -864,23 +887,7 @@ static void test_checkpoint_round_trip(void) {
     const char *path = testing_tmp_file("lenet.safetensors");
     CHECK(dp_checkpoint_save(path, lenet, params, sgd, &info) == DP_OK, "save: %s", dp_error_message());
     CHECK(testing_count_entries(testing_tmpdir(), ".tmp.") == 0, "temporary file left after a save");
-    /* no path: one line, not a rename error about a temporary file */
-    {
-        dp_status_t st = dp_checkpoint_save("", lenet, params, NULL, &info);
-        CHECK(st == DP_ERR_ARG && strcmp(dp_error_message(), "checkpoint: no path given (\"\")") == 0,
-              "save to \"\": %d '%s'", st, dp_error_message());
-        st = dp_checkpoint_save(path, lenet, NULL, NULL, &info);
-        CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "lenet.safetensors: no parameters given (NULL)"),
-              "save without parameters: %d '%s'", st, dp_error_message());
-    }
-    /* an optimizer config dp_checkpoint_open would refuse (lr 0: a zeroed info) is not written */
-    const char *unreadable = testing_tmp_file("lr0.safetensors");
-    dp_checkpoint_info_t lr0 = info;
-    lr0.optim.lr = 0.0f;
-    dp_status_t saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &lr0);
-    CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "lr0.safetensors: optimizer: learning rate must be a "
-          "positive number, found 0") && access(unreadable, F_OK) != 0, "optimizer lr 0 saved: %d '%s'", saved,
-          dp_error_message());
+    check_refused_saves(lenet, params, &info, path);
 
     dp_checkpoint_t *c = NULL;
     CHECK(dp_checkpoint_open(path, &c) == DP_OK, "open: %s", dp_error_message());
