@@ -30,12 +30,6 @@ command -v mpirun >/dev/null || { echo "cli_faults: mpirun not found (openmpi-bi
 small_data "$tmp/small" 1200 100
 job=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --lr 0.1 --batch-size 40 --seed 5 --devices 1 --quiet
      --save-every-steps 7)
-# nothing of this test's jobs left running (their command lines name $tmp)
-none_left() {
-  local left
-  left=$(pgrep -af -- "$tmp" | grep -v -e pgrep -e "^$$ ")
-  [[ -z "$left" ]] && pass || { fail "$1: left running: $left"; pkill -9 -f -- "$tmp/small"; }
-}
 banner() { grep -qE "MPI_ABORT|^-{20,}|ORTE_ERROR_LOG|Primary job" "$1"; }
 
 "$bin" launch --np 2 -- "${job[@]}" --save "$tmp/ref.st" >"$tmp/ref.out" 2>&1 && pass \

@@ -29,11 +29,6 @@ fi
 small_data "$tmp/small" 1200 100
 job=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --lr 0.1 --batch-size 40 --seed 5 --devices 1 --quiet
      --save-every-steps 7)
-none_left() {
-  local left
-  left=$(pgrep -af -- "$tmp" | grep -v -e pgrep -e "^$$ ")
-  [[ -z "$left" ]] && pass || { fail "$1: left running: $left"; pkill -9 -f -- "$tmp/small"; }
-}
 unreached="host $dead could not be reached \(mpirun could not start its daemon\)"
 
 # --- a fixed list --------------------------------------------------------------------------

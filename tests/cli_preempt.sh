@@ -22,11 +22,6 @@
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_preempt: mpirun not found (openmpi-bin)"; echo "cli_preempt: 0 passed, 1 failed"; exit 1; }
 meta() { [[ -s "$1" ]] && grep -ao "\"$2\":\"[^\"]*\"" "$1" | head -1 | sed -E 's/.*:"(.*)"/\1/'; }
-none_left() {
-  local left
-  left=$(pgrep -af -- "$tmp" | grep -v -e pgrep -e "^$$ ")
-  [[ -z "$left" ]] && pass || { fail "$1: left running: $left"; pkill -9 -f -- "$tmp/small"; }
-}
 # wait_for FILE REGEX: until FILE has a line matching REGEX (up to 60 s)
 wait_for() { for _ in $(seq 1 600); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 

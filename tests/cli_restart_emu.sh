@@ -22,11 +22,6 @@ nccl=host
 small_data "$tmp/data" 96 24 # 4 steps of 24 images an epoch: the emulated convolutions are slow
 job=(train --data "$tmp/data" --batch-size 24 --lr 0.05 --seed 5 --model lenet --epochs 2 --optimizer momentum
      --save-every-steps 2)
-none_left() {
-  local left
-  left=$(pgrep -af -- "$tmp" | grep -v -e pgrep -e "^$$ ")
-  [[ -z "$left" ]] && pass || { fail "$1: left running: $left"; pkill -9 -f -- "$tmp/data"; }
-}
 
 # --- one rank, two GPUs with NCCL -----------------------------------------------------------
 "$bin" launch --np 1 --log-dir "$tmp/ref" -- "${job[@]}" --devices cuda:0,cuda:1 --save "$tmp/ref.st" >"$tmp/ref.out" 2>&1 \
@@ -44,7 +39,7 @@ for log in "$tmp/k/worklog.0.attempt1" "$tmp/k/worklog.0"; do # each attempt mad
 done
 grep -qE "^cuda graph: [0-9]+ steps launched as graphs \(1 captures\)" "$tmp/k/worklog.0" && pass \
   || fail "the restarted attempt's graphs: $(grep '^cuda graph' "$tmp/k/worklog.0")"
-none_left "NCCL"
+none_left "NCCL" "$tmp/data"
 
 # --- two ranks sharing the GPU: MPI ------------------------------------------------------------
 "$bin" launch --np 2 -- "${job[@]}" --devices cuda:0 --quiet --save "$tmp/mref.st" >"$tmp/mref.out" 2>&1 \
@@ -54,7 +49,7 @@ DPTRAIN_FAULT=kill:1:3 "$bin" launch --np 2 --restarts 1 -- "${job[@]}" --device
 status=$?
 [[ $status -eq 0 ]] && same_tensors "$tmp/m.st" "$tmp/mref.st" && grep -q "^dptrain launch: restart 1 of 1, resuming from $tmp/m.st$" \
   "$tmp/m.out" && pass || fail "2 ranks, rank 1 killed: exit $status: $(cat "$tmp/m.out")"
-none_left "2 ranks"
+none_left "2 ranks" "$tmp/data"
 
 # --- a GPU that faults: a fault, exit status 4 -----------------------------------------------
 DPTRAIN_CUDA_EMU_FAULT=40 "$bin" launch --np 1 --log-dir "$tmp/f" -- "${job[@]}" --devices cuda:0 --save "$tmp/f.st" \
@@ -62,5 +57,5 @@ DPTRAIN_CUDA_EMU_FAULT=40 "$bin" launch --np 1 --log-dir "$tmp/f" -- "${job[@]}"
 status=$?
 [[ $status -eq 4 ]] && grep -q "^dptrain launch: attempt 1 failed: rank 0 on .*: exit status 4 (a device failed) .*: cuda:0: .*an illegal memory access" \
   "$tmp/f.out" && pass || fail "a GPU fault: exit $status: $(cat "$tmp/f.out")"
-none_left "a GPU fault"
+none_left "a GPU fault" "$tmp/data"
 testing_finish cli_restart_emu

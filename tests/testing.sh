@@ -23,6 +23,13 @@ testing_finish() {
 # same_tensors A B: both non-empty and their tensors byte-identical
 tensors() { local h; h=$(od -An -t u8 -N 8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1"; }
 same_tensors() { [[ -s "$1" && -s "$2" ]] && cmp -s <(tensors "$1") <(tensors "$2"); }
+# none_left LABEL [PATTERN]: nothing of this test's jobs left running (their command lines name $tmp);
+# what is, is named and killed (PATTERN: the processes to kill, default $tmp/small)
+none_left() {
+  local left
+  left=$(pgrep -af -- "$tmp" | grep -v -e pgrep -e "^$$ ")
+  [[ -z "$left" ]] && pass || { fail "$1: left running: $left"; pkill -9 -f -- "${2:-$tmp/small}"; }
+}
 # without_meta IN OUT KEY...: the checkpoint IN without its metadata KEY... (e.g. a file of an older dptrain)
 without_meta() {
   /usr/bin/python3 - "$@" <<'PY'
