@@ -328,6 +328,9 @@ static int run_attempts(job_t *job, int np_min, int np_max, int restarts, double
         }
         if (f.code == 0) {
             exit_code = 0;
+            if (f.mpirun_after) /* e.g. Ctrl-C after the last rank had ended, before mpirun had */
+                launch_log(job->log_dir, "every rank had finished when mpirun ended (%s): the job is done",
+                           cli_exit_meaning(f.mpirun_after, meaning, sizeof meaning));
             if (failed) launch_log(job->log_dir, "the job finished after %d restart%s", attempt, attempt > 1 ? "s" : "");
             break;
         }

@@ -117,6 +117,8 @@ void launch_log(const char *log_dir, const char *fmt, ...) __attribute__((format
 typedef struct {
     int known;          /* a rank's record says who failed first; else only mpirun's status is known */
     int code;           /* the attempt's exit status: the first failure's (0: it finished) */
+    int mpirun_after;   /* every rank ended by itself with status 0, and mpirun then with this status (not 0:
+                           a launcher's SIGINT after the last rank ended, mpirun's own teardown): code is 0 */
     int rank;           /* the first rank to fail (by time), -1: unknown */
     char host[64];
     int pid;

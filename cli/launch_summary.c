@@ -80,7 +80,10 @@ void launch_summarize(const char *record_dir, const char *log_dir, const launch_
             signalled = r;
         if (!rec->ended || rec->exit_code != 0) all_ok = 0;
     }
-    if (all_ok && mpirun_code == 0) return; /* finished */
+    if (all_ok) { /* finished: every rank saved and ended by itself; what mpirun did after cannot undo it */
+        out->mpirun_after = mpirun_code;
+        return;
+    }
     /* a failure every rank agreed on: rank 0's words */
     if (died < 0 && ended > 0 && records[ended].agreed && have[0] && records[0].ended && records[0].agreed) ended = 0;
     int r = died >= 0 ? died : ended >= 0 ? ended : signalled;
@@ -88,7 +91,7 @@ void launch_summarize(const char *record_dir, const char *log_dir, const launch_
     if (!any || r < 0) { /* mpirun's word only */
         out->code = mpirun_code ? mpirun_code : 1;
         snprintf(out->line, sizeof out->line, "mpirun: %s (%s)", cli_exit_meaning(out->code, meaning, sizeof meaning),
-                 any ? "every rank ended well" : "no rank left a record: did the job start?");
+                 any ? "the ranks that left a record ended well" : "no rank left a record: did the job start?");
         if (log_dir && any_worklog(log_dir, np)) snprintf(out->log, sizeof out->log, "see the worklogs in %s", log_dir);
         else snprintf(out->log, sizeof out->log, "see mpirun's message above");
         return;

@@ -18,6 +18,8 @@
 # - SIGTERM twice to the launcher, or SIGINT once (`kill -INT` alone): the
 #   job ends at once (exit 143 or 130, within a few seconds), the --save
 #   file whole (it loads) or absent, never torn;
+# - SIGINT to the launcher after every rank has ended but before mpirun
+#   has (an mpirun that lingers): exit 0, one line that the job is done;
 # - no process of any of these jobs left running.
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_preempt: mpirun not found (openmpi-bin)"; echo "cli_preempt: 0 passed, 1 failed"; exit 1; }
@@ -101,9 +103,11 @@ status=$?
   && pass || fail "SIGTERM to one process: the resume's bytes"
 
 # --- at once: SIGTERM twice, SIGINT once -------------------------------------------------------
+# (a job of 30 epochs, so that the signal lands inside it on any machine: it ends at once)
+long=(train --model lenet-paddle --data "$tmp/small" --epochs 30 --lr 0.1 --batch-size 20 --seed 6 --devices 1 --comm-timeout 10)
 for how in TERM-TERM INT; do
   rm -f "$tmp/once.st"
-  "$bin" launch --np 2 --log-dir "$tmp/once-$how" -- "${job[@]}" --save "$tmp/once.st" >"$tmp/once.out" 2>&1 &
+  "$bin" launch --np 2 --log-dir "$tmp/once-$how" -- "${long[@]}" --save "$tmp/once.st" >"$tmp/once.out" 2>&1 &
   launcher=$!
   wait_for "$tmp/once-$how/worklog.0" "^training"
   sleep 0.5
@@ -117,4 +121,28 @@ for how in TERM-TERM INT; do
   grep -q "^dptrain launch: interrupted (" "$tmp/once.out" && pass || fail "$how: $(cat "$tmp/once.out")"
   none_left "$how"
 done
+
+# --- SIGINT after every rank has finished, before mpirun has: the job is done ---------------------
+# (an mpirun that lingers 5 s after its ranks, in front of the real one on PATH)
+mkdir -p "$tmp/late" && cat >"$tmp/late/mpirun" <<SH
+#!/bin/sh
+$(command -v mpirun) "\$@"
+code=\$?
+touch "$tmp/late/ranks-ended"
+sleep 5
+exit \$code
+SH
+chmod +x "$tmp/late/mpirun"
+small=(train --model lenet-paddle --data "$tmp/small" --epochs 1 --limit 400 --lr 0.1 --batch-size 20 --seed 6 --devices 1)
+PATH="$tmp/late:$PATH" "$bin" launch --np 2 --log-dir "$tmp/late-log" -- "${small[@]}" --save "$tmp/late.st" \
+  >"$tmp/late.out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do [[ -e "$tmp/late/ranks-ended" ]] && break; sleep 0.1; done
+kill -INT $launcher
+wait $launcher
+status=$?
+[[ $status -eq 0 ]] && grep -q "^dptrain launch: every rank had finished when mpirun ended (.*): the job is done$" "$tmp/late.out" \
+  && ! grep -q "interrupted" "$tmp/late.out" && "$bin" inspect "$tmp/late.st" >/dev/null 2>&1 && pass \
+  || fail "SIGINT after the ranks ended: exit $status: $(cat "$tmp/late.out")"
+pkill -f -- "sleep 5" 2>/dev/null # the lingering stand-in's
 testing_finish cli_preempt
