@@ -264,7 +264,9 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (argc >= 3 && strcmp(argv[2], "--model") == 0) {
         if (argc == 4) return inspect_model(argv[3]);
-        dp_fail(DP_ERR_ARG, "inspect: --model takes one network (dptrain inspect --model NAME|FILE)");
+        if (argc > 4) dp_fail(DP_ERR_ARG, "inspect: --model %s takes nothing after it, found '%s' (dptrain inspect "
+                              "--model NAME|FILE; --num-classes and --image-size are train's)", argv[3], argv[4]);
+        else dp_fail(DP_ERR_ARG, "inspect: --model takes one network (dptrain inspect --model NAME|FILE)");
         return cli_report_error();
     }
     if (argc != 3 || argv[2][0] == '-') {

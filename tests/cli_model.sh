@@ -133,4 +133,12 @@ cd - >/dev/null
 
 "$bin" train --help | grep -q -- "--model NAME|FILE" && pass || fail "train --help does not mention model files"
 
+# inspect --model with a train option after it names that option (it said
+# '--model takes one network', as if a second network had been given)
+"$bin" inspect --model lenet --image-size 8 >"$tmp/inspect_extra.out" 2>"$tmp/inspect_extra.err" \
+  && fail "inspect --model lenet --image-size 8 exited 0" \
+  || { [[ $(wc -l <"$tmp/inspect_extra.err") -eq 1 && ! -s "$tmp/inspect_extra.out" ]] \
+       && grep -q "found '--image-size'" "$tmp/inspect_extra.err" && pass \
+       || fail "inspect --model lenet --image-size 8: $(cat "$tmp/inspect_extra.err")"; }
+
 testing_finish cli_model
