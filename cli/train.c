@@ -282,6 +282,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     const int test_count = dp_batch_source_info(data.test)->count;
     const int step_batch = o.batch_size * o.accumulate; /* the global batch of one optimizer step */
     if ((status = check_batch(&o, num_devices * world->size, train_count)) != DP_OK) goto done;
+    train_check_warmup(&o, &set.schedule, train_count, step_batch, speaks);
     /* every rank is ready, or every rank ends here (the trainer's set-up
      * makes collectives: no rank may be missing) */
     status = dp_world_agree(DP_OK);

@@ -92,6 +92,11 @@ extern const char train_usage[];
 dp_status_t train_options_parse(int argc, char **argv, int first, train_options_t *o, int *help);
 dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train_settings_t *s);
 void train_check_limit(const train_options_t *o, int train_count, int speaks);
+/* A --warmup-epochs or --warmup-steps given that is longer than the whole
+ * run, or that rounds to no step: a warning (the steps per epoch are
+ * known once the data is open: step_batch images a step). */
+void train_check_warmup(const train_options_t *o, const dp_lr_schedule_t *schedule, int train_count, int step_batch,
+                        int speaks);
 /* Whether the command line gave the option whose value is `field` (a
  * field of *o, e.g. &o->seed), rather than its default. */
 int train_option_given(const train_options_t *o, const void *field);

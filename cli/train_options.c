@@ -415,6 +415,24 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     return DP_OK;
 }
 
+void train_check_warmup(const train_options_t *o, const dp_lr_schedule_t *schedule, int train_count, int step_batch,
+                        int speaks) {
+    const int given_epochs = train_option_given(o, &o->warmup_epochs) && o->warmup_epochs > 0.0f;
+    if (!given_epochs && !(train_option_given(o, &o->warmup_steps) && o->warmup_steps > 0)) return;
+    const uint64_t per_epoch = (uint64_t)(train_count / step_batch + (train_count % step_batch != 0));
+    const uint64_t warmup = dp_lr_schedule_warmup_steps(schedule, per_epoch), total = per_epoch * (uint64_t)o->epochs;
+    char option[64];
+    if (given_epochs) snprintf(option, sizeof option, "--warmup-epochs %g", o->warmup_epochs);
+    else snprintf(option, sizeof option, "--warmup-steps %d", o->warmup_steps);
+    if (warmup == 0)
+        train_warn(speaks, "%s rounds to no step (%llu steps an epoch): the run has no warm-up", option,
+                   (unsigned long long)per_epoch);
+    else if (warmup > total)
+        train_warn(speaks, "%s is %llu steps, more than the run's %llu (%d epoch%s of %llu): the learning rate never "
+                   "reaches its scheduled value", option, (unsigned long long)warmup, (unsigned long long)total,
+                   o->epochs, o->epochs == 1 ? "" : "s", (unsigned long long)per_epoch);
+}
+
 void train_check_limit(const train_options_t *o, int train_count, int speaks) {
     if (o->limit > train_count && train_option_given(o, &o->limit)) /* (a resume's own: dp_fit compares it) */
         train_warn(speaks, "--limit %d is more than the %d training images of %s: training on all %d", o->limit,

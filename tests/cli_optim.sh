@@ -74,5 +74,16 @@ check_lrs warmup-epochs "0.0333333333333 0.05 0.025" --optimizer adam --lr 0.05 
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --lr 0.1 --warmup-steps 48 \
   2>/dev/null | grep -q "^epoch 1/1: loss .*, lr 0.05, " && pass || fail "per-epoch line shows the lr"
 
+# a warm-up longer than the run, or one that rounds to no step: a warning (the run goes on); one that fits: none
+warm=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 50 --devices 1 --quiet)
+"$bin" "${warm[@]}" --warmup-epochs 3 >/dev/null 2>"$tmp/warm.err" \
+  && [[ "$(cat "$tmp/warm.err")" == "dptrain: warning: train: --warmup-epochs 3 is 72 steps, more than the run's 48 (2 epochs of 24): the learning rate never reaches its scheduled value" ]] \
+  && pass || fail "a warm-up longer than the run: $(cat "$tmp/warm.err")"
+"$bin" "${warm[@]}" --warmup-epochs 0.01 >/dev/null 2>"$tmp/warm.err" \
+  && [[ "$(cat "$tmp/warm.err")" == "dptrain: warning: train: --warmup-epochs 0.01 rounds to no step (24 steps an epoch): the run has no warm-up" ]] \
+  && pass || fail "a warm-up of no step: $(cat "$tmp/warm.err")"
+"$bin" "${warm[@]}" --warmup-steps 48 >/dev/null 2>"$tmp/warm.err" && [[ ! -s "$tmp/warm.err" ]] && pass \
+  || fail "a warm-up as long as the run warned: $(cat "$tmp/warm.err")"
+
 echo "cli_optim: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
