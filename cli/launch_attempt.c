@@ -197,8 +197,9 @@ static double monotonic_now(void) {
  * carries is then its and its daemons' own), for HOLD_MAX_SEC at most:
  * ranks on hosts that do not share the record directory are never seen. */
 static int before_ranks(stderr_filter_t *f) {
-    if (!f->started) f->started = rank_started(f->record_dir, f->pick->ranks);
-    return !f->started && monotonic_now() - f->opened_at < HOLD_MAX_SEC;
+    if (f->started || monotonic_now() - f->opened_at >= HOLD_MAX_SEC) return 0; /* no more looking at records */
+    f->started = rank_started(f->record_dir, f->pick->ranks);
+    return !f->started;
 }
 
 /* mpirun's stdout: passed on, or held with its stderr while no rank has

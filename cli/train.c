@@ -230,6 +230,33 @@ static dp_status_t train_devices(train_options_t *o, int *device_ids, int *num_d
     return device_settings(backends, device_ids, *num_devices, o, o->winograd);
 }
 
+/* The trainer of these options on these devices (its set-up makes
+ * collectives: every rank calls it). */
+static dp_status_t make_trainer(const train_options_t *o, const train_settings_t *set, dp_model_t *model,
+                                const dp_world_t *world, int *device_ids, int num_devices,
+                                const dp_backend_t **backends, dp_trainer_t **trainer) {
+    dp_trainer_config_t config = {
+        .model = model,
+        .num_devices = num_devices,
+        .threads_per_device = o->threads_per_device,
+        .device_ids = device_ids,
+        .allreduce = set->allreduce,
+        .overlap = set->overlap,
+        .sync = set->sync,
+        .world = *world,
+        .optim = set->optim,
+        .seed = o->seed,
+        .sync_batch_norm = o->sync_batch_norm,
+        .backend = backends[0],
+        .backends = backends,
+        .accumulate = o->accumulate,
+        .profile_steps = set->profile_window,
+        .profile_warmup = set->profile_warmup,
+        .cuda_graph_off = o->cuda_graph && strcmp(o->cuda_graph, "off") == 0,
+    };
+    return dp_trainer_new(&config, trainer);
+}
+
 static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
     train_options_t o;
     train_settings_t set;
@@ -289,26 +316,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     agreed = 1;
     if (status != DP_OK) goto done;
 
-    dp_trainer_config_t config = {
-        .model = model,
-        .num_devices = num_devices,
-        .threads_per_device = o.threads_per_device,
-        .device_ids = device_ids,
-        .allreduce = set.allreduce,
-        .overlap = set.overlap,
-        .sync = set.sync,
-        .world = *world,
-        .optim = set.optim,
-        .seed = o.seed,
-        .sync_batch_norm = o.sync_batch_norm,
-        .backend = backends[0],
-        .backends = backends,
-        .accumulate = o.accumulate,
-        .profile_steps = set.profile_window,
-        .profile_warmup = set.profile_warmup,
-        .cuda_graph_off = o.cuda_graph && strcmp(o.cuda_graph, "off") == 0,
-    };
-    if ((status = dp_trainer_new(&config, &trainer)) != DP_OK) {
+    if ((status = make_trainer(&o, &set, model, world, device_ids, num_devices, backends, &trainer)) != DP_OK) {
         outcome->alone = 1; /* its collectives: the others may be waiting in one */
         goto done;
     }

@@ -71,6 +71,22 @@ static void check_read_fails(const char *path, const char *part, const char *lab
     if (status == DP_OK) dp_safetensors_free(st);
 }
 
+/* A file of a raw header and `data` bytes whose read must fail with `part` in its one line. */
+typedef struct {
+    const char *header;
+    size_t data;
+    const char *part;
+} raw_case_t;
+
+static void check_raw_cases(const char *path, const raw_case_t *cases, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        write_raw_file(path, cases[i].header, cases[i].data);
+        char label[64];
+        snprintf(label, sizeof label, "%s case %zu", what, i);
+        check_read_fails(path, cases[i].part, label);
+    }
+}
+
 /* --- JSON ---------------------------------------------------------------------------- */
 static void test_json(void) {
     const char *text = " {\"a\": [1, -2, 0], \"b\\u00e9\\ud83d\\ude00\": \"x\\n\\\"y\", \"c\": {}} ";
@@ -287,7 +303,7 @@ static void test_corrupt_files(void) {
     CHECK(clean == mutations, "%d of %d mutated headers handled cleanly", clean, mutations);
     free(bytes);
 
-    struct { const char *header; size_t data; const char *part; } bad[] = {
+    raw_case_t bad[] = {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "',' or '}'"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},}", 8, "a string key"},
         {"[]", 0, "does not start with '{'"},
@@ -316,12 +332,7 @@ static void test_corrupt_files(void) {
         {"{\"__metadata__\":[]}", 0, "must be an object"},
         {"{\"\xff\":{}}", 0, "invalid UTF-8"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_raw_file(path, bad[i].header, bad[i].data);
-        char label[64];
-        snprintf(label, sizeof label, "corrupt case %zu", i);
-        check_read_fails(path, bad[i].part, label);
-    }
+    check_raw_cases(path, bad, sizeof bad / sizeof bad[0], "corrupt");
     /* Sanity: the table's good shape is read. */
     write_raw_file(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
     dp_safetensors_t *st;
@@ -681,7 +692,7 @@ static void test_class_names(void) {
  * are not how the writer writes them. */
 static void test_control_characters(void) {
     const char *path = testing_tmp_file("control.safetensors");
-    struct { const char *header; size_t data; const char *part; } raw[] = {
+    raw_case_t raw[] = {
         {"{\"a\\nb\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
          "tensor 'a\\nb': shape [3] needs 12 bytes"},
         {"{\"__metadata__\":{\"k\\u0001\":1}}", 0, "__metadata__ 'k\\x01' must be a string"},
@@ -691,12 +702,7 @@ static void test_control_characters(void) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\\ty\":1}}", 8, "unknown key 'x\\ty'"},
         {"{\"__metadata__\":{\"a\\r\":\"1\",\"a\\r\":\"2\"}}", 0, "duplicate key \"a\\r\""},
     };
-    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
-        write_raw_file(path, raw[i].header, raw[i].data);
-        char label[64];
-        snprintf(label, sizeof label, "control character case %zu", i);
-        check_read_fails(path, raw[i].part, label);
-    }
+    check_raw_cases(path, raw, sizeof raw / sizeof raw[0], "control character");
     float *params;
     dp_checkpoint_info_t info;
     dp_checkpoint_t *c;
