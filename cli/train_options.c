@@ -328,7 +328,8 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
 
 /* --allreduce, --sync, --overlap and --cuda-graph -> *s; --overlap on
  * where nothing can overlap is an error (the sum would wait for the whole
- * backward pass all the same). */
+ * backward pass all the same), and so is --allreduce under --sync ps
+ * (the server sums: the choice would be silently unused). */
 static dp_status_t sync_options(const train_options_t *o, int ranks, train_settings_t *s) {
     s->allreduce = DP_ALLREDUCE_RING; /* chunked; "ring" is its old name, kept as an alias */
     if (o->allreduce && strcmp(o->allreduce, "naive") == 0)
@@ -349,6 +350,9 @@ static dp_status_t sync_options(const train_options_t *o, int ranks, train_setti
     if (o->overlap && s->overlap && s->sync == DP_SYNC_PS)
         return dp_fail(DP_ERR_ARG, "train: --overlap on: --sync ps pushes the whole gradient after the backward "
                        "pass, nothing overlaps it (drop --overlap, or use --sync allreduce)");
+    if (o->allreduce && s->sync == DP_SYNC_PS)
+        return dp_fail(DP_ERR_ARG, "train: --allreduce %s: --sync ps sums the gradients on its server device, no "
+                       "allreduce runs (drop --allreduce, or use --sync allreduce)", o->allreduce);
     if (o->overlap && s->overlap && s->allreduce == DP_ALLREDUCE_NAIVE)
         return dp_fail(DP_ERR_ARG, "train: --overlap on: --allreduce naive sums on device 0 after the backward "
                        "pass, nothing overlaps it (drop --overlap, or use --allreduce chunked)");

@@ -174,6 +174,9 @@ expect_error "^dptrain: eval: unknown option '--hlep' \(did you mean --help\?\)$
 expect_error "^dptrain: train: --overlap on: --allreduce naive sums on device 0 after the backward pass" \
   "${small[@]}" --devices 2 --overlap on --allreduce naive
 expect_error "^dptrain: train: --overlap on: --sync ps pushes the whole gradient" "${small[@]}" --overlap on --sync ps
+expect_error "^dptrain: train: --allreduce naive: --sync ps sums the gradients on its server device, no allreduce" \
+  "${small[@]}" --devices 2 --sync ps --allreduce naive
+expect_error "^dptrain: train: --allreduce chunked: --sync ps" "${small[@]}" --allreduce chunked --sync ps
 expect_error "^dptrain: train: --plot $tmp/out.png: the plot is an SVG file \(name it $tmp/out.svg\)$" \
   "${small[@]}" --plot "$tmp/out.png"
 [[ ! -e "$tmp/out.png" && ! -e "$tmp/out.svg" ]] && pass || fail "a refused --plot wrote a file"
