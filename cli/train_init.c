@@ -1,8 +1,10 @@
 /* train_init.c - `dptrain train`'s fine-tuning options before the trainer
  * is made: --freeze (or, resuming without it, the checkpoint's freeze
  * list) applied to the model, and the line saying what is frozen. --init
- * itself is dp_fit's (fit.h: init_path), which also refuses it with
- * --resume and a resume frozen otherwise than its checkpoint. Without
+ * itself is dp_fit's (fit.h: init_path), which refuses a resume frozen
+ * otherwise than its checkpoint; --init with --resume is refused here,
+ * before either file is read (dp_fit refuses it too, for library callers:
+ * here the resume's model and data would fail first). Without
  * --normalize, the normalisation of the --init or --resume checkpoint's
  * data (pretrained weights expect their inputs scaled as they were
  * trained: fastai's vision_learner and timm's data config do the same).
@@ -30,8 +32,11 @@ static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
 
 dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved) {
     memset(saved, 0, sizeof *saved);
+    if (o->init_path && o->resume_path) /* before anything of either is read (dp_fit refuses it too) */
+        return dp_fail(DP_ERR_ARG, "--init %s with --resume %s: --init starts a new run from a checkpoint's weights, "
+                       "--resume continues the run that saved one; give one of them", o->init_path, o->resume_path);
     const char *path = o->init_path ? o->init_path : o->resume_path;
-    const int resume = o->resume_path && !o->init_path; /* (both: refused by dp_fit) */
+    const int resume = o->resume_path != NULL;
     const int freeze = resume && !o->freeze && !o->freeze_backbone;
     if (!path || (!resume && o->normalize)) return DP_OK; /* nothing to read: the file is read whole */
     dp_checkpoint_t *c;

@@ -24,7 +24,8 @@
 #   tensor's largest value (training.md's tolerance), conv1 the file's in
 #   all three;
 # - refused, one line on stderr, exit 1, no checkpoint or metrics written:
-#   --init with --resume, a tensor of another shape (named with both
+#   --init with --resume (also where the resumed checkpoint's model does not
+#   fit this data), a tensor of another shape (named with both
 #   shapes), a tensor the file lacks, an unknown --freeze name, a prefix that
 #   is not whole components (conv for conv1), a list freezing everything,
 #   an --init file that does not exist; --num-classes of a built-in
@@ -221,6 +222,9 @@ refused() { # WHAT EXPECTED ARGS...: exit 1, one line on stderr containing EXPEC
 }
 refused "--init with --resume" "--init $tmp/pre.st with --resume $tmp/half.st: --init starts a new run" \
   --init "$tmp/pre.st" --resume "$tmp/half.st" --epochs 3
+# the resume's checkpoint of another model and data (tiny_resnet at 32 x 32 on PNGs): the same line, not the data's
+refused "--init with --resume of another run" "--init $tmp/pre.st with --resume $tmp/is.st: --init starts a new run" \
+  --init "$tmp/pre.st" --resume "$tmp/is.st"
 refused "another shape" "tensor 'conv1.weight' has shape [20, 1, 3, 3], model lenet's has shape [16, 1, 3, 3]" \
   --model "$tmp/lenet16.cfg" --init "$tmp/pre.st"
 refused "a missing tensor" "has no tensor 'stem.weight', which model tiny_resnet needs" \
