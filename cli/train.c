@@ -161,6 +161,18 @@ static dp_status_t open_data(train_options_t *o, const dp_model_t *model, const 
     o->data.augment = o->augment;
     o->data.model = o->model;
     DP_TRY(cli_data_open(&o->data, 1, c, h, w, NULL, 0, cpu_threads, world, data));
+    /* a resume's training-set size (the checkpoint's train_examples, taken as --limit) above what the data of
+     * the same classes holds now: the data changed since (a run's --limit is never above its data), whatever
+     * --limit it had (another --holdout or other classes change the count too: dp_fit names those) */
+    const dp_source_info_t *train = dp_batch_source_info(data->train);
+    const train_resume_t *r = &saved->resume;
+    if (r->taken && !train_option_given(o, &o->limit) && !train_option_given(o, &o->data.holdout) &&
+        r->train_examples > data->train_total &&
+        (!r->classes_hash || r->classes_hash == train_classes_hash(train->class_names, train->num_classes)))
+        return dp_fail(DP_ERR_ARG, "train --resume %s: its run trained on %d images of %s, which has %d training "
+                       "images now (files removed or moved since the checkpoint): a resume continues on the images "
+                       "it trained on; to train on the data as it is, start a new run with --init %s", o->resume_path,
+                       r->train_examples, o->data_dir, data->train_total, o->resume_path);
     train_check_limit(o, data->train_total, speaks);
     return DP_OK;
 }

@@ -156,7 +156,11 @@ typedef struct {
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
+    int train_examples;     /* the checkpoint's training-set size */
+    uint64_t classes_hash;  /* train_classes_hash of its class names (0: none, built-in data's) */
 } train_resume_t;
+/* FNV-1a 64 of `count` class names, each with its terminating NUL; 0 for none. */
+uint64_t train_classes_hash(const char *const *names, int count);
 dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r);
 /* The line saying which options came from the checkpoint (those not at
  * their defaults; --limit where it is below the data's train_total

@@ -100,9 +100,22 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
     }
 }
 
+uint64_t train_classes_hash(const char *const *names, int count) {
+    if (count <= 0 || !names) return 0;
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (int i = 0; i < count; i++)
+        for (const char *c = names[i];; c++) {
+            hash = (hash ^ (unsigned char)*c) * 0x100000001b3ull;
+            if (!*c) break;
+        }
+    return hash;
+}
+
 dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     memset(r, 0, sizeof *r);
     if (info->weights_only) return DP_OK; /* no run to continue: dp_fit refuses it */
+    r->train_examples = info->train_examples;
+    r->classes_hash = train_classes_hash((const char *const *)info->class_names, info->num_class_names);
     if (!GIVEN(data_dir) && info->data_dir[0]) { /* the run's data, where it was: it must still be there */
         DP_TRY(cli_check_saved_data_dir("train --resume", o->resume_path, info->data_dir));
         snprintf(r->data_dir, sizeof r->data_dir, "%s", info->data_dir);

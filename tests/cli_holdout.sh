@@ -16,7 +16,8 @@
 # - DIR/train beside DIR/val: the val folder is the test split (the first
 #   line says so, nothing is held out or recorded, eval reads it);
 # - refused in one line, exit 1, nothing written: a resume with another
-#   --holdout, --holdout beside a test or val folder or on IDX data, fractions 0,
+#   --holdout, a resume on the folder with images removed since (said so,
+#   not as a --limit), --holdout beside a test or val folder or on IDX data, fractions 0,
 #   1, 1.5 and 'abc', classes too small for anything to be held out, an
 #   empty folder, a test or val folder without a train folder.
 source "$(dirname "$0")/testing.sh"
@@ -83,6 +84,10 @@ cp "$tmp/flat.st" "$tmp/before.st"
 refused "a resume with another --holdout" "saved with --holdout 0.1, this run has --holdout 0.2" \
   "${common[@]}" --data "$tmp/flat" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/flat.st" --holdout 0.2
 cmp -s "$tmp/flat.st" "$tmp/before.st" && pass || fail "the refused resume changed its checkpoint"
+# the folder lost images since the checkpoint: said so (not as a --limit the run never had), nothing written
+cp -r "$tmp/flat" "$tmp/fewer" && find "$tmp/fewer/$(ls "$tmp/fewer" | head -1)" -name '*.png' | head -10 | xargs rm
+refused "a resume on a folder that lost images" "which has $((total - h10 - 9)) training images now (files removed" \
+  "${common[@]}" --data "$tmp/fewer" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/none.st"
 # DIR/val (ImageNet's and YOLO's name) is the test split when there is no DIR/test: nothing held out
 mkdir -p "$tmp/withval" && cp -r "$tmp/flat" "$tmp/withval/train" && cp -r "$tmp/made/test" "$tmp/withval/val"
 nval=$(find "$tmp/withval/val" -name '*.png' | wc -l)
