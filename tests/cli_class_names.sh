@@ -13,6 +13,8 @@
 # - a model with fewer outputs than classes: one error line, exit 1, no
 #   checkpoint, metrics or plot written; with more: one warning line, and
 #   predict names the extra outputs "(output K)";
+# - --init on data with other class names (the head kept: as many outputs)
+#   warns in one line naming both lists; on the same names it says nothing;
 # - a resume keeps the names; a resume on data with other class names is
 #   one error line naming both lists, exit 1, nothing written;
 # - a checkpoint of Fashion-MNIST (no class names) has no data.classes and
@@ -127,6 +129,16 @@ status=$?
 [[ $status -eq 1 && $(wc -l <"$tmp/r4.err") -eq 1 && ! -e "$tmp/ck4.st" ]] \
   && grep -qF "saved with classes [ant, bee, sea \"lion\"], this run's data has classes [ant, bee, wasp]" "$tmp/r4.err" \
   && pass || fail "resume on other classes of another count: exit $status, $(cat "$tmp/r4.out" "$tmp/r4.err")"
+
+# --init on other class names with the head kept (the same output count): one warning naming both, the run goes on;
+# on the same names, none
+"$bin" train --data "$tmp/other" --epochs 1 --batch-size 6 --lr 0.1 --seed 1 --devices 1 --quiet --model "$tmp/m3.cfg" \
+  --init "$tmp/ck.st" >"$tmp/i3.out" 2>"$tmp/i3.err" && pass || fail "--init on other classes: $(cat "$tmp/i3.err")"
+[[ "$(cat "$tmp/i3.err")" == "dptrain: warning: --init $tmp/ck.st: trained on classes [ant, bee, sea \"lion\"], this \
+run's data has classes [ant, bee, wasp]: the last layer keeps the file's weights, each output those of the file's class \
+at its position" ]] && pass || fail "--init on other classes: stderr $(cat "$tmp/i3.err")"
+"$bin" "${common[@]}" --model "$tmp/m3.cfg" --init "$tmp/ck.st" >"$tmp/i.out" 2>"$tmp/i.err" && [[ ! -s "$tmp/i.err" ]] \
+  && pass || fail "--init on the same classes: $(cat "$tmp/i.err")"
 
 # More classes than the model has outputs: eval refuses it as the resume does, naming both counts.
 folder "$tmp/five" ant bee cat dog eel

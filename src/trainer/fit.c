@@ -182,16 +182,20 @@ static void describe_classes(const dp_checkpoint_info_t *info, char *text, size_
     else if (size > 4) memcpy(text + size - 5, "...]", 5);
 }
 
+/* Whether both name their classes alike (the same names in the same
+ * order, or neither any: built-in data). */
+static int same_classes(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *b) {
+    int same = a->num_class_names == b->num_class_names;
+    for (int i = 0; same && i < a->num_class_names; i++) same = strcmp(a->class_names[i], b->class_names[i]) == 0;
+    return same;
+}
+
 /* The labels must mean the same classes: a checkpoint with class names
  * resumes only on data with the same names in the same order (one without
  * them, of an older dptrain, takes the data's). */
 static dp_status_t check_classes(const char *path, const dp_checkpoint_info_t *saved,
                                  const dp_checkpoint_info_t *run) {
-    if (saved->num_class_names == 0) return DP_OK;
-    int same = saved->num_class_names == run->num_class_names;
-    for (int i = 0; same && i < saved->num_class_names; i++)
-        same = strcmp(saved->class_names[i], run->class_names[i]) == 0;
-    if (same) return DP_OK;
+    if (saved->num_class_names == 0 || same_classes(saved, run)) return DP_OK;
     char saved_text[480], run_text[480];
     describe_classes(saved, saved_text, sizeof saved_text);
     describe_classes(run, run_text, sizeof run_text);
@@ -296,7 +300,8 @@ done:
 
 /* A new run from the checkpoint at init_path: every replica gets its
  * weights (the head afresh where its output count differs), *note says
- * what in one line; another normalisation than the file's is warned about. */
+ * what in one line; another normalisation than the file's is warned about,
+ * and a head kept over other class names than the file's. */
 static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_checkpoint_info_t *run, char *note,
                              size_t note_size) {
     const char *path = config->init_path;
@@ -321,6 +326,14 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
         if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
             snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs, the checkpoint's "
                      "%d", what.fresh_head, what.model_outputs, what.file_outputs);
+        /* the head kept, its outputs now other classes (where both name them: built-in data's are unknown here) */
+        if (!what.fresh_head[0] && saved->num_class_names && run->num_class_names && !same_classes(saved, run)) {
+            char saved_text[480], run_text[480];
+            describe_classes(saved, saved_text, sizeof saved_text);
+            describe_classes(run, run_text, sizeof run_text);
+            warn(config, ctx, "--init %s: trained on %s, this run's data has %s: the last layer keeps the file's "
+                 "weights, each output those of the file's class at its position", path, saved_text, run_text);
+        }
         if (!same_normalize(saved->normalize, run->normalize))
             warn(config, ctx, "--init %s: trained with --normalize %s, this run has %s (this run's applies; the "
                  "weights were fitted to inputs scaled the other way)", path,
