@@ -156,6 +156,7 @@ typedef struct {
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
+    char normalize[200];    /* its data.normalize where no --normalize is given, for the line; "" */
     int train_examples;     /* the checkpoint's training-set size */
     uint64_t classes_hash;  /* train_classes_hash of its class names (0: none, built-in data's) */
 } train_resume_t;

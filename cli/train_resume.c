@@ -94,6 +94,8 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
         o->data.transform = r->transform;
         if (!GIVEN(data.dct_scale) && strstr(info->train_transform, "dct-scale off")) o->data.dct_scale = "off";
     }
+    if (!GIVEN(normalize) && info->normalize[0]) /* applied by train_init.c; here for the line */
+        snprintf(r->normalize, sizeof r->normalize, "%s", info->normalize);
     if (!GIVEN(data.holdout) && info->holdout[0]) {
         snprintf(r->holdout, sizeof r->holdout, "%s", info->holdout);
         o->data.holdout_default = r->holdout;
@@ -165,9 +167,9 @@ static void list_optimizer(const train_options_t *o, const train_options_t *plai
     if (!GIVEN(eps) && !isnan(o->eps) && o->eps != fresh.eps) list_float(text, size, "eps", o->eps);
 }
 
-/* The schedule's, the batch's, the seed's and the data's. */
-static void list_run(const train_options_t *o, const train_options_t *plain, int train_total, char *text,
-                     size_t size) {
+/* The schedule's, the batch's, the seed's and the data's (its normalisation too). */
+static void list_run(const train_options_t *o, const train_resume_t *r, const train_options_t *plain, int train_total,
+                     char *text, size_t size) {
     if (!GIVEN(lr_schedule) && strcmp(o->lr_schedule, plain->lr_schedule) != 0)
         list_option(text, size, "lr-schedule", o->lr_schedule);
     if (!GIVEN(lr_step_epochs) && o->lr_step_epochs) list_int(text, size, "lr-step-epochs", o->lr_step_epochs);
@@ -182,6 +184,7 @@ static void list_run(const train_options_t *o, const train_options_t *plain, int
     if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
+    if (r->normalize[0]) list_option(text, size, "normalize", r->normalize);
     if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);
@@ -198,7 +201,7 @@ void train_resume_note(const train_options_t *o, const train_resume_t *r, int tr
     int help;
     train_options_parse(0, NULL, 0, &plain, &help); /* the defaults */
     list_optimizer(o, &plain, listed, sizeof listed);
-    list_run(o, &plain, train_total, listed, sizeof listed);
+    list_run(o, r, &plain, train_total, listed, sizeof listed);
     char epochs[400] = "";
     if (r->epochs_unrecorded)
         snprintf(epochs, sizeof epochs, "%s--epochs %d is the default: %s (of an older dptrain) does not record its "

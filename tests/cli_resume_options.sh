@@ -20,7 +20,8 @@
 # - a finished run's plain resume trains nothing and leaves the file as it
 #   was; --init (a new run from the weights) takes none of the options;
 # - the data folder (data.dir, absolute) is taken: an image-folder run
-#   resumes from another directory to the same bytes, eval reads it, and
+#   (with --normalize, which the line names too) resumes from another
+#   directory to the same bytes, eval reads it, and
 #   a folder that moved is one line naming it (--data of the new place
 #   resumes);
 # - where it saves is not taken: without --save a resume warns and leaves
@@ -137,12 +138,12 @@ cp one.st nosave.st
 # --- the run's data folder (data.dir): a plain resume and eval read it; moved, one line names it ----------
 "/usr/bin/python3" "$(dirname "$0")/../tools/idx_to_image_folder.py" "$data" folder --format png --limit-train 120 \
   --limit-test 20 >/dev/null 2>&1 || fail "making the PNG folder"
-pics=(--model lenet-paddle --data folder --batch-size 20 --seed 2 --epochs 2)
+pics=(--model lenet-paddle --data folder --batch-size 20 --seed 2 --epochs 2 --normalize 0.5,0.25)
 "$bin" train "${pics[@]}" --save pics-straight.st --quiet >/dev/null 2>&1 \
   && "$bin" train "${pics[@]}" --stop-after 1 --save pics.st --quiet >/dev/null 2>&1 \
   && mkdir elsewhere && (cd elsewhere && "$bin" train --resume ../pics.st --save ../pics-resumed.st >../pics.out 2>&1) \
   && cmp pics-straight.st pics-resumed.st && pass || fail "a plain resume of an image-folder run: $(tail -3 pics.out)"
-"$bin" inspect pics.st | grep -qx "  data.dir = $tmp/folder" && grep -q "^resuming ../pics.st with its run's options: .* --data $tmp/folder " pics.out \
+"$bin" inspect pics.st | grep -qx "  data.dir = $tmp/folder" && grep -q "^resuming ../pics.st with its run's options: .* --data $tmp/folder --normalize 0.5,0.25 (the checkpoint's" pics.out \
   && pass || fail "data.dir: $("$bin" inspect pics.st | grep data.dir) $(grep "^resuming" pics.out)"
 (cd elsewhere && "$bin" eval --resume ../pics.st >../pics-eval.out 2>&1) && grep -q "^test acc: .* on 20 images, " pics-eval.out \
   && pass || fail "eval without --data: $(cat pics-eval.out)"
