@@ -161,14 +161,23 @@ static dp_status_t open_data(train_options_t *o, const dp_model_t *model, const 
     o->data.augment = o->augment;
     o->data.model = o->model;
     DP_TRY(cli_data_open(&o->data, 1, c, h, w, NULL, 0, cpu_threads, world, data));
-    /* a resume's training-set size (the checkpoint's train_examples, taken as --limit) above what the data of
-     * the same classes holds now: the data changed since (a run's --limit is never above its data), whatever
-     * --limit it had (another --holdout or other classes change the count too: dp_fit names those) */
+    /* A resume on data of the same classes and hold-out (another --holdout or other classes change the count
+     * too: dp_fit names those) that has other training images than when its checkpoint was saved: files added
+     * or removed since (its data.train_total, the size before --limit, against this data's); in a checkpoint
+     * without that key, its training-set size taken as --limit above what the data holds (a run's --limit is
+     * never above its data). Not as the --limit the run never had. */
     const dp_source_info_t *train = dp_batch_source_info(data->train);
     const train_resume_t *r = &saved->resume;
-    if (r->taken && !train_option_given(o, &o->limit) && !train_option_given(o, &o->data.holdout) &&
-        r->train_examples > data->train_total &&
-        (!r->classes_hash || r->classes_hash == train_classes_hash(train->class_names, train->num_classes)))
+    const int same_split = r->taken && !train_option_given(o, &o->data.holdout) &&
+        (!r->classes_hash || r->classes_hash == train_classes_hash(train->class_names, train->num_classes));
+    if (same_split && r->data_train_total > 0 && r->data_train_total != data->train_total)
+        return dp_fail(DP_ERR_ARG, "train --resume %s: its run trained on %s when it had %d training images, it has "
+                       "%d now (files %s since the checkpoint): a resume continues on the images it trained on; to "
+                       "train on the data as it is, start a new run with --init %s", o->resume_path, o->data_dir,
+                       r->data_train_total, data->train_total,
+                       r->data_train_total > data->train_total ? "removed or moved" : "added", o->resume_path);
+    if (same_split && !r->data_train_total && !train_option_given(o, &o->limit) &&
+        r->train_examples > data->train_total)
         return dp_fail(DP_ERR_ARG, "train --resume %s: its run trained on %d images of %s, which has %d training "
                        "images now (files removed or moved since the checkpoint): a resume continues on the images "
                        "it trained on; to train on the data as it is, start a new run with --init %s", o->resume_path,
@@ -367,6 +376,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .transform_text = data.transform[0] ? data.transform : NULL,
         .train_transform_text = data.train_transform[0] ? data.train_transform : NULL,
         .holdout_text = data.holdout[0] ? data.holdout : NULL,
+        .train_total = data.train_total,
         .data_dir_text = data.dir[0] ? data.dir : NULL,
         .precision = dp_precision_name(precision),
         .layout = o.channels_last ? "nhwc" : "nchw",

@@ -158,6 +158,7 @@ typedef struct {
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
     char normalize[200];    /* its data.normalize where no --normalize is given, for the line; "" */
     int train_examples;     /* the checkpoint's training-set size */
+    int data_train_total;   /* its data.train_total (the data's size before --limit); 0: not recorded */
     uint64_t classes_hash;  /* train_classes_hash of its class names (0: none, built-in data's) */
 } train_resume_t;
 /* FNV-1a 64 of `count` class names, each with its terminating NUL; 0 for none. */

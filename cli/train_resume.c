@@ -117,6 +117,7 @@ dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *in
     memset(r, 0, sizeof *r);
     if (info->weights_only) return DP_OK; /* no run to continue: dp_fit refuses it */
     r->train_examples = info->train_examples;
+    r->data_train_total = info->data_train_total;
     r->classes_hash = train_classes_hash((const char *const *)info->class_names, info->num_class_names);
     if (!GIVEN(data_dir) && info->data_dir[0]) { /* the run's data, where it was: it must still be there */
         DP_TRY(cli_check_saved_data_dir("train --resume", o->resume_path, info->data_dir));

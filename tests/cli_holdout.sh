@@ -16,8 +16,9 @@
 # - DIR/train beside DIR/val: the val folder is the test split (the first
 #   line says so, nothing is held out or recorded, eval reads it);
 # - refused in one line, exit 1, nothing written: a resume with another
-#   --holdout, a resume on the folder with images removed since (said so,
-#   not as a --limit), --holdout beside a test or val folder or on IDX data, fractions 0,
+#   --holdout, a resume on the folder with images removed or added since
+#   (said so, not as a --limit; data.train_total records the count, and a
+#   checkpoint without it is still told where images were removed), --holdout beside a test or val folder or on IDX data, fractions 0,
 #   1, 1.5 and 'abc', classes too small for anything to be held out, an
 #   empty folder, a test or val folder without a train folder.
 source "$(dirname "$0")/testing.sh"
@@ -84,10 +85,33 @@ cp "$tmp/flat.st" "$tmp/before.st"
 refused "a resume with another --holdout" "saved with --holdout 0.1, this run has --holdout 0.2" \
   "${common[@]}" --data "$tmp/flat" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/flat.st" --holdout 0.2
 cmp -s "$tmp/flat.st" "$tmp/before.st" && pass || fail "the refused resume changed its checkpoint"
-# the folder lost images since the checkpoint: said so (not as a --limit the run never had), nothing written
+# the folder lost or gained images since the checkpoint (its data.train_total): said so, not as a --limit the run
+# never had (nor, gained, by training on the first ones as if it had), nothing written; a checkpoint without
+# data.train_total (an older dptrain's) is told by its training-set size where the folder lost images
 cp -r "$tmp/flat" "$tmp/fewer" && find "$tmp/fewer/$(ls "$tmp/fewer" | head -1)" -name '*.png' | head -10 | xargs rm
-refused "a resume on a folder that lost images" "which has $((total - h10 - 9)) training images now (files removed" \
+cp -r "$tmp/flat" "$tmp/more" && for f in $(find "$tmp/more/$(ls "$tmp/more" | head -1)" -name '*.png' | head -10); do
+  cp "$f" "${f%.png}-copy.png"; done
+[[ "$("$bin" inspect "$tmp/flat.st" | grep "data.train_total")" == "  data.train_total = $((total - h10))" ]] && pass \
+  || fail "data.train_total: $("$bin" inspect "$tmp/flat.st" | grep "data.train_total")"
+refused "a resume on a folder that lost images" \
+  "when it had $((total - h10)) training images, it has $((total - h10 - 9)) now (files removed or moved since" \
   "${common[@]}" --data "$tmp/fewer" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/none.st"
+refused "a resume on a folder that gained images" \
+  "when it had $((total - h10)) training images, it has $((total - h10 + 9)) now (files added since" \
+  "${common[@]}" --data "$tmp/more" --devices 2 --epochs 2 --resume "$tmp/flat.st" --save "$tmp/none.st"
+"$py" - "$tmp/flat.st" "$tmp/older.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["data.train_total"]
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+refused "an older checkpoint's resume on a folder that lost images" \
+  "its run trained on $((total - h10)) images of $tmp/fewer, which has $((total - h10 - 9)) training images now" \
+  "${common[@]}" --data "$tmp/fewer" --devices 2 --epochs 2 --resume "$tmp/older.st" --save "$tmp/none.st"
 # DIR/val (ImageNet's and YOLO's name) is the test split when there is no DIR/test: nothing held out
 mkdir -p "$tmp/withval" && cp -r "$tmp/flat" "$tmp/withval/train" && cp -r "$tmp/made/test" "$tmp/withval/val"
 nval=$(find "$tmp/withval/val" -name '*.png' | wc -l)

@@ -99,6 +99,11 @@
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.
  *                           eval holds out the same files; a resume must too
+ *   data.train_total        the training split's image count before --limit
+ *                           (an image folder's training files, after any
+ *                           hold-out); written when the run gives it. A
+ *                           resume on the same data must find as many
+ *                           (the CLI: train.c; 0 when absent: not checked)
  *   data.dir                the training data's directory as an absolute
  *                           path (--data, or the default); written when
  *                           the run names one. A resume or eval without
@@ -203,6 +208,7 @@ typedef struct {
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
     char train_transform[64];   /* data.train_transform: "" (not an image folder, or a file of an older
                                    dptrain) or the training transform of an image folder */
+    int data_train_total;       /* data.train_total: the training split's size before --limit; 0: not recorded */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's
                                    directory, an absolute path */
 } dp_checkpoint_info_t;

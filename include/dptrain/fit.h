@@ -175,6 +175,8 @@ typedef struct {
                                       data.train_transform; resume warns when it differs); NULL: none */
     const char *holdout_text;      /* the fraction held out as the test split (checkpoint.h data.holdout); a
                                       resume must give the same; NULL: the data's own test split */
+    int train_total;               /* the training split's size before --limit (checkpoint.h
+                                      data.train_total: a resume on changed data is told); 0: not recorded */
     const char *data_dir_text;     /* the training data's directory, absolute (checkpoint.h data.dir: what
                                       a resume or eval without --data reads); NULL, or longer than
                                       DP_CHECKPOINT_MAX_DATA_DIR bytes: not recorded */

@@ -22,6 +22,7 @@
 #define DP_CHECKPOINT_HOLDOUT_KEY "data.holdout"
 #define DP_CHECKPOINT_TRAIN_TRANSFORM_KEY "data.train_transform"
 #define DP_CHECKPOINT_DATA_DIR_KEY "data.dir"
+#define DP_CHECKPOINT_TRAIN_TOTAL_KEY "data.train_total"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -36,13 +37,15 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (classes, transform, train_transform, holdout, data.dir, conv
- * algorithms, model_text, model.freeze: DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 8
+ * (classes, transform, train_transform, holdout, data.train_total,
+ * data.dir, conv algorithms, model_text, model.freeze:
+ * DP_CHECKPOINT_OPTIONAL_KEYS). */
+#define DP_CHECKPOINT_OPTIONAL_KEYS 9
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
+    char train_total[16];  /* data.train_total's text */
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */
     char *model_text;      /* model_text: the model file's text, or NULL */

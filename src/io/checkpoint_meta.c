@@ -237,6 +237,10 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
             return dp_fail(DP_ERR_ARG, "checkpoint: the data's hold-out '%s' is not a number", info->holdout);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_HOLDOUT_KEY, info->holdout};
     }
+    if (info->data_train_total > 0) {
+        snprintf(m->train_total, sizeof m->train_total, "%d", info->data_train_total);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRAIN_TOTAL_KEY, m->train_total};
+    }
     if (info->data_dir[0]) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir};
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
@@ -561,6 +565,15 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a fraction", dp_safetensors_path(c->st),
                            DP_CHECKPOINT_HOLDOUT_KEY, dp_json_show(holdout).text);
         snprintf(info->holdout, sizeof info->holdout, "%s", holdout);
+    }
+    const char *train_total = dp_safetensors_meta(c->st, DP_CHECKPOINT_TRAIN_TOTAL_KEY);
+    if (train_total) {
+        const size_t digits = strspn(train_total, "0123456789");
+        const long long total = digits && digits <= 10 && !train_total[digits] ? strtoll(train_total, NULL, 10) : 0;
+        if (total < 1 || total > INT32_MAX)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a positive image count",
+                           dp_safetensors_path(c->st), DP_CHECKPOINT_TRAIN_TOTAL_KEY, dp_json_show(train_total).text);
+        info->data_train_total = (int)total;
     }
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);

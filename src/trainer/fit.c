@@ -623,6 +623,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     snprintf(run.train_transform, sizeof run.train_transform, "%s",
              config->train_transform_text ? config->train_transform_text : "");
     snprintf(run.holdout, sizeof run.holdout, "%s", config->holdout_text ? config->holdout_text : "");
+    run.data_train_total = config->train_total > 0 ? config->train_total : 0;
     if (config->data_dir_text && strlen(config->data_dir_text) < sizeof run.data_dir)
         memcpy(run.data_dir, config->data_dir_text, strlen(config->data_dir_text) + 1);
     snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
