@@ -115,7 +115,10 @@ uint64_t train_classes_hash(const char *const *names, int count) {
 
 dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     memset(r, 0, sizeof *r);
-    if (info->weights_only) return DP_OK; /* no run to continue: dp_fit refuses it */
+    if (info->weights_only) /* no run to continue (dp_fit refuses it too): said before the model meets the data */
+        return dp_fail(DP_ERR_ARG, "%s: a weights-only checkpoint (parameters and batch-norm statistics, e.g. from "
+                       "tools/import_torchvision.py): it has no optimizer state or training position to resume; "
+                       "start a new run from its weights instead: --init %s", o->resume_path, o->resume_path);
     r->train_examples = info->train_examples;
     r->data_train_total = info->data_train_total;
     r->classes_hash = train_classes_hash((const char *const *)info->class_names, info->num_class_names);

@@ -21,7 +21,9 @@
 #   normalised images);
 # - the import refuses a state_dict with a tensor missing, an extra one or
 #   one of another shape: one line naming it, exit 1, nothing written; and
-#   `train --resume` refuses a weights-only checkpoint in one line;
+#   `train --resume` refuses a weights-only checkpoint in one line (also on
+#   data of fewer classes than its outputs: no warning before it), naming
+#   --init;
 # - `train --init` of an imported file without --normalize applies the
 #   file's normalisation (one line says so), the same run as giving it, and
 #   the same values spelled otherwise ("0.3", dptrain's 0.300000012) warn
@@ -129,6 +131,17 @@ status=$?
 status=$?
 [[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "weights-only checkpoint" "$tmp/err" && pass \
   || fail "train --resume of a weights-only checkpoint: status $status, $(cat "$tmp/err")"
+# the same on data of fewer classes than its outputs: the refusal alone, not a warning about the outputs before it
+$py "$src/tools/idx_to_image_folder.py" "$tmp/fm" "$tmp/three" --format png --classes 0-2 --limit-train 12 \
+  --limit-test 3 >/dev/null && pass || fail "making a 3-class PNG folder"
+"$bin" train --data "$tmp/three" --resume "$tmp/lin.safetensors" --batch-size 4 --quiet --save "$tmp/none.st" \
+  2>"$tmp/err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 && ! -e "$tmp/none.st" ]] \
+  && grep -qF "weights-only checkpoint (parameters and batch-norm statistics, e.g. from tools/import_torchvision.py): \
+it has no optimizer state or training position to resume; start a new run from its weights instead: --init \
+$tmp/lin.safetensors" "$tmp/err" && pass \
+  || fail "train --resume of a weights-only checkpoint on 3 classes: status $status, $(cat "$tmp/err")"
 "$bin" eval --resume "$tmp/lin.safetensors" --data "$tmp/fm" >"$tmp/eval.out" 2>&1 \
   && grep -q "test acc" "$tmp/eval.out" && pass || fail "eval of a weights-only checkpoint: $(cat "$tmp/eval.out")"
 
