@@ -451,6 +451,7 @@ int cmd_launch(int argc, char **argv) {
     train_options_t train;
     int train_help = 0;
     if (train_options_parse(argc, argv, split + 2, &train, &train_help) != DP_OK) return cli_report_error();
+    if (train_check_init_resume(&train, "launch: ") != DP_OK) return cli_report_error(); /* restarts drop --init */
     if (job.hosts.list) { /* a fixed list is checked once, before anything is made */
         static launch_pick_t pick;
         if (launch_hosts_pick(&job.hosts, np_min, np_max, 0.0, NULL, &pick) != DP_OK) return cli_report_error();

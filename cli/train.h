@@ -182,6 +182,8 @@ typedef struct {
     train_resume_t resume;
 } train_saved_t;
 dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved);
+/* --init with --resume: refused (who: the message's prefix, "" or "launch: "). */
+dp_status_t train_check_init_resume(const train_options_t *o, const char *who);
 /* The model frozen as --freeze or --freeze-backbone says, or with --resume
  * and neither as the checkpoint's model.freeze says (dp_fit refuses a
  * resume frozen otherwise); note = what is frozen, one line ("" when

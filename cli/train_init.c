@@ -30,11 +30,16 @@ static void describe_frozen(const dp_model_t *model, char *note, size_t size) {
              layers == 1 ? "" : "s", trains, all);
 }
 
+dp_status_t train_check_init_resume(const train_options_t *o, const char *who) {
+    if (o->init_path && o->resume_path)
+        return dp_fail(DP_ERR_ARG, "%s--init %s with --resume %s: --init starts a new run from a checkpoint's weights, "
+                       "--resume continues the run that saved one; give one of them", who, o->init_path, o->resume_path);
+    return DP_OK;
+}
+
 dp_status_t train_read_saved(train_options_t *o, train_saved_t *saved) {
     memset(saved, 0, sizeof *saved);
-    if (o->init_path && o->resume_path) /* before anything of either is read (dp_fit refuses it too) */
-        return dp_fail(DP_ERR_ARG, "--init %s with --resume %s: --init starts a new run from a checkpoint's weights, "
-                       "--resume continues the run that saved one; give one of them", o->init_path, o->resume_path);
+    DP_TRY(train_check_init_resume(o, "")); /* before anything of either is read (dp_fit refuses it too) */
     const char *path = o->init_path ? o->init_path : o->resume_path;
     const int resume = o->resume_path != NULL;
     const int freeze = resume && !o->freeze && !o->freeze_backbone;

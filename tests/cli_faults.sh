@@ -21,6 +21,7 @@
 #   --np 3 on 2 slots waits --min-wait, then ends with exit status 7;
 #   but --np 3 on a fixed --hosts list of 2 slots is a mistake said at once
 #   (exit 1, one line, the --log-dir not made);
+# - --init with --resume: refused at once, as train refuses it (exit 1, one line);
 # - a second launch on a --log-dir in use stops at once (exit 1, one line),
 #   the first one's worklogs untouched and its job finishing;
 # - no process of any of these jobs left running (mpirun, a rank).
@@ -105,6 +106,11 @@ TMPDIR=$tmp/t "$bin" launch --np 2 --restarts 3 -- "${job[@]}" --epoch 2 >"$tmp/
 status=$?
 [[ $status -eq 1 && "$(cat "$tmp/typo.out")" == "dptrain: train: unknown option '--epoch' (did you mean --epochs?)" && -z "$(ls "$tmp/t")" ]] \
   && pass || fail "a typo: exit $status: $(cat "$tmp/typo.out")"
+# --init with --resume, refused as train refuses it (a restart would drop the --init unsaid)
+TMPDIR=$tmp/t "$bin" launch --np 2 --restarts 3 -- "${job[@]}" --init "$tmp/a.st" --resume "$tmp/b.st" >"$tmp/both.out" 2>&1
+status=$?
+[[ $status -eq 1 && "$(cat "$tmp/both.out")" == "dptrain: launch: --init $tmp/a.st with --resume $tmp/b.st: --init starts a new run"* \
+   && $(wc -l <"$tmp/both.out") -eq 1 && -z "$(ls "$tmp/t")" ]] && pass || fail "--init with --resume: exit $status: $(cat "$tmp/both.out")"
 none_left "mistakes"
 
 # --- elastic: fewer ranks after a failure, cooling, too few -------------------------------------
