@@ -8,6 +8,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/dptrain}
 seed=${2:-0}
+source "$here/bench_args.sh"
+need_program book_runs "$bin" "build it: make build"
+need_count book_runs seed "$seed" 0
 printf '| devices | batch | lr | test acc (epoch 10) | sec/epoch |\n| --- | --- | --- | --- | --- |\n'
 for run in "1 256 0.2" "2 256 0.2" "2 512 0.3"; do
   set -- $run

@@ -10,6 +10,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
+source "$here/bench_args.sh"
+need_program ddp_vs_dptrain "$bin" "build it: make build"
+need_count ddp_vs_dptrain runs "$runs" 1
+need_python ddp_vs_dptrain numpy torch
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain; prints both sides' ISA

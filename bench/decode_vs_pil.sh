@@ -20,6 +20,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 images=${2:-2000}
 rounds=${3:-3}
+source "$here/bench_args.sh"
+need_count decode_vs_pil images "$images" 1
+need_count decode_vs_pil rounds "$rounds" 1
+need_python decode_vs_pil numpy PIL torch torchvision
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 folder=${DECODE_BENCH_FOLDER:-$tmp/photos}

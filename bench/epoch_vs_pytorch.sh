@@ -13,6 +13,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
 threads=${3:-1}
+source "$here/bench_args.sh"
+need_program epoch_vs_pytorch "$bin" "build it: make build"
+need_count epoch_vs_pytorch runs "$runs" 1
+need_count epoch_vs_pytorch threads "$threads" 1
+need_python epoch_vs_pytorch numpy torch
 data=${DPTRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -21,6 +21,18 @@ epochs=${4:-2}
 every=${5:-10}
 seed=${6:-$RANDOM}
 batch=64
+source "$here/bench_args.sh"
+need_program fault_soak "$bin" "build it: make build"
+need_count fault_soak K "$kills" 1
+need_count fault_soak images "$images" $batch
+need_count fault_soak epochs "$epochs" 1
+need_count fault_soak save-every-steps "$every" 1
+need_count fault_soak seed "$seed" 0
+steps_per_epoch=$(((images + batch - 1) / batch))
+total=$((steps_per_epoch * epochs))
+# each kill in its own span of the steps after the first and before the last
+(( total - 2 >= kills )) ||
+  { echo "fault_soak: $kills kills need $((kills + 2)) steps or more, found $total ($images images, $epochs epochs of $batch)" >&2; exit 2; }
 data_src=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -37,8 +49,6 @@ for split in train t10k; do
   { printf '\x00\x00\x08\x01'; be32 "$n"
     gzip -dc "$data_src/$split-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$n"; } >"$tmp/data/$split-labels-idx1-ubyte"
 done
-steps_per_epoch=$(((images + batch - 1) / batch))
-total=$((steps_per_epoch * epochs))
 job=(train --model lenet --data "$tmp/data" --epochs "$epochs" --batch-size $batch --lr 0.1 --seed 1 --devices 1
      --quiet --save-every-steps "$every")
 now() { date +%s.%N; }

@@ -21,9 +21,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 epochs=${2:-10}
 seeds=${3:-3}
+source "$here/bench_args.sh"
+need_program folder_vs_idx "$build/dptrain" "build it: make build"
+need_count folder_vs_idx epochs "$epochs" 2 # the cached run's later epochs against its first
+need_count folder_vs_idx seeds "$seeds" 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 folder=${FOLDER_BENCH_DIR:-$tmp/fashion-jpeg}
+[[ -d "$folder/train" ]] || need_python folder_vs_idx numpy PIL # tools/idx_to_image_folder.py
 idx=/usr/share/datasets/fashion-mnist
 [[ -d "$folder/train" ]] || /usr/bin/python3 "$here/../tools/idx_to_image_folder.py" "$idx" "$folder" --random-size 28:112
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)

@@ -18,6 +18,12 @@ bin=${1:-$here/../build/layer_bench}
 seconds=${2:-0.5}
 rounds=${3:-3}
 layers=${LAYERS:-$here/layers.txt}
+source "$here/bench_args.sh"
+need_program layers_vs_pytorch "$bin" "build it: make build"
+need_number layers_vs_pytorch seconds_per_layer "$seconds"
+need_count layers_vs_pytorch rounds "$rounds" 1
+need_python layers_vs_pytorch torch
+[[ -f $layers ]] || { echo "layers_vs_pytorch: no layer list $layers (LAYERS=FILE: bench/layers.txt's format)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain

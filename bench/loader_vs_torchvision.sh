@@ -18,6 +18,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 images=${2:-3000}
 rounds=${3:-3}
+source "$here/bench_args.sh"
+need_count loader_vs_torchvision images "$images" 1
+need_count loader_vs_torchvision rounds "$rounds" 1
+need_python loader_vs_torchvision PIL torch torchvision
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 folder=${LOADER_BENCH_FOLDER:-$tmp/photos}

@@ -34,9 +34,17 @@ bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
 devices=${3:-2}
 steps=${4:-3}
+source "$here/bench_args.sh"
+need_program resnet50_vs_pytorch "$bin" "build it: make build"
+need_count resnet50_vs_pytorch runs "$runs" 1
+need_count resnet50_vs_pytorch devices "$devices" 1
+need_count resnet50_vs_pytorch steps "$steps" 1
+need_python resnet50_vs_pytorch numpy PIL torch torchvision
 warmup=2
 batch=32
 model=${MODEL:-resnet50}
+[[ -f $here/../models/$model-imagenet.cfg ]] ||
+  { echo "resnet50_vs_pytorch: MODEL=$model: no models/$model-imagenet.cfg (MODEL=resnet50, the default, or mobilenet_v2)" >&2; exit 2; }
 freeze_dp=() freeze_pt=()
 if [[ ${FREEZE:-} == backbone ]]; then freeze_dp=(--freeze-backbone) freeze_pt=(--freeze-backbone)
 elif [[ -n ${FREEZE:-} ]]; then echo "FREEZE=$FREEZE: only FREEZE=backbone is known" >&2; exit 2; fi
@@ -66,7 +74,8 @@ run_dptrain() { # NAME STEPS [ARGS...]: a training run of STEPS steps, its outpu
   shift 2
   "$bin" train --model "$here/../models/$model-imagenet.cfg" \
     --data "$tmp/data" --batch-size $batch --epochs 1 --limit $((n * batch)) --optimizer momentum --lr 0.01 \
-    --devices "$devices" --quiet ${freeze_dp[@]+"${freeze_dp[@]}"} "$@" >"$tmp/$name" 2>&1
+    --devices "$devices" --quiet ${freeze_dp[@]+"${freeze_dp[@]}"} "$@" >"$tmp/$name" 2>&1 ||
+    { echo "resnet50_vs_pytorch: dptrain failed: $(tail -1 "$tmp/$name")" >&2; return 1; }
 }
 dp_ms=() pt_ms=() dp_cpu=() pt_cpu=() ratios=() cpu_ratios=()
 for run in $(seq 1 "$runs"); do

@@ -13,6 +13,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/dptrain}
 runs=${2:-3}
+source "$here/bench_args.sh"
+need_program scaling "$bin" "build it: make build"
+need_count scaling runs "$runs" 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$here/isa_info.sh" # prints the ISA dptrain runs (DPTRAIN_ISA caps it)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# cli_bench_args.sh - the benchmarks (bench/, not run in CI) refuse what they
+# cannot measure at once, in one line on stderr with a non-zero exit, before
+# any work: a bad argument, a missing program or Python module. Nothing is
+# measured here; a few seconds.
+source "$(dirname "$0")/testing.sh"
+root=$(cd "$DPTRAIN_TEST_DIR/.." && pwd)
+build=$(dirname "$bin")
+# refused STATUS PATTERN COMMAND...: exits STATUS, says PATTERN in exactly one line on stderr, nothing on stdout
+refused() {
+  local want=$1 pattern=$2 status=0
+  shift 2
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err" </dev/null || status=$?
+  [[ $status -eq $want && ! -s $tmp/out && $(wc -l <"$tmp/err") -eq 1 ]] && grep -qE -- "$pattern" "$tmp/err" && pass ||
+    fail "$*: exit $status (want $want), stdout '$(head -c 300 "$tmp/out")', stderr '$(head -c 600 "$tmp/err")' (want one line /$pattern/)"
+}
+b=$root/bench
+
+# The CPU benchmarks' arguments and programs: a count of 0 or a word measured nothing and said figures
+refused 2 "^epoch_vs_pytorch: runs must be a whole number of at least 1, found '0'$" "$b/epoch_vs_pytorch.sh" "$bin" 0
+refused 2 "^epoch_vs_pytorch: threads must be a whole number of at least 1, found 'x'$" "$b/epoch_vs_pytorch.sh" "$bin" 1 x
+refused 1 "^epoch_vs_pytorch: no program $tmp/none " "$b/epoch_vs_pytorch.sh" "$tmp/none"
+refused 2 "^ddp_vs_dptrain: runs must be a whole number of at least 1, found 'abc'$" "$b/ddp_vs_dptrain.sh" "$bin" abc
+refused 2 "^scaling: runs must be a whole number of at least 1, found '0'$" "$b/scaling.sh" "$bin" 0
+refused 2 "^book_runs: seed must be a whole number of at least 0, found '-1'$" "$b/book_runs.sh" "$bin" -1
+refused 2 "^layers_vs_pytorch: seconds_per_layer must be a number above 0, found '0'$" \
+  "$b/layers_vs_pytorch.sh" "$build/layer_bench" 0
+refused 2 "^layers_vs_pytorch: rounds must be a whole number of at least 1, found '0'$" \
+  "$b/layers_vs_pytorch.sh" "$build/layer_bench" 0.1 0
+refused 2 "^layers_vs_pytorch: no layer list $tmp/none " env LAYERS="$tmp/none" "$b/layers_vs_pytorch.sh" "$build/layer_bench"
+refused 2 "^decode_vs_pil: images must be a whole number of at least 1, found '0'$" "$b/decode_vs_pil.sh" "$build" 0
+refused 2 "^loader_vs_torchvision: rounds must be a whole number of at least 1, found 'x'$" \
+  "$b/loader_vs_torchvision.sh" "$build" 10 x
+refused 2 "^folder_vs_idx: epochs must be a whole number of at least 2, found '1'" "$b/folder_vs_idx.sh" "$build" 1
+refused 2 "^fault_soak: K must be a whole number of at least 1, found '0'$" "$b/fault_soak.sh" "$bin" 0
+refused 2 "^fault_soak: 5 kills need 7 steps or more, found 2 " "$b/fault_soak.sh" "$bin" 5 100 1
+refused 2 "^resnet50_vs_pytorch: devices must be a whole number of at least 1, found '3x'$" \
+  "$b/resnet50_vs_pytorch.sh" "$bin" 1 3x
+refused 2 "^resnet50_vs_pytorch: MODEL=nope: no models/nope-imagenet.cfg " env MODEL=nope "$b/resnet50_vs_pytorch.sh" "$bin"
+# a peer's module that cannot be imported (a stand-in torch first on the path): said before dptrain's epoch
+mkdir -p "$tmp/py" && echo 'raise ImportError("a stand-in that cannot be imported")' >"$tmp/py/torch.py"
+refused 1 "^epoch_vs_pytorch: /usr/bin/python3 cannot import torch \(ImportError: a stand-in" \
+  env PYTHONPATH="$tmp/py" "$b/epoch_vs_pytorch.sh" "$bin" 1
+
+testing_finish cli_bench_args
