@@ -36,3 +36,14 @@ PY
   [[ -z $missing ]] ||
     { echo "$script: /usr/bin/python3 cannot import $missing: scripts/setup.sh bench installs the peers' packages" >&2; exit 1; }
 }
+# need_gpu SCRIPT: an NVIDIA GPU may be here (dptrain's own signs: a device node of the driver, or a CUDA
+# module named by DPTRAIN_CUDA_MODULE, as gpu_check.sh's rehearsal names the emulator)
+need_gpu() {
+  if [[ -n ${DPTRAIN_CUDA_MODULE:-} || -e /dev/nvidiactl || -e /dev/dxg ]] ||
+     compgen -G '/dev/nvidia[0-9]*' >/dev/null || compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null; then
+    return 0
+  fi
+  echo "$1: no NVIDIA GPU on this machine (no /dev/nvidia*): it runs on one with a GPU (scripts/gpu_check.sh);" \
+       "scripts/gpu_check.sh rehearse BUILD rehearses it on the CUDA emulator" >&2
+  exit 1
+}

@@ -51,6 +51,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build-cuda/dptrain}
 pairs=${2:-3}
 epochs=${3:-3}
+source "$here/bench_args.sh"
+need_gpu gpu_vs_pytorch
+need_program gpu_vs_pytorch "$bin" "a CUDA build: scripts/gpu_check.sh makes build-cuda"
+need_count gpu_vs_pytorch pairs "$pairs" 1
+need_count gpu_vs_pytorch epochs "$epochs" 2 # the median of epochs 2..
 data=${DPTRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 py=${PYTHON:-python3}
 limit=${DPTRAIN_BENCH_LIMIT:-}

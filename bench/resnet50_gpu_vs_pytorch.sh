@@ -43,6 +43,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build-cuda/dptrain}
 steps=${2:-6}
+source "$here/bench_args.sh"
+need_gpu resnet50_gpu_vs_pytorch
+need_program resnet50_gpu_vs_pytorch "$bin" "a CUDA build: scripts/gpu_check.sh makes build-cuda"
+need_count resnet50_gpu_vs_pytorch steps "$steps" 1
 py=${PYTHON:-python3}
 batch=${DPTRAIN_BENCH_R50_BATCH:-256}
 torch_device=${DPTRAIN_BENCH_TORCH_DEVICE:-cuda:0}

@@ -21,6 +21,8 @@ FP32 weights and optimizer, no loss scaling), the peer of dptrain's
 the CPU (gpu_check.sh's rehearsal), where their figures mean nothing.
 """
 import contextlib
+import os
+import sys
 
 import torch
 
@@ -38,7 +40,12 @@ def autocast(dev, precision):
 
 
 def setup(variant, dev):
-    """TF32 off; cudnn.benchmark for channels_last and graph; the memory format of the variant's tensors."""
+    """TF32 off; cudnn.benchmark for channels_last and graph; the memory format of the variant's tensors.
+    A CUDA device that PyTorch cannot use ends the program with one line, not CUDA's lazy-init traceback."""
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        why = "was built without CUDA" if torch.version.cuda is None else "finds no GPU"
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: no GPU for --device {dev}: PyTorch {torch.__version__} "
+                         f"{why} (--device cpu runs it on the CPU, where its figures mean nothing)")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if variant == "graph" and dev.type != "cuda":

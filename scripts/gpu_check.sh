@@ -27,8 +27,8 @@
 # H100 (2026-11-25) it was never PyTorch's fastest variant, and its four
 # compilations cost minutes of the 10 a command has. Exit 0 only when every
 # step passed (a profiler or sanitizer that is not installed is a NOT RUN
-# line, not a failure); without a GPU the GPU steps say NOT RUN and it exits
-# 2. The whole call keeps within a lent machine's 10 minutes per command:
+# line, not a failure); without a GPU it says so in one line and exits 2
+# before building. The whole call keeps within a lent machine's 10 minutes per command:
 # torch.compile, the profile, the sanitizers and ResNet-50 take what is
 # left of DPTRAIN_GPU_CHECK_SECONDS (570) and say so when it is not enough.
 #
@@ -119,6 +119,14 @@ else
   build=${DPTRAIN_BUILD:-build-cuda} # the build folder
 fi
 [[ $build == /* ]] || build=$root/$build
+# Without a GPU nothing here can pass: said at once, before minutes of building (dptrain's own signs of a GPU:
+# a device node of the driver; or nvidia-smi's list)
+if [[ $rehearse -eq 0 && ! -e /dev/nvidiactl && ! -e /dev/dxg ]] && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null &&
+   ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "gpu_check: no NVIDIA GPU on this machine (no /dev/nvidia*, nvidia-smi lists none): nothing checked;" \
+       "scripts/gpu_check.sh rehearse BUILD rehearses the steps on the CUDA emulator" >&2
+  exit 2
+fi
 out=${OUT:-$build/gpu_check}
 mkdir -p "$out"
 summary=()

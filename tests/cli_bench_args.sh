@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cli_bench_args.sh - the benchmarks (bench/, not run in CI) refuse what they
 # cannot measure at once, in one line on stderr with a non-zero exit, before
-# any work: a bad argument, a missing program or Python module. Nothing is
-# measured here; a few seconds.
+# any work: a bad argument, a missing program or Python module, no GPU for
+# the GPU ones. Nothing is measured here; a few seconds.
 source "$(dirname "$0")/testing.sh"
 root=$(cd "$DPTRAIN_TEST_DIR/.." && pwd)
 build=$(dirname "$bin")
@@ -14,9 +14,31 @@ refused() {
   [[ $status -eq $want && ! -s $tmp/out && $(wc -l <"$tmp/err") -eq 1 ]] && grep -qE -- "$pattern" "$tmp/err" && pass ||
     fail "$*: exit $status (want $want), stdout '$(head -c 300 "$tmp/out")', stderr '$(head -c 600 "$tmp/err")' (want one line /$pattern/)"
 }
+has_gpu() { [[ -e /dev/nvidiactl ]] || compgen -G '/dev/nvidia[0-9]*' >/dev/null; }
 b=$root/bench
 
-# The CPU benchmarks' arguments and programs: a count of 0 or a word measured nothing and said figures
+# 1. The PyTorch peers of the GPU benchmarks on a PyTorch that reaches no GPU: one line, not CUDA's traceback
+if /usr/bin/python3 -c 'import sys, torch; sys.exit(torch.cuda.is_available())' 2>/dev/null; then
+  for peer in torch_lenet_cuda.py torch_resnet18_cuda.py torch_resnet50_step.py; do
+    refused 1 "^$peer: no GPU for --device cuda:0: PyTorch " /usr/bin/python3 "$b/$peer" --device cuda:0
+  done
+else echo "(no PyTorch, or one with a GPU: its peers' line without a GPU not checked)"; fi
+
+# 2. The GPU benchmarks and gpu_check.sh without a GPU: one line at once (gpu_check.sh: nothing built)
+if ! has_gpu; then
+  refused 1 '^gpu_vs_pytorch: no NVIDIA GPU on this machine ' env -u DPTRAIN_CUDA_MODULE "$b/gpu_vs_pytorch.sh" "$bin" 1 2
+  refused 1 '^resnet50_gpu_vs_pytorch: no NVIDIA GPU on this machine ' env -u DPTRAIN_CUDA_MODULE \
+    "$b/resnet50_gpu_vs_pytorch.sh" "$bin" 1
+  refused 2 '^gpu_check: no NVIDIA GPU on this machine .*gpu_check.sh rehearse BUILD' env -u DPTRAIN_CUDA_MODULE \
+    DPTRAIN_BUILD="$tmp/build-cuda" OUT="$tmp/gpu_check" "$root/scripts/gpu_check.sh"
+  [[ ! -e $tmp/build-cuda && ! -e $tmp/gpu_check ]] && pass || fail "gpu_check.sh without a GPU made $tmp/build-cuda or its OUT"
+else echo "(a GPU here: the benchmarks' line without one not checked)"; fi
+# a CUDA module named (the rehearsal's emulator): its arguments are checked
+refused 2 "^gpu_vs_pytorch: epochs must be a whole number of at least 2, found '1'$" env DPTRAIN_CUDA_MODULE=none \
+  "$b/gpu_vs_pytorch.sh" "$bin" 1 1
+refused 1 "^gpu_vs_pytorch: no program $tmp/none " env DPTRAIN_CUDA_MODULE=none "$b/gpu_vs_pytorch.sh" "$tmp/none"
+
+# 3. The CPU benchmarks' arguments and programs: a count of 0 or a word measured nothing and said figures
 refused 2 "^epoch_vs_pytorch: runs must be a whole number of at least 1, found '0'$" "$b/epoch_vs_pytorch.sh" "$bin" 0
 refused 2 "^epoch_vs_pytorch: threads must be a whole number of at least 1, found 'x'$" "$b/epoch_vs_pytorch.sh" "$bin" 1 x
 refused 1 "^epoch_vs_pytorch: no program $tmp/none " "$b/epoch_vs_pytorch.sh" "$tmp/none"
