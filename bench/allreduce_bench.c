@@ -8,12 +8,15 @@
  * memcpy's n * 4 bytes copied.
  *
  * usage: allreduce_bench [k] [repeats]     (sizes: LeNet's 129,068 floats and 64 MB)
+ *   k: devices, 1 to 64 (default 2); repeats: per size (default 0: 2000 for
+ *   LeNet's, 20 for 64 MB)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "dptrain/comm.h"
 #include "dptrain/device.h"
 
@@ -42,8 +45,16 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    int k = argc > 1 ? atoi(argv[1]) : 2, repeats = argc > 2 ? atoi(argv[2]) : 0;
-    if (k < 1 || k > 64) return 2;
+    int k = 2, repeats = 0;
+    if (argc > 3) {
+        fprintf(stderr, "usage: allreduce_bench [k] [repeats]\n");
+        return 2;
+    }
+    if ((argc > 1 && !bench_int_arg("allreduce_bench", "k (devices)", argv[1], 1, 64, &k)) ||
+        (argc > 2 && !bench_int_arg("allreduce_bench", "repeats", argv[2], 0, 1000000, &repeats))) {
+        return 2;
+    }
+    if (!bench_cpu_line("allreduce_bench", 1)) return 1;
     dp_device_t **devices = calloc((size_t)k, sizeof *devices);
     for (int d = 0; d < k; d++) dp_device_new(d, d, &devices[d]);
     size_t sizes[2] = {129068, (size_t)64 << 18};

@@ -67,8 +67,17 @@ static void count_backward_ops(const dp_model_t *m, const dp_batch_t *b, int *wi
 
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "resnet18";
-    int devices = argc > 2 ? atoi(argv[2]) : 1, batch = argc > 3 ? atoi(argv[3]) : 64;
-    int steps = argc > 4 ? atoi(argv[4]) : 5;
+    int devices = 1, batch = 64, steps = 5;
+    if (argc > 6) {
+        fprintf(stderr, "usage: freeze_bench [MODEL [DEVICES [BATCH [STEPS [LAYERS]]]]]\n");
+        return 2;
+    }
+    if ((argc > 2 && !bench_int_arg("freeze_bench", "DEVICES", argv[2], 1, 64, &devices)) ||
+        (argc > 3 && !bench_int_arg("freeze_bench", "BATCH", argv[3], 1, 1 << 20, &batch)) ||
+        (argc > 4 && !bench_int_arg("freeze_bench", "STEPS", argv[4], 1, 1000000, &steps))) {
+        return 2;
+    }
+    if (!bench_cpu_line("freeze_bench", 1)) return 1;
     dp_model_t *full, *frozen;
     if (dp_model_load(name, &full) != DP_OK || dp_model_load(name, &frozen) != DP_OK) die(name);
     char *list = NULL;

@@ -181,6 +181,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: loader_bench [N in %d..60000] [REPS >= 1] [MODELS_DIR]\n", BATCH);
         return 2;
     }
+    if (!bench_cpu_line("loader_bench", 1)) return 1;
     dp_blas_set_threads(1);
     char tmp[] = "/tmp/loader_bench.XXXXXX";
     if (!mkdtemp(tmp)) return 1;

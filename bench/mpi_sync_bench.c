@@ -110,7 +110,22 @@ int main(int argc, char **argv) {
         dp_world_finalize();
         return 2;
     }
-    int steps = argc > 1 ? atoi(argv[1]) : 200, devices = argc > 2 ? atoi(argv[2]) : 1;
+    int steps = 200, devices = 1;
+    if (argc > 3) {
+        if (world.rank == 0) fprintf(stderr, "usage: mpirun -np 2 mpi_sync_bench [steps] [devices]\n");
+        dp_world_finalize();
+        return 2;
+    }
+    const char *me = world.rank == 0 ? "mpi_sync_bench" : NULL; /* one rank says what is wrong */
+    if ((argc > 1 && !bench_int_arg(me, "steps", argv[1], 1, 1000000, &steps)) ||
+        (argc > 2 && !bench_int_arg(me, "devices", argv[2], 1, 64, &devices))) {
+        dp_world_finalize();
+        return 2;
+    }
+    if (!bench_cpu_line("mpi_sync_bench", world.rank == 0)) {
+        dp_world_finalize();
+        return 1;
+    }
     if (steps < ROUNDS) steps = ROUNDS;
     int per_round = steps / ROUNDS;
     steps = per_round * ROUNDS;

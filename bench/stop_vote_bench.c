@@ -52,10 +52,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stop_vote_bench: %s\n", dp_error_message());
         return 1;
     }
-    int rounds = argc > 1 ? atoi(argv[1]) : 6, images = argc > 2 ? atoi(argv[2]) : 15360;
-    if (rounds < 1 || images < 256 * world.size) {
-        fprintf(stderr, "usage: stop_vote_bench [rounds >= 1] [images >= 256]\n");
+    int rounds = 6, images = 15360;
+    if (argc > 3) {
+        if (world.rank == 0) fprintf(stderr, "usage: stop_vote_bench [rounds >= 1] [images >= 256 a rank]\n");
+        dp_world_finalize();
         return 2;
+    }
+    const char *me = world.rank == 0 ? "stop_vote_bench" : NULL; /* one rank says what is wrong */
+    if ((argc > 1 && !bench_int_arg(me, "rounds", argv[1], 1, 1000000, &rounds)) ||
+        (argc > 2 && !bench_int_arg(me, "images", argv[2], 256 * world.size, 1 << 24, &images))) {
+        dp_world_finalize();
+        return 2;
+    }
+    if (!bench_cpu_line("stop_vote_bench", world.rank == 0)) {
+        dp_world_finalize();
+        return 1;
     }
     dp_model_t *model = NULL;
     dp_dataset_t train = {0}, test = {0};

@@ -61,7 +61,22 @@ static double sync_ms(const dp_model_t *m, dp_sync_kind_t sync, int devices, con
 int main(int argc, char **argv) {
     dp_world_t world;
     if (dp_world_init(&argc, &argv, &world) != DP_OK) return 1;
-    int devices = argc > 1 ? atoi(argv[1]) : 2, steps = argc > 2 ? atoi(argv[2]) : 50;
+    int devices = 2, steps = 50;
+    if (argc > 3) {
+        if (world.rank == 0) fprintf(stderr, "usage: sync_bench [devices] [steps]\n");
+        dp_world_finalize();
+        return 2;
+    }
+    const char *me = world.rank == 0 ? "sync_bench" : NULL; /* one rank says what is wrong */
+    if ((argc > 1 && !bench_int_arg(me, "devices", argv[1], 1, 64, &devices)) ||
+        (argc > 2 && !bench_int_arg(me, "steps", argv[2], 1, 1000000, &steps))) {
+        dp_world_finalize();
+        return 2;
+    }
+    if (!bench_cpu_line("sync_bench", world.rank == 0)) {
+        dp_world_finalize();
+        return 1;
+    }
     int count = 256;
     dp_dataset_t ds;
     if (bench_synthetic_images(count, &ds) != DP_OK) return 1;

@@ -2,7 +2,8 @@
 # cli_bench_args.sh - the benchmarks (bench/, not run in CI) refuse what they
 # cannot measure at once, in one line on stderr with a non-zero exit, before
 # any work: a bad argument, a missing program or Python module, no GPU for
-# the GPU ones. Nothing is measured here; a few seconds.
+# the GPU ones; and the C ones name the machine's CPU and kernels. Nothing
+# is measured here; a few seconds.
 source "$(dirname "$0")/testing.sh"
 root=$(cd "$DPTRAIN_TEST_DIR/.." && pwd)
 build=$(dirname "$bin")
@@ -63,5 +64,14 @@ refused 2 "^resnet50_vs_pytorch: MODEL=nope: no models/nope-imagenet.cfg " env M
 mkdir -p "$tmp/py" && echo 'raise ImportError("a stand-in that cannot be imported")' >"$tmp/py/torch.py"
 refused 1 "^epoch_vs_pytorch: /usr/bin/python3 cannot import torch \(ImportError: a stand-in" \
   env PYTHONPATH="$tmp/py" "$b/epoch_vs_pytorch.sh" "$bin" 1
+
+# 4. The C benchmarks: a bad count in one line (allreduce_bench said nothing; sync_bench printed -nan figures),
+# and their first line names the CPU and the kernels
+refused 2 "^allreduce_bench: k \(devices\) must be a whole number from 1 to 64, found 'abc'$" "$build/allreduce_bench" abc
+refused 2 "^sync_bench: steps must be a whole number from 1 to 1000000, found '0'$" "$build/sync_bench" 2 0
+refused 2 "^freeze_bench: DEVICES must be a whole number from 1 to 64, found '0'$" "$build/freeze_bench" resnet18 0
+refused 2 "^stop_vote_bench: rounds must be a whole number from 1 to 1000000, found 'x'$" "$build/stop_vote_bench" x
+first=$("$build/allreduce_bench" 1 1 | head -1)
+[[ $first == "cpu: kernels "*" on "* ]] && pass || fail "allreduce_bench's first line does not name the CPU: '$first'"
 
 testing_finish cli_bench_args
