@@ -11,6 +11,8 @@ seed=${2:-0}
 source "$here/bench_args.sh"
 need_program book_runs "$bin" "build it: make build"
 need_count book_runs seed "$seed" 0
+source "$here/isa_info.sh" # prints the ISA dptrain runs (DPTRAIN_ISA caps it) and the CPU
+isa_info "$bin" | grep '^dptrain'
 printf '| devices | batch | lr | test acc (epoch 10) | sec/epoch |\n| --- | --- | --- | --- | --- |\n'
 for run in "1 256 0.2" "2 256 0.2" "2 512 0.3"; do
   set -- $run

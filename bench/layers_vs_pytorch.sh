@@ -28,6 +28,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$here/isa_info.sh" # caps PyTorch like DPTRAIN_ISA caps dptrain
 echo "dptrain kernels: ${DPTRAIN_ISA:-best}; pytorch: ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset} ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-unset}"
+# what each side runs on this CPU, from the dptrain built beside layer_bench (the same library, the same choice)
+if [[ -x $(dirname "$bin")/dptrain ]]; then
+  isa_info "$(dirname "$bin")/dptrain" | sed 's/^onednn_verbose,info,cpu,isa:/pytorch: oneDNN isa /' | grep -E '^(dptrain|pytorch)'
+else
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') (no dptrain beside $bin to say its kernels)"
+fi
 
 for r in $(seq 1 "$rounds"); do
   OPENBLAS_NUM_THREADS=1 "$bin" "$layers" "$seconds" >"$tmp/dp.$r"

@@ -2,8 +2,8 @@
 # cli_bench_args.sh - the benchmarks (bench/, not run in CI) refuse what they
 # cannot measure at once, in one line on stderr with a non-zero exit, before
 # any work: a bad argument, a missing program or Python module, no GPU for
-# the GPU ones; and the C ones name the machine's CPU and kernels. Nothing
-# is measured here; a few seconds.
+# the GPU ones; and they name the machine's CPU and kernels. Nothing is
+# measured here but one tiny layer (5.); about 10 s.
 source "$(dirname "$0")/testing.sh"
 root=$(cd "$DPTRAIN_TEST_DIR/.." && pwd)
 build=$(dirname "$bin")
@@ -73,5 +73,11 @@ refused 2 "^freeze_bench: DEVICES must be a whole number from 1 to 64, found '0'
 refused 2 "^stop_vote_bench: rounds must be a whole number from 1 to 1000000, found 'x'$" "$build/stop_vote_bench" x
 first=$("$build/allreduce_bench" 1 1 | head -1)
 [[ $first == "cpu: kernels "*" on "* ]] && pass || fail "allreduce_bench's first line does not name the CPU: '$first'"
+
+# 5. layers_vs_pytorch names the CPU and each side's kernels (it said "dptrain kernels: best"), on one small layer
+echo "one.relu relu 2 1 4 4" >"$tmp/one.txt"
+LAYERS=$tmp/one.txt timeout 60 "$b/layers_vs_pytorch.sh" "$build/layer_bench" 0.01 1 >"$tmp/layers.out" 2>&1
+grep -qE '^dptrain: isa [a-z0-9]+ \(best [a-z0-9]+\), cpu .+, blas ' "$tmp/layers.out" && grep -q '^one.relu ' "$tmp/layers.out" &&
+  pass || fail "layers_vs_pytorch does not name the CPU and kernels: $(head -c 600 "$tmp/layers.out")"
 
 testing_finish cli_bench_args
