@@ -18,7 +18,8 @@
 # ratios (PyTorch's time / dptrain's: above 1, dptrain is faster), and the
 # last dptrain run's profile: the layers that take the most of a step.
 # Then the peak resident memory of one more run of each (dptrain as made,
-# dptrain with DPTRAIN_GRAD_LIVENESS=off, PyTorch) and its ratio.
+# dptrain with DPTRAIN_GRAD_LIVENESS=apart and with =off, PyTorch) and the
+# ratio of the first to PyTorch's.
 #
 # MODEL=mobilenet_v2 times MobileNetV2 instead (models/mobilenet_v2-imagenet.cfg).
 # FREEZE=backbone times the fine-tuning step of a frozen backbone (only the
