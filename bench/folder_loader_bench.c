@@ -34,7 +34,7 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE]\n");
+        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center]\n");
         return 2;
     }
     const char *dir = argv[1];
