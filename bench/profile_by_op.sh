@@ -7,6 +7,8 @@
 # (step) row, e.g. "conv 3x3 backward"); nothing when DEVICE has no (step) row.
 # usage: bench/profile_by_op.sh MODEL.cfg PROFILE_OUTPUT DEVICE
 set -euo pipefail
+[[ $# -eq 3 && -f $1 && -f $2 ]] ||
+  { echo "usage: bench/profile_by_op.sh MODEL.cfg PROFILE_OUTPUT DEVICE (two files and a device)" >&2; exit 2; }
 model=$1 profile=$2 device=$3
 # the kernel size of each conv layer: "NAME KxK"
 awk '/^\[/ { conv = ($0 ~ /^\[conv\]/) } conv && /^name =/ { name = $3 } conv && /^size =/ { print name, $3 "x" $3 }' \
