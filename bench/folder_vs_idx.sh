@@ -53,14 +53,15 @@ for s in $(seq 1 "$seeds"); do
   done
 done
 run cached --data "$folder" --cache-mb 1024
+last=$((epochs < 3 ? epochs : 3)) # the last 3 epochs' mean, of fewer in a shorter run
 acc() { for s in $(seq 1 "$seeds"); do field "$1-$s" test_acc | tail -n "$2"; done | mean; }
 for k in idx center squash; do
-  printf '%s: test acc after %d epochs %s (mean of %d seeds), of the last 3 epochs %s\n' "$k" "$epochs" \
-    "$(acc "$k" 1)" "$seeds" "$(acc "$k" 3)"
+  printf '%s: test acc after %d epochs %s (mean of %d seeds), of the last %d epochs %s\n' "$k" "$epochs" \
+    "$(acc "$k" 1)" "$seeds" "$last" "$(acc "$k" "$last")"
 done
 gap() { awk -v a="$(acc idx "$2")" -v b="$(acc "$1" "$2")" 'BEGIN {printf "%.1f", 100 * (a - b)}'; }
-echo "accuracy below IDX's, points (final; last 3 epochs): center $(gap center 1); $(gap center 3)," \
-     "squash $(gap squash 1); $(gap squash 3)"
+echo "accuracy below IDX's, points (final; last $last epochs): center $(gap center 1); $(gap center "$last")," \
+     "squash $(gap squash 1); $(gap squash "$last")"
 i=$(field idx-1 epoch_sec | median) f=$(field center-1 epoch_sec | median) q=$(field squash-1 epoch_sec | median)
 c1=$(field cached epoch_sec | head -1) c=$(field cached epoch_sec | tail -n +2 | median)
 echo "seconds per epoch (median): IDX $i, folder $f (ratio $(ratio "$f" "$i")), squash $q (ratio $(ratio "$q" "$i")), " \
