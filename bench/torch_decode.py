@@ -19,6 +19,8 @@ from PIL import Image
 from torchvision import transforms as T
 
 torch.set_num_threads(1)
+if len(sys.argv) < 2 or len(sys.argv) > 3 or not os.path.isdir(sys.argv[1]):
+    sys.exit("usage: torch_decode.py FOLDER [passes] (a folder of .jpg/.png files)")
 folder, passes = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3
 paths = sorted(os.path.join(d, f) for d, _, names in os.walk(folder) for f in names
                if f.endswith((".jpg", ".JPEG", ".png")))

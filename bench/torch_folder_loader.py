@@ -44,6 +44,8 @@ def tree_rss_kb(pid):
 
 
 def main():
+    if len(sys.argv) < 2 or len(sys.argv) > 6 or not os.path.isdir(os.path.join(sys.argv[1], "train")):
+        sys.exit("usage: torch_folder_loader.py DIR [WORKERS] [BATCH] [EPOCHS] [SIZE] (DIR/train: an ImageFolder)")
     root = sys.argv[1]
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count()
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 256

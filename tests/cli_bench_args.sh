@@ -62,6 +62,8 @@ refused 2 "^resnet50_vs_pytorch: devices must be a whole number of at least 1, f
 refused 2 "^resnet50_vs_pytorch: MODEL=nope: no models/nope-imagenet.cfg " env MODEL=nope "$b/resnet50_vs_pytorch.sh" "$bin"
 refused 2 '^usage: bench/profile_by_op.sh MODEL.cfg PROFILE_OUTPUT DEVICE' "$b/profile_by_op.sh"
 refused 2 '^usage: bench/profile_by_op.sh ' "$b/profile_by_op.sh" "$root/models/resnet50-imagenet.cfg" "$tmp/none" cpu:0
+refused 1 '^usage: torch_decode.py FOLDER ' /usr/bin/python3 "$b/torch_decode.py"
+refused 1 '^usage: torch_folder_loader.py DIR ' /usr/bin/python3 "$b/torch_folder_loader.py" "$tmp/none"
 # a peer's module that cannot be imported (a stand-in torch first on the path): said before dptrain's epoch
 mkdir -p "$tmp/py" && echo 'raise ImportError("a stand-in that cannot be imported")' >"$tmp/py/torch.py"
 refused 1 "^epoch_vs_pytorch: /usr/bin/python3 cannot import torch \(ImportError: a stand-in" \
