@@ -120,9 +120,9 @@ else
 fi
 [[ $build == /* ]] || build=$root/$build
 # Without a GPU nothing here can pass: said at once, before minutes of building (dptrain's own signs of a GPU:
-# a device node of the driver; or nvidia-smi's list)
+# a device node of the driver or its /proc folder, as src/backend/backend_registry.c's gpu_absent; or nvidia-smi's list)
 if [[ $rehearse -eq 0 && ! -e /dev/nvidiactl && ! -e /dev/dxg ]] && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null &&
-   ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+   ! compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "gpu_check: no NVIDIA GPU on this machine (no /dev/nvidia*, nvidia-smi lists none): nothing checked;" \
        "scripts/gpu_check.sh rehearse BUILD rehearses the steps on the CUDA emulator" >&2
   exit 2
