@@ -13,6 +13,11 @@ data=${3:-/usr/share/datasets/fashion-mnist}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
+# the work below runs in "$work": the paths given, made absolute first
+# (a binary named without a slash is looked for on PATH)
+case $dptrain in */*) dptrain=$(cd "$(dirname "$dptrain")" && pwd)/$(basename "$dptrain") ;; esac
+out=$(cd "$out" && pwd)
+data=$(cd "$data" && pwd)
 cat > "$work/tiny_bn.cfg" <<'CFG'
 [net]
 name = tiny_bn
