@@ -7,7 +7,9 @@
  *
  * Built only with -DDPTRAIN_FUZZ=ON and clang (not part of ctest):
  *   CC=clang cmake -S . -B build-fuzz -DDPTRAIN_FUZZ=ON && cmake --build build-fuzz -j2 --target fuzz_model_file
- *   build-fuzz/fuzz_model_file -max_total_time=300 -dict=tests/fuzz_model_file.dict models/
+ *   mkdir -p /tmp/corpus && cp models/*.cfg /tmp/corpus/
+ *   build-fuzz/fuzz_model_file -max_total_time=300 -max_len=8192 -dict=tests/fuzz_model_file.dict /tmp/corpus
+ * (a copy: libFuzzer writes the inputs it keeps into the first folder named)
  * (docs/model-format.md, "Fuzzing"). */
 #include <stdint.h>
 #include <stdlib.h>
