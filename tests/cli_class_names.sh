@@ -109,6 +109,12 @@ grep -qxF "dptrain: warning: model $tmp/m5.cfg has 5 outputs, more than the trai
 "$bin" predict --resume "$tmp/many.st" --top 5 "${images[0]}" >"$tmp/many.pred" 2>&1
 grep -qF "(output 3) " "$tmp/many.pred" && grep -qF "(output 4) " "$tmp/many.pred" && grep -qF 'sea "lion" ' "$tmp/many.pred" \
   && pass || fail "predict with 5 outputs: $(cat "$tmp/many.pred")"
+# ... and a resume refused with such a model is its one line (the warning is said once the checkpoint is read)
+"$bin" "${common[@]}" --model "$tmp/m5.cfg" --epochs 2 --resume "$tmp/ck.st" --save "$tmp/many2.st" \
+  >"$tmp/many2.out" 2>"$tmp/many2.err"
+status=$?
+[[ $status -eq 1 && $(wc -l <"$tmp/many2.err") -eq 1 && ! -e "$tmp/many2.st" ]] && ! grep -q "warning" "$tmp/many2.err" \
+  && pass || fail "5 outputs resuming a 3-output checkpoint: exit $status, $(cat "$tmp/many2.err")"
 
 # Resume keeps the names; other class names are an error naming both.
 "$bin" "${common[@]}" --model "$tmp/m3.cfg" --epochs 2 --resume "$tmp/ck.st" --save "$tmp/ck2.st" >"$tmp/r.out" 2>&1 \

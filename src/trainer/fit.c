@@ -556,14 +556,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
 
 /* The model's outputs against the training data's classes: fewer is an
  * error (a label would have no output), more a warning (outputs no label
- * trains). Before anything runs or is written. */
-static dp_status_t check_outputs(const dp_fit_config_t *config, void *ctx) {
-    char warning[512];
+ * trains), written to warning[] and said once the checkpoints are read (a
+ * resume or --init refused is its one line). Before anything runs or is
+ * written. */
+static dp_status_t check_outputs(const dp_fit_config_t *config, char *warning, size_t size) {
     const char *name = config->model_name ? config->model_name : dp_model_name(config->model);
-    DP_TRY(dp_model_check_classes(config->model, name, dp_batch_source_info(config->train_source)->num_classes,
-                                  "training data", warning, sizeof warning));
-    if (warning[0]) warn(config, ctx, "%s", warning);
-    return DP_OK;
+    return dp_model_check_classes(config->model, name, dp_batch_source_info(config->train_source)->num_classes,
+                                  "training data", warning, size);
 }
 
 /* dp_fit over the config's sources. */
@@ -571,8 +570,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                dp_fit_result_t *result) {
     /* every rank starts training, or none: a failure before it is agreed (dp_world_agree) */
     dp_fit_stop_t stop_state;
+    char outputs_warning[512] = "";
     dp_status_t status = check_config(config);
-    if (status == DP_OK) status = check_outputs(config, ctx);
+    if (status == DP_OK) status = check_outputs(config, outputs_warning, sizeof outputs_warning);
     if (status == DP_OK && config->world.rank == 0) { /* rank 0 alone writes files */
         const char *fields[3] = {"save_path", "metrics_path", "plot_path"};
         const char *paths[3] = {config->save_path, config->metrics_path, config->plot_path};
@@ -644,6 +644,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     }
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
     if (config->init_path && (status = init_from(config, ctx, &run, init_note, sizeof init_note)) != DP_OK) goto done;
+    if (outputs_warning[0]) warn(config, ctx, "%s", outputs_warning);
     agreed = 1;
     if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
