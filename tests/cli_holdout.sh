@@ -10,6 +10,9 @@
 #   evaluates the same files (its count, and its accuracy equal to the
 #   run's last test accuracy in the metrics file); --holdout 0.25 holds out
 #   round(0.25 x n) and eval of its checkpoint takes 0.25 by itself;
+# - --init from the 0.1 run with --holdout 0.25 on the same folder warns
+#   that the test split has images the file's run trained on; --init from
+#   the 0.25 run with the default 0.1 says nothing;
 # - DIR/train alone gives the same checkpoint bytes as the class folders
 #   in DIR (the split depends on CLASS/NAME only), as do 2 MPI ranks x 1
 #   device against 1 process x 2 devices;
@@ -69,6 +72,16 @@ fi
   || fail "--holdout 0.25: $(head -1 "$tmp/q.out"), expected $h25 held out"
 "$bin" eval --resume "$tmp/q.st" --data "$tmp/flat" --devices 1 2>&1 | grep -q "correct) on $h25 images" && pass \
   || fail "eval did not take the checkpoint's --holdout 0.25"
+
+# --init from a run on the same folder: more held out is warned about (its test split has images the file's
+# run trained on), as much or less is not
+"$bin" "${common[@]}" --data "$tmp/flat" --devices 1 --holdout 0.25 --init "$tmp/flat.st" --quiet >"$tmp/i25.out" \
+  2>"$tmp/i25.err"
+status=$?
+[[ $status -eq 0 && "$(cat "$tmp/i25.err")" == "dptrain: warning: --init $tmp/flat.st: trained on $(realpath "$tmp/flat") with --holdout 0.1, this run holds out 0.25: its test split has images the file's run trained on, and its test accuracy will be too high (give --holdout 0.1 to test on images neither run trained on)" ]] \
+  && pass || fail "--init with more held out: exit $status, $(cat "$tmp/i25.err")"
+"$bin" "${common[@]}" --data "$tmp/flat" --devices 1 --init "$tmp/q.st" --quiet >"$tmp/i10.out" 2>"$tmp/i10.err" \
+  && [[ ! -s "$tmp/i10.err" ]] && pass || fail "--init with less held out: $(cat "$tmp/i10.err")"
 
 # refused: one line naming what, exit 1, nothing written
 refused() { # refused WHAT PATTERN ARGS...

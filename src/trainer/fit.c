@@ -301,7 +301,8 @@ done:
 /* A new run from the checkpoint at init_path: every replica gets its
  * weights (the head afresh where its output count differs), *note says
  * what in one line; another normalisation than the file's is warned about,
- * and a head kept over other class names than the file's. */
+ * a head kept over other class names than the file's, and a test split of
+ * the same folder holding out images the file's run trained on. */
 static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_checkpoint_info_t *run, char *note,
                              size_t note_size) {
     const char *path = config->init_path;
@@ -334,6 +335,15 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
             warn(config, ctx, "--init %s: trained on %s, this run's data has %s: the last layer keeps the file's "
                  "weights, each output those of the file's class at its position", path, saved_text, run_text);
         }
+        /* the same folder with more held out: the file's run trained on some of this run's test images (within
+         * a class the held-out files are the first of one hash order, image_holdout.c: a larger fraction's
+         * include a smaller's and more) */
+        if (saved->holdout[0] && run->holdout[0] && saved->data_dir[0] && strcmp(saved->data_dir, run->data_dir) == 0 &&
+            strtod(run->holdout, NULL) > strtod(saved->holdout, NULL))
+            warn(config, ctx, "--init %s: trained on %s with --holdout %s, this run holds out %s: its test split "
+                 "has images the file's run trained on, and its test accuracy will be too high (give --holdout %s "
+                 "to test on images neither run trained on)", path, saved->data_dir, saved->holdout, run->holdout,
+                 saved->holdout);
         if (!same_normalize(saved->normalize, run->normalize))
             warn(config, ctx, "--init %s: trained with --normalize %s, this run has %s (this run's applies; the "
                  "weights were fitted to inputs scaled the other way)", path,
