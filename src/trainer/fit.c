@@ -575,6 +575,49 @@ static dp_status_t check_outputs(const dp_fit_config_t *config, char *warning, s
                                   "training data", warning, size);
 }
 
+/* *run: what a checkpoint of this run records (the optimizer's
+ * hyper-parameters with the defaults filled in, the base lr, the data's
+ * description); a resume fills in the saved position. */
+static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_loader_t *loader,
+                                dp_checkpoint_info_t *run) {
+    dp_trainer_t *trainer = config->trainer;
+    const dp_source_info_t *train = dp_batch_source_info(config->train_source);
+    const int ranks = config->world.size > 1 ? config->world.size : 1;
+    *run = (dp_checkpoint_info_t){.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
+                                  .schedule = config->schedule,
+                                  .steps_per_epoch = (uint64_t)dp_batch_loader_num_batches(loader),
+                                  .seed = config->seed, .batch_size = config->batch_size,
+                                  .train_examples = train->count, .accumulate = dp_trainer_accumulate(trainer),
+                                  .epochs_planned = config->epochs,
+                                  .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
+                                  .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
+    run->optim.lr = (float)config->schedule.lr;
+    if (train->class_names) { /* an image folder's: kept in every checkpoint */
+        run->class_names = (char **)train->class_names;
+        run->num_class_names = train->num_classes;
+        DP_TRY(dp_checkpoint_check_class_names(run->class_names, run->num_class_names));
+    }
+    describe_normalize(train, run->normalize, sizeof run->normalize);
+    snprintf(run->augment, sizeof run->augment, "%s",
+             config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
+    snprintf(run->transform, sizeof run->transform, "%s", config->transform_text ? config->transform_text : "");
+    snprintf(run->train_transform, sizeof run->train_transform, "%s",
+             config->train_transform_text ? config->train_transform_text : "");
+    snprintf(run->holdout, sizeof run->holdout, "%s", config->holdout_text ? config->holdout_text : "");
+    run->data_train_total = config->train_total > 0 ? config->train_total : 0;
+    if (config->data_dir_text && strlen(config->data_dir_text) < sizeof run->data_dir)
+        memcpy(run->data_dir, config->data_dir_text, strlen(config->data_dir_text) + 1);
+    snprintf(run->model, sizeof run->model, "%s",
+             config->model_name ? config->model_name : dp_model_name(config->model));
+    if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE)
+        return dp_fail(DP_ERR_ARG, "--freeze: a list of %zu bytes, checkpoints hold up to %d",
+                       strlen(dp_model_frozen(config->model)), DP_CHECKPOINT_MAX_FREEZE);
+    snprintf(run->freeze, sizeof run->freeze, "%s", dp_model_frozen(config->model));
+    snprintf(run->dptrain_version, sizeof run->dptrain_version, "%s",
+             config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
+    return DP_OK;
+}
+
 /* dp_fit over the config's sources. */
 static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx,
                                dp_fit_result_t *result) {
@@ -595,7 +638,6 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     const int ranks = world->size > 1 ? world->size : 1;
     const int writes = world->rank == 0; /* rank 0 alone writes files */
     const int eval_batch = config->eval_batch_size ? config->eval_batch_size : 1000;
-    const dp_source_info_t *train = dp_batch_source_info(config->train_source);
     const int test_count = dp_batch_source_info(config->test_source)->count;
     dp_batch_loader_t *loader = NULL;
     dp_epoch_stats_t *history = NULL;
@@ -611,40 +653,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         status = DP_ERR_NOMEM;
         goto done;
     }
-    /* What a checkpoint records (the optimizer's hyper-parameters with the
-     * defaults filled in, the base lr); resume fills in the saved position. */
-    dp_checkpoint_info_t run = {.optim = *dp_optimizer_config(dp_trainer_optimizer(trainer, 0)),
-                                .schedule = config->schedule,
-                                .steps_per_epoch = (uint64_t)dp_batch_loader_num_batches(loader),
-                                .seed = config->seed, .batch_size = config->batch_size, .train_examples = train->count,
-                                .accumulate = dp_trainer_accumulate(trainer), .epochs_planned = config->epochs,
-                                .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
-                                .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
-    run.optim.lr = (float)config->schedule.lr;
-    if (train->class_names) { /* an image folder's: kept in every checkpoint */
-        run.class_names = (char **)train->class_names;
-        run.num_class_names = train->num_classes;
-        if ((status = dp_checkpoint_check_class_names(run.class_names, run.num_class_names)) != DP_OK) goto done;
-    }
-    describe_normalize(train, run.normalize, sizeof run.normalize);
-    snprintf(run.augment, sizeof run.augment, "%s",
-             config->augment_text && strcmp(config->augment_text, "none") != 0 ? config->augment_text : "");
-    snprintf(run.transform, sizeof run.transform, "%s", config->transform_text ? config->transform_text : "");
-    snprintf(run.train_transform, sizeof run.train_transform, "%s",
-             config->train_transform_text ? config->train_transform_text : "");
-    snprintf(run.holdout, sizeof run.holdout, "%s", config->holdout_text ? config->holdout_text : "");
-    run.data_train_total = config->train_total > 0 ? config->train_total : 0;
-    if (config->data_dir_text && strlen(config->data_dir_text) < sizeof run.data_dir)
-        memcpy(run.data_dir, config->data_dir_text, strlen(config->data_dir_text) + 1);
-    snprintf(run.model, sizeof run.model, "%s", config->model_name ? config->model_name : dp_model_name(config->model));
-    if (strlen(dp_model_frozen(config->model)) > DP_CHECKPOINT_MAX_FREEZE) {
-        status = dp_fail(DP_ERR_ARG, "--freeze: a list of %zu bytes, checkpoints hold up to %d",
-                         strlen(dp_model_frozen(config->model)), DP_CHECKPOINT_MAX_FREEZE);
-        goto done;
-    }
-    snprintf(run.freeze, sizeof run.freeze, "%s", dp_model_frozen(config->model));
-    snprintf(run.dptrain_version, sizeof run.dptrain_version, "%s",
-             config->dptrain_version ? config->dptrain_version : DPTRAIN_VERSION);
+    /* what a checkpoint records; resume fills in the saved position */
+    dp_checkpoint_info_t run;
+    if ((status = describe_run(config, loader, &run)) != DP_OK) goto done;
     char init_note[2048] = "";
     if (config->init_path && config->resume_path) {
         status = dp_fail(DP_ERR_ARG, "--init %s with --resume %s: --init starts a new run from a checkpoint's "
