@@ -257,6 +257,74 @@ static void add_relu6(pb_t *graph, const char *node_name, const char *in, const 
     pb_message(graph, 1, &node);
 }
 
+/* The BatchNormalization node of layer l (its running statistics; a
+ * layer without affine parameters gets scale 1 and shift 0 as constants in
+ * the graph). */
+static dp_status_t batch_norm_node(pb_t *graph, const dp_model_t *model, const dp_layer_info_t *l, int channels,
+                                   const char *in, const char *node_name, const char *out, pb_t *node) {
+    const dp_param_info_t *w = l->weight >= 0 ? dp_model_param(model, l->weight) : NULL;
+    const dp_param_info_t *b = l->bias >= 0 ? dp_model_param(model, l->bias) : NULL;
+    char scale[NAME_MAX_LEN + 8] = "", shift[NAME_MAX_LEN + 8] = "";
+    if (!w) {
+        snprintf(scale, sizeof scale, "%s.scale", node_name);
+        float *ones = dp_alloc(sizeof(float) * (size_t)channels, "batch norm scale");
+        if (!ones) return DP_ERR_NOMEM;
+        for (int c = 0; c < channels; c++) ones[c] = 1.0f;
+        add_initializer(graph, scale, &channels, 1, ones);
+        free(ones);
+    }
+    if (!b) {
+        snprintf(shift, sizeof shift, "%s.shift", node_name);
+        float *zeros = dp_alloc_zeroed((size_t)channels, sizeof(float), "batch norm shift");
+        if (!zeros) return DP_ERR_NOMEM;
+        add_initializer(graph, shift, &channels, 1, zeros);
+        free(zeros);
+    }
+    const char *bn_inputs[5] = {in, w ? w->name : scale, b ? b->name : shift,
+                                dp_model_param(model, l->running_mean)->name,
+                                dp_model_param(model, l->running_var)->name};
+    *node = node_begin("BatchNormalization", node_name, bn_inputs, 5, out);
+    attr_float(node, "epsilon", l->attr.eps);
+    attr_float(node, "momentum", 1.0f - l->attr.momentum); /* ONNX's momentum weighs the old value */
+    return DP_OK;
+}
+
+/* The model proto around graph (taken: freed here), with its producer and
+ * metadata_props, written to path whole or not at all. */
+static dp_status_t write_model(pb_t *graph, const char *path, const char *producer_version,
+                               const dp_onnx_prop_t *props, int num_props) {
+    pb_t onnx = {0};
+    pb_int(&onnx, 1, DP_ONNX_IR_VERSION);
+    pb_string(&onnx, 2, "dptrain");
+    if (producer_version) pb_string(&onnx, 3, producer_version);
+    pb_string(&onnx, 6, "exported by dptrain export --onnx: inference form (batch norm with running "
+                        "statistics, no dropout); input: images scaled to [0, 1]");
+    pb_message(&onnx, 7, graph);
+    pb_t opset = {0};
+    pb_string(&opset, 1, "");
+    pb_int(&opset, 2, DP_ONNX_OPSET);
+    pb_message(&onnx, 8, &opset);
+    for (int i = 0; i < num_props; i++) {
+        pb_t prop = {0};
+        pb_string(&prop, 1, props[i].key);
+        pb_string(&prop, 2, props[i].value);
+        pb_message(&onnx, 14, &prop);
+    }
+    if (onnx.failed) {
+        pb_free(&onnx);
+        return dp_fail(DP_ERR_NOMEM, "export: out of memory building the ONNX model for %s", path);
+    }
+    char tmp_path[4096];
+    FILE *f;
+    dp_status_t status = dp_file_begin(path, tmp_path, sizeof tmp_path, &f);
+    if (status == DP_OK) {
+        fwrite(onnx.data, 1, onnx.size, f);
+        status = dp_file_commit(f, tmp_path, path); /* checks the stream's error flag */
+    }
+    pb_free(&onnx);
+    return status;
+}
+
 dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
                            const char *producer_version, const dp_onnx_prop_t *props, int num_props) {
     int num_layers = dp_model_num_layers(model);
@@ -351,40 +419,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
             node = node_begin("Gemm", node_name, inputs, 3, names[i]);
             attr_int(&node, "transB", 1);
             break;
-        case DP_LAYER_BATCH_NORM: {
+        case DP_LAYER_BATCH_NORM:
             if (l.running_mean < 0 || l.running_var < 0) goto unsupported;
-            int channels = in_shape[0];
-            char scale[NAME_MAX_LEN + 8] = "", shift[NAME_MAX_LEN + 8] = "";
-            /* without affine parameters: scale 1 and shift 0 as constants */
-            if (!w) {
-                snprintf(scale, sizeof scale, "%s.scale", node_name);
-                float *ones = dp_alloc(sizeof(float) * (size_t)channels, "batch norm scale");
-                if (!ones) {
-                    status = DP_ERR_NOMEM;
-                    break;
-                }
-                for (int c = 0; c < channels; c++) ones[c] = 1.0f;
-                add_initializer(&graph, scale, &channels, 1, ones);
-                free(ones);
-            }
-            if (!b) {
-                snprintf(shift, sizeof shift, "%s.shift", node_name);
-                float *zeros = dp_alloc_zeroed((size_t)channels, sizeof(float), "batch norm shift");
-                if (!zeros) {
-                    status = DP_ERR_NOMEM;
-                    break;
-                }
-                add_initializer(&graph, shift, &channels, 1, zeros);
-                free(zeros);
-            }
-            const char *bn_inputs[5] = {in, w ? w->name : scale, b ? b->name : shift,
-                                        dp_model_param(model, l.running_mean)->name,
-                                        dp_model_param(model, l.running_var)->name};
-            node = node_begin("BatchNormalization", node_name, bn_inputs, 5, names[i]);
-            attr_float(&node, "epsilon", l.attr.eps);
-            attr_float(&node, "momentum", 1.0f - l.attr.momentum); /* ONNX's momentum weighs the old value */
+            status = batch_norm_node(&graph, model, &l, in_shape[0], in, node_name, names[i], &node);
             break;
-        }
         case DP_LAYER_RESIDUAL: {
             const char *add_inputs[2] = {in, names[l.other]};
             node = node_begin("Add", node_name, add_inputs, 2, l.attr.fuse_relu ? pre_relu : names[i]);
@@ -432,34 +470,5 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         pb_free(&graph);
         return status;
     }
-    pb_t onnx = {0};
-    pb_int(&onnx, 1, DP_ONNX_IR_VERSION);
-    pb_string(&onnx, 2, "dptrain");
-    if (producer_version) pb_string(&onnx, 3, producer_version);
-    pb_string(&onnx, 6, "exported by dptrain export --onnx: inference form (batch norm with running "
-                        "statistics, no dropout); input: images scaled to [0, 1]");
-    pb_message(&onnx, 7, &graph);
-    pb_t opset = {0};
-    pb_string(&opset, 1, "");
-    pb_int(&opset, 2, DP_ONNX_OPSET);
-    pb_message(&onnx, 8, &opset);
-    for (int i = 0; i < num_props; i++) {
-        pb_t prop = {0};
-        pb_string(&prop, 1, props[i].key);
-        pb_string(&prop, 2, props[i].value);
-        pb_message(&onnx, 14, &prop);
-    }
-    if (onnx.failed) {
-        pb_free(&onnx);
-        return dp_fail(DP_ERR_NOMEM, "export: out of memory building the ONNX model for %s", path);
-    }
-    char tmp_path[4096];
-    FILE *f;
-    status = dp_file_begin(path, tmp_path, sizeof tmp_path, &f);
-    if (status == DP_OK) {
-        fwrite(onnx.data, 1, onnx.size, f);
-        status = dp_file_commit(f, tmp_path, path); /* checks the stream's error flag */
-    }
-    pb_free(&onnx);
-    return status;
+    return write_model(&graph, path, producer_version, props, num_props);
 }
