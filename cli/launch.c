@@ -209,6 +209,7 @@ static const char **attempt_command(const job_t *job, const launch_pick_t *pick,
             i++;
             continue;
         }
+        if (job->resume && strcmp(a, "--fresh-head") == 0) continue; /* --init's, gone with it */
         if (job->resume && (strncmp(a, "--resume=", 9) == 0 || strncmp(a, "--init=", 7) == 0)) continue;
         args[n++] = a;
     }

@@ -371,6 +371,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .save_path = o.save_path,
         .resume_path = o.resume_path,
         .init_path = o.init_path,
+        .init_fresh_head = o.fresh_head,
         .save_every_steps = o.save_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,

@@ -57,6 +57,7 @@ typedef struct {
     int profile;                     /* --profile: per-layer times (profile.h) */
     const char *profile_steps;       /* --profile-steps WARMUP,STEPS (implies --profile) */
     const char *init_path;           /* --init FILE: a new run from a checkpoint's weights (NULL: none) */
+    int fresh_head;                  /* --fresh-head: with --init, the head afresh whatever its outputs */
     const char *freeze;              /* --freeze LAYERS (NULL: not given; with --resume, the checkpoint's) */
     int freeze_backbone;             /* --freeze-backbone: every layer but the last linear one */
     int num_classes;                 /* --num-classes N: the last linear layer's outputs (0: the model's) */

@@ -151,6 +151,8 @@ const char train_usage[] =
     "                            statistics (not its optimizer, step or schedule); a last\n"
     "                            linear layer with another output count than the file's\n"
     "                            starts afresh (a new head); refused with --resume\n"
+    "  --fresh-head              with --init: the last linear layer starts afresh even\n"
+    "                            with the file's output count (other classes, as many)\n"
     "  --freeze LAYERS           layers that do not train, comma-separated names or\n"
     "                            prefixes (conv1,layer1: also layer1.0.conv1): no gradient,\n"
     "                            no update, batch norm on its running statistics; saved,\n"
@@ -227,6 +229,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"profile", OPT_FLAG, &o->profile, 0, 0},
         {"profile-steps", OPT_STRING, &o->profile_steps, 0, 0},
         {"init", OPT_STRING, &o->init_path, 0, 0},   /* train_init.c and fit.h's init_path */
+        {"fresh-head", OPT_FLAG, &o->fresh_head, 0, 0},
         {"freeze", OPT_STRING, &o->freeze, 0, 0},
         {"freeze-backbone", OPT_FLAG, &o->freeze_backbone, 0, 0},
         {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
@@ -395,6 +398,9 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     *s = (train_settings_t){.profile_warmup = DP_PROFILE_DEFAULT_WARMUP, .profile_window = DP_PROFILE_DEFAULT_WINDOW};
     if (o->save_every_steps && !o->save_path)
         return dp_fail(DP_ERR_ARG, "train: --save-every-steps needs --save FILE (where to write the checkpoints)");
+    if (o->fresh_head && !o->init_path)
+        return dp_fail(DP_ERR_ARG, "train: --fresh-head needs --init FILE (the checkpoint whose last layer it leaves "
+                       "out)");
     DP_TRY(arithmetic_options(o));
     if (!isnan(o->lr) && !(o->lr > 0.0f)) return dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o->lr);
     if (o->weight_decay < 0.0f)

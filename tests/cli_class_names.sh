@@ -142,7 +142,19 @@ status=$?
   --init "$tmp/ck.st" >"$tmp/i3.out" 2>"$tmp/i3.err" && pass || fail "--init on other classes: $(cat "$tmp/i3.err")"
 [[ "$(cat "$tmp/i3.err")" == "dptrain: warning: --init $tmp/ck.st: trained on classes [ant, bee, sea \"lion\"], this \
 run's data has classes [ant, bee, wasp]: the last layer keeps the file's weights, each output those of the file's class \
-at its position" ]] && pass || fail "--init on other classes: stderr $(cat "$tmp/i3.err")"
+at its position (--fresh-head starts it afresh)" ]] && pass || fail "--init on other classes: stderr $(cat "$tmp/i3.err")"
+# --fresh-head: no warning, the line names the head started afresh (test_finetune checks its tensors); without --init
+# it is refused in one line
+"$bin" train --data "$tmp/other" --epochs 1 --batch-size 6 --lr 0.1 --seed 1 --devices 1 --model "$tmp/m3.cfg" \
+  --init "$tmp/ck.st" --fresh-head --save "$tmp/fh.st" >"$tmp/fh.out" 2>"$tmp/fh.err"
+status=$?
+[[ $status -eq 0 && ! -s "$tmp/fh.err" && -s "$tmp/fh.st" ]] \
+  && grep -q "^initialised from $tmp/ck.st (.*); [a-z0-9_.]* initialised afresh: 3 outputs (--fresh-head)$" "$tmp/fh.out" \
+  && pass || fail "--fresh-head: exit $status, $(cat "$tmp/fh.out" "$tmp/fh.err")"
+"$bin" "${common[@]}" --model "$tmp/m3.cfg" --fresh-head >"$tmp/fh2.out" 2>"$tmp/fh2.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/fh2.out" && "$(cat "$tmp/fh2.err")" == "dptrain: train: --fresh-head needs --init FILE (the \
+checkpoint whose last layer it leaves out)" ]] && pass || fail "--fresh-head without --init: exit $status, $(cat "$tmp/fh2.err")"
 "$bin" "${common[@]}" --model "$tmp/m3.cfg" --init "$tmp/ck.st" >"$tmp/i.out" 2>"$tmp/i.err" && [[ ! -s "$tmp/i.err" ]] \
   && pass || fail "--init on the same classes: $(cat "$tmp/i.err")"
 

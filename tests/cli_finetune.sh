@@ -18,7 +18,8 @@
 #   a resume with another --freeze is refused naming a tensor;
 # - `dptrain launch --restarts 1` of a fine-tuning job (--init, --freeze)
 #   whose rank is killed in epoch 2: the restart resumes from the save
-#   (launch drops --init) and ends byte for byte where 2 epochs straight do;
+#   (launch drops --init) and ends byte for byte where 2 epochs straight do,
+#   with --fresh-head too (the head the model's own: not the run without it);
 # - 1 device, 2 devices, 2 MPI ranks with --freeze conv1: 2 ranks = 2
 #   devices bit for bit (overlapped sums), 1 device within 1e-5 of each
 #   tensor's largest value (training.md's tolerance), conv1 the file's in
@@ -148,6 +149,15 @@ if command -v mpirun >/dev/null; then
     --save "$tmp/launched.st" >"$tmp/launch.out" 2>&1 && grep -q "the job finished after 1 restart" "$tmp/launch.out" \
     && pass || fail "launch --restarts with --init: $(tail -4 "$tmp/launch.out")"
   same_tensors "$tmp/straight.st" "$tmp/launched.st" && pass || fail "the restarted fine-tuning differs from 2 epochs straight"
+  # with --fresh-head (dropped with --init on the restart, which resumes): as 2 epochs straight with it, not without
+  "$bin" "${ft[@]}" --init "$tmp/pre.st" --fresh-head --freeze conv1,conv2 --save "$tmp/straight-fh.st" >/dev/null 2>&1 \
+    && pass || fail "2 epochs straight with --fresh-head"
+  DPTRAIN_FAULT=kill:0:25 "$bin" launch --np 1 --restarts 1 -- "${ft[@]}" --init "$tmp/pre.st" --fresh-head \
+    --freeze conv1,conv2 --save "$tmp/launched-fh.st" >"$tmp/launch-fh.out" 2>&1 \
+    && grep -q "the job finished after 1 restart" "$tmp/launch-fh.out" && pass \
+    || fail "launch --restarts with --init --fresh-head: $(tail -4 "$tmp/launch-fh.out")"
+  same_tensors "$tmp/straight-fh.st" "$tmp/launched-fh.st" && ! same_tensors "$tmp/straight.st" "$tmp/straight-fh.st" \
+    && pass || fail "--fresh-head: the restarted run differs from 2 epochs straight, or the head was not fresh"
 else
   fail "mpirun not found (openmpi-bin): dptrain launch cannot run"
 fi

@@ -161,7 +161,7 @@ static void load_into(const dp_checkpoint_t *c, fixed_model_t *f) {
     if (status != DP_OK) check_failure(status);
     memcpy(f->params, f->initial, sizeof(float) * n);
     dp_checkpoint_init_t init;
-    status = dp_checkpoint_load_init(c, f->model, f->params, &init);
+    status = dp_checkpoint_load_init(c, f->model, f->params, 0, &init);
     if (status != DP_OK) {
         check_failure(status);
         if (memcmp(f->params, f->initial, sizeof(float) * n) != 0) abort(); /* a refused file changes nothing */
@@ -196,7 +196,7 @@ static void load_own_model(const dp_checkpoint_t *c) {
         if (!params) abort();
         if ((status = dp_checkpoint_load_params(c, model, params)) != DP_OK) check_failure(status);
         dp_checkpoint_init_t init;
-        if ((status = dp_checkpoint_load_init(c, model, params, &init)) != DP_OK) check_failure(status);
+        if ((status = dp_checkpoint_load_init(c, model, params, 1, &init)) != DP_OK) check_failure(status);
         free(params);
         load_optimizer(c, model);
     }

@@ -749,7 +749,7 @@ static void test_control_characters(void) {
         float *loaded = random_params(lenet, 6);
         dp_checkpoint_init_t init;
         for (int init_path = 0; init_path < 2; init_path++) {
-            dp_status_t status = init_path ? dp_checkpoint_load_init(c, lenet, loaded, &init)
+            dp_status_t status = init_path ? dp_checkpoint_load_init(c, lenet, loaded, 0, &init)
                                            : dp_checkpoint_load_params(c, lenet, loaded);
             const char *m = dp_error_message();
             CHECK(status == DP_ERR_FORMAT && strstr(m, "tensor 'extra\\n.weight' is not a parameter") &&

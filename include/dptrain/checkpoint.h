@@ -269,10 +269,12 @@ dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_mode
 
 /* What dp_checkpoint_load_init did with the model's last linear layer (the
  * head): its name, "" when it was loaded like the rest; then its output
- * count in the model and in the file. */
+ * count in the model and in the file; asked: whether it started afresh
+ * because fresh_head asked it to (the same count as the file's). */
 typedef struct {
     char fresh_head[64];
     int model_outputs, file_outputs;
+    int asked;
 } dp_checkpoint_init_t;
 
 /* A new run from a checkpoint's weights (`dptrain train --init`, torch's
@@ -281,14 +283,16 @@ typedef struct {
  * entry and gets every parameter and buffer (batch norm's running
  * statistics) of the file by name, whatever the order and the layout
  * (frozen layers too), but the model's last linear layer when the file's
- * has another output count over the same input features: that layer keeps
- * its initialisation, and *out names it. The optimizer's state, the step
+ * has another output count over the same input features, or with
+ * fresh_head whatever its count (timm's reset_classifier: the same number
+ * of other classes): that layer keeps its initialisation (the file's may
+ * lack it then), and *out names it. The optimizer's state, the step
  * count, the schedule, the position and the data's metadata (class names,
  * normalisation) are not read. Fails (DP_ERR_FORMAT, params unchanged)
  * naming the first tensor the model has and the file lacks, the file has
  * and the model lacks, or whose shapes differ (both shapes). */
 dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *model, float *params,
-                                    dp_checkpoint_init_t *out);
+                                    int fresh_head, dp_checkpoint_init_t *out);
 
 /* The model's parameter-table fingerprint: FNV-1a 64 of the names, shapes
  * and trainable flags in order (not the frozen ones: a frozen model's

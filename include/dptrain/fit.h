@@ -164,6 +164,8 @@ typedef struct {
     const char *resume_path;       /* start from this checkpoint (an epoch's end or inside one) */
     const char *init_path;         /* a new run from this checkpoint's weights (see above); NULL: the
                                       trainer's initialisation */
+    int init_fresh_head;           /* with init_path: the last linear layer keeps the trainer's
+                                      initialisation whatever its output count (dp_checkpoint_load_init) */
     int save_every_steps;          /* 0: none; else also a checkpoint every N steps inside an
                                       epoch (with the loader position and the epoch's sums so
                                       far), so that a resume continues exactly; give it on every

@@ -1,7 +1,8 @@
 /* checkpoint_init.c - a new run from a checkpoint's weights
  * (checkpoint.h: dp_checkpoint_load_init, `dptrain train --init`): every
- * parameter and buffer by name, except a head with another output count,
- * which keeps the model's own initialisation. Everything is checked before
+ * parameter and buffer by name, except a head with another output count
+ * (or any head, asked: --fresh-head), which keeps the model's own
+ * initialisation. Everything is checked before
  * anything is copied, so a refused file leaves the parameters as they were.
  */
 #include <stdio.h>
@@ -57,13 +58,22 @@ static int head_differs(const dp_safetensors_t *st, const dp_model_t *m, int wei
 }
 
 dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *model, float *params,
-                                    dp_checkpoint_init_t *out) {
+                                    int fresh_head, dp_checkpoint_init_t *out) {
     const dp_safetensors_t *st = dp_checkpoint_tensors(c);
     const char *path = dp_safetensors_path(st), *saved_model = dp_checkpoint_info(c)->model;
     memset(out, 0, sizeof *out);
     int head_weight, head_bias, file_outputs = 0;
     find_head(model, &head_weight, &head_bias);
     int fresh = head_differs(st, model, head_weight, head_bias, &file_outputs);
+    if (fresh_head && !fresh && head_weight < 0)
+        return dp_fail(DP_ERR_ARG, "--init %s: a fresh head asked, and model %s has no linear layer (the head is "
+                       "its last)", path, dp_model_name(model));
+    const int asked = fresh_head && !fresh;
+    if (asked) {
+        fresh = 1;
+        const dp_st_entry_t *fw = dp_safetensors_find(st, dp_model_param(model, head_weight)->name);
+        file_outputs = fw && fw->ndim == 2 ? (int)fw->shape[0] : 0; /* 0: the file has no such layer */
+    }
     int count = dp_model_num_param_tensors(model);
     for (int i = 0; i < count; i++) { /* every tensor of the model, in the file, of its shape */
         const dp_param_info_t *p = dp_model_param(model, i);
@@ -100,6 +110,7 @@ dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *
         snprintf(out->fresh_head, sizeof out->fresh_head, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
         out->model_outputs = dp_model_param(model, head_weight)->shape[0];
         out->file_outputs = file_outputs;
+        out->asked = asked;
     }
     return DP_OK;
 }

@@ -315,7 +315,7 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
     memcpy(params, dp_trainer_params(trainer, 0), sizeof(float) * n); /* the trainer's initialisation */
     dp_status_t status = dp_trainer_check_devices(trainer);
     if (status == DP_OK) status = dp_checkpoint_open(path, &c);
-    if (status == DP_OK) status = dp_checkpoint_load_init(c, config->model, params, &what);
+    if (status == DP_OK) status = dp_checkpoint_load_init(c, config->model, params, config->init_fresh_head, &what);
     if (status == DP_OK) {
         const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
         int used = saved->weights_only /* imported (tools/import_torchvision.py): no epochs of dptrain's */
@@ -324,16 +324,20 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
                        : snprintf(note, note_size, "initialised from %s (parameters and batch norm statistics, %d "
                                   "epoch%s of %s)", path, saved->epochs_completed,
                                   saved->epochs_completed == 1 ? "" : "s", saved->model);
-        if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
+        if (what.fresh_head[0] && !what.asked && used > 0 && (size_t)used < note_size)
             snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs, the checkpoint's "
                      "%d", what.fresh_head, what.model_outputs, what.file_outputs);
+        else if (what.fresh_head[0] && used > 0 && (size_t)used < note_size)
+            snprintf(note + used, note_size - (size_t)used, "; %s initialised afresh: %d outputs (--fresh-head)",
+                     what.fresh_head, what.model_outputs);
         /* the head kept, its outputs now other classes (where both name them: built-in data's are unknown here) */
         if (!what.fresh_head[0] && saved->num_class_names && run->num_class_names && !same_classes(saved, run)) {
             char saved_text[480], run_text[480];
             describe_classes(saved, saved_text, sizeof saved_text);
             describe_classes(run, run_text, sizeof run_text);
             warn(config, ctx, "--init %s: trained on %s, this run's data has %s: the last layer keeps the file's "
-                 "weights, each output those of the file's class at its position", path, saved_text, run_text);
+                 "weights, each output those of the file's class at its position (--fresh-head starts it afresh)",
+                 path, saved_text, run_text);
         }
         /* the same folder with more held out: the file's run trained on some of this run's test images (within
          * a class the held-out files are the first of one hash order, image_holdout.c: a larger fraction's
