@@ -35,7 +35,7 @@
 #   scripts/gpu_check.sh pack   on a machine WITH network/packages (no GPU
 #       needed): fills build-gpu-carry/ (ignored by git: /build*) with what
 #       the GPU machine may lack: Fashion-MNIST and a tarball of OpenBLAS,
-#       zlib, libpng and libjpeg-turbo (libraries and headers). About 45 MB.
+#       zlib, libpng and libjpeg-turbo (libraries and headers). About 52 MB (2026-11-28; the carry limit is 64 MiB).
 #   scripts/gpu_check.sh        on the GPU machine. With this workplace's
 #       device tool: run(command="scripts/gpu_check.sh", carry=["build-gpu-carry"]).
 #       Logs and the metrics go to $OUT (when set) or build-cuda/gpu_check/;
