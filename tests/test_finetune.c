@@ -535,6 +535,45 @@ static dp_model_t *lenet_variant(int outputs, int filters, const char *name) {
     return load_model(path);
 }
 
+/* Every tensor of model m in params is the file's, but fc2's (the head)
+ * the model's own initialisation (init) where head_fresh. */
+static void check_loaded(const char *what, const dp_checkpoint_t *c, const dp_model_t *m, const float *params,
+                         const float *init, int head_fresh) {
+    const dp_safetensors_t *st = dp_checkpoint_tensors(c);
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++) {
+        const dp_param_info_t *p = dp_model_param(m, i);
+        float *from_file = malloc(sizeof(float) * p->numel);
+        int head = head_fresh && strncmp(p->name, "fc2.", 4) == 0;
+        if (!head) dp_safetensors_copy(dp_safetensors_find(st, p->name), from_file);
+        CHECK(memcmp(params + p->offset, head ? init + p->offset : from_file, sizeof(float) * p->numel) == 0,
+              "%s: %s is not %s", what, p->name, head ? "the model's initialisation" : "the file's");
+        free(from_file);
+    }
+}
+
+/* fresh_head: a 10-output lenet (the file's shapes) keeps its own fc2 and
+ * takes every other tensor; without it, fc2 is the file's too. */
+static void test_fresh_head(const dp_checkpoint_t *c) {
+    dp_model_t *ten = lenet_variant(10, 20, "lenet10.cfg");
+    size_t n10 = dp_model_num_params(ten);
+    float *p10 = malloc(sizeof(float) * n10), *init10 = malloc(sizeof(float) * n10);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 8);
+    dp_model_init_params(ten, init10, &rng);
+    memcpy(p10, init10, sizeof(float) * n10);
+    dp_checkpoint_init_t what;
+    CHECK(dp_checkpoint_load_init(c, ten, p10, 1, &what) == DP_OK, "load_init fresh_head: %s", dp_error_message());
+    CHECK(strcmp(what.fresh_head, "fc2") == 0 && what.asked && what.model_outputs == 10 && what.file_outputs == 10,
+          "fresh_head: '%s', asked %d, %d outputs, the file's %d", what.fresh_head, what.asked, what.model_outputs,
+          what.file_outputs);
+    check_loaded("fresh_head", c, ten, p10, init10, 1);
+    CHECK(dp_checkpoint_load_init(c, ten, p10, 0, &what) == DP_OK && !what.fresh_head[0] && !what.asked,
+          "without fresh_head: '%s'", what.fresh_head);
+    check_loaded("without fresh_head", c, ten, p10, init10, 0);
+    free(p10), free(init10);
+    dp_model_free(ten);
+}
+
 static void test_checkpoints(const dp_dataset_t *train, const dp_dataset_t *test) {
     const char *pre = testing_tmp_file("pre.safetensors"), *tuned = testing_tmp_file("tuned.safetensors");
     const char *again = testing_tmp_file("again.safetensors"), *never = testing_tmp_file("never.safetensors");
@@ -565,49 +604,9 @@ static void test_checkpoints(const dp_dataset_t *train, const dp_dataset_t *test
     CHECK(dp_checkpoint_load_init(c, five, params, 0, &what) == DP_OK, "load_init: %s", dp_error_message());
     CHECK(strcmp(what.fresh_head, "fc2") == 0 && what.model_outputs == 5 && what.file_outputs == 10,
           "the fresh head: '%s', %d outputs, the file's %d", what.fresh_head, what.model_outputs, what.file_outputs);
+    check_loaded("load_init", c, five, params, init, 1);
+    test_fresh_head(c);
     const dp_safetensors_t *st = dp_checkpoint_tensors(c);
-    for (int i = 0; i < dp_model_num_param_tensors(five); i++) {
-        const dp_param_info_t *p = dp_model_param(five, i);
-        float *from_file = malloc(sizeof(float) * p->numel);
-        int head = strncmp(p->name, "fc2.", 4) == 0;
-        if (!head) dp_safetensors_copy(dp_safetensors_find(st, p->name), from_file);
-        const float *expected = head ? init + p->offset : from_file;
-        CHECK(memcmp(params + p->offset, expected, sizeof(float) * p->numel) == 0, "load_init: %s is not %s",
-              p->name, head ? "the model's initialisation" : "the file's");
-        free(from_file);
-    }
-    /* fresh_head: a 10-output lenet (the file's shapes) keeps its own fc2, and takes every other tensor */
-    dp_model_t *ten = lenet_variant(10, 20, "lenet10.cfg");
-    size_t n10 = dp_model_num_params(ten);
-    float *p10 = malloc(sizeof(float) * n10), *init10 = malloc(sizeof(float) * n10);
-    dp_rng_seed(&rng, 8);
-    dp_model_init_params(ten, init10, &rng);
-    memcpy(p10, init10, sizeof(float) * n10);
-    CHECK(dp_checkpoint_load_init(c, ten, p10, 1, &what) == DP_OK, "load_init fresh_head: %s", dp_error_message());
-    CHECK(strcmp(what.fresh_head, "fc2") == 0 && what.asked && what.model_outputs == 10 && what.file_outputs == 10,
-          "fresh_head: '%s', asked %d, %d outputs, the file's %d", what.fresh_head, what.asked, what.model_outputs,
-          what.file_outputs);
-    for (int i = 0; i < dp_model_num_param_tensors(ten); i++) {
-        const dp_param_info_t *p = dp_model_param(ten, i);
-        float *from_file = malloc(sizeof(float) * p->numel);
-        dp_safetensors_copy(dp_safetensors_find(st, p->name), from_file);
-        int head = strncmp(p->name, "fc2.", 4) == 0;
-        CHECK(memcmp(p10 + p->offset, head ? init10 + p->offset : from_file, sizeof(float) * p->numel) == 0,
-              "fresh_head: %s is not %s", p->name, head ? "the model's initialisation" : "the file's");
-        free(from_file);
-    }
-    CHECK(dp_checkpoint_load_init(c, ten, p10, 0, &what) == DP_OK && !what.fresh_head[0] && !what.asked,
-          "without fresh_head: '%s'", what.fresh_head);
-    for (int i = 0; i < dp_model_num_param_tensors(ten); i++) { /* fc2 the file's too */
-        const dp_param_info_t *p = dp_model_param(ten, i);
-        float *from_file = malloc(sizeof(float) * p->numel);
-        dp_safetensors_copy(dp_safetensors_find(st, p->name), from_file);
-        CHECK(memcmp(p10 + p->offset, from_file, sizeof(float) * p->numel) == 0,
-              "without fresh_head: %s is not the file's", p->name);
-        free(from_file);
-    }
-    free(p10), free(init10);
-    dp_model_free(ten);
     /* refusals: another shape (conv1 of 16 filters), a tensor the file lacks, one the model lacks */
     dp_model_t *narrow = lenet_variant(10, 16, "narrow.cfg");
     dp_model_t *more, *less;
