@@ -36,11 +36,17 @@ PY
   [[ -z $missing ]] ||
     { echo "$script: /usr/bin/python3 cannot import $missing: scripts/setup.sh bench installs the peers' packages" >&2; exit 1; }
 }
-# need_gpu SCRIPT: an NVIDIA GPU may be here (dptrain's own signs: a device node of the driver, or a CUDA
-# module named by DPTRAIN_CUDA_MODULE, as gpu_check.sh's rehearsal names the emulator)
+# has_gpu: an NVIDIA GPU may be here (dptrain's own signs, src/backend/backend_registry.c's gpu_absent: a
+# device node of the driver or its /proc folder; or nvidia-smi's list). gpu_check.sh and cli_bench_args use it too.
+has_gpu() {
+  [[ -e /dev/nvidiactl || -e /dev/dxg ]] || compgen -G '/dev/nvidia[0-9]*' >/dev/null ||
+    compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null || [[ $'\n'$(nvidia-smi -L 2>/dev/null) == *$'\n'GPU\ * ]]
+  # (nvidia-smi's list read whole: a pipe into grep -q could end it with SIGPIPE, a failure under pipefail)
+}
+# need_gpu SCRIPT: has_gpu, or a CUDA module named by DPTRAIN_CUDA_MODULE (as gpu_check.sh's rehearsal names
+# the emulator)
 need_gpu() {
-  if [[ -n ${DPTRAIN_CUDA_MODULE:-} || -e /dev/nvidiactl || -e /dev/dxg ]] ||
-     compgen -G '/dev/nvidia[0-9]*' >/dev/null || compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null; then
+  if [[ -n ${DPTRAIN_CUDA_MODULE:-} ]] || has_gpu; then
     return 0
   fi
   echo "$1: no NVIDIA GPU on this machine (no /dev/nvidia*): it runs on one with a GPU (scripts/gpu_check.sh);" \

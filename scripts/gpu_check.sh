@@ -119,10 +119,10 @@ else
   build=${DPTRAIN_BUILD:-build-cuda} # the build folder
 fi
 [[ $build == /* ]] || build=$root/$build
-# Without a GPU nothing here can pass: said at once, before minutes of building (dptrain's own signs of a GPU:
-# a device node of the driver or its /proc folder, as src/backend/backend_registry.c's gpu_absent; or nvidia-smi's list)
-if [[ $rehearse -eq 0 && ! -e /dev/nvidiactl && ! -e /dev/dxg ]] && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null &&
-   ! compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+# Without a GPU nothing here can pass: said at once, before minutes of building (bench_args.sh's has_gpu:
+# dptrain's own signs of a GPU, or nvidia-smi's list)
+source "$root/bench/bench_args.sh"
+if [[ $rehearse -eq 0 ]] && ! has_gpu; then
   echo "gpu_check: no NVIDIA GPU on this machine (no /dev/nvidia*, nvidia-smi lists none): nothing checked;" \
        "scripts/gpu_check.sh rehearse BUILD rehearses the steps on the CUDA emulator" >&2
   exit 2

@@ -15,8 +15,15 @@ refused() {
   [[ $status -eq $want && ! -s $tmp/out && $(wc -l <"$tmp/err") -eq 1 ]] && grep -qE -- "$pattern" "$tmp/err" && pass ||
     fail "$*: exit $status (want $want), stdout '$(head -c 300 "$tmp/out")', stderr '$(head -c 600 "$tmp/err")' (want one line /$pattern/)"
 }
-has_gpu() { [[ -e /dev/nvidiactl ]] || compgen -G '/dev/nvidia[0-9]*' >/dev/null; }
 b=$root/bench
+source "$b/bench_args.sh" # has_gpu: the scripts' own signs of a GPU
+# has_gpu reads nvidia-smi's list (the GPU machine's sign where no device node is seen), under pipefail too
+if ! has_gpu; then
+  mkdir -p "$tmp/smi" && printf '#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n' >"$tmp/smi/nvidia-smi" && chmod +x "$tmp/smi/nvidia-smi"
+  (PATH=$tmp/smi:$PATH; set -o pipefail; has_gpu) && pass || fail "has_gpu: nvidia-smi's 'GPU 0: ...' not seen"
+  printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$tmp/smi/nvidia-smi"
+  (PATH=$tmp/smi:$PATH; has_gpu) && fail "has_gpu: nvidia-smi listing none taken for a GPU" || pass
+fi
 
 # 1. The PyTorch peers of the GPU benchmarks on a PyTorch that reaches no GPU: one line, not CUDA's traceback
 if /usr/bin/python3 -c 'import sys, torch; sys.exit(torch.cuda.is_available())' 2>/dev/null; then
