@@ -21,6 +21,7 @@
 #include "dptrain/image_folder.h"
 #include "dptrain/io.h"
 #include "train.h"
+#include "../src/core/hash.h"
 
 #define GIVEN(field) train_option_given(o, &o->field)
 
@@ -104,12 +105,8 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
 
 uint64_t train_classes_hash(const char *const *names, int count) {
     if (count <= 0 || !names) return 0;
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (int i = 0; i < count; i++)
-        for (const char *c = names[i];; c++) {
-            hash = (hash ^ (unsigned char)*c) * 0x100000001b3ull;
-            if (!*c) break;
-        }
+    uint64_t hash = DP_FNV1A_SEED;
+    for (int i = 0; i < count; i++) hash = dp_fnv1a(hash, names[i], strlen(names[i]) + 1);
     return hash;
 }
 

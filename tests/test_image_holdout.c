@@ -128,6 +128,24 @@ static void test_counts_and_parts(void) {
     }
 }
 
+/* Which files are held out is what every checkpoint's data.holdout has
+ * meant (eval holds them out again): pinned, as derived outside the library
+ * (the files of each class ordered by FNV-1a from 1469598103934665603 of
+ * "CLASS/NAME", the first round(0.25 n) held out). */
+static void test_selection_pinned(void) {
+    static const char *expected[] = {"ROOT/class2/f001.png", "ROOT/class2/f003.png", "ROOT/class0/f002.png",
+                                     "ROOT/class0/f004.png", "ROOT/class0/f007.png"}; /* in index order */
+    dp_image_index_t x, held;
+    three_classes(&x, 0);
+    CHECK(dp_image_index_hold_out(&x, 0.25, "ROOT", &held) == DP_OK, "%s", dp_error_message());
+    int same = held.count == 5;
+    for (int i = 0; same && i < 5; i++) same = strcmp(held.paths[i], expected[i]) == 0;
+    CHECK(same, "held out at 0.25: %d files, the first '%s' (expected class2/f001, f003, class0/f002, f004, f007)",
+          held.count, held.count ? held.paths[0] : "");
+    dp_image_index_free(&x);
+    dp_image_index_free(&held);
+}
+
 /* The same files held out however the index lists them. */
 static void test_listing_order(void) {
     dp_image_index_t a, b, held_a, held_b;
@@ -318,6 +336,7 @@ static void test_folders(void) {
 int main(void) {
     test_counts_and_parts();
     test_listing_order();
+    test_selection_pinned();
     test_added_file();
     test_refused();
     test_folders();

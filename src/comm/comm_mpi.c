@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "dptrain/status.h"
+#include "../core/hash.h"
 
 /* Started by a launcher? Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI
  * launchers set PMI_SIZE. */
@@ -52,12 +53,7 @@ static int launched_by_mpirun(void) {
 }
 
 /* FNV-1a, to compare options across ranks without sending them. */
-static uint64_t fingerprint(const void *bytes, size_t n) {
-    const unsigned char *p = bytes;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
+static uint64_t fingerprint(const void *bytes, size_t n) { return dp_fnv1a(DP_FNV1A_SEED, bytes, n); }
 
 static _Atomic double timeout_sec = 300.0;
 

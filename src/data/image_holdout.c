@@ -19,12 +19,13 @@
 #include <string.h>
 
 #include "dptrain/image_folder.h"
+#include "../core/hash.h"
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+/* The hash's start: FNV's offset basis with its last digit lost
+ * (14695981039346656037 is DP_FNV1A_SEED), kept: the files held out are
+ * those every checkpoint's data.holdout has meant since, which eval holds
+ * out again. */
+#define HOLDOUT_BASIS 1469598103934665603ull
 
 typedef struct {
     uint64_t hash;
@@ -94,7 +95,7 @@ dp_status_t dp_image_index_hold_out(dp_image_index_t *index, double fraction, co
         for (int c = 0; fill && c < index->num_classes; c++) fill[c] = start[c];
         for (int i = 0; fill && i < n; i++) {
             const char *below = index->paths[i] + index->root_length;
-            keyed[fill[index->labels[i]]++] = (keyed_t){fnv1a(below), below, i};
+            keyed[fill[index->labels[i]]++] = (keyed_t){dp_fnv1a(HOLDOUT_BASIS, below, strlen(below)), below, i};
         }
         free(fill);
         for (int c = 0; status == DP_OK && c < index->num_classes; c++) {

@@ -17,6 +17,7 @@
 
 #include "dptrain/comm.h"
 #include "dptrain/image_folder.h"
+#include "../core/hash.h"
 
 #define CHUNK 256
 #define LINE 768
@@ -24,21 +25,15 @@
 /* The path of entry i without the folder's own prefix (DIR/SPLIT/). */
 static const char *relative(const dp_image_index_t *x, int i) { return x->paths[i] + x->root_length; }
 
-static uint64_t mix(uint64_t h, const void *bytes, size_t n) {
-    const unsigned char *b = bytes;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
-    return h;
-}
-
 static uint64_t entry_hash(const dp_image_index_t *x, int i, uint64_t h) {
     const char *r = relative(x, i);
-    h = mix(h, r, strlen(r) + 1);
-    return mix(h, &x->labels[i], sizeof x->labels[i]);
+    h = dp_fnv1a(h, r, strlen(r) + 1);
+    return dp_fnv1a(h, &x->labels[i], sizeof x->labels[i]);
 }
 
 /* The hash of entries [first, first + n). */
 static uint64_t range_hash(const dp_image_index_t *x, int first, int n) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = DP_FNV1A_SEED;
     for (int i = first; i < first + n && i < x->count; i++) h = entry_hash(x, i, h);
     return h;
 }

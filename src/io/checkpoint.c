@@ -13,23 +13,23 @@
 
 #include "checkpoint_internal.h"
 #include "dptrain/model_file.h"
+#include "../core/hash.h"
 
 /* --- dptrain checkpoints ------------------------------------------------------------- */
 #define OPTIMIZER_PREFIX "optimizer."
 
 uint64_t dp_model_fingerprint(const dp_model_t *model) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
-#define FNV_BYTE(b) (h = (h ^ (unsigned char)(b)) * 0x100000001b3ULL)
+    uint64_t h = DP_FNV1A_SEED;
     for (int i = 0; i < dp_model_num_param_tensors(model); i++) {
         const dp_param_info_t *p = dp_model_param(model, i);
-        for (const char *c = p->name; *c; c++) FNV_BYTE(*c);
-        FNV_BYTE(0);
-        FNV_BYTE(p->ndim);
+        h = dp_fnv1a(h, p->name, strlen(p->name) + 1);
+        unsigned char bytes[1 + 4 * DP_MAX_DIMS + 1], *b = bytes; /* ndim, each dim little-endian, trainable */
+        *b++ = (unsigned char)p->ndim;
         for (int d = 0; d < p->ndim; d++)
-            for (int b = 0; b < 4; b++) FNV_BYTE((uint32_t)p->shape[d] >> (8 * b));
-        FNV_BYTE(p->trainable ? 1 : 0);
+            for (int k = 0; k < 4; k++) *b++ = (unsigned char)((uint32_t)p->shape[d] >> (8 * k));
+        *b++ = p->trainable ? 1 : 0;
+        h = dp_fnv1a(h, bytes, (size_t)(b - bytes));
     }
-#undef FNV_BYTE
     return h;
 }
 
