@@ -140,6 +140,9 @@ typedef struct {
  * status. */
 void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
                       int wait_status, launch_failure_t *out);
+/* How many of DIR/PREFIX.R, R < ranks, exist (the ranks' records, rank.R;
+ * their worklogs, worklog.R). */
+int launch_rank_files(const char *dir, const char *prefix, int ranks);
 
 /* --- A host mpirun could not reach (launch_unreachable.c) ------------------ */
 

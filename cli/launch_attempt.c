@@ -63,25 +63,6 @@ launch_signals_t launch_signals;
  * agent's line said twice). */
 #define HOLD_MAX_SEC 30.0
 
-/* Whether some rank of the attempt has made its record. */
-static int rank_started(const char *record_dir, int ranks) {
-    char path[4200];
-    for (int r = 0; r < ranks; r++) {
-        snprintf(path, sizeof path, "%s/rank.%d", record_dir, r);
-        if (access(path, F_OK) == 0) return 1;
-    }
-    return 0;
-}
-
-/* Whether every rank of the attempt has made its record. */
-static int ranks_ready(const char *record_dir, int ranks) {
-    char path[4200];
-    for (int r = 0; r < ranks; r++) {
-        snprintf(path, sizeof path, "%s/rank.%d", record_dir, r);
-        if (access(path, F_OK) != 0) return 0;
-    }
-    return 1;
-}
 
 /* Notes the signal; launch_run_mpirun's loop (woken by it) passes it on. */
 static void on_signal(int sig) {
@@ -198,7 +179,7 @@ static double monotonic_now(void) {
  * ranks on hosts that do not share the record directory are never seen. */
 static int before_ranks(stderr_filter_t *f) {
     if (f->started || monotonic_now() - f->opened_at >= HOLD_MAX_SEC) return 0; /* no more looking at records */
-    f->started = rank_started(f->record_dir, f->pick->ranks);
+    f->started = launch_rank_files(f->record_dir, "rank", f->pick->ranks) > 0; /* some rank made its record */
     return !f->started;
 }
 
@@ -378,7 +359,8 @@ int launch_run_mpirun(const char *const *args, const char *log_dir, const char *
     while (open_fds > 0) {
         if (launch_signals.interrupt && !sent_term && !exited) kill(pid, SIGTERM), sent_term = 1;
         if (launch_signals.preempt && !sent_usr1 && !sent_term && !exited &&
-            ((now - started >= FORWARD_AFTER_SEC && ranks_ready(record_dir, ranks)) || now - started >= FORWARD_ANYWAY_SEC))
+            ((now - started >= FORWARD_AFTER_SEC && launch_rank_files(record_dir, "rank", ranks) == ranks) ||
+             now - started >= FORWARD_ANYWAY_SEC))
             kill(pid, SIGUSR1), sent_usr1 = 1;
         int ready = poll(fds, 2, 100);
         if (ready < 0 && errno != EINTR) break;

@@ -45,14 +45,14 @@ static void describe_step(const rank_record_t *rec, char *text, size_t size) {
                  step % (unsigned long long)per, per);
 }
 
-/* Whether DIR/worklog.R exists for some R < np (a rank that started wrote it). */
-static int any_worklog(const char *log_dir, int np) {
+int launch_rank_files(const char *dir, const char *prefix, int ranks) {
     char path[4200];
-    for (int r = 0; r < np; r++) {
-        snprintf(path, sizeof path, "%s/worklog.%d", log_dir, r);
-        if (access(path, F_OK) == 0) return 1;
+    int found = 0;
+    for (int r = 0; r < ranks; r++) {
+        snprintf(path, sizeof path, "%s/%s.%d", dir, prefix, r);
+        found += access(path, F_OK) == 0;
     }
-    return 0;
+    return found;
 }
 
 void launch_summarize(const char *record_dir, const char *log_dir, const launch_pick_t *pick, int attempt,
@@ -92,7 +92,8 @@ void launch_summarize(const char *record_dir, const char *log_dir, const launch_
         out->code = mpirun_code ? mpirun_code : 1;
         snprintf(out->line, sizeof out->line, "mpirun: %s (%s)", cli_exit_meaning(out->code, meaning, sizeof meaning),
                  any ? "the ranks that left a record ended well" : "no rank left a record: did the job start?");
-        if (log_dir && any_worklog(log_dir, np)) snprintf(out->log, sizeof out->log, "see the worklogs in %s", log_dir);
+        if (log_dir && launch_rank_files(log_dir, "worklog", np) > 0) /* a rank that started wrote one */
+            snprintf(out->log, sizeof out->log, "see the worklogs in %s", log_dir);
         else snprintf(out->log, sizeof out->log, "see mpirun's message above");
         return;
     }
