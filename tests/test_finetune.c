@@ -535,6 +535,17 @@ static dp_model_t *lenet_variant(int outputs, int filters, const char *name) {
     return load_model(path);
 }
 
+/* *init: model m's initialisation with seed, *params a copy of it (both malloc'd). */
+static void initialised(const dp_model_t *m, uint64_t seed, float **params, float **init) {
+    size_t n = dp_model_num_params(m);
+    *params = malloc(sizeof(float) * n), *init = malloc(sizeof(float) * n);
+    DP_ASSERT(*params && *init);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    dp_model_init_params(m, *init, &rng);
+    memcpy(*params, *init, sizeof(float) * n);
+}
+
 /* Every tensor of model m in params is the file's, but fc2's (the head)
  * the model's own initialisation (init) where head_fresh. */
 static void check_loaded(const char *what, const dp_checkpoint_t *c, const dp_model_t *m, const float *params,
@@ -555,12 +566,8 @@ static void check_loaded(const char *what, const dp_checkpoint_t *c, const dp_mo
  * takes every other tensor; without it, fc2 is the file's too. */
 static void test_fresh_head(const dp_checkpoint_t *c) {
     dp_model_t *ten = lenet_variant(10, 20, "lenet10.cfg");
-    size_t n10 = dp_model_num_params(ten);
-    float *p10 = malloc(sizeof(float) * n10), *init10 = malloc(sizeof(float) * n10);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, 8);
-    dp_model_init_params(ten, init10, &rng);
-    memcpy(p10, init10, sizeof(float) * n10);
+    float *p10, *init10;
+    initialised(ten, 8, &p10, &init10);
     dp_checkpoint_init_t what;
     CHECK(dp_checkpoint_load_init(c, ten, p10, 1, &what) == DP_OK, "load_init fresh_head: %s", dp_error_message());
     CHECK(strcmp(what.fresh_head, "fc2") == 0 && what.asked && what.model_outputs == 10 && what.file_outputs == 10,
@@ -594,12 +601,8 @@ static void test_checkpoints(const dp_dataset_t *train, const dp_dataset_t *test
     /* dp_checkpoint_load_init: a 5-output lenet with its convolutions frozen */
     dp_model_t *five = lenet_variant(5, 20, "lenet5.cfg");
     CHECK(dp_model_freeze(five, "conv1,conv2") == DP_OK, "%s", dp_error_message());
-    size_t np = dp_model_num_params(five);
-    float *params = malloc(sizeof(float) * np), *init = malloc(sizeof(float) * np);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, 7);
-    dp_model_init_params(five, init, &rng);
-    memcpy(params, init, sizeof(float) * np);
+    float *params, *init;
+    initialised(five, 7, &params, &init);
     dp_checkpoint_init_t what;
     CHECK(dp_checkpoint_load_init(c, five, params, 0, &what) == DP_OK, "load_init: %s", dp_error_message());
     CHECK(strcmp(what.fresh_head, "fc2") == 0 && what.model_outputs == 5 && what.file_outputs == 10,
@@ -634,8 +637,8 @@ static void test_checkpoints(const dp_dataset_t *train, const dp_dataset_t *test
 
     /* dp_fit from the file: its parameters in every replica at step 0; the
      * checkpoint saved holds the trained tensors' state and model.freeze */
-    float *expected = malloc(sizeof(float) * np);
-    memcpy(expected, params, sizeof(float) * np);
+    float *expected = malloc(sizeof(float) * dp_model_num_params(five));
+    memcpy(expected, params, sizeof(float) * dp_model_num_params(five));
     t = fit_trainer(five, 9);
     fc = fit_config(five, t, train, test);
     fc.init_path = pre;
