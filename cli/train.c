@@ -342,6 +342,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         goto done;
     }
     printer = (train_printer_t){.o = &o, .world = world, .speaks = speaks, .lr_default = set.lr_default,
+                                .weight_decay_default = set.weight_decay_default,
                                 .train_count = train_count, .test_count = test_count,
                                 .holdout = data.holdout[0] ? data.holdout : NULL,
                                 .test_folder = strcmp(data.test_split, "val") == 0 ? "val" : NULL,

@@ -24,7 +24,7 @@ typedef struct {
     int batch_size;
     int batch_size_given;            /* 0: --batch-size not given (256, the default) */
     float lr;                        /* NAN until the optimizer's default fills it in */
-    float weight_decay;
+    float weight_decay;              /* likewise (train_default_weight_decay: 0.01 adamw, 0 the others) */
     /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
     const char *optimizer, *lr_schedule;
     float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
@@ -74,6 +74,7 @@ typedef struct {
     dp_optim_config_t optim;
     dp_lr_schedule_t schedule;
     int lr_default;             /* --lr not given: the optimizer's default */
+    int weight_decay_default;   /* --weight-decay not given (nor taken from a checkpoint): likewise */
     dp_allreduce_kind_t allreduce;
     dp_sync_kind_t sync;
     int overlap;
@@ -103,6 +104,9 @@ void train_check_warmup(const train_options_t *o, const dp_lr_schedule_t *schedu
 int train_option_given(const train_options_t *o, const void *field);
 /* The learning rate without --lr: the optimizer's own default. */
 float train_default_lr(dp_optim_kind_t kind);
+/* The weight decay without --weight-decay: torch.optim's default of the
+ * kind, 0.01 for adamw (decoupled), 0 for the others. */
+float train_default_weight_decay(dp_optim_kind_t kind);
 
 /* What `dptrain train` prints, from dp_fit's callbacks. */
 typedef struct {
@@ -110,6 +114,7 @@ typedef struct {
     const dp_world_t *world;
     int speaks;
     int lr_default;   /* the first line says the lr is the optimizer's default */
+    int weight_decay_default; /* adamw's first line says its weight decay is the default */
     int train_count, test_count;
     const char *holdout;      /* the fraction of the training folders held out as the test split; NULL: none */
     const char *test_folder;  /* "val" when the test split is DIR/val (said on the first line); NULL: otherwise */

@@ -19,7 +19,7 @@
 const char train_usage[] =
     "usage: dptrain train [options]\n"
     "\n"
-    "Trains a network with minibatch SGD (or momentum, Adagrad, Adam), printing\n"
+    "Trains a network with minibatch SGD (or momentum, Adagrad, Adam, AdamW), printing\n"
     "one line per epoch: mean training loss, training accuracy, test accuracy,\n"
     "the learning rate of the epoch's last step, seconds per epoch (the training\n"
     "steps, without evaluation), images per second and the devices.\n"
@@ -51,16 +51,20 @@ const char train_usage[] =
     "                            and/or horizontal flip, seeded by (seed, epoch, position):\n"
     "                            the same for any number of devices and ranks\n"
     "  --lr X                    learning rate (default: the optimizer's, 0.2 for sgd and\n"
-    "                            momentum as d2l's LeNet, 0.01 adagrad, 0.001 adam as\n"
-    "                            torch.optim's)\n"
-    "  --weight-decay X          L2 penalty added to the gradient (default 0)\n"
-    "  --optimizer NAME          sgd (default), momentum, adagrad or adam: torch.optim's\n"
-    "                            SGD, SGD with momentum, Adagrad, Adam, step for step\n"
+    "                            momentum as d2l's LeNet, 0.01 adagrad, 0.001 adam and\n"
+    "                            adamw as torch.optim's)\n"
+    "  --weight-decay X          L2 penalty added to the gradient (default 0); adamw:\n"
+    "                            decoupled, p *= 1 - lr * X before each update (default\n"
+    "                            0.01, torch.optim.AdamW's; --weight-decay 0 for none)\n"
+    "  --optimizer NAME          sgd (default), momentum, adagrad, adam or adamw:\n"
+    "                            torch.optim's SGD, SGD with momentum, Adagrad, Adam,\n"
+    "                            AdamW, step for step\n"
     "  --momentum X              momentum: the factor, in (0, 1) (default 0.9)\n"
     "  --nesterov                momentum: Nesterov's variant\n"
-    "  --beta1 X, --beta2 X      adam: the moment decays, in (0, 1) (default 0.9, 0.999)\n"
-    "  --eps X                   adam, adagrad: added to the denominator (default 1e-8,\n"
-    "                            1e-10)\n"
+    "  --beta1 X, --beta2 X      adam, adamw: the moment decays, in (0, 1) (default 0.9,\n"
+    "                            0.999)\n"
+    "  --eps X                   adam, adamw, adagrad: added to the denominator (default\n"
+    "                            1e-8, 1e-10)\n"
     "  --lr-schedule NAME        constant (default), step (lr x gamma every\n"
     "                            --lr-step-epochs) or cosine (from lr down to --lr-min\n"
     "                            over all the epochs); updated every step\n"
@@ -174,6 +178,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         .data_dir = DP_DEFAULT_DATA_DIR,
         .batch_size = 0, /* not given: 256, set after parsing */
         .lr = NAN, /* the optimizer's default (train_default_lr) */
+        .weight_decay = NAN, /* likewise (train_default_weight_decay); an explicit 0 is 0 */
         .epochs = 10,
         .seed = 0,
         .threads_per_device = 1,
@@ -292,11 +297,17 @@ static dp_status_t optional_fraction(const char *name, float value, float *out) 
 }
 
 /* The learning rate without --lr: the optimizer's own default, as
- * torch.optim 1.13 has it (Adam 0.001, Adagrad 0.01); SGD has none there,
- * so d2l's 0.2 (LeNet's, the book's settings) for sgd and momentum. */
+ * torch.optim 1.13 has it (Adam and AdamW 0.001, Adagrad 0.01); SGD has
+ * none there, so d2l's 0.2 (LeNet's, the book's settings) for sgd and
+ * momentum. */
 float train_default_lr(dp_optim_kind_t kind) {
-    return kind == DP_OPTIM_ADAM ? 0.001f : kind == DP_OPTIM_ADAGRAD ? 0.01f : 0.2f;
+    return kind == DP_OPTIM_ADAM || kind == DP_OPTIM_ADAMW ? 0.001f : kind == DP_OPTIM_ADAGRAD ? 0.01f : 0.2f;
 }
+
+/* The weight decay without --weight-decay, as torch.optim 1.13 has it:
+ * AdamW's 0.01 (its decoupled decay is on by default, the setting its
+ * fine-tuning recipes start from), 0 for every other kind. */
+float train_default_weight_decay(dp_optim_kind_t kind) { return kind == DP_OPTIM_ADAMW ? 0.01f : 0.0f; }
 
 /* --optimizer and its options -> config->optim (o->lr: the optimizer's
  * default when not given); --lr-schedule and its options -> *schedule. */
@@ -304,8 +315,10 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
                                      dp_lr_schedule_t *schedule) {
     int kind = dp_optim_kind_from_name(o->optimizer);
     if (kind < 0)
-        return dp_fail(DP_ERR_ARG, "train: --optimizer: '%s' is not sgd, momentum, adagrad or adam", o->optimizer);
+        return dp_fail(DP_ERR_ARG, "train: --optimizer: '%s' is not sgd, momentum, adagrad, adam or adamw",
+                       o->optimizer);
     if (isnan(o->lr)) o->lr = train_default_lr((dp_optim_kind_t)kind); /* --lr not given: the optimizer's own */
+    if (isnan(o->weight_decay)) o->weight_decay = train_default_weight_decay((dp_optim_kind_t)kind); /* likewise */
     *optim = (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = o->lr, .weight_decay = o->weight_decay,
                                  .nesterov = o->nesterov};
     DP_TRY(optional_fraction("momentum", o->momentum, &optim->momentum));
@@ -408,6 +421,7 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (o->profile_steps) DP_TRY(train_profile_parse(o->profile_steps, &s->profile_warmup, &s->profile_window));
     if (!o->profile && !o->profile_steps) s->profile_window = 0; /* off */
     s->lr_default = isnan(o->lr);
+    s->weight_decay_default = isnan(o->weight_decay);
     DP_TRY(optimizer_options(o, &s->optim, &s->schedule));
     DP_TRY(sync_options(o, ranks, s));
     if (o->metrics_path) DP_TRY(check_output_path("metrics", o->metrics_path));

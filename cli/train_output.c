@@ -46,11 +46,16 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     snprintf(devices + used, size - used, "]");
     if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
+    char decay[96] = ""; /* adamw's decay is on by default: the first line says how strong */
+    if (dp_optim_kind_from_name(o->optimizer) == DP_OPTIM_ADAMW)
+        snprintf(decay, sizeof decay, ", weight decay %g%s", o->weight_decay,
+                 p->weight_decay_default ? " (the default of adamw)" : "");
     if (!o->quiet)
-        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
+        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
-               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, o->lr,
+               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, decay,
+               o->lr,
                o->lr_schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
                o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed,
                dp_precision_name((dp_precision_t)o->precision),

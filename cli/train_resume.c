@@ -35,9 +35,10 @@ static void take_optimizer(train_options_t *o, const dp_optim_config_t *saved) {
     if (!GIVEN(weight_decay)) o->weight_decay = saved->weight_decay;
     if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(momentum)) o->momentum = saved->momentum;
     if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(nesterov)) o->nesterov = saved->nesterov;
-    if (saved->kind == DP_OPTIM_ADAM && !GIVEN(beta1)) o->beta1 = saved->beta1;
-    if (saved->kind == DP_OPTIM_ADAM && !GIVEN(beta2)) o->beta2 = saved->beta2;
-    if ((saved->kind == DP_OPTIM_ADAM || saved->kind == DP_OPTIM_ADAGRAD) && !GIVEN(eps)) o->eps = saved->eps;
+    const int adam = saved->kind == DP_OPTIM_ADAM || saved->kind == DP_OPTIM_ADAMW;
+    if (adam && !GIVEN(beta1)) o->beta1 = saved->beta1;
+    if (adam && !GIVEN(beta2)) o->beta2 = saved->beta2;
+    if ((adam || saved->kind == DP_OPTIM_ADAGRAD) && !GIVEN(eps)) o->eps = saved->eps;
 }
 
 /* The schedule and its parameters (floats: the file holds each as the
@@ -159,7 +160,8 @@ static void list_optimizer(const train_options_t *o, const train_options_t *plai
     if (!GIVEN(optimizer) && strcmp(o->optimizer, plain->optimizer) != 0)
         list_option(text, size, "optimizer", o->optimizer);
     if (!GIVEN(lr) && o->lr != train_default_lr(kind)) list_float(text, size, "lr", o->lr);
-    if (!GIVEN(weight_decay) && o->weight_decay != 0.0f) list_float(text, size, "weight-decay", o->weight_decay);
+    if (!GIVEN(weight_decay) && !isnan(o->weight_decay) && o->weight_decay != train_default_weight_decay(kind))
+        list_float(text, size, "weight-decay", o->weight_decay);
     if (!GIVEN(momentum) && !isnan(o->momentum) && o->momentum != fresh.momentum)
         list_float(text, size, "momentum", o->momentum);
     if (!GIVEN(nesterov) && o->nesterov) list_option(text, size, "nesterov", "");

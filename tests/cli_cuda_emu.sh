@@ -9,7 +9,8 @@
 #   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions);
 # - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
 #   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
-#   chunked allreduce, overlap, --sync ps and --sync-batch-norm;
+#   chunked allreduce, overlap, --sync ps (Adam, and AdamW with its
+#   decay) and --sync-batch-norm; AdamW on cuda:0 trains like on cpu:0;
 # - without --devices: every GPU, said on the first line;
 # - checkpoints: saved on GPUs, resumed on GPUs = 2 epochs straight (bits),
 #   saved on GPUs and resumed on CPU devices, and the other way round, learn;
@@ -52,10 +53,11 @@ train_run tm-gpu cuda:0 --model "$(dirname "$0")/models/tiny_mobilenet.cfg" --ep
 close tm-cpu tm-gpu
 
 # two GPUs = one GPU, bit for bit
-for mode in chunked overlap ps; do
+for mode in chunked overlap ps adamw-ps; do
   args=(--model lenet --epochs 1 --optimizer adam)
   [[ $mode == overlap ]] && args+=(--overlap on)
   [[ $mode == ps ]] && args+=(--sync ps)
+  [[ $mode == adamw-ps ]] && args=(--model lenet --epochs 1 --optimizer adamw --lr 0.003 --weight-decay 0.2 --sync ps)
   train_run "$mode-one" cuda:0,cuda:0,cuda:0 "${args[@]}"
   train_run "$mode-two" cuda:0,cuda:1,cuda:1 "${args[@]}"
   same_run "$mode-one" "$mode-two"
@@ -63,6 +65,10 @@ done
 train_run bn-one cuda:0,cuda:0 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm "${tests[@]}"
 train_run bn-two cuda:0,cuda:1 --model "$(dirname "$0")/models/tiny_resnet.cfg" --epochs 1 --optimizer momentum --sync-batch-norm "${tests[@]}"
 same_run bn-one bn-two
+# AdamW (its decay computed on the host, applied by the GPU's kernel): cuda:0 trains like cpu:0
+train_run adamw-cpu cpu:0 --model lenet --epochs 2 --optimizer adamw --lr 0.003 --weight-decay 0.2 "${tests[@]}"
+train_run adamw-gpu cuda:0 --model lenet --epochs 2 --optimizer adamw --lr 0.003 --weight-decay 0.2 "${tests[@]}"
+close adamw-cpu adamw-gpu
 
 # the default devices: every GPU
 "$bin" train --data "$data" --model lenet --limit 96 --batch-size 96 --epochs 1 >"$tmp/default.out" 2>&1 \

@@ -6,7 +6,8 @@
 # - the step captured as a graph and replayed gives the checkpoint bits of
 #   the step as made: LeNet with SGD, with Adam and a cosine schedule
 #   (changed every step: the learning rate and Adam's corrections reach the
-#   graph through device memory), with momentum and --accumulate 2 (two
+#   graph through device memory), with AdamW and a cosine schedule (its
+#   decay 1 - lr * weight_decay changes every step too), with momentum and --accumulate 2 (two
 #   micro-batches in one graph), with a short last batch (its own graph),
 #   and a model with dropout and batch norm (tiny_resnet: the masks' seeds
 #   change every step and reach the graph through device memory), and
@@ -43,10 +44,11 @@ small_data "$tmp/data" 100 48 # 4 steps of 24 images an epoch (the emulated conv
 common=(train --data "$tmp/data" --limit 96 --batch-size 24 --lr 0.05 --seed 5 --model lenet)
 
 # both ways, the same bits
-for mode in sgd adam-cosine momentum-accumulate short-batch dropout bf16 overlap augment; do
+for mode in sgd adam-cosine adamw-cosine momentum-accumulate short-batch dropout bf16 overlap augment; do
   case $mode in
     sgd) args=(--epochs 3 --optimizer sgd) ;;
     adam-cosine) args=(--epochs 2 --optimizer adam --lr 0.002 --lr-schedule cosine) ;;
+    adamw-cosine) args=(--epochs 2 --optimizer adamw --lr 0.002 --weight-decay 0.5 --lr-schedule cosine) ;;
     momentum-accumulate) args=(--epochs 2 --optimizer momentum --batch-size 12 --accumulate 2) ;;
     short-batch) args=(--epochs 3 --optimizer adam --lr 0.002 --limit 100) ;;
     dropout) args=(--epochs 2 --optimizer momentum --model "$(dirname "$0")/models/tiny_resnet.cfg") ;;

@@ -6,7 +6,10 @@
 #   tensors are byte for byte the file's after training, fc1 and fc2
 #   changed; the optimizer's state is 8 tensors (fc1, fc2: 2 states each),
 #   model.freeze is recorded; the first lines say what was loaded and what
-#   is frozen;
+#   is frozen; the same with adamw and a strong decay (--weight-decay 0.5:
+#   the decay, applied even where the gradient is 0, must not reach the
+#   frozen tensors), and with --sync ps too: the parameter server's run is
+#   the allreduce's, byte for byte (parameters and optimizer state);
 # - --init with another --normalize: this run's applies (saved), with a
 #   warning; `dptrain eval` reads a frozen run's checkpoint;
 # - with batch norm: frozen layers' running statistics stay the file's,
@@ -83,6 +86,18 @@ grep -q "^initialised from $tmp/pre.st (parameters and batch norm statistics, 1 
   || fail "no 'initialised from' line: $(head -4 "$tmp/ft.out")"
 grep -q "^frozen: conv1,conv2 (2 layers; 103818 of 129068 parameters train)$" "$tmp/ft.out" && pass \
   || fail "no 'frozen:' line: $(head -4 "$tmp/ft.out")"
+# adamw: its decoupled decay leaves the frozen tensors alone; --sync ps the same run as allreduce
+for sync in allreduce ps; do
+  "$bin" "${common[@]}" --model lenet --optimizer adamw --lr 0.002 --weight-decay 0.5 --limit 2000 --epochs 1 \
+    --devices 2 --sync $sync --init "$tmp/pre.st" --freeze conv1,conv2 --save "$tmp/ftw-$sync.st" >"$tmp/ftw.out" 2>&1 \
+    && pass || fail "adamw --init --freeze --sync $sync: $(tail -3 "$tmp/ftw.out")"
+  [[ -z "$(st_differ "$tmp/pre.st" "$tmp/ftw-$sync.st" conv1.weight conv1.bias conv2.weight conv2.bias)" ]] && pass \
+    || fail "adamw --sync $sync: frozen tensors changed: $(st_differ "$tmp/pre.st" "$tmp/ftw-$sync.st" conv1.weight conv1.bias conv2.weight conv2.bias)"
+  [[ "$(st_differ "$tmp/pre.st" "$tmp/ftw-$sync.st" fc1.weight fc1.bias fc2.weight fc2.bias | wc -l)" == 4 \
+     && "$(st_names "$tmp/ftw-$sync.st" optimizer.)" == "$expected" ]] && pass \
+    || fail "adamw --sync $sync: fc1 and fc2 did not all train, or the state is not theirs: $(st_names "$tmp/ftw-$sync.st" optimizer.)"
+done
+same_tensors "$tmp/ftw-allreduce.st" "$tmp/ftw-ps.st" && pass || fail "adamw with --freeze: --sync ps differs from allreduce"
 
 # the new run's normalisation applies, with a warning; a frozen run's checkpoint evaluates as any other
 "$bin" "${common[@]}" --model lenet --limit 500 --epochs 1 --quiet --init "$tmp/pre.st" --normalize 0.3,0.3 \

@@ -6,7 +6,10 @@
 #   epoch) and the mean training loss of epoch 3 is below 0.85 x that of
 #   epoch 1 (measured ratios: see the output; a broken update keeps the loss
 #   near ln 10 = 2.30 or makes it NaN);
-# - adam on 2 devices follows 1 device (float sums in another order);
+# - adam and adamw on 2 devices follow 1 device (float sums in another order);
+# - adamw without --weight-decay is torch's 0.01 (the same bits as
+#   --weight-decay 0.01, the first line says so), and --weight-decay 0 is
+#   none (the same bits as adam without weight decay);
 # - the per-epoch lr in the metrics follows the schedule.
 source "$(dirname "$0")/testing.sh"
 
@@ -14,7 +17,8 @@ small_data "$tmp/small" 1200 300
 
 base=(train --model lenet-paddle --data "$tmp/small" --epochs 3 --batch-size 50 --seed 2 --devices 1 --quiet)
 for run in "sgd --lr 0.1" "momentum --lr 0.02" "momentum --lr 0.02 --nesterov --weight-decay 0.0005" \
-           "adagrad --lr 0.01" "adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7"; do
+           "adagrad --lr 0.01" "adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7" "adamw --lr 0.002" \
+           "adamw --lr 0.002 --weight-decay 0.05 --beta2 0.99 --eps 1e-7"; do
   name=$(tr ' ' '_' <<<"$run")
   # shellcheck disable=SC2086
   "$bin" "${base[@]}" --optimizer $run --metrics "$tmp/$name.jsonl" >/dev/null 2>"$tmp/$name.err" \
@@ -26,16 +30,40 @@ for run in "sgd --lr 0.1" "momentum --lr 0.02" "momentum --lr 0.02 --nesterov --
     || fail "--optimizer $run: the loss did not go down ($first -> $last)"
 done
 
-# adam: 2 devices against 1 (the same global batches; the gradient sums differ in float order)
-"$bin" "${base[@]}" --optimizer adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7 --devices 2 --metrics "$tmp/adam2.jsonl" >/dev/null 2>&1 && pass \
-  || fail "adam on 2 devices"
-for epoch in 1 3; do
-  one=$(json_field "$(sed -n ${epoch}p "$tmp/adam_--lr_0.002_--beta1_0.8_--beta2_0.99_--eps_1e-7.jsonl")" train_loss)
-  two=$(json_field "$(sed -n ${epoch}p "$tmp/adam2.jsonl")" train_loss)
-  echo "adam epoch $epoch: loss $one on 1 device, $two on 2"
-  awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * a) }' && pass \
-    || fail "adam epoch $epoch: 2 devices $two vs 1 device $one"
+# adam and adamw: 2 devices against 1 (the same global batches; the gradient sums differ in float order)
+for run in "adam --lr 0.002 --beta1 0.8 --beta2 0.99 --eps 1e-7" \
+           "adamw --lr 0.002 --weight-decay 0.05 --beta2 0.99 --eps 1e-7"; do
+  name=$(tr ' ' '_' <<<"$run") kind=${run%% *}
+  # shellcheck disable=SC2086
+  "$bin" "${base[@]}" --optimizer $run --devices 2 --metrics "$tmp/${kind}2.jsonl" >/dev/null 2>&1 && pass \
+    || fail "$kind on 2 devices"
+  for epoch in 1 3; do
+    one=$(json_field "$(sed -n ${epoch}p "$tmp/$name.jsonl")" train_loss)
+    two=$(json_field "$(sed -n ${epoch}p "$tmp/${kind}2.jsonl")" train_loss)
+    echo "$kind epoch $epoch: loss $one on 1 device, $two on 2"
+    awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * a) }' && pass \
+      || fail "$kind epoch $epoch: 2 devices $two vs 1 device $one"
+  done
 done
+
+# adamw's weight decay: not given, torch's 0.01; --weight-decay 0, none (adam's update without decay): one
+# epoch each, their parameters and optimizer states compared bit for bit
+one_epoch() { # NAME ARGS...: one epoch of the base run, saved as $tmp/NAME.st
+  local name=$1; shift
+  "$bin" "${base[@]}" --epochs 1 "$@" --save "$tmp/$name.st" >/dev/null 2>"$tmp/$name.err" && pass \
+    || fail "$name: $(cat "$tmp/$name.err")"
+}
+one_epoch adamw-default --optimizer adamw --lr 0.002
+one_epoch adamw-001 --optimizer adamw --lr 0.002 --weight-decay 0.01
+one_epoch adamw-0 --optimizer adamw --lr 0.002 --weight-decay 0
+one_epoch adam-plain --optimizer adam --lr 0.002
+same_tensors "$tmp/adamw-default.st" "$tmp/adamw-001.st" && pass \
+  || fail "adamw without --weight-decay differs from --weight-decay 0.01"
+same_tensors "$tmp/adamw-0.st" "$tmp/adam-plain.st" && ! same_tensors "$tmp/adamw-0.st" "$tmp/adamw-default.st" && pass \
+  || fail "adamw --weight-decay 0 is not adam without decay, or is adamw's default"
+"$bin" inspect "$tmp/adamw-default.st" | grep -qx "  optimizer.weight_decay = 0.00999999978" \
+  && "$bin" inspect "$tmp/adamw-0.st" | grep -qx "  optimizer.weight_decay = 0" && pass \
+  || fail "inspect: adamw's weight decay $("$bin" inspect "$tmp/adamw-default.st" | grep weight_decay)"
 
 # The schedule is applied: a warm-up changes the run; a step schedule that
 # never decays within the run gives the constant run's bits.
@@ -71,6 +99,13 @@ check_lrs warmup-epochs "0.0333333333333 0.05 0.025" --optimizer adam --lr 0.05 
   --lr-schedule step --lr-step-epochs 2 --lr-gamma 0.5
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --optimizer adam --lr 0.003 \
   --lr-schedule cosine 2>/dev/null | grep -q "training lenet-paddle .*adam, lr 0.003 (cosine)" && pass || fail "first line names the optimizer"
+first=$("$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --optimizer adamw \
+  2>/dev/null | head -1)
+[[ "$first" == *", batch 50, adamw, weight decay 0.01 (the default of adamw), lr 0.001 (constant; the default of adamw), "* ]] \
+  && pass || fail "adamw's first line: $first"
+first=$("$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --optimizer adamw \
+  --weight-decay 0 --lr 0.002 2>/dev/null | head -1)
+[[ "$first" == *", batch 50, adamw, weight decay 0, lr 0.002 (constant), "* ]] && pass || fail "adamw --weight-decay 0's first line: $first"
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --lr 0.1 --warmup-steps 48 \
   2>/dev/null | grep -q "^epoch 1/1: loss .*, lr 0.05, " && pass || fail "per-epoch line shows the lr"
 

@@ -6,13 +6,17 @@
 #   other option, ends in the checkpoint of the uninterrupted run, byte for
 #   byte: momentum + Nesterov + weight decay, cosine with a warm-up across
 #   the stop, batch 64, seed 3, --limit 600, --augment crop:2,flip, the
-#   model file lenet-paddle; Adam + step decay + --accumulate 2; and
-#   tests/models/tiny_resnet.cfg with --sync-batch-norm;
+#   model file lenet-paddle; Adam + step decay + --accumulate 2; AdamW
+#   with its default weight decay (0.01, not listed in the line) and with
+#   --weight-decay 0 (listed, kept: not replaced by the default, another
+#   run than the default's); and tests/models/tiny_resnet.cfg with
+#   --sync-batch-norm;
 # - the line says what came from the checkpoint, all of it, and nothing at
 #   its defaults; --quiet prints no such line;
 # - an option given that contradicts the checkpoint is refused in one line
 #   (--batch-size, --seed, --limit, --optimizer, --lr-schedule, --epochs of
-#   a cosine schedule), exit 1, the checkpoint untouched, nothing written;
+#   a cosine schedule; --optimizer adamw for an adam checkpoint), exit 1,
+#   the checkpoint untouched, nothing written;
 #   another --lr is still allowed with its warning;
 # - a checkpoint of an older dptrain (no epochs_planned, no accumulate)
 #   resumes: a cosine schedule's length is its --epochs (the same bytes),
@@ -77,6 +81,29 @@ grep -qx "resuming adam.st with its run's options: --optimizer adam --lr 0.002 -
 (.*)" adam-resumed.out && pass || fail "adam's options line: $(grep "^resuming" adam-resumed.out)"
 "$bin" inspect adam.st | grep -qx "  accumulate = 2" && "$bin" inspect adam.st | grep -qx "  epochs_planned = 2" \
   && pass || fail "inspect: accumulate, epochs_planned: $("$bin" inspect adam.st | grep -E "accumulate|planned")"
+
+# --- AdamW: torch's default weight decay 0.01 (not given, not listed), and --weight-decay 0 (listed, kept) -----
+adamw=(--model lenet --optimizer adamw --lr 0.003 --batch-size 64 --seed 4 --limit 640 --epochs 2)
+for wd in default 0; do
+  given=(); [[ $wd == 0 ]] && given=(--weight-decay 0)
+  "$bin" train "${adamw[@]}" "${given[@]}" --save "adamw-$wd-straight.st" --quiet >"adamw-$wd.out" 2>&1 \
+    && "$bin" train "${adamw[@]}" "${given[@]}" --stop-after 1 --save "adamw-$wd.st" --quiet >>"adamw-$wd.out" 2>&1 \
+    && "$bin" train --resume "adamw-$wd.st" --save "adamw-$wd-resumed.st" >"adamw-$wd-resumed.out" 2>&1 && pass \
+    || fail "adamw ($wd weight decay) runs: $(tail -3 "adamw-$wd.out" "adamw-$wd-resumed.out")"
+  cmp "adamw-$wd-straight.st" "adamw-$wd-resumed.st" && ! grep -q warning "adamw-$wd-resumed.out" && pass \
+    || fail "adamw ($wd weight decay): --resume alone and the uninterrupted run differ"
+done
+grep -qx "resuming adamw-default.st with its run's options: --optimizer adamw --lr 0.003 --epochs 2 --batch-size 64 \
+--seed 4 --limit 640 (.*)" adamw-default-resumed.out && pass \
+  || fail "adamw's options line: $(grep "^resuming" adamw-default-resumed.out)"
+grep -qx "resuming adamw-0.st with its run's options: --optimizer adamw --lr 0.003 --weight-decay 0 --epochs 2 \
+--batch-size 64 --seed 4 --limit 640 (.*)" adamw-0-resumed.out && pass \
+  || fail "adamw --weight-decay 0's options line: $(grep "^resuming" adamw-0-resumed.out)"
+! same_tensors adamw-default-straight.st adamw-0-straight.st && pass || fail "adamw: --weight-decay 0 is the default's run"
+cp adam.st refuse.st
+"$bin" train --resume refuse.st --optimizer adamw >/dev/null 2>err
+refused "--resume of an adam checkpoint with --optimizer adamw" "saved with optimizer 'adam', this run uses 'adamw'" $? err
+cmp -s adam.st refuse.st && pass || fail "--optimizer adamw changed the adam checkpoint"
 
 # --- synchronised batch norm (tests/models/tiny_resnet.cfg: batch norm, dropout, a residual block) ---------
 bn=(--model "$models/tiny_resnet.cfg" --sync-batch-norm --optimizer adam --lr 0.01

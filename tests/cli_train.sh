@@ -134,16 +134,19 @@ expect_error "--devices: 'gpu:0' is not a count or a list" "${small[@]}" --devic
 expect_error "--allreduce: 'tree' is not ring or naive" "${small[@]}" --allreduce tree
 expect_error "--overlap: 'maybe' is not on or off" "${small[@]}" --overlap maybe
 expect_error "--sync: 'gossip' is not allreduce or ps" "${small[@]}" --sync gossip
-expect_error "--optimizer: 'rmsprop' is not sgd, momentum, adagrad or adam" "${small[@]}" --optimizer rmsprop
+expect_error "--optimizer: 'rmsprop' is not sgd, momentum, adagrad, adam or adamw" "${small[@]}" --optimizer rmsprop
 expect_error "--momentum must be in \(0, 1\), found 1.5" "${small[@]}" --optimizer momentum --momentum 1.5
 expect_error "--momentum must be in \(0, 1\), found 0" "${small[@]}" --optimizer momentum --momentum 0
 expect_error "momentum 0.9 applies to the momentum optimizer only" "${small[@]}" --momentum 0.9
 expect_error "nesterov needs momentum > 0" "${small[@]}" --optimizer adam --nesterov
 expect_error "--beta2 must be in \(0, 1\), found 1" "${small[@]}" --optimizer adam --beta2 1
-expect_error "beta1 and beta2 apply to adam only" "${small[@]}" --optimizer adagrad --beta1 0.5
+expect_error "beta1 and beta2 apply to adam and adamw only" "${small[@]}" --optimizer adagrad --beta1 0.5
+expect_error "--beta1 must be in \(0, 1\), found 1" "${small[@]}" --optimizer adamw --beta1 1
+expect_error "--weight-decay must be >= 0, found -0.01" "${small[@]}" --optimizer adamw --weight-decay -0.01
 expect_error "--beta1: 'abc' is not a number" "${small[@]}" --optimizer adam --beta1 abc
 expect_error "eps must be a positive number, found -1" "${small[@]}" --optimizer adam --eps -1
-expect_error "eps applies to adagrad and adam only" "${small[@]}" --optimizer momentum --eps 1e-8
+expect_error "eps applies to adagrad, adam and adamw only" "${small[@]}" --optimizer momentum --eps 1e-8
+expect_error "optimizer adamw: nesterov needs momentum > 0" "${small[@]}" --optimizer adamw --nesterov
 expect_error "--lr-schedule: 'linear' is not constant, step or cosine" "${small[@]}" --lr-schedule linear
 expect_error "--lr-schedule step needs --lr-step-epochs N" "${small[@]}" --lr-schedule step
 expect_error "--lr-step-epochs: 'x' is not a whole number" "${small[@]}" --lr-schedule step --lr-step-epochs x
@@ -195,10 +198,11 @@ its end (epoch 1)" ]] && pass || fail "--stop-after 3 --epochs 1: $(cat "$tmp/er
   && [[ $(cat "$tmp/err") == "dptrain: warning: train: --limit 100000 is more than the 10000 training images of \
 $data: training on all 10000" ]] && pass || fail "--limit 100000: $(cat "$tmp/err")"
 # The learning rate's default is the optimizer's own, said on the first line; --lr still sets it.
-for case in "sgd 0.2" "momentum 0.2" "adagrad 0.01" "adam 0.001"; do
+for case in "sgd 0.2" "momentum 0.2" "adagrad 0.01" "adam 0.001" "adamw 0.001"; do
   set -- $case
+  decay=; [[ $1 == adamw ]] && decay=", weight decay 0.01 (the default of adamw)"
   "$bin" "${tiny[@]}" --epochs 1 --optimizer "$1" --save "$tmp/$1.st" >"$tmp/out" 2>&1
-  grep -q "^training lenet on 512 images (test 1000), batch 256, $1, lr $2 (constant; the default of $1), 1 epoch," \
+  grep -q "^training lenet on 512 images (test 1000), batch 256, $1$decay, lr $2 (constant; the default of $1), 1 epoch," \
     "$tmp/out" && "$bin" inspect "$tmp/$1.st" | awk -v want="$2" '$1 == "optimizer.lr" { d = $3 - want;
       found = d < 1e-7 && d > -1e-7 } END { exit !found }' && pass \
     || fail "--optimizer $1 without --lr: $(head -1 "$tmp/out")"

@@ -48,6 +48,7 @@ run --save sgd.safetensors
 run --batch-size 16 --optimizer adam --save adam.safetensors
 run --optimizer momentum --lr-schedule cosine --freeze conv1 --normalize 0.3,0.4 --save mom.safetensors
 run --optimizer adagrad --lr-schedule step --lr-step-epochs 1 --save adagrad.safetensors
+run --optimizer adamw --save adamw.safetensors
 cat > derive.py <<'PY'
 import json, struct, sys
 def load(path):
@@ -91,4 +92,5 @@ python3 derive.py "$out"
 cp sgd.safetensors "$out/sgd"
 cp adam.safetensors "$out/adam"
 cp adagrad.safetensors "$out/adagrad"
+cp adamw.safetensors "$out/adamw"
 cp mom.safetensors "$out/momentum_frozen"

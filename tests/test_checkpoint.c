@@ -363,8 +363,9 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     snprintf(info.dptrain_version, sizeof info.dptrain_version, "9.8.7");
     info.optim = (dp_optim_config_t){.kind = kind, .lr = 1.0f / 3.0f, .weight_decay = 3e-4f / 7.0f};
     if (kind == DP_OPTIM_MOMENTUM) info.optim.momentum = 0.9f / 1.1f, info.optim.nesterov = 1;
-    if (kind == DP_OPTIM_ADAM) info.optim.beta1 = 0.8f / 1.1f, info.optim.beta2 = 0.99f / 1.03f;
-    if (kind == DP_OPTIM_ADAM || kind == DP_OPTIM_ADAGRAD) info.optim.eps = 1e-7f / 3.0f;
+    const int adam = kind == DP_OPTIM_ADAM || kind == DP_OPTIM_ADAMW;
+    if (adam) info.optim.beta1 = 0.8f / 1.1f, info.optim.beta2 = 0.99f / 1.03f;
+    if (adam || kind == DP_OPTIM_ADAGRAD) info.optim.eps = 1e-7f / 3.0f;
     info.schedule = (dp_lr_schedule_t){.kind = DP_LR_COSINE, .lr = 1.0 / 3.0, .total_epochs = 7,
                                        .min_lr = 1.0 / 30.0, .warmup_steps = 11};
     info.steps_per_epoch = 235;
@@ -494,8 +495,8 @@ static void test_optimizer_round_trips(void) {
     for (int i = 0; i < tensors; i++) trainable_tensors += dp_model_param(bn, i)->trainable != 0;
     CHECK(trainable < n && trainable_tensors == 6 && tensors == 8, "bn model: %zu trainable of %zu floats, "
           "%d of %d tensors", trainable, n, trainable_tensors, tensors);
-    const char *const expected_states[] = {"", "momentum_buffer", "sum", "exp_avg,exp_avg_sq"};
-    for (int kind = DP_OPTIM_SGD; kind <= DP_OPTIM_ADAM; kind++) {
+    const char *const expected_states[] = {"", "momentum_buffer", "sum", "exp_avg,exp_avg_sq", "exp_avg,exp_avg_sq"};
+    for (int kind = DP_OPTIM_SGD; kind <= DP_OPTIM_ADAMW; kind++) {
         const char *kind_name = dp_optim_kind_name((dp_optim_kind_t)kind);
         dp_checkpoint_info_t info = sample_info("bn", (dp_optim_kind_t)kind);
         dp_optimizer_t *opt = NULL, *fresh = NULL;
@@ -544,8 +545,9 @@ static void test_optimizer_round_trips(void) {
                 snprintf(tensor, sizeof tensor, "optimizer.bn1.running_mean.%s", name);
                 CHECK(dp_safetensors_find(st, tensor) == NULL, "%s: state for a buffer: %s", kind_name, tensor);
             }
-            /* Another kind of optimizer is refused, naming both, and changes nothing. */
-            dp_checkpoint_info_t other_info = sample_info("bn", (dp_optim_kind_t)((kind + 1) % 4));
+            /* Another kind of optimizer is refused, naming both, and changes nothing
+             * (adam's file in adamw, whose states have the same names, too). */
+            dp_checkpoint_info_t other_info = sample_info("bn", (dp_optim_kind_t)((kind + 1) % (DP_OPTIM_ADAMW + 1)));
             dp_optimizer_t *other = NULL;
             if (dp_optimizer_new(&other_info.optim, trainable, &other) == DP_OK) {
                 dp_optimizer_set_steps(other, 7);
@@ -974,7 +976,7 @@ static void test_checkpoint_round_trip(void) {
         {"optimizer.lr", "inf", "'optimizer.lr' is 'inf', expected a number"},
         {"format_version", "1", "format version 1, this dptrain reads version 2"},
         {"format", NULL, "not a dptrain checkpoint"},
-        {"optimizer", "rmsprop", "'optimizer' is 'rmsprop', expected sgd, momentum, adagrad or adam"},
+        {"optimizer", "rmsprop", "'optimizer' is 'rmsprop', expected sgd, momentum, adagrad, adam or adamw"},
         {"optimizer.momentum", "0.5", "metadata 'optimizer.*': "},
         {"lr_schedule", "linear", "'lr_schedule' is 'linear', expected constant, step or cosine"},
         {"lr_schedule", NULL, "metadata 'lr_schedule' is missing"},

@@ -9,7 +9,9 @@
  *           CPU's bits exactly (both add left to right, one rounding each);
  *   broadcast_range: copies the range to the others, leaves the rest;
  *   optimizer_update: sgd (+ weight decay), momentum, nesterov, adagrad,
- *           adam, 3 steps over two ranges each: within 2 ulp-ish (rtol
+ *           adam, adamw (torch's defaults with its weight decay 0.01; a
+ *           strong decay with other betas and eps), 3 steps over two
+ *           ranges each: within 2 ulp-ish (rtol
  *           1e-6) of optim.c, and the number of differing floats printed
  *           (0 expected where the CPU fuses as the kernels do);
  *   input_from_bytes: uploaded bytes become dp_dataset_fill's floats,
@@ -270,6 +272,9 @@ int main(void) {
     check_optimizer("nesterov", (dp_optim_config_t){.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .nesterov = 1});
     check_optimizer("adagrad", (dp_optim_config_t){.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .weight_decay = 1e-3f});
     check_optimizer("adam", (dp_optim_config_t){.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f});
+    check_optimizer("adamw", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 1e-3f, .weight_decay = 1e-2f});
+    check_optimizer("adamw_b", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 0.05f, .weight_decay = 0.3f,
+                                                   .beta1 = 0.5f, .beta2 = 0.75f, .eps = 1e-3f});
     check_load_batch();
     check_count_metrics(be, "cuda:0"); /* metrics_checks.h */
     check_range();

@@ -1,12 +1,14 @@
 /* test_cuda_graph.c - the CUDA backend's step graphs (backend.h: graph_*;
  * skipped without a GPU; on the CUDA emulator as emu_test_cuda_graph):
  *
- *   a captured zeroing, upload and Adam update run nothing until launched;
+ *   a captured zeroing, upload and Adam (then AdamW) update run nothing
+ *     until launched;
  *     each launch then gives the bits of the same calls made uncaptured,
  *     also after the learning rate changed and the step count moved
  *     between launches (the update's scalars are read from device memory,
  *     written from the host optimizer before each launch, not frozen into
- *     the graph), and with the uploaded value the graph's constant (its
+ *     the graph: AdamW's decay 1 - lr * weight_decay among them), and with
+ *     the uploaded value the graph's constant (its
  *     host buffer overwritten after the capture changes nothing);
  *   a graph is stale once the backend freed device memory after its
  *     capture (graph_stale), not before;
@@ -27,17 +29,18 @@ enum { N = 1000 };
 
 static const dp_backend_t *be;
 
-/* One step as made: params and grads on the GPU, grads = host grads, Adam. */
+/* One step as made: params and grads on the GPU, grads = host grads, the optimizer's update. */
 static void step_as_made(dp_optimizer_t *opt, float *p, float *g, const float *host_grads) {
     be->upload(be->ctx, g, host_grads, sizeof(float) * N);
     be->optimizer_update(be->ctx, opt, p, g, 0, N);
 }
 
-static void check_replay(void) {
+static void check_replay(dp_optim_kind_t kind) {
     static float start[N], host_grads[N], captured_grads[N], made[N], replayed[N];
     for (int i = 0; i < N; i++) start[i] = 0.01f * (float)(i % 97) - 0.3f, host_grads[i] = 0.002f * (float)(i % 13);
     memcpy(captured_grads, host_grads, sizeof host_grads);
-    dp_optim_config_t config = {.kind = DP_OPTIM_ADAM, .lr = 1e-2f, .weight_decay = 1e-3f};
+    dp_optim_config_t config = {.kind = kind, .lr = 1e-2f, .weight_decay = kind == DP_OPTIM_ADAMW ? 0.5f : 1e-3f};
+    printf("  %s:\n", dp_optim_kind_name(kind));
     dp_optimizer_t *a = NULL, *b = NULL;
     DP_ASSERT(dp_optimizer_new(&config, N, &a) == DP_OK && dp_optimizer_new(&config, N, &b) == DP_OK);
     float *pa = be->alloc(be->ctx, sizeof start, "params"), *ga = be->alloc(be->ctx, sizeof start, "grads");
@@ -128,7 +131,8 @@ static void check_refused_sync(void) {
 
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_graph");
-    check_replay();
+    check_replay(DP_OPTIM_ADAM);
+    check_replay(DP_OPTIM_ADAMW);
     check_refused_sync();
     return testing_finish("test_cuda_graph");
 }

@@ -3,7 +3,7 @@
  * GPU (scripts/check_cuda_build.sh); the same paths run on the CPU through
  * the staged backend (tests/cli_staged.sh, cli_staged_mpi.sh).
  *
- *   optimizer_download: after 3 Adam steps on the GPU, the host buffers
+ *   optimizer_download: after 3 Adam (then AdamW) steps on the GPU, the host buffers
  *     hold the GPU's state, within 1e-6 relative of the CPU's (as the
  *     parameters in test_cuda_backend.c);
  *   optimizer_upload: host state rewritten (to the CPU optimizer's), then
@@ -35,10 +35,11 @@ static void fill(float *x, int n, unsigned seed) {
     for (int i = 0; i < n; i++) x[i] = dp_rng_normal(&rng);
 }
 
-static void check_optimizer_state(void) {
+static void check_optimizer_state(dp_optim_kind_t kind) {
     enum { N = 3000 };
     static float p_cpu[N], p_gpu[N], g[N];
-    dp_optim_config_t config = {.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f};
+    dp_optim_config_t config = {.kind = kind, .lr = 1e-3f, .weight_decay = kind == DP_OPTIM_ADAMW ? 0.1f : 1e-2f};
+    const char *name = dp_optim_kind_name(kind);
     fill(p_cpu, N, 20);
     float *dp_ = be->alloc(be->ctx, sizeof p_cpu, "params"), *dg = be->alloc(be->ctx, sizeof g, "grads");
     CHECK(dp_ && dg, "alloc: %s", dp_error_message());
@@ -63,9 +64,9 @@ static void check_optimizer_state(void) {
         size_t worst = 0;
         double v = testing_max_violation(dp_optimizer_state(gpu, s, NULL), dp_optimizer_state(cpu, s, NULL), N, 1e-6,
                                          1e-9, &worst);
-        printf("  adam state %d downloaded after 3 steps: max violation %.3g\n", s, v);
-        CHECK(v <= 1.0 && dp_optimizer_state(cpu, s, NULL)[worst] != 0.0f, "state %d: element %zu GPU %.9g CPU %.9g",
-              s, worst, (double)dp_optimizer_state(gpu, s, NULL)[worst], (double)dp_optimizer_state(cpu, s, NULL)[worst]);
+        printf("  %s state %d downloaded after 3 steps: max violation %.3g\n", name, s, v);
+        CHECK(v <= 1.0 && dp_optimizer_state(cpu, s, NULL)[worst] != 0.0f, "%s state %d: element %zu GPU %.9g CPU %.9g",
+              name, s, worst, (double)dp_optimizer_state(gpu, s, NULL)[worst], (double)dp_optimizer_state(cpu, s, NULL)[worst]);
     }
     /* upload: the GPU continues from the CPU optimizer's state and parameters */
     for (int s = 0; s < 2; s++)
@@ -81,8 +82,8 @@ static void check_optimizer_state(void) {
     be->download(be->ctx, p_gpu, dp_, sizeof p_gpu);
     size_t worst = 0;
     double v = testing_max_violation(p_gpu, p_cpu, N, 1e-6, 1e-7, &worst);
-    printf("  step 4 after an upload of the CPU's state: max violation %.3g\n", v);
-    CHECK(v <= 1.0, "after upload: parameter %zu GPU %.9g CPU %.9g", worst, (double)p_gpu[worst], (double)p_cpu[worst]);
+    printf("  %s step 4 after an upload of the CPU's state: max violation %.3g\n", name, v);
+    CHECK(v <= 1.0, "%s after upload: parameter %zu GPU %.9g CPU %.9g", name, worst, (double)p_gpu[worst], (double)p_cpu[worst]);
     /* forget: nothing left to download */
     be->optimizer_forget(be->ctx, gpu);
     dp_optimizer_state(gpu, 0, NULL)[5] = 12345.0f;
@@ -156,7 +157,8 @@ static void check_trainer(void) {
 
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_staging");
-    check_optimizer_state();
+    check_optimizer_state(DP_OPTIM_ADAM);
+    check_optimizer_state(DP_OPTIM_ADAMW);
     check_trainer();
     return testing_finish("test_cuda_staging");
 }

@@ -28,6 +28,7 @@ static const char *const optim_cases[] = {
     "optim-sgd", "optim-sgd-wd", "optim-sgd-lr2", "optim-momentum", "optim-momentum-wd",
     "optim-nesterov", "optim-nesterov-wd", "optim-adagrad", "optim-adagrad-wd", "optim-adagrad-eps",
     "optim-adam", "optim-adam-wd", "optim-adam-betas", "optim-adam-defaults",
+    "optim-adamw", "optim-adamw-wd", "optim-adamw-betas", "optim-adamw-wd0",
 };
 #define NUM_OPTIM_CASES (sizeof optim_cases / sizeof optim_cases[0])
 
@@ -166,6 +167,7 @@ static void test_state_api(void) {
         {DP_OPTIM_MOMENTUM, "momentum", 1, {"momentum_buffer", NULL}},
         {DP_OPTIM_ADAGRAD, "adagrad", 1, {"sum", NULL}},
         {DP_OPTIM_ADAM, "adam", 2, {"exp_avg", "exp_avg_sq"}},
+        {DP_OPTIM_ADAMW, "adamw", 2, {"exp_avg", "exp_avg_sq"}},
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         CHECK(dp_optim_kind_from_name(kinds[k].name) == (int)kinds[k].kind, "kind of %s", kinds[k].name);
@@ -197,6 +199,54 @@ static void test_state_api(void) {
     test_state_round_trip("optim-adagrad-wd", 2);
     test_state_round_trip("optim-adam-wd", 1);
     test_state_round_trip("optim-adam-betas", 4);
+    test_state_round_trip("optim-adamw", 2);
+    test_state_round_trip("optim-adamw-wd", 1);
+    test_state_round_trip("optim-adamw-betas", 5);
+}
+
+/* AdamW's decay is decoupled: with a zero gradient the moments stay 0 and
+ * the step is p * (1 - lr * wd) alone (Adam's L2 term would move p by about
+ * lr instead); its weight decay 0 is no decay (not torch's default 0.01),
+ * the same update as Adam's without weight decay, bit for bit; defaults
+ * as Adam's. */
+static void test_adamw_by_hand(void) {
+    float p[3] = {1.0f, -2.0f, 0.5f}, zero[3] = {0.0f, 0.0f, 0.0f};
+    dp_optimizer_t *opt;
+    dp_optim_config_t config = {.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .weight_decay = 0.5f};
+    CHECK(dp_optimizer_new(&config, 3, &opt) == DP_OK, "%s", dp_error_message());
+    const dp_optim_config_t *held = dp_optimizer_config(opt);
+    CHECK(held->beta1 == 0.9f && held->beta2 == 0.999f && held->eps == 1e-8f && held->weight_decay == 0.5f,
+          "adamw's defaults: beta1 %g beta2 %g eps %g weight decay %g", held->beta1, held->beta2, held->eps,
+          held->weight_decay);
+    dp_optimizer_step(opt, p, zero);
+    const float decay = (float)(1.0 - 0.1 * 0.5);
+    CHECK(p[0] == 1.0f * decay && p[1] == -2.0f * decay && p[2] == 0.5f * decay, "adamw, zero gradient: %.9g %.9g %.9g",
+          p[0], p[1], p[2]);
+    dp_optimizer_free(opt);
+
+    fixture_t f;
+    if (!fixture_load("optim", "optim-adamw-wd0", &f)) return;
+    dp_optim_config_t w = config_from_fixture(&f), a = w;
+    a.kind = DP_OPTIM_ADAM;
+    CHECK(w.kind == DP_OPTIM_ADAMW && w.weight_decay == 0.0f, "optim-adamw-wd0: kind %d, weight decay %g", (int)w.kind,
+          w.weight_decay);
+    const fixture_tensor_t *p0 = fixture_get(&f, "params0"), *grads = fixture_get(&f, "grads");
+    size_t n = p0->numel, steps = (size_t)grads->shape.shape[0];
+    dp_optimizer_t *ow, *oa;
+    DP_ASSERT(dp_optimizer_new(&w, n, &ow) == DP_OK && dp_optimizer_new(&a, n, &oa) == DP_OK);
+    float *pw = malloc(n * sizeof(float)), *pa = malloc(n * sizeof(float));
+    memcpy(pw, p0->data, n * sizeof(float));
+    memcpy(pa, p0->data, n * sizeof(float));
+    for (size_t s = 0; s < steps; s++) {
+        dp_optimizer_step(ow, pw, (const float *)grads->data + s * n);
+        dp_optimizer_step(oa, pa, (const float *)grads->data + s * n);
+    }
+    CHECK(memcmp(pw, pa, n * sizeof(float)) == 0, "adamw with weight decay 0 differs from adam without");
+    free(pw);
+    free(pa);
+    dp_optimizer_free(ow);
+    dp_optimizer_free(oa);
+    fixture_free(&f);
 }
 
 /* Plain SGD by hand: p -= lr * (g + wd * p). */
@@ -237,8 +287,12 @@ static void test_bad_configs(void) {
         {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .beta2 = -0.1f}, "beta2 must be in [0, 1), found -0.1"},
         {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .eps = -1e-8f}, "eps must be a positive number, found -1e-08"},
         {{.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .eps = INFINITY}, "eps must be a positive number, found inf"},
-        {{.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .beta1 = 0.5f}, "beta1 and beta2 apply to adam only"},
-        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .eps = 0.1f}, "eps applies to adagrad and adam only"},
+        {{.kind = DP_OPTIM_MOMENTUM, .lr = 0.1f, .beta1 = 0.5f}, "beta1 and beta2 apply to adam and adamw only"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .eps = 0.1f}, "eps applies to adagrad, adam and adamw only"},
+        {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .weight_decay = -0.01f}, "weight decay must be >= 0, found -0.01"},
+        {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .beta2 = 1.0f}, "beta2 must be in [0, 1), found 1"},
+        {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .eps = -1.0f}, "eps must be a positive number, found -1"},
+        {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .momentum = 0.9f}, "optimizer adamw: momentum 0.9 applies to the momentum"},
         {{.kind = (dp_optim_kind_t)7, .lr = 0.1f}, "unknown kind 7"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -375,6 +429,7 @@ static void test_in_trainer(void) {
     dp_dataset_t ds = random_images(300);
     const dp_optim_config_t configs[] = {
         {.kind = DP_OPTIM_ADAM, .lr = 0.01f, .weight_decay = 0.01f},
+        {.kind = DP_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.1f},
         {.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .nesterov = 1},
         {.kind = DP_OPTIM_ADAGRAD, .lr = 0.05f},
     };
@@ -423,6 +478,7 @@ int main(void) {
     test_sgd_by_hand();
     test_against_pytorch();
     test_state_api();
+    test_adamw_by_hand();
     test_bad_configs();
     test_schedules_against_pytorch();
     test_schedule_edges();

@@ -13,9 +13,11 @@ added is tested too.
 torch gets the hyperparameters as written here (Python floats); the config
 tensor holds them as float32, as dptrain's configuration does (dptrain's
 Adam recovers the written decimal from the float for its double
-arithmetic, see src/optim/optim.c). "optim-momentum", "optim-adagrad" and
-"optim-adam-defaults" hold zeros in the config (dptrain's defaults) and run
-torch's own defaults.
+arithmetic, see src/optim/optim.c). "optim-momentum", "optim-adagrad",
+"optim-adam-defaults" and "optim-adamw" hold zeros in the config (dptrain's
+defaults) and run torch's own defaults; AdamW's default weight decay (0.01,
+which dptrain's library does not put in for a 0: 0 is no decay there) is
+written into the config as torch used it.
 
 Schedule cases ("schedule-*.bin"): the learning rate torch's schedulers give
 for each of STEPS_SCHED iterations (scheduler.step() once per iteration),
@@ -28,7 +30,7 @@ Run:  /usr/bin/python3 tools/make_optim_fixtures.py [output_dir]
 (default tests/fixtures/optim). Re-running reproduces the same bytes.
 
 The files use the DPFX format of tools/make_fixtures.py (tests/fixture.h):
-op name = the optimizer kind ("sgd", "momentum", "adagrad", "adam") or
+op name = the optimizer kind ("sgd", "momentum", "adagrad", "adam", "adamw") or
 "schedule", attributes unused, and these tensors:
   optimizer cases:
     "config"    f32[7]  lr, weight_decay, momentum, nesterov (0/1), beta1,
@@ -94,10 +96,21 @@ def optim_case(name, kind, lr, weight_decay=0.0, momentum=0.0, nesterov=False, b
             eps = eps if eps is not None else 1e-8
             opt = torch.optim.Adam([param], lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
             config = [lr, weight_decay, 0, 0, betas[0], betas[1], eps]
+    elif kind == "adamw":
+        if torch_defaults:  # every default of torch's, its weight decay too (0.01, into the config)
+            opt = torch.optim.AdamW([param], lr=lr)
+            config = [lr, opt.defaults["weight_decay"], 0, 0, 0, 0, 0]
+            assert config[1] == 0.01, config
+        else:
+            betas = betas or (0.9, 0.999)
+            eps = eps if eps is not None else 1e-8
+            opt = torch.optim.AdamW([param], lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
+            config = [lr, weight_decay, 0, 0, betas[0], betas[1], eps]
+        assert not opt.defaults["amsgrad"] and not opt.defaults["maximize"]
     else:
         raise ValueError(kind)
     state_names = {"sgd": [], "momentum": ["momentum_buffer"], "adagrad": ["sum"],
-                   "adam": ["exp_avg", "exp_avg_sq"]}[kind]
+                   "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}[kind]
 
     params_after = np.zeros((STEPS, N_PARAMS), np.float32)
     states_after = {s: np.zeros((STEPS, N_PARAMS), np.float32) for s in state_names}
@@ -129,6 +142,10 @@ def all_optim_cases():
         optim_case("optim-adam-wd", "adam", lr=0.01, weight_decay=0.1),
         optim_case("optim-adam-betas", "adam", lr=0.05, betas=(0.5, 0.75), eps=1e-3),
         optim_case("optim-adam-defaults", "adam", lr=0.002, torch_defaults=True),
+        optim_case("optim-adamw", "adamw", lr=0.001, torch_defaults=True),
+        optim_case("optim-adamw-wd", "adamw", lr=0.01, weight_decay=0.3),
+        optim_case("optim-adamw-betas", "adamw", lr=0.05, weight_decay=0.05, betas=(0.5, 0.75), eps=1e-3),
+        optim_case("optim-adamw-wd0", "adamw", lr=0.002, weight_decay=0.0),
     ]
 
 

@@ -48,14 +48,14 @@
  *   dptrain_version         of the writer, informational
  *   model                   what --model was given: a built-in name or a model file's path
  *   model_fingerprint       16 hex digits, dp_model_fingerprint
- *   optimizer               sgd | momentum | adagrad | adam
+ *   optimizer               sgd | momentum | adagrad | adam | adamw
  *   optimizer.lr            the base learning rate (--lr), float32
  *   optimizer.weight_decay, optimizer.momentum, optimizer.nesterov (0/1),
  *   optimizer.beta1, optimizer.beta2, optimizer.eps
  *                           the hyper-parameters, defaults filled in; 0 where
  *                           they do not apply to the kind
  *   optimizer.states        the state names, comma-separated ("exp_avg,exp_avg_sq"; "" for sgd)
- *   optimizer.steps         dp_optimizer_steps (Adam's bias correction)
+ *   optimizer.steps         dp_optimizer_steps (Adam's and AdamW's bias correction)
  *   lr_schedule             constant | step | cosine
  *   lr_schedule.lr          the schedule's base lr, float64
  *   lr_schedule.step_epochs, lr_schedule.gamma (float64)       step decay

@@ -20,32 +20,42 @@ typedef enum {
     DP_OPTIM_MOMENTUM, /* torch.optim.SGD with momentum (and nesterov) */
     DP_OPTIM_ADAGRAD,  /* torch.optim.Adagrad */
     DP_OPTIM_ADAM,     /* torch.optim.Adam */
+    DP_OPTIM_ADAMW,    /* torch.optim.AdamW: Adam with decoupled weight decay */
 } dp_optim_kind_t;
 
-/* The update rules, with g the gradient plus weight_decay * p (when > 0)
- * and t the step count (1 on the first step):
+/* The update rules, with g the gradient plus weight_decay * p (when > 0;
+ * adamw: the gradient alone) and t the step count (1 on the first step):
  *   sgd:      p -= lr * g
  *   momentum: b = g (t = 1), b = momentum * b + g (t > 1);
  *             p -= lr * b, or with nesterov p -= lr * (g + momentum * b)
  *   adagrad:  s += g * g; p -= lr * g / (sqrt(s) + eps)
  *   adam:     m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g * g;
  *             p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ *   adamw:    p *= 1 - lr * weight_decay (decoupled: never added to g), then adam's
+ *             update of that p with the same moments, corrections and eps
  * (torch.optim 1.13 with dampening 0, lr_decay 0, initial accumulator 0,
- * amsgrad off; the bias corrections are computed in double, as in Python).
- * Fields that do not apply to the kind must be 0. */
+ * amsgrad and maximize off; the bias corrections and adamw's 1 - lr *
+ * weight_decay are computed in double, as in Python). Fields that do not
+ * apply to the kind must be 0. weight_decay is taken as given for every
+ * kind, 0 included: torch.optim.AdamW's default of 0.01 is not put in for
+ * a 0 here (0 is no decay), so a caller wanting torch's default gives
+ * 0.01 (`dptrain train --optimizer adamw` does when --weight-decay is not
+ * given). */
 typedef struct {
     dp_optim_kind_t kind;
     float lr;
-    float weight_decay; /* L2 penalty added to the gradient, as torch.optim does */
+    float weight_decay; /* L2 penalty added to the gradient, as torch.optim does;
+                         * adamw: the decoupled decay's rate (p *= 1 - lr * weight_decay) */
     float momentum;     /* momentum: 0.9 when 0 is given; in [0, 1) */
     int nesterov;       /* momentum: Nesterov's variant */
-    float beta1, beta2; /* adam: 0.9, 0.999 when 0 is given; in [0, 1) */
-    float eps;          /* adam: 1e-8, adagrad: 1e-10 when 0 is given; > 0 */
+    float beta1, beta2; /* adam, adamw: 0.9, 0.999 when 0 is given; in [0, 1) */
+    float eps;          /* adam, adamw: 1e-8, adagrad: 1e-10 when 0 is given; > 0 */
 } dp_optim_config_t;
 
 /* The shortest decimal that rounds to f, as a double (0.1f -> 0.1): the
- * number a person wrote, which torch would hold as a Python float. Adam uses
- * it for its double arithmetic (lr / (1 - beta1^t), 1 - beta). */
+ * number a person wrote, which torch would hold as a Python float. Adam and
+ * AdamW use it for their double arithmetic (lr / (1 - beta1^t), 1 - beta,
+ * 1 - lr * weight_decay). */
 double dp_float_decimal(float f);
 
 /* Checks a configuration without creating an optimizer (dp_optimizer_new
@@ -56,7 +66,7 @@ dp_status_t dp_optim_config_check(const dp_optim_config_t *config);
  * (momentum 0.9, ...): what an optimizer made from it holds. */
 dp_optim_config_t dp_optim_config_with_defaults(const dp_optim_config_t *config);
 
-/* "sgd", "momentum", "adagrad", "adam" -> kind; -1 when unknown. */
+/* "sgd", "momentum", "adagrad", "adam", "adamw" -> kind; -1 when unknown. */
 int dp_optim_kind_from_name(const char *name);
 const char *dp_optim_kind_name(dp_optim_kind_t kind);
 
@@ -93,7 +103,7 @@ size_t dp_optimizer_num_params(const dp_optimizer_t *opt);
 /* --- State, for checkpoints ----------------------------------------------------
  * An optimizer's state is its step count and 0-2 buffers of n floats, named
  * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),
- * "exp_avg" and "exp_avg_sq" (adam). The buffers start at zero; state(i)
+ * "exp_avg" and "exp_avg_sq" (adam, adamw). The buffers start at zero; state(i)
  * returns NULL for i out of range. A restored optimizer (buffers written,
  * set_steps) continues exactly as the one that was saved. */
 int dp_optimizer_num_states(const dp_optimizer_t *opt);

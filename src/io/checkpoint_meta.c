@@ -347,7 +347,7 @@ static dp_status_t meta_kind(const dp_checkpoint_t *c, int key, int (*from_name)
 static dp_status_t parse_optimizer(dp_checkpoint_t *c) {
     dp_optim_config_t *o = &c->info.optim;
     int kind;
-    DP_TRY(meta_kind(c, META_OPTIMIZER, dp_optim_kind_from_name, "sgd, momentum, adagrad or adam", &kind));
+    DP_TRY(meta_kind(c, META_OPTIMIZER, dp_optim_kind_from_name, "sgd, momentum, adagrad, adam or adamw", &kind));
     o->kind = (dp_optim_kind_t)kind;
     DP_TRY(meta_number(c, META_LR, &o->lr, NULL));
     DP_TRY(meta_number(c, META_WEIGHT_DECAY, &o->weight_decay, NULL));

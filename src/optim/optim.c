@@ -1,5 +1,5 @@
-/* optim.c - SGD, SGD with momentum (and Nesterov), Adagrad and Adam over one
- * flat parameter buffer, each following torch.optim 1.13 operation for
+/* optim.c - SGD, SGD with momentum (and Nesterov), Adagrad, Adam and AdamW
+ * over one flat parameter buffer, each following torch.optim 1.13 operation for
  * operation (the formulas are in optim.h).
  *
  * DESIGN. dp_optimizer_step_range may run on several threads at once on
@@ -17,12 +17,13 @@
  * so on a CPU with FMA the results are PyTorch's to the bit (measured:
  * tests/test_optim.c prints the worst difference, 0 for every fixture);
  * without FMA both round twice. Python's scalars (bias corrections,
- * 1 - beta) are computed in double, rounded to
- * float where ATen casts a scalar to the tensor's type. Adam's lr and betas
- * enter those double computations; the configuration holds them as floats,
- * so Adam takes the shortest decimal that rounds to each float (0.999f ->
- * 0.999, the number the user wrote) as the double torch would have: with
- * (double)0.999f instead, 1 - beta2 alone is off by 5e-5 relative. */
+ * 1 - beta, AdamW's 1 - lr * weight_decay) are computed in double, rounded
+ * to float where ATen casts a scalar to the tensor's type. Adam's lr and
+ * betas (and AdamW's weight decay) enter those double computations; the
+ * configuration holds them as floats, so Adam takes the shortest decimal
+ * that rounds to each float (0.999f -> 0.999, the number the user wrote)
+ * as the double torch would have: with (double)0.999f instead, 1 - beta2
+ * alone is off by 5e-5 relative. */
 #include "dptrain/optim.h"
 
 #include "dptrain/cpu.h"
@@ -36,7 +37,8 @@
 
 struct dp_optimizer {
     dp_optim_config_t config; /* defaults filled in */
-    double lr, beta1, beta2;  /* adam: the decimal values of config's floats */
+    double lr, beta1, beta2;  /* adam, adamw: the decimal values of config's floats */
+    double weight_decay;      /* adamw: likewise (its decay factor 1 - lr * weight_decay) */
     size_t n;
     uint64_t steps;
     int num_states;
@@ -49,9 +51,10 @@ static const char *const kind_names[] = {
     [DP_OPTIM_MOMENTUM] = "momentum",
     [DP_OPTIM_ADAGRAD] = "adagrad",
     [DP_OPTIM_ADAM] = "adam",
+    [DP_OPTIM_ADAMW] = "adamw",
 };
 #define NUM_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == DP_OPTIM_ADAM + 1, "a name for every kind");
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DP_OPTIM_ADAMW + 1, "a name for every kind");
 
 int dp_optim_kind_from_name(const char *name) {
     for (int k = 0; k < NUM_KINDS; k++)
@@ -66,7 +69,7 @@ const char *dp_optim_kind_name(dp_optim_kind_t kind) {
 dp_optim_config_t dp_optim_config_with_defaults(const dp_optim_config_t *config) {
     dp_optim_config_t c = *config;
     if (c.kind == DP_OPTIM_MOMENTUM && c.momentum == 0.0f) c.momentum = 0.9f;
-    if (c.kind == DP_OPTIM_ADAM) {
+    if (c.kind == DP_OPTIM_ADAM || c.kind == DP_OPTIM_ADAMW) {
         if (c.beta1 == 0.0f) c.beta1 = 0.9f;
         if (c.beta2 == 0.0f) c.beta2 = 0.999f;
         if (c.eps == 0.0f) c.eps = 1e-8f;
@@ -89,7 +92,7 @@ static int is_fraction(float value) { return value >= 0.0f && value < 1.0f; }
 
 dp_status_t dp_optim_config_check(const dp_optim_config_t *config) {
     if ((int)config->kind < 0 || (int)config->kind >= NUM_KINDS)
-        return dp_fail(DP_ERR_ARG, "optimizer: unknown kind %d (expected sgd, momentum, adagrad or adam)",
+        return dp_fail(DP_ERR_ARG, "optimizer: unknown kind %d (expected sgd, momentum, adagrad, adam or adamw)",
                        (int)config->kind);
     const char *kind = kind_names[config->kind];
     if (!(config->lr > 0.0f) || !isfinite(config->lr))
@@ -101,10 +104,11 @@ dp_status_t dp_optim_config_check(const dp_optim_config_t *config) {
                        config->momentum);
     if (config->kind != DP_OPTIM_MOMENTUM && config->nesterov)
         return dp_fail(DP_ERR_ARG, "optimizer %s: nesterov needs momentum > 0 (the momentum optimizer)", kind);
-    if (config->kind != DP_OPTIM_ADAM && (config->beta1 != 0.0f || config->beta2 != 0.0f))
-        return dp_fail(DP_ERR_ARG, "optimizer %s: beta1 and beta2 apply to adam only", kind);
+    const int adam = config->kind == DP_OPTIM_ADAM || config->kind == DP_OPTIM_ADAMW;
+    if (!adam && (config->beta1 != 0.0f || config->beta2 != 0.0f))
+        return dp_fail(DP_ERR_ARG, "optimizer %s: beta1 and beta2 apply to adam and adamw only", kind);
     if ((config->kind == DP_OPTIM_SGD || config->kind == DP_OPTIM_MOMENTUM) && config->eps != 0.0f)
-        return dp_fail(DP_ERR_ARG, "optimizer %s: eps applies to adagrad and adam only", kind);
+        return dp_fail(DP_ERR_ARG, "optimizer %s: eps applies to adagrad, adam and adamw only", kind);
     dp_optim_config_t c = dp_optim_config_with_defaults(config);
     if (!is_fraction(c.momentum))
         return dp_fail(DP_ERR_ARG, "momentum must be in [0, 1), found %g", c.momentum);
@@ -126,11 +130,13 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
     opt->lr = dp_float_decimal(opt->config.lr);
     opt->beta1 = dp_float_decimal(opt->config.beta1);
     opt->beta2 = dp_float_decimal(opt->config.beta2);
+    opt->weight_decay = dp_float_decimal(opt->config.weight_decay);
     switch (opt->config.kind) {
     case DP_OPTIM_SGD: break;
     case DP_OPTIM_MOMENTUM: opt->state_names[opt->num_states++] = "momentum_buffer"; break;
     case DP_OPTIM_ADAGRAD: opt->state_names[opt->num_states++] = "sum"; break;
     case DP_OPTIM_ADAM:
+    case DP_OPTIM_ADAMW:
         opt->state_names[opt->num_states++] = "exp_avg";
         opt->state_names[opt->num_states++] = "exp_avg_sq";
         break;
@@ -225,22 +231,27 @@ static inline __attribute__((always_inline)) void adagrad_range(const dp_optim_c
     }
 }
 
-static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n, const int fused) {
+/* adam, or with `decoupled` adamw: p *= 1 - lr * weight_decay (the factor
+ * in double, then cast to float as ATen's mul_ by a Python float does),
+ * then the same update of that p from the gradient alone. */
+static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n, const int decoupled, const int fused) {
     const dp_optim_config_t *c = &opt->config;
     const double beta1 = opt->beta1, beta2 = opt->beta2, t = (double)opt->steps;
     const float wd = c->weight_decay, eps = c->eps;
+    const float decay = (float)(1.0 - opt->lr * opt->weight_decay);
     const float b1 = c->beta1, b2 = c->beta2;
     const float one_minus_b1 = (float)(1.0 - beta1), one_minus_b2 = (float)(1.0 - beta2);
     const double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
     const float neg_step_size = (float)-(opt->lr / correction1);
     const float correction2_sqrt = (float)sqrt(correction2);
     for (size_t i = 0; i < n; i++) {
-        float d = mul_add(wd, p[i], g[i]);
+        float pi = decoupled ? p[i] * decay : p[i];
+        float d = decoupled ? g[i] : mul_add(wd, pi, g[i]);
         float mi = mul_add(one_minus_b1, d, m[i] * b1);
         float vi = mul_add(one_minus_b2 * d, d, v[i] * b2);
         m[i] = mi;
         v[i] = vi;
-        p[i] += neg_step_size * mi / (sqrtf(vi) / correction2_sqrt + eps);
+        p[i] = pi + neg_step_size * mi / (sqrtf(vi) / correction2_sqrt + eps);
     }
 }
 
@@ -253,7 +264,11 @@ static inline __attribute__((always_inline)) void update_range(dp_optimizer_t *o
     case DP_OPTIM_ADAGRAD: adagrad_range(c, p, g, opt->states[0] + start, count, fused); break;
     case DP_OPTIM_ADAM:
         DP_ASSERT(opt->steps >= 1); /* the bias corrections divide by 1 - beta^steps */
-        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, fused);
+        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, 0, fused);
+        break;
+    case DP_OPTIM_ADAMW:
+        DP_ASSERT(opt->steps >= 1);
+        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, 1, fused);
         break;
     }
 }

@@ -94,7 +94,7 @@ static void describe_optim(const dp_optim_config_t *o, char *text, size_t size) 
     if (used < 0 || (size_t)used >= size) return;
     if (o->kind == DP_OPTIM_MOMENTUM)
         snprintf(text + used, size - (size_t)used, ", momentum %.9g%s", o->momentum, o->nesterov ? ", nesterov" : "");
-    else if (o->kind == DP_OPTIM_ADAM)
+    else if (o->kind == DP_OPTIM_ADAM || o->kind == DP_OPTIM_ADAMW)
         snprintf(text + used, size - (size_t)used, ", beta1 %.9g, beta2 %.9g, eps %.9g", o->beta1, o->beta2, o->eps);
     else if (o->kind == DP_OPTIM_ADAGRAD)
         snprintf(text + used, size - (size_t)used, ", eps %.9g", o->eps);

@@ -295,13 +295,14 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     return slot;
 }
 
-/* optim.c's scalars, computed on the host as there (Adam's corrections in double). */
+/* optim.c's scalars, computed on the host as there (Adam's and AdamW's
+ * corrections, AdamW's decay factor, in double). */
 static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
     const dp_optim_config_t *cf = dp_optimizer_config(opt);
     dp_cuda_optim_args_t a = {.kind = (int)cf->kind, .nesterov = cf->nesterov, .neg_lr = -cf->lr,
                               .wd = cf->weight_decay, .momentum = cf->momentum, .eps = cf->eps,
                               .b1 = cf->beta1, .b2 = cf->beta2};
-    if (cf->kind == DP_OPTIM_ADAM) {
+    if (cf->kind == DP_OPTIM_ADAM || cf->kind == DP_OPTIM_ADAMW) {
         double lr = dp_float_decimal(cf->lr), beta1 = dp_float_decimal(cf->beta1), beta2 = dp_float_decimal(cf->beta2);
         double t = (double)dp_optimizer_steps(opt);
         double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
@@ -309,6 +310,7 @@ static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
         a.one_minus_b2 = (float)(1.0 - beta2);
         a.neg_step_size = (float)-(lr / correction1);
         a.correction2_sqrt = (float)sqrt(correction2);
+        if (cf->kind == DP_OPTIM_ADAMW) a.decay = (float)(1.0 - lr * dp_float_decimal(cf->weight_decay));
     }
     return a;
 }
@@ -335,7 +337,8 @@ static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *p
                                   size_t start, size_t count) {
     dp_cuda_ctx_t *c = ctx;
     DP_ASSERT(start <= dp_optimizer_num_params(optimizer) && count <= dp_optimizer_num_params(optimizer) - start);
-    DP_ASSERT(dp_optimizer_kind(optimizer) != DP_OPTIM_ADAM || dp_optimizer_steps(optimizer) >= 1);
+    DP_ASSERT((dp_optimizer_kind(optimizer) != DP_OPTIM_ADAM && dp_optimizer_kind(optimizer) != DP_OPTIM_ADAMW) ||
+              dp_optimizer_steps(optimizer) >= 1);
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = optim_state(c, optimizer);
     int failed = !st || (c->capture ? dp_cuda_graph_note_optimizer(c, optimizer) : dp_cuda_optim_args_upload(c, optimizer));

@@ -52,11 +52,11 @@ typedef struct {
 cudaError_t dp_cuda_input_from_bytes(cudaStream_t stream, const uint8_t *pixels, size_t values,
                                      const dp_cuda_pixel_map_t *map, float *x);
 
-/* --- optimizers.cu: sgd, momentum, adagrad, adam ------------------------------------------ */
-/* kind: dp_optim_kind_t; states as dp_optimizer_state */
+/* --- optimizers.cu: sgd, momentum, adagrad, adam, adamw ----------------------------------- */
+/* kind: dp_optim_kind_t; states as dp_optimizer_state; decay: adamw's 1 - lr * weight_decay */
 typedef struct {
     int kind, nesterov;
-    float neg_lr, wd, momentum, eps, b1, b2, one_minus_b1, one_minus_b2, neg_step_size, correction2_sqrt;
+    float neg_lr, wd, momentum, eps, b1, b2, one_minus_b1, one_minus_b2, neg_step_size, correction2_sqrt, decay;
 } dp_cuda_optim_args_t;
 /* device_args: one dp_cuda_optim_args_t in device memory, read by the kernel when it runs */
 cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *device_args, float *p, const float *g,

@@ -1,4 +1,4 @@
-/* optimizers.cu - the four optimizers (sgd, momentum, adagrad, adam) as
+/* optimizers.cu - the five optimizers (sgd, momentum, adagrad, adam, adamw) as
  * optim.c's loops, one element per thread (dp_cuda_optim). The scalars
  * (kind, learning rate, Adam's corrections, ...) are read from device
  * memory, not passed as kernel arguments: a step captured as a CUDA graph
@@ -29,8 +29,10 @@ __global__ void optim_kernel(const dp_cuda_optim_args_t *args, float *p, const f
             p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(a.neg_lr, d), __fadd_rn(__fsqrt_rn(s), a.eps)));
             break;
         }
-        case 3: { /* adam */
-            float d = fmaf(a.wd, pi, g[i]);
+        case 3:   /* adam: the gradient plus wd * p */
+        case 4: { /* adamw: p decayed first (p * (1 - lr * wd)), the gradient alone */
+            if (a.kind == 4) pi = __fmul_rn(pi, a.decay);
+            float d = a.kind == 4 ? g[i] : fmaf(a.wd, pi, g[i]);
             float mi = fmaf(a.one_minus_b1, d, __fmul_rn(s0[i], a.b1));
             float vi = fmaf(__fmul_rn(a.one_minus_b2, d), d, __fmul_rn(s1[i], a.b2));
             s0[i] = mi;
