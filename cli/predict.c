@@ -4,9 +4,10 @@
  * subfolders too, in the order an image folder's class is read:
  * image_folder.h dp_image_list_files). Every file's header is read first,
  * so a file that is not an image stops the command before anything is
- * printed; then the images are decoded and converted (image.h: channels,
- * the training data's evaluation transform or a PIL-style bilinear resize,
- * / 255) a batch at a time, so memory holds one batch whatever the number
+ * printed; then the images are decoded and converted (predict.h
+ * dp_predict_image_input: channels, the training data's evaluation
+ * transform or a PIL-style bilinear resize, / 255, its normalisation) a
+ * batch at a time, so memory holds one batch whatever the number
  * of files, and each batch runs on all devices (predict.h), each image
  * getting one line (or one JSON object with --json) with its top classes
  * and their probabilities. A file whose header reads but whose data does
@@ -21,6 +22,7 @@
 
 #include "commands.h"
 #include "dptrain/checkpoint.h"
+#include "dptrain/data.h"
 #include "dptrain/image.h"
 #include "dptrain/image_folder.h"
 #include "dptrain/model_file.h"
@@ -214,32 +216,6 @@ static dp_status_t expand_images(char *const *args, int num_args, int skip_bad, 
     return DP_OK;
 }
 
-/* x (C, H, W) = the image at `path` as the model's input before the
- * normalisation, in [0, 1]: through the evaluation transform the training
- * data had (checkpoint.h data.transform: Resize(S) + CenterCrop, what
- * `train` evaluated with), or for data of the model's size (no transform
- * recorded) resized to the input (dp_image_to_input). */
-static dp_status_t image_input(const char *path, const char *transform, int ch, int h, int w, float *x) {
-    if (!transform[0]) {
-        dp_image_t image;
-        DP_TRY(dp_image_read(path, &image));
-        dp_status_t status = dp_image_to_input(&image, ch, h, w, x);
-        dp_image_free(&image);
-        return status;
-    }
-    dp_sample_options_t eval;
-    DP_TRY(dp_eval_transform_parse(transform, ch, h, w, &eval));
-    unsigned char *data = NULL, *pixels = malloc((size_t)ch * h * w);
-    size_t size = 0;
-    if (!pixels) return dp_fail(DP_ERR_NOMEM, "out of memory for %s", path);
-    dp_status_t status = dp_image_file_bytes(path, &data, &size);
-    if (status == DP_OK) status = dp_image_sample(data, size, path, &eval, NULL, pixels, NULL);
-    if (status == DP_OK) dp_pixels_to_input(pixels, 1, ch, (size_t)h * w, NULL, x);
-    free(data);
-    free(pixels);
-    return status;
-}
-
 /* The checkpoint's class names, one per output: an output beyond them
  * (a model with more outputs than the data had classes) is "(output K)". */
 static dp_status_t checkpoint_labels(const dp_checkpoint_info_t *info, int count, char ***out) {
@@ -258,6 +234,22 @@ static dp_status_t checkpoint_labels(const dp_checkpoint_info_t *info, int count
     return DP_OK;
 }
 
+/* The checkpoint's preprocessing (data.transform, data.normalize) is one
+ * the model's input can take: checked once, so that a checkpoint's fault
+ * is not taken for every image's (--skip-bad-files). */
+static dp_status_t check_preprocessing(const dp_checkpoint_info_t *info, int ch, int h, int w) {
+    dp_sample_options_t eval;
+    if (info->transform[0]) DP_TRY(dp_eval_transform_parse(info->transform, ch, h, w, &eval));
+    if (!info->normalize[0]) return DP_OK;
+    int n;
+    float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
+    DP_TRY(dp_normalize_parse(info->normalize, &n, mean, std));
+    if (n != 1 && n != ch)
+        return dp_fail(DP_ERR_FORMAT, "predict: the checkpoint's normalisation '%s' has %d channels, the model %d",
+                       info->normalize, n, ch);
+    return DP_OK;
+}
+
 static void print_json_string(const char *s) {
     putchar('"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -266,26 +258,6 @@ static void print_json_string(const char *s) {
         else putchar(*p);
     }
     putchar('"');
-}
-
-/* x: count inputs of ch planes of `plane` floats in [0, 1], normalised in
- * place as the training data was (`text`: the checkpoint's data.normalize,
- * one pair or one per channel; "" for none). */
-static dp_status_t normalize_inputs(const char *text, float *x, int count, int ch, size_t plane) {
-    if (!text[0]) return DP_OK;
-    int n;
-    float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
-    DP_TRY(dp_normalize_parse(text, &n, mean, std));
-    if (n != 1 && n != ch)
-        return dp_fail(DP_ERR_FORMAT, "predict: the checkpoint's normalisation '%s' has %d channels, the model %d",
-                       text, n, ch);
-    for (int i = 0; i < count; i++)
-        for (int k = 0; k < ch; k++) {
-            float *p = x + ((size_t)i * ch + (size_t)k) * plane;
-            float m = mean[n == 1 ? 0 : k], sd = std[n == 1 ? 0 : k];
-            for (size_t j = 0; j < plane; j++) p[j] = (p[j] - m) / sd;
-        }
-    return DP_OK;
 }
 
 /* One image's line: its `top` most probable classes (ties: the lower
@@ -408,6 +380,7 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: the model takes %d-channel inputs; images give 1 (gray) or 3 (RGB)", ch);
         goto done;
     }
+    if (check_preprocessing(info, ch, h, w) != DP_OK) goto done;
     if (expand_images(images, num_images, skip_bad, &paths, &num_paths) != DP_OK) goto done;
     const int batch = num_paths < batch_size ? num_paths : batch_size;
     size_t example = (size_t)ch * h * w;
@@ -422,12 +395,11 @@ int cmd_predict(int argc, char **argv) {
     for (int start = 0; start < num_paths; start += batch) {
         int n = 0; /* the batch's images that decoded: paths[slot[0..n)] */
         for (int i = start; i < num_paths && i < start + batch; i++) {
-            if (image_input(paths[i], info->transform, ch, h, w, x + (size_t)n * example) == DP_OK) slot[n++] = i;
+            if (dp_predict_image_input(info, paths[i], ch, h, w, x + (size_t)n * example) == DP_OK) slot[n++] = i;
             else if (skip_bad) skipped(dp_error_message()); /* its header read, its data does not decode */
             else goto done;
         }
         if (n == 0) continue;
-        if (normalize_inputs(info->normalize, x, n, ch, (size_t)h * w) != DP_OK) goto done;
         if (dp_predictor_run(predictor, x, n, logits) != DP_OK) goto done;
         for (int i = 0; i < n; i++)
             print_prediction(paths[slot[i]], logits + (size_t)i * classes, classes, top, names, json, logits_out,

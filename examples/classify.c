@@ -1,7 +1,10 @@
 /* classify.c - using libdptrain from your own program: load a checkpoint
- * (`dptrain train --save ck.safetensors`), read PNG/PGM images, classify
- * them on all devices and print the most probable class of each.
- * `dptrain predict` does the same with more options.
+ * (`dptrain train --save ck.safetensors`), read JPEG, PNG, PGM/PPM or BMP
+ * images into the model's input as the training data was made (its
+ * transform and normalisation: dp_predict_image_input), classify them on
+ * all devices and print the most probable class of each with its
+ * probability: the lines of `dptrain predict --top 1`, which does the same
+ * with more options.
  *
  * usage: classify CK.safetensors IMAGE...
  * build: cc classify.c $(pkg-config --cflags --libs dptrain)
@@ -12,11 +15,11 @@
 #include <unistd.h>
 
 #include "dptrain/checkpoint.h"
-#include "dptrain/image.h"
 #include "dptrain/predict.h"
 
-static const char *const class_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+/* the names of a checkpoint trained without any (IDX files: Fashion-MNIST) */
+static const char *const fashion_mnist[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                              "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -35,20 +38,16 @@ int main(int argc, char **argv) {
     params = malloc(sizeof(float) * dp_model_num_params(model));
     if (!params || dp_checkpoint_load_params(ck, model, params) != DP_OK) goto done;
 
-    /* images -> (n, C, H, W) inputs, made like the training data */
+    /* images -> (n, C, H, W) inputs, made like the training data (the checkpoint says how) */
+    const dp_checkpoint_info_t *info = dp_checkpoint_info(ck);
     int c, h, w, classes = dp_model_num_outputs(model);
     dp_model_input_shape(model, &c, &h, &w);
     x = malloc(sizeof(float) * (size_t)n * c * h * w);
     logits = malloc(sizeof(float) * (size_t)n * classes);
     probs = malloc(sizeof(float) * (size_t)classes);
     if (!x || !logits || !probs) goto done;
-    for (int i = 0; i < n; i++) {
-        dp_image_t image;
-        if (dp_image_read(argv[2 + i], &image) != DP_OK) goto done;
-        dp_status_t st = dp_image_to_input(&image, c, h, w, x + (size_t)i * c * h * w);
-        dp_image_free(&image);
-        if (st != DP_OK) goto done;
-    }
+    for (int i = 0; i < n; i++)
+        if (dp_predict_image_input(info, argv[2 + i], c, h, w, x + (size_t)i * c * h * w) != DP_OK) goto done;
 
     /* forward on every core, batch norm with running statistics, no dropout */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -60,8 +59,10 @@ int main(int argc, char **argv) {
         int best = 0;
         for (int k = 1; k < classes; k++)
             if (probs[k] > probs[best]) best = k;
-        if (classes == 10) printf("%s: %s %.4f\n", argv[2 + i], class_names[best], probs[best]);
-        else printf("%s: class %d %.4f\n", argv[2 + i], best, probs[best]);
+        if (best < info->num_class_names) printf("%s: %s %.4f\n", argv[2 + i], info->class_names[best], probs[best]);
+        else if (info->num_class_names == 0 && classes == 10)
+            printf("%s: %s %.4f\n", argv[2 + i], fashion_mnist[best], probs[best]);
+        else printf("%s: (output %d) %.4f\n", argv[2 + i], best, probs[best]);
     }
     status = 0;
 done:

@@ -10,14 +10,17 @@
 # - examples/multi_device_lenet.c and examples/classify.c build through
 #   pkg-config (shared; and static with --static: no libdptrain.so needed)
 #   and through CMake (find_package(dptrain): dptrain::dptrain and
-#   dptrain::dptrain_static), and run: the book's summary line, and the same
-#   classes as `dptrain predict` on test images;
+#   dptrain::dptrain_static), and run: the book's summary line, and the lines
+#   of `dptrain predict --top 1` (class and probability) on test images, of
+#   a Fashion-MNIST checkpoint and of an image folder's (Resize + CenterCrop,
+#   normalised: classify makes its inputs with dp_predict_image_input);
 # - every file in examples/ compiles as a user compiles it, warning-free:
 #   `cc -std=c11 -Wall -Wextra -pedantic -Werror FILE $(pkg-config --cflags
 #   --libs dptrain)`, with no definitions of its own on the command line.
 # The compiler flags of this build (e.g. the sanitizers') are used for the
 # out-of-tree programs too.
 source "$(dirname "$0")/testing.sh"
+py=/usr/bin/python3
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$(dirname "$bin")" && pwd)
 prefix="$tmp/prefix"
@@ -64,7 +67,28 @@ mkdir -p "$tmp/data" "$tmp/png"
 /usr/bin/python3 "$src/tools/check_onnx.py" pngs "$tmp/data/t10k-images-idx3-ubyte" 8 "$tmp/png"
 "$bin" train --data "$tmp/data" --model lenet-paddle --epochs 1 --batch-size 32 --optimizer adam --lr 0.003 \
   --save "$tmp/ck.safetensors" --quiet >/dev/null 2>&1 || fail "training the checkpoint"
-"$bin" predict --resume "$tmp/ck.safetensors" --top 1 "$tmp"/png/*.png | sed -E 's/ [0-9.]+$//' >"$tmp/want"
+"$bin" predict --resume "$tmp/ck.safetensors" --top 1 "$tmp"/png/*.png >"$tmp/want"
+# A checkpoint of an image folder with a transform (Resize + CenterCrop) and a normalisation, which classify
+# must apply as predict does: colour PPMs of 20 to 40 pixels a side, 3 classes, a 3x12x12 network.
+$py - "$tmp/photos" <<'PY'
+import os, random, sys
+rng = random.Random(3)
+for split, n in (("train", 12), ("test", 4)):
+    for k, name in enumerate(("red", "green", "blue")):
+        os.makedirs(f"{sys.argv[1]}/{split}/{name}", exist_ok=True)
+        for i in range(n):
+            w, h = rng.randint(20, 40), rng.randint(20, 40)
+            px = bytearray()
+            for _ in range(w * h):
+                c = [rng.randint(0, 120) for _ in range(3)]
+                c[k] = rng.randint(100, 255)
+                px += bytes(c)
+            open(f"{sys.argv[1]}/{split}/{name}/{i}.ppm", "wb").write(b"P6\n%d %d\n255\n" % (w, h) + px)
+PY
+printf '[net]\nchannels = 3\nheight = 12\nwidth = 12\n\n[conv]\nname = conv\nfilters = 4\nsize = 3\nactivation = relu\n\n[global_avgpool]\n\n[flatten]\n\n[linear]\nname = fc\nout = 3\n' >"$tmp/rgb.cfg"
+"$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-size 12 --normalize 0.5,0.4,0.3,0.2,0.25,0.3 \
+  --devices 1 --save "$tmp/photos.safetensors" --quiet >/dev/null 2>&1 || fail "training the image folder's checkpoint"
+"$bin" predict --resume "$tmp/photos.safetensors" --top 1 "$tmp"/photos/test/*/*.ppm >"$tmp/want_photos"
 
 run_lenet() { # $1: label, $2: program
   local out
@@ -72,11 +96,13 @@ run_lenet() { # $1: label, $2: program
   [[ $? -eq 0 ]] && grep -qE '^test acc: [0-9.]+, [0-9.]+ sec/epoch on \[cpu:0, cpu:1\]$' <<<"$out" && pass \
     || fail "$1 multi_device_lenet: $(tail -2 <<<"$out")"
 }
-run_classify() { # $1: label, $2: program
-  "$2" "$tmp/ck.safetensors" "$tmp"/png/*.png >"$tmp/got.raw" 2>"$tmp/got.err"
-  sed -E 's/ [0-9.]+$//' "$tmp/got.raw" >"$tmp/got"
+run_classify() { # $1: label, $2: program; the lines of predict --top 1, for each checkpoint
+  "$2" "$tmp/ck.safetensors" "$tmp"/png/*.png >"$tmp/got" 2>"$tmp/got.err"
   [[ $? -eq 0 && -s "$tmp/got" ]] && cmp -s "$tmp/got" "$tmp/want" && pass \
-    || fail "$1 classify: $(head -3 "$tmp/got.raw" "$tmp/got.err") vs predict's $(head -3 "$tmp/want")"
+    || fail "$1 classify: $(head -3 "$tmp/got" "$tmp/got.err") vs predict's $(head -3 "$tmp/want")"
+  "$2" "$tmp/photos.safetensors" "$tmp"/photos/test/*/*.ppm >"$tmp/got" 2>"$tmp/got.err"
+  [[ $? -eq 0 && -s "$tmp/got" ]] && cmp -s "$tmp/got" "$tmp/want_photos" && pass \
+    || fail "$1 classify, an image folder's checkpoint: $(diff "$tmp/got" "$tmp/want_photos" | head -4; cat "$tmp/got.err")"
 }
 
 # Every example, as a user compiles it: the system's cc, strict C11, every

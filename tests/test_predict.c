@@ -6,13 +6,16 @@
  * 3 and batches smaller than, equal to and larger than k; repeated runs
  * reuse the devices' memory; with a forward cap of 2, each shard as
  * forwards of at most 2 examples (bit for bit those forwards'); the
- * inference cap's bounds (nn.h); the softmax. Runs under ThreadSanitizer too
+ * inference cap's bounds (nn.h); the softmax; an image file as a
+ * checkpoint's input (dp_predict_image_input). Runs under ThreadSanitizer too
  * (label `threads`).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/image.h"
+#include "dptrain/image_folder.h"
 #include "dptrain/model_file.h"
 #include "dptrain/parallel.h"
 #include "dptrain/predict.h"
@@ -148,8 +151,52 @@ static void check_refusals(void) {
     dp_model_free(m);
 }
 
+/* dp_predict_image_input: without a checkpoint dp_image_to_input's floats; with a checkpoint's normalisation
+ * (x - mean) / std of them; with its transform the evaluation sample's bytes / 255 (a 6x4 gray PGM as 3
+ * channels through Resize(2) + CenterCrop(2)); a missing file and a bad input shape are refused. */
+static void check_image_input(void) {
+    const char *path = testing_tmp_file("in.pgm");
+    FILE *f = fopen(path, "wb");
+    fprintf(f, "P5\n6 4\n255\n");
+    for (int i = 0; i < 24; i++) fputc(10 * i, f);
+    fclose(f);
+    dp_image_t image;
+    float want[2 * 5 * 5], got[2 * 5 * 5];
+    CHECK(dp_image_read(path, &image) == DP_OK && dp_image_to_input(&image, 1, 5, 5, want) == DP_OK, "%s",
+          dp_error_message());
+    dp_image_free(&image);
+    CHECK(dp_predict_image_input(NULL, path, 1, 5, 5, got) == DP_OK && memcmp(got, want, sizeof(float) * 25) == 0,
+          "no checkpoint: not dp_image_to_input's input (%s)", dp_error_message());
+    dp_checkpoint_info_t info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.normalize, sizeof info.normalize, "0.5,0.25");
+    CHECK(dp_predict_image_input(&info, path, 1, 5, 5, got) == DP_OK, "%s", dp_error_message());
+    int same = 1;
+    for (int i = 0; i < 25; i++) same &= got[i] == (want[i] - 0.5f) / 0.25f;
+    CHECK(same, "normalised input: %g, expected %g", got[0], (want[0] - 0.5f) / 0.25f);
+    snprintf(info.normalize, sizeof info.normalize, "0.5,0.4,0.3,0.2,0.2,0.2");
+    CHECK(dp_predict_image_input(&info, path, 1, 5, 5, got) != DP_OK, "3 channels' normalisation for 1 accepted");
+    snprintf(info.normalize, sizeof info.normalize, "0,0,0,1,1,1");
+    snprintf(info.transform, sizeof info.transform, "resize 2");
+    dp_sample_options_t eval;
+    unsigned char bytes[3 * 2 * 2];
+    unsigned char *file = NULL;
+    size_t size = 0;
+    CHECK(dp_eval_transform_parse("resize 2", 3, 2, 2, &eval) == DP_OK && dp_image_file_bytes(path, &file, &size) ==
+          DP_OK && dp_image_sample(file, size, path, &eval, NULL, bytes, NULL) == DP_OK, "%s", dp_error_message());
+    free(file);
+    CHECK(dp_predict_image_input(&info, path, 3, 2, 2, got) == DP_OK, "%s", dp_error_message());
+    same = 1;
+    for (int i = 0; i < 12; i++) same &= got[i] == bytes[i] * (1.0f / 255.0f);
+    CHECK(same, "transformed input: %g, expected %g", got[0], bytes[0] / 255.0);
+    CHECK(dp_predict_image_input(&info, testing_tmp_file("none.png"), 3, 2, 2, got) == DP_ERR_IO &&
+          strstr(dp_error_message(), "none.png: cannot open image") != NULL, "missing file: '%s'", dp_error_message());
+    CHECK(dp_predict_image_input(&info, path, 2, 2, 2, got) == DP_ERR_ARG, "2 channels accepted");
+}
+
 int main(void) {
     check_refusals();
+    check_image_input();
     check_model("lenet");
     check_model(testing_path("models/tiny_resnet.cfg")); /* batch norm, dropout, residual */
     float logits[4] = {1.0f, 2.0f, 3.0f, 1000.0f}, probs[4];

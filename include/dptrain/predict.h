@@ -8,6 +8,7 @@
 #ifndef DPTRAIN_PREDICT_H
 #define DPTRAIN_PREDICT_H
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/nn.h"
 #include "dptrain/status.h"
 
@@ -31,6 +32,21 @@ dp_status_t dp_predictor_run(dp_predictor_t *p, const float *x, int n, float *lo
 void dp_predictor_set_forward_cap(dp_predictor_t *p, int examples);
 /* The forwards the last dp_predictor_run made, all devices together. */
 int dp_predictor_last_forwards(const dp_predictor_t *p);
+
+/* x (channels x height x width floats, dp_model_input_shape: one example
+ * of dp_predictor_run's input) = the image file at `path` made the way
+ * the checkpoint's training data was for its evaluation, as `dptrain
+ * predict` makes it (so the same logits): with an evaluation transform
+ * recorded (info->transform, an image folder's: Resize(S) + CenterCrop, or
+ * squash; EXIF orientation as the run had it), that transform; without
+ * one (IDX, CIFAR, imported weights: data of the model's size), any image
+ * resized to height x width (dp_image_to_input); channels converted as
+ * image.h says; then pixel / 255 and the normalisation the checkpoint
+ * records (info->normalize). info NULL: no transform, no normalisation
+ * (dp_image_to_input alone). The JPEG, PNG, PGM/PPM and BMP files of
+ * image.h. A bad file is one line naming it; x is then unspecified. */
+dp_status_t dp_predict_image_input(const dp_checkpoint_info_t *info, const char *path, int channels, int height,
+                                   int width, float *x);
 
 /* Softmax of one row of logits into probs (stable: max subtracted). */
 void dp_softmax(const float *logits, int count, float *probs);
