@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +109,89 @@ static void index_progress(void *ctx, const char *split, long done, long total) 
 }
 
 /* --- image folders ----------------------------------------------------------------------- */
+/* "a, b, c" (the names while they fit in `size`, then "...") */
+static void name_list(char *const *names, int count, char *text, size_t size) {
+    size_t at = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        if (at + strlen(names[i]) + 8 >= size) {
+            snprintf(text + at, size - at, "%s...", i ? ", " : "");
+            return;
+        }
+        at += (size_t)snprintf(text + at, size - at, "%s%s", i ? ", " : "", names[i]);
+    }
+}
+
+/* eval with a checkpoint's class names: the labels are positions among them, so every class folder of
+ * DIR/SPLIT (the index's rule: folders, names not starting with '.') must be one of them; the first, in
+ * sorted order, that is not is one line. Classes without a folder are fine. A folder none of whose class
+ * folders is a name of the checkpoint (ImageNet's n01440764 ... against imported weights' tench ...) is
+ * labelled in its own sorted order, as torchvision's ImageFolder labels it, with a warning: *by_name 0. */
+static dp_status_t check_class_folders(const char *dir, const char *split, char *const *classes, int num_classes,
+                                       int *by_name) {
+    char path[4200], entry[4200 + 260];
+    snprintf(path, sizeof path, "%s%s%s", dir, *split ? "/" : "", split);
+    *by_name = 1;
+    DIR *d = opendir(path);
+    if (!d) return DP_OK; /* the index names it */
+    char unknown[256] = "", first[256] = "";
+    int known = 0;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof unknown) continue;
+        snprintf(entry, sizeof entry, "%s/%s", path, e->d_name);
+        if (stat(entry, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        int found = 0;
+        for (int c = 0; c < num_classes && !found; c++) found = strcmp(classes[c], e->d_name) == 0;
+        known += found;
+        if (!found && (!unknown[0] || strcmp(e->d_name, unknown) < 0)) snprintf(unknown, sizeof unknown, "%s", e->d_name);
+        if (!first[0] || strcmp(e->d_name, first) < 0) snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!unknown[0]) return DP_OK;
+    char names[200];
+    name_list(classes, num_classes, names, sizeof names);
+    if (known == 0) {
+        *by_name = 0;
+        fprintf(stderr, "dptrain: warning: eval: none of the class folders of %s is a class of the checkpoint (%s): "
+                "labelled in their sorted order, as torchvision's ImageFolder labels them (%s: output 0)\n", path,
+                names, first);
+        return DP_OK;
+    }
+    return dp_fail(DP_ERR_FORMAT, "eval: %s/%s: '%s' is not one of the checkpoint's %d classes (%s): eval counts a "
+                   "prediction right by the checkpoint's class names", path, unknown, unknown, num_classes, names);
+}
+
+/* The held-out split's labels as positions among the checkpoint's classes (its names all among them:
+ * check_class_folders); its class names become theirs. */
+static dp_status_t relabel(dp_image_index_t *index, char *const *classes, int num_classes) {
+    int *to = dp_alloc_zeroed((size_t)index->num_classes, sizeof *to, "class map");
+    char **names = dp_alloc_zeroed((size_t)num_classes, sizeof *names, "class names");
+    dp_status_t status = to && names ? DP_OK : DP_ERR_NOMEM;
+    for (int c = 0; status == DP_OK && c < index->num_classes; c++) {
+        to[c] = -1;
+        for (int k = 0; k < num_classes && to[c] < 0; k++)
+            if (strcmp(index->class_names[c], classes[k]) == 0) to[c] = k;
+        if (to[c] < 0) status = dp_fail(DP_ERR_FORMAT, "eval: '%s' is not a class of the checkpoint", index->class_names[c]);
+    }
+    for (int k = 0; status == DP_OK && k < num_classes; k++)
+        if (!(names[k] = strdup(classes[k]))) status = dp_fail(DP_ERR_NOMEM, "out of memory copying the class names");
+    if (status != DP_OK) {
+        for (int k = 0; names && k < num_classes; k++) free(names[k]);
+        free(names);
+        free(to);
+        return status;
+    }
+    for (int i = 0; i < index->count; i++) index->labels[i] = to[index->labels[i]];
+    for (int c = 0; c < index->num_classes; c++) free(index->class_names[c]);
+    free(index->class_names);
+    index->class_names = names;
+    index->num_classes = num_classes;
+    free(to);
+    return DP_OK;
+}
+
 static dp_status_t open_folder(const cli_data_options_t *o, int training, int channels, int height, int width,
                                char *const *classes, int num_classes, int threads, const dp_world_t *world,
                                cli_data_t *out) {
@@ -154,16 +238,26 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     else if (held_out) snprintf(out->holdout, sizeof out->holdout, "%g", fraction);
     dp_image_index_t train_index = {0}, test_index = {0};
     dp_status_t status = DP_OK;
-    if (training || held_out) {
+    if (!training && classes) { /* eval: the checkpoint's classes name the labels */
+        int by_name;
+        status = check_class_folders(o->dir, held_out ? root : test_split, classes, num_classes, &by_name);
+        if (!by_name) classes = NULL, num_classes = 0;
+        if (!by_name && !held_out && !*root) /* a test folder alone: its own folders are the classes */
+            status = dp_image_index_build(o->dir, test_split, NULL, 0, &io, &test_index);
+    }
+    if (status == DP_OK && (training || held_out)) {
         status = dp_image_index_build(o->dir, root, NULL, 0, &io, &train_index);
         if (status == DP_OK) status = dp_image_index_check_ranks(&train_index, world, "--data train");
         if (status == DP_OK && held_out)
             status = dp_image_index_hold_out(&train_index, fraction, o->dir, &test_index);
+        if (status == DP_OK && held_out && !training && classes) status = relabel(&test_index, classes, num_classes);
         out->train_total = train_index.count;
         if (status == DP_OK && o->limit > 0 && o->limit < train_index.count) train_index.count = o->limit;
-        classes = train_index.class_names;
-        num_classes = train_index.num_classes;
-    } else if (!classes) { /* eval without the checkpoint's classes: the training folders' */
+        if (training || !classes) {
+            classes = train_index.class_names;
+            num_classes = train_index.num_classes;
+        }
+    } else if (status == DP_OK && !classes && !test_index.paths) { /* eval, no checkpoint's classes: DIR/train's */
         dp_image_index_t names = {0};
         io.skip_bad = 1; /* only the classes are wanted */
         status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &names);
@@ -233,7 +327,13 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
         return dp_fail(DP_ERR_ARG, "%s: --%s", command, why);
     }
     dp_data_layout_t layout;
-    DP_TRY(dp_data_detect_layout(o->dir, &layout));
+    dp_status_t detected = dp_data_detect_layout(o->dir, &layout);
+    if (detected != DP_OK) {
+        /* eval with the checkpoint's classes reads a test folder alone: DIR/test/CLASS/... without DIR/train */
+        if (training || !classes || !dp_image_folder_test_split(o->dir)) return detected;
+        dp_error_clear();
+        layout = DP_DATA_IMAGE_FOLDER;
+    }
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->loader_threads >= 0 ? o->loader_threads : cores - cpu_threads;
     if (threads < 1) threads = 1;

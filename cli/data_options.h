@@ -57,8 +57,10 @@ typedef struct {
 
 /* Opens `dir` for a model taking channels x height x width: the training
  * split (training 1: with its transform, --limit, --augment) and the test
- * split; `classes` (may be NULL: the data's own, DIR/train's folders) name
- * the test split's labels when there is no training split to read.
+ * split; for eval, `classes` (may be NULL: the data's own, DIR/train's
+ * folders) are a checkpoint's class names: the test split's labels are
+ * positions among them, matched by name (a class folder that is not one of
+ * them is one line), and a test folder without DIR/train is read.
  * devices, cpu_devices: how many devices this process trains on and how
  * many are CPU threads (the loader threads share the cores with them).
  * One line on failure. */

@@ -33,7 +33,9 @@ static const char eval_usage[] =
     "                      (t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]),\n"
     "                      an image folder (DIR/test/CLASS/IMAGE, else DIR/val/...;\n"
     "                      without either the files the training run held out,\n"
-    "                      --holdout) or CIFAR-10\n"
+    "                      --holdout; with a checkpoint of an image folder its\n"
+    "                      classes matched to the checkpoint's by name, and\n"
+    "                      DIR/test alone is enough) or CIFAR-10\n"
     "                      (test_batch.bin); default: the data the checkpoint's run\n"
     "                      trained on (its data.dir), else " DP_DEFAULT_DATA_DIR "\n"
     "  --devices N|LIST    devices to evaluate on: a count (cpu:0 .. cpu:N-1) or a list\n"
@@ -159,7 +161,9 @@ int cmd_eval(int argc, char **argv) {
     data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
     const dp_world_t one = {.rank = 0, .size = 1};
-    if (cli_data_open(&data_options, 0, ch, h, w, NULL, 0, 0, &one, &data) != DP_OK) /* the data's own classes */
+    /* the labels: positions among the checkpoint's class names (an image folder's run), else the data's own */
+    if (cli_data_open(&data_options, 0, ch, h, w, info->num_class_names ? info->class_names : NULL,
+                      info->num_class_names, 0, &one, &data) != DP_OK)
         goto done;
     char warning[512]; /* fewer outputs than classes: a label could never be predicted */
     if (dp_model_check_classes(model, dp_model_name(model), dp_batch_source_info(data.test)->num_classes,

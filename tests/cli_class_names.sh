@@ -10,6 +10,12 @@
 #   Fashion-MNIST's names; `dptrain export --onnx` writes them as the
 #   metadata_props entry "classes" beside the folder's evaluation transform
 #   ("transform", read back with python3-onnx);
+# - eval counts right by the checkpoint's names: on a test folder alone of
+#   two of its classes and held out of class folders alone, its count is
+#   the images predict names as their folder; a class folder that is no
+#   class of the checkpoint is one line naming it; folders none of which is
+#   (ImageNet's n01440764 ...) are labelled in their sorted order, with a
+#   warning;
 # - a model with fewer outputs than classes: one error line, exit 1, no
 #   checkpoint, metrics or plot written; with more: one warning line, and
 #   predict names the extra outputs "(output K)";
@@ -158,13 +164,44 @@ checkpoint whose last layer it leaves out)" ]] && pass || fail "--fresh-head wit
 "$bin" "${common[@]}" --model "$tmp/m3.cfg" --init "$tmp/ck.st" >"$tmp/i.out" 2>"$tmp/i.err" && [[ ! -s "$tmp/i.err" ]] \
   && pass || fail "--init on the same classes: $(cat "$tmp/i.err")"
 
-# More classes than the model has outputs: eval refuses it as the resume does, naming both counts.
+# eval counts a prediction right by the checkpoint's class names (the labels are positions among them): on a
+# folder of two of its three classes (bee and sea "lion": 1 and 2 in the checkpoint, 0 and 1 among the folder's
+# own), a test folder alone (no train folder) and class folders alone (held out), eval's count is the number of
+# images whose top-1 class predict names as their folder; a class folder the checkpoint has no name for (more
+# classes than the model has outputs, too) is one line naming it.
+right_by_name() { # FILE...: the images whose predicted class is their folder's name
+  "$bin" predict --resume "$tmp/ck.st" --json --top 1 "$@" | $py -c '
+import json, os, sys
+print(sum(json.loads(l)["top"][0]["label"] == os.path.basename(os.path.dirname(json.loads(l)["image"])) for l in sys.stdin))'
+}
+mkdir -p "$tmp/sub/test" "$tmp/flat"
+cp -r "$tmp/imgs/test/bee" "$tmp/imgs/test/sea \"lion\"" "$tmp/sub/test/"
+cp -r "$tmp/imgs/train/bee" "$tmp/imgs/train/sea \"lion\"" "$tmp/flat/"
+want=$(right_by_name "$tmp"/sub/test/*/*.pgm)
+out=$("$bin" eval --resume "$tmp/ck.st" --data "$tmp/sub" --devices 1 2>&1)
+[[ $? -eq 0 && $out == "test acc: "*" ($want/4 correct) on 4 images, "* ]] && pass \
+  || fail "eval on a test folder of 2 of the 3 classes: '$out', predict right by name $want/4"
+flat_right=$(right_by_name "$tmp"/flat/*/*.pgm)
+out=$("$bin" eval --resume "$tmp/ck.st" --data "$tmp/flat" --holdout 0.5 --devices 1 2>&1)
+[[ $? -eq 0 && ( $flat_right -lt 16 || $out == "test acc: 1.0000 (8/8 correct) on 8 images, "* ) ]] && pass \
+  || fail "eval held out of 2 of the 3 classes: '$out', predict right by name on $flat_right of the 16 files"
+# class folders none of which is a name of the checkpoint (ImageNet's n01440764 ... against imported weights'
+# names): labelled in their sorted order, as torchvision's ImageFolder labels them, with one warning line
+mkdir -p "$tmp/ids/test"
+cp -r "$tmp/imgs/test/ant" "$tmp/ids/test/n01" && cp -r "$tmp/imgs/test/bee" "$tmp/ids/test/n02"
+cp -r "$tmp/imgs/test/sea \"lion\"" "$tmp/ids/test/n03"
+want=$("$bin" eval --resume "$tmp/ck.st" --data "$tmp/imgs" --devices 1 2>&1)
+"$bin" eval --resume "$tmp/ck.st" --data "$tmp/ids" --devices 1 >"$tmp/ids.out" 2>"$tmp/ids.err"
+[[ $? -eq 0 && "$(cut -d, -f1 "$tmp/ids.out")" == "${want%%,*}" && $(cat "$tmp/ids.err") == "dptrain: warning: eval: none \
+of the class folders of $tmp/ids/test is a class of the checkpoint (ant, bee, sea \"lion\"): labelled in their sorted \
+order, as torchvision's ImageFolder labels them (n01: output 0)" ]] && pass \
+  || fail "eval on class folders of other names: $(cat "$tmp/ids.out" "$tmp/ids.err") (on the same images named: $want)"
 folder "$tmp/five" ant bee cat dog eel
 "$bin" eval --resume "$tmp/ck.st" --data "$tmp/five" --devices 1 >"$tmp/e5.out" 2>"$tmp/e5.err"
 status=$?
-[[ $status -eq 1 && ! -s "$tmp/e5.out" && $(cat "$tmp/e5.err") == "dptrain: model m3 has 3 outputs, fewer than the \
-test data's 5 classes: labels 3 to 4 have no output (give the model's last layer 5 outputs)" ]] && pass \
-  || fail "eval on 5 classes: exit $status, $(cat "$tmp/e5.out" "$tmp/e5.err")"
+[[ $status -eq 1 && ! -s "$tmp/e5.out" && $(cat "$tmp/e5.err") == "dptrain: eval: $tmp/five/test/cat: 'cat' is not one \
+of the checkpoint's 3 classes (ant, bee, sea \"lion\"): eval counts a prediction right by the checkpoint's class names" ]] \
+  && pass || fail "eval on 5 classes: exit $status, $(cat "$tmp/e5.out" "$tmp/e5.err")"
 "$bin" train --data "$tmp/five" --epochs 2 --batch-size 6 --devices 1 --quiet --resume "$tmp/ck.st" \
   --save "$tmp/ck5.st" >"$tmp/r5.out" 2>"$tmp/r5.err"
 [[ $? -eq 1 && ! -e "$tmp/ck5.st" ]] && grep -q "fewer than the training data's 5 classes" "$tmp/r5.err" && pass \
