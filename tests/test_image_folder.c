@@ -210,7 +210,7 @@ static void test_transform_text(void) {
     eval.ignore_exif = 1;
     dp_eval_transform_text(&eval, text, sizeof text);
     CHECK(!strcmp(text, "resize 300, exif ignore") && dp_eval_transform_parse(text, 3, 224, 224, &back) == DP_OK &&
-              back.resize_size == 300 && back.ignore_exif == 1 && back.mode == DP_SAMPLE_EVAL,
+              back.resize_size == 300 && back.ignore_exif == 1 && back.mode == DP_SAMPLE_FIXED,
           "'%s' parsed back", text);
     const char *bad[] = {"resize", "resize 0", "resize 9x", "crop 32", "resize 32, exif maybe"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)

@@ -153,7 +153,8 @@ static void check_refusals(void) {
 
 /* dp_predict_image_input: without a checkpoint dp_image_to_input's floats; with a checkpoint's normalisation
  * (x - mean) / std of them; with its transform the evaluation sample's bytes / 255 (a 6x4 gray PGM as 3
- * channels through Resize(2) + CenterCrop(2)); a missing file and a bad input shape are refused. */
+ * channels through Resize(2) + CenterCrop(2); at 4x6 through 'resize 9' as it is, as the run's evaluation
+ * took an image of its size); a missing file and a bad input shape are refused. */
 static void check_image_input(void) {
     const char *path = testing_tmp_file("in.pgm");
     FILE *f = fopen(path, "wb");
@@ -189,6 +190,15 @@ static void check_image_input(void) {
     same = 1;
     for (int i = 0; i < 12; i++) same &= got[i] == bytes[i] * (1.0f / 255.0f);
     CHECK(same, "transformed input: %g, expected %g", got[0], bytes[0] / 255.0);
+    /* an image of exactly the input's size is taken as it is, as the run's evaluation took it (not resized to
+     * S and cropped) */
+    snprintf(info.transform, sizeof info.transform, "resize 9");
+    info.normalize[0] = '\0';
+    CHECK(dp_predict_image_input(&info, path, 1, 4, 6, got) == DP_OK, "%s", dp_error_message());
+    same = 1;
+    for (int i = 0; i < 24; i++) same &= got[i] == (float)(10 * i) * (1.0f / 255.0f);
+    CHECK(same, "an image of the input's size through 'resize 9': %g %g, expected %g %g", got[0], got[1], 0.0,
+          10 / 255.0);
     CHECK(dp_predict_image_input(&info, testing_tmp_file("none.png"), 3, 2, 2, got) == DP_ERR_IO &&
           strstr(dp_error_message(), "none.png: cannot open image") != NULL, "missing file: '%s'", dp_error_message());
     CHECK(dp_predict_image_input(&info, path, 2, 2, 2, got) == DP_ERR_ARG, "2 channels accepted");

@@ -124,7 +124,8 @@ long dp_folder_source_cached(const dp_batch_source_t *src);
  * the orientation is not applied. text writes it for `eval` (an
  * evaluation, fixed or squash mode); parse makes the options of an
  * evaluation sample of channels x height x width from it (one line naming
- * the text when it is not one). */
+ * the text when it is not one): "resize S" as DP_SAMPLE_FIXED, the mode
+ * the run's evaluation had (an image of exactly height x width as it is). */
 void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t size);
 dp_status_t dp_eval_transform_parse(const char *text, int channels, int height, int width, dp_sample_options_t *out);
 

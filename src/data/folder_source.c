@@ -235,7 +235,8 @@ void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t 
 }
 
 dp_status_t dp_eval_transform_parse(const char *text, int channels, int height, int width, dp_sample_options_t *out) {
-    *out = dp_sample_options_default(DP_SAMPLE_EVAL, channels, height, width);
+    /* fixed: as the run's evaluation took its images (cli/data_options.c), one of the output's size as it is */
+    *out = dp_sample_options_default(DP_SAMPLE_FIXED, channels, height, width);
     int resize = 0, used = 0;
     if (strncmp(text, "squash", 6) == 0) {
         out->mode = DP_SAMPLE_SQUASH;
