@@ -16,6 +16,11 @@
 #   from the file's nodes and weights: logits agree with dptrain's own
 #   (`dptrain predict --json --logits` on the same images written as PNGs)
 #   to 1e-4 relative, and the predicted classes are the same;
+# - docs/inference.md's Python program, which makes images into the input
+#   from the file's metadata_props (transform, normalize, classes), prints
+#   predict's lines (top class, probabilities to 2e-4) for a normalised
+#   model of an image folder and for tiny_resnet, on JPEGs, PNGs, an EXIF-rotated,
+#   a gray, a colour, a tiny and an input-sized image;
 # - the export is deterministic (same bytes twice) and atomic: a failed
 #   export (missing checkpoint, another model's checkpoint, a directory that
 #   does not exist, a directory as --onnx) is one line, exit 1, and leaves an existing file as it
@@ -78,6 +83,74 @@ if [[ ${#checked[@]} -gt 0 ]]; then
                         "$tmp/check.out" | tail -8)"
   done
 fi
+
+# docs/inference.md's program (its python block), which makes images into the exported model's input from the
+# file's metadata_props alone, prints predict's lines: for a normalised model of an image folder (transform
+# 'resize S') on JPEGs of other sizes (one EXIF-rotated, one gray), a PNG with alpha and an image of the input's
+# size; and for tiny_resnet (Fashion-MNIST: no transform, no names) on test PNGs, a colour JPEG, colour stripes (luma)
+# and a tiny image.
+awk '/^```python$/ { on = 1; next } /^```$/ { on = 0 } on' "$src/docs/inference.md" >"$tmp/onnx_classify.py"
+$py - "$tmp/photos" <<'PY'
+import os, random, sys
+from PIL import Image
+rng = random.Random(5)
+for split, n in (("train", 12), ("test", 3)):
+    for k, name in enumerate(("red", "green", "blue")):
+        os.makedirs(f"{sys.argv[1]}/{split}/{name}", exist_ok=True)
+        for i in range(n):
+            im = Image.new("RGB", (rng.randint(20, 50), rng.randint(20, 50)))
+            im.putdata([tuple(rng.randint(100, 255) if j == k else rng.randint(0, 120) for j in range(3))
+                        for _ in range(im.width * im.height)])
+            im.save(f"{sys.argv[1]}/{split}/{name}/{i}.jpg", quality=90)
+other = f"{sys.argv[1]}/other"
+os.makedirs(other)
+im = Image.open(f"{sys.argv[1]}/test/red/0.jpg")
+exif = Image.Exif()
+exif[0x0112] = 6
+im.transpose(Image.ROTATE_90).save(f"{other}/exif6.jpg", exif=exif.tobytes(), quality=90)
+im.convert("L").save(f"{other}/gray.jpg")
+alpha = im.convert("RGBA")
+alpha.putalpha(100)
+alpha.save(f"{other}/alpha.png")
+im.resize((12, 12)).save(f"{other}/input_size.png")
+im.resize((5, 3)).save(f"{other}/tiny.png")
+stripes = Image.new("RGB", (33, 30))  # green and blue stripes: one gray by luma, two by the channels' mean
+stripes.putdata([(0, 255, 0) if (i % 33) // 4 % 2 else (0, 0, 255) for i in range(33 * 30)])
+stripes.save(f"{other}/stripes.png")
+PY
+printf '[net]\nchannels = 3\nheight = 12\nwidth = 12\n\n[conv]\nname = conv\nfilters = 4\nsize = 3\nactivation = relu\n\n[global_avgpool]\n\n[flatten]\n\n[linear]\nname = fc\nout = 3\n' >"$tmp/rgb.cfg"
+same_lines() { # LABEL FILE1 FILE2: the same files and top class, probabilities within 2e-4
+  $py - "$2" "$3" <<'PY' && pass || fail "$1: $(diff "$2" "$3" | head -6)"
+import sys
+def parse(path):
+    out = []
+    for line in open(path):
+        image, rest = line.rstrip("\n").split(": ", 1)
+        out.append((image, [(t.rsplit(" ", 1)[0], float(t.rsplit(" ", 1)[1])) for t in rest.split(", ")]))
+    return out
+a, b = parse(sys.argv[1]), parse(sys.argv[2])
+assert len(a) == len(b) > 0, (len(a), len(b))
+for (ia, ta), (ib, tb) in zip(a, b):
+    assert ia == ib and ta[0][0] == tb[0][0], (ia, ta, ib, tb)
+    pb = dict(tb)
+    assert all(abs(p - pb[c]) <= 2e-4 for c, p in ta if c in pb), (ia, ta, tb)
+PY
+}
+if "$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-size 12 --devices 1 --quiet \
+     --normalize 0.5,0.4,0.3,0.2,0.25,0.3 --save "$tmp/photos.st" >/dev/null 2>&1 \
+   && "$bin" export --resume "$tmp/photos.st" --onnx "$tmp/photos.onnx"; then
+  images=("$tmp"/photos/test/*/*.jpg "$tmp"/photos/other/*)
+  "$bin" predict --resume "$tmp/photos.st" "${images[@]}" >"$tmp/photos.predict" 2>&1
+  $py "$tmp/onnx_classify.py" "$tmp/photos.onnx" "${images[@]}" >"$tmp/photos.doc" 2>&1
+  same_lines "inference.md's program on an image folder's model" "$tmp/photos.doc" "$tmp/photos.predict"
+else
+  fail "training or exporting the image folder's model"
+fi
+seq 0 9 >"$tmp/digits"
+images=("$tmp"/png/0000[0-4].png "$tmp"/photos/other/{exif6.jpg,tiny.png,stripes.png})
+"$bin" predict --resume "$tmp/tiny_resnet.safetensors" --labels "$tmp/digits" "${images[@]}" >"$tmp/tiny.predict" 2>&1
+$py "$tmp/onnx_classify.py" "$tmp/tiny_resnet.onnx" "${images[@]}" >"$tmp/tiny.doc" 2>&1
+same_lines "inference.md's program on tiny_resnet" "$tmp/tiny.doc" "$tmp/tiny.predict"
 
 # Deterministic: the same checkpoint gives the same bytes.
 "$bin" export --resume "$tmp/tiny_resnet.safetensors" --onnx "$tmp/again.onnx" \
