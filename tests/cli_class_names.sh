@@ -24,7 +24,8 @@
 # - a resume keeps the names; a resume on data with other class names is
 #   one error line naming both lists, exit 1, nothing written;
 # - a checkpoint of Fashion-MNIST (no class names) has no data.classes and
-#   predicts with Fashion-MNIST's names; a data.classes that is not an array
+#   predicts with Fashion-MNIST's names; one of CIFAR-10 has CIFAR-10's
+#   (inspect, predict, the ONNX file); a data.classes that is not an array
 #   of names is one error line.
 source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -216,6 +217,25 @@ small_data "$tmp/fm" 64 32
 grep -qE "data.classes|^classes:" "$tmp/fm.inspect" && fail "a Fashion-MNIST checkpoint has class names" || pass
 "$bin" predict --resume "$tmp/fm.st" --top 10 "${images[0]}" 2>&1 | grep -qF "Trouser" && pass \
   || fail "predict with a Fashion-MNIST checkpoint lost its built-in names"
+
+# CIFAR-10: its ten names (airplane ... truck) kept as an image folder's, predict and the ONNX file name them.
+mkdir -p "$tmp/cifar"
+$py - "$tmp/cifar" <<'PY'
+import random, sys
+rng = random.Random(2)
+for name, n in (("data_batch_1.bin", 40), ("test_batch.bin", 10)):
+    open(f"{sys.argv[1]}/{name}", "wb").write(b"".join(bytes([i % 10]) + rng.randbytes(3072) for i in range(n)))
+PY
+printf '[net]\nchannels = 3\nheight = 32\nwidth = 32\n\n[flatten]\n\n[linear]\nname = fc\nout = 10\n' >"$tmp/c10.cfg"
+"$bin" train --data "$tmp/cifar" --model "$tmp/c10.cfg" --epochs 1 --batch-size 20 --devices 1 --quiet \
+  --save "$tmp/cifar.st" >/dev/null 2>"$tmp/cifar.err" || fail "CIFAR training: $(cat "$tmp/cifar.err")"
+cifar='["airplane","automobile","bird","cat","deer","dog","frog","horse","ship","truck"]'
+"$bin" inspect "$tmp/cifar.st" | grep -qxF "  data.classes = $cifar" && pass || fail "a CIFAR-10 checkpoint's data.classes"
+"$bin" predict --resume "$tmp/cifar.st" --top 10 "${images[0]}" >"$tmp/cifar.pred" 2>&1
+grep -qF "airplane" "$tmp/cifar.pred" && grep -qF "truck" "$tmp/cifar.pred" && ! grep -qF "Trouser" "$tmp/cifar.pred" \
+  && pass || fail "predict with a CIFAR-10 checkpoint: $(cat "$tmp/cifar.pred")"
+"$bin" export --resume "$tmp/cifar.st" --onnx "$tmp/cifar.onnx" && $py "$src/tools/check_onnx.py" props "$tmp/cifar.onnx" \
+  | grep -qxF "classes=$cifar" && pass || fail "the ONNX file of a CIFAR-10 checkpoint has no classes"
 
 # A data.classes that is not an array of names: one line naming it.
 $py - "$tmp/ck.st" "$tmp/badnames.st" <<'PY'

@@ -75,7 +75,7 @@ typedef struct {
      * (torchvision's Normalize after ToTensor). Off: x = pixel / 255. */
     int normalize;
     float mean[DP_DATA_MAX_CHANNELS], std[DP_DATA_MAX_CHANNELS];
-    char **class_names; /* (num_classes) ImageFolder's folder names, else NULL */
+    char **class_names; /* (num_classes) ImageFolder's folder names, CIFAR-10's names, else NULL (IDX) */
 } dp_dataset_t;
 
 /* The default data directory (Debian's dataset-fashion-mnist package). */

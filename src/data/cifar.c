@@ -7,7 +7,8 @@
  * The training split is data_batch_1.bin .. data_batch_5.bin (the ones
  * present, numbered from 1 without gaps: a test may write fewer), the test
  * split test_batch.bin. Every file is checked whole before it is used:
- * missing, empty, not a whole number of records, label >= 10.
+ * missing, empty, not a whole number of records, label >= 10. The
+ * dataset carries CIFAR-10's class names (airplane ... truck).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -95,6 +96,22 @@ dp_status_t dp_cifar_read(const char *const *paths, int num_paths, dp_dataset_t 
             return st;
         }
         first += size / CIFAR_RECORD;
+    }
+    /* CIFAR-10's classes (batches.meta.txt's names, in label order): a checkpoint keeps them (data.classes), so
+     * predict and the ONNX file name them as an image folder's */
+    static const char *const names[CIFAR_CLASSES] = {"airplane", "automobile", "bird", "cat",  "deer",
+                                                     "dog",      "frog",       "horse", "ship", "truck"};
+    out->class_names = dp_alloc_zeroed(CIFAR_CLASSES, sizeof *out->class_names, "CIFAR class names");
+    for (int c = 0; out->class_names && c < CIFAR_CLASSES; c++)
+        if (!(out->class_names[c] = strdup(names[c]))) {
+            for (int k = 0; k < c; k++) free(out->class_names[k]);
+            free(out->class_names);
+            out->class_names = NULL;
+        }
+    if (!out->class_names) {
+        free(pixels);
+        free(labels);
+        return dp_fail(DP_ERR_NOMEM, "out of memory for CIFAR's class names");
     }
     out->count = (int)first;
     out->channels = CIFAR_CHANNELS;
