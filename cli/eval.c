@@ -153,8 +153,12 @@ int cmd_eval(int argc, char **argv) {
             }
             at += (size_t)snprintf(classes + at, sizeof classes - at, "%s%s", i ? ", " : ": ", name);
         }
-        dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one with "
-                "the same class folders, with --data DIR", resume, info->num_class_names, classes);
+        if (info->weights_only) /* imported weights: no run, no folder of its own */
+            dp_fail(DP_ERR_ARG, "eval: %s holds imported weights, with no data of its own: give a folder of test "
+                    "images with --data DIR (DIR/test/CLASS/...%s%s)", resume, classes[0] ? "; classes" : "", classes);
+        else
+            dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one "
+                    "with the same class folders, with --data DIR", resume, info->num_class_names, classes);
         goto done;
     }
     if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;

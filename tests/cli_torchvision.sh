@@ -7,7 +7,10 @@
 #   weights-only checkpoint, which eval-style loading accepts;
 # - `dptrain predict --resume` of two 224x224 PNGs (the checkpoint's
 #   normalisation applied) gives torchvision's logits within 1e-4 of the
-#   largest, for all four;
+#   largest, for all four; of a 320x240 image, ResNet-18's after
+#   torchvision's evaluation transform (Resize(256), CenterCrop(224): the
+#   import's data.transform); eval of them without --data asks for a
+#   folder of test images in one line;
 # - tests/torchvision_step (the imported checkpoint; ResNet-18 and -50 at
 #   64x64, MobileNetV2 at 128x128) gives the inference-mode logits, loss
 #   and every parameter's gradient, the training-mode (batch statistics)
@@ -71,6 +74,41 @@ sed 's/^/  /' "$tmp/onnx.out"
 for name in "${names[@]}"; do
   grep -qxF "$tmp/$name.onnx: ok" "$tmp/onnx.out" && pass || fail "$name: ONNX check failed"
 done
+
+# a photo of another shape: predict applies the evaluation torchvision's weights are measured with
+# (transforms.Resize(256), CenterCrop(224), ToTensor, Normalize: the import's data.transform 'resize 256')
+$py - "$tmp/photo.png" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+y, x = np.mgrid[0:240, 0:320]
+rgb = np.stack([(x * 255 // 319), (y * 255 // 239), ((x + y) * 7 % 256)], 2).astype(np.uint8)
+Image.fromarray(rgb).save(sys.argv[1])
+PY
+"$bin" predict --resume "$tmp/resnet18.safetensors" --json --logits --top 1 "$tmp/photo.png" >"$tmp/photo.jsonl" 2>&1
+$py - "$tmp/resnet18.pth" "$tmp/photo.png" "$tmp/photo.jsonl" <<'PY' && pass || fail "predict of a 320x240 photo with imported ResNet-18 weights is not torchvision's evaluation"
+import json, sys
+import torch, torchvision
+from PIL import Image
+from torchvision import transforms as T
+net = torchvision.models.resnet18()
+net.load_state_dict(torch.load(sys.argv[1]))
+net.eval()
+x = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])(Image.open(sys.argv[2]).convert("RGB"))
+with torch.no_grad():
+    want = net(x[None])[0].double()
+got = torch.tensor(json.loads(open(sys.argv[3]).read())["logits"], dtype=torch.float64)
+diff = float((got - want).abs().max())
+print(f"  imported resnet18 on a 320x240 photo: max |diff| {diff:.3g} (max |logit| {float(want.abs().max()):.3g})")
+assert diff <= 1e-4 * float(want.abs().max()), diff
+PY
+
+# eval of imported weights without --data: one line asking for a folder of test images
+out=$("$bin" eval --resume "$tmp/resnet18.safetensors" 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == "dptrain: eval: $tmp/resnet18.safetensors holds imported weights, \
+with no data of its own: give a folder of test images with --data DIR (DIR/test/CLASS/...; classes: tench, "* ]] \
+  && pass || fail "eval of imported weights without --data: $out"
 
 # predict names ImageNet's classes (the import's data.classes)
 "$bin" predict --resume "$tmp/resnet18.safetensors" --top 1 "$tmp/resnet18-0.png" >"$tmp/top.out" 2>&1

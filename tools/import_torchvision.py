@@ -6,7 +6,7 @@ of a model file's network, for `dptrain eval`, `predict`, `export` and
 
 usage: import_torchvision.py STATE_DICT.pth MODEL.cfg|NAME OUT.safetensors
            [--normalize MEAN,STD|imagenet|none] [--classes imagenet|FILE|none]
-           [--dptrain PATH]
+           [--transform "resize S"|squash|none] [--dptrain PATH]
 
 The model's parameter table (names, shapes, in order) is the one `dptrain
 inspect --model MODEL.cfg` prints; every tensor of the table must be in the
@@ -31,7 +31,13 @@ imagenet: torchvision's mean 0.485,0.456,0.406 and std 0.229,0.224,0.225 on
 pixels / 255; none for a network trained without it) and data.classes
 (--classes: imagenet, the default for a 1000-class model, is torchvision's
 list of ImageNet class names; FILE has one name per line; none leaves
-them out). It is written to a temporary file and renamed.
+them out) and data.transform (how predict makes a photo the input's size,
+as `train` records an image folder's evaluation: --transform, default
+"resize S" with S = round(256 / 224 x the input's larger side), 256 for
+224: torchvision's Resize(256) + CenterCrop(224), the evaluation its
+ImageNet weights are measured with; "squash" for Resize((H, W)); none
+for a network of inputs already of its size, which predict resizes
+whole). It is written to a temporary file and renamed.
 
 dptrain is found as --dptrain PATH, else $DPTRAIN_BIN, else build/dptrain next
 to this script's repository, else `dptrain` on the PATH.
@@ -61,8 +67,8 @@ def find_dptrain(given):
 
 
 def model_table(dptrain, model):
-    """[(name, shape, trainable)], the fingerprint and the class count, from
-    `dptrain inspect --model`."""
+    """[(name, shape, trainable)], the fingerprint, the class count and the
+    input's (height, width), from `dptrain inspect --model`."""
     try:
         run = subprocess.run([dptrain, "inspect", "--model", model], capture_output=True, text=True)
     except OSError as e:
@@ -74,12 +80,13 @@ def model_table(dptrain, model):
     head = lines[0].split()
     fingerprint = head[head.index("fingerprint") + 1]
     classes = int(head[head.index("outputs,") - 1])
+    height, width = (int(v) for v in head[head.index("input") + 1].rstrip(",").split("x")[1:])
     table = []
     for line in lines[1:]:
         name, rest = line.strip().split(" [", 1)
         dims, kind = rest.split("] ")
         table.append((name, [int(d) for d in dims.split(", ")] if dims else [], kind == "trainable"))
-    return table, fingerprint, classes
+    return table, fingerprint, classes, (height, width)
 
 
 def load_state_dict(path):
@@ -171,6 +178,19 @@ def normalize_text(given):
     return given
 
 
+def transform_text(given, size):
+    """data.transform: "resize S" (torchvision's Resize(S) + CenterCrop), "squash" or "" (none)."""
+    if given is None:  # dptrain's default S, image_transform.c's dp_eval_resize_default: 256 for 224
+        q, r = divmod(max(size) * 256, 224)
+        return f"resize {q + 1 if 2 * r > 224 or (2 * r == 224 and q % 2) else q}"
+    if given in ("none", "squash"):
+        return "" if given == "none" else given
+    parts = given.split()
+    if len(parts) == 2 and parts[0] == "resize" and parts[1].isdigit() and 1 <= int(parts[1]) <= 65535:
+        return f"resize {int(parts[1])}"
+    raise ImportError_(f"--transform {given}: expected \"resize S\" (S from 1 to 65535), squash or none")
+
+
 def class_names(given, classes):
     if given == "none" or (given is None and classes != 1000):
         return None
@@ -231,7 +251,7 @@ def parse_args(argv):
         if a in ("-h", "--help"):
             print(__doc__)
             sys.exit(0)
-        if a in ("--normalize", "--classes", "--dptrain"):
+        if a in ("--normalize", "--classes", "--transform", "--dptrain"):
             if i + 1 >= len(argv):
                 raise ImportError_(f"{a} needs a value")
             options[a[2:]] = argv[i + 1]
@@ -249,7 +269,8 @@ def parse_args(argv):
 def main(argv):
     (sd_path, model, out), options = parse_args(argv)
     normalize = normalize_text(options.get("normalize"))
-    table, fingerprint, classes = model_table(find_dptrain(options.get("dptrain")), model)
+    table, fingerprint, classes, size = model_table(find_dptrain(options.get("dptrain")), model)
+    transform = transform_text(options.get("transform"), size)
     arrays = match(load_state_dict(sd_path), table, sd_path, model)
     metadata = {"format": "dptrain-checkpoint", "format_version": FORMAT_VERSION, "weights_only": "1",
                 "model": model, "model_fingerprint": fingerprint, "data.normalize": normalize,
@@ -257,6 +278,8 @@ def main(argv):
     text = model_text(model)
     if text is not None:
         metadata["model_text"] = text
+    if transform:
+        metadata["data.transform"] = transform
     names = class_names(options.get("classes"), classes)
     if names:
         metadata["data.classes"] = json.dumps(names, ensure_ascii=False, separators=(",", ":"))
