@@ -102,7 +102,7 @@ static int split_args(int argc, char **argv, char **opts, int *num_opts, char **
 static dp_status_t read_labels(const char *path, int count, char ***out) {
     *out = NULL;
     FILE *f = fopen(path, "r");
-    if (!f) return dp_fail(DP_ERR_IO, "--labels %s: cannot open", path);
+    if (!f) return dp_fail(DP_ERR_IO, "--labels %s: cannot open (%s)", path, strerror(errno));
     char **names = dp_alloc_zeroed((size_t)count, sizeof *names, "labels");
     if (!names) {
         fclose(f);

@@ -193,6 +193,8 @@ status=$?
 printf 'a\nb\n' >"$tmp/two.txt"
 bad "short labels" "two.txt: 2 names, the model has 10 classes" --labels "$tmp/two.txt" "$tmp/png/00000.png"
 bad "a directory as --labels" "--labels $tmp/empty: cannot read (Is a directory)" --labels "$tmp/empty" "$tmp/png/00000.png"
+bad "a missing --labels" "--labels $tmp/none.txt: cannot open (No such file or directory)" --labels "$tmp/none.txt" \
+  "$tmp/png/00000.png"
 bad "top too large" "--top 11" --top 11 "$tmp/png/00000.png"
 # a 2-class model (an image folder of two classes): the default --top shows both, an explicit 3 is refused
 mkdir -p "$tmp/two/a" "$tmp/two/b"
