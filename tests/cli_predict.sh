@@ -11,7 +11,9 @@
 #   bilinear), checked by running the exported ONNX model in OpenCV on the
 #   input PyTorch made: logits agree to 1e-4 relative;
 # - text output: one line per image, --top K classes, probabilities in
-#   [0, 1], Fashion-MNIST's names; --labels FILE names; --json objects;
+#   [0, 1], Fashion-MNIST's names; --labels FILE names; --json objects,
+#   valid JSON in UTF-8 whatever bytes the file names hold (a byte that
+#   is not UTF-8 as \udcXX, Python's surrogateescape);
 # - bad input: truncated PNG, a PGM whose header says more pixels than it
 #   has, a text file, a missing file, a folder without images or with a
 #   file that is not one, a bad --labels file, --top larger than the
@@ -95,6 +97,20 @@ printf 'zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n' >"$tmp/lab
 cls=$(sed -E 's/.*"class": ([0-9]+).*/\1/' "$tmp/lab.json")
 names=(zero one two three four five six seven eight nine)
 grep -q "\"label\": \"${names[$cls]}\"" "$tmp/lab.json" && pass || fail "--labels: $(cat "$tmp/lab.json")"
+# --json with file names in any bytes: each line valid JSON in UTF-8; a byte that is not UTF-8 written as
+# Python's surrogateescape reads it (\udcXX), so that os.fsencode gives the name back
+mkdir -p "$tmp/names"
+for name in 'caf\xc3\xa9.png' 'latin\xe9.png' 'cut\xe2\x82.png' 'quote"back\\slash.png' 'tab\tnew.png'; do
+  cp "$tmp/png/00000.png" "$tmp/names/$(printf "$name")"
+done
+"$bin" predict --resume "$ck" --json --top 1 "$tmp/names" >"$tmp/names.jsonl"
+$py - "$tmp/names.jsonl" "$tmp/names" <<'PY' && pass || fail "--json with odd file names: $(cat -v "$tmp/names.jsonl")"
+import json, os, sys
+lines = open(sys.argv[1], "rb").read().splitlines()
+got = sorted(os.fsencode(json.loads(l.decode("utf-8"))["image"]) for l in lines)
+want = sorted(os.path.join(os.fsencode(sys.argv[2]), n) for n in os.listdir(os.fsencode(sys.argv[2])))
+assert got == want, (got, want)
+PY
 
 # The same image in other formats: same classes and probabilities.
 $py - "$tmp/data/t10k-images-idx3-ubyte" "$tmp" <<'PY'
