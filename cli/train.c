@@ -268,6 +268,7 @@ static dp_status_t make_trainer(const train_options_t *o, const train_settings_t
         .optim = set->optim,
         .seed = o->seed,
         .sync_batch_norm = o->sync_batch_norm,
+        .label_smoothing = o->label_smoothing,
         .backend = backends[0],
         .backends = backends,
         .accumulate = o->accumulate,

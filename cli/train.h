@@ -41,6 +41,7 @@ typedef struct {
     const char *sync;
     float comm_timeout;
     int sync_batch_norm;
+    float label_smoothing;           /* --label-smoothing: the training loss's, in [0, 1) (0: none) */
     const char *metrics_path;
     const char *plot_path;
     const char *save_path, *resume_path;

@@ -118,6 +118,12 @@ const char train_usage[] =
     "                            captured, and why); off: every kernel launched as made\n"
     "  --sync-batch-norm         batch norm uses the whole minibatch's statistics (all devices,\n"
     "                            all ranks) instead of each device's shard (default off)\n"
+    "  --label-smoothing X       label smoothing of the training loss: the cross-entropy\n"
+    "                            against (1 - X) onehot + X / classes, as\n"
+    "                            torch.nn.CrossEntropyLoss(label_smoothing=X); X in [0, 1)\n"
+    "                            (default 0: none; torchvision's recipes use 0.1). The loss\n"
+    "                            printed is then the smoothed one (the test set's figure is\n"
+    "                            its accuracy, as ever); saved, and --resume keeps it\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
     "                            answered for this long (default 300; 0 = never); GPUs\n"
     "                            summing with NCCL: when a wait for the sums has not ended\n"
@@ -143,16 +149,18 @@ const char train_usage[] =
     "                            option not given is the checkpoint's (--model, the optimizer\n"
     "                            and its options, the lr schedule and its options, --epochs,\n"
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
-    "                            --sync-batch-norm, --normalize, --freeze, --transform,\n"
-    "                            --holdout, --data; not --devices, --threads-per-device,\n"
-    "                            --save: give --save FILE to go on saving there; a line says\n"
-    "                            what was taken); on the same devices it ends bit for bit\n"
-    "                            where the uninterrupted run would. --epochs counts from the\n"
-    "                            start; a given --batch-size, --seed, --limit or lr schedule\n"
-    "                            (with cosine, --epochs) other than the saved one is refused,\n"
+    "                            --sync-batch-norm, --label-smoothing, --normalize, --freeze,\n"
+    "                            --transform, --holdout, --data; not --devices,\n"
+    "                            --threads-per-device, --save: give --save FILE to go on\n"
+    "                            saving there; a line says what was taken); on the same\n"
+    "                            devices it ends bit for bit where the uninterrupted run\n"
+    "                            would. --epochs counts from the start; a given --batch-size,\n"
+    "                            --seed, --limit, lr schedule (with cosine, --epochs) or\n"
+    "                            --label-smoothing other than the saved one is refused,\n"
     "                            another --lr or optimizer option warned about\n"
     "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
-    "                            statistics (not its optimizer, step or schedule); a last\n"
+    "                            statistics (not its optimizer, step, schedule or label\n"
+    "                            smoothing: this run's options say those); a last\n"
     "                            linear layer with another output count than the file's\n"
     "                            starts afresh (a new head); refused with --resume\n"
     "  --fresh-head              with --init: the last linear layer starts afresh even\n"
@@ -218,6 +226,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"sync", OPT_STRING, &o->sync, 0, 0},
         {"comm-timeout", OPT_FLOAT, &o->comm_timeout, 0, 0},
         {"sync-batch-norm", OPT_FLAG, &o->sync_batch_norm, 0, 0},
+        {"label-smoothing", OPT_FLOAT, &o->label_smoothing, 0, 0},
         {"metrics", OPT_STRING, &o->metrics_path, 0, 0},
         {"plot", OPT_STRING, &o->plot_path, 0, 0},
         {"save", OPT_STRING, &o->save_path, 0, 0},
@@ -418,6 +427,9 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (!isnan(o->lr) && !(o->lr > 0.0f)) return dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o->lr);
     if (o->weight_decay < 0.0f)
         return dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o->weight_decay);
+    if (!(o->label_smoothing >= 0.0f && o->label_smoothing < 1.0f))
+        return dp_fail(DP_ERR_ARG, "train: --label-smoothing must be in [0, 1) (0: none, 0.1 as torchvision's "
+                       "recipes), found %g", o->label_smoothing);
     if (o->profile_steps) DP_TRY(train_profile_parse(o->profile_steps, &s->profile_warmup, &s->profile_window));
     if (!o->profile && !o->profile_steps) s->profile_window = 0; /* off */
     s->lr_default = isnan(o->lr);

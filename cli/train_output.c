@@ -50,14 +50,17 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (dp_optim_kind_from_name(o->optimizer) == DP_OPTIM_ADAMW)
         snprintf(decay, sizeof decay, ", weight decay %g%s", o->weight_decay,
                  p->weight_decay_default ? " (the default of adamw)" : "");
+    char smoothing[64] = ""; /* the loss, when it is not plain cross-entropy */
+    if (o->label_smoothing != 0.0f)
+        snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));
     if (!o->quiet)
-        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu, "
+        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
                p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, decay,
                o->lr,
                o->lr_schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
-               o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed,
+               o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed, smoothing,
                dp_precision_name((dp_precision_t)o->precision),
                o->channels_last ? ", channels-last" : "", devices,
                p->devices_note ? " (" : "", p->devices_note ? p->devices_note : "", p->devices_note ? ")" : "",
@@ -108,12 +111,17 @@ void train_print_warning(const char *message, void *ctx) {
     if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
 }
 
+/* "epoch 3/10: loss 0.4123, train acc ...": the mean training loss, "loss
+ * 0.6123 (label smoothing 0.1)" when it is the smoothed one; no test loss
+ * (the test set's figure is its accuracy). */
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
     const train_printer_t *p = ctx;
+    char smoothing[64] = "";
+    if (s->label_smoothing != 0.0) snprintf(smoothing, sizeof smoothing, " (label smoothing %.9g)", s->label_smoothing);
     if (!p->o->quiet)
-        printf("epoch %d/%d: loss %.4f, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
+        printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
                "%.0f images/sec on %s\n",
-               s->epoch, p->o->epochs, s->train_loss, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
+               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
                s->images_per_sec, p->devices);
     fflush(stdout);
     return DP_OK;

@@ -3,13 +3,14 @@
  * BackupAndRestore do: every run-defining option the command line does
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
- * --accumulate, --seed, --sync-batch-norm, --limit, --augment, an image
- * folder's --transform and --holdout); then the line saying which of
- * them are not at their defaults. Where it saves is not taken: without
- * --save a resume writes nothing (train_output.c warns once it starts), so
- * that the file it resumes is never replaced unasked. An option given keeps
- * the resume's rules (fit.c: refused where it contradicts the checkpoint,
- * warned about where a change is allowed). --model, --freeze and
+ * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --limit,
+ * --augment, an image folder's --transform and --holdout); then the line
+ * saying which of them are not at their defaults. Where it saves is not
+ * taken: without --save a resume writes nothing (train_output.c warns once
+ * it starts), so that the file it resumes is never replaced unasked. An
+ * option given keeps the resume's rules (fit.c: refused where it
+ * contradicts the checkpoint, as --seed and --label-smoothing, warned about
+ * where a change is allowed). --model, --freeze and
  * --normalize come from the checkpoint as well (train.c, train_init.c);
  * the devices and threads are this machine's, never the checkpoint's.
  */
@@ -62,9 +63,11 @@ static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
  * --accumulate; --accumulate N alone: the batch that makes the saved step
  * with N (where N divides it); --batch-size B alone: the saved N where B x
  * N is the saved step, else 1 (then B must be the saved step, as before:
- * the resume refuses another product); the seed, --sync-batch-norm, the training-set size (--limit: the same
- * as the data's when the run had no --limit) and the planned --epochs
- * (only a cosine schedule's length in a file of an older dptrain). */
+ * the resume refuses another product); the seed, --sync-batch-norm,
+ * --label-smoothing (0 from a file without it), the training-set size
+ * (--limit: the same as the data's when the run had no --limit) and the
+ * planned --epochs (only a cosine schedule's length in a file of an older
+ * dptrain). */
 static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     const int step = info->batch_size, accumulate = info->accumulate > 0 ? info->accumulate : 1;
     if (!o->batch_size_given && !GIVEN(accumulate)) {
@@ -78,6 +81,7 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     if (!GIVEN(seed)) o->seed = info->seed;
     if (!GIVEN(limit)) o->limit = info->train_examples;
     if (!GIVEN(sync_batch_norm)) o->sync_batch_norm = info->sync_batch_norm;
+    if (!GIVEN(label_smoothing)) o->label_smoothing = info->label_smoothing;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
     else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
@@ -185,6 +189,8 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(accumulate) && o->accumulate > 1) list_int(text, size, "accumulate", o->accumulate);
     if (!GIVEN(seed) && o->seed != plain->seed) list_int(text, size, "seed", (long long)o->seed);
     if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
+    if (!GIVEN(label_smoothing) && o->label_smoothing != 0.0f)
+        list_float(text, size, "label-smoothing", o->label_smoothing);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
     if (r->normalize[0]) list_option(text, size, "normalize", r->normalize);

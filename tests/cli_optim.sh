@@ -10,7 +10,13 @@
 # - adamw without --weight-decay is torch's 0.01 (the same bits as
 #   --weight-decay 0.01, the first line says so), and --weight-decay 0 is
 #   none (the same bits as adam without weight decay);
-# - the per-epoch lr in the metrics follows the schedule.
+# - the per-epoch lr in the metrics follows the schedule;
+# - --label-smoothing 0.1 trains another loss than without (named on the
+#   first line, each epoch's line, the metrics and the checkpoint), a run
+#   stopped and resumed without the option takes it (the resume's line
+#   names it) and ends in the straight run's checkpoint bytes; another
+#   value on resume, or on a checkpoint without it, is refused; --init
+#   does not take it; values outside [0, 1) are refused in one line.
 source "$(dirname "$0")/testing.sh"
 
 small_data "$tmp/small" 1200 300
@@ -119,6 +125,65 @@ warm=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 50 
   && pass || fail "a warm-up of no step: $(cat "$tmp/warm.err")"
 "$bin" "${warm[@]}" --warmup-steps 48 >/dev/null 2>"$tmp/warm.err" && [[ ! -s "$tmp/warm.err" ]] && pass \
   || fail "a warm-up as long as the run warned: $(cat "$tmp/warm.err")"
+
+# --- label smoothing -------------------------------------------------------------------
+# one_line_refusal LABEL PART ARGS...: exit status 1, one line on stderr containing PART, nothing saved
+one_line_refusal() {
+  local label=$1 part=$2
+  shift 2
+  rm -f "$tmp/never.st"
+  "$bin" "$@" --save "$tmp/never.st" >"$tmp/ls.out" 2>"$tmp/ls.err"
+  [[ $? -eq 1 && $(wc -l <"$tmp/ls.err") -eq 1 && ! -s "$tmp/ls.out" && ! -e "$tmp/never.st" ]] \
+    && grep -qF -- "$part" "$tmp/ls.err" && pass || fail "$label: stderr $(cat "$tmp/ls.err") (expected one line with '$part')"
+}
+smooth=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 50 --seed 2 --lr 0.1 --devices 2)
+"$bin" "${smooth[@]}" --label-smoothing 0.1 --save "$tmp/ls_a.st" --metrics "$tmp/ls_a.jsonl" >"$tmp/ls_a.out" 2>&1 \
+  && pass || fail "--label-smoothing 0.1: $(tail -3 "$tmp/ls_a.out")"
+"$bin" "${smooth[@]}" --save "$tmp/ls_plain.st" --metrics "$tmp/ls_plain.jsonl" >"$tmp/ls_plain.out" 2>&1 \
+  && pass || fail "without --label-smoothing: $(tail -3 "$tmp/ls_plain.out")"
+grep -q "^training lenet-paddle .*, seed 2, label smoothing 0.1, precision fp32, " "$tmp/ls_a.out" && pass \
+  || fail "the first line does not name the label smoothing: $(head -1 "$tmp/ls_a.out")"
+grep -q "^epoch 2/2: loss [0-9.]* (label smoothing 0.1), train acc " "$tmp/ls_a.out" && pass \
+  || fail "the epoch line does not say the loss is smoothed: $(grep '^epoch' "$tmp/ls_a.out")"
+! grep -q "smoothing" "$tmp/ls_plain.out" && pass || fail "a run without it names label smoothing"
+smoothed=$(json_field "$(sed -n 1p "$tmp/ls_a.jsonl")" train_loss)
+plain=$(json_field "$(sed -n 1p "$tmp/ls_plain.jsonl")" train_loss)
+echo "--label-smoothing 0.1: loss epoch 1 $smoothed (without: $plain)"
+[[ -n "$smoothed" && -n "$plain" && "$smoothed" != "$plain" ]] && pass || fail "smoothed loss $smoothed, plain $plain"
+# the smoothed loss is a cross-entropy against 0.91/0.01 targets: never below their entropy, 0.500
+awk -v l="$smoothed" 'BEGIN { exit !(l > 0.5 && l < 2.5) }' && pass || fail "smoothed loss $smoothed out of range"
+[[ "$(json_field "$(sed -n 2p "$tmp/ls_a.jsonl")" label_smoothing)" == 0.1 ]] && ! grep -q label_smoothing \
+  "$tmp/ls_plain.jsonl" && pass || fail "metrics: $(sed -n 2p "$tmp/ls_a.jsonl")"
+"$bin" inspect "$tmp/ls_a.st" | grep -qx "  label_smoothing = 0.1" && pass \
+  || fail "checkpoint: $("$bin" inspect "$tmp/ls_a.st" | grep -i smooth)"
+! "$bin" inspect "$tmp/ls_plain.st" | grep -q label_smoothing && pass || fail "a checkpoint without it records it"
+# stopped after epoch 1, resumed without the option: the straight run's bytes
+"$bin" "${smooth[@]}" --label-smoothing 0.1 --stop-after 1 --save "$tmp/ls_b.st" >"$tmp/ls_b1.out" 2>&1 && pass \
+  || fail "--stop-after 1: $(tail -3 "$tmp/ls_b1.out")"
+"$bin" train --data "$tmp/small" --devices 2 --resume "$tmp/ls_b.st" --save "$tmp/ls_b.st" >"$tmp/ls_b2.out" 2>&1 \
+  && pass || fail "resume: $(tail -3 "$tmp/ls_b2.out")"
+grep -q "^resuming $tmp/ls_b.st with its run's options:.* --label-smoothing 0.1[ (]" "$tmp/ls_b2.out" && pass \
+  || fail "the resume's line does not name --label-smoothing 0.1: $(grep resuming "$tmp/ls_b2.out")"
+grep -q "^epoch 2/2: loss [0-9.]* (label smoothing 0.1), " "$tmp/ls_b2.out" && pass || fail "resumed epoch line"
+cmp "$tmp/ls_a.st" "$tmp/ls_b.st" && pass || fail "--label-smoothing: 2 straight epochs and 1 + resume + 1 differ"
+# the loss is the run's: another value, or 0, refused; so is smoothing on a checkpoint without it (an older
+# file's, or a plain run's)
+one_line_refusal "resume with another value" "saved with --label-smoothing 0.1, this run has 0.2" \
+  train --data "$tmp/small" --devices 2 --epochs 3 --resume "$tmp/ls_a.st" --label-smoothing 0.2
+one_line_refusal "resume with 0" "saved with --label-smoothing 0.1, this run has 0 (" \
+  train --data "$tmp/small" --devices 2 --epochs 3 --resume "$tmp/ls_a.st" --label-smoothing 0
+one_line_refusal "resume of a plain run with it" "saved with --label-smoothing 0, this run has 0.1 (" \
+  train --data "$tmp/small" --devices 2 --epochs 3 --resume "$tmp/ls_plain.st" --label-smoothing 0.1
+# --init is a new run: the file's smoothing is not taken
+"$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 1 --init "$tmp/ls_a.st" \
+  --save "$tmp/ls_init.st" >"$tmp/ls_init.out" 2>&1 && ! grep -q smoothing "$tmp/ls_init.out" \
+  && ! "$bin" inspect "$tmp/ls_init.st" | grep -q label_smoothing && pass \
+  || fail "--init took the label smoothing: $(cat "$tmp/ls_init.out")"
+for bad in 1 1.5 -0.1 0.99999999; do
+  one_line_refusal "--label-smoothing $bad" "train: --label-smoothing must be in [0, 1) (0: none, 0.1 as torchvision's recipes), found" \
+    "${smooth[@]}" --epochs 1 --label-smoothing "$bad"
+done
+one_line_refusal "--label-smoothing nan" "train: --label-smoothing: 'nan' is not a number" "${smooth[@]}" --label-smoothing nan
 
 echo "cli_optim: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -134,6 +134,8 @@ void fixture_read_attrs(const fixture_t *f, dp_op_attr_t *attr) {
     if ((t = fixture_get(f, "attr.momentum")) && !t->is_int && t->numel == 1) attr->momentum = *(const float *)t->data;
     if ((t = fixture_get(f, "attr.dropout_p")) && !t->is_int && t->numel == 1)
         attr->dropout_p = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.label_smoothing")) && !t->is_int && t->numel == 1)
+        attr->label_smoothing = *(const float *)t->data;
 }
 
 void fixture_compare(const fixture_t *f, double rtol, double atol, const char *pass, const char *what,

@@ -40,7 +40,8 @@ int fixture_load(const char *subdir, const char *name, fixture_t *f);
 void fixture_free(fixture_t *f);
 /* The tensor called `name`, or NULL. */
 const fixture_tensor_t *fixture_get(const fixture_t *f, const char *name);
-/* The attributes that travel as tensors (attr.training, attr.eps, ...;
+/* The attributes that travel as tensors (attr.training, attr.eps,
+ * attr.label_smoothing, ...;
  * tools/make_fixtures.py) into *attr; the others came with the header. */
 void fixture_read_attrs(const fixture_t *f, dp_op_attr_t *attr);
 /* Checks got[i] - offset against the fixture tensor `want` (numel floats)

@@ -379,6 +379,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.accumulate = 4;
     info.epochs_planned = 7;
     info.sync_batch_norm = 1;
+    info.label_smoothing = 0.1f / 3.0f; /* its shortest decimal reads back to the same float */
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -400,7 +401,7 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
            a->epochs_planned == b->epochs_planned && a->sync_batch_norm == b->sync_batch_norm &&
-           a->train_examples == b->train_examples &&
+           a->label_smoothing == b->label_smoothing && a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
@@ -874,6 +875,12 @@ static void check_refused_saves(const dp_model_t *lenet, const float *params, co
     CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "lr0.safetensors: optimizer: learning rate must be a "
           "positive number, found 0") && access(unreadable, F_OK) != 0, "optimizer lr 0 saved: %d '%s'", saved,
           dp_error_message());
+    /* nor a label smoothing outside [0, 1) */
+    dp_checkpoint_info_t smooth1 = *info;
+    smooth1.label_smoothing = 1.0f;
+    saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &smooth1);
+    CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "the label smoothing 1 is not in [0, 1)") &&
+          access(unreadable, F_OK) != 0, "label smoothing 1 saved: %d '%s'", saved, dp_error_message());
 }
 
 static void test_checkpoint_round_trip(void) {
@@ -909,6 +916,9 @@ static void test_checkpoint_round_trip(void) {
         const char *total = dp_safetensors_meta(dp_checkpoint_tensors(c), "lr_schedule.total_steps");
         CHECK(schedule && strcmp(schedule, "cosine") == 0 && total && strcmp(total, "1645") == 0,
               "lr_schedule '%s', total_steps '%s'", schedule ? schedule : "", total ? total : "");
+        const char *smoothing = dp_safetensors_meta(dp_checkpoint_tensors(c), "label_smoothing");
+        CHECK(smoothing && strcmp(smoothing, "0.033333335") == 0, "label_smoothing '%s' (its shortest decimal)",
+              smoothing ? smoothing : "(none)");
         float *loaded = calloc(n, sizeof(float));
         CHECK(dp_checkpoint_load_params(c, lenet, loaded) == DP_OK, "load: %s", dp_error_message());
         CHECK(memcmp(loaded, params, n * sizeof(float)) == 0, "parameters not bit-identical");
@@ -989,6 +999,13 @@ static void test_checkpoint_round_trip(void) {
         {"accumulate", "0", "metadata 'accumulate' is 0, expected a divisor of 'batch_size'"},
         {"epochs_planned", "2x", "'epochs_planned' is '2x', expected a decimal integer"},
         {"sync_batch_norm", "2", "'sync_batch_norm' is '2', expected a decimal integer from 0 to 1"},
+        {"label_smoothing", "1", "'label_smoothing' is '1', expected a number in (0, 1)"},
+        {"label_smoothing", "0", "'label_smoothing' is '0', expected a number in (0, 1)"},
+        {"label_smoothing", "-0.1", "'label_smoothing' is '-0.1', expected a number in (0, 1)"},
+        {"label_smoothing", "0.1x", "'label_smoothing' is '0.1x', expected a number in (0, 1)"},
+        {"label_smoothing", " 0.1", "'label_smoothing' is ' 0.1', expected a number in (0, 1)"},
+        {"label_smoothing", "nan", "'label_smoothing' is 'nan', expected a number in (0, 1)"},
+        {"label_smoothing", "", "'label_smoothing' is '', expected a number in (0, 1)"},
     };
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         char label[96];
@@ -996,15 +1013,18 @@ static void test_checkpoint_round_trip(void) {
         rewrite(path, edited, bad_meta[i].key, bad_meta[i].value, NULL);
         check_open_fails(edited, bad_meta[i].part, label);
     }
-    /* a file of an older dptrain records none of accumulate, epochs_planned, sync_batch_norm: 0, not recorded */
+    /* a file of an older dptrain records none of accumulate, epochs_planned, sync_batch_norm, label_smoothing:
+     * 0, not recorded */
     const char *older = testing_tmp_file("older.st");
     rewrite(path, older, "accumulate", NULL, NULL);
     rewrite(older, edited, "epochs_planned", NULL, NULL);
     rewrite(edited, older, "sync_batch_norm", NULL, NULL);
+    rewrite(older, edited, "label_smoothing", NULL, NULL);
     dp_checkpoint_t *old_file = NULL;
-    CHECK(dp_checkpoint_open(older, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
-          dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0,
-          "a file without accumulate, epochs_planned and sync_batch_norm: %s", dp_error_message());
+    CHECK(dp_checkpoint_open(edited, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
+          dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
+          dp_checkpoint_info(old_file)->label_smoothing == 0.0f,
+          "a file without accumulate, epochs_planned, sync_batch_norm and label_smoothing: %s", dp_error_message());
     dp_checkpoint_close(old_file);
     free(loaded);
     dp_optimizer_free(sgd);

@@ -15,7 +15,8 @@
  * output_padding >= stride and a pad (the buffered path no fixture takes)
  * gives the CPU op's results, and fuse_relu on it fails with one line as on
  * the CPU; dropout in training drops the CPU's elements (the same bits,
- * forward and backward). */
+ * forward and backward); softmax_xent with and without label smoothing
+ * gives the CPU op's loss and gradient (besides the smoothing fixtures). */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -311,6 +312,71 @@ static void check_dropout_like_cpu(void) {
     be->free(be->ctx, xg.grad);
 }
 
+/* softmax_xent with label smoothing (and without) gives the CPU op's loss
+ * and gradient within the fixtures' tolerance (the GPU's expf and log may
+ * round otherwise; the emulator's are the host's), the gradient added to
+ * a pre-filled one; a factor outside [0, 1) is refused in one line, as on
+ * the CPU. */
+static void check_xent_smoothing_like_cpu(void) {
+    enum { N = 9, K = 13 };
+    static float x[N * K], dx_cpu[N * K], dx_gpu[N * K], prefill[N * K];
+    int32_t labels[N];
+    for (int i = 0; i < N * K; i++) x[i] = (float)((i * 37) % 101) / 9.0f - 5.0f + (i < K ? 60.0f : 0.0f);
+    for (int i = 0; i < N; i++) labels[i] = (int32_t)((i * 5 + 3) % K);
+    const float smoothing[] = {0.1f, 0.0f, 0.7f};
+    int32_t *glabels = upload(labels, sizeof labels);
+    for (size_t c = 0; c < sizeof smoothing / sizeof smoothing[0]; c++) {
+        dp_op_attr_t attr = dp_op_attr_default();
+        attr.label_smoothing = smoothing[c];
+        attr.loss_denominator = c == 2 ? 20.0f : 0.0f;
+        const float dy = 1.25f;
+        for (int i = 0; i < N * K; i++) dx_cpu[i] = prefill[i] = GRAD_PREFILL;
+        dp_tensor_t xc = {2, {N, K}, x, dx_cpu, 0, 0};
+        dp_node_t cpu = {.kind = DP_OP_SOFTMAX_XENT, .attr = attr, .in = {&xc}, .labels = labels};
+        dp_arena_t *ha = dp_arena_new(1 << 16);
+        CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu softmax_xent: %s", dp_error_message());
+        cpu.out.grad[0] = dy;
+        cpu.out.grad_unset = 0;
+        CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu softmax_xent backward: %s", dp_error_message());
+        dp_tensor_t xg = {2, {N, K}, upload(x, sizeof x), upload(prefill, sizeof prefill), 0, 0};
+        dp_node_t gpu = {.kind = DP_OP_SOFTMAX_XENT, .attr = attr, .in = {&xg}, .labels = glabels};
+        dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
+        dp_status_t st = be->ops[DP_OP_SOFTMAX_XENT].forward(&gpu, ga);
+        CHECK(st == DP_OK, "gpu softmax_xent (label_smoothing %g): %s", (double)smoothing[c], dp_error_message());
+        if (st == DP_OK) {
+            float loss;
+            be->download(be->ctx, &loss, gpu.out.data, sizeof loss);
+            be->upload(be->ctx, gpu.out.grad, &dy, sizeof dy);
+            gpu.out.grad_unset = 0;
+            st = be->ops[DP_OP_SOFTMAX_XENT].backward(&gpu, ga);
+            CHECK(st == DP_OK, "gpu softmax_xent backward: %s", dp_error_message());
+            be->download(be->ctx, dx_gpu, xg.grad, sizeof dx_gpu);
+            double vy = violation(&loss, cpu.out.data, 1), vx = violation(dx_gpu, dx_cpu, N * K);
+            CHECK(vy == 0.0 && vx == 0.0,
+                  "gpu softmax_xent (label_smoothing %g) differs from the CPU beyond tolerance: loss %.9g (cpu %.9g), "
+                  "y %g dx %g", (double)smoothing[c], loss, cpu.out.data[0], vy, vx);
+            printf("  softmax_xent label_smoothing %g vs cpu: loss %.9g (cpu %.9g), dx %s\n", (double)smoothing[c], loss,
+                   cpu.out.data[0], memcmp(dx_gpu, dx_cpu, sizeof dx_cpu) == 0 ? "the same bits" : "within tolerance");
+        }
+        dp_arena_free(ha);
+        dp_arena_free(ga);
+        be->free(be->ctx, xg.data);
+        be->free(be->ctx, xg.grad);
+    }
+    /* refused as on the CPU */
+    dp_tensor_t xg = {2, {N, K}, upload(x, sizeof x), NULL, 0, 0};
+    dp_node_t bad = {.kind = DP_OP_SOFTMAX_XENT, .attr = dp_op_attr_default(), .in = {&xg}, .labels = glabels};
+    bad.attr.label_smoothing = 1.0f;
+    dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
+    dp_status_t st = be->ops[DP_OP_SOFTMAX_XENT].forward(&bad, ga);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "label_smoothing must be in [0, 1)") &&
+              !strchr(dp_error_message(), '\n'),
+          "gpu softmax_xent label_smoothing 1: status %d, '%s'", st, dp_error_message());
+    dp_arena_free(ga);
+    be->free(be->ctx, xg.data);
+    be->free(be->ctx, glabels);
+}
+
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_ops");
     const char *dir = testing_path("fixtures/ops");
@@ -345,5 +411,6 @@ int main(void) {
               dp_op_table[k].name);
     check_conv_transpose_like_cpu();
     check_dropout_like_cpu();
+    check_xent_smoothing_like_cpu();
     return testing_finish("test_cuda_ops");
 }

@@ -269,6 +269,21 @@ static void test_resume_refusals(const world_t *w, const char *straight_ck) {
               refused.begins == 0 && access(metrics_again, F_OK) != 0,
           "another batch size: status %d '%s'", st, dp_error_message());
     dp_trainer_free(t);
+    /* another loss: a trainer with label smoothing on a checkpoint saved without */
+    dp_trainer_config_t tc = {.model = w->model, .num_devices = 2, .threads_per_device = 1,
+                              .optim = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .momentum = 0.9f},
+                              .label_smoothing = 0.1f};
+    t = NULL;
+    CHECK(dp_trainer_new(&tc, &t) == DP_OK, "%s", dp_error_message());
+    if (!t) return;
+    fc = fit_config(w, t, 0.05);
+    fc.resume_path = straight_ck;
+    fc.metrics_path = metrics_again;
+    st = dp_fit(&fc, on_epoch, &refused, NULL);
+    CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "saved with --label-smoothing 0, this run has 0.1 (") &&
+              refused.begins == 0 && access(metrics_again, F_OK) != 0,
+          "another label smoothing: status %d '%s'", st, dp_error_message());
+    dp_trainer_free(t);
 }
 
 /* A failing epoch callback stops before that epoch's files; bad configurations are refused. */

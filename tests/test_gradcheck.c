@@ -303,18 +303,22 @@ static int make_flatten(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* The last three with label smoothing (torch's label_smoothing: ops.h). */
 static int make_softmax_xent(int v, dp_rng_t *rng, gc_case_t *c) {
-    /* N, K, denominator, logit offset */
-    static const float cases[][4] = {{4, 5, 0, 0}, {3, 7, 10, 0}, {5, 3, 0, 100}, {1, 2, 0.5f, -50}, {6, 10, 0, 0}};
-    if (v >= 5) return 0;
+    /* N, K, denominator, logit offset, label smoothing */
+    static const float cases[][5] = {{4, 5, 0, 0, 0},       {3, 7, 10, 0, 0},        {5, 3, 0, 100, 0},
+                                     {1, 2, 0.5f, -50, 0},  {6, 10, 0, 0, 0},        {4, 5, 0, 0, 0.1f},
+                                     {3, 7, 10, 30, 0.5f},  {5, 2, 0, 0, 0.95f}};
+    if (v >= 8) return 0;
     int shape[2] = {(int)cases[v][0], (int)cases[v][1]};
     dp_tensor_t *x = new_input(c, 0, 2, shape, rng);
     for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] = 2.0f * x->data[j] + cases[v][3];
     for (int i = 0; i < shape[0]; i++) c->labels[i] = (int32_t)dp_rng_below(rng, (uint64_t)shape[1]);
     c->node.labels = c->labels;
     c->node.attr.loss_denominator = cases[v][2];
-    snprintf(c->label, sizeof c->label, "softmax_xent N=%d K=%d denominator=%g offset=%g", shape[0], shape[1],
-             (double)cases[v][2], (double)cases[v][3]);
+    c->node.attr.label_smoothing = cases[v][4];
+    snprintf(c->label, sizeof c->label, "softmax_xent N=%d K=%d denominator=%g offset=%g label_smoothing=%g",
+             shape[0], shape[1], (double)cases[v][2], (double)cases[v][3], (double)cases[v][4]);
     return 1;
 }
 

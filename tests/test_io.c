@@ -172,7 +172,7 @@ static int xml_balanced(const char *s) {
 
 static dp_epoch_stats_t make_stats(int epoch) {
     dp_epoch_stats_t s = {epoch,  2.0 / (epoch + 1), 0.6 + 0.03 * epoch, 0.58 + 0.028 * epoch,
-                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0};
+                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0};
     return s;
 }
 
@@ -180,7 +180,7 @@ static dp_epoch_stats_t make_stats(int epoch) {
 
 static void test_metrics(void) {
     const char *path = testing_tmp_file("metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0};
+    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0};
     CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
     char *text = read_text_checked(path);
     const char *expected =
@@ -199,11 +199,21 @@ static void test_metrics(void) {
     CHECK(strstr(text, ", \"ranks\": 1, \"skipped_files\": 7}\n") && json_line_ok(text, strlen(text)),
           "skipped_files: %s", text);
     free(text);
+    /* a smoothed training loss: the key right after it, only then */
+    const char *smoothed_path = testing_tmp_file("metrics_smoothed.jsonl");
+    dp_epoch_stats_t ls = s;
+    ls.label_smoothing = 0.1;
+    CHECK(dp_metrics_append(smoothed_path, &ls) == DP_OK, "append: %s", dp_error_message());
+    text = read_text_checked(smoothed_path);
+    CHECK(strstr(text, "\"train_loss\": 0.5, \"label_smoothing\": 0.1, \"train_acc\"") &&
+              json_line_ok(text, strlen(text)),
+          "label_smoothing: %s", text);
+    free(text);
 
     /* Appending adds lines; NaN and inf become null; precision survives. */
-    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0};
+    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0};
     CHECK(dp_metrics_append(path, &t) == DP_OK, "append 2: %s", dp_error_message());
-    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0};
+    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0};
     CHECK(dp_metrics_append(path, &u) == DP_OK, "append 3: %s", dp_error_message());
     text = read_text_checked(path);
     int lines = 0, all_valid = 1;
@@ -267,7 +277,15 @@ static void test_plot(void) {
           "markers drawn");
     CHECK(strstr(svg, ">10<"), "last epoch tick");
     CHECK(strstr(svg, "cpu:0,cpu:1"), "devices in the title");
+    CHECK(!strstr(svg, "smoothing"), "no label smoothing named without it");
     free(svg);
+    /* a smoothed loss: its axis says so */
+    stats[9].label_smoothing = 0.1;
+    CHECK(dp_plot_write_svg(path, stats, 10) == DP_OK, "10 epochs, smoothed: %s", dp_error_message());
+    svg = read_text_checked(path);
+    CHECK(strstr(svg, ">loss (label smoothing 0.1)<") != NULL, "the loss axis names the label smoothing");
+    free(svg);
+    stats[9].label_smoothing = 0.0;
     struct stat st;
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644, "new file mode 0644 (%o)",
           (unsigned)(st.st_mode & 0777));

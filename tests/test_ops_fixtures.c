@@ -14,7 +14,7 @@
  * table has a fixture, and a few error paths (bad shapes, bad labels).
  *
  * Attributes beyond the header's (output_padding, training, eps, momentum,
- * fuse_relu, dropout_p) travel as "attr.*" tensors; batch norm's running
+ * fuse_relu, dropout_p, label_smoothing) travel as "attr.*" tensors; batch norm's running
  * stats as "running_mean" / "running_var", compared after the forward with
  * "running_mean_after" / "running_var_after" (tools/make_fixtures.py).
  */
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dptrain/ops.h"
+#include "dptrain/rng.h"
 #include "fixture.h"
 #include "testing.h"
 
@@ -220,6 +221,60 @@ static void check_new_op_errors(dp_arena_t *arena, float *data) {
     CHECK(st == DP_ERR_SHAPE, "global_avg_pool of (N, C): status %d, '%s'", st, dp_error_message());
 }
 
+/* label_smoothing 0 is the op as it was before the attribute: its loss
+ * and gradient bit for bit those of the unsmoothed arithmetic, written
+ * out here as ops_loss.c had it (log-sum-exp per row in double; the
+ * gradient scale * (p - onehot)), on logits with large and small rows. */
+static void check_smoothing_zero(dp_arena_t *arena) {
+    enum { N = 7, K = 9 };
+    static float x[N * K], dx[N * K], want_dx[N * K];
+    int32_t labels[N];
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 31);
+    for (int i = 0; i < N * K; i++) x[i] = (float)dp_rng_normal(&rng) * (i < K ? 40.0f : 2.0f);
+    for (int i = 0; i < N; i++) labels[i] = (int32_t)dp_rng_below(&rng, K);
+    const float dy = 0.75f, denominator = 11.0f;
+    double loss = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *row = x + i * K;
+        float max = row[0], p[K];
+        for (int k = 1; k < K; k++)
+            if (row[k] > max) max = row[k];
+        double sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            p[k] = expf(row[k] - max);
+            sum += p[k];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < K; k++) p[k] *= inv;
+        loss += log(sum) + (double)max - (double)row[labels[i]];
+        float scale = (float)(dy / (double)denominator);
+        for (int k = 0; k < K; k++) want_dx[i * K + k] = scale * (p[k] - (k == labels[i] ? 1.0f : 0.0f));
+    }
+    const float want_loss = (float)(loss / denominator);
+    dp_tensor_t logits = {2, {N, K}, x, dx, 1, 0};
+    dp_node_t node = {.kind = DP_OP_SOFTMAX_XENT, .attr = dp_op_attr_default(), .in = {&logits}, .labels = labels};
+    node.attr.loss_denominator = denominator;
+    CHECK(node.attr.label_smoothing == 0.0f, "dp_op_attr_default's label_smoothing is %g", node.attr.label_smoothing);
+    dp_arena_reset(arena);
+    dp_status_t st = dp_op_forward(&node, arena);
+    CHECK(st == DP_OK, "softmax_xent (label_smoothing 0): %s", dp_error_message());
+    if (st != DP_OK) return;
+    node.out.grad[0] = dy;
+    node.out.grad_unset = 0;
+    st = dp_op_backward(&node, arena);
+    CHECK(st == DP_OK, "softmax_xent backward (label_smoothing 0): %s", dp_error_message());
+    CHECK(memcmp(&node.out.data[0], &want_loss, sizeof want_loss) == 0 && memcmp(dx, want_dx, sizeof dx) == 0,
+          "label_smoothing 0: loss %.9g (unsmoothed %.9g) or its gradient is not the unsmoothed op's bits",
+          node.out.data[0], want_loss);
+    /* and a factor, however small, changes the loss */
+    node.attr.label_smoothing = 0.01f;
+    dp_arena_reset(arena);
+    st = dp_op_forward(&node, arena);
+    CHECK(st == DP_OK && node.out.data[0] != want_loss, "label_smoothing 0.01: loss %.9g, the unsmoothed %.9g",
+          node.out.data[0], want_loss);
+}
+
 static void check_errors(void) {
     dp_arena_t *arena = dp_arena_new(1 << 16);
     float data[4096] = {0};
@@ -260,6 +315,15 @@ static void check_errors(void) {
     labels[1] = -1;
     st = dp_op_forward(&xent, arena);
     CHECK(st == DP_ERR_ARG, "negative label: status %d, '%s'", st, dp_error_message());
+    labels[1] = 1;
+    const float bad_smoothing[] = {-0.1f, 1.0f, 2.0f, NAN};
+    for (size_t i = 0; i < sizeof bad_smoothing / sizeof bad_smoothing[0]; i++) {
+        xent.attr.label_smoothing = bad_smoothing[i];
+        st = dp_op_forward(&xent, arena);
+        CHECK(st == DP_ERR_ARG && strstr(dp_error_message(), "label_smoothing must be in [0, 1)"),
+              "label_smoothing %g: status %d, '%s'", (double)bad_smoothing[i], st, dp_error_message());
+    }
+    check_smoothing_zero(arena);
     check_new_op_errors(arena, data);
     dp_arena_free(arena);
 }

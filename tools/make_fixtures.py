@@ -48,7 +48,8 @@ it, and a missing one means dp_op_attr_default's value):
                        after it; a missing "weight" / "bias" means NULL
     attributes         "attr.output_padding" i32 (3), "attr.training" i32 (),
                        "attr.eps" f32 (), "attr.momentum" f32 (),
-                       "attr.fuse_relu" i32 (), "attr.dropout_p" f32 ()
+                       "attr.fuse_relu" i32 (), "attr.dropout_p" f32 (),
+                       "attr.label_smoothing" f32 () (softmax_xent)
 """
 import os
 import struct
@@ -231,17 +232,21 @@ def flatten_case(name, shape):
     return name, "flatten", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
-def xent_case(name, batch, classes, denominator=0.0, logit_scale=1.0, logit_offset=0.0):
+def xent_case(name, batch, classes, denominator=0.0, logit_scale=1.0, logit_offset=0.0, label_smoothing=None):
+    """label_smoothing: torch's, given to the op as the float32 it rounds to (and
+    to torch as that value, so the reference is the op's own problem)."""
     rng = rng_for(name)
     x = randn(rng, batch, classes, scale=logit_scale) + np.float32(logit_offset)
     labels = rng.integers(0, classes, size=batch).astype(np.int32)
     d = denominator if denominator > 0 else batch
     target = torch.tensor(labels.astype(np.int64))
-    y, dy, grads = run(lambda t: F.cross_entropy(t, target, reduction="sum") / d, [x], rng)
+    eps = 0.0 if label_smoothing is None else float(np.float32(label_smoothing))
+    y, dy, grads = run(lambda t: F.cross_entropy(t, target, reduction="sum", label_smoothing=eps) / d, [x], rng)
     attr = default_attr()
     attr["loss_denominator"] = float(denominator)
     return name, "softmax_xent", attr, \
-        [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])]
+        [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])] + \
+        attr_tensors(label_smoothing=label_smoothing)
 
 
 def large_logits_case(name):
@@ -259,14 +264,16 @@ def large_logits_case(name):
     return name, "softmax_xent", default_attr(), [("x", x), ("labels", labels), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
-def attr_tensors(output_padding=None, training=None, eps=None, momentum=None, fuse_relu=None, dropout_p=None):
+def attr_tensors(output_padding=None, training=None, eps=None, momentum=None, fuse_relu=None, dropout_p=None,
+                 label_smoothing=None):
     """The attributes that travel as tensors (see the docstring), only those given."""
     out = []
     if output_padding is not None:
         out.append(("attr.output_padding", np.array(output_padding, dtype=np.int32)))
     for name, value, dtype in (("training", training, np.int32), ("eps", eps, np.float32),
                                ("momentum", momentum, np.float32), ("fuse_relu", fuse_relu, np.int32),
-                               ("dropout_p", dropout_p, np.float32)):
+                               ("dropout_p", dropout_p, np.float32),
+                               ("label_smoothing", label_smoothing, np.float32)):
         if value is not None:
             out.append(("attr." + name, np.array(value, dtype=dtype)))
     return out
@@ -437,7 +444,20 @@ def all_cases():
         xent_case("softmax_xent_denominator", 5, 7, denominator=16.0),
         large_logits_case("softmax_xent_large_logits"),
         xent_case("softmax_xent_offset100", 4, 6, logit_scale=5.0, logit_offset=100.0, denominator=3.0),
-    ] + new_cases()
+    ] + new_cases() + smoothing_cases()
+
+
+def smoothing_cases():
+    """softmax_xent with torch's label_smoothing: torchvision's 0.1, a
+    denominator, logits far from 0 (the smoothing term's mean), a large
+    factor, one class in two."""
+    return [
+        xent_case("softmax_xent_smooth", 6, 10, label_smoothing=0.1),
+        xent_case("softmax_xent_smooth_denominator", 5, 7, denominator=16.0, label_smoothing=0.25),
+        xent_case("softmax_xent_smooth_offset100", 4, 6, logit_scale=5.0, logit_offset=100.0, denominator=3.0,
+                  label_smoothing=0.1),
+        xent_case("softmax_xent_smooth_large", 8, 2, logit_scale=3.0, label_smoothing=0.9),
+    ]
 
 
 def new_cases():

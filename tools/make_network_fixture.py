@@ -9,6 +9,12 @@ tests/fixtures/network/MODEL.bin in the format of make_fixtures.py (op name
 the loss with respect to every parameter as "grad.NAME". PyTorch computes in
 float64 from the float32 values, so the reference is exact to float32.
 
+Also tests/fixtures/network/lenet-paddle-smooth.bin: the same for
+lenet-paddle under torch.nn.CrossEntropyLoss(label_smoothing=0.1) (the
+float32 0.1, "attr.label_smoothing"), on a batch of 7 images given as the
+bytes a dataset holds ("pixels", int32 0..255; "x" = pixels x float32(1 /
+255), dptrain's conversion), so that a trainer can take the batch as data.
+
 usage: /usr/bin/python3 tools/make_network_fixture.py [OUT_DIR]
 """
 import os
@@ -68,6 +74,29 @@ def main():
         tensors += [("grad." + n, tp[n].grad.numpy().astype(np.float32)) for n, _ in shapes]
         size = write_case(out_dir, name, "network", default_attr(), tensors)
         print(f"{name}: loss {loss.item():.6f}, {size} bytes")
+    smoothed_case(out_dir, "lenet-paddle-smooth", "lenet-paddle", 0.1)
+
+
+def smoothed_case(out_dir, case, model, label_smoothing, batch=7):
+    """The model's mean loss with label smoothing and its gradients, on a
+    batch of dataset bytes."""
+    forward, shapes = MODELS[model]
+    rng = np.random.default_rng(4321)
+    params = {n: (0.1 * rng.standard_normal(s)).astype(np.float32) for n, s in shapes}
+    pixels = rng.integers(0, 256, (batch, 1, 28, 28)).astype(np.int32)
+    x = pixels.astype(np.float32) * (np.float32(1.0) / np.float32(255.0))
+    labels = rng.integers(0, 10, batch).astype(np.int32)
+    eps = np.float32(label_smoothing)
+    tp = {n: torch.tensor(v, dtype=torch.float64, requires_grad=True) for n, v in params.items()}
+    loss = F.cross_entropy(forward(torch.tensor(x, dtype=torch.float64), tp),
+                           torch.tensor(labels, dtype=torch.int64), label_smoothing=float(eps))
+    loss.backward()
+    tensors = [("x", x), ("pixels", pixels), ("labels", labels), ("attr.label_smoothing", np.array(eps))]
+    tensors += [(n, params[n]) for n, _ in shapes]
+    tensors.append(("loss", np.array([loss.item()], dtype=np.float32)))
+    tensors += [("grad." + n, tp[n].grad.numpy().astype(np.float32)) for n, _ in shapes]
+    size = write_case(out_dir, case, "network", default_attr(), tensors)
+    print(f"{case}: loss {loss.item():.6f} (label smoothing {eps}), {size} bytes")
 
 
 if __name__ == "__main__":

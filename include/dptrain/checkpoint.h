@@ -75,6 +75,12 @@
  *                           without --epochs trains to
  *   sync_batch_norm         1: batch norm used the whole minibatch's
  *                           statistics (--sync-batch-norm), else 0
+ *   label_smoothing         the training loss's label smoothing
+ *                           (--label-smoothing, parallel.h's
+ *                           config.label_smoothing), float32 in (0, 1)
+ *                           as its shortest decimal ("0.1"); written only
+ *                           when not 0 (absent: 0, none). A resume must use
+ *                           the same
  *   devices, ranks          of the run that saved, informational
  *   data.normalize          "" or the --normalize values, per channel:
  *                           "M0,..,S0,.." (%.9g); a resume must use the same
@@ -130,12 +136,12 @@
  *                           layers are frozen. The optimizer's state then
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
- * accumulate, epochs_planned, sync_batch_norm and the last thirteen are
- * optional when read (an older file: 0 for the three, not recorded; none, none, an
- * epoch's end, no transform, no training transform, no hold-out, no data
- * directory, no class names: the data's built-in ones, no algorithm
- * choices: the GPU's own, no model file text: `model` is looked for as
- * --model is, model_file.h, and nothing frozen).
+ * accumulate, epochs_planned, sync_batch_norm, label_smoothing and the last
+ * thirteen are optional when read (an older file: 0 for the four, not
+ * recorded; none, none, an epoch's end, no transform, no training
+ * transform, no hold-out, no data directory, no class names: the data's
+ * built-in ones, no algorithm choices: the GPU's own, no model file text:
+ * `model` is looked for as --model is, model_file.h, and nothing frozen).
  *
  * The values kept as text (model, dptrain_version, optimizer.states,
  * data.normalize, data.augment, data.transform, data.train_transform,
@@ -178,6 +184,8 @@ typedef struct {
     int accumulate;             /* micro-batches per step (read: 0 when the file does not record it) */
     int epochs_planned;         /* the run's --epochs (read: 0 when the file does not record it) */
     int sync_batch_norm;        /* 1: synchronised batch norm (read: 0 when the file does not record it) */
+    float label_smoothing;      /* the training loss's label smoothing, in [0, 1) (read: 0 when the file
+                                   does not record it) */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */

@@ -14,7 +14,8 @@
  * the whole run). Every epoch: a seeded shuffle (seed, epoch), one
  * dp_trainer_step per global batch with the schedule's learning rate for
  * that step (from the trainer's step count, so a resumed run agrees), the
- * epoch's loss and accuracy summed across ranks, the test accuracy
+ * epoch's loss (the trainer's: smoothed with its config.label_smoothing,
+ * parallel.h) and accuracy summed across ranks, the test accuracy
  * (dp_trainer_evaluate), then the callback, then (rank 0 only) the metrics
  * line, the plot of this call's epochs and the checkpoint. At the end every
  * replica on every rank must hold the same parameters
@@ -37,7 +38,9 @@
  * comes from): another model (the first mismatching tensor is named),
  * another optimizer kind, batch size, seed or training-set size, another
  * normalisation of the data (train_set's), another lr schedule (kind, step
- * length, gamma, minimum, warm-up, and for cosine its length). Another lr,
+ * length, gamma, minimum, warm-up, and for cosine its length), another
+ * label smoothing (the trainer's config.label_smoothing, parallel.h: the
+ * loss; a checkpoint without one was saved with 0). Another lr,
  * weight decay or optimizer hyper-parameter, or another device or rank
  * count, or another augmentation, is allowed with a warning (on_warning).
  * A checkpoint written inside an epoch (save_every_steps) resumes at its

@@ -15,7 +15,8 @@
 
 typedef struct {
     int epoch;              /* 1-based */
-    double train_loss;      /* mean loss over the epoch's examples */
+    double train_loss;      /* mean loss over the epoch's examples (the training loss: smoothed
+                               when label_smoothing is not 0) */
     double train_acc;       /* fraction correct over the epoch's examples */
     double test_acc;        /* fraction correct on the test set */
     double epoch_sec;       /* wall seconds of the epoch's training steps */
@@ -28,6 +29,8 @@ typedef struct {
                                (backend.h memory_peak); 0: not counted (CPU devices) */
     long skipped_files;     /* the training data's files left out or replaced so far, unreadable
                                (batch_source.h dp_batch_source_skipped); 0: none */
+    double label_smoothing; /* the training loss's label smoothing (parallel.h), as its shortest
+                               decimal (0.1); 0: none (train_loss is plain cross-entropy) */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */
@@ -40,6 +43,7 @@ typedef struct {
 } dp_run_info_t;
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
+ * label_smoothing when not 0 (train_loss is then the smoothed loss),
  * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
  * names, the devices of one rank), num_devices (of all ranks), ranks,
  * device_mem_peak_bytes when counted (GPU devices), and skipped_files when
@@ -51,7 +55,8 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run);
 
 /* Writes an SVG with train loss, train accuracy and test accuracy against the
- * epoch, axes with ticks, and a legend; atomically (temp file + rename). */
+ * epoch, axes with ticks, and a legend; atomically (temp file + rename).
+ * The loss axis names the last epoch's label smoothing when it has one. */
 dp_status_t dp_plot_write_svg(const char *path, const dp_epoch_stats_t *stats, int count);
 
 /* Writes `tmp`'s content to `path` atomically: fflush, fsync, fclose, rename.

@@ -29,7 +29,7 @@ typedef enum {
     DP_OP_LINEAR,       /* torch.nn.functional.linear: y = x W^T + b */
     DP_OP_RELU,         /* torch.relu */
     DP_OP_FLATTEN,      /* torch.flatten(x, 1): a view, shares data and grad */
-    DP_OP_SOFTMAX_XENT, /* torch.nn.functional.cross_entropy, summed / denominator */
+    DP_OP_SOFTMAX_XENT, /* torch.nn.functional.cross_entropy (label_smoothing too), summed / denominator */
     DP_OP_CONV_TRANSPOSE, /* torch.nn.functional.conv_transpose{1,2,3}d */
     DP_OP_GLOBAL_AVG_POOL, /* torch.nn.functional.adaptive_avg_pool{1,2,3}d(x, 1): keeps ndim */
     DP_OP_BATCH_NORM,   /* torch.nn.functional.batch_norm (training: batch statistics) */
@@ -69,6 +69,10 @@ typedef struct {
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N;
                               mse: sum of squares / this; 0 means numel (reduction='mean').
                               With data parallelism set it to the global batch's value */
+    float label_smoothing; /* softmax_xent: eps in [0, 1), torch's label_smoothing: example i's
+                              loss is (1 - eps) (logsumexp - x[label]) + eps (logsumexp - mean_k x[k]),
+                              the cross-entropy against (1 - eps) onehot + eps / K; 0 (the default):
+                              none, the same bits as without the field */
     int fuse_relu;         /* an activation applied in the same pass, as the op after it would
                               (0: none): DP_FUSE_RELU (conv, add, batch_norm: torch.relu) or
                               DP_FUSE_RELU6 (batch_norm only: torch.nn.functional.relu6; conv
@@ -96,9 +100,9 @@ typedef struct {
 } dp_op_attr_t;
 
 /* A default attribute block: stride 1, pad 0, dilation 1, groups 1,
- * count_include_pad 1, kernel 1, loss_denominator 0, fuse_relu 0, output_padding 0,
- * training 1, eps 1e-5, momentum 0.1, no running stats, no stat sync, dropout_p 0.5,
- * dropout_seed 0, example_offset 0. */
+ * count_include_pad 1, kernel 1, loss_denominator 0, label_smoothing 0, fuse_relu 0,
+ * output_padding 0, training 1, eps 1e-5, momentum 0.1, no running stats, no stat sync,
+ * dropout_p 0.5, dropout_seed 0, example_offset 0. */
 dp_op_attr_t dp_op_attr_default(void);
 
 typedef struct dp_node {

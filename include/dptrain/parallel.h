@@ -67,6 +67,11 @@ typedef struct {
     int sync_batch_norm;     /* batch norm uses the statistics of the whole minibatch (all
                                 devices of all ranks: PyTorch's SyncBatchNorm) rather than
                                 each device's shard (the default, as the book) */
+    float label_smoothing;   /* the training loss's, in [0, 1): torch.nn.CrossEntropyLoss(
+                                label_smoothing=...), the cross-entropy against (1 - eps) onehot
+                                + eps / K (ops.h softmax_xent); 0: none. The steps' loss (and
+                                dp_trainer_step's loss_sum, the epoch's train_loss) is this
+                                smoothed loss; evaluation counts correct answers, no loss */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
     const dp_backend_t *const *backends; /* (num_devices) device d's backend, when the devices
@@ -193,6 +198,8 @@ int dp_trainer_num_devices(const dp_trainer_t *trainer);
 int dp_trainer_accumulate(const dp_trainer_t *trainer);
 /* Whether batch norm uses the whole minibatch's statistics (config.sync_batch_norm). */
 int dp_trainer_sync_batch_norm(const dp_trainer_t *trainer);
+/* The training loss's label smoothing (config.label_smoothing; 0: none). */
+float dp_trainer_label_smoothing(const dp_trainer_t *trainer);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

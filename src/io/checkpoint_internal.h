@@ -23,6 +23,7 @@
 #define DP_CHECKPOINT_TRAIN_TRANSFORM_KEY "data.train_transform"
 #define DP_CHECKPOINT_DATA_DIR_KEY "data.dir"
 #define DP_CHECKPOINT_TRAIN_TOTAL_KEY "data.train_total"
+#define DP_CHECKPOINT_LABEL_SMOOTHING_KEY "label_smoothing"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -37,14 +38,15 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (classes, transform, train_transform, holdout, data.train_total,
- * data.dir, conv algorithms, model_text, model.freeze:
+ * (label_smoothing, classes, transform, train_transform, holdout,
+ * data.train_total, data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 9
+#define DP_CHECKPOINT_OPTIONAL_KEYS 10
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
+    char label_smoothing[32]; /* label_smoothing's text */
     char train_total[16];  /* data.train_total's text */
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */

@@ -216,6 +216,14 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
     m->count = META_COUNT;
+    if (info->label_smoothing != 0.0f) {
+        if (!(info->label_smoothing > 0.0f && info->label_smoothing < 1.0f))
+            return dp_fail(DP_ERR_ARG, "checkpoint: the label smoothing %g is not in [0, 1)",
+                           (double)info->label_smoothing);
+        /* its shortest decimal ("0.1", as given), which strtof reads back to the same float */
+        snprintf(m->label_smoothing, sizeof m->label_smoothing, "%.9g", dp_float_decimal(info->label_smoothing));
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_LABEL_SMOOTHING_KEY, m->label_smoothing};
+    }
     if (info->num_class_names > 0) {
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
@@ -514,12 +522,27 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
     info->num_class_names = 0;
 }
 
+/* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent: 0). */
+static dp_status_t parse_label_smoothing(dp_checkpoint_t *c) {
+    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_LABEL_SMOOTHING_KEY);
+    if (!text) return DP_OK;
+    char *end;
+    errno = 0;
+    const float eps = strtof(text, &end);
+    if (!text[0] || strchr(" \t\n\v\f\r+", text[0]) || *end || errno || !(eps > 0.0f && eps < 1.0f))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, 1)",
+                       dp_safetensors_path(c->st), DP_CHECKPOINT_LABEL_SMOOTHING_KEY, dp_json_show(text).text);
+    c->info.label_smoothing = eps;
+    return DP_OK;
+}
+
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
  * no class names, no convolution algorithm choices, no model file text,
  * nothing frozen, no training transform recorded, no accumulation, planned
- * epoch count or synchronised batch norm recorded (0). */
+ * epoch count, synchronised batch norm or label smoothing recorded (0). */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
+    DP_TRY(parse_label_smoothing(c));
     if (dp_safetensors_meta(c->st, meta_keys[META_ACCUMULATE])) {
         DP_TRY(meta_int(c, META_ACCUMULATE, &info->accumulate));
         if (info->accumulate < 1 || info->batch_size % info->accumulate != 0)

@@ -5,7 +5,9 @@
  *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
  *    "num_devices": 2, "ranks": 1, "precision": "fp32", "layout": "nchw", "isa": "avx2", "cpu": "...",
  *    "blas": "..."}
- * (on one line; GPU devices add "device_mem_peak_bytes" after "ranks").
+ * (on one line; GPU devices add "device_mem_peak_bytes" after "ranks"; a
+ * run with label smoothing "label_smoothing" after "train_loss", which is
+ * then the smoothed loss).
  * The line is built in memory and written with a single
  * fwrite to a file opened for appending, so concurrent appenders and crashes
  * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
@@ -91,7 +93,7 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
 
 dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run) {
     size_t devices_len = stats->devices ? strlen(stats->devices) : 0;
-    /* Fixed keys and numbers take < 400 bytes; a device name character takes
+    /* Fixed keys and numbers take < 450 bytes; a device name character takes
      * at most 6 ("\u00XX"), each name adds 3 (quotes and comma). */
     size_t size = 512 + 9 * devices_len + 3;
     const char *const info_keys[5] = {"precision", "layout", "isa", "cpu", "blas"};
@@ -104,6 +106,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
 
     line_printf(&line, "{\"epoch\": %d", stats->epoch);
     line_number(&line, "train_loss", stats->train_loss);
+    if (stats->label_smoothing != 0.0) line_number(&line, "label_smoothing", stats->label_smoothing);
     line_number(&line, "train_acc", stats->train_acc);
     line_number(&line, "test_acc", stats->test_acc);
     line_number(&line, "epoch_sec", stats->epoch_sec);

@@ -3,7 +3,8 @@
  *
  * Layout: a title, one legend for the three series, and two panels side by
  * side sharing the epoch axis: "loss" (train loss, y from 0 to a round
- * value above the largest loss) and "accuracy" (train and test accuracy, y up
+ * value above the largest loss; "loss (label smoothing E)" when the loss is
+ * smoothed) and "accuracy" (train and test accuracy, y up
  * to 1, the lower end rounded down below the smallest accuracy so that
  * curves near 0.9 are not squeezed against the top). Each series is a line
  * with a marker at every epoch (hovering a marker shows its value); a
@@ -249,7 +250,10 @@ dp_status_t dp_plot_write_svg(const char *path, const dp_epoch_stats_t *stats, i
     }
     fputs("</text>\n", f);
     write_legend(f);
-    write_axes(f, &loss, "loss");
+    char loss_label[64] = "loss"; /* the training loss: say so when it is smoothed */
+    if (last->label_smoothing != 0.0)
+        snprintf(loss_label, sizeof loss_label, "loss (label smoothing %.9g)", last->label_smoothing);
+    write_axes(f, &loss, loss_label);
     write_axes(f, &acc, "accuracy");
     write_series(f, &loss, stats, count, 0);
     write_series(f, &acc, stats, count, 1);

@@ -12,7 +12,8 @@
  *   schedule: kind, step length,
  *   gamma, minimum, warm-up, and for cosine its length (--epochs; a cosine
  *   run is interrupted on purpose with --stop-after, not with a smaller
- *   --epochs), since the lr of every later step would differ; other frozen
+ *   --epochs), since the lr of every later step would differ; another
+ *   label smoothing (--label-smoothing: another loss); other frozen
  *   layers than the checkpoint's (--freeze: the optimizer's state holds
  *   the parameters that trained, and what trains defines the run; a new
  *   freeze is a new run, --init);
@@ -169,6 +170,15 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
     return DP_OK;
 }
 
+/* The loss must be the saved one: another label smoothing trains toward
+ * other targets (a file without the key: 0, none). */
+static dp_status_t check_loss(const char *path, const dp_checkpoint_info_t *saved, const dp_checkpoint_info_t *run) {
+    if (saved->label_smoothing == run->label_smoothing) return DP_OK;
+    return dp_fail(DP_ERR_ARG, "--resume %s: saved with --label-smoothing %.9g, this run has %.9g (another loss "
+                   "would not continue the same run; use the saved value)", path,
+                   dp_float_decimal(saved->label_smoothing), dp_float_decimal(run->label_smoothing));
+}
+
 /* "[ant, bee, cat]" (shortened to fit), or the data's built-in names. */
 static void describe_classes(const dp_checkpoint_info_t *info, char *text, size_t size) {
     if (info->num_class_names == 0) {
@@ -249,6 +259,7 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     if (status == DP_OK) status = check_classes(path, saved, run);
     if (status == DP_OK) status = check_position(path, saved, run);
     if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
+    if (status == DP_OK) status = check_loss(path, saved, run);
     /* the GPU convolution algorithms of the saved run, ahead of any other choice: the same bits on any GPU */
     if (status == DP_OK)
         status = dp_trainer_install_conv_algorithms(trainer, saved->conv_algorithms, saved->num_conv_algorithms);
@@ -594,6 +605,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .train_examples = train->count, .accumulate = dp_trainer_accumulate(trainer),
                                   .epochs_planned = config->epochs,
                                   .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
+                                  .label_smoothing = dp_trainer_label_smoothing(trainer),
                                   .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run->optim.lr = (float)config->schedule.lr;
     if (train->class_names) { /* an image folder's: kept in every checkpoint */
@@ -701,6 +713,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         dp_epoch_stats_t *s = &history[epoch];
         s->epoch = epoch + 1;
         s->train_loss = sums[0] / sums[2];
+        s->label_smoothing = dp_float_decimal(dp_trainer_label_smoothing(trainer));
         s->train_acc = sums[1] / sums[2];
         s->test_acc = (double)test_correct / test_count;
         s->epoch_sec = epoch_sec;

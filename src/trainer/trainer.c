@@ -172,6 +172,9 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
                        "process)", config->world.rank, config->world.size);
     if (config->accumulate < 0)
         return dp_fail(DP_ERR_ARG, "accumulate: micro-batches per step must be >= 1, found %d", config->accumulate);
+    if (!(config->label_smoothing >= 0.0f && config->label_smoothing < 1.0f))
+        return dp_fail(DP_ERR_ARG, "trainer: label_smoothing must be in [0, 1), found %g",
+                       (double)config->label_smoothing);
     if (config->threads_per_device < 1 || config->threads_per_device > DP_TRAINER_MAX_THREADS)
         return dp_fail(DP_ERR_ARG, "threads per device must be 1 to %d, found %d", DP_TRAINER_MAX_THREADS,
                        config->threads_per_device);
@@ -352,6 +355,7 @@ dp_status_t dp_trainer_check_devices(const dp_trainer_t *t) {
 int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 int dp_trainer_accumulate(const dp_trainer_t *t) { return t->config.accumulate; }
 int dp_trainer_sync_batch_norm(const dp_trainer_t *t) { return t->config.sync_batch_norm != 0; }
+float dp_trainer_label_smoothing(const dp_trainer_t *t) { return t->config.label_smoothing; }
 const dp_model_t *dp_trainer_model(const dp_trainer_t *t) { return t->model; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }
@@ -443,6 +447,7 @@ static dp_status_t shard_task(void *arg) {
     DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, r->grads, x, &opts, &logits));
     dp_op_attr_t attr = dp_op_attr_default();
     attr.loss_denominator = (float)r->denominator;
+    attr.label_smoothing = t->config.label_smoothing;
     dp_tape_set_label(r->tape, "loss", NULL);
     loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
     if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;

@@ -2,16 +2,25 @@
  *
  * DP_OP_SOFTMAX_XENT: softmax
  * cross-entropy over logits (N, K) and int32 labels (N), matching
- * torch.nn.functional.cross_entropy(logits, labels, reduction='sum') / D
+ * torch.nn.functional.cross_entropy(logits, labels, reduction='sum',
+ * label_smoothing=eps) / D
  * (https://pytorch.org/docs/stable/generated/torch.nn.functional.cross_entropy.html)
- * with D = attr.loss_denominator, or N when that is 0. With data
- * parallelism, D is the global batch size, so the per-device losses and
- * gradients add up to those of the whole batch.
+ * with D = attr.loss_denominator, or N when that is 0, and eps =
+ * attr.label_smoothing in [0, 1). With data parallelism, D is the global
+ * batch size, so the per-device losses and gradients add up to those of
+ * the whole batch. (torch 1.13's reduction='mean' is this with D = N: its
+ * cross_entropy_loss_label_smoothing is (1 - eps) nll_loss(mean) + eps / K
+ * sum_i (-sum_k log p_ik) / N, the same sum over the examples divided by
+ * N.)
  *
- *   out      scalar (ndim 0) = sum_i (logsumexp(logits_i) - logits_i[label_i]) / D
+ *   out      scalar (ndim 0) = sum_i loss_i / D, with lse_i = logsumexp(logits_i),
+ *            loss_i = (1 - eps) (lse_i - logits_i[label_i]) + eps (lse_i - mean_k logits_i[k])
  *   saved    probs (N, K) = softmax(logits), for backward
- *   backward dlogits += out.grad[0] * (probs - onehot(labels)) / D
+ *   backward dlogits += out.grad[0] * (probs - target) / D,
+ *            target = (1 - eps) onehot(labels) + eps / K
  *
+ * eps = 0 takes the unsmoothed arithmetic (the loss without the mean; the
+ * target's entries exactly 1 and 0): the bits of the op before smoothing.
  * Stable for large logits: the row maximum is subtracted before exp, and
  * the loss uses log-sum-exp, accumulated in double.
  *
@@ -47,6 +56,9 @@ static dp_status_t xent_check(const dp_node_t *node, int *batch, int *classes, d
     if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
         return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
                        dp_tensor_shape_str(x, xs, sizeof xs));
+    const float eps = node->attr.label_smoothing;
+    if (!(eps >= 0.0f && eps < 1.0f))
+        return dp_fail(DP_ERR_ARG, "softmax_xent: label_smoothing must be in [0, 1), found %g", (double)eps);
     *batch = x->shape[0];
     *classes = x->shape[1];
     return loss_denominator("softmax_xent", &node->attr, (double)*batch, denominator);
@@ -69,6 +81,7 @@ dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
     node->saved = probs;
     if (!node->out.data || (x->grad && !node->out.grad) || !probs)
         return dp_fail(DP_ERR_NOMEM, "softmax_xent: out of arena memory for %d x %d probabilities", N, K);
+    const double eps = node->attr.label_smoothing;
     double loss = 0.0;
     for (int i = 0; i < N; i++) {
         const float *row = x->data + (size_t)i * K; /* (K) */
@@ -83,7 +96,14 @@ dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
         }
         float inv = (float)(1.0 / sum);
         for (int k = 0; k < K; k++) p[k] *= inv;
-        loss += log(sum) + (double)max - (double)row[labels[i]];
+        if (eps > 0.0) {
+            double lse = log(sum) + (double)max, mean = 0.0;
+            for (int k = 0; k < K; k++) mean += (double)row[k];
+            mean /= K;
+            loss += (1.0 - eps) * (lse - (double)row[labels[i]]) + eps * (lse - mean);
+        } else {
+            loss += log(sum) + (double)max - (double)row[labels[i]];
+        }
     }
     node->out.data[0] = (float)(loss / D);
     return DP_OK;
@@ -100,10 +120,13 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
     const float *probs = node->saved; /* (N, K) */
     dp_grad_prepare(node->in[0]);
     float scale = (float)(dy[0] / D);
+    /* the target's entries: 1 and 0 without smoothing */
+    const double eps = node->attr.label_smoothing;
+    const float on = (float)(1.0 - eps + eps / K), off = (float)(eps / K);
     for (int i = 0; i < N; i++) {
         const float *p = probs + (size_t)i * K;
         float *g = dx + (size_t)i * K;
-        for (int k = 0; k < K; k++) g[k] += scale * (p[k] - (k == node->labels[i] ? 1.0f : 0.0f));
+        for (int k = 0; k < K; k++) g[k] += scale * (p[k] - (k == node->labels[i] ? on : off));
     }
     return DP_OK;
 }

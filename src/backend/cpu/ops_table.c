@@ -77,6 +77,7 @@ dp_op_attr_t dp_op_attr_default(void) {
         .groups = 1,
         .count_include_pad = 1,
         .loss_denominator = 0.0f,
+        .label_smoothing = 0.0f,
         .training = 1,
         .eps = 1e-5f,
         .momentum = 0.1f,

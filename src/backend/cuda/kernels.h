@@ -138,13 +138,14 @@ typedef struct {
 cudaError_t dp_cuda_window_copy(cudaStream_t stream, const dp_cuda_window_t *g, const float *src, float *dst);
 
 /* --- loss.cu: softmax cross-entropy, MSE -------------------------------------------------- */
-/* loss[0] = sum_i (logsumexp(x_i) - x_i[label_i]) / denominator; probs (N, K);
+/* loss[0] = sum_i loss_i / denominator, loss_i = (1 - s) (lse_i - x_i[label_i]) + s (lse_i - mean_k x_i[k]),
+ * lse_i = logsumexp(x_i), s = smoothing in [0, 1) (0: lse_i - x_i[label_i]); probs (N, K);
  * row_loss (N) doubles of scratch. A label outside [0, K) makes the loss NaN. */
 cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,
-                                 double denominator, float *probs, double *row_loss, float *loss);
-/* dx (+)= dy[0] / denominator * (probs - onehot) */
+                                 double denominator, double smoothing, float *probs, double *row_loss, float *loss);
+/* dx (+)= dy[0] / denominator * (probs - ((1 - s) onehot + s / K)) */
 cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels, const float *dy,
-                                  int N, int K, double denominator, float *dx, int add);
+                                  int N, int K, double denominator, double smoothing, float *dx, int add);
 cudaError_t dp_cuda_mse_forward(cudaStream_t stream, const float *x, const float *t, size_t n, double denominator,
                                 float *loss);
 cudaError_t dp_cuda_mse_backward(cudaStream_t stream, const float *x, const float *t, const float *dy, size_t n,

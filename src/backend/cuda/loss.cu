@@ -3,7 +3,9 @@
 #include "kernels_common.cuh"
 
 /* --- softmax cross-entropy (ops_loss.c's arithmetic) --------------------------- */
-__global__ void xent_rows_kernel(const float *x, const int32_t *labels, int N, int K, float *probs, double *row_loss) {
+/* row_loss[i]: (1 - eps) (lse - x[label]) + eps (lse - mean_k x[k]); eps = 0: lse - x[label], as ever */
+__global__ void xent_rows_kernel(const float *x, const int32_t *labels, int N, int K, double eps, float *probs,
+                                 double *row_loss) {
     GRID_LOOP(i, (size_t)N) {
         const float *row = x + i * K;
         float *p = probs + i * K;
@@ -18,7 +20,16 @@ __global__ void xent_rows_kernel(const float *x, const int32_t *labels, int N, i
         float inv = (float)(1.0 / sum);
         for (int k = 0; k < K; k++) p[k] = __fmul_rn(p[k], inv);
         int label = labels[i];
-        row_loss[i] = label < 0 || label >= K ? (double)NAN : log(sum) + (double)mx - (double)row[label];
+        if (label < 0 || label >= K) {
+            row_loss[i] = (double)NAN;
+        } else if (eps > 0.0) {
+            double lse = log(sum) + (double)mx, mean = 0.0;
+            for (int k = 0; k < K; k++) mean += (double)row[k];
+            mean /= K;
+            row_loss[i] = (1.0 - eps) * (lse - (double)row[label]) + eps * (lse - mean);
+        } else {
+            row_loss[i] = log(sum) + (double)mx - (double)row[label];
+        }
     }
 }
 
@@ -30,28 +41,32 @@ __global__ void xent_sum_kernel(const double *row_loss, int N, double denominato
 }
 
 extern "C" cudaError_t dp_cuda_xent_forward(cudaStream_t stream, const float *x, const int32_t *labels, int N, int K,
-                                            double denominator, float *probs, double *row_loss, float *loss) {
+                                            double denominator, double smoothing, float *probs, double *row_loss,
+                                            float *loss) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    xent_rows_kernel<<<blocks_for((size_t)N), THREADS, 0, stream>>>(x, labels, N, K, probs, row_loss);
+    xent_rows_kernel<<<blocks_for((size_t)N), THREADS, 0, stream>>>(x, labels, N, K, smoothing, probs, row_loss);
     xent_sum_kernel<<<1, 1, 0, stream>>>(row_loss, N, denominator, loss);
     return cudaGetLastError();
 }
 
+/* on, off: the target's entries at the label and elsewhere (1 and 0 without smoothing) */
 __global__ void xent_backward_kernel(const float *probs, const int32_t *labels, const float *dy, int N, int K,
-                                     double denominator, float *dx, int add) {
+                                     double denominator, float on, float off, float *dx, int add) {
     float scale = (float)(dy[0] / denominator);
     GRID_LOOP(i, (size_t)N * K) {
         int n = (int)(i / K), k = (int)(i % K);
-        float g = __fmul_rn(scale, __fsub_rn(probs[i], k == labels[n] ? 1.0f : 0.0f));
+        float g = __fmul_rn(scale, __fsub_rn(probs[i], k == labels[n] ? on : off));
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
 
 extern "C" cudaError_t dp_cuda_xent_backward(cudaStream_t stream, const float *probs, const int32_t *labels,
-                                             const float *dy, int N, int K, double denominator, float *dx, int add) {
+                                             const float *dy, int N, int K, double denominator, double smoothing,
+                                             float *dx, int add) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    xent_backward_kernel<<<blocks_for((size_t)N * K), THREADS, 0, stream>>>(probs, labels, dy, N, K, denominator, dx,
-                                                                         add);
+    const float on = (float)(1.0 - smoothing + smoothing / K), off = (float)(smoothing / K); /* ops_loss.c's */
+    xent_backward_kernel<<<blocks_for((size_t)N * K), THREADS, 0, stream>>>(probs, labels, dy, N, K, denominator, on,
+                                                                         off, dx, add);
     return cudaGetLastError();
 }
 

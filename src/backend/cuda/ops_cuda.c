@@ -285,6 +285,9 @@ static dp_status_t xent_check(const dp_node_t *node, int *N, int *K, double *D) 
     float d = node->attr.loss_denominator;
     if (!(d >= 0.0f) || isinf(d))
         return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0, found %g", (double)d);
+    const float eps = node->attr.label_smoothing;
+    if (!(eps >= 0.0f && eps < 1.0f))
+        return dp_fail(DP_ERR_ARG, "softmax_xent: label_smoothing must be in [0, 1), found %g", (double)eps);
     *N = x->shape[0], *K = x->shape[1];
     *D = d > 0.0f ? (double)d : (double)*N;
     return DP_OK;
@@ -300,8 +303,9 @@ static dp_status_t xent_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     double *row_loss = dp_arena_alloc(arena, sizeof(double) * N); /* (N) */
     if (!probs || !row_loss) return dp_fail(DP_ERR_NOMEM, "softmax_xent: out of GPU memory for %d x %d", N, K);
     node->saved = probs;
-    return dp_cuda_launch(c, dp_cuda_xent_forward(c->stream, x->data, node->labels, N, K, D, probs, row_loss, node->out.data),
-                  "softmax_xent");
+    return dp_cuda_launch(c, dp_cuda_xent_forward(c->stream, x->data, node->labels, N, K, D, node->attr.label_smoothing,
+                                                  probs, row_loss, node->out.data),
+                          "softmax_xent");
 }
 
 static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
@@ -312,8 +316,9 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     double D = 1.0;
     DP_TRY(xent_check(node, &N, &K, &D));
     int add = !dp_grad_claim(x);
-    return dp_cuda_launch(c, dp_cuda_xent_backward(c->stream, node->saved, node->labels, node->out.grad, N, K, D, x->grad, add),
-                  "softmax_xent backward");
+    return dp_cuda_launch(c, dp_cuda_xent_backward(c->stream, node->saved, node->labels, node->out.grad, N, K, D,
+                                                   node->attr.label_smoothing, x->grad, add),
+                          "softmax_xent backward");
 }
 
 /* --- sigmoid, tanh, relu6 --------------------------------------------------------------- */
