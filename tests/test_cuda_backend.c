@@ -129,6 +129,9 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     CHECK(dp_optimizer_new(&config, N, &cpu) == DP_OK && dp_optimizer_new(&config, N, &gpu) == DP_OK, "%s: new: %s",
           name, dp_error_message());
     if (!cpu || !gpu) return;
+    /* weight-decay groups (dropped without the config's flags): runs that cross the two updates' border */
+    const dp_decay_range_t ranges[] = {{500, 1000, DP_DECAY_NORM}, {2000, 100, DP_DECAY_BIAS}, {2900, 100, DP_DECAY_NORM}};
+    DP_ASSERT(dp_optimizer_set_decay_ranges(cpu, ranges, 3) == DP_OK && dp_optimizer_set_decay_ranges(gpu, ranges, 3) == DP_OK);
     for (int step = 0; step < 3; step++) {
         fill(g, N, 30 + step);
         be->upload(be->ctx, dg, g, sizeof g);
@@ -273,6 +276,11 @@ int main(void) {
     check_optimizer("adagrad", (dp_optim_config_t){.kind = DP_OPTIM_ADAGRAD, .lr = 0.1f, .weight_decay = 1e-3f});
     check_optimizer("adam", (dp_optim_config_t){.kind = DP_OPTIM_ADAM, .lr = 1e-3f, .weight_decay = 1e-2f});
     check_optimizer("adamw", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 1e-3f, .weight_decay = 1e-2f});
+    check_optimizer("adamw_groups", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 0.05f, .weight_decay = 0.3f,
+                                                        .has_norm_weight_decay = 1, .has_bias_weight_decay = 1,
+                                                        .bias_weight_decay = 0.05f});
+    check_optimizer("sgd_groups", (dp_optim_config_t){.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .weight_decay = 0.1f,
+                                                      .has_norm_weight_decay = 1, .norm_weight_decay = 0.5f});
     check_optimizer("adamw_b", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 0.05f, .weight_decay = 0.3f,
                                                    .beta1 = 0.5f, .beta2 = 0.75f, .eps = 1e-3f});
     check_load_batch();

@@ -35,14 +35,21 @@ static void step_as_made(dp_optimizer_t *opt, float *p, float *g, const float *h
     be->optimizer_update(be->ctx, opt, p, g, 0, N);
 }
 
-static void check_replay(dp_optim_kind_t kind) {
+/* groups: weight-decay groups (optim.h), so that an update is several launches, each reading its group's
+ * scalars (adamw's decay factors follow the lr) */
+static void check_replay(dp_optim_kind_t kind, int groups) {
     static float start[N], host_grads[N], captured_grads[N], made[N], replayed[N];
     for (int i = 0; i < N; i++) start[i] = 0.01f * (float)(i % 97) - 0.3f, host_grads[i] = 0.002f * (float)(i % 13);
     memcpy(captured_grads, host_grads, sizeof host_grads);
     dp_optim_config_t config = {.kind = kind, .lr = 1e-2f, .weight_decay = kind == DP_OPTIM_ADAMW ? 0.5f : 1e-3f};
-    printf("  %s:\n", dp_optim_kind_name(kind));
+    if (groups) config.has_norm_weight_decay = 1, config.has_bias_weight_decay = 1, config.bias_weight_decay = 0.05f;
+    printf("  %s%s:\n", dp_optim_kind_name(kind), groups ? " with weight-decay groups" : "");
     dp_optimizer_t *a = NULL, *b = NULL;
     DP_ASSERT(dp_optimizer_new(&config, N, &a) == DP_OK && dp_optimizer_new(&config, N, &b) == DP_OK);
+    const dp_decay_range_t ranges[] = {{100, 200, DP_DECAY_NORM}, {300, 50, DP_DECAY_BIAS}, {900, N - 900, DP_DECAY_BIAS}};
+    if (groups)
+        DP_ASSERT(dp_optimizer_set_decay_ranges(a, ranges, 3) == DP_OK &&
+                  dp_optimizer_set_decay_ranges(b, ranges, 3) == DP_OK);
     float *pa = be->alloc(be->ctx, sizeof start, "params"), *ga = be->alloc(be->ctx, sizeof start, "grads");
     float *pb = be->alloc(be->ctx, sizeof start, "params"), *gb = be->alloc(be->ctx, sizeof start, "grads");
     DP_ASSERT(pa && ga && pb && gb);
@@ -131,8 +138,10 @@ static void check_refused_sync(void) {
 
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_graph");
-    check_replay(DP_OPTIM_ADAM);
-    check_replay(DP_OPTIM_ADAMW);
+    check_replay(DP_OPTIM_ADAM, 0);
+    check_replay(DP_OPTIM_ADAMW, 0);
+    check_replay(DP_OPTIM_ADAMW, 1);
+    check_replay(DP_OPTIM_MOMENTUM, 1);
     check_refused_sync();
     return testing_finish("test_cuda_graph");
 }

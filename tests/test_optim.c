@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dptrain/data.h"
+#include "dptrain/nn.h"
 #include "dptrain/optim.h"
 #include "dptrain/parallel.h"
 #include "dptrain/rng.h"
@@ -249,6 +250,89 @@ static void test_adamw_by_hand(void) {
     fixture_free(&f);
 }
 
+/* Weight-decay groups: an optimizer whose floats are in three groups
+ * (torch's param_groups with their own weight decay) gives each float what
+ * an optimizer of that group's decay alone gives it, bit for bit, whatever
+ * the chunks step_range is called on (they cross the groups' borders). */
+static void test_decay_groups(void) {
+    enum { N = 40, STEPS = 3 };
+    const dp_decay_range_t ranges[] = {{5, 5, DP_DECAY_NORM}, {10, 2, DP_DECAY_BIAS}, {12, 0, DP_DECAY_BIAS},
+                                       {20, 10, DP_DECAY_NORM}, {35, 5, DP_DECAY_BIAS}};
+    const int nr = (int)(sizeof ranges / sizeof ranges[0]);
+    const dp_optim_kind_t kinds[] = {DP_OPTIM_SGD, DP_OPTIM_MOMENTUM, DP_OPTIM_ADAGRAD, DP_OPTIM_ADAM, DP_OPTIM_ADAMW};
+    float p0[N], grads[STEPS][N];
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 11);
+    for (int i = 0; i < N; i++) p0[i] = dp_rng_normal(&rng);
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < N; i++) grads[s][i] = dp_rng_normal(&rng);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        const char *kind = dp_optim_kind_name(kinds[k]);
+        dp_optim_config_t c = {.kind = kinds[k], .lr = 0.05f, .weight_decay = 0.3f, .has_norm_weight_decay = 1,
+                               .norm_weight_decay = 0.0f, .has_bias_weight_decay = 1, .bias_weight_decay = 0.7f};
+        dp_optimizer_t *grouped, *alone[DP_DECAY_GROUPS];
+        DP_ASSERT(dp_optimizer_new(&c, N, &grouped) == DP_OK);
+        CHECK(dp_optimizer_set_decay_ranges(grouped, ranges, nr) == DP_OK, "%s: %s", kind, dp_error_message());
+        float p[N], q[DP_DECAY_GROUPS][N];
+        memcpy(p, p0, sizeof p);
+        for (int g = 0; g < DP_DECAY_GROUPS; g++) {
+            dp_optim_config_t one = {.kind = kinds[k], .lr = c.lr,
+                                     .weight_decay = dp_optim_group_weight_decay(&c, (dp_decay_group_t)g)};
+            DP_ASSERT(dp_optimizer_new(&one, N, &alone[g]) == DP_OK);
+            memcpy(q[g], p0, sizeof p);
+        }
+        for (int s = 0; s < STEPS; s++) {
+            dp_optimizer_begin_step(grouped);
+            for (size_t at = 0; at < N; at += 7) dp_optimizer_step_range(grouped, p, grads[s], at, at + 7 <= N ? 7 : N - at);
+            for (int g = 0; g < DP_DECAY_GROUPS; g++) dp_optimizer_step(alone[g], q[g], grads[s]);
+        }
+        for (int i = 0; i < N; i++) {
+            dp_decay_group_t g = DP_DECAY_REST;
+            for (int r = 0; r < nr; r++)
+                if ((size_t)i >= ranges[r].start && (size_t)i < ranges[r].start + ranges[r].count) g = ranges[r].group;
+            CHECK(memcmp(&p[i], &q[g][i], sizeof(float)) == 0, "%s: float %d (group %d): %.9g, alone %.9g", kind, i,
+                  (int)g, p[i], q[g][i]);
+        }
+        CHECK(memcmp(q[DP_DECAY_NORM], q[DP_DECAY_BIAS], sizeof p) != 0, "%s: the groups' decays change nothing", kind);
+        dp_optimizer_free(grouped);
+        for (int g = 0; g < DP_DECAY_GROUPS; g++) dp_optimizer_free(alone[g]);
+    }
+
+    /* the runs: kept ranges only (the empty one dropped, adjacent ones of a group merged) */
+    dp_optim_config_t c = {.kind = DP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.3f, .has_norm_weight_decay = 1};
+    dp_optimizer_t *opt;
+    DP_ASSERT(dp_optimizer_new(&c, N, &opt) == DP_OK);
+    const dp_decay_range_t adjacent[] = {{2, 3, DP_DECAY_NORM}, {5, 4, DP_DECAY_NORM}, {9, 2, DP_DECAY_BIAS}};
+    DP_ASSERT(dp_optimizer_set_decay_ranges(opt, adjacent, 3) == DP_OK);
+    const dp_decay_range_t *kept;
+    CHECK(dp_optimizer_decay_ranges(opt, &kept) == 1 && kept[0].start == 2 && kept[0].count == 7,
+          "kept ranges: the bias one (its decay is the rest's) dropped, the norm ones merged");
+    dp_decay_group_t g;
+    size_t run = dp_optimizer_decay_run(opt, 0, N, &g);
+    CHECK(run == 2 && g == DP_DECAY_REST, "run from 0: %zu of group %d", run, (int)g);
+    run = dp_optimizer_decay_run(opt, 3, N - 3, &g);
+    CHECK(run == 6 && g == DP_DECAY_NORM, "run from 3: %zu of group %d", run, (int)g);
+    run = dp_optimizer_decay_run(opt, 4, 2, &g);
+    CHECK(run == 2 && g == DP_DECAY_NORM, "run from 4 of 2: %zu of group %d", run, (int)g);
+    run = dp_optimizer_decay_run(opt, 9, N - 9, &g);
+    CHECK(run == N - 9 && g == DP_DECAY_REST, "run from 9: %zu of group %d", run, (int)g);
+    const dp_decay_range_t overlapping[] = {{2, 3, DP_DECAY_NORM}, {4, 4, DP_DECAY_BIAS}};
+    const dp_decay_range_t outside[] = {{38, 3, DP_DECAY_NORM}};
+    CHECK(dp_optimizer_set_decay_ranges(opt, overlapping, 2) == DP_ERR_ARG &&
+              strstr(dp_error_message(), "decay range 1 [4, +4) of group 2"),
+          "overlapping ranges: %s", dp_error_message());
+    CHECK(dp_optimizer_set_decay_ranges(opt, outside, 1) == DP_ERR_ARG && strstr(dp_error_message(), "outside the 40"),
+          "a range past the end: %s", dp_error_message());
+    CHECK(dp_optimizer_decay_ranges(opt, &kept) == 1, "a refused set keeps the ranges");
+    dp_optimizer_free(opt);
+    /* without the flags every group decays as the rest: nothing kept */
+    dp_optim_config_t plain = {.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .weight_decay = 0.3f};
+    DP_ASSERT(dp_optimizer_new(&plain, N, &opt) == DP_OK);
+    DP_ASSERT(dp_optimizer_set_decay_ranges(opt, ranges, nr) == DP_OK);
+    CHECK(dp_optimizer_decay_ranges(opt, &kept) == 0, "no flags: ranges kept");
+    dp_optimizer_free(opt);
+}
+
 /* Plain SGD by hand: p -= lr * (g + wd * p). */
 static void test_sgd_by_hand(void) {
     float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, 0.25f, -1.0f};
@@ -294,6 +378,11 @@ static void test_bad_configs(void) {
         {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .eps = -1.0f}, "eps must be a positive number, found -1"},
         {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .momentum = 0.9f}, "optimizer adamw: momentum 0.9 applies to the momentum"},
         {{.kind = (dp_optim_kind_t)7, .lr = 0.1f}, "unknown kind 7"},
+        {{.kind = DP_OPTIM_SGD, .lr = 0.1f, .has_norm_weight_decay = 1, .norm_weight_decay = -0.5f},
+         "norm weight decay must be >= 0, found -0.5"},
+        {{.kind = DP_OPTIM_ADAMW, .lr = 0.1f, .has_bias_weight_decay = 1, .bias_weight_decay = NAN},
+         "bias weight decay must be >= 0"},
+        {{.kind = DP_OPTIM_ADAM, .lr = 0.1f, .bias_weight_decay = 0.1f}, "given without its flag"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         dp_optimizer_t *opt = (dp_optimizer_t *)&opt;
@@ -474,14 +563,115 @@ static void test_in_trainer(void) {
     dp_model_free(m);
 }
 
+/* a conv with bias, batch norm, a linear layer with bias: every group */
+static dp_model_t *bn_model(void) {
+    dp_model_t *m;
+    dp_op_attr_t conv = dp_op_attr_default();
+    DP_ASSERT(dp_model_new("bn-test", 1, 28, 28, DP_INIT_TORCH_DEFAULT, 0.0f, &m) == DP_OK);
+    DP_ASSERT(dp_model_add_conv(m, "conv1", 4, 5, 5, &conv, 1) == DP_OK);
+    DP_ASSERT(dp_model_add_batch_norm(m, "bn1", NULL) == DP_OK && dp_model_add_relu(m) == DP_OK);
+    DP_ASSERT(dp_model_add_flatten(m) == DP_OK && dp_model_add_linear(m, "fc", 10, 1) == DP_OK);
+    return m;
+}
+
+static const dp_param_info_t *param_named(const dp_model_t *m, const char *name) {
+    for (int i = 0; i < dp_model_num_param_tensors(m); i++)
+        if (strcmp(dp_model_param(m, i)->name, name) == 0) return dp_model_param(m, i);
+    DP_ASSERT(!"no such parameter");
+    return NULL;
+}
+
+/* the floats of tensor `name` in a and b are the same bits */
+static int same_tensor(const dp_model_t *m, const char *name, const float *a, const float *b) {
+    const dp_param_info_t *p = param_named(m, name);
+    return memcmp(a + p->offset, b + p->offset, p->numel * sizeof(float)) == 0;
+}
+
+/* The trainer gives the groups what torchvision's set_weight_decay does:
+ * batch norm's weight and bias the norm decay, every other bias the bias
+ * decay (and batch norm's bias with it when given); after one step (equal
+ * gradients) each tensor is what the run with its group's decay for every
+ * tensor makes it; the strategies that split the buffer into chunks and
+ * buckets (ring over 3 devices, overlap, parameter server) agree to the bit. */
+static void test_decay_groups_in_trainer(void) {
+    dp_model_t *m = bn_model();
+    size_t np = dp_model_num_params(m);
+    dp_optim_config_t norm_only = {.kind = DP_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.1f,
+                                   .has_norm_weight_decay = 1, .norm_weight_decay = 0.0f};
+    dp_decay_range_t *ranges;
+    int count;
+    DP_ASSERT(dp_model_decay_ranges(m, &norm_only, &ranges, &count) == DP_OK);
+    const char *expect[] = {"conv1.bias", "bn1.weight", "bn1.bias", "fc.bias"};
+    const dp_decay_group_t groups[] = {DP_DECAY_BIAS, DP_DECAY_NORM, DP_DECAY_NORM, DP_DECAY_BIAS};
+    CHECK(count == 4, "ranges: %d, expected 4", count);
+    for (int i = 0; i < count && i < 4; i++) {
+        const dp_param_info_t *p = param_named(m, expect[i]);
+        CHECK(ranges[i].start == p->offset && ranges[i].count == p->numel && ranges[i].group == groups[i],
+              "range %d: [%zu, +%zu) group %d, expected %s's in group %d", i, ranges[i].start, ranges[i].count,
+              (int)ranges[i].group, expect[i], (int)groups[i]);
+    }
+    free(ranges);
+    dp_optim_config_t with_bias = norm_only;
+    with_bias.has_bias_weight_decay = 1, with_bias.bias_weight_decay = 0.5f;
+    DP_ASSERT(dp_model_decay_ranges(m, &with_bias, &ranges, &count) == DP_OK);
+    CHECK(count == 4 && ranges[2].group == DP_DECAY_BIAS, "a bias weight decay takes batch norm's bias: group %d",
+          count == 4 ? (int)ranges[2].group : -1);
+    free(ranges);
+
+    dp_dataset_t ds = random_images(300);
+    dp_optim_config_t none = norm_only, plain = norm_only, grouped = with_bias;
+    none.weight_decay = 0.0f, none.has_norm_weight_decay = 0;
+    plain.has_norm_weight_decay = 0;
+    grouped.bias_weight_decay = 0.0f; /* norm 0 (norm_only's), every bias 0: timm's no-decay group */
+    dp_trainer_t *t_none = optim_trainer(m, 1, &none, 0, DP_SYNC_ALLREDUCE);
+    dp_trainer_t *t_plain = optim_trainer(m, 1, &plain, 0, DP_SYNC_ALLREDUCE);
+    dp_trainer_t *t_grouped = optim_trainer(m, 1, &grouped, 0, DP_SYNC_ALLREDUCE);
+    train_steps(t_none, &ds, 0.01f, 1);
+    train_steps(t_plain, &ds, 0.01f, 1);
+    train_steps(t_grouped, &ds, 0.01f, 1);
+    const float *pn = dp_trainer_params(t_none, 0), *pp = dp_trainer_params(t_plain, 0),
+                *pg = dp_trainer_params(t_grouped, 0);
+    CHECK(same_tensor(m, "conv1.weight", pg, pp) && same_tensor(m, "fc.weight", pg, pp),
+          "grouped: the weights are not decayed as --weight-decay says");
+    const char *undecayed[] = {"conv1.bias", "bn1.weight", "bn1.bias", "fc.bias"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(same_tensor(m, undecayed[i], pg, pn), "grouped: %s is not the undecayed run's", undecayed[i]);
+        if (strcmp(undecayed[i], "bn1.bias") != 0) /* starts at 0, which no decay changes */
+            CHECK(!same_tensor(m, undecayed[i], pp, pn), "%s: the decay changes nothing (the test cannot fail)",
+                  undecayed[i]);
+    }
+    dp_trainer_free(t_none);
+    dp_trainer_free(t_plain);
+    dp_trainer_free(t_grouped);
+
+    dp_trainer_t *ring = optim_trainer(m, 3, &with_bias, 0, DP_SYNC_ALLREDUCE);
+    dp_trainer_t *over = optim_trainer(m, 3, &with_bias, 1, DP_SYNC_ALLREDUCE);
+    dp_trainer_t *ps = optim_trainer(m, 3, &with_bias, 0, DP_SYNC_PS);
+    train_steps(ring, &ds, 0.01f, 3);
+    train_steps(over, &ds, 0.01f, 3);
+    train_steps(ps, &ds, 0.01f, 3);
+    CHECK(memcmp(dp_trainer_params(over, 2), dp_trainer_params(ring, 0), np * sizeof(float)) == 0,
+          "decay groups: overlap differs from the ring");
+    CHECK(memcmp(dp_trainer_params(ps, 1), dp_trainer_params(ring, 0), np * sizeof(float)) == 0,
+          "decay groups: parameter server differs from the ring");
+    CHECK(dp_trainer_check_replicas(ring) == DP_OK, "decay groups: %s", dp_error_message());
+    dp_trainer_free(ring);
+    dp_trainer_free(over);
+    dp_trainer_free(ps);
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+}
+
 int main(void) {
     test_sgd_by_hand();
     test_against_pytorch();
     test_state_api();
     test_adamw_by_hand();
+    test_decay_groups();
     test_bad_configs();
     test_schedules_against_pytorch();
     test_schedule_edges();
     test_in_trainer();
+    test_decay_groups_in_trainer();
     return testing_finish("test_optim");
 }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "dptrain/autograd.h"
+#include "dptrain/optim.h"
 #include "dptrain/rng.h" /* dp_seed_mix, which the trainer includes nn.h for */
 
 typedef struct dp_model dp_model_t;
@@ -134,6 +135,14 @@ const char *dp_model_source(const dp_model_t *m, size_t *len);
  * statistics); frozen parameters and buffers have no gradient, are not
  * summed between devices and are not touched by the optimizer. */
 size_t dp_model_num_params(const dp_model_t *m);
+/* The weight-decay groups of the model's trained floats (optim.h,
+ * dp_optimizer_set_decay_ranges): each batch norm layer's weight and bias
+ * DP_DECAY_NORM, every other bias DP_DECAY_BIAS (a batch norm's bias too
+ * when config->has_bias_weight_decay), sorted by offset; *ranges (free
+ * it) has *count entries. Frozen tensors have no optimizer state: none. */
+dp_status_t dp_model_decay_ranges(const dp_model_t *m, const dp_optim_config_t *config, dp_decay_range_t **ranges,
+                                  int *count);
+
 /* The first dp_model_num_trainable() floats of the flat buffer: the
  * parameters that train (trainable and not frozen). */
 size_t dp_model_num_trainable(const dp_model_t *m);

@@ -50,7 +50,32 @@ typedef struct {
     int nesterov;       /* momentum: Nesterov's variant */
     float beta1, beta2; /* adam, adamw: 0.9, 0.999 when 0 is given; in [0, 1) */
     float eps;          /* adam, adamw: 1e-8, adagrad: 1e-10 when 0 is given; > 0 */
+    /* Two groups with a weight decay of their own (torch's param_groups as
+     * torchvision's references make them with --norm-weight-decay and
+     * --bias-weight-decay): with has_norm_weight_decay, the weights and
+     * biases of normalisation layers decay by norm_weight_decay instead of
+     * weight_decay; with has_bias_weight_decay, every bias (a batch norm's
+     * too: it takes precedence) by bias_weight_decay. Which floats of the
+     * flat buffer are which is the caller's to say: dp_optimizer_set_decay_ranges.
+     * Without the flags (0) the values must be 0 and every float decays by
+     * weight_decay. */
+    float norm_weight_decay, bias_weight_decay;
+    int has_norm_weight_decay, has_bias_weight_decay;
 } dp_optim_config_t;
+
+/* The weight-decay groups of a flat buffer: the rest, normalisation
+ * layers' tensors, biases. */
+typedef enum { DP_DECAY_REST, DP_DECAY_NORM, DP_DECAY_BIAS, DP_DECAY_GROUPS } dp_decay_group_t;
+
+/* The weight decay of a group under a configuration: norm_weight_decay or
+ * bias_weight_decay where its flag is set, else weight_decay. */
+float dp_optim_group_weight_decay(const dp_optim_config_t *config, dp_decay_group_t group);
+
+/* Floats [start, start + count) of the flat buffer belong to `group`. */
+typedef struct {
+    size_t start, count;
+    dp_decay_group_t group;
+} dp_decay_range_t;
 
 /* The shortest decimal that rounds to f, as a double (0.1f -> 0.1): the
  * number a person wrote, which torch would hold as a Python float. Adam and
@@ -88,6 +113,24 @@ void dp_optimizer_begin_step(dp_optimizer_t *opt);
  * so that several workers can update disjoint chunks of one buffer at once. */
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count);
+
+/* Says which floats are in which weight-decay group (floats in no range:
+ * DP_DECAY_REST): ranges sorted by start, disjoint, inside [0, n); copied
+ * (only those whose group's decay differs from weight_decay are kept:
+ * without the config's flags nothing changes). Call before the first
+ * step; DP_ERR_ARG naming the range otherwise. */
+dp_status_t dp_optimizer_set_decay_ranges(dp_optimizer_t *opt, const dp_decay_range_t *ranges, int count);
+
+/* The ranges kept by dp_optimizer_set_decay_ranges (*ranges: valid until
+ * the next set or free), their count: a copy of the optimizer made from its
+ * configuration takes them with set_decay_ranges. */
+int dp_optimizer_decay_ranges(const dp_optimizer_t *opt, const dp_decay_range_t **ranges);
+
+/* From `start`, the length (1..count, count > 0) of the run of floats of
+ * one weight-decay group, and that group: a backend updating a range on a
+ * device (backend.h optimizer_update) updates it run by run, each with its
+ * group's scalars. */
+size_t dp_optimizer_decay_run(const dp_optimizer_t *opt, size_t start, size_t count, dp_decay_group_t *group);
 
 /* Changes the learning rate (schedules); call between steps. */
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr);

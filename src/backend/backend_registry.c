@@ -81,6 +81,8 @@ static void try_load(void) {
         .optimizer_num_states = dp_optimizer_num_states,
         .optimizer_state = dp_optimizer_state,
         .optimizer_steps = dp_optimizer_steps,
+        .optimizer_decay_run = dp_optimizer_decay_run,
+        .optim_group_weight_decay = dp_optim_group_weight_decay,
         .tensor_numel = dp_tensor_numel,
         .tensor_set_shape = dp_tensor_set_shape,
         .tensor_shape_str = dp_tensor_shape_str,

@@ -38,7 +38,10 @@
 struct dp_optimizer {
     dp_optim_config_t config; /* defaults filled in */
     double lr, beta1, beta2;  /* adam, adamw: the decimal values of config's floats */
-    double weight_decay;      /* adamw: likewise (its decay factor 1 - lr * weight_decay) */
+    float decay[DP_DECAY_GROUPS];          /* each group's weight decay (dp_optim_group_weight_decay) */
+    double decay_decimal[DP_DECAY_GROUPS]; /* adamw: likewise as decimals (1 - lr * weight_decay) */
+    dp_decay_range_t *ranges;              /* the floats not in DP_DECAY_REST whose decay differs, sorted */
+    int num_ranges;
     size_t n;
     uint64_t steps;
     int num_states;
@@ -99,6 +102,14 @@ dp_status_t dp_optim_config_check(const dp_optim_config_t *config) {
         return dp_fail(DP_ERR_ARG, "learning rate must be a positive number, found %g", config->lr);
     if (!(config->weight_decay >= 0.0f) || !isfinite(config->weight_decay))
         return dp_fail(DP_ERR_ARG, "weight decay must be >= 0, found %g", config->weight_decay);
+    if (!(config->norm_weight_decay >= 0.0f) || !isfinite(config->norm_weight_decay))
+        return dp_fail(DP_ERR_ARG, "norm weight decay must be >= 0, found %g", config->norm_weight_decay);
+    if (!(config->bias_weight_decay >= 0.0f) || !isfinite(config->bias_weight_decay))
+        return dp_fail(DP_ERR_ARG, "bias weight decay must be >= 0, found %g", config->bias_weight_decay);
+    if ((!config->has_norm_weight_decay && config->norm_weight_decay != 0.0f) ||
+        (!config->has_bias_weight_decay && config->bias_weight_decay != 0.0f))
+        return dp_fail(DP_ERR_ARG, "a norm or bias weight decay is given without its flag (has_norm_weight_decay, "
+                       "has_bias_weight_decay)");
     if (config->kind != DP_OPTIM_MOMENTUM && config->momentum != 0.0f)
         return dp_fail(DP_ERR_ARG, "optimizer %s: momentum %g applies to the momentum optimizer only", kind,
                        config->momentum);
@@ -130,7 +141,10 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
     opt->lr = dp_float_decimal(opt->config.lr);
     opt->beta1 = dp_float_decimal(opt->config.beta1);
     opt->beta2 = dp_float_decimal(opt->config.beta2);
-    opt->weight_decay = dp_float_decimal(opt->config.weight_decay);
+    for (int g = 0; g < DP_DECAY_GROUPS; g++) {
+        opt->decay[g] = dp_optim_group_weight_decay(&opt->config, (dp_decay_group_t)g);
+        opt->decay_decimal[g] = dp_float_decimal(opt->decay[g]);
+    }
     switch (opt->config.kind) {
     case DP_OPTIM_SGD: break;
     case DP_OPTIM_MOMENTUM: opt->state_names[opt->num_states++] = "momentum_buffer"; break;
@@ -155,7 +169,68 @@ dp_status_t dp_optimizer_new(const dp_optim_config_t *config, size_t num_params,
 void dp_optimizer_free(dp_optimizer_t *opt) {
     if (!opt) return;
     for (int s = 0; s < MAX_STATES; s++) free(opt->states[s]);
+    free(opt->ranges);
     free(opt);
+}
+
+float dp_optim_group_weight_decay(const dp_optim_config_t *c, dp_decay_group_t group) {
+    if (group == DP_DECAY_NORM && c->has_norm_weight_decay) return c->norm_weight_decay;
+    if (group == DP_DECAY_BIAS && c->has_bias_weight_decay) return c->bias_weight_decay;
+    return c->weight_decay;
+}
+
+dp_status_t dp_optimizer_set_decay_ranges(dp_optimizer_t *opt, const dp_decay_range_t *ranges, int count) {
+    size_t end = 0;
+    for (int i = 0; i < count; i++) {
+        const dp_decay_range_t *r = &ranges[i];
+        if ((int)r->group < 0 || (int)r->group >= DP_DECAY_GROUPS || r->start < end || r->start > opt->n ||
+            r->count > opt->n - r->start)
+            return dp_fail(DP_ERR_ARG, "optimizer: decay range %d [%zu, +%zu) of group %d is out of order, overlaps "
+                           "or is outside the %zu floats", i, r->start, r->count, (int)r->group, opt->n);
+        end = r->start + r->count;
+    }
+    dp_decay_range_t *kept = dp_alloc_zeroed(count > 0 ? (size_t)count : 1, sizeof *kept, "decay ranges");
+    if (!kept) return DP_ERR_NOMEM;
+    int n = 0;
+    for (int i = 0; i < count; i++) {
+        const dp_decay_range_t *r = &ranges[i];
+        if (!r->count || opt->decay[r->group] == opt->decay[DP_DECAY_REST]) continue; /* as the rest */
+        if (n > 0 && kept[n - 1].group == r->group && kept[n - 1].start + kept[n - 1].count == r->start)
+            kept[n - 1].count += r->count; /* adjacent, one run */
+        else
+            kept[n++] = *r;
+    }
+    free(opt->ranges);
+    opt->ranges = kept;
+    opt->num_ranges = n;
+    return DP_OK;
+}
+
+int dp_optimizer_decay_ranges(const dp_optimizer_t *opt, const dp_decay_range_t **ranges) {
+    *ranges = opt->ranges;
+    return opt->num_ranges;
+}
+
+size_t dp_optimizer_decay_run(const dp_optimizer_t *opt, size_t start, size_t count, dp_decay_group_t *group) {
+    /* the first kept range ending after start (binary search) */
+    int lo = 0, hi = opt->num_ranges;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (opt->ranges[mid].start + opt->ranges[mid].count <= start) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == opt->num_ranges || opt->ranges[lo].start >= start + count) { /* none in [start, start + count) */
+        *group = DP_DECAY_REST;
+        return count;
+    }
+    const dp_decay_range_t *r = &opt->ranges[lo];
+    if (r->start > start) { /* the rest, up to that range */
+        *group = DP_DECAY_REST;
+        return r->start - start;
+    }
+    *group = r->group;
+    const size_t left = r->start + r->count - start;
+    return left < count ? left : count;
 }
 
 void dp_optimizer_set_lr(dp_optimizer_t *opt, float lr) {
@@ -200,8 +275,8 @@ static inline __attribute__((always_inline)) float mul_add_impl(float a, float b
 }
 #define mul_add(a, b, c) mul_add_impl((a), (b), (c), fused)
 
-static inline __attribute__((always_inline)) void sgd_range(const dp_optim_config_t *c, float *p, const float *g, size_t n, const int fused) {
-    const float neg_lr = -c->lr, wd = c->weight_decay;
+static inline __attribute__((always_inline)) void sgd_range(const dp_optim_config_t *c, float wd, float *p, const float *g, size_t n, const int fused) {
+    const float neg_lr = -c->lr;
     if (wd == 0.0f) {
         for (size_t i = 0; i < n; i++) p[i] = mul_add(neg_lr, g[i], p[i]);
     } else {
@@ -211,8 +286,8 @@ static inline __attribute__((always_inline)) void sgd_range(const dp_optim_confi
 
 /* torch's first step clones the gradient into the new buffer; the buffer
  * starts at zero here, and 0 * m + d is d, the same value. */
-static inline __attribute__((always_inline)) void momentum_range(const dp_optim_config_t *c, float *p, const float *g, float *buf, size_t n, const int fused) {
-    const float neg_lr = -c->lr, wd = c->weight_decay, m = c->momentum;
+static inline __attribute__((always_inline)) void momentum_range(const dp_optim_config_t *c, float wd, float *p, const float *g, float *buf, size_t n, const int fused) {
+    const float neg_lr = -c->lr, m = c->momentum;
     for (size_t i = 0; i < n; i++) {
         float d = mul_add(wd, p[i], g[i]);
         float b = buf[i] * m + d; /* mul_, then add_ with alpha 1: fused or not, the same */
@@ -221,8 +296,8 @@ static inline __attribute__((always_inline)) void momentum_range(const dp_optim_
     }
 }
 
-static inline __attribute__((always_inline)) void adagrad_range(const dp_optim_config_t *c, float *p, const float *g, float *sum, size_t n, const int fused) {
-    const float neg_lr = -c->lr, wd = c->weight_decay, eps = c->eps;
+static inline __attribute__((always_inline)) void adagrad_range(const dp_optim_config_t *c, float wd, float *p, const float *g, float *sum, size_t n, const int fused) {
+    const float neg_lr = -c->lr, eps = c->eps;
     for (size_t i = 0; i < n; i++) {
         float d = mul_add(wd, p[i], g[i]);
         float s = mul_add(d, d, sum[i]);
@@ -234,11 +309,11 @@ static inline __attribute__((always_inline)) void adagrad_range(const dp_optim_c
 /* adam, or with `decoupled` adamw: p *= 1 - lr * weight_decay (the factor
  * in double, then cast to float as ATen's mul_ by a Python float does),
  * then the same update of that p from the gradient alone. */
-static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_t *opt, float *p, const float *g, float *m, float *v, size_t n, const int decoupled, const int fused) {
+static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_t *opt, dp_decay_group_t group, float *p, const float *g, float *m, float *v, size_t n, const int decoupled, const int fused) {
     const dp_optim_config_t *c = &opt->config;
     const double beta1 = opt->beta1, beta2 = opt->beta2, t = (double)opt->steps;
-    const float wd = c->weight_decay, eps = c->eps;
-    const float decay = (float)(1.0 - opt->lr * opt->weight_decay);
+    const float wd = opt->decay[group], eps = c->eps;
+    const float decay = (float)(1.0 - opt->lr * opt->decay_decimal[group]);
     const float b1 = c->beta1, b2 = c->beta2;
     const float one_minus_b1 = (float)(1.0 - beta1), one_minus_b2 = (float)(1.0 - beta2);
     const double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
@@ -255,20 +330,23 @@ static inline __attribute__((always_inline)) void adam_range(const dp_optimizer_
     }
 }
 
-static inline __attribute__((always_inline)) void update_range(dp_optimizer_t *opt, float *p, const float *g,
-                                                               size_t start, size_t count, const int fused) {
+/* p, g: element `start`'s; all count floats in weight-decay group `group` */
+static inline __attribute__((always_inline)) void update_range(dp_optimizer_t *opt, dp_decay_group_t group, float *p,
+                                                               const float *g, size_t start, size_t count,
+                                                               const int fused) {
     const dp_optim_config_t *c = &opt->config;
+    const float wd = opt->decay[group];
     switch (c->kind) {
-    case DP_OPTIM_SGD: sgd_range(c, p, g, count, fused); break;
-    case DP_OPTIM_MOMENTUM: momentum_range(c, p, g, opt->states[0] + start, count, fused); break;
-    case DP_OPTIM_ADAGRAD: adagrad_range(c, p, g, opt->states[0] + start, count, fused); break;
+    case DP_OPTIM_SGD: sgd_range(c, wd, p, g, count, fused); break;
+    case DP_OPTIM_MOMENTUM: momentum_range(c, wd, p, g, opt->states[0] + start, count, fused); break;
+    case DP_OPTIM_ADAGRAD: adagrad_range(c, wd, p, g, opt->states[0] + start, count, fused); break;
     case DP_OPTIM_ADAM:
         DP_ASSERT(opt->steps >= 1); /* the bias corrections divide by 1 - beta^steps */
-        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, 0, fused);
+        adam_range(opt, group, p, g, opt->states[0] + start, opt->states[1] + start, count, 0, fused);
         break;
     case DP_OPTIM_ADAMW:
         DP_ASSERT(opt->steps >= 1);
-        adam_range(opt, p, g, opt->states[0] + start, opt->states[1] + start, count, 1, fused);
+        adam_range(opt, group, p, g, opt->states[0] + start, opt->states[1] + start, count, 1, fused);
         break;
     }
 }
@@ -278,20 +356,26 @@ static inline __attribute__((always_inline)) void update_range(dp_optimizer_t *o
 #else
 #define DP_FMA_TARGET
 #endif
-DP_FMA_TARGET static void update_range_fused(dp_optimizer_t *opt, float *p, const float *g, size_t start, size_t count) {
-    update_range(opt, p, g, start, count, 1);
+DP_FMA_TARGET static void update_range_fused(dp_optimizer_t *opt, dp_decay_group_t group, float *p, const float *g,
+                                             size_t start, size_t count) {
+    update_range(opt, group, p, g, start, count, 1);
 }
-static void update_range_plain(dp_optimizer_t *opt, float *p, const float *g, size_t start, size_t count) {
-    update_range(opt, p, g, start, count, 0);
+static void update_range_plain(dp_optimizer_t *opt, dp_decay_group_t group, float *p, const float *g, size_t start,
+                               size_t count) {
+    update_range(opt, group, p, g, start, count, 0);
 }
 
 void dp_optimizer_step_range(dp_optimizer_t *opt, float *params, const float *grads, size_t start,
                              size_t count) {
     DP_ASSERT(start <= opt->n && count <= opt->n - start);
-    float *p = params + start;
-    const float *g = grads + start;
-    if (dp_cpu_isa() != DP_ISA_GENERIC)
-        update_range_fused(opt, p, g, start, count);
-    else
-        update_range_plain(opt, p, g, start, count);
+    const int fused = dp_cpu_isa() != DP_ISA_GENERIC;
+    while (count > 0) { /* run by run of one weight-decay group */
+        dp_decay_group_t group;
+        const size_t run = dp_optimizer_decay_run(opt, start, count, &group);
+        if (fused)
+            update_range_fused(opt, group, params + start, grads + start, start, run);
+        else
+            update_range_plain(opt, group, params + start, grads + start, start, run);
+        start += run, count -= run;
+    }
 }

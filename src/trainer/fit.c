@@ -92,6 +92,10 @@ static void warn(const dp_fit_config_t *config, void *ctx, const char *fmt, ...)
 /* "lr 0.1, weight decay 0" and the kind's own hyper-parameters (%.9g: exact). */
 static void describe_optim(const dp_optim_config_t *o, char *text, size_t size) {
     int used = snprintf(text, size, "lr %.9g, weight decay %.9g", o->lr, o->weight_decay);
+    if (used >= 0 && (size_t)used < size && o->has_norm_weight_decay)
+        used += snprintf(text + used, size - (size_t)used, ", norm weight decay %.9g", o->norm_weight_decay);
+    if (used >= 0 && (size_t)used < size && o->has_bias_weight_decay)
+        used += snprintf(text + used, size - (size_t)used, ", bias weight decay %.9g", o->bias_weight_decay);
     if (used < 0 || (size_t)used >= size) return;
     if (o->kind == DP_OPTIM_MOMENTUM)
         snprintf(text + used, size - (size_t)used, ", momentum %.9g%s", o->momentum, o->nesterov ? ", nesterov" : "");

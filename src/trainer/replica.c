@@ -9,6 +9,7 @@
 
 #include "replica.h"
 
+#include "dptrain/nn.h"
 #include "dptrain/no_grad.h"
 #include "dptrain/profile.h"
 #include "trainer_state.h"
@@ -101,4 +102,18 @@ float *dp_trainer_stage_down(dp_trainer_t *t, const float *device_buffer, size_t
 void dp_trainer_stage_up(dp_trainer_t *t, float *device_buffer, size_t start, size_t count) {
     if (t->host_stage)
         t->backend->upload(t->backend->ctx, device_buffer + start, t->host_stage + start, sizeof(float) * count);
+}
+
+dp_status_t dp_trainer_optimizer_new(const dp_trainer_t *t, dp_optimizer_t **out) {
+    DP_TRY(dp_optimizer_new(&t->config.optim, t->num_trainable, out));
+    dp_decay_range_t *ranges;
+    int count;
+    dp_status_t status = dp_model_decay_ranges(t->config.model, &t->config.optim, &ranges, &count);
+    if (status == DP_OK) status = dp_optimizer_set_decay_ranges(*out, ranges, count);
+    free(ranges);
+    if (status != DP_OK) {
+        dp_optimizer_free(*out);
+        *out = NULL;
+    }
+    return status;
 }

@@ -79,6 +79,10 @@ void dp_trainer_optimizers_uploaded(dp_trainer_t *t);
 
 /* Submits fn(replica d) to every device and waits for all. */
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn);
+/* A new optimizer over the trained floats (config.optim), its weight-decay
+ * groups said (nn.h dp_model_decay_ranges): a replica's, the server's. */
+dp_status_t dp_trainer_optimizer_new(const dp_trainer_t *t, dp_optimizer_t **out);
+
 /* dp_optimizer_begin_step on every replica's optimizer. */
 void dp_trainer_begin_optimizer_steps(dp_trainer_t *t);
 /* Buffers (running statistics) after a step: rank 0's replica 0

@@ -31,7 +31,7 @@ static dp_status_t ps_init(dp_trainer_t *t) {
     t->server_grads = be->alloc(be->ctx, sizeof(float) * (t->num_trainable + 1), "server gradients");
     if (!t->server_params || !t->server_grads) return DP_ERR_NOMEM;
     be->copy(be->ctx, t->server_params, t->replicas[0].params, sizeof(float) * t->num_params);
-    return dp_optimizer_new(&t->config.optim, t->num_trainable, &t->server_optimizer);
+    return dp_trainer_optimizer_new(t, &t->server_optimizer);
 }
 
 static void ps_release(dp_trainer_t *t) {

@@ -267,7 +267,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
             if (!(r->no_grad = dp_no_grad_new(be))) goto fail;
             dp_no_grad_set_profiler(r->no_grad, r->profiler);
         }
-        status = dp_optimizer_new(&config->optim, t->num_trainable, &r->optimizer);
+        status = dp_trainer_optimizer_new(t, &r->optimizer);
         if (status != DP_OK) goto fail;
         /* Pin only when several devices share the machine: a lone device
          * pinned to core 0 would collide with every other such process. */

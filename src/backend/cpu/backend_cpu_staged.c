@@ -64,6 +64,9 @@ static void staged_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float 
         DP_ASSERT(s && "staged backend: out of memory for an optimizer's device state");
         DP_ASSERT(dp_optimizer_new(dp_optimizer_config(optimizer), dp_optimizer_num_params(optimizer),
                                    &s->device) == DP_OK);
+        const dp_decay_range_t *ranges;
+        int num_ranges = dp_optimizer_decay_ranges(optimizer, &ranges);
+        DP_ASSERT(dp_optimizer_set_decay_ranges(s->device, ranges, num_ranges) == DP_OK);
         s->host = optimizer;
         s->next = shadows;
         shadows = s;

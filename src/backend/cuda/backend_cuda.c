@@ -280,7 +280,8 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
             if (dp_cuda_check(c, dp_cuda_malloc(c, (void **)&slot->state[s], sizeof(float) * n),
                               "allocating optimizer state"))
                 return NULL;
-        if (dp_cuda_check(c, dp_cuda_malloc(c, &slot->args, sizeof(dp_cuda_optim_args_t)), "allocating optimizer state"))
+        if (dp_cuda_check(c, dp_cuda_malloc(c, &slot->args, sizeof(dp_cuda_optim_args_t) * DP_DECAY_GROUPS),
+                          "allocating optimizer state"))
             return NULL;
         fresh = 1;
     }
@@ -295,12 +296,14 @@ static dp_cuda_optim_state_t *optim_state(dp_cuda_ctx_t *c, dp_optimizer_t *opt)
     return slot;
 }
 
-/* optim.c's scalars, computed on the host as there (Adam's and AdamW's
- * corrections, AdamW's decay factor, in double). */
-static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
+/* optim.c's scalars for the floats of one weight-decay group, computed on
+ * the host as there (Adam's and AdamW's corrections, AdamW's decay factor,
+ * in double). */
+static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt, dp_decay_group_t group) {
     const dp_optim_config_t *cf = dp_optimizer_config(opt);
+    const float wd = dp_optim_group_weight_decay(cf, group);
     dp_cuda_optim_args_t a = {.kind = (int)cf->kind, .nesterov = cf->nesterov, .neg_lr = -cf->lr,
-                              .wd = cf->weight_decay, .momentum = cf->momentum, .eps = cf->eps,
+                              .wd = wd, .momentum = cf->momentum, .eps = cf->eps,
                               .b1 = cf->beta1, .b2 = cf->beta2};
     if (cf->kind == DP_OPTIM_ADAM || cf->kind == DP_OPTIM_ADAMW) {
         double lr = dp_float_decimal(cf->lr), beta1 = dp_float_decimal(cf->beta1), beta2 = dp_float_decimal(cf->beta2);
@@ -310,22 +313,24 @@ static dp_cuda_optim_args_t optim_args(dp_optimizer_t *opt) {
         a.one_minus_b2 = (float)(1.0 - beta2);
         a.neg_step_size = (float)-(lr / correction1);
         a.correction2_sqrt = (float)sqrt(correction2);
-        if (cf->kind == DP_OPTIM_ADAMW) a.decay = (float)(1.0 - lr * dp_float_decimal(cf->weight_decay));
+        if (cf->kind == DP_OPTIM_ADAMW) a.decay = (float)(1.0 - lr * dp_float_decimal(wd));
     }
     return a;
 }
 
-_Static_assert(sizeof(dp_cuda_optim_args_t) <= sizeof(((dp_cuda_optim_state_t *)0)->args_written),
-               "args_written holds a dp_cuda_optim_args_t");
+_Static_assert(sizeof(dp_cuda_optim_args_t) * DP_DECAY_GROUPS <= sizeof(((dp_cuda_optim_state_t *)0)->args_written),
+               "args_written holds a dp_cuda_optim_args_t per weight-decay group");
 
 int dp_cuda_optim_args_upload(dp_cuda_ctx_t *c, dp_optimizer_t *opt) {
     dp_cuda_optim_state_t *st = find_optim_state(c, opt);
     if (!st) return 0; /* never updated here: its first update writes them */
-    dp_cuda_optim_args_t a = optim_args(opt);
+    dp_cuda_optim_args_t a[DP_DECAY_GROUPS]; /* a block per group, the kernel of a run reads its group's */
+    memset(a, 0, sizeof a);                  /* padding too: compared by memcmp */
+    for (int g = 0; g < DP_DECAY_GROUPS; g++) a[g] = optim_args(opt, (dp_decay_group_t)g);
     st->steps = dp_optimizer_steps(opt);
-    if (st->args_known && memcmp(st->args_written, &a, sizeof a) == 0) return 0;
-    if (dp_cuda_upload_staged(c, st->args, &a, sizeof a, "uploading an optimizer's scalars")) return 1;
-    memcpy(st->args_written, &a, sizeof a);
+    if (st->args_known && memcmp(st->args_written, a, sizeof a) == 0) return 0;
+    if (dp_cuda_upload_staged(c, st->args, a, sizeof a, "uploading an optimizer's scalars")) return 1;
+    memcpy(st->args_written, a, sizeof a);
     st->args_known = 1;
     return 0;
 }
@@ -342,10 +347,14 @@ static void cuda_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *p
     dp_cuda_enter(c);
     dp_cuda_optim_state_t *st = optim_state(c, optimizer);
     int failed = !st || (c->capture ? dp_cuda_graph_note_optimizer(c, optimizer) : dp_cuda_optim_args_upload(c, optimizer));
-    if (!failed) {
+    while (!failed && count > 0) { /* run by run of one weight-decay group (one run without groups) */
+        dp_decay_group_t group;
+        const size_t run = dp_optimizer_decay_run(optimizer, start, count, &group);
         float *s0 = st->state[0] ? st->state[0] + start : NULL, *s1 = st->state[1] ? st->state[1] + start : NULL;
-        dp_cuda_check(c, dp_cuda_optim(c->stream, st->args, params + start, grads + start, s0, s1, count),
-                      "an optimizer update");
+        const dp_cuda_optim_args_t *args = (const dp_cuda_optim_args_t *)st->args + group;
+        failed = dp_cuda_check(c, dp_cuda_optim(c->stream, args, params + start, grads + start, s0, s1, run),
+                               "an optimizer update");
+        start += run, count -= run;
     }
     dp_cuda_leave(c);
 }

@@ -53,8 +53,8 @@ typedef struct {
     float *state[2];  /* (n) device copies of its state buffers */
     /* the update's scalars (learning rate, Adam's corrections) in device memory, which its kernel reads
      * (a captured step graph's too: graph_cuda.c), and what was last written there */
-    void *args;       /* (one dp_cuda_optim_args_t, kernels.h) */
-    unsigned char args_written[64];
+    void *args;       /* (DP_DECAY_GROUPS dp_cuda_optim_args_t, kernels.h: one per weight-decay group, optim.h) */
+    unsigned char args_written[DP_DECAY_GROUPS * 64];
     int args_known;
 } dp_cuda_optim_state_t;
 

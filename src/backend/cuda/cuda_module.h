@@ -23,7 +23,7 @@
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 8
+#define DP_CUDA_MODULE_ABI 9
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 
@@ -60,6 +60,8 @@ typedef struct {
     int (*optimizer_num_states)(const dp_optimizer_t *opt);
     float *(*optimizer_state)(dp_optimizer_t *opt, int i, const char **name);
     uint64_t (*optimizer_steps)(const dp_optimizer_t *opt);
+    size_t (*optimizer_decay_run)(const dp_optimizer_t *opt, size_t start, size_t count, dp_decay_group_t *group);
+    float (*optim_group_weight_decay)(const dp_optim_config_t *config, dp_decay_group_t group);
     size_t (*tensor_numel)(const dp_tensor_t *t);
     dp_tensor_t *(*tensor_set_shape)(dp_tensor_t *t, int ndim, const int *shape);
     const char *(*tensor_shape_str)(const dp_tensor_t *t, char *buf, size_t size);

@@ -56,6 +56,12 @@ size_t dp_optimizer_num_params(const dp_optimizer_t *opt) { return host->optimiz
 int dp_optimizer_num_states(const dp_optimizer_t *opt) { return host->optimizer_num_states(opt); }
 float *dp_optimizer_state(dp_optimizer_t *opt, int i, const char **name) { return host->optimizer_state(opt, i, name); }
 uint64_t dp_optimizer_steps(const dp_optimizer_t *opt) { return host->optimizer_steps(opt); }
+size_t dp_optimizer_decay_run(const dp_optimizer_t *opt, size_t start, size_t count, dp_decay_group_t *group) {
+    return host->optimizer_decay_run(opt, start, count, group);
+}
+float dp_optim_group_weight_decay(const dp_optim_config_t *config, dp_decay_group_t group) {
+    return host->optim_group_weight_decay(config, group);
+}
 size_t dp_tensor_numel(const dp_tensor_t *t) { return host->tensor_numel(t); }
 dp_tensor_t *dp_tensor_set_shape(dp_tensor_t *t, int ndim, const int *shape) {
     return host->tensor_set_shape(t, ndim, shape);
