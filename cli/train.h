@@ -25,6 +25,7 @@ typedef struct {
     int batch_size_given;            /* 0: --batch-size not given (256, the default) */
     float lr;                        /* NAN until the optimizer's default fills it in */
     float weight_decay;              /* likewise (train_default_weight_decay: 0.01 adamw, 0 the others) */
+    float norm_weight_decay, bias_weight_decay; /* NAN: not given (their tensors decay by weight_decay) */
     /* the optimizer and the learning-rate schedule (NAN or 0: not given) */
     const char *optimizer, *lr_schedule;
     float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;

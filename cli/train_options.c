@@ -56,6 +56,11 @@ const char train_usage[] =
     "  --weight-decay X          L2 penalty added to the gradient (default 0); adamw:\n"
     "                            decoupled, p *= 1 - lr * X before each update (default\n"
     "                            0.01, torch.optim.AdamW's; --weight-decay 0 for none)\n"
+    "  --norm-weight-decay X     the weight decay of batch norm layers' weights and biases\n"
+    "                            instead of --weight-decay (torchvision's recipes: 0)\n"
+    "  --bias-weight-decay X     the weight decay of every bias (batch norm's too) instead\n"
+    "                            of --weight-decay; both 0: timm's no decay for biases and\n"
+    "                            norm layers\n"
     "  --optimizer NAME          sgd (default), momentum, adagrad, adam or adamw:\n"
     "                            torch.optim's SGD, SGD with momentum, Adagrad, Adam,\n"
     "                            AdamW, step for step\n"
@@ -187,6 +192,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         .batch_size = 0, /* not given: 256, set after parsing */
         .lr = NAN, /* the optimizer's default (train_default_lr) */
         .weight_decay = NAN, /* likewise (train_default_weight_decay); an explicit 0 is 0 */
+        .norm_weight_decay = NAN, .bias_weight_decay = NAN, /* not given: the weight decay's */
         .epochs = 10,
         .seed = 0,
         .threads_per_device = 1,
@@ -202,6 +208,8 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"batch-size", OPT_INT, &o->batch_size, 1, 1 << 24},
         {"lr", OPT_FLOAT, &o->lr, 0, 0},
         {"weight-decay", OPT_FLOAT, &o->weight_decay, 0, 0},
+        {"norm-weight-decay", OPT_FLOAT, &o->norm_weight_decay, 0, 0},
+        {"bias-weight-decay", OPT_FLOAT, &o->bias_weight_decay, 0, 0},
         {"optimizer", OPT_STRING, &o->optimizer, 0, 0},
         {"momentum", OPT_FLOAT, &o->momentum, 0, 0},
         {"nesterov", OPT_FLAG, &o->nesterov, 0, 0},
@@ -329,7 +337,11 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
     if (isnan(o->lr)) o->lr = train_default_lr((dp_optim_kind_t)kind); /* --lr not given: the optimizer's own */
     if (isnan(o->weight_decay)) o->weight_decay = train_default_weight_decay((dp_optim_kind_t)kind); /* likewise */
     *optim = (dp_optim_config_t){.kind = (dp_optim_kind_t)kind, .lr = o->lr, .weight_decay = o->weight_decay,
-                                 .nesterov = o->nesterov};
+                                 .nesterov = o->nesterov,
+                                 .has_norm_weight_decay = !isnan(o->norm_weight_decay),
+                                 .norm_weight_decay = isnan(o->norm_weight_decay) ? 0.0f : o->norm_weight_decay,
+                                 .has_bias_weight_decay = !isnan(o->bias_weight_decay),
+                                 .bias_weight_decay = isnan(o->bias_weight_decay) ? 0.0f : o->bias_weight_decay};
     DP_TRY(optional_fraction("momentum", o->momentum, &optim->momentum));
     DP_TRY(optional_fraction("beta1", o->beta1, &optim->beta1));
     DP_TRY(optional_fraction("beta2", o->beta2, &optim->beta2));
@@ -427,6 +439,10 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (!isnan(o->lr) && !(o->lr > 0.0f)) return dp_fail(DP_ERR_ARG, "train: --lr must be positive, found %g", o->lr);
     if (o->weight_decay < 0.0f)
         return dp_fail(DP_ERR_ARG, "train: --weight-decay must be >= 0, found %g", o->weight_decay);
+    if (o->norm_weight_decay < 0.0f)
+        return dp_fail(DP_ERR_ARG, "train: --norm-weight-decay must be >= 0, found %g", o->norm_weight_decay);
+    if (o->bias_weight_decay < 0.0f)
+        return dp_fail(DP_ERR_ARG, "train: --bias-weight-decay must be >= 0, found %g", o->bias_weight_decay);
     if (!(o->label_smoothing >= 0.0f && o->label_smoothing < 1.0f))
         return dp_fail(DP_ERR_ARG, "train: --label-smoothing must be in [0, 1) (0: none, 0.1 as torchvision's "
                        "recipes), found %g", o->label_smoothing);

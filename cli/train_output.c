@@ -2,6 +2,7 @@
  * callbacks: the first lines (what trains on what), the progress bar on a
  * terminal, the warnings and one line per epoch.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -46,10 +47,16 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     snprintf(devices + used, size - used, "]");
     if (begin->allreduce && *begin->allreduce) /* GPUs: NCCL or the host path */
         snprintf(p->allreduce, sizeof p->allreduce, ", allreduce: %s", begin->allreduce);
-    char decay[96] = ""; /* adamw's decay is on by default: the first line says how strong */
-    if (dp_optim_kind_from_name(o->optimizer) == DP_OPTIM_ADAMW)
-        snprintf(decay, sizeof decay, ", weight decay %g%s", o->weight_decay,
-                 p->weight_decay_default ? " (the default of adamw)" : "");
+    char decay[160] = ""; /* adamw's decay is on by default: the first line says how strong; the groups' */
+    if (dp_optim_kind_from_name(o->optimizer) == DP_OPTIM_ADAMW || !isnan(o->norm_weight_decay) ||
+        !isnan(o->bias_weight_decay)) {
+        int at = snprintf(decay, sizeof decay, ", weight decay %g%s", o->weight_decay,
+                            p->weight_decay_default ? " (the default of adamw)" : "");
+        if (!isnan(o->norm_weight_decay))
+            at += snprintf(decay + at, sizeof decay - (size_t)at, ", norm layers %g", o->norm_weight_decay);
+        if (!isnan(o->bias_weight_decay))
+            snprintf(decay + at, sizeof decay - (size_t)at, ", biases %g", o->bias_weight_decay);
+    }
     char smoothing[64] = ""; /* the loss, when it is not plain cross-entropy */
     if (o->label_smoothing != 0.0f)
         snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));

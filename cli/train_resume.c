@@ -34,6 +34,8 @@ static void take_optimizer(train_options_t *o, const dp_optim_config_t *saved) {
     o->optimizer = name;
     if (!GIVEN(lr)) o->lr = saved->lr;
     if (!GIVEN(weight_decay)) o->weight_decay = saved->weight_decay;
+    if (!GIVEN(norm_weight_decay)) o->norm_weight_decay = saved->has_norm_weight_decay ? saved->norm_weight_decay : NAN;
+    if (!GIVEN(bias_weight_decay)) o->bias_weight_decay = saved->has_bias_weight_decay ? saved->bias_weight_decay : NAN;
     if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(momentum)) o->momentum = saved->momentum;
     if (saved->kind == DP_OPTIM_MOMENTUM && !GIVEN(nesterov)) o->nesterov = saved->nesterov;
     const int adam = saved->kind == DP_OPTIM_ADAM || saved->kind == DP_OPTIM_ADAMW;
@@ -166,6 +168,10 @@ static void list_optimizer(const train_options_t *o, const train_options_t *plai
     if (!GIVEN(lr) && o->lr != train_default_lr(kind)) list_float(text, size, "lr", o->lr);
     if (!GIVEN(weight_decay) && !isnan(o->weight_decay) && o->weight_decay != train_default_weight_decay(kind))
         list_float(text, size, "weight-decay", o->weight_decay);
+    if (!GIVEN(norm_weight_decay) && !isnan(o->norm_weight_decay))
+        list_float(text, size, "norm-weight-decay", o->norm_weight_decay);
+    if (!GIVEN(bias_weight_decay) && !isnan(o->bias_weight_decay))
+        list_float(text, size, "bias-weight-decay", o->bias_weight_decay);
     if (!GIVEN(momentum) && !isnan(o->momentum) && o->momentum != fresh.momentum)
         list_float(text, size, "momentum", o->momentum);
     if (!GIVEN(nesterov) && o->nesterov) list_option(text, size, "nesterov", "");

@@ -16,7 +16,11 @@
 #   stopped and resumed without the option takes it (the resume's line
 #   names it) and ends in the straight run's checkpoint bytes; another
 #   value on resume, or on a checkpoint without it, is refused; --init
-#   does not take it; values outside [0, 1) are refused in one line.
+#   does not take it; values outside [0, 1) are refused in one line;
+# - --norm-weight-decay / --bias-weight-decay: after one step the weights
+#   are decayed as --weight-decay says, biases and batch norm's tensors as
+#   their group's (0: the undecayed run's bits); saved, named on the first
+#   line, taken by a resume (= the straight run's bytes); bad values refused.
 source "$(dirname "$0")/testing.sh"
 
 small_data "$tmp/small" 1200 300
@@ -184,6 +188,75 @@ for bad in 1 1.5 -0.1 0.99999999; do
     "${smooth[@]}" --epochs 1 --label-smoothing "$bad"
 done
 one_line_refusal "--label-smoothing nan" "train: --label-smoothing: 'nan' is not a number" "${smooth[@]}" --label-smoothing nan
+
+# --- weight-decay groups (--norm-weight-decay, --bias-weight-decay) ---------------------
+# A model with a biased conv, batch norm and a biased linear layer; after one step (the same gradients)
+# the weights decay as --weight-decay says, the biases and batch norm's tensors as the group's decay
+# says (0 here: the run without any decay's bits); the options are saved and a resume takes them.
+cat >"$tmp/bn.cfg" <<'CFG'
+[net]
+name = bn-small
+channels = 1
+height = 28
+width = 28
+init = torch
+
+[conv]
+name = conv1
+filters = 4
+size = 5
+stride = 2
+
+[batchnorm]
+name = bn1
+
+[relu]
+
+[flatten]
+
+[linear]
+name = fc
+out = 10
+CFG
+wd=(train --model "$tmp/bn.cfg" --data "$tmp/small" --epochs 1 --limit 50 --batch-size 50 --seed 2 --devices 2
+    --optimizer adamw --lr 0.01 --quiet)
+"$bin" "${wd[@]}" --weight-decay 0.3 --save "$tmp/wd_plain.st" >/dev/null 2>"$tmp/wd.err" && pass || fail "wd_plain: $(cat "$tmp/wd.err")"
+"$bin" "${wd[@]}" --weight-decay 0 --save "$tmp/wd_none.st" >/dev/null 2>"$tmp/wd.err" && pass || fail "wd_none: $(cat "$tmp/wd.err")"
+"$bin" "${wd[@]}" --weight-decay 0.3 --norm-weight-decay 0 --bias-weight-decay 0 --save "$tmp/wd_groups.st" \
+  >/dev/null 2>"$tmp/wd.err" && pass || fail "wd_groups: $(cat "$tmp/wd.err")"
+tensor() { # FILE NAME: the tensor's bytes in hex
+  /usr/bin/python3 -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+s, e = json.loads(b[8:8 + n])[sys.argv[2]]["data_offsets"]; print(b[8 + n + s:8 + n + e].hex())' "$1" "$2"
+}
+for name in conv1.weight fc.weight; do
+  [[ "$(tensor "$tmp/wd_groups.st" $name)" == "$(tensor "$tmp/wd_plain.st" $name)" ]] && pass \
+    || fail "$name: not decayed by --weight-decay with the groups given"
+done
+for name in conv1.bias bn1.weight fc.bias; do
+  [[ "$(tensor "$tmp/wd_groups.st" $name)" == "$(tensor "$tmp/wd_none.st" $name)" &&
+     "$(tensor "$tmp/wd_plain.st" $name)" != "$(tensor "$tmp/wd_none.st" $name)" ]] && pass \
+    || fail "$name: not the undecayed run's with its group's decay 0 (or the decay changes nothing)"
+done
+"$bin" inspect "$tmp/wd_groups.st" | grep -qx "  optimizer.norm_weight_decay = 0" \
+  && "$bin" inspect "$tmp/wd_groups.st" | grep -qx "  optimizer.bias_weight_decay = 0" \
+  && ! "$bin" inspect "$tmp/wd_plain.st" | grep -q "norm_weight_decay" && pass \
+  || fail "checkpoint keys: $("$bin" inspect "$tmp/wd_groups.st" | grep weight_decay)"
+first=$("$bin" "${wd[@]:0:${#wd[@]}-1}" --norm-weight-decay 0 2>/dev/null | head -1) # without --quiet
+[[ "$first" == *", adamw, weight decay 0.01 (the default of adamw), norm layers 0, lr 0.01 "* ]] && pass \
+  || fail "first line with --norm-weight-decay: $first"
+# stopped after epoch 1 of 2 and resumed without the options: they are taken (named), and the bytes are the straight run's
+"$bin" "${wd[@]}" --epochs 2 --weight-decay 0.3 --norm-weight-decay 0.05 --save "$tmp/wd_a.st" >/dev/null 2>&1 && pass \
+  || fail "wd_a"
+"$bin" "${wd[@]}" --epochs 2 --weight-decay 0.3 --norm-weight-decay 0.05 --stop-after 1 --save "$tmp/wd_b.st" \
+  >/dev/null 2>&1 && pass || fail "wd_b"
+"$bin" train --data "$tmp/small" --devices 2 --resume "$tmp/wd_b.st" --save "$tmp/wd_b.st" >"$tmp/wd_b.out" 2>&1 \
+  && grep -q "^resuming $tmp/wd_b.st with its run's options:.* --norm-weight-decay 0.05[ (]" "$tmp/wd_b.out" && pass \
+  || fail "the resume does not name --norm-weight-decay 0.05: $(grep -E 'resuming|dptrain' "$tmp/wd_b.out")"
+cmp "$tmp/wd_a.st" "$tmp/wd_b.st" && pass || fail "--norm-weight-decay: 2 straight epochs and 1 + resume + 1 differ"
+one_line_refusal "--norm-weight-decay -1" "train: --norm-weight-decay must be >= 0, found -1" "${wd[@]}" --norm-weight-decay -1
+one_line_refusal "--bias-weight-decay -0.5" "train: --bias-weight-decay must be >= 0, found -0.5" "${wd[@]}" --bias-weight-decay -0.5
+one_line_refusal "--bias-weight-decay inf" "train: --bias-weight-decay: 'inf' is not a number" "${wd[@]}" --bias-weight-decay inf
 
 echo "cli_optim: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

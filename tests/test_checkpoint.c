@@ -366,6 +366,8 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     const int adam = kind == DP_OPTIM_ADAM || kind == DP_OPTIM_ADAMW;
     if (adam) info.optim.beta1 = 0.8f / 1.1f, info.optim.beta2 = 0.99f / 1.03f;
     if (adam || kind == DP_OPTIM_ADAGRAD) info.optim.eps = 1e-7f / 3.0f;
+    info.optim.has_norm_weight_decay = 1; /* 0: a group's decay that is none */
+    info.optim.has_bias_weight_decay = 1, info.optim.bias_weight_decay = 0.05f / 3.0f;
     info.schedule = (dp_lr_schedule_t){.kind = DP_LR_COSINE, .lr = 1.0 / 3.0, .total_epochs = 7,
                                        .min_lr = 1.0 / 30.0, .warmup_steps = 11};
     info.steps_per_epoch = 235;
@@ -393,7 +395,9 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
     return strcmp(a->model, b->model) == 0 && strcmp(a->dptrain_version, b->dptrain_version) == 0 &&
            p->kind == q->kind && p->lr == q->lr && p->weight_decay == q->weight_decay &&
            p->momentum == q->momentum && p->nesterov == q->nesterov && p->beta1 == q->beta1 &&
-           p->beta2 == q->beta2 && p->eps == q->eps && s->kind == t->kind && s->lr == t->lr &&
+           p->beta2 == q->beta2 && p->eps == q->eps && p->has_norm_weight_decay == q->has_norm_weight_decay &&
+           p->norm_weight_decay == q->norm_weight_decay && p->has_bias_weight_decay == q->has_bias_weight_decay &&
+           p->bias_weight_decay == q->bias_weight_decay && s->kind == t->kind && s->lr == t->lr &&
            s->step_epochs == t->step_epochs && s->gamma == t->gamma && s->total_epochs == t->total_epochs &&
            s->min_lr == t->min_lr && s->warmup_epochs == t->warmup_epochs && s->warmup_steps == t->warmup_steps &&
            a->steps_per_epoch == b->steps_per_epoch && a->step_count == b->step_count &&
@@ -1006,6 +1010,9 @@ static void test_checkpoint_round_trip(void) {
         {"label_smoothing", " 0.1", "'label_smoothing' is ' 0.1', expected a number in (0, 1)"},
         {"label_smoothing", "nan", "'label_smoothing' is 'nan', expected a number in (0, 1)"},
         {"label_smoothing", "", "'label_smoothing' is '', expected a number in (0, 1)"},
+        {"optimizer.norm_weight_decay", "-1", "'optimizer.norm_weight_decay' is '-1', expected a number >= 0"},
+        {"optimizer.bias_weight_decay", "inf", "'optimizer.bias_weight_decay' is 'inf', expected a number >= 0"},
+        {"optimizer.bias_weight_decay", "0.1 ", "'optimizer.bias_weight_decay' is '0.1 ', expected a number >= 0"},
     };
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         char label[96];
@@ -1020,8 +1027,12 @@ static void test_checkpoint_round_trip(void) {
     rewrite(older, edited, "epochs_planned", NULL, NULL);
     rewrite(edited, older, "sync_batch_norm", NULL, NULL);
     rewrite(older, edited, "label_smoothing", NULL, NULL);
+    rewrite(edited, older, "optimizer.norm_weight_decay", NULL, NULL);
+    rewrite(older, edited, "optimizer.bias_weight_decay", NULL, NULL);
     dp_checkpoint_t *old_file = NULL;
     CHECK(dp_checkpoint_open(edited, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
+          !dp_checkpoint_info(old_file)->optim.has_norm_weight_decay &&
+          !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
           dp_checkpoint_info(old_file)->label_smoothing == 0.0f,
           "a file without accumulate, epochs_planned, sync_batch_norm and label_smoothing: %s", dp_error_message());

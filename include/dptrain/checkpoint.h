@@ -75,6 +75,11 @@
  *                           without --epochs trains to
  *   sync_batch_norm         1: batch norm used the whole minibatch's
  *                           statistics (--sync-batch-norm), else 0
+ *   optimizer.norm_weight_decay, optimizer.bias_weight_decay
+ *                           the weight-decay groups' decays (optim.h's
+ *                           has_norm_weight_decay ...), %.9g; written only
+ *                           when the group has its own (absent: none, the
+ *                           tensors decay by optimizer.weight_decay)
  *   label_smoothing         the training loss's label smoothing
  *                           (--label-smoothing, parallel.h's
  *                           config.label_smoothing), float32 in (0, 1)

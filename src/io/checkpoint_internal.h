@@ -24,6 +24,8 @@
 #define DP_CHECKPOINT_DATA_DIR_KEY "data.dir"
 #define DP_CHECKPOINT_TRAIN_TOTAL_KEY "data.train_total"
 #define DP_CHECKPOINT_LABEL_SMOOTHING_KEY "label_smoothing"
+#define DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY "optimizer.norm_weight_decay"
+#define DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY "optimizer.bias_weight_decay"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -38,15 +40,16 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (label_smoothing, classes, transform, train_transform, holdout,
+ * (optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing, classes, transform, train_transform, holdout,
  * data.train_total, data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 10
+#define DP_CHECKPOINT_OPTIONAL_KEYS 12
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char label_smoothing[32]; /* label_smoothing's text */
+    char norm_weight_decay[32], bias_weight_decay[32]; /* optimizer.norm_weight_decay's, .bias_weight_decay's */
     char train_total[16];  /* data.train_total's text */
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */

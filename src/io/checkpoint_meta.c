@@ -216,6 +216,14 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
     m->count = META_COUNT;
+    if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
+        snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
+    }
+    if (o->has_bias_weight_decay) {
+        snprintf(m->bias_weight_decay, sizeof m->bias_weight_decay, "%.9g", o->bias_weight_decay);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, m->bias_weight_decay};
+    }
     if (info->label_smoothing != 0.0f) {
         if (!(info->label_smoothing > 0.0f && info->label_smoothing < 1.0f))
             return dp_fail(DP_ERR_ARG, "checkpoint: the label smoothing %g is not in [0, 1)",
@@ -522,18 +530,32 @@ void dp_checkpoint_free_class_names(dp_checkpoint_info_t *info) {
     info->num_class_names = 0;
 }
 
-/* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent: 0). */
-static dp_status_t parse_label_smoothing(dp_checkpoint_t *c) {
-    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_LABEL_SMOOTHING_KEY);
+/* An optional float32 key, written as a decimal: *present 0 and *out
+ * untouched when absent; else in (0, 1) (fraction) or >= 0 and finite. */
+static dp_status_t parse_optional_float(dp_checkpoint_t *c, const char *key, int fraction, float *out, int *present) {
+    const char *text = dp_safetensors_meta(c->st, key);
+    if (present) *present = text != NULL;
     if (!text) return DP_OK;
     char *end;
     errno = 0;
-    const float eps = strtof(text, &end);
-    if (!text[0] || strchr(" \t\n\v\f\r+", text[0]) || *end || errno || !(eps > 0.0f && eps < 1.0f))
-        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, 1)",
-                       dp_safetensors_path(c->st), DP_CHECKPOINT_LABEL_SMOOTHING_KEY, dp_json_show(text).text);
-    c->info.label_smoothing = eps;
+    const float value = strtof(text, &end);
+    const int ok = fraction ? value > 0.0f && value < 1.0f : value >= 0.0f && isfinite(value);
+    if (!text[0] || strchr(" \t\n\v\f\r+", text[0]) || *end || errno || !ok)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected %s", dp_safetensors_path(c->st), key,
+                       dp_json_show(text).text, fraction ? "a number in (0, 1)" : "a number >= 0");
+    *out = value;
     return DP_OK;
+}
+
+/* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
+ * 0); the weight-decay groups' decays (absent: none, the weight decay's). */
+static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
+    dp_optim_config_t *o = &c->info.optim;
+    DP_TRY(parse_optional_float(c, DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, 0, &o->norm_weight_decay,
+                                &o->has_norm_weight_decay));
+    DP_TRY(parse_optional_float(c, DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, 0, &o->bias_weight_decay,
+                                &o->has_bias_weight_decay));
+    return parse_optional_float(c, DP_CHECKPOINT_LABEL_SMOOTHING_KEY, 1, &c->info.label_smoothing, NULL);
 }
 
 /* The keys a file of an older dptrain may lack: none, none, an epoch's end,
@@ -542,7 +564,7 @@ static dp_status_t parse_label_smoothing(dp_checkpoint_t *c) {
  * epoch count, synchronised batch norm or label smoothing recorded (0). */
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
-    DP_TRY(parse_label_smoothing(c));
+    DP_TRY(parse_optional_numbers(c));
     if (dp_safetensors_meta(c->st, meta_keys[META_ACCUMULATE])) {
         DP_TRY(meta_int(c, META_ACCUMULATE, &info->accumulate));
         if (info->accumulate < 1 || info->batch_size % info->accumulate != 0)
