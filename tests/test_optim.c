@@ -96,7 +96,12 @@ static double replay_case(const char *name, double *worst_diff) {
             if (!ref) continue;
             same_bits &= memcmp(state, state_chunked, n * sizeof(float)) == 0;
             const float *ref_s = (const float *)ref->data + s * n;
-            v = testing_max_violation(state, ref_s, n, RTOL, STATE_ATOL, &at);
+            /* a state is a sum whose terms may cancel (m = b1 m + (1 - b1) g): without FMA its
+             * rounding is the terms', up to ~50 ulps of a small result, so the absolute part is
+             * RTOL of the tensor's largest value (with FMA the bits are torch's anyway) */
+            double largest = 0.0;
+            for (size_t i = 0; i < n; i++) largest = fmax(largest, fabs((double)ref_s[i]));
+            v = testing_max_violation(state, ref_s, n, RTOL, fmax(STATE_ATOL, RTOL * largest), &at);
             if (v > worst) worst = v;
             CHECK(v <= 1.0, "%s step %zu: %s[%zu] %.9g, torch %.9g", name, s + 1, state_name, at, state[at],
                   ref_s[at]);
