@@ -310,7 +310,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     if ((status = train_options_check(&o, world->size, speaks, &set)) != DP_OK) goto done;
     if (world->rank != 0) {
         o.quiet = o.quiet || !speaks;
-        o.metrics_path = o.plot_path = o.save_path = NULL;
+        o.metrics_path = o.plot_path = o.save_path = o.save_best_path = NULL;
     }
     const dp_precision_t precision = (dp_precision_t)o.precision;
     int device_ids[MAX_DEVICES], num_devices = 0;
@@ -371,6 +371,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .metrics_path = o.metrics_path,
         .plot_path = o.plot_path,
         .save_path = o.save_path,
+        .save_best_path = o.save_best_path,
         .resume_path = o.resume_path,
         .init_path = o.init_path,
         .init_fresh_head = o.fresh_head,

@@ -46,6 +46,7 @@ typedef struct {
     const char *metrics_path;
     const char *plot_path;
     const char *save_path, *resume_path;
+    const char *save_best_path;      /* --save-best: the best epoch's checkpoint (never taken by a resume) */
     int quiet;
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */

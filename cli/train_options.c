@@ -148,6 +148,11 @@ const char train_usage[] =
     "  --plot FILE.svg           write an SVG of loss and accuracy per epoch\n"
     "  --save FILE               write a checkpoint (safetensors: parameters, optimizer state,\n"
     "                            position) after every epoch, atomically\n"
+    "  --save-best FILE          also write the checkpoint of each epoch whose test accuracy\n"
+    "                            beats every earlier epoch's (Keras' save_best_only): FILE\n"
+    "                            holds the run's best epoch (a resumed run's earlier epochs\n"
+    "                            count: checkpoints record the best so far); another file\n"
+    "                            than --save's\n"
     "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
     "                            loader position: --resume continues exactly)\n"
     "  --resume FILE             continue the run that saved FILE, as it was saved: every\n"
@@ -238,6 +243,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"metrics", OPT_STRING, &o->metrics_path, 0, 0},
         {"plot", OPT_STRING, &o->plot_path, 0, 0},
         {"save", OPT_STRING, &o->save_path, 0, 0},
+        {"save-best", OPT_STRING, &o->save_best_path, 0, 0},
         {"resume", OPT_STRING, &o->resume_path, 0, 0},
         {"quiet", OPT_FLAG, &o->quiet, 0, 0},
         {"normalize", OPT_STRING, &o->normalize, 0, 0},
@@ -456,6 +462,10 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (o->plot_path) DP_TRY(check_plot_name(o->plot_path));
     if (o->plot_path) DP_TRY(check_output_path("plot", o->plot_path));
     if (o->save_path) DP_TRY(check_output_path("save", o->save_path));
+    if (o->save_best_path) DP_TRY(check_output_path("save-best", o->save_best_path));
+    if (o->save_best_path && o->save_path && strcmp(o->save_best_path, o->save_path) == 0)
+        return dp_fail(DP_ERR_ARG, "train: --save-best %s is --save's file: the best epoch's checkpoint needs a file "
+                       "of its own", o->save_path);
     if (o->accumulate < 1) o->accumulate = 1;
     if ((int64_t)o->batch_size * o->accumulate > (1 << 24))
         return dp_fail(DP_ERR_ARG, "train: --batch-size %d x --accumulate %d is more than %d examples per step",

@@ -130,6 +130,8 @@ dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
                "%.0f images/sec on %s\n",
                s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
                s->images_per_sec, p->devices);
+    if (!p->o->quiet && p->o->save_best_path && s->best_epoch == s->epoch)
+        printf("epoch %d: the best test accuracy so far, saving %s\n", s->epoch, p->o->save_best_path);
     fflush(stdout);
     return DP_OK;
 }
@@ -140,6 +142,12 @@ void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, co
         printf("test acc: %.4f on %d image%s\n", result->test_acc, result->test_count, PLURAL(result->test_count));
     else /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", result->test_acc, result->mean_epoch_sec, p->devices);
+    if (p->o->save_best_path && result->best_epoch > 0 && !p->o->quiet)
+        printf("best: epoch %d, test acc %.4f (%d/%d correct), %s%s%s\n", result->best_epoch,
+               (double)result->best_correct / result->best_count, result->best_correct, result->best_count,
+               result->best_epoch > result->first_epoch ? "saved in " : "before the resumed checkpoint (no later "
+               "epoch beat it: this run did not write ", p->o->save_best_path,
+               result->best_epoch > result->first_epoch ? "" : ")");
     dp_cuda_graph_counts_t graphs;
     if (!dp_trainer_cuda_graph(trainer, &graphs) && !p->o->quiet)
         printf("cuda graph: %llu steps launched as graphs (%llu captures), %llu steps as made (warm-up or a shape "

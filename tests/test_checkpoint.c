@@ -382,6 +382,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.epochs_planned = 7;
     info.sync_batch_norm = 1;
     info.label_smoothing = 0.1f / 3.0f; /* its shortest decimal reads back to the same float */
+    info.best_epoch = 2, info.best_correct = 8123, info.best_count = 10000;
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -405,7 +406,9 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
            a->epochs_planned == b->epochs_planned && a->sync_batch_norm == b->sync_batch_norm &&
-           a->label_smoothing == b->label_smoothing && a->train_examples == b->train_examples &&
+           a->label_smoothing == b->label_smoothing && a->best_epoch == b->best_epoch &&
+           a->best_correct == b->best_correct && a->best_count == b->best_count &&
+           a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
@@ -1010,6 +1013,12 @@ static void test_checkpoint_round_trip(void) {
         {"label_smoothing", " 0.1", "'label_smoothing' is ' 0.1', expected a number in (0, 1)"},
         {"label_smoothing", "nan", "'label_smoothing' is 'nan', expected a number in (0, 1)"},
         {"label_smoothing", "", "'label_smoothing' is '', expected a number in (0, 1)"},
+        {"best.epoch", "0", "metadata 'best.*' says epoch 0 with 8123 of 10000 correct"},
+        {"best.epoch", "99", "metadata 'best.*' says epoch 99 with"},
+        {"best.test_correct", "10001", "metadata 'best.*' says epoch 2 with 10001 of 10000 correct"},
+        {"best.test_count", "0", "metadata 'best.*' says epoch 2 with 8123 of 0 correct"},
+        {"best.test_count", "1e4", "'best.test_count' is '1e4', expected a decimal integer"},
+        {"best.test_correct", NULL, "metadata 'best.test_correct' is missing (the file has 'best.epoch')"},
         {"optimizer.norm_weight_decay", "-1", "'optimizer.norm_weight_decay' is '-1', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "inf", "'optimizer.bias_weight_decay' is 'inf', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "0.1 ", "'optimizer.bias_weight_decay' is '0.1 ', expected a number >= 0"},
@@ -1029,10 +1038,14 @@ static void test_checkpoint_round_trip(void) {
     rewrite(older, edited, "label_smoothing", NULL, NULL);
     rewrite(edited, older, "optimizer.norm_weight_decay", NULL, NULL);
     rewrite(older, edited, "optimizer.bias_weight_decay", NULL, NULL);
+    rewrite(edited, older, "best.epoch", NULL, NULL);
+    rewrite(older, edited, "best.test_correct", NULL, NULL);
+    rewrite(edited, older, "best.test_count", NULL, NULL);
+    rename(older, edited);
     dp_checkpoint_t *old_file = NULL;
     CHECK(dp_checkpoint_open(edited, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
           !dp_checkpoint_info(old_file)->optim.has_norm_weight_decay &&
-          !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay &&
+          !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay && dp_checkpoint_info(old_file)->best_epoch == 0 &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
           dp_checkpoint_info(old_file)->label_smoothing == 0.0f,
           "a file without accumulate, epochs_planned, sync_batch_norm and label_smoothing: %s", dp_error_message());

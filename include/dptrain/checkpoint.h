@@ -75,6 +75,12 @@
  *                           without --epochs trains to
  *   sync_batch_norm         1: batch norm used the whole minibatch's
  *                           statistics (--sync-batch-norm), else 0
+ *   best.epoch, best.test_correct, best.test_count
+ *                           the run's epoch with the highest test accuracy
+ *                           so far (the earlier of equals; what train
+ *                           --save-best keeps), its correct answers and
+ *                           test-set size; written from the first epoch's
+ *                           end on (absent: none recorded)
  *   optimizer.norm_weight_decay, optimizer.bias_weight_decay
  *                           the weight-decay groups' decays (optim.h's
  *                           has_norm_weight_decay ...), %.9g; written only
@@ -191,6 +197,9 @@ typedef struct {
     int sync_batch_norm;        /* 1: synchronised batch norm (read: 0 when the file does not record it) */
     float label_smoothing;      /* the training loss's label smoothing, in [0, 1) (read: 0 when the file
                                    does not record it) */
+    int best_epoch;             /* the run's epoch (1-based) with the highest test accuracy so far (the
+                                   earlier of equals), 0: none recorded (no epoch yet, or an older file) */
+    int best_correct, best_count; /* its test set's correct answers and size */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */

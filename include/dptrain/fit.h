@@ -164,6 +164,9 @@ typedef struct {
     const char *metrics_path;      /* one JSON line appended per epoch (dp_metrics_append) */
     const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */
     const char *save_path;         /* checkpoint after every epoch, atomically */
+    const char *save_best_path;    /* the checkpoint of each epoch whose test accuracy beats every earlier
+                                      epoch's of the run (a resumed run's included: checkpoints record the
+                                      best so far, best.*), atomically, after save_path's; another path */
     const char *resume_path;       /* start from this checkpoint (an epoch's end or inside one) */
     const char *init_path;         /* a new run from this checkpoint's weights (see above); NULL: the
                                       trainer's initialisation */
@@ -211,6 +214,9 @@ typedef struct {
     double test_acc;              /* test_correct / test_count */
     double mean_epoch_sec;        /* over the trained epochs (0 when none) */
     uint64_t step_count;          /* the trainer's, at the end */
+    int best_epoch, best_correct, best_count; /* the run's best epoch so far (a resumed run's earlier epochs
+                                     included: checkpoint.h best.*), its test set's correct answers and size;
+                                     0: none (nothing trained, from a file without the record) */
 } dp_fit_result_t;
 
 /* Trains as described at the top. on_epoch and result may be NULL. On

@@ -31,6 +31,8 @@ typedef struct {
                                (batch_source.h dp_batch_source_skipped); 0: none */
     double label_smoothing; /* the training loss's label smoothing (parallel.h), as its shortest
                                decimal (0.1); 0: none (train_loss is plain cross-entropy) */
+    int best_epoch;         /* dp_fit: the run's epoch with the highest test accuracy so far, this
+                               one included (the earlier of equals); == epoch: this one is */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */

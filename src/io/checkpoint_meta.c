@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +217,18 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
     m->count = META_COUNT;
+    if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
+        if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
+                           info->best_correct, info->best_count);
+        const char *keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
+                               DP_CHECKPOINT_BEST_COUNT_KEY};
+        const int values[3] = {info->best_epoch, info->best_correct, info->best_count};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m->best[k], sizeof m->best[k], "%d", values[k]);
+            m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
+        }
+    }
     if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
         snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
@@ -547,6 +560,36 @@ static dp_status_t parse_optional_float(dp_checkpoint_t *c, const char *key, int
     return DP_OK;
 }
 
+/* best.epoch, best.test_correct, best.test_count: all three or none; the
+ * epoch one of those completed, the correct answers at most the count. */
+static dp_status_t parse_best(dp_checkpoint_t *c) {
+    static const char *const keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
+                                        DP_CHECKPOINT_BEST_COUNT_KEY};
+    const char *texts[3];
+    int present = 0;
+    for (int k = 0; k < 3; k++) present += (texts[k] = dp_safetensors_meta(c->st, keys[k])) != NULL;
+    if (present == 0) return DP_OK;
+    long values[3];
+    for (int k = 0; k < 3; k++) {
+        if (!texts[k])
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is missing (the file has '%s')", dp_safetensors_path(c->st),
+                           keys[k], keys[texts[0] ? 0 : 1]);
+        char *end;
+        errno = 0;
+        values[k] = strtol(texts[k], &end, 10);
+        if (!(texts[k][0] >= '0' && texts[k][0] <= '9') || *end || errno || values[k] > INT_MAX)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer",
+                           dp_safetensors_path(c->st), keys[k], dp_json_show(texts[k]).text);
+    }
+    dp_checkpoint_info_t *info = &c->info;
+    if (values[0] < 1 || values[0] > info->epochs_completed || values[2] < 1 || values[1] > values[2])
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata 'best.*' says epoch %ld with %ld of %ld correct, expected one of "
+                       "the %d epochs completed and at most the test set's count", dp_safetensors_path(c->st),
+                       values[0], values[1], values[2], info->epochs_completed);
+    info->best_epoch = (int)values[0], info->best_correct = (int)values[1], info->best_count = (int)values[2];
+    return DP_OK;
+}
+
 /* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
  * 0); the weight-decay groups' decays (absent: none, the weight decay's). */
 static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
@@ -555,6 +598,7 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
                                 &o->has_norm_weight_decay));
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, 0, &o->bias_weight_decay,
                                 &o->has_bias_weight_decay));
+    DP_TRY(parse_best(c));
     return parse_optional_float(c, DP_CHECKPOINT_LABEL_SMOOTHING_KEY, 1, &c->info.label_smoothing, NULL);
 }
 

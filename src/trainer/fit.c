@@ -299,6 +299,9 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     run->loader_epoch = saved->loader_epoch;
     run->loader_batch = saved->loader_batch;
     run->epoch_examples = saved->epoch_examples;
+    run->best_epoch = saved->best_epoch; /* the best so far: a later epoch must beat it */
+    run->best_correct = saved->best_correct;
+    run->best_count = saved->best_count;
     /* the epoch's sums so far: this rank's own when the rank count is the
      * saved one (the epoch's metrics line is then the uninterrupted one's,
      * bit for bit); else their total on rank 0 */
@@ -374,20 +377,33 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
     return status;
 }
 
-/* Replica 0's parameters, its optimizer's state (--sync ps: the server's),
- * `run` with the trainer's current step count and its devices' GPU
- * convolution algorithms. */
-static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
+/* To `path`: replica 0's parameters, its optimizer's state (--sync ps: the
+ * server's), `run` with the trainer's current step count and its devices'
+ * GPU convolution algorithms. */
+static dp_status_t save_to(const dp_fit_config_t *config, const char *path, dp_checkpoint_info_t *run) {
     run->step_count = dp_trainer_step_count(config->trainer);
     const float *params = dp_trainer_params(config->trainer, 0);
     dp_optimizer_t *optimizer = dp_trainer_optimizer(config->trainer, 0);
     DP_TRY(dp_trainer_check_devices(config->trainer)); /* never the bytes a failed download left */
     DP_TRY(dp_trainer_conv_algorithms(config->trainer, &run->conv_algorithms, &run->num_conv_algorithms));
-    dp_status_t status = dp_checkpoint_save(config->save_path, config->model, params, optimizer, run);
+    dp_status_t status = dp_checkpoint_save(path, config->model, params, optimizer, run);
     free(run->conv_algorithms);
     run->conv_algorithms = NULL;
     run->num_conv_algorithms = 0;
     return status;
+}
+
+static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
+    return save_to(config, config->save_path, run);
+}
+
+/* The epoch just evaluated (1-based), `correct` of `count`: the run's best so
+ * far when it beats the recorded one (none: the first), ties keeping the
+ * earlier; 1 when it is. */
+static int note_best(dp_checkpoint_info_t *run, int epoch, int correct, int count) {
+    if (run->best_epoch > 0 && (double)correct * run->best_count <= (double)run->best_correct * count) return 0;
+    run->best_epoch = epoch, run->best_correct = correct, run->best_count = count;
+    return 1;
 }
 
 /* "M0,..,S0,.." (%.9g, exact) of the source's normalisation, "" for none. */
@@ -413,6 +429,9 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
     if (c->save_every_steps < 0)
         return dp_fail(DP_ERR_ARG, "fit: save_every_steps must be >= 0, found %d", c->save_every_steps);
+    if (c->save_best_path && c->save_path && strcmp(c->save_best_path, c->save_path) == 0)
+        return dp_fail(DP_ERR_ARG, "fit: save_best_path is save_path (%s): the best epoch's checkpoint needs a "
+                       "file of its own", c->save_path);
 
     int ranks = c->world.size > 1 ? c->world.size : 1;
     int all_devices = dp_trainer_num_devices(c->trainer) * ranks;
@@ -647,9 +666,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_status_t status = check_config(config);
     if (status == DP_OK) status = check_outputs(config, outputs_warning, sizeof outputs_warning);
     if (status == DP_OK && config->world.rank == 0) { /* rank 0 alone writes files */
-        const char *fields[3] = {"save_path", "metrics_path", "plot_path"};
-        const char *paths[3] = {config->save_path, config->metrics_path, config->plot_path};
-        for (int i = 0; i < 3 && status == DP_OK; i++) status = check_output_path(fields[i], paths[i]);
+        const char *fields[4] = {"save_path", "save_best_path", "metrics_path", "plot_path"};
+        const char *paths[4] = {config->save_path, config->save_best_path, config->metrics_path, config->plot_path};
+        for (int i = 0; i < 4 && status == DP_OK; i++) status = check_output_path(fields[i], paths[i]);
     }
     if (status == DP_OK) status = dp_fit_stop_begin(&stop_state, config);
     if (status != DP_OK) return dp_world_agree(status);
@@ -728,6 +747,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         s->num_ranks = world->size;
         s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
         s->skipped_files = dp_batch_source_skipped(config->train_source);
+        const int best = note_best(&run, epoch + 1, test_correct, test_count);
+        s->best_epoch = run.best_epoch;
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
         /* the metrics also say what ran: the precision, the layout, the kernels' ISA, the CPU, the BLAS */
         const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(),
@@ -744,6 +765,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         memset(run.epoch_loss, 0, sizeof run.epoch_loss);
         memset(run.epoch_correct, 0, sizeof run.epoch_correct);
         if (writes && config->save_path && (status = save(config, &run)) != DP_OK) goto done;
+        if (writes && best && config->save_best_path &&
+            (status = save_to(config, config->save_best_path, &run)) != DP_OK)
+            goto done;
     }
     /* Data parallelism's promise: every replica, on every rank, the same. */
     if ((status = dp_trainer_check_replicas(trainer)) != DP_OK) goto done;
@@ -759,7 +783,9 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                     .test_acc = (double)test_correct / test_count,
                                     .mean_epoch_sec = last_epoch > first_epoch
                                                           ? total_sec / (last_epoch - first_epoch) : 0.0,
-                                    .step_count = dp_trainer_step_count(trainer)};
+                                    .step_count = dp_trainer_step_count(trainer),
+                                    .best_epoch = run.best_epoch, .best_correct = run.best_correct,
+                                    .best_count = run.best_count};
         /* the CLI's summary prints the last epoch's accuracy as computed there */
         if (last_epoch > first_epoch) result->test_acc = history[last_epoch - 1].test_acc;
     }
