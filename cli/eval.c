@@ -11,7 +11,9 @@
 #include "data_options.h"
 #include "dptrain/image_folder.h"
 #include "devices.h"
+#include "eval_report.h"
 #include "dptrain/data.h"
+#include "dptrain/io.h"
 #include "dptrain/model_file.h"
 #include "options.h"
 
@@ -51,6 +53,11 @@ static const char eval_usage[] =
     "                      refused on CPU devices)\n"
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
+    "  --per-class         also a table of every class: its images, correct answers,\n"
+    "                      recall, precision and the class it is most often taken\n"
+    "                      for, then the mean recall (balanced accuracy)\n"
+    "  --confusion FILE    write the confusion matrix as CSV (a row per true class, a\n"
+    "                      column per predicted class, named), atomically\n"
     "  --help              show this help\n";
 
 /* The normalisation of the images: the checkpoint's ("" for none), or
@@ -97,8 +104,8 @@ static dp_status_t transform_options(const char *transform, int channels, int he
 
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
-    const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL;
-    int batch_size = 1000, help = 0;
+    const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
+    int batch_size = 1000, help = 0, per_class = 0;
     cli_data_options_t data_options = cli_data_defaults();
     option_t options[16 + CLI_DATA_OPTIONS] = {
         {"resume", OPT_STRING, &resume, 0, 0},
@@ -109,6 +116,8 @@ int cmd_eval(int argc, char **argv) {
         {"normalize", OPT_STRING, &normalize, 0, 0},
         {"precision", OPT_STRING, &precision_text, 0, 0},
         {"channels-last", OPT_STRING, &channels_last_text, 0, 0},
+        {"per-class", OPT_FLAG, &per_class, 0, 0},
+        {"confusion", OPT_STRING, &confusion_path, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;
@@ -125,12 +134,15 @@ int cmd_eval(int argc, char **argv) {
     }
     dp_precision_t precision = DP_PRECISION_FP32;
     if (precision_text && cli_parse_precision("eval", precision_text, &precision) != DP_OK) return cli_report_error();
+    if (confusion_path && dp_file_check_writable("eval: --confusion", confusion_path) != DP_OK)
+        return cli_report_error(); /* before the evaluation's work */
     int exit_code = 1;
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
     cli_data_t data = {0};
     dp_trainer_t *trainer = NULL;
     float *params = NULL;
+    int64_t *counts = NULL; /* --per-class, --confusion: (classes x classes) [true][predicted] */
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
@@ -203,18 +215,32 @@ int cmd_eval(int argc, char **argv) {
     if (dp_trainer_install_conv_algorithms(trainer, info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
         goto done;
     dp_trainer_set_params(trainer, params);
+    const int classes = dp_model_num_outputs(model);
+    if ((per_class || confusion_path) &&
+        !(counts = dp_alloc_zeroed((size_t)classes * classes, sizeof *counts, "confusion matrix")))
+        goto done;
     int correct;
-    if (dp_trainer_evaluate_threads(trainer, data.test, batch_size, data.loader_threads, &correct) != DP_OK)
+    if (dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts, &correct) != DP_OK)
         goto done;
     printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s, epoch %d, %s%s%s%s\n",
            (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
            precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
+    /* the classes' names: the checkpoint's (an image folder's run), else the data's (CIFAR-10's) */
+    const dp_source_info_t *test_info = dp_batch_source_info(data.test);
+    const eval_counts_t report = {counts, classes,
+                                  info->num_class_names ? (const char *const *)info->class_names
+                                                        : test_info->class_names,
+                                  info->num_class_names ? info->num_class_names
+                                                        : test_info->class_names ? test_info->num_classes : 0};
+    if (per_class) eval_report_print(&report);
+    if (confusion_path && eval_report_write_csv(&report, confusion_path) != DP_OK) goto done;
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();
     dp_trainer_free(trainer);
     free(params);
+    free(counts);
     cli_data_close(&data);
     dp_model_free(model);
     dp_checkpoint_close(c);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "class_names.h"
 #include "commands.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/data.h"
@@ -28,9 +29,6 @@
 #include "dptrain/model_file.h"
 #include "dptrain/predict.h"
 #include "options.h"
-
-static const char *const fashion_mnist_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 static const char predict_usage[] =
     "usage: dptrain predict --resume CK.safetensors [options] IMAGE|FOLDER...\n"
@@ -301,11 +299,14 @@ static void print_prediction(const char *image, const float *row, int classes, i
         order[k] = order[best];
         order[best] = t;
     }
+    char buf[32];
+    const int named = names ? classes : 0; /* else Fashion-MNIST's names (cmd_predict: 10 classes) */
     if (!json) {
         printf("%s:", image);
         for (int k = 0; k < top; k++) {
             int cls = order[k];
-            printf("%s %s %.4f", k ? "," : "", names ? names[cls] : fashion_mnist_names[cls], probs[cls]);
+            printf("%s %s %.4f", k ? "," : "", cli_class_name((const char *const *)names, named, cls, buf, sizeof buf),
+                   probs[cls]);
         }
         printf("\n");
         return;
@@ -316,7 +317,7 @@ static void print_prediction(const char *image, const float *row, int classes, i
     for (int k = 0; k < top; k++) {
         int cls = order[k];
         printf("%s{\"class\": %d, \"label\": ", k ? ", " : "", cls);
-        print_json_string(names ? names[cls] : fashion_mnist_names[cls]);
+        print_json_string(cli_class_name((const char *const *)names, named, cls, buf, sizeof buf));
         printf(", \"prob\": %.6g}", probs[cls]);
     }
     printf("]");

@@ -698,7 +698,81 @@ static void test_trainer_refusals(void) {
     dp_model_free(m);
 }
 
+/* The confusion matrix of an evaluation: its rows are the labels' counts,
+ * its diagonal the correct count, and it is the same on 1 and 3 devices
+ * (uneven shards, batches of 20 over 137 images, the last one short), and
+ * one example alone on 2 devices (one of them empty) adds one entry, in its
+ * label's row, on the diagonal exactly when it is counted correct. */
+static void test_confusion(void) {
+    enum { N = 137, K = 10 };
+    dp_model_t *m;
+    DP_ASSERT(dp_model_builtin("lenet-paddle", &m) == DP_OK);
+    static uint8_t pixels[N * 28 * 28];
+    uint8_t labels[N];
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 7);
+    for (int i = 0; i < N * 28 * 28; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
+    for (int i = 0; i < N; i++) labels[i] = (uint8_t)dp_rng_below(&rng, K);
+    dp_dataset_t ds = {0};
+    dp_batch_source_t *source = NULL;
+    DP_ASSERT(dp_dataset_from_memory(&ds, N, 1, 28, 28, K, pixels, labels) == DP_OK &&
+              dp_memory_source_new(&ds, NULL, 0, &source) == DP_OK);
+    int64_t matrix[2][K * K];
+    int correct[2];
+    const int devices[2] = {1, 3};
+    for (int c = 0; c < 2; c++) {
+        dp_trainer_config_t config = {.model = m, .num_devices = devices[c], .threads_per_device = 1,
+                                      .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .seed = 3};
+        dp_trainer_t *t;
+        DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
+        CHECK(dp_trainer_evaluate_confusion(t, source, 20, 0, matrix[c], &correct[c]) == DP_OK, "%d devices: %s",
+              devices[c], dp_error_message());
+        int plain = -1;
+        CHECK(dp_trainer_evaluate(t, source, 20, &plain) == DP_OK && plain == correct[c],
+              "%d devices: the count %d, with the matrix %d", devices[c], plain, correct[c]);
+        dp_trainer_free(t);
+    }
+    CHECK(memcmp(matrix[0], matrix[1], sizeof matrix[0]) == 0 && correct[0] == correct[1],
+          "1 and 3 devices: other matrices");
+    int64_t total = 0, diagonal = 0;
+    int rows_ok = 1, spread = 0;
+    for (int i = 0; i < K; i++) {
+        int64_t row = 0, want = 0;
+        for (int j = 0; j < K; j++) row += matrix[0][i * K + j], spread += j != i && matrix[0][i * K + j] > 0;
+        for (int n = 0; n < N; n++) want += labels[n] == i;
+        rows_ok &= row == want;
+        total += row, diagonal += matrix[0][i * K + i];
+    }
+    CHECK(total == N && rows_ok && diagonal == correct[0], "matrix: %lld entries, rows %s, diagonal %lld of %d correct",
+          (long long)total, rows_ok ? "= the labels' counts" : "wrong", (long long)diagonal, correct[0]);
+    CHECK(spread > 0, "no example is misclassified: the test shows nothing");
+    /* example 5 alone: the one cell it adds */
+    dp_dataset_t one = {0};
+    dp_batch_source_t *alone = NULL;
+    DP_ASSERT(dp_dataset_from_memory(&one, 1, 1, 28, 28, K, pixels + 5 * 28 * 28, labels + 5) == DP_OK &&
+              dp_memory_source_new(&one, NULL, 0, &alone) == DP_OK);
+    dp_trainer_config_t two = {.model = m, .num_devices = 2, .threads_per_device = 1,
+                               .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .seed = 3};
+    dp_trainer_t *t;
+    DP_ASSERT(dp_trainer_new(&two, &t) == DP_OK);
+    int64_t cell[K * K];
+    int right;
+    CHECK(dp_trainer_evaluate_confusion(t, alone, 20, 0, cell, &right) == DP_OK, "one example: %s", dp_error_message());
+    int64_t ones = 0;
+    int at = -1;
+    for (int i = 0; i < K * K; i++) ones += cell[i], at = cell[i] ? i : at;
+    CHECK(ones == 1 && at / K == labels[5] && (at % K == labels[5]) == right, "one example: %lld entries, at %d",
+          (long long)ones, at);
+    dp_trainer_free(t);
+    dp_batch_source_free(alone);
+    dp_dataset_free(&one);
+    dp_batch_source_free(source);
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+}
+
 int main(void) {
+    test_confusion();
     test_trainer_refusals();
     test_failed_step_figures();
     test_param_tables();

@@ -180,6 +180,16 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *trainer, dp_batch_source_t *source
  * dp_trainer_evaluate does): for sources whose fill decodes files. */
 dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size, int threads,
                                         int *correct);
+/* The same, counting the confusion matrix as well: confusion (K x K
+ * int64, host memory, K the model's outputs, dp_model_num_outputs) gets
+ * [label * K + predicted] = the samples of that label classified as
+ * predicted, the row's first largest logit (count_metrics' rule: its
+ * diagonal sums to *correct); every rank gets the totals, the same for any
+ * device or rank count. Each shard's logits are downloaded to the host for
+ * it (an evaluation without it downloads only the counts). NULL: as
+ * dp_trainer_evaluate_threads. */
+dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size,
+                                          int threads, int64_t *confusion, int *correct);
 
 /* A host copy of replica d's parameters (dp_model_num_params floats),
  * downloaded from the device by this call: valid until the next

@@ -85,6 +85,7 @@
 #include "dptrain/batch_loader.h"
 
 #include "buckets.h"
+#include "confusion.h"
 #include "replica.h"
 #include "sync_strategy.h"
 #include "trainer_metrics.h"
@@ -663,6 +664,8 @@ static dp_status_t evaluate_task(void *arg) {
     dp_forward_opts_t opts = {.no_grad = fits ? NULL : r->no_grad};
     DP_TRY(dp_model_forward_opts(t->model, r->tape, r->params, NULL, x, &opts, &logits));
     r->backend->count_metrics(r->backend->ctx, r->eval_sums, NULL, 0.0, logits->data, y, r->count, logits->shape[1]);
+    if (t->confusion) /* the batch's host labels at the shard's place */
+        DP_TRY(dp_confusion_add_shard(t->confusion, r, logits->data, r->batch->labels + r->example_offset, r->count));
     return DP_OK;
 }
 
@@ -693,6 +696,11 @@ dp_status_t dp_trainer_evaluate(dp_trainer_t *t, dp_batch_source_t *source, int 
 
 dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
                                         int *correct) {
+    return dp_trainer_evaluate_confusion(t, source, batch_size, threads, NULL, correct);
+}
+
+dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
+                                          int64_t *confusion, int *correct) {
     if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
     if (!source || !correct)
         return dp_fail(DP_ERR_ARG, "evaluate: no %s given (NULL)", !source ? "source" : "place for the count");
@@ -705,8 +713,12 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *sour
     const dp_batch_loader_config_t lc = {.batch_size = global < count ? (int)global : count, .seed = t->config.seed,
                                          .threads = threads, .share = evaluation_share, .share_ctx = t};
     dp_batch_loader_t *loader = NULL;
-    DP_TRY(dp_batch_loader_new(source, &lc, &loader));
-    dp_status_t status = dp_trainer_metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
+    dp_confusion_t matrix;
+    const int classes = dp_model_num_outputs(t->model);
+    if (confusion) DP_TRY(dp_confusion_init(&matrix, t->num_devices, classes));
+    dp_status_t status = dp_batch_loader_new(source, &lc, &loader);
+    if (status == DP_OK) status = dp_trainer_metrics_move(t, 1, 0, 1); /* zeroed, queued before the tasks' counts */
+    t->confusion = confusion ? &matrix : NULL;
     for (;;) {
         const dp_batch_t *batch;
         if (status != DP_OK || (status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
@@ -714,7 +726,10 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *sour
         assign_shards(t, batch, 1, 0, 1);
         status = dp_trainer_run_on_all(t, evaluate_task);
     }
+    t->confusion = NULL;
     dp_batch_loader_free(loader);
+    if (confusion && status == DP_OK) status = dp_confusion_total(&matrix, confusion);
+    if (confusion) dp_confusion_free(&matrix);
     DP_TRY(status);
     DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
     double total = 0;

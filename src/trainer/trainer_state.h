@@ -58,6 +58,7 @@ struct dp_trainer {
     dp_stat_barrier_t barrier;
     int barrier_ready;
     dp_status_t stat_status; /* device 0's failure inside a forward */
+    struct dp_confusion *confusion; /* an evaluation's confusion matrix being counted (confusion.h), or NULL */
     char stat_error[512];
     char device_names[4096]; /* "cpu:0,cpu:1,...": room for 256 ids up to 4095 */
     /* sync_peer.c: the NCCL group of every device of every rank (NULL: the
