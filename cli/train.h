@@ -47,6 +47,7 @@ typedef struct {
     const char *plot_path;
     const char *save_path, *resume_path;
     const char *save_best_path;      /* --save-best: the best epoch's checkpoint (never taken by a resume) */
+    int early_stop;                  /* --early-stop N: patience in epochs (0: none); a resume takes it */
     int quiet;
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */

@@ -153,16 +153,20 @@ const char train_usage[] =
     "                            holds the run's best epoch (a resumed run's earlier epochs\n"
     "                            count: checkpoints record the best so far); another file\n"
     "                            than --save's\n"
+    "  --early-stop N            stop after an epoch N epochs past the run's best test\n"
+    "                            accuracy (Keras' EarlyStopping(patience=N); --save-best\n"
+    "                            keeps the best epoch's checkpoint); saved, and --resume\n"
+    "                            keeps it\n"
     "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
     "                            loader position: --resume continues exactly)\n"
     "  --resume FILE             continue the run that saved FILE, as it was saved: every\n"
     "                            option not given is the checkpoint's (--model, the optimizer\n"
     "                            and its options, the lr schedule and its options, --epochs,\n"
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
-    "                            --sync-batch-norm, --label-smoothing, --normalize, --freeze,\n"
-    "                            --transform, --holdout, --data; not --devices,\n"
-    "                            --threads-per-device, --save: give --save FILE to go on\n"
-    "                            saving there; a line says what was taken); on the same\n"
+    "                            --sync-batch-norm, --label-smoothing, --early-stop,\n"
+    "                            --normalize, --freeze, --transform, --holdout, --data; not\n"
+    "                            --devices, --threads-per-device, --save: give --save FILE\n"
+    "                            to go on saving there; a line says what was taken); on the same\n"
     "                            devices it ends bit for bit where the uninterrupted run\n"
     "                            would. --epochs counts from the start; a given --batch-size,\n"
     "                            --seed, --limit, lr schedule (with cosine, --epochs) or\n"
@@ -244,6 +248,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"plot", OPT_STRING, &o->plot_path, 0, 0},
         {"save", OPT_STRING, &o->save_path, 0, 0},
         {"save-best", OPT_STRING, &o->save_best_path, 0, 0},
+        {"early-stop", OPT_INT, &o->early_stop, 1, 1000000},
         {"resume", OPT_STRING, &o->resume_path, 0, 0},
         {"quiet", OPT_FLAG, &o->quiet, 0, 0},
         {"normalize", OPT_STRING, &o->normalize, 0, 0},

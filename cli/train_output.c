@@ -83,7 +83,10 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (begin->resumed && !o->save_path && begin->first_epoch < begin->last_epoch) /* not taken: never FILE unasked */
         train_warn(p->speaks, "--resume %s without --save: this run saves no checkpoint (give --save %s to go on "
                    "saving there, or --save ANOTHER)", o->resume_path, o->resume_path);
-    if (begin->first_epoch >= begin->last_epoch && p->speaks)
+    if (begin->stopped_early && p->speaks)
+        printf("checkpoint %s stopped early after epoch %d (--early-stop %d: no better test accuracy since epoch "
+               "%d): nothing to train\n", o->resume_path, begin->first_epoch, o->early_stop, begin->best_epoch);
+    else if (begin->first_epoch >= begin->last_epoch && p->speaks)
         printf("checkpoint %s has %d epoch%s, --%s %d: nothing to train\n", o->resume_path, begin->first_epoch,
                PLURAL(begin->first_epoch), begin->last_epoch < o->epochs ? "stop-after" : "epochs",
                begin->last_epoch);
@@ -142,6 +145,11 @@ void train_print_result(const dp_fit_result_t *result, dp_trainer_t *trainer, co
         printf("test acc: %.4f on %d image%s\n", result->test_acc, result->test_count, PLURAL(result->test_count));
     else /* the book's summary line */
         printf("test acc: %.2f, %.1f sec/epoch on %s\n", result->test_acc, result->mean_epoch_sec, p->devices);
+    if (result->stopped_early && !p->o->quiet)
+        printf("stopped early after epoch %d of %d: no better test accuracy than epoch %d's for %d epoch%s "
+               "(--early-stop %d)\n", result->stopped_early, p->o->epochs, result->best_epoch,
+               result->stopped_early - result->best_epoch, PLURAL(result->stopped_early - result->best_epoch),
+               p->o->early_stop);
     if (p->o->save_best_path && result->best_epoch > 0 && !p->o->quiet)
         printf("best: epoch %d, test acc %.4f (%d/%d correct), %s%s%s\n", result->best_epoch,
                (double)result->best_correct / result->best_count, result->best_correct, result->best_count,

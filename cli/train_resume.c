@@ -3,7 +3,7 @@
  * BackupAndRestore do: every run-defining option the command line does
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
- * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --limit,
+ * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --early-stop, --limit,
  * --augment, an image folder's --transform and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
  * taken: without --save a resume writes nothing (train_output.c warns once
@@ -84,6 +84,7 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     if (!GIVEN(limit)) o->limit = info->train_examples;
     if (!GIVEN(sync_batch_norm)) o->sync_batch_norm = info->sync_batch_norm;
     if (!GIVEN(label_smoothing)) o->label_smoothing = info->label_smoothing;
+    if (!GIVEN(early_stop)) o->early_stop = info->early_stop;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
     else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
@@ -197,6 +198,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
     if (!GIVEN(label_smoothing) && o->label_smoothing != 0.0f)
         list_float(text, size, "label-smoothing", o->label_smoothing);
+    if (!GIVEN(early_stop) && o->early_stop) list_int(text, size, "early-stop", o->early_stop);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
     if (r->normalize[0]) list_option(text, size, "normalize", r->normalize);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # cli_save_best.sh - `dptrain train --save-best FILE` (Keras' save_best_only)
+# and `--early-stop N` (Keras' EarlyStopping(patience=N))
 # on a cut of Fashion-MNIST (1,200 training, 300 test images), LeNet (Paddle's)
 # with SGD at lr 0.2 for 5 epochs, whose test accuracy goes up and down
 # (measured on AMD EPYC AVX-512: 0.540 0.700 0.740 0.723 0.647; the checks
@@ -10,8 +11,12 @@
 #   best.test_count); each new best is named on a line, the end says which;
 # - a run stopped before its best epoch and resumed writes the same FILE; one
 #   resumed after it writes none and says why;
-# - --save-best as --save's file, or in a folder that does not exist, is
-#   refused in one line before anything is written.
+# - --early-stop N: the run stops after the first epoch N past its best,
+#   records N, says so; a resume of it trains nothing and changes nothing;
+#   one stopped before by --stop-after and resumed ends in the same bytes; a
+#   resume with more patience trains on;
+# - --save-best as --save's file, or in a folder that does not exist, and
+#   --early-stop 0 are refused in one line before anything is written.
 source "$(dirname "$0")/testing.sh"
 
 small_data "$tmp/small" 1200 300
@@ -53,6 +58,37 @@ if [[ $best -lt 5 ]]; then
     && grep -qx "best: epoch $best, test acc [0-9.]* ($correct/300 correct), before the resumed checkpoint (no later epoch beat it: this run did not write $tmp/sb.st)" "$tmp/s.out" \
     && pass || fail "resumed after the best: $(grep -E '^best|dptrain' "$tmp/s.out"), sb.st $(ls "$tmp/sb.st" 2>&1)"
 fi
+# --early-stop 2 over 8 epochs: it stops after the first epoch 2 past the best so far (from the metrics), records
+# the patience, names the stop; a resume of it trains nothing and leaves the file; one stopped on the way by
+# --stop-after and resumed stops at the same epoch with the same bytes; a resume with more patience trains on
+"$bin" "${run[@]}" --epochs 8 --early-stop 2 --save "$tmp/es.st" --metrics "$tmp/es.jsonl" >"$tmp/es.out" 2>&1 \
+  && pass || fail "--early-stop 2: $(tail -3 "$tmp/es.out")"
+accs=$(sed -E 's/.*"test_acc": *([^,}]*).*/\1/' "$tmp/es.jsonl" | tr '\n' ' ')
+want=$(awk -v a="$accs" 'BEGIN { n = split(a, v, " "); b = 1; for (i = 2; i <= n; i++) { if (v[i] > v[b]) b = i; if (i - b >= 2) { print i, b; exit } } print n, b }')
+read -r stop bestes <<<"$want"
+echo "--early-stop 2: test accuracy per epoch $accs; expected to stop after epoch $stop (best $bestes)"
+[[ $(wc -l <"$tmp/es.jsonl") -eq $stop && "$(meta "$tmp/es.st" epochs_completed)" == "$stop" &&
+   "$(meta "$tmp/es.st" early_stop)" == 2 ]] && pass \
+  || fail "--early-stop 2: $(wc -l <"$tmp/es.jsonl") epochs, checkpoint at $(meta "$tmp/es.st" epochs_completed), early_stop $(meta "$tmp/es.st" early_stop)"
+if [[ $stop -lt 8 ]]; then
+  grep -qx "stopped early after epoch $stop of 8: no better test accuracy than epoch $bestes's for 2 epochs (--early-stop 2)" \
+    "$tmp/es.out" && pass || fail "the stop's line: $(grep stopped "$tmp/es.out")"
+  cp "$tmp/es.st" "$tmp/es_copy.st"
+  "$bin" train --data "$tmp/small" --devices 2 --resume "$tmp/es.st" --save "$tmp/es.st" >"$tmp/es_r.out" 2>&1 \
+    && grep -qx "checkpoint $tmp/es.st stopped early after epoch $stop (--early-stop 2: no better test accuracy since epoch $bestes): nothing to train" \
+      "$tmp/es_r.out" && cmp -s "$tmp/es.st" "$tmp/es_copy.st" && pass \
+    || fail "resuming the stopped run: $(grep -vE '^(training|kernels)' "$tmp/es_r.out")"
+  "$bin" "${run[@]}" --epochs 8 --early-stop 2 --stop-after $((stop - 1)) --save "$tmp/es2.st" >/dev/null 2>&1
+  "$bin" train --data "$tmp/small" --devices 2 --resume "$tmp/es2.st" --save "$tmp/es2.st" >"$tmp/es2.out" 2>&1 \
+    && grep -q "^resuming .* --early-stop 2 " "$tmp/es2.out" && cmp -s "$tmp/es2.st" "$tmp/es_copy.st" && pass \
+    || fail "stopped after epoch $((stop - 1)) and resumed: $(grep -vE '^(kernels)' "$tmp/es2.out")"
+  "$bin" train --data "$tmp/small" --devices 2 --resume "$tmp/es_copy.st" --early-stop 20 --save "$tmp/es3.st" \
+    >"$tmp/es3.out" 2>&1 && [[ "$(meta "$tmp/es3.st" epochs_completed)" == 8 ]] && pass \
+    || fail "a resume with --early-stop 20 did not train to epoch 8: $(tail -2 "$tmp/es3.out")"
+else
+  echo "no stop within 8 epochs here: the stop's checks are left out"
+fi
+
 # refusals: one line, status 1, nothing written
 refused() { # LABEL PART ARGS...
   local label=$1 part=$2; shift 2
@@ -63,4 +99,5 @@ refused() { # LABEL PART ARGS...
 }
 refused "--save-best = --save" "train: --save-best $tmp/x.st is --save's file" --save "$tmp/x.st" --save-best "$tmp/x.st"
 refused "--save-best in a missing folder" "$tmp/no/b.st" --save "$tmp/x.st" --save-best "$tmp/no/b.st"
+refused "--early-stop 0" "train: --early-stop" --save "$tmp/x.st" --early-stop 0
 testing_finish cli_save_best

@@ -382,7 +382,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.epochs_planned = 7;
     info.sync_batch_norm = 1;
     info.label_smoothing = 0.1f / 3.0f; /* its shortest decimal reads back to the same float */
-    info.best_epoch = 2, info.best_correct = 8123, info.best_count = 10000;
+    info.best_epoch = 2, info.best_correct = 8123, info.best_count = 10000, info.early_stop = 4;
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -407,7 +407,7 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
            a->epochs_planned == b->epochs_planned && a->sync_batch_norm == b->sync_batch_norm &&
            a->label_smoothing == b->label_smoothing && a->best_epoch == b->best_epoch &&
-           a->best_correct == b->best_correct && a->best_count == b->best_count &&
+           a->best_correct == b->best_correct && a->best_count == b->best_count && a->early_stop == b->early_stop &&
            a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
@@ -927,6 +927,8 @@ static void check_metadata_edits(const char *path, const char *edited) {
         {"best.test_count", "0", "metadata 'best.*' says epoch 2 with 8123 of 0 correct"},
         {"best.test_count", "1e4", "'best.test_count' is '1e4', expected a decimal integer"},
         {"best.test_correct", NULL, "metadata 'best.test_correct' is missing (the file has 'best.epoch')"},
+        {"early_stop", "0", "'early_stop' is '0', expected a positive decimal integer"},
+        {"early_stop", "2.5", "'early_stop' is '2.5', expected a positive decimal integer"},
         {"optimizer.norm_weight_decay", "-1", "'optimizer.norm_weight_decay' is '-1', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "inf", "'optimizer.bias_weight_decay' is 'inf', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "0.1 ", "'optimizer.bias_weight_decay' is '0.1 ', expected a number >= 0"},
@@ -941,7 +943,7 @@ static void check_metadata_edits(const char *path, const char *edited) {
     const char *older = testing_tmp_file("older.st");
     static const char *const newer_keys[] = {"accumulate", "epochs_planned", "sync_batch_norm", "label_smoothing",
                                              "optimizer.norm_weight_decay", "optimizer.bias_weight_decay",
-                                             "best.epoch", "best.test_correct", "best.test_count"};
+                                             "best.epoch", "best.test_correct", "best.test_count", "early_stop"};
     rewrite(path, edited, newer_keys[0], NULL, NULL);
     for (size_t k = 1; k < sizeof newer_keys / sizeof newer_keys[0]; k++) {
         rewrite(edited, older, newer_keys[k], NULL, NULL);
@@ -951,6 +953,7 @@ static void check_metadata_edits(const char *path, const char *edited) {
     CHECK(dp_checkpoint_open(edited, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
           !dp_checkpoint_info(old_file)->optim.has_norm_weight_decay &&
           !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay && dp_checkpoint_info(old_file)->best_epoch == 0 &&
+          dp_checkpoint_info(old_file)->early_stop == 0 &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
           dp_checkpoint_info(old_file)->label_smoothing == 0.0f,
           "a file without the newer keys: %s", dp_error_message());

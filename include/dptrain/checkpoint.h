@@ -81,6 +81,8 @@
  *                           --save-best keeps), its correct answers and
  *                           test-set size; written from the first epoch's
  *                           end on (absent: none recorded)
+ *   early_stop              train --early-stop's patience in epochs (fit.h
+ *                           early_stop), written when not 0 (absent: none)
  *   optimizer.norm_weight_decay, optimizer.bias_weight_decay
  *                           the weight-decay groups' decays (optim.h's
  *                           has_norm_weight_decay ...), %.9g; written only
@@ -200,6 +202,7 @@ typedef struct {
     int best_epoch;             /* the run's epoch (1-based) with the highest test accuracy so far (the
                                    earlier of equals), 0: none recorded (no epoch yet, or an older file) */
     int best_correct, best_count; /* its test set's correct answers and size */
+    int early_stop;             /* the run's patience (train --early-stop; read: 0 when not recorded) */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */

@@ -123,6 +123,8 @@ typedef struct {
     const char *devices;  /* this rank's devices, "cpu:0,cpu:1" */
     const char *allreduce; /* dp_trainer_allreduce: "nccl", "host (why)", "" */
     int resumed;          /* 1: from resume_path, at first_step of epoch first_epoch (0-based) */
+    int stopped_early;    /* 1: nothing to train, the resumed run had stopped early (early_stop) */
+    int best_epoch;       /* the run's best epoch so far (checkpoint.h best.epoch; 0: none) */
     int first_step;       /* steps of that epoch already done (a checkpoint inside an epoch) */
     uint64_t step_count;  /* steps of the run already done */
     const char *init;     /* with init_path, what it loaded, one line ("initialised from FILE (...); fc
@@ -164,6 +166,9 @@ typedef struct {
     const char *metrics_path;      /* one JSON line appended per epoch (dp_metrics_append) */
     const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */
     const char *save_path;         /* checkpoint after every epoch, atomically */
+    int early_stop;                /* 0: none; else the run stops after an epoch that is early_stop epochs
+                                      past its best (best.*: Keras' EarlyStopping(patience)), recorded in
+                                      checkpoints; a resume of a run that stopped so trains nothing */
     const char *save_best_path;    /* the checkpoint of each epoch whose test accuracy beats every earlier
                                       epoch's of the run (a resumed run's included: checkpoints record the
                                       best so far, best.*), atomically, after save_path's; another path */
@@ -214,6 +219,7 @@ typedef struct {
     double test_acc;              /* test_correct / test_count */
     double mean_epoch_sec;        /* over the trained epochs (0 when none) */
     uint64_t step_count;          /* the trainer's, at the end */
+    int stopped_early;            /* the epoch after which early_stop ended the run (0: it did not) */
     int best_epoch, best_correct, best_count; /* the run's best epoch so far (a resumed run's earlier epochs
                                      included: checkpoint.h best.*), its test set's correct answers and size;
                                      0: none (nothing trained, from a file without the record) */

@@ -229,6 +229,10 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
             m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
         }
     }
+    if (info->early_stop > 0) {
+        snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
+    }
     if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
         snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
@@ -590,6 +594,20 @@ static dp_status_t parse_best(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
+/* early_stop: a patience of 1 or more epochs (absent: none). */
+static dp_status_t parse_early_stop(dp_checkpoint_t *c) {
+    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_EARLY_STOP_KEY);
+    if (!text) return DP_OK;
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (!(text[0] >= '1' && text[0] <= '9') || *end || errno || value > INT_MAX)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a positive decimal integer",
+                       dp_safetensors_path(c->st), DP_CHECKPOINT_EARLY_STOP_KEY, dp_json_show(text).text);
+    c->info.early_stop = (int)value;
+    return DP_OK;
+}
+
 /* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
  * 0); the weight-decay groups' decays (absent: none, the weight decay's). */
 static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
@@ -599,6 +617,7 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, 0, &o->bias_weight_decay,
                                 &o->has_bias_weight_decay));
     DP_TRY(parse_best(c));
+    DP_TRY(parse_early_stop(c));
     return parse_optional_float(c, DP_CHECKPOINT_LABEL_SMOOTHING_KEY, 1, &c->info.label_smoothing, NULL);
 }
 

@@ -397,6 +397,11 @@ static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run
     return save_to(config, config->save_path, run);
 }
 
+/* After `epochs` completed: early_stop epochs or more past the best one. */
+static int early_stop_due(const dp_fit_config_t *config, const dp_checkpoint_info_t *run, int epochs) {
+    return config->early_stop > 0 && run->best_epoch > 0 && epochs - run->best_epoch >= config->early_stop;
+}
+
 /* The epoch just evaluated (1-based), `correct` of `count`: the run's best so
  * far when it beats the recorded one (none: the first), ties keeping the
  * earlier; 1 when it is. */
@@ -425,6 +430,7 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     const dp_source_info_t *train = dp_batch_source_info(c->train_source);
     if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
+    if (c->early_stop < 0) return dp_fail(DP_ERR_ARG, "fit: early_stop must be >= 0, found %d", c->early_stop);
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
     if (c->save_every_steps < 0)
@@ -629,6 +635,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .epochs_planned = config->epochs,
                                   .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
                                   .label_smoothing = dp_trainer_label_smoothing(trainer),
+                                  .early_stop = config->early_stop,
                                   .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run->optim.lr = (float)config->schedule.lr;
     if (train->class_names) { /* an image folder's: kept in every checkpoint */
@@ -708,15 +715,19 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     agreed = 1;
     if ((status = dp_world_agree(DP_OK)) != DP_OK) goto done;
     const int first_epoch = run.loader_epoch;
-    const int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after
-                                                                                      : config->epochs;
+    int last_epoch = config->stop_after && config->stop_after < config->epochs ? config->stop_after : config->epochs;
+    /* a run that stopped early (at an epoch's end) trains no further */
+    const int done_early = early_stop_due(config, &run, first_epoch) && run.loader_batch == 0;
+    if (done_early) last_epoch = first_epoch;
+    int stopped_early = 0;
     if (config->on_begin) {
         dp_fit_begin_t begin = {.first_epoch = first_epoch, .last_epoch = last_epoch,
                                 .steps_per_epoch = dp_batch_loader_num_batches(loader),
                                 .devices = dp_trainer_device_names(trainer),
                                 .allreduce = dp_trainer_allreduce(trainer),
                                 .resumed = config->resume_path != NULL, .first_step = run.loader_batch,
-                                .step_count = run.step_count, .init = config->init_path ? init_note : NULL};
+                                .step_count = run.step_count, .init = config->init_path ? init_note : NULL,
+                                .stopped_early = done_early, .best_epoch = run.best_epoch};
         config->on_begin(&begin, ctx);
     }
     int test_correct = 0;
@@ -768,6 +779,10 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         if (writes && best && config->save_best_path &&
             (status = save_to(config, config->save_best_path, &run)) != DP_OK)
             goto done;
+        if (epoch + 1 < last_epoch && early_stop_due(config, &run, epoch + 1)) { /* the same on every rank */
+            stopped_early = last_epoch = epoch + 1;
+            break;
+        }
     }
     /* Data parallelism's promise: every replica, on every rank, the same. */
     if ((status = dp_trainer_check_replicas(trainer)) != DP_OK) goto done;
@@ -784,6 +799,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
                                     .mean_epoch_sec = last_epoch > first_epoch
                                                           ? total_sec / (last_epoch - first_epoch) : 0.0,
                                     .step_count = dp_trainer_step_count(trainer),
+                                    .stopped_early = stopped_early,
                                     .best_epoch = run.best_epoch, .best_correct = run.best_correct,
                                     .best_count = run.best_count};
         /* the CLI's summary prints the last epoch's accuracy as computed there */
