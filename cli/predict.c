@@ -26,6 +26,7 @@
 #include "dptrain/data.h"
 #include "dptrain/image.h"
 #include "dptrain/image_folder.h"
+#include "dptrain/json.h"
 #include "dptrain/model_file.h"
 #include "dptrain/predict.h"
 #include "options.h"
@@ -251,38 +252,14 @@ static dp_status_t check_preprocessing(const dp_checkpoint_info_t *info, int ch,
     return DP_OK;
 }
 
-/* The bytes of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, surrogates or code points
- * above U+10FFFF), or 0. */
-static int utf8_sequence(const unsigned char *p) {
-    int n = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-          : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
-    if (p[0] == 0xE0) lo = 0xA0;
-    else if (p[0] == 0xED) hi = 0x9F;
-    else if (p[0] == 0xF0) lo = 0x90;
-    else if (p[0] == 0xF4) hi = 0x8F;
-    for (int i = 1; i < n; i++)
-        if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF)) return 0;
-    return n;
+static void stdout_put(void *ctx, const char *bytes, size_t len) {
+    (void)ctx;
+    fwrite(bytes, 1, len, stdout);
 }
 
-/* A JSON string. A byte that is not part of well-formed UTF-8 (a file name in another encoding) is written
- * as the lone surrogate \udcXX, as Python's surrogateescape decodes it: the line stays valid JSON (UTF-8),
- * and os.fsencode of the parsed string gives the name's bytes back. */
-static void print_json_string(const char *s) {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = utf8_sequence(p);
-        if (n == 0) printf("\\udc%02x", *p++);
-        else if (*p == '"' || *p == '\\') printf("\\%c", *p++);
-        else if (*p < 0x20) printf("\\u%04x", *p++);
-        else {
-            fwrite(p, 1, (size_t)n, stdout);
-            p += n;
-        }
-    }
-    putchar('"');
-}
+/* A JSON string (json.h's writer: a byte that is not part of well-formed UTF-8, a file name in another
+ * encoding, is written \udcXX, as Python's surrogateescape decodes it). */
+static void print_json_string(const char *s) { dp_json_write_string(s, strlen(s), stdout_put, NULL); }
 
 /* One image's line: its `top` most probable classes (ties: the lower
  * class), as text or as a JSON object (with the logits when asked).

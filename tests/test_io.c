@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dptrain/io.h"
+#include "dptrain/json.h"
 #include "testing.h"
 
 /* --- helpers ------------------------------------------------------------- */
@@ -470,7 +471,52 @@ static void test_progress_tty(void) {
     close(master);
 }
 
+/* --- JSON strings written --------------------------------------------------- */
+
+typedef struct {
+    char text[256];
+    size_t used;
+    int calls;
+} collected_t;
+
+static void collect(void *ctx, const char *bytes, size_t len) {
+    collected_t *c = ctx;
+    DP_ASSERT(c->used + len < sizeof c->text);
+    memcpy(c->text + c->used, bytes, len);
+    c->used += len;
+    c->text[c->used] = '\0';
+    c->calls++;
+}
+
+/* json.h's writer: the escapes, well-formed UTF-8 as it is (in runs: not a
+ * call per byte), any other byte as \udcXX; its well-formed output parses
+ * back to the input with the project's parser. */
+static void test_json_write(void) {
+    const char in[] = "a\"b\\c\n\t\r\x01 caf\xc3\xa9 \xe2\x82\xac \xe9 \xe2\x82";
+    const char want[] = "\"a\\\"b\\\\c\\u000a\\u0009\\u000d\\u0001 caf\xc3\xa9 \xe2\x82\xac \\udce9 \\udce2\\udc82\"";
+    collected_t c = {0};
+    dp_json_write_string(in, sizeof in - 1, collect, &c);
+    CHECK(strcmp(c.text, want) == 0, "written: %s", c.text);
+    collected_t plain = {0};
+    dp_json_write_string("cpu:0 caf\xc3\xa9", 11, collect, &plain);
+    CHECK(strcmp(plain.text, "\"cpu:0 caf\xc3\xa9\"") == 0 && plain.calls == 3, "a plain string: %s in %d calls",
+          plain.text, plain.calls);
+    collected_t nul = {0};
+    dp_json_write_string("a\0b", 3, collect, &nul);
+    CHECK(strcmp(nul.text, "\"a\\u0000b\"") == 0, "a NUL inside: %s", nul.text);
+    /* the well-formed part read back */
+    const char good[] = "say \"hi\"\\\n\x01 caf\xc3\xa9";
+    collected_t g = {0};
+    dp_json_write_string(good, sizeof good - 1, collect, &g);
+    dp_json_t *v = NULL;
+    CHECK(dp_json_parse(g.text, g.used, "test", &v) == DP_OK && v->kind == DP_JSON_STRING &&
+              strcmp(v->string, good) == 0,
+          "parsed back: %s", dp_error_message());
+    dp_json_free(v);
+}
+
 int main(void) {
+    test_json_write();
     test_metrics();
     test_plot();
     test_file_atomic();

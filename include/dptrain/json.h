@@ -63,4 +63,19 @@ typedef struct {
 } dp_json_shown_t;
 dp_json_shown_t dp_json_show(const char *s);
 
+/* Length of the well-formed UTF-8 sequence at s (n >= 1 bytes available),
+ * 0 if there is none (RFC 3629: overlong forms, surrogates and code points
+ * above U+10FFFF are not): the parser's rule for strings, the writer's. */
+int dp_utf8_sequence_length(const unsigned char *s, size_t n);
+
+/* --- Writing (json_write.c) ---------------------------------------------------------
+ * s[0..len) as a JSON string, its quotes included, given to put in runs of
+ * bytes: '"' and '\\' escaped with a backslash, the other bytes below 0x20
+ * as \u00XX, well-formed UTF-8 as it is, and every other byte (a file name
+ * in Latin-1, a cut sequence) as the lone surrogate \udcXX, as Python's
+ * surrogateescape decodes it: the text stays valid JSON in UTF-8, and
+ * os.fsencode of the parsed string gives the bytes back. */
+typedef void (*dp_json_put_fn)(void *ctx, const char *bytes, size_t len);
+void dp_json_write_string(const char *s, size_t len, dp_json_put_fn put, void *ctx);
+
 #endif

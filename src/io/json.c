@@ -80,9 +80,8 @@ static void skip_whitespace(parser_t *p) {
     }
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-static int utf8_sequence_length(const unsigned char *s, size_t n) {
+/* json.h: RFC 3629 (overlong forms, surrogates and code points above U+10FFFF are not UTF-8). */
+int dp_utf8_sequence_length(const unsigned char *s, size_t n) {
     unsigned char c = s[0];
     int len;
     uint32_t cp;
@@ -194,7 +193,7 @@ static dp_status_t parse_string(parser_t *p, char **out) {
                 status = fail_expected(p, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
             }
         } else {
-            int n = utf8_sequence_length(p->text + p->pos, p->len - p->pos);
+            int n = dp_utf8_sequence_length(p->text + p->pos, p->len - p->pos);
             if (n == 0) {
                 status = fail_at(p, p->pos, "invalid UTF-8 in a string");
             } else {

@@ -15,6 +15,7 @@
  * are written as null.
  */
 #include "dptrain/io.h"
+#include "dptrain/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -51,20 +52,13 @@ static void line_number(line_t *line, const char *key, double value) {
         line_printf(line, ", \"%s\": null", key);
 }
 
-/* Appends `len` bytes of a device name as a JSON string (quotes included). */
-static void line_json_string(line_t *line, const char *s, size_t len) {
-    line_printf(line, "\"");
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            line_printf(line, "\\%c", c);
-        else if (c < 0x20)
-            line_printf(line, "\\u%04x", c);
-        else
-            line_printf(line, "%c", c);
-    }
-    line_printf(line, "\"");
+static void line_put(void *ctx, const char *bytes, size_t len) {
+    line_t *line = ctx;
+    line_printf(line, "%.*s", (int)len, bytes);
 }
+
+/* Appends `len` bytes of a device name as a JSON string (quotes included; json.h's writer). */
+static void line_json_string(line_t *line, const char *s, size_t len) { dp_json_write_string(s, len, line_put, line); }
 
 /* "cpu:0, cpu:1" -> ["cpu:0","cpu:1"]; names are trimmed, empty ones skipped. */
 static void line_device_array(line_t *line, const char *devices) {

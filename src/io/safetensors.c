@@ -70,21 +70,10 @@ static void text_printf(text_t *t, const char *fmt, ...) {
     text_append(t, buf, (size_t)n);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void text_json_string(text_t *t, const char *s) {
-    text_append(t, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char escaped[2] = {'\\', (char)*p};
-            text_append(t, escaped, 2);
-        } else if (*p < 0x20) {
-            text_printf(t, "\\u%04x", *p);
-        } else {
-            text_append(t, (const char *)p, 1);
-        }
-    }
-    text_append(t, "\"", 1);
-}
+static void text_put(void *t, const char *bytes, size_t len) { text_append(t, bytes, len); }
+
+/* A JSON string (json.h's writer). */
+static void text_json_string(text_t *t, const char *s) { dp_json_write_string(s, strlen(s), text_put, t); }
 
 /* --- Writer ----------------------------------------------------------------------- */
 static size_t tensor_numel(const dp_st_tensor_t *t) {
