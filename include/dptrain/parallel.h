@@ -183,8 +183,9 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t
 /* The same, counting the confusion matrix as well: confusion (K x K
  * int64, host memory, K the model's outputs, dp_model_num_outputs) gets
  * [label * K + predicted] = the samples of that label classified as
- * predicted, the row's first largest logit (count_metrics' rule: its
- * diagonal sums to *correct); every rank gets the totals, the same for any
+ * predicted, the row's first largest logit (confusion.h
+ * dp_confusion_count: its diagonal sums to *correct; dp_confusion_class
+ * reads a class's figures); every rank gets the totals, the same for any
  * device or rank count. Each shard's logits are downloaded to the host for
  * it (an evaluation without it downloads only the counts). NULL: as
  * dp_trainer_evaluate_threads. */

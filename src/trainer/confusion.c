@@ -1,10 +1,12 @@
-/* confusion.c - an evaluation's confusion matrix, counted on the host from
- * each shard's downloaded logits (confusion.h). The counts are integers, so
- * their sums over devices and ranks are the same in any order: the matrix
- * is the same for any device or rank count.
+/* confusion.c - confusion matrices (dptrain/confusion.h): predictions
+ * counted into one, a class's figures read from it; and an evaluation's,
+ * counted on the host from each shard's downloaded logits (confusion.h).
+ * The counts are integers, so their sums over devices and ranks are the
+ * same in any order: the matrix is the same for any device or rank count.
  */
 #include "confusion.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,17 +47,7 @@ dp_status_t dp_confusion_add_shard(dp_confusion_t *c, dp_replica_t *r, const flo
     float *host = c->logits[d];
     r->backend->download(r->backend->ctx, host, logits, (size_t)n * k * sizeof(float));
     if (r->backend->failure) DP_TRY(r->backend->failure(r->backend->ctx));
-    int64_t *counts = c->counts + (size_t)d * k * k;
-    for (int i = 0; i < n; i++) {
-        const float *row = host + (size_t)i * k;
-        int best = 0;
-        for (int j = 1; j < k; j++)
-            if (row[j] > row[best]) best = j;
-        if (labels[i] < 0 || labels[i] >= k)
-            return dp_fail(DP_ERR_ARG, "confusion matrix: label %d outside the model's %d classes", (int)labels[i], k);
-        counts[(size_t)labels[i] * k + best]++;
-    }
-    return DP_OK;
+    return dp_confusion_count(c->counts + (size_t)d * k * k, k, host, labels, n);
 }
 
 dp_status_t dp_confusion_total(const dp_confusion_t *c, int64_t *out) {
@@ -68,4 +60,43 @@ dp_status_t dp_confusion_total(const dp_confusion_t *c, int64_t *out) {
     for (size_t i = 0; status == DP_OK && i < cells; i++) out[i] = (int64_t)sums[i];
     free(sums);
     return status;
+}
+
+dp_status_t dp_confusion_count(int64_t *matrix, int k, const float *logits, const int32_t *labels, int n) {
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= k)
+            return dp_fail(DP_ERR_ARG, "confusion matrix: label %d outside the model's %d classes", (int)labels[i], k);
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * k;
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (row[j] > row[best]) best = j;
+        matrix[(size_t)labels[i] * k + best]++;
+    }
+    return DP_OK;
+}
+
+void dp_confusion_class(const int64_t *matrix, int k, int cls, dp_class_figures_t *out) {
+    dp_class_figures_t f = {.correct = matrix[(size_t)cls * k + cls], .mistaken_for = -1};
+    for (int j = 0; j < k; j++) {
+        const int64_t taken = matrix[(size_t)cls * k + j];
+        f.samples += taken;
+        f.predicted += matrix[(size_t)j * k + cls];
+        if (j != cls && taken > f.mistaken_count) f.mistaken_count = taken, f.mistaken_for = j;
+    }
+    f.recall = f.samples > 0 ? (double)f.correct / (double)f.samples : NAN;
+    f.precision = f.predicted > 0 ? (double)f.correct / (double)f.predicted : NAN;
+    *out = f;
+}
+
+double dp_confusion_mean_recall(const int64_t *matrix, int k, int *with_samples) {
+    double sum = 0.0;
+    int classes = 0;
+    for (int i = 0; i < k; i++) {
+        dp_class_figures_t f;
+        dp_confusion_class(matrix, k, i, &f);
+        if (f.samples > 0) sum += f.recall, classes++;
+    }
+    *with_samples = classes;
+    return classes > 0 ? sum / classes : NAN;
 }

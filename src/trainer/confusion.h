@@ -1,13 +1,15 @@
 /* confusion.h - an evaluation's confusion matrix (parallel.h
  * dp_trainer_evaluate_confusion): each device's task adds its shard's
  * rows, the counts are summed over devices and ranks at the end. Library
- * internal: trainer.c's evaluation calls it.
+ * internal: trainer.c's evaluation calls it; the counting itself is
+ * dptrain/confusion.h's.
  */
 #ifndef DPTRAIN_CONFUSION_H
 #define DPTRAIN_CONFUSION_H
 
 #include <stdint.h>
 
+#include "dptrain/confusion.h"
 #include "replica.h"
 
 /* Per device: a host copy of a shard's logits and its counts. */
