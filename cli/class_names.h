@@ -1,11 +1,16 @@
-/* class_names.h - the name the CLI shows for a class: the checkpoint's or
- * the data's names where there are some, else Fashion-MNIST's ten (the
- * default data's), else "class N" (predict.c, eval_report.c). */
+/* class_names.h - the names the CLI shows for a model's outputs (predict.c,
+ * eval.c): the checkpoint's or the data's class names where there are
+ * some, an output beyond them "(output K)"; without any, Fashion-MNIST's
+ * ten (the default data's) for a model of 10 outputs, else "class K". */
 #ifndef DPTRAIN_CLI_CLASS_NAMES_H
 #define DPTRAIN_CLI_CLASS_NAMES_H
 
-/* names[cls] when cls < count (names may be NULL, count 0), else
- * Fashion-MNIST's name of cls when cls < 10, else "class N" in buf. */
-const char *cli_class_name(const char *const *names, int count, int cls, char *buf, unsigned long size);
+#include "dptrain/status.h"
+
+/* *out gets `outputs` names, each its own copy (cli_class_names_free):
+ * names[i] (names may be NULL with num_names 0) for i < num_names, else the
+ * fallbacks above. */
+dp_status_t cli_class_names(const char *const *names, int num_names, int outputs, char ***out);
+void cli_class_names_free(char **names, int outputs);
 
 #endif

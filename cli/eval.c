@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "class_names.h"
 #include "commands.h"
 #include "data_options.h"
 #include "dptrain/image_folder.h"
@@ -54,10 +55,12 @@ static const char eval_usage[] =
     "  --normalize MEAN,STD  per-channel normalisation of the images (default: the\n"
     "                      checkpoint's, which another value may not contradict)\n"
     "  --per-class         also a table of every class: its images, correct answers,\n"
-    "                      recall, precision and the class it is most often taken\n"
-    "                      for, then the mean recall (balanced accuracy)\n"
+    "                      recall, precision (\"-\" where nothing divides) and the\n"
+    "                      class it is most often taken for, then the mean recall\n"
+    "                      (balanced accuracy)\n"
     "  --confusion FILE    write the confusion matrix as CSV (a row per true class, a\n"
-    "                      column per predicted class, named), atomically\n"
+    "                      column per predicted class, named), atomically; a path\n"
+    "                      that cannot be written is refused before the evaluation\n"
     "  --help              show this help\n";
 
 /* The normalisation of the images: the checkpoint's ("" for none), or
@@ -102,6 +105,22 @@ static dp_status_t transform_options(const char *transform, int channels, int he
     return DP_OK;
 }
 
+/* --per-class's table and --confusion's file of an evaluation's counts
+ * (outputs x outputs), the classes named by the checkpoint (an image
+ * folder's run), else by the data (CIFAR-10's), else class_names.h's. */
+static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_checkpoint_info_t *info,
+                                  const dp_source_info_t *test, int per_class, const char *confusion_path) {
+    const int saved = info->num_class_names > 0;
+    char **names;
+    DP_TRY(cli_class_names(saved ? (const char *const *)info->class_names : test->class_names,
+                           saved ? info->num_class_names : test->class_names ? test->num_classes : 0, outputs, &names));
+    const eval_counts_t report = {counts, outputs, (const char *const *)names};
+    if (per_class) eval_report_print(&report);
+    dp_status_t status = confusion_path ? eval_report_write_csv(&report, confusion_path) : DP_OK;
+    cli_class_names_free(names, outputs);
+    return status;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
@@ -143,6 +162,7 @@ int cmd_eval(int argc, char **argv) {
     dp_trainer_t *trainer = NULL;
     float *params = NULL;
     int64_t *counts = NULL; /* --per-class, --confusion: (classes x classes) [true][predicted] */
+    int outputs = 0;        /* the model's: the classes of the matrix */
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
@@ -215,9 +235,9 @@ int cmd_eval(int argc, char **argv) {
     if (dp_trainer_install_conv_algorithms(trainer, info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
         goto done;
     dp_trainer_set_params(trainer, params);
-    const int classes = dp_model_num_outputs(model);
+    outputs = dp_model_num_outputs(model);
     if ((per_class || confusion_path) &&
-        !(counts = dp_alloc_zeroed((size_t)classes * classes, sizeof *counts, "confusion matrix")))
+        !(counts = dp_alloc_zeroed((size_t)outputs * outputs, sizeof *counts, "confusion matrix")))
         goto done;
     int correct;
     if (dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts, &correct) != DP_OK)
@@ -226,15 +246,9 @@ int cmd_eval(int argc, char **argv) {
            (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
            info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
            precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
-    /* the classes' names: the checkpoint's (an image folder's run), else the data's (CIFAR-10's) */
-    const dp_source_info_t *test_info = dp_batch_source_info(data.test);
-    const eval_counts_t report = {counts, classes,
-                                  info->num_class_names ? (const char *const *)info->class_names
-                                                        : test_info->class_names,
-                                  info->num_class_names ? info->num_class_names
-                                                        : test_info->class_names ? test_info->num_classes : 0};
-    if (per_class) eval_report_print(&report);
-    if (confusion_path && eval_report_write_csv(&report, confusion_path) != DP_OK) goto done;
+    if ((per_class || confusion_path) &&
+        report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path) != DP_OK)
+        goto done;
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();

@@ -3,68 +3,61 @@
  * classification_report and confusion_matrix lay them out: rows are the
  * true classes, columns the predicted ones. A figure with nothing to divide
  * by (a class without images has no recall, one never predicted no
- * precision) is shown as "-". */
+ * precision: confusion.h's NaN) is shown as "-". */
 #include "eval_report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "class_names.h"
+#include "dptrain/confusion.h"
 #include "dptrain/io.h"
+#include "text_width.h"
 
-#define NAME_WIDTH 28 /* longer names are cut (at a UTF-8 character's start) and end in "..." */
+#define NAME_COLUMNS 28 /* at most: a longer name is cut and ends in "..." */
 
-static int64_t cell(const eval_counts_t *e, int truth, int predicted) {
-    return e->counts[(size_t)truth * e->classes + predicted];
-}
-
-/* name cut to NAME_WIDTH bytes, never inside a UTF-8 sequence */
-static void short_name(const char *name, char *out, size_t size) {
-    size_t len = strlen(name);
-    if (len <= NAME_WIDTH) {
-        snprintf(out, size, "%s", name);
-        return;
-    }
-    size_t cut = NAME_WIDTH - 3;
-    while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--;
-    snprintf(out, size, "%.*s...", (int)cut, name);
-}
-
-static void ratio(int64_t a, int64_t b, char *out, size_t size) {
-    if (b > 0) snprintf(out, size, "%.4f", (double)a / (double)b);
+static void ratio(double value, char *out, size_t size) {
+    if (!isnan(value)) snprintf(out, size, "%.4f", value);
     else snprintf(out, size, "-");
+}
+
+/* s padded with spaces to `columns` terminal columns */
+static void print_padded(const char *s, int columns) {
+    const int width = cli_text_width(s);
+    printf("%s%*s", s, width < columns ? columns - width : 0, "");
 }
 
 void eval_report_print(const eval_counts_t *e) {
     const int k = e->classes;
-    printf("%-5s %-*s %8s %8s %7s %9s  %s\n", "class", NAME_WIDTH, "name", "images", "correct", "recall", "precision",
-           "most taken for");
-    double recall_sum = 0.0;
-    int with_images = 0;
+    int columns = 4; /* "name" */
     for (int i = 0; i < k; i++) {
-        int64_t images = 0, predicted = 0, worst = 0;
-        int worst_class = -1;
-        for (int j = 0; j < k; j++) {
-            images += cell(e, i, j);
-            predicted += cell(e, j, i);
-            if (j != i && cell(e, i, j) > worst) worst = cell(e, i, j), worst_class = j;
-        }
-        char buf[32], name[NAME_WIDTH + 8], recall[16], precision[16], taken[NAME_WIDTH + 32] = "-";
-        short_name(cli_class_name(e->names, e->num_names, i, buf, sizeof buf), name, sizeof name);
-        ratio(cell(e, i, i), images, recall, sizeof recall);
-        ratio(cell(e, i, i), predicted, precision, sizeof precision);
-        if (worst_class >= 0) {
-            char other[NAME_WIDTH + 8];
-            short_name(cli_class_name(e->names, e->num_names, worst_class, buf, sizeof buf), other, sizeof other);
-            snprintf(taken, sizeof taken, "%s (%lld)", other, (long long)worst);
-        }
-        printf("%-5d %-*s %8lld %8lld %7s %9s  %s\n", i, NAME_WIDTH, name, (long long)images,
-               (long long)cell(e, i, i), recall, precision, taken);
-        if (images > 0) recall_sum += (double)cell(e, i, i) / (double)images, with_images++;
+        const int width = cli_text_width(e->names[i]);
+        if (width > columns) columns = width < NAME_COLUMNS ? width : NAME_COLUMNS;
     }
+    printf("%-5s ", "class");
+    print_padded("name", columns);
+    printf(" %8s %8s %7s %9s  %s\n", "images", "correct", "recall", "precision", "most taken for");
+    for (int i = 0; i < k; i++) {
+        dp_class_figures_t f;
+        dp_confusion_class(e->counts, k, i, &f);
+        char name[256], recall[16], precision[16], taken[300] = "-";
+        cli_text_fit(e->names[i], columns, name, sizeof name);
+        ratio(f.recall, recall, sizeof recall);
+        ratio(f.precision, precision, sizeof precision);
+        if (f.mistaken_for >= 0) {
+            char other[256];
+            cli_text_fit(e->names[f.mistaken_for], columns, other, sizeof other);
+            snprintf(taken, sizeof taken, "%s (%lld)", other, (long long)f.mistaken_count);
+        }
+        printf("%-5d ", i);
+        print_padded(name, columns);
+        printf(" %8lld %8lld %7s %9s  %s\n", (long long)f.samples, (long long)f.correct, recall, precision, taken);
+    }
+    int with_images;
+    const double mean = dp_confusion_mean_recall(e->counts, k, &with_images);
     if (with_images > 0)
-        printf("mean recall (balanced accuracy): %.4f over the %d class%s with images\n", recall_sum / with_images,
-               with_images, with_images == 1 ? "" : "es");
+        printf("mean recall (balanced accuracy): %.4f over the %d class%s with images\n", mean, with_images,
+               with_images == 1 ? "" : "es");
 }
 
 /* A CSV field: as it is, or quoted with its quotes doubled when it holds a
@@ -87,16 +80,15 @@ dp_status_t eval_report_write_csv(const eval_counts_t *e, const char *path) {
     char tmp[4096];
     FILE *f;
     DP_TRY(dp_file_begin(path, tmp, sizeof tmp, &f));
-    char buf[32];
     fputs("true \\ predicted", f);
     for (int j = 0; j < e->classes; j++) {
         fputc(',', f);
-        csv_field(f, cli_class_name(e->names, e->num_names, j, buf, sizeof buf));
+        csv_field(f, e->names[j]);
     }
     fputc('\n', f);
     for (int i = 0; i < e->classes; i++) {
-        csv_field(f, cli_class_name(e->names, e->num_names, i, buf, sizeof buf));
-        for (int j = 0; j < e->classes; j++) fprintf(f, ",%lld", (long long)cell(e, i, j));
+        csv_field(f, e->names[i]);
+        for (int j = 0; j < e->classes; j++) fprintf(f, ",%lld", (long long)e->counts[(size_t)i * e->classes + j]);
         fputc('\n', f);
     }
     return dp_file_commit(f, tmp, path);

@@ -218,24 +218,6 @@ static dp_status_t expand_images(char *const *args, int num_args, int skip_bad, 
     return DP_OK;
 }
 
-/* The checkpoint's class names, one per output: an output beyond them
- * (a model with more outputs than the data had classes) is "(output K)". */
-static dp_status_t checkpoint_labels(const dp_checkpoint_info_t *info, int count, char ***out) {
-    char **names = dp_alloc_zeroed((size_t)count, sizeof *names, "labels");
-    if (!names) return DP_ERR_NOMEM;
-    for (int i = 0; i < count; i++) {
-        char unnamed[32];
-        snprintf(unnamed, sizeof unnamed, "(output %d)", i);
-        if (!(names[i] = strdup(i < info->num_class_names ? info->class_names[i] : unnamed))) {
-            for (int j = 0; j < i; j++) free(names[j]);
-            free(names);
-            return dp_fail(DP_ERR_NOMEM, "out of memory copying the class names");
-        }
-    }
-    *out = names;
-    return DP_OK;
-}
-
 /* The checkpoint's preprocessing (data.transform, data.normalize) is one
  * the model's input can take: checked once, so that a checkpoint's fault
  * is not taken for every image's (--skip-bad-files). */
@@ -276,14 +258,11 @@ static void print_prediction(const char *image, const float *row, int classes, i
         order[k] = order[best];
         order[best] = t;
     }
-    char buf[32];
-    const int named = names ? classes : 0; /* else Fashion-MNIST's names (cmd_predict: 10 classes) */
     if (!json) {
         printf("%s:", image);
         for (int k = 0; k < top; k++) {
             int cls = order[k];
-            printf("%s %s %.4f", k ? "," : "", cli_class_name((const char *const *)names, named, cls, buf, sizeof buf),
-                   probs[cls]);
+            printf("%s %s %.4f", k ? "," : "", names[cls], probs[cls]);
         }
         printf("\n");
         return;
@@ -294,7 +273,7 @@ static void print_prediction(const char *image, const float *row, int classes, i
     for (int k = 0; k < top; k++) {
         int cls = order[k];
         printf("%s{\"class\": %d, \"label\": ", k ? ", " : "", cls);
-        print_json_string(cli_class_name((const char *const *)names, named, cls, buf, sizeof buf));
+        print_json_string(names[cls]);
         printf(", \"prob\": %.6g}", probs[cls]);
     }
     printf("]");
@@ -371,12 +350,13 @@ int cmd_predict(int argc, char **argv) {
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (labels_path) {
         if (read_labels(labels_path, classes, &names) != DP_OK) goto done;
-    } else if (info->num_class_names > 0) { /* the training data's (an image folder's classes) */
-        if (checkpoint_labels(info, classes, &names) != DP_OK) goto done;
-    } else if (classes != 10) {
+    } else if (info->num_class_names == 0 && classes != 10) {
         dp_fail(DP_ERR_ARG, "predict: the model has %d classes, not Fashion-MNIST's 10: give --labels FILE",
                 classes);
         goto done;
+    } else { /* the training data's (an image folder's classes), else Fashion-MNIST's */
+        if (cli_class_names((const char *const *)info->class_names, info->num_class_names, classes, &names) != DP_OK)
+            goto done;
     }
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
@@ -416,9 +396,7 @@ int cmd_predict(int argc, char **argv) {
     exit_code = 0;
 done:
     if (exit_code != 0) cli_report_error();
-    if (names)
-        for (int i = 0; i < dp_model_num_outputs(model); i++) free(names[i]);
-    free(names);
+    cli_class_names_free(names, names ? dp_model_num_outputs(model) : 0); /* --labels' or cli_class_names' */
     free(slot);
     free(order);
     free(probs);
