@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,87 +108,27 @@ static void index_progress(void *ctx, const char *split, long done, long total) 
 }
 
 /* --- image folders ----------------------------------------------------------------------- */
-/* "a, b, c" (the names while they fit in `size`, then "...") */
-static void name_list(char *const *names, int count, char *text, size_t size) {
-    size_t at = 0;
-    text[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        if (at + strlen(names[i]) + 8 >= size) {
-            snprintf(text + at, size - at, "%s...", i ? ", " : "");
-            return;
-        }
-        at += (size_t)snprintf(text + at, size - at, "%s%s", i ? ", " : "", names[i]);
-    }
-}
-
-/* eval with a checkpoint's class names: the labels are positions among them, so every class folder of
- * DIR/SPLIT (the index's rule: folders, names not starting with '.') must be one of them; the first, in
- * sorted order, that is not is one line. Classes without a folder are fine. A folder none of whose class
- * folders is a name of the checkpoint (ImageNet's n01440764 ... against imported weights' tench ...) is
- * labelled in its own sorted order, as torchvision's ImageFolder labels it, with a warning: *by_name 0. */
-static dp_status_t check_class_folders(const char *dir, const char *split, char *const *classes, int num_classes,
+/* eval with a checkpoint's class names: the labels are positions among them (image_folder.h
+ * dp_image_folder_match_classes); a folder of other names is labelled in its own sorted order, with a warning:
+ * *by_name 0. */
+static dp_status_t match_class_folders(const char *dir, const char *split, char *const *classes, int num_classes,
                                        int *by_name) {
-    char path[4200], entry[4200 + 260];
-    snprintf(path, sizeof path, "%s%s%s", dir, *split ? "/" : "", split);
-    *by_name = 1;
-    DIR *d = opendir(path);
-    if (!d) return DP_OK; /* the index names it */
-    char unknown[256] = "", first[256] = "";
-    int known = 0;
-    struct dirent *e;
-    struct stat st;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof unknown) continue;
-        snprintf(entry, sizeof entry, "%s/%s", path, e->d_name);
-        if (stat(entry, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        int found = 0;
-        for (int c = 0; c < num_classes && !found; c++) found = strcmp(classes[c], e->d_name) == 0;
-        known += found;
-        if (!found && (!unknown[0] || strcmp(e->d_name, unknown) < 0)) snprintf(unknown, sizeof unknown, "%s", e->d_name);
-        if (!first[0] || strcmp(e->d_name, first) < 0) snprintf(first, sizeof first, "%s", e->d_name);
+    char warning[5000], why[5000];
+    if (dp_image_folder_match_classes(dir, split, classes, num_classes, by_name, warning, sizeof warning) != DP_OK) {
+        snprintf(why, sizeof why, "%s", dp_error_message());
+        return dp_fail(DP_ERR_FORMAT, "eval: %s: eval counts a prediction right by the checkpoint's class names", why);
     }
-    closedir(d);
-    if (!unknown[0]) return DP_OK;
-    char names[200];
-    name_list(classes, num_classes, names, sizeof names);
-    if (known == 0) {
-        *by_name = 0;
-        fprintf(stderr, "dptrain: warning: eval: none of the class folders of %s is a class of the checkpoint (%s): "
-                "labelled in their sorted order, as torchvision's ImageFolder labels them (%s: output 0)\n", path,
-                names, first);
-        return DP_OK;
-    }
-    return dp_fail(DP_ERR_FORMAT, "eval: %s/%s: '%s' is not one of the checkpoint's %d classes (%s): eval counts a "
-                   "prediction right by the checkpoint's class names", path, unknown, unknown, num_classes, names);
+    if (warning[0]) fprintf(stderr, "dptrain: warning: eval: %s\n", warning);
+    return DP_OK;
 }
 
-/* The held-out split's labels as positions among the checkpoint's classes (its names all among them:
- * check_class_folders); its class names become theirs. */
+/* The held-out split's labels as positions among the checkpoint's classes (image_folder.h dp_image_index_relabel). */
 static dp_status_t relabel(dp_image_index_t *index, char *const *classes, int num_classes) {
-    int *to = dp_alloc_zeroed((size_t)index->num_classes, sizeof *to, "class map");
-    char **names = dp_alloc_zeroed((size_t)num_classes, sizeof *names, "class names");
-    dp_status_t status = to && names ? DP_OK : DP_ERR_NOMEM;
-    for (int c = 0; status == DP_OK && c < index->num_classes; c++) {
-        to[c] = -1;
-        for (int k = 0; k < num_classes && to[c] < 0; k++)
-            if (strcmp(index->class_names[c], classes[k]) == 0) to[c] = k;
-        if (to[c] < 0) status = dp_fail(DP_ERR_FORMAT, "eval: '%s' is not a class of the checkpoint", index->class_names[c]);
-    }
-    for (int k = 0; status == DP_OK && k < num_classes; k++)
-        if (!(names[k] = strdup(classes[k]))) status = dp_fail(DP_ERR_NOMEM, "out of memory copying the class names");
-    if (status != DP_OK) {
-        for (int k = 0; names && k < num_classes; k++) free(names[k]);
-        free(names);
-        free(to);
-        return status;
-    }
-    for (int i = 0; i < index->count; i++) index->labels[i] = to[index->labels[i]];
-    for (int c = 0; c < index->num_classes; c++) free(index->class_names[c]);
-    free(index->class_names);
-    index->class_names = names;
-    index->num_classes = num_classes;
-    free(to);
-    return DP_OK;
+    dp_status_t status = dp_image_index_relabel(index, classes, num_classes);
+    if (status != DP_ERR_FORMAT) return status; /* out of memory: its own line */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dp_error_message());
+    return dp_fail(status, "eval: %s", why);
 }
 
 static dp_status_t open_folder(const cli_data_options_t *o, int training, int channels, int height, int width,
@@ -240,7 +179,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     dp_status_t status = DP_OK;
     if (!training && classes) { /* eval: the checkpoint's classes name the labels */
         int by_name;
-        status = check_class_folders(o->dir, held_out ? root : test_split, classes, num_classes, &by_name);
+        status = match_class_folders(o->dir, held_out ? root : test_split, classes, num_classes, &by_name);
         if (!by_name) classes = NULL, num_classes = 0;
         if (!by_name && !held_out && !*root) /* a test folder alone: its own folders are the classes */
             status = dp_image_index_build(o->dir, test_split, NULL, 0, &io, &test_index);

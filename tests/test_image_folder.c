@@ -7,6 +7,9 @@
  *   skipped; the test split keeps the training classes' labels; an
  *   unknown test class, an empty training class and an unreadable file
  *   (one line each, with --skip-bad-files left out and counted) refused;
+ * - a checkpoint's class names against the folder's (eval's labels): its
+ *   names matched, the first other folder refused by name, a folder of
+ *   other names alone labelled in its own order with a warning; relabel;
  * - the source: a fixed fill gives each file's bytes; a training fill with
  *   resized-crop is the same for the same (seed, epoch, sample) whatever
  *   the position, and changes with the epoch; with a cache the second
@@ -116,6 +119,54 @@ static void test_index(void) {
     dp_image_index_free(&x);
 }
 
+/* A checkpoint's class names against the folder's (eval's labels): folders of its names match (classes without a
+ * folder are fine; files and dot folders are no classes), the first folder in sorted order that is not one of
+ * them is refused by name, a folder none of whose class folders is one of them is labelled in its own order with
+ * a warning, a folder that cannot be read is left to the index; relabel makes the labels positions among the
+ * names, or refuses a class that is not one. */
+static void test_match_classes(void) {
+    char *const three[] = {"ant", "bee", "cow"}, *const bee[] = {"bee"}, *const others[] = {"x", "y"};
+    char warning[8192], want[8192];
+    int by_name = -1;
+    write_text(at("test/notes.txt"), "not a class\n");
+    CHECK(dp_image_folder_match_classes(root, "test", three, 3, &by_name, warning, sizeof warning) == DP_OK &&
+              by_name == 1 && !warning[0],
+          "test/bee against ant, bee, cow: %d '%s' %s", by_name, warning, dp_error_message());
+    make("test/cat"), make("test/ape");
+    snprintf(want, sizeof want, "%s/test/ape: 'ape' is not one of the checkpoint's 1 classes (bee)", root);
+    CHECK(dp_image_folder_match_classes(root, "test", bee, 1, &by_name, warning, sizeof warning) == DP_ERR_FORMAT &&
+              !strcmp(dp_error_message(), want),
+          "test/{ape,bee,cat} against bee: %s", dp_error_message());
+    rmdir(at("test/cat")), rmdir(at("test/ape"));
+    snprintf(want, sizeof want, "none of the class folders of %s/train is a class of the checkpoint (x, y): labelled "
+             "in their sorted order, as torchvision's ImageFolder labels them (ant: output 0)", root);
+    CHECK(dp_image_folder_match_classes(root, "train", others, 2, &by_name, warning, sizeof warning) == DP_OK &&
+              by_name == 0 && !strcmp(warning, want),
+          "train/{ant,bee} against x, y: %d '%s'", by_name, warning);
+    char *const splits[] = {"test", "train"};
+    CHECK(dp_image_folder_match_classes(root, "", splits, 2, &by_name, warning, sizeof warning) == DP_OK &&
+              by_name == 1 && !warning[0],
+          "the split '': %d '%s' %s", by_name, warning, dp_error_message());
+    dp_error_clear();
+    CHECK(dp_image_folder_match_classes(root, "val", bee, 1, &by_name, warning, sizeof warning) == DP_OK &&
+              by_name == 1 && !warning[0] && dp_error_status() == DP_OK,
+          "no folder: %d '%s' %s", by_name, warning, dp_error_message());
+    remove(at("test/notes.txt"));
+    /* train: ant's 2 files (0), bee's 4 (1) */
+    dp_image_index_t x;
+    DP_ASSERT(dp_image_index_build(root, "train", NULL, 0, NULL, &x) == DP_OK && x.count == 6);
+    CHECK(dp_image_index_relabel(&x, bee, 1) == DP_ERR_FORMAT &&
+              !strcmp(dp_error_message(), "'ant' is not a class of the checkpoint") && x.num_classes == 2 &&
+              !strcmp(x.class_names[0], "ant") && x.labels[0] == 0 && x.labels[5] == 1,
+          "relabel to bee alone: %s", dp_error_message());
+    char *const reversed[] = {"cow", "bee", "ant"};
+    CHECK(dp_image_index_relabel(&x, reversed, 3) == DP_OK && x.num_classes == 3 &&
+              !strcmp(x.class_names[0], "cow") && !strcmp(x.class_names[2], "ant") && x.labels[0] == 2 &&
+              x.labels[1] == 2 && x.labels[2] == 1 && x.labels[5] == 1,
+          "relabel to cow, bee, ant: %s", dp_error_message());
+    dp_image_index_free(&x);
+}
+
 static dp_batch_source_t *open_source(int train_mode, size_t cache, int skip_bad) {
     dp_image_index_t x;
     DP_ASSERT(dp_image_index_build(root, "train", NULL, 0, NULL, &x) == DP_OK);
@@ -220,6 +271,7 @@ static void test_transform_text(void) {
 int main(void) {
     make_folder();
     test_index();
+    test_match_classes();
     test_source();
     test_cache();
     test_broken_later();

@@ -88,6 +88,26 @@ const char *dp_image_folder_test_split(const char *dir);
 dp_status_t dp_image_list_files(const char *dir, char ***paths, int *count);
 void dp_image_list_free(char **paths, int count);
 
+/* A checkpoint's class names against a folder it is evaluated on
+ * (image_index.c), the labels being positions among `classes`: the class
+ * folders of DIR/SPLIT (DIR itself for the split ""; the index's: folders,
+ * links followed, names not starting with '.') must each be one of them.
+ * Every folder one of the names (names without a folder are fine), or
+ * DIR/SPLIT not a folder that can be read (dp_image_index_build names
+ * it): *by_name 1, warning "". None of the folders one of the names
+ * (ImageNet's n01440764 ... against imported weights' tench ...): *by_name
+ * 0, the folder to be labelled in its own sorted order, and `warning`
+ * (size bytes) says so in one line naming the folder, the names and the
+ * folder that is output 0. Some folders names and some not: DP_ERR_FORMAT,
+ * one line naming the first in sorted order that is not one. */
+dp_status_t dp_image_folder_match_classes(const char *dir, const char *split, char *const *classes, int num_classes,
+                                          int *by_name, char *warning, size_t size);
+/* index's labels made positions among `classes` (every one of its class
+ * names among them: a split dp_image_folder_match_classes matched by name),
+ * which become its class names. A class name that is not one of them is
+ * one line naming it; *index is unchanged on failure. */
+dp_status_t dp_image_index_relabel(dp_image_index_t *index, char *const *classes, int num_classes);
+
 /* The default fraction held out (--holdout) of a folder without a test split. */
 #define DP_HOLDOUT_DEFAULT 0.1
 /* Holds out a test split of `index` (image_holdout.c): within each class,

@@ -1,6 +1,7 @@
 /* image_index.c - the index of an image folder (image_folder.h): its
  * classes, its files in torchvision's order with their labels, every
- * file's header read once.
+ * file's header read once; a checkpoint's class names matched to a
+ * folder's (eval's labels).
  *
  * The walk: class folders are the directories of DIR/train (a symbolic link
  * to one counts), sorted by byte order; within a class, torchvision's
@@ -286,9 +287,10 @@ static dp_status_t find_classes(const char *dir, const char *split, char *const 
     return DP_OK;
 }
 
-static int class_label(const dp_image_index_t *x, const char *name) {
-    for (int c = 0; c < x->num_classes; c++)
-        if (strcmp(x->class_names[c], name) == 0) return c;
+/* name's position among classes, or -1 */
+static int class_position(char *const *classes, int num_classes, const char *name) {
+    for (int c = 0; c < num_classes; c++)
+        if (strcmp(classes[c], name) == 0) return c;
     return -1;
 }
 
@@ -302,7 +304,7 @@ static dp_status_t list_split(const char *dir, const char *split, int training, 
     dp_status_t status = DP_OK;
     int capacity = 0;
     for (int f = 0; status == DP_OK && f < folders.count; f++) {
-        int label = class_label(x, folders.items[f]);
+        int label = class_position(x->class_names, x->num_classes, folders.items[f]);
         if (label < 0) {
             status = dp_fail(DP_ERR_FORMAT, "%s/%s: '%s' is not a class of the training split (its classes are "
                              "the folders of %s/train)", split_dir, folders.items[f], folders.items[f], dir);
@@ -393,4 +395,76 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
     strings_free(&files);
     if (status != DP_OK) dp_image_index_free(out);
     return status;
+}
+
+/* --- a checkpoint's class names ------------------------------------------------------- */
+/* "a, b, c" (the names while they fit in `size`, then "...") */
+static void name_list(char *const *names, int count, char *text, size_t size) {
+    size_t at = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        if (at + strlen(names[i]) + 8 >= size) {
+            snprintf(text + at, size - at, "%s...", i ? ", " : "");
+            return;
+        }
+        at += (size_t)snprintf(text + at, size - at, "%s%s", i ? ", " : "", names[i]);
+    }
+}
+
+dp_status_t dp_image_folder_match_classes(const char *dir, const char *split, char *const *classes, int num_classes,
+                                          int *by_name, char *warning, size_t size) {
+    *by_name = 1;
+    if (size) warning[0] = '\0';
+    char path[PATH_BYTES];
+    strings_t folders = {0};
+    if (split_path(path, dir, split) != DP_OK || list_dir(path, &folders, NULL) != DP_OK) {
+        strings_free(&folders);
+        dp_error_clear(); /* dp_image_index_build says what is wrong with the folder */
+        return DP_OK;
+    }
+    int known = 0;
+    const char *unknown = NULL; /* the folders are sorted: the first one that is no class */
+    for (int f = 0; f < folders.count; f++) {
+        if (class_position(classes, num_classes, folders.items[f]) >= 0) known++;
+        else if (!unknown) unknown = folders.items[f];
+    }
+    char names[200];
+    name_list(classes, num_classes, names, sizeof names);
+    dp_status_t status = DP_OK;
+    if (unknown && known == 0) {
+        *by_name = 0;
+        snprintf(warning, size, "none of the class folders of %s is a class of the checkpoint (%s): labelled in "
+                 "their sorted order, as torchvision's ImageFolder labels them (%s: output 0)", path, names,
+                 folders.items[0]);
+    } else if (unknown) {
+        status = dp_fail(DP_ERR_FORMAT, "%s/%s: '%s' is not one of the checkpoint's %d classes (%s)", path, unknown,
+                         unknown, num_classes, names);
+    }
+    strings_free(&folders);
+    return status;
+}
+
+dp_status_t dp_image_index_relabel(dp_image_index_t *index, char *const *classes, int num_classes) {
+    int *to = dp_alloc_zeroed((size_t)index->num_classes, sizeof *to, "class map");
+    char **names = dp_alloc_zeroed((size_t)num_classes, sizeof *names, "class names");
+    dp_status_t status = to && names ? DP_OK : DP_ERR_NOMEM;
+    for (int c = 0; status == DP_OK && c < index->num_classes; c++) {
+        to[c] = class_position(classes, num_classes, index->class_names[c]);
+        if (to[c] < 0) status = dp_fail(DP_ERR_FORMAT, "'%s' is not a class of the checkpoint", index->class_names[c]);
+    }
+    for (int k = 0; status == DP_OK && k < num_classes; k++)
+        if (!(names[k] = strdup(classes[k]))) status = dp_fail(DP_ERR_NOMEM, "out of memory copying the class names");
+    if (status != DP_OK) {
+        for (int k = 0; names && k < num_classes; k++) free(names[k]);
+        free(names);
+        free(to);
+        return status;
+    }
+    for (int i = 0; i < index->count; i++) index->labels[i] = to[index->labels[i]];
+    for (int c = 0; c < index->num_classes; c++) free(index->class_names[c]);
+    free(index->class_names);
+    index->class_names = names;
+    index->num_classes = num_classes;
+    free(to);
+    return DP_OK;
 }
