@@ -15,6 +15,7 @@
 
 #include "dptrain/data.h"
 #include "dptrain/image_folder.h"
+#include "dptrain/json.h"
 
 const char cli_data_usage_train[] =
     "  --transform NAME          image folders: the training transform, center (default:\n"
@@ -247,11 +248,12 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
     return status;
 }
 
-/* Whether text holds no control character (checkpoint.h: its text values are one line). */
-static int one_line(const char *text) {
+/* Whether text can be a checkpoint's data.dir (dp_checkpoint_save refuses others): one line, no control
+ * character, and UTF-8 (a folder named in Latin-1 is not; the run then records none, as for a newline). */
+static int checkpoint_text(const char *text) {
     for (const unsigned char *b = (const unsigned char *)text; *b; b++)
         if (*b < 0x20 || *b == 0x7f) return 0;
-    return 1;
+    return dp_utf8_valid(text, strlen(text));
 }
 
 dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channels, int height, int width,
@@ -303,7 +305,7 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
     }
     if (status != DP_OK) cli_data_close(out);
     char absolute[PATH_MAX];
-    if (status == DP_OK && realpath(o->dir, absolute) && strlen(absolute) < sizeof out->dir && one_line(absolute))
+    if (status == DP_OK && realpath(o->dir, absolute) && strlen(absolute) < sizeof out->dir && checkpoint_text(absolute))
         memcpy(out->dir, absolute, strlen(absolute) + 1); /* checkpoints keep their text values on one line */
     return status;
 }

@@ -16,6 +16,9 @@
 #   class of the checkpoint is one line naming it; folders none of which is
 #   (ImageNet's n01440764 ...) are labelled in their sorted order, with a
 #   warning;
+# - a folder whose path is not UTF-8 (named in Latin-1): the run records no
+#   data.dir, and its checkpoint reads back; a model file so named is
+#   refused before the run in one line, nothing written;
 # - a model with fewer outputs than classes: one error line, exit 1, no
 #   checkpoint, metrics or plot written; with more: one warning line, and
 #   predict names the extra outputs "(output K)";
@@ -207,6 +210,20 @@ of the checkpoint's 3 classes (ant, bee, sea \"lion\"): eval counts a prediction
   --save "$tmp/ck5.st" >"$tmp/r5.out" 2>"$tmp/r5.err"
 [[ $? -eq 1 && ! -e "$tmp/ck5.st" ]] && grep -q "fewer than the training data's 5 classes" "$tmp/r5.err" && pass \
   || fail "resume on 5 classes: $(cat "$tmp/r5.out" "$tmp/r5.err")"
+
+# A folder named in Latin-1: checkpoints hold UTF-8 text (the JSON writer would write the byte \udcXX, which no
+# reader takes), so the run records no data.dir and its checkpoint reads back; a model file so named is refused
+latin1=$tmp/caf$'\xe9'
+cp -r "$tmp/imgs" "$latin1" && cp "$tmp/m3.cfg" "$latin1.cfg"
+"$bin" train --data "$latin1" --epochs 1 --batch-size 6 --devices 1 --quiet --model "$tmp/m3.cfg" \
+  --save "$tmp/latin1.st" >"$tmp/l1.out" 2>&1 && "$bin" inspect "$tmp/latin1.st" >"$tmp/l1.inspect" 2>&1 \
+  && ! grep -q "data.dir" "$tmp/l1.inspect" && pass || fail "a folder named in Latin-1: $(cat "$tmp/l1.out" "$tmp/l1.inspect")"
+"$bin" train --data "$tmp/imgs" --epochs 1 --batch-size 6 --devices 1 --quiet --model "$latin1.cfg" \
+  --save "$tmp/latin1m.st" >"$tmp/l1m.out" 2>"$tmp/l1m.err"
+status=$?
+[[ $status -eq 1 && ! -s "$tmp/l1m.out" && ! -e "$tmp/latin1m.st" && $(wc -l <"$tmp/l1m.err") -eq 1 ]] \
+  && grep -qF "is not UTF-8 (a name in another encoding?): a checkpoint holds UTF-8 text there" "$tmp/l1m.err" && pass \
+  || fail "a model file named in Latin-1: exit $status, $(cat "$tmp/l1m.out" "$tmp/l1m.err")"
 
 # Fashion-MNIST: no class names in the checkpoint, predict uses its built-in names.
 small_data "$tmp/fm" 64 32

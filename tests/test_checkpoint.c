@@ -784,6 +784,19 @@ static void test_control_characters(void) {
     CHECK(status == DP_ERR_ARG && strstr(m, "data.dir \"/data/pho\\ntos\" holds a control character") && !strchr(m, '\n'),
           "a data.dir with a newline saved: status %d, '%s'", (int)status, m);
     CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
+    /* nor one that is not UTF-8 (a file or folder named in Latin-1): the writer's \udcXX, which no reader takes */
+    snprintf(info.data_dir, sizeof info.data_dir, "/data/caf\xe9");
+    status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+    m = dp_error_message();
+    CHECK(status == DP_ERR_ARG && strstr(m, "data.dir \"/data/caf\xe9\" is not UTF-8") && !strchr(m, '\n'),
+          "a data.dir in Latin-1 saved: status %d, '%s'", (int)status, m);
+    snprintf(info.data_dir, sizeof info.data_dir, "/data/photos");
+    snprintf(info.model, sizeof info.model, "le\xc3net");
+    status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+    CHECK(status == DP_ERR_ARG && strstr(dp_error_message(), "model \"le\xc3net\" is not UTF-8"),
+          "a model name with a cut sequence saved: status %d, '%s'", (int)status, dp_error_message());
+    CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
+    snprintf(info.model, sizeof info.model, "lenet");
     snprintf(info.data_dir, sizeof info.data_dir, "/data/photos one");  /* and one that is fine comes back */
     CHECK(dp_checkpoint_save(never, lenet, params, NULL, &info) == DP_OK, "save with data.dir: %s", dp_error_message());
     c = NULL;

@@ -1,5 +1,6 @@
-/* test_io.c - metrics JSON lines, the SVG plot, atomic file replacement and
- * the progress bar.
+/* test_io.c - metrics JSON lines, the SVG plot, atomic file replacement,
+ * the progress bar and json.h's string writer (its escapes, \udcXX for a
+ * byte that is not UTF-8, the text UTF-8 throughout).
  *
  * JSON and SVG are checked with two tiny validators below (a JSON syntax
  * checker and an XML tag-balance checker), plus exact text where it is
@@ -497,6 +498,10 @@ static void test_json_write(void) {
     collected_t c = {0};
     dp_json_write_string(in, sizeof in - 1, collect, &c);
     CHECK(strcmp(c.text, want) == 0, "written: %s", c.text);
+    /* the text is UTF-8 throughout, where the input was not (Latin-1, a cut sequence) */
+    CHECK(dp_utf8_valid(c.text, c.used) && !dp_utf8_valid(in, sizeof in - 1) && !dp_utf8_valid("\xe2\x82", 2) &&
+              !dp_utf8_valid("caf\xe9", 4) && dp_utf8_valid("caf\xc3\xa9 \xe2\x82\xac", 9) && dp_utf8_valid("", 0),
+          "UTF-8 checked");
     collected_t plain = {0};
     dp_json_write_string("cpu:0 caf\xc3\xa9", 11, collect, &plain);
     CHECK(strcmp(plain.text, "\"cpu:0 caf\xc3\xa9\"") == 0 && plain.calls == 3, "a plain string: %s in %d calls",
@@ -513,6 +518,9 @@ static void test_json_write(void) {
               strcmp(v->string, good) == 0,
           "parsed back: %s", dp_error_message());
     dp_json_free(v);
+    /* the project's parser takes no lone surrogate: a \udcXX string does not read back (checkpoints hold UTF-8) */
+    CHECK(dp_json_parse(c.text, c.used, "test", &v) == DP_ERR_FORMAT && strstr(dp_error_message(), "lone low surrogate"),
+          "\\udcXX parsed: %s", dp_error_message());
 }
 
 int main(void) {

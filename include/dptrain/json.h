@@ -67,6 +67,10 @@ dp_json_shown_t dp_json_show(const char *s);
  * 0 if there is none (RFC 3629: overlong forms, surrogates and code points
  * above U+10FFFF are not): the parser's rule for strings, the writer's. */
 int dp_utf8_sequence_length(const unsigned char *s, size_t n);
+/* Whether s[0..len) is well-formed UTF-8 throughout: what the parser takes
+ * in a string (control characters escaped), and what the writer writes as
+ * it is, with no \udcXX, which the parser refuses as a lone surrogate. */
+int dp_utf8_valid(const char *s, size_t len);
 
 /* --- Writing (json_write.c) ---------------------------------------------------------
  * s[0..len) as a JSON string, its quotes included, given to put in runs of

@@ -66,11 +66,15 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const f
         {"data.augment", info->augment}, {DP_CHECKPOINT_FREEZE_KEY, info->freeze},
         {DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir},
     };
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         for (const unsigned char *b = (const unsigned char *)lines[i].text; *b; b++)
             if (*b < 0x20 || *b == 0x7f)
                 return dp_fail(DP_ERR_ARG, "%s: %s \"%s\" holds a control character: a checkpoint holds one line "
                                "there", path, lines[i].key, dp_json_show(lines[i].text).text);
+        if (!dp_utf8_valid(lines[i].text, strlen(lines[i].text))) /* the writer's \udcXX, which no reader takes */
+            return dp_fail(DP_ERR_ARG, "%s: %s \"%s\" is not UTF-8 (a name in another encoding?): a checkpoint "
+                           "holds UTF-8 text there", path, lines[i].key, dp_json_show(lines[i].text).text);
+    }
     if (info->num_class_names < 0 || (info->num_class_names > 0 && !info->class_names))
         return dp_fail(DP_ERR_ARG, "%s: %d class names given without names", path, info->num_class_names);
     if (dp_checkpoint_check_class_names(info->class_names, info->num_class_names) != DP_OK)

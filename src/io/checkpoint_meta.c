@@ -86,20 +86,8 @@ static int class_name_ok(const char *name, const char **problem) {
     *problem = n == 0 ? "is empty" : n > DP_CHECKPOINT_MAX_CLASS_NAME ? "is too long" : NULL;
     for (size_t i = 0; i < n && !*problem; i++)
         if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) *problem = "holds a control character";
-    if (*problem) return 0;
-    /* valid UTF-8: what the JSON parser that reads it back accepts */
-    char *text;
-    char *one[1] = {(char *)name};
-    if (class_names_json(one, 1, &text) != DP_OK) {
-        *problem = "cannot be checked (out of memory)";
-        return 0;
-    }
-    dp_json_t *parsed = NULL;
-    dp_status_t status = dp_json_parse(text, strlen(text), "class name", &parsed);
-    dp_json_free(parsed);
-    free(text);
-    if (status != DP_OK) *problem = "is not valid UTF-8";
-    return status == DP_OK;
+    if (!*problem && !dp_utf8_valid(name, n)) *problem = "is not valid UTF-8"; /* what the JSON parser reads back */
+    return !*problem;
 }
 
 dp_status_t dp_checkpoint_check_class_names(char *const *names, int count) {
@@ -122,26 +110,6 @@ void dp_checkpoint_meta_free(dp_checkpoint_meta_t *m) {
 
 /* --- model_text: the model file's text --- */
 
-/* Whether text[0..len) is a string the JSON parser reads back (valid UTF-8). */
-static int reads_back_as_json(const char *text, size_t len) {
-    char *json = dp_alloc(2 * len + 3, "model file text");
-    if (!json) return 0;
-    size_t used = 0;
-    json[used++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char b = (unsigned char)text[i];
-        if (b == '"' || b == '\\') json[used++] = '\\', json[used++] = (char)b;
-        else if (b < 0x20) json[used++] = '\\', json[used++] = 't'; /* any escape: only the bytes >= 0x80 matter */
-        else json[used++] = (char)b;
-    }
-    json[used++] = '"';
-    dp_json_t *parsed = NULL;
-    int ok = dp_json_parse(json, used, "model file text", &parsed) == DP_OK;
-    dp_json_free(parsed);
-    free(json);
-    return ok;
-}
-
 /* The model's model file text as written: a copy, its bytes >= 0x80 made
  * '?' unless it is valid UTF-8 (a model file has them in comments only, so
  * the model is the same). NULL: a built-in network. */
@@ -153,7 +121,7 @@ static dp_status_t model_text(const dp_model_t *model, char **out) {
     char *copy = dp_alloc(len + 1, "model file text");
     if (!copy) return DP_ERR_NOMEM;
     memcpy(copy, text, len + 1);
-    if (!reads_back_as_json(copy, len))
+    if (!dp_utf8_valid(copy, len)) /* what the JSON parser reads back */
         for (size_t i = 0; i < len; i++)
             if ((unsigned char)copy[i] >= 0x80) copy[i] = '?';
     *out = copy;

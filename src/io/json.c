@@ -72,6 +72,13 @@ static dp_status_t fail_expected(const parser_t *p, const char *expected) {
                    describe_here(p, buf, sizeof buf));
 }
 
+int dp_utf8_valid(const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    for (int n; p < end; p += n)
+        if ((n = dp_utf8_sequence_length(p, (size_t)(end - p))) == 0) return 0;
+    return 1;
+}
+
 static void skip_whitespace(parser_t *p) {
     while (p->pos < p->len) {
         unsigned char c = p->text[p->pos];
