@@ -390,11 +390,10 @@ static dp_status_t sync_options(const train_options_t *o, int ranks, train_setti
         s->sync = DP_SYNC_PS;
     else if (o->sync && strcmp(o->sync, "allreduce") != 0)
         return dp_fail(DP_ERR_ARG, "train: --sync: '%s' is not allreduce or ps", o->sync);
-    s->overlap = ranks > 1;
-    if (o->overlap && strcmp(o->overlap, "on") == 0)
-        s->overlap = 1;
-    else if (o->overlap && strcmp(o->overlap, "off") != 0)
+    s->overlap = ranks > 1; /* the default: on under mpirun, off in one process */
+    if (o->overlap && strcmp(o->overlap, "on") != 0 && strcmp(o->overlap, "off") != 0)
         return dp_fail(DP_ERR_ARG, "train: --overlap: '%s' is not on or off", o->overlap);
+    if (o->overlap) s->overlap = strcmp(o->overlap, "on") == 0;
     if (o->overlap && s->overlap && s->sync == DP_SYNC_PS)
         return dp_fail(DP_ERR_ARG, "train: --overlap on: --sync ps pushes the whole gradient after the backward "
                        "pass, nothing overlaps it (drop --overlap, or use --sync allreduce)");
