@@ -269,6 +269,7 @@ static dp_status_t make_trainer(const train_options_t *o, const train_settings_t
         .seed = o->seed,
         .sync_batch_norm = o->sync_batch_norm,
         .label_smoothing = o->label_smoothing,
+        .clip_grad_norm = o->clip_grad_norm,
         .backend = backends[0],
         .backends = backends,
         .accumulate = o->accumulate,

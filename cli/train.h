@@ -43,6 +43,7 @@ typedef struct {
     float comm_timeout;
     int sync_batch_norm;
     float label_smoothing;           /* --label-smoothing: the training loss's, in [0, 1) (0: none) */
+    float clip_grad_norm;            /* --clip-grad-norm: the gradients' max total norm (0: no clipping) */
     const char *metrics_path;
     const char *plot_path;
     const char *save_path, *resume_path;

@@ -129,6 +129,11 @@ const char train_usage[] =
     "                            (default 0: none; torchvision's recipes use 0.1). The loss\n"
     "                            printed is then the smoothed one (the test set's figure is\n"
     "                            its accuracy, as ever); saved, and --resume keeps it\n"
+    "  --clip-grad-norm X        scale every step's summed gradient down to a total L2 norm\n"
+    "                            of at most X before the update, as\n"
+    "                            torch.nn.utils.clip_grad_norm_(params, X) (default: none);\n"
+    "                            --overlap still sums during backward, the update waits for\n"
+    "                            the norm; saved, and --resume keeps it\n"
     "  --comm-timeout SECONDS    under mpirun: end the job when another rank has not\n"
     "                            answered for this long (default 300; 0 = never); GPUs\n"
     "                            summing with NCCL: when a wait for the sums has not ended\n"
@@ -163,7 +168,8 @@ const char train_usage[] =
     "                            option not given is the checkpoint's (--model, the optimizer\n"
     "                            and its options, the lr schedule and its options, --epochs,\n"
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
-    "                            --sync-batch-norm, --label-smoothing, --early-stop,\n"
+    "                            --sync-batch-norm, --label-smoothing, --clip-grad-norm,\n"
+    "                            --early-stop,\n"
     "                            --normalize, --freeze, --transform, --holdout, --data; not\n"
     "                            --devices, --threads-per-device, --save: give --save FILE\n"
     "                            to go on saving there; a line says what was taken); on the same\n"
@@ -171,7 +177,8 @@ const char train_usage[] =
     "                            would. --epochs counts from the start; a given --batch-size,\n"
     "                            --seed, --limit, lr schedule (with cosine, --epochs) or\n"
     "                            --label-smoothing other than the saved one is refused,\n"
-    "                            another --lr or optimizer option warned about\n"
+    "                            another --lr, optimizer option or --clip-grad-norm warned\n"
+    "                            about\n"
     "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
     "                            statistics (not its optimizer, step, schedule or label\n"
     "                            smoothing: this run's options say those); a last\n"
@@ -244,6 +251,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"comm-timeout", OPT_FLOAT, &o->comm_timeout, 0, 0},
         {"sync-batch-norm", OPT_FLAG, &o->sync_batch_norm, 0, 0},
         {"label-smoothing", OPT_FLOAT, &o->label_smoothing, 0, 0},
+        {"clip-grad-norm", OPT_FLOAT, &o->clip_grad_norm, 0, 0},
         {"metrics", OPT_STRING, &o->metrics_path, 0, 0},
         {"plot", OPT_STRING, &o->plot_path, 0, 0},
         {"save", OPT_STRING, &o->save_path, 0, 0},
@@ -456,6 +464,10 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (!(o->label_smoothing >= 0.0f && o->label_smoothing < 1.0f))
         return dp_fail(DP_ERR_ARG, "train: --label-smoothing must be in [0, 1) (0: none, 0.1 as torchvision's "
                        "recipes), found %g", o->label_smoothing);
+    if (train_option_given(o, &o->clip_grad_norm) &&
+        !(o->clip_grad_norm > 0.0f && o->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
+        return dp_fail(DP_ERR_ARG, "train: --clip-grad-norm must be a norm > 0 and at most %g (1 or 5 are usual), "
+                       "found %g", (double)DP_CLIP_MAX_NORM_LIMIT, o->clip_grad_norm);
     if (o->profile_steps) DP_TRY(train_profile_parse(o->profile_steps, &s->profile_warmup, &s->profile_window));
     if (!o->profile && !o->profile_steps) s->profile_window = 0; /* off */
     s->lr_default = isnan(o->lr);

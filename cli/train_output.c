@@ -57,9 +57,13 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         if (!isnan(o->bias_weight_decay))
             snprintf(decay + at, sizeof decay - (size_t)at, ", biases %g", o->bias_weight_decay);
     }
-    char smoothing[64] = ""; /* the loss, when it is not plain cross-entropy */
+    char smoothing[96] = ""; /* the loss, when it is not plain cross-entropy; gradient clipping */
+    int at = 0;
     if (o->label_smoothing != 0.0f)
-        snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));
+        at = snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));
+    if (o->clip_grad_norm > 0.0f)
+        snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", gradient norm clipped at %.9g",
+                 dp_float_decimal(o->clip_grad_norm));
     if (!o->quiet)
         printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",

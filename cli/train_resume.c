@@ -3,7 +3,8 @@
  * BackupAndRestore do: every run-defining option the command line does
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
- * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --early-stop, --limit,
+ * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
+ * --early-stop, --limit,
  * --augment, an image folder's --transform and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
  * taken: without --save a resume writes nothing (train_output.c warns once
@@ -84,6 +85,7 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     if (!GIVEN(limit)) o->limit = info->train_examples;
     if (!GIVEN(sync_batch_norm)) o->sync_batch_norm = info->sync_batch_norm;
     if (!GIVEN(label_smoothing)) o->label_smoothing = info->label_smoothing;
+    if (!GIVEN(clip_grad_norm)) o->clip_grad_norm = info->clip_grad_norm;
     if (!GIVEN(early_stop)) o->early_stop = info->early_stop;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
@@ -198,6 +200,8 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(sync_batch_norm) && o->sync_batch_norm) list_option(text, size, "sync-batch-norm", "");
     if (!GIVEN(label_smoothing) && o->label_smoothing != 0.0f)
         list_float(text, size, "label-smoothing", o->label_smoothing);
+    if (!GIVEN(clip_grad_norm) && o->clip_grad_norm != 0.0f)
+        list_float(text, size, "clip-grad-norm", o->clip_grad_norm);
     if (!GIVEN(early_stop) && o->early_stop) list_int(text, size, "early-stop", o->early_stop);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);

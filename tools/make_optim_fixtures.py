@@ -26,6 +26,17 @@ the warm-up LinearLR(1/W, total_iters=W-1) chained with them
 (ChainedScheduler). The script also checks torch's values against
 schedule.h's closed form in float64 before writing them.
 
+Clipping cases ("clip-*.bin"): torch.nn.utils.clip_grad_norm_ over four
+tensors of several sizes, then an SGD step with momentum 0.9, for STEPS
+steps (tests/test_clip.c replays them through optim.h's dp_clip_* and
+dp_optimizer):
+    "config"     f32[8]  the optimizer case's 7 values, then max_norm
+    "params0"    f32[N]  initial parameters (the tensors one after the other)
+    "grads"      f32[S, N]  the gradients of step s before clipping
+    "total_norm" f32[S]  what clip_grad_norm_ returned
+    "clipped"    f32[S, N]  the gradients after it
+    "params"     f32[S, N]  the parameters after step s
+
 Run:  /usr/bin/python3 tools/make_optim_fixtures.py [output_dir]
 (default tests/fixtures/optim). Re-running reproduces the same bytes.
 
@@ -149,6 +160,44 @@ def all_optim_cases():
     ]
 
 
+def clip_case(name, max_norm, lr, sizes, scales):
+    """torch.nn.utils.clip_grad_norm_(params, max_norm) (1.13: the float32
+    norm of the per-tensor norms, max_norm / (norm + 1e-6) clamped to 1,
+    each gradient multiplied by it), then an SGD step with momentum 0.9,
+    over STEPS steps; step s's gradients are standard normal times
+    scales[s] (some steps clipped, some not)."""
+    rng = rng_for(name)
+    n = sum(sizes)
+    params0 = rng.standard_normal(n).astype(np.float32)
+    grads = np.zeros((STEPS, n), np.float32)
+    for step in range(STEPS):
+        grads[step] = (rng.standard_normal(n) * scales[step]).astype(np.float32)
+    params = [torch.nn.Parameter(torch.from_numpy(part.copy())) for part in np.split(params0, np.cumsum(sizes)[:-1])]
+    opt = torch.optim.SGD(params, lr=lr, momentum=0.9)
+    norms = np.zeros(STEPS, np.float32)
+    clipped = np.zeros((STEPS, n), np.float32)
+    params_after = np.zeros((STEPS, n), np.float32)
+    for step in range(STEPS):
+        for p, g in zip(params, np.split(grads[step], np.cumsum(sizes)[:-1])):
+            p.grad = torch.from_numpy(g.copy())
+        norms[step] = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
+        clipped[step] = np.concatenate([p.grad.numpy() for p in params])
+        opt.step()
+        params_after[step] = np.concatenate([p.detach().numpy() for p in params])
+    tensors = [("config", np.array([lr, 0, 0.9, 0, 0, 0, 0, max_norm], np.float32)), ("params0", params0),
+               ("grads", grads), ("total_norm", norms), ("clipped", clipped), ("params", params_after)]
+    return name, "clip", tensors
+
+
+def all_clip_cases():
+    sizes = [37, 5, 100, 1000]  # tensors of several sizes: torch's per-tensor norms, then theirs
+    return [
+        clip_case("clip-mixed", 1.0, 0.05, sizes, [0.01, 0.1, 1.0, 0.02, 3.0, 0.05]),
+        clip_case("clip-always", 0.7, 0.1, sizes, [1.0, 2.0, 0.5, 4.0, 1.5, 0.3]),
+        clip_case("clip-never", 1000.0, 0.05, sizes, [1.0, 2.0, 0.5, 4.0, 1.5, 0.3]),
+    ]
+
+
 def closed_form_lr(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, n, t):
     """schedule.h's formula, in float64."""
     if kind == 1:
@@ -211,7 +260,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     total, names = 0, set()
-    for name, op, tensors in all_optim_cases() + all_schedule_cases():
+    for name, op, tensors in all_optim_cases() + all_schedule_cases() + all_clip_cases():
         assert name not in names, f"duplicate case {name}"
         names.add(name)
         total += write_case(out_dir, name, op, default_attr(), tensors)

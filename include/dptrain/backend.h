@@ -126,6 +126,19 @@ struct dp_backend {
     void (*optimizer_upload)(void *ctx, dp_optimizer_t *optimizer);
     void (*optimizer_forget)(void *ctx, const dp_optimizer_t *optimizer);
 
+    /* Gradient clipping (optim.h dp_clip_*; the trainer's clip_grad_norm):
+     *   sum_squares: *out = the sum of x[i] * x[i] over [0, count) (x in
+     *     this backend's memory), each square and sum in double, in the
+     *     backend's fixed order (the same bits every call on the same
+     *     floats; another backend's order may differ in the last bits of
+     *     the double, which the float norm made from it all but never
+     *     shows); waits for the device (a host synchronisation on a GPU);
+     *     a device failure is its status;
+     *   scale_range: x[0, count) *= factor, one float multiply each
+     *     (torch's Tensor.mul_). */
+    dp_status_t (*sum_squares)(void *ctx, const float *x, size_t count, double *out);
+    void (*scale_range)(void *ctx, float *x, float factor, size_t count);
+
     /* --- Local collectives (replicas of one process, possibly on several
      * devices of this backend) --- */
     /* dst[i] = src[0][i] + src[1][i] + ... + src[k-1][i] for i in [start,

@@ -94,6 +94,11 @@
  *                           as its shortest decimal ("0.1"); written only
  *                           when not 0 (absent: 0, none). A resume must use
  *                           the same
+ *   clip_grad_norm          gradient clipping's max norm (--clip-grad-norm,
+ *                           parallel.h's config.clip_grad_norm), float32 in
+ *                           (0, 1e30] as its shortest decimal; written only
+ *                           when clipping (absent: 0, none). A resume takes
+ *                           it; another value is allowed, with a warning
  *   devices, ranks          of the run that saved, informational
  *   data.normalize          "" or the --normalize values, per channel:
  *                           "M0,..,S0,.." (%.9g); a resume must use the same
@@ -199,6 +204,7 @@ typedef struct {
     int sync_batch_norm;        /* 1: synchronised batch norm (read: 0 when the file does not record it) */
     float label_smoothing;      /* the training loss's label smoothing, in [0, 1) (read: 0 when the file
                                    does not record it) */
+    float clip_grad_norm;       /* gradient clipping's max norm, 0: none (read: 0 when not recorded) */
     int best_epoch;             /* the run's epoch (1-based) with the highest test accuracy so far (the
                                    earlier of equals), 0: none recorded (no epoch yet, or an older file) */
     int best_correct, best_count; /* its test set's correct answers and size */

@@ -143,6 +143,26 @@ dp_optim_kind_t dp_optimizer_kind(const dp_optimizer_t *opt);
 const dp_optim_config_t *dp_optimizer_config(const dp_optimizer_t *opt);
 size_t dp_optimizer_num_params(const dp_optimizer_t *opt);
 
+/* --- Gradient clipping (clip.c): torch.nn.utils.clip_grad_norm_(parameters,
+ * max_norm) of torch 1.13 (norm_type 2, error_if_nonfinite False), which a
+ * training loop calls between backward and the optimizer's step. The total
+ * norm is that of every gradient together, made from the sum of their
+ * squares in double (rounded once to float: torch's float32 norm of the
+ * per-tensor norms is within an ulp or two of it); every gradient is then
+ * multiplied by the coefficient. */
+/* The largest max_norm taken (beyond it nothing float could ever be clipped). */
+#define DP_CLIP_MAX_NORM_LIMIT 1e30f
+/* sqrt(sum_squares) as a float (inf when it overflows, NaN for NaN). */
+float dp_clip_total_norm(double sum_squares);
+/* min(max_norm / (total_norm + 1e-6), 1) in float, as torch computes it
+ * (1 / (total_norm + 1e-6), times max_norm; torch.clamp keeps a NaN: a NaN
+ * norm gives NaN, an infinite one 0). */
+float dp_clip_coefficient(float total_norm, float max_norm);
+/* The sum of x[i] * x[i] over [0, n) in double, in one fixed order
+ * whatever the machine (eight running sums over i mod 8, added pairwise
+ * at the end): the CPU backend's sum_squares. */
+double dp_sum_squares(const float *x, size_t n);
+
 /* --- State, for checkpoints ----------------------------------------------------
  * An optimizer's state is its step count and 0-2 buffers of n floats, named
  * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),

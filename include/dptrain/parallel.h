@@ -72,6 +72,13 @@ typedef struct {
                                 + eps / K (ops.h softmax_xent); 0: none. The steps' loss (and
                                 dp_trainer_step's loss_sum, the epoch's train_loss) is this
                                 smoothed loss; evaluation counts correct answers, no loss */
+    float clip_grad_norm;    /* > 0: torch.nn.utils.clip_grad_norm_(params, clip_grad_norm) on
+                                every step's summed gradient before the update (optim.h
+                                dp_clip_*: the total norm of every trained float's gradient,
+                                and each multiplied by min(1, max / (norm + 1e-6))); the norm
+                                is read on the host (a GPU synchronises once a step), and
+                                with --overlap the buckets are still summed during backward
+                                but updated after it (DDP's way); 0: none */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
     const dp_backend_t *const *backends; /* (num_devices) device d's backend, when the devices
@@ -199,6 +206,12 @@ dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *trainer, dp_batch_source
  * dp_trainer_set_params). Call between steps. NULL (and a one-line
  * message) when device is not in 0..num_devices - 1. */
 float *dp_trainer_params(dp_trainer_t *trainer, int device);
+/* out (dp_model_num_trainable floats, host memory) = the gradient the last
+ * step's update applied: the sum over every device and rank of the
+ * gradient of the global mean loss, clipped when config.clip_grad_norm
+ * says (replica 0's; with --sync ps the server's, whose sum is every
+ * rank's on rank 0 only). Call between steps, after at least one. */
+void dp_trainer_read_grads(dp_trainer_t *trainer, float *out);
 /* DP_OK, or the first failure one of the trainer's devices met out of sight
  * of its tasks (backend.h: failure; a GPU's download that failed leaves
  * other bytes in the copy), naming the device and what failed: ask before
@@ -211,6 +224,11 @@ int dp_trainer_accumulate(const dp_trainer_t *trainer);
 int dp_trainer_sync_batch_norm(const dp_trainer_t *trainer);
 /* The training loss's label smoothing (config.label_smoothing; 0: none). */
 float dp_trainer_label_smoothing(const dp_trainer_t *trainer);
+/* Gradient clipping's max norm (config.clip_grad_norm; 0: none), and the
+ * total norm of the last step's summed gradient before clipping (NaN before
+ * the first step or without clipping). */
+float dp_trainer_clip_grad_norm(const dp_trainer_t *trainer);
+float dp_trainer_last_grad_norm(const dp_trainer_t *trainer);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

@@ -30,6 +30,7 @@
 #define DP_CHECKPOINT_BEST_COUNT_KEY "best.test_count"
 #define DP_CHECKPOINT_EARLY_STOP_KEY "early_stop"
 #define DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY "optimizer.bias_weight_decay"
+#define DP_CHECKPOINT_CLIP_GRAD_NORM_KEY "clip_grad_norm"
 
 #define DP_CHECKPOINT_WEIGHTS_ONLY_KEY "weights_only"
 
@@ -44,15 +45,18 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (best.epoch, best.test_correct, best.test_count, early_stop, optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing, classes, transform, train_transform, holdout,
+ * (best.epoch, best.test_correct, best.test_count, early_stop,
+ * optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing,
+ * clip_grad_norm, classes, transform, train_transform, holdout,
  * data.train_total, data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 16
+#define DP_CHECKPOINT_OPTIONAL_KEYS 17
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char label_smoothing[32]; /* label_smoothing's text */
+    char clip_grad_norm[32];  /* clip_grad_norm's text */
     char norm_weight_decay[32], bias_weight_decay[32]; /* optimizer.norm_weight_decay's, .bias_weight_decay's */
     char best[3][16]; /* best.epoch's, best.test_correct's, best.test_count's texts */
     char early_stop[16]; /* early_stop's text */

@@ -217,6 +217,13 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         snprintf(m->label_smoothing, sizeof m->label_smoothing, "%.9g", dp_float_decimal(info->label_smoothing));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_LABEL_SMOOTHING_KEY, m->label_smoothing};
     }
+    if (info->clip_grad_norm != 0.0f) {
+        if (!(info->clip_grad_norm > 0.0f && info->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
+            return dp_fail(DP_ERR_ARG, "checkpoint: the gradient clipping norm %g is not in (0, %g]",
+                           (double)info->clip_grad_norm, (double)DP_CLIP_MAX_NORM_LIMIT);
+        snprintf(m->clip_grad_norm, sizeof m->clip_grad_norm, "%.9g", dp_float_decimal(info->clip_grad_norm));
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, m->clip_grad_norm};
+    }
     if (info->num_class_names > 0) {
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
@@ -577,7 +584,9 @@ static dp_status_t parse_early_stop(dp_checkpoint_t *c) {
 }
 
 /* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
- * 0); the weight-decay groups' decays (absent: none, the weight decay's). */
+ * 0); clip_grad_norm: a float32 in (0, DP_CLIP_MAX_NORM_LIMIT] (absent: 0,
+ * none); the weight-decay groups' decays (absent: none, the weight
+ * decay's). */
 static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     dp_optim_config_t *o = &c->info.optim;
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, 0, &o->norm_weight_decay,
@@ -586,6 +595,13 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
                                 &o->has_bias_weight_decay));
     DP_TRY(parse_best(c));
     DP_TRY(parse_early_stop(c));
+    DP_TRY(parse_optional_float(c, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, 0, &c->info.clip_grad_norm, NULL));
+    if (!(c->info.clip_grad_norm >= 0.0f && c->info.clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT) ||
+        (c->info.clip_grad_norm == 0.0f && dp_safetensors_meta(c->st, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY)))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, %g]",
+                       dp_safetensors_path(c->st), DP_CHECKPOINT_CLIP_GRAD_NORM_KEY,
+                       dp_json_show(dp_safetensors_meta(c->st, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY)).text,
+                       (double)DP_CLIP_MAX_NORM_LIMIT);
     return parse_optional_float(c, DP_CHECKPOINT_LABEL_SMOOTHING_KEY, 1, &c->info.label_smoothing, NULL);
 }
 

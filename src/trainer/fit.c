@@ -19,7 +19,8 @@
  *   freeze is a new run, --init);
  * - warned about, then used: another learning rate (the schedule's base
  *   lr), weight decay or optimizer hyper-parameter (momentum, nesterov,
- *   betas, eps): a deliberate change, the run is then no longer the
+ *   betas, eps) or gradient clipping (--clip-grad-norm, also turned on or
+ *   off): a deliberate change, the run is then no longer the
  *   uninterrupted one; another device or rank count (the gradient sums are
  *   added in another order: the same up to float rounding, not bit for
  *   bit); another --augment (a deliberate change of the data's
@@ -274,6 +275,14 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     if (strcmp(saved_optim, run_optim) != 0)
         warn(config, ctx, "--resume %s: saved with %s; continuing with %s (not what an uninterrupted run would do)",
              path, saved_optim, run_optim);
+    if (saved->clip_grad_norm != run->clip_grad_norm) {
+        char was[40] = "no --clip-grad-norm", now[40] = "none";
+        if (saved->clip_grad_norm > 0.0f)
+            snprintf(was, sizeof was, "--clip-grad-norm %.9g", dp_float_decimal(saved->clip_grad_norm));
+        if (run->clip_grad_norm > 0.0f) snprintf(now, sizeof now, "%.9g", dp_float_decimal(run->clip_grad_norm));
+        warn(config, ctx, "--resume %s: saved with %s, continuing with %s (not what an uninterrupted run would do)",
+             path, was, now);
+    }
     if (strcmp(saved->augment, run->augment) != 0)
         warn(config, ctx, "--resume %s: saved with --augment %s, continuing with %s (not what an uninterrupted "
              "run would do)", path, saved->augment[0] ? saved->augment : "none",
@@ -635,6 +644,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .epochs_planned = config->epochs,
                                   .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
                                   .label_smoothing = dp_trainer_label_smoothing(trainer),
+                                  .clip_grad_norm = dp_trainer_clip_grad_norm(trainer),
                                   .early_stop = config->early_stop,
                                   .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run->optim.lr = (float)config->schedule.lr;

@@ -71,6 +71,19 @@ void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count) {
     }
 }
 
+static dp_status_t broadcast_update_chunk_task(void *arg) {
+    dp_replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    size_t start, count;
+    dp_chunk_range(t->num_trainable, t->num_devices, r->index, &start, &count);
+    dp_sync_broadcast_update(t, start, count);
+    return DP_OK;
+}
+
+dp_status_t dp_sync_broadcast_update_chunks(dp_trainer_t *t) {
+    return dp_trainer_run_on_all(t, broadcast_update_chunk_task);
+}
+
 dp_status_t dp_trainer_sync_buffers(dp_trainer_t *t) {
     size_t start = t->buffers_at, count = t->num_params - start; /* not the frozen parameters: never changed */
     /* With synchronised batch norm every replica on every rank updated its

@@ -2,9 +2,10 @@
  * optimizer and scratch) and the operations over every replica of a trainer
  * that the synchronisation strategies (sync_*.c) and the trainer (trainer.c)
  * share: replica.c (tasks on every device, the optimizers, the buffers after
- * a step, MPI's host staging) and replica_collectives.c (sums and copies
- * among the replicas). Library internal; below the strategies and the
- * trainer: nothing here calls either.
+ * a step, MPI's host staging), replica_collectives.c (sums and copies
+ * among the replicas) and clip_grad.c (gradient clipping). Library
+ * internal; below the strategies and the trainer: nothing here calls
+ * either.
  */
 #ifndef DPTRAIN_REPLICA_H
 #define DPTRAIN_REPLICA_H
@@ -96,6 +97,22 @@ void dp_sync_broadcast_update(dp_trainer_t *t, size_t start, size_t count);
 /* Sums the gradient range over all replicas into replica 0
  * (device order). */
 void dp_sync_reduce_to_first(dp_trainer_t *t, size_t start, size_t count);
+
+/* The chunks of replica 0's gradients (dp_chunk_range, one per device)
+ * copied to every replica and updated there: one task per device, waited
+ * for. */
+dp_status_t dp_sync_broadcast_update_chunks(dp_trainer_t *t);
+
+/* clip_grad.c: gradient clipping (the trainer's config.clip_grad_norm).
+ *   dp_clipping: whether the trainer clips;
+ *   dp_clip_gradients: grads (be's memory, num_trainable floats) holds the
+ *     step's whole summed gradient: its norm and coefficient kept
+ *     (t->last_grad_norm, t->clip_coef) and it is scaled; nothing without
+ *     clipping;
+ *   dp_clip_scale: another buffer holding the same sum scaled alike. */
+int dp_clipping(const dp_trainer_t *t);
+dp_status_t dp_clip_gradients(dp_trainer_t *t, const dp_backend_t *be, float *grads);
+void dp_clip_scale(const dp_trainer_t *t, const dp_backend_t *be, float *grads);
 
 /* replica.c: the replica's device (joined first), memory, tape, optimizer. */
 void dp_replica_free(dp_replica_t *r);

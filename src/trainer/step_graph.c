@@ -94,6 +94,7 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     for (int d = 0; d < t->num_devices; d++)
         if (!t->replicas[d].backend->graph_begin) return "not CUDA devices";
     if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
+    if (t->config.clip_grad_norm > 0.0f) return "--clip-grad-norm (the gradients' norm is read on the host)";
     int nccl = t->sync == &dp_sync_peer || t->sync == &dp_sync_peer_overlap;
     if (t->ranks > 1 && !nccl) return "several MPI ranks summing through MPI (a graph needs NCCL)";
     if (t->num_devices > 1 && !nccl) return "several devices summing through host memory (a graph needs NCCL)";

@@ -9,7 +9,9 @@
  * (dp_chunk_range, whole cache lines) are disjoint, so the k tasks write
  * disjoint ranges of every replica and need no lock. The caller waits for
  * all of them. The sums run in device order (backend reduce_range), so
- * they are the naive strategy's bits.
+ * they are the naive strategy's bits. With gradient clipping
+ * (clip_grad.c) the sums, the norm of replica 0's whole sum, and the
+ * copies and updates are three phases.
  */
 #include "replica.h"
 #include "sync_strategy.h"
@@ -25,8 +27,23 @@ static dp_status_t reduce_update_chunk_task(void *arg) {
     return DP_OK;
 }
 
+static dp_status_t reduce_chunk_task(void *arg) {
+    dp_replica_t *r = arg;
+    dp_trainer_t *t = r->trainer;
+    size_t start, count;
+    dp_chunk_range(t->num_trainable, t->num_devices, r->index, &start, &count);
+    dp_sync_reduce_to_first(t, start, count);
+    return DP_OK;
+}
+
 static dp_status_t chunked_end_step(dp_trainer_t *t) {
-    DP_TRY(dp_trainer_run_on_all(t, reduce_update_chunk_task));
+    if (dp_clipping(t)) { /* the whole sum's norm before any update */
+        DP_TRY(dp_trainer_run_on_all(t, reduce_chunk_task));
+        DP_TRY(dp_clip_gradients(t, t->backend, t->grad_buffers[0]));
+        DP_TRY(dp_sync_broadcast_update_chunks(t));
+    } else {
+        DP_TRY(dp_trainer_run_on_all(t, reduce_update_chunk_task));
+    }
     return dp_trainer_sync_buffers(t);
 }
 

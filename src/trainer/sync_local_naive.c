@@ -15,6 +15,7 @@
 static dp_status_t reduce_naive_task(void *arg) {
     dp_trainer_t *t = ((dp_replica_t *)arg)->trainer;
     dp_sync_reduce_to_first(t, 0, t->num_trainable);
+    DP_TRY(dp_clip_gradients(t, t->backend, t->grad_buffers[0])); /* with clipping (clip_grad.c) */
     dp_replicas_broadcast(t, t->grad_buffers, 0, 0, t->num_trainable);
     return DP_OK;
 }

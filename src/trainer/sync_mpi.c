@@ -55,17 +55,6 @@ static dp_status_t allreduce_chunk_task(void *arg) {
     return DP_OK;
 }
 
-/* Replica 0 holds the global sum: device d copies chunk d to the other
- * replicas and updates chunk d everywhere. */
-static dp_status_t broadcast_update_chunk_task(void *arg) {
-    dp_replica_t *r = arg;
-    dp_trainer_t *t = r->trainer;
-    size_t start, count;
-    dp_chunk_range(t->num_trainable, t->num_devices, r->index, &start, &count);
-    dp_sync_broadcast_update(t, start, count);
-    return DP_OK;
-}
-
 static dp_status_t mpi_end_step(dp_trainer_t *t) {
     if (t->num_devices > 1) DP_TRY(dp_trainer_run_on_all(t, allreduce_chunk_task));
     /* bucket by bucket, as with overlap: MPI's order of summation may
@@ -78,7 +67,8 @@ static dp_status_t mpi_end_step(dp_trainer_t *t) {
     }
     DP_TRY(dp_world_drain());
     dp_trainer_stage_up(t, sum, 0, t->num_trainable);
-    DP_TRY(dp_trainer_run_on_all(t, broadcast_update_chunk_task));
+    DP_TRY(dp_clip_gradients(t, t->backend, sum)); /* replica 0 holds the global sum */
+    DP_TRY(dp_sync_broadcast_update_chunks(t));
     return dp_trainer_sync_buffers(t);
 }
 
@@ -112,7 +102,7 @@ static void bucket_summed_across_ranks(void *ctx) {
     size_t start, count;
     dp_bucket_range(job->trainer, job->bucket, &start, &count);
     dp_trainer_stage_up(job->trainer, job->trainer->grad_buffers[0], start, count);
-    dp_sync_broadcast_update(job->trainer, start, count);
+    if (!dp_clipping(job->trainer)) dp_sync_broadcast_update(job->trainer, start, count); /* else: end_step */
 }
 
 /* Bucket b is complete on every device: sum it locally, then hand every
@@ -180,6 +170,16 @@ static void mpi_overlap_range_final(dp_replica_t *r) {
 
 static dp_status_t mpi_overlap_drain(dp_trainer_t *t) { return dp_world_drain(); }
 
+/* With clipping the buckets were summed but not updated: the norm of the
+ * whole sum first (clip_grad.c). */
+static dp_status_t mpi_overlap_end_step(dp_trainer_t *t) {
+    if (dp_clipping(t)) {
+        DP_TRY(dp_clip_gradients(t, t->backend, t->grad_buffers[0]));
+        DP_TRY(dp_sync_broadcast_update_chunks(t));
+    }
+    return dp_trainer_sync_buffers(t);
+}
+
 const dp_sync_strategy_t dp_sync_mpi_overlap = {
     .name = "mpi-overlap",
     .init = mpi_overlap_init,
@@ -187,5 +187,5 @@ const dp_sync_strategy_t dp_sync_mpi_overlap = {
     .begin_step = mpi_overlap_begin_step,
     .range_final = mpi_overlap_range_final,
     .drain = mpi_overlap_drain,
-    .end_step = dp_trainer_sync_buffers,
+    .end_step = mpi_overlap_end_step,
 };

@@ -15,7 +15,11 @@
  * once all k have counted it, so the completing device owns it. The sums
  * and updates are the chunked strategy's, element by element, so the
  * results are the same bits. The caller's wait for phase 1 waits for all
- * of it: nothing is left for end_step but the buffers.
+ * of it: nothing is left for end_step but the buffers. With gradient
+ * clipping (clip_grad.c) a bucket is only summed into replica 0 during
+ * backward; end_step measures the norm of the whole sum, scales it, and
+ * copies and updates it chunk by chunk (the chunked strategy's phase 2),
+ * as DDP leaves the optimizer's step after its overlapped allreduce.
  */
 #include <stdlib.h>
 
@@ -28,7 +32,7 @@ static void complete_bucket(dp_trainer_t *t, long b) {
     size_t start, count;
     dp_bucket_range(t, b, &start, &count);
     dp_sync_reduce_to_first(t, start, count);
-    dp_sync_broadcast_update(t, start, count);
+    if (!dp_clipping(t)) dp_sync_broadcast_update(t, start, count); /* else: end_step, after the norm */
 }
 
 static dp_status_t overlap_init(dp_trainer_t *t) {
@@ -52,11 +56,19 @@ static void overlap_begin_step(dp_trainer_t *t) {
 
 static void overlap_range_final(dp_replica_t *r) { dp_bucket_counter_count(r->trainer->sync_state, r); }
 
+static dp_status_t overlap_end_step(dp_trainer_t *t) {
+    if (dp_clipping(t)) {
+        DP_TRY(dp_clip_gradients(t, t->backend, t->grad_buffers[0]));
+        DP_TRY(dp_sync_broadcast_update_chunks(t));
+    }
+    return dp_trainer_sync_buffers(t);
+}
+
 const dp_sync_strategy_t dp_sync_overlap = {
     .name = "overlap",
     .init = overlap_init,
     .release = overlap_release,
     .begin_step = overlap_begin_step,
     .range_final = overlap_range_final,
-    .end_step = dp_trainer_sync_buffers,
+    .end_step = overlap_end_step,
 };

@@ -22,7 +22,8 @@
  * statistics) go from the first replica of rank 0 to every other with
  * NCCL's broadcast. Across ranks the step makes no MPI call (one group over
  * every rank's GPUs; step_graph.c's one byte per rank aside), and no host
- * synchronisation anywhere. The sums go bucket by bucket
+ * synchronisation anywhere (but gradient clipping's: clip_grad.c reads
+ * the norm of replica 0's sum, then scales every replica's). The sums go bucket by bucket
  * (DP_BUCKET_FLOATS ranges, in the order nb-1, ..., 0) with and without
  * overlap, so that both give the same bits also where NCCL's order of
  * summation depends on the message size.
@@ -195,6 +196,10 @@ static dp_status_t sum_bucket(dp_trainer_t *t, long b) {
 static dp_status_t join_update(dp_trainer_t *t) {
     const dp_backend_t *be = t->replicas[0].backend;
     DP_TRY(be->peer_join(t->peer_group));
+    if (dp_clipping(t)) { /* every replica holds the sum: replica 0's norm, every replica scaled */
+        DP_TRY(dp_clip_gradients(t, be, t->grad_buffers[0]));
+        for (int d = 1; d < t->num_devices; d++) dp_clip_scale(t, t->replicas[d].backend, t->grad_buffers[d]);
+    }
     update_range(t, 0, t->num_trainable);
     return dp_trainer_sync_buffers(t); /* NCCL's broadcast of the buffers (replica.c) */
 }

@@ -57,10 +57,12 @@ static dp_status_t ps_push_task(void *arg) {
     return DP_OK;
 }
 
-/* The server's optimizer counts its own steps. */
+/* The server's optimizer counts its own steps; with clipping the server's
+ * sum is clipped (rank 0: the other ranks take its parameters). */
 static dp_status_t ps_update_task(void *arg) {
     dp_trainer_t *t = arg;
     dp_optimizer_begin_step(t->server_optimizer);
+    DP_TRY(dp_clip_gradients(t, t->backend, t->server_grads)); /* with clipping (clip_grad.c) */
     t->backend->optimizer_update(t->backend->ctx, t->server_optimizer, t->server_params, t->server_grads, 0,
                                  t->num_trainable);
     return DP_OK;

@@ -73,6 +73,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,9 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     if (!(config->label_smoothing >= 0.0f && config->label_smoothing < 1.0f))
         return dp_fail(DP_ERR_ARG, "trainer: label_smoothing must be in [0, 1), found %g",
                        (double)config->label_smoothing);
+    if (!(config->clip_grad_norm >= 0.0f && config->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
+        return dp_fail(DP_ERR_ARG, "trainer: clip_grad_norm must be > 0 (0: no clipping) and at most %g, found %g",
+                       (double)DP_CLIP_MAX_NORM_LIMIT, (double)config->clip_grad_norm);
     if (config->threads_per_device < 1 || config->threads_per_device > DP_TRAINER_MAX_THREADS)
         return dp_fail(DP_ERR_ARG, "threads per device must be 1 to %d, found %d", DP_TRAINER_MAX_THREADS,
                        config->threads_per_device);
@@ -193,6 +197,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
     t->config.device_ids = NULL; /* not kept: the caller's array */
     if (t->config.world.size < 1) t->config.world.size = 1;
     t->ranks = t->config.world.size;
+    t->last_grad_norm = NAN;
     if (t->config.accumulate < 1) t->config.accumulate = 1;
     t->backend = config->backend ? config->backend : dp_backend_cpu();
     t->model = config->model;
@@ -238,6 +243,11 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (!be->count_metrics) {
             status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' has no count_metrics (backend.h): it cannot "
                              "train here", d, be->name);
+            goto fail;
+        }
+        if (config->clip_grad_norm > 0.0f && (!be->sum_squares || !be->scale_range)) {
+            status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' cannot clip gradients (no sum_squares or "
+                             "scale_range, backend.h)", d, be->name);
             goto fail;
         }
         if (used < sizeof t->device_names)
@@ -344,6 +354,13 @@ float *dp_trainer_params(dp_trainer_t *t, int device) {
     return r->host_params;
 }
 
+void dp_trainer_read_grads(dp_trainer_t *t, float *out) {
+    if (t->server) /* --sync ps: the server summed and updated */
+        dp_device_download(t->server, out, t->server_grads, sizeof(float) * t->num_trainable);
+    else
+        dp_device_download(t->devices[0], out, t->replicas[0].grads, sizeof(float) * t->num_trainable);
+}
+
 dp_status_t dp_trainer_check_devices(const dp_trainer_t *t) {
     for (int d = 0; d < t->num_devices; d++) {
         const dp_backend_t *be = t->replicas[d].backend;
@@ -357,6 +374,8 @@ int dp_trainer_num_devices(const dp_trainer_t *t) { return t->num_devices; }
 int dp_trainer_accumulate(const dp_trainer_t *t) { return t->config.accumulate; }
 int dp_trainer_sync_batch_norm(const dp_trainer_t *t) { return t->config.sync_batch_norm != 0; }
 float dp_trainer_label_smoothing(const dp_trainer_t *t) { return t->config.label_smoothing; }
+float dp_trainer_clip_grad_norm(const dp_trainer_t *t) { return t->config.clip_grad_norm; }
+float dp_trainer_last_grad_norm(const dp_trainer_t *t) { return t->last_grad_norm; }
 const dp_model_t *dp_trainer_model(const dp_trainer_t *t) { return t->model; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
 const dp_backend_t *dp_trainer_backend(const dp_trainer_t *t) { return t->backend; }

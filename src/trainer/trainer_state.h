@@ -47,6 +47,8 @@ struct dp_trainer {
     double sync_sec;         /* time in phases 2 and 3, all steps */
     double mpi_sec;          /* the part of it inside MPI_Allreduce */
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
+    float last_grad_norm;    /* clipping: the last step's total gradient norm (NaN: none yet) */
+    float clip_coef;         /* clipping: the factor of this step's gradients (clip_grad.c) */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
     int empty_shards;        /* this step has devices without examples (a short last batch with
                                 fewer examples than devices of all ranks: the same on every rank) */

@@ -4,7 +4,8 @@
  * optim.c's dp_optimizer_step_range, and the collective primitives are
  * plain loops over shared memory (the sums: the kernel table's per-ISA
  * loop); a batch's loss and correct count are added up in place
- * (count_metrics). Stateless: one static table serves every
+ * (count_metrics); gradient clipping's sum of squares is optim.h's
+ * dp_sum_squares. Stateless: one static table serves every
  * CPU device. */
 #include "dptrain/backend.h"
 
@@ -75,6 +76,17 @@ static void cpu_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *pa
     dp_optimizer_step_range(optimizer, params, grads, start, count);
 }
 
+static dp_status_t cpu_sum_squares(void *ctx, const float *x, size_t count, double *out) {
+    (void)ctx;
+    *out = dp_sum_squares(x, count);
+    return DP_OK;
+}
+
+static void cpu_scale_range(void *ctx, float *x, float factor, size_t count) {
+    (void)ctx;
+    for (size_t i = 0; i < count; i++) x[i] *= factor;
+}
+
 static void cpu_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start,
                              size_t count) {
     (void)ctx;
@@ -143,6 +155,8 @@ static const dp_backend_t cpu_backend = {
     .copy = cpu_copy,
     .ops = dp_op_table,
     .optimizer_update = cpu_optimizer_update,
+    .sum_squares = cpu_sum_squares,
+    .scale_range = cpu_scale_range,
     .reduce_range = cpu_reduce_range,
     .broadcast_range = cpu_broadcast_range,
     .input_from_bytes = cpu_input_from_bytes,

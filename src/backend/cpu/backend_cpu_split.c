@@ -134,6 +134,16 @@ static void split_optimizer_update(void *ctx, dp_optimizer_t *optimizer, float *
     staged()->optimizer_update(staged()->ctx, optimizer, params, grads, start, count);
 }
 
+static dp_status_t split_sum_squares(void *ctx, const float *x, size_t count, double *out) {
+    check_own(ctx, "sum_squares", x, sizeof(float) * count);
+    return staged()->sum_squares(staged()->ctx, x, count, out);
+}
+
+static void split_scale_range(void *ctx, float *x, float factor, size_t count) {
+    check_own(ctx, "scale_range", x, sizeof(float) * count);
+    staged()->scale_range(staged()->ctx, x, factor, count);
+}
+
 static void split_reduce_range(void *ctx, float *dst, const float *const *src, int k, size_t start,
                                size_t count) {
     check_own(ctx, "reduce_range (destination)", dst + start, sizeof(float) * count);
@@ -181,6 +191,8 @@ static void split_init(void) {
         sp->table.download = split_download;
         sp->table.copy = split_copy;
         sp->table.optimizer_update = split_optimizer_update;
+        sp->table.sum_squares = split_sum_squares;
+        sp->table.scale_range = split_scale_range;
         sp->table.reduce_range = split_reduce_range;
         sp->table.broadcast_range = split_broadcast_range;
         sp->table.input_from_bytes = split_input_from_bytes;
