@@ -12,6 +12,8 @@
 # - --resume takes it (named on the resume's line) and ends in the straight
 #   run's bytes; another value is taken with a warning; --init does not
 #   take it;
+# - 2 emulated GPUs (CUDA builds): NCCL = the host path, overlap on = off,
+#   and the first line says why no step graph;
 # - bad values are refused in one line, before anything is written.
 source "$(dirname "$0")/testing.sh"
 
@@ -74,6 +76,28 @@ grep -q "saved with --clip-grad-norm 0.25, continuing with 0.5" "$tmp/other.out"
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --init "$tmp/tight.st" \
   --save "$tmp/init.st" >"$tmp/init.out" 2>&1 && pass || fail "--init: $(tail -3 "$tmp/init.out")"
 [[ -z $(key "$tmp/init.st") ]] && ! grep -q clipped "$tmp/init.out" && pass || fail "--init took the clipping"
+
+# 2 emulated GPUs (a build with CUDA): NCCL's in-place sums (every replica scaled by replica 0's
+# coefficient) = the host path's bits, with and without overlap; no step graph (the norm is read on the host)
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ -e $emu ]] && { nm -D "$emu" 2>/dev/null | grep -q ncclAllReduce || nm "$emu" 2>/dev/null | grep -q ncclAllReduce; }; then
+  small_data "$tmp/tiny" 96 48
+  gpus=(train --model lenet-paddle --data "$tmp/tiny" --epochs 1 --batch-size 24 --seed 2 --lr 0.1
+        --devices cuda:0,cuda:1 --clip-grad-norm 0.25)
+  for overlap in off on; do
+    for nccl in 1 0; do
+      DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2 DPTRAIN_NCCL=$nccl "$bin" "${gpus[@]}" --overlap $overlap \
+        --save "$tmp/gpu-$overlap-$nccl.st" >"$tmp/gpu.out" 2>&1 && pass || fail "2 GPUs: $(tail -3 "$tmp/gpu.out")"
+      [[ $nccl == 1 ]] && { grep -q "allreduce: nccl" "$tmp/gpu.out" && grep -q "clip-grad-norm (the gradients' norm is read on the host)" "$tmp/gpu.out" \
+        && pass || fail "2 GPUs, first line: $(head -1 "$tmp/gpu.out")"; }
+    done
+    same_tensors "$tmp/gpu-$overlap-1.st" "$tmp/gpu-$overlap-0.st" && pass \
+      || fail "2 emulated GPUs, --overlap $overlap: NCCL and the host path differ"
+  done
+  same_tensors "$tmp/gpu-off-1.st" "$tmp/gpu-on-1.st" && pass || fail "2 emulated GPUs: overlap on and off differ"
+else
+  echo "cli_clip_grad: no CUDA emulator with NCCL in this build: the GPU part is skipped"
+fi
 
 # bad values: one line, nothing written
 for bad in 0 -1 nan inf 1e31 abc; do

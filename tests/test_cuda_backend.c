@@ -17,6 +17,9 @@
  *   input_from_bytes: uploaded bytes become dp_dataset_fill's floats,
  *           plain and normalised (one pair, and one per channel of 3);
  *   count_metrics: metrics_checks.h's checks (the CPU's rule and bits);
+ *   sum_squares, scale_range (gradient clipping): the CPU's sum up to its
+ *           order of additions (the same float norm), the same bits twice;
+ *           the scale the CPU's products, inside the range only;
  *   the step arena's range (range_cuda.c, CUDA's virtual memory; unless
  *           DPTRAIN_CUDA_VMM=off, where the table has none): an arena on
  *           the GPU grows in place across commits (allocations adjacent,
@@ -156,6 +159,37 @@ static void check_optimizer(const char *name, dp_optim_config_t config) {
     be->free(be->ctx, dg);
 }
 
+/* Gradient clipping's sum_squares and scale_range: the sum in double of a
+ * float's squares is the CPU's up to the order of the additions (relative
+ * 1e-13; the float norm from it the same float), the same bits twice, 0
+ * for no floats; the scale is the CPU's multiply, bit for bit, inside the
+ * range only. */
+static void check_clip(void) {
+    enum { N = 100003 };
+    static float host[N], got[N];
+    fill(host, N, 40);
+    for (int i = 0; i < N; i += 7) host[i] *= 1000.0f; /* values of several magnitudes */
+    float *dev = gpu_floats(host, N);
+    if (!dev) return;
+    const size_t sizes[] = {N, 5, 0, 1000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        double a = NAN, b = NAN, want = dp_sum_squares(host, sizes[k]);
+        CHECK(be->sum_squares(be->ctx, dev, sizes[k], &a) == DP_OK && be->sum_squares(be->ctx, dev, sizes[k], &b) == DP_OK,
+              "sum_squares of %zu: %s", sizes[k], dp_error_message());
+        CHECK(memcmp(&a, &b, sizeof a) == 0, "sum_squares of %zu: %.17g then %.17g", sizes[k], a, b);
+        CHECK(fabs(a - want) <= 1e-13 * want, "sum_squares of %zu: GPU %.17g, CPU %.17g", sizes[k], a, want);
+        CHECK(dp_clip_total_norm(a) == dp_clip_total_norm(want), "sum_squares of %zu: norm %.9g, CPU's %.9g",
+              sizes[k], dp_clip_total_norm(a), dp_clip_total_norm(want));
+        if (k == 0) printf("  sum_squares of %d floats: GPU %.17g, CPU %.17g\n", N, a, want);
+    }
+    be->scale_range(be->ctx, dev + 10, 0.37f, N - 20);
+    download(got, dev, N);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= got[i] == (i >= 10 && i < N - 10 ? host[i] * 0.37f : host[i]);
+    CHECK(ok, "scale_range: not the CPU's products inside [10, N - 10), or a change outside");
+    be->free(be->ctx, dev);
+}
+
 /* input_from_bytes of B examples of `ds` (their bytes uploaded, as the
  * trainer does) against dp_dataset_fill, twice (the second into memory
  * used before): the same bits. */
@@ -283,6 +317,7 @@ int main(void) {
                                                       .has_norm_weight_decay = 1, .norm_weight_decay = 0.5f});
     check_optimizer("adamw_b", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 0.05f, .weight_decay = 0.3f,
                                                    .beta1 = 0.5f, .beta2 = 0.75f, .eps = 1e-3f});
+    check_clip();
     check_load_batch();
     check_count_metrics(be, "cuda:0"); /* metrics_checks.h */
     check_range();

@@ -9,6 +9,9 @@
  *   the same seed twice on the GPU: the same bits;
  *   parameters moved GPU -> CPU (dp_trainer_params, dp_trainer_set_params)
  *     evaluate to the same accuracy, within one example;
+ *   gradient clipping, 1 device and 2 with overlap: the update applies the
+ *     unclipped sum times the coefficient of its norm, bit for bit, and the
+ *     parameters are one CPU optimizer step with it;
  *   tests/models/tiny_resnet.cfg (batch norm, residual add, dropout, global
  *     average pooling) on 2 devices sharing the GPU with synchronised batch
  *     norm against 2 CPU devices: losses and parameters within TOL_CPU, and
@@ -23,6 +26,7 @@
 #include "dptrain/data.h"
 #include "dptrain/model_file.h"
 #include "dptrain/nn.h"
+#include "dptrain/optim.h"
 #include "dptrain/parallel.h"
 #include "test_cuda_common.h"
 #include "testing.h"
@@ -129,6 +133,68 @@ static void check_sync_batch_norm(const dp_dataset_t *ds) {
     dp_model_free(m);
 }
 
+/* One step of a trainer on cuda:0 (devices sharing it) with gradient
+ * clipping at `clip` (0: none); *out = the gradient the update applied,
+ * *params0 (when not NULL) = the initial parameters, *norm = the last norm. */
+static dp_trainer_t *clip_step(const dp_model_t *m, const dp_dataset_t *ds, int devices, int overlap, float clip,
+                               float *applied, float *params0, float *norm) {
+    int ids[2] = {0, 0};
+    dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1, .device_ids = ids,
+                                  .overlap = overlap, .optim = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.2f, .momentum = 0.9f},
+                                  .seed = 21, .backend = gpu, .clip_grad_norm = clip};
+    dp_trainer_t *t = NULL;
+    dp_status_t status = dp_trainer_new(&config, &t);
+    CHECK(status == DP_OK, "clipping trainer: %s", dp_error_message());
+    if (status != DP_OK) return NULL;
+    if (params0) memcpy(params0, dp_trainer_params(t, 0), sizeof(float) * dp_model_num_params(m));
+    int indices[BATCH];
+    for (int i = 0; i < BATCH; i++) indices[i] = i * 3;
+    status = testing_step(t, ds, indices, BATCH, NULL, NULL);
+    CHECK(status == DP_OK, "clipping step: %s", dp_error_message());
+    dp_trainer_read_grads(t, applied);
+    *norm = dp_trainer_last_grad_norm(t);
+    CHECK(dp_trainer_check_devices(t) == DP_OK, "clipping: %s", dp_error_message());
+    return t;
+}
+
+/* Gradient clipping on the GPU (the norm downloaded, the sum scaled on the
+ * device): the update applies exactly the unclipped sum times the
+ * coefficient of its norm, the norm is the CPU's of that sum, and the
+ * parameters are one step of the CPU's optimizer with it (rtol 1e-6). */
+static void check_clip(const dp_model_t *m, const dp_dataset_t *ds, int devices, int overlap) {
+    const size_t np = dp_model_num_params(m), nt = dp_model_num_trainable(m);
+    float *g = malloc(sizeof(float) * nt), *applied = malloc(sizeof(float) * nt), *p = malloc(sizeof(float) * np);
+    float none, norm_seen;
+    dp_trainer_t *plain = clip_step(m, ds, devices, overlap, 0.0f, g, NULL, &none);
+    const float norm = dp_clip_total_norm(dp_sum_squares(g, nt)), bound = norm / 2;
+    dp_trainer_t *clipped = plain ? clip_step(m, ds, devices, overlap, bound, applied, p, &norm_seen) : NULL;
+    if (clipped) {
+        CHECK(isnan(none) && norm_seen == norm, "%d device(s): norm %.9g, the CPU's of the sum %.9g", devices,
+              norm_seen, norm);
+        const float coef = dp_clip_coefficient(norm, bound);
+        size_t differ = 0;
+        for (size_t i = 0; i < nt; i++) differ += applied[i] != g[i] * coef;
+        CHECK(differ == 0, "%d device(s): %zu applied gradients are not the sum times %.9g", devices, differ, coef);
+        dp_optimizer_t *ref;
+        DP_ASSERT(dp_optimizer_new(&(dp_optim_config_t){.kind = DP_OPTIM_MOMENTUM, .lr = 0.2f, .momentum = 0.9f}, nt,
+                                   &ref) == DP_OK);
+        dp_optimizer_step(ref, p, applied);
+        dp_optimizer_free(ref);
+        size_t worst;
+        double v = testing_max_violation(dp_trainer_params(clipped, devices - 1), p, np, 1e-6, 1e-7, &worst);
+        printf("  clipping on %d device(s) of cuda:0%s: norm %.6g clipped at %.6g, the sum times %.6g bit for bit, "
+               "parameters violation %.3g\n", devices, overlap ? " (overlap)" : "", norm, bound, coef, v);
+        CHECK(v <= 1.0, "%d device(s): parameter %zu %.9g, one CPU step %.9g", devices, worst,
+              dp_trainer_params(clipped, devices - 1)[worst], p[worst]);
+        CHECK(dp_trainer_check_replicas(clipped) == DP_OK, "%s", dp_error_message());
+    }
+    dp_trainer_free(plain);
+    dp_trainer_free(clipped);
+    free(g);
+    free(applied);
+    free(p);
+}
+
 int main(void) {
     gpu = cuda_backend_or_skip("test_cuda_train");
     dp_model_t *m;
@@ -169,6 +235,8 @@ int main(void) {
     }
 
     check_sync_batch_norm(&ds);
+    check_clip(m, &ds, 1, 0);
+    check_clip(m, &ds, 2, 1);
 
     /* GPU parameters continue on the CPU: the same evaluation */
     dp_trainer_config_t config = {.model = m, .num_devices = 1, .threads_per_device = 1,

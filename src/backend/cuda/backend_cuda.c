@@ -20,7 +20,8 @@
  * become dp_pixels_to_input's values on the GPU (input_from_bytes: a
  * quarter of the floats' bytes cross the bus). A step's loss and correct
  * count are added up on the GPU (count_metrics), so a step has no host
- * synchronisation. Products and
+ * synchronisation (but gradient clipping's norm: sum_squares downloads
+ * it). Products and
  * convolutions: FP32 unless --precision says otherwise (cuda_set_precision). */
 #include "backend_cuda.h"
 
@@ -496,6 +497,33 @@ static void cuda_count_metrics(void *ctx, double *sums, const float *loss, doubl
     dp_cuda_leave(c);
 }
 
+/* --- Gradient clipping ------------------------------------------------------------ */
+
+/* The sum in the context's scratch (made at the first call), downloaded:
+ * a host synchronisation. */
+static dp_status_t cuda_sum_squares(void *ctx, const float *x, size_t count, double *out) {
+    dp_cuda_ctx_t *c = ctx;
+    *out = NAN;
+    dp_cuda_enter(c);
+    const char *what = "gradient clipping's sum of squares";
+    if (!c->failed && !c->squares &&
+        dp_cuda_check(c, dp_cuda_malloc(c, (void **)&c->squares, sizeof(double) * (DP_CUDA_SQUARES_BLOCKS + 1)),
+                      what))
+        c->squares = NULL;
+    if (!c->failed) dp_cuda_check(c, dp_cuda_sum_squares(c->stream, x, count, c->squares), what);
+    if (!c->failed) download_synced(c, out, c->squares + DP_CUDA_SQUARES_BLOCKS, sizeof *out, what);
+    dp_status_t status = dp_cuda_status(c);
+    dp_cuda_leave(c);
+    return status;
+}
+
+static void cuda_scale_range(void *ctx, float *x, float factor, size_t count) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    if (!c->failed) dp_cuda_check(c, dp_cuda_scale(c->stream, x, factor, count), "scaling clipped gradients");
+    dp_cuda_leave(c);
+}
+
 /* --- Opening ----------------------------------------------------------------------- */
 
 dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
@@ -567,6 +595,8 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .optimizer_download = cuda_optimizer_download,
             .optimizer_upload = cuda_optimizer_upload,
             .optimizer_forget = cuda_optimizer_forget,
+            .sum_squares = cuda_sum_squares,
+            .scale_range = cuda_scale_range,
             .set_precision = cuda_set_precision,
             .set_channels_last = cuda_set_channels_last,
             .reduce_range = cuda_reduce_range,

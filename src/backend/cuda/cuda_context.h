@@ -69,6 +69,7 @@ typedef struct dp_cuda_context {
     size_t workspace_bytes;
     void *bf16_scratch; /* --precision bf16: one op's bf16 scratch (ops_cuda_common.h), grown on demand */
     size_t bf16_scratch_bytes;
+    double *squares; /* gradient clipping's sum of squares: DP_CUDA_SQUARES_BLOCKS + 1 doubles; NULL until the first */
     /* uploads are copied into a slot of pinned host memory and queued from
      * there, without a wait: the slots in turn, an event recorded after
      * each slot's copy and waited for (only when not done yet) before the

@@ -1,7 +1,8 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6, add
  * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
- * ops_dropout.c's arithmetic) and the NCHW <-> NHWC layout copies. The
+ * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies and
+ * gradient clipping's scale. The
  * activations they read or write (not the gradients) are float or bf16
  * (the launchers' `bf16` bits, kernels.h; kernels_common.cuh's ld/st). */
 #include "kernels_common.cuh"
@@ -247,5 +248,16 @@ extern "C" cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void 
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     dropout_kernel<<<blocks_for((size_t)N * per_example), THREADS, 0, stream>>>(x, y, N, per_example, seed, seed_at,
                                                                               offset, threshold, scale, add, C, bf16);
+    return cudaGetLastError();
+}
+
+/* --- scale: gradient clipping's x *= factor (backend.h scale_range) ------------------------- */
+__global__ void scale_kernel(float *x, float factor, size_t n) {
+    GRID_LOOP(i, n) x[i] = __fmul_rn(x[i], factor);
+}
+
+extern "C" cudaError_t dp_cuda_scale(cudaStream_t stream, float *x, float factor, size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    if (n) scale_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, factor, n);
     return cudaGetLastError();
 }

@@ -39,6 +39,15 @@ cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const void *
 cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
                                   const float *logits, const int32_t *labels, int n, int k);
 
+/* Gradient clipping's sum of squares (backend.h sum_squares): x[0, n)
+ * squared and summed in double in a fixed geometry (each of
+ * DP_CUDA_SQUARES_BLOCKS blocks' threads a strided share in order, a tree
+ * in each block, a tree over the blocks): the same bits every run on any
+ * GPU. scratch: DP_CUDA_SQUARES_BLOCKS + 1 doubles of device memory; the
+ * sum is left in scratch[DP_CUDA_SQUARES_BLOCKS]. */
+#define DP_CUDA_SQUARES_BLOCKS 256
+cudaError_t dp_cuda_sum_squares(cudaStream_t stream, const float *x, size_t n, double *scratch);
+
 /* --- data.cu: a batch's bytes as the model's input ------------------------------------------ */
 /* dp_pixels_to_input's values (data.h): p * (1/255), or with `normalize`
  * (p * (1/255) - mean[c]) / std[c] for channel c = (offset in the example) / plane */
@@ -62,7 +71,9 @@ typedef struct {
 cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *device_args, float *p, const float *g,
                           float *s0, float *s1, size_t n);
 
-/* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout ------------------------------ */
+/* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout, scale ----------------------- */
+/* x[0, n) *= factor, one rounding each (backend.h scale_range) */
+cudaError_t dp_cuda_scale(cudaStream_t stream, float *x, float factor, size_t n);
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
 /* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
 cudaError_t dp_cuda_bias_act(cudaStream_t stream, void *y, const float *b, int N, int C, size_t L, int relu,

@@ -1,7 +1,8 @@
 /* reductions.cu - the sums: the device-order sum of replicas
  * (dp_cuda_reduce), bias gradients (per-channel sums over the whole grid,
  * kernels_common.cuh's two passes; dp_cuda_channel_partials sizes their
- * scratch) and a batch's metrics (its loss and correct count). */
+ * scratch), a batch's metrics (its loss and correct count) and gradient
+ * clipping's sum of squares. */
 #include "kernels_common.cuh"
 
 /* --- reduce: dst = src[0] + ... + src[k-1], left to right ------------------- */
@@ -114,5 +115,44 @@ extern "C" cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, 
                                              const float *logits, const int32_t *labels, int n, int k) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     count_metrics_kernel<<<1, THREADS, 0, stream>>>(sums, loss, scale, logits, labels, n, k);
+    return cudaGetLastError();
+}
+
+/* --- gradient clipping: the sum of squares in double (backend.h sum_squares) ---------------- */
+/* part[0] = part[0] + ... + part[THREADS - 1] by a fixed tree (one rounding per add) */
+__device__ void tree_sum(double *part) {
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) part[threadIdx.x] = __dadd_rn(part[threadIdx.x], part[threadIdx.x + w]);
+        __syncthreads();
+    }
+}
+
+/* A block's threads each add their strided squares in order (a float's
+ * square is exact in double), then the block's tree. */
+__global__ void squares_kernel(const float *x, size_t n, double *partials) {
+    __shared__ double part[THREADS];
+    double s = 0.0;
+    GRID_LOOP(i, n) {
+        const double v = (double)x[i];
+        s = __dadd_rn(s, __dmul_rn(v, v));
+    }
+    part[threadIdx.x] = s;
+    tree_sum(part);
+    if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
+}
+
+__global__ void squares_combine_kernel(double *partials, int count) {
+    __shared__ double part[THREADS];
+    part[threadIdx.x] = (int)threadIdx.x < count ? partials[threadIdx.x] : 0.0;
+    tree_sum(part);
+    if (threadIdx.x == 0) partials[count] = part[0];
+}
+
+extern "C" cudaError_t dp_cuda_sum_squares(cudaStream_t stream, const float *x, size_t n, double *scratch) {
+    static_assert(DP_CUDA_SQUARES_BLOCKS <= THREADS, "one block combines the partial sums");
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    squares_kernel<<<DP_CUDA_SQUARES_BLOCKS, THREADS, 0, stream>>>(x, n, scratch);
+    squares_combine_kernel<<<1, THREADS, 0, stream>>>(scratch, DP_CUDA_SQUARES_BLOCKS);
     return cudaGetLastError();
 }
