@@ -130,12 +130,15 @@ void train_print_warning(const char *message, void *ctx) {
  * (the test set's figure is its accuracy). */
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
     const train_printer_t *p = ctx;
-    char smoothing[64] = "";
+    char smoothing[64] = "", norms[96] = "";
     if (s->label_smoothing != 0.0) snprintf(smoothing, sizeof smoothing, " (label smoothing %.9g)", s->label_smoothing);
+    if (s->grad_norm_steps > 0) /* gradient clipping: how large the norms were, how often they were cut */
+        snprintf(norms, sizeof norms, ", grad norm %.4g (max %.4g, %.0f%% of steps clipped)", s->grad_norm_mean,
+                 s->grad_norm_max, 100.0 * s->clipped_fraction);
     if (!p->o->quiet)
-        printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f, lr %.4g, %.1f sec/epoch, "
+        printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f%s, lr %.4g, %.1f sec/epoch, "
                "%.0f images/sec on %s\n",
-               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, s->lr, s->epoch_sec,
+               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, norms, s->lr, s->epoch_sec,
                s->images_per_sec, p->devices);
     if (!p->o->quiet && p->o->save_best_path && s->best_epoch == s->epoch)
         printf("epoch %d: the best test accuracy so far, saving %s\n", s->epoch, p->o->save_best_path);

@@ -6,6 +6,8 @@
 # - a bound the gradients never reach (1e6) trains the unclipped run's
 #   tensors bit for bit; a tight one (0.25) trains others, and still
 #   trains (the loss goes down); the first line and the checkpoint name it;
+#   the metrics (after lr) and the epoch lines give the norms' mean and
+#   largest and the fraction of steps clipped, only with clipping;
 # - 2 devices: chunked, --overlap on, --allreduce naive and --sync ps give
 #   the same tensors; under mpirun 2 ranks x 1 device (overlap on and off)
 #   the same as 1 process x 2 devices: the norm is the whole sum's;
@@ -40,6 +42,15 @@ first=$(json_field "$(sed -n 1p "$tmp/tight.jsonl")" train_loss)
 last=$(json_field "$(sed -n 2p "$tmp/tight.jsonl")" train_loss)
 echo "--clip-grad-norm 0.25: loss epoch 1 $first, epoch 2 $last; test acc $(json_field "$(tail -1 "$tmp/tight.jsonl")" test_acc) (unclipped $(json_field "$(tail -1 "$tmp/plain.jsonl")" test_acc))"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < 0.9 * a) }' && pass || fail "clipped: the loss did not go down"
+# the norms: in the metrics after lr and on the epoch lines, only with clipping
+t2=$(sed -n 2p "$tmp/tight.jsonl") l2=$(sed -n 2p "$tmp/loose.jsonl")
+echo "epoch 2 norms: 0.25 mean $(json_field "$t2" grad_norm_mean) max $(json_field "$t2" grad_norm_max) clipped $(json_field "$t2" clipped_fraction); 1e6 clipped $(json_field "$l2" clipped_fraction)"
+awk -v m="$(json_field "$t2" grad_norm_mean)" -v x="$(json_field "$t2" grad_norm_max)" -v f="$(json_field "$t2" clipped_fraction)" \
+  -v g="$(json_field "$l2" clipped_fraction)" 'BEGIN { exit !(m > 0.25 && x >= m && f > 0 && f <= 1 && g == 0) }' \
+  && pass || fail "norms in the metrics: $t2 / $l2"
+grep -q "grad_norm" "$tmp/plain.jsonl" && fail "a run without clipping has norms in its metrics" || pass
+[[ $(grep -c "^epoch .*test acc [0-9.]*, grad norm [0-9.e+-]* (max [0-9.e+-]*, [0-9]*% of steps clipped)" "$tmp/tight.out") == 2 ]] \
+  && pass || fail "epoch lines: $(grep '^epoch' "$tmp/tight.out")"
 
 # the strategies: the same norm of the same sum, the same update
 run chunked --devices 2 --clip-grad-norm 0.25

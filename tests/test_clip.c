@@ -8,8 +8,9 @@
  * - in the trainer, bit for bit: the gradient the first step's update
  *   applied (dp_trainer_read_grads) is the unclipped run's sum times the
  *   coefficient of its norm, the parameters are one optimizer step with it
- *   from the initial ones, and dp_trainer_last_grad_norm is that norm; on 1 device and on 3 with
- *   every strategy (chunked, naive, overlap, the parameter server, devices
+ *   from the initial ones, and dp_trainer_last_grad_norm is that norm
+ *   (dp_trainer_grad_norms counts it, clipped or not, and resets); on 1
+ *   device and on 3 with every strategy (chunked, naive, overlap, the parameter server, devices
  *   on several backend tables), with gradient accumulation too; a bound
  *   the norm never reaches changes no bit; bad bounds are refused.
  */
@@ -156,6 +157,13 @@ static void check_setup(const dp_model_t *m, const dp_dataset_t *ds, const setup
         step(clipped, ds, 0);
         CHECK(dp_trainer_last_grad_norm(clipped) == norm, "%s, bound %g: last norm %.9g, the sum's %.9g", s->name,
               (double)bounds[b], dp_trainer_last_grad_norm(clipped), norm);
+        dp_grad_norm_stats_t st, after;
+        dp_trainer_grad_norms(clipped, &st, 1);
+        dp_trainer_grad_norms(clipped, &after, 0);
+        CHECK(st.steps == 1 && st.clipped == (b == 0) && st.norm_sum == norm && st.norm_max == norm &&
+                  after.steps == 0 && after.clipped == 0 && after.norm_sum == 0.0,
+              "%s, bound %g: stats %d steps, %d clipped, sum %g, max %g; after a reset %d", s->name, (double)bounds[b],
+              st.steps, st.clipped, st.norm_sum, (double)st.norm_max, after.steps);
         if (b == 1) { /* never clipped: the plain run's bits */
             CHECK(memcmp(dp_trainer_params(clipped, 0), dp_trainer_params(plain, 0), np * sizeof(float)) == 0,
                   "%s: a bound never reached changed the parameters", s->name);

@@ -174,7 +174,7 @@ static int xml_balanced(const char *s) {
 
 static dp_epoch_stats_t make_stats(int epoch) {
     dp_epoch_stats_t s = {epoch,  2.0 / (epoch + 1), 0.6 + 0.03 * epoch, 0.58 + 0.028 * epoch,
-                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0, 0};
+                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
     return s;
 }
 
@@ -182,7 +182,7 @@ static dp_epoch_stats_t make_stats(int epoch) {
 
 static void test_metrics(void) {
     const char *path = testing_tmp_file("metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0, 0};
+    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
     char *text = read_text_checked(path);
     const char *expected =
@@ -213,9 +213,9 @@ static void test_metrics(void) {
     free(text);
 
     /* Appending adds lines; NaN and inf become null; precision survives. */
-    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0, 0};
+    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &t) == DP_OK, "append 2: %s", dp_error_message());
-    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0, 0};
+    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &u) == DP_OK, "append 3: %s", dp_error_message());
     text = read_text_checked(path);
     int lines = 0, all_valid = 1;
@@ -240,6 +240,20 @@ static void test_metrics(void) {
     CHECK(strstr(text, "\"devices\": [], \"num_devices\": 0"), "no devices -> []:\n%s",
           text);
     CHECK(strncmp(text, expected, strlen(expected)) == 0, "first line kept");
+    CHECK(!strstr(text, "grad_norm"), "no gradient clipping, no norms:\n%s", text);
+    free(text);
+
+    /* gradient clipping's norms: right after lr, only then */
+    const char *clip_path = testing_tmp_file("metrics_clip.jsonl");
+    dp_epoch_stats_t c = s;
+    c.grad_norm_steps = 4;
+    c.grad_norm_mean = 0.75;
+    c.grad_norm_max = 1.5;
+    c.clipped_fraction = 0.25;
+    CHECK(dp_metrics_append(clip_path, &c) == DP_OK, "append: %s", dp_error_message());
+    text = read_text_checked(clip_path);
+    CHECK(strstr(text, "\"lr\": 0.05, \"grad_norm_mean\": 0.75, \"grad_norm_max\": 1.5, \"clipped_fraction\": 0.25, "
+                       "\"devices\""), "the norms after lr:\n%s", text);
     free(text);
 
     const char *bad = "/nonexistent-dptrain-dir/metrics.jsonl";

@@ -33,6 +33,10 @@ typedef struct {
                                decimal (0.1); 0: none (train_loss is plain cross-entropy) */
     int best_epoch;         /* dp_fit: the run's epoch with the highest test accuracy so far, this
                                one included (the earlier of equals); == epoch: this one is */
+    int grad_norm_steps;    /* gradient clipping (parallel.h): the epoch's steps whose norm was
+                               measured (0: no clipping; the next three are then unset) */
+    double grad_norm_mean, grad_norm_max; /* their norms' mean and largest, before clipping */
+    double clipped_fraction; /* the fraction of those steps clipped */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */
@@ -48,8 +52,10 @@ typedef struct {
  * label_smoothing when not 0 (train_loss is then the smoothed loss),
  * train_acc, test_acc, epoch_sec, images_per_sec, lr, devices (an array of
  * names, the devices of one rank), num_devices (of all ranks), ranks,
- * device_mem_peak_bytes when counted (GPU devices), and skipped_files when
- * the training data left out or replaced unreadable files. */
+ * device_mem_peak_bytes when counted (GPU devices), skipped_files when
+ * the training data left out or replaced unreadable files, and with
+ * gradient clipping grad_norm_mean, grad_norm_max and clipped_fraction
+ * (after lr). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* The same line with the keys precision, layout, isa, cpu and blas (strings)

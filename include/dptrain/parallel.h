@@ -229,6 +229,16 @@ float dp_trainer_label_smoothing(const dp_trainer_t *trainer);
  * the first step or without clipping). */
 float dp_trainer_clip_grad_norm(const dp_trainer_t *trainer);
 float dp_trainer_last_grad_norm(const dp_trainer_t *trainer);
+/* The clipping steps' norms since the last reset: steps measured, those
+ * clipped (coefficient below 1, or NaN), the norms' sum and largest (NaN
+ * once a norm was). Every rank measures the same norms (with --sync ps:
+ * rank 0 only). reset: start counting again. */
+typedef struct {
+    int steps, clipped;
+    double norm_sum;
+    float norm_max;
+} dp_grad_norm_stats_t;
+void dp_trainer_grad_norms(dp_trainer_t *trainer, dp_grad_norm_stats_t *out, int reset);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

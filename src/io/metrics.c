@@ -106,6 +106,11 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     line_number(&line, "epoch_sec", stats->epoch_sec);
     line_number(&line, "images_per_sec", stats->images_per_sec);
     line_number(&line, "lr", stats->lr);
+    if (stats->grad_norm_steps > 0) {
+        line_number(&line, "grad_norm_mean", stats->grad_norm_mean);
+        line_number(&line, "grad_norm_max", stats->grad_norm_max);
+        line_number(&line, "clipped_fraction", stats->clipped_fraction);
+    }
     line_device_array(&line, stats->devices);
     line_printf(&line, ", \"num_devices\": %d, \"ranks\": %d", stats->num_devices,
                 stats->num_ranks > 0 ? stats->num_ranks : 1);

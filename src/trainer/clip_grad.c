@@ -28,8 +28,19 @@ dp_status_t dp_clip_gradients(dp_trainer_t *t, const dp_backend_t *be, float *gr
     if (t->num_trainable > 0) DP_TRY(be->sum_squares(be->ctx, grads, t->num_trainable, &squares));
     t->last_grad_norm = dp_clip_total_norm(squares);
     t->clip_coef = dp_clip_coefficient(t->last_grad_norm, t->config.clip_grad_norm);
+    dp_grad_norm_stats_t *s = &t->norm_stats;
+    s->steps++;
+    s->clipped += !(t->clip_coef == 1.0f);
+    s->norm_sum += t->last_grad_norm;
+    if (isnan(t->last_grad_norm) || isnan(s->norm_max) || t->last_grad_norm > s->norm_max)
+        s->norm_max = isnan(s->norm_max) ? s->norm_max : t->last_grad_norm;
     dp_clip_scale(t, be, grads);
     return DP_OK;
+}
+
+void dp_trainer_grad_norms(dp_trainer_t *t, dp_grad_norm_stats_t *out, int reset) {
+    *out = t->norm_stats;
+    if (reset) t->norm_stats = (dp_grad_norm_stats_t){0};
 }
 
 void dp_clip_scale(const dp_trainer_t *t, const dp_backend_t *be, float *grads) {

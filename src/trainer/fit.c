@@ -560,8 +560,10 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
     DP_TRY(dp_batch_loader_seek(loader, epoch, step));
     const int first_seen = seen;
     tell_step(config, ctx, DP_FIT_EPOCH_BEGIN, epoch + 1, step, steps, 0.0);
-    /* the devices' sums start at zero (a failed call may have left some) */
+    /* the devices' sums start at zero (a failed call may have left some), and the clipped norms' */
     DP_TRY(dp_trainer_read_metrics(trainer, NULL, NULL, 1));
+    dp_grad_norm_stats_t norms;
+    dp_trainer_grad_norms(trainer, &norms, 1);
     const dp_batch_t *batch;
     int unread = 0;
     dp_status_t status = DP_OK;
@@ -770,6 +772,13 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         s->skipped_files = dp_batch_source_skipped(config->train_source);
         const int best = note_best(&run, epoch + 1, test_correct, test_count);
         s->best_epoch = run.best_epoch;
+        dp_grad_norm_stats_t norms;
+        dp_trainer_grad_norms(trainer, &norms, 1);
+        if ((s->grad_norm_steps = norms.steps) > 0) {
+            s->grad_norm_mean = norms.norm_sum / norms.steps;
+            s->grad_norm_max = norms.norm_max;
+            s->clipped_fraction = (double)norms.clipped / norms.steps;
+        }
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
         /* the metrics also say what ran: the precision, the layout, the kernels' ISA, the CPU, the BLAS */
         const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(),

@@ -49,6 +49,7 @@ struct dp_trainer {
     uint64_t step_count;     /* steps taken since initialisation (checkpoints restore it) */
     float last_grad_norm;    /* clipping: the last step's total gradient norm (NaN: none yet) */
     float clip_coef;         /* clipping: the factor of this step's gradients (clip_grad.c) */
+    dp_grad_norm_stats_t norm_stats; /* clipping: the norms since dp_trainer_grad_norms last reset them */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
     int empty_shards;        /* this step has devices without examples (a short last batch with
                                 fewer examples than devices of all ranks: the same on every rank) */
