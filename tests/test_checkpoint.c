@@ -382,6 +382,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.epochs_planned = 7;
     info.sync_batch_norm = 1;
     info.label_smoothing = 0.1f / 3.0f; /* its shortest decimal reads back to the same float */
+    info.clip_grad_norm = 2.5f;
     info.best_epoch = 2, info.best_correct = 8123, info.best_count = 10000, info.early_stop = 4;
     info.train_examples = 60000;
     info.num_devices = 2;
@@ -406,7 +407,8 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
            a->epochs_planned == b->epochs_planned && a->sync_batch_norm == b->sync_batch_norm &&
-           a->label_smoothing == b->label_smoothing && a->best_epoch == b->best_epoch &&
+           a->label_smoothing == b->label_smoothing && a->clip_grad_norm == b->clip_grad_norm &&
+           a->best_epoch == b->best_epoch &&
            a->best_correct == b->best_correct && a->best_count == b->best_count && a->early_stop == b->early_stop &&
            a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
@@ -901,6 +903,12 @@ static void check_refused_saves(const dp_model_t *lenet, const float *params, co
     saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &smooth1);
     CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "the label smoothing 1 is not in [0, 1)") &&
           access(unreadable, F_OK) != 0, "label smoothing 1 saved: %d '%s'", saved, dp_error_message());
+    /* nor a negative gradient clipping bound */
+    dp_checkpoint_info_t clip = *info;
+    clip.clip_grad_norm = -1.0f;
+    saved = dp_checkpoint_save(unreadable, lenet, params, NULL, &clip);
+    CHECK(saved == DP_ERR_ARG && strstr(dp_error_message(), "the gradient clipping norm -1 is not in (0, 1e+30]") &&
+          access(unreadable, F_OK) != 0, "clipping bound -1 saved: %d '%s'", saved, dp_error_message());
 }
 
 /* The checkpoint at `path` with one metadata value changed (in `edited`):
@@ -941,6 +949,11 @@ static void check_metadata_edits(const char *path, const char *edited) {
         {"best.test_count", "1e4", "'best.test_count' is '1e4', expected a decimal integer"},
         {"best.test_correct", NULL, "metadata 'best.test_correct' is missing (the file has 'best.epoch')"},
         {"early_stop", "0", "'early_stop' is '0', expected a positive decimal integer"},
+        {"clip_grad_norm", "0", "'clip_grad_norm' is '0', expected a number in (0, 1e+30]"},
+        {"clip_grad_norm", "-2", "'clip_grad_norm' is '-2', expected a number >= 0"},
+        {"clip_grad_norm", "1e31", "'clip_grad_norm' is '1e31', expected a number in (0, 1e+30]"},
+        {"clip_grad_norm", "inf", "'clip_grad_norm' is 'inf', expected a number >= 0"},
+        {"clip_grad_norm", "1x", "'clip_grad_norm' is '1x', expected a number >= 0"},
         {"early_stop", "2.5", "'early_stop' is '2.5', expected a positive decimal integer"},
         {"optimizer.norm_weight_decay", "-1", "'optimizer.norm_weight_decay' is '-1', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "inf", "'optimizer.bias_weight_decay' is 'inf', expected a number >= 0"},
@@ -956,7 +969,8 @@ static void check_metadata_edits(const char *path, const char *edited) {
     const char *older = testing_tmp_file("older.st");
     static const char *const newer_keys[] = {"accumulate", "epochs_planned", "sync_batch_norm", "label_smoothing",
                                              "optimizer.norm_weight_decay", "optimizer.bias_weight_decay",
-                                             "best.epoch", "best.test_correct", "best.test_count", "early_stop"};
+                                             "best.epoch", "best.test_correct", "best.test_count", "early_stop",
+                                             "clip_grad_norm"};
     rewrite(path, edited, newer_keys[0], NULL, NULL);
     for (size_t k = 1; k < sizeof newer_keys / sizeof newer_keys[0]; k++) {
         rewrite(edited, older, newer_keys[k], NULL, NULL);
@@ -968,7 +982,7 @@ static void check_metadata_edits(const char *path, const char *edited) {
           !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay && dp_checkpoint_info(old_file)->best_epoch == 0 &&
           dp_checkpoint_info(old_file)->early_stop == 0 &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
-          dp_checkpoint_info(old_file)->label_smoothing == 0.0f,
+          dp_checkpoint_info(old_file)->label_smoothing == 0.0f && dp_checkpoint_info(old_file)->clip_grad_norm == 0.0f,
           "a file without the newer keys: %s", dp_error_message());
     dp_checkpoint_close(old_file);
 }
