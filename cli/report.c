@@ -12,6 +12,7 @@ int cli_exit_code(dp_status_t status) {
     case DP_ERR_DEVICE: return CLI_EXIT_DEVICE;
     case DP_ERR_NOMEM: return CLI_EXIT_NOMEM;
     case DP_ERR_PREEMPTED: return CLI_EXIT_PREEMPTED;
+    case DP_ERR_DIVERGED: return CLI_EXIT_DIVERGED;
     default: return CLI_EXIT_MISTAKE;
     }
 }
@@ -31,6 +32,7 @@ const char *cli_exit_meaning(int code, char *buffer, size_t size) {
     case CLI_EXIT_PREEMPTED: return "preempted";
     case CLI_EXIT_NO_RANKS: return "too few ranks available";
     case CLI_EXIT_UNREACHABLE: return "a host could not be reached";
+    case CLI_EXIT_DIVERGED: return "the training diverged";
     case CLI_EXIT_NO_MPIRUN: return "mpirun could not be run";
     }
     if (code > 128 && code < 128 + 65) snprintf(buffer, size, "killed by signal %d (%s)", code - 128, strsignal(code - 128));

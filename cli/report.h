@@ -22,6 +22,8 @@ typedef enum {
     CLI_EXIT_NO_RANKS = 7,   /* launch: fewer ranks available than --np's MIN within --min-wait */
     CLI_EXIT_UNREACHABLE = 8, /* launch: a host could not be reached (mpirun could not start its daemon): a
                                 fault, the host left out of the next attempt */
+    CLI_EXIT_DIVERGED = 9,   /* training diverged (NaN or infinite parameters, not saved): not restarted
+                                (the same run diverges again) */
     CLI_EXIT_NO_MPIRUN = 127 /* launch: mpirun cannot be run */
     /* 128 + N: killed by signal N (SIGINT, a second SIGTERM; a rank's signal, passed on by launch) */
 } cli_exit_t;

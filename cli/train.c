@@ -410,8 +410,10 @@ done:
     if (!agreed) status = dp_world_agree(status); /* the first rank's mistake, on every rank */
     /* Known to this rank alone: a failure of the trainer's set-up, or during
      * training (dp_fit agrees on failures before its first step, and on a
-     * preemption), or after it; and a broken communication. */
-    outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && (printer.started || status == DP_ERR_COMM);
+     * preemption; a divergence every rank finds in the same floats), or
+     * after it; and a broken communication. */
+    outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && status != DP_ERR_DIVERGED &&
+                      (printer.started || status == DP_ERR_COMM);
     dp_trainer_free(trainer);
     cli_data_close(&data);
     dp_model_free(model);

@@ -23,6 +23,9 @@ typedef enum {
     DP_ERR_DEVICE,    /* a device failed: a GPU that does not start, faults or is lost */
     DP_ERR_COMM,      /* a rank was lost or stopped answering, or the communication failed */
     DP_ERR_PREEMPTED, /* asked to stop (SIGTERM): saved at a step boundary, then stopped */
+    /* Neither: the same run would end the same way. */
+    DP_ERR_DIVERGED,  /* training diverged: the model's floats became NaN or infinite (nothing saved
+                         from them) */
 } dp_status_t;
 
 /* Sets this thread's error message (printf-style) and returns `status`, so

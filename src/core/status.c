@@ -38,6 +38,7 @@ const char *dp_status_name(dp_status_t status) {
     case DP_ERR_DEVICE: return "device failure";
     case DP_ERR_COMM: return "communication failure";
     case DP_ERR_PREEMPTED: return "preempted";
+    case DP_ERR_DIVERGED: return "diverged";
     }
     return "unknown status";
 }

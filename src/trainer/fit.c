@@ -64,6 +64,7 @@
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
 #include "dptrain/io.h"
+#include "fit_finite.h"
 #include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
@@ -598,10 +599,13 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
         /* inside the epoch (its end saves anyway); every rank gathers the
          * sums, whether or not it has a save_path (only rank 0 writes) */
         if (saves) {
+            if ((status = dp_fit_check_finite(config, stop_state, epoch + 1, step, steps)) != DP_OK) break;
             if ((status = gather_epoch_sums(config, loss_sum, correct, seen, run)) != DP_OK) break;
             run->epochs_completed = run->loader_epoch = epoch;
             run->loader_batch = step;
             if (rank == 0 && config->save_path && (status = save(config, run)) != DP_OK && !stop) break;
+            if (rank == 0 && config->save_path && status == DP_OK)
+                stop_state->saved = 1, stop_state->saved_epochs = epoch, stop_state->saved_step = step;
         }
         if (stop) {
             status = dp_fit_stop_saved(stop_state, status, epoch, step, steps);
@@ -722,6 +726,8 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         goto done;
     }
     if (config->resume_path && (status = resume(config, ctx, &run)) != DP_OK) goto done;
+    if (config->resume_path && config->save_path && strcmp(config->resume_path, config->save_path) == 0)
+        stop_state.saved = 1, stop_state.saved_epochs = run.epochs_completed, stop_state.saved_step = run.loader_batch;
     if (config->init_path && (status = init_from(config, ctx, &run, init_note, sizeof init_note)) != DP_OK) goto done;
     if (outputs_warning[0]) warn(config, ctx, "%s", outputs_warning);
     agreed = 1;
@@ -790,11 +796,16 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         if (writes && config->plot_path &&
             (status = dp_plot_write_svg(config->plot_path, history + first_epoch, epoch + 1 - first_epoch)) != DP_OK)
             goto done;
+        /* a diverged model stops here, on every rank, before anything is saved from it (fit_finite.c) */
+        if ((status = dp_fit_check_finite(config, &stop_state, epoch + 1, dp_batch_loader_num_batches(loader),
+                                          dp_batch_loader_num_batches(loader))) != DP_OK)
+            goto done;
         run.epochs_completed = run.loader_epoch = epoch + 1;
         run.loader_batch = run.epoch_ranks = run.epoch_examples = 0; /* an epoch's end */
         memset(run.epoch_loss, 0, sizeof run.epoch_loss);
         memset(run.epoch_correct, 0, sizeof run.epoch_correct);
         if (writes && config->save_path && (status = save(config, &run)) != DP_OK) goto done;
+        if (writes && config->save_path) stop_state.saved = 1, stop_state.saved_epochs = epoch + 1, stop_state.saved_step = 0;
         if (writes && best && config->save_best_path &&
             (status = save_to(config, config->save_best_path, &run)) != DP_OK)
             goto done;

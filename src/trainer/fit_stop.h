@@ -18,6 +18,10 @@ typedef struct {
     int pending; /* a vote is queued (its sum not read yet) */
     int agreed;  /* every rank knows that one was asked: stop at the next boundary inside an epoch */
     dp_faults_t faults;
+    /* the last checkpoint this run wrote to save_path (a divergence's line
+     * says it): saved 1 once one is, at saved_epochs completed epochs and
+     * saved_step steps into the next */
+    int saved, saved_epochs, saved_step;
 } dp_fit_stop_t;
 
 /* Before the loop: reads DPTRAIN_FAULT (a bad one: DP_ERR_ARG). */
