@@ -227,7 +227,10 @@ typedef struct {
 
 /* Trains as described at the top. on_epoch and result may be NULL. On
  * failure files already written (earlier epochs' checkpoint, metrics lines)
- * stay as they are; a checkpoint is never half-written. */
+ * stay as they are; a checkpoint is never half-written. A model whose
+ * floats (parameters, running statistics) are no longer all finite at an
+ * epoch's end or before a checkpoint inside one: DP_ERR_DIVERGED, on every
+ * rank, and nothing saved from them. */
 dp_status_t dp_fit(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx, dp_fit_result_t *result);
 
 #endif
