@@ -100,19 +100,6 @@ static void test_coefficient_edges(void) {
     CHECK(s == 2e16, "sum of squares %.17g, expected the lanes' order (2e16)", s);
 }
 
-static dp_dataset_t random_images(int count) {
-    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, 41);
-    for (size_t i = 0; i < (size_t)count * 784; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
-    for (int i = 0; i < count; i++) labels[i] = (uint8_t)dp_rng_below(&rng, 10);
-    dp_dataset_t ds;
-    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
-    free(pixels);
-    free(labels);
-    return ds;
-}
-
 typedef struct {
     const char *name;
     int devices, overlap, accumulate, split;
@@ -198,7 +185,7 @@ static void check_setup(const dp_model_t *m, const dp_dataset_t *ds, const setup
 static void test_in_trainer(void) {
     dp_model_t *m;
     DP_ASSERT(dp_model_builtin("lenet-paddle", &m) == DP_OK);
-    dp_dataset_t ds = random_images(200);
+    dp_dataset_t ds = testing_random_images(200, 41);
     const dp_optim_config_t optim = {.kind = DP_OPTIM_MOMENTUM, .lr = 0.05f, .momentum = 0.9f};
     const setup_t setups[] = {
         {"1 device", 1, 0, 1, 0, DP_ALLREDUCE_CHUNKED, DP_SYNC_ALLREDUCE},

@@ -482,19 +482,6 @@ static void test_schedule_edges(void) {
 /* --- Inside the trainer ---------------------------------------------------------- */
 
 /* Random 28x28 images and labels: enough to give every step a gradient. */
-static dp_dataset_t random_images(int count) {
-    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
-    dp_rng_t rng;
-    dp_rng_seed(&rng, 77);
-    for (size_t i = 0; i < (size_t)count * 784; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
-    for (int i = 0; i < count; i++) labels[i] = (uint8_t)dp_rng_below(&rng, 10);
-    dp_dataset_t ds;
-    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
-    free(pixels);
-    free(labels);
-    return ds;
-}
-
 static dp_trainer_t *optim_trainer(const dp_model_t *m, int devices, const dp_optim_config_t *optim,
                                    int overlap, dp_sync_kind_t sync) {
     dp_trainer_config_t config = {.model = m, .num_devices = devices, .threads_per_device = 1,
@@ -520,7 +507,7 @@ static void test_in_trainer(void) {
     dp_model_t *m;
     DP_ASSERT(dp_model_builtin("lenet-paddle", &m) == DP_OK);
     size_t np = dp_model_num_params(m);
-    dp_dataset_t ds = random_images(300);
+    dp_dataset_t ds = testing_random_images(300, 77);
     const dp_optim_config_t configs[] = {
         {.kind = DP_OPTIM_ADAM, .lr = 0.01f, .weight_decay = 0.01f},
         {.kind = DP_OPTIM_ADAMW, .lr = 0.01f, .weight_decay = 0.1f},
@@ -623,7 +610,7 @@ static void test_decay_groups_in_trainer(void) {
           count == 4 ? (int)ranges[2].group : -1);
     free(ranges);
 
-    dp_dataset_t ds = random_images(300);
+    dp_dataset_t ds = testing_random_images(300, 77);
     dp_optim_config_t none = norm_only, plain = norm_only, grouped = with_bias;
     none.weight_decay = 0.0f, none.has_norm_weight_decay = 0;
     plain.has_norm_weight_decay = 0;

@@ -69,6 +69,20 @@ int testing_finish(const char *name) {
     return testing_failed == 0 ? 0 : 1;
 }
 
+dp_dataset_t testing_random_images(int count, uint64_t seed) {
+    uint8_t *pixels = malloc((size_t)count * 784), *labels = malloc((size_t)count);
+    DP_ASSERT(pixels && labels);
+    dp_rng_t rng;
+    dp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < (size_t)count * 784; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
+    for (int i = 0; i < count; i++) labels[i] = (uint8_t)dp_rng_below(&rng, 10);
+    dp_dataset_t ds;
+    DP_ASSERT(dp_dataset_from_memory(&ds, count, 1, 28, 28, 10, pixels, labels) == DP_OK);
+    free(pixels);
+    free(labels);
+    return ds;
+}
+
 dp_dataset_t testing_column_dataset(int count, int side, int classes, int column_step, int column_offset,
                                     int noise, uint64_t seed) {
     const size_t plane = (size_t)side * side;

@@ -93,5 +93,8 @@ void testing_write_png(const char *path, int channels, int h, int w, const uint8
  * (drawn from seed: label, then the pixels, per image). */
 dp_dataset_t testing_column_dataset(int count, int side, int classes, int column_step, int column_offset,
                                     int noise, uint64_t seed);
+/* count 28 x 28 gray images of uniform noise with labels in [0, 10), all
+ * drawn from seed (the pixels, then the labels). */
+dp_dataset_t testing_random_images(int count, uint64_t seed);
 
 #endif
