@@ -155,10 +155,8 @@ static const dp_sync_strategy_t *choose_sync(const dp_trainer_config_t *config, 
     return config->allreduce == DP_ALLREDUCE_NAIVE ? &dp_sync_local_naive : &dp_sync_local_chunked;
 }
 
-dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
-    if (!out) return dp_fail(DP_ERR_ARG, "trainer: no place for the trainer given (out is NULL)");
-    *out = NULL;
-    if (!config) return dp_fail(DP_ERR_ARG, "trainer: no configuration given (NULL)");
+/* The configuration's fields, each out of range one line (before anything is made). */
+static dp_status_t check_config(const dp_trainer_config_t *config) {
     if (!config->model) return dp_fail(DP_ERR_ARG, "trainer: no model given (config.model is NULL)");
     if (config->num_devices < 1)
         return dp_fail(DP_ERR_ARG, "number of devices must be >= 1, found %d", config->num_devices);
@@ -187,6 +185,14 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (config->device_ids[d] < 0)
             return dp_fail(DP_ERR_ARG, "trainer: device_ids[%d] is %d (device numbers are 0 or more)", d,
                            config->device_ids[d]);
+    return DP_OK;
+}
+
+dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out) {
+    if (!out) return dp_fail(DP_ERR_ARG, "trainer: no place for the trainer given (out is NULL)");
+    *out = NULL;
+    if (!config) return dp_fail(DP_ERR_ARG, "trainer: no configuration given (NULL)");
+    DP_TRY(check_config(config));
     int liveness, forward_live;
     DP_TRY(grad_liveness(&liveness));
     DP_TRY(dp_no_grad_wanted(&forward_live));
