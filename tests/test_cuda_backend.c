@@ -20,6 +20,7 @@
  *   sum_squares, scale_range (gradient clipping): the CPU's sum up to its
  *           order of additions (the same float norm), the same bits twice;
  *           the scale the CPU's products, inside the range only;
+ *   ema_update (the model's moving average): 3 updates, the CPU's bits;
  *   the step arena's range (range_cuda.c, CUDA's virtual memory; unless
  *           DPTRAIN_CUDA_VMM=off, where the table has none): an arena on
  *           the GPU grows in place across commits (allocations adjacent,
@@ -181,6 +182,21 @@ static void check_clip(void) {
         CHECK(dp_clip_total_norm(a) == dp_clip_total_norm(want), "sum_squares of %zu: norm %.9g, CPU's %.9g",
               sizes[k], dp_clip_total_norm(a), dp_clip_total_norm(want));
         if (k == 0) printf("  sum_squares of %d floats: GPU %.17g, CPU %.17g\n", N, a, want);
+    }
+    /* the model's moving average: the CPU's bits (each product and the sum rounded) */
+    static float avg[N], want_avg[N];
+    fill(avg, N, 41);
+    memcpy(want_avg, avg, sizeof avg);
+    float *dev_avg = gpu_floats(avg, N);
+    if (dev_avg) {
+        const double decay = 0.99890773333333227; /* torchvision's recipe's, test_ema.c */
+        for (int k = 0; k < 3; k++) {
+            be->ema_update(be->ctx, dev_avg, dev, (float)decay, (float)(1.0 - decay), N);
+            dp_ema_update(want_avg, host, (float)decay, (float)(1.0 - decay), N);
+        }
+        download(avg, dev_avg, N);
+        CHECK(memcmp(avg, want_avg, sizeof avg) == 0, "ema_update: 3 updates differ from the CPU's bits");
+        be->free(be->ctx, dev_avg);
     }
     be->scale_range(be->ctx, dev + 10, 0.37f, N - 20);
     download(got, dev, N);

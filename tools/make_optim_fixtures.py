@@ -37,6 +37,15 @@ dp_optimizer):
     "clipped"    f32[S, N]  the gradients after it
     "params"     f32[S, N]  the parameters after step s
 
+Moving-average cases ("ema-*.bin"): torchvision's ExponentialMovingAverage
+(an AveragedModel of a weight and a buffer) over STEPS model states, its
+decay from train.py's adjustment (tests/test_ema.c replays them through
+optim.h's dp_ema_decay and dp_ema_update):
+    "config"          f32[6]  base decay, steps, global batch, epochs, warm-up updates, decay
+    "config_f64_bits" i32[12] the same six as float64 (their bits)
+    "states"          f32[S, N]  the model after step s
+    "averages"        f32[S, N]  the average after its update at step s
+
 Run:  /usr/bin/python3 tools/make_optim_fixtures.py [output_dir]
 (default tests/fixtures/optim). Re-running reproduces the same bytes.
 
@@ -198,6 +207,50 @@ def all_clip_cases():
     ]
 
 
+def ema_case(name, base_decay, steps, global_batch, epochs, warmup_updates=0):
+    """torchvision's ExponentialMovingAverage (0.14's references/classification/utils.py: an
+    AveragedModel with use_buffers=True and avg_fn decay * avg + (1 - decay) * param) of a module
+    with a weight and a buffer, its decay from train.py's adjustment of --model-ema-decay, updated
+    after each of STEPS model states; during the first warmup_updates the count is reset after the
+    update (train.py's `n_averaged.fill_(0)` in the warm-up epochs), so the next copies again."""
+    rng = rng_for(name)
+    adjust = global_batch * steps / epochs  # train.py: world_size * batch_size * model_ema_steps / epochs
+    alpha = min(1.0, (1.0 - base_decay) * adjust)
+    decay = 1.0 - alpha
+
+    def ema_avg(avg_model_param, model_param, num_averaged):
+        return decay * avg_model_param + (1 - decay) * model_param
+
+    module = torch.nn.Linear(N_PARAMS, 1, bias=False)
+    module.register_buffer("stat", torch.zeros(5))
+    ema = torch.optim.swa_utils.AveragedModel(module, avg_fn=ema_avg, use_buffers=True)
+    n = N_PARAMS + 5
+    states = np.zeros((STEPS, n), np.float32)
+    averages = np.zeros((STEPS, n), np.float32)
+    for step in range(STEPS):
+        states[step] = (rng.standard_normal(n) * (1 + step)).astype(np.float32)
+        with torch.no_grad():
+            module.weight.copy_(torch.from_numpy(states[step][:N_PARAMS].reshape(1, N_PARAMS)))
+            module.stat.copy_(torch.from_numpy(states[step][N_PARAMS:]))
+        ema.update_parameters(module)
+        if step < warmup_updates:
+            ema.n_averaged.fill_(0)
+        averages[step] = np.concatenate([ema.module.weight.detach().numpy().ravel(), ema.module.stat.numpy()])
+    config = np.array([base_decay, steps, global_batch, epochs, warmup_updates, decay], np.float64)
+    tensors = [("config", config.astype(np.float32)), ("config_f64_bits", config.view(np.int32)),
+               ("states", states), ("averages", averages)]
+    return name, "ema", tensors
+
+
+def all_ema_cases():
+    return [
+        ema_case("ema-torchvision", 0.99998, 32, 1024, 600),  # the ResNet-50 v2 recipe's numbers
+        ema_case("ema-short", 0.99998, 4, 50, 3),
+        ema_case("ema-warmup", 0.999, 1, 256, 10, warmup_updates=2),
+        ema_case("ema-alpha-one", 0.9, 10, 512, 2),  # alpha clamped to 1: the average is the model
+    ]
+
+
 def closed_form_lr(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, n, t):
     """schedule.h's formula, in float64."""
     if kind == 1:
@@ -260,7 +313,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     total, names = 0, set()
-    for name, op, tensors in all_optim_cases() + all_schedule_cases() + all_clip_cases():
+    for name, op, tensors in all_optim_cases() + all_schedule_cases() + all_clip_cases() + all_ema_cases():
         assert name not in names, f"duplicate case {name}"
         names.add(name)
         total += write_case(out_dir, name, op, default_attr(), tensors)

@@ -138,6 +138,10 @@ struct dp_backend {
      *     (torch's Tensor.mul_). */
     dp_status_t (*sum_squares)(void *ctx, const float *x, size_t count, double *out);
     void (*scale_range)(void *ctx, float *x, float factor, size_t count);
+    /* The model's moving average (optim.h dp_ema_update; the trainer's
+     * model_ema): avg[0, count) = decay * avg + one_minus_decay * x, each
+     * product and the sum rounded to float (no fused multiply-add). */
+    void (*ema_update)(void *ctx, float *avg, const float *x, float decay, float one_minus_decay, size_t count);
 
     /* --- Local collectives (replicas of one process, possibly on several
      * devices of this backend) --- */

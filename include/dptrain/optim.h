@@ -163,6 +163,21 @@ float dp_clip_coefficient(float total_norm, float max_norm);
  * at the end): the CPU backend's sum_squares. */
 double dp_sum_squares(const float *x, size_t n);
 
+/* --- An exponential moving average of the model (ema.c): torchvision's
+ * reference --model-ema (utils.ExponentialMovingAverage, an AveragedModel
+ * of the parameters and buffers). Every `steps` steps the average takes
+ * avg = decay * avg + (1 - decay) * x, as torch computes it on float32
+ * tensors with Python floats: decay and 1 - decay (in double) each rounded
+ * to float, two products and a sum, each rounded (no fused multiply-add);
+ * the first update (and every one during the lr warm-up) copies x. */
+/* torchvision's decay from --model-ema-decay D, --model-ema-steps N, the
+ * global batch B and the run's epochs E: 1 - min(1, (1 - D) * B * N / E),
+ * in double as Python computes it. */
+double dp_ema_decay(double decay, int steps, int global_batch, int epochs);
+/* avg[0, n) = decay * avg + one_minus_decay * x, element by element (the
+ * CPU backend's ema_update). */
+void dp_ema_update(float *avg, const float *x, float decay, float one_minus_decay, size_t n);
+
 /* --- State, for checkpoints ----------------------------------------------------
  * An optimizer's state is its step count and 0-2 buffers of n floats, named
  * as torch.optim names them: "momentum_buffer" (momentum), "sum" (adagrad),

@@ -72,6 +72,10 @@ typedef struct {
                                 + eps / K (ops.h softmax_xent); 0: none. The steps' loss (and
                                 dp_trainer_step's loss_sum, the epoch's train_loss) is this
                                 smoothed loss; evaluation counts correct answers, no loss */
+    int model_ema;           /* 1: keep a moving average of the model (parameters and running
+                                statistics) on every device, torchvision's --model-ema
+                                (dp_trainer_ema_update; dp_fit updates it every
+                                ema_steps steps); 0: none */
     float clip_grad_norm;    /* > 0: torch.nn.utils.clip_grad_norm_(params, clip_grad_norm) on
                                 every step's summed gradient before the update (optim.h
                                 dp_clip_*: the total norm of every trained float's gradient,
@@ -239,6 +243,24 @@ typedef struct {
     float norm_max;
 } dp_grad_norm_stats_t;
 void dp_trainer_grad_norms(dp_trainer_t *trainer, dp_grad_norm_stats_t *out, int reset);
+
+/* The model's moving average (config.model_ema; model_ema.c), between steps:
+ *   dp_trainer_ema_update: every replica's average = decay * average +
+ *     (1 - decay) * its model (optim.h dp_ema_update), or the model itself
+ *     when no update counts yet (the first, or after dp_trainer_ema_restart);
+ *     counts one;
+ *   dp_trainer_ema_swap: every replica's model and average trade places (a
+ *     pointer swap): evaluations, dp_trainer_params and
+ *     dp_trainer_set_params then see the average; swap back before the
+ *     next step;
+ *   dp_trainer_ema_updates / set_ema_updates: the count (checkpoints);
+ * DP_ERR_ARG naming it without config.model_ema. */
+dp_status_t dp_trainer_ema_update(dp_trainer_t *trainer, double decay);
+void dp_trainer_ema_restart(dp_trainer_t *trainer);
+dp_status_t dp_trainer_ema_swap(dp_trainer_t *trainer);
+uint64_t dp_trainer_ema_updates(const dp_trainer_t *trainer);
+void dp_trainer_set_ema_updates(dp_trainer_t *trainer, uint64_t updates);
+int dp_trainer_model_ema(const dp_trainer_t *trainer);
 /* The model the trainer was made with (config.model). */
 const dp_model_t *dp_trainer_model(const dp_trainer_t *trainer);
 

@@ -17,6 +17,7 @@
 void dp_replica_free(dp_replica_t *r) {
     dp_device_free(r->device); /* first: runs what is queued, then joins */
     r->backend->free(r->backend->ctx, r->params);
+    r->backend->free(r->backend->ctx, r->ema);
     r->backend->free(r->backend->ctx, r->grads);
     dp_tape_free(r->tape);
     dp_no_grad_free(r->no_grad);

@@ -28,6 +28,7 @@ typedef struct {
 
 typedef struct dp_replica {
     float *params; /* (num_params) this replica's copy of the parameters; device memory */
+    float *ema;    /* (num_params) the model's moving average (config.model_ema), else NULL; device memory */
     float *grads;  /* (num_trainable + 1) gradient of the global mean loss, this shard's part; device memory */
     dp_arena_t *arena; /* device memory: activations, the batch */
     dp_tape_t *tape;
@@ -111,6 +112,9 @@ dp_status_t dp_sync_broadcast_update_chunks(dp_trainer_t *t);
  *     clipping;
  *   dp_clip_scale: another buffer holding the same sum scaled alike. */
 int dp_clipping(const dp_trainer_t *t);
+/* model_ema.c: every replica's moving average made (its model's copy; a
+ * backend without ema_update refused in one line). */
+dp_status_t dp_model_ema_init(dp_trainer_t *t);
 dp_status_t dp_clip_gradients(dp_trainer_t *t, const dp_backend_t *be, float *grads);
 void dp_clip_scale(const dp_trainer_t *t, const dp_backend_t *be, float *grads);
 

@@ -304,6 +304,7 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (r->params != init) be->upload(be->ctx, r->params, init, param_bytes);
     }
     if ((status = dp_trainer_metrics_alloc(t)) != DP_OK) goto fail;
+    if (config->model_ema && (status = dp_model_ema_init(t)) != DP_OK) goto fail; /* model_ema.c */
     if ((status = dp_sync_peer_choose(t)) != DP_OK) goto fail; /* NCCL, or the host paths */
     t->sync = !t->peer_group ? choose_sync(config, t->ranks) : config->overlap ? &dp_sync_peer_overlap : &dp_sync_peer;
     if (t->sync->init && (status = t->sync->init(t)) != DP_OK) goto fail;
@@ -614,6 +615,7 @@ int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max
 dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *loss_sum, int *correct) {
     int k = t->num_devices, n = batch->n;
     if (n < 1) return dp_fail(DP_ERR_ARG, "a step needs at least one example, found a batch of %d", n);
+    if (t->ema_swapped) return dp_fail(DP_ERR_ARG, "step: the moving average is swapped in (dp_trainer_ema_swap it back)");
     /* before a device reads its bytes */
     DP_TRY(dp_model_check_input(t->model, dp_model_name(t->model), "step: the batch's", batch->channels,
                                 batch->height, batch->width));

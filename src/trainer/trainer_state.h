@@ -50,6 +50,9 @@ struct dp_trainer {
     float last_grad_norm;    /* clipping: the last step's total gradient norm (NaN: none yet) */
     float clip_coef;         /* clipping: the factor of this step's gradients (clip_grad.c) */
     dp_grad_norm_stats_t norm_stats; /* clipping: the norms since dp_trainer_grad_norms last reset them */
+    uint64_t ema_updates;    /* model_ema: the updates the average counts (0: the next copies the model) */
+    int ema_swapped;         /* model_ema: the replicas' params hold the average (dp_trainer_ema_swap) */
+    float ema_decay, ema_one_minus_decay; /* model_ema: the current update's factors */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
     int empty_shards;        /* this step has devices without examples (a short last batch with
                                 fewer examples than devices of all ranks: the same on every rank) */

@@ -82,6 +82,11 @@ static dp_status_t cpu_sum_squares(void *ctx, const float *x, size_t count, doub
     return DP_OK;
 }
 
+static void cpu_ema_update(void *ctx, float *avg, const float *x, float decay, float one_minus_decay, size_t count) {
+    (void)ctx;
+    dp_ema_update(avg, x, decay, one_minus_decay, count);
+}
+
 static void cpu_scale_range(void *ctx, float *x, float factor, size_t count) {
     (void)ctx;
     for (size_t i = 0; i < count; i++) x[i] *= factor;
@@ -157,6 +162,7 @@ static const dp_backend_t cpu_backend = {
     .optimizer_update = cpu_optimizer_update,
     .sum_squares = cpu_sum_squares,
     .scale_range = cpu_scale_range,
+    .ema_update = cpu_ema_update,
     .reduce_range = cpu_reduce_range,
     .broadcast_range = cpu_broadcast_range,
     .input_from_bytes = cpu_input_from_bytes,

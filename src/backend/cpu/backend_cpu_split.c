@@ -139,6 +139,13 @@ static dp_status_t split_sum_squares(void *ctx, const float *x, size_t count, do
     return staged()->sum_squares(staged()->ctx, x, count, out);
 }
 
+static void split_ema_update(void *ctx, float *avg, const float *x, float decay, float one_minus_decay,
+                             size_t count) {
+    check_own(ctx, "ema_update (average)", avg, sizeof(float) * count);
+    check_own(ctx, "ema_update (model)", x, sizeof(float) * count);
+    staged()->ema_update(staged()->ctx, avg, x, decay, one_minus_decay, count);
+}
+
 static void split_scale_range(void *ctx, float *x, float factor, size_t count) {
     check_own(ctx, "scale_range", x, sizeof(float) * count);
     staged()->scale_range(staged()->ctx, x, factor, count);
@@ -193,6 +200,7 @@ static void split_init(void) {
         sp->table.optimizer_update = split_optimizer_update;
         sp->table.sum_squares = split_sum_squares;
         sp->table.scale_range = split_scale_range;
+        sp->table.ema_update = split_ema_update;
         sp->table.reduce_range = split_reduce_range;
         sp->table.broadcast_range = split_broadcast_range;
         sp->table.input_from_bytes = split_input_from_bytes;

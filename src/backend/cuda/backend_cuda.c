@@ -517,6 +517,14 @@ static dp_status_t cuda_sum_squares(void *ctx, const float *x, size_t count, dou
     return status;
 }
 
+static void cuda_ema_update(void *ctx, float *avg, const float *x, float decay, float one_minus_decay, size_t count) {
+    dp_cuda_ctx_t *c = ctx;
+    dp_cuda_enter(c);
+    if (!c->failed)
+        dp_cuda_check(c, dp_cuda_ema(c->stream, avg, x, decay, one_minus_decay, count), "the model's moving average");
+    dp_cuda_leave(c);
+}
+
 static void cuda_scale_range(void *ctx, float *x, float factor, size_t count) {
     dp_cuda_ctx_t *c = ctx;
     dp_cuda_enter(c);
@@ -597,6 +605,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .optimizer_forget = cuda_optimizer_forget,
             .sum_squares = cuda_sum_squares,
             .scale_range = cuda_scale_range,
+            .ema_update = cuda_ema_update,
             .set_precision = cuda_set_precision,
             .set_channels_last = cuda_set_channels_last,
             .reduce_range = cuda_reduce_range,

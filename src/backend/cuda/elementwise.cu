@@ -1,8 +1,8 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6, add
  * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
- * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies and
- * gradient clipping's scale. The
+ * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
+ * gradient clipping's scale and the model's moving average. The
  * activations they read or write (not the gradients) are float or bf16
  * (the launchers' `bf16` bits, kernels.h; kernels_common.cuh's ld/st). */
 #include "kernels_common.cuh"
@@ -259,5 +259,17 @@ __global__ void scale_kernel(float *x, float factor, size_t n) {
 extern "C" cudaError_t dp_cuda_scale(cudaStream_t stream, float *x, float factor, size_t n) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     if (n) scale_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, factor, n);
+    return cudaGetLastError();
+}
+
+/* --- the model's moving average (backend.h ema_update) ---------------------------------------- */
+__global__ void ema_kernel(float *avg, const float *x, float decay, float one_minus_decay, size_t n) {
+    GRID_LOOP(i, n) avg[i] = __fadd_rn(__fmul_rn(decay, avg[i]), __fmul_rn(one_minus_decay, x[i]));
+}
+
+extern "C" cudaError_t dp_cuda_ema(cudaStream_t stream, float *avg, const float *x, float decay, float one_minus_decay,
+                                   size_t n) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    if (n) ema_kernel<<<blocks_for(n), THREADS, 0, stream>>>(avg, x, decay, one_minus_decay, n);
     return cudaGetLastError();
 }

@@ -74,6 +74,8 @@ cudaError_t dp_cuda_optim(cudaStream_t stream, const dp_cuda_optim_args_t *devic
 /* --- elementwise.cu: bias, ReLU, sigmoid, tanh, add, dropout, scale ----------------------- */
 /* x[0, n) *= factor, one rounding each (backend.h scale_range) */
 cudaError_t dp_cuda_scale(cudaStream_t stream, float *x, float factor, size_t n);
+/* avg[0, n) = decay * avg + one_minus_decay * x, each product and the sum rounded (backend.h ema_update) */
+cudaError_t dp_cuda_ema(cudaStream_t stream, float *avg, const float *x, float decay, float one_minus_decay, size_t n);
 cudaError_t dp_cuda_fill_rows(cudaStream_t stream, float *y, const float *b, int rows, int cols);
 /* y (N, C, L) = relu(y + b[c]) (b may be NULL; relu when fuse_relu) */
 cudaError_t dp_cuda_bias_act(cudaStream_t stream, void *y, const float *b, int N, int C, size_t L, int relu,
