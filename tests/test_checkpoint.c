@@ -1209,8 +1209,70 @@ static void test_atomic_writes(void) {
     dp_model_free(lenet);
 }
 
+/* The model's moving average: saved beside the parameters (ema.NAME, model_ema.*), read back by
+ * dp_checkpoint_load_ema alone; its metadata checked; a file without one refused by load_ema. */
+static void test_model_ema(void) {
+    dp_model_t *lenet;
+    DP_ASSERT(dp_model_builtin("lenet", &lenet) == DP_OK);
+    const size_t n = dp_model_num_params(lenet);
+    float *params = malloc(n * sizeof(float)), *ema = malloc(n * sizeof(float)), *loaded = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) params[i] = (float)i * 0.001f, ema[i] = -(float)i * 0.25f;
+    dp_checkpoint_info_t info = sample_info("lenet", DP_OPTIM_SGD);
+    info.model_ema_steps = 32, info.model_ema_decay = 0.99890773333333227, info.model_ema_updates = 123;
+    info.model_ema = ema;
+    const char *path = testing_tmp_file("ema.st"), *edited = testing_tmp_file("ema_edited.st");
+    CHECK(dp_checkpoint_save(path, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    dp_checkpoint_t *c = NULL;
+    if (dp_checkpoint_open(path, &c) == DP_OK) {
+        const dp_checkpoint_info_t *r = dp_checkpoint_info(c);
+        CHECK(r->model_ema_steps == 32 && r->model_ema_decay == 0.99890773333333227 && r->model_ema_updates == 123 &&
+                  !r->model_ema,
+              "read back: %d steps, decay %.17g, %llu updates", r->model_ema_steps, r->model_ema_decay,
+              (unsigned long long)r->model_ema_updates);
+        CHECK(dp_checkpoint_load_params(c, lenet, loaded) == DP_OK && memcmp(loaded, params, n * sizeof(float)) == 0,
+              "the parameters beside an average: %s", dp_error_message());
+        CHECK(dp_checkpoint_load_ema(c, lenet, loaded) == DP_OK && memcmp(loaded, ema, n * sizeof(float)) == 0,
+              "the average: %s", dp_error_message());
+        dp_checkpoint_close(c);
+    }
+    /* what the writer refuses: steps without floats */
+    dp_checkpoint_info_t bad = info;
+    bad.model_ema = NULL;
+    CHECK(dp_checkpoint_save(edited, lenet, params, NULL, &bad) == DP_ERR_ARG &&
+              strstr(dp_error_message(), "a moving average of 32 steps"), "steps without floats: %s", dp_error_message());
+    struct { const char *key, *value, *part; } bad_meta[] = {
+        {"model_ema.steps", "0", "'model_ema.steps' is '0', expected a positive decimal integer"},
+        {"model_ema.decay", "1.5", "'model_ema.decay' is '1.5', expected a number in [0, 1]"},
+        {"model_ema.decay", "nan", "'model_ema.decay' is 'nan', expected a number in [0, 1]"},
+        {"model_ema.updates", "-1", "'model_ema.updates' is '-1', expected a decimal integer"},
+        {"model_ema.updates", NULL, "metadata 'model_ema.updates' is missing (the file has 'model_ema.steps')"},
+    };
+    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "metadata %s = %s", bad_meta[i].key, bad_meta[i].value ? bad_meta[i].value : "(none)");
+        rewrite(path, edited, bad_meta[i].key, bad_meta[i].value, NULL);
+        check_open_fails(edited, bad_meta[i].part, label);
+    }
+    /* a file without an average: load_ema says so, and nothing changes */
+    info.model_ema_steps = 0, info.model_ema = NULL;
+    CHECK(dp_checkpoint_save(edited, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    if (dp_checkpoint_open(edited, &c) == DP_OK) {
+        memcpy(loaded, ema, n * sizeof(float));
+        CHECK(dp_checkpoint_load_ema(c, lenet, loaded) == DP_ERR_ARG &&
+                  strstr(dp_error_message(), "no moving average of the model in this checkpoint") &&
+                  memcmp(loaded, ema, n * sizeof(float)) == 0,
+              "no average: %s", dp_error_message());
+        dp_checkpoint_close(c);
+    }
+    free(params);
+    free(ema);
+    free(loaded);
+    dp_model_free(lenet);
+}
+
 int main(void) {
     test_json();
+    test_model_ema();
     test_safetensors_round_trip();
     test_corrupt_files();
     test_checkpoint_round_trip();

@@ -42,7 +42,7 @@ int main(void) {
 
     /* The metrics line: the old keys unchanged, the run's appended. */
     const char *path = testing_tmp_file("cpu_metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0", 1, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0", 1, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     dp_run_info_t run = {"avx2", "Model \"X\" 3\\GHz", "OpenBLAS 0.3.21, Haswell kernels", "bf16", "nhwc"};
     CHECK(dp_metrics_append_run(path, &s, &run) == DP_OK, "append: %s", dp_error_message());
     dp_run_info_t partial = {"generic", NULL, NULL, NULL, NULL};

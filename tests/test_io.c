@@ -174,7 +174,7 @@ static int xml_balanced(const char *s) {
 
 static dp_epoch_stats_t make_stats(int epoch) {
     dp_epoch_stats_t s = {epoch,  2.0 / (epoch + 1), 0.6 + 0.03 * epoch, 0.58 + 0.028 * epoch,
-                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
+                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     return s;
 }
 
@@ -182,7 +182,7 @@ static dp_epoch_stats_t make_stats(int epoch) {
 
 static void test_metrics(void) {
     const char *path = testing_tmp_file("metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
     char *text = read_text_checked(path);
     const char *expected =
@@ -213,9 +213,9 @@ static void test_metrics(void) {
     free(text);
 
     /* Appending adds lines; NaN and inf become null; precision survives. */
-    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &t) == DP_OK, "append 2: %s", dp_error_message());
-    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(dp_metrics_append(path, &u) == DP_OK, "append 3: %s", dp_error_message());
     text = read_text_checked(path);
     int lines = 0, all_valid = 1;

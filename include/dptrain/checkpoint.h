@@ -94,6 +94,12 @@
  *                           as its shortest decimal ("0.1"); written only
  *                           when not 0 (absent: 0, none). A resume must use
  *                           the same
+ *   model_ema.steps, model_ema.decay, model_ema.updates
+ *                           the model's moving average (--model-ema): its
+ *                           steps between updates, decay (%.17g) and
+ *                           updates so far; all three or none (none: no
+ *                           average); with them an ema.NAME tensor for
+ *                           every parameter and buffer NAME
  *   clip_grad_norm          gradient clipping's max norm (--clip-grad-norm,
  *                           parallel.h's config.clip_grad_norm), float32 in
  *                           (0, 1e30] as its shortest decimal; written only
@@ -205,6 +211,13 @@ typedef struct {
     float label_smoothing;      /* the training loss's label smoothing, in [0, 1) (read: 0 when the file
                                    does not record it) */
     float clip_grad_norm;       /* gradient clipping's max norm, 0: none (read: 0 when not recorded) */
+    /* the model's moving average (fit.h model_ema_*): its steps (0: none kept), decay and updates;
+     * model_ema: what dp_checkpoint_save writes as the ema.* tensors (dp_model_num_params floats of
+     * host memory; NULL: none), never set by a read (dp_checkpoint_load_ema) */
+    int model_ema_steps;
+    double model_ema_decay;
+    uint64_t model_ema_updates;
+    const float *model_ema;
     int best_epoch;             /* the run's epoch (1-based) with the highest test accuracy so far (the
                                    earlier of equals), 0: none recorded (no epoch yet, or an older file) */
     int best_correct, best_count; /* its test set's correct answers and size */
@@ -297,6 +310,13 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
  * not frozen. */
 dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_model_t *model,
                                          dp_optimizer_t *opt);
+
+/* params (dp_model_num_params floats) = the checkpoint's moving average of
+ * the model (its ema.NAME tensors, one per parameter and buffer; info's
+ * model_ema_steps > 0), checked as dp_checkpoint_load_params checks the
+ * parameters; a file without one: DP_ERR_ARG naming it. params unchanged
+ * on failure. */
+dp_status_t dp_checkpoint_load_ema(const dp_checkpoint_t *c, const dp_model_t *model, float *params);
 
 /* What dp_checkpoint_load_init did with the model's last linear layer (the
  * head): its name, "" when it was loaded like the rest; then its output

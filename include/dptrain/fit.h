@@ -162,6 +162,12 @@ typedef struct {
     dp_lr_schedule_t schedule;     /* its lr is the base lr (the trainer's optim.lr);
                                       {.kind = DP_LR_CONSTANT, .lr = lr} for none */
     int eval_batch_size;           /* 0: 1000 */
+    /* the model's moving average (a trainer with config.model_ema; parallel.h): updated with
+     * model_ema_decay after the steps whose index in the epoch (from 0) is a multiple of
+     * model_ema_steps, a copy of the model while the lr warms up (torchvision's reference), and
+     * evaluated after every epoch (dp_epoch_stats_t test_acc_ema); recorded in checkpoints */
+    double model_ema_decay;        /* in [0, 1] (optim.h dp_ema_decay: torchvision's from its options) */
+    int model_ema_steps;           /* >= 1 with a trainer's model_ema; 0 otherwise */
     /* files, NULL for none; only rank 0 writes them */
     const char *metrics_path;      /* one JSON line appended per epoch (dp_metrics_append) */
     const char *plot_path;         /* SVG of this call's epochs, rewritten every epoch */

@@ -37,6 +37,8 @@ typedef struct {
                                measured (0: no clipping; the next three are then unset) */
     double grad_norm_mean, grad_norm_max; /* their norms' mean and largest, before clipping */
     double clipped_fraction; /* the fraction of those steps clipped */
+    int has_ema;            /* the model's moving average was evaluated: test_acc_ema */
+    double test_acc_ema;    /* fraction correct on the test set of the model's moving average */
 } dp_epoch_stats_t;
 
 /* What ran (cpu.h), for the metrics. */
@@ -55,7 +57,8 @@ typedef struct {
  * device_mem_peak_bytes when counted (GPU devices), skipped_files when
  * the training data left out or replaced unreadable files, and with
  * gradient clipping grad_norm_mean, grad_norm_max and clipped_fraction
- * (after lr). */
+ * (after lr), and with the model's moving average test_acc_ema (after
+ * test_acc). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* The same line with the keys precision, layout, isa, cpu and blas (strings)

@@ -16,7 +16,7 @@
 #include "../core/hash.h"
 
 /* --- dptrain checkpoints ------------------------------------------------------------- */
-#define OPTIMIZER_PREFIX "optimizer."
+#define OPTIMIZER_PREFIX DP_CHECKPOINT_OPTIMIZER_PREFIX
 
 uint64_t dp_model_fingerprint(const dp_model_t *model) {
     uint64_t h = DP_FNV1A_SEED;
@@ -81,6 +81,11 @@ static dp_status_t check_save(const char *path, const dp_model_t *model, const f
         return dp_checkpoint_fail_in(DP_ERR_ARG, path, "data.classes");
     if (dp_checkpoint_check_conv_algos(info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
         return dp_checkpoint_fail_in(DP_ERR_ARG, path, DP_CHECKPOINT_CONV_ALGOS_KEY);
+    if (info->model_ema_steps < 0 || (info->model_ema_steps > 0) != (info->model_ema != NULL) ||
+        !(info->model_ema_steps == 0 || (info->model_ema_decay >= 0.0 && info->model_ema_decay <= 1.0)))
+        return dp_fail(DP_ERR_ARG, "%s: a moving average of %d steps, decay %g, %s its floats: expected steps >= 1 "
+                       "with the floats and a decay in [0, 1], or 0 without them", path, info->model_ema_steps,
+                       info->model_ema_decay, info->model_ema ? "with" : "without");
     return DP_OK;
 }
 
@@ -90,7 +95,8 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
     int num_params = dp_model_num_param_tensors(model), num_trainable = 0;
     for (int i = 0; i < num_params; i++) num_trainable += trains(dp_model_param(model, i));
     int num_states = opt ? dp_optimizer_num_states(opt) : 0;
-    int count = num_params + num_states * num_trainable;
+    const int ema = info->model_ema != NULL;
+    int count = num_params + num_states * num_trainable + (ema ? num_params : 0);
     dp_st_tensor_t *tensors = dp_alloc_zeroed((size_t)count + 1, sizeof *tensors, "checkpoint tensors");
     char **names = dp_alloc_zeroed((size_t)count + 1, sizeof *names, "checkpoint names");
     char states[256] = ""; /* the optimizer's state names, comma-separated */
@@ -119,6 +125,17 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
             param_tensor(p, state + p->offset, names[t], &tensors[t]);
             t++;
         }
+    }
+    for (int i = 0; ema && i < num_params && status == DP_OK; i++) { /* the moving average: ema.NAME */
+        const dp_param_info_t *p = dp_model_param(model, i);
+        size_t size = strlen(DP_CHECKPOINT_EMA_PREFIX) + strlen(p->name) + 1;
+        if (!(names[t] = dp_alloc(size, "checkpoint tensor name"))) {
+            status = DP_ERR_NOMEM;
+            break;
+        }
+        snprintf(names[t], size, DP_CHECKPOINT_EMA_PREFIX "%s", p->name);
+        param_tensor(p, info->model_ema + p->offset, names[t], &tensors[t]);
+        t++;
     }
     if (status == DP_OK) {
         dp_checkpoint_meta_t meta;
@@ -201,7 +218,7 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
     }
     for (int i = 0; i < dp_safetensors_count(c->st); i++) {
         const char *name = dp_safetensors_entry(c->st, i)->name;
-        if (strncmp(name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0) continue;
+        if (dp_checkpoint_state_tensor(name)) continue;
         int known = 0;
         for (int j = 0; j < num_params && !known; j++) known = strcmp(dp_model_param(model, j)->name, name) == 0;
         if (!known)
@@ -216,6 +233,24 @@ dp_status_t dp_checkpoint_load_params(const dp_checkpoint_t *c, const dp_model_t
         const dp_param_info_t *p = dp_model_param(model, i);
         dp_safetensors_copy(dp_safetensors_find(c->st, p->name), params + p->offset);
     }
+    return DP_OK;
+}
+
+dp_status_t dp_checkpoint_load_ema(const dp_checkpoint_t *c, const dp_model_t *model, float *params) {
+    const char *path = dp_safetensors_path(c->st);
+    if (c->info.model_ema_steps == 0)
+        return dp_fail(DP_ERR_ARG, "%s: no moving average of the model in this checkpoint (its run had no "
+                       "--model-ema)", path);
+    int num_params = dp_model_num_param_tensors(model);
+    char name[300];
+    for (int pass = 0; pass < 2; pass++) /* every tensor checked, then copied: a failure changes nothing */
+        for (int i = 0; i < num_params; i++) {
+            const dp_param_info_t *p = dp_model_param(model, i);
+            snprintf(name, sizeof name, DP_CHECKPOINT_EMA_PREFIX "%s", p->name);
+            const dp_st_entry_t *e;
+            if (pass == 0) DP_TRY(find_like(c, model, name, p, &e));
+            else dp_safetensors_copy(dp_safetensors_find(c->st, name), params + p->offset);
+        }
     return DP_OK;
 }
 

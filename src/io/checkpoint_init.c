@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint_internal.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/json.h"
 
-#define OPTIMIZER_PREFIX "optimizer."
 
 /* "(5, 84)" of a model parameter's shape. */
 static void model_shape_str(const dp_param_info_t *p, char *buf, size_t size) {
@@ -91,9 +91,9 @@ dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *
                            path, p->name, found, dp_model_name(model), expected, saved_model);
         }
     }
-    for (int i = 0; i < dp_safetensors_count(st); i++) { /* and nothing else but the optimizer's state */
+    for (int i = 0; i < dp_safetensors_count(st); i++) { /* and nothing else but the training state */
         const char *name = dp_safetensors_entry(st, i)->name;
-        if (strncmp(name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0) continue;
+        if (dp_checkpoint_state_tensor(name)) continue;
         int known = 0;
         for (int j = 0; j < count && !known; j++) known = strcmp(dp_model_param(model, j)->name, name) == 0;
         if (!known)

@@ -224,6 +224,14 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         snprintf(m->clip_grad_norm, sizeof m->clip_grad_norm, "%.9g", dp_float_decimal(info->clip_grad_norm));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, m->clip_grad_norm};
     }
+    if (info->model_ema_steps > 0) { /* the moving average: its tensors are the writer's (checkpoint.c) */
+        snprintf(m->ema[0], sizeof m->ema[0], "%d", info->model_ema_steps);
+        snprintf(m->ema[1], sizeof m->ema[1], "%.17g", info->model_ema_decay);
+        snprintf(m->ema[2], sizeof m->ema[2], "%" PRIu64, info->model_ema_updates);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EMA_STEPS_KEY, m->ema[0]};
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EMA_DECAY_KEY, m->ema[1]};
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EMA_UPDATES_KEY, m->ema[2]};
+    }
     if (info->num_class_names > 0) {
         DP_TRY(class_names_json(info->class_names, info->num_class_names, &m->classes));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLASSES_KEY, m->classes};
@@ -583,6 +591,42 @@ static dp_status_t parse_early_stop(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
+/* model_ema.steps (a positive integer), .decay (a number in [0, 1]),
+ * .updates (an integer): all three or none (no moving average). */
+static dp_status_t parse_ema(dp_checkpoint_t *c) {
+    static const char *const keys[3] = {DP_CHECKPOINT_EMA_STEPS_KEY, DP_CHECKPOINT_EMA_DECAY_KEY,
+                                        DP_CHECKPOINT_EMA_UPDATES_KEY};
+    const char *texts[3];
+    int present = 0;
+    for (int k = 0; k < 3; k++) present += (texts[k] = dp_safetensors_meta(c->st, keys[k])) != NULL;
+    if (present == 0) return DP_OK;
+    const char *path = dp_safetensors_path(c->st);
+    for (int k = 0; k < 3; k++)
+        if (!texts[k])
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is missing (the file has '%s')", path, keys[k],
+                           keys[texts[0] ? 0 : texts[1] ? 1 : 2]);
+    char *end;
+    errno = 0;
+    long steps = strtol(texts[0], &end, 10);
+    if (!(texts[0][0] >= '1' && texts[0][0] <= '9') || *end || errno || steps > INT_MAX)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a positive decimal integer", path, keys[0],
+                       dp_json_show(texts[0]).text);
+    errno = 0;
+    double decay = strtod(texts[1], &end);
+    if (!texts[1][0] || strchr(" \t\n\v\f\r+", texts[1][0]) || *end || errno || !(decay >= 0.0 && decay <= 1.0))
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in [0, 1]", path, keys[1],
+                       dp_json_show(texts[1]).text);
+    errno = 0;
+    unsigned long long updates = strtoull(texts[2], &end, 10);
+    if (!(texts[2][0] >= '0' && texts[2][0] <= '9') || *end || errno)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer", path, keys[2],
+                       dp_json_show(texts[2]).text);
+    c->info.model_ema_steps = (int)steps;
+    c->info.model_ema_decay = decay;
+    c->info.model_ema_updates = updates;
+    return DP_OK;
+}
+
 /* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
  * 0); clip_grad_norm: a float32 in (0, DP_CLIP_MAX_NORM_LIMIT] (absent: 0,
  * none); the weight-decay groups' decays (absent: none, the weight
@@ -595,6 +639,7 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
                                 &o->has_bias_weight_decay));
     DP_TRY(parse_best(c));
     DP_TRY(parse_early_stop(c));
+    DP_TRY(parse_ema(c));
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, 0, &c->info.clip_grad_norm, NULL));
     if (!(c->info.clip_grad_norm >= 0.0f && c->info.clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT) ||
         (c->info.clip_grad_norm == 0.0f && dp_safetensors_meta(c->st, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY)))

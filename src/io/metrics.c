@@ -103,6 +103,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     if (stats->label_smoothing != 0.0) line_number(&line, "label_smoothing", stats->label_smoothing);
     line_number(&line, "train_acc", stats->train_acc);
     line_number(&line, "test_acc", stats->test_acc);
+    if (stats->has_ema) line_number(&line, "test_acc_ema", stats->test_acc_ema);
     line_number(&line, "epoch_sec", stats->epoch_sec);
     line_number(&line, "images_per_sec", stats->images_per_sec);
     line_number(&line, "lr", stats->lr);

@@ -245,6 +245,41 @@ static dp_status_t check_freeze(const char *path, const dp_model_t *model, const
     return DP_OK;
 }
 
+/* A resume's moving average: the checkpoint's (its updates too), put in
+ * every replica while swapped in; a run without one drops it, a file
+ * without one starts it afresh, and another decay or step count is taken:
+ * each said in a warning. */
+static dp_status_t resume_ema(const dp_fit_config_t *config, void *ctx, const dp_checkpoint_t *c) {
+    const dp_checkpoint_info_t *saved = dp_checkpoint_info(c);
+    const char *path = config->resume_path;
+    if (saved->model_ema_steps > 0 && config->model_ema_steps == 0) {
+        warn(config, ctx, "--resume %s: its moving average of the model is not kept (this run has no --model-ema)",
+             path);
+        return DP_OK;
+    }
+    if (config->model_ema_steps == 0) return DP_OK;
+    if (saved->model_ema_steps == 0) {
+        warn(config, ctx, "--resume %s: saved without a moving average of the model: it starts now, from the "
+             "model", path);
+        return DP_OK;
+    }
+    if (saved->model_ema_steps != config->model_ema_steps || saved->model_ema_decay != config->model_ema_decay)
+        warn(config, ctx, "--resume %s: saved with a moving average of decay %.9g every %d steps, continuing with "
+             "%.9g every %d (not what an uninterrupted run would do)", path, saved->model_ema_decay,
+             saved->model_ema_steps, config->model_ema_decay, config->model_ema_steps);
+    const size_t n = dp_model_num_params(config->model);
+    float *ema = dp_alloc(sizeof(float) * n, "the resumed moving average");
+    if (!ema) return DP_ERR_NOMEM;
+    dp_status_t status = dp_checkpoint_load_ema(c, config->model, ema);
+    if (status == DP_OK && (status = dp_trainer_ema_swap(config->trainer)) == DP_OK) {
+        dp_trainer_set_params(config->trainer, ema); /* --sync ps: the server too; the caller sets it after */
+        status = dp_trainer_ema_swap(config->trainer);
+        dp_trainer_set_ema_updates(config->trainer, saved->model_ema_updates);
+    }
+    free(ema);
+    return status;
+}
+
 /* Checks the checkpoint at `path` against `run` (the policy at the top),
  * loads the parameters into every replica, the optimizer state into every
  * device's optimizer and the step count into the trainer, and copies the
@@ -300,6 +335,7 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
         warn(config, ctx, "--resume %s: saved by %d device(s) x %d rank(s), resuming on %d x %d: equal up to "
              "float rounding, not bit for bit", path, saved->num_devices, saved->num_ranks, run->num_devices,
              run->num_ranks);
+    if ((status = resume_ema(config, ctx, c)) != DP_OK) goto done; /* before the model's own parameters */
     dp_trainer_set_params(trainer, params);
     dp_trainer_optimizers_uploaded(trainer); /* a backend with the state in device memory takes it */
     dp_trainer_set_step_count(trainer, saved->step_count);
@@ -388,15 +424,27 @@ static dp_status_t init_from(const dp_fit_config_t *config, void *ctx, const dp_
 }
 
 /* To `path`: replica 0's parameters, its optimizer's state (--sync ps: the
- * server's), `run` with the trainer's current step count and its devices'
- * GPU convolution algorithms. */
+ * server's), its moving average (model_ema_steps), `run` with the trainer's
+ * current step count and its devices' GPU convolution algorithms. */
 static dp_status_t save_to(const dp_fit_config_t *config, const char *path, dp_checkpoint_info_t *run) {
     run->step_count = dp_trainer_step_count(config->trainer);
+    float *ema = NULL;
+    if (config->model_ema_steps > 0) { /* replica 0's average, downloaded while it is swapped in */
+        const size_t bytes = sizeof(float) * dp_model_num_params(config->model);
+        if (!(ema = dp_alloc(bytes, "the model's moving average"))) return DP_ERR_NOMEM;
+        DP_TRY(dp_trainer_ema_swap(config->trainer));
+        memcpy(ema, dp_trainer_params(config->trainer, 0), bytes);
+        DP_TRY(dp_trainer_ema_swap(config->trainer));
+        run->model_ema_updates = dp_trainer_ema_updates(config->trainer);
+    }
+    run->model_ema = ema;
     const float *params = dp_trainer_params(config->trainer, 0);
     dp_optimizer_t *optimizer = dp_trainer_optimizer(config->trainer, 0);
     DP_TRY(dp_trainer_check_devices(config->trainer)); /* never the bytes a failed download left */
     DP_TRY(dp_trainer_conv_algorithms(config->trainer, &run->conv_algorithms, &run->num_conv_algorithms));
     dp_status_t status = dp_checkpoint_save(path, config->model, params, optimizer, run);
+    free(ema);
+    run->model_ema = NULL;
     free(run->conv_algorithms);
     run->conv_algorithms = NULL;
     run->num_conv_algorithms = 0;
@@ -405,6 +453,25 @@ static dp_status_t save_to(const dp_fit_config_t *config, const char *path, dp_c
 
 static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run) {
     return save_to(config, config->save_path, run);
+}
+
+/* The model's moving average after a step (torchvision's reference: the
+ * update, then during the lr warm-up a reset, so that the next update copies
+ * the model again). */
+static dp_status_t ema_update(const dp_fit_config_t *config) {
+    DP_TRY(dp_trainer_ema_update(config->trainer, config->model_ema_decay));
+    if (dp_trainer_step_count(config->trainer) <= config->schedule.warmup_steps)
+        dp_trainer_ema_restart(config->trainer);
+    return DP_OK;
+}
+
+/* The test set's correct answers for the model's moving average (swapped in and out). */
+static dp_status_t evaluate_ema(const dp_fit_config_t *config, int eval_batch, int *correct) {
+    DP_TRY(dp_trainer_ema_swap(config->trainer));
+    dp_status_t status = dp_trainer_evaluate_threads(config->trainer, config->test_source, eval_batch,
+                                                     config->loader_threads, correct);
+    DP_TRY(dp_trainer_ema_swap(config->trainer));
+    return status;
 }
 
 /* After `epochs` completed: early_stop epochs or more past the best one. */
@@ -441,6 +508,12 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
     if (c->early_stop < 0) return dp_fail(DP_ERR_ARG, "fit: early_stop must be >= 0, found %d", c->early_stop);
+    if (c->model_ema_steps < 0 || (c->model_ema_steps > 0 && !(c->model_ema_decay >= 0.0 && c->model_ema_decay <= 1.0)))
+        return dp_fail(DP_ERR_ARG, "fit: model_ema_steps must be >= 0 and model_ema_decay in [0, 1], found %d and %g",
+                       c->model_ema_steps, c->model_ema_decay);
+    if ((c->model_ema_steps > 0) != (dp_trainer_model_ema(c->trainer) != 0))
+        return dp_fail(DP_ERR_ARG, "fit: model_ema_steps %d with a trainer %s a moving average (config.model_ema)",
+                       c->model_ema_steps, dp_trainer_model_ema(c->trainer) ? "that keeps" : "without");
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
     if (c->save_every_steps < 0)
@@ -578,6 +651,9 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
          * fixed steps only, so their sums' rounding never depends on timing */
         status = dp_trainer_step(trainer, batch, NULL, NULL);
         if (status != DP_OK) break;
+        if (config->model_ema_steps > 0 && step % config->model_ema_steps == 0 &&
+            (status = ema_update(config)) != DP_OK)
+            break;
         seen += batch->n;
         unread = 1;
         step++;
@@ -651,6 +727,8 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
                                   .label_smoothing = dp_trainer_label_smoothing(trainer),
                                   .clip_grad_norm = dp_trainer_clip_grad_norm(trainer),
+                                  .model_ema_steps = config->model_ema_steps,
+                                  .model_ema_decay = config->model_ema_decay,
                                   .early_stop = config->early_stop,
                                   .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run->optim.lr = (float)config->schedule.lr;
@@ -763,6 +841,11 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
             goto done;
 
         dp_epoch_stats_t *s = &history[epoch];
+        int ema_correct = 0;
+        if (config->model_ema_steps > 0 && (status = evaluate_ema(config, eval_batch, &ema_correct)) != DP_OK)
+            goto done;
+        s->has_ema = config->model_ema_steps > 0;
+        s->test_acc_ema = (double)ema_correct / test_count;
         s->epoch = epoch + 1;
         s->train_loss = sums[0] / sums[2];
         s->label_smoothing = dp_float_decimal(dp_trainer_label_smoothing(trainer));
