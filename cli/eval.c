@@ -58,6 +58,8 @@ static const char eval_usage[] =
     "                      recall, precision (\"-\" where nothing divides) and the\n"
     "                      class it is most often taken for, then the mean recall\n"
     "                      (balanced accuracy)\n"
+    "  --ema               evaluate the checkpoint's moving average of the model (train\n"
+    "                      --model-ema) instead of the model\n"
     "  --confusion FILE    write the confusion matrix as CSV (a row per true class, a\n"
     "                      column per predicted class, named), atomically; a path\n"
     "                      that cannot be written is refused before the evaluation\n"
@@ -124,7 +126,7 @@ static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_c
 int cmd_eval(int argc, char **argv) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
-    int batch_size = 1000, help = 0, per_class = 0;
+    int batch_size = 1000, help = 0, per_class = 0, ema = 0;
     cli_data_options_t data_options = cli_data_defaults();
     option_t options[16 + CLI_DATA_OPTIONS] = {
         {"resume", OPT_STRING, &resume, 0, 0},
@@ -137,6 +139,7 @@ int cmd_eval(int argc, char **argv) {
         {"channels-last", OPT_STRING, &channels_last_text, 0, 0},
         {"per-class", OPT_FLAG, &per_class, 0, 0},
         {"confusion", OPT_STRING, &confusion_path, 0, 0},
+        {"ema", OPT_FLAG, &ema, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;
@@ -168,6 +171,7 @@ int cmd_eval(int argc, char **argv) {
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
+    if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto done; /* the moving average instead */
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
     if (data_options.dir == cli_data_defaults().dir && info->data_dir[0]) { /* no --data: the run's data */
@@ -242,9 +246,9 @@ int cmd_eval(int argc, char **argv) {
     int correct;
     if (dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts, &correct) != DP_OK)
         goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s, epoch %d, %s%s%s%s\n",
+    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
            (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
-           info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
+           ema ? " (its moving average)" : "", info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
            precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
     if ((per_class || confusion_path) &&
         report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path) != DP_OK)

@@ -73,11 +73,13 @@ static dp_status_t parse_value(const char *command, const option_t *o, const cha
         *(uint64_t *)o->target = (uint64_t)v;
         return DP_OK;
     }
-    case OPT_FLOAT: {
+    case OPT_FLOAT:
+    case OPT_DOUBLE: {
         double v = strtod(value, &end);
         if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
             return dp_fail(DP_ERR_ARG, "%s: --%s: '%s' is not a number", command, o->name, value);
-        *(float *)o->target = (float)v;
+        if (o->kind == OPT_DOUBLE) *(double *)o->target = v; /* a decimal kept as Python keeps it */
+        else *(float *)o->target = (float)v;
         return DP_OK;
     }
     case OPT_STRING:

@@ -11,12 +11,12 @@
 
 #include "dptrain/status.h"
 
-typedef enum { OPT_INT, OPT_UINT64, OPT_FLOAT, OPT_STRING, OPT_FLAG } option_kind_t;
+typedef enum { OPT_INT, OPT_UINT64, OPT_FLOAT, OPT_DOUBLE, OPT_STRING, OPT_FLAG } option_kind_t;
 
 typedef struct {
     const char *name; /* without the leading "--" */
     option_kind_t kind;
-    void *target;     /* int *, uint64_t *, float *, const char **, int * (flag) */
+    void *target;     /* int *, uint64_t *, float *, double *, const char **, int * (flag) */
     long min, max;    /* OPT_INT range */
 } option_t;
 

@@ -270,6 +270,7 @@ static dp_status_t make_trainer(const train_options_t *o, const train_settings_t
         .sync_batch_norm = o->sync_batch_norm,
         .label_smoothing = o->label_smoothing,
         .clip_grad_norm = o->clip_grad_norm,
+        .model_ema = o->model_ema,
         .backend = backends[0],
         .backends = backends,
         .accumulate = o->accumulate,
@@ -369,6 +370,9 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .seed = o.seed,
         .schedule = set.schedule,
         .eval_batch_size = 1000,
+        .model_ema_steps = o.model_ema ? o.model_ema_steps : 0,
+        .model_ema_decay = !o.model_ema ? 0.0 : saved.resume.ema_taken ? saved.resume.ema_decay
+                           : dp_ema_decay(o.model_ema_decay, o.model_ema_steps, step_batch, o.epochs),
         .metrics_path = o.metrics_path,
         .plot_path = o.plot_path,
         .save_path = o.save_path,

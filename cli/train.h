@@ -44,6 +44,9 @@ typedef struct {
     int sync_batch_norm;
     float label_smoothing;           /* --label-smoothing: the training loss's, in [0, 1) (0: none) */
     float clip_grad_norm;            /* --clip-grad-norm: the gradients' max total norm (0: no clipping) */
+    int model_ema;                   /* --model-ema: keep and evaluate a moving average of the model */
+    int model_ema_steps;             /* --model-ema-steps: steps between its updates (default 32) */
+    double model_ema_decay;          /* --model-ema-decay: torchvision's base decay (default 0.99998) */
     const char *metrics_path;
     const char *plot_path;
     const char *save_path, *resume_path;
@@ -171,6 +174,9 @@ typedef struct {
     int train_examples;     /* the checkpoint's training-set size */
     int data_train_total;   /* its data.train_total (the data's size before --limit); 0: not recorded */
     uint64_t classes_hash;  /* train_classes_hash of its class names (0: none, built-in data's) */
+    double ema_decay;       /* its moving average's decay, taken as it is when no --model-ema-* option
+                               is given (ema_taken 1); else the options' */
+    int ema_taken;
 } train_resume_t;
 /* FNV-1a 64 of `count` class names, each with its terminating NUL; 0 for none. */
 uint64_t train_classes_hash(const char *const *names, int count);

@@ -57,13 +57,15 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         if (!isnan(o->bias_weight_decay))
             snprintf(decay + at, sizeof decay - (size_t)at, ", biases %g", o->bias_weight_decay);
     }
-    char smoothing[96] = ""; /* the loss, when it is not plain cross-entropy; gradient clipping */
+    char smoothing[160] = ""; /* the loss, when it is not plain cross-entropy; gradient clipping; the EMA */
     int at = 0;
     if (o->label_smoothing != 0.0f)
         at = snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));
     if (o->clip_grad_norm > 0.0f)
-        snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", gradient norm clipped at %.9g",
-                 dp_float_decimal(o->clip_grad_norm));
+        at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", gradient norm clipped at %.9g",
+                       dp_float_decimal(o->clip_grad_norm));
+    if (o->model_ema)
+        snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
     if (!o->quiet)
         printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",
@@ -130,16 +132,17 @@ void train_print_warning(const char *message, void *ctx) {
  * (the test set's figure is its accuracy). */
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
     const train_printer_t *p = ctx;
-    char smoothing[64] = "", norms[96] = "";
+    char smoothing[64] = "", norms[96] = "", ema[32] = "";
     if (s->label_smoothing != 0.0) snprintf(smoothing, sizeof smoothing, " (label smoothing %.9g)", s->label_smoothing);
     if (s->grad_norm_steps > 0) /* gradient clipping: how large the norms were, how often they were cut */
         snprintf(norms, sizeof norms, ", grad norm %.4g (max %.4g, %.0f%% of steps clipped)", s->grad_norm_mean,
                  s->grad_norm_max, 100.0 * s->clipped_fraction);
+    if (s->has_ema) snprintf(ema, sizeof ema, " (ema %.3f)", s->test_acc_ema); /* the moving average's */
     if (!p->o->quiet)
-        printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f%s, lr %.4g, %.1f sec/epoch, "
+        printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f%s%s, lr %.4g, %.1f sec/epoch, "
                "%.0f images/sec on %s\n",
-               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, norms, s->lr, s->epoch_sec,
-               s->images_per_sec, p->devices);
+               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, ema, norms, s->lr,
+               s->epoch_sec, s->images_per_sec, p->devices);
     if (!p->o->quiet && p->o->save_best_path && s->best_epoch == s->epoch)
         printf("epoch %d: the best test accuracy so far, saving %s\n", s->epoch, p->o->save_best_path);
     fflush(stdout);

@@ -4,7 +4,7 @@
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
- * --early-stop, --limit,
+ * --model-ema and its steps and decay, --early-stop, --limit,
  * --augment, an image folder's --transform and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
  * taken: without --save a resume writes nothing (train_output.c warns once
@@ -86,6 +86,12 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     if (!GIVEN(sync_batch_norm)) o->sync_batch_norm = info->sync_batch_norm;
     if (!GIVEN(label_smoothing)) o->label_smoothing = info->label_smoothing;
     if (!GIVEN(clip_grad_norm)) o->clip_grad_norm = info->clip_grad_norm;
+    if (!GIVEN(model_ema)) o->model_ema = info->model_ema_steps > 0;
+    if (!GIVEN(model_ema_steps) && info->model_ema_steps > 0) o->model_ema_steps = info->model_ema_steps;
+    /* the saved decay as it is, unless an option asks for another (--epochs changes torchvision's too) */
+    r->ema_taken = o->model_ema && info->model_ema_steps > 0 && !GIVEN(model_ema_steps) && !GIVEN(model_ema_decay) &&
+                   !GIVEN(epochs);
+    r->ema_decay = info->model_ema_decay;
     if (!GIVEN(early_stop)) o->early_stop = info->early_stop;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
@@ -202,6 +208,9 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
         list_float(text, size, "label-smoothing", o->label_smoothing);
     if (!GIVEN(clip_grad_norm) && o->clip_grad_norm != 0.0f)
         list_float(text, size, "clip-grad-norm", o->clip_grad_norm);
+    if (!GIVEN(model_ema) && o->model_ema) list_option(text, size, "model-ema", "");
+    if (!GIVEN(model_ema_steps) && o->model_ema && o->model_ema_steps != plain->model_ema_steps)
+        list_int(text, size, "model-ema-steps", o->model_ema_steps);
     if (!GIVEN(early_stop) && o->early_stop) list_int(text, size, "early-stop", o->early_stop);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
