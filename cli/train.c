@@ -23,6 +23,7 @@
 #include "dptrain/schedule.h"
 #include "options.h"
 #include "train.h"
+#include "world.h"
 
 
 #define MAX_DEVICES CLI_MAX_DEVICES
@@ -213,13 +214,8 @@ typedef struct {
 static dp_status_t agree_options(int argc, char **argv, const dp_world_t *world, train_options_t *o, int *help) {
     DP_TRY(dp_world_agree(train_options_parse(argc, argv, 2, o, help)));
     if (*help) return DP_OK;
-    char joined[8192];
-    size_t joined_len = 0;
-    for (int i = 2; i < argc && joined_len < sizeof joined; i++)
-        joined_len += (size_t)snprintf(joined + joined_len, sizeof joined - joined_len, "%s", argv[i]) + 1;
-    if (joined_len > sizeof joined) joined_len = sizeof joined;
     if (o->comm_timeout >= 0.0f) dp_world_set_timeout(o->comm_timeout);
-    return dp_world_check_same(world, "options", joined, joined_len);
+    return cli_world_check_options(world, argc, argv);
 }
 
 /* Every device of every rank needs an example of each batch, and one
@@ -471,26 +467,9 @@ int cmd_train(int argc, char **argv) {
     outcome.stop_request = train_signals_install(outcome.record, world.rank == 0, world.size > 1);
     dp_status_t status = dp_world_agree(open_worklog(&world, argc, argv));
     if (status == DP_OK) status = train_main(argc, argv, &world, &outcome);
-    int code = status == DP_OK ? 0 : cli_exit_code(status);
-    char line[1200] = "";
-    if (status != DP_OK) {
-        if (outcome.alone && world.size > 1)
-            snprintf(line, sizeof line, "rank %d of %d: %s", world.rank, world.size, dp_error_message());
-        else
-            snprintf(line, sizeof line, "%s", dp_error_message());
-        if (speaks || outcome.alone) fprintf(stderr, "dptrain: %s\n", line);
-    }
-    fflush(stdout);
-    fflush(stderr);
+    int code = cli_world_report(&world, status, outcome.alone, speaks);
     if (outcome.record && status == DP_ERR_COMM) /* the ranks a stalled collective waited for */
         outcome.record->num_suspects = dp_world_stalled_ranks(outcome.record->suspects, 8);
     rank_record_end(outcome.record, code, !outcome.alone, status != DP_OK ? dp_error_message() : "");
-    if (!outcome.alone || world.size == 1) {
-        dp_world_finalize();
-        return code;
-    }
-    /* no MPI_Finalize, and none of MPI's exit handlers either: they may wait
-     * for ranks that are gone (a link cut) */
-    dp_world_leave();
-    _exit(code);
+    return cli_world_end(&world, code, outcome.alone); /* finalized, or left (world.c) */
 }
