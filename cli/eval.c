@@ -17,6 +17,7 @@
 #include "dptrain/io.h"
 #include "dptrain/model_file.h"
 #include "options.h"
+#include "world.h"
 
 /* --- dptrain eval ------------------------------------------------------------------- */
 static const char eval_usage[] =
@@ -26,6 +27,10 @@ static const char eval_usage[] =
     "split across the devices (batch norm uses the saved running statistics,\n"
     "dropout is off), and prints\n"
     "  test acc: 0.8340 (8340/10000 correct) on 10000 images, model lenet, epoch 10, FILE\n"
+    "\n"
+    "Under mpirun (mpirun -np R dptrain eval ...) every rank evaluates its share on\n"
+    "its devices, the counts are summed, and rank 0 alone prints and writes\n"
+    "--confusion: the same lines and bytes as one process.\n"
     "\n"
     "options:\n"
     "  --resume FILE       the checkpoint (safetensors)\n"
@@ -123,7 +128,14 @@ static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_c
     return status;
 }
 
-int cmd_eval(int argc, char **argv) {
+/* The evaluation on this rank (every rank of an mpirun job runs it; one
+ * process is rank 0 of 1). A mistake found before the evaluation (options,
+ * checkpoint, data, devices) is agreed among the ranks, so that every rank
+ * ends with the first failing rank's status and rank 0 says it; rank 0's
+ * failure to write its output is agreed likewise. A failure during the
+ * trainer's set-up or the evaluation (which make collectives) is this
+ * rank's *alone. */
+static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int *alone) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
     int batch_size = 1000, help = 0, per_class = 0, ema = 0;
@@ -145,20 +157,17 @@ int cmd_eval(int argc, char **argv) {
     while (options[used].name) used++;
     cli_data_option_entries(&data_options, 0, options, &used); /* data_options.c's */
     options[used] = (option_t){0};
-    if (options_parse("eval", options, argc, argv, 2, &help) != DP_OK) return cli_report_error();
+    DP_TRY(dp_world_agree(options_parse("eval", options, argc, argv, 2, &help)));
     if (help) {
-        printf("%s%s", eval_usage, cli_data_usage_eval);
-        return 0;
+        if (world->rank == 0) printf("%s%s", eval_usage, cli_data_usage_eval);
+        return DP_OK;
     }
-    if (!resume) {
-        dp_fail(DP_ERR_ARG, "eval: --resume FILE is required (the checkpoint to evaluate)");
-        return cli_report_error();
-    }
-    dp_precision_t precision = DP_PRECISION_FP32;
-    if (precision_text && cli_parse_precision("eval", precision_text, &precision) != DP_OK) return cli_report_error();
-    if (confusion_path && dp_file_check_writable("eval: --confusion", confusion_path) != DP_OK)
-        return cli_report_error(); /* before the evaluation's work */
-    int exit_code = 1;
+    DP_TRY(cli_world_check_options(world, argc, argv)); /* the same evaluation on every rank */
+    /* From here to the agreement before the trainer, a failure goes to
+     * failed, then done, where every rank learns the first failing rank's. */
+    const int speaks = world->rank == 0; /* prints and writes: rank 0 alone */
+    dp_status_t status = DP_OK;
+    int agreed = 0;
     dp_checkpoint_t *c = NULL;
     dp_model_t *model = NULL;
     cli_data_t data = {0};
@@ -166,16 +175,24 @@ int cmd_eval(int argc, char **argv) {
     float *params = NULL;
     int64_t *counts = NULL; /* --per-class, --confusion: (classes x classes) [true][predicted] */
     int outputs = 0;        /* the model's: the classes of the matrix */
-    if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
+    if (!resume) {
+        dp_fail(DP_ERR_ARG, "eval: --resume FILE is required (the checkpoint to evaluate)");
+        goto failed;
+    }
+    dp_precision_t precision = DP_PRECISION_FP32;
+    if (precision_text && cli_parse_precision("eval", precision_text, &precision) != DP_OK) goto failed;
+    /* before the evaluation's work; rank 0 alone writes it */
+    if (confusion_path && speaks && dp_file_check_writable("eval: --confusion", confusion_path) != DP_OK) goto failed;
+    if (dp_checkpoint_open(resume, &c) != DP_OK) goto failed;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
-    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
+    if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto failed;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
-    if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
-    if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto done; /* the moving average instead */
+    if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto failed;
+    if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto failed; /* the moving average instead */
     int ch, h, w;
     dp_model_input_shape(model, &ch, &h, &w);
     if (data_options.dir == cli_data_defaults().dir && info->data_dir[0]) { /* no --data: the run's data */
-        if (cli_check_saved_data_dir("eval", resume, info->data_dir) != DP_OK) goto done;
+        if (cli_check_saved_data_dir("eval", resume, info->data_dir) != DP_OK) goto failed;
         data_options.dir = info->data_dir;
     }
     if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given, none saved */
@@ -195,74 +212,101 @@ int cmd_eval(int argc, char **argv) {
         else
             dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one "
                     "with the same class folders, with --data DIR", resume, info->num_class_names, classes);
-        goto done;
+        goto failed;
     }
-    if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto done;
+    if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto failed;
     data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
-    const dp_world_t one = {.rank = 0, .size = 1};
     /* the labels: positions among the checkpoint's class names (an image folder's run), else the data's own */
     if (cli_data_open(&data_options, 0, ch, h, w, info->num_class_names ? info->class_names : NULL,
-                      info->num_class_names, 0, &one, &data) != DP_OK)
-        goto done;
+                      info->num_class_names, 0, world, &data) != DP_OK)
+        goto failed;
     char warning[512]; /* fewer outputs than classes: a label could never be predicted */
     if (dp_model_check_classes(model, dp_model_name(model), dp_batch_source_info(data.test)->num_classes,
                                "test data", warning, sizeof warning) != DP_OK)
-        goto done;
-    if (warning[0]) fprintf(stderr, "dptrain: warning: %s\n", warning);
-    if (apply_normalize(data.test, normalize, info->normalize) != DP_OK) goto done;
+        goto failed;
+    if (warning[0] && speaks) fprintf(stderr, "dptrain: warning: %s\n", warning);
+    if (apply_normalize(data.test, normalize, info->normalize) != DP_OK) goto failed;
     const int count = dp_batch_source_info(data.test)->count;
     int device_ids[CLI_MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backends[CLI_MAX_DEVICES];
     char devices_note[256];
     if ((devices ? cli_parse_devices("eval", devices, device_ids, &num_devices, backends)
                  : cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
-        goto done;
+        goto failed;
     char option[64];
     snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
-    if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto done;
+    if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto failed;
     int channels_last = 0;
     if (cli_set_channels_last("eval", channels_last_text, cli_channels_last_default(precision, model), backends,
                               device_ids, num_devices, &channels_last) != DP_OK)
-        goto done;
+        goto failed;
+    outputs = dp_model_num_outputs(model);
+    if ((per_class || confusion_path) &&
+        !(counts = dp_alloc_zeroed((size_t)outputs * outputs, sizeof *counts, "confusion matrix")))
+        goto failed;
+    /* every rank is ready, or every rank ends here (the trainer's set-up
+     * makes collectives: no rank may be missing) */
+    status = dp_world_agree(DP_OK);
+    agreed = 1;
+    if (status != DP_OK) goto done;
+    *alone = 1; /* the trainer's set-up and the evaluation: the others may be waiting in a collective */
     dp_trainer_config_t config = {
         .model = model,
         .num_devices = num_devices,
         .threads_per_device = 1,
         .device_ids = device_ids,
+        .world = *world,
         .optim = {.kind = DP_OPTIM_SGD, .lr = 1.0f}, /* never steps */
         .backend = backends[0],
         .backends = backends,
     };
-    if (dp_trainer_new(&config, &trainer) != DP_OK) goto done;
+    if ((status = dp_trainer_new(&config, &trainer)) != DP_OK) goto done;
     /* the training run's GPU convolution algorithms: its bits */
-    if (dp_trainer_install_conv_algorithms(trainer, info->conv_algorithms, info->num_conv_algorithms) != DP_OK)
+    if ((status = dp_trainer_install_conv_algorithms(trainer, info->conv_algorithms, info->num_conv_algorithms)) !=
+        DP_OK)
         goto done;
     dp_trainer_set_params(trainer, params);
-    outputs = dp_model_num_outputs(model);
-    if ((per_class || confusion_path) &&
-        !(counts = dp_alloc_zeroed((size_t)outputs * outputs, sizeof *counts, "confusion matrix")))
-        goto done;
+    /* this rank's share of each batch on its devices; the counts (and the matrix) summed over the ranks */
     int correct;
-    if (dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts, &correct) != DP_OK)
+    if ((status = dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts,
+                                                &correct)) != DP_OK)
         goto done;
-    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
-           (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
-           ema ? " (its moving average)" : "", info->epochs_completed, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
-           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
-    if ((per_class || confusion_path) &&
-        report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path) != DP_OK)
-        goto done;
-    exit_code = 0;
+    *alone = 0;
+    if (speaks) {
+        printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
+               (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
+               ema ? " (its moving average)" : "", info->epochs_completed, resume,
+               precision != DP_PRECISION_FP32 ? ", precision " : "",
+               precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "",
+               channels_last ? ", channels-last" : "");
+        if (per_class || confusion_path)
+            status = report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path);
+    }
+    status = dp_world_agree(status); /* rank 0's output written, or every rank ends with its failure */
+    goto done;
+failed: /* a call above failed: its status */
+    status = dp_error_status();
 done:
-    if (exit_code != 0) cli_report_error();
+    if (!agreed) status = dp_world_agree(status); /* the first failing rank's mistake, on every rank */
     dp_trainer_free(trainer);
     free(params);
     free(counts);
     cli_data_close(&data);
     dp_model_free(model);
     dp_checkpoint_close(c);
-    return exit_code;
+    return status;
+}
+
+/* `dptrain eval`, in one process or as one rank of an mpirun job (every
+ * rank evaluating its share of the test set): ends as `dptrain train`
+ * does (world.c). */
+int cmd_eval(int argc, char **argv) {
+    dp_world_t world;
+    if (dp_world_init(&argc, &argv, &world) != DP_OK) return cli_report_error();
+    int alone = 0;
+    const dp_status_t status = eval_main(argc, argv, &world, &alone);
+    return cli_world_end(&world, cli_world_report(&world, status, alone, world.rank == 0), alone);
 }
 
 /* --- dptrain inspect ----------------------------------------------------------------- */
