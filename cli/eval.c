@@ -128,6 +128,28 @@ static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_c
     return status;
 }
 
+/* An image folder's checkpoint (or imported weights) without --data and
+ * without a data.dir: which folder to give, naming its classes while they
+ * fit. */
+static dp_status_t no_folder(const char *resume, const dp_checkpoint_info_t *info) {
+    char classes[200] = "";
+    size_t at = 0;
+    for (int i = 0; i < info->num_class_names; i++) { /* the names while they fit, then ", ..." */
+        const char *name = info->class_names[i];
+        if (at + strlen(name) + 8 >= sizeof classes) {
+            snprintf(classes + at, sizeof classes - at, ", ...");
+            break;
+        }
+        at += (size_t)snprintf(classes + at, sizeof classes - at, "%s%s", i ? ", " : ": ", name);
+    }
+    if (info->weights_only) /* imported weights: no run, no folder of its own */
+        return dp_fail(DP_ERR_ARG, "eval: %s holds imported weights, with no data of its own: give a folder of test "
+                       "images with --data DIR (DIR/test/CLASS/...%s%s)", resume, classes[0] ? "; classes" : "",
+                       classes);
+    return dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one "
+                   "with the same class folders, with --data DIR", resume, info->num_class_names, classes);
+}
+
 /* The evaluation on this rank (every rank of an mpirun job runs it; one
  * process is rank 0 of 1). A mistake found before the evaluation (options,
  * checkpoint, data, devices) is agreed among the ranks, so that every rank
@@ -196,22 +218,7 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         data_options.dir = info->data_dir;
     }
     if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given, none saved */
-        char classes[200] = "";
-        size_t at = 0;
-        for (int i = 0; i < info->num_class_names; i++) { /* the names while they fit, then ", ..." */
-            const char *name = info->class_names[i];
-            if (at + strlen(name) + 8 >= sizeof classes) {
-                snprintf(classes + at, sizeof classes - at, ", ...");
-                break;
-            }
-            at += (size_t)snprintf(classes + at, sizeof classes - at, "%s%s", i ? ", " : ": ", name);
-        }
-        if (info->weights_only) /* imported weights: no run, no folder of its own */
-            dp_fail(DP_ERR_ARG, "eval: %s holds imported weights, with no data of its own: give a folder of test "
-                    "images with --data DIR (DIR/test/CLASS/...%s%s)", resume, classes[0] ? "; classes" : "", classes);
-        else
-            dp_fail(DP_ERR_ARG, "eval: %s was trained on an image folder (%d classes%s): give that folder, or one "
-                    "with the same class folders, with --data DIR", resume, info->num_class_names, classes);
+        no_folder(resume, info);
         goto failed;
     }
     if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto failed;
@@ -285,8 +292,9 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     }
     status = dp_world_agree(status); /* rank 0's output written, or every rank ends with its failure */
     goto done;
-failed: /* a call above failed: its status */
+failed: /* a call above failed: its status (one that said none: a mistake still) */
     status = dp_error_status();
+    if (status == DP_OK) status = DP_ERR_ARG;
 done:
     if (!agreed) status = dp_world_agree(status); /* the first failing rank's mistake, on every rank */
     dp_trainer_free(trainer);
