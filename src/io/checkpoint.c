@@ -16,7 +16,6 @@
 #include "../core/hash.h"
 
 /* --- dptrain checkpoints ------------------------------------------------------------- */
-#define OPTIMIZER_PREFIX DP_CHECKPOINT_OPTIMIZER_PREFIX
 
 uint64_t dp_model_fingerprint(const dp_model_t *model) {
     uint64_t h = DP_FNV1A_SEED;
@@ -115,13 +114,13 @@ dp_status_t dp_checkpoint_save(const char *path, const dp_model_t *model, const 
         for (int i = 0; i < num_params && status == DP_OK; i++) {
             const dp_param_info_t *p = dp_model_param(model, i);
             if (!trains(p)) continue;
-            size_t size = strlen(OPTIMIZER_PREFIX) + strlen(p->name) + strlen(state_name) + 2;
+            size_t size = strlen(DP_CHECKPOINT_OPTIMIZER_PREFIX) + strlen(p->name) + strlen(state_name) + 2;
             names[t] = dp_alloc(size, "checkpoint tensor name");
             if (!names[t]) {
                 status = DP_ERR_NOMEM;
                 break;
             }
-            snprintf(names[t], size, OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
+            snprintf(names[t], size, DP_CHECKPOINT_OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
             param_tensor(p, state + p->offset, names[t], &tensors[t]);
             t++;
         }
@@ -278,7 +277,7 @@ dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_mode
                 const dp_param_info_t *p = dp_model_param(model, i);
                 if (!trains(p)) continue;
                 char name[512];
-                snprintf(name, sizeof name, OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
+                snprintf(name, sizeof name, DP_CHECKPOINT_OPTIMIZER_PREFIX "%s.%s", p->name, state_name);
                 const dp_st_entry_t *e;
                 DP_TRY(find_like(c, model, name, p, &e));
                 if (pass == 1) dp_safetensors_copy(e, state + p->offset);
@@ -288,7 +287,7 @@ dp_status_t dp_checkpoint_load_optimizer(const dp_checkpoint_t *c, const dp_mode
         if (pass == 1) break;
         int found = 0;
         for (int i = 0; i < dp_safetensors_count(c->st); i++)
-            found += strncmp(dp_safetensors_entry(c->st, i)->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0;
+            found += strncmp(dp_safetensors_entry(c->st, i)->name, DP_CHECKPOINT_OPTIMIZER_PREFIX, strlen(DP_CHECKPOINT_OPTIMIZER_PREFIX)) == 0;
         if (found != expected)
             return dp_fail(DP_ERR_FORMAT, "%s: %d optimizer state tensors (states '%s'), the %s optimizer of "
                            "model %s has %d", path, found, c->states, dp_optim_kind_name(c->info.optim.kind),

@@ -432,9 +432,13 @@ static dp_status_t save_to(const dp_fit_config_t *config, const char *path, dp_c
     if (config->model_ema_steps > 0) { /* replica 0's average, downloaded while it is swapped in */
         const size_t bytes = sizeof(float) * dp_model_num_params(config->model);
         if (!(ema = dp_alloc(bytes, "the model's moving average"))) return DP_ERR_NOMEM;
-        DP_TRY(dp_trainer_ema_swap(config->trainer));
-        memcpy(ema, dp_trainer_params(config->trainer, 0), bytes);
-        DP_TRY(dp_trainer_ema_swap(config->trainer));
+        dp_status_t swapped = dp_trainer_ema_swap(config->trainer); /* dp_fit checked model_ema: it cannot fail */
+        if (swapped == DP_OK) memcpy(ema, dp_trainer_params(config->trainer, 0), bytes);
+        if (swapped == DP_OK) swapped = dp_trainer_ema_swap(config->trainer);
+        if (swapped != DP_OK) {
+            free(ema);
+            return swapped;
+        }
         run->model_ema_updates = dp_trainer_ema_updates(config->trainer);
     }
     run->model_ema = ema;

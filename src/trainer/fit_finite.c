@@ -5,7 +5,9 @@
  * spend hours, and a checkpoint of those floats would replace the last good
  * one. So at every epoch's end and before every checkpoint inside an epoch
  * dp_fit reads replica 0's floats (the parameters and the running
- * statistics: a checkpoint's download, nothing more) and stops at the
+ * statistics: one download like a checkpoint's, and a scan on the host;
+ * a save right after downloads them again, once an epoch, which was left
+ * simple) and stops at the
  * first that is not finite, with the line a person needs: where it
  * happened, what the file still holds, what may help (Keras'
  * TerminateOnNaN stops the same way; nothing is saved from the broken
