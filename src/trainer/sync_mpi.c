@@ -15,7 +15,8 @@
  * the same order, so the same bits.
  *   no overlap (dp_sync_mpi; also with --allreduce naive, which only chooses
  *            the single-process algorithm): phase 2 is the local chunked
- *            allreduce (one task per device, disjoint chunks); the caller
+ *            reduce into replica 0 (one task per device, disjoint chunks;
+ *            no copy back: phase 3 copies the global sum); the caller
  *            queues the buckets of replica 0's gradients and waits for them;
  *            phase 3: device d copies chunk d of the global sum to the other
  *            replicas and updates chunk d of every replica.
@@ -45,18 +46,20 @@
 
 /* --- No overlap ----------------------------------------------------------- */
 
-static dp_status_t allreduce_chunk_task(void *arg) {
+/* Device d sums chunk d of the replicas' gradients into replica 0. Nothing
+ * is copied back yet: the other replicas receive the global sum after MPI's
+ * (dp_sync_broadcast_update_chunks), once. */
+static dp_status_t reduce_chunk_task(void *arg) {
     dp_replica_t *r = arg;
     dp_trainer_t *t = r->trainer;
     size_t start, count;
     dp_chunk_range(t->num_trainable, t->num_devices, r->index, &start, &count);
     dp_sync_reduce_to_first(t, start, count);
-    dp_replicas_broadcast(t, t->grad_buffers, 0, start, count);
     return DP_OK;
 }
 
 static dp_status_t mpi_end_step(dp_trainer_t *t) {
-    if (t->num_devices > 1) DP_TRY(dp_trainer_run_on_all(t, allreduce_chunk_task));
+    if (t->num_devices > 1) DP_TRY(dp_trainer_run_on_all(t, reduce_chunk_task));
     /* bucket by bucket, as with overlap: MPI's order of summation may
      * depend on the message size (Open MPI's ring with 3 ranks does) */
     float *sum = t->grad_buffers[0];
