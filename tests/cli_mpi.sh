@@ -9,7 +9,8 @@
 # - sync batch norm (tiny_resnet.cfg): 2 ranks x 1 device = 1 process x 2
 #   devices, bit for bit; the flag changes the result; it takes no value;
 # - 2 ranks x 2 devices with uneven shards and a short last batch;
-# - only rank 0 writes the metrics; a run across ranks learns;
+# - only rank 0 writes the metrics, which name the sum that ran ("sync":
+#   mpi-overlap, mpi, ps); a run across ranks learns;
 # - ranks started with different options stop with a message naming the rank;
 # - the parameter server (--sync ps) gives the allreduce's numbers;
 # - `dptrain launch` leaves one worklog.N per process;
@@ -40,6 +41,10 @@ same_tensors "$tmp/ranks.st" "$tmp/off.st" && pass || fail "2 ranks: overlap on 
 [[ -n "$(field train_loss "$(tail -1 "$tmp/off.jsonl")")" && \
    "$(field train_loss "$(tail -1 "$tmp/off.jsonl")")" == "$(field train_loss "$(tail -1 "$tmp/ranks.jsonl")")" ]] \
   && pass || fail "2 ranks, train_loss: overlap off $(tail -1 "$tmp/off.jsonl") vs on $(tail -1 "$tmp/ranks.jsonl")"
+# the metrics name the sum that ran: --overlap off is off across ranks too
+[[ $(grep -c '"sync": "mpi-overlap"' "$tmp/ranks.jsonl") -eq 2 && $(grep -c '"sync": "mpi"' "$tmp/off.jsonl") -eq 2 &&
+   $(grep -c '"sync": "chunked"' "$tmp/local.jsonl") -eq 2 ]] && pass \
+  || fail "metrics sync: on $(grep -o '"sync": "[a-z-]*"' "$tmp/ranks.jsonl" | head -1), off $(grep -o '"sync": "[a-z-]*"' "$tmp/off.jsonl" | head -1)"
 # 3 ranks (Open MPI's ring sums a bucket in another order than a whole buffer:
 # both paths must sum the same buckets)
 three=(train --model lenet-paddle --data "$data" --limit 1500 --epochs 1 --lr 0.1 --batch-size 64 --seed 4 --devices 1 --quiet)
@@ -89,6 +94,7 @@ for epoch in 1 2; do
 done
 grep -q '"ranks": 2' "$tmp/ranks.jsonl" && grep -q '"num_devices": 2' "$tmp/ranks.jsonl" && pass \
   || fail "metrics ranks/num_devices: $(head -1 "$tmp/ranks.jsonl")"
+grep -q '"sync": "ps"' "$tmp/ps.jsonl" && pass || fail "metrics sync of --sync ps: $(head -1 "$tmp/ps.jsonl")"
 grep -q "on 2 ranks x \[cpu:0\]" "$tmp/ranks.out" && pass || fail "epoch line: $(cat "$tmp/ranks.out")"
 [[ $(grep -c "^test acc:" "$tmp/ranks.out") -eq 1 ]] && pass || fail "summary printed by more than rank 0"
 

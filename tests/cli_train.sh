@@ -74,6 +74,10 @@ ln=$(json_field "$(cat "$tmp/n1.jsonl")" train_loss)
 "$bin" "${two[@]}" --overlap on --metrics "$tmp/o1.jsonl" --quiet >/dev/null 2>&1
 lo=$(json_field "$(cat "$tmp/o1.jsonl")" train_loss)
 [[ -n "$l1" && "$l1" == "$lo" ]] && pass || fail "overlap on $l1 vs off $lo"
+# the metrics name the sum that ran
+grep -q '"sync": "chunked"' "$tmp/r1.jsonl" && grep -q '"sync": "naive"' "$tmp/n1.jsonl" &&
+  grep -q '"sync": "overlap"' "$tmp/o1.jsonl" && pass \
+  || fail "metrics sync: $(grep -ho '"sync": "[a-z-]*"' "$tmp/r1.jsonl" "$tmp/n1.jsonl" "$tmp/o1.jsonl" | tr '\n' ' ')"
 # --allreduce chunked is the default's name; ring its alias: the same bits.
 "$bin" "${two[@]}" --allreduce chunked --metrics "$tmp/c1.jsonl" --quiet >/dev/null 2>&1
 "$bin" "${two[@]}" --allreduce ring --metrics "$tmp/c2.jsonl" --quiet >/dev/null 2>&1

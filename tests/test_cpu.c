@@ -42,10 +42,12 @@ int main(void) {
 
     /* The metrics line: the old keys unchanged, the run's appended. */
     const char *path = testing_tmp_file("cpu_metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0", 1, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    dp_run_info_t run = {"avx2", "Model \"X\" 3\\GHz", "OpenBLAS 0.3.21, Haswell kernels", "bf16", "nhwc"};
+    dp_epoch_stats_t s = {.epoch = 1, .train_loss = 0.5, .train_acc = 0.8125, .test_acc = 0.75, .epoch_sec = 2.5,
+                          .images_per_sec = 24000, .devices = "cpu:0", .num_devices = 1, .num_ranks = 1, .lr = 0.05};
+    dp_run_info_t run = {.isa = "avx2", .cpu = "Model \"X\" 3\\GHz", .blas = "OpenBLAS 0.3.21, Haswell kernels",
+                         .precision = "bf16", .layout = "nhwc", .sync = "mpi-overlap"};
     CHECK(dp_metrics_append_run(path, &s, &run) == DP_OK, "append: %s", dp_error_message());
-    dp_run_info_t partial = {"generic", NULL, NULL, NULL, NULL};
+    dp_run_info_t partial = {.isa = "generic"};
     CHECK(dp_metrics_append_run(path, &s, &partial) == DP_OK, "append partial: %s", dp_error_message());
     FILE *f = fopen(path, "r");
     char line[2][1024] = {"", ""};
@@ -54,7 +56,8 @@ int main(void) {
     const char *expected =
         "{\"epoch\": 1, \"train_loss\": 0.5, \"train_acc\": 0.8125, \"test_acc\": 0.75, "
         "\"epoch_sec\": 2.5, \"images_per_sec\": 24000, \"lr\": 0.05, \"devices\": [\"cpu:0\"], "
-        "\"num_devices\": 1, \"ranks\": 1, \"precision\": \"bf16\", \"layout\": \"nhwc\", \"isa\": \"avx2\", "
+        "\"num_devices\": 1, \"ranks\": 1, \"precision\": \"bf16\", \"layout\": \"nhwc\", \"sync\": \"mpi-overlap\", "
+        "\"isa\": \"avx2\", "
         "\"cpu\": \"Model \\\"X\\\" 3\\\\GHz\", "
         "\"blas\": \"OpenBLAS 0.3.21, Haswell kernels\"}\n";
     CHECK(strcmp(line[0], expected) == 0, "line:\n%s\nexpected:\n%s", line[0], expected);

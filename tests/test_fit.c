@@ -167,7 +167,9 @@ static seen_t test_straight(const world_t *w, const char *straight_ck) {
               s->test_acc <= 1 && s->epoch_sec > 0 && s->images_per_sec > 0, "epoch %d: odd numbers", e + 1);
         CHECK(s->num_devices == 2 && strcmp(s->devices, "cpu:0,cpu:1") == 0, "epoch %d: devices %d %s", e + 1,
               s->num_devices, s->devices);
-        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(), "fp32", "nchw"};
+        const dp_run_info_t what_ran = {.isa = dp_isa_name(dp_cpu_isa()), .cpu = dp_cpu_model(),
+                                        .blas = dp_cpu_blas(), .precision = "fp32", .layout = "nchw",
+                                        .sync = "chunked"}; /* 2 devices, one process, no overlap */
         dp_metrics_append_run(metrics_again, s, &what_ran);
     }
     CHECK(same_files(metrics, metrics_again), "the metrics file holds other numbers than the callback's");

@@ -173,8 +173,16 @@ static int xml_balanced(const char *s) {
 }
 
 static dp_epoch_stats_t make_stats(int epoch) {
-    dp_epoch_stats_t s = {epoch,  2.0 / (epoch + 1), 0.6 + 0.03 * epoch, 0.58 + 0.028 * epoch,
-                          3.25,   18461.5,           "cpu:0,cpu:1",      2, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t s = {.epoch = epoch,
+                          .train_loss = 2.0 / (epoch + 1),
+                          .train_acc = 0.6 + 0.03 * epoch,
+                          .test_acc = 0.58 + 0.028 * epoch,
+                          .epoch_sec = 3.25,
+                          .images_per_sec = 18461.5,
+                          .devices = "cpu:0,cpu:1",
+                          .num_devices = 2,
+                          .num_ranks = 1,
+                          .lr = 0.1};
     return s;
 }
 
@@ -182,7 +190,9 @@ static dp_epoch_stats_t make_stats(int epoch) {
 
 static void test_metrics(void) {
     const char *path = testing_tmp_file("metrics.jsonl");
-    dp_epoch_stats_t s = {1, 0.5, 0.8125, 0.75, 2.5, 24000, "cpu:0,cpu:1", 2, 1, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t s = {.epoch = 1, .train_loss = 0.5, .train_acc = 0.8125, .test_acc = 0.75, .epoch_sec = 2.5,
+                          .images_per_sec = 24000, .devices = "cpu:0,cpu:1", .num_devices = 2, .num_ranks = 1,
+                          .lr = 0.05};
     CHECK(dp_metrics_append(path, &s) == DP_OK, "append 1: %s", dp_error_message());
     char *text = read_text_checked(path);
     const char *expected =
@@ -213,9 +223,12 @@ static void test_metrics(void) {
     free(text);
 
     /* Appending adds lines; NaN and inf become null; precision survives. */
-    dp_epoch_stats_t t = {2, NAN, 1.0 / 3.0, INFINITY, -INFINITY, 1e-10, " cpu:0 ,, gpu\"x\\ ", 1, 1, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t t = {.epoch = 2, .train_loss = NAN, .train_acc = 1.0 / 3.0, .test_acc = INFINITY,
+                          .epoch_sec = -INFINITY, .images_per_sec = 1e-10, .devices = " cpu:0 ,, gpu\"x\\ ",
+                          .num_devices = 1, .num_ranks = 1, .lr = 0.1};
     CHECK(dp_metrics_append(path, &t) == DP_OK, "append 2: %s", dp_error_message());
-    dp_epoch_stats_t u = {3, 0.1, 0.2, 0.3, 0.4, 0.5, NULL, 0, 0, 0.1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    dp_epoch_stats_t u = {.epoch = 3, .train_loss = 0.1, .train_acc = 0.2, .test_acc = 0.3, .epoch_sec = 0.4,
+                          .images_per_sec = 0.5, .lr = 0.1};
     CHECK(dp_metrics_append(path, &u) == DP_OK, "append 3: %s", dp_error_message());
     text = read_text_checked(path);
     int lines = 0, all_valid = 1;

@@ -48,6 +48,7 @@ typedef struct {
     const char *blas;       /* the BLAS library and its kernels */
     const char *precision;  /* of products and convolutions: "fp32", "tf32", "bf16" */
     const char *layout;     /* of the devices' activations: "nchw", "nhwc" (--channels-last) */
+    const char *sync;       /* how the gradients are summed: parallel.h dp_trainer_sync_strategy */
 } dp_run_info_t;
 
 /* Appends one JSON object (one line) with the keys epoch, train_loss,
@@ -61,8 +62,9 @@ typedef struct {
  * test_acc). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
-/* The same line with the keys precision, layout, isa, cpu and blas (strings)
- * appended, for those of `run` that are not NULL (run may be NULL). */
+/* The same line with the keys precision, layout, sync, isa, cpu and blas
+ * (strings) appended, for those of `run` that are not NULL (run may be
+ * NULL). */
 dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run);
 
 /* Writes an SVG with train loss, train accuracy and test accuracy against the

@@ -305,6 +305,13 @@ dp_status_t dp_trainer_install_conv_algorithms(dp_trainer_t *trainer, const dp_c
  * default chunked allreduce, with or without overlap) and at least two
  * devices are (the environment's DPTRAIN_NCCL=1: also one; =0: never). */
 const char *dp_trainer_allreduce(const dp_trainer_t *trainer);
+/* The strategy that sums the gradients and updates the replicas, as
+ * dp_trainer_new chose it from the configuration, the ranks and the
+ * devices: "chunked" or "naive" (one process, after backward), "overlap"
+ * (one process, during backward), "mpi" or "mpi-overlap" (several ranks,
+ * without or with overlap), "nccl" or "nccl-overlap" (GPUs summing with
+ * NCCL) or "ps" (the parameter server). The metrics' "sync". */
+const char *dp_trainer_sync_strategy(const dp_trainer_t *trainer);
 
 /* Seconds the caller has spent in the gradient sync of all steps so far
  * (after every device's forward/backward; with overlap, only the exposed

@@ -3,8 +3,8 @@
  * Each call appends one line, e.g.
  *   {"epoch": 1, "train_loss": 0.512, "train_acc": 0.81, "test_acc": 0.84,
  *    "epoch_sec": 3.2, "images_per_sec": 18750, "devices": ["cpu:0","cpu:1"],
- *    "num_devices": 2, "ranks": 1, "precision": "fp32", "layout": "nchw", "isa": "avx2", "cpu": "...",
- *    "blas": "..."}
+ *    "num_devices": 2, "ranks": 1, "precision": "fp32", "layout": "nchw", "sync": "chunked",
+ *    "isa": "avx2", "cpu": "...", "blas": "..."}
  * (on one line; GPU devices add "device_mem_peak_bytes" after "ranks"; a
  * run with label smoothing "label_smoothing" after "train_loss", which is
  * then the smoothed loss).
@@ -90,10 +90,10 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     /* Fixed keys and numbers take < 450 bytes; a device name character takes
      * at most 6 ("\u00XX"), each name adds 3 (quotes and comma). */
     size_t size = 512 + 9 * devices_len + 3;
-    const char *const info_keys[5] = {"precision", "layout", "isa", "cpu", "blas"};
-    const char *const info[5] = {run ? run->precision : NULL, run ? run->layout : NULL, run ? run->isa : NULL,
-                                 run ? run->cpu : NULL, run ? run->blas : NULL};
-    for (int i = 0; i < 5; i++)
+    const char *const info_keys[6] = {"precision", "layout", "sync", "isa", "cpu", "blas"};
+    const char *const info[6] = {run ? run->precision : NULL, run ? run->layout : NULL, run ? run->sync : NULL,
+                                 run ? run->isa : NULL,       run ? run->cpu : NULL,    run ? run->blas : NULL};
+    for (int i = 0; i < 6; i++)
         if (info[i]) size += 6 * strlen(info[i]) + 16;
     line_t line = {dp_alloc(size, "metrics line"), size, 0, 1};
     if (!line.data) return DP_ERR_NOMEM;
@@ -117,7 +117,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
                 stats->num_ranks > 0 ? stats->num_ranks : 1);
     if (stats->device_mem_peak) line_printf(&line, ", \"device_mem_peak_bytes\": %zu", stats->device_mem_peak);
     if (stats->skipped_files) line_printf(&line, ", \"skipped_files\": %ld", stats->skipped_files);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (info[i]) {
             line_printf(&line, ", \"%s\": ", info_keys[i]);
             line_json_string(&line, info[i], strlen(info[i]));

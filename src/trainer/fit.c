@@ -873,10 +873,14 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
             s->clipped_fraction = (double)norms.clipped / norms.steps;
         }
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
-        /* the metrics also say what ran: the precision, the layout, the kernels' ISA, the CPU, the BLAS */
-        const dp_run_info_t what_ran = {dp_isa_name(dp_cpu_isa()), dp_cpu_model(), dp_cpu_blas(),
-                                        config->precision ? config->precision : "fp32",
-                                        config->layout ? config->layout : "nchw"};
+        /* the metrics also say what ran: the precision, the layout, the gradient sum, the kernels' ISA, the
+         * CPU, the BLAS */
+        const dp_run_info_t what_ran = {.isa = dp_isa_name(dp_cpu_isa()),
+                                        .cpu = dp_cpu_model(),
+                                        .blas = dp_cpu_blas(),
+                                        .precision = config->precision ? config->precision : "fp32",
+                                        .layout = config->layout ? config->layout : "nchw",
+                                        .sync = dp_trainer_sync_strategy(trainer)};
         if (writes && config->metrics_path &&
             (status = dp_metrics_append_run(config->metrics_path, s, &what_ran)) != DP_OK)
             goto done;

@@ -398,6 +398,8 @@ size_t dp_trainer_device_memory_peak(const dp_trainer_t *t) {
 }
 const char *dp_trainer_allreduce(const dp_trainer_t *t) { return t->allreduce; }
 
+const char *dp_trainer_sync_strategy(const dp_trainer_t *t) { return t->sync->name; }
+
 /* The shard's input x (n, C, H, W) in the replica's arena, converted from
  * its bytes (device memory of the backend), and its labels y. */
 static dp_status_t load_shard(dp_replica_t *r, const dp_batch_t *shape, const uint8_t *pixels,
