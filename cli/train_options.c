@@ -129,6 +129,17 @@ const char train_usage[] =
     "                            (default 0: none; torchvision's recipes use 0.1). The loss\n"
     "                            printed is then the smoothed one (the test set's figure is\n"
     "                            its accuracy, as ever); saved, and --resume keeps it\n"
+    "  --mixup-alpha A           Mixup (torchvision's --mixup-alpha): every step blends each\n"
+    "                            input with the batch's previous one (the first with the\n"
+    "                            last), lam x + (1 - lam) x', and trains toward the labels\n"
+    "                            mixed alike, lam ~ Beta(A, A) drawn per step (0.2 in\n"
+    "                            torchvision's recipes; default 0: off)\n"
+    "  --cutmix-alpha A          CutMix likewise: a box of the previous input pasted in,\n"
+    "                            lam the share left (recipes: 1.0); with both, each step\n"
+    "                            one of the two. The whole batch of every device and rank,\n"
+    "                            so the same for any number of them; the loss printed is\n"
+    "                            the mixed targets', the accuracy the heavier label's;\n"
+    "                            saved, and --resume keeps them\n"
     "  --model-ema               keep a moving average of the model (its parameters and\n"
     "                            batch norm statistics), torchvision's --model-ema, and\n"
     "                            evaluate it after every epoch (\"test acc 0.850 (ema\n"
@@ -177,14 +188,15 @@ const char train_usage[] =
     "                            and its options, the lr schedule and its options, --epochs,\n"
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
     "                            --sync-batch-norm, --label-smoothing, --clip-grad-norm,\n"
-    "                            --early-stop,\n"
+    "                            --mixup-alpha, --cutmix-alpha, --early-stop,\n"
     "                            --normalize, --freeze, --transform, --holdout, --data; not\n"
     "                            --devices, --threads-per-device, --save: give --save FILE\n"
     "                            to go on saving there; a line says what was taken); on the same\n"
     "                            devices it ends bit for bit where the uninterrupted run\n"
     "                            would. --epochs counts from the start; a given --batch-size,\n"
-    "                            --seed, --limit, lr schedule (with cosine, --epochs) or\n"
-    "                            --label-smoothing other than the saved one is refused,\n"
+    "                            --seed, --limit, lr schedule (with cosine, --epochs),\n"
+    "                            --label-smoothing or mixing other than the saved one is\n"
+    "                            refused,\n"
     "                            another --lr, optimizer option or --clip-grad-norm warned\n"
     "                            about\n"
     "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
@@ -261,6 +273,8 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"sync-batch-norm", OPT_FLAG, &o->sync_batch_norm, 0, 0},
         {"label-smoothing", OPT_FLOAT, &o->label_smoothing, 0, 0},
         {"clip-grad-norm", OPT_FLOAT, &o->clip_grad_norm, 0, 0},
+        {"mixup-alpha", OPT_FLOAT, &o->mixup_alpha, 0, 0},
+        {"cutmix-alpha", OPT_FLOAT, &o->cutmix_alpha, 0, 0},
         {"model-ema", OPT_FLAG, &o->model_ema, 0, 0},
         {"model-ema-steps", OPT_INT, &o->model_ema_steps, 1, 1000000000},
         {"model-ema-decay", OPT_DOUBLE, &o->model_ema_decay, 0, 0},
@@ -485,6 +499,8 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     if (!o->model_ema && (train_option_given(o, &o->model_ema_steps) || train_option_given(o, &o->model_ema_decay)))
         return dp_fail(DP_ERR_ARG, "train: --model-ema-%s without --model-ema (which keeps the average)",
                        train_option_given(o, &o->model_ema_steps) ? "steps" : "decay");
+    const dp_mix_config_t mix = {.mixup_alpha = o->mixup_alpha, .cutmix_alpha = o->cutmix_alpha};
+    DP_TRY(dp_mix_check(&mix, "train: --"));
     if (train_option_given(o, &o->clip_grad_norm) &&
         !(o->clip_grad_norm > 0.0f && o->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
         return dp_fail(DP_ERR_ARG, "train: --clip-grad-norm must be a norm > 0 and at most %g (1 or 5 are usual), "

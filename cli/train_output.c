@@ -57,13 +57,19 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         if (!isnan(o->bias_weight_decay))
             snprintf(decay + at, sizeof decay - (size_t)at, ", biases %g", o->bias_weight_decay);
     }
-    char smoothing[160] = ""; /* the loss, when it is not plain cross-entropy; gradient clipping; the EMA */
+    char smoothing[256] = ""; /* the loss, when it is not plain cross-entropy; clipping; mixing; the EMA */
     int at = 0;
     if (o->label_smoothing != 0.0f)
         at = snprintf(smoothing, sizeof smoothing, ", label smoothing %.9g", dp_float_decimal(o->label_smoothing));
     if (o->clip_grad_norm > 0.0f)
         at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", gradient norm clipped at %.9g",
                        dp_float_decimal(o->clip_grad_norm));
+    if (o->mixup_alpha > 0.0f)
+        at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", mixup %.9g",
+                       dp_float_decimal(o->mixup_alpha));
+    if (o->cutmix_alpha > 0.0f)
+        at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", cutmix %.9g",
+                       dp_float_decimal(o->cutmix_alpha));
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
     if (!o->quiet)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "dptrain/backend.h" /* dp_conv_algo_t */
+#include "dptrain/batch_mix.h"
 #include "dptrain/nn.h"
 #include "dptrain/optim.h"
 #include "dptrain/safetensors.h"
@@ -100,6 +101,12 @@
  *                           updates so far; all three or none (none: no
  *                           average); with them an ema.NAME tensor for
  *                           every parameter and buffer NAME
+ *   mixup_alpha, cutmix_alpha
+ *                           Mixup's and CutMix's alphas (--mixup-alpha,
+ *                           --cutmix-alpha, parallel.h's config.mix), float32
+ *                           in (0, 1000] as their shortest decimals; each
+ *                           written only when on (absent: 0, off). A resume
+ *                           must use the same
  *   clip_grad_norm          gradient clipping's max norm (--clip-grad-norm,
  *                           parallel.h's config.clip_grad_norm), float32 in
  *                           (0, 1e30] as its shortest decimal; written only
@@ -211,6 +218,7 @@ typedef struct {
     float label_smoothing;      /* the training loss's label smoothing, in [0, 1) (read: 0 when the file
                                    does not record it) */
     float clip_grad_norm;       /* gradient clipping's max norm, 0: none (read: 0 when not recorded) */
+    dp_mix_config_t mix;        /* Mixup's and CutMix's alphas, 0: off (read: 0 when not recorded) */
     /* the model's moving average (fit.h model_ema_*): its steps (0: none kept), decay and updates;
      * model_ema: what dp_checkpoint_save writes as the ema.* tensors (dp_model_num_params floats of
      * host memory; NULL: none), never set by a read (dp_checkpoint_load_ema) */

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "dptrain/backend.h"
+#include "dptrain/batch_mix.h"
 #include "dptrain/batch_source.h"
 #include "dptrain/comm.h"
 #include "dptrain/nn.h"
@@ -83,6 +84,11 @@ typedef struct {
                                 is read on the host (a GPU synchronises once a step), and
                                 with --overlap the buckets are still summed during backward
                                 but updated after it (DDP's way); 0: none */
+    dp_mix_config_t mix;     /* Mixup and CutMix of every training step's batch (batch_mix.h:
+                                torchvision's --mixup-alpha, --cutmix-alpha; the whole batch of
+                                every rank, so the same for any number of devices and ranks);
+                                the steps' loss is then the mixed targets' (with label
+                                smoothing, smoothed too); zeros: none */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
     const dp_backend_t *const *backends; /* (num_devices) device d's backend, when the devices
@@ -228,6 +234,8 @@ int dp_trainer_accumulate(const dp_trainer_t *trainer);
 int dp_trainer_sync_batch_norm(const dp_trainer_t *trainer);
 /* The training loss's label smoothing (config.label_smoothing; 0: none). */
 float dp_trainer_label_smoothing(const dp_trainer_t *trainer);
+/* Mixup and CutMix (config.mix; zeros: none). */
+dp_mix_config_t dp_trainer_mix(const dp_trainer_t *trainer);
 /* Gradient clipping's max norm (config.clip_grad_norm; 0: none), and the
  * total norm of the last step's summed gradient before clipping (NaN before
  * the first step or without clipping). */

@@ -30,6 +30,13 @@ double dp_rng_uniform(dp_rng_t *rng);
  * stream position depends only on the number of calls). */
 double dp_rng_normal(dp_rng_t *rng);
 
+/* Beta(a, a), a > 0 (torch._sample_dirichlet([a, a])[0], torchvision's
+ * Mixup and CutMix weight): G1 / (G1 + G2) of two Gamma(a) draws
+ * (Marsaglia and Tsang's method; for a < 1, Gamma(a + 1) U^(1/a), taken in
+ * logarithms, so that a small a gives 0 or 1, never NaN). A value in
+ * [0, 1]. */
+double dp_rng_beta_symmetric(dp_rng_t *rng, double a);
+
 /* A seed mixed from two values, well spread even when they differ in one
  * bit (dropout: the trainer's seed and step count, then that and the
  * layer's index). */

@@ -1,4 +1,5 @@
-/* rng.c - xoshiro256** seeded by splitmix64; Box-Muller normals; seed mixing. */
+/* rng.c - xoshiro256** seeded by splitmix64; Box-Muller normals; Beta
+ * draws; seed mixing. */
 #include "dptrain/rng.h"
 
 #include <math.h>
@@ -50,6 +51,31 @@ double dp_rng_normal(dp_rng_t *rng) {
     double u2 = dp_rng_uniform(rng);
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* log of a Gamma(a) draw, a >= 1 (Marsaglia and Tsang, 2000). */
+static double log_gamma_draw_large(dp_rng_t *rng, double a) {
+    const double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = dp_rng_normal(rng), v = 1.0 + c * x;
+        if (v <= 0.0) continue;
+        v = v * v * v;
+        double u = 1.0 - dp_rng_uniform(rng); /* (0, 1]: its log is finite */
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return log(d) + log(v);
+    }
+}
+
+/* log of a Gamma(a) draw, a > 0: for a < 1, Gamma(a + 1) U^(1/a). */
+static double log_gamma_draw(dp_rng_t *rng, double a) {
+    if (a >= 1.0) return log_gamma_draw_large(rng, a);
+    double g = log_gamma_draw_large(rng, a + 1.0);
+    double u = 1.0 - dp_rng_uniform(rng);
+    return g + log(u) / a;
+}
+
+double dp_rng_beta_symmetric(dp_rng_t *rng, double a) {
+    double g1 = log_gamma_draw(rng, a), g2 = log_gamma_draw(rng, a);
+    return 1.0 / (1.0 + exp(g2 - g1)); /* G1 / (G1 + G2); exp's overflow gives 0, its underflow 1 */
 }
 
 uint64_t dp_seed_mix(uint64_t a, uint64_t b) {

@@ -224,6 +224,14 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         snprintf(m->clip_grad_norm, sizeof m->clip_grad_norm, "%.9g", dp_float_decimal(info->clip_grad_norm));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, m->clip_grad_norm};
     }
+    DP_TRY(dp_mix_check(&info->mix, "checkpoint: the "));
+    const float alphas[2] = {info->mix.mixup_alpha, info->mix.cutmix_alpha};
+    const char *const alpha_keys[2] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY};
+    for (int k = 0; k < 2; k++)
+        if (alphas[k] > 0.0f) {
+            snprintf(m->mix[k], sizeof m->mix[k], "%.9g", dp_float_decimal(alphas[k]));
+            m->entries[m->count++] = (dp_st_meta_t){alpha_keys[k], m->mix[k]};
+        }
     if (info->model_ema_steps > 0) { /* the moving average: its tensors are the writer's (checkpoint.c) */
         snprintf(m->ema[0], sizeof m->ema[0], "%d", info->model_ema_steps);
         snprintf(m->ema[1], sizeof m->ema[1], "%.17g", info->model_ema_decay);
@@ -627,10 +635,26 @@ static dp_status_t parse_ema(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
+/* mixup_alpha, cutmix_alpha: float32s in (0, DP_MIX_ALPHA_LIMIT] (absent:
+ * 0, off). */
+static dp_status_t parse_mix(dp_checkpoint_t *c) {
+    const char *const keys[2] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY};
+    float *const alphas[2] = {&c->info.mix.mixup_alpha, &c->info.mix.cutmix_alpha};
+    for (int k = 0; k < 2; k++) {
+        int present;
+        DP_TRY(parse_optional_float(c, keys[k], 0, alphas[k], &present));
+        if (present && !(*alphas[k] > 0.0f && *alphas[k] <= DP_MIX_ALPHA_LIMIT))
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, %g]",
+                           dp_safetensors_path(c->st), keys[k], dp_json_show(dp_safetensors_meta(c->st, keys[k])).text,
+                           (double)DP_MIX_ALPHA_LIMIT);
+    }
+    return DP_OK;
+}
+
 /* label_smoothing: a float32 in (0, 1), as its shortest decimal (absent:
  * 0); clip_grad_norm: a float32 in (0, DP_CLIP_MAX_NORM_LIMIT] (absent: 0,
  * none); the weight-decay groups' decays (absent: none, the weight
- * decay's). */
+ * decay's); parse_mix's. */
 static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     dp_optim_config_t *o = &c->info.optim;
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, 0, &o->norm_weight_decay,
@@ -640,6 +664,7 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     DP_TRY(parse_best(c));
     DP_TRY(parse_early_stop(c));
     DP_TRY(parse_ema(c));
+    DP_TRY(parse_mix(c));
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, 0, &c->info.clip_grad_norm, NULL));
     if (!(c->info.clip_grad_norm >= 0.0f && c->info.clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT) ||
         (c->info.clip_grad_norm == 0.0f && dp_safetensors_meta(c->st, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY)))

@@ -176,9 +176,14 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
     return DP_OK;
 }
 
-/* The loss must be the saved one: another label smoothing trains toward
- * other targets (a file without the key: 0, none). */
+/* The loss must be the saved one: other mixing or another label smoothing
+ * trains toward other targets (a file without the keys: none). */
 static dp_status_t check_loss(const char *path, const dp_checkpoint_info_t *saved, const dp_checkpoint_info_t *run) {
+    if (saved->mix.mixup_alpha != run->mix.mixup_alpha || saved->mix.cutmix_alpha != run->mix.cutmix_alpha)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --mixup-alpha %.9g --cutmix-alpha %.9g, this run has "
+                       "%.9g and %.9g (other mixing would not continue the same run; use the saved values)", path,
+                       dp_float_decimal(saved->mix.mixup_alpha), dp_float_decimal(saved->mix.cutmix_alpha),
+                       dp_float_decimal(run->mix.mixup_alpha), dp_float_decimal(run->mix.cutmix_alpha));
     if (saved->label_smoothing == run->label_smoothing) return DP_OK;
     return dp_fail(DP_ERR_ARG, "--resume %s: saved with --label-smoothing %.9g, this run has %.9g (another loss "
                    "would not continue the same run; use the saved value)", path,
@@ -731,6 +736,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .sync_batch_norm = dp_trainer_sync_batch_norm(trainer),
                                   .label_smoothing = dp_trainer_label_smoothing(trainer),
                                   .clip_grad_norm = dp_trainer_clip_grad_norm(trainer),
+                                  .mix = dp_trainer_mix(trainer),
                                   .model_ema_steps = config->model_ema_steps,
                                   .model_ema_decay = config->model_ema_decay,
                                   .early_stop = config->early_stop,

@@ -31,6 +31,8 @@ void dp_replica_free(dp_replica_t *r) {
     r->backend->free(r->backend->ctx, r->step_in.labels);
     r->backend->free(r->backend->ctx, r->eval_in.pixels);
     r->backend->free(r->backend->ctx, r->eval_in.labels);
+    r->backend->free(r->backend->ctx, r->mix_in.pixels);
+    r->backend->free(r->backend->ctx, r->mix_in.labels);
 }
 
 dp_status_t dp_trainer_run_on_all(dp_trainer_t *t, dp_task_fn fn) {

@@ -87,6 +87,7 @@
 
 #include "buckets.h"
 #include "confusion.h"
+#include "mix_step.h"
 #include "replica.h"
 #include "sync_strategy.h"
 #include "trainer_metrics.h"
@@ -121,6 +122,7 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->host_metrics);
     free(t->split_sum);
     free(t->split_part);
+    dp_mix_step_free(t);
     dp_sync_batch_norm_release(t);
     free(t);
 }
@@ -178,6 +180,7 @@ static dp_status_t check_config(const dp_trainer_config_t *config) {
     if (!(config->clip_grad_norm >= 0.0f && config->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
         return dp_fail(DP_ERR_ARG, "trainer: clip_grad_norm must be > 0 (0: no clipping) and at most %g, found %g",
                        (double)DP_CLIP_MAX_NORM_LIMIT, (double)config->clip_grad_norm);
+    DP_TRY(dp_mix_check(&config->mix, "trainer: mix."));
     if (config->threads_per_device < 1 || config->threads_per_device > DP_TRAINER_MAX_THREADS)
         return dp_fail(DP_ERR_ARG, "threads per device must be 1 to %d, found %d", DP_TRAINER_MAX_THREADS,
                        config->threads_per_device);
@@ -254,6 +257,11 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
         if (config->clip_grad_norm > 0.0f && (!be->sum_squares || !be->scale_range)) {
             status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' cannot clip gradients (no sum_squares or "
                              "scale_range, backend.h)", d, be->name);
+            goto fail;
+        }
+        if (config->mix.mixup_alpha > 0.0f && !be->ema_update) {
+            status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' cannot blend Mixup's inputs (no ema_update, "
+                             "backend.h)", d, be->name);
             goto fail;
         }
         if (used < sizeof t->device_names)
@@ -382,6 +390,7 @@ int dp_trainer_accumulate(const dp_trainer_t *t) { return t->config.accumulate; 
 int dp_trainer_sync_batch_norm(const dp_trainer_t *t) { return t->config.sync_batch_norm != 0; }
 float dp_trainer_label_smoothing(const dp_trainer_t *t) { return t->config.label_smoothing; }
 float dp_trainer_clip_grad_norm(const dp_trainer_t *t) { return t->config.clip_grad_norm; }
+dp_mix_config_t dp_trainer_mix(const dp_trainer_t *t) { return t->config.mix; }
 float dp_trainer_last_grad_norm(const dp_trainer_t *t) { return t->last_grad_norm; }
 const dp_model_t *dp_trainer_model(const dp_trainer_t *t) { return t->model; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
@@ -466,6 +475,7 @@ static dp_status_t shard_task(void *arg) {
     dp_tensor_t *x, *logits, *loss;
     const int32_t *y;
     DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
+    DP_TRY(dp_mix_blend_input(r, x)); /* Mixup's blend (mix_step.c) */
     dp_forward_opts_t opts = {
         .training = 1,
         .seed = dp_seed_mix(t->config.seed, t->step_count),
@@ -477,12 +487,12 @@ static dp_status_t shard_task(void *arg) {
     dp_op_attr_t attr = dp_op_attr_default();
     attr.loss_denominator = (float)r->denominator;
     attr.label_smoothing = t->config.label_smoothing;
-    dp_tape_set_label(r->tape, "loss", NULL);
-    loss = dp_tape_op(r->tape, DP_OP_SOFTMAX_XENT, &attr, logits, NULL, NULL, y);
+    const int32_t *answers; /* the labels the accuracy counts: y, or Mixup's and CutMix's heavier ones */
+    loss = dp_mix_loss(r, logits, y, &attr, &answers); /* the cross-entropy; mixed targets' with mixing */
     if (!loss) return dp_error_status() != DP_OK ? dp_error_status() : DP_ERR_ARG;
     /* the shard's summed loss and correct count, added up on the device (read when asked for) */
-    r->backend->count_metrics(r->backend->ctx, r->train_sums, loss->data, (double)r->denominator, logits->data, y,
-                              r->count, logits->shape[1]);
+    r->backend->count_metrics(r->backend->ctx, r->train_sums, loss->data, (double)r->denominator, logits->data,
+                              answers, r->count, logits->shape[1]);
     if (!t->sync->range_final || !last) return dp_tape_backward(r->tape, loss, NULL, NULL);
     DP_TRY(dp_tape_backward(r->tape, loss, backward_hook, r));
     r->ready_from = 0; /* every gradient is final now */
@@ -510,7 +520,7 @@ static dp_status_t shard_task_guarded(void *arg) {
 /* Shard d of micro-batch `micro` of a step's batch of n: its first example
  * in the batch and its count (distributed_batch_reader across the ranks,
  * then split_and_load across this rank's devices). */
-static void step_shard(const dp_trainer_t *t, int n, int micros, int micro, int d, int *first, int *count) {
+void dp_trainer_step_shard(const dp_trainer_t *t, int n, int micros, int micro, int d, int *first, int *count) {
     int micro_start, micro_count, rank_start, rank_count, start;
     dp_split_batch(n, micros, micro, &micro_start, &micro_count);
     dp_split_batch(micro_count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
@@ -518,23 +528,32 @@ static void step_shard(const dp_trainer_t *t, int n, int micros, int micro, int 
     *first = micro_start + rank_start + start;
 }
 
+/* Which of a replica's input buffers a batch goes to. */
+typedef enum { INPUT_STEP, INPUT_EVAL, INPUT_MIX_PARTNERS } input_kind_t;
+
+static dp_input_buffers_t *input_buffers(dp_replica_t *r, input_kind_t kind) {
+    return kind == INPUT_EVAL ? &r->eval_in : kind == INPUT_MIX_PARTNERS ? &r->mix_in : &r->step_in;
+}
+
 /* The input of a batch on every replica of a backend without host memory:
  * its shards of every micro-batch, one after the other, uploaded into the
- * replica's buffers (eval: its eval_in, else its step_in; grown when a
- * larger batch comes: that frees device memory, so step graphs pointing
- * there go stale and are captured again). On host memory the shards are
- * read from the batch itself. */
-static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros, int eval) {
-    const size_t example = (size_t)batch->channels * batch->height * batch->width;
+ * replica's buffers (input_buffers: an evaluation's, a step's, or Mixup's
+ * and CutMix's partners'; grown when a larger batch comes: that frees
+ * device memory, so step graphs pointing there go stale and are captured
+ * again); a batch without pixels (CutMix's partners): its labels only. On
+ * host memory the shards are read from the batch itself. */
+static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros, input_kind_t kind) {
+    const size_t example = batch->pixels ? (size_t)batch->channels * batch->height * batch->width : 0;
+    const int eval = kind == INPUT_EVAL;
     for (int d = 0; d < t->num_devices; d++) {
         dp_replica_t *r = &t->replicas[d];
-        dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
+        dp_input_buffers_t *in = input_buffers(r, kind);
         const dp_backend_t *be = r->backend;
         if (be->host_memory) continue;
         size_t total = 0;
         for (int m = 0; m < micros; m++) {
             int first, count;
-            step_shard(t, batch->n, micros, m, d, &first, &count);
+            dp_trainer_step_shard(t, batch->n, micros, m, d, &first, &count);
             total += (size_t)count;
         }
         if (total > in->cap || total * example > in->pixel_bytes) {
@@ -551,9 +570,10 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
         size_t used = 0;
         for (int m = 0; m < micros; m++) {
             int first, count;
-            step_shard(t, batch->n, micros, m, d, &first, &count);
-            be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
-                       (size_t)count * example);
+            dp_trainer_step_shard(t, batch->n, micros, m, d, &first, &count);
+            if (example)
+                be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
+                           (size_t)count * example);
             be->upload(be->ctx, in->labels + used, batch->labels + first, sizeof(int32_t) * (size_t)count);
             used += (size_t)count;
         }
@@ -562,16 +582,34 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
     return DP_OK;
 }
 
+/* Device r's shard [first, first + count) of a batch of Mixup's and
+ * CutMix's partners (mix_step.c), in the backend's memory. */
+static void assign_partners(dp_replica_t *r, const dp_batch_t *partners, int micro, int first, int count) {
+    dp_input_buffers_t *in = &r->mix_in;
+    const size_t example = partners->pixels ? (size_t)partners->channels * partners->height * partners->width : 0;
+    if (micro == 0) in->used = 0;
+    if (r->backend->host_memory) {
+        r->partner_pixels = partners->pixels ? partners->pixels + (size_t)first * example : NULL;
+        r->partner_labels = partners->labels + first;
+    } else {
+        r->partner_pixels = in->pixels + in->used * example;
+        r->partner_labels = in->labels + in->used;
+        in->used += (size_t)count;
+    }
+}
+
 /* Every replica's shard of micro-batch `micro` (of micros) of the batch:
  * its count, where it lies in the batch, and its bytes and labels in the
- * backend's memory (the batch itself, or what stage_input uploaded). */
+ * backend's memory (the batch itself, or what stage_input uploaded); of a
+ * training step that mixes, its partners' too. */
 static void assign_shards(dp_trainer_t *t, const dp_batch_t *batch, int micros, int micro, int eval) {
     const size_t example = (size_t)batch->channels * batch->height * batch->width;
+    const dp_batch_t *partners = eval ? NULL : t->mix_partners;
     for (int d = 0; d < t->num_devices; d++) {
         dp_replica_t *r = &t->replicas[d];
         dp_input_buffers_t *in = eval ? &r->eval_in : &r->step_in;
         int first, count;
-        step_shard(t, batch->n, micros, micro, d, &first, &count);
+        dp_trainer_step_shard(t, batch->n, micros, micro, d, &first, &count);
         if (micro == 0) in->used = 0;
         r->batch = batch;
         r->count = count;
@@ -585,6 +623,7 @@ static void assign_shards(dp_trainer_t *t, const dp_batch_t *batch, int micros, 
             r->shard_labels = in->labels + in->used;
             in->used += (size_t)count;
         }
+        if (partners) assign_partners(r, partners, micro, first, count);
     }
 }
 
@@ -597,20 +636,41 @@ static int step_micros(const dp_trainer_t *t, int n) {
     return micros;
 }
 
+/* Adds [start, start + count) to the ascending, disjoint ranges so far
+ * (*ranges of them; those past max only counted), merged with the last
+ * when it meets it. Ranges come in ascending order of start. */
+static void add_range(int start, int count, int *first, int *counts, int max, int *ranges) {
+    if (count <= 0) return;
+    int last = *ranges - 1;
+    if (last >= 0 && last < max && start <= first[last] + counts[last]) {
+        int end = start + count > first[last] + counts[last] ? start + count : first[last] + counts[last];
+        counts[last] = end - first[last];
+        return;
+    }
+    if (*ranges < max) {
+        first[*ranges] = start;
+        counts[*ranges] = count;
+    }
+    (*ranges)++;
+}
+
 int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max) {
     const dp_trainer_t *t = trainer;
-    int micros = step_micros(t, n), ranges = 0;
+    /* Mixup and CutMix: each example's partner, the one before it (the
+     * first's: the last), is read by the same rank */
+    const int partners = dp_mix_on(&t->config.mix) && t->config.world.size > 1;
+    int micros = step_micros(t, n), ranges = 0, wraps = 0;
     for (int m = 0; m < micros; m++) {
         int micro_start, micro_count, rank_start, rank_count;
         dp_split_batch(n, micros, m, &micro_start, &micro_count);
         dp_split_batch(micro_count, t->config.world.size, t->config.world.rank, &rank_start, &rank_count);
         if (rank_count == 0) continue;
-        if (ranges < max) {
-            first[ranges] = micro_start + rank_start;
-            count[ranges] = rank_count;
-        }
-        ranges++;
+        int start = micro_start + rank_start;
+        if (partners && start == 0) wraps = 1;
+        if (partners && start > 0) add_range(start - 1, rank_count + 1, first, count, max, &ranges);
+        else add_range(start, rank_count, first, count, max, &ranges);
     }
+    if (wraps) add_range(n - 1, 1, first, count, max, &ranges);
     return ranges;
 }
 
@@ -625,7 +685,10 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *lo
         return dp_fail(DP_ERR_ARG, "step: the batch has no %s (NULL)", !batch->pixels ? "pixels" : "labels");
     int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
-    DP_TRY(stage_input(t, batch, micros, 0));
+    /* Mixup and CutMix: the devices read CutMix's boxed bytes, and the partners beside their examples */
+    DP_TRY(dp_mix_step_prepare(t, batch, micros, &batch, &t->mix_partners));
+    if (t->mix_partners) DP_TRY(stage_input(t, t->mix_partners, micros, INPUT_MIX_PARTNERS));
+    DP_TRY(stage_input(t, batch, micros, INPUT_STEP));
     int done = 0;
     dp_status_t status = t->graph_why ? DP_OK : dp_step_graph_step(t, batch, micros, &done); /* step_graph.c */
     if (status == DP_OK && !done) status = dp_trainer_step_devices(t, batch, micros);
@@ -751,7 +814,7 @@ dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *t, dp_batch_source_t *so
     for (;;) {
         const dp_batch_t *batch;
         if (status != DP_OK || (status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
-        if ((status = stage_input(t, batch, 1, 1)) != DP_OK) break;
+        if ((status = stage_input(t, batch, 1, INPUT_EVAL)) != DP_OK) break;
         assign_shards(t, batch, 1, 0, 1);
         status = dp_trainer_run_on_all(t, evaluate_task);
     }

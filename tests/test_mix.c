@@ -1,0 +1,207 @@
+/* test_mix.c - Mixup and CutMix (batch_mix.h, parallel.h config.mix):
+ * - Beta(a, a) draws: their mean and variance over 40,000 draws for a of
+ *   0.2, 1 and 4, all in [0, 1], and a tiny a never NaN;
+ * - the step's draw: the same for the same (seed, step), another for
+ *   another step; CutMix's box inside the image, lam the share left;
+ *   with both on, each kind about half the steps;
+ * - CutMix's copy of the box, and nothing outside it;
+ * - in the trainer: one step of a linear model (flatten + linear, label
+ *   smoothing 0.1) with Mixup, then with CutMix, on 1 device and on 3
+ *   (partners in other shards), against an oracle in double written from
+ *   torchvision's reference (references/classification/transforms.py):
+ *   partner = batch.roll(1, 0), x = lam x + (1 - lam) x_partner or the box
+ *   pasted, the target lam onehot + (1 - lam) onehot_partner, smoothed as
+ *   torch.nn.CrossEntropyLoss(label_smoothing); the gradients, the summed
+ *   loss, and the accuracy counted on the heavier label; bad alphas are
+ *   refused.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/batch_mix.h"
+#include "dptrain/nn.h"
+#include "dptrain/parallel.h"
+#include "dptrain/rng.h"
+#include "testing.h"
+
+static void test_beta(void) {
+    const double alphas[3] = {0.2, 1.0, 4.0};
+    for (int a = 0; a < 3; a++) {
+        dp_rng_t rng;
+        dp_rng_seed(&rng, 7 + a);
+        const int n = 40000;
+        double sum = 0, sum2 = 0;
+        int outside = 0;
+        for (int i = 0; i < n; i++) {
+            double v = dp_rng_beta_symmetric(&rng, alphas[a]);
+            outside += !(v >= 0.0 && v <= 1.0);
+            sum += v;
+            sum2 += v * v;
+        }
+        const double mean = sum / n, var = sum2 / n - mean * mean, want = 1.0 / (4.0 * (2.0 * alphas[a] + 1.0));
+        /* the mean's standard error is sqrt(var / n) < 0.0025: 4 of them */
+        CHECK(outside == 0 && fabs(mean - 0.5) < 0.01 && fabs(var - want) < 0.05 * want,
+              "Beta(%g, %g): mean %.4f, variance %.5f (expected 0.5, %.5f), %d outside [0, 1]", alphas[a], alphas[a],
+              mean, var, want, outside);
+    }
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 1);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++) bad += isnan(dp_rng_beta_symmetric(&rng, 1e-3));
+    CHECK(bad == 0, "Beta(0.001, 0.001): %d NaN draws of 1000", bad);
+}
+
+static void test_draw(void) {
+    const dp_mix_config_t both = {.mixup_alpha = 0.2f, .cutmix_alpha = 1.0f}, cut = {.cutmix_alpha = 1.0f};
+    dp_mix_t a = dp_mix_draw(&both, 5, 3, 28, 20), b = dp_mix_draw(&both, 5, 3, 28, 20);
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "the same seed and step drew twice differently");
+    int differ = 0, mixups = 0, wide = 0;
+    for (uint64_t s = 0; s < 2000; s++) {
+        dp_mix_t m = dp_mix_draw(&both, 5, s, 28, 20);
+        differ += m.lam != a.lam;
+        mixups += m.kind == DP_MIX_MIXUP;
+        dp_mix_t c = dp_mix_draw(&cut, 5, s, 28, 20);
+        const int w = c.x2 - c.x1, h = c.y2 - c.y1;
+        CHECK(c.kind == DP_MIX_CUTMIX && c.x1 >= 0 && c.x1 <= c.x2 && c.x2 <= 20 && c.y1 >= 0 && c.y1 <= c.y2 &&
+                  c.y2 <= 28 && c.lam == 1.0 - (double)(w * h) / (28.0 * 20.0),
+              "step %llu: CutMix box [%d, %d) x [%d, %d), lam %.17g", (unsigned long long)s, c.x1, c.x2, c.y1, c.y2,
+              c.lam);
+        wide += w > 10;
+    }
+    CHECK(differ > 1900, "lam repeated across steps: %d of 2000 differ", differ);
+    CHECK(mixups > 900 && mixups < 1100, "both on: %d of 2000 steps were Mixup (expected about half)", mixups);
+    CHECK(wide > 0, "CutMix never cut a box wider than half the image in 2000 steps");
+    const dp_mix_config_t none = {0};
+    CHECK(dp_mix_draw(&none, 5, 3, 28, 20).kind == DP_MIX_NONE && !dp_mix_on(&none), "no alpha: no mixing");
+    const dp_mix_config_t bad[3] = {{.mixup_alpha = -1.0f}, {.cutmix_alpha = NAN}, {.mixup_alpha = 1e9f}};
+    for (int i = 0; i < 3; i++) CHECK(dp_mix_check(&bad[i], "test: --") != DP_OK, "bad alpha %d taken", i);
+    CHECK(dp_mix_check(&bad[1], "test: --") != DP_OK && strstr(dp_error_message(), "cutmix-alpha"),
+          "the message names the option: %s", dp_error_message());
+}
+
+static void test_cutmix_bytes(void) {
+    enum { C = 2, H = 4, W = 5 };
+    uint8_t own[C * H * W], partner[C * H * W], out[C * H * W];
+    for (int i = 0; i < C * H * W; i++) own[i] = (uint8_t)i, partner[i] = (uint8_t)(200 + i);
+    const dp_mix_t m = {.kind = DP_MIX_CUTMIX, .x1 = 1, .x2 = 3, .y1 = 2, .y2 = 4};
+    dp_mix_cutmix_bytes(&m, out, own, partner, C, H, W);
+    int wrong = 0;
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                const int i = (c * H + y) * W + x, in_box = x >= 1 && x < 3 && y >= 2 && y < 4;
+                wrong += out[i] != (in_box ? partner[i] : own[i]);
+            }
+    CHECK(wrong == 0, "CutMix bytes: %d wrong", wrong);
+}
+
+/* --- the trainer against the oracle --- */
+enum { C = 2, H = 5, W = 6, K = 4, N = 7, D = C * H * W };
+#define SMOOTHING 0.1
+
+/* torchvision's mixing and loss, in double: the gradient of the mean loss
+ * with respect to the linear layer's weight (K, D) and bias (K), the
+ * summed loss, and the correct count on the heavier label. */
+static void oracle(const dp_mix_t *m, const float *params, const uint8_t *pixels, const int32_t *labels, double *grad,
+                   double *loss_sum, int *correct) {
+    memset(grad, 0, sizeof(double) * (K * D + K));
+    *loss_sum = 0;
+    *correct = 0;
+    for (int i = 0; i < N; i++) {
+        const int j = (i + N - 1) % N; /* batch.roll(1, 0) */
+        double x[D];
+        for (int e = 0; e < D; e++) {
+            const float own = pixels[i * D + e] * (1.0f / 255.0f), partner = pixels[j * D + e] * (1.0f / 255.0f);
+            const int y = (e % (H * W)) / W, col = e % W;
+            if (m->kind == DP_MIX_MIXUP)
+                x[e] = (double)((float)m->lam * own + (float)(1.0 - m->lam) * partner);
+            else
+                x[e] = col >= m->x1 && col < m->x2 && y >= m->y1 && y < m->y2 ? partner : own;
+        }
+        double z[K], zmax = -INFINITY, total = 0;
+        for (int k = 0; k < K; k++) {
+            z[k] = params[K * D + k];
+            for (int e = 0; e < D; e++) z[k] += (double)params[k * D + e] * x[e];
+            if (z[k] > zmax) zmax = z[k];
+        }
+        for (int k = 0; k < K; k++) total += exp(z[k] - zmax);
+        int best = 0;
+        for (int k = 0; k < K; k++) {
+            const double p = exp(z[k] - zmax) / total;
+            const double t = m->lam * (k == labels[i]) + (1.0 - m->lam) * (k == labels[j]);
+            const double target = (1.0 - SMOOTHING) * t + SMOOTHING / K;
+            *loss_sum -= target * (z[k] - zmax - log(total));
+            const double g = (p - target) / N;
+            for (int e = 0; e < D; e++) grad[k * D + e] += g * x[e];
+            grad[K * D + k] += g;
+            if (z[k] > z[best]) best = k;
+        }
+        *correct += best == (m->lam >= 0.5 ? labels[i] : labels[j]);
+    }
+}
+
+static void check_step(const dp_model_t *model, const dp_mix_config_t *mix, int devices, const char *name) {
+    dp_trainer_config_t config = {.model = model, .num_devices = devices, .threads_per_device = 1,
+                                  .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .seed = 11,
+                                  .label_smoothing = (float)SMOOTHING, .mix = *mix};
+    dp_trainer_t *t;
+    DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
+    float params[K * D + K];
+    memcpy(params, dp_trainer_params(t, 0), sizeof params);
+    uint8_t pixels[N * D];
+    int32_t labels[N];
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 3);
+    for (int i = 0; i < N * D; i++) pixels[i] = (uint8_t)dp_rng_below(&rng, 256);
+    for (int i = 0; i < N; i++) labels[i] = (int32_t)dp_rng_below(&rng, K);
+    const dp_batch_t batch = {.n = N, .channels = C, .height = H, .width = W, .pixels = pixels, .labels = labels};
+    const dp_mix_t drawn = dp_mix_draw(mix, 11, 0, H, W); /* the trainer's first step's */
+    double loss_sum = 0;
+    int correct = 0;
+    CHECK(dp_trainer_step(t, &batch, &loss_sum, &correct) == DP_OK, "%s: %s", name, dp_error_message());
+    float got[K * D + K];
+    dp_trainer_read_grads(t, got);
+    double want[K * D + K], want_loss;
+    int want_correct;
+    oracle(&drawn, params, pixels, labels, want, &want_loss, &want_correct);
+    double worst = 0;
+    for (int i = 0; i < K * D + K; i++) {
+        const double err = fabs(got[i] - want[i]) / (fabs(want[i]) + 1e-3);
+        if (err > worst) worst = err;
+    }
+    CHECK(worst < 1e-5, "%s: gradient off the oracle by %.3g (relative)", name, worst);
+    CHECK(fabs(loss_sum - want_loss) < 1e-5 * fabs(want_loss), "%s: loss sum %.9g, oracle %.9g", name, loss_sum,
+          want_loss);
+    CHECK(correct == want_correct, "%s: %d correct, oracle %d (the heavier label)", name, correct, want_correct);
+    CHECK(dp_trainer_check_replicas(t) == DP_OK, "%s: %s", name, dp_error_message());
+    printf("%s: %s, lam %.4f: gradient within %.2g of the oracle, loss %.6f\n", name,
+           drawn.kind == DP_MIX_MIXUP ? "Mixup" : "CutMix", drawn.lam, worst, loss_sum);
+    dp_trainer_free(t);
+}
+
+static void test_trainer(void) {
+    dp_model_t *m;
+    DP_ASSERT(dp_model_new("mixlin", C, H, W, DP_INIT_TORCH_DEFAULT, 0.0f, &m) == DP_OK);
+    DP_ASSERT(dp_model_add_flatten(m) == DP_OK && dp_model_add_linear(m, "fc", K, 1) == DP_OK);
+    DP_ASSERT(dp_model_num_params(m) == K * D + K);
+    const dp_mix_config_t mixup = {.mixup_alpha = 1.0f}, cutmix = {.cutmix_alpha = 1.0f};
+    check_step(m, &mixup, 1, "mixup, 1 device");
+    check_step(m, &mixup, 3, "mixup, 3 devices");
+    check_step(m, &cutmix, 1, "cutmix, 1 device");
+    check_step(m, &cutmix, 3, "cutmix, 3 devices");
+    dp_trainer_config_t config = {.model = m, .num_devices = 1, .threads_per_device = 1,
+                                  .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .mix = {.mixup_alpha = -0.5f}};
+    dp_trainer_t *t = NULL;
+    CHECK(dp_trainer_new(&config, &t) != DP_OK && !t && strstr(dp_error_message(), "mixup-alpha"),
+          "a negative alpha: %s", dp_error_message());
+    dp_model_free(m);
+}
+
+int main(void) {
+    test_beta();
+    test_draw();
+    test_cutmix_bytes();
+    test_trainer();
+    return testing_finish("test_mix");
+}
