@@ -267,6 +267,7 @@ static dp_status_t make_trainer(const train_options_t *o, const train_settings_t
         .label_smoothing = o->label_smoothing,
         .clip_grad_norm = o->clip_grad_norm,
         .mix = {.mixup_alpha = o->mixup_alpha, .cutmix_alpha = o->cutmix_alpha},
+        .random_erase = o->random_erase,
         .model_ema = o->model_ema,
         .backend = backends[0],
         .backends = backends,

@@ -45,6 +45,7 @@ typedef struct {
     float label_smoothing;           /* --label-smoothing: the training loss's, in [0, 1) (0: none) */
     float clip_grad_norm;            /* --clip-grad-norm: the gradients' max total norm (0: no clipping) */
     float mixup_alpha, cutmix_alpha; /* --mixup-alpha, --cutmix-alpha (batch_mix.h; 0: off) */
+    float random_erase;              /* --random-erase: the probability (random_erase.h; 0: none) */
     int model_ema;                   /* --model-ema: keep and evaluate a moving average of the model */
     int model_ema_steps;             /* --model-ema-steps: steps between its updates (default 32) */
     double model_ema_decay;          /* --model-ema-decay: torchvision's base decay (default 0.99998) */

@@ -13,6 +13,7 @@
 
 #include "dptrain/io.h"
 #include "dptrain/profile.h"
+#include "dptrain/random_erase.h"
 #include "options.h"
 #include "train.h"
 
@@ -140,6 +141,11 @@ const char train_usage[] =
     "                            so the same for any number of them; the loss printed is\n"
     "                            the mixed targets', the accuracy the heavier label's;\n"
     "                            saved, and --resume keeps them\n"
+    "  --random-erase P          torchvision's RandomErasing(p=P): each training example,\n"
+    "                            with probability P, has a rectangle of 2% to 33% of its\n"
+    "                            input (aspect 0.3 to 3.3) set to 0 after normalisation,\n"
+    "                            before any mixing (recipes: 0.1 or 0.25; default 0: off);\n"
+    "                            saved, and --resume keeps it\n"
     "  --model-ema               keep a moving average of the model (its parameters and\n"
     "                            batch norm statistics), torchvision's --model-ema, and\n"
     "                            evaluate it after every epoch (\"test acc 0.850 (ema\n"
@@ -188,15 +194,15 @@ const char train_usage[] =
     "                            and its options, the lr schedule and its options, --epochs,\n"
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
     "                            --sync-batch-norm, --label-smoothing, --clip-grad-norm,\n"
-    "                            --mixup-alpha, --cutmix-alpha, --early-stop,\n"
+    "                            --mixup-alpha, --cutmix-alpha, --random-erase, --early-stop,\n"
     "                            --normalize, --freeze, --transform, --holdout, --data; not\n"
     "                            --devices, --threads-per-device, --save: give --save FILE\n"
     "                            to go on saving there; a line says what was taken); on the same\n"
     "                            devices it ends bit for bit where the uninterrupted run\n"
     "                            would. --epochs counts from the start; a given --batch-size,\n"
     "                            --seed, --limit, lr schedule (with cosine, --epochs),\n"
-    "                            --label-smoothing or mixing other than the saved one is\n"
-    "                            refused,\n"
+    "                            --label-smoothing, mixing or erasing other than the saved\n"
+    "                            one is refused,\n"
     "                            another --lr, optimizer option or --clip-grad-norm warned\n"
     "                            about\n"
     "  --init FILE               a new run from a checkpoint's parameters and batch norm\n"
@@ -275,6 +281,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"clip-grad-norm", OPT_FLOAT, &o->clip_grad_norm, 0, 0},
         {"mixup-alpha", OPT_FLOAT, &o->mixup_alpha, 0, 0},
         {"cutmix-alpha", OPT_FLOAT, &o->cutmix_alpha, 0, 0},
+        {"random-erase", OPT_FLOAT, &o->random_erase, 0, 0},
         {"model-ema", OPT_FLAG, &o->model_ema, 0, 0},
         {"model-ema-steps", OPT_INT, &o->model_ema_steps, 1, 1000000000},
         {"model-ema-decay", OPT_DOUBLE, &o->model_ema_decay, 0, 0},
@@ -501,6 +508,7 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
                        train_option_given(o, &o->model_ema_steps) ? "steps" : "decay");
     const dp_mix_config_t mix = {.mixup_alpha = o->mixup_alpha, .cutmix_alpha = o->cutmix_alpha};
     DP_TRY(dp_mix_check(&mix, "train: --"));
+    DP_TRY(dp_random_erase_check(o->random_erase, "train: --random-erase"));
     if (train_option_given(o, &o->clip_grad_norm) &&
         !(o->clip_grad_norm > 0.0f && o->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
         return dp_fail(DP_ERR_ARG, "train: --clip-grad-norm must be a norm > 0 and at most %g (1 or 5 are usual), "

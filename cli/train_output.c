@@ -70,6 +70,9 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (o->cutmix_alpha > 0.0f)
         at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", cutmix %.9g",
                        dp_float_decimal(o->cutmix_alpha));
+    if (o->random_erase > 0.0f)
+        at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", random erasing %.9g",
+                       dp_float_decimal(o->random_erase));
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
     if (!o->quiet)

@@ -88,6 +88,7 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     if (!GIVEN(clip_grad_norm)) o->clip_grad_norm = info->clip_grad_norm;
     if (!GIVEN(mixup_alpha)) o->mixup_alpha = info->mix.mixup_alpha;
     if (!GIVEN(cutmix_alpha)) o->cutmix_alpha = info->mix.cutmix_alpha;
+    if (!GIVEN(random_erase)) o->random_erase = info->random_erase;
     if (!GIVEN(model_ema)) o->model_ema = info->model_ema_steps > 0;
     if (!GIVEN(model_ema_steps) && info->model_ema_steps > 0) o->model_ema_steps = info->model_ema_steps;
     /* the saved decay as it is, unless an option asks for another (--epochs changes torchvision's too) */
@@ -212,6 +213,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
         list_float(text, size, "clip-grad-norm", o->clip_grad_norm);
     if (!GIVEN(mixup_alpha) && o->mixup_alpha != 0.0f) list_float(text, size, "mixup-alpha", o->mixup_alpha);
     if (!GIVEN(cutmix_alpha) && o->cutmix_alpha != 0.0f) list_float(text, size, "cutmix-alpha", o->cutmix_alpha);
+    if (!GIVEN(random_erase) && o->random_erase != 0.0f) list_float(text, size, "random-erase", o->random_erase);
     if (!GIVEN(model_ema) && o->model_ema) list_option(text, size, "model-ema", "");
     if (!GIVEN(model_ema_steps) && o->model_ema && o->model_ema_steps != plain->model_ema_steps)
         list_int(text, size, "model-ema-steps", o->model_ema_steps);

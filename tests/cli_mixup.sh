@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# cli_mixup.sh - `dptrain train --mixup-alpha A --cutmix-alpha A` end to end
-# on a small cut of Fashion-MNIST (1,203 training and 300 test images,
-# lenet-paddle, batch 51: shards of 26 and 25, a short last batch;
-# test_mix.c checks the arithmetic against an oracle of torchvision's):
-# - mixing trains other tensors than without it, and still trains (the
-#   loss goes down); the first line and the checkpoint name the alphas;
+# cli_mixup.sh - `dptrain train --mixup-alpha A --cutmix-alpha A
+# --random-erase P` end to end on a small cut of Fashion-MNIST (1,203
+# training and 300 test images, lenet-paddle, batch 51: shards of 26 and
+# 25, a short last batch; test_mix.c checks the arithmetic against an
+# oracle of torchvision's):
+# - mixing and erasing each train other tensors than without them, and
+#   still train (the loss goes down); the first line and the checkpoint
+#   name them;
 # - the whole batch is mixed, each example with the one before it: 2 ranks
 #   x 1 device (each rank's loader also reads the partner before its
 #   shard, the first rank the batch's last) give 1 process x 2 devices'
@@ -13,13 +15,13 @@
 #   says why no step graph;
 # - --resume takes the alphas (named on the resume's line) and ends in the
 #   straight run's bytes; another alpha on resume is refused; --init does
-#   not take them;
+#   not take them; the same for --random-erase;
 # - bad values are refused in one line, before anything is written.
 source "$(dirname "$0")/testing.sh"
 
 small_data "$tmp/small" 1203 300
 base=(train --model lenet-paddle --data "$tmp/small" --epochs 2 --batch-size 51 --seed 2 --lr 0.1)
-mix=(--mixup-alpha 0.2 --cutmix-alpha 1.0)
+mix=(--mixup-alpha 0.2 --cutmix-alpha 1.0 --random-erase 0.25)
 run() { # NAME ARGS...: a run saving $tmp/NAME.st, $tmp/NAME.jsonl, its output in $tmp/NAME.out
   local name=$1
   shift
@@ -31,16 +33,22 @@ key() { head -c 20000 "$1" | grep -ao "\"$2\": *\"[^\"]*\"" | sed -E 's/.*"([^"]
 run plain --devices 2
 run mixed --devices 2 "${mix[@]}"
 run mixup --devices 2 --mixup-alpha 0.2
-same_tensors "$tmp/plain.st" "$tmp/mixed.st" && fail "mixing changed nothing" || pass
-same_tensors "$tmp/mixup.st" "$tmp/mixed.st" && fail "--cutmix-alpha changed nothing beside --mixup-alpha" || pass
-grep -q "mixup 0.2, cutmix 1," "$tmp/mixed.out" && pass || fail "first line: $(head -1 "$tmp/mixed.out")"
-grep -q "mixup\|cutmix" "$tmp/plain.out" && fail "a run without mixing names it" || pass
+run mixboth --devices 2 --mixup-alpha 0.2 --cutmix-alpha 1.0
+run erased --devices 2 --random-erase 0.25
+same_tensors "$tmp/plain.st" "$tmp/mixup.st" && fail "mixing changed nothing" || pass
+same_tensors "$tmp/plain.st" "$tmp/erased.st" && fail "erasing changed nothing" || pass
+same_tensors "$tmp/mixup.st" "$tmp/mixboth.st" && fail "--cutmix-alpha changed nothing beside --mixup-alpha" || pass
+same_tensors "$tmp/mixboth.st" "$tmp/mixed.st" && fail "--random-erase changed nothing beside mixing" || pass
+grep -q "mixup 0.2, cutmix 1, random erasing 0.25," "$tmp/mixed.out" && pass \
+  || fail "first line: $(head -1 "$tmp/mixed.out")"
+grep -q "mixup\|cutmix\|erasing" "$tmp/plain.out" && fail "a run without mixing names it" || pass
 [[ $(key "$tmp/mixed.st" mixup_alpha) == 0.2 && $(key "$tmp/mixed.st" cutmix_alpha) == 1 &&
-   -z $(key "$tmp/mixup.st" cutmix_alpha) && -z $(key "$tmp/plain.st" mixup_alpha) ]] && pass \
-  || fail "checkpoint keys: '$(key "$tmp/mixed.st" mixup_alpha)' '$(key "$tmp/mixed.st" cutmix_alpha)'"
+   $(key "$tmp/mixed.st" random_erase) == 0.25 && -z $(key "$tmp/mixup.st" cutmix_alpha) &&
+   -z $(key "$tmp/plain.st" mixup_alpha) && -z $(key "$tmp/mixup.st" random_erase) ]] && pass \
+  || fail "checkpoint keys: '$(key "$tmp/mixed.st" mixup_alpha)' '$(key "$tmp/mixed.st" cutmix_alpha)' '$(key "$tmp/mixed.st" random_erase)'"
 first=$(json_field "$(sed -n 1p "$tmp/mixed.jsonl")" train_loss)
 last=$(json_field "$(sed -n 2p "$tmp/mixed.jsonl")" train_loss)
-echo "mixed: loss epoch 1 $first, epoch 2 $last; test acc $(json_field "$(tail -1 "$tmp/mixed.jsonl")" test_acc) (plain $(json_field "$(tail -1 "$tmp/plain.jsonl")" test_acc))"
+echo "mixed and erased: loss epoch 1 $first, epoch 2 $last; test acc $(json_field "$(tail -1 "$tmp/mixed.jsonl")" test_acc) (plain $(json_field "$(tail -1 "$tmp/plain.jsonl")" test_acc), erased only $(json_field "$(tail -1 "$tmp/erased.jsonl")" test_acc))"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < 0.95 * a) }' && pass || fail "mixed: the loss did not go down"
 
 # the whole batch: 2 ranks x 1 device = 1 process x 2 devices, also accumulating
@@ -65,14 +73,18 @@ fi
 "$bin" train --resume "$tmp/half.st" --devices 2 --save "$tmp/resumed.st" >"$tmp/resumed.out" 2>&1 \
   && pass || fail "resume: $(tail -3 "$tmp/resumed.out")"
 cmp -s "$tmp/resumed.st" "$tmp/mixed.st" && pass || fail "stopped + resumed differs from the straight run"
-grep -q -- "--mixup-alpha 0.2" "$tmp/resumed.out" && grep -q -- "--cutmix-alpha 1" "$tmp/resumed.out" && pass \
-  || fail "resume line: $(head -2 "$tmp/resumed.out")"
+grep -q -- "--mixup-alpha 0.2" "$tmp/resumed.out" && grep -q -- "--cutmix-alpha 1" "$tmp/resumed.out" &&
+  grep -q -- "--random-erase 0.25" "$tmp/resumed.out" && pass || fail "resume line: $(head -2 "$tmp/resumed.out")"
 "$bin" train --resume "$tmp/half.st" --devices 2 --mixup-alpha 0.4 --save "$tmp/other.st" >"$tmp/other.out" 2>&1
 [[ $? -ne 0 && ! -e "$tmp/other.st" ]] && grep -q "saved with --mixup-alpha 0.2 --cutmix-alpha 1" "$tmp/other.out" \
   && pass || fail "resume with another alpha: $(tail -2 "$tmp/other.out")"
+"$bin" train --resume "$tmp/half.st" --devices 2 --random-erase 0.5 --save "$tmp/other.st" >"$tmp/other.out" 2>&1
+[[ $? -ne 0 && ! -e "$tmp/other.st" ]] && grep -q "saved with --random-erase 0.25" "$tmp/other.out" \
+  && pass || fail "resume with another erasing: $(tail -2 "$tmp/other.out")"
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 51 --init "$tmp/mixed.st" \
   --save "$tmp/init.st" >"$tmp/init.out" 2>&1 && pass || fail "--init: $(tail -3 "$tmp/init.out")"
-[[ -z $(key "$tmp/init.st" mixup_alpha) ]] && ! grep -q "mixup" "$tmp/init.out" && pass || fail "--init took the mixing"
+[[ -z $(key "$tmp/init.st" mixup_alpha) && -z $(key "$tmp/init.st" random_erase) ]] && ! grep -q "mixup\|erasing" "$tmp/init.out" \
+  && pass || fail "--init took the mixing or erasing"
 
 # 2 emulated GPUs (a build with CUDA): the host path's bits, and no step graph
 emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
@@ -95,7 +107,7 @@ else
 fi
 
 # bad values: one line, nothing written
-for opt in --mixup-alpha --cutmix-alpha; do
+for opt in --mixup-alpha --cutmix-alpha --random-erase; do
   for bad in -1 nan inf 1001 abc; do
     rm -f "$tmp/never.st" "$tmp/never.jsonl"
     "$bin" "${base[@]}" "$opt" "$bad" --save "$tmp/never.st" --metrics "$tmp/never.jsonl" >"$tmp/bad.out" 2>"$tmp/bad.err"

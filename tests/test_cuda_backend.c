@@ -21,6 +21,8 @@
  *           order of additions (the same float norm), the same bits twice;
  *           the scale the CPU's products, inside the range only;
  *   ema_update (the model's moving average): 3 updates, the CPU's bits;
+ *   paste_boxes (CutMix, random erasing): boxes pasted from a source and
+ *           erased, per example, an empty one too: the CPU backend's bits;
  *   the step arena's range (range_cuda.c, CUDA's virtual memory; unless
  *           DPTRAIN_CUDA_VMM=off, where the table has none): an arena on
  *           the GPU grows in place across commits (allocations adjacent,
@@ -206,6 +208,36 @@ static void check_clip(void) {
     be->free(be->ctx, dev);
 }
 
+/* paste_boxes: 5 examples of 3 x 9 x 7, boxes of every kind (a corner, a
+ * whole row, the whole image, empty, inverted), pasted from a source, then
+ * erased with other boxes: the CPU backend's bits. */
+static void check_paste_boxes(void) {
+    enum { N = 5, C = 3, H = 9, W = 7, V = N * C * H * W };
+    static float x[V], src[V], want[V], got[V];
+    fill(x, V, 51);
+    fill(src, V, 52);
+    memcpy(want, x, sizeof x);
+    const int32_t pasted[4 * N] = {0, 3, 0, 2, 4, 5, 0, 7, 0, 9, 0, 7, 2, 2, 1, 5, 6, 3, 1, 4};
+    const int32_t erased[4 * N] = {1, 8, 3, 6, 0, 0, 0, 0, 8, 9, 6, 7, 0, 9, 2, 3, 0, 9, 0, 7};
+    float *dx = gpu_floats(x, V), *dsrc = gpu_floats(src, V);
+    int32_t *dboxes = be->alloc(be->ctx, sizeof pasted + sizeof erased, "test boxes");
+    CHECK(dboxes != NULL, "alloc of boxes: %s", dp_error_message());
+    if (!dx || !dsrc || !dboxes) return;
+    be->upload(be->ctx, dboxes, pasted, sizeof pasted);
+    be->upload(be->ctx, dboxes + 4 * N, erased, sizeof erased);
+    be->paste_boxes(be->ctx, dx, dsrc, N, C, H, W, dboxes);
+    be->paste_boxes(be->ctx, dx, NULL, N, C, H, W, dboxes + 4 * N);
+    const dp_backend_t *cpu = dp_backend_cpu();
+    cpu->paste_boxes(cpu->ctx, want, src, N, C, H, W, pasted);
+    cpu->paste_boxes(cpu->ctx, want, NULL, N, C, H, W, erased);
+    download(got, dx, V);
+    CHECK(memcmp(got, want, sizeof got) == 0, "paste_boxes: the GPU's boxes differ from the CPU's");
+    CHECK(memcmp(want, x, sizeof x) != 0, "paste_boxes: the boxes changed nothing (a test that cannot fail)");
+    be->free(be->ctx, dx);
+    be->free(be->ctx, dsrc);
+    be->free(be->ctx, dboxes);
+}
+
 /* input_from_bytes of B examples of `ds` (their bytes uploaded, as the
  * trainer does) against dp_dataset_fill, twice (the second into memory
  * used before): the same bits. */
@@ -334,6 +366,7 @@ int main(void) {
     check_optimizer("adamw_b", (dp_optim_config_t){.kind = DP_OPTIM_ADAMW, .lr = 0.05f, .weight_decay = 0.3f,
                                                    .beta1 = 0.5f, .beta2 = 0.75f, .eps = 1e-3f});
     check_clip();
+    check_paste_boxes();
     check_load_batch();
     check_count_metrics(be, "cuda:0"); /* metrics_checks.h */
     check_range();

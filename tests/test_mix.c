@@ -1,14 +1,18 @@
-/* test_mix.c - Mixup and CutMix (batch_mix.h, parallel.h config.mix):
+/* test_mix.c - Mixup, CutMix and random erasing (batch_mix.h,
+ * random_erase.h, parallel.h config.mix and config.random_erase):
  * - Beta(a, a) draws: their mean and variance over 40,000 draws for a of
  *   0.2, 1 and 4, all in [0, 1], and a tiny a never NaN;
  * - the step's draw: the same for the same (seed, step), another for
  *   another step; CutMix's box inside the image, lam the share left;
  *   with both on, each kind about half the steps;
- * - CutMix's copy of the box, and nothing outside it;
+ * - the CPU backend's paste_boxes (CutMix's copy, erasing's zeros, an
+ *   empty box), and nothing outside the boxes; random erasing's boxes
+ *   (inside the image, their area and aspect, about p of the examples);
  * - in the trainer: one step of a linear model (flatten + linear, label
- *   smoothing 0.1) with Mixup, then with CutMix, on 1 device and on 3
- *   (partners in other shards), against an oracle in double written from
- *   torchvision's reference (references/classification/transforms.py):
+ *   smoothing 0.1) with Mixup, then with CutMix, then random erasing alone
+ *   and before each, on 1 device and on 3 (partners in other shards),
+ *   against an oracle in double written from torchvision's reference
+ *   (references/classification/transforms.py; RandomErasing per sample first):
  *   partner = batch.roll(1, 0), x = lam x + (1 - lam) x_partner or the box
  *   pasted, the target lam onehot + (1 - lam) onehot_partner, smoothed as
  *   torch.nn.CrossEntropyLoss(label_smoothing); the gradients, the summed
@@ -19,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/backend.h"
 #include "dptrain/batch_mix.h"
+#include "dptrain/random_erase.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "dptrain/rng.h"
@@ -80,20 +86,56 @@ static void test_draw(void) {
           "the message names the option: %s", dp_error_message());
 }
 
-static void test_cutmix_bytes(void) {
-    enum { C = 2, H = 4, W = 5 };
-    uint8_t own[C * H * W], partner[C * H * W], out[C * H * W];
-    for (int i = 0; i < C * H * W; i++) own[i] = (uint8_t)i, partner[i] = (uint8_t)(200 + i);
-    const dp_mix_t m = {.kind = DP_MIX_CUTMIX, .x1 = 1, .x2 = 3, .y1 = 2, .y2 = 4};
-    dp_mix_cutmix_bytes(&m, out, own, partner, C, H, W);
+/* The CPU backend's paste_boxes: a box copied from src, one erased, one
+ * empty; nothing outside them. */
+static void test_paste_boxes(void) {
+    enum { N = 3, C = 2, H = 4, W = 5 };
+    float x[N * C * H * W], src[N * C * H * W], before[N * C * H * W];
+    for (int i = 0; i < N * C * H * W; i++) x[i] = before[i] = (float)i + 0.5f, src[i] = -1.0f - (float)i;
+    const int32_t boxes[N * 4] = {2, 4, 1, 3, /* rows 2-3, columns 1-2 */ 0, 4, 4, 5, /* the last column */
+                                  3, 3, 0, 5 /* empty */};
+    const dp_backend_t *be = dp_backend_cpu();
+    float erased[N * C * H * W];
+    memcpy(erased, x, sizeof x);
+    be->paste_boxes(be->ctx, x, src, N, C, H, W, boxes);
+    be->paste_boxes(be->ctx, erased, NULL, N, C, H, W, boxes);
     int wrong = 0;
-    for (int c = 0; c < C; c++)
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < W; x++) {
-                const int i = (c * H + y) * W + x, in_box = x >= 1 && x < 3 && y >= 2 && y < 4;
-                wrong += out[i] != (in_box ? partner[i] : own[i]);
-            }
-    CHECK(wrong == 0, "CutMix bytes: %d wrong", wrong);
+    for (int e = 0; e < N; e++)
+        for (int c = 0; c < C; c++)
+            for (int y = 0; y < H; y++)
+                for (int col = 0; col < W; col++) {
+                    const int i = ((e * C + c) * H + y) * W + col;
+                    const int32_t *b = boxes + 4 * e;
+                    const int in = y >= b[0] && y < b[1] && col >= b[2] && col < b[3];
+                    wrong += x[i] != (in ? src[i] : before[i]) || erased[i] != (in ? 0.0f : before[i]);
+                }
+    CHECK(wrong == 0, "paste_boxes: %d values wrong", wrong);
+}
+
+/* Random erasing's boxes: inside the image, 2% to 33% of it (rounding
+ * aside), an aspect ratio in (0.3, 3.3), about p of the examples; the same
+ * for the same (seed, step, position). */
+static void test_erase_boxes(void) {
+    int erased = 0, bad = 0;
+    for (int pos = 0; pos < 4000; pos++) {
+        int32_t b[4], again[4];
+        dp_random_erase_box(0.25f, 4, 9, pos, 32, 24, b);
+        dp_random_erase_box(0.25f, 4, 9, pos, 32, 24, again);
+        bad += memcmp(b, again, sizeof b) != 0;
+        if (b[1] == b[0]) continue;
+        erased++;
+        const double h = b[1] - b[0], w = b[3] - b[2];
+        bad += !(b[0] >= 0 && b[1] <= 32 && b[2] >= 0 && b[3] <= 24 && h > 0 && w > 0 && h < 32 && w < 24 &&
+                 h * w >= 0.01 * 32 * 24 && h * w <= 0.4 * 32 * 24 && h / w > 0.2 && h / w < 5.0);
+    }
+    CHECK(bad == 0, "random erasing: %d odd boxes", bad);
+    CHECK(erased > 850 && erased < 1150, "p 0.25: %d of 4000 examples erased", erased);
+    int32_t b[4];
+    dp_random_erase_box(0.0f, 4, 9, 0, 32, 24, b);
+    CHECK(b[0] == b[1], "p 0 erased");
+    CHECK(dp_random_erase_check(1.5f, "test: --random-erase") != DP_OK &&
+              dp_random_erase_check(NAN, "test: --random-erase") != DP_OK && dp_random_erase_check(1.0f, "x") == DP_OK,
+          "random erasing's probability check");
 }
 
 /* --- the trainer against the oracle --- */
@@ -103,21 +145,31 @@ enum { C = 2, H = 5, W = 6, K = 4, N = 7, D = C * H * W };
 /* torchvision's mixing and loss, in double: the gradient of the mean loss
  * with respect to the linear layer's weight (K, D) and bias (K), the
  * summed loss, and the correct count on the heavier label. */
-static void oracle(const dp_mix_t *m, const float *params, const uint8_t *pixels, const int32_t *labels, double *grad,
-                   double *loss_sum, int *correct) {
+static int in_box(const int32_t b[4], int y, int x) { return y >= b[0] && y < b[1] && x >= b[2] && x < b[3]; }
+
+static void oracle(const dp_mix_t *m, float erase, const float *params, const uint8_t *pixels, const int32_t *labels,
+                   double *grad, double *loss_sum, int *correct) {
     memset(grad, 0, sizeof(double) * (K * D + K));
     *loss_sum = 0;
     *correct = 0;
     for (int i = 0; i < N; i++) {
         const int j = (i + N - 1) % N; /* batch.roll(1, 0) */
+        int32_t own_box[4], partner_box[4]; /* RandomErasing, per sample, before the batch's mixing */
+        dp_random_erase_box(erase, 11, 0, i, H, W, own_box);
+        dp_random_erase_box(erase, 11, 0, j, H, W, partner_box);
+        const int32_t cut[4] = {m->y1, m->y2, m->x1, m->x2};
         double x[D];
         for (int e = 0; e < D; e++) {
-            const float own = pixels[i * D + e] * (1.0f / 255.0f), partner = pixels[j * D + e] * (1.0f / 255.0f);
             const int y = (e % (H * W)) / W, col = e % W;
-            if (m->kind == DP_MIX_MIXUP)
-                x[e] = (double)((float)m->lam * own + (float)(1.0 - m->lam) * partner);
-            else
-                x[e] = col >= m->x1 && col < m->x2 && y >= m->y1 && y < m->y2 ? partner : own;
+            float own = pixels[i * D + e] * (1.0f / 255.0f), partner = pixels[j * D + e] * (1.0f / 255.0f);
+            if (in_box(own_box, y, col)) own = 0.0f;
+            if (in_box(partner_box, y, col)) partner = 0.0f;
+            if (m->kind == DP_MIX_MIXUP) {
+                const float a = (float)m->lam * own, b = (float)(1.0 - m->lam) * partner;
+                x[e] = (double)(a + b);
+            } else {
+                x[e] = m->kind == DP_MIX_CUTMIX && in_box(cut, y, col) ? partner : own;
+            }
         }
         double z[K], zmax = -INFINITY, total = 0;
         for (int k = 0; k < K; k++) {
@@ -141,10 +193,11 @@ static void oracle(const dp_mix_t *m, const float *params, const uint8_t *pixels
     }
 }
 
-static void check_step(const dp_model_t *model, const dp_mix_config_t *mix, int devices, const char *name) {
+static void check_step(const dp_model_t *model, const dp_mix_config_t *mix, float erase, int devices,
+                       const char *name) {
     dp_trainer_config_t config = {.model = model, .num_devices = devices, .threads_per_device = 1,
                                   .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .seed = 11,
-                                  .label_smoothing = (float)SMOOTHING, .mix = *mix};
+                                  .label_smoothing = (float)SMOOTHING, .mix = *mix, .random_erase = erase};
     dp_trainer_t *t;
     DP_ASSERT(dp_trainer_new(&config, &t) == DP_OK);
     float params[K * D + K];
@@ -164,7 +217,7 @@ static void check_step(const dp_model_t *model, const dp_mix_config_t *mix, int 
     dp_trainer_read_grads(t, got);
     double want[K * D + K], want_loss;
     int want_correct;
-    oracle(&drawn, params, pixels, labels, want, &want_loss, &want_correct);
+    oracle(&drawn, erase, params, pixels, labels, want, &want_loss, &want_correct);
     double worst = 0;
     for (int i = 0; i < K * D + K; i++) {
         const double err = fabs(got[i] - want[i]) / (fabs(want[i]) + 1e-3);
@@ -176,7 +229,8 @@ static void check_step(const dp_model_t *model, const dp_mix_config_t *mix, int 
     CHECK(correct == want_correct, "%s: %d correct, oracle %d (the heavier label)", name, correct, want_correct);
     CHECK(dp_trainer_check_replicas(t) == DP_OK, "%s: %s", name, dp_error_message());
     printf("%s: %s, lam %.4f: gradient within %.2g of the oracle, loss %.6f\n", name,
-           drawn.kind == DP_MIX_MIXUP ? "Mixup" : "CutMix", drawn.lam, worst, loss_sum);
+           drawn.kind == DP_MIX_MIXUP ? "Mixup" : drawn.kind == DP_MIX_CUTMIX ? "CutMix" : "no mixing", drawn.lam,
+           worst, loss_sum);
     dp_trainer_free(t);
 }
 
@@ -186,10 +240,16 @@ static void test_trainer(void) {
     DP_ASSERT(dp_model_add_flatten(m) == DP_OK && dp_model_add_linear(m, "fc", K, 1) == DP_OK);
     DP_ASSERT(dp_model_num_params(m) == K * D + K);
     const dp_mix_config_t mixup = {.mixup_alpha = 1.0f}, cutmix = {.cutmix_alpha = 1.0f};
-    check_step(m, &mixup, 1, "mixup, 1 device");
-    check_step(m, &mixup, 3, "mixup, 3 devices");
-    check_step(m, &cutmix, 1, "cutmix, 1 device");
-    check_step(m, &cutmix, 3, "cutmix, 3 devices");
+    const dp_mix_config_t none = {0};
+    check_step(m, &mixup, 0.0f, 1, "mixup, 1 device");
+    check_step(m, &mixup, 0.0f, 3, "mixup, 3 devices");
+    check_step(m, &cutmix, 0.0f, 1, "cutmix, 1 device");
+    check_step(m, &cutmix, 0.0f, 3, "cutmix, 3 devices");
+    /* random erasing (p 0.6: most of the 7 examples) alone and before each mixing */
+    check_step(m, &none, 0.6f, 3, "erasing, 3 devices");
+    check_step(m, &mixup, 0.6f, 1, "erasing + mixup, 1 device");
+    check_step(m, &mixup, 0.6f, 3, "erasing + mixup, 3 devices");
+    check_step(m, &cutmix, 0.6f, 3, "erasing + cutmix, 3 devices");
     dp_trainer_config_t config = {.model = m, .num_devices = 1, .threads_per_device = 1,
                                   .optim = {.kind = DP_OPTIM_SGD, .lr = 0.1f}, .mix = {.mixup_alpha = -0.5f}};
     dp_trainer_t *t = NULL;
@@ -201,7 +261,8 @@ static void test_trainer(void) {
 int main(void) {
     test_beta();
     test_draw();
-    test_cutmix_bytes();
+    test_paste_boxes();
+    test_erase_boxes();
     test_trainer();
     return testing_finish("test_mix");
 }

@@ -167,6 +167,15 @@ struct dp_backend {
      * as a graph converts from the same device buffer each time. */
     void (*input_from_bytes)(void *ctx, float *x, const uint8_t *pixels, int n, int channels, size_t plane,
                              const dp_normalize_t *norm);
+    /* Boxes of a batch's input x (n, C, H, W), NCHW: for each example i
+     * whose box boxes[4i .. 4i + 3] = {y1, y2, x1, x2} (int32, device
+     * memory) is not empty (0 <= y1 < y2 <= H, 0 <= x1 < x2 <= W),
+     * x[i, c, y1:y2, x1:x2] = src ? src[i, c, y1:y2, x1:x2] : 0 for every
+     * channel c (src: (n, C, H, W) too); other values unchanged. CutMix's
+     * paste (src: the partners' input) and random erasing (src NULL).
+     * NULL: the backend has none (both are refused on its devices). */
+    void (*paste_boxes)(void *ctx, float *x, const float *src, int n, int channels, int height, int width,
+                        const int32_t *boxes);
 
     /* --- Metrics --- */
     /* A batch's figures added to sums (2 doubles of device memory), on the

@@ -62,11 +62,6 @@ dp_mix_t dp_mix_draw(const dp_mix_config_t *config, uint64_t seed, uint64_t step
 /* Example i's partner in a batch of n (torch's roll(1, 0)). */
 static inline int dp_mix_partner(int i, int n) { return i == 0 ? n - 1 : i - 1; }
 
-/* CutMix of one example's bytes (C, H, W): dst = own with the box of
- * `mix` copied from partner. dst may be own. */
-void dp_mix_cutmix_bytes(const dp_mix_t *mix, uint8_t *dst, const uint8_t *own, const uint8_t *partner, int channels,
-                         int height, int width);
-
 /* The label counted as the answer in the training accuracy: the one with
  * the larger weight (lam >= 0.5: the example's own), as torchvision's
  * accuracy takes the mixed target's largest entry. */

@@ -107,6 +107,10 @@
  *                           in (0, 1000] as their shortest decimals; each
  *                           written only when on (absent: 0, off). A resume
  *                           must use the same
+ *   random_erase            random erasing's probability (--random-erase,
+ *                           config.random_erase), float32 in (0, 1]
+ *                           likewise (absent: 0, none); a resume must use
+ *                           the same
  *   clip_grad_norm          gradient clipping's max norm (--clip-grad-norm,
  *                           parallel.h's config.clip_grad_norm), float32 in
  *                           (0, 1e30] as its shortest decimal; written only
@@ -219,6 +223,7 @@ typedef struct {
                                    does not record it) */
     float clip_grad_norm;       /* gradient clipping's max norm, 0: none (read: 0 when not recorded) */
     dp_mix_config_t mix;        /* Mixup's and CutMix's alphas, 0: off (read: 0 when not recorded) */
+    float random_erase;         /* random erasing's probability, 0: none (read: 0 when not recorded) */
     /* the model's moving average (fit.h model_ema_*): its steps (0: none kept), decay and updates;
      * model_ema: what dp_checkpoint_save writes as the ema.* tensors (dp_model_num_params floats of
      * host memory; NULL: none), never set by a read (dp_checkpoint_load_ema) */

@@ -89,6 +89,9 @@ typedef struct {
                                 every rank, so the same for any number of devices and ranks);
                                 the steps' loss is then the mixed targets' (with label
                                 smoothing, smoothed too); zeros: none */
+    float random_erase;      /* the probability that a training example has a rectangle of its
+                                input erased to 0 (random_erase.h: torchvision's
+                                RandomErasing(p) of its recipes), before any mixing; 0: none */
     const dp_backend_t *backend; /* the devices' backend (backend.h); NULL: the CPU's. Not
                                 owned; must outlive the trainer */
     const dp_backend_t *const *backends; /* (num_devices) device d's backend, when the devices
@@ -236,6 +239,8 @@ int dp_trainer_sync_batch_norm(const dp_trainer_t *trainer);
 float dp_trainer_label_smoothing(const dp_trainer_t *trainer);
 /* Mixup and CutMix (config.mix; zeros: none). */
 dp_mix_config_t dp_trainer_mix(const dp_trainer_t *trainer);
+/* Random erasing's probability (config.random_erase; 0: none). */
+float dp_trainer_random_erase(const dp_trainer_t *trainer);
 /* Gradient clipping's max norm (config.clip_grad_norm; 0: none), and the
  * total norm of the last step's summed gradient before clipping (NaN before
  * the first step or without clipping). */

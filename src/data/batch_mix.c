@@ -1,11 +1,10 @@
-/* batch_mix.c - Mixup and CutMix (batch_mix.h): the step's draw, CutMix's
- * box on the host's bytes. Mixup's blend runs on the devices (the
- * backend's ema_update, which rounds as torch's mul_ and add_): the
- * trainer's mix_step.c. */
+/* batch_mix.c - Mixup and CutMix (batch_mix.h): the step's draw. The
+ * blend and the box run on the devices (the backend's ema_update, which
+ * rounds as torch's mul_ and add_, and paste_boxes): the trainer's
+ * step_input.c. */
 #include "dptrain/batch_mix.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "dptrain/rng.h"
 
@@ -45,17 +44,4 @@ dp_mix_t dp_mix_draw(const dp_mix_config_t *config, uint64_t seed, uint64_t step
     mix.y2 = clamp_int(cy + half_h, 0, height);
     mix.lam = 1.0 - (double)((mix.x2 - mix.x1) * (mix.y2 - mix.y1)) / ((double)width * height);
     return mix;
-}
-
-void dp_mix_cutmix_bytes(const dp_mix_t *mix, uint8_t *dst, const uint8_t *own, const uint8_t *partner, int channels,
-                         int height, int width) {
-    const size_t plane = (size_t)height * width;
-    if (dst != own) memcpy(dst, own, plane * channels);
-    const size_t run = (size_t)(mix->x2 - mix->x1);
-    if (run == 0) return;
-    for (int c = 0; c < channels; c++)
-        for (int y = mix->y1; y < mix->y2; y++) {
-            const size_t at = c * plane + (size_t)y * width + mix->x1;
-            memcpy(dst + at, partner + at, run);
-        }
 }

@@ -35,6 +35,7 @@
 #define DP_CHECKPOINT_CLIP_GRAD_NORM_KEY "clip_grad_norm"
 #define DP_CHECKPOINT_MIXUP_ALPHA_KEY "mixup_alpha"
 #define DP_CHECKPOINT_CUTMIX_ALPHA_KEY "cutmix_alpha"
+#define DP_CHECKPOINT_RANDOM_ERASE_KEY "random_erase"
 #define DP_CHECKPOINT_EMA_STEPS_KEY "model_ema.steps"
 #define DP_CHECKPOINT_EMA_DECAY_KEY "model_ema.decay"
 #define DP_CHECKPOINT_EMA_UPDATES_KEY "model_ema.updates"
@@ -63,18 +64,18 @@ struct dp_checkpoint {
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
  * (best.epoch, best.test_correct, best.test_count, early_stop,
  * optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing,
- * clip_grad_norm, mixup_alpha, cutmix_alpha, model_ema.steps, model_ema.decay, model_ema.updates,
+ * clip_grad_norm, mixup_alpha, cutmix_alpha, random_erase, model_ema.steps, model_ema.decay, model_ema.updates,
  * classes, transform, train_transform, holdout, data.train_total,
  * data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 22
+#define DP_CHECKPOINT_OPTIONAL_KEYS 23
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
     char label_smoothing[32]; /* label_smoothing's text */
     char clip_grad_norm[32];  /* clip_grad_norm's text */
-    char mix[2][32];          /* mixup_alpha's, cutmix_alpha's texts */
+    char mix[3][32];          /* mixup_alpha's, cutmix_alpha's, random_erase's texts */
     char ema[3][32];          /* model_ema.steps', .decay's, .updates' texts */
     char norm_weight_decay[32], bias_weight_decay[32]; /* optimizer.norm_weight_decay's, .bias_weight_decay's */
     char best[3][16]; /* best.epoch's, best.test_correct's, best.test_count's texts */

@@ -15,6 +15,7 @@
 
 #include "checkpoint_internal.h"
 #include "dptrain/json.h"
+#include "dptrain/random_erase.h"
 
 /* The metadata keys, in the order they are written (checkpoint.h says what each holds). */
 enum {
@@ -225,9 +226,11 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, m->clip_grad_norm};
     }
     DP_TRY(dp_mix_check(&info->mix, "checkpoint: the "));
-    const float alphas[2] = {info->mix.mixup_alpha, info->mix.cutmix_alpha};
-    const char *const alpha_keys[2] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY};
-    for (int k = 0; k < 2; k++)
+    DP_TRY(dp_random_erase_check(info->random_erase, "checkpoint: the random erasing probability"));
+    const float alphas[3] = {info->mix.mixup_alpha, info->mix.cutmix_alpha, info->random_erase};
+    const char *const alpha_keys[3] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY,
+                                       DP_CHECKPOINT_RANDOM_ERASE_KEY};
+    for (int k = 0; k < 3; k++)
         if (alphas[k] > 0.0f) {
             snprintf(m->mix[k], sizeof m->mix[k], "%.9g", dp_float_decimal(alphas[k]));
             m->entries[m->count++] = (dp_st_meta_t){alpha_keys[k], m->mix[k]};
@@ -635,18 +638,20 @@ static dp_status_t parse_ema(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
-/* mixup_alpha, cutmix_alpha: float32s in (0, DP_MIX_ALPHA_LIMIT] (absent:
- * 0, off). */
+/* mixup_alpha, cutmix_alpha: float32s in (0, DP_MIX_ALPHA_LIMIT];
+ * random_erase: in (0, 1] (absent: 0, off). */
 static dp_status_t parse_mix(dp_checkpoint_t *c) {
-    const char *const keys[2] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY};
-    float *const alphas[2] = {&c->info.mix.mixup_alpha, &c->info.mix.cutmix_alpha};
-    for (int k = 0; k < 2; k++) {
+    const char *const keys[3] = {DP_CHECKPOINT_MIXUP_ALPHA_KEY, DP_CHECKPOINT_CUTMIX_ALPHA_KEY,
+                                 DP_CHECKPOINT_RANDOM_ERASE_KEY};
+    float *const values[3] = {&c->info.mix.mixup_alpha, &c->info.mix.cutmix_alpha, &c->info.random_erase};
+    const float limits[3] = {DP_MIX_ALPHA_LIMIT, DP_MIX_ALPHA_LIMIT, 1.0f};
+    for (int k = 0; k < 3; k++) {
         int present;
-        DP_TRY(parse_optional_float(c, keys[k], 0, alphas[k], &present));
-        if (present && !(*alphas[k] > 0.0f && *alphas[k] <= DP_MIX_ALPHA_LIMIT))
+        DP_TRY(parse_optional_float(c, keys[k], 0, values[k], &present));
+        if (present && !(*values[k] > 0.0f && *values[k] <= limits[k]))
             return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, %g]",
                            dp_safetensors_path(c->st), keys[k], dp_json_show(dp_safetensors_meta(c->st, keys[k])).text,
-                           (double)DP_MIX_ALPHA_LIMIT);
+                           (double)limits[k]);
     }
     return DP_OK;
 }

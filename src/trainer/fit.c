@@ -184,6 +184,10 @@ static dp_status_t check_loss(const char *path, const dp_checkpoint_info_t *save
                        "%.9g and %.9g (other mixing would not continue the same run; use the saved values)", path,
                        dp_float_decimal(saved->mix.mixup_alpha), dp_float_decimal(saved->mix.cutmix_alpha),
                        dp_float_decimal(run->mix.mixup_alpha), dp_float_decimal(run->mix.cutmix_alpha));
+    if (saved->random_erase != run->random_erase)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --random-erase %.9g, this run has %.9g (other erasing "
+                       "would not continue the same run; use the saved value)", path,
+                       dp_float_decimal(saved->random_erase), dp_float_decimal(run->random_erase));
     if (saved->label_smoothing == run->label_smoothing) return DP_OK;
     return dp_fail(DP_ERR_ARG, "--resume %s: saved with --label-smoothing %.9g, this run has %.9g (another loss "
                    "would not continue the same run; use the saved value)", path,
@@ -737,6 +741,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .label_smoothing = dp_trainer_label_smoothing(trainer),
                                   .clip_grad_norm = dp_trainer_clip_grad_norm(trainer),
                                   .mix = dp_trainer_mix(trainer),
+                                  .random_erase = dp_trainer_random_erase(trainer),
                                   .model_ema_steps = config->model_ema_steps,
                                   .model_ema_decay = config->model_ema_decay,
                                   .early_stop = config->early_stop,

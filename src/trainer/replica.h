@@ -44,7 +44,7 @@ typedef struct dp_replica {
      * evaluation's, apart, so that an evaluation's larger batches leave
      * the graphs' buffers as they are; host memory: the batch's own */
     dp_input_buffers_t step_in, eval_in;
-    dp_input_buffers_t mix_in;    /* Mixup and CutMix: the partners' bytes (Mixup) and labels (mix_step.c) */
+    dp_input_buffers_t mix_in;    /* Mixup and CutMix: the partners' bytes (Mixup) and labels (step_input.c) */
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;

@@ -96,6 +96,7 @@ const char *dp_step_graph_why(const dp_trainer_t *t) {
     if (t->config.sync == DP_SYNC_PS) return "--sync ps (the server's update runs on its own device)";
     if (t->config.clip_grad_norm > 0.0f) return "--clip-grad-norm (the gradients' norm is read on the host)";
     if (dp_mix_on(&t->config.mix)) return "--mixup-alpha or --cutmix-alpha (each step mixes with its own weight)";
+    if (t->config.random_erase > 0.0f) return "--random-erase (each step erases its own boxes)";
     int nccl = t->sync == &dp_sync_peer || t->sync == &dp_sync_peer_overlap;
     if (t->ranks > 1 && !nccl) return "several MPI ranks summing through MPI (a graph needs NCCL)";
     if (t->num_devices > 1 && !nccl) return "several devices summing through host memory (a graph needs NCCL)";

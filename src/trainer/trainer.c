@@ -84,10 +84,11 @@
 #include "dptrain/profile.h"
 
 #include "dptrain/batch_loader.h"
+#include "dptrain/random_erase.h"
 
 #include "buckets.h"
 #include "confusion.h"
-#include "mix_step.h"
+#include "step_input.h"
 #include "replica.h"
 #include "sync_strategy.h"
 #include "trainer_metrics.h"
@@ -122,7 +123,7 @@ void dp_trainer_free(dp_trainer_t *t) {
     free(t->host_metrics);
     free(t->split_sum);
     free(t->split_part);
-    dp_mix_step_free(t);
+    dp_step_input_free(t);
     dp_sync_batch_norm_release(t);
     free(t);
 }
@@ -181,6 +182,7 @@ static dp_status_t check_config(const dp_trainer_config_t *config) {
         return dp_fail(DP_ERR_ARG, "trainer: clip_grad_norm must be > 0 (0: no clipping) and at most %g, found %g",
                        (double)DP_CLIP_MAX_NORM_LIMIT, (double)config->clip_grad_norm);
     DP_TRY(dp_mix_check(&config->mix, "trainer: mix."));
+    DP_TRY(dp_random_erase_check(config->random_erase, "trainer: random_erase"));
     if (config->threads_per_device < 1 || config->threads_per_device > DP_TRAINER_MAX_THREADS)
         return dp_fail(DP_ERR_ARG, "threads per device must be 1 to %d, found %d", DP_TRAINER_MAX_THREADS,
                        config->threads_per_device);
@@ -259,9 +261,11 @@ dp_status_t dp_trainer_new(const dp_trainer_config_t *config, dp_trainer_t **out
                              "scale_range, backend.h)", d, be->name);
             goto fail;
         }
-        if (config->mix.mixup_alpha > 0.0f && !be->ema_update) {
-            status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' cannot blend Mixup's inputs (no ema_update, "
-                             "backend.h)", d, be->name);
+        if ((config->mix.mixup_alpha > 0.0f && !be->ema_update) ||
+            ((config->mix.cutmix_alpha > 0.0f || config->random_erase > 0.0f) && !be->paste_boxes)) {
+            status = dp_fail(DP_ERR_ARG, "device %d: backend '%s' cannot %s (no %s, backend.h)", d, be->name,
+                             be->ema_update ? "paste CutMix's or erase random boxes" : "blend Mixup's inputs",
+                             be->ema_update ? "paste_boxes" : "ema_update");
             goto fail;
         }
         if (used < sizeof t->device_names)
@@ -391,6 +395,7 @@ int dp_trainer_sync_batch_norm(const dp_trainer_t *t) { return t->config.sync_ba
 float dp_trainer_label_smoothing(const dp_trainer_t *t) { return t->config.label_smoothing; }
 float dp_trainer_clip_grad_norm(const dp_trainer_t *t) { return t->config.clip_grad_norm; }
 dp_mix_config_t dp_trainer_mix(const dp_trainer_t *t) { return t->config.mix; }
+float dp_trainer_random_erase(const dp_trainer_t *t) { return t->config.random_erase; }
 float dp_trainer_last_grad_norm(const dp_trainer_t *t) { return t->last_grad_norm; }
 const dp_model_t *dp_trainer_model(const dp_trainer_t *t) { return t->model; }
 const char *dp_trainer_device_names(const dp_trainer_t *t) { return t->device_names; }
@@ -475,7 +480,7 @@ static dp_status_t shard_task(void *arg) {
     dp_tensor_t *x, *logits, *loss;
     const int32_t *y;
     DP_TRY(load_shard(r, r->batch, r->shard_pixels, r->shard_labels, r->count, &x, &y));
-    DP_TRY(dp_mix_blend_input(r, x)); /* Mixup's blend (mix_step.c) */
+    DP_TRY(dp_step_input_transform(r, x)); /* random erasing, Mixup, CutMix (step_input.c) */
     dp_forward_opts_t opts = {
         .training = 1,
         .seed = dp_seed_mix(t->config.seed, t->step_count),
@@ -583,7 +588,7 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
 }
 
 /* Device r's shard [first, first + count) of a batch of Mixup's and
- * CutMix's partners (mix_step.c), in the backend's memory. */
+ * CutMix's partners (step_input.c), in the backend's memory. */
 static void assign_partners(dp_replica_t *r, const dp_batch_t *partners, int micro, int first, int count) {
     dp_input_buffers_t *in = &r->mix_in;
     const size_t example = partners->pixels ? (size_t)partners->channels * partners->height * partners->width : 0;
@@ -685,8 +690,8 @@ dp_status_t dp_trainer_step(dp_trainer_t *t, const dp_batch_t *batch, double *lo
         return dp_fail(DP_ERR_ARG, "step: the batch has no %s (NULL)", !batch->pixels ? "pixels" : "labels");
     int micros = step_micros(t, n);
     for (int d = 0; d < k && t->replicas[0].profiler; d++) DP_TRY(dp_profiler_step_begin(t->replicas[d].profiler));
-    /* Mixup and CutMix: the devices read CutMix's boxed bytes, and the partners beside their examples */
-    DP_TRY(dp_mix_step_prepare(t, batch, micros, &batch, &t->mix_partners));
+    /* random erasing, Mixup and CutMix: the boxes, and the partners beside their examples */
+    DP_TRY(dp_step_input_prepare(t, batch, micros, &t->mix_partners));
     if (t->mix_partners) DP_TRY(stage_input(t, t->mix_partners, micros, INPUT_MIX_PARTNERS));
     DP_TRY(stage_input(t, batch, micros, INPUT_STEP));
     int done = 0;

@@ -54,15 +54,16 @@ struct dp_trainer {
     int ema_swapped;         /* model_ema: the replicas' params hold the average (dp_trainer_ema_swap) */
     float ema_decay, ema_one_minus_decay; /* model_ema: the current update's factors */
     int micro, last_micro;   /* the micro-batch phase 1 runs now, and the step's last one */
-    /* Mixup and CutMix (mix_step.c): this step's draw, and the batch as
-     * the devices read it: the own examples (CutMix: boxed, in mix_own's
-     * bytes) and the partners (Mixup's bytes, everyone's labels), host
-     * memory, at the positions of this rank's shards */
+    /* Mixup, CutMix and random erasing (step_input.c): this step's draw,
+     * and what the devices read beside the batch: host memory, at the
+     * positions of this rank's shards */
     dp_mix_t mix;
-    dp_batch_t mix_own_batch, mix_partner_batch;
+    dp_batch_t mix_partner_batch;
     const dp_batch_t *mix_partners; /* this step's partners (&mix_partner_batch), NULL: no mixing */
-    uint8_t *mix_own, *mix_partner; /* (mix_cap, C, H, W) */
+    uint8_t *mix_partner;    /* (mix_cap, C, H, W) the partners' bytes */
     int32_t *mix_labels;     /* (mix_cap) the partners' labels */
+    int32_t *input_boxes;    /* (mix_cap, 3, 4) each example's erasing, its partner's, CutMix's:
+                                {y1, y2, x1, x2} (backend.h paste_boxes) */
     size_t mix_cap, mix_example_bytes;
     int empty_shards;        /* this step has devices without examples (a short last batch with
                                 fewer examples than devices of all ranks: the same on every rank) */

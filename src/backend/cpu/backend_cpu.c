@@ -116,6 +116,24 @@ static void cpu_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, int
     dp_pixels_to_input(pixels, n, channels, plane, norm, x);
 }
 
+static void cpu_paste_boxes(void *ctx, float *x, const float *src, int n, int channels, int height, int width,
+                            const int32_t *boxes) {
+    (void)ctx;
+    const size_t plane = (size_t)height * width;
+    for (int i = 0; i < n; i++) {
+        const int32_t *b = boxes + 4 * (size_t)i; /* y1, y2, x1, x2 */
+        if (b[0] >= b[1] || b[2] >= b[3]) continue;
+        for (int c = 0; c < channels; c++)
+            for (int y = b[0]; y < b[1]; y++) {
+                const size_t at = ((size_t)i * channels + c) * plane + (size_t)y * width + b[2];
+                if (src)
+                    memcpy(x + at, src + at, sizeof(float) * (size_t)(b[3] - b[2]));
+                else
+                    memset(x + at, 0, sizeof(float) * (size_t)(b[3] - b[2]));
+            }
+    }
+}
+
 /* backend.h's count_metrics on host memory. The product and the sum are
  * separate statements with the product in a volatile: no fused
  * multiply-add whatever the compiler's contraction setting, the bits of
@@ -166,6 +184,7 @@ static const dp_backend_t cpu_backend = {
     .reduce_range = cpu_reduce_range,
     .broadcast_range = cpu_broadcast_range,
     .input_from_bytes = cpu_input_from_bytes,
+    .paste_boxes = cpu_paste_boxes,
     .count_metrics = cpu_count_metrics,
     .set_winograd = cpu_set_winograd,
 };

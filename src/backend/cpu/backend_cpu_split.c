@@ -173,6 +173,15 @@ static void split_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, i
     staged()->input_from_bytes(staged()->ctx, x, pixels, n, channels, plane, norm);
 }
 
+static void split_paste_boxes(void *ctx, float *x, const float *src, int n, int channels, int height, int width,
+                              const int32_t *boxes) {
+    const size_t values = (size_t)n * (size_t)channels * (size_t)height * (size_t)width;
+    check_own(ctx, "paste_boxes (x)", x, sizeof(float) * values);
+    if (src) check_own(ctx, "paste_boxes (src)", src, sizeof(float) * values);
+    check_own(ctx, "paste_boxes (boxes)", boxes, 4 * sizeof(int32_t) * (size_t)n);
+    staged()->paste_boxes(staged()->ctx, x, src, n, channels, height, width, boxes);
+}
+
 static void split_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
                                 const int32_t *labels, int n, int k) {
     check_own(ctx, "count_metrics (sums)", sums, 2 * sizeof(double));
@@ -204,6 +213,7 @@ static void split_init(void) {
         sp->table.reduce_range = split_reduce_range;
         sp->table.broadcast_range = split_broadcast_range;
         sp->table.input_from_bytes = split_input_from_bytes;
+        sp->table.paste_boxes = split_paste_boxes;
         sp->table.count_metrics = split_count_metrics;
     }
 }

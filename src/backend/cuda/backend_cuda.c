@@ -484,6 +484,17 @@ static void cuda_input_from_bytes(void *ctx, float *x, const uint8_t *pixels, in
     dp_cuda_leave(c);
 }
 
+static void cuda_paste_boxes(void *ctx, float *x, const float *src, int n, int channels, int height, int width,
+                             const int32_t *boxes) {
+    dp_cuda_ctx_t *c = ctx;
+    if (n <= 0) return;
+    dp_cuda_enter(c);
+    if (!c->failed)
+        dp_cuda_check(c, dp_cuda_paste_boxes(c->stream, x, src, n, channels, height, width, boxes),
+                      src ? "CutMix's boxes" : "random erasing's boxes");
+    dp_cuda_leave(c);
+}
+
 /* --- Metrics ---------------------------------------------------------------------- */
 
 static void cuda_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
@@ -611,6 +622,7 @@ dp_status_t dp_cuda_backend_open(int gpu, const dp_backend_t **out) {
             .reduce_range = cuda_reduce_range,
             .broadcast_range = cuda_broadcast_range,
             .input_from_bytes = cuda_input_from_bytes,
+            .paste_boxes = cuda_paste_boxes,
             .count_metrics = cuda_count_metrics,
             .memory_peak = cuda_memory_peak,
         };

@@ -58,6 +58,10 @@ typedef struct {
     float mean[4], std[4];
 } dp_cuda_pixel_map_t;
 /* x = the input of `values` bytes (n examples of channels x plane) */
+/* x[i, c, y1:y2, x1:x2] = src ? src[same] : 0 for each example i's box {y1, y2, x1, x2}
+ * = boxes[4i ..] (device memory; empty: none), every channel (backend.h paste_boxes) */
+cudaError_t dp_cuda_paste_boxes(cudaStream_t stream, float *x, const float *src, int n, int channels, int height,
+                                int width, const int32_t *boxes);
 cudaError_t dp_cuda_input_from_bytes(cudaStream_t stream, const uint8_t *pixels, size_t values,
                                      const dp_cuda_pixel_map_t *map, float *x);
 
