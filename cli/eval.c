@@ -1,7 +1,7 @@
-/* eval.c - checkpoints on the command line: `dptrain eval` (test accuracy
- * of a saved model) and `dptrain inspect` (a checkpoint's metadata and
- * tensors). `train --save` / `--resume` are dp_fit's (src/trainer/fit.c,
- * with the resume policy). */
+/* eval.c - checkpoints on the command line: `dptrain eval` (test accuracy,
+ * top-1 and top-5, of a saved model) and `dptrain inspect` (a checkpoint's
+ * metadata and tensors). `train --save` / `--resume` are dp_fit's
+ * (src/trainer/fit.c, with the resume policy). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +27,10 @@ static const char eval_usage[] =
     "split across the devices (batch norm uses the saved running statistics,\n"
     "dropout is off), and prints\n"
     "  test acc: 0.8340 (8340/10000 correct) on 10000 images, model lenet, epoch 10, FILE\n"
+    "  top-5 acc: 0.9950 (9950/10000 in the top 5)\n"
+    "the second line for a model of more than 5 classes: the images whose label is\n"
+    "among the model's 5 largest outputs (torchvision's Acc@5; ties go to the lower\n"
+    "class index).\n"
     "\n"
     "Under mpirun (mpirun -np R dptrain eval ...) every rank evaluates its share on\n"
     "its devices, the counts are summed, and rank 0 alone prints and writes\n"
@@ -126,6 +130,18 @@ static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_c
     dp_status_t status = confusion_path ? eval_report_write_csv(&report, confusion_path) : DP_OK;
     cli_class_names_free(names, outputs);
     return status;
+}
+
+/* eval's result: the main line (the top-1 accuracy and what was
+ * evaluated), then for a model of more than 5 outputs (with 5 or fewer
+ * every answer is in the top 5) the top-5 accuracy's. */
+static void print_result(const dp_eval_counts_t *got, int count, int outputs, const char *model_name, int ema,
+                         int epochs, const char *resume, dp_precision_t precision, int channels_last) {
+    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
+           (double)got->correct / count, got->correct, count, count, count == 1 ? "" : "s", model_name,
+           ema ? " (its moving average)" : "", epochs, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
+           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
+    if (outputs > 5) printf("top-5 acc: %.4f (%d/%d in the top 5)\n", (double)got->top5 / count, got->top5, count);
 }
 
 /* An image folder's checkpoint (or imported weights) without --data and
@@ -275,18 +291,14 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         goto done;
     dp_trainer_set_params(trainer, params);
     /* this rank's share of each batch on its devices; the counts (and the matrix) summed over the ranks */
-    int correct;
-    if ((status = dp_trainer_evaluate_confusion(trainer, data.test, batch_size, data.loader_threads, counts,
-                                                &correct)) != DP_OK)
+    dp_eval_counts_t got; /* top-1 and top-5 */
+    if ((status = dp_trainer_evaluate_counts(trainer, data.test, batch_size, data.loader_threads, counts, &got)) !=
+        DP_OK)
         goto done;
     *alone = 0;
     if (speaks) {
-        printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
-               (double)correct / count, correct, count, count, count == 1 ? "" : "s", dp_model_name(model),
-               ema ? " (its moving average)" : "", info->epochs_completed, resume,
-               precision != DP_PRECISION_FP32 ? ", precision " : "",
-               precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "",
-               channels_last ? ", channels-last" : "");
+        print_result(&got, count, outputs, dp_model_name(model), ema, info->epochs_completed, resume, precision,
+                     channels_last);
         if (per_class || confusion_path)
             status = report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path);
     }

@@ -136,21 +136,34 @@ void train_print_warning(const char *message, void *ctx) {
     if (p->speaks) fprintf(stderr, "dptrain: warning: %s\n", message);
 }
 
+/* What follows the test accuracy on the epoch line: "" or, in one
+ * parenthesis, the top-5 accuracy (a model of more than 10 classes: with
+ * fewer, as for MNIST and CIFAR-10, top-5 says little) and the moving
+ * average's accuracy: " (top-5 0.929)", " (ema 0.861)", " (top-5 0.929,
+ * ema 0.861)" (the ema figure is the average's top-1, as without top-5). */
+static void test_acc_notes(const dp_epoch_stats_t *s, const train_printer_t *p, char *out, size_t size) {
+    const int top5 = s->has_acc5 && dp_model_num_outputs(dp_trainer_model(p->trainer)) > 10;
+    out[0] = '\0';
+    if (top5 && s->has_ema) snprintf(out, size, " (top-5 %.3f, ema %.3f)", s->test_acc5, s->test_acc_ema);
+    else if (top5) snprintf(out, size, " (top-5 %.3f)", s->test_acc5);
+    else if (s->has_ema) snprintf(out, size, " (ema %.3f)", s->test_acc_ema); /* the moving average's */
+}
+
 /* "epoch 3/10: loss 0.4123, train acc ...": the mean training loss, "loss
  * 0.6123 (label smoothing 0.1)" when it is the smoothed one; no test loss
  * (the test set's figure is its accuracy). */
 dp_status_t train_print_epoch(const dp_epoch_stats_t *s, void *ctx) {
     const train_printer_t *p = ctx;
-    char smoothing[64] = "", norms[96] = "", ema[32] = "";
+    char smoothing[64] = "", norms[96] = "", notes[64];
     if (s->label_smoothing != 0.0) snprintf(smoothing, sizeof smoothing, " (label smoothing %.9g)", s->label_smoothing);
     if (s->grad_norm_steps > 0) /* gradient clipping: how large the norms were, how often they were cut */
         snprintf(norms, sizeof norms, ", grad norm %.4g (max %.4g, %.0f%% of steps clipped)", s->grad_norm_mean,
                  s->grad_norm_max, 100.0 * s->clipped_fraction);
-    if (s->has_ema) snprintf(ema, sizeof ema, " (ema %.3f)", s->test_acc_ema); /* the moving average's */
+    test_acc_notes(s, p, notes, sizeof notes);
     if (!p->o->quiet)
         printf("epoch %d/%d: loss %.4f%s, train acc %.3f, test acc %.3f%s%s, lr %.4g, %.1f sec/epoch, "
                "%.0f images/sec on %s\n",
-               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, ema, norms, s->lr,
+               s->epoch, p->o->epochs, s->train_loss, smoothing, s->train_acc, s->test_acc, notes, norms, s->lr,
                s->epoch_sec, s->images_per_sec, p->devices);
     if (!p->o->quiet && p->o->save_best_path && s->best_epoch == s->epoch)
         printf("epoch %d: the best test accuracy so far, saving %s\n", s->epoch, p->o->save_best_path);

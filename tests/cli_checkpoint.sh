@@ -104,7 +104,7 @@ grep -q "^  optimizer.states = momentum_buffer" <("$bin" inspect "$tmp/nesterov.
   || fail "metadata of the tiny_resnet checkpoints"
 # eval uses the saved running statistics: the accuracy the training recorded
 "$bin" eval --resume "$tmp/adam.a.st" --data "$data" --devices 2 >"$tmp/eval_bn.out" 2>&1
-line=$(cat "$tmp/eval_bn.out")
+line=$(sed -n 1p "$tmp/eval_bn.out") # the main line (a top-5 line follows: 10 outputs)
 bn_acc=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\1/' <<<"$line")
 bn_acc=$(awk -v c="$bn_acc" 'BEGIN { printf "%.9g", c / 1000 }')
 [[ "$line" == *"model tiny_resnet, epoch 2"* && "$bn_acc" == "$(field test_acc "$(sed -n 2p "$tmp/adam.a.jsonl")")" ]] \
@@ -133,7 +133,7 @@ done
 # --- eval ---------------------------------------------------------------------------------
 "$bin" eval --resume "$tmp/a.st" --data "$data" --devices 2 >"$tmp/eval.out" 2>"$tmp/eval.err" && pass \
   || fail "eval: $(cat "$tmp/eval.err")"
-line=$(cat "$tmp/eval.out")
+line=$(sed -n 1p "$tmp/eval.out") # the main line (a top-5 line follows: 10 outputs)
 correct=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\1/' <<<"$line")
 total=$(sed -E 's/.*\(([0-9]+)\/([0-9]+) correct\).*/\2/' <<<"$line")
 acc=$(awk -v c="$correct" -v t="$total" 'BEGIN { printf "%.9g", c / t }')

@@ -7,8 +7,9 @@
 # - LeNet (Paddle's) trained 1 epoch on a 1,200/301 cut of Fashion-MNIST;
 #   eval --per-class --confusion in one process, then under mpirun with 1, 2
 #   and 3 ranks x 1 and 2 devices, and 3 ranks x 2 devices at --batch-size 7
-#   (uneven shards, a short last batch): the same output (the result line
-#   and the table, printed once) and the same CSV bytes as one process,
+#   (uneven shards, a short last batch): the same output (the result line,
+#   the top-5 line, and the table, printed once) and the same CSV bytes as
+#   one process,
 #   nothing on stderr, the CSV file alone in its folder (written once, by
 #   rank 0; no temporary file left);
 # - failures end the whole job, non-zero, with one line, nothing written:
@@ -33,6 +34,10 @@ mkdir "$tmp/one"
 cat "$tmp/one.out"
 [[ $(grep -c '^test acc: [0-9.]* ([0-9]*/301 correct) on 301 images' "$tmp/one.out") -eq 1 && -s "$tmp/one/c.csv" ]] \
   && pass || fail "one process: no result line or no CSV: $(cat "$tmp/one.out")"
+# 10 outputs: the top-5 line too, which the runs below must print alike (their counts summed over the ranks)
+[[ $(sed -n 2p "$tmp/one.out") =~ ^top-5\ acc:\ [0-9.]+\ \(([0-9]+)/301\ in\ the\ top\ 5\)$ ]] \
+  && [[ ${BASH_REMATCH[1]} -gt $(sed -nE 's/^test acc: [0-9.]+ \(([0-9]+)\/301 correct\).*/\1/p' "$tmp/one.out") ]] \
+  && pass || fail "one process: no top-5 line above the correct count: $(cat "$tmp/one.out")"
 # same_as_one NAME MPIRUN_ARGS... -- EVAL_ARGS...: eval under mpirun prints and writes what one process does
 same_as_one() {
   local name=$1 margs=() ; shift

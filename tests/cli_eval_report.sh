@@ -6,7 +6,9 @@
 #   Fashion-MNIST's names, a row per true class) sums to the 300 images, its
 #   diagonal to the main line's correct count, each class's row of the
 #   table is the matrix's (images, correct, recall, precision or "-", the
-#   class most often taken for and how often), the mean recall is theirs;
+#   class most often taken for and how often), the mean recall is theirs,
+#   and the top-5 line after the main line counts at least its correct
+#   answers;
 # - an image folder with classes named `a,b`, `say "hi"`, ` lead`, an
 #   accented name in decomposed UTF-8 (as macOS writes folder names), a
 #   Chinese one and one of 42 characters, and a model of 8 outputs: the
@@ -44,6 +46,11 @@ m = [[int(v) for v in r[1:]] for r in rows[1:]]
 assert sum(map(sum, m)) == images, (sum(map(sum, m)), images)
 out = open(out_path, encoding="utf-8").read().splitlines()
 correct = int(re.match(r"test acc: [0-9.]+ \((\d+)/%d correct\)" % images, out[0]).group(1))
+# more than 5 outputs: the top-5 line, at least the correct answers, then the table as without it
+top5 = re.fullmatch(r"top-5 acc: ([0-9.]+) \((\d+)/%d in the top 5\)" % images, out[1])
+assert top5 and correct <= int(top5.group(2)) <= images, out[1]
+assert top5.group(1) == "%.4f" % (int(top5.group(2)) / images), out[1]
+out = out[:1] + out[2:]
 assert sum(m[i][i] for i in range(k)) == correct, (sum(m[i][i] for i in range(k)), correct)
 def width(s):  # terminal columns: wide East Asian 2, combining marks 0
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)

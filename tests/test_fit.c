@@ -27,7 +27,10 @@
  *   step_reached follows every step; the resume ends with the straight
  *   run's bytes;
  * - DPTRAIN_FAULT: one that is not well formed is refused before anything
- *   runs (DP_ERR_ARG naming it); one for another rank changes nothing.
+ *   runs (DP_ERR_ARG naming it); one for another rank changes nothing;
+ * - top-5: the straight run's epochs have it (10 outputs), at least top-1,
+ *   the last the trainer's own dp_trainer_evaluate_counts; a linear model
+ *   of 5 outputs has none (not in the metrics), one of 6 has it.
  */
 #include <signal.h>
 #include <math.h>
@@ -35,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dptrain/batch_source.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/cpu.h"
 #include "dptrain/fit.h"
@@ -173,6 +177,21 @@ static seen_t test_straight(const world_t *w, const char *straight_ck) {
         dp_metrics_append_run(metrics_again, s, &what_ran);
     }
     CHECK(same_files(metrics, metrics_again), "the metrics file holds other numbers than the callback's");
+    /* top-5 (10 outputs): set, at least top-1, the trainer's own count of the last model */
+    for (int e = 0; e < straight.num_epochs; e++) {
+        const dp_epoch_stats_t *s = &straight.epochs[e];
+        CHECK(s->has_acc5 && s->test_acc5 > s->test_acc && s->test_acc5 <= 1.0,
+              "epoch %d: top-5 %s %g, top-1 %g", e + 1, s->has_acc5 ? "set" : "not set", s->test_acc5, s->test_acc);
+    }
+    dp_batch_source_t *test_source = NULL;
+    dp_eval_counts_t counts = {-1, -1};
+    CHECK(dp_memory_source_new((dp_dataset_t *)&w->test, NULL, 0, &test_source) == DP_OK &&
+              dp_trainer_evaluate_counts(t, test_source, 100, 0, NULL, &counts) == DP_OK, "%s", dp_error_message());
+    dp_batch_source_free(test_source);
+    CHECK(straight.num_epochs == 2 && straight.epochs[1].test_acc5 == counts.top5 / 200.0 &&
+              straight.epochs[1].test_acc == counts.correct / 200.0,
+          "epoch 2: top-5 %g, top-1 %g; the trainer counts %d and %d of 200", straight.epochs[1].test_acc5,
+          straight.epochs[1].test_acc, counts.top5, counts.correct);
     CHECK(straight.num_epochs == 2 && straight.epochs[1].train_loss < straight.epochs[0].train_loss,
           "no learning: loss %g then %g", straight.epochs[0].train_loss, straight.epochs[1].train_loss);
     /* the lr of epoch 2's last step: the cosine's end (step 9 of 10) */
@@ -464,6 +483,45 @@ static void test_fault_variable(const world_t *w) {
     dp_trainer_free(t);
 }
 
+/* has_acc5 and test_acc5 by the model's outputs: 1 epoch of a linear
+ * model on 5 classes with 5 outputs (every answer is in the top 5: not
+ * set, no "test_acc5" in the metrics) and with 6 (set, and in them). */
+static void test_top5_outputs(void) {
+    dp_dataset_t train = testing_column_dataset(100, 28, 5, 2, 4, 96, 21);
+    dp_dataset_t test = testing_column_dataset(50, 28, 5, 2, 4, 96, 22);
+    for (int outputs = 5; outputs <= 6; outputs++) {
+        char text[256];
+        snprintf(text, sizeof text, "[net]\nname = linear%d\nchannels = 1\nheight = 28\nwidth = 28\n\n[flatten]\n\n"
+                 "[linear]\nname = fc\nout = %d\n", outputs, outputs);
+        dp_model_t *m = NULL;
+        CHECK(dp_model_parse(text, strlen(text), "linear.cfg", &m) == DP_OK, "%s", dp_error_message());
+        if (!m) continue;
+        world_t w = {.model = m, .train = train, .test = test};
+        dp_trainer_t *t = new_trainer(&w, 0.05f);
+        dp_fit_config_t fc = fit_config(&w, t, 0.05);
+        fc.epochs = fc.schedule.total_epochs = 1;
+        fc.batch_size = 50;
+        fc.metrics_path = testing_tmp_file("metrics_top5.jsonl");
+        unlink(fc.metrics_path);
+        seen_t seen = fresh_seen();
+        CHECK(dp_fit(&fc, on_epoch, &seen, NULL) == DP_OK && seen.num_epochs == 1, "%d outputs: %s", outputs,
+              dp_error_message());
+        size_t size = 0;
+        char *line = (char *)testing_read_file(fc.metrics_path, &size);
+        const int has = seen.num_epochs == 1 && seen.epochs[0].has_acc5;
+        CHECK(has == (outputs > 5) && (line && strstr(line, "\"test_acc5\": ")) == (outputs > 5),
+              "%d outputs: top-5 %s, metrics %s", outputs, has ? "set" : "not set", line ? line : "(none)");
+        if (has)
+            CHECK(seen.epochs[0].test_acc5 >= seen.epochs[0].test_acc, "%d outputs: top-5 %g below top-1 %g",
+                  outputs, seen.epochs[0].test_acc5, seen.epochs[0].test_acc);
+        free(line);
+        dp_trainer_free(t);
+        dp_model_free(m);
+    }
+    dp_dataset_free(&train);
+    dp_dataset_free(&test);
+}
+
 int main(void) {
     world_t w = {0};
     if (dp_model_load("lenet", &w.model) != DP_OK) {
@@ -482,6 +540,7 @@ int main(void) {
     test_library_refusals(&w);
     test_stop_request(&w, straight_ck);
     test_fault_variable(&w);
+    test_top5_outputs();
     dp_dataset_free(&w.train);
     dp_dataset_free(&w.test);
     dp_model_free(w.model);

@@ -12,7 +12,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -267,6 +269,46 @@ static void test_metrics(void) {
     text = read_text_checked(clip_path);
     CHECK(strstr(text, "\"lr\": 0.05, \"grad_norm_mean\": 0.75, \"grad_norm_max\": 1.5, \"clipped_fraction\": 0.25, "
                        "\"devices\""), "the norms after lr:\n%s", text);
+    free(text);
+
+    /* top-5: right after test_acc (before test_acc_ema), only when set */
+    const char *top5_path = testing_tmp_file("metrics_top5.jsonl");
+    dp_epoch_stats_t t5 = s;
+    t5.has_acc5 = 1;
+    t5.test_acc5 = 0.9375;
+    CHECK(dp_metrics_append(top5_path, &t5) == DP_OK, "append: %s", dp_error_message());
+    t5.has_ema = 1;
+    t5.test_acc_ema = 0.625;
+    CHECK(dp_metrics_append(top5_path, &t5) == DP_OK, "append: %s", dp_error_message());
+    t5.has_acc5 = 0;
+    CHECK(dp_metrics_append(top5_path, &t5) == DP_OK, "append: %s", dp_error_message());
+    text = read_text_checked(top5_path);
+    const char *top5_lines[3] = {"\"test_acc\": 0.75, \"test_acc5\": 0.9375, \"epoch_sec\"",
+                                 "\"test_acc\": 0.75, \"test_acc5\": 0.9375, \"test_acc_ema\": 0.625, \"epoch_sec\"",
+                                 "\"test_acc\": 0.75, \"test_acc_ema\": 0.625, \"epoch_sec\""};
+    const char *at = text;
+    for (int i = 0; i < 3 && at; i++) {
+        const char *end = strchr(at, '\n');
+        const char *found = strstr(at, top5_lines[i]);
+        CHECK(end && found && found < end && json_line_ok(at, (size_t)(end - at + 1)), "line %d has no '%s':\n%s",
+              i + 1, top5_lines[i], text);
+        at = end ? end + 1 : NULL;
+    }
+    free(text);
+
+    /* every key, each number at its longest (the line's size bound; a line that did not fit would abort) */
+    const char *long_path = testing_tmp_file("metrics_longest.jsonl");
+    const double tiny = -1.23456789e-308; /* %.9g: 16 characters */
+    dp_epoch_stats_t w = {.epoch = INT_MIN, .train_loss = tiny, .train_acc = tiny, .test_acc = tiny,
+                          .has_acc5 = 1, .test_acc5 = tiny, .epoch_sec = tiny, .images_per_sec = tiny,
+                          .num_devices = INT_MIN, .num_ranks = INT_MAX, .lr = tiny, .device_mem_peak = SIZE_MAX,
+                          .skipped_files = LONG_MIN, .label_smoothing = tiny, .grad_norm_steps = 1,
+                          .grad_norm_mean = tiny, .grad_norm_max = tiny, .clipped_fraction = tiny, .has_ema = 1,
+                          .test_acc_ema = tiny};
+    CHECK(dp_metrics_append(long_path, &w) == DP_OK, "append: %s", dp_error_message());
+    text = read_text_checked(long_path);
+    CHECK(json_line_ok(text, strlen(text)) && strstr(text, "\"test_acc5\": -1.23456789e-308, \"test_acc_ema\"") &&
+              strstr(text, "\"skipped_files\": -9223372036854775808}"), "the longest line:\n%s", text);
     free(text);
 
     const char *bad = "/nonexistent-dptrain-dir/metrics.jsonl";

@@ -11,7 +11,8 @@
  *     peek (reset 0) twice gives the same, a read with reset then nothing;
  *     the sums dropped (NULL pointers, reset) read as zero; an evaluation
  *     between steps leaves the unread training sums as they were; devices
- *     on two split tables give the CPU's figures.
+ *     on two split tables give the CPU's figures;
+ *   - dp_trainer_evaluate_counts (check_evaluate_counts says what).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "dptrain/backend.h"
+#include "dptrain/batch_source.h"
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "metrics_checks.h"
@@ -38,7 +40,7 @@ static void check_split_refuses(void) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2);
         const dp_backend_t *a = dp_backend_cpu_split(0), *b = dp_backend_cpu_split(1);
-        double *sums = a->alloc(a->ctx, 2 * sizeof(double), "sums");
+        double *sums = a->alloc(a->ctx, DP_METRICS_SUMS * sizeof(double), "sums");
         float *logits = b->alloc(b->ctx, sizeof(float) * 10, "logits");
         int32_t *labels = b->alloc(b->ctx, sizeof(int32_t), "labels");
         b->count_metrics(b->ctx, sums, NULL, 1.0, logits, labels, 1, 10); /* must abort */
@@ -143,6 +145,49 @@ done:
     dp_trainer_free(split);
 }
 
+/* dp_trainer_evaluate_counts: the examples labelled c, for each class c
+ * in turn. A row's 10 labels have distinct ranks (ties go to the lower
+ * index), so exactly 1 is its top-1 answer and exactly 5 are among its top
+ * 5: over the 10 labellings the correct counts add up to the examples and
+ * the top-5 counts to 5 times them, on 1 and 3 devices (uneven shards)
+ * alike, each labelling's counts the same on both; the correct count is
+ * dp_trainer_evaluate's, and top-5 >= top-1. */
+static void check_evaluate_counts(const dp_model_t *m, dp_dataset_t *ds) {
+    enum { CLASSES = 10 };
+    const int devices[2] = {1, 3};
+    dp_eval_counts_t got[2][CLASSES];
+    uint8_t *labels = malloc((size_t)ds->count);
+    DP_ASSERT(labels && ds->num_classes == CLASSES);
+    memcpy(labels, ds->labels, (size_t)ds->count);
+    for (int c = 0; c < 2; c++) {
+        dp_trainer_t *t = make_trainer(m, devices[c], NULL);
+        long correct_sum = 0, top5_sum = 0;
+        for (int label = 0; label < CLASSES && t; label++) {
+            memset(ds->labels, label, (size_t)ds->count);
+            dp_batch_source_t *src = NULL;
+            dp_eval_counts_t *counts = &got[c][label];
+            *counts = (dp_eval_counts_t){-1, -1};
+            int plain = -2;
+            CHECK(dp_memory_source_new(ds, NULL, 0, &src) == DP_OK &&
+                      dp_trainer_evaluate_counts(t, src, 50, 0, NULL, counts) == DP_OK &&
+                      dp_trainer_evaluate(t, src, 50, &plain) == DP_OK,
+                  "%d devices, label %d: %s", devices[c], label, dp_error_message());
+            dp_batch_source_free(src);
+            CHECK(plain == counts->correct && counts->top5 >= counts->correct && counts->top5 <= ds->count,
+                  "%d devices, label %d: %d correct (dp_trainer_evaluate: %d), %d top-5", devices[c], label,
+                  counts->correct, plain, counts->top5);
+            correct_sum += counts->correct, top5_sum += counts->top5;
+        }
+        CHECK(t && correct_sum == ds->count && top5_sum == 5L * ds->count, "%d devices: over the %d labellings %ld "
+              "correct (want %d), %ld top-5 (want %d)", devices[c], CLASSES, correct_sum, ds->count, top5_sum,
+              5 * ds->count);
+        dp_trainer_free(t);
+    }
+    CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0, "1 and 3 devices count otherwise");
+    memcpy(ds->labels, labels, (size_t)ds->count);
+    free(labels);
+}
+
 int main(void) {
     check_count_metrics(dp_backend_cpu(), "cpu");
     check_count_metrics(dp_backend_cpu_staged(), "staged");
@@ -154,6 +199,7 @@ int main(void) {
     check_trainer(m, &ds, 1);
     check_trainer(m, &ds, 2);
     check_split_trainer(m, &ds);
+    check_evaluate_counts(m, &ds);
     dp_model_free(m);
     dp_dataset_free(&ds);
     return testing_finish("test_metrics");

@@ -32,6 +32,10 @@
 #include "dptrain/ops.h"
 #include "dptrain/optim.h"
 
+/* The doubles count_metrics adds a batch's figures to: the loss sum, the
+ * correct (top-1) count, the top-5 count. */
+#define DP_METRICS_SUMS 3
+
 /* What matrix products and convolutions compute in (set_precision). */
 typedef enum { DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_COUNT } dp_precision_t;
 /* "fp32", "tf32", "bf16"; and back (-1: none of them). Inline: the CUDA
@@ -178,15 +182,26 @@ struct dp_backend {
                         const int32_t *boxes);
 
     /* --- Metrics --- */
-    /* A batch's figures added to sums (2 doubles of device memory), on the
-     * device, with no host wait: sums[0] += (double)loss[0] * scale (loss:
-     * 1 device float; NULL: sums[0] unchanged), rounded as the host's
-     * `sum += (double)loss * scale` (a multiply, then an add: no fused
-     * multiply-add); sums[1] += the number of rows i of logits (n, k) whose
-     * first largest entry (best = 0, then best = j where row[j] > row[best]
-     * for j = 1..k-1: a tie goes to the lower j; any comparison with a NaN
-     * is false) is labels[i] (n int32, device memory). So the
-     * trainer reads a step's loss and accuracy only when it wants them. */
+    /* A batch's figures added to sums (DP_METRICS_SUMS doubles of device
+     * memory), on the device, with no host wait: sums[0] += (double)loss[0]
+     * * scale (loss: 1 device float; NULL: sums[0] unchanged), rounded as
+     * the host's `sum += (double)loss * scale` (a multiply, then an add: no
+     * fused multiply-add); sums[1] += the number of rows i of logits (n, k)
+     * whose first largest entry (best = 0, then best = j where row[j] >
+     * row[best] for j = 1..k-1: a tie goes to the lower j; any comparison
+     * with a NaN is false) is labels[i] (n int32, device memory);
+     * sums[2] += the number of rows whose label is among its 5 largest
+     * entries (top-5, torchvision's Acc@5): with v = row[label], the label's
+     * rank is the number of j != label with row[j] > v, or row[j] == v and
+     * j < label (ties go to the lower index, as for sums[1]), a hit when the
+     * rank is below 5. Comparisons with a NaN are false: a NaN elsewhere in
+     * the row never outranks the label; a NaN at the label is ranked last
+     * (rank k - 1: a hit only when k <= 5), so a row the model cannot score
+     * is not counted right. With k <= 5 every row is a hit. A label outside
+     * 0..k-1 counts in neither sum. Top-5 is at least top-1 on every row but
+     * one with a NaN first entry and label 0 (sums[1]'s scan keeps a NaN
+     * first entry; sums[2] ranks it last). So the trainer reads a step's
+     * loss and accuracy only when it wants them. */
     void (*count_metrics)(void *ctx, double *sums, const float *loss, double scale, const float *logits,
                           const int32_t *labels, int n, int k);
     /* The most memory held through alloc at once so far, in bytes (a GPU's

@@ -19,6 +19,10 @@ typedef struct {
                                when label_smoothing is not 0) */
     double train_acc;       /* fraction correct over the epoch's examples */
     double test_acc;        /* fraction correct on the test set */
+    int has_acc5;           /* test_acc5 is set: the model has more than 5 outputs (with 5 or
+                               fewer every answer is in the top 5) */
+    double test_acc5;       /* fraction of the test set whose label is among the model's 5
+                               largest outputs (top-5, torchvision's Acc@5; backend.h's rule) */
     double epoch_sec;       /* wall seconds of the epoch's training steps */
     double images_per_sec;  /* training images / epoch_sec */
     const char *devices;    /* e.g. "cpu:0,cpu:1" */
@@ -58,8 +62,8 @@ typedef struct {
  * device_mem_peak_bytes when counted (GPU devices), skipped_files when
  * the training data left out or replaced unreadable files, and with
  * gradient clipping grad_norm_mean, grad_norm_max and clipped_fraction
- * (after lr), and with the model's moving average test_acc_ema (after
- * test_acc). */
+ * (after lr), test_acc5 when has_acc5 (after test_acc), and with the
+ * model's moving average test_acc_ema (after test_acc and test_acc5). */
 dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats);
 
 /* The same line with the keys precision, layout, sync, isa, cpu and blas

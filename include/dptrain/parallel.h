@@ -212,6 +212,23 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *trainer, dp_batch_source_t
 dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size,
                                           int threads, int64_t *confusion, int *correct);
 
+/* What an evaluation counts (dp_trainer_evaluate_counts), over every rank. */
+typedef struct {
+    int correct; /* samples whose first largest logit is the label (top-1) */
+    int top5;    /* samples whose label is among the 5 largest logits (top-5,
+                    torchvision's Acc@5; backend.h count_metrics' rule: ties go
+                    to the lower index, a NaN at the label is ranked last); with
+                    5 or fewer outputs every sample, so a report shows it only
+                    for models of more than 5 */
+} dp_eval_counts_t;
+/* The same as dp_trainer_evaluate_confusion (confusion may be NULL),
+ * counting the top-5 answers as well, on the devices with the correct ones
+ * (no extra download), summed across ranks with them: *counts gets both
+ * totals. dp_trainer_evaluate, _threads and _confusion are this call's
+ * correct count. */
+dp_status_t dp_trainer_evaluate_counts(dp_trainer_t *trainer, dp_batch_source_t *source, int batch_size,
+                                       int threads, int64_t *confusion, dp_eval_counts_t *counts);
+
 /* A host copy of replica d's parameters (dp_model_num_params floats),
  * downloaded from the device by this call: valid until the next
  * dp_trainer_params or dp_trainer_check_replicas call, step or

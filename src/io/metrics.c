@@ -7,7 +7,8 @@
  *    "isa": "avx2", "cpu": "...", "blas": "..."}
  * (on one line; GPU devices add "device_mem_peak_bytes" after "ranks"; a
  * run with label smoothing "label_smoothing" after "train_loss", which is
- * then the smoothed loss).
+ * then the smoothed loss; a model of more than 5 outputs "test_acc5", the
+ * top-5 accuracy, after "test_acc").
  * The line is built in memory and written with a single
  * fwrite to a file opened for appending, so concurrent appenders and crashes
  * leave whole lines. Numbers use %.9g (enough to round-trip a float, and
@@ -87,9 +88,11 @@ dp_status_t dp_metrics_append(const char *path, const dp_epoch_stats_t *stats) {
 
 dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stats, const dp_run_info_t *run) {
     size_t devices_len = stats->devices ? strlen(stats->devices) : 0;
-    /* Fixed keys and numbers take < 450 bytes; a device name character takes
-     * at most 6 ("\u00XX"), each name adds 3 (quotes and comma). */
-    size_t size = 512 + 9 * devices_len + 3;
+    /* Fixed keys and numbers take < 570 bytes (every key, each number at
+     * its longest: 16 characters, "-1.23456789e-308", an int 11, a size
+     * 20); a device name character takes at most 6 ("\u00XX"), each name
+     * adds 3 (quotes and comma). */
+    size_t size = 640 + 9 * devices_len + 3;
     const char *const info_keys[6] = {"precision", "layout", "sync", "isa", "cpu", "blas"};
     const char *const info[6] = {run ? run->precision : NULL, run ? run->layout : NULL, run ? run->sync : NULL,
                                  run ? run->isa : NULL,       run ? run->cpu : NULL,    run ? run->blas : NULL};
@@ -103,6 +106,7 @@ dp_status_t dp_metrics_append_run(const char *path, const dp_epoch_stats_t *stat
     if (stats->label_smoothing != 0.0) line_number(&line, "label_smoothing", stats->label_smoothing);
     line_number(&line, "train_acc", stats->train_acc);
     line_number(&line, "test_acc", stats->test_acc);
+    if (stats->has_acc5) line_number(&line, "test_acc5", stats->test_acc5);
     if (stats->has_ema) line_number(&line, "test_acc_ema", stats->test_acc_ema);
     line_number(&line, "epoch_sec", stats->epoch_sec);
     line_number(&line, "images_per_sec", stats->images_per_sec);

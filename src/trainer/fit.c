@@ -487,6 +487,25 @@ static dp_status_t evaluate_ema(const dp_fit_config_t *config, int eval_batch, i
     return status;
 }
 
+/* An epoch's test figures into s: the model's top-1 (*correct) and, with
+ * more than 5 outputs, top-5 accuracy (with 5 or fewer every answer is in
+ * the top 5), and its moving average's top-1 accuracy when there is one. */
+static dp_status_t evaluate_epoch(const dp_fit_config_t *config, int eval_batch, int test_count, dp_epoch_stats_t *s,
+                                  int *correct) {
+    dp_eval_counts_t counts;
+    DP_TRY(dp_trainer_evaluate_counts(config->trainer, config->test_source, eval_batch, config->loader_threads, NULL,
+                                      &counts));
+    *correct = counts.correct;
+    s->test_acc = (double)counts.correct / test_count;
+    s->has_acc5 = dp_model_num_outputs(config->model) > 5;
+    s->test_acc5 = s->has_acc5 ? (double)counts.top5 / test_count : 0.0;
+    int ema_correct = 0;
+    if (config->model_ema_steps > 0) DP_TRY(evaluate_ema(config, eval_batch, &ema_correct));
+    s->has_ema = config->model_ema_steps > 0;
+    s->test_acc_ema = (double)ema_correct / test_count;
+    return DP_OK;
+}
+
 /* After `epochs` completed: early_stop epochs or more past the best one. */
 static int early_stop_due(const dp_fit_config_t *config, const dp_checkpoint_info_t *run, int epochs) {
     return config->early_stop > 0 && run->best_epoch > 0 && epochs - run->best_epoch >= config->early_stop;
@@ -851,21 +870,12 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         /* this rank's loss and correct count, then every rank's (seen counts
          * the global batches already) */
         if ((status = dp_world_sum_doubles(sums, 2)) != DP_OK) goto done;
-        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
-                                                  &test_correct)) != DP_OK)
-            goto done;
-
         dp_epoch_stats_t *s = &history[epoch];
-        int ema_correct = 0;
-        if (config->model_ema_steps > 0 && (status = evaluate_ema(config, eval_batch, &ema_correct)) != DP_OK)
-            goto done;
-        s->has_ema = config->model_ema_steps > 0;
-        s->test_acc_ema = (double)ema_correct / test_count;
+        if ((status = evaluate_epoch(config, eval_batch, test_count, s, &test_correct)) != DP_OK) goto done;
         s->epoch = epoch + 1;
         s->train_loss = sums[0] / sums[2];
         s->label_smoothing = dp_float_decimal(dp_trainer_label_smoothing(trainer));
         s->train_acc = sums[1] / sums[2];
-        s->test_acc = (double)test_correct / test_count;
         s->epoch_sec = epoch_sec;
         s->lr = lr;
         s->images_per_sec = trained / epoch_sec; /* a resumed epoch: the part trained now */

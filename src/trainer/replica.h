@@ -55,13 +55,15 @@ typedef struct dp_replica {
     const int32_t *partner_labels; /* Mixup and CutMix: their labels, device memory */
     int count, denominator;
     /* device memory the backend's count_metrics adds a batch's figures to:
-     * train_sums (2: loss, correct) the steps' not read yet
-     * (dp_trainer_read_metrics), eval_sums (2) an evaluation's; both in
+     * train_sums (DP_METRICS_SUMS: loss, correct, top-5) the steps' not
+     * read yet (dp_trainer_read_metrics), eval_sums (DP_METRICS_SUMS) an
+     * evaluation's; both in
      * the block of the first replica on the same backend table
      * (metrics_owner), so that reading every device on one GPU is one
      * download */
     double *train_sums, *eval_sums;
-    double *metrics_block; /* the owner's: (4 x metrics_slots) [training | evaluation], else NULL */
+    double *metrics_block; /* the owner's: (2 DP_METRICS_SUMS x metrics_slots) [training | evaluation],
+                              else NULL */
     int metrics_owner, metrics_slot, metrics_slots;
     size_t ready_from; /* overlap: grads at offsets >= this are final this step */
     long next_bucket;  /* overlap: the highest bucket this device has not counted yet */

@@ -798,9 +798,19 @@ dp_status_t dp_trainer_evaluate_threads(dp_trainer_t *t, dp_batch_source_t *sour
 
 dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
                                           int64_t *confusion, int *correct) {
-    if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
     if (!source || !correct)
         return dp_fail(DP_ERR_ARG, "evaluate: no %s given (NULL)", !source ? "source" : "place for the count");
+    dp_eval_counts_t counts;
+    DP_TRY(dp_trainer_evaluate_counts(t, source, batch_size, threads, confusion, &counts));
+    *correct = counts.correct;
+    return DP_OK;
+}
+
+dp_status_t dp_trainer_evaluate_counts(dp_trainer_t *t, dp_batch_source_t *source, int batch_size, int threads,
+                                       int64_t *confusion, dp_eval_counts_t *counts) {
+    if (batch_size < 1) return dp_fail(DP_ERR_ARG, "evaluation batch size must be >= 1");
+    if (!source || !counts)
+        return dp_fail(DP_ERR_ARG, "evaluate: no %s given (NULL)", !source ? "source" : "place for the counts");
     const dp_source_info_t *info = dp_batch_source_info(source);
     DP_TRY(dp_model_check_input(t->model, dp_model_name(t->model), "evaluate: the source's", info->channels,
                                 info->height, info->width));
@@ -828,15 +838,19 @@ dp_status_t dp_trainer_evaluate_confusion(dp_trainer_t *t, dp_batch_source_t *so
     if (confusion && status == DP_OK) status = dp_confusion_total(&matrix, confusion);
     if (confusion) dp_confusion_free(&matrix);
     DP_TRY(status);
-    DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's count: one download per backend table */
-    double total = 0;
+    DP_TRY(dp_trainer_metrics_move(t, 1, 1, 0)); /* every device's counts: one download per backend table */
+    const int m = DP_METRICS_SUMS;
+    const double *per_device = t->host_metrics + m * t->num_devices;
+    double total[2] = {0.0, 0.0}; /* correct, top-5 */
     for (int d = 0; d < t->num_devices; d++) {
-        int device_correct = 0;
-        DP_TRY(dp_trainer_metrics_count(t, d, t->host_metrics[2 * t->num_devices + 2 * d + 1], &device_correct));
-        total += device_correct;
+        int device_correct = 0, device_top5 = 0;
+        DP_TRY(dp_trainer_metrics_count(t, d, "correct", per_device[m * d + 1], &device_correct));
+        DP_TRY(dp_trainer_metrics_count(t, d, "top-5", per_device[m * d + 2], &device_top5));
+        total[0] += device_correct;
+        total[1] += device_top5;
     }
-    DP_TRY(dp_world_sum_doubles(&total, 1));
-    *correct = (int)total;
+    DP_TRY(dp_world_sum_doubles(total, 2));
+    *counts = (dp_eval_counts_t){.correct = (int)total[0], .top5 = (int)total[1]};
     return DP_OK;
 }
 

@@ -40,8 +40,9 @@ struct dp_trainer {
     float *split_sum, *split_part; /* (num_params + 1) each when the devices are on several
                                 backend tables (config.backends): replica_collectives.c's host
                                 buffers; NULL: one table */
-    double *host_metrics;    /* (4 x num_devices) a metrics block's download [0, 2k), the
-                                sums per device in device order [2k, 4k) */
+    double *host_metrics;    /* (2m x num_devices, m = DP_METRICS_SUMS) a metrics block's
+                                download [0, mk), the sums per device in device order
+                                [mk, 2mk) */
     float *host_stage;       /* (num_params + 1) with ranks > 1 on a backend without host_memory:
                                 what MPI sums and broadcasts, staged through host memory */
     double sync_sec;         /* time in phases 2 and 3, all steps */

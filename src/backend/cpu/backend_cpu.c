@@ -3,12 +3,13 @@
  * (ops_table.c: the SIMD kernels of ops_*.c), the optimizer update is
  * optim.c's dp_optimizer_step_range, and the collective primitives are
  * plain loops over shared memory (the sums: the kernel table's per-ISA
- * loop); a batch's loss and correct count are added up in place
+ * loop); a batch's loss, correct and top-5 counts are added up in place
  * (count_metrics); gradient clipping's sum of squares is optim.h's
  * dp_sum_squares. Stateless: one static table serves every
  * CPU device. */
 #include "dptrain/backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -134,6 +135,20 @@ static void cpu_paste_boxes(void *ctx, float *x, const float *src, int n, int ch
     }
 }
 
+/* backend.h's top-5 rule: 1 when `label` is among the 5 largest entries
+ * of row (k): fewer than 5 entries outrank it (larger, or equal at a lower
+ * index); a NaN at the label is ranked last, a NaN elsewhere outranks
+ * nothing (its comparisons are false). */
+static int cpu_top5_hit(const float *row, int k, int32_t label) {
+    if (label < 0 || label >= k) return 0;
+    const float v = row[label];
+    if (isnan(v)) return k <= 5;
+    int rank = 0;
+    for (int j = 0; j < k && rank < 5; j++)
+        rank += row[j] > v || (row[j] == v && j < label);
+    return rank < 5;
+}
+
 /* backend.h's count_metrics on host memory. The product and the sum are
  * separate statements with the product in a volatile: no fused
  * multiply-add whatever the compiler's contraction setting, the bits of
@@ -145,15 +160,17 @@ static void cpu_count_metrics(void *ctx, double *sums, const float *loss, double
         volatile double product = (double)loss[0] * scale;
         sums[0] += product;
     }
-    int correct = 0;
+    int correct = 0, top5 = 0;
     for (int i = 0; i < n; i++) {
         const float *row = logits + (size_t)i * k; /* (k) */
         int best = 0;
         for (int j = 1; j < k; j++)
             if (row[j] > row[best]) best = j;
         correct += best == labels[i];
+        top5 += cpu_top5_hit(row, k, labels[i]);
     }
     sums[1] += correct;
+    sums[2] += top5;
 }
 
 /* The process-wide convolution mode (conv_winograd.h). */

@@ -184,7 +184,7 @@ static void split_paste_boxes(void *ctx, float *x, const float *src, int n, int 
 
 static void split_count_metrics(void *ctx, double *sums, const float *loss, double scale, const float *logits,
                                 const int32_t *labels, int n, int k) {
-    check_own(ctx, "count_metrics (sums)", sums, 2 * sizeof(double));
+    check_own(ctx, "count_metrics (sums)", sums, DP_METRICS_SUMS * sizeof(double));
     if (loss) check_own(ctx, "count_metrics (loss)", loss, sizeof(float));
     check_own(ctx, "count_metrics (logits)", logits, sizeof(float) * (size_t)n * (size_t)k);
     check_own(ctx, "count_metrics (labels)", labels, sizeof(int32_t) * (size_t)n);

@@ -35,7 +35,8 @@ size_t dp_cuda_channel_partials(int N, int C, size_t L);
 cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, const void *y, void *masked, float *db, int N,
                               int C, size_t L, int add, float *partials, int bf16);
 /* backend.h's count_metrics: sums[0] += loss[0] * scale (loss may be NULL),
- * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i] */
+ * sums[1] += the rows of logits (n, k) whose first largest entry is labels[i],
+ * sums[2] += the rows whose label is among the 5 largest (backend.h's rule) */
 cudaError_t dp_cuda_count_metrics(cudaStream_t stream, double *sums, const float *loss, double scale,
                                   const float *logits, const int32_t *labels, int n, int k);
 

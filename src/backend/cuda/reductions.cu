@@ -1,8 +1,8 @@
 /* reductions.cu - the sums: the device-order sum of replicas
  * (dp_cuda_reduce), bias gradients (per-channel sums over the whole grid,
  * kernels_common.cuh's two passes; dp_cuda_channel_partials sizes their
- * scratch), a batch's metrics (its loss and correct count) and gradient
- * clipping's sum of squares. */
+ * scratch), a batch's metrics (its loss, correct and top-5 counts) and
+ * gradient clipping's sum of squares. */
 #include "kernels_common.cuh"
 
 /* --- reduce: dst = src[0] + ... + src[k-1], left to right ------------------- */
@@ -83,31 +83,51 @@ extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, c
     return cudaGetLastError();
 }
 
-/* --- metrics: a batch's loss and correct count added to two doubles (backend.h count_metrics) --- */
+/* --- metrics: a batch's loss, correct and top-5 counts added to three doubles (backend.h count_metrics) --- */
+/* backend.h's top-5 rule: 1 when fewer than 5 entries of row (k) outrank
+ * the label's (larger, or equal at a lower index); a NaN at the label is
+ * ranked last, a NaN elsewhere outranks nothing (its comparisons are false). */
+__device__ int top5_hit(const float *row, int k, int label) {
+    if (label < 0 || label >= k) return 0;
+    const float v = row[label];
+    if (isnan(v)) return k <= 5;
+    int rank = 0;
+    for (int j = 0; j < k && rank < 5; j++)
+        rank += row[j] > v || (row[j] == v && j < label);
+    return rank < 5;
+}
+
 /* One block: each thread counts its strided rows (trainer.c's rule: the
- * first largest entry), a fixed tree adds the counts (integers: exact),
- * thread 0 adds to the sums with one rounding per operation (__dmul_rn,
- * __dadd_rn: never a fused multiply-add), the host's bits. */
+ * first largest entry; and the top-5 rule), a fixed tree adds the counts
+ * (integers: exact), thread 0 adds to the sums with one rounding per
+ * operation (__dmul_rn, __dadd_rn: never a fused multiply-add), the host's
+ * bits. */
 __global__ void count_metrics_kernel(double *sums, const float *loss, double scale, const float *logits,
                                      const int32_t *labels, int n, int k) {
-    __shared__ int part[THREADS];
-    int correct = 0;
+    __shared__ int part[THREADS], part5[THREADS];
+    int correct = 0, top5 = 0;
     for (int i = (int)threadIdx.x; i < n; i += THREADS) {
         const float *row = logits + (size_t)i * k; /* (k) */
         int best = 0;
         for (int j = 1; j < k; j++)
             if (row[j] > row[best]) best = j;
         correct += best == labels[i];
+        top5 += top5_hit(row, k, labels[i]);
     }
     part[threadIdx.x] = correct;
+    part5[threadIdx.x] = top5;
     __syncthreads();
     for (int w = THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        if ((int)threadIdx.x < w) {
+            part[threadIdx.x] += part[threadIdx.x + w];
+            part5[threadIdx.x] += part5[threadIdx.x + w];
+        }
         __syncthreads();
     }
     if (threadIdx.x == 0) {
         if (loss) sums[0] = __dadd_rn(sums[0], __dmul_rn((double)loss[0], scale));
         sums[1] = __dadd_rn(sums[1], (double)part[0]);
+        sums[2] = __dadd_rn(sums[2], (double)part5[0]);
     }
 }
 
