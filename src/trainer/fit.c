@@ -793,6 +793,28 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
 }
 
 /* dp_fit over the config's sources. */
+/* The epoch's figures that come from the trainer and the sums (every
+ * rank's loss, correct count and examples): the loss and accuracy, the
+ * devices, the memory, the skipped files, gradient clipping's norms. */
+static void fill_epoch_stats(const dp_fit_config_t *config, const double sums[3], dp_epoch_stats_t *s) {
+    dp_trainer_t *trainer = config->trainer;
+    s->train_loss = sums[0] / sums[2];
+    s->label_smoothing = dp_float_decimal(dp_trainer_label_smoothing(trainer));
+    s->train_acc = sums[1] / sums[2];
+    s->devices = dp_trainer_device_names(trainer);
+    s->num_devices = dp_trainer_num_devices(trainer) * (config->world.size > 1 ? config->world.size : 1);
+    s->num_ranks = config->world.size;
+    s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
+    s->skipped_files = dp_batch_source_skipped(config->train_source);
+    dp_grad_norm_stats_t norms;
+    dp_trainer_grad_norms(trainer, &norms, 1);
+    if ((s->grad_norm_steps = norms.steps) > 0) {
+        s->grad_norm_mean = norms.norm_sum / norms.steps;
+        s->grad_norm_max = norms.norm_max;
+        s->clipped_fraction = (double)norms.clipped / norms.steps;
+    }
+}
+
 static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on_epoch, void *ctx,
                                dp_fit_result_t *result) {
     /* every rank starts training, or none: a failure before it is agreed (dp_world_agree) */
@@ -809,7 +831,6 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     if (status != DP_OK) return dp_world_agree(status);
     dp_trainer_t *trainer = config->trainer;
     const dp_world_t *world = &config->world;
-    const int ranks = world->size > 1 ? world->size : 1;
     const int writes = world->rank == 0; /* rank 0 alone writes files */
     const int eval_batch = config->eval_batch_size ? config->eval_batch_size : 1000;
     const int test_count = dp_batch_source_info(config->test_source)->count;
@@ -873,26 +894,12 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
         dp_epoch_stats_t *s = &history[epoch];
         if ((status = evaluate_epoch(config, eval_batch, test_count, s, &test_correct)) != DP_OK) goto done;
         s->epoch = epoch + 1;
-        s->train_loss = sums[0] / sums[2];
-        s->label_smoothing = dp_float_decimal(dp_trainer_label_smoothing(trainer));
-        s->train_acc = sums[1] / sums[2];
-        s->epoch_sec = epoch_sec;
         s->lr = lr;
+        s->epoch_sec = epoch_sec;
         s->images_per_sec = trained / epoch_sec; /* a resumed epoch: the part trained now */
-        s->devices = dp_trainer_device_names(trainer);
-        s->num_devices = dp_trainer_num_devices(trainer) * ranks;
-        s->num_ranks = world->size;
-        s->device_mem_peak = dp_trainer_device_memory_peak(trainer);
-        s->skipped_files = dp_batch_source_skipped(config->train_source);
+        fill_epoch_stats(config, sums, s);
         const int best = note_best(&run, epoch + 1, test_correct, test_count);
         s->best_epoch = run.best_epoch;
-        dp_grad_norm_stats_t norms;
-        dp_trainer_grad_norms(trainer, &norms, 1);
-        if ((s->grad_norm_steps = norms.steps) > 0) {
-            s->grad_norm_mean = norms.norm_sum / norms.steps;
-            s->grad_norm_max = norms.norm_max;
-            s->clipped_fraction = (double)norms.clipped / norms.steps;
-        }
         if (on_epoch && (status = on_epoch(s, ctx)) != DP_OK) goto done;
         /* the metrics also say what ran: the precision, the layout, the gradient sum, the kernels' ISA, the
          * CPU, the BLAS */
