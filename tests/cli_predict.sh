@@ -38,7 +38,7 @@ ck="$tmp/lenet.safetensors"
 # Accuracy of predict's top-1 == eval's, on 1 and 2 devices.
 labels=$($py -c "import sys; d=open(sys.argv[1],'rb').read()[8:]; print(' '.join(str(b) for b in d))" \
          "$tmp/data/t10k-labels-idx1-ubyte")
-eval_correct=$("$bin" eval --resume "$ck" --data "$tmp/data" --devices 2 | sed -E 's/.*\(([0-9]+)\/.*/\1/')
+eval_correct=$("$bin" eval --resume "$ck" --data "$tmp/data" --devices 2 | head -1 | sed -E 's/.*\(([0-9]+)\/.*/\1/')
 for devices in 1 2; do
   "$bin" predict --resume "$ck" --devices $devices --json --logits "$tmp"/png/*.png >"$tmp/p$devices.jsonl"
   correct=$(paste -d' ' <(sed -E 's/.*"top": \[\{"class": ([0-9]+).*/\1/' "$tmp/p$devices.jsonl") \

@@ -44,14 +44,14 @@ typedef struct dp_replica {
      * evaluation's, apart, so that an evaluation's larger batches leave
      * the graphs' buffers as they are; host memory: the batch's own */
     dp_input_buffers_t step_in, eval_in;
-    dp_input_buffers_t mix_in;    /* Mixup and CutMix: the partners' bytes (Mixup) and labels (step_input.c) */
+    dp_input_buffers_t mix_in;    /* Mixup and CutMix: the partners' bytes and labels (step_input.c) */
     /* the current task's arguments and results */
     dp_trainer_t *trainer;
     int index;
     const dp_batch_t *batch;      /* the step's or the evaluation's */
     const uint8_t *shard_pixels;  /* the current shard (training): device memory of the backend */
     const int32_t *shard_labels;
-    const uint8_t *partner_pixels; /* Mixup: the shard's partners' bytes (batch_mix.h), device memory */
+    const uint8_t *partner_pixels; /* Mixup and CutMix: the shard's partners' bytes (batch_mix.h), device memory */
     const int32_t *partner_labels; /* Mixup and CutMix: their labels, device memory */
     int count, denominator;
     /* device memory the backend's count_metrics adds a batch's figures to:

@@ -545,10 +545,9 @@ static dp_input_buffers_t *input_buffers(dp_replica_t *r, input_kind_t kind) {
  * replica's buffers (input_buffers: an evaluation's, a step's, or Mixup's
  * and CutMix's partners'; grown when a larger batch comes: that frees
  * device memory, so step graphs pointing there go stale and are captured
- * again); a batch without pixels (CutMix's partners): its labels only. On
- * host memory the shards are read from the batch itself. */
+ * again). On host memory the shards are read from the batch itself. */
 static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int micros, input_kind_t kind) {
-    const size_t example = batch->pixels ? (size_t)batch->channels * batch->height * batch->width : 0;
+    const size_t example = (size_t)batch->channels * batch->height * batch->width;
     const int eval = kind == INPUT_EVAL;
     for (int d = 0; d < t->num_devices; d++) {
         dp_replica_t *r = &t->replicas[d];
@@ -576,9 +575,8 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
         for (int m = 0; m < micros; m++) {
             int first, count;
             dp_trainer_step_shard(t, batch->n, micros, m, d, &first, &count);
-            if (example)
-                be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
-                           (size_t)count * example);
+            be->upload(be->ctx, in->pixels + used * example, batch->pixels + (size_t)first * example,
+                       (size_t)count * example);
             be->upload(be->ctx, in->labels + used, batch->labels + first, sizeof(int32_t) * (size_t)count);
             used += (size_t)count;
         }
@@ -591,10 +589,10 @@ static dp_status_t stage_input(dp_trainer_t *t, const dp_batch_t *batch, int mic
  * CutMix's partners (step_input.c), in the backend's memory. */
 static void assign_partners(dp_replica_t *r, const dp_batch_t *partners, int micro, int first, int count) {
     dp_input_buffers_t *in = &r->mix_in;
-    const size_t example = partners->pixels ? (size_t)partners->channels * partners->height * partners->width : 0;
+    const size_t example = (size_t)partners->channels * partners->height * partners->width;
     if (micro == 0) in->used = 0;
     if (r->backend->host_memory) {
-        r->partner_pixels = partners->pixels ? partners->pixels + (size_t)first * example : NULL;
+        r->partner_pixels = partners->pixels + (size_t)first * example;
         r->partner_labels = partners->labels + first;
     } else {
         r->partner_pixels = in->pixels + in->used * example;
@@ -662,7 +660,8 @@ static void add_range(int start, int count, int *first, int *counts, int max, in
 int dp_trainer_batch_share(void *trainer, int n, int *first, int *count, int max) {
     const dp_trainer_t *t = trainer;
     /* Mixup and CutMix: each example's partner, the one before it (the
-     * first's: the last), is read by the same rank */
+     * first's: the last), is read by the same rank (random erasing needs
+     * no other example) */
     const int partners = dp_mix_on(&t->config.mix) && t->config.world.size > 1;
     int micros = step_micros(t, n), ranges = 0, wraps = 0;
     for (int m = 0; m < micros; m++) {
