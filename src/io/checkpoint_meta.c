@@ -129,6 +129,21 @@ static dp_status_t model_text(const dp_model_t *model, char **out) {
     return DP_OK;
 }
 
+/* After the META_COUNT keys, the first optional ones: the warm-up's shape,
+ * each only when not its default (schedule.h), so that a run without the
+ * options writes the bytes it wrote before them. */
+static void start_optional_keys(dp_checkpoint_meta_t *m, const dp_lr_schedule_t *sc) {
+    m->count = META_COUNT;
+    if (sc->warmup_method != DP_WARMUP_LINEAR)
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_METHOD_KEY,
+                                                dp_lr_warmup_method_name(sc->warmup_method)};
+    if (sc->warmup_start != 0.0) {
+        snprintf(m->warmup_start, sizeof m->warmup_start, "%.17g", sc->warmup_start);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_START_KEY, m->warmup_start};
+    }
+    if (sc->warmup_sequential) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, "1"};
+}
+
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
@@ -185,15 +200,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     snprintf(m->values[META_OPTIMIZER_STATES], 256, "%s", optimizer_states);
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
-    m->count = META_COUNT;
-    if (sc->warmup_method != DP_WARMUP_LINEAR) /* the warm-up's shape, only when not the default (schedule.h) */
-        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_METHOD_KEY,
-                                                dp_lr_warmup_method_name(sc->warmup_method)};
-    if (sc->warmup_start != 0.0) {
-        snprintf(m->warmup_start, sizeof m->warmup_start, "%.17g", sc->warmup_start);
-        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_START_KEY, m->warmup_start};
-    }
-    if (sc->warmup_sequential) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, "1"};
+    start_optional_keys(m, sc);
     if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
         if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
             return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
