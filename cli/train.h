@@ -30,6 +30,9 @@ typedef struct {
     const char *optimizer, *lr_schedule;
     float momentum, beta1, beta2, eps, lr_gamma, lr_min, warmup_epochs;
     int nesterov, lr_step_epochs, warmup_steps;
+    const char *warmup_method; /* "linear" (the default) or "constant" */
+    float warmup_start;        /* NAN: not given (1 / W) */
+    int warmup_sequential;
     int epochs;
     int stop_after; /* 0: run all the epochs */
     uint64_t seed;
@@ -74,7 +77,7 @@ typedef struct {
     const char *image_size;          /* --image-size N|HxW: the model's input height and width (NULL: its own) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
                                         augment copied from the fields above */
-    size_t given[64 + CLI_DATA_OPTIONS]; /* the options the command line gave: their fields' offsets in this
+    size_t given[72 + CLI_DATA_OPTIONS]; /* the options the command line gave: their fields' offsets in this
                                             struct (train_option_given) */
     int num_given;
 } train_options_t;

@@ -73,14 +73,24 @@ const char train_usage[] =
     "  --eps X                   adam, adamw, adagrad: added to the denominator (default\n"
     "                            1e-8, 1e-10)\n"
     "  --lr-schedule NAME        constant (default), step (lr x gamma every\n"
-    "                            --lr-step-epochs) or cosine (from lr down to --lr-min\n"
-    "                            over all the epochs); updated every step\n"
+    "                            --lr-step-epochs), cosine (from lr down to --lr-min\n"
+    "                            over all the epochs) or exponential (lr x gamma every\n"
+    "                            epoch, torch's ExponentialLR); updated every step\n"
     "  --lr-step-epochs N        step: epochs between decays (required)\n"
-    "  --lr-gamma X              step: the decay factor, in (0, 1] (default 0.1)\n"
+    "  --lr-gamma X              step: the decay factor, in (0, 1] (default 0.1);\n"
+    "                            exponential: the factor per epoch (required)\n"
     "  --lr-min X                cosine: the final learning rate (default 0)\n"
     "  --warmup-epochs X         linear warm-up over X epochs (rounded to steps): step t\n"
     "                            of the first W uses (t + 1) / W of the scheduled lr\n"
     "  --warmup-steps N          the same, over N steps\n"
+    "  --warmup-method NAME      linear (default) or constant (F, then 1): torchvision's\n"
+    "                            --lr-warmup-method\n"
+    "  --warmup-start F          the warm-up's factor at step 0, in (0, 1]: linear then\n"
+    "                            uses F + (1 - F) t / W (torchvision's --lr-warmup-decay;\n"
+    "                            default 1 / W, the (t + 1) / W above)\n"
+    "  --warmup-sequential       the schedule starts after the warm-up (torchvision's\n"
+    "                            SequentialLR; cosine over the epochs left) instead of\n"
+    "                            being multiplied by it from step 0\n"
     "  --epochs N                passes over the training set (default 10; with --resume,\n"
     "                            the run's own)\n"
     "  --stop-after N            stop after epoch N of --epochs (a planned interruption:\n"
@@ -243,11 +253,11 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         .threads_per_device = 1,
         .comm_timeout = 300.0f,
         .optimizer = "sgd",
-        .lr_schedule = "constant",
-        .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN,
+        .lr_schedule = "constant", .warmup_method = "linear",
+        .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN, .lr_gamma = NAN, .warmup_start = NAN,
         .data = cli_data_defaults(),
     };
-    option_t options[64 + CLI_DATA_OPTIONS] = {
+    option_t options[72 + CLI_DATA_OPTIONS] = {
         {"model", OPT_STRING, &o->model, 0, 0},
         {"data", OPT_STRING, &o->data_dir, 0, 0},
         {"batch-size", OPT_INT, &o->batch_size, 1, 1 << 24},
@@ -267,6 +277,9 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"lr-min", OPT_FLOAT, &o->lr_min, 0, 0},
         {"warmup-epochs", OPT_FLOAT, &o->warmup_epochs, 0, 0},
         {"warmup-steps", OPT_INT, &o->warmup_steps, 1, 1 << 30},
+        {"warmup-method", OPT_STRING, &o->warmup_method, 0, 0},
+        {"warmup-start", OPT_FLOAT, &o->warmup_start, 0, 0},
+        {"warmup-sequential", OPT_FLAG, &o->warmup_sequential, 0, 0},
         {"epochs", OPT_INT, &o->epochs, 1, 1000000},
         {"stop-after", OPT_INT, &o->stop_after, 1, 1000000},
         {"seed", OPT_UINT64, &o->seed, 0, 0},
@@ -403,9 +416,21 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
     DP_TRY(dp_optim_config_check(optim));
     kind = dp_lr_schedule_kind_from_name(o->lr_schedule);
     if (kind < 0)
-        return dp_fail(DP_ERR_ARG, "train: --lr-schedule: '%s' is not constant, step or cosine", o->lr_schedule);
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule: '%s' is not constant, step, cosine or exponential",
+                       o->lr_schedule);
     if (kind == DP_LR_STEP && o->lr_step_epochs == 0)
         return dp_fail(DP_ERR_ARG, "train: --lr-schedule step needs --lr-step-epochs N");
+    if (kind == DP_LR_EXPONENTIAL && isnan(o->lr_gamma))
+        return dp_fail(DP_ERR_ARG, "train: --lr-schedule exponential needs --lr-gamma X (the factor per epoch)");
+    const int method = dp_lr_warmup_method_from_name(o->warmup_method);
+    if (method < 0)
+        return dp_fail(DP_ERR_ARG, "train: --warmup-method: '%s' is not linear or constant", o->warmup_method);
+    if (!isnan(o->warmup_start) && !(o->warmup_start > 0.0f && o->warmup_start <= 1.0f))
+        return dp_fail(DP_ERR_ARG, "train: --warmup-start must be in (0, 1], found %g", o->warmup_start);
+    if ((method != DP_WARMUP_LINEAR || !isnan(o->warmup_start) || o->warmup_sequential) &&
+        o->warmup_epochs == 0.0f && o->warmup_steps == 0)
+        return dp_fail(DP_ERR_ARG, "train: --warmup-method, --warmup-start and --warmup-sequential need "
+                       "--warmup-epochs X or --warmup-steps N, found neither");
     float gamma = 0.0f;
     DP_TRY(optional_positive("lr-gamma", o->lr_gamma, &gamma));
     *schedule = (dp_lr_schedule_t){.kind = (dp_lr_schedule_kind_t)kind, .lr = dp_float_decimal(o->lr),
@@ -413,7 +438,10 @@ static dp_status_t optimizer_options(train_options_t *o, dp_optim_config_t *opti
                                    .total_epochs = kind == DP_LR_COSINE ? o->epochs : 0,
                                    .min_lr = dp_float_decimal(o->lr_min),
                                    .warmup_epochs = dp_float_decimal(o->warmup_epochs),
-                                   .warmup_steps = (uint64_t)o->warmup_steps};
+                                   .warmup_steps = (uint64_t)o->warmup_steps,
+                                   .warmup_method = (dp_lr_warmup_method_t)method,
+                                   .warmup_start = isnan(o->warmup_start) ? 0.0 : dp_float_decimal(o->warmup_start),
+                                   .warmup_sequential = o->warmup_sequential};
     return dp_lr_schedule_check(schedule);
 }
 

@@ -25,6 +25,18 @@ static void print_resume(const char *path, const dp_fit_begin_t *b) {
                b->first_epoch, PLURAL(b->first_epoch), (unsigned long long)b->step_count);
 }
 
+/* "cosine", or with a warm-up not at its defaults "cosine; warm-up linear
+ * from 0.01, sequential" (the method, --warmup-start, --warmup-sequential). */
+static void describe_schedule(const train_options_t *o, char *text, size_t size) {
+    const int shaped = strcmp(o->warmup_method, "linear") != 0 || !isnan(o->warmup_start) || o->warmup_sequential;
+    int at = snprintf(text, size, "%s", o->lr_schedule);
+    if (!shaped) return;
+    at += snprintf(text + at, size - (size_t)at, "; warm-up %s", o->warmup_method);
+    if (!isnan(o->warmup_start))
+        at += snprintf(text + at, size - (size_t)at, " from %.9g", dp_float_decimal(o->warmup_start));
+    if (o->warmup_sequential) snprintf(text + at, size - (size_t)at, ", sequential");
+}
+
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     train_printer_t *p = ctx;
     const train_options_t *o = p->o;
@@ -75,13 +87,15 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
                        dp_float_decimal(o->random_erase));
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
+    char schedule[128];
+    describe_schedule(o, schedule, sizeof schedule);
     if (!o->quiet)
         printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
                p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, decay,
                o->lr,
-               o->lr_schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
+               schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
                o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed, smoothing,
                dp_precision_name((dp_precision_t)o->precision),
                o->channels_last ? ", channels-last" : "", devices,

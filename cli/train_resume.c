@@ -48,7 +48,8 @@ static void take_optimizer(train_options_t *o, const dp_optim_config_t *saved) {
 /* The schedule and its parameters (floats: the file holds each as the
  * shortest decimal of the float given, which rounds back to it); none when
  * --lr-schedule names another (refused). The warm-up, in epochs or steps,
- * only when neither is given. */
+ * only when neither is given; its method, start and placement each when
+ * not given. */
 static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
     const char *name = dp_lr_schedule_kind_name(saved->kind);
     if (GIVEN(lr_schedule) && strcmp(o->lr_schedule, name) != 0) return;
@@ -60,6 +61,9 @@ static void take_schedule(train_options_t *o, const dp_lr_schedule_t *saved) {
         o->warmup_epochs = (float)saved->warmup_epochs;
         o->warmup_steps = (int)saved->warmup_steps;
     }
+    if (!GIVEN(warmup_method)) o->warmup_method = dp_lr_warmup_method_name(saved->warmup_method);
+    if (!GIVEN(warmup_start) && saved->warmup_start != 0.0) o->warmup_start = (float)saved->warmup_start;
+    if (!GIVEN(warmup_sequential)) o->warmup_sequential = saved->warmup_sequential;
 }
 
 /* The step's batch (the file's batch_size) as the saved --batch-size x
@@ -202,6 +206,10 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(lr_min) && o->lr_min != 0.0f) list_float(text, size, "lr-min", o->lr_min);
     if (!GIVEN(warmup_epochs) && o->warmup_epochs != 0.0f) list_float(text, size, "warmup-epochs", o->warmup_epochs);
     if (!GIVEN(warmup_steps) && o->warmup_steps) list_int(text, size, "warmup-steps", o->warmup_steps);
+    if (!GIVEN(warmup_method) && strcmp(o->warmup_method, plain->warmup_method) != 0)
+        list_option(text, size, "warmup-method", o->warmup_method);
+    if (!GIVEN(warmup_start) && !isnan(o->warmup_start)) list_float(text, size, "warmup-start", o->warmup_start);
+    if (!GIVEN(warmup_sequential) && o->warmup_sequential) list_option(text, size, "warmup-sequential", "");
     if (!GIVEN(epochs) && o->epochs != plain->epochs) list_int(text, size, "epochs", o->epochs);
     if (!o->batch_size_given && o->batch_size != plain->batch_size) list_int(text, size, "batch-size", o->batch_size);
     if (!GIVEN(accumulate) && o->accumulate > 1) list_int(text, size, "accumulate", o->accumulate);

@@ -151,7 +151,7 @@ expect_error "--beta1: 'abc' is not a number" "${small[@]}" --optimizer adam --b
 expect_error "eps must be a positive number, found -1" "${small[@]}" --optimizer adam --eps -1
 expect_error "eps applies to adagrad, adam and adamw only" "${small[@]}" --optimizer momentum --eps 1e-8
 expect_error "optimizer adamw: nesterov needs momentum > 0" "${small[@]}" --optimizer adamw --nesterov
-expect_error "--lr-schedule: 'linear' is not constant, step or cosine" "${small[@]}" --lr-schedule linear
+expect_error "--lr-schedule: 'linear' is not constant, step, cosine or exponential" "${small[@]}" --lr-schedule linear
 expect_error "--lr-schedule step needs --lr-step-epochs N" "${small[@]}" --lr-schedule step
 expect_error "--lr-step-epochs: 'x' is not a whole number" "${small[@]}" --lr-schedule step --lr-step-epochs x
 expect_error "gamma must be in \(0, 1\], found 2" "${small[@]}" --lr-schedule step --lr-step-epochs 2 --lr-gamma 2

@@ -369,7 +369,9 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.optim.has_norm_weight_decay = 1; /* 0: a group's decay that is none */
     info.optim.has_bias_weight_decay = 1, info.optim.bias_weight_decay = 0.05f / 3.0f;
     info.schedule = (dp_lr_schedule_t){.kind = DP_LR_COSINE, .lr = 1.0 / 3.0, .total_epochs = 7,
-                                       .min_lr = 1.0 / 30.0, .warmup_steps = 11};
+                                       .min_lr = 1.0 / 30.0, .warmup_steps = 11,
+                                       .warmup_method = DP_WARMUP_CONSTANT, .warmup_start = 0.1 / 3.0,
+                                       .warmup_sequential = 1};
     info.steps_per_epoch = 235;
     info.step_count = 12345678901ULL;
     info.optimizer_steps = 12345678900ULL;
@@ -402,7 +404,8 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            p->bias_weight_decay == q->bias_weight_decay && s->kind == t->kind && s->lr == t->lr &&
            s->step_epochs == t->step_epochs && s->gamma == t->gamma && s->total_epochs == t->total_epochs &&
            s->min_lr == t->min_lr && s->warmup_epochs == t->warmup_epochs && s->warmup_steps == t->warmup_steps &&
-           a->steps_per_epoch == b->steps_per_epoch && a->step_count == b->step_count &&
+           s->warmup_method == t->warmup_method && s->warmup_start == t->warmup_start &&
+           s->warmup_sequential == t->warmup_sequential && a->steps_per_epoch == b->steps_per_epoch && a->step_count == b->step_count &&
            a->optimizer_steps == b->optimizer_steps && a->epochs_completed == b->epochs_completed &&
            a->loader_epoch == b->loader_epoch && a->loader_batch == b->loader_batch && a->seed == b->seed &&
            a->batch_size == b->batch_size && a->accumulate == b->accumulate &&
@@ -924,7 +927,14 @@ static void check_metadata_edits(const char *path, const char *edited) {
         {"format", NULL, "not a dptrain checkpoint"},
         {"optimizer", "rmsprop", "'optimizer' is 'rmsprop', expected sgd, momentum, adagrad, adam or adamw"},
         {"optimizer.momentum", "0.5", "metadata 'optimizer.*': "},
-        {"lr_schedule", "linear", "'lr_schedule' is 'linear', expected constant, step or cosine"},
+        {"lr_schedule", "linear", "'lr_schedule' is 'linear', expected constant, step, cosine or exponential"},
+        {"lr_schedule.warmup_method", "cosine", "'lr_schedule.warmup_method' is 'cosine', expected linear or "
+                                                "constant"},
+        {"lr_schedule.warmup_start", "0", "'lr_schedule.warmup_start' is '0', expected a number in (0, 1]"},
+        {"lr_schedule.warmup_start", "1.5", "'lr_schedule.warmup_start' is '1.5', expected a number in (0, 1]"},
+        {"lr_schedule.warmup_start", "0.1x", "'lr_schedule.warmup_start' is '0.1x', expected a number in (0, 1]"},
+        {"lr_schedule.warmup_sequential", "0", "'lr_schedule.warmup_sequential' is '0', expected 1 (or no such"},
+        {"lr_schedule.warmup_steps", "0", "metadata 'lr_schedule.*': lr schedule: a warm-up method, start factor"},
         {"lr_schedule", NULL, "metadata 'lr_schedule' is missing"},
         {"lr_schedule.lr", "0.1x", "'lr_schedule.lr' is '0.1x', expected a number"},
         {"lr_schedule.min_lr", "1", "metadata 'lr_schedule.*': lr schedule cosine: the minimum"},
@@ -970,7 +980,8 @@ static void check_metadata_edits(const char *path, const char *edited) {
     static const char *const newer_keys[] = {"accumulate", "epochs_planned", "sync_batch_norm", "label_smoothing",
                                              "optimizer.norm_weight_decay", "optimizer.bias_weight_decay",
                                              "best.epoch", "best.test_correct", "best.test_count", "early_stop",
-                                             "clip_grad_norm"};
+                                             "clip_grad_norm", "lr_schedule.warmup_method",
+                                             "lr_schedule.warmup_start", "lr_schedule.warmup_sequential"};
     rewrite(path, edited, newer_keys[0], NULL, NULL);
     for (size_t k = 1; k < sizeof newer_keys / sizeof newer_keys[0]; k++) {
         rewrite(edited, older, newer_keys[k], NULL, NULL);
@@ -982,7 +993,10 @@ static void check_metadata_edits(const char *path, const char *edited) {
           !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay && dp_checkpoint_info(old_file)->best_epoch == 0 &&
           dp_checkpoint_info(old_file)->early_stop == 0 &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
-          dp_checkpoint_info(old_file)->label_smoothing == 0.0f && dp_checkpoint_info(old_file)->clip_grad_norm == 0.0f,
+          dp_checkpoint_info(old_file)->label_smoothing == 0.0f && dp_checkpoint_info(old_file)->clip_grad_norm == 0.0f &&
+          dp_checkpoint_info(old_file)->schedule.warmup_method == DP_WARMUP_LINEAR &&
+          dp_checkpoint_info(old_file)->schedule.warmup_start == 0.0 &&
+          dp_checkpoint_info(old_file)->schedule.warmup_sequential == 0,
           "a file without the newer keys: %s", dp_error_message());
     dp_checkpoint_close(old_file);
 }

@@ -435,6 +435,83 @@ static void test_schedules_against_pytorch(void) {
     }
 }
 
+/* torchvision's warm-ups, SequentialLR and ExponentialLR (make_optim_fixtures.py's
+ * warmup_case), in float64: within 1e-12 relative. */
+static const char *const warmup_cases[] = {
+    "schedule-exponential", "schedule-step-linear-start", "schedule-cosine-constant-start",
+    "schedule-cosine-sequential", "schedule-cosine-sequential-default", "schedule-exponential-sequential",
+    "schedule-step-sequential",
+};
+
+static void test_warmups_against_pytorch(void) {
+    for (size_t c = 0; c < sizeof warmup_cases / sizeof warmup_cases[0]; c++) {
+        fixture_t f;
+        if (!fixture_load("optim", warmup_cases[c], &f)) continue;
+        const fixture_tensor_t *bits = fixture_get(&f, "config_f64_bits"), *lrs = fixture_get(&f, "lr_f64_bits");
+        const int *ci = fixture_get(&f, "config_int")->data;
+        DP_ASSERT(bits && bits->numel == 10 && lrs && lrs->numel % 2 == 0);
+        double cf[5];
+        memcpy(cf, bits->data, sizeof cf);
+        dp_lr_schedule_t s = {.kind = (dp_lr_schedule_kind_t)ci[0], .lr = cf[0], .step_epochs = ci[1],
+                              .gamma = cf[1], .total_epochs = ci[2], .min_lr = cf[2], .warmup_epochs = cf[3],
+                              .warmup_steps = (uint64_t)ci[4], .warmup_start = cf[4],
+                              .warmup_method = (dp_lr_warmup_method_t)ci[5], .warmup_sequential = ci[6]};
+        CHECK(dp_lr_schedule_check(&s) == DP_OK, "%s: %s", warmup_cases[c], dp_error_message());
+        double worst = 0.0, worst_want = 0.0;
+        size_t worst_t = 0;
+        for (size_t t = 0; t < lrs->numel / 2; t++) {
+            double want;
+            memcpy(&want, (const int32_t *)lrs->data + 2 * t, sizeof want);
+            double rel = fabs(dp_lr_schedule_lr(&s, t, (uint64_t)ci[3]) - want) / want;
+            if (rel >= worst) worst = rel, worst_t = t, worst_want = want;
+        }
+        CHECK(worst <= 1e-12, "%s: step %zu: lr %.17g, torch %.17g", warmup_cases[c], worst_t,
+              dp_lr_schedule_lr(&s, worst_t, (uint64_t)ci[3]), worst_want);
+        printf("%-36s %zu steps, worst relative lr difference %.2g\n", warmup_cases[c], lrs->numel / 2, worst);
+        fixture_free(&f);
+    }
+}
+
+/* The new fields at their defaults (linear, no start, chained) give the
+ * schedules of before bit for bit: (t + 1) / W multiplied in last. */
+static void test_warmup_defaults_unchanged(void) {
+    const dp_lr_schedule_t cases[] = {
+        {.kind = DP_LR_CONSTANT, .lr = 0.4, .warmup_steps = 10},
+        {.kind = DP_LR_STEP, .lr = 0.1, .step_epochs = 2, .gamma = 0.1, .warmup_epochs = 1.4},
+        {.kind = DP_LR_COSINE, .lr = 0.3, .total_epochs = 12, .min_lr = 0.01, .warmup_steps = 13},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const dp_lr_schedule_t *s = &cases[c];
+        const uint64_t n = 5, warmup = dp_lr_schedule_warmup_steps(s, n);
+        for (uint64_t t = 0; t < 60; t++) {
+            double lr = s->lr; /* the formula as it was written before the warm-up options */
+            if (s->kind == DP_LR_STEP) lr *= pow(s->gamma, (double)(t / ((uint64_t)s->step_epochs * n)));
+            if (s->kind == DP_LR_COSINE) {
+                double progress = t >= 60 ? 1.0 : (double)t / 60.0;
+                lr = s->min_lr + (s->lr - s->min_lr) * (1.0 + cos(M_PI * progress)) / 2.0;
+            }
+            if (t < warmup) lr *= (double)(t + 1) / (double)warmup;
+            const double now = dp_lr_schedule_lr(s, t, n);
+            CHECK(memcmp(&now, &lr, sizeof lr) == 0, "case %zu step %llu: %.17g, before %.17g", c,
+                  (unsigned long long)t, now, lr);
+        }
+    }
+    CHECK(dp_lr_warmup_method_from_name("constant") == DP_WARMUP_CONSTANT &&
+          dp_lr_warmup_method_from_name("linear") == DP_WARMUP_LINEAR &&
+          dp_lr_warmup_method_from_name("cosine") == -1 && dp_lr_schedule_kind_from_name("exponential") ==
+          DP_LR_EXPONENTIAL, "warm-up method and schedule names");
+    /* a warm-up start of 1 with the constant method: no warm-up at all */
+    dp_lr_schedule_t flat = {.kind = DP_LR_COSINE, .lr = 0.3, .total_epochs = 12, .warmup_steps = 9,
+                             .warmup_method = DP_WARMUP_CONSTANT, .warmup_start = 1.0};
+    dp_lr_schedule_t none = {.kind = DP_LR_COSINE, .lr = 0.3, .total_epochs = 12};
+    CHECK(dp_lr_schedule_lr(&flat, 4, 5) == dp_lr_schedule_lr(&none, 4, 5), "constant warm-up at 1");
+    /* sequential cosine whose warm-up is as long as the run: min_lr after it */
+    dp_lr_schedule_t all_warm = {.kind = DP_LR_COSINE, .lr = 0.3, .total_epochs = 2, .min_lr = 0.01,
+                                 .warmup_epochs = 2.0, .warmup_sequential = 1};
+    CHECK(dp_lr_schedule_lr(&all_warm, 10, 5) == 0.01 && dp_lr_schedule_lr(&all_warm, 12, 5) == 0.01,
+          "sequential cosine after a warm-up of the whole run: %g", dp_lr_schedule_lr(&all_warm, 10, 5));
+}
+
 static void test_schedule_edges(void) {
     CHECK(dp_lr_schedule_kind_from_name("cosine") == DP_LR_COSINE && dp_lr_schedule_kind_from_name("step") ==
           DP_LR_STEP && dp_lr_schedule_kind_from_name("constant") == DP_LR_CONSTANT &&
@@ -472,9 +549,25 @@ static void test_schedule_edges(void) {
         {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_epochs = -1.0}, "warm-up epochs must be >= 0, found -1"},
         {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_epochs = 1.0, .warmup_steps = 5}, "not both"},
         {{.kind = (dp_lr_schedule_kind_t)9, .lr = 0.1}, "unknown kind 9"},
+        {{.kind = DP_LR_EXPONENTIAL, .lr = 0.1}, "lr schedule exponential: gamma must be in (0, 1], found 0"},
+        {{.kind = DP_LR_EXPONENTIAL, .lr = 0.1, .gamma = 1.25}, "gamma must be in (0, 1], found 1.25"},
+        {{.kind = DP_LR_EXPONENTIAL, .lr = 0.1, .gamma = 0.9, .step_epochs = 2}, "the step length applies to the "
+                                                                                "step schedule only, found 2"},
+        {{.kind = DP_LR_EXPONENTIAL, .lr = 0.1, .gamma = 0.9, .min_lr = 0.01}, "applies to the cosine schedule"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_steps = 5, .warmup_start = 1.5},
+         "the warm-up's start factor must be in (0, 1], found 1.5"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_steps = 5, .warmup_start = -0.5},
+         "the warm-up's start factor must be in (0, 1], found -0.5"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_steps = 5, .warmup_method = (dp_lr_warmup_method_t)2},
+         "unknown warm-up method 2 (expected linear or constant)"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_sequential = 1}, "needs a warm-up length in epochs or steps"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_start = 0.5}, "needs a warm-up length in epochs or steps"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_method = DP_WARMUP_CONSTANT}, "needs a warm-up length"},
+        {{.kind = DP_LR_CONSTANT, .lr = 0.1, .warmup_steps = 5, .warmup_sequential = 2}, "must be 0 or 1, found 2"},
     };
     for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
-        CHECK(dp_lr_schedule_check(&bad[c].s) == DP_ERR_ARG && strstr(dp_error_message(), bad[c].message),
+        CHECK(dp_lr_schedule_check(&bad[c].s) == DP_ERR_ARG && strstr(dp_error_message(), bad[c].message) &&
+              !strchr(dp_error_message(), '\n'),
               "schedule case %zu: '%s', expected '%s'", c, dp_error_message(), bad[c].message);
     }
 }
@@ -663,6 +756,8 @@ int main(void) {
     test_bad_configs();
     test_schedules_against_pytorch();
     test_schedule_edges();
+    test_warmups_against_pytorch();
+    test_warmup_defaults_unchanged();
     test_in_trainer();
     test_decay_groups_in_trainer();
     return testing_finish("test_optim");

@@ -26,6 +26,19 @@ the warm-up LinearLR(1/W, total_iters=W-1) chained with them
 (ChainedScheduler). The script also checks torch's values against
 schedule.h's closed form in float64 before writing them.
 
+Warm-up cases ("schedule-*-start", "-sequential", "exponential"): the same,
+for torchvision's --lr-warmup-method, --lr-warmup-decay and SequentialLR,
+and ExponentialLR; kept in float64 (their bits), so that the test holds to
+1e-12. Where the case says "per epoch", torch's schedulers step once per
+epoch as torchvision's reference steps them, and each epoch's lr is written
+for its N iterations (what schedule.h gives at every step); else they step
+per iteration. Tensors:
+    "config_f64_bits" i32[10]  lr, gamma, min_lr, warmup_epochs, warmup_start
+    "config_int"      i32[7]   kind (3 exponential), step_epochs, total_epochs,
+                               steps_per_epoch, warmup_steps, warmup_method
+                               (0 linear, 1 constant), sequential (0/1)
+    "lr_f64_bits"     i32[2 S] the learning rate of iteration t
+
 Clipping cases ("clip-*.bin"): torch.nn.utils.clip_grad_norm_ over four
 tensors of several sizes, then an SGD step with momentum 0.9, for STEPS
 steps (tests/test_clip.c replays them through optim.h's dp_clip_* and
@@ -294,6 +307,102 @@ def schedule_case(name, kind, lr, steps_per_epoch, step_epochs=0, gamma=0.0, tot
     return name, "schedule", tensors
 
 
+def warmup_closed_form(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, start, method, sequential,
+                       n, t):
+    """schedule.h's formula with the warm-up's method, start and placement, in float64."""
+    if t < warmup:
+        if method == 1:
+            factor = start if start else 1.0 / warmup
+        else:
+            factor = start + (1 - start) * t / warmup if start else (t + 1) / warmup
+    else:
+        factor = 1.0
+    shift = warmup if sequential else 0
+    u = t - shift if t >= shift else t
+    if kind == 3:
+        base = lr * gamma ** (u // n)
+    elif kind == 2:
+        length = total_epochs * n - shift
+        base = min_lr + (lr - min_lr) * (1 + math.cos(math.pi * min(u, length) / length)) / 2
+    else:
+        base = closed_form_lr(lr, kind, step_epochs, gamma, total_epochs, min_lr, 0, n, u)
+    if sequential and t < warmup:
+        base = lr
+    return base * factor
+
+
+def warmup_case(name, kind, lr, steps_per_epoch, make_main, steps, step_epochs=0, gamma=0.0, total_epochs=0,
+                min_lr=0.0, warmup_epochs=0, start=0.0, method=0, sequential=0, per_epoch=False):
+    """make_main(opt, shift): the main scheduler (shift: the warm-up's steps or epochs when sequential);
+    the warm-up as torchvision builds it, in iterations (or epochs: per_epoch). The numbers are the
+    decimals given, as dptrain's CLI passes a float option's shortest decimal (dp_float_decimal)."""
+    warmup = warmup_epochs * steps_per_epoch
+    units = warmup_epochs if per_epoch else warmup  # the warm-up in scheduler steps
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=lr)
+    if warmup == 0:
+        warm = None
+    elif method == 1:
+        warm = torch.optim.lr_scheduler.ConstantLR(opt, factor=start if start else 1.0 / units, total_iters=units)
+    elif start:
+        warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=start, total_iters=units)
+    else:
+        warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / units, total_iters=units - 1)
+    main = make_main(opt, units if sequential else 0)
+    if not warm:
+        schedule = main
+    elif sequential:
+        schedule = torch.optim.lr_scheduler.SequentialLR(opt, [warm, main], milestones=[units])
+    else:
+        schedule = torch.optim.lr_scheduler.ChainedScheduler([warm, main])
+    lrs = []
+    for t in range(steps):
+        lrs.append(opt.param_groups[0]["lr"])
+        expected = warmup_closed_form(lr, kind, step_epochs, gamma, total_epochs, min_lr, warmup, start, method,
+                                      sequential, steps_per_epoch, t)
+        assert abs(lrs[-1] - expected) <= 1e-13 * expected, (name, t, lrs[-1], expected)
+        opt.step()
+        if not per_epoch or (t + 1) % steps_per_epoch == 0:
+            schedule.step()
+    config = np.array([lr, gamma, min_lr, warmup_epochs, start], np.float64)
+    config_int = np.array([kind, step_epochs, total_epochs, steps_per_epoch, 0, method, sequential], np.int32)
+    tensors = [("config_f64_bits", config.view(np.int32)), ("config_int", config_int),
+               ("lr_f64_bits", np.array(lrs, np.float64).view(np.int32))]
+    return name, "schedule", tensors
+
+
+def all_warmup_cases():
+    sched = torch.optim.lr_scheduler
+    return [
+        # ExponentialLR as torchvision steps it, per epoch, no warm-up
+        warmup_case("schedule-exponential", 3, lr=0.1, steps_per_epoch=6, steps=60, gamma=0.8, per_epoch=True,
+                    make_main=lambda o, s: sched.ExponentialLR(o, gamma=0.8)),
+        # chained: LinearLR(start_factor F, total_iters W) x StepLR, per iteration
+        warmup_case("schedule-step-linear-start", 1, lr=0.5, steps_per_epoch=5, steps=60, step_epochs=2, gamma=0.5,
+                    warmup_epochs=2, start=0.25,
+                    make_main=lambda o, s: sched.StepLR(o, step_size=10, gamma=0.5)),
+        # chained: ConstantLR(F, W) x CosineAnnealingLR
+        warmup_case("schedule-cosine-constant-start", 2, lr=0.3, steps_per_epoch=7, steps=56, total_epochs=8,
+                    warmup_epochs=1, start=0.1, method=1,
+                    make_main=lambda o, s: sched.CosineAnnealingLR(o, T_max=56)),
+        # torchvision's recipe: SequentialLR([LinearLR(0.01, W), CosineAnnealingLR(T - W, eta_min)], [W])
+        warmup_case("schedule-cosine-sequential", 2, lr=0.5, steps_per_epoch=5, steps=50, total_epochs=10,
+                    min_lr=0.001, warmup_epochs=2, start=0.01, sequential=1,
+                    make_main=lambda o, s: sched.CosineAnnealingLR(o, T_max=50 - s, eta_min=0.001)),
+        # the default start (t + 1) / W, sequential
+        warmup_case("schedule-cosine-sequential-default", 2, lr=0.2, steps_per_epoch=4, steps=40, total_epochs=10,
+                    warmup_epochs=3, sequential=1, make_main=lambda o, s: sched.CosineAnnealingLR(o, T_max=40 - s)),
+        # torchvision per epoch: SequentialLR([ConstantLR(F, E), ExponentialLR(gamma)], [E])
+        warmup_case("schedule-exponential-sequential", 3, lr=0.4, steps_per_epoch=4, steps=48, gamma=0.7,
+                    warmup_epochs=2, start=0.1, method=1, sequential=1, per_epoch=True,
+                    make_main=lambda o, s: sched.ExponentialLR(o, gamma=0.7)),
+        # torchvision per epoch: SequentialLR([ConstantLR(F, E), StepLR(2, 0.1)], [E])
+        warmup_case("schedule-step-sequential", 1, lr=0.1, steps_per_epoch=3, steps=36, step_epochs=2, gamma=0.1,
+                    warmup_epochs=3, start=0.5, method=1, sequential=1, per_epoch=True,
+                    make_main=lambda o, s: sched.StepLR(o, step_size=2, gamma=0.1)),
+    ]
+
+
 def all_schedule_cases():
     return [
         schedule_case("schedule-constant", 0, lr=0.2, steps_per_epoch=7),
@@ -313,7 +422,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     total, names = 0, set()
-    for name, op, tensors in all_optim_cases() + all_schedule_cases() + all_clip_cases() + all_ema_cases():
+    for name, op, tensors in all_optim_cases() + all_schedule_cases() + all_warmup_cases() + all_clip_cases() + all_ema_cases():
         assert name not in names, f"duplicate case {name}"
         names.add(name)
         total += write_case(out_dir, name, op, default_attr(), tensors)

@@ -57,12 +57,19 @@
  *                           they do not apply to the kind
  *   optimizer.states        the state names, comma-separated ("exp_avg,exp_avg_sq"; "" for sgd)
  *   optimizer.steps         dp_optimizer_steps (Adam's and AdamW's bias correction)
- *   lr_schedule             constant | step | cosine
+ *   lr_schedule             constant | step | cosine | exponential
  *   lr_schedule.lr          the schedule's base lr, float64
- *   lr_schedule.step_epochs, lr_schedule.gamma (float64)       step decay
+ *   lr_schedule.step_epochs, lr_schedule.gamma (float64)       step decay (gamma: exponential too)
  *   lr_schedule.total_epochs, lr_schedule.min_lr (float64)     cosine
  *   lr_schedule.warmup_epochs (float64), lr_schedule.warmup_steps
  *                           as in dp_lr_schedule_t (0 where they do not apply)
+ *   lr_schedule.warmup_method     constant; written only when not linear
+ *                           (absent: linear)
+ *   lr_schedule.warmup_start      the warm-up's start factor F (%.17g) in
+ *                           (0, 1]; written only when given (absent: 1 / W)
+ *   lr_schedule.warmup_sequential 1: the schedule starts after the warm-up;
+ *                           written only then (absent: chained). A resume
+ *                           must use the same three (schedule.h)
  *   lr_schedule.steps_per_epoch   N of the schedule's formulas
  *   lr_schedule.total_steps       total_epochs x steps_per_epoch (cosine's T; 0 otherwise)
  *   step_count              trainer steps taken (dropout masks, the schedule)

@@ -39,6 +39,9 @@
 #define DP_CHECKPOINT_EMA_STEPS_KEY "model_ema.steps"
 #define DP_CHECKPOINT_EMA_DECAY_KEY "model_ema.decay"
 #define DP_CHECKPOINT_EMA_UPDATES_KEY "model_ema.updates"
+#define DP_CHECKPOINT_WARMUP_METHOD_KEY "lr_schedule.warmup_method"
+#define DP_CHECKPOINT_WARMUP_START_KEY "lr_schedule.warmup_start"
+#define DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY "lr_schedule.warmup_sequential"
 
 /* Tensors that are a training state's, not the model's: the optimizer's
  * (optimizer.NAME.STATE) and the moving average's (ema.NAME). */
@@ -62,17 +65,18 @@ struct dp_checkpoint {
 /* The metadata of a checkpoint being written: entries point into values,
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
- * (best.epoch, best.test_correct, best.test_count, early_stop,
+ * (lr_schedule.warmup_method, .warmup_start, .warmup_sequential, best.epoch, best.test_correct, best.test_count, early_stop,
  * optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing,
  * clip_grad_norm, mixup_alpha, cutmix_alpha, random_erase, model_ema.steps, model_ema.decay, model_ema.updates,
  * classes, transform, train_transform, holdout, data.train_total,
  * data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 23
+#define DP_CHECKPOINT_OPTIONAL_KEYS 26
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
     char values[DP_CHECKPOINT_META_KEYS][256];
+    char warmup_start[32];    /* lr_schedule.warmup_start's text */
     char label_smoothing[32]; /* label_smoothing's text */
     char clip_grad_norm[32];  /* clip_grad_norm's text */
     char mix[3][32];          /* mixup_alpha's, cutmix_alpha's, random_erase's texts */

@@ -129,6 +129,21 @@ static dp_status_t model_text(const dp_model_t *model, char **out) {
     return DP_OK;
 }
 
+/* After the META_COUNT keys, the first optional ones: the warm-up's shape,
+ * each only when not its default (schedule.h), so that a run without the
+ * options writes the bytes it wrote before them. */
+static void start_optional_keys(dp_checkpoint_meta_t *m, const dp_lr_schedule_t *sc) {
+    m->count = META_COUNT;
+    if (sc->warmup_method != DP_WARMUP_LINEAR)
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_METHOD_KEY,
+                                                dp_lr_warmup_method_name(sc->warmup_method)};
+    if (sc->warmup_start != 0.0) {
+        snprintf(m->warmup_start, sizeof m->warmup_start, "%.17g", sc->warmup_start);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_START_KEY, m->warmup_start};
+    }
+    if (sc->warmup_sequential) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, "1"};
+}
+
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
@@ -185,7 +200,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     snprintf(m->values[META_OPTIMIZER_STATES], 256, "%s", optimizer_states);
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
-    m->count = META_COUNT;
+    start_optional_keys(m, sc);
     if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
         if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
             return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
@@ -390,12 +405,44 @@ static dp_status_t parse_optimizer(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
+/* lr_schedule.warmup_method (linear | constant), .warmup_start (a number in
+ * (0, 1]), .warmup_sequential (1): each optional, absent its default
+ * (linear, 0: not given, 0: chained), as a file of an older dptrain. */
+static dp_status_t parse_warmup_shape(dp_checkpoint_t *c, dp_lr_schedule_t *s) {
+    const char *path = dp_safetensors_path(c->st);
+    const char *method = dp_safetensors_meta(c->st, DP_CHECKPOINT_WARMUP_METHOD_KEY);
+    if (method) {
+        int m = dp_lr_warmup_method_from_name(method);
+        if (m < 0)
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected linear or constant", path,
+                           DP_CHECKPOINT_WARMUP_METHOD_KEY, dp_json_show(method).text);
+        s->warmup_method = (dp_lr_warmup_method_t)m;
+    }
+    const char *start = dp_safetensors_meta(c->st, DP_CHECKPOINT_WARMUP_START_KEY);
+    if (start) {
+        char *end;
+        errno = 0;
+        double v = strtod(start, &end);
+        if (!start[0] || strchr(" \t\n\v\f\r+", start[0]) || *end || errno || !(v > 0.0 && v <= 1.0))
+            return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a number in (0, 1]", path,
+                           DP_CHECKPOINT_WARMUP_START_KEY, dp_json_show(start).text);
+        s->warmup_start = v;
+    }
+    const char *sequential = dp_safetensors_meta(c->st, DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY);
+    if (sequential && strcmp(sequential, "1") != 0)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected 1 (or no such key)", path,
+                       DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, dp_json_show(sequential).text);
+    s->warmup_sequential = sequential != NULL;
+    return DP_OK;
+}
+
 static dp_status_t parse_schedule(dp_checkpoint_t *c) {
     const char *path = dp_safetensors_path(c->st);
     dp_checkpoint_info_t *info = &c->info;
     dp_lr_schedule_t *s = &info->schedule;
     int kind;
-    DP_TRY(meta_kind(c, META_SCHEDULE, dp_lr_schedule_kind_from_name, "constant, step or cosine", &kind));
+    DP_TRY(meta_kind(c, META_SCHEDULE, dp_lr_schedule_kind_from_name, "constant, step, cosine or exponential",
+                     &kind));
     s->kind = (dp_lr_schedule_kind_t)kind;
     DP_TRY(meta_number(c, META_SCHEDULE_LR, NULL, &s->lr));
     DP_TRY(meta_int(c, META_SCHEDULE_STEP_EPOCHS, &s->step_epochs));
@@ -404,6 +451,7 @@ static dp_status_t parse_schedule(dp_checkpoint_t *c) {
     DP_TRY(meta_number(c, META_SCHEDULE_MIN_LR, NULL, &s->min_lr));
     DP_TRY(meta_number(c, META_SCHEDULE_WARMUP_EPOCHS, NULL, &s->warmup_epochs));
     DP_TRY(meta_u64(c, META_SCHEDULE_WARMUP_STEPS, UINT64_MAX, &s->warmup_steps));
+    DP_TRY(parse_warmup_shape(c, s));
     DP_TRY(meta_u64(c, META_SCHEDULE_STEPS_PER_EPOCH, UINT32_MAX, &info->steps_per_epoch));
     uint64_t total_steps;
     DP_TRY(meta_u64(c, META_SCHEDULE_TOTAL_STEPS, UINT64_MAX, &total_steps));

@@ -114,6 +114,10 @@ static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *save
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --lr-schedule %s, this run has %s (resuming would not "
                        "continue the same run; use the saved schedule)", path, dp_lr_schedule_kind_name(saved->kind),
                        dp_lr_schedule_kind_name(now->kind));
+    if (saved->warmup_method != now->warmup_method)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --warmup-method %s, this run has %s (resuming would not "
+                       "continue the same run; use the saved method)", path,
+                       dp_lr_warmup_method_name(saved->warmup_method), dp_lr_warmup_method_name(now->warmup_method));
     struct { const char *what; double saved, now; } must_match[] = {
         {"--lr-step-epochs", saved->step_epochs, now->step_epochs},
         {"--lr-gamma", saved->gamma, now->gamma},
@@ -121,6 +125,8 @@ static dp_status_t check_schedule(const char *path, const dp_lr_schedule_t *save
         {"--lr-min", saved->min_lr, now->min_lr},
         {"--warmup-epochs", saved->warmup_epochs, now->warmup_epochs},
         {"--warmup-steps", (double)saved->warmup_steps, (double)now->warmup_steps},
+        {"--warmup-start (0: not given, 1 / W)", saved->warmup_start, now->warmup_start},
+        {"--warmup-sequential (1: on)", saved->warmup_sequential, now->warmup_sequential},
     };
     for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
         if (must_match[i].saved != must_match[i].now)
