@@ -14,6 +14,7 @@
 #   tensors as 2 devices;
 # - 2 emulated GPUs (CUDA builds): NCCL = the host path, eval --ema there;
 #   1 GPU: step graphs = steps as made;
+# - the lr warm-up restarts it, --warmup-epochs as --warmup-steps;
 # - --init does not take it; --model-ema-steps without --model-ema, bad
 #   values, and eval --ema of a checkpoint without an average are one line.
 source "$(dirname "$0")/testing.sh"
@@ -93,6 +94,18 @@ if [[ -e $emu ]]; then
 else
   echo "cli_model_ema: no CUDA emulator in this build: the GPU part is skipped"
 fi
+
+# the lr warm-up restarts the average (torchvision's), given in epochs as in steps: --warmup-epochs 1
+# (24 steps of 50 of 1,200 images) = --warmup-steps 24, bit for bit, and not the run without a warm-up's
+for warm in "epochs 1" "steps 24"; do
+  "$bin" "${base[@]}" --warmup-${warm% *} ${warm#* } --save "$tmp/warm-${warm% *}.st" >"$tmp/warm.out" 2>&1 \
+    && pass || fail "--warmup-$warm: $(tail -3 "$tmp/warm.out")"
+done
+same_tensors "$tmp/warm-epochs.st" "$tmp/warm-steps.st" && pass \
+  || fail "--warmup-epochs 1 and --warmup-steps 24: other tensors (the average's restarts)"
+[[ $(meta "$tmp/warm-epochs.st" model_ema.updates) == $(meta "$tmp/warm-steps.st" model_ema.updates) &&
+   $(meta "$tmp/warm-steps.st" model_ema.updates) != $(meta "$tmp/straight.st" model_ema.updates) ]] && pass \
+  || fail "updates after a warm-up: epochs $(meta "$tmp/warm-epochs.st" model_ema.updates), steps $(meta "$tmp/warm-steps.st" model_ema.updates), none $(meta "$tmp/straight.st" model_ema.updates)"
 
 # --init takes the model, not its average, nor the option
 "$bin" train --model lenet-paddle --data "$tmp/small" --epochs 1 --batch-size 50 --devices 2 --init "$tmp/straight.st" \

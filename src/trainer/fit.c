@@ -476,10 +476,10 @@ static dp_status_t save(const dp_fit_config_t *config, dp_checkpoint_info_t *run
 
 /* The model's moving average after a step (torchvision's reference: the
  * update, then during the lr warm-up a reset, so that the next update copies
- * the model again). */
-static dp_status_t ema_update(const dp_fit_config_t *config) {
+ * the model again); the warm-up in steps or in epochs of steps_per_epoch. */
+static dp_status_t ema_update(const dp_fit_config_t *config, uint64_t steps_per_epoch) {
     DP_TRY(dp_trainer_ema_update(config->trainer, config->model_ema_decay));
-    if (dp_trainer_step_count(config->trainer) <= config->schedule.warmup_steps)
+    if (dp_trainer_step_count(config->trainer) <= dp_lr_schedule_warmup_steps(&config->schedule, steps_per_epoch))
         dp_trainer_ema_restart(config->trainer);
     return DP_OK;
 }
@@ -690,7 +690,7 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
         status = dp_trainer_step(trainer, batch, NULL, NULL);
         if (status != DP_OK) break;
         if (config->model_ema_steps > 0 && step % config->model_ema_steps == 0 &&
-            (status = ema_update(config)) != DP_OK)
+            (status = ema_update(config, (uint64_t)steps)) != DP_OK)
             break;
         seen += batch->n;
         unread = 1;
