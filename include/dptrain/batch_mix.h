@@ -16,7 +16,8 @@
  *            by the border), and lam becomes the share of x_i left;
  *   loss:    the cross-entropy against lam onehot(y_i) + (1 - lam)
  *            onehot(y_partner) (with label smoothing: of that target, as
- *            torch's), i.e. lam CE(y_i) + (1 - lam) CE(y_partner).
+ *            torch's), i.e. lam CE(y_i) + (1 - lam) CE(y_partner); the
+ *            training accuracy counts the heavier label (lam >= 0.5: y_i).
  * The step's draws come from (seed, step) alone: a resumed run draws what
  * the uninterrupted one would. dptrain's generator is not torch's, so the
  * draws are not torchvision's; given the same lam and box, the arithmetic
@@ -61,12 +62,5 @@ dp_mix_t dp_mix_draw(const dp_mix_config_t *config, uint64_t seed, uint64_t step
 
 /* Example i's partner in a batch of n (torch's roll(1, 0)). */
 static inline int dp_mix_partner(int i, int n) { return i == 0 ? n - 1 : i - 1; }
-
-/* The label counted as the answer in the training accuracy: the one with
- * the larger weight (lam >= 0.5: the example's own), as torchvision's
- * accuracy takes the mixed target's largest entry. */
-static inline int32_t dp_mix_accuracy_label(const dp_mix_t *mix, int32_t own, int32_t partner) {
-    return mix->kind == DP_MIX_NONE || mix->lam >= 0.5 ? own : partner;
-}
 
 #endif

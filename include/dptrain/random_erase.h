@@ -1,8 +1,8 @@
 /* random_erase.h - random erasing: a rectangle of a training example's
  * input set to 0, torchvision's transforms.RandomErasing(p) as its
  * reference recipe uses it (`--random-erase P`: scale (0.02, 0.33), ratio
- * (0.3, 3.3), value 0, after normalisation, so the rectangle holds the
- * channels' means).
+ * (0.3, 3.3), value 0, after normalisation: with --normalize the
+ * rectangle holds the channels' means, without it black).
  *
  * An example is erased with probability p; then up to 10 tries draw an
  * area of 2% to 33% of the image and a log-uniform aspect ratio in

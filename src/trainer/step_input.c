@@ -56,13 +56,14 @@ static dp_status_t reserve(dp_trainer_t *t, int n, size_t example) {
  * partner's, CutMix's) and, when mixing, its partner j's bytes and label. */
 static void prepare_example(dp_trainer_t *t, const dp_batch_t *batch, int i, size_t example) {
     const int j = dp_mix_partner(i, batch->n);
-    int32_t *boxes = t->input_boxes + 12 * (size_t)i;
+    const size_t plane = 4 * t->mix_cap; /* one kind of box for the whole batch */
+    int32_t *boxes = t->input_boxes + 4 * (size_t)i;
     const float p = t->config.random_erase;
     dp_random_erase_box(p, t->config.seed, t->step_count, i, batch->height, batch->width, boxes);
-    dp_random_erase_box(p, t->config.seed, t->step_count, j, batch->height, batch->width, boxes + 4);
+    dp_random_erase_box(p, t->config.seed, t->step_count, j, batch->height, batch->width, boxes + plane);
     const int cut = t->mix.kind == DP_MIX_CUTMIX;
     const int32_t cutmix[4] = {cut ? t->mix.y1 : 0, cut ? t->mix.y2 : 0, cut ? t->mix.x1 : 0, cut ? t->mix.x2 : 0};
-    memcpy(boxes + 8, cutmix, sizeof cutmix);
+    memcpy(boxes + 2 * plane, cutmix, sizeof cutmix);
     if (t->mix.kind == DP_MIX_NONE) return;
     t->mix_labels[i] = batch->labels[j];
     memcpy(t->mix_partner + (size_t)i * example, batch->pixels + (size_t)j * example, example);
@@ -89,19 +90,15 @@ dp_status_t dp_step_input_prepare(dp_trainer_t *t, const dp_batch_t *batch, int 
 }
 
 /* The shard's boxes `which` (0: its erasing, 1: its partners' erasing, 2:
- * CutMix's; 4 int32 each) in the backend's memory: the host buffer itself,
- * or uploaded into the step's arena. NULL: out of memory. */
+ * CutMix's; (count, 4) int32) in the backend's memory: the host buffer
+ * itself, or uploaded into the step's arena. NULL: out of memory. */
 static const int32_t *shard_boxes(dp_replica_t *r, int which) {
     const dp_trainer_t *t = r->trainer;
-    const int n = r->count;
-    int32_t host[4 * 256], *all = n <= 256 ? host : malloc(sizeof(int32_t) * 4 * (size_t)n);
-    if (!all) return NULL;
-    for (int i = 0; i < n; i++)
-        memcpy(all + 4 * (size_t)i, t->input_boxes + 12 * (size_t)(r->example_offset + i) + 4 * which,
-               4 * sizeof(int32_t));
-    int32_t *boxes = (int32_t *)dp_arena_floats(r->arena, 4 * (size_t)n); /* (n, 4) int32: a float's size */
-    if (boxes) r->backend->upload(r->backend->ctx, boxes, all, sizeof(int32_t) * 4 * (size_t)n);
-    if (all != host) free(all);
+    const int32_t *host = t->input_boxes + 4 * (which * t->mix_cap + (size_t)r->example_offset);
+    if (r->backend->host_memory) return host;
+    const size_t bytes = sizeof(int32_t) * 4 * (size_t)r->count;
+    int32_t *boxes = (int32_t *)dp_arena_floats(r->arena, 4 * (size_t)r->count); /* int32: a float's size */
+    if (boxes) r->backend->upload(r->backend->ctx, boxes, host, bytes);
     return boxes;
 }
 

@@ -26,8 +26,9 @@ dp_status_t dp_step_input_transform(dp_replica_t *r, dp_tensor_t *x);
 /* The shard's loss on r's tape: attr's cross-entropy against the mixed
  * targets, lam CE(y) + (1 - lam) CE(y_partner) (each term divided by
  * attr's denominator over its weight; a weight of 0 drops its term), and
- * in *accuracy_labels the labels its accuracy counts (batch_mix.h
- * dp_mix_accuracy_label). NULL on failure (dp_error_message). */
+ * in *accuracy_labels the labels its accuracy counts: the heavier ones
+ * (lam >= 0.5: y), as torchvision's accuracy takes the mixed target's
+ * largest entry. NULL on failure (dp_error_message). */
 dp_tensor_t *dp_mix_loss(dp_replica_t *r, dp_tensor_t *logits, const int32_t *y, const dp_op_attr_t *attr,
                          const int32_t **accuracy_labels);
 

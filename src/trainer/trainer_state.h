@@ -63,7 +63,7 @@ struct dp_trainer {
     const dp_batch_t *mix_partners; /* this step's partners (&mix_partner_batch), NULL: no mixing */
     uint8_t *mix_partner;    /* (mix_cap, C, H, W) the partners' bytes */
     int32_t *mix_labels;     /* (mix_cap) the partners' labels */
-    int32_t *input_boxes;    /* (mix_cap, 3, 4) each example's erasing, its partner's, CutMix's:
+    int32_t *input_boxes;    /* (3, mix_cap, 4) each example's erasing, its partner's, CutMix's:
                                 {y1, y2, x1, x2} (backend.h paste_boxes) */
     size_t mix_cap, mix_example_bytes;
     int empty_shards;        /* this step has devices without examples (a short last batch with
