@@ -35,12 +35,14 @@ void dp_step_input_free(dp_trainer_t *t) {
 
 int dp_step_input_on(const dp_trainer_t *t) { return dp_mix_on(&t->config.mix) || t->config.random_erase > 0.0f; }
 
-/* Host room for a batch of n examples of `example` bytes. */
+/* Host room for a batch of n examples of `example` bytes: the partners'
+ * bytes and labels only when the run mixes (erasing alone needs boxes). */
 static dp_status_t reserve(dp_trainer_t *t, int n, size_t example) {
     if ((size_t)n <= t->mix_cap && example == t->mix_example_bytes) return DP_OK;
     dp_step_input_free(t);
-    t->mix_partner = dp_alloc((size_t)n * example + 1, "the partners' bytes of a batch");
-    t->mix_labels = t->mix_partner ? dp_alloc(sizeof(int32_t) * (size_t)n + 1, "the partners' labels") : NULL;
+    const size_t mixed = dp_mix_on(&t->config.mix) ? (size_t)n : 0;
+    t->mix_partner = dp_alloc(mixed * example + 1, "the partners' bytes of a batch");
+    t->mix_labels = t->mix_partner ? dp_alloc(sizeof(int32_t) * mixed + 1, "the partners' labels") : NULL;
     t->input_boxes = t->mix_labels ? dp_alloc(sizeof(int32_t) * 12 * (size_t)n, "a batch's erasing and CutMix boxes")
                                    : NULL;
     if (!t->input_boxes) {
