@@ -143,7 +143,7 @@ refused "LeNet at 40 (predict)" "predict: $lenet_says" predict --resume "$tmp/le
   "$tmp/data/test/c0/0.png"
 refused "not a size" "eval: --image-size: '4x' is not N or HxW" eval --resume "$ck" --data "$tmp/data" --image-size 4x
 # a network of global pooling on IDX data: its own size only
-printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[conv]\nname = conv\nfilters = 4\nsize = 3\nactivation = relu\n%s' \
+printf '[net]\nchannels = 1\nheight = 28\nwidth = 28\n[conv]\nname = conv\nfilters = 4\nsize = 3\nactivation = relu\n%b' \
   '[global_avgpool]\n[flatten]\n[linear]\nname = fc\nout = 10\n' >"$tmp/pool.cfg"
 "$bin" train --data "$tmp/fm" --model "$tmp/pool.cfg" --epochs 1 --batch-size 32 --save "$tmp/pool.st" --quiet \
   >/dev/null 2>&1 && pass || fail "training the pooling network"
