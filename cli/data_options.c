@@ -232,7 +232,11 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
     dp_status_t status = training ? dp_dataset_load(o->dir, "train", &train) : DP_OK;
     if (status == DP_OK) status = dp_dataset_load(o->dir, "t10k", &test);
     const dp_dataset_t *shape = training ? &train : &test;
-    if (status == DP_OK && (shape->channels != channels || shape->height != height || shape->width != width))
+    if (status == DP_OK && o->image_size && (shape->height != height || shape->width != width))
+        status = dp_fail(DP_ERR_ARG, "%s: --image-size %s: the data in %s has images of %d x %d, one size for all; "
+                         "only an image folder's are resized to another", training ? "train" : "eval", o->image_size,
+                         o->dir, shape->height, shape->width);
+    else if (status == DP_OK && (shape->channels != channels || shape->height != height || shape->width != width))
         status = dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d",
                          o->model ? o->model : "(unnamed)", channels, height, width, o->dir, shape->channels,
                          shape->height, shape->width);

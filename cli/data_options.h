@@ -26,6 +26,7 @@ typedef struct {
     const char *normalize;   /* --normalize */
     const char *augment;     /* --augment */
     const char *model;       /* the model's name, for messages */
+    const char *image_size;  /* eval's --image-size (NULL: none), named where data of a fixed size refuses it */
 } cli_data_options_t;
 
 /* The options' defaults. */

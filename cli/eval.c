@@ -13,6 +13,7 @@
 #include "dptrain/image_folder.h"
 #include "devices.h"
 #include "eval_report.h"
+#include "image_size.h"
 #include "dptrain/data.h"
 #include "dptrain/io.h"
 #include "dptrain/model_file.h"
@@ -67,6 +68,14 @@ static const char eval_usage[] =
     "                      recall, precision (\"-\" where nothing divides) and the\n"
     "                      class it is most often taken for, then the mean recall\n"
     "                      (balanced accuracy)\n"
+    "  --image-size N|HxW  evaluate at another input height and width than the\n"
+    "                      checkpoint's (FixRes: train at 176, test at 224): its model\n"
+    "                      with that input (train --image-size), its parameters\n"
+    "                      loaded; a network whose parameters depend on the size\n"
+    "                      (LeNet's linear layer) is refused. An image folder's\n"
+    "                      images are resized to 256/224 of it (--resize S: to S),\n"
+    "                      then center-cropped to it; IDX and CIFAR data take only\n"
+    "                      their own size. The first line ends with the size used\n"
     "  --ema               evaluate the checkpoint's moving average of the model (train\n"
     "                      --model-ema) instead of the model\n"
     "  --confusion FILE    write the confusion matrix as CSV (a row per true class, a\n"
@@ -136,11 +145,13 @@ static dp_status_t report_classes(const int64_t *counts, int outputs, const dp_c
  * evaluated), then for a model of more than 5 outputs (with 5 or fewer
  * every answer is in the top 5) the top-5 accuracy's. */
 static void print_result(const dp_eval_counts_t *got, int count, int outputs, const char *model_name, int ema,
-                         int epochs, const char *resume, dp_precision_t precision, int channels_last) {
-    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s\n",
+                         int epochs, const char *resume, dp_precision_t precision, int channels_last,
+                         const char *size_note) {
+    printf("test acc: %.4f (%d/%d correct) on %d image%s, model %s%s, epoch %d, %s%s%s%s%s\n",
            (double)got->correct / count, got->correct, count, count, count == 1 ? "" : "s", model_name,
            ema ? " (its moving average)" : "", epochs, resume, precision != DP_PRECISION_FP32 ? ", precision " : "",
-           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "");
+           precision != DP_PRECISION_FP32 ? dp_precision_name(precision) : "", channels_last ? ", channels-last" : "",
+           size_note);
     if (outputs > 5) printf("top-5 acc: %.4f (%d/%d in the top 5)\n", (double)got->top5 / count, got->top5, count);
 }
 
@@ -176,6 +187,7 @@ static dp_status_t no_folder(const char *resume, const dp_checkpoint_info_t *inf
 static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int *alone) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
+    const char *image_size = NULL;
     int batch_size = 1000, help = 0, per_class = 0, ema = 0;
     cli_data_options_t data_options = cli_data_defaults();
     option_t options[16 + CLI_DATA_OPTIONS] = {
@@ -190,6 +202,7 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         {"per-class", OPT_FLAG, &per_class, 0, 0},
         {"confusion", OPT_STRING, &confusion_path, 0, 0},
         {"ema", OPT_FLAG, &ema, 0, 0},
+        {"image-size", OPT_STRING, &image_size, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;
@@ -213,6 +226,8 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     float *params = NULL;
     int64_t *counts = NULL; /* --per-class, --confusion: (classes x classes) [true][predicted] */
     int outputs = 0;        /* the model's: the classes of the matrix */
+    char size_option[96] = "", size_note[192] = ""; /* --image-size: "--image-size 48"; ", input 48x48 (...)" */
+    int size_height = 0, size_width = 0;
     if (!resume) {
         dp_fail(DP_ERR_ARG, "eval: --resume FILE is required (the checkpoint to evaluate)");
         goto failed;
@@ -221,14 +236,24 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     if (precision_text && cli_parse_precision("eval", precision_text, &precision) != DP_OK) goto failed;
     /* before the evaluation's work; rank 0 alone writes it */
     if (confusion_path && speaks && dp_file_check_writable("eval: --confusion", confusion_path) != DP_OK) goto failed;
+    if (image_size) {
+        if (cli_parse_image_size("eval", image_size, &size_height, &size_width) != DP_OK) goto failed;
+        snprintf(size_option, sizeof size_option, "--image-size %s", image_size);
+    }
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto failed;
     const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto failed;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto failed;
     if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto failed; /* the moving average instead */
-    int ch, h, w;
+    int ch, h, w, saved_h, saved_w;
+    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
+    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
+    if (image_size && cli_model_at_size("eval", size_option, size_height, size_width, &model) != DP_OK) goto failed;
     dp_model_input_shape(model, &ch, &h, &w);
+    char transform[sizeof info->transform]; /* the checkpoint's evaluation transform, at this size */
+    if (cli_transform_at_size(info->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)
+        goto failed;
     if (data_options.dir == cli_data_defaults().dir && info->data_dir[0]) { /* no --data: the run's data */
         if (cli_check_saved_data_dir("eval", resume, info->data_dir) != DP_OK) goto failed;
         data_options.dir = info->data_dir;
@@ -237,9 +262,10 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         no_folder(resume, info);
         goto failed;
     }
-    if (transform_options(info->transform, ch, h, w, &data_options) != DP_OK) goto failed;
+    if (transform_options(transform, ch, h, w, &data_options) != DP_OK) goto failed;
     data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
+    data_options.image_size = image_size;
     /* the labels: positions among the checkpoint's class names (an image folder's run), else the data's own */
     if (cli_data_open(&data_options, 0, ch, h, w, info->num_class_names ? info->class_names : NULL,
                       info->num_class_names, 0, world, &data) != DP_OK)
@@ -250,6 +276,9 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         goto failed;
     if (warning[0] && speaks) fprintf(stderr, "dptrain: warning: %s\n", warning);
     if (apply_normalize(data.test, normalize, info->normalize) != DP_OK) goto failed;
+    if (image_size) /* the size used, and how an image folder's images were made that size */
+        snprintf(size_note, sizeof size_note, ", input %dx%d%s%s%s", h, w, data.transform[0] ? " (" : "",
+                 data.transform, data.transform[0] ? ")" : "");
     const int count = dp_batch_source_info(data.test)->count;
     int device_ids[CLI_MAX_DEVICES], num_devices = 0;
     const dp_backend_t *backends[CLI_MAX_DEVICES];
@@ -298,7 +327,7 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     *alone = 0;
     if (speaks) {
         print_result(&got, count, outputs, dp_model_name(model), ema, info->epochs_completed, resume, precision,
-                     channels_last);
+                     channels_last, size_note);
         if (per_class || confusion_path)
             status = report_classes(counts, outputs, info, dp_batch_source_info(data.test), per_class, confusion_path);
     }

@@ -29,6 +29,7 @@
 #include "dptrain/json.h"
 #include "dptrain/model_file.h"
 #include "dptrain/predict.h"
+#include "image_size.h"
 #include "options.h"
 
 static const char predict_usage[] =
@@ -66,6 +67,13 @@ static const char predict_usage[] =
     "  --json              one JSON object per line instead: {\"image\": FILE,\n"
     "                      \"top\": [{\"class\": I, \"label\": NAME, \"prob\": P}, ...]}\n"
     "  --logits            with --json, also \"logits\": [...] (every class, %.9g)\n"
+    "  --image-size N|HxW  classify at another input height and width than the\n"
+    "                      checkpoint's (eval --image-size): its model with that input,\n"
+    "                      its parameters loaded (refused for a network whose\n"
+    "                      parameters depend on the size); the checkpoint's\n"
+    "                      Resize(S) + CenterCrop with S 256/224 of the size (one of\n"
+    "                      IDX or CIFAR data: each image resized whole to it); a line\n"
+    "                      on stderr says which\n"
     "  --devices N         devices to run on (default: one per core)\n"
     "  --batch-size N      images per batch (default 256)\n"
     "  --skip-bad-files    leave out files that cannot be read as images, each named\n"
@@ -296,7 +304,7 @@ int cmd_predict(int argc, char **argv) {
     }
     int num_opts, num_images;
     split_args(argc, argv, opts, &num_opts, images, &num_images);
-    const char *resume = NULL, *model_name = NULL, *labels_path = NULL;
+    const char *resume = NULL, *model_name = NULL, *labels_path = NULL, *image_size = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 0, json = 0,
         logits_out = 0, help = 0, skip_bad = 0;
@@ -310,10 +318,12 @@ int cmd_predict(int argc, char **argv) {
         {"devices", OPT_INT, &devices, 1, 256},
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 20},
         {"skip-bad-files", OPT_FLAG, &skip_bad, 0, 0},
+        {"image-size", OPT_STRING, &image_size, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int exit_code = 1;
     dp_checkpoint_t *c = NULL;
+    dp_checkpoint_info_t *info_copy = NULL; /* the checkpoint's, its transform at --image-size */
     dp_model_t *model = NULL;
     dp_predictor_t *predictor = NULL;
     float *params = NULL, *x = NULL, *logits = NULL, *probs = NULL;
@@ -337,17 +347,37 @@ int cmd_predict(int argc, char **argv) {
         dp_fail(DP_ERR_ARG, "predict: --logits needs --json");
         goto done;
     }
+    int size_height = 0, size_width = 0;
+    char size_option[96] = "";
+    if (image_size) {
+        if (cli_parse_image_size("predict", image_size, &size_height, &size_width) != DP_OK) goto done;
+        snprintf(size_option, sizeof size_option, "--image-size %s", image_size);
+    }
     if (dp_checkpoint_open(resume, &c) != DP_OK) goto done;
     if (dp_checkpoint_load_model(c, model_name, &model) != DP_OK) goto done;
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
+    int ch, h, w, saved_h, saved_w;
+    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
+    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
+    if (image_size && cli_model_at_size("predict", size_option, size_height, size_width, &model) != DP_OK) goto done;
+    dp_model_input_shape(model, &ch, &h, &w);
+    /* the checkpoint's preprocessing, its evaluation transform at this size */
+    dp_checkpoint_info_t *sized = dp_alloc(sizeof *sized, "checkpoint information");
+    if (!sized) goto done;
+    *sized = *dp_checkpoint_info(c); /* a shallow copy: its pointers stay the checkpoint's */
+    info_copy = sized;
+    char transform[sizeof sized->transform];
+    if (cli_transform_at_size(sized->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)
+        goto done;
+    memcpy(sized->transform, transform, sizeof transform);
     int classes = dp_model_num_outputs(model);
     if (top > classes) {
         dp_fail(DP_ERR_ARG, "predict: --top %d is more than the model's %d classes", top, classes);
         goto done;
     }
     if (top == 0) top = classes < 3 ? classes : 3; /* the default: 3, or every class of a 2-class model */
-    const dp_checkpoint_info_t *info = dp_checkpoint_info(c);
+    const dp_checkpoint_info_t *info = sized;
     if (labels_path) {
         if (read_labels(labels_path, classes, &names) != DP_OK) goto done;
     } else if (info->num_class_names == 0 && classes != 10) {
@@ -358,14 +388,15 @@ int cmd_predict(int argc, char **argv) {
         if (cli_class_names((const char *const *)info->class_names, info->num_class_names, classes, &names) != DP_OK)
             goto done;
     }
-    int ch, h, w;
-    dp_model_input_shape(model, &ch, &h, &w);
     if (ch != 1 && ch != 3) {
         dp_fail(DP_ERR_ARG, "predict: the model takes %d-channel inputs; images give 1 (gray) or 3 (RGB)", ch);
         goto done;
     }
     if (check_preprocessing(info, ch, h, w) != DP_OK) goto done;
     if (expand_images(images, num_images, skip_bad, &paths, &num_paths) != DP_OK) goto done;
+    if (image_size) /* the size used, and how the images are made that size */
+        fprintf(stderr, "dptrain: predict: input %dx%d (%s)\n", h, w,
+                info->transform[0] ? info->transform : "each image resized whole");
     const int batch = num_paths < batch_size ? num_paths : batch_size;
     size_t example = (size_t)ch * h * w;
     x = dp_alloc(sizeof(float) * example * (size_t)batch, "images");
@@ -405,6 +436,7 @@ done:
     dp_predictor_free(predictor);
     free(params);
     dp_model_free(model);
+    free(info_copy);
     dp_checkpoint_close(c);
     dp_image_list_free(paths, num_paths);
     free(opts);

@@ -21,6 +21,7 @@
 #include "dptrain/nn.h"
 #include "dptrain/parallel.h"
 #include "dptrain/schedule.h"
+#include "image_size.h"
 #include "options.h"
 #include "train.h"
 #include "world.h"
@@ -66,32 +67,13 @@ static dp_status_t train_load_model(train_options_t *o, dp_model_t **model) {
     return status;
 }
 
-/* The run's model (train_load_model: sets o->model when not given), its
- * name short enough for checkpoints, its layers frozen as --freeze or a
- * resume's checkpoint says (frozen_note: what to print). */
-/* --image-size's value: N (N x N) or HxW, each 1 to 65536. */
-static dp_status_t parse_image_size(const char *text, int *height, int *width) {
-    char *end;
-    long h = strtol(text, &end, 10), w = h;
-    if (end != text && (*end == 'x' || *end == 'X')) {
-        const char *second = end + 1;
-        w = strtol(second, &end, 10);
-        if (end == second) w = 0;
-    }
-    if (end == text || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
-        return dp_fail(DP_ERR_ARG, "train: --image-size: '%s' is not N or HxW (pixels, 1 to 65536: 224, 64x96)", text);
-    *height = (int)h;
-    *width = (int)w;
-    return DP_OK;
-}
-
 /* --image-size and --num-classes: the model rebuilt from its model file's
  * text with that input size and head (model_file.h). */
 static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
     if (!o->image_size && !o->num_classes) return DP_OK;
     const char *what = o->image_size ? "--image-size" : "--num-classes";
     int height = 0, width = 0;
-    if (o->image_size) DP_TRY(parse_image_size(o->image_size, &height, &width));
+    if (o->image_size) DP_TRY(cli_parse_image_size("train", o->image_size, &height, &width));
     size_t len;
     const char *source = dp_model_source(*model, &len);
     if (!source) { /* a built-in network: its model file, where one is shipped, is the same network */
@@ -136,6 +118,9 @@ static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
     return DP_OK;
 }
 
+/* The run's model (train_load_model: sets o->model when not given), its
+ * name short enough for checkpoints, its layers frozen as --freeze or a
+ * resume's checkpoint says (frozen_note: what to print). */
 static dp_status_t load_model(train_options_t *o, const train_saved_t *saved, dp_model_t **model, char *frozen_note,
                               size_t note_size) {
     DP_TRY(train_load_model(o, model));

@@ -19,7 +19,10 @@
 #   rank 0 says "rank 1 of 2: ..."); ranks started with different options;
 #   rank 1's trainer failing after the ranks agreed to start (a bad
 #   DPTRAIN_GRAD_LIVENESS on rank 1 alone: it names itself and ends the job,
-#   no hang).
+#   no hang);
+# - --image-size 24 of a global-pooling network trained at 16 on an image
+#   folder: 2 ranks x 1 and 2 devices print one process's line; LeNet at
+#   40 refused in one line by rank 0.
 source "$(dirname "$0")/testing.sh"
 command -v mpirun >/dev/null || { echo "cli_eval_mpi: mpirun not found (openmpi-bin)"; echo "cli_eval_mpi: 0 passed, 1 failed"; exit 1; }
 mpi=(timeout 60 mpirun --allow-run-as-root --oversubscribe)
@@ -100,4 +103,32 @@ fails "different options" "rank 1's options differ from rank 0's" \
 fails "rank 1's trainer fails alone" "rank 1 of 2: DPTRAIN_GRAD_LIVENESS=bogus" \
   "${mpi[@]}" -np 1 "$bin" "${eval_args[@]}" --devices 1 : -np 1 -x DPTRAIN_GRAD_LIVENESS=bogus "$bin" \
   "${eval_args[@]}" --devices 1
+
+# --image-size under mpirun: a global-pooling network trained at 16 x 16 on a folder of random RGB images,
+# evaluated at 24 x 24: 2 ranks x 1 and 2 devices print what one process prints; LeNet at 40 is refused in one line
+"${PYTHON:-/usr/bin/python3}" - "$tmp/folder" <<'PY' && pass || fail "making the image folder"
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+for split, count in (("train", 32), ("test", 21)):
+    for i in range(count):
+        d = f"{sys.argv[1]}/{split}/c{i % 3}"
+        os.makedirs(d, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (20 + i % 7, 30 - i % 5, 3), dtype=np.uint8)).save(f"{d}/{i}.png")
+PY
+printf '[net]\nchannels = 3\nheight = 16\nwidth = 16\n[conv]\nname = conv\nfilters = 8\nsize = 3\n%b' \
+  'activation = relu\n[global_avgpool]\n[flatten]\n[linear]\nname = fc\nout = 3\n' >"$tmp/pool.cfg"
+"$bin" train --model "$tmp/pool.cfg" --data "$tmp/folder" --epochs 1 --batch-size 8 --seed 1 --save "$tmp/pool.st" \
+  --quiet >/dev/null 2>&1 && pass || fail "training the pooling network"
+sized=(eval --resume "$tmp/pool.st" --data "$tmp/folder" --image-size 24)
+"$bin" "${sized[@]}" --devices 1 >"$tmp/sized.out" 2>&1 && grep -q "^test acc: .*, input 24x24 (resize 27)$" \
+  "$tmp/sized.out" && pass || fail "--image-size 24 in one process: $(cat "$tmp/sized.out")"
+for d in 1 2; do
+  "${mpi[@]}" -np 2 "$bin" "${sized[@]}" --devices $d >"$tmp/sized-$d.out" 2>&1 \
+    && cmp -s "$tmp/sized.out" "$tmp/sized-$d.out" && pass \
+    || fail "--image-size 24, 2 ranks x $d devices: $(cat "$tmp/sized-$d.out") against one process's $(cat "$tmp/sized.out")"
+done
+fails "LeNet at 40" "eval: --image-size 40: model lenet-paddle's layer" \
+  "${mpi[@]}" -np 2 "$bin" eval --resume "$tmp/ck.st" --data "$tmp/small" --devices 1 --image-size 40
 testing_finish cli_eval_mpi
