@@ -106,17 +106,8 @@ fails "rank 1's trainer fails alone" "rank 1 of 2: DPTRAIN_GRAD_LIVENESS=bogus" 
 
 # --image-size under mpirun: a global-pooling network trained at 16 x 16 on a folder of random RGB images,
 # evaluated at 24 x 24: 2 ranks x 1 and 2 devices print what one process prints; LeNet at 40 is refused in one line
-"${PYTHON:-/usr/bin/python3}" - "$tmp/folder" <<'PY' && pass || fail "making the image folder"
-import os, sys
-import numpy as np
-from PIL import Image
-rng = np.random.default_rng(0)
-for split, count in (("train", 32), ("test", 21)):
-    for i in range(count):
-        d = f"{sys.argv[1]}/{split}/c{i % 3}"
-        os.makedirs(d, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (20 + i % 7, 30 - i % 5, 3), dtype=np.uint8)).save(f"{d}/{i}.png")
-PY
+"${PYTHON:-/usr/bin/python3}" "$(dirname "$0")/random_image_folder.py" "$tmp/folder" 32 21 3 20x30,21x29,22x28,23x27,24x26,25x30,26x29 && pass \
+  || fail "making the image folder"
 printf '[net]\nchannels = 3\nheight = 16\nwidth = 16\n[conv]\nname = conv\nfilters = 8\nsize = 3\n%b' \
   'activation = relu\n[global_avgpool]\n[flatten]\n[linear]\nname = fc\nout = 3\n' >"$tmp/pool.cfg"
 "$bin" train --model "$tmp/pool.cfg" --data "$tmp/folder" --epochs 1 --batch-size 8 --seed 1 --save "$tmp/pool.st" \

@@ -18,17 +18,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
 
 # 64 training and 8 test images, 32 x 32 RGB, 2 classes
-"$py" - "$tmp/data" <<'EOF' && pass || fail "making the image folder"
-import os, sys
-import numpy as np
-from PIL import Image
-rng = np.random.default_rng(0)
-for split, count in (("train", 64), ("test", 8)):
-    for i in range(count):
-        d = f"{sys.argv[1]}/{split}/c{i % 2}"
-        os.makedirs(d, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(f"{d}/{i}.png")
-EOF
+"$py" "$src/tests/random_image_folder.py" "$tmp/data" 64 8 2 32x32 && pass || fail "making the image folder"
 
 # the model file with each batch norm that a relu6 follows labelled and read again by a route before the
 # classifier (then a route back to the dropout's output, which the classifier reads)

@@ -24,19 +24,8 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
 
 # 3 classes of random RGB images of several shapes: 8 training and 4 test images each
-"$py" - "$tmp/data" <<'PY' && pass || fail "making the image folder"
-import os, sys
-import numpy as np
-from PIL import Image
-rng = np.random.default_rng(0)
-shapes = [(40, 48), (56, 40), (36, 36), (64, 50)]
-for split, count in (("train", 24), ("test", 12)):
-    for i in range(count):
-        d = f"{sys.argv[1]}/{split}/c{i % 3}"
-        os.makedirs(d, exist_ok=True)
-        h, w = shapes[i % len(shapes)]
-        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(f"{d}/{i}.png")
-PY
+"$py" "$src/tests/random_image_folder.py" "$tmp/data" 24 12 3 40x48,56x40,36x36,64x50 && pass \
+  || fail "making the image folder"
 ck=$tmp/r18.st
 "$bin" train --data "$tmp/data" --model "$src/models/resnet18-imagenet.cfg" --image-size 32 --num-classes 3 \
   --epochs 1 --batch-size 8 --lr 0.01 --devices 2 --seed 1 --save "$ck" --quiet >"$tmp/train.out" 2>&1 && pass \
