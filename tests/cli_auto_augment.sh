@@ -5,7 +5,7 @@
 # resized-crop:
 # - the augmentation is applied (other tensors than the crop alone), its
 #   draws are the sample's own: 2 devices give the same bits with 1 and 3
-#   loader threads, 2 MPI ranks x 1 device = 1 process x 2 devices bit for
+#   loader threads, with and without --cache-mb, 2 MPI ranks x 1 device = 1 process x 2 devices bit for
 #   bit, 1 device within 1e-5 of 2 (the sums' order: cli_image_stream);
 #   ra differs from ta_wide, --ra-magnitude from the default;
 # - the checkpoint records it in data.train_transform ("resized-crop,
@@ -49,7 +49,10 @@ run ta3 --devices 2 --auto-augment ta_wide --loader-threads 3
 run ta1 --devices 1 --auto-augment ta_wide
 run ra --devices 2 --auto-augment ra
 run ra30 --devices 2 --auto-augment ra --ra-magnitude 30
+run exact --devices 2 --auto-augment ta_wide --dct-scale off
+run cached --devices 2 --auto-augment ta_wide --dct-scale off --cache-mb 16
 same_tensors "$tmp/ta.st" "$tmp/ta3.st" && pass || fail "ta_wide: 1 and 3 loader threads differ"
+same_tensors "$tmp/exact.st" "$tmp/cached.st" && pass || fail "ta_wide: --cache-mb changed the bytes"
 same_tensors "$tmp/ta.st" "$tmp/crop.st" && fail "--auto-augment ta_wide changed nothing" || pass
 same_tensors "$tmp/ra.st" "$tmp/ta.st" && fail "ra = ta_wide" || pass
 same_tensors "$tmp/ra.st" "$tmp/ra30.st" && fail "--ra-magnitude 30 changed nothing" || pass
