@@ -185,7 +185,7 @@ static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, u
                        0.0, 0.0, m);
     } else { /* Image.rotate(angle, NEAREST) */
         double angle = fmod(magnitude, 360.0);
-        if (angle != 0.0 && (angle < 0.0) != (360.0 < 0.0)) angle += 360.0; /* Python's %: the divisor's sign */
+        if (angle < 0.0) angle += 360.0; /* Python's %: the divisor's sign */
         const int turns = angle == 90.0 ? 1 : angle == 180.0 ? 2 : angle == 270.0 ? 3 : 0;
         if (angle == 0.0 || turns == 2 || (turns && w == h)) {
             for (int k = 0; k < c; k++) {
@@ -309,6 +309,8 @@ dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, 
     if ((channels != 1 && channels != 3) || height < 1 || width < 1 || op < 0 || op >= DP_AA_OPS)
         return dp_fail(DP_ERR_ARG, "auto-augment: op %d on %d x %d x %d pixels", (int)op, channels, height, width);
     const size_t plane = (size_t)width * height, n = plane * channels;
+    if (op == DP_AA_POSTERIZE && !(magnitude >= 0.0 && magnitude < 9.0))
+        return dp_fail(DP_ERR_ARG, "auto-augment: Posterize to %g bits (0 to 8)", magnitude);
     if (op == DP_AA_IDENTITY) return DP_OK;
     if (op >= DP_AA_POSTERIZE) { /* tables */
         unsigned char lut[256];
