@@ -13,7 +13,10 @@
  *   translations for each image size;
  * - the draws: ta_wide's ops uniform over the 14 (chi-square over 140000
  *   draws), its bins uniform, its signs even; ra draws exactly 2 ops at the
- *   magnitude asked, and the same words give the same draws.
+ *   magnitude asked, and the same words give the same draws;
+ * - in a training sample (image_sample.h): the crop and flip as without,
+ *   then the policy's ops drawn from the same generator after their words;
+ *   the evaluation modes never augment.
  */
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "dptrain/auto_augment.h"
+#include "dptrain/image_sample.h"
 #include "image_testing.h"
 #include "testing.h"
 
@@ -164,8 +168,44 @@ static void test_draws(void) {
     CHECK(dp_auto_augment_parse("aa", "t", &kind) == DP_ERR_ARG, "parse refuses aa");
 }
 
+/* dp_image_sample_decoded with auto_augment = without it, then dp_auto_augment_apply on the same generator. */
+static void test_in_sample(void) {
+    enum { W = 53, H = 41, S = 24 };
+    static unsigned char pixels[H * W * 3];
+    uint64_t state = 3;
+    for (int i = 0; i < H * W * 3; i++) pixels[i] = (unsigned char)(draw_words(&state) >> 24);
+    long differ = 0;
+    for (int channels = 1; channels <= 3; channels += 2) {
+        const dp_image_t image = {channels, H, W, pixels};
+        for (int kind = DP_AUTO_AUGMENT_TA_WIDE; kind <= DP_AUTO_AUGMENT_RA; kind++)
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                unsigned char with[3 * S * S], plain[3 * S * S], eval_with[3 * S * S], eval_plain[3 * S * S];
+                dp_sample_options_t o = dp_sample_options_default(DP_SAMPLE_TRAIN, channels, S, S);
+                dp_rng_t a, b;
+                dp_rng_seed(&a, seed);
+                dp_rng_seed(&b, seed);
+                CHECK(dp_image_sample_decoded(&image, &o, &b, plain, NULL) == DP_OK, "plain sample");
+                o.auto_augment = (dp_auto_augment_t){(dp_auto_augment_kind_t)kind, 20};
+                CHECK(dp_image_sample_decoded(&image, &o, &a, with, NULL) == DP_OK, "augmented sample");
+                CHECK(dp_auto_augment_apply(&o.auto_augment, dp_rng_draw32, &b, plain, channels, S, S) == DP_OK,
+                      "apply");
+                CHECK(memcmp(with, plain, (size_t)channels * S * S) == 0 && dp_rng_next(&a) == dp_rng_next(&b),
+                      "%s, seed %llu: the sample is not the crop then the ops", dp_auto_augment_kind_name(kind),
+                      (unsigned long long)seed);
+                dp_sample_options_t e = dp_sample_options_default(DP_SAMPLE_EVAL, channels, S, S);
+                CHECK(dp_image_sample_decoded(&image, &e, NULL, eval_plain, NULL) == DP_OK, "eval");
+                e.auto_augment = o.auto_augment;
+                CHECK(dp_image_sample_decoded(&image, &e, NULL, eval_with, NULL) == DP_OK, "eval");
+                CHECK(memcmp(eval_with, eval_plain, (size_t)channels * S * S) == 0, "evaluation augmented");
+                differ += memcmp(with, eval_plain, (size_t)channels * S * S) != 0;
+            }
+    }
+    CHECK(differ > 100, "only %ld of 160 augmented crops differ from the center crop", differ);
+}
+
 int main(void) {
     test_against_pil(testing_tmpdir());
     test_draws();
+    test_in_sample();
     return testing_finish("test_auto_augment");
 }
