@@ -7,9 +7,11 @@
  * end with the same float batches. Prints images/s and the process's peak
  * resident memory.
  *
- * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center]
+ * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra]
  *   (center: the default training transform of `dptrain train`, Resize +
- *   CenterCrop, images of the size as they are, 1 channel, no normalisation)
+ *   CenterCrop, images of the size as they are, 1 channel, no normalisation;
+ *   ta_wide, ra: the crop and flip, then TrivialAugmentWide or RandAugment,
+ *   auto_augment.h)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dptrain/auto_augment.h"
 #include "dptrain/batch_loader.h"
 #include "dptrain/image_folder.h"
 
@@ -34,7 +37,7 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center]\n");
+        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra]\n");
         return 2;
     }
     const char *dir = argv[1];
@@ -48,6 +51,8 @@ int main(int argc, char **argv) {
     dp_folder_options_t fo = {0};
     fo.train = dp_sample_options_default(center ? DP_SAMPLE_FIXED : DP_SAMPLE_TRAIN, channels, size, size);
     fo.eval = dp_sample_options_default(DP_SAMPLE_EVAL, channels, size, size);
+    if (argc > 6 && !center && dp_auto_augment_parse(argv[6], "augmentation", &fo.train.auto_augment.kind) != DP_OK)
+        return die("the 6th argument");
     dp_batch_source_t *src;
     if (dp_folder_source_new(&index, &fo, &src) != DP_OK) return die("source");
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dptrain/auto_augment.h"
 #include "dptrain/data.h"
 #include "dptrain/image_folder.h"
 #include "dptrain/json.h"
@@ -28,6 +29,11 @@ const char cli_data_usage_train[] =
     "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
     "  --dct-scale on|off        image folders: JPEGs shrunk by 2, 4 or 8 decoded at that\n"
     "                            scale for resized-crop (default on; off: PIL's exact pixels)\n"
+    "  --auto-augment NAME       image folders with --transform resized-crop: after the crop\n"
+    "                            and flip, torchvision's TrivialAugmentWide (ta_wide) or\n"
+    "                            RandAugment (ra: 2 ops) with PIL's pixels, per sample from\n"
+    "                            the run's seed; none (default); saved, --resume keeps it\n"
+    "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read (counted)\n"
     "                            instead of stopping\n"
     "  --cache-mb N              image folders: keep up to N MB of decoded samples in memory\n"
@@ -48,7 +54,7 @@ const char cli_data_usage_eval[] =
     "                            as the test split (default: the checkpoint's, else 0.1)\n";
 
 cli_data_options_t cli_data_defaults(void) {
-    return (cli_data_options_t){.dir = DP_DEFAULT_DATA_DIR, .loader_threads = -1};
+    return (cli_data_options_t){.dir = DP_DEFAULT_DATA_DIR, .loader_threads = -1, .ra_magnitude = -1};
 }
 
 void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used) {
@@ -57,6 +63,8 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"resize", OPT_INT, &o->resize, 1, 65535},
         {"exif", OPT_STRING, &o->exif, 0, 0},
         {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
+        {"auto-augment", OPT_STRING, &o->auto_augment, 0, 0},
+        {"ra-magnitude", OPT_INT, &o->ra_magnitude, 0, DP_AA_BINS - 1},
         {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
         {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
         {"loader-threads", OPT_INT, &o->loader_threads, 0, 256},
@@ -64,7 +72,8 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
     };
     for (int i = 0; i < CLI_DATA_OPTIONS; i++) {
         const char *name = all[i].name;
-        if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb")))
+        if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb") ||
+                          !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude")))
             continue;
         table[(*used)++] = all[i];
     }
@@ -88,6 +97,18 @@ static dp_status_t parse_holdout(const char *command, const char *text, double *
     if (!text || !*text || *end || !(*out > 0.0 && *out < 1.0))
         return dp_fail(DP_ERR_ARG, "%s: --holdout: '%s' is not a fraction above 0 and below 1 (e.g. 0.1: a tenth of "
                        "each class for testing)", command, text ? text : "");
+    return DP_OK;
+}
+
+/* --auto-augment and --ra-magnitude: the policy, or one line. */
+static dp_status_t parse_auto_augment(const char *command, const cli_data_options_t *o, dp_auto_augment_t *policy) {
+    char who[64];
+    snprintf(who, sizeof who, "%s: --auto-augment", command);
+    policy->kind = DP_AUTO_AUGMENT_NONE;
+    policy->magnitude = o->ra_magnitude >= 0 ? o->ra_magnitude : DP_RA_MAGNITUDE;
+    if (o->auto_augment) DP_TRY(dp_auto_augment_parse(o->auto_augment, who, &policy->kind));
+    if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
+        return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
     return DP_OK;
 }
 
@@ -148,6 +169,11 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
                        command, o->resize, height, width);
     DP_TRY(two_way(command, "exif", o->exif, "apply", "ignore", 1, &exif));
     DP_TRY(two_way(command, "dct-scale", o->dct_scale, "on", "off", 1, &dct));
+    dp_auto_augment_t policy;
+    DP_TRY(parse_auto_augment(command, o, &policy));
+    if (policy.kind != DP_AUTO_AUGMENT_NONE && !resized_crop)
+        return dp_fail(DP_ERR_ARG, "%s: --auto-augment %s: only with --transform resized-crop (torchvision's recipe: "
+                       "RandomResizedCrop, flip, then the augmentation)", command, o->auto_augment);
     progress_t progress = {.terminal = world->rank == 0 && isatty(fileno(stderr)), .dir = o->dir};
     dp_index_options_t io = {.skip_bad = o->skip_bad, .ignore_exif = !exif, .threads = threads,
                              .progress = index_progress, .progress_ctx = &progress};
@@ -156,12 +182,17 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train = dp_sample_options_default(resized_crop ? DP_SAMPLE_TRAIN : eval_mode, channels, height, width);
     fo.eval = dp_sample_options_default(eval_mode, channels, height, width);
     fo.train.dct_scale = resized_crop && dct;
+    fo.train.auto_augment = policy;
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
-    snprintf(out->train_transform, sizeof out->train_transform, "%s%s",
+    char augmentation[40] = "";
+    if (policy.kind == DP_AUTO_AUGMENT_TA_WIDE) snprintf(augmentation, sizeof augmentation, ", auto-augment ta_wide");
+    if (policy.kind == DP_AUTO_AUGMENT_RA)
+        snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
+    snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s",
              resized_crop ? "resized-crop" : squash ? "squash" : "center",
-             resized_crop && !dct ? ", dct-scale off" : "");
+             resized_crop && !dct ? ", dct-scale off" : "", augmentation);
     /* the training folders: DIR/train, or DIR's own class folders; the test split DIR/test, else DIR/val, else
      * held out of them */
     const char *root = dp_image_folder_train_split(o->dir);
@@ -271,6 +302,8 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
         snprintf(why, sizeof why, "%s", dp_error_message());
         return dp_fail(DP_ERR_ARG, "%s: --%s", command, why);
     }
+    dp_auto_augment_t policy;
+    DP_TRY(parse_auto_augment(command, o, &policy));
     dp_data_layout_t layout;
     dp_status_t detected = dp_data_detect_layout(o->dir, &layout);
     if (detected != DP_OK) {
@@ -287,6 +320,9 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
         status = open_folder(o, training, channels, height, width, classes, num_classes, threads, world, out);
         if (status == DP_OK && augment.crop_padding + augment.flip > 0)
             status = dp_folder_source_set_augment(out->train, &augment);
+    } else if (policy.kind != DP_AUTO_AUGMENT_NONE) {
+        status = dp_fail(DP_ERR_ARG, "%s: --auto-augment %s: only for image folders (it works on each decoded image; "
+                         "%s is %s data)", command, o->auto_augment, o->dir, dp_data_layout_name(layout));
     } else if (o->holdout) {
         status = dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s is %s data with a test split of its own (a fraction is held "
                          "out only of an image folder without a test folder)", command, o->holdout, o->dir,

@@ -16,6 +16,8 @@ typedef struct {
     int resize;              /* --resize: the shorter side before the center crop (0: 256/224 of the input) */
     const char *exif;        /* --exif apply (default) | ignore */
     const char *dct_scale;   /* --dct-scale on (default) | off */
+    const char *auto_augment; /* --auto-augment ta_wide | ra | none (default) */
+    int ra_magnitude;        /* --ra-magnitude 0..30 (-1: not given, 9 with ra) */
     int skip_bad;            /* --skip-bad-files */
     int cache_mb;            /* --cache-mb: decoded samples kept in memory (0: none) */
     int loader_threads;      /* --loader-threads (-1: chosen) */
@@ -33,10 +35,11 @@ typedef struct {
 cli_data_options_t cli_data_defaults(void);
 
 /* Appends the image-folder options (--transform, --resize, --exif,
- * --dct-scale, --skip-bad-files, --cache-mb, --loader-threads, --holdout)
+ * --dct-scale, --auto-augment, --ra-magnitude, --skip-bad-files,
+ * --cache-mb, --loader-threads, --holdout)
  * to an option table at *used (room for them: CLI_DATA_OPTIONS entries),
  * for `train` (all) or `eval` (training ones left out: training 0). */
-#define CLI_DATA_OPTIONS 8
+#define CLI_DATA_OPTIONS 10
 void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used);
 /* Their lines of --help. */
 extern const char cli_data_usage_train[], cli_data_usage_eval[];
@@ -48,7 +51,8 @@ typedef struct {
     int loader_threads;              /* for dp_fit */
     int train_total;                 /* the training split's samples before --limit */
     char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
-    char train_transform[64];        /* its training transform (data.train_transform); "" otherwise */
+    char train_transform[64];        /* its training transform (data.train_transform: "resized-crop, dct-scale
+                                        off, auto-augment ra 9"); "" otherwise */
     char test_split[8];              /* an image folder's test folder, "test" or "val"; "" otherwise */
     char holdout[32];                /* the fraction held out as the test split (data.holdout), as given or
                                         defaulted; "" when the data has a test split of its own */

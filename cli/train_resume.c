@@ -5,7 +5,8 @@
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
  * --model-ema and its steps and decay, --early-stop, --limit,
- * --augment, an image folder's --transform and --holdout); then the line
+ * --augment, an image folder's --transform, --auto-augment, --ra-magnitude
+ * and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
  * taken: without --save a resume writes nothing (train_output.c warns once
  * it starts), so that the file it resumes is never replaced unasked. An
@@ -106,6 +107,30 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     else r->epochs_unrecorded = 1;
 }
 
+/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9"): its kind and RandAugment's
+ * bin into *r and *magnitude; the text of another (--auto-augment, --ra-magnitude) refused: other augmentation
+ * would not continue the same run. */
+static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
+    const char *saved = strstr(info->train_transform, "auto-augment ");
+    char kind[16] = "none";
+    int magnitude = -1;
+    if (saved) sscanf(saved, "auto-augment %15[a-z_] %d", kind, &magnitude);
+    const char *given = GIVEN(data.auto_augment) ? o->data.auto_augment : NULL;
+    if (given && strcmp(given, kind) != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment %s, this run has %s (other augmentation "
+                       "would not continue the same run; use the saved value)", o->resume_path, kind, given);
+    if (GIVEN(data.ra_magnitude) && magnitude >= 0 && o->data.ra_magnitude != magnitude)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --ra-magnitude %d, this run has %d (other augmentation "
+                       "would not continue the same run; use the saved value)", o->resume_path, magnitude,
+                       o->data.ra_magnitude);
+    if (!saved) return DP_OK;
+    snprintf(r->auto_augment, sizeof r->auto_augment, "%s", kind);
+    o->data.auto_augment = r->auto_augment;
+    if (!GIVEN(data.ra_magnitude) && magnitude >= 0) o->data.ra_magnitude = magnitude;
+    return DP_OK;
+}
+
 /* --augment, an image folder's training transform and hold-out (texts kept in *r). */
 static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     if (!GIVEN(augment) && info->augment[0]) {
@@ -152,7 +177,7 @@ dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *in
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
-    return DP_OK;
+    return take_auto_augment(o, info, r);
 }
 
 /* Appends " --NAME VALUE" (VALUE "": a flag) to text[0..size). */
@@ -233,6 +258,9 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
+    if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
+    if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
+        list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
     if (!GIVEN(data.holdout) && o->data.holdout_default && strtod(o->data.holdout_default, NULL) != DP_HOLDOUT_DEFAULT)
         list_option(text, size, "holdout", o->data.holdout_default);
 }

@@ -140,9 +140,12 @@
  *                           for image folders
  *   data.train_transform    the training transform of an image folder:
  *                           "center", "squash" or "resized-crop" (+ ",
- *                           dct-scale off"); its resize and EXIF setting are
- *                           data.transform's. Written only for image
- *                           folders; a resume with another warns
+ *                           dct-scale off") (+ ", auto-augment ta_wide" or
+ *                           ", auto-augment ra N"); its resize and EXIF
+ *                           setting are data.transform's. Written only for
+ *                           image folders; a resume with another warns,
+ *                           with another --auto-augment or --ra-magnitude
+ *                           is refused
  *   data.holdout            the fraction of each class of an image folder
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.

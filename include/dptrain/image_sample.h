@@ -4,7 +4,8 @@
  *
  * Four modes (torchvision's transforms, exact: image_transform.h):
  * - DP_SAMPLE_TRAIN: RandomResizedCrop((H, W), scale, ratio) then
- *   RandomHorizontalFlip(flip_p);
+ *   RandomHorizontalFlip(flip_p), then TrivialAugmentWide or RandAugment
+ *   when auto_augment asks (auto_augment.h: PIL's pixels);
  * - DP_SAMPLE_EVAL: Resize(resize_size) (the shorter side) then
  *   CenterCrop((H, W));
  * - DP_SAMPLE_FIXED: an image of exactly H x W is copied as it is; any
@@ -17,7 +18,7 @@
  *
  * Randomness comes only from the caller's dp_rng_t (train mode; the
  * others draw nothing): the crop box takes 2 words per attempt plus 2, the
- * flip 1 more, so a generator seeded from (seed, epoch, sample index) fixes
+ * flip 1 more, auto-augmentation its op, bin and sign words after them, so a generator seeded from (seed, epoch, sample index) fixes
  * the sample whatever thread runs it.
  *
  * Decoding only what is needed: for a JPEG only the rows and the iMCU
@@ -39,6 +40,7 @@
 
 #include <stddef.h>
 
+#include "dptrain/auto_augment.h"
 #include "dptrain/image.h"
 #include "dptrain/image_transform.h"
 #include "dptrain/rng.h"
@@ -58,10 +60,11 @@ typedef struct {
     double flip_p;               /* train: probability of the horizontal flip */
     int dct_scale;               /* JPEG: decode at 1/2, 1/4, 1/8 when the crop shrinks that much */
     int ignore_exif;             /* 1: keep the stored orientation */
+    dp_auto_augment_t auto_augment; /* train: after the crop and flip (kind DP_AUTO_AUGMENT_NONE: none) */
 } dp_sample_options_t;
 
 /* The defaults of a mode: torchvision's ranges, flip_p 0.5, resize_size 0,
- * EXIF applied, dct_scale on for DP_SAMPLE_TRAIN and off for the others. */
+ * EXIF applied, no auto-augmentation, dct_scale on for DP_SAMPLE_TRAIN and off for the others. */
 dp_sample_options_t dp_sample_options_default(dp_sample_mode_t mode, int channels, int height, int width);
 
 /* What one call did (for tests, benches and logs). */

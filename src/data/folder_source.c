@@ -3,8 +3,8 @@
  * is filled (dp_image_sample), optionally cached.
  *
  * A training fill's generator for sample s of epoch e is seeded with
- * dp_seed_mix(dp_seed_mix(seed, e + 1), s + 1): the crop box and the flip
- * depend on nothing else.
+ * dp_seed_mix(dp_seed_mix(seed, e + 1), s + 1): the crop box, the flip and
+ * the auto-augmentation's ops depend on nothing else.
  *
  * DESIGN. Fills run on the loader's threads at once, each on its own
  * samples: the file bytes and the decoder's scratch are each call's own.

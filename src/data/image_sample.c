@@ -2,7 +2,8 @@
  * header, choose the transform's geometry (RandomResizedCrop's box and the
  * flip, or Resize + CenterCrop's window), decode only the part of the image
  * the resize reads (JPEG; the other formats decode whole), orient it, and
- * resample straight into the caller's (C, H, W) slot. image_sample.h says
+ * resample straight into the caller's (C, H, W) slot, then (training) the
+ * auto-augmentation's ops on that slot. image_sample.h says
  * what each mode does.
  *
  * The geometry lives in the oriented image's coordinates; each axis is a
@@ -37,6 +38,7 @@ dp_sample_options_t dp_sample_options_default(dp_sample_mode_t mode, int channel
         .flip_p = 0.5,
         .dct_scale = mode == DP_SAMPLE_TRAIN,
         .ignore_exif = 0,
+        .auto_augment = {DP_AUTO_AUGMENT_NONE, DP_RA_MAGNITUDE},
     };
     return o;
 }
@@ -58,6 +60,9 @@ static dp_status_t check_options(const dp_sample_options_t *o, const dp_rng_t *r
     if (o->mode == DP_SAMPLE_TRAIN) {
         const dp_rrc_range_t *r = &o->range;
         if (!rng) return dp_fail(DP_ERR_ARG, "%s: the training transform needs a random generator", name);
+        if (o->auto_augment.magnitude < 0 || o->auto_augment.magnitude >= DP_AA_BINS)
+            return dp_fail(DP_ERR_ARG, "%s: RandAugment's magnitude %d (0 to %d)", name, o->auto_augment.magnitude,
+                           DP_AA_BINS - 1);
         if (!(r->scale_min > 0 && r->scale_min <= r->scale_max && r->ratio_min > 0 && r->ratio_min <= r->ratio_max))
             return dp_fail(DP_ERR_ARG, "%s: crop ranges scale (%g, %g), ratio (%g, %g)", name, r->scale_min,
                            r->scale_max, r->ratio_min, r->ratio_max);
@@ -90,6 +95,12 @@ static void plan_axes(const dp_sample_options_t *o, int width, int height, dp_rn
     dp_crop_box_t crop = dp_center_crop_box(rh, rw, o->height, o->width);
     *px = (axis_plan_t){0, width, rw, crop.left, o->width};
     *py = (axis_plan_t){0, height, rh, crop.top, o->height};
+}
+
+/* Training: TrivialAugmentWide or RandAugment on the crop's output, drawn after the crop and flip. */
+static dp_status_t auto_augment(const dp_sample_options_t *o, dp_rng_t *rng, unsigned char *out) {
+    if (o->mode != DP_SAMPLE_TRAIN || o->auto_augment.kind == DP_AUTO_AUGMENT_NONE) return DP_OK;
+    return dp_auto_augment_apply(&o->auto_augment, dp_rng_draw32, rng, out, o->channels, o->height, o->width);
 }
 
 /* The DCT scale: the largest of 8, 4, 2 by which both axes shrink, else 1. */
@@ -198,6 +209,7 @@ dp_status_t dp_image_sample(const void *data, size_t size, const char *name, con
         rep.decoded_pixels = (long)view.width * view.height;
     }
     if (st == DP_OK) st = dp_resize_apply(&view, view_x - frame_x, view_y - frame_y, &ax, &ay, rep.flipped, out);
+    if (st == DP_OK) st = auto_augment(options, rng, out);
     dp_image_free(&view);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
@@ -229,6 +241,7 @@ dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_opt
     dp_status_t st = axis_for_scale(&px, 1, image->width, &ax, &frame_x);
     if (st == DP_OK) st = axis_for_scale(&py, 1, image->height, &ay, &frame_y);
     if (st == DP_OK) st = dp_resize_apply(image, -frame_x, -frame_y, &ax, &ay, rep.flipped, out);
+    if (st == DP_OK) st = auto_augment(options, rng, out);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
     if (st == DP_OK && report) *report = rep;

@@ -1,0 +1,100 @@
+/* auto_augment.h - torchvision 0.14's TrivialAugmentWide and RandAugment
+ * (transforms/autoaugment.py) on a planar (C, H, W) uint8 image of 1 or 3
+ * channels, with the pixels PIL 9 gives (the path torchvision's reference
+ * recipe takes: the ops run on the PIL image after RandomResizedCrop and
+ * the flip):
+ * - the 14 ops of _apply_op: Identity; ShearX, ShearY, TranslateX,
+ *   TranslateY (F.affine: PIL's Image.transform(AFFINE, NEAREST) with
+ *   torchvision's inverse matrix), Rotate (Image.rotate, NEAREST: 0, 90,
+ *   180, 270 degrees as PIL's transposes, other angles as its affine
+ *   transform); fill 0 (torchvision's fill=None). PIL's nearest affine
+ *   is three code paths, each reproduced: a table of columns when the
+ *   matrix only scales and translates, 16.16 fixed point when the image's
+ *   corners map inside +-32768, doubles otherwise;
+ *   Brightness, Color, Contrast, Sharpness (ImageEnhance: Image.blend of
+ *   black / the L image / its rounded mean / the SMOOTH-filtered image
+ *   with the image, the factor 1 + magnitude in float32, truncated, and
+ *   clipped when extrapolating); Posterize, Solarize, AutoContrast,
+ *   Equalize (ImageOps' lookup tables);
+ * - the policy tables (magnitudes as torch.linspace makes them in
+ *   float32, 31 bins) and the draws: TrivialAugmentWide one op, one bin,
+ *   one sign; RandAugment 2 ops at a fixed bin (--ra-magnitude, default
+ *   9), each with its sign. A sign is drawn only for a signed op, a bin
+ *   only for an op with a range, as torchvision does.
+ * The draws come from the caller's words (image_transform.h dp_draw_fn):
+ * randint(n) is word % n. dptrain's generator is not torch's: the
+ * draws are distributed as torchvision's, not the same numbers.
+ * Thread-safe: no global state, scratch allocated per call.
+ */
+#ifndef DPTRAIN_AUTO_AUGMENT_H
+#define DPTRAIN_AUTO_AUGMENT_H
+
+#include "dptrain/image_transform.h"
+#include "dptrain/status.h"
+
+/* The ops, in torchvision's order of _augmentation_space. */
+typedef enum {
+    DP_AA_IDENTITY,
+    DP_AA_SHEAR_X,
+    DP_AA_SHEAR_Y,
+    DP_AA_TRANSLATE_X,
+    DP_AA_TRANSLATE_Y,
+    DP_AA_ROTATE,
+    DP_AA_BRIGHTNESS,
+    DP_AA_COLOR,
+    DP_AA_CONTRAST,
+    DP_AA_SHARPNESS,
+    DP_AA_POSTERIZE,
+    DP_AA_SOLARIZE,
+    DP_AA_AUTOCONTRAST,
+    DP_AA_EQUALIZE,
+    DP_AA_OPS
+} dp_aa_op_t;
+
+typedef enum { DP_AUTO_AUGMENT_NONE, DP_AUTO_AUGMENT_TA_WIDE, DP_AUTO_AUGMENT_RA } dp_auto_augment_kind_t;
+
+#define DP_AA_BINS 31      /* num_magnitude_bins */
+#define DP_RA_OPS 2        /* RandAugment's num_ops */
+#define DP_RA_MAGNITUDE 9  /* RandAugment's default magnitude */
+
+typedef struct {
+    dp_auto_augment_kind_t kind;
+    int magnitude; /* RandAugment's bin, 0..30 */
+} dp_auto_augment_t;
+
+/* One op drawn: the op and its signed magnitude. */
+typedef struct {
+    dp_aa_op_t op;
+    double magnitude;
+} dp_aa_choice_t;
+
+/* torchvision's name of an op ("ShearX"); of a kind ("none", "ta_wide", "ra"). */
+const char *dp_aa_op_name(dp_aa_op_t op);
+const char *dp_auto_augment_kind_name(dp_auto_augment_kind_t kind);
+
+/* The kind named `text` (ta_wide, ra, none): DP_OK, or one line naming `who`. */
+dp_status_t dp_auto_augment_parse(const char *text, const char *who, dp_auto_augment_kind_t *kind);
+
+/* Whether the op's magnitude is drawn with a sign; whether it has a range of bins. */
+int dp_aa_op_signed(dp_aa_op_t op);
+int dp_aa_op_ranged(dp_aa_op_t op);
+
+/* The policy's magnitude of `op` at `bin` (0..30) for an image of
+ * height x width (RandAugment's translations depend on it), unsigned: the
+ * float32 of torch.linspace / the posterize bits, as a double. */
+double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int height, int width);
+
+/* The policy's draws for an image of height x width: up to DP_RA_OPS
+ * choices written to `out`, their count returned (0 for none). */
+int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width, dp_draw_fn draw, void *state,
+                         dp_aa_choice_t out[DP_RA_OPS]);
+
+/* _apply_op(img, op, magnitude) on the PIL image of `pixels` (channels x
+ * height x width, planar, channels 1 or 3), in place. */
+dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width);
+
+/* The policy's draws, then their ops in order, in place. */
+dp_status_t dp_auto_augment_apply(const dp_auto_augment_t *policy, dp_draw_fn draw, void *state, unsigned char *pixels,
+                                  int channels, int height, int width);
+
+#endif

@@ -1,0 +1,347 @@
+/* auto_augment.c - TrivialAugmentWide's and RandAugment's ops, policy
+ * tables and draws (auto_augment.h), with PIL 9.4's arithmetic:
+ * Geometry.c's nearest affine paths (ImagingScaleAffine, affine_fixed,
+ * the double loop), Image.rotate's matrix (its entries rounded to 15
+ * decimals) and transposes, Blend.c's float32 blend, Filter.c's 3x3
+ * SMOOTH in float32 (+0.5, truncated; the border rows and columns kept),
+ * ImageOps' lookup tables. Compiled with -ffp-contract=off: the float
+ * roundings are PIL's only without fused multiply-adds.
+ */
+#include "dptrain/auto_augment.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image_internal.h"
+
+static const char *const op_names[DP_AA_OPS] = {
+    "Identity",   "ShearX", "ShearY",   "TranslateX", "TranslateY", "Rotate",       "Brightness",
+    "Color",      "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+};
+
+const char *dp_aa_op_name(dp_aa_op_t op) { return op >= 0 && op < DP_AA_OPS ? op_names[op] : "?"; }
+
+const char *dp_auto_augment_kind_name(dp_auto_augment_kind_t kind) {
+    return kind == DP_AUTO_AUGMENT_TA_WIDE ? "ta_wide" : kind == DP_AUTO_AUGMENT_RA ? "ra" : "none";
+}
+
+dp_status_t dp_auto_augment_parse(const char *text, const char *who, dp_auto_augment_kind_t *kind) {
+    const dp_auto_augment_kind_t kinds[3] = {DP_AUTO_AUGMENT_NONE, DP_AUTO_AUGMENT_TA_WIDE, DP_AUTO_AUGMENT_RA};
+    for (int k = 0; k < 3; k++)
+        if (text && !strcmp(text, dp_auto_augment_kind_name(kinds[k]))) {
+            *kind = kinds[k];
+            return DP_OK;
+        }
+    return dp_fail(DP_ERR_ARG, "%s: '%s' is not ta_wide, ra or none", who, text ? text : "");
+}
+
+int dp_aa_op_signed(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SHARPNESS; }
+
+int dp_aa_op_ranged(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SOLARIZE; }
+
+/* torch.linspace(start, end, 31)[bin] in float32 as torch's portable CPU
+ * kernel (ATEN_CPU_CAPABILITY=default) makes it: step = (end - start) / 30;
+ * bins 0-15 as two vectors of 8, base + lane x step with base = start +
+ * step x first lane; bins 16-30 one by one from the end, end - step x (30 -
+ * bin). (Torch's AVX2 and AVX-512 builds fuse the multiply-add and differ
+ * in the last bit at a few bins: tests/fixtures/image/make_auto_augment.py.) */
+static double linspace31(double start, double end, int bin) {
+    const float s = (float)start, e = (float)end, step = (e - s) / (float)(DP_AA_BINS - 1);
+    if (bin >= 16) return (double)(e - step * (float)(DP_AA_BINS - 1 - bin));
+    const float base = s + step * (float)(bin & ~7);
+    return (double)(base + (float)(bin & 7) * step);
+}
+
+double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int height, int width) {
+    const int ta = kind == DP_AUTO_AUGMENT_TA_WIDE;
+    if (!dp_aa_op_ranged(op) || bin < 0 || bin >= DP_AA_BINS) return 0.0;
+    switch (op) {
+    case DP_AA_SHEAR_X:
+    case DP_AA_SHEAR_Y: return linspace31(0.0, ta ? 0.99 : 0.3, bin);
+    case DP_AA_TRANSLATE_X: return linspace31(0.0, ta ? 32.0 : 150.0 / 331.0 * width, bin);
+    case DP_AA_TRANSLATE_Y: return linspace31(0.0, ta ? 32.0 : 150.0 / 331.0 * height, bin);
+    case DP_AA_ROTATE: return linspace31(0.0, ta ? 135.0 : 30.0, bin);
+    case DP_AA_POSTERIZE: /* 8 - (arange(31) / ((31 - 1) / 6 or 4)).round() */
+        return 8.0 - (double)nearbyintf((float)bin / (ta ? 5.0f : 7.5f));
+    case DP_AA_SOLARIZE: return linspace31(255.0, 0.0, bin);
+    default: return linspace31(0.0, ta ? 0.99 : 0.9, bin); /* the enhancements */
+    }
+}
+
+int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width, dp_draw_fn draw, void *state,
+                         dp_aa_choice_t out[DP_RA_OPS]) {
+    if (policy->kind != DP_AUTO_AUGMENT_TA_WIDE && policy->kind != DP_AUTO_AUGMENT_RA) return 0;
+    const int count = policy->kind == DP_AUTO_AUGMENT_RA ? DP_RA_OPS : 1;
+    for (int i = 0; i < count; i++) {
+        const dp_aa_op_t op = (dp_aa_op_t)(draw(state) % DP_AA_OPS);
+        int bin = policy->magnitude;
+        if (policy->kind == DP_AUTO_AUGMENT_TA_WIDE && dp_aa_op_ranged(op)) bin = (int)(draw(state) % DP_AA_BINS);
+        double magnitude = dp_aa_magnitude(policy->kind, op, bin, height, width);
+        if (dp_aa_op_signed(op) && draw(state) % 2) magnitude = -magnitude;
+        out[i] = (dp_aa_choice_t){op, magnitude};
+    }
+    return count;
+}
+
+/* --- geometry ------------------------------------------------------------------------------ */
+#define PI 3.141592653589793
+#define COORD(v) ((v) < 0.0 ? -1 : (int)(v)) /* Geometry.c's */
+#define FLOOR(v) ((v) < 0.0 ? (int)floor(v) : (int)(v))
+
+/* Image.transform(AFFINE, NEAREST) of one plane `in` into the zeroed `out`
+ * (ImagingTransformAffine: x0 = y0 = 0, x1 = width, y1 = height). */
+static void affine_plane(const double a[6], const unsigned char *in, unsigned char *out, int w, int h) {
+    if (a[1] == 0 && a[3] == 0) { /* ImagingScaleAffine: columns tabulated */
+        double xo = a[2] + a[0] * 0.5, yo = a[5] + a[4] * 0.5;
+        for (int y = 0; y < h; y++, yo += a[4]) {
+            const int yi = COORD(yo);
+            double xx = xo;
+            for (int x = 0; x < w; x++, xx += a[0]) {
+                const int xi = COORD(xx);
+                if (yi >= 0 && yi < h && xi >= 0 && xi < w) out[(size_t)y * w + x] = in[(size_t)yi * w + xi];
+            }
+        }
+        return;
+    }
+    const int corners[4][2] = {{0, 0}, {w, h}, {0, h}, {w, 0}};
+    int fixed = 1;
+    for (int k = 0; k < 4; k++)
+        fixed &= fabs(corners[k][0] * a[0] + corners[k][1] * a[1] + a[2]) < 32768.0 &&
+                 fabs(corners[k][0] * a[3] + corners[k][1] * a[4] + a[5]) < 32768.0;
+    if (fixed) { /* affine_fixed: 16.16 */
+#define FIX(v) FLOOR((v) * 65536.0 + 0.5)
+        const int a0 = FIX(a[0]), a1 = FIX(a[1]), a3 = FIX(a[3]), a4 = FIX(a[4]);
+        int a2 = FIX(a[2] + a[0] * 0.5 + a[1] * 0.5), a5 = FIX(a[5] + a[3] * 0.5 + a[4] * 0.5);
+#undef FIX
+        for (int y = 0; y < h; y++, a2 += a1, a5 += a4) {
+            int xx = a2, yy = a5;
+            for (int x = 0; x < w; x++, xx += a0, yy += a3) {
+                const int xin = xx >> 16, yin = yy >> 16; /* arithmetic shifts: floor */
+                if (xin >= 0 && xin < w && yin >= 0 && yin < h) out[(size_t)y * w + x] = in[(size_t)yin * w + xin];
+            }
+        }
+        return;
+    }
+    double xo = a[2] + a[1] * 0.5 + a[0] * 0.5, yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
+    for (int y = 0; y < h; y++, xo += a[1], yo += a[4]) {
+        double xx = xo, yy = yo;
+        for (int x = 0; x < w; x++, xx += a[0], yy += a[3]) {
+            const int xin = COORD(xx), yin = COORD(yy);
+            if (xin >= 0 && xin < w && yin >= 0 && yin < h) out[(size_t)y * w + x] = in[(size_t)yin * w + xin];
+        }
+    }
+}
+
+/* torchvision's _get_inverse_affine_matrix(center, angle, translate, scale 1, shear) as F.affine gives PIL. */
+static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x, double shear_y,
+                           double m[6]) {
+    const double deg = PI / 180.0;
+    const double rot = angle * deg, sx = shear_x * deg, sy = shear_y * deg;
+    const double a = cos(rot - sy) / cos(sy);
+    const double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+    const double c = sin(rot - sy) / cos(sy);
+    const double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+    m[0] = d / 1.0, m[1] = -b / 1.0, m[2] = 0.0, m[3] = -c / 1.0, m[4] = a / 1.0, m[5] = 0.0;
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+    m[2] += cx;
+    m[5] += cy;
+}
+
+/* Python's round(v, 15): the nearest 15-decimal number (correctly rounded both ways). */
+static double round15(double v) {
+    char text[64];
+    snprintf(text, sizeof text, "%.15f", v);
+    return strtod(text, NULL);
+}
+
+/* Image.transpose ROTATE_90 (turns 1), ROTATE_180 (2), ROTATE_270 (3) of a plane; 90 and 270 only of a square. */
+static void transpose_plane(int turns, const unsigned char *in, unsigned char *out, int w, int h) {
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int sx = x, sy = y;
+            if (turns == 1) sx = w - 1 - y, sy = x;
+            else if (turns == 2) sx = w - 1 - x, sy = h - 1 - y;
+            else sx = y, sy = h - 1 - x;
+            out[(size_t)y * w + x] = in[(size_t)sy * w + sx];
+        }
+}
+
+/* The geometric ops: each plane through one matrix (or a copy, a transpose). */
+static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, unsigned char *out, int c, int h,
+                     int w) {
+    const size_t plane = (size_t)w * h;
+    double m[6];
+    memset(out, 0, plane * c);
+    if (op == DP_AA_SHEAR_X || op == DP_AA_SHEAR_Y) {
+        const double shear = atan(magnitude) * (180.0 / PI); /* math.degrees */
+        inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, op == DP_AA_SHEAR_X ? shear : 0.0, op == DP_AA_SHEAR_Y ? shear : 0.0,
+                       m);
+    } else if (op == DP_AA_TRANSLATE_X || op == DP_AA_TRANSLATE_Y) {
+        const double t = (double)(long)magnitude; /* int(magnitude) */
+        inverse_affine(w * 0.5, h * 0.5, 0.0, op == DP_AA_TRANSLATE_X ? t : 0.0, op == DP_AA_TRANSLATE_Y ? t : 0.0,
+                       0.0, 0.0, m);
+    } else { /* Image.rotate(angle, NEAREST) */
+        double angle = fmod(magnitude, 360.0);
+        if (angle < 0.0) angle += 360.0; /* Python's %: the divisor's sign */
+        const int turns = angle == 90.0 ? 1 : angle == 180.0 ? 2 : angle == 270.0 ? 3 : 0;
+        if (angle == 0.0 || turns == 2 || (turns && w == h)) {
+            for (int k = 0; k < c; k++) {
+                if (angle == 0.0) memcpy(out + k * plane, in + k * plane, plane);
+                else transpose_plane(turns, in + k * plane, out + k * plane, w, h);
+            }
+            return;
+        }
+        const double r = -(angle * (PI / 180.0)); /* -math.radians(angle) */
+        m[0] = round15(cos(r)), m[1] = round15(sin(r)), m[2] = 0.0;
+        m[3] = round15(-sin(r)), m[4] = round15(cos(r)), m[5] = 0.0;
+        const double cx = w / 2.0, cy = h / 2.0, x = -cx - 0, y = -cy - 0;
+        const double m2 = m[0] * x + m[1] * y + m[2], m5 = m[3] * x + m[4] * y + m[5];
+        m[2] = m2 + cx;
+        m[5] = m5 + cy;
+    }
+    for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
+}
+
+/* --- blends and filters ----------------------------------------------------------------- */
+/* Image.blend(degenerate, image, factor) in place over `image`: alpha in float32. */
+static void blend(const unsigned char *degenerate, unsigned char *image, size_t n, double factor) {
+    const float alpha = (float)factor;
+    if (alpha == 0.0f) {
+        memcpy(image, degenerate, n);
+        return;
+    }
+    if (alpha == 1.0f) return;
+    const int inside = alpha >= 0 && alpha <= 1.0;
+    for (size_t i = 0; i < n; i++) {
+        const int d = degenerate[i], v = image[i];
+        const float product = alpha * (float)(v - d);
+        const float t = (float)d + product;
+        if (inside) image[i] = (unsigned char)t;
+        else image[i] = t <= 0.0f ? 0 : t >= 255.0f ? 255 : (unsigned char)t;
+    }
+}
+
+/* The L image of planar pixels (convert("L")): one plane. */
+static void luma_plane(const unsigned char *in, int c, size_t plane, unsigned char *out) {
+    for (size_t i = 0; i < plane; i++)
+        out[i] = c == 1 ? in[i] : dp_luma(in[i], in[plane + i], in[2 * plane + i]);
+}
+
+/* ImageFilter.SMOOTH ((1 1 1, 1 5 1, 1 1 1) / 13) of one plane: Filter.c's 3x3 in float32; the border kept. */
+static void smooth_plane(const unsigned char *in, unsigned char *out, int w, int h) {
+    memcpy(out, in, (size_t)w * h);
+    if (w < 3 || h < 3) return; /* ImagingFilter: a copy */
+    const float k = 1.0f / 13.0f, center = 5.0f / 13.0f, offset = 0.0f + 0.5f;
+    for (int y = 1; y < h - 1; y++) {
+        const unsigned char *r[3] = {in + (size_t)(y + 1) * w, in + (size_t)y * w, in + (size_t)(y - 1) * w};
+        for (int x = 1; x < w - 1; x++) {
+            float ss = offset;
+            for (int row = 0; row < 3; row++) {
+                const float mid = row == 1 ? center : k;
+                const float t0 = (float)r[row][x - 1] * k, t1 = (float)r[row][x] * mid, t2 = (float)r[row][x + 1] * k;
+                const float sum = t0 + t1;
+                const float line = sum + t2;
+                ss += line;
+            }
+            out[(size_t)y * w + x] = ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : (unsigned char)ss;
+        }
+    }
+}
+
+/* The ImageEnhance ops: the degenerate image, then the blend with 1 + magnitude. */
+static void enhance(dp_aa_op_t op, double magnitude, const unsigned char *in, unsigned char *image, unsigned char *dg,
+                    int c, int h, int w) {
+    const size_t plane = (size_t)w * h, n = plane * c;
+    if (op == DP_AA_BRIGHTNESS) {
+        memset(dg, 0, n);
+    } else if (op == DP_AA_COLOR) {
+        luma_plane(in, c, plane, dg);
+        for (int k = 1; k < c; k++) memcpy(dg + k * plane, dg, plane);
+    } else if (op == DP_AA_CONTRAST) { /* int(ImageStat.Stat(L).mean[0] + 0.5) */
+        luma_plane(in, c, plane, dg);
+        long hist[256] = {0};
+        for (size_t i = 0; i < plane; i++) hist[dg[i]]++;
+        double sum = 0.0;
+        for (int j = 0; j < 256; j++) sum += (double)j * (double)hist[j];
+        memset(dg, (int)(sum / (double)plane + 0.5), n);
+    } else {
+        for (int k = 0; k < c; k++) smooth_plane(in + k * plane, dg + k * plane, w, h);
+    }
+    blend(dg, image, n, 1.0 + magnitude);
+}
+
+/* --- lookup tables ------------------------------------------------------------------------ */
+/* ImageOps.autocontrast (cutoff 0) or equalize's table of one plane. */
+static void plane_lut(dp_aa_op_t op, const unsigned char *p, size_t plane, unsigned char lut[256]) {
+    long h[256] = {0};
+    for (size_t i = 0; i < plane; i++) h[p[i]]++;
+    for (int i = 0; i < 256; i++) lut[i] = (unsigned char)i;
+    if (op == DP_AA_AUTOCONTRAST) {
+        int lo = 0, hi = 255;
+        while (lo < 255 && !h[lo]) lo++;
+        while (hi > 0 && !h[hi]) hi--;
+        if (hi <= lo) return;
+        const double scale = 255.0 / (hi - lo), offset = -lo * scale;
+        for (int i = 0; i < 256; i++) {
+            double v = i * scale + offset;
+            long ix = (long)v; /* int(): toward zero */
+            lut[i] = (unsigned char)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
+        }
+        return;
+    }
+    long total = 0, last = 0, used = 0; /* equalize: over the non-empty bins */
+    for (int i = 0; i < 256; i++)
+        if (h[i]) total += h[i], last = h[i], used++;
+    if (used <= 1) return;
+    const long step = (total - last) / 255;
+    if (!step) return;
+    long n = step / 2;
+    for (int i = 0; i < 256; i++) {
+        lut[i] = (unsigned char)(n / step > 255 ? 255 : n / step); /* point() clips an entry to 0..255 */
+        n += h[i];
+    }
+}
+
+dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width) {
+    if ((channels != 1 && channels != 3) || height < 1 || width < 1 || op < 0 || op >= DP_AA_OPS)
+        return dp_fail(DP_ERR_ARG, "auto-augment: op %d on %d x %d x %d pixels", (int)op, channels, height, width);
+    const size_t plane = (size_t)width * height, n = plane * channels;
+    if (op == DP_AA_POSTERIZE && !(magnitude >= 0.0 && magnitude < 9.0))
+        return dp_fail(DP_ERR_ARG, "auto-augment: Posterize to %g bits (0 to 8)", magnitude);
+    if (op == DP_AA_IDENTITY) return DP_OK;
+    if (op >= DP_AA_POSTERIZE) { /* tables */
+        unsigned char lut[256];
+        for (int k = 0; k < channels; k++) {
+            unsigned char *p = pixels + k * plane;
+            if (op == DP_AA_POSTERIZE) {
+                const int bits = (int)magnitude, mask = ~((1 << (8 - bits)) - 1);
+                for (int i = 0; i < 256; i++) lut[i] = (unsigned char)(i & mask);
+            } else if (op == DP_AA_SOLARIZE) {
+                for (int i = 0; i < 256; i++) lut[i] = (unsigned char)((double)i < magnitude ? i : 255 - i);
+            } else {
+                plane_lut(op, p, plane, lut);
+            }
+            for (size_t i = 0; i < plane; i++) p[i] = lut[p[i]];
+        }
+        return DP_OK;
+    }
+    unsigned char *copy = dp_alloc(2 * n, "an auto-augment scratch image");
+    if (!copy) return DP_ERR_NOMEM;
+    memcpy(copy, pixels, n);
+    if (op <= DP_AA_ROTATE) geometry(op, magnitude, copy, pixels, channels, height, width);
+    else enhance(op, magnitude, copy, pixels, copy + n, channels, height, width);
+    free(copy);
+    return DP_OK;
+}
+
+dp_status_t dp_auto_augment_apply(const dp_auto_augment_t *policy, dp_draw_fn draw, void *state, unsigned char *pixels,
+                                  int channels, int height, int width) {
+    dp_aa_choice_t choices[DP_RA_OPS];
+    const int count = dp_auto_augment_draw(policy, height, width, draw, state, choices);
+    for (int i = 0; i < count; i++)
+        DP_TRY(dp_aa_apply(choices[i].op, choices[i].magnitude, pixels, channels, height, width));
+    return DP_OK;
+}
