@@ -14,7 +14,10 @@
  *   word per adjustment that is on after the order's 3, the same words the
  *   same pixels;
  * - the option's text: B, B,C,S and B,C,S,H, the bounds, one line for a
- *   bad value; the recorded text reads back as the same values.
+ *   bad value; the recorded text reads back as the same values;
+ * - in a training sample (image_sample.h): the crop and flip as without,
+ *   then the jitter drawn from the same generator after their words; the
+ *   evaluation modes never jitter; auto-augmentation with it is refused.
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "dptrain/color_jitter.h"
+#include "dptrain/image_sample.h"
 #include "image_testing.h"
 #include "testing.h"
 
@@ -247,10 +251,47 @@ static void test_parse(void) {
     CHECK(dp_color_jitter_parse(NULL, "t", &j) == DP_ERR_ARG, "NULL taken");
 }
 
+/* dp_image_sample_decoded with color_jitter = without it, then dp_color_jitter_apply on the same generator. */
+static void test_in_sample(void) {
+    enum { W = 53, H = 41, S = 24 };
+    static unsigned char pixels[H * W * 3];
+    uint64_t state = 3;
+    for (int i = 0; i < H * W * 3; i++) pixels[i] = (unsigned char)(draw_words(&state) >> 24);
+    long differ = 0;
+    const dp_color_jitter_t jitter = {{0.4, 0.4, 0.4, 0.1}};
+    for (int channels = 1; channels <= 3; channels += 2) {
+        const dp_image_t image = {channels, H, W, pixels};
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            unsigned char with[3 * S * S], plain[3 * S * S], eval_with[3 * S * S], eval_plain[3 * S * S];
+            dp_sample_options_t o = dp_sample_options_default(DP_SAMPLE_TRAIN, channels, S, S);
+            dp_rng_t a, b;
+            dp_rng_seed(&a, seed);
+            dp_rng_seed(&b, seed);
+            CHECK(dp_image_sample_decoded(&image, &o, &b, plain, NULL) == DP_OK, "plain sample");
+            o.color_jitter = jitter;
+            CHECK(dp_image_sample_decoded(&image, &o, &a, with, NULL) == DP_OK, "jittered sample");
+            differ += memcmp(with, plain, (size_t)channels * S * S) != 0;
+            CHECK(dp_color_jitter_apply(&jitter, dp_rng_draw32, &b, plain, channels, S, S) == DP_OK, "apply");
+            CHECK(memcmp(with, plain, (size_t)channels * S * S) == 0 && dp_rng_next(&a) == dp_rng_next(&b),
+                  "seed %llu, %d channels: the sample is not the crop then the jitter", (unsigned long long)seed,
+                  channels);
+            dp_sample_options_t e = dp_sample_options_default(DP_SAMPLE_EVAL, channels, S, S);
+            CHECK(dp_image_sample_decoded(&image, &e, NULL, eval_plain, NULL) == DP_OK, "eval");
+            e.color_jitter = jitter;
+            CHECK(dp_image_sample_decoded(&image, &e, NULL, eval_with, NULL) == DP_OK, "eval");
+            CHECK(memcmp(eval_with, eval_plain, (size_t)channels * S * S) == 0, "evaluation jittered");
+            o.auto_augment.kind = DP_AUTO_AUGMENT_TA_WIDE;
+            CHECK(dp_image_sample_decoded(&image, &o, &a, with, NULL) == DP_ERR_ARG, "jitter with ta_wide taken");
+        }
+    }
+    CHECK(differ > 70, "only %ld of 80 jittered samples differ from the crop", differ);
+}
+
 int main(void) {
     const char *exhaustive = getenv("DPTRAIN_CJ_EXHAUSTIVE");
     test_against_pil(testing_tmpdir(), exhaustive && !strcmp(exhaustive, "1") ? 1 : 13);
     test_draws();
     test_parse();
+    test_in_sample();
     return testing_finish("test_color_jitter");
 }

@@ -5,7 +5,8 @@
  * Four modes (torchvision's transforms, exact: image_transform.h):
  * - DP_SAMPLE_TRAIN: RandomResizedCrop((H, W), scale, ratio) then
  *   RandomHorizontalFlip(flip_p), then TrivialAugmentWide or RandAugment
- *   when auto_augment asks (auto_augment.h: PIL's pixels);
+ *   when auto_augment asks (auto_augment.h: PIL's pixels), or ColorJitter
+ *   when color_jitter asks (color_jitter.h; one or the other, not both);
  * - DP_SAMPLE_EVAL: Resize(resize_size) (the shorter side) then
  *   CenterCrop((H, W));
  * - DP_SAMPLE_FIXED: an image of exactly H x W is copied as it is; any
@@ -41,6 +42,7 @@
 #include <stddef.h>
 
 #include "dptrain/auto_augment.h"
+#include "dptrain/color_jitter.h"
 #include "dptrain/image.h"
 #include "dptrain/image_transform.h"
 #include "dptrain/rng.h"
@@ -61,6 +63,7 @@ typedef struct {
     int dct_scale;               /* JPEG: decode at 1/2, 1/4, 1/8 when the crop shrinks that much */
     int ignore_exif;             /* 1: keep the stored orientation */
     dp_auto_augment_t auto_augment; /* train: after the crop and flip (kind DP_AUTO_AUGMENT_NONE: none) */
+    dp_color_jitter_t color_jitter; /* train: after the crop and flip (all 0: none); not with auto_augment */
 } dp_sample_options_t;
 
 /* The defaults of a mode: torchvision's ranges, flip_p 0.5, resize_size 0,

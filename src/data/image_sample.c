@@ -3,7 +3,7 @@
  * flip, or Resize + CenterCrop's window), decode only the part of the image
  * the resize reads (JPEG; the other formats decode whole), orient it, and
  * resample straight into the caller's (C, H, W) slot, then (training) the
- * auto-augmentation's ops on that slot. image_sample.h says
+ * auto-augmentation's ops or the color jitter on that slot. image_sample.h says
  * what each mode does.
  *
  * The geometry lives in the oriented image's coordinates; each axis is a
@@ -63,6 +63,9 @@ static dp_status_t check_options(const dp_sample_options_t *o, const dp_rng_t *r
         if (o->auto_augment.magnitude < 0 || o->auto_augment.magnitude >= DP_AA_BINS)
             return dp_fail(DP_ERR_ARG, "%s: RandAugment's magnitude %d (0 to %d)", name, o->auto_augment.magnitude,
                            DP_AA_BINS - 1);
+        if (o->auto_augment.kind != DP_AUTO_AUGMENT_NONE && dp_color_jitter_on(&o->color_jitter))
+            return dp_fail(DP_ERR_ARG, "%s: color jitter with auto-augmentation (torchvision's and timm's recipes "
+                           "take one or the other)", name);
         if (!(r->scale_min > 0 && r->scale_min <= r->scale_max && r->ratio_min > 0 && r->ratio_min <= r->ratio_max))
             return dp_fail(DP_ERR_ARG, "%s: crop ranges scale (%g, %g), ratio (%g, %g)", name, r->scale_min,
                            r->scale_max, r->ratio_min, r->ratio_max);
@@ -101,6 +104,12 @@ static void plan_axes(const dp_sample_options_t *o, int width, int height, dp_rn
 static dp_status_t auto_augment(const dp_sample_options_t *o, dp_rng_t *rng, unsigned char *out) {
     if (o->mode != DP_SAMPLE_TRAIN || o->auto_augment.kind == DP_AUTO_AUGMENT_NONE) return DP_OK;
     return dp_auto_augment_apply(&o->auto_augment, dp_rng_draw32, rng, out, o->channels, o->height, o->width);
+}
+
+/* Training: ColorJitter on the crop's output, drawn after the crop and flip (never with auto_augment). */
+static dp_status_t color_jitter(const dp_sample_options_t *o, dp_rng_t *rng, unsigned char *out) {
+    if (o->mode != DP_SAMPLE_TRAIN || !dp_color_jitter_on(&o->color_jitter)) return DP_OK;
+    return dp_color_jitter_apply(&o->color_jitter, dp_rng_draw32, rng, out, o->channels, o->height, o->width);
 }
 
 /* The DCT scale: the largest of 8, 4, 2 by which both axes shrink, else 1. */
@@ -210,6 +219,7 @@ dp_status_t dp_image_sample(const void *data, size_t size, const char *name, con
     }
     if (st == DP_OK) st = dp_resize_apply(&view, view_x - frame_x, view_y - frame_y, &ax, &ay, rep.flipped, out);
     if (st == DP_OK) st = auto_augment(options, rng, out);
+    if (st == DP_OK) st = color_jitter(options, rng, out);
     dp_image_free(&view);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
@@ -242,6 +252,7 @@ dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_opt
     if (st == DP_OK) st = axis_for_scale(&py, 1, image->height, &ay, &frame_y);
     if (st == DP_OK) st = dp_resize_apply(image, -frame_x, -frame_y, &ax, &ay, rep.flipped, out);
     if (st == DP_OK) st = auto_augment(options, rng, out);
+    if (st == DP_OK) st = color_jitter(options, rng, out);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
     if (st == DP_OK && report) *report = rep;
