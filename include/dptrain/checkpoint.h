@@ -141,11 +141,12 @@
  *   data.train_transform    the training transform of an image folder:
  *                           "center", "squash" or "resized-crop" (+ ",
  *                           dct-scale off") (+ ", auto-augment ta_wide" or
- *                           ", auto-augment ra N"); its resize and EXIF
+ *                           ", auto-augment ra N", or ", color-jitter
+ *                           B,C,S,H"); its resize and EXIF
  *                           setting are data.transform's. Written only for
  *                           image folders; a resume with another warns,
- *                           with another --auto-augment or --ra-magnitude
- *                           is refused
+ *                           with another --auto-augment, --ra-magnitude
+ *                           or --color-jitter is refused
  *   data.holdout            the fraction of each class of an image folder
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.
@@ -273,7 +274,7 @@ typedef struct {
     const char *model_text;
     int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
-    char train_transform[64];   /* data.train_transform: "" (not an image folder, or a file of an older
+    char train_transform[128];  /* data.train_transform: "" (not an image folder, or a file of an older
                                    dptrain) or the training transform of an image folder */
     int data_train_total;       /* data.train_total: the training split's size before --limit; 0: not recorded */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's

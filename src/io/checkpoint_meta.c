@@ -269,7 +269,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRANSFORM_KEY, info->transform};
     }
     if (info->train_transform[0]) {
-        if (strspn(info->train_transform, "abcdefghijklmnopqrstuvwxyz0123456789_-, ") != strlen(info->train_transform))
+        if (strspn(info->train_transform, "abcdefghijklmnopqrstuvwxyz0123456789_-,. ") != strlen(info->train_transform))
             return dp_fail(DP_ERR_ARG, "checkpoint: the training transform '%s' is not lower-case words and numbers",
                            info->train_transform);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRAIN_TRANSFORM_KEY, info->train_transform};
