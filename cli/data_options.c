@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dptrain/auto_augment.h"
+#include "dptrain/color_jitter.h"
 #include "dptrain/data.h"
 #include "dptrain/image_folder.h"
 #include "dptrain/json.h"
@@ -34,6 +35,11 @@ const char cli_data_usage_train[] =
     "                            RandAugment (ra: 2 ops) with PIL's pixels, per sample from\n"
     "                            the run's seed; none (default); saved, --resume keeps it\n"
     "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
+    "  --color-jitter B[,C,S,H]  image folders with --transform resized-crop: after the crop\n"
+    "                            and flip, torchvision's ColorJitter with PIL's pixels:\n"
+    "                            brightness, contrast, saturation (one value: all three),\n"
+    "                            hue (0 to 0.5; default 0); 0 turns one off; not with\n"
+    "                            --auto-augment; saved, --resume keeps it\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read (counted)\n"
     "                            instead of stopping\n"
     "  --cache-mb N              image folders: keep up to N MB of decoded samples in memory\n"
@@ -65,6 +71,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
         {"auto-augment", OPT_STRING, &o->auto_augment, 0, 0},
         {"ra-magnitude", OPT_INT, &o->ra_magnitude, 0, DP_AA_BINS - 1},
+        {"color-jitter", OPT_STRING, &o->color_jitter, 0, 0},
         {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
         {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
         {"loader-threads", OPT_INT, &o->loader_threads, 0, 256},
@@ -73,7 +80,8 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
     for (int i = 0; i < CLI_DATA_OPTIONS; i++) {
         const char *name = all[i].name;
         if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb") ||
-                          !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude")))
+                          !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude") ||
+                          !strcmp(name, "color-jitter")))
             continue;
         table[(*used)++] = all[i];
     }
@@ -110,6 +118,14 @@ static dp_status_t parse_auto_augment(const char *command, const cli_data_option
     if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
         return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
     return DP_OK;
+}
+
+/* --color-jitter: the values (all 0 without it), or one line. */
+static dp_status_t parse_color_jitter(const char *command, const cli_data_options_t *o, dp_color_jitter_t *jitter) {
+    char who[64];
+    snprintf(who, sizeof who, "%s: --color-jitter", command);
+    *jitter = (dp_color_jitter_t){{0}};
+    return o->color_jitter ? dp_color_jitter_parse(o->color_jitter, who, jitter) : DP_OK;
 }
 
 /* --- the index's progress line --------------------------------------------------------- */
@@ -174,6 +190,15 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     if (policy.kind != DP_AUTO_AUGMENT_NONE && !resized_crop)
         return dp_fail(DP_ERR_ARG, "%s: --auto-augment %s: only with --transform resized-crop (torchvision's recipe: "
                        "RandomResizedCrop, flip, then the augmentation)", command, o->auto_augment);
+    dp_color_jitter_t jitter;
+    DP_TRY(parse_color_jitter(command, o, &jitter));
+    if (dp_color_jitter_on(&jitter) && !resized_crop)
+        return dp_fail(DP_ERR_ARG, "%s: --color-jitter %s: only with --transform resized-crop (timm's recipe: "
+                       "RandomResizedCrop, flip, then ColorJitter)", command, o->color_jitter);
+    if (dp_color_jitter_on(&jitter) && policy.kind != DP_AUTO_AUGMENT_NONE)
+        return dp_fail(DP_ERR_ARG, "%s: --color-jitter %s with --auto-augment %s: one or the other (timm turns the "
+                       "color jitter off under an auto-augmentation; torchvision's recipe has none)", command,
+                       o->color_jitter, o->auto_augment);
     progress_t progress = {.terminal = world->rank == 0 && isatty(fileno(stderr)), .dir = o->dir};
     dp_index_options_t io = {.skip_bad = o->skip_bad, .ignore_exif = !exif, .threads = threads,
                              .progress = index_progress, .progress_ctx = &progress};
@@ -183,13 +208,21 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.eval = dp_sample_options_default(eval_mode, channels, height, width);
     fo.train.dct_scale = resized_crop && dct;
     fo.train.auto_augment = policy;
+    fo.train.color_jitter = jitter;
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
-    char augmentation[40] = "";
+    char augmentation[96] = "";
     if (policy.kind == DP_AUTO_AUGMENT_TA_WIDE) snprintf(augmentation, sizeof augmentation, ", auto-augment ta_wide");
     if (policy.kind == DP_AUTO_AUGMENT_RA)
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
+    if (dp_color_jitter_on(&jitter)) {
+        char values[64];
+        if (dp_color_jitter_text(&jitter, values, sizeof values) >= 48)
+            return dp_fail(DP_ERR_ARG, "%s: --color-jitter %s: too many digits (the checkpoint records the values in "
+                           "47 characters; e.g. 0.4,0.4,0.4,0.1)", command, o->color_jitter);
+        snprintf(augmentation, sizeof augmentation, ", color-jitter %s", values);
+    }
     snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s",
              resized_crop ? "resized-crop" : squash ? "squash" : "center",
              resized_crop && !dct ? ", dct-scale off" : "", augmentation);
@@ -304,6 +337,8 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
     }
     dp_auto_augment_t policy;
     DP_TRY(parse_auto_augment(command, o, &policy));
+    dp_color_jitter_t jitter;
+    DP_TRY(parse_color_jitter(command, o, &jitter));
     dp_data_layout_t layout;
     dp_status_t detected = dp_data_detect_layout(o->dir, &layout);
     if (detected != DP_OK) {
@@ -323,6 +358,9 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
     } else if (policy.kind != DP_AUTO_AUGMENT_NONE) {
         status = dp_fail(DP_ERR_ARG, "%s: --auto-augment %s: only for image folders (it works on each decoded image; "
                          "%s is %s data)", command, o->auto_augment, o->dir, dp_data_layout_name(layout));
+    } else if (dp_color_jitter_on(&jitter)) {
+        status = dp_fail(DP_ERR_ARG, "%s: --color-jitter %s: only for image folders (it works on each decoded image; "
+                         "%s is %s data)", command, o->color_jitter, o->dir, dp_data_layout_name(layout));
     } else if (o->holdout) {
         status = dp_fail(DP_ERR_ARG, "%s: --holdout %s: %s is %s data with a test split of its own (a fraction is held "
                          "out only of an image folder without a test folder)", command, o->holdout, o->dir,

@@ -5,8 +5,8 @@
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
  * --model-ema and its steps and decay, --early-stop, --limit,
- * --augment, an image folder's --transform, --auto-augment, --ra-magnitude
- * and --holdout); then the line
+ * --augment, an image folder's --transform, --auto-augment, --ra-magnitude,
+ * --color-jitter and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
  * taken: without --save a resume writes nothing (train_output.c warns once
  * it starts), so that the file it resumes is never replaced unasked. An
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dptrain/color_jitter.h"
 #include "dptrain/image_folder.h"
 #include "dptrain/io.h"
 #include "train.h"
@@ -131,6 +132,30 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
     return DP_OK;
 }
 
+/* The color jitter of a saved training transform ("..., color-jitter 0.4,0.4,0.4,0") into *r; another value of
+ * --color-jitter (compared as numbers: 0.4 = 0.4,0.4,0.4,0; 0 = none) refused: other augmentation would not continue
+ * the same run. */
+static dp_status_t take_color_jitter(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
+    const char *saved = strstr(info->train_transform, "color-jitter ");
+    char values[64] = "0";
+    if (saved) sscanf(saved, "color-jitter %63[0-9.,e-]", values);
+    dp_color_jitter_t was = {{0}}, given = {{0}};
+    if (dp_color_jitter_parse(values, "color-jitter", &was) != DP_OK)
+        return dp_fail(DP_ERR_FORMAT, "--resume %s: data.train_transform '%s': the color jitter '%s' is not B,C,S,H",
+                       o->resume_path, info->train_transform, values);
+    if (GIVEN(data.color_jitter) && dp_color_jitter_parse(o->data.color_jitter, "train: --color-jitter", &given) != DP_OK)
+        return DP_ERR_ARG; /* its own line */
+    if (GIVEN(data.color_jitter) && memcmp(given.value, was.value, sizeof was.value) != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --color-jitter %s, this run has %s (other augmentation "
+                       "would not continue the same run; use the saved value)", o->resume_path,
+                       saved ? values : "0 (none)", o->data.color_jitter);
+    if (!saved || GIVEN(data.color_jitter)) return DP_OK;
+    snprintf(r->color_jitter, sizeof r->color_jitter, "%s", values);
+    o->data.color_jitter = r->color_jitter;
+    return DP_OK;
+}
+
 /* --augment, an image folder's training transform and hold-out (texts kept in *r). */
 static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     if (!GIVEN(augment) && info->augment[0]) {
@@ -177,7 +202,8 @@ dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *in
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
-    return take_auto_augment(o, info, r);
+    DP_TRY(take_auto_augment(o, info, r));
+    return take_color_jitter(o, info, r);
 }
 
 /* Appends " --NAME VALUE" (VALUE "": a flag) to text[0..size). */
@@ -261,6 +287,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
         list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
+    if (!GIVEN(data.color_jitter) && r->color_jitter[0]) list_option(text, size, "color-jitter", r->color_jitter);
     if (!GIVEN(data.holdout) && o->data.holdout_default && strtod(o->data.holdout_default, NULL) != DP_HOLDOUT_DEFAULT)
         list_option(text, size, "holdout", o->data.holdout_default);
 }
