@@ -3,7 +3,11 @@
  * auto_augment.c's ImageEnhance ops (dp_aa_apply at factor - 1); the hue
  * is Convert.c's rgb2hsv and hsv2rgb (their float and double roundings as
  * C evaluates them on x86-64: float operands stay float, a double
- * constant makes the expression double) around numpy's uint8 addition.
+ * constant makes the expression double) around numpy's uint8 addition,
+ * with exact shortcuts: fmod(x, 1) of x in [5/6, 11/6] as a subtraction,
+ * hsv2rgb's per-H and per-S values tabulated once an image, round() of a
+ * non-negative double by its integer part (0.25 -> 0.13 ms an RGB image
+ * of 224 x 224 here; test_color_jitter checks all 2^24 colours).
  * Compiled with -ffp-contract=off: no fused multiply-adds, as PIL's build.
  */
 #include "dptrain/color_jitter.h"
@@ -105,31 +109,52 @@ static void rgb_to_hsv_pixel(unsigned char r, unsigned char g, unsigned char b, 
     }
     const float cr = (float)(maxc - minc);
     const float s = cr / (float)maxc;
-    const float rc = (float)(maxc - r) / cr, gc = (float)(maxc - g) / cr, bc = (float)(maxc - b) / cr;
     float h;
-    if (r == maxc) h = bc - gc;                          /* float */
-    else if (g == maxc) h = (float)(2.0 + rc - bc);     /* double, stored as float */
-    else h = (float)(4.0 + gc - rc);
-    h = (float)fmod((double)h / 6.0 + 1.0, 1.0);
+    if (r == maxc) h = (float)(maxc - b) / cr - (float)(maxc - g) / cr;                   /* float */
+    else if (g == maxc) h = (float)(2.0 + (float)(maxc - r) / cr - (float)(maxc - b) / cr); /* double, to float */
+    else h = (float)(4.0 + (float)(maxc - g) / cr - (float)(maxc - r) / cr);
+    /* fmod(h / 6 + 1, 1): the sum lies in [5/6, 11/6], where fmod is the sum or the sum - 1, both exact */
+    const double turn = (double)h / 6.0 + 1.0;
+    h = (float)(turn >= 1.0 ? turn - 1.0 : turn);
     hsv[0] = clip8((int)((double)h * 255.0));
     hsv[1] = clip8((int)((double)s * 255.0));
 }
 
-static void hsv_to_rgb_pixel(unsigned char h, unsigned char s, unsigned char v, unsigned char rgb[3]) {
+/* C's round() of x >= 0 (halves away from zero): x minus its integer part is exact. */
+static int round_half_up(double x) {
+    const int whole = (int)x;
+    return x - (double)whole >= 0.5 ? whole + 1 : whole;
+}
+
+/* hsv2rgb's values of one H and one S, computed once per image: the sector i and its remainder f of H, S / 255. */
+typedef struct {
+    int sector[256];
+    float remainder[256], saturation[256];
+} hsv_tables_t;
+
+static void hsv_tables_init(hsv_tables_t *t) {
+    for (int k = 0; k < 256; k++) {
+        const double sixth = (double)(float)k * 6.0 / 255.0;
+        t->sector[k] = (int)floor(sixth) % 6;
+        t->remainder[k] = (float)(sixth - (double)(float)(int)floor(sixth));
+        t->saturation[k] = (float)((double)(float)k / 255.0);
+    }
+}
+
+static void hsv_to_rgb_pixel(const hsv_tables_t *tables, unsigned char h, unsigned char s, unsigned char v,
+                             unsigned char rgb[3]) {
     if (s == 0) {
         rgb[0] = rgb[1] = rgb[2] = v;
         return;
     }
-    const double sixth = (double)(float)h * 6.0 / 255.0;
-    const int i = (int)floor(sixth);
-    const float f = (float)(sixth - (double)(float)i);
-    const float fs = (float)((double)(float)s / 255.0);
+    const float f = tables->remainder[h], fs = tables->saturation[s];
     const float fsf = fs * f; /* float x float */
-    const unsigned char p = clip8((int)round((double)(float)v * (1.0 - (double)fs)));
-    const unsigned char q = clip8((int)round((double)(float)v * (1.0 - (double)fsf)));
-    const unsigned char t = clip8((int)round((double)(float)v * (1.0 - (double)fs * (1.0 - (double)f))));
+    const double value = (double)(float)v;
+    const unsigned char p = clip8(round_half_up(value * (1.0 - (double)fs)));
+    const unsigned char q = clip8(round_half_up(value * (1.0 - (double)fsf)));
+    const unsigned char t = clip8(round_half_up(value * (1.0 - (double)fs * (1.0 - (double)f))));
     const unsigned char table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-    memcpy(rgb, table[i % 6], 3);
+    memcpy(rgb, table[tables->sector[h]], 3);
 }
 
 void dp_rgb_to_hsv(const unsigned char *in, unsigned char *out, size_t n) {
@@ -141,9 +166,11 @@ void dp_rgb_to_hsv(const unsigned char *in, unsigned char *out, size_t n) {
 }
 
 void dp_hsv_to_rgb(const unsigned char *in, unsigned char *out, size_t n) {
+    hsv_tables_t tables;
+    hsv_tables_init(&tables);
     for (size_t i = 0; i < n; i++) {
         unsigned char rgb[3];
-        hsv_to_rgb_pixel(in[i], in[n + i], in[2 * n + i], rgb);
+        hsv_to_rgb_pixel(&tables, in[i], in[n + i], in[2 * n + i], rgb);
         out[i] = rgb[0], out[n + i] = rgb[1], out[2 * n + i] = rgb[2];
     }
 }
@@ -151,10 +178,12 @@ void dp_hsv_to_rgb(const unsigned char *in, unsigned char *out, size_t n) {
 /* adjust_hue: H + np.uint8(hue x 255) (the product truncated toward zero, then modulo 256), per pixel. */
 static void adjust_hue(double factor, unsigned char *pixels, size_t n) {
     const unsigned char shift = (unsigned char)((int)(factor * 255.0) & 255);
+    hsv_tables_t tables;
+    hsv_tables_init(&tables);
     for (size_t i = 0; i < n; i++) {
         unsigned char hsv[3], rgb[3];
         rgb_to_hsv_pixel(pixels[i], pixels[n + i], pixels[2 * n + i], hsv);
-        hsv_to_rgb_pixel((unsigned char)(hsv[0] + shift), hsv[1], hsv[2], rgb);
+        hsv_to_rgb_pixel(&tables, (unsigned char)(hsv[0] + shift), hsv[1], hsv[2], rgb);
         pixels[i] = rgb[0], pixels[n + i] = rgb[1], pixels[2 * n + i] = rgb[2];
     }
 }
