@@ -11,7 +11,8 @@
  *   (center: the default training transform of `dptrain train`, Resize +
  *   CenterCrop, images of the size as they are, 1 channel, no normalisation;
  *   ta_wide, ra: the crop and flip, then TrivialAugmentWide or RandAugment,
- *   auto_augment.h)
+ *   auto_augment.h; cj:B[,C,S,H]: the crop and flip, then ColorJitter,
+ *   color_jitter.h)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "dptrain/auto_augment.h"
 #include "dptrain/batch_loader.h"
+#include "dptrain/color_jitter.h"
 #include "dptrain/image_folder.h"
 
 static double now_sec(void) {
@@ -51,7 +53,10 @@ int main(int argc, char **argv) {
     dp_folder_options_t fo = {0};
     fo.train = dp_sample_options_default(center ? DP_SAMPLE_FIXED : DP_SAMPLE_TRAIN, channels, size, size);
     fo.eval = dp_sample_options_default(DP_SAMPLE_EVAL, channels, size, size);
-    if (argc > 6 && !center && dp_auto_augment_parse(argv[6], "augmentation", &fo.train.auto_augment.kind) != DP_OK)
+    const int jitter = argc > 6 && !strncmp(argv[6], "cj:", 3);
+    if (jitter && dp_color_jitter_parse(argv[6] + 3, "color jitter", &fo.train.color_jitter) != DP_OK)
+        return die("the 6th argument");
+    if (argc > 6 && !center && !jitter && dp_auto_augment_parse(argv[6], "augmentation", &fo.train.auto_augment.kind) != DP_OK)
         return die("the 6th argument");
     dp_batch_source_t *src;
     if (dp_folder_source_new(&index, &fo, &src) != DP_OK) return die("source");
