@@ -6,8 +6,8 @@
  * constant makes the expression double) around numpy's uint8 addition,
  * with exact shortcuts: fmod(x, 1) of x in [5/6, 11/6] as a subtraction,
  * hsv2rgb's per-H and per-S values tabulated once an image, round() of a
- * non-negative double by its integer part (0.25 -> 0.13 ms an RGB image
- * of 224 x 224 here; test_color_jitter checks all 2^24 colours).
+ * non-negative double by its integer part (test_color_jitter checks all
+ * 2^24 colours both ways).
  * Compiled with -ffp-contract=off: no fused multiply-adds, as PIL's build.
  */
 #include "dptrain/color_jitter.h"
@@ -153,8 +153,14 @@ static void hsv_to_rgb_pixel(const hsv_tables_t *tables, unsigned char h, unsign
     const unsigned char p = clip8(round_half_up(value * (1.0 - (double)fs)));
     const unsigned char q = clip8(round_half_up(value * (1.0 - (double)fsf)));
     const unsigned char t = clip8(round_half_up(value * (1.0 - (double)fs * (1.0 - (double)f))));
-    const unsigned char table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-    memcpy(rgb, table[tables->sector[h]], 3);
+    switch (tables->sector[h]) { /* (a table of the six would be built and read on the stack: slower) */
+    case 0: rgb[0] = v, rgb[1] = t, rgb[2] = p; break;
+    case 1: rgb[0] = q, rgb[1] = v, rgb[2] = p; break;
+    case 2: rgb[0] = p, rgb[1] = v, rgb[2] = t; break;
+    case 3: rgb[0] = p, rgb[1] = q, rgb[2] = v; break;
+    case 4: rgb[0] = t, rgb[1] = p, rgb[2] = v; break;
+    default: rgb[0] = v, rgb[1] = p, rgb[2] = q; break;
+    }
 }
 
 void dp_rgb_to_hsv(const unsigned char *in, unsigned char *out, size_t n) {
