@@ -7,7 +7,8 @@
  *   four adjustments (Fisher-Yates, word % (4 - i) for i = 0, 1, 2), then
  *   one factor per adjustment that is on, in the order brightness,
  *   contrast, saturation, hue: uniform in [max(0, 1 - v), 1 + v) (hue in
- *   [-h, h)) as torch.empty(1).uniform_ makes it in float32; an
+ *   [-h, h)) as torch.empty(1).uniform_ makes it in float32 (its portable
+ *   kernel: two roundings, no fused multiply-add); an
  *   adjustment whose value is 0 draws nothing and is skipped;
  * - the adjustments, in the drawn order: F.adjust_brightness, _contrast,
  *   _saturation (ImageEnhance Brightness, Contrast, Color: auto_augment.h's
