@@ -9,6 +9,8 @@
  *   image (some adjustments off, some factors 0), on images of 1 and 3
  *   channels and odd sizes (a constant one, a gray one, 2x3): every output
  *   byte equal (the count of differing bytes is printed, must be 0);
+ * - the draw given torch's words (its mt19937 replayed by numpy): torch's
+ *   own get_params, order and float32 factors, for 300 seeds;
  * - the draws: the orders uniform over the 24 permutations (chi-square
  *   over 96000 draws), every factor in its range and spread over it, one
  *   word per adjustment that is on after the order's 3, the same words the
@@ -67,6 +69,17 @@ static void test_hsv(const char *dir, int stride) {
     free(out);
 }
 
+/* Words from a list (torch's, replayed), as a dp_draw_fn. */
+typedef struct {
+    const uint32_t *words;
+    int next, count;
+} word_list_t;
+
+static uint32_t draw_listed(void *state) {
+    word_list_t *l = state;
+    return l->next < l->count ? l->words[l->next++] : 0;
+}
+
 static double factor_or_off(const char *text, int *on) {
     *on = strcmp(text, "off") != 0;
     return *on ? strtod(text, NULL) : 0.0;
@@ -75,7 +88,7 @@ static double factor_or_off(const char *text, int *on) {
 static void test_against_pil(const char *dir, int stride) {
     char args[1200], path[1200];
     snprintf(args, sizeof args, "'%s' %d", dir, stride);
-    image_fixture_run("", "fixtures/image/make_color_jitter.py", args);
+    image_fixture_run("ATEN_CPU_CAPABILITY=default", "fixtures/image/make_color_jitter.py", args);
     test_hsv(dir, stride);
     snprintf(path, sizeof path, "%s/cases.txt", dir);
     FILE *f = fopen(path, "r");
@@ -84,7 +97,8 @@ static void test_against_pil(const char *dir, int stride) {
     unsigned char *inputs[MAX_IMAGES] = {0}, *outputs[MAX_IMAGES] = {0};
     size_t offsets[MAX_IMAGES] = {0}, out_sizes[MAX_IMAGES] = {0};
     int shape[MAX_IMAGES][3] = {{0}};
-    long cases[2] = {0, 0}, differing[2] = {0, 0}, bad_cases = 0, channels_seen[4] = {0};
+    long cases[2] = {0, 0}, differing[2] = {0, 0}, bad_cases = 0, channels_seen[4] = {0}, draws = 0,
+         draws_differing = 0;
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char value[4][64];
@@ -104,6 +118,29 @@ static void test_against_pil(const char *dir, int stride) {
         if (sscanf(line, "hue %d %63s", &k, value[0]) == 2) {
             kind = 0;
             d = (dp_cj_draw_t){.order = {DP_CJ_HUE, 0, 1, 2}, .on = {0, 0, 0, 1}, .factor = {1, 1, 1, strtod(value[0], NULL)}};
+        } else if (!strncmp(line, "draw ", 5)) { /* torch's own draw from its words */
+            dp_color_jitter_t jitter;
+            unsigned long long words[7];
+            uint32_t list[7];
+            if (sscanf(line, "draw %lf %lf %lf %lf %llu %llu %llu %llu %llu %llu %llu %d %d %d %d %63s %63s %63s %63s",
+                       &jitter.value[0], &jitter.value[1], &jitter.value[2], &jitter.value[3], &words[0], &words[1],
+                       &words[2], &words[3], &words[4], &words[5], &words[6], &order[0], &order[1], &order[2],
+                       &order[3], value[0], value[1], value[2], value[3]) != 19) {
+                CHECK(0, "unreadable: %s", line);
+                continue;
+            }
+            for (int j = 0; j < 7; j++) list[j] = (uint32_t)words[j];
+            word_list_t state = {list, 0, 7};
+            dp_color_jitter_draw(&jitter, draw_listed, &state, &d);
+            int equal = 1;
+            for (int j = 0; j < DP_CJ_OPS; j++) {
+                int on;
+                const double want = factor_or_off(value[j], &on);
+                equal &= d.order[j] == order[j] && d.on[j] == on && (!on || d.factor[j] == want);
+            }
+            draws++;
+            if (!equal && draws_differing++ < 5) fprintf(stderr, "torch's draw differs: %s", line);
+            continue;
         } else if (sscanf(line, "jitter %d %d %d %d %d %63s %63s %63s %63s", &k, &order[0], &order[1], &order[2],
                           &order[3], value[0], value[1], value[2], value[3]) == 9) {
             kind = 1;
@@ -138,6 +175,8 @@ static void test_against_pil(const char *dir, int stride) {
     CHECK(cases[0] >= 500 && differing[0] == 0, "adjust_hue: %ld cases, %ld differing bytes", cases[0], differing[0]);
     CHECK(cases[1] >= 300 && differing[1] == 0, "ColorJitter: %ld cases, %ld differing bytes", cases[1], differing[1]);
     CHECK(channels_seen[1] > 0 && channels_seen[3] > 0, "1- and 3-channel images");
+    printf("test_color_jitter: %ld of torch's get_params from its own words, %ld differ\n", draws, draws_differing);
+    CHECK(draws == 300 && draws_differing == 0, "torch's draws: %ld of %ld differ", draws_differing, draws);
     for (int k = 0; k < MAX_IMAGES; k++) {
         CHECK(offsets[k] == out_sizes[k], "image %d: %zu of %zu output bytes compared", k, offsets[k], out_sizes[k]);
         free(inputs[k]);
