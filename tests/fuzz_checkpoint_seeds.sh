@@ -89,6 +89,8 @@ m.update({'data.classes': '["a","b\\"q","c"]', 'data.transform': 'resize 32, exi
           'optimizer.norm_weight_decay': '0', 'optimizer.bias_weight_decay': '0.05',
           'cuda.conv_algorithms': '[{"key":"NVIDIA H100|cudnn 90100|fwd n32 c1 h28 w28 k2 r7 s7","algo":1},{"key":"b","algo":99}]'})
 save(out + '/momentum_all_keys', m, tensors)
+m.update({'data.train_transform': 'resized-crop, dct-scale off, color-jitter 0.123456,0.4,0.4,0.5'})
+save(out + '/momentum_color_jitter', m, tensors)
 PY
 python3 derive.py "$out"
 cp sgd.safetensors "$out/sgd"
