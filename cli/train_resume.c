@@ -144,7 +144,8 @@ static dp_status_t take_color_jitter(train_options_t *o, const dp_checkpoint_inf
     if (dp_color_jitter_parse(values, "color-jitter", &was) != DP_OK)
         return dp_fail(DP_ERR_FORMAT, "--resume %s: data.train_transform '%s': the color jitter '%s' is not B,C,S,H",
                        o->resume_path, info->train_transform, values);
-    if (GIVEN(data.color_jitter) && dp_color_jitter_parse(o->data.color_jitter, "train: --color-jitter", &given) != DP_OK)
+    if (GIVEN(data.color_jitter) &&
+        dp_color_jitter_parse(o->data.color_jitter, "train: --color-jitter", &given) != DP_OK)
         return DP_ERR_ARG; /* its own line */
     if (GIVEN(data.color_jitter) && memcmp(given.value, was.value, sizeof was.value) != 0)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --color-jitter %s, this run has %s (other augmentation "

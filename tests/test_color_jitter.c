@@ -117,7 +117,8 @@ static void test_against_pil(const char *dir, int stride) {
         }
         if (sscanf(line, "hue %d %63s", &k, value[0]) == 2) {
             kind = 0;
-            d = (dp_cj_draw_t){.order = {DP_CJ_HUE, 0, 1, 2}, .on = {0, 0, 0, 1}, .factor = {1, 1, 1, strtod(value[0], NULL)}};
+            d = (dp_cj_draw_t){.order = {DP_CJ_HUE, 0, 1, 2}, .on = {0, 0, 0, 1}};
+            d.factor[DP_CJ_HUE] = strtod(value[0], NULL);
         } else if (!strncmp(line, "draw ", 5)) { /* torch's own draw from its words */
             dp_color_jitter_t jitter;
             unsigned long long words[7];
@@ -211,7 +212,8 @@ static void test_draws(void) {
             code = code * 4 + d.order[j];
             seen |= 1 << d.order[j];
             const double v = d.factor[j];
-            out_of_range += !d.on[j] || !(v >= (float)lo[j] && v <= (float)hi[j]) || v != (double)(float)v; /* torch's bounds: floats */
+            /* torch's bounds are floats */
+            out_of_range += !d.on[j] || !(v >= (float)lo[j] && v <= (float)hi[j]) || v != (double)(float)v;
             min[j] = fmin(min[j], v), max[j] = fmax(max[j], v);
             low[j] += v < (lo[j] + hi[j]) / 2;
         }
@@ -227,7 +229,8 @@ static void test_draws(void) {
         }
     printf("test_color_jitter: %d orders, chi-square %.1f (23 dof); factors in [%.4f, %.4f] [%.4f, %.4f] [%.4f, %.4f] "
            "[%.4f, %.4f]\n", distinct, chi, min[0], max[0], min[1], max[1], min[2], max[2], min[3], max[3]);
-    CHECK(distinct == 24 && chi < 50.0, "orders not uniform: %d of 24, chi-square %.1f", distinct, chi); /* p 0.001: 49.7 */
+    /* chi-square 49.7: p = 0.001 at 23 degrees of freedom */
+    CHECK(distinct == 24 && chi < 50.0, "orders not uniform: %d of 24, chi-square %.1f", distinct, chi);
     CHECK(out_of_range == 0, "%ld factors out of their ranges (or not float32)", out_of_range);
     for (int j = 0; j < DP_CJ_OPS; j++) {
         const double spread = hi[j] - lo[j];

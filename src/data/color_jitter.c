@@ -206,7 +206,9 @@ dp_status_t dp_cj_adjust(dp_cj_op_t op, double factor, unsigned char *pixels, in
     }
     /* factor - 1 is exact for a float factor down to 2^-29; below, 1 + it rounds to a float within an ulp of the
      * factor, which moves no pixel (the blend's product is under 2^-21 of a byte, truncated or rounded away) */
-    const dp_aa_op_t aa = op == DP_CJ_BRIGHTNESS ? DP_AA_BRIGHTNESS : op == DP_CJ_CONTRAST ? DP_AA_CONTRAST : DP_AA_COLOR;
+    const dp_aa_op_t aa = op == DP_CJ_BRIGHTNESS ? DP_AA_BRIGHTNESS
+                          : op == DP_CJ_CONTRAST ? DP_AA_CONTRAST
+                                                 : DP_AA_COLOR;
     return dp_aa_apply(aa, factor - 1.0, pixels, channels, height, width);
 }
 
