@@ -30,9 +30,10 @@ const char cli_data_usage_train[] =
     "  --dct-scale on|off        image folders: JPEGs shrunk by 2, 4 or 8 decoded at that\n"
     "                            scale for resized-crop (default on; off: PIL's exact pixels)\n"
     "  --auto-augment NAME       image folders with --transform resized-crop: after the crop\n"
-    "                            and flip, torchvision's TrivialAugmentWide (ta_wide) or\n"
-    "                            RandAugment (ra: 2 ops) with PIL's pixels, per sample from\n"
-    "                            the run's seed; none (default); saved, --resume keeps it\n"
+    "                            and flip, torchvision's TrivialAugmentWide (ta_wide),\n"
+    "                            RandAugment (ra: 2 ops) or AutoAugment's policy imagenet,\n"
+    "                            cifar10 or svhn, with PIL's pixels, per sample from the\n"
+    "                            run's seed; none (default); saved, --resume keeps it\n"
     "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read (counted)\n"
     "                            instead of stopping\n"
@@ -187,9 +188,10 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
     char augmentation[40] = "";
-    if (policy.kind == DP_AUTO_AUGMENT_TA_WIDE) snprintf(augmentation, sizeof augmentation, ", auto-augment ta_wide");
     if (policy.kind == DP_AUTO_AUGMENT_RA)
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
+    else if (policy.kind != DP_AUTO_AUGMENT_NONE)
+        snprintf(augmentation, sizeof augmentation, ", auto-augment %s", dp_auto_augment_kind_name(policy.kind));
     snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s",
              resized_crop ? "resized-crop" : squash ? "squash" : "center",
              resized_crop && !dct ? ", dct-scale off" : "", augmentation);

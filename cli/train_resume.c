@@ -115,7 +115,7 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
     const char *saved = strstr(info->train_transform, "auto-augment ");
     char kind[16] = "none";
     int magnitude = -1;
-    if (saved) sscanf(saved, "auto-augment %15[a-z_] %d", kind, &magnitude);
+    if (saved) sscanf(saved, "auto-augment %15[a-z_0-9] %d", kind, &magnitude);
     const char *given = GIVEN(data.auto_augment) ? o->data.auto_augment : NULL;
     if (given && strcmp(given, kind) != 0)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment %s, this run has %s (other augmentation "

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# cli_auto_augment.sh - `train --auto-augment ta_wide|ra` (and
-# --ra-magnitude) end to end on a tiny generated image folder (PNGs and
+# cli_auto_augment.sh - `train --auto-augment ta_wide|ra|imagenet|cifar10|svhn`
+# (and --ra-magnitude) end to end on a tiny generated image folder (PNGs and
 # JPEGs of odd sizes, 3 classes), LeNet at 28x28 after --transform
 # resized-crop:
 # - the augmentation is applied (other tensors than the crop alone), its
 #   draws are the sample's own: 2 devices give the same bits with 1 and 3
 #   loader threads, with and without --cache-mb, 2 MPI ranks x 1 device = 1 process x 2 devices bit for
 #   bit, 1 device within 1e-5 of 2 (the sums' order: cli_image_stream);
-#   ra differs from ta_wide, --ra-magnitude from the default;
+#   ra differs from ta_wide, --ra-magnitude from the default, AutoAugment's
+#   imagenet and svhn policies from ta_wide and each other;
 # - the checkpoint records it in data.train_transform ("resized-crop,
-#   auto-augment ta_wide", "..., auto-augment ra 9"); a run stopped after
+#   auto-augment ta_wide", "..., auto-augment ra 9", "..., auto-augment
+#   cifar10"); a run stopped after
 #   1 epoch and resumed without the option takes it (the resume line says
 #   so) and ends with the straight run's bytes; a resume with another
 #   --auto-augment or --ra-magnitude is refused in one line, nothing
@@ -51,14 +53,20 @@ run ra --devices 2 --auto-augment ra
 run ra30 --devices 2 --auto-augment ra --ra-magnitude 30
 run exact --devices 2 --auto-augment ta_wide --dct-scale off
 run cached --devices 2 --auto-augment ta_wide --dct-scale off --cache-mb 16
+run imagenet --devices 2 --auto-augment imagenet
+run svhn --devices 2 --auto-augment svhn
 same_tensors "$tmp/ta.st" "$tmp/ta3.st" && pass || fail "ta_wide: 1 and 3 loader threads differ"
 same_tensors "$tmp/exact.st" "$tmp/cached.st" && pass || fail "ta_wide: --cache-mb changed the bytes"
 same_tensors "$tmp/ta.st" "$tmp/crop.st" && fail "--auto-augment ta_wide changed nothing" || pass
 same_tensors "$tmp/ra.st" "$tmp/ta.st" && fail "ra = ta_wide" || pass
 same_tensors "$tmp/ra.st" "$tmp/ra30.st" && fail "--ra-magnitude 30 changed nothing" || pass
+same_tensors "$tmp/imagenet.st" "$tmp/ta.st" && fail "imagenet = ta_wide" || pass
+same_tensors "$tmp/imagenet.st" "$tmp/svhn.st" && fail "imagenet = svhn" || pass
+same_tensors "$tmp/imagenet.st" "$tmp/crop.st" && fail "--auto-augment imagenet changed nothing" || pass
 worst=$(close_checkpoints "$tmp/ta.st" "$tmp/ta1.st" 1e-5 2>&1) && pass || fail "1 vs 2 devices: $worst"
 [[ $(key "$tmp/ta.st") == "resized-crop, auto-augment ta_wide" && $(key "$tmp/ra.st") == "resized-crop, auto-augment ra 9" &&
-   $(key "$tmp/ra30.st") == "resized-crop, auto-augment ra 30" && $(key "$tmp/crop.st") == "resized-crop" ]] && pass \
+   $(key "$tmp/ra30.st") == "resized-crop, auto-augment ra 30" && $(key "$tmp/crop.st") == "resized-crop" &&
+   $(key "$tmp/imagenet.st") == "resized-crop, auto-augment imagenet" ]] && pass \
   || fail "data.train_transform: '$(key "$tmp/ta.st")' '$(key "$tmp/ra.st")' '$(key "$tmp/crop.st")'"
 
 if command -v mpirun >/dev/null; then
@@ -69,7 +77,16 @@ else
   fail "mpirun not found (openmpi-bin)"
 fi
 
-# resume: taken (the straight run's bytes); another value refused; --init does not take it
+# resume: taken (the straight run's bytes); another value refused; --init does not take it. First a policy
+# whose name has digits (cifar10), then RandAugment with its magnitude.
+"$bin" "${base[@]}" --epochs 2 --devices 2 --auto-augment cifar10 --save "$tmp/c_straight.st" >/dev/null 2>&1 \
+  && pass || fail "cifar10: 2 epochs"
+"$bin" "${base[@]}" --epochs 2 --devices 2 --auto-augment cifar10 --stop-after 1 --save "$tmp/c_half.st" \
+  >/dev/null 2>&1 && [[ $(key "$tmp/c_half.st") == "resized-crop, auto-augment cifar10" ]] && pass \
+  || fail "cifar10: --stop-after 1: '$(key "$tmp/c_half.st")'"
+"$bin" train --resume "$tmp/c_half.st" --devices 2 --save "$tmp/c_resumed.st" >"$tmp/c_resumed.out" 2>&1 \
+  && cmp -s "$tmp/c_resumed.st" "$tmp/c_straight.st" && grep -q -- "--auto-augment cifar10" "$tmp/c_resumed.out" \
+  && pass || fail "cifar10: stopped + resumed differs from the straight run: $(head -3 "$tmp/c_resumed.out")"
 "$bin" "${base[@]}" --epochs 2 --devices 2 --auto-augment ra --ra-magnitude 20 --save "$tmp/straight.st" \
   >/dev/null 2>&1 && pass || fail "2 epochs"
 "$bin" "${base[@]}" --epochs 2 --devices 2 --auto-augment ra --ra-magnitude 20 --stop-after 1 --save "$tmp/half.st" \
@@ -98,7 +115,7 @@ bad() {
   [[ $? -ne 0 && $(wc -l <"$tmp/bad.err") -eq 1 && ! -e "$tmp/never.st" ]] && grep -q -- "$want" "$tmp/bad.err" \
     && pass || fail "$*: $(cat "$tmp/bad.err")"
 }
-bad "--auto-augment: 'aa' is not ta_wide, ra or none" "${base[@]}" --auto-augment aa
+bad "--auto-augment: 'aa' is not ta_wide, ra, imagenet, cifar10, svhn or none" "${base[@]}" --auto-augment aa
 bad "--ra-magnitude: 31 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude 31
 bad "--ra-magnitude: -1 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude -1
 bad "--ra-magnitude 5: only with --auto-augment ra" "${base[@]}" --auto-augment ta_wide --ra-magnitude 5
