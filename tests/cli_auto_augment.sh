@@ -37,13 +37,8 @@ for split, count in (("train", 30), ("test", 6)):
 PY
 base=(train --data "$tmp/img" --model lenet-paddle --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet
       --transform resized-crop)
-run() {
-  local name=$1
-  shift
-  "$bin" "${base[@]}" --save "$tmp/$name.st" "$@" >"$tmp/$name.out" 2>&1 && pass \
-    || fail "$name: $(tail -3 "$tmp/$name.out")"
-}
-key() { "$bin" inspect "$1" 2>&1 | sed -n "s/^  data.train_transform = //p"; }
+run() { saved_run "$1" "${base[@]}" "${@:2}"; }
+key() { meta_value "$1" data.train_transform; }
 
 run crop --devices 2
 run ta --devices 2 --auto-augment ta_wide --loader-threads 1
@@ -107,18 +102,10 @@ done
 
 # bad values: one line, nothing written
 small_data "$tmp/idx" 60 20
-bad() {
-  local want=$1
-  shift
-  rm -f "$tmp/never.st"
-  "$bin" "$@" --save "$tmp/never.st" >"$tmp/bad.out" 2>"$tmp/bad.err"
-  [[ $? -ne 0 && $(wc -l <"$tmp/bad.err") -eq 1 && ! -e "$tmp/never.st" ]] && grep -q -- "$want" "$tmp/bad.err" \
-    && pass || fail "$*: $(cat "$tmp/bad.err")"
-}
-bad "--auto-augment: 'aa' is not ta_wide, ra, imagenet, cifar10, svhn or none" "${base[@]}" --auto-augment aa
-bad "--ra-magnitude: 31 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude 31
-bad "--ra-magnitude: -1 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude -1
-bad "--ra-magnitude 5: only with --auto-augment ra" "${base[@]}" --auto-augment ta_wide --ra-magnitude 5
-bad "--auto-augment ta_wide: only with --transform resized-crop" "${base[@]}" --transform center --auto-augment ta_wide
-bad "--auto-augment ra: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --auto-augment ra
+refused_run "--auto-augment: 'aa' is not ta_wide, ra, imagenet, cifar10, svhn or none" "${base[@]}" --auto-augment aa
+refused_run "--ra-magnitude: 31 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude 31
+refused_run "--ra-magnitude: -1 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude -1
+refused_run "--ra-magnitude 5: only with --auto-augment ra" "${base[@]}" --auto-augment ta_wide --ra-magnitude 5
+refused_run "--auto-augment ta_wide: only with --transform resized-crop" "${base[@]}" --transform center --auto-augment ta_wide
+refused_run "--auto-augment ra: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --auto-augment ra
 testing_finish cli_auto_augment
