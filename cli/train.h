@@ -57,6 +57,8 @@ typedef struct {
     const char *save_path, *resume_path;
     const char *save_best_path;      /* --save-best: the best epoch's checkpoint (never taken by a resume) */
     int early_stop;                  /* --early-stop N: patience in epochs (0: none); a resume takes it */
+    int ra_sampler, ra_reps;         /* --ra-sampler, --ra-reps N: repeated augmentation, N copies of each
+                                        sample (default 3: torchvision's); fit.h ra_reps; a resume takes them */
     int quiet;
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */

@@ -4,7 +4,8 @@
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
- * --model-ema and its steps and decay, --early-stop, --limit,
+ * --model-ema and its steps and decay, --early-stop, --ra-sampler and
+ * --ra-reps, --limit,
  * --augment, an image folder's --transform, --auto-augment, --ra-magnitude
  * and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
@@ -101,6 +102,8 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
                    !GIVEN(epochs);
     r->ema_decay = info->model_ema_decay;
     if (!GIVEN(early_stop)) o->early_stop = info->early_stop;
+    if (!GIVEN(ra_sampler)) o->ra_sampler = info->ra_reps > 0;
+    if (!GIVEN(ra_reps) && info->ra_reps > 0) o->ra_reps = info->ra_reps;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
     else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
@@ -251,6 +254,8 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(model_ema_steps) && o->model_ema && o->model_ema_steps != plain->model_ema_steps)
         list_int(text, size, "model-ema-steps", o->model_ema_steps);
     if (!GIVEN(early_stop) && o->early_stop) list_int(text, size, "early-stop", o->early_stop);
+    if (!GIVEN(ra_sampler) && o->ra_sampler) list_option(text, size, "ra-sampler", "");
+    if (!GIVEN(ra_reps) && o->ra_sampler && o->ra_reps != plain->ra_reps) list_int(text, size, "ra-reps", o->ra_reps);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
     if (r->normalize[0]) list_option(text, size, "normalize", r->normalize);

@@ -217,6 +217,13 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
     }
+    if (info->ra_reps < 0 || info->ra_reps == 1 || info->ra_reps > DP_RA_REPS_LIMIT)
+        return dp_fail(DP_ERR_ARG, "checkpoint: repeated augmentation's %d repeats (0: none, or 2 to %d)",
+                       info->ra_reps, DP_RA_REPS_LIMIT);
+    if (info->ra_reps > 1) {
+        snprintf(m->ra_reps, sizeof m->ra_reps, "%d", info->ra_reps);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_RA_REPS_KEY, m->ra_reps};
+    }
     if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
         snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
@@ -636,17 +643,18 @@ static dp_status_t parse_best(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
-/* early_stop: a patience of 1 or more epochs (absent: none). */
-static dp_status_t parse_early_stop(dp_checkpoint_t *c) {
-    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_EARLY_STOP_KEY);
+/* An optional key holding a decimal integer in [min, max] (absent: *value left as it is): early_stop (a
+ * patience of 1 or more epochs), data.ra_reps (2 to DP_RA_REPS_LIMIT repeats). */
+static dp_status_t parse_optional_int(dp_checkpoint_t *c, const char *key, long min, long max, int *value) {
+    const char *text = dp_safetensors_meta(c->st, key);
     if (!text) return DP_OK;
     char *end;
     errno = 0;
-    long value = strtol(text, &end, 10);
-    if (!(text[0] >= '1' && text[0] <= '9') || *end || errno || value > INT_MAX)
-        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a positive decimal integer",
-                       dp_safetensors_path(c->st), DP_CHECKPOINT_EARLY_STOP_KEY, dp_json_show(text).text);
-    c->info.early_stop = (int)value;
+    long v = strtol(text, &end, 10);
+    if (!(text[0] >= '1' && text[0] <= '9') || *end || errno || v < min || v > max)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer from %ld to %ld",
+                       dp_safetensors_path(c->st), key, dp_json_show(text).text, min, max);
+    *value = (int)v;
     return DP_OK;
 }
 
@@ -715,7 +723,8 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, 0, &o->bias_weight_decay,
                                 &o->has_bias_weight_decay));
     DP_TRY(parse_best(c));
-    DP_TRY(parse_early_stop(c));
+    DP_TRY(parse_optional_int(c, DP_CHECKPOINT_EARLY_STOP_KEY, 1, INT_MAX, &c->info.early_stop));
+    DP_TRY(parse_optional_int(c, DP_CHECKPOINT_RA_REPS_KEY, 2, DP_RA_REPS_LIMIT, &c->info.ra_reps));
     DP_TRY(parse_ema(c));
     DP_TRY(parse_mix(c));
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, 0, &c->info.clip_grad_norm, NULL));
