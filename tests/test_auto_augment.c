@@ -52,6 +52,7 @@ static void test_against_pil(const char *dir) {
     size_t offsets[MAX_IMAGES] = {0}, out_sizes[MAX_IMAGES] = {0};
     int shape[MAX_IMAGES][3] = {{0}};
     long cases = 0, differing = 0, tables = 0, table_wrong = 0, per_op[DP_AA_OPS] = {0}, bad_op[DP_AA_OPS] = {0};
+    long sub_ops = 0, sub_wrong = 0;
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char word[32], name[32], value[64];
@@ -76,6 +77,24 @@ static void test_against_pil(const char *dir) {
                     fprintf(stderr, "table %s %s bin %d (%d x %d): %.17g, torch %.17g\n", word, name, bin, h, w, got,
                             want);
             }
+        } else if (!strncmp(line, "policy ", 7)) { /* AutoAugment's sub-policy: torchvision's table = ours */
+            char ops[2][32], ps[2][64];
+            int index, bins[2];
+            if (sscanf(line, "policy %31s %d %31s %63s %d %31s %63s %d", word, &index, ops[0], ps[0], &bins[0], ops[1],
+                       ps[1], &bins[1]) != 8) {
+                CHECK(0, "unreadable: %s", line);
+                continue;
+            }
+            dp_auto_augment_kind_t kind = DP_AUTO_AUGMENT_NONE;
+            const dp_aa_sub_op_t *sub = dp_auto_augment_parse(word, "policy", &kind) == DP_OK
+                                            ? dp_auto_augment_sub_policy(kind, index) : NULL;
+            for (int j = 0; j < 2; j++, sub_ops++)
+                if (!sub || sub[j].op != op_named(ops[j]) || sub[j].p != (float)strtod(ps[j], NULL) ||
+                    sub[j].bin != bins[j]) {
+                    if (sub_wrong++ < 5)
+                        fprintf(stderr, "%s sub-policy %d op %d: torchvision %s %s %d\n", word, index, j, ops[j],
+                                ps[j], bins[j]);
+                }
         } else if (sscanf(line, "case %d %31s %63s", &k, name, value) == 3 && k >= 0 && k < MAX_IMAGES) {
             const dp_aa_op_t op = op_named(name);
             const double magnitude = strtod(value, NULL);
@@ -108,6 +127,10 @@ static void test_against_pil(const char *dir) {
               per_op[op], bad_op[op]);
     CHECK(cases > 5000 && differing == 0, "%ld cases, %ld differing bytes", cases, differing);
     CHECK(tables > 1000 && table_wrong == 0, "%ld of %ld table entries differ", table_wrong, tables);
+    printf("test_auto_augment: %ld ops of AutoAugment's sub-policies, %ld differ from torchvision's\n", sub_ops,
+           sub_wrong);
+    CHECK(sub_ops == 3 * DP_AA_SUB_POLICIES * 2 && sub_wrong == 0, "AutoAugment's policies: %ld of %ld ops differ",
+          sub_wrong, sub_ops);
     for (int k = 0; k < MAX_IMAGES; k++) {
         CHECK(offsets[k] == out_sizes[k], "image %d: %zu of %zu output bytes compared", k, offsets[k], out_sizes[k]);
         free(inputs[k]);

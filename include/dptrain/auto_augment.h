@@ -84,6 +84,19 @@ typedef struct {
     double magnitude;
 } dp_aa_choice_t;
 
+/* One op of an AutoAugment sub-policy: applied with probability p, at its bin (-1: an op without magnitude). */
+typedef struct {
+    dp_aa_op_t op;
+    float p;
+    int bin;
+} dp_aa_sub_op_t;
+
+#define DP_AA_SUB_POLICIES 25 /* of each AutoAugment policy */
+
+/* Sub-policy `index` (0..24) of AutoAugment policy `kind` (imagenet, cifar10, svhn): its 2 ops in order, as
+ * torchvision's AutoAugment._get_policies lists them; NULL for another kind or index. */
+const dp_aa_sub_op_t *dp_auto_augment_sub_policy(dp_auto_augment_kind_t kind, int index);
+
 /* torchvision's name of an op ("ShearX"); of a kind ("none", "ta_wide", "ra", "imagenet", "cifar10", "svhn"). */
 const char *dp_aa_op_name(dp_aa_op_t op);
 const char *dp_auto_augment_kind_name(dp_auto_augment_kind_t kind);

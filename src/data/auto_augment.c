@@ -40,13 +40,7 @@ dp_status_t dp_auto_augment_parse(const char *text, const char *who, dp_auto_aug
 
 /* AutoAugment's policies (AutoAugment._get_policies): 25 sub-policies of 2
  * ops, each with its probability and its bin of 10 (-1: None). */
-typedef struct {
-    dp_aa_op_t op;
-    float p;
-    int bin;
-} sub_op_t;
-
-#define SUB_POLICIES 25
+#define SUB_POLICIES DP_AA_SUB_POLICIES
 #define SHX DP_AA_SHEAR_X
 #define SHY DP_AA_SHEAR_Y
 #define TX DP_AA_TRANSLATE_X
@@ -61,7 +55,7 @@ typedef struct {
 #define AC DP_AA_AUTOCONTRAST
 #define EQ DP_AA_EQUALIZE
 #define INV DP_AA_INVERT
-static const sub_op_t policies[3][SUB_POLICIES][2] = {
+static const dp_aa_sub_op_t policies[3][SUB_POLICIES][2] = {
     { /* imagenet */
      {{POS, 0.4f, 8}, {ROT, 0.6f, 9}},  {{SOL, 0.6f, 5}, {AC, 0.6f, -1}},  {{EQ, 0.8f, -1}, {EQ, 0.6f, -1}},
      {{POS, 0.6f, 7}, {POS, 0.6f, 6}},  {{EQ, 0.4f, -1}, {SOL, 0.2f, 4}},  {{EQ, 0.4f, -1}, {ROT, 0.8f, 8}},
@@ -110,6 +104,10 @@ static const sub_op_t policies[3][SUB_POLICIES][2] = {
 
 static int is_auto(dp_auto_augment_kind_t kind) { return kind >= DP_AUTO_AUGMENT_IMAGENET && kind < DP_AUTO_AUGMENT_KINDS; }
 
+const dp_aa_sub_op_t *dp_auto_augment_sub_policy(dp_auto_augment_kind_t kind, int index) {
+    return is_auto(kind) && index >= 0 && index < SUB_POLICIES ? policies[kind - DP_AUTO_AUGMENT_IMAGENET][index] : NULL;
+}
+
 int dp_aa_op_signed(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SHARPNESS; }
 
 int dp_aa_op_ranged(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SOLARIZE; }
@@ -156,7 +154,7 @@ static float unit_float(uint32_t word) { return (float)(word & ((1u << 24) - 1))
  * float32), at its bin, negated for a signed op when its sign is 0. */
 static int draw_auto(dp_auto_augment_kind_t kind, int height, int width, dp_draw_fn draw, void *state,
                      dp_aa_choice_t out[DP_RA_OPS]) {
-    const sub_op_t *sub = policies[kind - DP_AUTO_AUGMENT_IMAGENET][draw(state) % SUB_POLICIES];
+    const dp_aa_sub_op_t *sub = policies[kind - DP_AUTO_AUGMENT_IMAGENET][draw(state) % SUB_POLICIES];
     float probs[2];
     uint32_t signs[2];
     for (int i = 0; i < 2; i++) probs[i] = unit_float(draw(state));
