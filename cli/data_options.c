@@ -35,6 +35,10 @@ const char cli_data_usage_train[] =
     "                            cifar10 or svhn, with PIL's pixels, per sample from the\n"
     "                            run's seed; none (default); saved, --resume keeps it\n"
     "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
+    "  --auto-augment-interpolation bilinear|nearest\n"
+    "                            the auto-augmentation's shears, translations and rotations:\n"
+    "                            bilinear (default: torchvision's reference recipe) or\n"
+    "                            nearest (the transforms' own default)\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read (counted)\n"
     "                            instead of stopping\n"
     "  --cache-mb N              image folders: keep up to N MB of decoded samples in memory\n"
@@ -66,6 +70,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
         {"auto-augment", OPT_STRING, &o->auto_augment, 0, 0},
         {"ra-magnitude", OPT_INT, &o->ra_magnitude, 0, DP_AA_BINS - 1},
+        {"auto-augment-interpolation", OPT_STRING, &o->aa_interpolation, 0, 0},
         {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
         {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
         {"loader-threads", OPT_INT, &o->loader_threads, 0, 256},
@@ -74,7 +79,8 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
     for (int i = 0; i < CLI_DATA_OPTIONS; i++) {
         const char *name = all[i].name;
         if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb") ||
-                          !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude")))
+                          !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude") ||
+                          !strcmp(name, "auto-augment-interpolation")))
             continue;
         table[(*used)++] = all[i];
     }
@@ -101,7 +107,7 @@ static dp_status_t parse_holdout(const char *command, const char *text, double *
     return DP_OK;
 }
 
-/* --auto-augment and --ra-magnitude: the policy, or one line. */
+/* --auto-augment, --ra-magnitude and --auto-augment-interpolation: the policy, or one line. */
 static dp_status_t parse_auto_augment(const char *command, const cli_data_options_t *o, dp_auto_augment_t *policy) {
     char who[64];
     snprintf(who, sizeof who, "%s: --auto-augment", command);
@@ -110,6 +116,12 @@ static dp_status_t parse_auto_augment(const char *command, const cli_data_option
     if (o->auto_augment) DP_TRY(dp_auto_augment_parse(o->auto_augment, who, &policy->kind));
     if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
         return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
+    int bilinear;
+    DP_TRY(two_way(command, "auto-augment-interpolation", o->aa_interpolation, "bilinear", "nearest", 1, &bilinear));
+    policy->interpolation = bilinear ? DP_AA_BILINEAR : DP_AA_NEAREST;
+    if (o->aa_interpolation && policy->kind == DP_AUTO_AUGMENT_NONE)
+        return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation %s: only with --auto-augment", command,
+                       o->aa_interpolation);
     return DP_OK;
 }
 
@@ -187,11 +199,14 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
-    char augmentation[40] = "";
+    char augmentation[96] = "";
     if (policy.kind == DP_AUTO_AUGMENT_RA)
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
     else if (policy.kind != DP_AUTO_AUGMENT_NONE)
         snprintf(augmentation, sizeof augmentation, ", auto-augment %s", dp_auto_augment_kind_name(policy.kind));
+    if (policy.kind != DP_AUTO_AUGMENT_NONE && policy.interpolation == DP_AA_NEAREST)
+        snprintf(augmentation + strlen(augmentation), sizeof augmentation - strlen(augmentation),
+                 ", aa-interpolation nearest");
     snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s",
              resized_crop ? "resized-crop" : squash ? "squash" : "center",
              resized_crop && !dct ? ", dct-scale off" : "", augmentation);

@@ -177,6 +177,7 @@ typedef struct {
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
     char auto_augment[16];  /* the saved --auto-augment (data.train_transform's), "" where none */
+    int aa_nearest;         /* the saved --auto-augment-interpolation is nearest */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
     char normalize[200];    /* its data.normalize where no --normalize is given, for the line; "" */
     int train_examples;     /* the checkpoint's training-set size */

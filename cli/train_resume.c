@@ -110,9 +110,9 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     else r->epochs_unrecorded = 1;
 }
 
-/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9"): its kind and RandAugment's
- * bin into *r and *magnitude; the text of another (--auto-augment, --ra-magnitude) refused: other augmentation
- * would not continue the same run. */
+/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"):
+ * its kind, RandAugment's bin and the interpolation taken; another (--auto-augment, --ra-magnitude,
+ * --auto-augment-interpolation) refused: other augmentation would not continue the same run. */
 static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
     const char *saved = strstr(info->train_transform, "auto-augment ");
@@ -128,6 +128,14 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
                        "would not continue the same run; use the saved value)", o->resume_path, magnitude,
                        o->data.ra_magnitude);
     if (!saved) return DP_OK;
+    const int nearest = strstr(info->train_transform, "aa-interpolation nearest") != NULL;
+    const char *interpolation = GIVEN(data.aa_interpolation) ? o->data.aa_interpolation : NULL;
+    if (interpolation && strcmp(interpolation, nearest ? "nearest" : "bilinear") != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment-interpolation %s, this run has %s (other "
+                       "augmentation would not continue the same run; use the saved value)", o->resume_path,
+                       nearest ? "nearest" : "bilinear", interpolation);
+    r->aa_nearest = nearest && !interpolation;
+    if (r->aa_nearest) o->data.aa_interpolation = "nearest";
     snprintf(r->auto_augment, sizeof r->auto_augment, "%s", kind);
     o->data.auto_augment = r->auto_augment;
     if (!GIVEN(data.ra_magnitude) && magnitude >= 0) o->data.ra_magnitude = magnitude;
@@ -264,6 +272,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
         list_option(text, size, "transform", o->data.transform);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
+    if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
         list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
     if (!GIVEN(data.holdout) && o->data.holdout_default && strtod(o->data.holdout_default, NULL) != DP_HOLDOUT_DEFAULT)

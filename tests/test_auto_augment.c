@@ -52,7 +52,7 @@ static void test_against_pil(const char *dir) {
     size_t offsets[MAX_IMAGES] = {0}, out_sizes[MAX_IMAGES] = {0};
     int shape[MAX_IMAGES][3] = {{0}};
     long cases = 0, differing = 0, tables = 0, table_wrong = 0, per_op[DP_AA_OPS] = {0}, bad_op[DP_AA_OPS] = {0};
-    long sub_ops = 0, sub_wrong = 0;
+    long sub_ops = 0, sub_wrong = 0, bilinear_cases = 0;
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char word[32], name[32], value[64];
@@ -95,8 +95,10 @@ static void test_against_pil(const char *dir) {
                         fprintf(stderr, "%s sub-policy %d op %d: torchvision %s %s %d\n", word, index, j, ops[j],
                                 ps[j], bins[j]);
                 }
-        } else if (sscanf(line, "case %d %31s %63s", &k, name, value) == 3 && k >= 0 && k < MAX_IMAGES) {
+        } else if (sscanf(line, "case %d %31s %63s %31s", &k, name, value, word) == 4 && k >= 0 && k < MAX_IMAGES) {
             const dp_aa_op_t op = op_named(name);
+            const dp_aa_interpolation_t mode = !strcmp(word, "bilinear") ? DP_AA_BILINEAR : DP_AA_NEAREST;
+            bilinear_cases += mode == DP_AA_BILINEAR;
             const double magnitude = strtod(value, NULL);
             c = shape[k][0], h = shape[k][1], w = shape[k][2];
             const size_t n = (size_t)c * h * w;
@@ -106,12 +108,12 @@ static void test_against_pil(const char *dir) {
             }
             unsigned char *pixels = malloc(n);
             memcpy(pixels, inputs[k], n);
-            CHECK(dp_aa_apply(op, magnitude, pixels, c, h, w) == DP_OK, "%s", name);
+            CHECK(dp_aa_apply_interpolated(op, magnitude, mode, pixels, c, h, w) == DP_OK, "%s", name);
             long diff = 0;
             for (size_t i = 0; i < n; i++) diff += pixels[i] != outputs[k][offsets[k] + i];
             if (diff && bad_op[op]++ < 3)
-                fprintf(stderr, "%s %g on image %d (%d x %d x %d): %ld bytes differ\n", name, magnitude, k, c, h, w,
-                        diff);
+                fprintf(stderr, "%s %g %s on image %d (%d x %d x %d): %ld bytes differ\n", name, magnitude, word, k, c,
+                        h, w, diff);
             differing += diff;
             per_op[op]++;
             offsets[k] += n;
@@ -120,8 +122,9 @@ static void test_against_pil(const char *dir) {
         }
     }
     fclose(f);
-    printf("test_auto_augment: %ld cases against PIL, %ld bytes differ; %ld table entries, %ld differ\n", cases,
-           differing, tables, table_wrong);
+    printf("test_auto_augment: %ld cases against PIL (%ld of them bilinear), %ld bytes differ; %ld table entries, %ld "
+           "differ\n", cases, bilinear_cases, differing, tables, table_wrong);
+    CHECK(bilinear_cases > 1000, "only %ld bilinear cases", bilinear_cases);
     for (int op = 0; op < DP_AA_OPS; op++)
         CHECK(per_op[op] > 0 && bad_op[op] == 0, "%s: %ld cases, %ld differ", dp_aa_op_name((dp_aa_op_t)op),
               per_op[op], bad_op[op]);
@@ -148,7 +151,7 @@ static uint32_t draw_words(void *state) {
 
 static void test_draws(void) {
     enum { DRAWS = 140000 };
-    dp_auto_augment_t ta = {DP_AUTO_AUGMENT_TA_WIDE, 0}, ra = {DP_AUTO_AUGMENT_RA, 9}, none = {0, 0};
+    dp_auto_augment_t ta = {.kind = DP_AUTO_AUGMENT_TA_WIDE}, ra = {.kind = DP_AUTO_AUGMENT_RA, .magnitude = 9}, none = {0};
     long ops[DP_AA_OPS] = {0}, negative = 0, signed_draws = 0, bins[DP_AA_BINS] = {0};
     uint64_t state = 7;
     dp_aa_choice_t out[DP_RA_OPS];
@@ -208,8 +211,8 @@ static void test_draws(void) {
  * 4 bits); at most 2 ops; svhn and cifar10 draw their own ops. */
 static void test_auto_policies(void) {
     enum { DRAWS = 100000 };
-    const dp_auto_augment_t imagenet = {DP_AUTO_AUGMENT_IMAGENET, 0}, svhn = {DP_AUTO_AUGMENT_SVHN, 0},
-                            cifar = {DP_AUTO_AUGMENT_CIFAR10, 0};
+    const dp_auto_augment_t imagenet = {.kind = DP_AUTO_AUGMENT_IMAGENET}, svhn = {.kind = DP_AUTO_AUGMENT_SVHN},
+                            cifar = {.kind = DP_AUTO_AUGMENT_CIFAR10};
     long ops[DP_AA_OPS] = {0}, none = 0, rotate_bad = 0, posterize_bad = 0, counts[3] = {0};
     uint64_t state = 11;
     dp_aa_choice_t out[DP_RA_OPS];
@@ -269,7 +272,8 @@ static void test_in_sample(void) {
                 dp_rng_seed(&a, seed);
                 dp_rng_seed(&b, seed);
                 CHECK(dp_image_sample_decoded(&image, &o, &b, plain, NULL) == DP_OK, "plain sample");
-                o.auto_augment = (dp_auto_augment_t){(dp_auto_augment_kind_t)kind, 20};
+                o.auto_augment = (dp_auto_augment_t){(dp_auto_augment_kind_t)kind, 20,
+                                                     seed % 2 ? DP_AA_NEAREST : DP_AA_BILINEAR};
                 CHECK(dp_image_sample_decoded(&image, &o, &a, with, NULL) == DP_OK, "augmented sample");
                 CHECK(dp_auto_augment_apply(&o.auto_augment, dp_rng_draw32, &b, plain, channels, S, S) == DP_OK,
                       "apply");

@@ -73,9 +73,16 @@ typedef enum {
 #define DP_RA_OPS 2        /* RandAugment's num_ops */
 #define DP_RA_MAGNITUDE 9  /* RandAugment's default magnitude */
 
+/* How the geometric ops (ShearX/Y, TranslateX/Y, Rotate) sample: torchvision's `interpolation`. */
+typedef enum {
+    DP_AA_BILINEAR, /* the reference recipe's (its --interpolation's default): PIL's bilinear transform filter */
+    DP_AA_NEAREST,  /* the transforms' own default (TrivialAugmentWide() built alone) */
+} dp_aa_interpolation_t;
+
 typedef struct {
     dp_auto_augment_kind_t kind;
     int magnitude; /* RandAugment's bin, 0..30 */
+    dp_aa_interpolation_t interpolation;
 } dp_auto_augment_t;
 
 /* One op drawn: the op and its signed magnitude. */
@@ -119,8 +126,14 @@ double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int 
 int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width, dp_draw_fn draw, void *state,
                          dp_aa_choice_t out[DP_RA_OPS]);
 
-/* _apply_op(img, op, magnitude) on the PIL image of `pixels` (channels x
- * height x width, planar, channels 1 or 3), in place. */
+/* _apply_op(img, op, magnitude, interpolation) on the PIL image of
+ * `pixels` (channels x height x width, planar, channels 1 or 3), in place;
+ * dp_aa_apply with NEAREST. Bilinear is Image.transform(AFFINE, BILINEAR):
+ * at pixel (x, y) the matrix maps (x + 0.5, y + 0.5) to (u, v), outside
+ * [0, W) x [0, H) the fill 0, else the 2x2 neighbourhood of (u - 0.5,
+ * v - 0.5) (edges clamped) blended in doubles along x, then y, truncated. */
+dp_status_t dp_aa_apply_interpolated(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation,
+                                     unsigned char *pixels, int channels, int height, int width);
 dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width);
 
 /* The policy's draws, then their ops in order, in place. */

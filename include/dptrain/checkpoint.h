@@ -279,7 +279,7 @@ typedef struct {
     const char *model_text;
     int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
-    char train_transform[64];   /* data.train_transform: "" (not an image folder, or a file of an older
+    char train_transform[160];  /* data.train_transform: "" (not an image folder, or a file of an older
                                    dptrain) or the training transform of an image folder */
     int data_train_total;       /* data.train_total: the training split's size before --limit; 0: not recorded */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's

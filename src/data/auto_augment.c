@@ -234,6 +234,34 @@ static void affine_plane(const double a[6], const unsigned char *in, unsigned ch
     }
 }
 
+/* Image.transform(AFFINE, BILINEAR) of the c planes of `in` into the
+ * zeroed `out` (ImagingGenericTransform with affine_transform and the 8-bit
+ * bilinear filter): each output pixel's source point and weights once, the
+ * bands blended with them one by one, as PIL's RGB filter does. */
+static void bilinear_planes(const double a[6], const unsigned char *in, unsigned char *out, int c, int w, int h) {
+    const size_t plane = (size_t)w * h;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const double xc = x + 0.5, yc = y + 0.5;
+            double u = a[0] * xc + a[1] * yc + a[2], v = a[3] * xc + a[4] * yc + a[5];
+            if (u < 0.0 || u >= w || v < 0.0 || v >= h) continue; /* the fill */
+            u -= 0.5;
+            v -= 0.5;
+            const int xi = FLOOR(u), yi = FLOOR(v);
+            const double dx = u - xi, dy = v - yi;
+            const int x0 = xi < 0 ? 0 : xi < w ? xi : w - 1, x1 = xi + 1 < 0 ? 0 : xi + 1 < w ? xi + 1 : w - 1;
+            const size_t r0 = (size_t)(yi < 0 ? 0 : yi < h ? yi : h - 1) * w;
+            const int second = yi + 1 >= 0 && yi + 1 < h; /* else the first row again */
+            const size_t r1 = second ? (size_t)(yi + 1) * w : r0;
+            for (int k = 0; k < c; k++) {
+                const unsigned char *p = in + k * plane;
+                const double top = p[r0 + x0] + (double)(p[r0 + x1] - p[r0 + x0]) * dx;
+                const double bottom = second ? p[r1 + x0] + (double)(p[r1 + x1] - p[r1 + x0]) * dx : top;
+                out[k * plane + (size_t)y * w + x] = (unsigned char)(top + (bottom - top) * dy);
+            }
+        }
+}
+
 /* torchvision's _get_inverse_affine_matrix(center, angle, translate, scale 1, shear) as F.affine gives PIL. */
 static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x, double shear_y,
                            double m[6]) {
@@ -270,8 +298,8 @@ static void transpose_plane(int turns, const unsigned char *in, unsigned char *o
 }
 
 /* The geometric ops: each plane through one matrix (or a copy, a transpose). */
-static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, unsigned char *out, int c, int h,
-                     int w) {
+static void geometry(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation, const unsigned char *in,
+                     unsigned char *out, int c, int h, int w) {
     const size_t plane = (size_t)w * h;
     double m[6];
     memset(out, 0, plane * c);
@@ -302,7 +330,9 @@ static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, u
         m[2] = m2 + cx;
         m[5] = m5 + cy;
     }
-    for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
+    if (interpolation == DP_AA_BILINEAR) bilinear_planes(m, in, out, c, w, h);
+    else
+        for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
 }
 
 /* --- blends and filters ----------------------------------------------------------------- */
@@ -406,6 +436,11 @@ static void plane_lut(dp_aa_op_t op, const unsigned char *p, size_t plane, unsig
 }
 
 dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width) {
+    return dp_aa_apply_interpolated(op, magnitude, DP_AA_NEAREST, pixels, channels, height, width);
+}
+
+dp_status_t dp_aa_apply_interpolated(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation,
+                                     unsigned char *pixels, int channels, int height, int width) {
     if ((channels != 1 && channels != 3) || height < 1 || width < 1 || op < 0 || op >= DP_AA_OPS)
         return dp_fail(DP_ERR_ARG, "auto-augment: op %d on %d x %d x %d pixels", (int)op, channels, height, width);
     const size_t plane = (size_t)width * height, n = plane * channels;
@@ -433,7 +468,7 @@ dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, 
     unsigned char *copy = dp_alloc(2 * n, "an auto-augment scratch image");
     if (!copy) return DP_ERR_NOMEM;
     memcpy(copy, pixels, n);
-    if (op <= DP_AA_ROTATE) geometry(op, magnitude, copy, pixels, channels, height, width);
+    if (op <= DP_AA_ROTATE) geometry(op, magnitude, interpolation, copy, pixels, channels, height, width);
     else enhance(op, magnitude, copy, pixels, copy + n, channels, height, width);
     free(copy);
     return DP_OK;
@@ -444,6 +479,7 @@ dp_status_t dp_auto_augment_apply(const dp_auto_augment_t *policy, dp_draw_fn dr
     dp_aa_choice_t choices[DP_RA_OPS];
     const int count = dp_auto_augment_draw(policy, height, width, draw, state, choices);
     for (int i = 0; i < count; i++)
-        DP_TRY(dp_aa_apply(choices[i].op, choices[i].magnitude, pixels, channels, height, width));
+        DP_TRY(dp_aa_apply_interpolated(choices[i].op, choices[i].magnitude, policy->interpolation, pixels, channels,
+                                        height, width));
     return DP_OK;
 }
