@@ -144,6 +144,34 @@ static void start_optional_keys(dp_checkpoint_meta_t *m, const dp_lr_schedule_t 
     if (sc->warmup_sequential) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, "1"};
 }
 
+/* The optional counts: the best epoch so far (train --save-best), early_stop, data.ra_reps. */
+static dp_status_t add_counts(dp_checkpoint_meta_t *m, const dp_checkpoint_info_t *info) {
+    if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
+        if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
+                           info->best_correct, info->best_count);
+        const char *keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
+                               DP_CHECKPOINT_BEST_COUNT_KEY};
+        const int values[3] = {info->best_epoch, info->best_correct, info->best_count};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m->best[k], sizeof m->best[k], "%d", values[k]);
+            m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
+        }
+    }
+    if (info->early_stop > 0) {
+        snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
+    }
+    if (info->ra_reps < 0 || info->ra_reps == 1 || info->ra_reps > DP_RA_REPS_LIMIT)
+        return dp_fail(DP_ERR_ARG, "checkpoint: repeated augmentation's %d repeats (0: none, or 2 to %d)",
+                       info->ra_reps, DP_RA_REPS_LIMIT);
+    if (info->ra_reps > 1) {
+        snprintf(m->ra_reps, sizeof m->ra_reps, "%d", info->ra_reps);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_RA_REPS_KEY, m->ra_reps};
+    }
+    return DP_OK;
+}
+
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
@@ -201,29 +229,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
     start_optional_keys(m, sc);
-    if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
-        if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
-            return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
-                           info->best_correct, info->best_count);
-        const char *keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
-                               DP_CHECKPOINT_BEST_COUNT_KEY};
-        const int values[3] = {info->best_epoch, info->best_correct, info->best_count};
-        for (int k = 0; k < 3; k++) {
-            snprintf(m->best[k], sizeof m->best[k], "%d", values[k]);
-            m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
-        }
-    }
-    if (info->early_stop > 0) {
-        snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
-        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
-    }
-    if (info->ra_reps < 0 || info->ra_reps == 1 || info->ra_reps > DP_RA_REPS_LIMIT)
-        return dp_fail(DP_ERR_ARG, "checkpoint: repeated augmentation's %d repeats (0: none, or 2 to %d)",
-                       info->ra_reps, DP_RA_REPS_LIMIT);
-    if (info->ra_reps > 1) {
-        snprintf(m->ra_reps, sizeof m->ra_reps, "%d", info->ra_reps);
-        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_RA_REPS_KEY, m->ra_reps};
-    }
+    DP_TRY(add_counts(m, info));
     if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
         snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
