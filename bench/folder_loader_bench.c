@@ -7,7 +7,7 @@
  * end with the same float batches. Prints images/s and the process's peak
  * resident memory.
  *
- * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra]
+ * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra|imagenet|cifar10|svhn]
  *   (center: the default training transform of `dptrain train`, Resize +
  *   CenterCrop, images of the size as they are, 1 channel, no normalisation;
  *   ta_wide, ra: the crop and flip, then TrivialAugmentWide or RandAugment,
@@ -39,7 +39,7 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra]\n");
+        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra|imagenet|cifar10|svhn]\n");
         return 2;
     }
     const char *dir = argv[1];

@@ -31,10 +31,15 @@ const char cli_data_usage_train[] =
     "  --dct-scale on|off        image folders: JPEGs shrunk by 2, 4 or 8 decoded at that\n"
     "                            scale for resized-crop (default on; off: PIL's exact pixels)\n"
     "  --auto-augment NAME       image folders with --transform resized-crop: after the crop\n"
-    "                            and flip, torchvision's TrivialAugmentWide (ta_wide) or\n"
-    "                            RandAugment (ra: 2 ops) with PIL's pixels, per sample from\n"
-    "                            the run's seed; none (default); saved, --resume keeps it\n"
+    "                            and flip, torchvision's TrivialAugmentWide (ta_wide),\n"
+    "                            RandAugment (ra: 2 ops) or AutoAugment's policy imagenet,\n"
+    "                            cifar10 or svhn, with PIL's pixels, per sample from the\n"
+    "                            run's seed; none (default); saved, --resume keeps it\n"
     "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
+    "  --auto-augment-interpolation bilinear|nearest\n"
+    "                            the auto-augmentation's shears, translations and rotations:\n"
+    "                            bilinear (default: torchvision's reference recipe) or\n"
+    "                            nearest (the transforms' own default)\n"
     "  --color-jitter B[,C,S,H]  image folders with --transform resized-crop: after the crop\n"
     "                            and flip, torchvision's ColorJitter with PIL's pixels:\n"
     "                            brightness, contrast, saturation (one value: all three),\n"
@@ -71,6 +76,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
         {"auto-augment", OPT_STRING, &o->auto_augment, 0, 0},
         {"ra-magnitude", OPT_INT, &o->ra_magnitude, 0, DP_AA_BINS - 1},
+        {"auto-augment-interpolation", OPT_STRING, &o->aa_interpolation, 0, 0},
         {"color-jitter", OPT_STRING, &o->color_jitter, 0, 0},
         {"skip-bad-files", OPT_FLAG, &o->skip_bad, 0, 0},
         {"cache-mb", OPT_INT, &o->cache_mb, 0, 1 << 24},
@@ -81,7 +87,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         const char *name = all[i].name;
         if (!training && (!strcmp(name, "transform") || !strcmp(name, "dct-scale") || !strcmp(name, "cache-mb") ||
                           !strcmp(name, "auto-augment") || !strcmp(name, "ra-magnitude") ||
-                          !strcmp(name, "color-jitter")))
+                          !strcmp(name, "auto-augment-interpolation") || !strcmp(name, "color-jitter")))
             continue;
         table[(*used)++] = all[i];
     }
@@ -108,7 +114,7 @@ static dp_status_t parse_holdout(const char *command, const char *text, double *
     return DP_OK;
 }
 
-/* --auto-augment and --ra-magnitude: the policy, or one line. */
+/* --auto-augment, --ra-magnitude and --auto-augment-interpolation: the policy, or one line. */
 static dp_status_t parse_auto_augment(const char *command, const cli_data_options_t *o, dp_auto_augment_t *policy) {
     char who[64];
     snprintf(who, sizeof who, "%s: --auto-augment", command);
@@ -117,6 +123,12 @@ static dp_status_t parse_auto_augment(const char *command, const cli_data_option
     if (o->auto_augment) DP_TRY(dp_auto_augment_parse(o->auto_augment, who, &policy->kind));
     if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
         return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
+    int bilinear;
+    DP_TRY(two_way(command, "auto-augment-interpolation", o->aa_interpolation, "bilinear", "nearest", 1, &bilinear));
+    policy->interpolation = bilinear ? DP_AA_BILINEAR : DP_AA_NEAREST;
+    if (o->aa_interpolation && policy->kind == DP_AUTO_AUGMENT_NONE)
+        return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation %s: only with --auto-augment", command,
+                       o->aa_interpolation);
     return DP_OK;
 }
 
@@ -213,9 +225,13 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
     char augmentation[96] = "";
-    if (policy.kind == DP_AUTO_AUGMENT_TA_WIDE) snprintf(augmentation, sizeof augmentation, ", auto-augment ta_wide");
     if (policy.kind == DP_AUTO_AUGMENT_RA)
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
+    else if (policy.kind != DP_AUTO_AUGMENT_NONE)
+        snprintf(augmentation, sizeof augmentation, ", auto-augment %s", dp_auto_augment_kind_name(policy.kind));
+    if (policy.kind != DP_AUTO_AUGMENT_NONE && policy.interpolation == DP_AA_NEAREST)
+        snprintf(augmentation + strlen(augmentation), sizeof augmentation - strlen(augmentation),
+                 ", aa-interpolation nearest");
     if (dp_color_jitter_on(&jitter)) {
         char values[64];
         if (dp_color_jitter_text(&jitter, values, sizeof values) >= 48)

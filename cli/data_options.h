@@ -18,6 +18,7 @@ typedef struct {
     const char *dct_scale;   /* --dct-scale on (default) | off */
     const char *auto_augment; /* --auto-augment ta_wide | ra | none (default) */
     int ra_magnitude;        /* --ra-magnitude 0..30 (-1: not given, 9 with ra) */
+    const char *aa_interpolation; /* --auto-augment-interpolation bilinear (default) | nearest */
     const char *color_jitter; /* --color-jitter B[,C,S[,H]] (NULL: none) */
     int skip_bad;            /* --skip-bad-files */
     int cache_mb;            /* --cache-mb: decoded samples kept in memory (0: none) */
@@ -36,11 +37,12 @@ typedef struct {
 cli_data_options_t cli_data_defaults(void);
 
 /* Appends the image-folder options (--transform, --resize, --exif,
- * --dct-scale, --auto-augment, --ra-magnitude, --color-jitter, --skip-bad-files,
+ * --dct-scale, --auto-augment, --ra-magnitude,
+ * --auto-augment-interpolation, --color-jitter, --skip-bad-files,
  * --cache-mb, --loader-threads, --holdout)
  * to an option table at *used (room for them: CLI_DATA_OPTIONS entries),
  * for `train` (all) or `eval` (training ones left out: training 0). */
-#define CLI_DATA_OPTIONS 11
+#define CLI_DATA_OPTIONS 12
 void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used);
 /* Their lines of --help. */
 extern const char cli_data_usage_train[], cli_data_usage_eval[];
@@ -52,7 +54,7 @@ typedef struct {
     int loader_threads;              /* for dp_fit */
     int train_total;                 /* the training split's samples before --limit */
     char transform[128];             /* an image folder's evaluation transform, for checkpoints (data.transform); "" otherwise */
-    char train_transform[128];       /* its training transform (data.train_transform: "resized-crop, dct-scale
+    char train_transform[160];       /* its training transform (data.train_transform: "resized-crop, dct-scale
                                         off, auto-augment ra 9", "resized-crop, color-jitter 0.4,0.4,0.4,0");
                                         "" otherwise */
     char test_split[8];              /* an image folder's test folder, "test" or "val"; "" otherwise */

@@ -184,6 +184,29 @@ static dp_status_t no_folder(const char *resume, const dp_checkpoint_info_t *inf
  * failure to write its output is agreed likewise. A failure during the
  * trainer's set-up or the evaluation (which make collectives) is this
  * rank's *alone. */
+/* Without --data: the run's data (its data.dir), or one line asking for the folder of an image folder's run. */
+static dp_status_t choose_data_dir(const char *resume, const dp_checkpoint_info_t *info, cli_data_options_t *o) {
+    if (o->dir == cli_data_defaults().dir && info->data_dir[0]) {
+        DP_TRY(cli_check_saved_data_dir("eval", resume, info->data_dir));
+        o->dir = info->data_dir;
+    }
+    if (info->transform[0] && o->dir == cli_data_defaults().dir) return no_folder(resume, info);
+    return DP_OK;
+}
+
+/* --devices (default: cli_default_devices'), --precision and --channels-last set on them. */
+static dp_status_t choose_devices(const char *devices, dp_precision_t precision, const char *channels_last_text,
+                                  const dp_model_t *model, int *device_ids, int *num_devices,
+                                  const dp_backend_t **backends, int *channels_last) {
+    char devices_note[256], option[64];
+    DP_TRY(devices ? cli_parse_devices("eval", devices, device_ids, num_devices, backends)
+                   : cli_default_devices(device_ids, num_devices, backends, devices_note, sizeof devices_note));
+    snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
+    DP_TRY(cli_set_precision("eval", option, backends, device_ids, *num_devices, precision));
+    return cli_set_channels_last("eval", channels_last_text, cli_channels_last_default(precision, model), backends,
+                                 device_ids, *num_devices, channels_last);
+}
+
 static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int *alone) {
     const char *resume = NULL, *model_name = NULL, *normalize = NULL;
     const char *devices = NULL, *precision_text = NULL, *channels_last_text = NULL, *confusion_path = NULL;
@@ -254,14 +277,7 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     char transform[sizeof info->transform]; /* the checkpoint's evaluation transform, at this size */
     if (cli_transform_at_size(info->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)
         goto failed;
-    if (data_options.dir == cli_data_defaults().dir && info->data_dir[0]) { /* no --data: the run's data */
-        if (cli_check_saved_data_dir("eval", resume, info->data_dir) != DP_OK) goto failed;
-        data_options.dir = info->data_dir;
-    }
-    if (info->transform[0] && data_options.dir == cli_data_defaults().dir) { /* --data not given, none saved */
-        no_folder(resume, info);
-        goto failed;
-    }
+    if (choose_data_dir(resume, info, &data_options) != DP_OK) goto failed;
     if (transform_options(transform, ch, h, w, &data_options) != DP_OK) goto failed;
     data_options.holdout_default = info->holdout[0] ? info->holdout : NULL; /* the same test files */
     data_options.model = dp_model_name(model);
@@ -280,18 +296,10 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
         snprintf(size_note, sizeof size_note, ", input %dx%d%s%s%s", h, w, data.transform[0] ? " (" : "",
                  data.transform, data.transform[0] ? ")" : "");
     const int count = dp_batch_source_info(data.test)->count;
-    int device_ids[CLI_MAX_DEVICES], num_devices = 0;
+    int device_ids[CLI_MAX_DEVICES], num_devices = 0, channels_last = 0;
     const dp_backend_t *backends[CLI_MAX_DEVICES];
-    char devices_note[256];
-    if ((devices ? cli_parse_devices("eval", devices, device_ids, &num_devices, backends)
-                 : cli_default_devices(device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
-        goto failed;
-    char option[64];
-    snprintf(option, sizeof option, "--precision %s", dp_precision_name(precision));
-    if (cli_set_precision("eval", option, backends, device_ids, num_devices, precision) != DP_OK) goto failed;
-    int channels_last = 0;
-    if (cli_set_channels_last("eval", channels_last_text, cli_channels_last_default(precision, model), backends,
-                              device_ids, num_devices, &channels_last) != DP_OK)
+    if (choose_devices(devices, precision, channels_last_text, model, device_ids, &num_devices, backends,
+                       &channels_last) != DP_OK)
         goto failed;
     outputs = dp_model_num_outputs(model);
     if ((per_class || confusion_path) &&

@@ -361,6 +361,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .save_path = o.save_path,
         .save_best_path = o.save_best_path,
         .early_stop = o.early_stop,
+        .ra_reps = o.ra_sampler ? o.ra_reps : 0,
         .resume_path = o.resume_path,
         .init_path = o.init_path,
         .init_fresh_head = o.fresh_head,

@@ -57,6 +57,8 @@ typedef struct {
     const char *save_path, *resume_path;
     const char *save_best_path;      /* --save-best: the best epoch's checkpoint (never taken by a resume) */
     int early_stop;                  /* --early-stop N: patience in epochs (0: none); a resume takes it */
+    int ra_sampler, ra_reps;         /* --ra-sampler, --ra-reps N: repeated augmentation, N copies of each
+                                        sample (default 3: torchvision's); fit.h ra_reps; a resume takes them */
     int quiet;
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */
@@ -175,6 +177,7 @@ typedef struct {
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
     char auto_augment[16];  /* the saved --auto-augment (data.train_transform's), "" where none */
+    int aa_nearest;         /* the saved --auto-augment-interpolation is nearest */
     char color_jitter[64];  /* the saved --color-jitter (data.train_transform's "B,C,S,H"), "" where none */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
     char normalize[200];    /* its data.normalize where no --normalize is given, for the line; "" */

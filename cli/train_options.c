@@ -157,6 +157,11 @@ const char train_usage[] =
     "                            input (aspect 0.3 to 3.3) set to 0 after normalisation,\n"
     "                            before any mixing (recipes: 0.1 or 0.25; default 0: off);\n"
     "                            saved, and --resume keeps it\n"
+    "  --ra-sampler              repeated augmentation (torchvision's --ra-sampler, Hoffer\n"
+    "                            et al. 2020): every epoch the shuffle's first 1/N of the\n"
+    "                            samples, each N times in a row, each copy augmented its\n"
+    "                            own way; as many steps per epoch; saved, --resume keeps it\n"
+    "  --ra-reps N               its copies of each sample, 2 to 64 (default 3)\n"
     "  --model-ema               keep a moving average of the model (its parameters and\n"
     "                            batch norm statistics), torchvision's --model-ema, and\n"
     "                            evaluate it after every epoch (\"test acc 0.850 (ema\n"
@@ -207,6 +212,7 @@ const char train_usage[] =
     "                            --batch-size, --accumulate, --seed, --limit, --augment,\n"
     "                            --sync-batch-norm, --label-smoothing, --clip-grad-norm,\n"
     "                            --mixup-alpha, --cutmix-alpha, --random-erase, --early-stop,\n"
+    "                            --ra-sampler, --ra-reps,\n"
     "                            --normalize, --freeze, --transform, --auto-augment,\n"
     "                            --ra-magnitude, --color-jitter, --holdout, --data; not\n"
     "                            --devices, --threads-per-device, --save: give --save FILE\n"
@@ -249,6 +255,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         .weight_decay = NAN, /* likewise (train_default_weight_decay); an explicit 0 is 0 */
         .norm_weight_decay = NAN, .bias_weight_decay = NAN, /* not given: the weight decay's */
         .model_ema_steps = 32, .model_ema_decay = 0.99998, /* torchvision's reference */
+        .ra_reps = 3,                                      /* torchvision's --ra-reps */
         .epochs = 10,
         .seed = 0,
         .threads_per_device = 1,
@@ -306,6 +313,8 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"save", OPT_STRING, &o->save_path, 0, 0},
         {"save-best", OPT_STRING, &o->save_best_path, 0, 0},
         {"early-stop", OPT_INT, &o->early_stop, 1, 1000000},
+        {"ra-sampler", OPT_FLAG, &o->ra_sampler, 0, 0},
+        {"ra-reps", OPT_INT, &o->ra_reps, 2, DP_RA_REPS_LIMIT},
         {"resume", OPT_STRING, &o->resume_path, 0, 0},
         {"quiet", OPT_FLAG, &o->quiet, 0, 0},
         {"normalize", OPT_STRING, &o->normalize, 0, 0},
@@ -540,6 +549,8 @@ dp_status_t train_options_check(train_options_t *o, int ranks, int speaks, train
     const dp_mix_config_t mix = {.mixup_alpha = o->mixup_alpha, .cutmix_alpha = o->cutmix_alpha};
     DP_TRY(dp_mix_check(&mix, "train: --"));
     DP_TRY(dp_random_erase_check(o->random_erase, "train: --random-erase"));
+    if (!o->ra_sampler && train_option_given(o, &o->ra_reps))
+        return dp_fail(DP_ERR_ARG, "train: --ra-reps %d without --ra-sampler (which repeats the samples)", o->ra_reps);
     if (train_option_given(o, &o->clip_grad_norm) &&
         !(o->clip_grad_norm > 0.0f && o->clip_grad_norm <= DP_CLIP_MAX_NORM_LIMIT))
         return dp_fail(DP_ERR_ARG, "train: --clip-grad-norm must be a norm > 0 and at most %g (1 or 5 are usual), "

@@ -85,6 +85,8 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
     if (o->random_erase > 0.0f)
         at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", random erasing %.9g",
                        dp_float_decimal(o->random_erase));
+    if (o->ra_sampler)
+        at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", repeated augmentation x%d", o->ra_reps);
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
     char schedule[128];

@@ -4,7 +4,8 @@
  * not give is the checkpoint's (the optimizer and its hyper-parameters,
  * the lr schedule and its parameters, --epochs, --batch-size and
  * --accumulate, --seed, --sync-batch-norm, --label-smoothing, --clip-grad-norm,
- * --model-ema and its steps and decay, --early-stop, --limit,
+ * --model-ema and its steps and decay, --early-stop, --ra-sampler and
+ * --ra-reps, --limit,
  * --augment, an image folder's --transform, --auto-augment, --ra-magnitude,
  * --color-jitter and --holdout); then the line
  * saying which of them are not at their defaults. Where it saves is not
@@ -102,21 +103,23 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
                    !GIVEN(epochs);
     r->ema_decay = info->model_ema_decay;
     if (!GIVEN(early_stop)) o->early_stop = info->early_stop;
+    if (!GIVEN(ra_sampler)) o->ra_sampler = info->ra_reps > 0;
+    if (!GIVEN(ra_reps) && info->ra_reps > 0) o->ra_reps = info->ra_reps;
     if (GIVEN(epochs)) return;
     if (info->epochs_planned > 0) o->epochs = info->epochs_planned;
     else if (info->schedule.kind == DP_LR_COSINE) o->epochs = info->schedule.total_epochs;
     else r->epochs_unrecorded = 1;
 }
 
-/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9"): its kind and RandAugment's
- * bin into *r and *magnitude; the text of another (--auto-augment, --ra-magnitude) refused: other augmentation
- * would not continue the same run. */
+/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"):
+ * its kind, RandAugment's bin and the interpolation taken; another (--auto-augment, --ra-magnitude,
+ * --auto-augment-interpolation) refused: other augmentation would not continue the same run. */
 static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
     const char *saved = strstr(info->train_transform, "auto-augment ");
     char kind[16] = "none";
     int magnitude = -1;
-    if (saved) sscanf(saved, "auto-augment %15[a-z_] %d", kind, &magnitude);
+    if (saved) sscanf(saved, "auto-augment %15[a-z_0-9] %d", kind, &magnitude);
     const char *given = GIVEN(data.auto_augment) ? o->data.auto_augment : NULL;
     if (given && strcmp(given, kind) != 0)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment %s, this run has %s (other augmentation "
@@ -126,6 +129,14 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
                        "would not continue the same run; use the saved value)", o->resume_path, magnitude,
                        o->data.ra_magnitude);
     if (!saved) return DP_OK;
+    const int nearest = strstr(info->train_transform, "aa-interpolation nearest") != NULL;
+    const char *interpolation = GIVEN(data.aa_interpolation) ? o->data.aa_interpolation : NULL;
+    if (interpolation && strcmp(interpolation, nearest ? "nearest" : "bilinear") != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment-interpolation %s, this run has %s (other "
+                       "augmentation would not continue the same run; use the saved value)", o->resume_path,
+                       nearest ? "nearest" : "bilinear", interpolation);
+    r->aa_nearest = nearest && !interpolation;
+    if (r->aa_nearest) o->data.aa_interpolation = "nearest";
     snprintf(r->auto_augment, sizeof r->auto_augment, "%s", kind);
     o->data.auto_augment = r->auto_augment;
     if (!GIVEN(data.ra_magnitude) && magnitude >= 0) o->data.ra_magnitude = magnitude;
@@ -278,6 +289,8 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(model_ema_steps) && o->model_ema && o->model_ema_steps != plain->model_ema_steps)
         list_int(text, size, "model-ema-steps", o->model_ema_steps);
     if (!GIVEN(early_stop) && o->early_stop) list_int(text, size, "early-stop", o->early_stop);
+    if (!GIVEN(ra_sampler) && o->ra_sampler) list_option(text, size, "ra-sampler", "");
+    if (!GIVEN(ra_reps) && o->ra_sampler && o->ra_reps != plain->ra_reps) list_int(text, size, "ra-reps", o->ra_reps);
     if (!GIVEN(limit) && o->limit > 0 && o->limit < train_total) list_int(text, size, "limit", o->limit);
     if (!GIVEN(data_dir) && strcmp(o->data_dir, plain->data_dir) != 0) list_option(text, size, "data", o->data_dir);
     if (r->normalize[0]) list_option(text, size, "normalize", r->normalize);
@@ -286,6 +299,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
         list_option(text, size, "transform", o->data.transform);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
+    if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
         list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
     if (!GIVEN(data.color_jitter) && r->color_jitter[0]) list_option(text, size, "color-jitter", r->color_jitter);

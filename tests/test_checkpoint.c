@@ -386,6 +386,7 @@ static dp_checkpoint_info_t sample_info(const char *model, dp_optim_kind_t kind)
     info.label_smoothing = 0.1f / 3.0f; /* its shortest decimal reads back to the same float */
     info.clip_grad_norm = 2.5f;
     info.best_epoch = 2, info.best_correct = 8123, info.best_count = 10000, info.early_stop = 4;
+    info.ra_reps = 4;
     info.train_examples = 60000;
     info.num_devices = 2;
     info.num_ranks = 1;
@@ -413,7 +414,7 @@ static int same_info(const dp_checkpoint_info_t *a, const dp_checkpoint_info_t *
            a->label_smoothing == b->label_smoothing && a->clip_grad_norm == b->clip_grad_norm &&
            a->best_epoch == b->best_epoch &&
            a->best_correct == b->best_correct && a->best_count == b->best_count && a->early_stop == b->early_stop &&
-           a->train_examples == b->train_examples &&
+           a->ra_reps == b->ra_reps && a->train_examples == b->train_examples &&
            a->num_devices == b->num_devices && a->num_ranks == b->num_ranks;
 }
 
@@ -958,13 +959,16 @@ static void check_metadata_edits(const char *path, const char *edited) {
         {"best.test_count", "0", "metadata 'best.*' says epoch 2 with 8123 of 0 correct"},
         {"best.test_count", "1e4", "'best.test_count' is '1e4', expected a decimal integer"},
         {"best.test_correct", NULL, "metadata 'best.test_correct' is missing (the file has 'best.epoch')"},
-        {"early_stop", "0", "'early_stop' is '0', expected a positive decimal integer"},
+        {"early_stop", "0", "'early_stop' is '0', expected a decimal integer from 1 to 2147483647"},
+        {"data.ra_reps", "1", "'data.ra_reps' is '1', expected a decimal integer from 2 to 64"},
+        {"data.ra_reps", "65", "'data.ra_reps' is '65', expected a decimal integer from 2 to 64"},
+        {"data.ra_reps", "03", "'data.ra_reps' is '03', expected a decimal integer from 2 to 64"},
         {"clip_grad_norm", "0", "'clip_grad_norm' is '0', expected a number in (0, 1e+30]"},
         {"clip_grad_norm", "-2", "'clip_grad_norm' is '-2', expected a number >= 0"},
         {"clip_grad_norm", "1e31", "'clip_grad_norm' is '1e31', expected a number in (0, 1e+30]"},
         {"clip_grad_norm", "inf", "'clip_grad_norm' is 'inf', expected a number >= 0"},
         {"clip_grad_norm", "1x", "'clip_grad_norm' is '1x', expected a number >= 0"},
-        {"early_stop", "2.5", "'early_stop' is '2.5', expected a positive decimal integer"},
+        {"early_stop", "2.5", "'early_stop' is '2.5', expected a decimal integer from 1 to 2147483647"},
         {"optimizer.norm_weight_decay", "-1", "'optimizer.norm_weight_decay' is '-1', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "inf", "'optimizer.bias_weight_decay' is 'inf', expected a number >= 0"},
         {"optimizer.bias_weight_decay", "0.1 ", "'optimizer.bias_weight_decay' is '0.1 ', expected a number >= 0"},
@@ -980,7 +984,7 @@ static void check_metadata_edits(const char *path, const char *edited) {
     static const char *const newer_keys[] = {"accumulate", "epochs_planned", "sync_batch_norm", "label_smoothing",
                                              "optimizer.norm_weight_decay", "optimizer.bias_weight_decay",
                                              "best.epoch", "best.test_correct", "best.test_count", "early_stop",
-                                             "clip_grad_norm", "lr_schedule.warmup_method",
+                                             "data.ra_reps", "clip_grad_norm", "lr_schedule.warmup_method",
                                              "lr_schedule.warmup_start", "lr_schedule.warmup_sequential"};
     rewrite(path, edited, newer_keys[0], NULL, NULL);
     for (size_t k = 1; k < sizeof newer_keys / sizeof newer_keys[0]; k++) {
@@ -991,7 +995,7 @@ static void check_metadata_edits(const char *path, const char *edited) {
     CHECK(dp_checkpoint_open(edited, &old_file) == DP_OK && dp_checkpoint_info(old_file)->accumulate == 0 &&
           !dp_checkpoint_info(old_file)->optim.has_norm_weight_decay &&
           !dp_checkpoint_info(old_file)->optim.has_bias_weight_decay && dp_checkpoint_info(old_file)->best_epoch == 0 &&
-          dp_checkpoint_info(old_file)->early_stop == 0 &&
+          dp_checkpoint_info(old_file)->early_stop == 0 && dp_checkpoint_info(old_file)->ra_reps == 0 &&
           dp_checkpoint_info(old_file)->epochs_planned == 0 && dp_checkpoint_info(old_file)->sync_batch_norm == 0 &&
           dp_checkpoint_info(old_file)->label_smoothing == 0.0f && dp_checkpoint_info(old_file)->clip_grad_norm == 0.0f &&
           dp_checkpoint_info(old_file)->schedule.warmup_method == DP_WARMUP_LINEAR &&

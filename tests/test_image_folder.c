@@ -200,6 +200,17 @@ static void test_source(void) {
     keys.epoch = 1;
     DP_ASSERT(dp_batch_source_fill(src, samples, 5, &keys, b, lb) == DP_OK);
     CHECK(memcmp(a, b, sizeof a) != 0, "another epoch, other crops");
+    /* repeated augmentation: sample 2 three times at positions 30, 31, 32 (copies 0, 1, 2 of R = 3): copy 0 is
+     * the plain crop, the others their own */
+    keys.epoch = 0;
+    keys.first_position = 30;
+    keys.repeats = 3;
+    int thrice[3] = {2, 2, 2};
+    uint8_t r[3 * 16];
+    DP_ASSERT(dp_batch_source_fill(src, thrice, 3, &keys, r, lb) == DP_OK);
+    CHECK(memcmp(r, a + 2 * 16, 16) == 0, "repeats: copy 0 is not the plain sample");
+    CHECK(memcmp(r + 16, r, 16) != 0 && memcmp(r + 32, r, 16) != 0 && memcmp(r + 32, r + 16, 16) != 0,
+          "repeats: copies 1 and 2 are not crops of their own");
     dp_batch_source_free(src);
 }
 

@@ -230,8 +230,41 @@ static void test_dataset(void) {
     CHECK(st == DP_ERR_ARG, "zero channels rejected: %s", dp_error_message());
 }
 
+/* Repeated augmentation: epoch e's order is the plain permutation's first ceil(count / R) samples, each R times
+ * in a row, count positions in all; R = 1 is the plain order; R out of range refused. */
+static void test_repeats(void) {
+    const int count = 100, B = 16;
+    for (int R = 1; R <= 7; R += 3) {
+        dp_loader_t *plain = NULL, *rep = NULL;
+        DP_ASSERT(dp_loader_new(count, B, 1, 5, &plain) == DP_OK && dp_loader_new(count, B, 1, 5, &rep) == DP_OK);
+        CHECK(dp_loader_set_repeats(rep, R) == DP_OK, "R %d: %s", R, dp_error_message());
+        for (int epoch = 0; epoch < 3; epoch++) {
+            dp_loader_start_epoch(plain, epoch);
+            dp_loader_start_epoch(rep, epoch);
+            int perm[100], order[100], n = 0, m = 0;
+            const int *idx;
+            for (int k; (k = dp_loader_next(plain, &idx)) > 0; n += k) memcpy(perm + n, idx, sizeof(int) * k);
+            for (int k; (k = dp_loader_next(rep, &idx)) > 0; m += k) memcpy(order + m, idx, sizeof(int) * k);
+            int wrong = 0;
+            for (int i = 0; i < count; i++) wrong += order[i] != perm[i / R];
+            CHECK(n == count && m == count && wrong == 0, "R %d, epoch %d: %d positions (of %d) not perm[i / R]", R,
+                  epoch, wrong, m);
+        }
+        CHECK(dp_loader_num_batches(rep) == dp_loader_num_batches(plain), "R %d: other steps per epoch", R);
+        dp_loader_free(plain);
+        dp_loader_free(rep);
+    }
+    dp_loader_t *l = NULL;
+    DP_ASSERT(dp_loader_new(10, 2, 1, 1, &l) == DP_OK);
+    CHECK(dp_loader_set_repeats(l, 0) == DP_ERR_ARG && dp_loader_set_repeats(l, 11) == DP_ERR_ARG &&
+              strstr(dp_error_message(), "11 repeats"),
+          "repeats 0 and 11 of 10 examples: %s", dp_error_message());
+    dp_loader_free(l);
+}
+
 int main(void) {
     test_batches();
+    test_repeats();
     test_shuffle();
     test_errors();
     test_dataset();

@@ -137,6 +137,26 @@ print("%.3g %s" % worst)
 sys.exit(0 if worst[0] <= tol else 1)
 EOF
 }
+# saved_run NAME ARGS...: "$bin" ARGS --save $tmp/NAME.st, its output in
+# $tmp/NAME.out; passes when it exits 0.
+saved_run() {
+  local name=$1
+  shift
+  "$bin" "$@" --save "$tmp/$name.st" >"$tmp/$name.out" 2>&1 && pass || fail "$name: $(tail -3 "$tmp/$name.out")"
+}
+# meta_value FILE KEY: checkpoint FILE's metadata KEY as `dptrain inspect`
+# prints it (empty: not there).
+meta_value() { "$bin" inspect "$1" 2>&1 | sed -n "s/^  $2 = //p"; }
+# refused_run MESSAGE ARGS...: "$bin" ARGS --save $tmp/never.st exits
+# non-zero with one line on stderr containing MESSAGE, and writes nothing.
+refused_run() {
+  local want=$1
+  shift
+  rm -f "$tmp/never.st"
+  "$bin" "$@" --save "$tmp/never.st" >"$tmp/bad.out" 2>"$tmp/bad.err"
+  [[ $? -ne 0 && $(wc -l <"$tmp/bad.err") -eq 1 && ! -e "$tmp/never.st" ]] && grep -q -- "$want" "$tmp/bad.err" \
+    && pass || fail "$*: $(cat "$tmp/bad.err")"
+}
 last_loss() { json_field "$(tail -1 "$1")" train_loss; }
 train_run() {
   local name=$1 devices=$2

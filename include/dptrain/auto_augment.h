@@ -1,5 +1,5 @@
-/* auto_augment.h - torchvision 0.14's TrivialAugmentWide and RandAugment
- * (transforms/autoaugment.py) on a planar (C, H, W) uint8 image of 1 or 3
+/* auto_augment.h - torchvision 0.14's TrivialAugmentWide, RandAugment and
+ * AutoAugment (transforms/autoaugment.py) on a planar (C, H, W) uint8 image of 1 or 3
  * channels, with the pixels PIL 9 gives (the path torchvision's reference
  * recipe takes: the ops run on the PIL image after RandomResizedCrop and
  * the flip):
@@ -15,12 +15,16 @@
  *   black / the L image / its rounded mean / the SMOOTH-filtered image
  *   with the image, the factor 1 + magnitude in float32, truncated, and
  *   clipped when extrapolating); Posterize, Solarize, AutoContrast,
- *   Equalize (ImageOps' lookup tables);
+ *   Equalize, Invert (ImageOps' lookup tables);
  * - the policy tables (magnitudes as torch.linspace makes them in
  *   float32, 31 bins) and the draws: TrivialAugmentWide one op, one bin,
  *   one sign; RandAugment 2 ops at a fixed bin (--ra-magnitude, default
  *   9), each with its sign. A sign is drawn only for a signed op, a bin
- *   only for an op with a range, as torchvision does.
+ *   only for an op with a range, as torchvision does. AutoAugment (the
+ *   imagenet, cifar10 and svhn policies of Cubuk et al.): one of the
+ *   policy's 25 sub-policies, then each of its 2 ops with its probability
+ *   at its bin of 10 (AutoAugment.get_params: the sub-policy, 2
+ *   probabilities, 2 signs, always drawn).
  * The draws come from the caller's words (image_transform.h dp_draw_fn):
  * randint(n) is word % n. dptrain's generator is not torch's: the
  * draws are distributed as torchvision's, not the same numbers.
@@ -48,18 +52,37 @@ typedef enum {
     DP_AA_SOLARIZE,
     DP_AA_AUTOCONTRAST,
     DP_AA_EQUALIZE,
+    DP_AA_INVERT, /* AutoAugment's policies only */
     DP_AA_OPS
 } dp_aa_op_t;
 
-typedef enum { DP_AUTO_AUGMENT_NONE, DP_AUTO_AUGMENT_TA_WIDE, DP_AUTO_AUGMENT_RA } dp_auto_augment_kind_t;
+#define DP_AA_SPACE_OPS 14 /* TrivialAugmentWide's and RandAugment's ops: Identity to Equalize */
 
-#define DP_AA_BINS 31      /* num_magnitude_bins */
+typedef enum {
+    DP_AUTO_AUGMENT_NONE,
+    DP_AUTO_AUGMENT_TA_WIDE,
+    DP_AUTO_AUGMENT_RA,
+    DP_AUTO_AUGMENT_IMAGENET, /* AutoAugmentPolicy.IMAGENET */
+    DP_AUTO_AUGMENT_CIFAR10,
+    DP_AUTO_AUGMENT_SVHN,
+    DP_AUTO_AUGMENT_KINDS
+} dp_auto_augment_kind_t;
+
+#define DP_AA_BINS 31      /* num_magnitude_bins of TrivialAugmentWide and RandAugment */
+#define DP_AA_AUTO_BINS 10 /* AutoAugment's */
 #define DP_RA_OPS 2        /* RandAugment's num_ops */
 #define DP_RA_MAGNITUDE 9  /* RandAugment's default magnitude */
+
+/* How the geometric ops (ShearX/Y, TranslateX/Y, Rotate) sample: torchvision's `interpolation`. */
+typedef enum {
+    DP_AA_BILINEAR, /* the reference recipe's (its --interpolation's default): PIL's bilinear transform filter */
+    DP_AA_NEAREST,  /* the transforms' own default (TrivialAugmentWide() built alone) */
+} dp_aa_interpolation_t;
 
 typedef struct {
     dp_auto_augment_kind_t kind;
     int magnitude; /* RandAugment's bin, 0..30 */
+    dp_aa_interpolation_t interpolation;
 } dp_auto_augment_t;
 
 /* One op drawn: the op and its signed magnitude. */
@@ -68,20 +91,34 @@ typedef struct {
     double magnitude;
 } dp_aa_choice_t;
 
-/* torchvision's name of an op ("ShearX"); of a kind ("none", "ta_wide", "ra"). */
+/* One op of an AutoAugment sub-policy: applied with probability p, at its bin (-1: an op without magnitude). */
+typedef struct {
+    dp_aa_op_t op;
+    float p;
+    int bin;
+} dp_aa_sub_op_t;
+
+#define DP_AA_SUB_POLICIES 25 /* of each AutoAugment policy */
+
+/* Sub-policy `index` (0..24) of AutoAugment policy `kind` (imagenet, cifar10, svhn): its 2 ops in order, as
+ * torchvision's AutoAugment._get_policies lists them; NULL for another kind or index. */
+const dp_aa_sub_op_t *dp_auto_augment_sub_policy(dp_auto_augment_kind_t kind, int index);
+
+/* torchvision's name of an op ("ShearX"); of a kind ("none", "ta_wide", "ra", "imagenet", "cifar10", "svhn"). */
 const char *dp_aa_op_name(dp_aa_op_t op);
 const char *dp_auto_augment_kind_name(dp_auto_augment_kind_t kind);
 
-/* The kind named `text` (ta_wide, ra, none): DP_OK, or one line naming `who`. */
+/* The kind named `text` (one of the kinds' names): DP_OK, or one line naming `who`. */
 dp_status_t dp_auto_augment_parse(const char *text, const char *who, dp_auto_augment_kind_t *kind);
 
 /* Whether the op's magnitude is drawn with a sign; whether it has a range of bins. */
 int dp_aa_op_signed(dp_aa_op_t op);
 int dp_aa_op_ranged(dp_aa_op_t op);
 
-/* The policy's magnitude of `op` at `bin` (0..30) for an image of
- * height x width (RandAugment's translations depend on it), unsigned: the
- * float32 of torch.linspace / the posterize bits, as a double. */
+/* The policy's magnitude of `op` at `bin` (0..30; AutoAugment's 0..9) for
+ * an image of height x width (RandAugment's and AutoAugment's translations
+ * depend on it), unsigned: the float32 of torch.linspace / the posterize
+ * bits, as a double. */
 double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int height, int width);
 
 /* The policy's draws for an image of height x width: up to DP_RA_OPS
@@ -89,8 +126,14 @@ double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int 
 int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width, dp_draw_fn draw, void *state,
                          dp_aa_choice_t out[DP_RA_OPS]);
 
-/* _apply_op(img, op, magnitude) on the PIL image of `pixels` (channels x
- * height x width, planar, channels 1 or 3), in place. */
+/* _apply_op(img, op, magnitude, interpolation) on the PIL image of
+ * `pixels` (channels x height x width, planar, channels 1 or 3), in place;
+ * dp_aa_apply with NEAREST. Bilinear is Image.transform(AFFINE, BILINEAR):
+ * at pixel (x, y) the matrix maps (x + 0.5, y + 0.5) to (u, v), outside
+ * [0, W) x [0, H) the fill 0, else the 2x2 neighbourhood of (u - 0.5,
+ * v - 0.5) (edges clamped) blended in doubles along x, then y, truncated. */
+dp_status_t dp_aa_apply_interpolated(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation,
+                                     unsigned char *pixels, int channels, int height, int width);
 dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width);
 
 /* The policy's draws, then their ops in order, in place. */

@@ -21,6 +21,8 @@ typedef struct {
     int shuffle;     /* 0: the source's order every epoch (evaluation) */
     uint64_t seed;   /* the shuffle's and the fills' keys */
     int training;    /* the fills' dp_fill_keys_t.training */
+    int repeats;     /* repeated augmentation: each sample of the shuffle this many times in a row (data.h
+                        dp_loader_set_repeats; 0 or 1: none), told to the fills (dp_fill_keys_t.repeats) */
     int threads;     /* loader threads; 0: each batch is filled on the caller's thread by next() */
     int depth;       /* with threads: batches filled ahead of the one handed out (0: 2) */
     /* The positions of a batch of n this process reads (several ranks each

@@ -36,6 +36,8 @@ typedef struct {
     int epoch;              /* 0-based */
     int64_t first_position; /* the position of samples[0] in the epoch's order (the next: + 1, ...) */
     int training;           /* 1: the training transform (augmentation); 0: the evaluation's (none) */
+    int repeats;            /* the loader's repeats (data.h dp_loader_set_repeats; 0 or 1: none): the sample at
+                               position p is copy p % repeats of its sample, augmented its own way */
 } dp_fill_keys_t;
 
 typedef struct {

@@ -91,6 +91,10 @@
  *                           end on (absent: none recorded)
  *   early_stop              train --early-stop's patience in epochs (fit.h
  *                           early_stop), written when not 0 (absent: none)
+ *   data.ra_reps            repeated augmentation's repeats (train
+ *                           --ra-sampler --ra-reps, fit.h ra_reps), 2 to
+ *                           DP_RA_REPS_LIMIT, written when on (absent:
+ *                           none); a resume must use the same
  *   optimizer.norm_weight_decay, optimizer.bias_weight_decay
  *                           the weight-decay groups' decays (optim.h's
  *                           has_norm_weight_decay ...), %.9g; written only
@@ -246,6 +250,8 @@ typedef struct {
                                    earlier of equals), 0: none recorded (no epoch yet, or an older file) */
     int best_correct, best_count; /* its test set's correct answers and size */
     int early_stop;             /* the run's patience (train --early-stop; read: 0 when not recorded) */
+    int ra_reps;                /* repeated augmentation's repeats, 0: none (train --ra-sampler; read: 0 when not
+                                   recorded) */
     int num_devices, num_ranks; /* of the run that saved, informational */
     char normalize[160];        /* "" or "M0,..,S0,..": the training data's normalisation */
     char augment[32];           /* "" or the augmentation's text */
@@ -274,7 +280,7 @@ typedef struct {
     const char *model_text;
     int weights_only;           /* read: 1 for a weights-only file (above); dp_checkpoint_save ignores it */
     char freeze[DP_CHECKPOINT_MAX_FREEZE + 1]; /* model.freeze: "" or the frozen layers' list */
-    char train_transform[128];  /* data.train_transform: "" (not an image folder, or a file of an older
+    char train_transform[160];  /* data.train_transform: "" (not an image folder, or a file of an older
                                    dptrain) or the training transform of an image folder */
     int data_train_total;       /* data.train_total: the training split's size before --limit; 0: not recorded */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's

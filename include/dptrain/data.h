@@ -202,6 +202,19 @@ dp_status_t dp_loader_new(int count, int batch_size, int shuffle, uint64_t seed,
                           dp_loader_t **out);
 void dp_loader_free(dp_loader_t *loader);
 
+/* Repeated augmentation (torchvision's RASampler, Hoffer et al. 2020):
+ * every epoch's order becomes the permutation's first ceil(count /
+ * repeats) samples, each `repeats` times in a row, cut to count positions
+ * (the same positions and steps per epoch; torchvision's sampler also cuts
+ * to a multiple of 256); 1: none (the default). Position p holds copy p %
+ * repeats of its sample: dp_fill_keys_t.repeats gives a source the copy,
+ * so that each copy is augmented its own way. Restarts epoch 0; 1 <=
+ * repeats <= count, else DP_ERR_ARG. */
+dp_status_t dp_loader_set_repeats(dp_loader_t *loader, int repeats);
+
+/* The most repeats a training run takes (train --ra-reps, checkpoints). */
+#define DP_RA_REPS_LIMIT 64
+
 /* Starts epoch `epoch` (0-based): reshuffles and rewinds. */
 void dp_loader_start_epoch(dp_loader_t *loader, int epoch);
 

@@ -159,6 +159,10 @@ typedef struct {
     int epochs;                    /* counted from the start of training, >= 1 */
     int stop_after;                /* 0: none; else stop after this epoch of `epochs` */
     uint64_t seed;                 /* the shuffle's; recorded (the trainer's initialisation) */
+    int ra_reps;                   /* repeated augmentation (torchvision's --ra-sampler --ra-reps): each epoch
+                                      the shuffle's first ceil(count / ra_reps) samples, each ra_reps times in
+                                      a row, each copy augmented its own way (data.h dp_loader_set_repeats);
+                                      0 or 1: none; at most DP_RA_REPS_LIMIT; recorded, a resume must match */
     dp_lr_schedule_t schedule;     /* its lr is the base lr (the trainer's optim.lr);
                                       {.kind = DP_LR_CONSTANT, .lr = lr} for none */
     int eval_batch_size;           /* 0: 1000 */

@@ -1,5 +1,5 @@
-/* auto_augment.c - TrivialAugmentWide's and RandAugment's ops, policy
- * tables and draws (auto_augment.h), with PIL 9.4's arithmetic:
+/* auto_augment.c - TrivialAugmentWide's, RandAugment's and AutoAugment's
+ * ops, policy tables and draws (auto_augment.h), with PIL 9.4's arithmetic:
  * Geometry.c's nearest affine paths (ImagingScaleAffine, affine_fixed,
  * the double loop), Image.rotate's matrix (its entries rounded to 15
  * decimals) and transposes, Blend.c's float32 blend, Filter.c's 3x3
@@ -18,64 +18,164 @@
 
 static const char *const op_names[DP_AA_OPS] = {
     "Identity",   "ShearX", "ShearY",   "TranslateX", "TranslateY", "Rotate",       "Brightness",
-    "Color",      "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+    "Color",      "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert",
 };
+
+static const char *const kind_names[DP_AUTO_AUGMENT_KINDS] = {"none", "ta_wide", "ra", "imagenet", "cifar10", "svhn"};
 
 const char *dp_aa_op_name(dp_aa_op_t op) { return op >= 0 && op < DP_AA_OPS ? op_names[op] : "?"; }
 
 const char *dp_auto_augment_kind_name(dp_auto_augment_kind_t kind) {
-    return kind == DP_AUTO_AUGMENT_TA_WIDE ? "ta_wide" : kind == DP_AUTO_AUGMENT_RA ? "ra" : "none";
+    return kind > DP_AUTO_AUGMENT_NONE && kind < DP_AUTO_AUGMENT_KINDS ? kind_names[kind] : "none";
 }
 
 dp_status_t dp_auto_augment_parse(const char *text, const char *who, dp_auto_augment_kind_t *kind) {
-    const dp_auto_augment_kind_t kinds[3] = {DP_AUTO_AUGMENT_NONE, DP_AUTO_AUGMENT_TA_WIDE, DP_AUTO_AUGMENT_RA};
-    for (int k = 0; k < 3; k++)
-        if (text && !strcmp(text, dp_auto_augment_kind_name(kinds[k]))) {
-            *kind = kinds[k];
+    for (int k = 0; k < DP_AUTO_AUGMENT_KINDS; k++)
+        if (text && !strcmp(text, kind_names[k])) {
+            *kind = (dp_auto_augment_kind_t)k;
             return DP_OK;
         }
-    return dp_fail(DP_ERR_ARG, "%s: '%s' is not ta_wide, ra or none", who, text ? text : "");
+    return dp_fail(DP_ERR_ARG, "%s: '%s' is not ta_wide, ra, imagenet, cifar10, svhn or none", who, text ? text : "");
+}
+
+/* AutoAugment's policies (AutoAugment._get_policies): 25 sub-policies of 2
+ * ops, each with its probability and its bin of 10 (-1: None). */
+#define SUB_POLICIES DP_AA_SUB_POLICIES
+#define SHX DP_AA_SHEAR_X
+#define SHY DP_AA_SHEAR_Y
+#define TX DP_AA_TRANSLATE_X
+#define TY DP_AA_TRANSLATE_Y
+#define ROT DP_AA_ROTATE
+#define BRI DP_AA_BRIGHTNESS
+#define COL DP_AA_COLOR
+#define CON DP_AA_CONTRAST
+#define SHA DP_AA_SHARPNESS
+#define POS DP_AA_POSTERIZE
+#define SOL DP_AA_SOLARIZE
+#define AC DP_AA_AUTOCONTRAST
+#define EQ DP_AA_EQUALIZE
+#define INV DP_AA_INVERT
+static const dp_aa_sub_op_t policies[3][SUB_POLICIES][2] = {
+    { /* imagenet */
+     {{POS, 0.4f, 8}, {ROT, 0.6f, 9}},  {{SOL, 0.6f, 5}, {AC, 0.6f, -1}},  {{EQ, 0.8f, -1}, {EQ, 0.6f, -1}},
+     {{POS, 0.6f, 7}, {POS, 0.6f, 6}},  {{EQ, 0.4f, -1}, {SOL, 0.2f, 4}},  {{EQ, 0.4f, -1}, {ROT, 0.8f, 8}},
+     {{SOL, 0.6f, 3}, {EQ, 0.6f, -1}},  {{POS, 0.8f, 5}, {EQ, 1.0f, -1}},  {{ROT, 0.2f, 3}, {SOL, 0.6f, 8}},
+     {{EQ, 0.6f, -1}, {POS, 0.4f, 6}},  {{ROT, 0.8f, 8}, {COL, 0.4f, 0}},  {{ROT, 0.4f, 9}, {EQ, 0.6f, -1}},
+     {{EQ, 0.0f, -1}, {EQ, 0.8f, -1}},  {{INV, 0.6f, -1}, {EQ, 1.0f, -1}}, {{COL, 0.6f, 4}, {CON, 1.0f, 8}},
+     {{ROT, 0.8f, 8}, {COL, 1.0f, 2}},  {{COL, 0.8f, 8}, {SOL, 0.8f, 7}},  {{SHA, 0.4f, 7}, {INV, 0.6f, -1}},
+     {{SHX, 0.6f, 5}, {EQ, 1.0f, -1}},  {{COL, 0.4f, 0}, {EQ, 0.6f, -1}},  {{EQ, 0.4f, -1}, {SOL, 0.2f, 4}},
+     {{SOL, 0.6f, 5}, {AC, 0.6f, -1}},  {{INV, 0.6f, -1}, {EQ, 1.0f, -1}}, {{COL, 0.6f, 4}, {CON, 1.0f, 8}},
+     {{EQ, 0.8f, -1}, {EQ, 0.6f, -1}}},
+    { /* cifar10 */
+     {{INV, 0.1f, -1}, {CON, 0.2f, 6}}, {{ROT, 0.7f, 2}, {TX, 0.3f, 9}},   {{SHA, 0.8f, 1}, {SHA, 0.9f, 3}},
+     {{SHY, 0.5f, 8}, {TY, 0.7f, 9}},   {{AC, 0.5f, -1}, {EQ, 0.9f, -1}},  {{SHY, 0.2f, 7}, {POS, 0.3f, 7}},
+     {{COL, 0.4f, 3}, {BRI, 0.6f, 7}},  {{SHA, 0.3f, 9}, {BRI, 0.7f, 9}},  {{EQ, 0.6f, -1}, {EQ, 0.5f, -1}},
+     {{CON, 0.6f, 7}, {SHA, 0.6f, 5}},  {{COL, 0.7f, 7}, {TX, 0.5f, 8}},   {{EQ, 0.3f, -1}, {AC, 0.4f, -1}},
+     {{TY, 0.4f, 3}, {SHA, 0.2f, 6}},   {{BRI, 0.9f, 6}, {COL, 0.2f, 8}},  {{SOL, 0.5f, 2}, {INV, 0.0f, -1}},
+     {{EQ, 0.2f, -1}, {AC, 0.6f, -1}},  {{EQ, 0.2f, -1}, {EQ, 0.6f, -1}},  {{COL, 0.9f, 9}, {EQ, 0.6f, -1}},
+     {{AC, 0.8f, -1}, {SOL, 0.2f, 8}},  {{BRI, 0.1f, 3}, {COL, 0.7f, 0}},  {{SOL, 0.4f, 5}, {AC, 0.9f, -1}},
+     {{TY, 0.9f, 9}, {TY, 0.7f, 9}},    {{AC, 0.9f, -1}, {SOL, 0.8f, 3}},  {{EQ, 0.8f, -1}, {INV, 0.1f, -1}},
+     {{TY, 0.7f, 9}, {AC, 0.9f, -1}}},
+    { /* svhn */
+     {{SHX, 0.9f, 4}, {INV, 0.2f, -1}}, {{SHY, 0.9f, 8}, {INV, 0.7f, -1}}, {{EQ, 0.6f, -1}, {SOL, 0.6f, 6}},
+     {{INV, 0.9f, -1}, {EQ, 0.6f, -1}}, {{EQ, 0.6f, -1}, {ROT, 0.9f, 3}},  {{SHX, 0.9f, 4}, {AC, 0.8f, -1}},
+     {{SHY, 0.9f, 8}, {INV, 0.4f, -1}}, {{SHY, 0.9f, 5}, {SOL, 0.2f, 6}},  {{INV, 0.9f, -1}, {AC, 0.8f, -1}},
+     {{EQ, 0.6f, -1}, {ROT, 0.9f, 3}},  {{SHX, 0.9f, 4}, {SOL, 0.3f, 3}},  {{SHY, 0.8f, 8}, {INV, 0.7f, -1}},
+     {{EQ, 0.9f, -1}, {TY, 0.6f, 6}},   {{INV, 0.9f, -1}, {EQ, 0.6f, -1}}, {{CON, 0.3f, 3}, {ROT, 0.8f, 4}},
+     {{INV, 0.8f, -1}, {TY, 0.0f, 2}},  {{SHY, 0.7f, 6}, {SOL, 0.4f, 8}},  {{INV, 0.6f, -1}, {ROT, 0.8f, 4}},
+     {{SHY, 0.3f, 7}, {TX, 0.9f, 3}},   {{SHX, 0.1f, 6}, {INV, 0.6f, -1}}, {{SOL, 0.7f, 2}, {TY, 0.6f, 7}},
+     {{SHY, 0.8f, 4}, {INV, 0.8f, -1}}, {{SHX, 0.7f, 9}, {TY, 0.8f, 3}},   {{SHY, 0.8f, 5}, {AC, 0.7f, -1}},
+     {{SHX, 0.7f, 2}, {INV, 0.1f, -1}}},
+};
+#undef SHX
+#undef SHY
+#undef TX
+#undef TY
+#undef ROT
+#undef BRI
+#undef COL
+#undef CON
+#undef SHA
+#undef POS
+#undef SOL
+#undef AC
+#undef EQ
+#undef INV
+
+static int is_auto(dp_auto_augment_kind_t kind) { return kind >= DP_AUTO_AUGMENT_IMAGENET && kind < DP_AUTO_AUGMENT_KINDS; }
+
+const dp_aa_sub_op_t *dp_auto_augment_sub_policy(dp_auto_augment_kind_t kind, int index) {
+    return is_auto(kind) && index >= 0 && index < SUB_POLICIES ? policies[kind - DP_AUTO_AUGMENT_IMAGENET][index] : NULL;
 }
 
 int dp_aa_op_signed(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SHARPNESS; }
 
 int dp_aa_op_ranged(dp_aa_op_t op) { return op >= DP_AA_SHEAR_X && op <= DP_AA_SOLARIZE; }
 
-/* torch.linspace(start, end, 31)[bin] in float32 as torch's portable CPU
- * kernel (ATEN_CPU_CAPABILITY=default) makes it: step = (end - start) / 30;
- * bins 0-15 as two vectors of 8, base + lane x step with base = start +
- * step x first lane; bins 16-30 one by one from the end, end - step x (30 -
- * bin). (Torch's AVX2 and AVX-512 builds fuse the multiply-add and differ
- * in the last bit at a few bins: tests/fixtures/image/make_auto_augment.py.) */
-static double linspace31(double start, double end, int bin) {
-    const float s = (float)start, e = (float)end, step = (e - s) / (float)(DP_AA_BINS - 1);
-    if (bin >= 16) return (double)(e - step * (float)(DP_AA_BINS - 1 - bin));
-    const float base = s + step * (float)(bin & ~7);
-    return (double)(base + (float)(bin & 7) * step);
+/* torch.linspace(start, end, steps)[bin] (steps 10 or 31) in float32 as
+ * torch's portable CPU kernel (ATEN_CPU_CAPABILITY=default) makes it: step
+ * = (end - start) / (steps - 1); the first 16 elements of 31 as two vectors
+ * of 8, base + lane x step with base = start + step x first lane; the
+ * others one by one, start + step x bin below steps / 2, else from the end,
+ * end - step x (steps - 1 - bin). (Torch's AVX2 and AVX-512 builds fuse the
+ * multiply-add and differ in the last bit at a few bins:
+ * tests/fixtures/image/make_auto_augment.py.) */
+static double linspace(double start, double end, int steps, int bin) {
+    const float s = (float)start, e = (float)end, step = (e - s) / (float)(steps - 1);
+    if (bin < steps / 16 * 16) {
+        const float base = s + step * (float)(bin & ~7);
+        return (double)(base + (float)(bin & 7) * step);
+    }
+    if (bin < steps / 2) return (double)(s + step * (float)bin);
+    return (double)(e - step * (float)(steps - 1 - bin));
 }
 
 double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int height, int width) {
-    const int ta = kind == DP_AUTO_AUGMENT_TA_WIDE;
-    if (!dp_aa_op_ranged(op) || bin < 0 || bin >= DP_AA_BINS) return 0.0;
+    const int ta = kind == DP_AUTO_AUGMENT_TA_WIDE, bins = is_auto(kind) ? DP_AA_AUTO_BINS : DP_AA_BINS;
+    if (!dp_aa_op_ranged(op) || bin < 0 || bin >= bins) return 0.0;
     switch (op) {
     case DP_AA_SHEAR_X:
-    case DP_AA_SHEAR_Y: return linspace31(0.0, ta ? 0.99 : 0.3, bin);
-    case DP_AA_TRANSLATE_X: return linspace31(0.0, ta ? 32.0 : 150.0 / 331.0 * width, bin);
-    case DP_AA_TRANSLATE_Y: return linspace31(0.0, ta ? 32.0 : 150.0 / 331.0 * height, bin);
-    case DP_AA_ROTATE: return linspace31(0.0, ta ? 135.0 : 30.0, bin);
-    case DP_AA_POSTERIZE: /* 8 - (arange(31) / ((31 - 1) / 6 or 4)).round() */
-        return 8.0 - (double)nearbyintf((float)bin / (ta ? 5.0f : 7.5f));
-    case DP_AA_SOLARIZE: return linspace31(255.0, 0.0, bin);
-    default: return linspace31(0.0, ta ? 0.99 : 0.9, bin); /* the enhancements */
+    case DP_AA_SHEAR_Y: return linspace(0.0, ta ? 0.99 : 0.3, bins, bin);
+    case DP_AA_TRANSLATE_X: return linspace(0.0, ta ? 32.0 : 150.0 / 331.0 * width, bins, bin);
+    case DP_AA_TRANSLATE_Y: return linspace(0.0, ta ? 32.0 : 150.0 / 331.0 * height, bins, bin);
+    case DP_AA_ROTATE: return linspace(0.0, ta ? 135.0 : 30.0, bins, bin);
+    case DP_AA_POSTERIZE: /* 8 - (arange(bins) / ((bins - 1) / 6 or 4)).round(): 5, 7.5, AutoAugment's 2.25 */
+        return 8.0 - (double)nearbyintf((float)bin / (ta ? 5.0f : bins == DP_AA_BINS ? 7.5f : 2.25f));
+    case DP_AA_SOLARIZE: return linspace(255.0, 0.0, bins, bin);
+    default: return linspace(0.0, ta ? 0.99 : 0.9, bins, bin); /* the enhancements */
     }
+}
+
+/* torch.rand(1)'s float32 of one word: its low 24 bits x 2^-24. */
+static float unit_float(uint32_t word) { return (float)(word & ((1u << 24) - 1)) * (1.0f / 16777216.0f); }
+
+/* AutoAugment.forward: the sub-policy, 2 probabilities and 2 signs (always
+ * drawn), then each op whose probability came up (probs[i] <= p in
+ * float32), at its bin, negated for a signed op when its sign is 0. */
+static int draw_auto(dp_auto_augment_kind_t kind, int height, int width, dp_draw_fn draw, void *state,
+                     dp_aa_choice_t out[DP_RA_OPS]) {
+    const dp_aa_sub_op_t *sub = policies[kind - DP_AUTO_AUGMENT_IMAGENET][draw(state) % SUB_POLICIES];
+    float probs[2];
+    uint32_t signs[2];
+    for (int i = 0; i < 2; i++) probs[i] = unit_float(draw(state));
+    for (int i = 0; i < 2; i++) signs[i] = draw(state) % 2;
+    int count = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!(probs[i] <= sub[i].p)) continue;
+        double magnitude = sub[i].bin >= 0 ? dp_aa_magnitude(kind, sub[i].op, sub[i].bin, height, width) : 0.0;
+        if (dp_aa_op_signed(sub[i].op) && signs[i] == 0) magnitude = -magnitude;
+        out[count++] = (dp_aa_choice_t){sub[i].op, magnitude};
+    }
+    return count;
 }
 
 int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width, dp_draw_fn draw, void *state,
                          dp_aa_choice_t out[DP_RA_OPS]) {
+    if (is_auto(policy->kind)) return draw_auto(policy->kind, height, width, draw, state, out);
     if (policy->kind != DP_AUTO_AUGMENT_TA_WIDE && policy->kind != DP_AUTO_AUGMENT_RA) return 0;
     const int count = policy->kind == DP_AUTO_AUGMENT_RA ? DP_RA_OPS : 1;
     for (int i = 0; i < count; i++) {
-        const dp_aa_op_t op = (dp_aa_op_t)(draw(state) % DP_AA_OPS);
+        const dp_aa_op_t op = (dp_aa_op_t)(draw(state) % DP_AA_SPACE_OPS);
         int bin = policy->magnitude;
         if (policy->kind == DP_AUTO_AUGMENT_TA_WIDE && dp_aa_op_ranged(op)) bin = (int)(draw(state) % DP_AA_BINS);
         double magnitude = dp_aa_magnitude(policy->kind, op, bin, height, width);
@@ -134,6 +234,34 @@ static void affine_plane(const double a[6], const unsigned char *in, unsigned ch
     }
 }
 
+/* Image.transform(AFFINE, BILINEAR) of the c planes of `in` into the
+ * zeroed `out` (ImagingGenericTransform with affine_transform and the 8-bit
+ * bilinear filter): each output pixel's source point and weights once, the
+ * bands blended with them one by one, as PIL's RGB filter does. */
+static void bilinear_planes(const double a[6], const unsigned char *in, unsigned char *out, int c, int w, int h) {
+    const size_t plane = (size_t)w * h;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const double xc = x + 0.5, yc = y + 0.5;
+            double u = a[0] * xc + a[1] * yc + a[2], v = a[3] * xc + a[4] * yc + a[5];
+            if (u < 0.0 || u >= w || v < 0.0 || v >= h) continue; /* the fill */
+            u -= 0.5;
+            v -= 0.5;
+            const int xi = FLOOR(u), yi = FLOOR(v);
+            const double dx = u - xi, dy = v - yi;
+            const int x0 = xi < 0 ? 0 : xi < w ? xi : w - 1, x1 = xi + 1 < 0 ? 0 : xi + 1 < w ? xi + 1 : w - 1;
+            const size_t r0 = (size_t)(yi < 0 ? 0 : yi < h ? yi : h - 1) * w;
+            const int second = yi + 1 >= 0 && yi + 1 < h; /* else the first row again */
+            const size_t r1 = second ? (size_t)(yi + 1) * w : r0;
+            for (int k = 0; k < c; k++) {
+                const unsigned char *p = in + k * plane;
+                const double top = p[r0 + x0] + (double)(p[r0 + x1] - p[r0 + x0]) * dx;
+                const double bottom = second ? p[r1 + x0] + (double)(p[r1 + x1] - p[r1 + x0]) * dx : top;
+                out[k * plane + (size_t)y * w + x] = (unsigned char)(top + (bottom - top) * dy);
+            }
+        }
+}
+
 /* torchvision's _get_inverse_affine_matrix(center, angle, translate, scale 1, shear) as F.affine gives PIL. */
 static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x, double shear_y,
                            double m[6]) {
@@ -170,8 +298,8 @@ static void transpose_plane(int turns, const unsigned char *in, unsigned char *o
 }
 
 /* The geometric ops: each plane through one matrix (or a copy, a transpose). */
-static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, unsigned char *out, int c, int h,
-                     int w) {
+static void geometry(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation, const unsigned char *in,
+                     unsigned char *out, int c, int h, int w) {
     const size_t plane = (size_t)w * h;
     double m[6];
     memset(out, 0, plane * c);
@@ -202,7 +330,9 @@ static void geometry(dp_aa_op_t op, double magnitude, const unsigned char *in, u
         m[2] = m2 + cx;
         m[5] = m5 + cy;
     }
-    for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
+    if (interpolation == DP_AA_BILINEAR) bilinear_planes(m, in, out, c, w, h);
+    else
+        for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
 }
 
 /* --- blends and filters ----------------------------------------------------------------- */
@@ -306,6 +436,11 @@ static void plane_lut(dp_aa_op_t op, const unsigned char *p, size_t plane, unsig
 }
 
 dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width) {
+    return dp_aa_apply_interpolated(op, magnitude, DP_AA_NEAREST, pixels, channels, height, width);
+}
+
+dp_status_t dp_aa_apply_interpolated(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation,
+                                     unsigned char *pixels, int channels, int height, int width) {
     if ((channels != 1 && channels != 3) || height < 1 || width < 1 || op < 0 || op >= DP_AA_OPS)
         return dp_fail(DP_ERR_ARG, "auto-augment: op %d on %d x %d x %d pixels", (int)op, channels, height, width);
     const size_t plane = (size_t)width * height, n = plane * channels;
@@ -321,6 +456,8 @@ dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, 
                 for (int i = 0; i < 256; i++) lut[i] = (unsigned char)(i & mask);
             } else if (op == DP_AA_SOLARIZE) {
                 for (int i = 0; i < 256; i++) lut[i] = (unsigned char)((double)i < magnitude ? i : 255 - i);
+            } else if (op == DP_AA_INVERT) {
+                for (int i = 0; i < 256; i++) lut[i] = (unsigned char)(255 - i);
             } else {
                 plane_lut(op, p, plane, lut);
             }
@@ -331,7 +468,7 @@ dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, 
     unsigned char *copy = dp_alloc(2 * n, "an auto-augment scratch image");
     if (!copy) return DP_ERR_NOMEM;
     memcpy(copy, pixels, n);
-    if (op <= DP_AA_ROTATE) geometry(op, magnitude, copy, pixels, channels, height, width);
+    if (op <= DP_AA_ROTATE) geometry(op, magnitude, interpolation, copy, pixels, channels, height, width);
     else enhance(op, magnitude, copy, pixels, copy + n, channels, height, width);
     free(copy);
     return DP_OK;
@@ -342,6 +479,7 @@ dp_status_t dp_auto_augment_apply(const dp_auto_augment_t *policy, dp_draw_fn dr
     dp_aa_choice_t choices[DP_RA_OPS];
     const int count = dp_auto_augment_draw(policy, height, width, draw, state, choices);
     for (int i = 0; i < count; i++)
-        DP_TRY(dp_aa_apply(choices[i].op, choices[i].magnitude, pixels, channels, height, width));
+        DP_TRY(dp_aa_apply_interpolated(choices[i].op, choices[i].magnitude, policy->interpolation, pixels, channels,
+                                        height, width));
     return DP_OK;
 }

@@ -66,7 +66,7 @@ static void fill_chunk(dp_batch_loader_t *l, slot_t *s, int first, int count, dp
         while (i + run < first + count && s->positions[i + run] == p + run) run++;
         const dp_fill_keys_t keys = {.seed = l->config.seed, .epoch = l->epoch,
                                      .first_position = (int64_t)s->step * l->config.batch_size + p,
-                                     .training = l->config.training};
+                                     .training = l->config.training, .repeats = l->config.repeats};
         *status = dp_batch_source_fill(l->src, s->samples + p, run, &keys, s->pixels + (size_t)p * l->sample_bytes,
                                        s->labels + p);
         i += run;
@@ -230,6 +230,7 @@ dp_status_t dp_batch_loader_new(dp_batch_source_t *src, const dp_batch_loader_co
     pthread_cond_init(&l->ready, NULL);
     const dp_source_info_t *info = dp_batch_source_info(src);
     dp_status_t status = dp_loader_new(info->count, config->batch_size, config->shuffle, config->seed, &l->order);
+    if (status == DP_OK && config->repeats > 1) status = dp_loader_set_repeats(l->order, config->repeats);
     if (status != DP_OK) goto fail;
     status = DP_ERR_NOMEM;
     l->batches = dp_loader_num_batches(l->order);

@@ -4,7 +4,9 @@
  *
  * A training fill's generator for sample s of epoch e is seeded with
  * dp_seed_mix(dp_seed_mix(seed, e + 1), s + 1): the crop box, the flip and
- * the auto-augmentation's ops depend on nothing else.
+ * the auto-augmentation's ops depend on nothing else; with repeated
+ * augmentation, copy k > 0 of s (at a position p with p % R = k) mixes in
+ * k once more: dp_seed_mix(that, k).
  *
  * DESIGN. Fills run on the loader's threads at once, each on its own
  * samples: the file bytes and the decoder's scratch are each call's own.
@@ -116,10 +118,15 @@ static dp_status_t sample_cached(folder_t *f, int s, const dp_sample_options_t *
     return DP_OK;
 }
 
-static dp_status_t fill_one(folder_t *f, int s, const dp_fill_keys_t *keys, unsigned char *out) {
+/* Sample s at `position` of the epoch's order: copy k = position % repeats of s (repeated augmentation) draws
+ * from its own generator, copy 0 from s's. */
+static dp_status_t fill_one(folder_t *f, int s, const dp_fill_keys_t *keys, int64_t position, unsigned char *out) {
     const dp_sample_options_t *o = keys->training ? &f->options.train : &f->options.eval;
+    const uint64_t copy = keys->repeats > 1 ? (uint64_t)(position % keys->repeats) : 0;
+    uint64_t key = dp_seed_mix(dp_seed_mix(keys->seed, (uint64_t)keys->epoch + 1), (uint64_t)s + 1);
+    if (copy) key = dp_seed_mix(key, copy);
     dp_rng_t rng;
-    dp_rng_seed(&rng, dp_seed_mix(dp_seed_mix(keys->seed, (uint64_t)keys->epoch + 1), (uint64_t)s + 1));
+    dp_rng_seed(&rng, key);
     return f->cache ? sample_cached(f, s, o, &rng, out) : sample_from_file(f, s, o, &rng, out);
 }
 
@@ -133,13 +140,13 @@ static dp_status_t folder_fill(void *self, const int *samples, int n, const dp_f
     for (int i = 0; i < n && status == DP_OK; i++) {
         uint8_t *out = pixels + (size_t)i * f->sample_bytes;
         int s = samples[i];
-        status = fill_one(f, s, keys, out);
+        status = fill_one(f, s, keys, keys->first_position + i, out);
         /* skip_bad: the next sample of the index that decodes takes its place */
         for (int tries = 1; status != DP_OK && f->options.skip_bad && tries < f->index.count; tries++) {
             atomic_fetch_add(&f->bad, 1);
             fprintf(stderr, "dptrain: %s (replaced by the next file that decodes)\n", dp_error_message());
             s = (s + 1) % f->index.count;
-            status = fill_one(f, s, keys, out);
+            status = fill_one(f, s, keys, keys->first_position + i, out);
         }
         if (status != DP_OK) break;
         if (augment) { /* --augment on top */

@@ -1,6 +1,9 @@
 /* loader.c - the batch loader: hands out example indices, a seeded
  * Fisher-Yates permutation per epoch, in batches of B with the last short
- * batch kept.
+ * batch kept. With repeats R > 1 (repeated augmentation, torchvision's
+ * RASampler) the epoch's order is the permutation's first ceil(count / R)
+ * samples, each R times in a row, cut to count positions: an epoch has as
+ * many positions and steps as without, over fewer distinct samples.
  *
  * Epoch e's order is drawn from a generator seeded by
  *     seed XOR ((e + 1) * 0x9e3779b97f4a7c15)
@@ -18,6 +21,7 @@ struct dp_loader {
     int count;      /* examples per epoch */
     int batch_size; /* B */
     int shuffle;    /* 0: identity order every epoch */
+    int repeats;    /* R: each sample of the permutation R times in a row (1: none) */
     uint64_t seed;
     int position;   /* next index into order */
     int *order;     /* (count) the epoch's permutation of 0..count-1 */
@@ -46,6 +50,7 @@ dp_status_t dp_loader_new(int count, int batch_size, int shuffle, uint64_t seed,
     loader->count = count;
     loader->batch_size = batch_size;
     loader->shuffle = shuffle;
+    loader->repeats = 1;
     loader->seed = seed;
     dp_loader_start_epoch(loader, 0);
     *out = loader;
@@ -71,7 +76,17 @@ void dp_loader_start_epoch(dp_loader_t *loader, int epoch) {
             order[j] = t;
         }
     }
+    /* order[i] = permutation[i / R], from the end: order[i / R] is still the permutation's when read */
+    for (int i = loader->count - 1; loader->repeats > 1 && i > 0; i--) order[i] = order[i / loader->repeats];
     loader->position = 0;
+}
+
+dp_status_t dp_loader_set_repeats(dp_loader_t *loader, int repeats) {
+    if (repeats < 1 || repeats > loader->count)
+        return dp_fail(DP_ERR_ARG, "loader: %d repeats of each sample (1 to the %d examples)", repeats, loader->count);
+    loader->repeats = repeats;
+    dp_loader_start_epoch(loader, 0);
+    return DP_OK;
 }
 
 int dp_loader_next(dp_loader_t *loader, const int **indices) {

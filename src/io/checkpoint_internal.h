@@ -31,6 +31,7 @@
 #define DP_CHECKPOINT_BEST_CORRECT_KEY "best.test_correct"
 #define DP_CHECKPOINT_BEST_COUNT_KEY "best.test_count"
 #define DP_CHECKPOINT_EARLY_STOP_KEY "early_stop"
+#define DP_CHECKPOINT_RA_REPS_KEY "data.ra_reps"
 #define DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY "optimizer.bias_weight_decay"
 #define DP_CHECKPOINT_CLIP_GRAD_NORM_KEY "clip_grad_norm"
 #define DP_CHECKPOINT_MIXUP_ALPHA_KEY "mixup_alpha"
@@ -66,12 +67,13 @@ struct dp_checkpoint {
  * classes, conv_algorithms (or at constant text), in the order they are
  * written: the DP_CHECKPOINT_META_KEYS keys, then the optional ones
  * (lr_schedule.warmup_method, .warmup_start, .warmup_sequential, best.epoch, best.test_correct, best.test_count, early_stop,
+ * data.ra_reps,
  * optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing,
  * clip_grad_norm, mixup_alpha, cutmix_alpha, random_erase, model_ema.steps, model_ema.decay, model_ema.updates,
  * classes, transform, train_transform, holdout, data.train_total,
  * data.dir, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 26
+#define DP_CHECKPOINT_OPTIONAL_KEYS 27
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
@@ -84,6 +86,7 @@ typedef struct {
     char norm_weight_decay[32], bias_weight_decay[32]; /* optimizer.norm_weight_decay's, .bias_weight_decay's */
     char best[3][16]; /* best.epoch's, best.test_correct's, best.test_count's texts */
     char early_stop[16]; /* early_stop's text */
+    char ra_reps[16];    /* data.ra_reps' text */
     char train_total[16];  /* data.train_total's text */
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */

@@ -144,6 +144,34 @@ static void start_optional_keys(dp_checkpoint_meta_t *m, const dp_lr_schedule_t 
     if (sc->warmup_sequential) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_WARMUP_SEQUENTIAL_KEY, "1"};
 }
 
+/* The optional counts: the best epoch so far (train --save-best), early_stop, data.ra_reps. */
+static dp_status_t add_counts(dp_checkpoint_meta_t *m, const dp_checkpoint_info_t *info) {
+    if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
+        if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
+                           info->best_correct, info->best_count);
+        const char *keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
+                               DP_CHECKPOINT_BEST_COUNT_KEY};
+        const int values[3] = {info->best_epoch, info->best_correct, info->best_count};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m->best[k], sizeof m->best[k], "%d", values[k]);
+            m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
+        }
+    }
+    if (info->early_stop > 0) {
+        snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
+    }
+    if (info->ra_reps < 0 || info->ra_reps == 1 || info->ra_reps > DP_RA_REPS_LIMIT)
+        return dp_fail(DP_ERR_ARG, "checkpoint: repeated augmentation's %d repeats (0: none, or 2 to %d)",
+                       info->ra_reps, DP_RA_REPS_LIMIT);
+    if (info->ra_reps > 1) {
+        snprintf(m->ra_reps, sizeof m->ra_reps, "%d", info->ra_reps);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_RA_REPS_KEY, m->ra_reps};
+    }
+    return DP_OK;
+}
+
 dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *model,
                                     const dp_checkpoint_info_t *info, uint64_t optimizer_steps,
                                     const char *optimizer_states) {
@@ -201,22 +229,7 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
     for (int k = 0; k < META_COUNT; k++)
         m->entries[k] = (dp_st_meta_t){meta_keys[k], texts[k] ? texts[k] : m->values[k]};
     start_optional_keys(m, sc);
-    if (info->best_epoch > 0) { /* the best epoch so far (train --save-best) */
-        if (info->best_count <= 0 || info->best_correct < 0 || info->best_correct > info->best_count)
-            return dp_fail(DP_ERR_ARG, "checkpoint: the best epoch's test set, %d of %d correct, is not a count",
-                           info->best_correct, info->best_count);
-        const char *keys[3] = {DP_CHECKPOINT_BEST_EPOCH_KEY, DP_CHECKPOINT_BEST_CORRECT_KEY,
-                               DP_CHECKPOINT_BEST_COUNT_KEY};
-        const int values[3] = {info->best_epoch, info->best_correct, info->best_count};
-        for (int k = 0; k < 3; k++) {
-            snprintf(m->best[k], sizeof m->best[k], "%d", values[k]);
-            m->entries[m->count++] = (dp_st_meta_t){keys[k], m->best[k]};
-        }
-    }
-    if (info->early_stop > 0) {
-        snprintf(m->early_stop, sizeof m->early_stop, "%d", info->early_stop);
-        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_EARLY_STOP_KEY, m->early_stop};
-    }
+    DP_TRY(add_counts(m, info));
     if (o->has_norm_weight_decay) { /* the weight-decay groups' (optim.h), only when given */
         snprintf(m->norm_weight_decay, sizeof m->norm_weight_decay, "%.9g", o->norm_weight_decay);
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY, m->norm_weight_decay};
@@ -636,17 +649,18 @@ static dp_status_t parse_best(dp_checkpoint_t *c) {
     return DP_OK;
 }
 
-/* early_stop: a patience of 1 or more epochs (absent: none). */
-static dp_status_t parse_early_stop(dp_checkpoint_t *c) {
-    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_EARLY_STOP_KEY);
+/* An optional key holding a decimal integer in [min, max] (absent: *value left as it is): early_stop (a
+ * patience of 1 or more epochs), data.ra_reps (2 to DP_RA_REPS_LIMIT repeats). */
+static dp_status_t parse_optional_int(dp_checkpoint_t *c, const char *key, long min, long max, int *value) {
+    const char *text = dp_safetensors_meta(c->st, key);
     if (!text) return DP_OK;
     char *end;
     errno = 0;
-    long value = strtol(text, &end, 10);
-    if (!(text[0] >= '1' && text[0] <= '9') || *end || errno || value > INT_MAX)
-        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a positive decimal integer",
-                       dp_safetensors_path(c->st), DP_CHECKPOINT_EARLY_STOP_KEY, dp_json_show(text).text);
-    c->info.early_stop = (int)value;
+    long v = strtol(text, &end, 10);
+    if (!(text[0] >= '1' && text[0] <= '9') || *end || errno || v < min || v > max)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected a decimal integer from %ld to %ld",
+                       dp_safetensors_path(c->st), key, dp_json_show(text).text, min, max);
+    *value = (int)v;
     return DP_OK;
 }
 
@@ -715,7 +729,8 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_BIAS_WEIGHT_DECAY_KEY, 0, &o->bias_weight_decay,
                                 &o->has_bias_weight_decay));
     DP_TRY(parse_best(c));
-    DP_TRY(parse_early_stop(c));
+    DP_TRY(parse_optional_int(c, DP_CHECKPOINT_EARLY_STOP_KEY, 1, INT_MAX, &c->info.early_stop));
+    DP_TRY(parse_optional_int(c, DP_CHECKPOINT_RA_REPS_KEY, 2, DP_RA_REPS_LIMIT, &c->info.ra_reps));
     DP_TRY(parse_ema(c));
     DP_TRY(parse_mix(c));
     DP_TRY(parse_optional_float(c, DP_CHECKPOINT_CLIP_GRAD_NORM_KEY, 0, &c->info.clip_grad_norm, NULL));

@@ -166,6 +166,7 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
         {"--batch-size", (uint64_t)saved->batch_size, (uint64_t)run->batch_size},
         {"--seed", saved->seed, run->seed},
         {"training-set size (--limit)", (uint64_t)saved->train_examples, (uint64_t)run->train_examples},
+        {"--ra-reps (0: no --ra-sampler)", (uint64_t)saved->ra_reps, (uint64_t)run->ra_reps},
     };
     for (size_t i = 0; i < sizeof must_match / sizeof must_match[0]; i++)
         if (must_match[i].saved != must_match[i].now)
@@ -546,6 +547,9 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
     if (c->early_stop < 0) return dp_fail(DP_ERR_ARG, "fit: early_stop must be >= 0, found %d", c->early_stop);
+    if (c->ra_reps < 0 || c->ra_reps > DP_RA_REPS_LIMIT || c->ra_reps > train->count)
+        return dp_fail(DP_ERR_ARG, "fit: ra_reps must be 0 (none) to %d and at most the %d training samples, found %d",
+                       DP_RA_REPS_LIMIT, train->count, c->ra_reps);
     if (c->model_ema_steps < 0 || (c->model_ema_steps > 0 && !(c->model_ema_decay >= 0.0 && c->model_ema_decay <= 1.0)))
         return dp_fail(DP_ERR_ARG, "fit: model_ema_steps must be >= 0 and model_ema_decay in [0, 1], found %d and %g",
                        c->model_ema_steps, c->model_ema_decay);
@@ -770,6 +774,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
                                   .model_ema_steps = config->model_ema_steps,
                                   .model_ema_decay = config->model_ema_decay,
                                   .early_stop = config->early_stop,
+                                  .ra_reps = config->ra_reps > 1 ? config->ra_reps : 0,
                                   .num_devices = dp_trainer_num_devices(trainer), .num_ranks = ranks};
     run->optim.lr = (float)config->schedule.lr;
     if (train->class_names) { /* an image folder's: kept in every checkpoint */
@@ -844,7 +849,7 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     dp_epoch_stats_t *history = NULL;
     int agreed = 0; /* the ranks' agreement to start is behind */
     const dp_batch_loader_config_t lc = {.batch_size = config->batch_size, .shuffle = 1, .seed = config->seed,
-                                         .training = 1, .threads = config->loader_threads,
+                                         .training = 1, .repeats = config->ra_reps, .threads = config->loader_threads,
                                          .depth = config->loader_depth, .share = dp_trainer_batch_share,
                                          .share_ctx = trainer};
     status = dp_batch_loader_new(config->train_source, &lc, &loader);
