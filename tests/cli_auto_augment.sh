@@ -21,21 +21,8 @@
 #   ra, the option without --transform resized-crop or on IDX data: one
 #   line, exit non-zero, nothing written.
 source "$(dirname "$0")/testing.sh"
-/usr/bin/python3 - "$tmp/img" <<'PY' || { fail "making the image folder"; testing_finish cli_auto_augment; exit 1; }
-import os, sys
-import numpy as np
-from PIL import Image
-root, rng = sys.argv[1], np.random.default_rng(5)
-for split, count in (("train", 30), ("test", 6)):
-    for c in range(3):
-        os.makedirs(f"{root}/{split}/c{c}", exist_ok=True)
-        for i in range(count):
-            h, w = rng.integers(30, 61, 2)
-            y, x = np.mgrid[0:h, 0:w]
-            a = (60 * c + 2 * x + (3 - c) * y + rng.integers(0, 40, (h, w))) % 256
-            im = Image.fromarray(np.stack([a, (a * 3) % 256, 255 - a], 2).astype(np.uint8), "RGB")
-            im.save(f"{root}/{split}/c{c}/{i}." + ("png" if i % 2 else "jpg"))
-PY
+/usr/bin/python3 "$(dirname "$0")/gradient_image_folder.py" "$tmp/img" 5 30 60 \
+  || { fail "making the image folder"; testing_finish cli_auto_augment; exit 1; }
 base=(train --data "$tmp/img" --model lenet-paddle --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet
       --transform resized-crop)
 run() { saved_run "$1" "${base[@]}" "${@:2}"; }

@@ -18,21 +18,8 @@
 #   the option without --transform resized-crop, with --auto-augment, on
 #   IDX data: one line, exit non-zero, nothing written.
 source "$(dirname "$0")/testing.sh"
-/usr/bin/python3 - "$tmp/img" <<'PY' || { fail "making the image folder"; testing_finish cli_color_jitter; exit 1; }
-import os, sys
-import numpy as np
-from PIL import Image
-root, rng = sys.argv[1], np.random.default_rng(7)
-for split, count in (("train", 30), ("test", 6)):
-    for c in range(3):
-        os.makedirs(f"{root}/{split}/c{c}", exist_ok=True)
-        for i in range(count):
-            h, w = rng.integers(34, 61, 2)
-            y, x = np.mgrid[0:h, 0:w]
-            a = (60 * c + 2 * x + (3 - c) * y + rng.integers(0, 40, (h, w))) % 256
-            im = Image.fromarray(np.stack([a, (a * 3) % 256, 255 - a], 2).astype(np.uint8), "RGB")
-            im.save(f"{root}/{split}/c{c}/{i}." + ("png" if i % 2 else "jpg"))
-PY
+/usr/bin/python3 "$(dirname "$0")/gradient_image_folder.py" "$tmp/img" 7 34 60 \
+  || { fail "making the image folder"; testing_finish cli_color_jitter; exit 1; }
 rgb=(train --data "$tmp/img" --model lenet-cifar --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet --devices 2
      --transform resized-crop)
 gray=(train --data "$tmp/img" --model lenet-paddle --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet --devices 2
@@ -100,23 +87,15 @@ rm -f "$tmp/other.st"
 
 # bad values: one line, nothing written
 small_data "$tmp/idx" 60 20
-bad() {
-  local want=$1
-  shift
-  rm -f "$tmp/never.st"
-  "$bin" "$@" --save "$tmp/never.st" >"$tmp/bad.out" 2>"$tmp/bad.err"
-  [[ $? -ne 0 && $(wc -l <"$tmp/bad.err") -eq 1 && ! -e "$tmp/never.st" ]] && grep -q -- "$want" "$tmp/bad.err" \
-    && pass || fail "$*: $(cat "$tmp/bad.err")"
-}
-bad "--color-jitter: '0.4,0.4' is not B, B,C,S or B,C,S,H" "${rgb[@]}" --color-jitter 0.4,0.4
-bad "--color-jitter: '0.1,0.1,0.1,0.1,0' is not" "${rgb[@]}" --color-jitter 0.1,0.1,0.1,0.1,0
-bad "--color-jitter: '-0.4' is not" "${rgb[@]}" --color-jitter -0.4
-bad "--color-jitter: hue 0.6 (0 to 0.5" "${rgb[@]}" --color-jitter 0.4,0.4,0.4,0.6
-bad "--color-jitter: brightness 101 (0 to 100)" "${rgb[@]}" --color-jitter 101
-bad "--color-jitter 0.123456789012,0.123456789012,0.123456789012,0.1: too many digits" \
+refused_run "--color-jitter: '0.4,0.4' is not B, B,C,S or B,C,S,H" "${rgb[@]}" --color-jitter 0.4,0.4
+refused_run "--color-jitter: '0.1,0.1,0.1,0.1,0' is not" "${rgb[@]}" --color-jitter 0.1,0.1,0.1,0.1,0
+refused_run "--color-jitter: '-0.4' is not" "${rgb[@]}" --color-jitter -0.4
+refused_run "--color-jitter: hue 0.6 (0 to 0.5" "${rgb[@]}" --color-jitter 0.4,0.4,0.4,0.6
+refused_run "--color-jitter: brightness 101 (0 to 100)" "${rgb[@]}" --color-jitter 101
+refused_run "--color-jitter 0.123456789012,0.123456789012,0.123456789012,0.1: too many digits" \
   "${rgb[@]}" --color-jitter 0.123456789012,0.123456789012,0.123456789012,0.1
-bad "--color-jitter 0.4: only with --transform resized-crop" "${rgb[@]}" --transform center --color-jitter 0.4
-bad "--color-jitter 0.4 with --auto-augment ta_wide: one or the other" "${rgb[@]}" --color-jitter 0.4 --auto-augment ta_wide
-bad "--color-jitter 0.4: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --color-jitter 0.4
-bad "unknown option '--color-jitter'" eval --data "$tmp/img" --color-jitter 0.4
+refused_run "--color-jitter 0.4: only with --transform resized-crop" "${rgb[@]}" --transform center --color-jitter 0.4
+refused_run "--color-jitter 0.4 with --auto-augment ta_wide: one or the other" "${rgb[@]}" --color-jitter 0.4 --auto-augment ta_wide
+refused_run "--color-jitter 0.4: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --color-jitter 0.4
+refused_run "unknown option '--color-jitter'" eval --data "$tmp/img" --color-jitter 0.4
 testing_finish cli_color_jitter

@@ -28,6 +28,27 @@ static inline void image_fixture_run(const char *env, const char *script, const 
     }
 }
 
+/* A fixture maker's "image K C H W" line (its cases.txt; else 0 returned):
+ * reads DIR/image_K.raw, image K's planar input of C x H x W bytes, into
+ * inputs[K] and DIR/out_K.raw, its outputs one after another, into
+ * outputs[K] (out_sizes[K] bytes), its shape into shape[K]; checks both;
+ * returns 1. K must be below max. The caller frees the buffers. */
+static inline int image_fixture_pair(const char *dir, const char *line, unsigned char **inputs,
+                                     unsigned char **outputs, size_t *out_sizes, int (*shape)[3], int max) {
+    int k, c, h, w;
+    if (sscanf(line, "image %d %d %d %d", &k, &c, &h, &w) != 4 || k < 0 || k >= max) return 0;
+    char path[1200];
+    size_t size;
+    shape[k][0] = c, shape[k][1] = h, shape[k][2] = w;
+    snprintf(path, sizeof path, "%s/image_%d.raw", dir, k);
+    inputs[k] = testing_read_file(path, &size);
+    CHECK(inputs[k] && size == (size_t)c * h * w, "%s: %zu bytes", path, size);
+    snprintf(path, sizeof path, "%s/out_%d.raw", dir, k);
+    outputs[k] = testing_read_file(path, &out_sizes[k]);
+    CHECK(outputs[k] != NULL, "%s", path);
+    return 1;
+}
+
 /* A JPEG of width x height pixels of `components` interleaved samples in
  * `in_space`, stored as `jpeg_space`, at `quality` (95 and above: no
  * chroma subsampling), arithmetic-coded if asked; 0 on success. */

@@ -57,16 +57,8 @@ static void test_against_pil(const char *dir) {
     while (fgets(line, sizeof line, f)) {
         char word[32], name[32], value[64];
         int k, c, h, w, bin;
-        if (sscanf(line, "image %d %d %d %d", &k, &c, &h, &w) == 4 && k >= 0 && k < MAX_IMAGES) {
-            size_t size;
-            shape[k][0] = c, shape[k][1] = h, shape[k][2] = w;
-            snprintf(path, sizeof path, "%s/image_%d.raw", dir, k);
-            inputs[k] = testing_read_file(path, &size);
-            CHECK(inputs[k] && size == (size_t)c * h * w, "%s: %zu bytes", path, size);
-            snprintf(path, sizeof path, "%s/out_%d.raw", dir, k);
-            outputs[k] = testing_read_file(path, &out_sizes[k]);
-            CHECK(outputs[k] != NULL, "%s", path);
-        } else if (sscanf(line, "table %31s %31s %d %63s %d %d", word, name, &bin, value, &h, &w) == 6) {
+        if (image_fixture_pair(dir, line, inputs, outputs, out_sizes, shape, MAX_IMAGES)) continue;
+        if (sscanf(line, "table %31s %31s %d %63s %d %d", word, name, &bin, value, &h, &w) == 6) {
             const dp_auto_augment_kind_t kind = !strcmp(word, "ra")     ? DP_AUTO_AUGMENT_RA
                                                 : !strcmp(word, "auto") ? DP_AUTO_AUGMENT_IMAGENET
                                                                         : DP_AUTO_AUGMENT_TA_WIDE;

@@ -104,17 +104,7 @@ static void test_against_pil(const char *dir, int stride) {
         char value[4][64];
         int k, c, h, w, order[4], kind = -1;
         dp_cj_draw_t d = {.order = {0}};
-        if (sscanf(line, "image %d %d %d %d", &k, &c, &h, &w) == 4 && k >= 0 && k < MAX_IMAGES) {
-            size_t size;
-            shape[k][0] = c, shape[k][1] = h, shape[k][2] = w;
-            snprintf(path, sizeof path, "%s/image_%d.raw", dir, k);
-            inputs[k] = testing_read_file(path, &size);
-            CHECK(inputs[k] && size == (size_t)c * h * w, "%s: %zu bytes", path, size);
-            snprintf(path, sizeof path, "%s/out_%d.raw", dir, k);
-            outputs[k] = testing_read_file(path, &out_sizes[k]);
-            CHECK(outputs[k] != NULL, "%s", path);
-            continue;
-        }
+        if (image_fixture_pair(dir, line, inputs, outputs, out_sizes, shape, MAX_IMAGES)) continue;
         if (sscanf(line, "hue %d %63s", &k, value[0]) == 2) {
             kind = 0;
             d = (dp_cj_draw_t){.order = {DP_CJ_HUE, 0, 1, 2}, .on = {0, 0, 0, 1}};
