@@ -156,7 +156,7 @@ grep -q "^  data.train_transform = resized-crop$" "$tmp/inspect.out" && pass \
   --save "$tmp/crop-same.st" >/dev/null 2>"$tmp/crop-same.err" && ! grep -q "training transform" "$tmp/crop-same.err" \
   && pass || fail "resume with the same training transform warned: $(cat "$tmp/crop-same.err")"
 # a file whose data.train_transform is empty or too long: one line naming the key, exit 1
-for value in "" "$(printf 'x%.0s' {1..64})"; do
+for value in "" "$(printf 'x%.0s' {1..160})"; do
   /usr/bin/python3 - "$tmp/crop1.st" "$tmp/bad-tt.st" "$value" <<'EOF'
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -168,7 +168,7 @@ t += b" " * (-(8 + len(t)) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 EOF
   out=$("$bin" inspect "$tmp/bad-tt.st" 2>&1 >/dev/null)
-  [[ $? -ne 0 && $(wc -l <<<"$out") -eq 1 && $out == *"metadata 'data.train_transform' is "*", expected 1 to 63 bytes" ]] \
+  [[ $? -ne 0 && $(wc -l <<<"$out") -eq 1 && $out == *"metadata 'data.train_transform' is "*", expected 1 to 159 bytes" ]] \
     && pass || fail "data.train_transform '${value:0:8}...': $out"
 done
 eval_line=$("$bin" eval --resume "$tmp/crop1.st" --data "$tmp/jpeg" --devices 1 2>&1)
