@@ -146,9 +146,6 @@ double dp_aa_magnitude(dp_auto_augment_kind_t kind, dp_aa_op_t op, int bin, int 
     }
 }
 
-/* torch.rand(1)'s float32 of one word: its low 24 bits x 2^-24. */
-static float unit_float(uint32_t word) { return (float)(word & ((1u << 24) - 1)) * (1.0f / 16777216.0f); }
-
 /* AutoAugment.forward: the sub-policy, 2 probabilities and 2 signs (always
  * drawn), then each op whose probability came up (probs[i] <= p in
  * float32), at its bin, negated for a signed op when its sign is 0. */
@@ -157,7 +154,7 @@ static int draw_auto(dp_auto_augment_kind_t kind, int height, int width, dp_draw
     const dp_aa_sub_op_t *sub = policies[kind - DP_AUTO_AUGMENT_IMAGENET][draw(state) % SUB_POLICIES];
     float probs[2];
     uint32_t signs[2];
-    for (int i = 0; i < 2; i++) probs[i] = unit_float(draw(state));
+    for (int i = 0; i < 2; i++) probs[i] = dp_torch_uniform(draw(state), 0.0f, 1.0f); /* torch.rand */
     for (int i = 0; i < 2; i++) signs[i] = draw(state) % 2;
     int count = 0;
     for (int i = 0; i < 2; i++) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dptrain/auto_augment.h"
+#include "image_internal.h"
 
 static const char *const op_names[DP_CJ_OPS] = {"brightness", "contrast", "saturation", "hue"};
 
@@ -71,14 +72,6 @@ int dp_color_jitter_text(const dp_color_jitter_t *jitter, char *text, size_t siz
     return snprintf(text, size, "%s,%s,%s,%s", part[0], part[1], part[2], part[3]);
 }
 
-/* torch.empty(1).uniform_(from, to).item() for one word (image_transform.c's torch_uniform). */
-static float torch_uniform(uint32_t word, float from, float to) {
-    float x = (float)(word & ((1u << 24) - 1)) * (1.0f / 16777216.0f);
-    float spread = to - from;
-    float scaled = x * spread;
-    return scaled + from;
-}
-
 void dp_color_jitter_draw(const dp_color_jitter_t *jitter, dp_draw_fn draw, void *state, dp_cj_draw_t *out) {
     for (int k = 0; k < DP_CJ_OPS; k++) out->order[k] = k;
     for (int i = 0; i < DP_CJ_OPS - 1; i++) { /* randperm_cpu */
@@ -92,7 +85,7 @@ void dp_color_jitter_draw(const dp_color_jitter_t *jitter, dp_draw_fn draw, void
         out->factor[k] = k == DP_CJ_HUE ? 0.0 : 1.0;
         if (!out->on[k]) continue;
         const double lo = k == DP_CJ_HUE ? -v : fmax(0.0, 1.0 - v), hi = k == DP_CJ_HUE ? v : 1.0 + v;
-        out->factor[k] = (double)torch_uniform(draw(state), (float)lo, (float)hi);
+        out->factor[k] = (double)dp_torch_uniform(draw(state), (float)lo, (float)hi);
     }
 }
 

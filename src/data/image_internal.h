@@ -60,6 +60,12 @@ dp_image_format_t dp_image_sniff(const unsigned char *data, size_t size);
  * may be `src` (a buffer large enough for the result). */
 void dp_pixels_convert(const unsigned char *src, int from, unsigned char *dst, int to, size_t count);
 
+/* torch.empty(1).uniform_(from, to).item() for one 32-bit word of the
+ * generator, as torch's scalar CPU kernel: (word & (2^24 - 1)) * 2^-24 *
+ * (to - from) + from in float, no fused multiply-add (image_transform.c;
+ * the crop's, the flip's, AutoAugment's and ColorJitter's draws). */
+float dp_torch_uniform(uint32_t word, float from, float to);
+
 /* PIL's RGB -> L: (19595 R + 38470 G + 7471 B + 2^15) >> 16. */
 static inline unsigned char dp_luma(unsigned r, unsigned g, unsigned b) {
     return (unsigned char)((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);

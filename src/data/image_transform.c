@@ -22,7 +22,7 @@ dp_rrc_range_t dp_rrc_default_range(void) {
 }
 
 /* torch.empty(1).uniform_(from, to).item() for one word of the generator. */
-static float torch_uniform(uint32_t word, float from, float to) {
+float dp_torch_uniform(uint32_t word, float from, float to) {
     float x = (float)(word & ((1u << 24) - 1)) * (1.0f / 16777216.0f);
     float spread = to - from;
     float scaled = x * spread; /* two statements: no fused multiply-add */
@@ -37,8 +37,8 @@ dp_crop_box_t dp_rrc_box(int height, int width, const dp_rrc_range_t *range, dp_
     float log_lo = logf((float)range->ratio_min), log_hi = logf((float)range->ratio_max);
     float scale_lo = (float)range->scale_min, scale_hi = (float)range->scale_max;
     for (int attempt = 0; attempt < 10; attempt++) {
-        double target_area = area * (double)torch_uniform(draw(state), scale_lo, scale_hi);
-        double aspect_ratio = (double)expf(torch_uniform(draw(state), log_lo, log_hi));
+        double target_area = area * (double)dp_torch_uniform(draw(state), scale_lo, scale_hi);
+        double aspect_ratio = (double)expf(dp_torch_uniform(draw(state), log_lo, log_hi));
         int w = python_round(sqrt(target_area * aspect_ratio));
         int h = python_round(sqrt(target_area / aspect_ratio));
         if (0 < w && w <= width && 0 < h && h <= height) {
@@ -58,7 +58,7 @@ dp_crop_box_t dp_rrc_box(int height, int width, const dp_rrc_range_t *range, dp_
     return (dp_crop_box_t){.top = (height - h) / 2, .left = (width - w) / 2, .height = h, .width = w};
 }
 
-int dp_flip_draw(double p, dp_draw_fn draw, void *state) { return torch_uniform(draw(state), 0.0f, 1.0f) < (float)p; }
+int dp_flip_draw(double p, dp_draw_fn draw, void *state) { return dp_torch_uniform(draw(state), 0.0f, 1.0f) < (float)p; }
 
 void dp_resize_shorter(int height, int width, int size, int *out_height, int *out_width) {
     int shorter = width <= height ? width : height, longer = width <= height ? height : width;
