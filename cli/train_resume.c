@@ -168,6 +168,20 @@ static dp_status_t take_color_jitter(train_options_t *o, const dp_checkpoint_inf
     return DP_OK;
 }
 
+/* The resize's filter of a saved training transform ("..., bicubic": none is bilinear, as in older files); another
+ * --interpolation refused: other pixels would not continue the same run. */
+static dp_status_t take_interpolation(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
+    const char *saved = strstr(info->train_transform, ", bicubic") ? "bicubic" : "bilinear";
+    const char *given = GIVEN(data.interpolation) ? o->data.interpolation : NULL;
+    if (given && strcmp(given, saved) != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --interpolation %s, this run has %s (other pixels would "
+                       "not continue the same run; use the saved value)", o->resume_path, saved, given);
+    r->bicubic = !given && !strcmp(saved, "bicubic");
+    if (r->bicubic) o->data.interpolation = "bicubic";
+    return DP_OK;
+}
+
 /* --augment, an image folder's training transform and hold-out (texts kept in *r). */
 static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
     if (!GIVEN(augment) && info->augment[0]) {
@@ -214,6 +228,7 @@ dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *in
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
+    DP_TRY(take_interpolation(o, info, r));
     DP_TRY(take_auto_augment(o, info, r));
     return take_color_jitter(o, info, r);
 }
@@ -298,6 +313,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
+    if (r->bicubic) list_option(text, size, "interpolation", "bicubic");
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
     if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
