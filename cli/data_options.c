@@ -41,11 +41,11 @@ const char cli_data_usage_train[] =
     "                            evaluation's Resize, squash), PIL's exact bytes: bilinear\n"
     "                            (default) or bicubic (timm's pretrained weights'); saved\n"
     "                            with the model (eval and predict use it), --resume keeps it\n"
-    "  --auto-augment-interpolation bilinear|nearest\n"
-    "                            the auto-augmentation's shears, translations and rotations:\n"
-    "                            bilinear (default: torchvision's reference recipe) or\n"
-    "                            nearest (the transforms' own default); with --interpolation\n"
-    "                            bicubic it must be given (no bicubic here yet)\n"
+    "  --auto-augment-interpolation bilinear|nearest|bicubic\n"
+    "                            the auto-augmentation's shears, translations and rotations\n"
+    "                            (PIL's pixels): default --interpolation's (torchvision's\n"
+    "                            reference recipe passes it on), or nearest (the transforms'\n"
+    "                            own default)\n"
     "  --color-jitter B[,C,S,H]  image folders with --transform resized-crop: after the crop\n"
     "                            and flip, torchvision's ColorJitter with PIL's pixels:\n"
     "                            brightness, contrast, saturation (one value: all three),\n"
@@ -159,17 +159,18 @@ static dp_status_t parse_auto_augment(const char *command, const cli_data_option
     if (o->auto_augment) DP_TRY(dp_auto_augment_parse(o->auto_augment, who, &policy->kind));
     if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
         return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
-    int bilinear;
-    DP_TRY(two_way(command, "auto-augment-interpolation", o->aa_interpolation, "bilinear", "nearest", 1, &bilinear));
-    policy->interpolation = bilinear ? DP_AA_BILINEAR : DP_AA_NEAREST;
+    const char *text = o->aa_interpolation ? o->aa_interpolation : o->interpolation; /* the recipe's: the same */
+    if (!text || !strcmp(text, "bilinear")) policy->interpolation = DP_AA_BILINEAR;
+    else if (!strcmp(text, "nearest")) policy->interpolation = DP_AA_NEAREST;
+    else if (!strcmp(text, "bicubic")) policy->interpolation = DP_AA_BICUBIC;
+    else if (o->aa_interpolation)
+        return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation: '%s' is not bilinear, nearest or bicubic",
+                       command, text);
+    else
+        policy->interpolation = DP_AA_BILINEAR; /* a bad --interpolation: its own line, later */
     if (o->aa_interpolation && policy->kind == DP_AUTO_AUGMENT_NONE)
         return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation %s: only with --auto-augment", command,
                        o->aa_interpolation);
-    if (policy->kind != DP_AUTO_AUGMENT_NONE && !o->aa_interpolation && o->interpolation &&
-        strcmp(o->interpolation, "bilinear") != 0)
-        return dp_fail(DP_ERR_ARG, "%s: --interpolation %s with --auto-augment %s: torchvision's recipe passes the "
-                       "same filter to the augmentation, which has no %s here (bilinear or nearest): give "
-                       "--auto-augment-interpolation", command, o->interpolation, o->auto_augment, o->interpolation);
     return DP_OK;
 }
 
@@ -273,9 +274,13 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
     else if (policy.kind != DP_AUTO_AUGMENT_NONE)
         snprintf(augmentation, sizeof augmentation, ", auto-augment %s", dp_auto_augment_kind_name(policy.kind));
-    if (policy.kind != DP_AUTO_AUGMENT_NONE && policy.interpolation == DP_AA_NEAREST)
+    static const char *const aa_names[] = {[DP_AA_BILINEAR] = "bilinear", [DP_AA_NEAREST] = "nearest",
+                                           [DP_AA_BICUBIC] = "bicubic"};
+    const int aa_as_resize = (int)policy.interpolation == (interpolation == DP_INTERP_BICUBIC ? DP_AA_BICUBIC
+                                                                                              : DP_AA_BILINEAR);
+    if (policy.kind != DP_AUTO_AUGMENT_NONE && !aa_as_resize) /* the default: --interpolation's, not written */
         snprintf(augmentation + strlen(augmentation), sizeof augmentation - strlen(augmentation),
-                 ", aa-interpolation nearest");
+                 ", aa-interpolation %s", aa_names[policy.interpolation]);
     if (dp_color_jitter_on(&jitter)) {
         char values[64];
         if (dp_color_jitter_text(&jitter, values, sizeof values) >= 48)

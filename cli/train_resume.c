@@ -111,7 +111,8 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     else r->epochs_unrecorded = 1;
 }
 
-/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"):
+/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"; none:
+ * the resize's filter, ", bicubic" or bilinear):
  * its kind, RandAugment's bin and the interpolation taken; another (--auto-augment, --ra-magnitude,
  * --auto-augment-interpolation) refused: other augmentation would not continue the same run. */
 static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
@@ -129,14 +130,20 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
                        "would not continue the same run; use the saved value)", o->resume_path, magnitude,
                        o->data.ra_magnitude);
     if (!saved) return DP_OK;
-    const int nearest = strstr(info->train_transform, "aa-interpolation nearest") != NULL;
+    /* ", aa-interpolation X" where it is not the resize's filter (", bicubic", else bilinear) */
+    char recorded[16] = "";
+    const char *mark = strstr(info->train_transform, "aa-interpolation ");
+    if (mark) sscanf(mark, "aa-interpolation %15[a-z]", recorded);
+    const char *was = recorded[0] ? recorded : strstr(info->train_transform, ", bicubic") ? "bicubic" : "bilinear";
     const char *interpolation = GIVEN(data.aa_interpolation) ? o->data.aa_interpolation : NULL;
-    if (interpolation && strcmp(interpolation, nearest ? "nearest" : "bilinear") != 0)
+    if (interpolation && strcmp(interpolation, was) != 0)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment-interpolation %s, this run has %s (other "
-                       "augmentation would not continue the same run; use the saved value)", o->resume_path,
-                       nearest ? "nearest" : "bilinear", interpolation);
-    r->aa_nearest = nearest && !interpolation;
-    if (r->aa_nearest) o->data.aa_interpolation = "nearest";
+                       "augmentation would not continue the same run; use the saved value)", o->resume_path, was,
+                       interpolation);
+    if (recorded[0] && !interpolation) {
+        snprintf(r->aa_interpolation, sizeof r->aa_interpolation, "%s", recorded);
+        o->data.aa_interpolation = r->aa_interpolation;
+    }
     snprintf(r->auto_augment, sizeof r->auto_augment, "%s", kind);
     o->data.auto_augment = r->auto_augment;
     if (!GIVEN(data.ra_magnitude) && magnitude >= 0) o->data.ra_magnitude = magnitude;
@@ -315,7 +322,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (r->bicubic) list_option(text, size, "interpolation", "bicubic");
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
-    if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
+    if (r->aa_interpolation[0]) list_option(text, size, "auto-augment-interpolation", r->aa_interpolation);
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
         list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
     if (!GIVEN(data.color_jitter) && r->color_jitter[0]) list_option(text, size, "color-jitter", r->color_jitter);

@@ -14,9 +14,12 @@
 # - eval and predict use the checkpoint's (eval --image-size's line names
 #   the transform; predict's logits), --interpolation bilinear overrides it
 #   (other logits);
-# - bad values: an unknown filter, IDX data, bicubic with --auto-augment
-#   without --auto-augment-interpolation: one line, exit non-zero, nothing
-#   written.
+# - --auto-augment's geometric ops take --interpolation's filter by default
+#   (the recipe's), --auto-augment-interpolation another (recorded then:
+#   ", aa-interpolation bilinear"); bicubic there is resumed bit for bit
+#   and another refused;
+# - bad values: an unknown filter, IDX data: one line, exit non-zero,
+#   nothing written.
 source "$(dirname "$0")/testing.sh"
 /usr/bin/python3 "$(dirname "$0")/gradient_image_folder.py" "$tmp/img" 5 30 60 \
   || { fail "making the image folder"; testing_finish cli_interpolation; exit 1; }
@@ -81,11 +84,33 @@ small_data "$tmp/idx" 60 20
 refused_run "train: --interpolation: 'nearest' is not bilinear or bicubic" "${base[@]}" --interpolation nearest
 refused_run "--interpolation bicubic: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 \
   --interpolation bicubic
-refused_run "--interpolation bicubic with --auto-augment ta_wide: " "${base[@]}" --transform resized-crop \
-  --interpolation bicubic --auto-augment ta_wide
-run aa --transform resized-crop --interpolation bicubic --auto-augment ta_wide --auto-augment-interpolation bilinear
-[[ $(key "$tmp/aa.st" data.train_transform) == "resized-crop, bicubic, auto-augment ta_wide" ]] && pass \
-  || fail "with auto-augment: '$(key "$tmp/aa.st" data.train_transform)'"
+# auto-augmentation: its shears, translations and rotations take --interpolation's filter unless
+# --auto-augment-interpolation says another (recorded then); a resume keeps either
+run aa --transform resized-crop --interpolation bicubic --auto-augment ta_wide --loader-threads 1
+run aa_bilinear --transform resized-crop --interpolation bicubic --auto-augment ta_wide --loader-threads 1 \
+  --auto-augment-interpolation bilinear
+run aa_explicit --transform resized-crop --interpolation bicubic --auto-augment ta_wide --loader-threads 1 \
+  --auto-augment-interpolation bicubic
+same_tensors "$tmp/aa.st" "$tmp/aa_explicit.st" && pass || fail "the auto-augmentation's default is not --interpolation's"
+same_tensors "$tmp/aa.st" "$tmp/aa_bilinear.st" && fail "--auto-augment-interpolation bilinear changed nothing" || pass
+[[ $(key "$tmp/aa.st" data.train_transform) == "resized-crop, bicubic, auto-augment ta_wide" &&
+   $(key "$tmp/aa_bilinear.st" data.train_transform) == "resized-crop, bicubic, auto-augment ta_wide, aa-interpolation bilinear" ]] \
+  && pass || fail "with auto-augment: '$(key "$tmp/aa.st" data.train_transform)' '$(key "$tmp/aa_bilinear.st" data.train_transform)'"
+aa=(--transform resized-crop --auto-augment ta_wide --auto-augment-interpolation bicubic)
+"$bin" "${base[@]}" --epochs 2 "${aa[@]}" --save "$tmp/aa_straight.st" >/dev/null 2>&1 && pass || fail "aa: 2 epochs"
+"$bin" "${base[@]}" --epochs 2 "${aa[@]}" --stop-after 1 --save "$tmp/aa_half.st" >/dev/null 2>&1 \
+  && [[ $(key "$tmp/aa_half.st" data.train_transform) == "resized-crop, auto-augment ta_wide, aa-interpolation bicubic" ]] \
+  && pass || fail "aa: --stop-after 1: '$(key "$tmp/aa_half.st" data.train_transform)'"
+"$bin" train --resume "$tmp/aa_half.st" --devices 2 --save "$tmp/aa_resumed.st" >"$tmp/aa_resumed.out" 2>&1 \
+  && cmp -s "$tmp/aa_resumed.st" "$tmp/aa_straight.st" \
+  && grep -q -- "--auto-augment-interpolation bicubic" "$tmp/aa_resumed.out" \
+  && pass || fail "aa: stopped + resumed differs from the straight run: $(head -3 "$tmp/aa_resumed.out")"
+rm -f "$tmp/other.st"
+"$bin" train --resume "$tmp/aa_half.st" --devices 2 --auto-augment-interpolation bilinear --save "$tmp/other.st" \
+  >/dev/null 2>"$tmp/other.err"
+[[ $? -ne 0 && ! -e "$tmp/other.st" && $(wc -l <"$tmp/other.err") -eq 1 ]] \
+  && grep -q "saved with --auto-augment-interpolation bicubic, this run has bilinear" "$tmp/other.err" && pass \
+  || fail "aa: resume with another interpolation: $(cat "$tmp/other.err")"
 out=$("$bin" eval --resume "$tmp/bicubic.st" --devices 1 --interpolation cubic 2>&1)
 [[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation: 'cubic' is not bilinear or bicubic"* ]] \
   && pass || fail "eval with a bad value: $out"
