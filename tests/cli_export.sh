@@ -16,7 +16,7 @@
 #   from the file's nodes and weights: logits agree with dptrain's own
 #   (`dptrain predict --json --logits` on the same images written as PNGs)
 #   to 1e-4 relative, and the predicted classes are the same;
-# - docs/inference.md's Python program, which makes images into the input
+# - docs/inference.md's Python program (bilinear and bicubic models), which makes images into the input
 #   from the file's metadata_props (transform, normalize, classes), prints
 #   predict's lines (top class, probabilities to 2e-4) for a normalised
 #   model of an image folder and for tiny_resnet, on JPEGs, PNGs, an EXIF-rotated,
@@ -145,6 +145,17 @@ if "$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-s
   same_lines "inference.md's program on an image folder's model" "$tmp/photos.doc" "$tmp/photos.predict"
 else
   fail "training or exporting the image folder's model"
+fi
+# the same with --interpolation bicubic: "transform" ends ", bicubic", the program resizes with PIL's BICUBIC
+if "$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-size 12 --devices 1 --quiet \
+     --interpolation bicubic --save "$tmp/bicubic.st" >/dev/null 2>&1 \
+   && "$bin" export --resume "$tmp/bicubic.st" --onnx "$tmp/bicubic.onnx"; then
+  images=("$tmp"/photos/test/*/*.jpg "$tmp"/photos/other/*)
+  "$bin" predict --resume "$tmp/bicubic.st" "${images[@]}" >"$tmp/bicubic.predict" 2>&1
+  $py "$tmp/onnx_classify.py" "$tmp/bicubic.onnx" "${images[@]}" >"$tmp/bicubic.doc" 2>&1
+  same_lines "inference.md's program on a bicubic model" "$tmp/bicubic.doc" "$tmp/bicubic.predict"
+else
+  fail "training or exporting the bicubic model"
 fi
 seq 0 9 >"$tmp/digits"
 images=("$tmp"/png/0000[0-4].png "$tmp"/photos/other/{exif6.jpg,tiny.png,stripes.png})
