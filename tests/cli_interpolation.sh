@@ -18,11 +18,20 @@
 #   (the recipe's), --auto-augment-interpolation another (recorded then:
 #   ", aa-interpolation bilinear"); bicubic there is resumed bit for bit
 #   and another refused;
-# - bad values: an unknown filter, IDX data: one line, exit non-zero,
-#   nothing written.
+# - bad values: an unknown filter, IDX data (train, and eval and predict
+#   of its checkpoint): one line, exit non-zero, nothing written.
 source "$(dirname "$0")/testing.sh"
 /usr/bin/python3 "$(dirname "$0")/gradient_image_folder.py" "$tmp/img" 5 30 60 \
-  || { fail "making the image folder"; testing_finish cli_interpolation; exit 1; }
+  || { fail "making the image folder"; # a checkpoint of IDX data: eval and predict refuse the option in one line
+"$bin" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --batch-size 20 --devices 1 --quiet \
+  --save "$tmp/idx.st" >/dev/null 2>&1 && pass || fail "training on IDX data"
+out=$("$bin" eval --resume "$tmp/idx.st" --devices 1 --interpolation bicubic 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation bicubic: only for image folders"* ]] \
+  && pass || fail "eval of IDX data with --interpolation: $out"
+out=$("$bin" predict --resume "$tmp/idx.st" --interpolation bicubic "${images[@]}" 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation bicubic: only for a checkpoint of an image folder"* ]] \
+  && pass || fail "predict with an IDX checkpoint and --interpolation: $out"
+testing_finish cli_interpolation; exit 1; }
 base=(train --data "$tmp/img" --model lenet-paddle --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet
       --devices 2)
 run() { saved_run "$1" "${base[@]}" "${@:2}"; }
@@ -117,4 +126,13 @@ out=$("$bin" eval --resume "$tmp/bicubic.st" --devices 1 --interpolation cubic 2
 out=$("$bin" predict --resume "$tmp/bicubic.st" --interpolation cubic "${images[@]}" 2>&1)
 [[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation: 'cubic' is not bilinear or bicubic"* ]] \
   && pass || fail "predict with a bad value: $out"
+# a checkpoint of IDX data: eval and predict refuse the option in one line
+"$bin" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --batch-size 20 --devices 1 --quiet \
+  --save "$tmp/idx.st" >/dev/null 2>&1 && pass || fail "training on IDX data"
+out=$("$bin" eval --resume "$tmp/idx.st" --devices 1 --interpolation bicubic 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation bicubic: only for image folders"* ]] \
+  && pass || fail "eval of IDX data with --interpolation: $out"
+out=$("$bin" predict --resume "$tmp/idx.st" --interpolation bicubic "${images[@]}" 2>&1)
+[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation bicubic: only for a checkpoint of an image folder"* ]] \
+  && pass || fail "predict with an IDX checkpoint and --interpolation: $out"
 testing_finish cli_interpolation
