@@ -22,20 +22,30 @@
 #   of its checkpoint): one line, exit non-zero, nothing written.
 source "$(dirname "$0")/testing.sh"
 /usr/bin/python3 "$(dirname "$0")/gradient_image_folder.py" "$tmp/img" 5 30 60 \
-  || { fail "making the image folder"; # a checkpoint of IDX data: eval and predict refuse the option in one line
-"$bin" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --batch-size 20 --devices 1 --quiet \
-  --save "$tmp/idx.st" >/dev/null 2>&1 && pass || fail "training on IDX data"
-out=$("$bin" eval --resume "$tmp/idx.st" --devices 1 --interpolation bicubic 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation bicubic: only for image folders"* ]] \
-  && pass || fail "eval of IDX data with --interpolation: $out"
-out=$("$bin" predict --resume "$tmp/idx.st" --interpolation bicubic "${images[@]}" 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation bicubic: only for a checkpoint of an image folder"* ]] \
-  && pass || fail "predict with an IDX checkpoint and --interpolation: $out"
-testing_finish cli_interpolation; exit 1; }
+  || { fail "making the image folder"; testing_finish cli_interpolation; exit 1; }
 base=(train --data "$tmp/img" --model lenet-paddle --batch-size 18 --lr 0.05 --seed 3 --epochs 1 --quiet
       --devices 2)
 run() { saved_run "$1" "${base[@]}" "${@:2}"; }
 key() { meta_value "$1" "$2"; }
+# resumed NAME LINE ARGS...: 2 epochs of base + ARGS straight, and stopped after 1 ($tmp/NAME_half.st) then
+# resumed without ARGS: the same bytes, the resume line naming LINE
+resumed() {
+  local name=$1 line=$2
+  shift 2
+  "$bin" "${base[@]}" --epochs 2 "$@" --save "$tmp/${name}_straight.st" >/dev/null 2>&1 && pass || fail "$name: 2 epochs"
+  "$bin" "${base[@]}" --epochs 2 "$@" --stop-after 1 --save "$tmp/${name}_half.st" >/dev/null 2>&1 && pass \
+    || fail "$name: --stop-after 1"
+  "$bin" train --resume "$tmp/${name}_half.st" --devices 2 --save "$tmp/${name}_resumed.st" >"$tmp/${name}.out" 2>&1 \
+    && cmp -s "$tmp/${name}_resumed.st" "$tmp/${name}_straight.st" && grep -q -- "$line" "$tmp/${name}.out" && pass \
+    || fail "$name: stopped + resumed differs from the straight run: $(head -3 "$tmp/${name}.out")"
+}
+# refused_command MESSAGE ARGS...: "$bin" ARGS exits 1 with one line containing MESSAGE
+refused_command() {
+  local want=$1 out
+  shift
+  out=$("$bin" "$@" 2>&1)
+  [[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"$want"* ]] && pass || fail "$*: $out"
+}
 
 run crop --transform resized-crop
 run bicubic --transform resized-crop --interpolation bicubic
@@ -52,21 +62,10 @@ same_tensors "$tmp/crop.st" "$tmp/bicubic.st" && fail "--interpolation bicubic c
           "'$(key "$tmp/center.st" data.train_transform)' '$(key "$tmp/bilinear.st" data.transform)'"
 
 # resume: taken (the straight run's bytes); bilinear refused; --init does not take it
-"$bin" "${base[@]}" --epochs 2 --transform resized-crop --interpolation bicubic --save "$tmp/straight.st" \
-  >/dev/null 2>&1 && pass || fail "2 epochs"
-"$bin" "${base[@]}" --epochs 2 --transform resized-crop --interpolation bicubic --stop-after 1 \
-  --save "$tmp/half.st" >/dev/null 2>&1 && pass || fail "--stop-after 1"
-"$bin" train --resume "$tmp/half.st" --devices 2 --save "$tmp/resumed.st" >"$tmp/resumed.out" 2>&1 \
-  && pass || fail "resume: $(tail -3 "$tmp/resumed.out")"
-cmp -s "$tmp/resumed.st" "$tmp/straight.st" && pass || fail "stopped + resumed differs from the straight run"
-grep -q -- "--interpolation bicubic" "$tmp/resumed.out" && pass || fail "resume line: $(head -2 "$tmp/resumed.out")"
-rm -f "$tmp/other.st"
-"$bin" train --resume "$tmp/half.st" --devices 2 --interpolation bilinear --save "$tmp/other.st" \
-  >/dev/null 2>"$tmp/other.err"
-[[ $? -ne 0 && ! -e "$tmp/other.st" && $(wc -l <"$tmp/other.err") -eq 1 ]] \
-  && grep -q "saved with --interpolation bicubic, this run has bilinear" "$tmp/other.err" && pass \
-  || fail "resume with another interpolation: $(cat "$tmp/other.err")"
-"$bin" "${base[@]}" --transform resized-crop --init "$tmp/half.st" --save "$tmp/init.st" >"$tmp/init.out" 2>&1 \
+resumed bicubic_run "--interpolation bicubic" --transform resized-crop --interpolation bicubic
+refused_run "saved with --interpolation bicubic, this run has bilinear" train --resume "$tmp/bicubic_run_half.st" \
+  --devices 2 --interpolation bilinear
+"$bin" "${base[@]}" --transform resized-crop --init "$tmp/bicubic_run_half.st" --save "$tmp/init.st" >"$tmp/init.out" 2>&1 \
   && [[ $(key "$tmp/init.st" data.train_transform) == "resized-crop" ]] && pass \
   || fail "--init took it: '$(key "$tmp/init.st" data.train_transform)' $(tail -2 "$tmp/init.out")"
 
@@ -106,33 +105,20 @@ same_tensors "$tmp/aa.st" "$tmp/aa_bilinear.st" && fail "--auto-augment-interpol
    $(key "$tmp/aa_bilinear.st" data.train_transform) == "resized-crop, bicubic, auto-augment ta_wide, aa-interpolation bilinear" ]] \
   && pass || fail "with auto-augment: '$(key "$tmp/aa.st" data.train_transform)' '$(key "$tmp/aa_bilinear.st" data.train_transform)'"
 aa=(--transform resized-crop --auto-augment ta_wide --auto-augment-interpolation bicubic)
-"$bin" "${base[@]}" --epochs 2 "${aa[@]}" --save "$tmp/aa_straight.st" >/dev/null 2>&1 && pass || fail "aa: 2 epochs"
-"$bin" "${base[@]}" --epochs 2 "${aa[@]}" --stop-after 1 --save "$tmp/aa_half.st" >/dev/null 2>&1 \
-  && [[ $(key "$tmp/aa_half.st" data.train_transform) == "resized-crop, auto-augment ta_wide, aa-interpolation bicubic" ]] \
+resumed aa "--auto-augment-interpolation bicubic" "${aa[@]}"
+[[ $(key "$tmp/aa_half.st" data.train_transform) == "resized-crop, auto-augment ta_wide, aa-interpolation bicubic" ]] \
   && pass || fail "aa: --stop-after 1: '$(key "$tmp/aa_half.st" data.train_transform)'"
-"$bin" train --resume "$tmp/aa_half.st" --devices 2 --save "$tmp/aa_resumed.st" >"$tmp/aa_resumed.out" 2>&1 \
-  && cmp -s "$tmp/aa_resumed.st" "$tmp/aa_straight.st" \
-  && grep -q -- "--auto-augment-interpolation bicubic" "$tmp/aa_resumed.out" \
-  && pass || fail "aa: stopped + resumed differs from the straight run: $(head -3 "$tmp/aa_resumed.out")"
-rm -f "$tmp/other.st"
-"$bin" train --resume "$tmp/aa_half.st" --devices 2 --auto-augment-interpolation bilinear --save "$tmp/other.st" \
-  >/dev/null 2>"$tmp/other.err"
-[[ $? -ne 0 && ! -e "$tmp/other.st" && $(wc -l <"$tmp/other.err") -eq 1 ]] \
-  && grep -q "saved with --auto-augment-interpolation bicubic, this run has bilinear" "$tmp/other.err" && pass \
-  || fail "aa: resume with another interpolation: $(cat "$tmp/other.err")"
-out=$("$bin" eval --resume "$tmp/bicubic.st" --devices 1 --interpolation cubic 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation: 'cubic' is not bilinear or bicubic"* ]] \
-  && pass || fail "eval with a bad value: $out"
-out=$("$bin" predict --resume "$tmp/bicubic.st" --interpolation cubic "${images[@]}" 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation: 'cubic' is not bilinear or bicubic"* ]] \
-  && pass || fail "predict with a bad value: $out"
+refused_run "saved with --auto-augment-interpolation bicubic, this run has bilinear" train --resume "$tmp/aa_half.st" \
+  --devices 2 --auto-augment-interpolation bilinear
+refused_command "eval: --interpolation: 'cubic' is not bilinear or bicubic" eval --resume "$tmp/bicubic.st" \
+  --devices 1 --interpolation cubic
+refused_command "predict: --interpolation: 'cubic' is not bilinear or bicubic" predict --resume "$tmp/bicubic.st" \
+  --interpolation cubic "${images[@]}"
 # a checkpoint of IDX data: eval and predict refuse the option in one line
 "$bin" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --batch-size 20 --devices 1 --quiet \
   --save "$tmp/idx.st" >/dev/null 2>&1 && pass || fail "training on IDX data"
-out=$("$bin" eval --resume "$tmp/idx.st" --devices 1 --interpolation bicubic 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"eval: --interpolation bicubic: only for image folders"* ]] \
-  && pass || fail "eval of IDX data with --interpolation: $out"
-out=$("$bin" predict --resume "$tmp/idx.st" --interpolation bicubic "${images[@]}" 2>&1)
-[[ $? -eq 1 && $(wc -l <<<"$out") -eq 1 && $out == *"predict: --interpolation bicubic: only for a checkpoint of an image folder"* ]] \
-  && pass || fail "predict with an IDX checkpoint and --interpolation: $out"
+refused_command "eval: --interpolation bicubic: only for image folders" eval --resume "$tmp/idx.st" --devices 1 \
+  --interpolation bicubic
+refused_command "predict: --interpolation bicubic: only for a checkpoint of an image folder" predict \
+  --resume "$tmp/idx.st" --interpolation bicubic "${images[@]}"
 testing_finish cli_interpolation
