@@ -366,6 +366,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .init_path = o.init_path,
         .init_fresh_head = o.fresh_head,
         .save_every_steps = o.save_every_steps,
+        .log_every_steps = o.log_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,
         .train_transform_text = data.train_transform[0] ? data.train_transform : NULL,
@@ -376,7 +377,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
-        .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
+        .on_step = world->rank == 0 && isatty(fileno(stderr)) && !o.log_every_steps ? train_draw_progress : NULL,
+        .on_log = train_print_log,
         .on_warning = train_print_warning,
         .stop_request = outcome->stop_request,
         .step_reached = outcome->record ? &outcome->record->step : NULL,

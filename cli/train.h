@@ -63,6 +63,7 @@ typedef struct {
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */
     int save_every_steps;            /* 0: checkpoints at epoch ends only */
+    int log_every_steps;             /* 0: no lines inside an epoch (fit.h log_every_steps) */
     int tf32;                        /* --tf32: --precision tf32 */
     const char *precision_text;      /* --precision as given (NULL: not given) */
     int precision;                   /* dp_precision_t: --precision, or tf32 with --tf32 (default fp32) */
@@ -161,6 +162,7 @@ void train_signals_training(int on);
 /* dp_fit's callbacks (ctx: the train_printer_t). */
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
 void train_draw_progress(const dp_fit_step_t *step, void *ctx);
+void train_print_log(const dp_fit_log_t *log, void *ctx);
 void train_print_warning(const char *message, void *ctx);
 /* "dptrain: warning: ..." on stderr where `speaks` (rank 0, or a worklog). */
 void train_warn(int speaks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -206,6 +206,11 @@ const char train_usage[] =
     "                            keeps it\n"
     "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
     "                            loader position: --resume continues exactly)\n"
+    "  --log-every-steps N       also print a line every N steps inside an epoch: the epoch's\n"
+    "                            loss and train acc so far (all devices and ranks), lr,\n"
+    "                            images/sec since the last line and the epoch's time left\n"
+    "                            (torchvision's --print-freq; for logs: on a terminal it\n"
+    "                            replaces the progress bar)\n"
     "  --resume FILE             continue the run that saved FILE, as it was saved: every\n"
     "                            option not given is the checkpoint's (--model, the optimizer\n"
     "                            and its options, the lr schedule and its options, --epochs,\n"
@@ -321,6 +326,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"augment", OPT_STRING, &o->augment, 0, 0},
         {"accumulate", OPT_INT, &o->accumulate, 1, 1 << 20},
         {"save-every-steps", OPT_INT, &o->save_every_steps, 1, 1 << 30},
+        {"log-every-steps", OPT_INT, &o->log_every_steps, 1, 1 << 30},
         {"tf32", OPT_FLAG, &o->tf32, 0, 0},
         {"precision", OPT_STRING, &o->precision_text, 0, 0},
         {"channels-last", OPT_STRING, &o->channels_last_text, 0, 0},

@@ -137,6 +137,19 @@ void train_draw_progress(const dp_fit_step_t *step, void *ctx) {
     }
 }
 
+/* --log-every-steps' line: "epoch 2/10 step 100/235: loss 0.6213, train acc
+ * 0.772, lr 0.2, 10211 images/sec, 0:00:12 left" (the epoch's figures so
+ * far; the pace since the last line). */
+void train_print_log(const dp_fit_log_t *log, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (p->o->quiet) return; /* rank 0's, or each rank's in a worklog (train.c) */
+    long left = lround(log->eta_sec);
+    printf("epoch %d/%d step %d/%d: loss %.4f, train acc %.3f, lr %.4g, %.0f images/sec, %ld:%02ld:%02ld left\n",
+           log->epoch, p->o->epochs, log->step, log->steps, log->mean_loss, log->train_acc, log->lr,
+           log->images_per_sec, left / 3600, left / 60 % 60, left % 60);
+    fflush(stdout);
+}
+
 void train_warn(int speaks, const char *fmt, ...) {
     if (!speaks) return;
     char message[2048];

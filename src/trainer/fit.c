@@ -65,6 +65,7 @@
 #include "dptrain/cpu.h"
 #include "dptrain/io.h"
 #include "fit_finite.h"
+#include "fit_log.h"
 #include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
@@ -558,6 +559,8 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
                        c->model_ema_steps, dp_trainer_model_ema(c->trainer) ? "that keeps" : "without");
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
+    if (c->log_every_steps < 0)
+        return dp_fail(DP_ERR_ARG, "fit: log_every_steps must be >= 0, found %d", c->log_every_steps);
     if (c->save_every_steps < 0)
         return dp_fail(DP_ERR_ARG, "fit: save_every_steps must be >= 0, found %d", c->save_every_steps);
     if (c->save_best_path && c->save_path && strcmp(c->save_best_path, c->save_path) == 0)
@@ -684,6 +687,8 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
     int unread = 0;
     dp_status_t status = DP_OK;
     double start = now_seconds(), shown_loss = 0.0, shown_at = -1.0;
+    dp_fit_log_clock_t log_clock;
+    dp_fit_log_start(&log_clock, step, seen, start);
     for (;;) {
         if ((status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
         /* the schedule's lr for this step, from the step count (a resumed run agrees) */
@@ -714,6 +719,9 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
             shown_at = now_seconds();
         }
         tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, step, steps, shown_loss);
+        if (config->log_every_steps > 0 && (status = dp_fit_log_step(config, ctx, &log_clock, epoch + 1, step, steps,
+                                                                     loss_sum, correct, seen, *lr, now_seconds())) != DP_OK)
+            break;
         /* inside the epoch (its end saves anyway); every rank gathers the
          * sums, whether or not it has a save_path (only rank 0 writes) */
         if (saves) {
