@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/nn.h"
 #include "dptrain/status.h"
 
@@ -33,6 +34,19 @@ dp_status_t cli_model_text_at_size(const char *command, const char *option, cons
  * the layer that does not fit the size; *model unchanged on failure.
  * option: how the message names the option ("--image-size 40"). */
 dp_status_t cli_model_at_size(const char *command, const char *option, int height, int width, dp_model_t **model);
+/* The same as a new model in *out (the caller's to free), *model kept:
+ * train --val-image-size's network for the per-epoch test (frozen as the
+ * model is, so that the parameter tables match). */
+dp_status_t cli_model_copy_at_size(const char *command, const char *option, const dp_model_t *model, int height,
+                                   int width, dp_model_t **out);
+
+/* A checkpoint's per-epoch test size (data.val_image_size: train
+ * --val-image-size) as eval's or predict's --image-size where none was
+ * given: *image_size points to text (its "HxW"), *height and *width are
+ * set and option says where it came from; nothing changes where none is
+ * recorded or one was given. */
+void cli_default_image_size(const dp_checkpoint_info_t *info, const char **image_size, char *text, size_t size,
+                            int *height, int *width, char *option, size_t option_size);
 
 /* An image folder's evaluation transform (a checkpoint's data.transform,
  * folder_source's "resize S[, exif ignore]" or "squash[...]") for inputs of

@@ -182,6 +182,10 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
     }
     if (!GIVEN(normalize) && info->normalize[0]) /* applied by train_init.c; here for the line */
         snprintf(r->normalize, sizeof r->normalize, "%s", info->normalize);
+    if (!GIVEN(val_image_size) && info->val_height > 0) { /* the run's test size (a resume tests as it did) */
+        snprintf(r->val_image_size, sizeof r->val_image_size, "%dx%d", info->val_height, info->val_width);
+        o->val_image_size = r->val_image_size;
+    }
     if (!GIVEN(data.holdout) && info->holdout[0]) {
         snprintf(r->holdout, sizeof r->holdout, "%s", info->holdout);
         o->data.holdout_default = r->holdout;
