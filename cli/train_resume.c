@@ -301,6 +301,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);
+    if (r->val_image_size[0]) list_option(text, size, "val-image-size", r->val_image_size);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
     if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
