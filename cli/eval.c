@@ -270,14 +270,9 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto failed;
     if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto failed; /* the moving average instead */
     int ch, h, w, saved_h, saved_w;
-    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
-    /* the size its run tested at (train --val-image-size), data.transform's, unless --image-size says */
-    char saved_size[32];
-    cli_default_image_size(info, &image_size, saved_size, sizeof saved_size, &size_height, &size_width,
-                           size_option, sizeof size_option);
-    if (info->val_height > 0) saved_h = info->val_height, saved_w = info->val_width;
-    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
-    if (image_size && cli_model_at_size("eval", size_option, size_height, size_width, &model) != DP_OK) goto failed;
+    /* --image-size, else its run's test size (train --val-image-size): the same network at that input */
+    if (cli_checkpoint_model_at_size("eval", info, &image_size, size_height, size_width,
+                                     size_option, &model, &saved_h, &saved_w) != DP_OK) goto failed;
     dp_model_input_shape(model, &ch, &h, &w);
     char transform[sizeof info->transform]; /* the checkpoint's evaluation transform, at this size */
     if (cli_transform_at_size(info->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)

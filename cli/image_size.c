@@ -144,12 +144,24 @@ dp_status_t cli_transform_at_size(const char *saved, int channels, int saved_hei
     return DP_OK;
 }
 
-void cli_default_image_size(const dp_checkpoint_info_t *info, const char **image_size, char *text, size_t size,
-                            int *height, int *width, char *option, size_t option_size) {
-    if (*image_size || info->val_height < 1) return;
-    snprintf(text, size, "%dx%d", info->val_height, info->val_width);
-    *image_size = text;
-    *height = info->val_height;
-    *width = info->val_width;
-    snprintf(option, option_size, "the checkpoint's data.val_image_size %s", text);
+dp_status_t cli_checkpoint_model_at_size(const char *command, const dp_checkpoint_info_t *info,
+                                         const char **image_size, int height, int width, const char *option,
+                                         dp_model_t **model, int *saved_height, int *saved_width) {
+    static char saved[32];
+    char saved_option[96];
+    int channels;
+    dp_model_input_shape(*model, &channels, saved_height, saved_width);
+    if (info->val_height > 0) {
+        *saved_height = info->val_height;
+        *saved_width = info->val_width;
+    }
+    if (!*image_size && info->val_height > 0) {
+        snprintf(saved, sizeof saved, "%dx%d", info->val_height, info->val_width);
+        snprintf(saved_option, sizeof saved_option, "the checkpoint's data.val_image_size %s", saved);
+        *image_size = saved;
+        height = info->val_height;
+        width = info->val_width;
+        option = saved_option;
+    }
+    return *image_size ? cli_model_at_size(command, option, height, width, model) : DP_OK;
 }

@@ -40,13 +40,15 @@ dp_status_t cli_model_at_size(const char *command, const char *option, int heigh
 dp_status_t cli_model_copy_at_size(const char *command, const char *option, const dp_model_t *model, int height,
                                    int width, dp_model_t **out);
 
-/* A checkpoint's per-epoch test size (data.val_image_size: train
- * --val-image-size) as eval's or predict's --image-size where none was
- * given: *image_size points to text (its "HxW"), *height and *width are
- * set and option says where it came from; nothing changes where none is
- * recorded or one was given. */
-void cli_default_image_size(const dp_checkpoint_info_t *info, const char **image_size, char *text, size_t size,
-                            int *height, int *width, char *option, size_t option_size);
+/* eval's and predict's network for a checkpoint: *model (its parameters
+ * loaded) at --image-size (*image_size, parsed as height x width, option
+ * naming it) as cli_model_at_size, or where none is given at the size its
+ * run tested at (data.val_image_size, train --val-image-size: *image_size
+ * then points to its "HxW", static text); *saved_height x *saved_width:
+ * the size data.transform is for (that size, else the model's own). */
+dp_status_t cli_checkpoint_model_at_size(const char *command, const dp_checkpoint_info_t *info,
+                                         const char **image_size, int height, int width, const char *option,
+                                         dp_model_t **model, int *saved_height, int *saved_width);
 
 /* An image folder's evaluation transform (a checkpoint's data.transform,
  * folder_source's "resize S[, exif ignore]" or "squash[...]") for inputs of

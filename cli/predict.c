@@ -358,14 +358,9 @@ int cmd_predict(int argc, char **argv) {
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int ch, h, w, saved_h, saved_w;
-    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
-    /* the size its run tested at (train --val-image-size), data.transform's, unless --image-size says */
-    char saved_size[32];
-    cli_default_image_size(dp_checkpoint_info(c), &image_size, saved_size, sizeof saved_size, &size_height, &size_width,
-                           size_option, sizeof size_option);
-    if (dp_checkpoint_info(c)->val_height > 0) saved_h = dp_checkpoint_info(c)->val_height, saved_w = dp_checkpoint_info(c)->val_width;
-    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
-    if (image_size && cli_model_at_size("predict", size_option, size_height, size_width, &model) != DP_OK) goto done;
+    /* --image-size, else its run's test size (train --val-image-size): the same network at that input */
+    if (cli_checkpoint_model_at_size("predict", dp_checkpoint_info(c), &image_size, size_height, size_width,
+                                     size_option, &model, &saved_h, &saved_w) != DP_OK) goto done;
     dp_model_input_shape(model, &ch, &h, &w);
     /* the checkpoint's preprocessing, its evaluation transform at this size */
     dp_checkpoint_info_t *sized = dp_alloc(sizeof *sized, "checkpoint information");
