@@ -11,6 +11,8 @@
 #   `eval --image-size 16` (the training size) counts otherwise here, so the
 #   check can tell the sizes apart; --save-best keeps the epoch of the best
 #   figure at 24; --resize 30 gives "resize 30", the epoch's figure again;
+#   on 6 classes of random images the epoch's top-5 figure is eval's at 24
+#   (and not at 16);
 # - 1 device, 2 devices and 2 ranks under mpirun (a build with MPI) give the
 #   same figures; a run stopped after epoch 1 and resumed (which keeps the
 #   size) gives the uninterrupted run's figures and tensors; predict tests
@@ -134,6 +136,17 @@ r30=$(eval_count --resume "$tmp/r30.st")
 [[ $(meta_value "$tmp/r30.st" data.transform) == "resize 30" && $(head -1 "$tmp/eval.out") == *"input 24x24 (resize 30)" ]] \
   && [[ -n $r30 && $r30 == "$(count "$tmp/r30.jsonl" 1 test_acc)" ]] && pass \
   || fail "--resize 30: $(head -1 "$tmp/eval.out"), the epoch's $(count "$tmp/r30.jsonl" 1 test_acc)/18"
+
+# top-5 (6 classes of random images): the epoch's test_acc5 is eval's top-5 at 24, which at 16 counts otherwise
+"$py" "$src/tests/random_image_folder.py" "$tmp/six" 24 12 6 40x48,36x36 && sed 's/^out = 3$/out = 6/' "$tmp/tiny.cfg" \
+  >"$tmp/tiny6.cfg" && pass || fail "making the 6-class folder"
+saved_run top5 train --data "$tmp/six" --model "$tmp/tiny6.cfg" --epochs 2 --batch-size 8 --lr 0.05 --seed 1 \
+  --devices 2 --val-image-size 24 --metrics "$tmp/top5.jsonl" --quiet
+top5() { "$bin" eval --resume "$tmp/top5.st" "$@" 2>&1 | sed -nE 's/^top-5 acc: [0-9.]+ \(([0-9]+)\/12 in the top 5\)$/\1/p'; }
+acc5=$("$py" -c "import json,sys; print(round(json.loads(open(sys.argv[1]).readlines()[-1])['test_acc5']*12))" \
+  "$tmp/top5.jsonl")
+[[ -n $acc5 && $(top5) == "$acc5" && $(top5 --image-size 16) != "$acc5" ]] && pass \
+  || fail "top-5: the epoch's $acc5/12, eval's at 24 $(top5)/12, at 16 $(top5 --image-size 16)/12"
 
 # the training size: that size, no key; its figure is eval's at 16
 saved_run same "${common[@]}" --val-image-size 16x16 --devices 2 --epochs 1 --metrics "$tmp/same.jsonl"
