@@ -13,10 +13,11 @@
 #   figure at 24; --resize 30 gives "resize 30", the epoch's figure again;
 #   on 6 classes of random images the epoch's top-5 figure is eval's at 24
 #   (and not at 16);
-# - 1 device, 2 devices and 2 ranks under mpirun (a build with MPI) give the
-#   same figures; a run stopped after epoch 1 and resumed (which keeps the
-#   size) gives the uninterrupted run's figures and tensors; predict tests
-#   at 24 by default, as --image-size 24 does;
+# - 1 device, 2 devices, 2 ranks under mpirun (a build with MPI) and 2
+#   emulated GPUs (a build with CUDA) give the same figures; a run stopped
+#   after epoch 1 and resumed (which keeps the size) gives the
+#   uninterrupted run's figures and tensors; predict tests at 24 by
+#   default, as --image-size 24 does;
 # - the training size itself is that size: no second network, no key, the
 #   figure eval at 16 counts;
 # - refused in one line, exit 1, nothing written: a network whose
@@ -121,6 +122,15 @@ if ldd "$bin" 2>/dev/null | grep -q libmpi && command -v mpirun >/dev/null; then
   same_figures mpi
   [[ $(eval_count --resume "$tmp/mpi.st") == "$(count "$tmp/mpi.jsonl" 2 test_acc)" ]] && pass \
     || fail "mpirun -np 2: epoch 2's figure is not eval's"
+fi
+emu="$(dirname "$bin")/lib/libdptrain_cuda_emu.so"
+if [[ -e $emu ]]; then # a build with CUDA: 2 emulated GPUs give the same figures, eval on one of them too
+  DPTRAIN_CUDA_MODULE=$emu DPTRAIN_CUDA_EMU_GPUS=2 "$bin" "${common[@]}" "${val[@]}" --devices cuda:0,cuda:1 \
+    --metrics "$tmp/gpus.jsonl" --save "$tmp/gpus.st" >"$tmp/gpus.out" 2>&1 && pass \
+    || fail "2 emulated GPUs: $(tail -3 "$tmp/gpus.out")"
+  same_figures gpus
+  [[ $(DPTRAIN_CUDA_MODULE=$emu eval_count --resume "$tmp/gpus.st" --devices cuda:0) == \
+     "$(count "$tmp/gpus.jsonl" 2 test_acc)" ]] && pass || fail "2 emulated GPUs: epoch 2's figure is not eval's"
 fi
 
 # predict tests at the recorded size, as --image-size 24 does
