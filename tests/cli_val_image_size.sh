@@ -140,6 +140,11 @@ fi
   && [[ $(cat "$tmp/p.err") == "dptrain: predict: input 24x24 (resize 27)" ]] && pass \
   || fail "predict's default size: $(cat "$tmp/p.err")"
 
+# the first line names the test's size (common without its last option, --quiet)
+"$bin" "${common[@]:0:${#common[@]}-1}" "${val[@]}" --devices 1 --epochs 1 >"$tmp/line.out" 2>&1 \
+  && [[ $(head -1 "$tmp/line.out") == "training $tmp/tiny.cfg on 90 images (test 18 at 24x24), batch 10,"* ]] && pass \
+  || fail "the first line: $(head -1 "$tmp/line.out")"
+
 # --resize 30: the test images' shorter side, recorded and applied by eval
 saved_run r30 "${common[@]}" "${val[@]}" --devices 2 --epochs 1 --resize 30 --metrics "$tmp/r30.jsonl"
 r30=$(eval_count --resume "$tmp/r30.st")
