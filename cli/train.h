@@ -78,6 +78,8 @@ typedef struct {
     int freeze_backbone;             /* --freeze-backbone: every layer but the last linear one */
     int num_classes;                 /* --num-classes N: the last linear layer's outputs (0: the model's) */
     const char *image_size;          /* --image-size N|HxW: the model's input height and width (NULL: its own) */
+    const char *val_image_size;      /* --val-image-size N|HxW: the per-epoch test's input size (NULL: the
+                                        model's; with --resume, the checkpoint's data.val_image_size) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
                                         augment copied from the fields above */
     size_t given[72 + CLI_DATA_OPTIONS]; /* the options the command line gave: their fields' offsets in this
@@ -178,6 +180,7 @@ typedef struct {
     int taken;             /* the checkpoint's options were taken (not with --init, nor of a weights-only file) */
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
+    char val_image_size[32]; /* the saved data.val_image_size, "HxW", "" where none */
     char auto_augment[16];  /* the saved --auto-augment (data.train_transform's), "" where none */
     int aa_nearest;         /* the saved --auto-augment-interpolation is nearest */
     char color_jitter[64];  /* the saved --color-jitter (data.train_transform's "B,C,S,H"), "" where none */

@@ -249,6 +249,11 @@ const char train_usage[] =
     "  --image-size N|HxW        a model file's input height and width (its [net]), e.g.\n"
     "                            64 to fine-tune a 224 network at 64 x 64 (networks with\n"
     "                            global average pooling take any size); saved likewise\n"
+    "  --val-image-size N|HxW    every epoch's test at this input size (FixRes: torchvision's\n"
+    "                            --val-crop-size), the test images resized as --resize says\n"
+    "                            (default 256/224 of it) and center-cropped to it; image\n"
+    "                            folders and networks with global average pooling only;\n"
+    "                            saved: eval and predict test at it (default: the model's)\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -339,6 +344,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"freeze-backbone", OPT_FLAG, &o->freeze_backbone, 0, 0},
         {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
         {"image-size", OPT_STRING, &o->image_size, 0, 0},
+        {"val-image-size", OPT_STRING, &o->val_image_size, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;

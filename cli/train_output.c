@@ -89,13 +89,15 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", repeated augmentation x%d", o->ra_reps);
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
-    char schedule[128];
+    char schedule[128], test_size[48] = ""; /* --val-image-size: the test's input */
     describe_schedule(o, schedule, sizeof schedule);
+    if (o->data.val_image_size)
+        snprintf(test_size, sizeof test_size, " at %dx%d", o->data.val_height, o->data.val_width);
     if (!o->quiet)
-        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
+        printf("training %s on %d image%s (test %d%s%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
-               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, decay,
+               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", test_size, o->batch_size, o->optimizer, decay,
                o->lr,
                schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
                o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed, smoothing,

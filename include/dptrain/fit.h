@@ -159,7 +159,15 @@ typedef struct {
     const char *model_name;        /* recorded in checkpoints (--model: a built-in name or a
                                       model file's path, < 1024 bytes); NULL: dp_model_name */
     dp_batch_source_t *train_source; /* the loader shuffles [0, count) (batch_loader.h) */
-    dp_batch_source_t *test_source;  /* evaluated after every epoch */
+    dp_batch_source_t *test_source;  /* evaluated after every epoch (at val_height x val_width with a
+                                        val_trainer) */
+    /* testing at another input size (FixRes: torchvision's --val-crop-size), NULL / 0 for none: an
+     * evaluation-only trainer (never steps) of the same network and parameter table at val_height x
+     * val_width on the same devices and ranks; before every test it gets the trainer's replica 0
+     * parameters and batch-norm statistics (the moving average's for that figure), the checkpoints'
+     * own; recorded (checkpoint.h data.val_image_size), a resume must give the same */
+    dp_trainer_t *val_trainer;
+    int val_height, val_width;
     /* or, with both sources NULL, datasets in memory: dp_fit makes in-memory
      * sources over them (batch_source.h), the training one with `augment` */
     const dp_dataset_t *train_set;
