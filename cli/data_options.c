@@ -268,7 +268,9 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
     fo.train.interpolation = fo.eval.interpolation = interpolation;
-    dp_eval_transform_text(&fo.eval, out->transform, sizeof out->transform);
+    dp_sample_options_t test = fo.eval; /* the test split's: at train --val-image-size where given */
+    if (o->val_image_size) test.height = o->val_height, test.width = o->val_width;
+    dp_eval_transform_text(&test, out->transform, sizeof out->transform);
     char augmentation[96] = "";
     if (policy.kind == DP_AUTO_AUGMENT_RA)
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
@@ -347,6 +349,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     if (status == DP_OK) {
         dp_folder_options_t eval = fo;
         eval.cache_bytes = training ? fo.cache_bytes : 0;
+        if (o->val_image_size) eval.train = eval.eval = test; /* its samples are the test's size */
         status = dp_folder_source_new(&test_index, &eval, &out->test);
     }
     dp_image_index_free(&train_index);
@@ -367,6 +370,10 @@ static dp_status_t open_memory(const cli_data_options_t *o, int training, int ch
         status = dp_fail(DP_ERR_ARG, "%s: --image-size %s: the data in %s has images of %d x %d, one size for all; "
                          "only an image folder's are resized to another", training ? "train" : "eval", o->image_size,
                          o->dir, shape->height, shape->width);
+    else if (status == DP_OK && o->val_image_size)
+        status = dp_fail(DP_ERR_ARG, "train: --val-image-size %s: the data in %s has images of %d x %d, one size for "
+                         "all; only an image folder's are resized to another", o->val_image_size, o->dir,
+                         shape->height, shape->width);
     else if (status == DP_OK && (shape->channels != channels || shape->height != height || shape->width != width))
         status = dp_fail(DP_ERR_SHAPE, "model %s takes %dx%dx%d images, the data in %s has %dx%dx%d",
                          o->model ? o->model : "(unnamed)", channels, height, width, o->dir, shape->channels,

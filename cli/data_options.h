@@ -33,6 +33,9 @@ typedef struct {
     const char *augment;     /* --augment */
     const char *model;       /* the model's name, for messages */
     const char *image_size;  /* eval's --image-size (NULL: none), named where data of a fixed size refuses it */
+    const char *val_image_size; /* train's --val-image-size (NULL: none): the test split made val_height x
+                                   val_width, not the model's size (image folders only) */
+    int val_height, val_width;
 } cli_data_options_t;
 
 /* The options' defaults. */

@@ -75,7 +75,9 @@ static const char eval_usage[] =
     "                      (LeNet's linear layer) is refused. An image folder's\n"
     "                      images are resized to 256/224 of it (--resize S: to S),\n"
     "                      then center-cropped to it; IDX and CIFAR data take only\n"
-    "                      their own size. The first line ends with the size used\n"
+    "                      their own size. The first line ends with the size used.\n"
+    "                      Default: the size its run tested every epoch at (train\n"
+    "                      --val-image-size, with its --resize), else the model's\n"
     "  --ema               evaluate the checkpoint's moving average of the model (train\n"
     "                      --model-ema) instead of the model\n"
     "  --confusion FILE    write the confusion matrix as CSV (a row per true class, a\n"
@@ -271,9 +273,9 @@ static dp_status_t eval_main(int argc, char **argv, const dp_world_t *world, int
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto failed;
     if (ema && dp_checkpoint_load_ema(c, model, params) != DP_OK) goto failed; /* the moving average instead */
     int ch, h, w, saved_h, saved_w;
-    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
-    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
-    if (image_size && cli_model_at_size("eval", size_option, size_height, size_width, &model) != DP_OK) goto failed;
+    /* --image-size, else its run's test size (train --val-image-size): the same network at that input */
+    if (cli_checkpoint_model_at_size("eval", info, &image_size, size_height, size_width,
+                                     size_option, &model, &saved_h, &saved_w) != DP_OK) goto failed;
     dp_model_input_shape(model, &ch, &h, &w);
     char transform[sizeof info->transform]; /* the checkpoint's evaluation transform, at this size */
     if (cli_transform_at_size(info->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)

@@ -77,28 +77,31 @@ dp_status_t cli_model_text_at_size(const char *command, const char *option, cons
     return DP_OK;
 }
 
-dp_status_t cli_model_at_size(const char *command, const char *option, int height, int width, dp_model_t **model) {
+dp_status_t cli_model_copy_at_size(const char *command, const char *option, const dp_model_t *model, int height,
+                                   int width, dp_model_t **out) {
+    *out = NULL;
     char *text;
     size_t len;
-    DP_TRY(cli_model_text_at_size(command, option, *model, height, width, &text, &len));
-    const char *name = dp_model_name(*model);
+    DP_TRY(cli_model_text_at_size(command, option, model, height, width, &text, &len));
+    const char *name = dp_model_name(model);
     dp_model_t *resized = NULL;
     char why[1024];
     dp_status_t status = dp_model_parse(text, len, name, &resized);
     free(text);
+    if (status == DP_OK && dp_model_frozen(model)[0]) status = dp_model_freeze(resized, dp_model_frozen(model));
     if (status != DP_OK) {
         snprintf(why, sizeof why, "%s", dp_error_message());
         return dp_fail(status, "%s: %s: model %s does not take %d x %d inputs: %s", command, option, name, height,
                        width, why);
     }
     int differ;
-    if (!same_params(*model, resized, &differ)) {
+    if (!same_params(model, resized, &differ)) {
         if (differ < 0) {
             status = dp_fail(DP_ERR_ARG, "%s: %s: model %s has %d parameter tensors at %d x %d, %d at its own size",
                              command, option, name, dp_model_num_param_tensors(resized), height, width,
-                             dp_model_num_param_tensors(*model));
+                             dp_model_num_param_tensors(model));
         } else {
-            const dp_param_info_t *p = dp_model_param(*model, differ), *q = dp_model_param(resized, differ);
+            const dp_param_info_t *p = dp_model_param(model, differ), *q = dp_model_param(resized, differ);
             char own[96] = "", other[96] = "";
             size_t at = 0;
             for (int d = 0; d < p->ndim && at < sizeof own; d++)
@@ -116,6 +119,13 @@ dp_status_t cli_model_at_size(const char *command, const char *option, int heigh
         dp_model_free(resized);
         return status;
     }
+    *out = resized;
+    return DP_OK;
+}
+
+dp_status_t cli_model_at_size(const char *command, const char *option, int height, int width, dp_model_t **model) {
+    dp_model_t *resized;
+    DP_TRY(cli_model_copy_at_size(command, option, *model, height, width, &resized));
     dp_model_free(*model);
     *model = resized;
     return DP_OK;
@@ -132,4 +142,26 @@ dp_status_t cli_transform_at_size(const char *saved, int channels, int saved_hei
     if (eval.mode != DP_SAMPLE_SQUASH) eval.resize_size = 0; /* the size's own default */
     dp_eval_transform_text(&eval, out, size);
     return DP_OK;
+}
+
+dp_status_t cli_checkpoint_model_at_size(const char *command, const dp_checkpoint_info_t *info,
+                                         const char **image_size, int height, int width, const char *option,
+                                         dp_model_t **model, int *saved_height, int *saved_width) {
+    static char saved[32];
+    char saved_option[96];
+    int channels;
+    dp_model_input_shape(*model, &channels, saved_height, saved_width);
+    if (info->val_height > 0) {
+        *saved_height = info->val_height;
+        *saved_width = info->val_width;
+    }
+    if (!*image_size && info->val_height > 0) {
+        snprintf(saved, sizeof saved, "%dx%d", info->val_height, info->val_width);
+        snprintf(saved_option, sizeof saved_option, "the checkpoint's data.val_image_size %s", saved);
+        *image_size = saved;
+        height = info->val_height;
+        width = info->val_width;
+        option = saved_option;
+    }
+    return *image_size ? cli_model_at_size(command, option, height, width, model) : DP_OK;
 }

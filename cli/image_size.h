@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "dptrain/checkpoint.h"
 #include "dptrain/nn.h"
 #include "dptrain/status.h"
 
@@ -33,6 +34,21 @@ dp_status_t cli_model_text_at_size(const char *command, const char *option, cons
  * the layer that does not fit the size; *model unchanged on failure.
  * option: how the message names the option ("--image-size 40"). */
 dp_status_t cli_model_at_size(const char *command, const char *option, int height, int width, dp_model_t **model);
+/* The same as a new model in *out (the caller's to free), *model kept:
+ * train --val-image-size's network for the per-epoch test (frozen as the
+ * model is, so that the parameter tables match). */
+dp_status_t cli_model_copy_at_size(const char *command, const char *option, const dp_model_t *model, int height,
+                                   int width, dp_model_t **out);
+
+/* eval's and predict's network for a checkpoint: *model (its parameters
+ * loaded) at --image-size (*image_size, parsed as height x width, option
+ * naming it) as cli_model_at_size, or where none is given at the size its
+ * run tested at (data.val_image_size, train --val-image-size: *image_size
+ * then points to its "HxW", static text); *saved_height x *saved_width:
+ * the size data.transform is for (that size, else the model's own). */
+dp_status_t cli_checkpoint_model_at_size(const char *command, const dp_checkpoint_info_t *info,
+                                         const char **image_size, int height, int width, const char *option,
+                                         dp_model_t **model, int *saved_height, int *saved_width);
 
 /* An image folder's evaluation transform (a checkpoint's data.transform,
  * folder_source's "resize S[, exif ignore]" or "squash[...]") for inputs of

@@ -75,7 +75,8 @@ static const char predict_usage[] =
     "                      parameters depend on the size); the checkpoint's\n"
     "                      Resize(S) + CenterCrop with S 256/224 of the size (one of\n"
     "                      IDX or CIFAR data: each image resized whole to it); a line\n"
-    "                      on stderr says which\n"
+    "                      on stderr says which. Default: the size its run tested\n"
+    "                      every epoch at (train --val-image-size), else the model's\n"
     "  --interpolation bilinear|bicubic\n"
     "                      the resize's filter (default: the checkpoint's; only for a\n"
     "                      checkpoint of an image folder)\n"
@@ -374,9 +375,9 @@ int cmd_predict(int argc, char **argv) {
     params = dp_alloc(sizeof(float) * dp_model_num_params(model), "parameters");
     if (!params || dp_checkpoint_load_params(c, model, params) != DP_OK) goto done;
     int ch, h, w, saved_h, saved_w;
-    dp_model_input_shape(model, &ch, &saved_h, &saved_w);
-    /* --image-size: the same network and parameters at another input (refused where a shape would change) */
-    if (image_size && cli_model_at_size("predict", size_option, size_height, size_width, &model) != DP_OK) goto done;
+    /* --image-size, else its run's test size (train --val-image-size): the same network at that input */
+    if (cli_checkpoint_model_at_size("predict", dp_checkpoint_info(c), &image_size, size_height, size_width,
+                                     size_option, &model, &saved_h, &saved_w) != DP_OK) goto done;
     dp_model_input_shape(model, &ch, &h, &w);
     /* the checkpoint's preprocessing, its evaluation transform at this size */
     dp_checkpoint_info_t *sized = dp_alloc(sizeof *sized, "checkpoint information");

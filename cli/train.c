@@ -118,17 +118,42 @@ static dp_status_t edit_model(const train_options_t *o, dp_model_t **model) {
     return DP_OK;
 }
 
+/* --val-image-size (or a resume's): *val_model, the same network at that
+ * input size for the per-epoch test (image_size.c: refused where a
+ * parameter's shape would change), and the test data made that size; NULL
+ * when the size is the model's own. */
+static dp_status_t val_size_model(train_options_t *o, const dp_model_t *model, dp_model_t **val_model) {
+    *val_model = NULL;
+    o->data.val_image_size = NULL;
+    if (!o->val_image_size) return DP_OK;
+    int c, h, w, val_h, val_w;
+    if (cli_parse_image_size("train", o->val_image_size, &val_h, &val_w) != DP_OK)
+        return dp_fail(DP_ERR_ARG, "train: --val-image-size: '%s' is not N or HxW (pixels, 1 to 65536: 224, 64x96)",
+                       o->val_image_size);
+    dp_model_input_shape(model, &c, &h, &w);
+    if (val_h == h && val_w == w) return DP_OK; /* the model's own size: its trainer tests */
+    char option[96];
+    snprintf(option, sizeof option, "--val-image-size %s", o->val_image_size);
+    DP_TRY(cli_model_copy_at_size("train", option, model, val_h, val_w, val_model));
+    o->data.val_image_size = o->val_image_size;
+    o->data.val_height = val_h;
+    o->data.val_width = val_w;
+    return DP_OK;
+}
+
 /* The run's model (train_load_model: sets o->model when not given), its
  * name short enough for checkpoints, its layers frozen as --freeze or a
- * resume's checkpoint says (frozen_note: what to print). */
-static dp_status_t load_model(train_options_t *o, const train_saved_t *saved, dp_model_t **model, char *frozen_note,
-                              size_t note_size) {
+ * resume's checkpoint says (frozen_note: what to print), and its copy at
+ * --val-image-size (val_size_model). */
+static dp_status_t load_model(train_options_t *o, const train_saved_t *saved, dp_model_t **model,
+                              dp_model_t **val_model, char *frozen_note, size_t note_size) {
     DP_TRY(train_load_model(o, model));
     DP_TRY(edit_model(o, model));
     if (strlen(o->model) >= sizeof ((dp_checkpoint_info_t *)0)->model)
         return dp_fail(DP_ERR_ARG, "train: --model: a path of %zu bytes, checkpoints hold up to %zu", strlen(o->model),
                        sizeof ((dp_checkpoint_info_t *)0)->model - 1);
-    return train_freeze_model(o, saved, *model, frozen_note, note_size);
+    DP_TRY(train_freeze_model(o, saved, *model, frozen_note, note_size));
+    return val_size_model(o, *model, val_model);
 }
 
 /* The run's data for the model's input (data_options.h), its loader threads
@@ -264,6 +289,27 @@ static dp_status_t make_trainer(const train_options_t *o, const train_settings_t
     return dp_trainer_new(&config, trainer);
 }
 
+/* The evaluation-only trainer of --val-image-size's model on the same
+ * devices and ranks (never steps: fit.c gives it the trainer's parameters
+ * before every test), NULL without one. */
+static dp_status_t make_val_trainer(const train_options_t *o, dp_model_t *val_model, const dp_world_t *world,
+                                    int *device_ids, int num_devices, const dp_backend_t **backends,
+                                    dp_trainer_t **val_trainer) {
+    *val_trainer = NULL;
+    if (!val_model) return DP_OK;
+    dp_trainer_config_t config = {
+        .model = val_model,
+        .num_devices = num_devices,
+        .threads_per_device = o->threads_per_device,
+        .device_ids = device_ids,
+        .world = *world,
+        .optim = {.kind = DP_OPTIM_SGD, .lr = 1.0f}, /* never steps */
+        .backend = backends[0],
+        .backends = backends,
+    };
+    return dp_trainer_new(&config, val_trainer);
+}
+
 static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
     train_options_t o;
     train_settings_t set;
@@ -276,9 +322,9 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     }
     /* From here to the agreement before the trainer, a failure goes to done,
      * where every rank learns the first rank's (dp_world_agree). */
-    dp_model_t *model = NULL;
+    dp_model_t *model = NULL, *val_model = NULL; /* val_model: at --val-image-size */
     cli_data_t data = {0};
-    dp_trainer_t *trainer = NULL;
+    dp_trainer_t *trainer = NULL, *val_trainer = NULL;
     train_printer_t printer = {0};
     int agreed = 0; /* past the agreement: a failure is this rank's alone */
     if (o.comm_timeout < 0.0f) {
@@ -304,7 +350,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     if ((status = train_devices(&o, device_ids, &num_devices, backends, devices_note, sizeof devices_note)) != DP_OK)
         goto done;
     char frozen_note[sizeof printer.frozen]; /* --freeze, or a resume's model.freeze (train_init.c) */
-    if ((status = load_model(&o, &saved, &model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
+    if ((status = load_model(&o, &saved, &model, &val_model, frozen_note, sizeof frozen_note)) != DP_OK) goto done;
     /* --channels-last, or its default for this model and precision, before the data and the trainer */
     if ((status = cli_set_channels_last("train", o.channels_last_text, cli_channels_last_default(precision, model),
                                         backends, device_ids, num_devices, &o.channels_last)) != DP_OK)
@@ -323,7 +369,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     agreed = 1;
     if (status != DP_OK) goto done;
 
-    if ((status = make_trainer(&o, &set, model, world, device_ids, num_devices, backends, &trainer)) != DP_OK) {
+    if ((status = make_trainer(&o, &set, model, world, device_ids, num_devices, backends, &trainer)) != DP_OK ||
+        (status = make_val_trainer(&o, val_model, world, device_ids, num_devices, backends, &val_trainer)) != DP_OK) {
         outcome->alone = 1; /* its collectives: the others may be waiting in one */
         goto done;
     }
@@ -345,6 +392,9 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .model_name = o.model,
         .train_source = data.train,
         .test_source = data.test,
+        .val_trainer = val_trainer,
+        .val_height = o.data.val_height,
+        .val_width = o.data.val_width,
         .loader_threads = data.loader_threads,
         .world = *world,
         .batch_size = step_batch,
@@ -366,6 +416,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .init_path = o.init_path,
         .init_fresh_head = o.fresh_head,
         .save_every_steps = o.save_every_steps,
+        .log_every_steps = o.log_every_steps,
         .augment_text = o.augment,
         .transform_text = data.transform[0] ? data.transform : NULL,
         .train_transform_text = data.train_transform[0] ? data.train_transform : NULL,
@@ -376,7 +427,8 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
         .layout = o.channels_last ? "nhwc" : "nchw",
         .on_begin = train_print_begin,
         /* only for a bar that is drawn: each of its reads of the loss waits for the devices */
-        .on_step = world->rank == 0 && isatty(fileno(stderr)) ? train_draw_progress : NULL,
+        .on_step = world->rank == 0 && isatty(fileno(stderr)) && !o.log_every_steps ? train_draw_progress : NULL,
+        .on_log = train_print_log,
         .on_warning = train_print_warning,
         .stop_request = outcome->stop_request,
         .step_reached = outcome->record ? &outcome->record->step : NULL,
@@ -402,8 +454,10 @@ done:
      * after it; and a broken communication. */
     outcome->alone |= status != DP_OK && status != DP_ERR_PREEMPTED && status != DP_ERR_DIVERGED &&
                       (printer.started || status == DP_ERR_COMM);
+    dp_trainer_free(val_trainer);
     dp_trainer_free(trainer);
     cli_data_close(&data);
+    dp_model_free(val_model);
     dp_model_free(model);
     return status;
 }

@@ -63,6 +63,7 @@ typedef struct {
     const char *normalize, *augment; /* NULL: none */
     int accumulate;                  /* micro-batches per step, 1: none */
     int save_every_steps;            /* 0: checkpoints at epoch ends only */
+    int log_every_steps;             /* 0: no lines inside an epoch (fit.h log_every_steps) */
     int tf32;                        /* --tf32: --precision tf32 */
     const char *precision_text;      /* --precision as given (NULL: not given) */
     int precision;                   /* dp_precision_t: --precision, or tf32 with --tf32 (default fp32) */
@@ -77,6 +78,8 @@ typedef struct {
     int freeze_backbone;             /* --freeze-backbone: every layer but the last linear one */
     int num_classes;                 /* --num-classes N: the last linear layer's outputs (0: the model's) */
     const char *image_size;          /* --image-size N|HxW: the model's input height and width (NULL: its own) */
+    const char *val_image_size;      /* --val-image-size N|HxW: the per-epoch test's input size (NULL: the
+                                        model's; with --resume, the checkpoint's data.val_image_size) */
     cli_data_options_t data;         /* image folders' options (data_options.h); dir, limit, normalize,
                                         augment copied from the fields above */
     size_t given[72 + CLI_DATA_OPTIONS]; /* the options the command line gave: their fields' offsets in this
@@ -161,6 +164,7 @@ void train_signals_training(int on);
 /* dp_fit's callbacks (ctx: the train_printer_t). */
 void train_print_begin(const dp_fit_begin_t *begin, void *ctx);
 void train_draw_progress(const dp_fit_step_t *step, void *ctx);
+void train_print_log(const dp_fit_log_t *log, void *ctx);
 void train_print_warning(const char *message, void *ctx);
 /* "dptrain: warning: ..." on stderr where `speaks` (rank 0, or a worklog). */
 void train_warn(int speaks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -176,6 +180,7 @@ typedef struct {
     int taken;             /* the checkpoint's options were taken (not with --init, nor of a weights-only file) */
     int epochs_unrecorded; /* --epochs not given, and the file (of an older dptrain) records no planned length */
     char augment[32], transform[64], holdout[32];
+    char val_image_size[32]; /* the saved data.val_image_size, "HxW", "" where none */
     char auto_augment[16];  /* the saved --auto-augment (data.train_transform's), "" where none */
     char aa_interpolation[16]; /* the saved --auto-augment-interpolation where recorded (not the resize's), "" */
     int bicubic;            /* the saved --interpolation is bicubic (taken: not given) */

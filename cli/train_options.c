@@ -206,6 +206,11 @@ const char train_usage[] =
     "                            keeps it\n"
     "  --save-every-steps N      also save --save every N steps inside an epoch (with the\n"
     "                            loader position: --resume continues exactly)\n"
+    "  --log-every-steps N       also print a line every N steps inside an epoch: the epoch's\n"
+    "                            loss and train acc so far (all devices and ranks), lr,\n"
+    "                            images/sec since the last line and the epoch's time left\n"
+    "                            (torchvision's --print-freq; for logs: on a terminal it\n"
+    "                            replaces the progress bar)\n"
     "  --resume FILE             continue the run that saved FILE, as it was saved: every\n"
     "                            option not given is the checkpoint's (--model, the optimizer\n"
     "                            and its options, the lr schedule and its options, --epochs,\n"
@@ -246,6 +251,11 @@ const char train_usage[] =
     "  --image-size N|HxW        a model file's input height and width (its [net]), e.g.\n"
     "                            64 to fine-tune a 224 network at 64 x 64 (networks with\n"
     "                            global average pooling take any size); saved likewise\n"
+    "  --val-image-size N|HxW    every epoch's test at this input size (FixRes: torchvision's\n"
+    "                            --val-crop-size), the test images resized as --resize says\n"
+    "                            (default 256/224 of it) and center-cropped to it; image\n"
+    "                            folders and networks with global average pooling only;\n"
+    "                            saved: eval and predict test at it (default: the model's)\n"
     "  --quiet                   print only the final line\n"
     "  --help                    show this help\n";
 
@@ -323,6 +333,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"augment", OPT_STRING, &o->augment, 0, 0},
         {"accumulate", OPT_INT, &o->accumulate, 1, 1 << 20},
         {"save-every-steps", OPT_INT, &o->save_every_steps, 1, 1 << 30},
+        {"log-every-steps", OPT_INT, &o->log_every_steps, 1, 1 << 30},
         {"tf32", OPT_FLAG, &o->tf32, 0, 0},
         {"precision", OPT_STRING, &o->precision_text, 0, 0},
         {"channels-last", OPT_STRING, &o->channels_last_text, 0, 0},
@@ -335,6 +346,7 @@ dp_status_t train_options_parse(int argc, char **argv, int first, train_options_
         {"freeze-backbone", OPT_FLAG, &o->freeze_backbone, 0, 0},
         {"num-classes", OPT_INT, &o->num_classes, 1, 1 << 24},
         {"image-size", OPT_STRING, &o->image_size, 0, 0},
+        {"val-image-size", OPT_STRING, &o->val_image_size, 0, 0},
     };
     int used = 0;
     while (options[used].name) used++;

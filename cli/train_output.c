@@ -89,13 +89,15 @@ void train_print_begin(const dp_fit_begin_t *begin, void *ctx) {
         at += snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", repeated augmentation x%d", o->ra_reps);
     if (o->model_ema)
         snprintf(smoothing + at, sizeof smoothing - (size_t)at, ", model EMA every %d steps", o->model_ema_steps);
-    char schedule[128];
+    char schedule[128], test_size[48] = ""; /* --val-image-size: the test's input */
     describe_schedule(o, schedule, sizeof schedule);
+    if (o->data.val_image_size)
+        snprintf(test_size, sizeof test_size, " at %dx%d", o->data.val_height, o->data.val_width);
     if (!o->quiet)
-        printf("training %s on %d image%s (test %d%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
+        printf("training %s on %d image%s (test %d%s%s%s%s), batch %d, %s%s, lr %g (%s%s%s), %d epoch%s, seed %llu%s, "
                "precision %s%s, on %s%s%s%s%s%s\n",
                o->model, p->train_count, PLURAL(p->train_count), p->test_count, p->holdout ? " held out, --holdout " : "",
-               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", o->batch_size, o->optimizer, decay,
+               p->holdout ? p->holdout : "", p->test_folder ? ": the val folder" : "", test_size, o->batch_size, o->optimizer, decay,
                o->lr,
                schedule, p->lr_default ? "; the default of " : "", p->lr_default ? o->optimizer : "",
                o->epochs, PLURAL(o->epochs), (unsigned long long)o->seed, smoothing,
@@ -135,6 +137,19 @@ void train_draw_progress(const dp_fit_step_t *step, void *ctx) {
         dp_progress_finish(&p->bar);
         p->bar_open = 0;
     }
+}
+
+/* --log-every-steps' line: "epoch 2/10 step 100/235: loss 0.6213, train acc
+ * 0.772, lr 0.2, 10211 images/sec, 0:00:12 left" (the epoch's figures so
+ * far; the pace since the last line). */
+void train_print_log(const dp_fit_log_t *log, void *ctx) {
+    const train_printer_t *p = ctx;
+    if (p->o->quiet) return; /* rank 0's, or each rank's in a worklog (train.c) */
+    long left = lround(log->eta_sec);
+    printf("epoch %d/%d step %d/%d: loss %.4f, train acc %.3f, lr %.4g, %.0f images/sec, %ld:%02ld:%02ld left\n",
+           log->epoch, p->o->epochs, log->step, log->steps, log->mean_loss, log->train_acc, log->lr,
+           log->images_per_sec, left / 3600, left / 60 % 60, left % 60);
+    fflush(stdout);
 }
 
 void train_warn(int speaks, const char *fmt, ...) {

@@ -203,6 +203,10 @@ static void take_data(train_options_t *o, const dp_checkpoint_info_t *info, trai
     }
     if (!GIVEN(normalize) && info->normalize[0]) /* applied by train_init.c; here for the line */
         snprintf(r->normalize, sizeof r->normalize, "%s", info->normalize);
+    if (!GIVEN(val_image_size) && info->val_height > 0) { /* the run's test size (a resume tests as it did) */
+        snprintf(r->val_image_size, sizeof r->val_image_size, "%dx%d", info->val_height, info->val_width);
+        o->val_image_size = r->val_image_size;
+    }
     if (!GIVEN(data.holdout) && info->holdout[0]) {
         snprintf(r->holdout, sizeof r->holdout, "%s", info->holdout);
         o->data.holdout_default = r->holdout;
@@ -319,6 +323,7 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
     if (!GIVEN(augment) && o->augment) list_option(text, size, "augment", o->augment);
     if (!GIVEN(data.transform) && o->data.transform && strcmp(o->data.transform, "center") != 0)
         list_option(text, size, "transform", o->data.transform);
+    if (r->val_image_size[0]) list_option(text, size, "val-image-size", r->val_image_size);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
     if (r->bicubic) list_option(text, size, "interpolation", "bicubic");
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);

@@ -84,7 +84,7 @@ save(out + '/adam_mid_epoch', m, tensors)
 meta, tensors = load('mom.safetensors')
 m = dict(meta)
 m.update({'data.classes': '["a","b\\"q","c"]', 'data.transform': 'resize 32, exif ignore',
-          'data.train_transform': 'resized-crop, dct-scale off, auto-augment ra 9', 'data.holdout': '0.1', 'label_smoothing': '0.1', 'clip_grad_norm': '2.5',
+          'data.train_transform': 'resized-crop, dct-scale off, auto-augment ra 9', 'data.holdout': '0.1', 'data.val_image_size': '24x32', 'label_smoothing': '0.1', 'clip_grad_norm': '2.5',
           'mixup_alpha': '0.2', 'cutmix_alpha': '1', 'random_erase': '0.25', 'data.ra_reps': '4', 'early_stop': '3',
           'optimizer.norm_weight_decay': '0', 'optimizer.bias_weight_decay': '0.05',
           'cuda.conv_algorithms': '[{"key":"NVIDIA H100|cudnn 90100|fwd n32 c1 h28 w28 k2 r7 s7","algo":1},{"key":"b","algo":99}]'})

@@ -744,6 +744,10 @@ static void test_control_characters(void) {
         {"data.train_total", {"+12", "'data.train_total' is '+12', expected a positive image count"}},
         {"data.dir", {"/data/pho\ntos", "'data.dir' is \"/data/pho\\ntos\", which holds a control character"}},
         {"data.dir", {"", "metadata 'data.dir' is empty, expected 1 to 4095 bytes"}},
+        {"data.val_image_size", {"24x24\n", "'data.val_image_size' is '24x24\\n', expected HxW"}},
+        {"data.val_image_size", {"24", "'data.val_image_size' is '24', expected HxW"}},
+        {"data.val_image_size", {"0x24", "'data.val_image_size' is '0x24', expected HxW"}},
+        {"data.val_image_size", {"24x+3", "'data.val_image_size' is '24x+3', expected HxW"}},
         {"step_count", {"1\n", "'step_count' is '1\\n', expected a decimal integer"}},
         {"optimizer.lr", {"0.1\n", "'optimizer.lr' is '0.1\\n', expected a number"}},
         {"optimizer.lr", {"\n0.1", "'optimizer.lr' is '\\n0.1', expected a number"}},
@@ -809,6 +813,27 @@ static void test_control_characters(void) {
     CHECK(dp_checkpoint_open(never, &c) == DP_OK && !strcmp(dp_checkpoint_info(c)->data_dir, "/data/photos one"),
           "data.dir read back: '%s'", c ? dp_checkpoint_info(c)->data_dir : dp_error_message());
     dp_checkpoint_close(c);
+    /* data.val_image_size: written as HxW and read back; 0 x 0 (none) writes no key, a size out of range none */
+    info.val_height = 24, info.val_width = 32;
+    CHECK(dp_checkpoint_save(never, lenet, params, NULL, &info) == DP_OK, "save with a test size: %s",
+          dp_error_message());
+    c = NULL;
+    CHECK(dp_checkpoint_open(never, &c) == DP_OK && dp_checkpoint_info(c)->val_height == 24 &&
+          dp_checkpoint_info(c)->val_width == 32, "data.val_image_size read back: %s",
+          c ? "another size" : dp_error_message());
+    dp_checkpoint_close(c);
+    info.val_height = 0, info.val_width = 0;
+    CHECK(dp_checkpoint_save(never, lenet, params, NULL, &info) == DP_OK, "save: %s", dp_error_message());
+    c = NULL;
+    CHECK(dp_checkpoint_open(never, &c) == DP_OK && dp_checkpoint_info(c)->val_height == 0 &&
+          dp_checkpoint_info(c)->val_width == 0, "no data.val_image_size read back as a size");
+    dp_checkpoint_close(c);
+    remove(never);
+    info.val_height = 24, info.val_width = 70000;
+    status = dp_checkpoint_save(never, lenet, params, NULL, &info);
+    CHECK(status == DP_ERR_ARG && strstr(dp_error_message(), "test size 24 x 70000 is not 1 to 65536"),
+          "a test size out of range saved: status %d, '%s'", (int)status, dp_error_message());
+    CHECK(testing_count_entries(testing_tmpdir(), "never_control") == 0, "a refused save left a file");
     free(params);
     dp_model_free(lenet);
 }

@@ -383,6 +383,12 @@ static void test_shipped_counts(void) {
  *   resnet34-imagenet: 21797672, 17024, 182
  *   resnet50-imagenet: 25557032, 53120, 267
  *   mobilenet_v2-imagenet: 3504872, 34112, 262
+ *   resnet101-imagenet: 44549160, 105344, 522
+ *   resnet152-imagenet: 60192808, 151424, 777
+ *   resnext50_32x4d-imagenet: 25028904, 68224, 267
+ *   resnext101_32x8d-imagenet: 88791336, 202880, 522
+ *   wide_resnet50_2-imagenet: 68883240, 68224, 267
+ *   wide_resnet101_2-imagenet: 126886696, 137856, 522
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -397,6 +403,14 @@ static void test_imagenet_counts(void) {
         {"resnet34-imagenet", 21797672, 17024, 182, "layer3.5.bn2.running_var", {256}},
         {"resnet50-imagenet", 25557032, 53120, 267, "layer1.0.downsample.0.weight", {256, 64, 1, 1}},
         {"mobilenet_v2-imagenet", 3504872, 34112, 262, "features.17.conv.1.0.weight", {960, 1, 3, 3}},
+        {"resnet101-imagenet", 44549160, 105344, 522, "layer3.22.conv2.weight", {256, 256, 3, 3}},
+        {"resnet152-imagenet", 60192808, 151424, 777, "layer2.7.bn3.running_mean", {512}},
+        /* ResNeXt's 3x3 convolutions in 32 groups: 128 / 32 = 4 input channels each */
+        {"resnext50_32x4d-imagenet", 25028904, 68224, 267, "layer1.0.conv2.weight", {128, 4, 3, 3}},
+        {"resnext101_32x8d-imagenet", 88791336, 202880, 522, "layer4.2.conv2.weight", {2048, 64, 3, 3}},
+        /* Wide ResNet: twice the bottleneck's width */
+        {"wide_resnet50_2-imagenet", 68883240, 68224, 267, "layer1.0.conv1.weight", {128, 64, 1, 1}},
+        {"wide_resnet101_2-imagenet", 126886696, 137856, 522, "layer4.2.conv3.weight", {2048, 1024, 1, 1}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""make_imagenet_models.py - writes models/resnet18-imagenet.cfg,
-resnet34-imagenet.cfg, resnet50-imagenet.cfg and mobilenet_v2-imagenet.cfg:
-torchvision's networks (0.14's torchvision.models.resnet18/34/50 and
-mobilenet_v2, 1000 classes, 3x224x224 inputs) as dptrain model files, every
+"""make_imagenet_models.py - writes models/NAME-imagenet.cfg for NAME in
+resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
+resnext101_32x8d, wide_resnet50_2, wide_resnet101_2 and mobilenet_v2:
+torchvision's networks (0.14's torchvision.models of those names, 1000
+classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
 are torchvision's state_dict keys (without num_batches_tracked).
 
@@ -53,12 +54,20 @@ HEADER = """# {file}: torchvision 0.14's {what} for 3x224x224 images, 1000 class
 """
 
 
-def resnet(depth):
+BLOCKS = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}
+
+
+def resnet(depth, groups=1, width_per_group=64, arch=None, what=None):
+    """torchvision's ResNet family: resnet{depth}, and with another
+    bottleneck width (torchvision's width = planes * width_per_group / 64 *
+    groups) ResNeXt (groups of 3x3 convolutions) and Wide ResNet (twice the
+    width inside each bottleneck)."""
     basic = depth in (18, 34)
-    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3]}[depth]
+    blocks = BLOCKS[depth]
     expansion = 1 if basic else 4
-    name = f"resnet{depth}-imagenet"
-    out = [HEADER.format(file=name + ".cfg", what=f"ResNet-{depth} ({'basic' if basic else 'bottleneck'} blocks"
+    name = f"{arch or f'resnet{depth}'}-imagenet"
+    what = what or f"ResNet-{depth}"
+    out = [HEADER.format(file=name + ".cfg", what=f"{what} ({'basic' if basic else 'bottleneck'} blocks"
                          + ("" if basic else ", v1.5: stride on the 3x3") + ")")]
     out.append(net(name, "convolutions: kaiming_normal_(fan_out, relu) as torchvision; fc: PyTorch's default"))
     out.append("\n" + conv("conv1", 64, 7, stride=2, pad=3) + "\n" + bn("bn1") + "\n" + block("relu") + "\n"
@@ -75,8 +84,9 @@ def resnet(depth):
                           conv(f"{prefix}.conv2", planes, 3, pad=1)]
                 last_bn = f"{prefix}.bn2"
             else:
-                layers = [conv(f"{prefix}.conv1", planes, 1), bn(f"{prefix}.bn1"), block("relu"),
-                          conv(f"{prefix}.conv2", planes, 3, stride=stride, pad=1), bn(f"{prefix}.bn2"),
+                width = planes * width_per_group // 64 * groups
+                layers = [conv(f"{prefix}.conv1", width, 1), bn(f"{prefix}.bn1"), block("relu"),
+                          conv(f"{prefix}.conv2", width, 3, stride=stride, pad=1, groups=groups), bn(f"{prefix}.bn2"),
                           block("relu"), conv(f"{prefix}.conv3", planes * expansion, 1)]
                 last_bn = f"{prefix}.bn3"
             if downsample:
@@ -132,7 +142,12 @@ def mobilenet_v2():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "models")
-    for name, text in [resnet(18), resnet(34), resnet(50), mobilenet_v2()]:
+    networks = [resnet(18), resnet(34), resnet(50), resnet(101), resnet(152),
+                resnet(50, 32, 4, "resnext50_32x4d", "ResNeXt-50 32x4d"),
+                resnet(101, 32, 8, "resnext101_32x8d", "ResNeXt-101 32x8d"),
+                resnet(50, 1, 128, "wide_resnet50_2", "Wide ResNet-50-2"),
+                resnet(101, 1, 128, "wide_resnet101_2", "Wide ResNet-101-2"), mobilenet_v2()]
+    for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:
             f.write(text)

@@ -157,6 +157,12 @@
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.
  *                           eval holds out the same files; a resume must too
+ *   data.val_image_size     "HxW": the input size the run tested at every
+ *                           epoch (train --val-image-size, FixRes) where it
+ *                           is not the model's own; data.transform is then
+ *                           the transform to that size. eval and predict
+ *                           test at it unless given another --image-size;
+ *                           a resume keeps it. Written only then
  *   data.train_total        the training split's image count before --limit
  *                           (an image folder's training files, after any
  *                           hold-out); written when the run gives it. A
@@ -189,9 +195,9 @@
  *                           covers the parameters that trained only; a
  *                           resume keeps the freeze (fit.h)
  * accumulate, epochs_planned, sync_batch_norm, label_smoothing and the last
- * thirteen are optional when read (an older file: 0 for the four, not
+ * fourteen are optional when read (an older file: 0 for the four, not
  * recorded; none, none, an epoch's end, no transform, no training
- * transform, no hold-out, no data directory, no class names: the data's
+ * transform, no hold-out, no data directory, no test size (the model's), no class names: the data's
  * built-in ones, no algorithm choices: the GPU's own, no model file text:
  * `model` is looked for as --model is, model_file.h, and nothing frozen).
  *
@@ -287,6 +293,8 @@ typedef struct {
     int data_train_total;       /* data.train_total: the training split's size before --limit; 0: not recorded */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1]; /* data.dir: "" (none recorded) or the training data's
                                    directory, an absolute path */
+    int val_height, val_width;  /* data.val_image_size: the input size of the run's per-epoch test; 0 x 0:
+                                   the model's own (not recorded) */
 } dp_checkpoint_info_t;
 
 /* The largest algorithm number cuda.conv_algorithms holds (the cache

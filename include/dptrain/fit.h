@@ -114,6 +114,21 @@ typedef struct {
                          last read (see above) */
 } dp_fit_step_t;
 
+/* What dp_fit tells on_log (every rank) after every log_every_steps-th step
+ * of an epoch but its last (the epoch's line follows that): the epoch's
+ * figures so far over every rank's examples, read without folding them
+ * (a peek: the epoch's sums round as without) and summed across ranks at
+ * that step, so a run prints the same numbers every time; and the pace. */
+typedef struct {
+    int epoch, step, steps; /* 1-based epoch; its step (1..steps - 1) of steps */
+    double mean_loss;       /* summed loss / examples seen this epoch, all ranks */
+    double train_acc;       /* correct / examples seen this epoch, all ranks */
+    double lr;              /* the step's learning rate */
+    double images_per_sec;  /* examples (all ranks) since the last line, or the epoch's (resumed) start,
+                               over the wall seconds between */
+    double eta_sec;         /* the epoch's steps left at its mean step time so far */
+} dp_fit_log_t;
+
 /* Where the run starts, told once (on_begin) after resume and before the
  * first epoch. */
 typedef struct {
@@ -144,7 +159,15 @@ typedef struct {
     const char *model_name;        /* recorded in checkpoints (--model: a built-in name or a
                                       model file's path, < 1024 bytes); NULL: dp_model_name */
     dp_batch_source_t *train_source; /* the loader shuffles [0, count) (batch_loader.h) */
-    dp_batch_source_t *test_source;  /* evaluated after every epoch */
+    dp_batch_source_t *test_source;  /* evaluated after every epoch (at val_height x val_width with a
+                                        val_trainer) */
+    /* testing at another input size (FixRes: torchvision's --val-crop-size), NULL / 0 for none: an
+     * evaluation-only trainer (never steps) of the same network and parameter table at val_height x
+     * val_width on the same devices and ranks; before every test it gets the trainer's replica 0
+     * parameters and batch-norm statistics (the moving average's for that figure), the checkpoints'
+     * own; recorded (checkpoint.h data.val_image_size), a resume must give the same */
+    dp_trainer_t *val_trainer;
+    int val_height, val_width;
     /* or, with both sources NULL, datasets in memory: dp_fit makes in-memory
      * sources over them (batch_source.h), the training one with `augment` */
     const dp_dataset_t *train_set;
@@ -187,6 +210,8 @@ typedef struct {
                                       trainer's initialisation */
     int init_fresh_head;           /* with init_path: the last linear layer keeps the trainer's
                                       initialisation whatever its output count (dp_checkpoint_load_init) */
+    int log_every_steps;           /* 0: none; else on_log after every N-th step of an epoch (a collective:
+                                      give the same on every rank) */
     int save_every_steps;          /* 0: none; else also a checkpoint every N steps inside an
                                       epoch (with the loader position and the epoch's sums so
                                       far), so that a resume continues exactly; give it on every
@@ -220,6 +245,7 @@ typedef struct {
     /* optional callbacks (NULL: none), given `ctx` */
     void (*on_begin)(const dp_fit_begin_t *begin, void *ctx);
     void (*on_step)(const dp_fit_step_t *step, void *ctx); /* progress bars */
+    void (*on_log)(const dp_fit_log_t *log, void *ctx);    /* log_every_steps' lines */
     void (*on_warning)(const char *message, void *ctx);    /* resume's warnings */
 } dp_fit_config_t;
 

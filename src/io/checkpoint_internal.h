@@ -25,6 +25,7 @@
 #define DP_CHECKPOINT_TRAIN_TRANSFORM_KEY "data.train_transform"
 #define DP_CHECKPOINT_DATA_DIR_KEY "data.dir"
 #define DP_CHECKPOINT_TRAIN_TOTAL_KEY "data.train_total"
+#define DP_CHECKPOINT_VAL_SIZE_KEY "data.val_image_size"
 #define DP_CHECKPOINT_LABEL_SMOOTHING_KEY "label_smoothing"
 #define DP_CHECKPOINT_NORM_WEIGHT_DECAY_KEY "optimizer.norm_weight_decay"
 #define DP_CHECKPOINT_BEST_EPOCH_KEY "best.epoch"
@@ -71,9 +72,9 @@ struct dp_checkpoint {
  * optimizer.norm_weight_decay, optimizer.bias_weight_decay, label_smoothing,
  * clip_grad_norm, mixup_alpha, cutmix_alpha, random_erase, model_ema.steps, model_ema.decay, model_ema.updates,
  * classes, transform, train_transform, holdout, data.train_total,
- * data.dir, conv algorithms, model_text, model.freeze:
+ * data.dir, data.val_image_size, conv algorithms, model_text, model.freeze:
  * DP_CHECKPOINT_OPTIONAL_KEYS). */
-#define DP_CHECKPOINT_OPTIONAL_KEYS 27
+#define DP_CHECKPOINT_OPTIONAL_KEYS 28
 typedef struct {
     dp_st_meta_t entries[DP_CHECKPOINT_META_KEYS + DP_CHECKPOINT_OPTIONAL_KEYS];
     int count;
@@ -88,6 +89,7 @@ typedef struct {
     char early_stop[16]; /* early_stop's text */
     char ra_reps[16];    /* data.ra_reps' text */
     char train_total[16];  /* data.train_total's text */
+    char val_size[24];     /* data.val_image_size's text, "HxW" */
     char *classes;         /* data.classes' JSON text, or NULL */
     char *conv_algorithms; /* cuda.conv_algorithms' JSON text, or NULL */
     char *model_text;      /* model_text: the model file's text, or NULL */

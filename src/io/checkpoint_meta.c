@@ -297,6 +297,13 @@ dp_status_t dp_checkpoint_meta_fill(dp_checkpoint_meta_t *m, const dp_model_t *m
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_TRAIN_TOTAL_KEY, m->train_total};
     }
     if (info->data_dir[0]) m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_DATA_DIR_KEY, info->data_dir};
+    if (info->val_height > 0 || info->val_width > 0) {
+        if (info->val_height < 1 || info->val_width < 1 || info->val_height > 65536 || info->val_width > 65536)
+            return dp_fail(DP_ERR_ARG, "checkpoint: the test size %d x %d is not 1 to 65536 pixels a side",
+                           info->val_height, info->val_width);
+        snprintf(m->val_size, sizeof m->val_size, "%dx%d", info->val_height, info->val_width);
+        m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_VAL_SIZE_KEY, m->val_size};
+    }
     if (info->num_conv_algorithms > 0) {
         DP_TRY(dp_checkpoint_conv_algos_json(info->conv_algorithms, info->num_conv_algorithms, &m->conv_algorithms));
         m->entries[m->count++] = (dp_st_meta_t){DP_CHECKPOINT_CONV_ALGOS_KEY, m->conv_algorithms};
@@ -747,6 +754,24 @@ static dp_status_t parse_optional_numbers(dp_checkpoint_t *c) {
  * no class names, no convolution algorithm choices, no model file text,
  * nothing frozen, no training transform recorded, no accumulation, planned
  * epoch count, synchronised batch norm or label smoothing recorded (0). */
+/* data.val_image_size: "HxW", each 1 to 65536 (absent: 0 x 0, the model's own size). */
+static dp_status_t parse_val_size(dp_checkpoint_t *c) {
+    const char *text = dp_safetensors_meta(c->st, DP_CHECKPOINT_VAL_SIZE_KEY);
+    if (!text) return DP_OK;
+    const size_t h_digits = strspn(text, "0123456789");
+    const char *second = text + h_digits + (text[h_digits] == 'x');
+    const size_t w_digits = strspn(second, "0123456789");
+    const long h = h_digits && h_digits <= 5 ? strtol(text, NULL, 10) : 0;
+    const long w = w_digits && w_digits <= 5 && !second[w_digits] && second > text + h_digits
+                       ? strtol(second, NULL, 10) : 0;
+    if (h < 1 || w < 1 || h > 65536 || w > 65536)
+        return dp_fail(DP_ERR_FORMAT, "%s: metadata '%s' is '%s', expected HxW (pixels, 1 to 65536: 224x224)",
+                       dp_safetensors_path(c->st), DP_CHECKPOINT_VAL_SIZE_KEY, dp_json_show(text).text);
+    c->info.val_height = (int)h;
+    c->info.val_width = (int)w;
+    return DP_OK;
+}
+
 static dp_status_t parse_optional(dp_checkpoint_t *c) {
     dp_checkpoint_info_t *info = &c->info;
     DP_TRY(parse_optional_numbers(c));
@@ -805,6 +830,7 @@ static dp_status_t parse_optional(dp_checkpoint_t *c) {
                            dp_safetensors_path(c->st), DP_CHECKPOINT_TRAIN_TOTAL_KEY, dp_json_show(train_total).text);
         info->data_train_total = (int)total;
     }
+    DP_TRY(parse_val_size(c));
     info->model_text = dp_safetensors_meta(c->st, DP_CHECKPOINT_MODEL_TEXT_KEY);
     const char *conv_algorithms = dp_safetensors_meta(c->st, DP_CHECKPOINT_CONV_ALGOS_KEY);
     if (conv_algorithms) DP_TRY(dp_checkpoint_parse_conv_algos(info, dp_safetensors_path(c->st), conv_algorithms));

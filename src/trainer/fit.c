@@ -65,6 +65,7 @@
 #include "dptrain/cpu.h"
 #include "dptrain/io.h"
 #include "fit_finite.h"
+#include "fit_log.h"
 #include "fit_stop.h"
 #include "replica.h" /* dp_trainer_optimizers_uploaded */
 
@@ -185,6 +186,16 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
 
 /* The loss must be the saved one: other mixing or another label smoothing
  * trains toward other targets (a file without the keys: none). */
+/* A resume tests at the size the run tested at (checkpoint.h data.val_image_size): called where they differ. */
+static dp_status_t check_val_size(const char *path, const dp_checkpoint_info_t *saved,
+                                  const dp_checkpoint_info_t *run) {
+    char was[48] = "its model's input size", now[48] = "the model's input size";
+    if (saved->val_height) snprintf(was, sizeof was, "--val-image-size %dx%d", saved->val_height, saved->val_width);
+    if (run->val_height) snprintf(now, sizeof now, "--val-image-size %dx%d", run->val_height, run->val_width);
+    return dp_fail(DP_ERR_ARG, "--resume %s: its run tested every epoch at %s, this one would at %s: a resume "
+                   "tests as the run did (give its size, or none)", path, was, now);
+}
+
 static dp_status_t check_loss(const char *path, const dp_checkpoint_info_t *saved, const dp_checkpoint_info_t *run) {
     if (saved->mix.mixup_alpha != run->mix.mixup_alpha || saved->mix.cutmix_alpha != run->mix.cutmix_alpha)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --mixup-alpha %.9g --cutmix-alpha %.9g, this run has "
@@ -317,6 +328,8 @@ static dp_status_t resume(const dp_fit_config_t *config, void *ctx, dp_checkpoin
     if (status == DP_OK) status = check_position(path, saved, run);
     if (status == DP_OK) status = check_schedule(path, &saved->schedule, &run->schedule);
     if (status == DP_OK) status = check_loss(path, saved, run);
+    if (status == DP_OK && (saved->val_height != run->val_height || saved->val_width != run->val_width))
+        status = check_val_size(path, saved, run);
     /* the GPU convolution algorithms of the saved run, ahead of any other choice: the same bits on any GPU */
     if (status == DP_OK)
         status = dp_trainer_install_conv_algorithms(trainer, saved->conv_algorithms, saved->num_conv_algorithms);
@@ -485,8 +498,29 @@ static dp_status_t ema_update(const dp_fit_config_t *config, uint64_t steps_per_
     return DP_OK;
 }
 
+/* The trainer that tests: config->val_trainer given the trainer's replica 0
+ * parameters and batch-norm statistics (its moving average's with ema:
+ * swapped in and out), else the trainer itself. */
+static dp_status_t test_trainer(const dp_fit_config_t *config, int ema, dp_trainer_t **tester) {
+    *tester = config->trainer;
+    if (!config->val_trainer) return DP_OK;
+    if (ema) DP_TRY(dp_trainer_ema_swap(config->trainer));
+    const float *params = dp_trainer_params(config->trainer, 0);
+    dp_status_t status = params ? dp_trainer_check_devices(config->trainer) : DP_ERR_ARG;
+    if (status == DP_OK) dp_trainer_set_params(config->val_trainer, params);
+    const dp_status_t back = ema ? dp_trainer_ema_swap(config->trainer) : DP_OK;
+    if (status == DP_OK) status = back;
+    *tester = config->val_trainer;
+    return status;
+}
+
 /* The test set's correct answers for the model's moving average (swapped in and out). */
 static dp_status_t evaluate_ema(const dp_fit_config_t *config, int eval_batch, int *correct) {
+    if (config->val_trainer) {
+        dp_trainer_t *tester;
+        DP_TRY(test_trainer(config, 1, &tester));
+        return dp_trainer_evaluate_threads(tester, config->test_source, eval_batch, config->loader_threads, correct);
+    }
     DP_TRY(dp_trainer_ema_swap(config->trainer));
     dp_status_t status = dp_trainer_evaluate_threads(config->trainer, config->test_source, eval_batch,
                                                      config->loader_threads, correct);
@@ -500,7 +534,9 @@ static dp_status_t evaluate_ema(const dp_fit_config_t *config, int eval_batch, i
 static dp_status_t evaluate_epoch(const dp_fit_config_t *config, int eval_batch, int test_count, dp_epoch_stats_t *s,
                                   int *correct) {
     dp_eval_counts_t counts;
-    DP_TRY(dp_trainer_evaluate_counts(config->trainer, config->test_source, eval_batch, config->loader_threads, NULL,
+    dp_trainer_t *tester;
+    DP_TRY(test_trainer(config, 0, &tester));
+    DP_TRY(dp_trainer_evaluate_counts(tester, config->test_source, eval_batch, config->loader_threads, NULL,
                                       &counts));
     *correct = counts.correct;
     s->test_acc = (double)counts.correct / test_count;
@@ -547,6 +583,11 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     if (c->epochs < 1) return dp_fail(DP_ERR_ARG, "fit: epochs must be >= 1, found %d", c->epochs);
     if (c->stop_after < 0) return dp_fail(DP_ERR_ARG, "fit: stop_after must be >= 0, found %d", c->stop_after);
     if (c->early_stop < 0) return dp_fail(DP_ERR_ARG, "fit: early_stop must be >= 0, found %d", c->early_stop);
+    if (c->val_trainer && (c->val_height < 1 || c->val_width < 1 ||
+                           dp_model_num_params(dp_trainer_model(c->val_trainer)) != dp_model_num_params(c->model)))
+        return dp_fail(DP_ERR_ARG, "fit: val_trainer must hold the model's %zu parameters, at val_height x val_width "
+                       "of 1 or more; found %zu at %d x %d", dp_model_num_params(c->model),
+                       dp_model_num_params(dp_trainer_model(c->val_trainer)), c->val_height, c->val_width);
     if (c->ra_reps < 0 || c->ra_reps > DP_RA_REPS_LIMIT || c->ra_reps > train->count)
         return dp_fail(DP_ERR_ARG, "fit: ra_reps must be 0 (none) to %d and at most the %d training samples, found %d",
                        DP_RA_REPS_LIMIT, train->count, c->ra_reps);
@@ -558,6 +599,8 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
                        c->model_ema_steps, dp_trainer_model_ema(c->trainer) ? "that keeps" : "without");
     if (c->eval_batch_size < 0)
         return dp_fail(DP_ERR_ARG, "fit: eval_batch_size must be >= 0, found %d", c->eval_batch_size);
+    if (c->log_every_steps < 0)
+        return dp_fail(DP_ERR_ARG, "fit: log_every_steps must be >= 0, found %d", c->log_every_steps);
     if (c->save_every_steps < 0)
         return dp_fail(DP_ERR_ARG, "fit: save_every_steps must be >= 0, found %d", c->save_every_steps);
     if (c->save_best_path && c->save_path && strcmp(c->save_best_path, c->save_path) == 0)
@@ -588,7 +631,8 @@ static dp_status_t check_config(const dp_fit_config_t *c) {
     const dp_source_info_t *test = dp_batch_source_info(c->test_source);
     DP_TRY(dp_model_check_input(c->model, name, "fit: the training data's", train->channels, train->height,
                                 train->width));
-    DP_TRY(dp_model_check_input(c->model, name, "fit: the test data's", test->channels, test->height, test->width));
+    DP_TRY(dp_model_check_input(c->val_trainer ? dp_trainer_model(c->val_trainer) : c->model, name,
+                                "fit: the test data's", test->channels, test->height, test->width));
     /* a trainer that has stepped carries its parameters, optimizer state and step count
      * (the schedule's, the dropout masks') into this call: epochs 0.. again at later steps'
      * learning rates, saved as a checkpoint no resume reproduces */
@@ -684,6 +728,8 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
     int unread = 0;
     dp_status_t status = DP_OK;
     double start = now_seconds(), shown_loss = 0.0, shown_at = -1.0;
+    dp_fit_log_clock_t log_clock;
+    dp_fit_log_start(&log_clock, step, seen, start);
     for (;;) {
         if ((status = dp_batch_loader_next(loader, &batch)) != DP_OK || !batch) break;
         /* the schedule's lr for this step, from the step count (a resumed run agrees) */
@@ -714,6 +760,9 @@ static dp_status_t train_epoch(const dp_fit_config_t *config, void *ctx, dp_batc
             shown_at = now_seconds();
         }
         tell_step(config, ctx, DP_FIT_STEP_END, epoch + 1, step, steps, shown_loss);
+        if (config->log_every_steps > 0 && (status = dp_fit_log_step(config, ctx, &log_clock, epoch + 1, step, steps,
+                                                                     loss_sum, correct, seen, *lr, now_seconds())) != DP_OK)
+            break;
         /* inside the epoch (its end saves anyway); every rank gathers the
          * sums, whether or not it has a save_path (only rank 0 writes) */
         if (saves) {
@@ -790,6 +839,7 @@ static dp_status_t describe_run(const dp_fit_config_t *config, const dp_batch_lo
              config->train_transform_text ? config->train_transform_text : "");
     snprintf(run->holdout, sizeof run->holdout, "%s", config->holdout_text ? config->holdout_text : "");
     run->data_train_total = config->train_total > 0 ? config->train_total : 0;
+    if (config->val_trainer) run->val_height = config->val_height, run->val_width = config->val_width;
     if (config->data_dir_text && strlen(config->data_dir_text) < sizeof run->data_dir)
         memcpy(run->data_dir, config->data_dir_text, strlen(config->data_dir_text) + 1);
     snprintf(run->model, sizeof run->model, "%s",
@@ -948,10 +998,13 @@ static dp_status_t fit_sources(const dp_fit_config_t *config, dp_fit_epoch_fn on
     if ((status = dp_trainer_check_replicas(trainer)) != DP_OK) goto done;
     double total_sec = 0.0;
     for (int e = first_epoch; e < last_epoch; e++) total_sec += history[e].epoch_sec;
-    if (first_epoch >= last_epoch) /* the saved model's accuracy instead */
-        if ((status = dp_trainer_evaluate_threads(trainer, config->test_source, eval_batch, config->loader_threads,
+    if (first_epoch >= last_epoch) { /* the saved model's accuracy instead */
+        dp_trainer_t *tester;
+        if ((status = test_trainer(config, 0, &tester)) != DP_OK ||
+            (status = dp_trainer_evaluate_threads(tester, config->test_source, eval_batch, config->loader_threads,
                                                   &test_correct)) != DP_OK)
             goto done;
+    }
     if (result) {
         *result = (dp_fit_result_t){.first_epoch = first_epoch, .last_epoch = last_epoch,
                                     .test_correct = test_correct, .test_count = test_count,
