@@ -184,8 +184,6 @@ static dp_status_t check_position(const char *path, const dp_checkpoint_info_t *
     return DP_OK;
 }
 
-/* The loss must be the saved one: other mixing or another label smoothing
- * trains toward other targets (a file without the keys: none). */
 /* A resume tests at the size the run tested at (checkpoint.h data.val_image_size): called where they differ. */
 static dp_status_t check_val_size(const char *path, const dp_checkpoint_info_t *saved,
                                   const dp_checkpoint_info_t *run) {
@@ -196,6 +194,8 @@ static dp_status_t check_val_size(const char *path, const dp_checkpoint_info_t *
                    "tests as the run did (give its size, or none)", path, was, now);
 }
 
+/* The loss must be the saved one: other mixing or another label smoothing
+ * trains toward other targets (a file without the keys: none). */
 static dp_status_t check_loss(const char *path, const dp_checkpoint_info_t *saved, const dp_checkpoint_info_t *run) {
     if (saved->mix.mixup_alpha != run->mix.mixup_alpha || saved->mix.cutmix_alpha != run->mix.cutmix_alpha)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --mixup-alpha %.9g --cutmix-alpha %.9g, this run has "
