@@ -7,12 +7,14 @@
  * end with the same float batches. Prints images/s and the process's peak
  * resident memory.
  *
- * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra|imagenet|cifar10|svhn]
+ * usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|none|ta_wide|ra|imagenet|cifar10|svhn]
+ *        [bilinear|bicubic]
  *   (center: the default training transform of `dptrain train`, Resize +
  *   CenterCrop, images of the size as they are, 1 channel, no normalisation;
- *   ta_wide, ra: the crop and flip, then TrivialAugmentWide or RandAugment,
- *   auto_augment.h; cj:B[,C,S,H]: the crop and flip, then ColorJitter,
- *   color_jitter.h)
+ *   none: the crop and flip alone; ta_wide, ra: the crop and flip, then
+ *   TrivialAugmentWide or RandAugment, auto_augment.h; cj:B[,C,S,H]: the
+ *   crop and flip, then ColorJitter, color_jitter.h; the last: the resize's
+ *   filter, default bilinear, image_transform.h)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,8 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] [center|ta_wide|ra|imagenet|cifar10|svhn]\n");
+        fprintf(stderr, "usage: folder_loader_bench DIR [THREADS] [BATCH] [EPOCHS] [SIZE] "
+                        "[center|none|ta_wide|ra|imagenet|cifar10|svhn] [bilinear|bicubic]\n");
         return 2;
     }
     const char *dir = argv[1];
@@ -58,6 +61,12 @@ int main(int argc, char **argv) {
         return die("the 6th argument");
     if (argc > 6 && !center && !jitter && dp_auto_augment_parse(argv[6], "augmentation", &fo.train.auto_augment.kind) != DP_OK)
         return die("the 6th argument");
+    if (argc > 7 && strcmp(argv[7], "bilinear") != 0 && strcmp(argv[7], "bicubic") != 0) {
+        fprintf(stderr, "folder_loader_bench: the 7th argument '%s' is not bilinear or bicubic\n", argv[7]);
+        return 2;
+    }
+    fo.train.interpolation = fo.eval.interpolation =
+        argc > 7 && !strcmp(argv[7], "bicubic") ? DP_INTERP_BICUBIC : DP_INTERP_BILINEAR;
     dp_batch_source_t *src;
     if (dp_folder_source_new(&index, &fo, &src) != DP_OK) return die("source");
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
@@ -85,8 +94,9 @@ int main(int argc, char **argv) {
     double seconds = now_sec() - start;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("dptrain: %.1f img/s, peak RSS %.1f MB (%ld images, %d loader threads, batch %d, %dx%d, checksum %.3f)\n",
-           images / seconds, ru.ru_maxrss / 1024.0, images, threads, batch, size, size, checksum);
+    printf("dptrain: %.1f img/s, peak RSS %.1f MB (%ld images, %d loader threads, batch %d, %dx%d, %s, checksum %.3f)\n",
+           images / seconds, ru.ru_maxrss / 1024.0, images, threads, batch, size, size,
+           dp_interpolation_name(fo.train.interpolation), checksum);
     free(x);
     dp_batch_loader_free(loader);
     dp_batch_source_free(src);

@@ -36,10 +36,16 @@ const char cli_data_usage_train[] =
     "                            cifar10 or svhn, with PIL's pixels, per sample from the\n"
     "                            run's seed; none (default); saved, --resume keeps it\n"
     "  --ra-magnitude N          RandAugment's magnitude bin, 0 to 30 (default 9; with ra)\n"
-    "  --auto-augment-interpolation bilinear|nearest\n"
-    "                            the auto-augmentation's shears, translations and rotations:\n"
-    "                            bilinear (default: torchvision's reference recipe) or\n"
-    "                            nearest (the transforms' own default)\n"
+    "  --interpolation bilinear|bicubic\n"
+    "                            image folders: the filter of every resize (the crop's, the\n"
+    "                            evaluation's Resize, squash), PIL's exact bytes: bilinear\n"
+    "                            (default) or bicubic (timm's pretrained weights'); saved\n"
+    "                            with the model (eval and predict use it), --resume keeps it\n"
+    "  --auto-augment-interpolation bilinear|nearest|bicubic\n"
+    "                            the auto-augmentation's shears, translations and rotations\n"
+    "                            (PIL's pixels): default --interpolation's (torchvision's\n"
+    "                            reference recipe passes it on), or nearest (the transforms'\n"
+    "                            own default)\n"
     "  --color-jitter B[,C,S,H]  image folders with --transform resized-crop: after the crop\n"
     "                            and flip, torchvision's ColorJitter with PIL's pixels:\n"
     "                            brightness, contrast, saturation (one value: all three),\n"
@@ -59,6 +65,9 @@ const char cli_data_usage_eval[] =
     "  --resize N                image folders: the shorter side before the center crop\n"
     "                            (default: the checkpoint's)\n"
     "  --exif apply|ignore       image folders: apply the EXIF orientation (default apply)\n"
+    "  --interpolation bilinear|bicubic\n"
+    "                            image folders: the resize's filter (default: the\n"
+    "                            checkpoint's)\n"
     "  --skip-bad-files          image folders: leave out files that cannot be read\n"
     "  --loader-threads N        threads reading the image headers (default: the cores)\n"
     "  --holdout F               image folders without a test folder: the fraction held out\n"
@@ -73,6 +82,7 @@ void cli_data_option_entries(cli_data_options_t *o, int training, option_t *tabl
         {"transform", OPT_STRING, &o->transform, 0, 0},
         {"resize", OPT_INT, &o->resize, 1, 65535},
         {"exif", OPT_STRING, &o->exif, 0, 0},
+        {"interpolation", OPT_STRING, &o->interpolation, 0, 0},
         {"dct-scale", OPT_STRING, &o->dct_scale, 0, 0},
         {"auto-augment", OPT_STRING, &o->auto_augment, 0, 0},
         {"ra-magnitude", OPT_INT, &o->ra_magnitude, 0, DP_AA_BINS - 1},
@@ -114,6 +124,32 @@ static dp_status_t parse_holdout(const char *command, const char *text, double *
     return DP_OK;
 }
 
+dp_status_t cli_parse_interpolation(const char *command, const char *text, dp_interpolation_t *out) {
+    *out = DP_INTERP_BILINEAR;
+    if (!text || !strcmp(text, "bilinear")) return DP_OK;
+    if (!strcmp(text, "bicubic")) {
+        *out = DP_INTERP_BICUBIC;
+        return DP_OK;
+    }
+    return dp_fail(DP_ERR_ARG, "%s: --interpolation: '%s' is not bilinear or bicubic", command, text);
+}
+
+dp_status_t cli_transform_interpolated(const char *command, const char *saved, const char *interpolation,
+                                       int channels, int height, int width, char *out, size_t size) {
+    snprintf(out, size, "%s", saved);
+    if (!interpolation) return DP_OK;
+    dp_interpolation_t chosen;
+    DP_TRY(cli_parse_interpolation(command, interpolation, &chosen));
+    if (!saved[0])
+        return dp_fail(DP_ERR_ARG, "%s: --interpolation %s: only for a checkpoint of an image folder (this one "
+                       "records no resize: its images are resized whole, bilinear)", command, interpolation);
+    dp_sample_options_t eval;
+    DP_TRY(dp_eval_transform_parse(saved, channels, height, width, &eval));
+    eval.interpolation = chosen;
+    dp_eval_transform_text(&eval, out, size);
+    return DP_OK;
+}
+
 /* --auto-augment, --ra-magnitude and --auto-augment-interpolation: the policy, or one line. */
 static dp_status_t parse_auto_augment(const char *command, const cli_data_options_t *o, dp_auto_augment_t *policy) {
     char who[64];
@@ -123,9 +159,15 @@ static dp_status_t parse_auto_augment(const char *command, const cli_data_option
     if (o->auto_augment) DP_TRY(dp_auto_augment_parse(o->auto_augment, who, &policy->kind));
     if (o->ra_magnitude >= 0 && policy->kind != DP_AUTO_AUGMENT_RA)
         return dp_fail(DP_ERR_ARG, "%s: --ra-magnitude %d: only with --auto-augment ra", command, o->ra_magnitude);
-    int bilinear;
-    DP_TRY(two_way(command, "auto-augment-interpolation", o->aa_interpolation, "bilinear", "nearest", 1, &bilinear));
-    policy->interpolation = bilinear ? DP_AA_BILINEAR : DP_AA_NEAREST;
+    const char *text = o->aa_interpolation ? o->aa_interpolation : o->interpolation; /* the recipe's: the same */
+    if (!text || !strcmp(text, "bilinear")) policy->interpolation = DP_AA_BILINEAR;
+    else if (!strcmp(text, "nearest")) policy->interpolation = DP_AA_NEAREST;
+    else if (!strcmp(text, "bicubic")) policy->interpolation = DP_AA_BICUBIC;
+    else if (o->aa_interpolation)
+        return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation: '%s' is not bilinear, nearest or bicubic",
+                       command, text);
+    else
+        policy->interpolation = DP_AA_BILINEAR; /* a bad --interpolation: its own line, later */
     if (o->aa_interpolation && policy->kind == DP_AUTO_AUGMENT_NONE)
         return dp_fail(DP_ERR_ARG, "%s: --auto-augment-interpolation %s: only with --auto-augment", command,
                        o->aa_interpolation);
@@ -197,6 +239,8 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
                        command, o->resize, height, width);
     DP_TRY(two_way(command, "exif", o->exif, "apply", "ignore", 1, &exif));
     DP_TRY(two_way(command, "dct-scale", o->dct_scale, "on", "off", 1, &dct));
+    dp_interpolation_t interpolation;
+    DP_TRY(cli_parse_interpolation(command, o->interpolation, &interpolation));
     dp_auto_augment_t policy;
     DP_TRY(parse_auto_augment(command, o, &policy));
     if (policy.kind != DP_AUTO_AUGMENT_NONE && !resized_crop)
@@ -223,6 +267,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     fo.train.color_jitter = jitter;
     fo.train.ignore_exif = fo.eval.ignore_exif = !exif;
     fo.train.resize_size = fo.eval.resize_size = o->resize;
+    fo.train.interpolation = fo.eval.interpolation = interpolation;
     dp_sample_options_t test = fo.eval; /* the test split's: at train --val-image-size where given */
     if (o->val_image_size) test.height = o->val_height, test.width = o->val_width;
     dp_eval_transform_text(&test, out->transform, sizeof out->transform);
@@ -231,9 +276,13 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
         snprintf(augmentation, sizeof augmentation, ", auto-augment ra %d", policy.magnitude);
     else if (policy.kind != DP_AUTO_AUGMENT_NONE)
         snprintf(augmentation, sizeof augmentation, ", auto-augment %s", dp_auto_augment_kind_name(policy.kind));
-    if (policy.kind != DP_AUTO_AUGMENT_NONE && policy.interpolation == DP_AA_NEAREST)
+    static const char *const aa_names[] = {[DP_AA_BILINEAR] = "bilinear", [DP_AA_NEAREST] = "nearest",
+                                           [DP_AA_BICUBIC] = "bicubic"};
+    const int aa_as_resize = (int)policy.interpolation == (interpolation == DP_INTERP_BICUBIC ? DP_AA_BICUBIC
+                                                                                              : DP_AA_BILINEAR);
+    if (policy.kind != DP_AUTO_AUGMENT_NONE && !aa_as_resize) /* the default: --interpolation's, not written */
         snprintf(augmentation + strlen(augmentation), sizeof augmentation - strlen(augmentation),
-                 ", aa-interpolation nearest");
+                 ", aa-interpolation %s", aa_names[policy.interpolation]);
     if (dp_color_jitter_on(&jitter)) {
         char values[64];
         if (dp_color_jitter_text(&jitter, values, sizeof values) >= 48)
@@ -241,9 +290,11 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
                            "47 characters; e.g. 0.4,0.4,0.4,0.1)", command, o->color_jitter);
         snprintf(augmentation, sizeof augmentation, ", color-jitter %s", values);
     }
-    snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s",
+    /* the filter before the augmentation: its parsers read to the text's end (", bicubic" only: older texts) */
+    snprintf(out->train_transform, sizeof out->train_transform, "%s%s%s%s",
              resized_crop ? "resized-crop" : squash ? "squash" : "center",
-             resized_crop && !dct ? ", dct-scale off" : "", augmentation);
+             resized_crop && !dct ? ", dct-scale off" : "",
+             interpolation == DP_INTERP_BICUBIC ? ", bicubic" : "", augmentation);
     /* the training folders: DIR/train, or DIR's own class folders; the test split DIR/test, else DIR/val, else
      * held out of them */
     const char *root = dp_image_folder_train_split(o->dir);
@@ -381,6 +432,9 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
     } else if (policy.kind != DP_AUTO_AUGMENT_NONE) {
         status = dp_fail(DP_ERR_ARG, "%s: --auto-augment %s: only for image folders (it works on each decoded image; "
                          "%s is %s data)", command, o->auto_augment, o->dir, dp_data_layout_name(layout));
+    } else if (o->interpolation) {
+        status = dp_fail(DP_ERR_ARG, "%s: --interpolation %s: only for image folders (IDX and CIFAR images are not "
+                         "resized; %s is %s data)", command, o->interpolation, o->dir, dp_data_layout_name(layout));
     } else if (dp_color_jitter_on(&jitter)) {
         status = dp_fail(DP_ERR_ARG, "%s: --color-jitter %s: only for image folders (it works on each decoded image; "
                          "%s is %s data)", command, o->color_jitter, o->dir, dp_data_layout_name(layout));

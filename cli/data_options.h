@@ -8,6 +8,7 @@
 #include "dptrain/batch_source.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/comm.h"
+#include "dptrain/image_transform.h"
 #include "options.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     const char *transform;   /* --transform: resized-crop (RandomResizedCrop + flip), squash or center (the default) */
     int resize;              /* --resize: the shorter side before the center crop (0: 256/224 of the input) */
     const char *exif;        /* --exif apply (default) | ignore */
+    const char *interpolation; /* --interpolation bilinear (default) | bicubic: every resize's filter */
     const char *dct_scale;   /* --dct-scale on (default) | off */
     const char *auto_augment; /* --auto-augment ta_wide | ra | none (default) */
     int ra_magnitude;        /* --ra-magnitude 0..30 (-1: not given, 9 with ra) */
@@ -40,15 +42,24 @@ typedef struct {
 cli_data_options_t cli_data_defaults(void);
 
 /* Appends the image-folder options (--transform, --resize, --exif,
- * --dct-scale, --auto-augment, --ra-magnitude,
+ * --interpolation, --dct-scale, --auto-augment, --ra-magnitude,
  * --auto-augment-interpolation, --color-jitter, --skip-bad-files,
  * --cache-mb, --loader-threads, --holdout)
  * to an option table at *used (room for them: CLI_DATA_OPTIONS entries),
  * for `train` (all) or `eval` (training ones left out: training 0). */
-#define CLI_DATA_OPTIONS 12
+#define CLI_DATA_OPTIONS 13
 void cli_data_option_entries(cli_data_options_t *o, int training, option_t *table, int *used);
 /* Their lines of --help. */
 extern const char cli_data_usage_train[], cli_data_usage_eval[];
+
+/* --interpolation's value (NULL: bilinear), or one line naming the command. */
+dp_status_t cli_parse_interpolation(const char *command, const char *text, dp_interpolation_t *out);
+
+/* A checkpoint's evaluation transform `saved` (data.transform) with its
+ * resize's filter replaced by `interpolation` (NULL: as saved) into out;
+ * refused (one line) for a checkpoint without one (IDX, CIFAR data). */
+dp_status_t cli_transform_interpolated(const char *command, const char *saved, const char *interpolation,
+                                       int channels, int height, int width, char *out, size_t size);
 
 /* The opened data: sources (owned), and what the run reports. */
 typedef struct {

@@ -124,6 +124,7 @@ static dp_status_t transform_options(const char *transform, int channels, int he
     if (eval.mode == DP_SAMPLE_SQUASH) o->transform = "squash"; /* not an eval option: the checkpoint's */
     else if (!o->resize) o->resize = eval.resize_size;
     if (!o->exif) o->exif = eval.ignore_exif ? "ignore" : "apply";
+    if (!o->interpolation && eval.interpolation == DP_INTERP_BICUBIC) o->interpolation = "bicubic";
     return DP_OK;
 }
 

@@ -22,6 +22,7 @@
 
 #include "class_names.h"
 #include "commands.h"
+#include "data_options.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/data.h"
 #include "dptrain/image.h"
@@ -41,7 +42,8 @@ static const char predict_usage[] =
     "model's input the way the training data was: converted to its channels\n"
     "(colour -> gray by the ITU-R 601-2 luma 0.299 R + 0.587 G + 0.114 B, as PIL's\n"
     "convert(\"L\"); gray -> RGB by copying; alpha dropped), resized with\n"
-    "PIL's bilinear filter (antialiased when shrinking, as torchvision's Resize): as\n"
+    "PIL's bilinear or bicubic filter, the checkpoint's (antialiased when shrinking,\n"
+    "as torchvision's Resize): as\n"
     "the checkpoint's evaluation transform says (an image folder's Resize(S) +\n"
     "CenterCrop to the input, an image of the input's size as it is; squash),\n"
     "else the whole image to the input's size; scaled to [0, 1] as pixel / 255\n"
@@ -75,6 +77,9 @@ static const char predict_usage[] =
     "                      IDX or CIFAR data: each image resized whole to it); a line\n"
     "                      on stderr says which. Default: the size its run tested\n"
     "                      every epoch at (train --val-image-size), else the model's\n"
+    "  --interpolation bilinear|bicubic\n"
+    "                      the resize's filter (default: the checkpoint's; only for a\n"
+    "                      checkpoint of an image folder)\n"
     "  --devices N         devices to run on (default: one per core)\n"
     "  --batch-size N      images per batch (default 256)\n"
     "  --skip-bad-files    leave out files that cannot be read as images, each named\n"
@@ -243,6 +248,16 @@ static dp_status_t check_preprocessing(const dp_checkpoint_info_t *info, int ch,
     return DP_OK;
 }
 
+/* The checkpoint's evaluation transform in *info made for an input of height x width (the saved one's at
+ * --image-size: image_size.h) with --interpolation's filter where given (NULL: the saved one). */
+static dp_status_t transform_for_input(dp_checkpoint_info_t *info, const char *interpolation, int ch, int saved_h,
+                                       int saved_w, int h, int w) {
+    char transform[sizeof info->transform];
+    DP_TRY(cli_transform_at_size(info->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform));
+    return cli_transform_interpolated("predict", transform, interpolation, ch, h, w, info->transform,
+                                      sizeof info->transform);
+}
+
 static void stdout_put(void *ctx, const char *bytes, size_t len) {
     (void)ctx;
     fwrite(bytes, 1, len, stdout);
@@ -305,7 +320,7 @@ int cmd_predict(int argc, char **argv) {
     }
     int num_opts, num_images;
     split_args(argc, argv, opts, &num_opts, images, &num_images);
-    const char *resume = NULL, *model_name = NULL, *labels_path = NULL, *image_size = NULL;
+    const char *resume = NULL, *model_name = NULL, *labels_path = NULL, *image_size = NULL, *interpolation = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int devices = cores < 1 ? 1 : cores > 256 ? 256 : (int)cores, batch_size = 256, top = 0, json = 0,
         logits_out = 0, help = 0, skip_bad = 0;
@@ -320,6 +335,7 @@ int cmd_predict(int argc, char **argv) {
         {"batch-size", OPT_INT, &batch_size, 1, 1 << 20},
         {"skip-bad-files", OPT_FLAG, &skip_bad, 0, 0},
         {"image-size", OPT_STRING, &image_size, 0, 0},
+        {"interpolation", OPT_STRING, &interpolation, 0, 0},
         {NULL, 0, NULL, 0, 0},
     };
     int exit_code = 1;
@@ -368,10 +384,7 @@ int cmd_predict(int argc, char **argv) {
     if (!sized) goto done;
     *sized = *dp_checkpoint_info(c); /* a shallow copy: its pointers stay the checkpoint's */
     info_copy = sized;
-    char transform[sizeof sized->transform];
-    if (cli_transform_at_size(sized->transform, ch, saved_h, saved_w, h, w, transform, sizeof transform) != DP_OK)
-        goto done;
-    memcpy(sized->transform, transform, sizeof transform);
+    if (transform_for_input(sized, interpolation, ch, saved_h, saved_w, h, w) != DP_OK) goto done;
     int classes = dp_model_num_outputs(model);
     if (top > classes) {
         dp_fail(DP_ERR_ARG, "predict: --top %d is more than the model's %d classes", top, classes);

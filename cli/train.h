@@ -182,7 +182,8 @@ typedef struct {
     char augment[32], transform[64], holdout[32];
     char val_image_size[32]; /* the saved data.val_image_size, "HxW", "" where none */
     char auto_augment[16];  /* the saved --auto-augment (data.train_transform's), "" where none */
-    int aa_nearest;         /* the saved --auto-augment-interpolation is nearest */
+    char aa_interpolation[16]; /* the saved --auto-augment-interpolation where recorded (not the resize's), "" */
+    int bicubic;            /* the saved --interpolation is bicubic (taken: not given) */
     char color_jitter[64];  /* the saved --color-jitter (data.train_transform's "B,C,S,H"), "" where none */
     char data_dir[DP_CHECKPOINT_MAX_DATA_DIR + 1];
     char normalize[200];    /* its data.normalize where no --normalize is given, for the line; "" */

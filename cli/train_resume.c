@@ -111,7 +111,8 @@ static void take_position(train_options_t *o, const dp_checkpoint_info_t *info, 
     else r->epochs_unrecorded = 1;
 }
 
-/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"):
+/* The auto-augmentation of a saved training transform ("..., auto-augment ra 9", ", aa-interpolation nearest"; none:
+ * the resize's filter, ", bicubic" or bilinear):
  * its kind, RandAugment's bin and the interpolation taken; another (--auto-augment, --ra-magnitude,
  * --auto-augment-interpolation) refused: other augmentation would not continue the same run. */
 static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
@@ -129,14 +130,20 @@ static dp_status_t take_auto_augment(train_options_t *o, const dp_checkpoint_inf
                        "would not continue the same run; use the saved value)", o->resume_path, magnitude,
                        o->data.ra_magnitude);
     if (!saved) return DP_OK;
-    const int nearest = strstr(info->train_transform, "aa-interpolation nearest") != NULL;
+    /* ", aa-interpolation X" where it is not the resize's filter (", bicubic", else bilinear) */
+    char recorded[16] = "";
+    const char *mark = strstr(info->train_transform, "aa-interpolation ");
+    if (mark) sscanf(mark, "aa-interpolation %15[a-z]", recorded);
+    const char *was = recorded[0] ? recorded : strstr(info->train_transform, ", bicubic") ? "bicubic" : "bilinear";
     const char *interpolation = GIVEN(data.aa_interpolation) ? o->data.aa_interpolation : NULL;
-    if (interpolation && strcmp(interpolation, nearest ? "nearest" : "bilinear") != 0)
+    if (interpolation && strcmp(interpolation, was) != 0)
         return dp_fail(DP_ERR_ARG, "--resume %s: saved with --auto-augment-interpolation %s, this run has %s (other "
-                       "augmentation would not continue the same run; use the saved value)", o->resume_path,
-                       nearest ? "nearest" : "bilinear", interpolation);
-    r->aa_nearest = nearest && !interpolation;
-    if (r->aa_nearest) o->data.aa_interpolation = "nearest";
+                       "augmentation would not continue the same run; use the saved value)", o->resume_path, was,
+                       interpolation);
+    if (recorded[0] && !interpolation) {
+        snprintf(r->aa_interpolation, sizeof r->aa_interpolation, "%s", recorded);
+        o->data.aa_interpolation = r->aa_interpolation;
+    }
     snprintf(r->auto_augment, sizeof r->auto_augment, "%s", kind);
     o->data.auto_augment = r->auto_augment;
     if (!GIVEN(data.ra_magnitude) && magnitude >= 0) o->data.ra_magnitude = magnitude;
@@ -165,6 +172,20 @@ static dp_status_t take_color_jitter(train_options_t *o, const dp_checkpoint_inf
     if (!saved || GIVEN(data.color_jitter)) return DP_OK;
     snprintf(r->color_jitter, sizeof r->color_jitter, "%s", values);
     o->data.color_jitter = r->color_jitter;
+    return DP_OK;
+}
+
+/* The resize's filter of a saved training transform ("..., bicubic": none is bilinear, as in older files); another
+ * --interpolation refused: other pixels would not continue the same run. */
+static dp_status_t take_interpolation(train_options_t *o, const dp_checkpoint_info_t *info, train_resume_t *r) {
+    if (!info->train_transform[0]) return DP_OK; /* not an image folder, or a file of an older dptrain */
+    const char *saved = strstr(info->train_transform, ", bicubic") ? "bicubic" : "bilinear";
+    const char *given = GIVEN(data.interpolation) ? o->data.interpolation : NULL;
+    if (given && strcmp(given, saved) != 0)
+        return dp_fail(DP_ERR_ARG, "--resume %s: saved with --interpolation %s, this run has %s (other pixels would "
+                       "not continue the same run; use the saved value)", o->resume_path, saved, given);
+    r->bicubic = !given && !strcmp(saved, "bicubic");
+    if (r->bicubic) o->data.interpolation = "bicubic";
     return DP_OK;
 }
 
@@ -218,6 +239,7 @@ dp_status_t train_resume_take(train_options_t *o, const dp_checkpoint_info_t *in
     take_schedule(o, &info->schedule);
     take_position(o, info, r);
     take_data(o, info, r);
+    DP_TRY(take_interpolation(o, info, r));
     DP_TRY(take_auto_augment(o, info, r));
     return take_color_jitter(o, info, r);
 }
@@ -303,8 +325,9 @@ static void list_run(const train_options_t *o, const train_resume_t *r, const tr
         list_option(text, size, "transform", o->data.transform);
     if (r->val_image_size[0]) list_option(text, size, "val-image-size", r->val_image_size);
     if (!GIVEN(data.dct_scale) && o->data.dct_scale) list_option(text, size, "dct-scale", o->data.dct_scale);
+    if (r->bicubic) list_option(text, size, "interpolation", "bicubic");
     if (!GIVEN(data.auto_augment) && r->auto_augment[0]) list_option(text, size, "auto-augment", r->auto_augment);
-    if (r->aa_nearest) list_option(text, size, "auto-augment-interpolation", "nearest");
+    if (r->aa_interpolation[0]) list_option(text, size, "auto-augment-interpolation", r->aa_interpolation);
     if (!GIVEN(data.ra_magnitude) && r->auto_augment[0] && o->data.ra_magnitude >= 0)
         list_int(text, size, "ra-magnitude", o->data.ra_magnitude);
     if (!GIVEN(data.color_jitter) && r->color_jitter[0]) list_option(text, size, "color-jitter", r->color_jitter);

@@ -107,8 +107,8 @@ refused_run "--ra-magnitude: 31 is out of range" "${base[@]}" --auto-augment ra 
 refused_run "--ra-magnitude: -1 is out of range" "${base[@]}" --auto-augment ra --ra-magnitude -1
 refused_run "--ra-magnitude 5: only with --auto-augment ra" "${base[@]}" --auto-augment ta_wide --ra-magnitude 5
 refused_run "--auto-augment ta_wide: only with --transform resized-crop" "${base[@]}" --transform center --auto-augment ta_wide
-refused_run "--auto-augment-interpolation: 'bicubic' is not bilinear or nearest" "${base[@]}" --auto-augment ra \
-  --auto-augment-interpolation bicubic
+refused_run "--auto-augment-interpolation: 'cubic' is not bilinear, nearest or bicubic" "${base[@]}" --auto-augment ra \
+  --auto-augment-interpolation cubic
 refused_run "--auto-augment-interpolation nearest: only with --auto-augment" "${base[@]}" \
   --auto-augment-interpolation nearest
 refused_run "--auto-augment ra: only for image folders" train --data "$tmp/idx" --model lenet-paddle --epochs 1 --auto-augment ra

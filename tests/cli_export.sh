@@ -16,7 +16,7 @@
 #   from the file's nodes and weights: logits agree with dptrain's own
 #   (`dptrain predict --json --logits` on the same images written as PNGs)
 #   to 1e-4 relative, and the predicted classes are the same;
-# - docs/inference.md's Python program, which makes images into the input
+# - docs/inference.md's Python program (bilinear and bicubic models), which makes images into the input
 #   from the file's metadata_props (transform, normalize, classes), prints
 #   predict's lines (top class, probabilities to 2e-4) for a normalised
 #   model of an image folder and for tiny_resnet, on JPEGs, PNGs, an EXIF-rotated,
@@ -136,16 +136,23 @@ for (ia, ta), (ib, tb) in zip(a, b):
     assert all(abs(p - pb[c]) <= 2e-4 for c, p in ta if c in pb), (ia, ta, tb)
 PY
 }
-if "$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-size 12 --devices 1 --quiet \
-     --normalize 0.5,0.4,0.3,0.2,0.25,0.3 --save "$tmp/photos.st" >/dev/null 2>&1 \
-   && "$bin" export --resume "$tmp/photos.st" --onnx "$tmp/photos.onnx"; then
-  images=("$tmp"/photos/test/*/*.jpg "$tmp"/photos/other/*)
-  "$bin" predict --resume "$tmp/photos.st" "${images[@]}" >"$tmp/photos.predict" 2>&1
-  $py "$tmp/onnx_classify.py" "$tmp/photos.onnx" "${images[@]}" >"$tmp/photos.doc" 2>&1
-  same_lines "inference.md's program on an image folder's model" "$tmp/photos.doc" "$tmp/photos.predict"
-else
-  fail "training or exporting the image folder's model"
-fi
+# doc_program NAME ARGS...: a model of the photos trained with ARGS, exported: inference.md's program prints
+# predict's lines
+doc_program() {
+  local name=$1
+  shift
+  if "$bin" train --data "$tmp/photos" --model "$tmp/rgb.cfg" --epochs 1 --batch-size 12 --devices 1 --quiet "$@" \
+       --save "$tmp/$name.st" >/dev/null 2>&1 && "$bin" export --resume "$tmp/$name.st" --onnx "$tmp/$name.onnx"; then
+    images=("$tmp"/photos/test/*/*.jpg "$tmp"/photos/other/*)
+    "$bin" predict --resume "$tmp/$name.st" "${images[@]}" >"$tmp/$name.predict" 2>&1
+    $py "$tmp/onnx_classify.py" "$tmp/$name.onnx" "${images[@]}" >"$tmp/$name.doc" 2>&1
+    same_lines "inference.md's program on the $name model" "$tmp/$name.doc" "$tmp/$name.predict"
+  else
+    fail "training or exporting the $name model"
+  fi
+}
+doc_program photos --normalize 0.5,0.4,0.3,0.2,0.25,0.3
+doc_program bicubic --interpolation bicubic # "transform" ends ", bicubic": the program resizes with PIL's BICUBIC
 seq 0 9 >"$tmp/digits"
 images=("$tmp"/png/0000[0-4].png "$tmp"/photos/other/{exif6.jpg,tiny.png,stripes.png})
 "$bin" predict --resume "$tmp/tiny_resnet.safetensors" --labels "$tmp/digits" "${images[@]}" >"$tmp/tiny.predict" 2>&1

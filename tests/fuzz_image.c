@@ -38,8 +38,9 @@ static void transforms(const dp_image_t *image, unsigned control) {
     dp_crop_box_t box = {(int)(control % (unsigned)h), (int)(control / 3 % (unsigned)w), 0, 0};
     box.height = 1 + (int)(control / 7 % (unsigned)(h - box.top));
     box.width = 1 + (int)(control / 11 % (unsigned)(w - box.left));
-    if (dp_image_resized_crop(image, box, 17, 13, (int)(control & 1), out) != DP_OK) abort();
-    if (dp_image_resize_center_crop(image, 1 + (int)(control % 40), 17, 13, out) != DP_OK) abort();
+    const dp_interpolation_t filter = (control >> 1) & 1 ? DP_INTERP_BICUBIC : DP_INTERP_BILINEAR;
+    if (dp_image_resized_crop(image, box, 17, 13, (int)(control & 1), filter, out) != DP_OK) abort();
+    if (dp_image_resize_center_crop(image, 1 + (int)(control % 40), 17, 13, filter, out) != DP_OK) abort();
     float input[3 * 8 * 8];
     if (dp_image_to_input(image, image->channels, 8, 8, input) != DP_OK) abort();
     for (int i = 0; i < image->channels * 64; i++)

@@ -5,8 +5,9 @@
  *   TrivialAugmentWide and RandAugment and AutoAugment's 10,
  *   with both signs (and more angles: -90, 180, 270, 360, 45), on images
  *   of 1 and 3 channels, 31x31 (the transposes), 23x37, 37x23, 29x33, a
- *   constant 7x5 and a 2x3 one (no room for the 3x3 filter): every output
- *   byte equal (the count of differing bytes is printed, must be 0);
+ *   constant 7x5 and a 2x3 one (no room for the 3x3 filter), the geometric
+ *   ops with NEAREST, BILINEAR and BICUBIC: every output byte equal (the
+ *   count of differing bytes is printed, must be 0);
  * - the policy tables: dp_aa_magnitude = torch.linspace's float32 (torch's
  *   portable kernel, ATEN_CPU_CAPABILITY=default: its AVX2 build fuses a
  *   multiply-add and differs in the last bit at a few bins) and the
@@ -52,7 +53,7 @@ static void test_against_pil(const char *dir) {
     size_t offsets[MAX_IMAGES] = {0}, out_sizes[MAX_IMAGES] = {0};
     int shape[MAX_IMAGES][3] = {{0}};
     long cases = 0, differing = 0, tables = 0, table_wrong = 0, per_op[DP_AA_OPS] = {0}, bad_op[DP_AA_OPS] = {0};
-    long sub_ops = 0, sub_wrong = 0, bilinear_cases = 0;
+    long sub_ops = 0, sub_wrong = 0, bilinear_cases = 0, bicubic_cases = 0;
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char word[32], name[32], value[64];
@@ -89,8 +90,11 @@ static void test_against_pil(const char *dir) {
                 }
         } else if (sscanf(line, "case %d %31s %63s %31s", &k, name, value, word) == 4 && k >= 0 && k < MAX_IMAGES) {
             const dp_aa_op_t op = op_named(name);
-            const dp_aa_interpolation_t mode = !strcmp(word, "bilinear") ? DP_AA_BILINEAR : DP_AA_NEAREST;
+            const dp_aa_interpolation_t mode = !strcmp(word, "bilinear")  ? DP_AA_BILINEAR
+                                               : !strcmp(word, "bicubic") ? DP_AA_BICUBIC
+                                                                          : DP_AA_NEAREST;
             bilinear_cases += mode == DP_AA_BILINEAR;
+            bicubic_cases += mode == DP_AA_BICUBIC;
             const double magnitude = strtod(value, NULL);
             c = shape[k][0], h = shape[k][1], w = shape[k][2];
             const size_t n = (size_t)c * h * w;
@@ -114,9 +118,10 @@ static void test_against_pil(const char *dir) {
         }
     }
     fclose(f);
-    printf("test_auto_augment: %ld cases against PIL (%ld of them bilinear), %ld bytes differ; %ld table entries, %ld "
-           "differ\n", cases, bilinear_cases, differing, tables, table_wrong);
-    CHECK(bilinear_cases > 1000, "only %ld bilinear cases", bilinear_cases);
+    printf("test_auto_augment: %ld cases against PIL (%ld of them bilinear, %ld bicubic), %ld bytes differ; %ld table "
+           "entries, %ld differ\n", cases, bilinear_cases, bicubic_cases, differing, tables, table_wrong);
+    CHECK(bilinear_cases > 1000 && bicubic_cases == bilinear_cases, "only %ld bilinear, %ld bicubic cases",
+          bilinear_cases, bicubic_cases);
     for (int op = 0; op < DP_AA_OPS; op++)
         CHECK(per_op[op] > 0 && bad_op[op] == 0, "%s: %ld cases, %ld differ", dp_aa_op_name((dp_aa_op_t)op),
               per_op[op], bad_op[op]);

@@ -274,7 +274,21 @@ static void test_transform_text(void) {
     CHECK(!strcmp(text, "resize 300, exif ignore") && dp_eval_transform_parse(text, 3, 224, 224, &back) == DP_OK &&
               back.resize_size == 300 && back.ignore_exif == 1 && back.mode == DP_SAMPLE_FIXED,
           "'%s' parsed back", text);
-    const char *bad[] = {"resize", "resize 0", "resize 9x", "crop 32", "resize 32, exif maybe"};
+    CHECK(back.interpolation == DP_INTERP_BILINEAR, "a text without ', bicubic' is bilinear (older checkpoints)");
+    eval.interpolation = DP_INTERP_BICUBIC;
+    dp_eval_transform_text(&eval, text, sizeof text);
+    CHECK(!strcmp(text, "resize 300, exif ignore, bicubic") && dp_eval_transform_parse(text, 3, 224, 224, &back) ==
+              DP_OK && back.resize_size == 300 && back.ignore_exif == 1 && back.interpolation == DP_INTERP_BICUBIC,
+          "'%s' parsed back", text);
+    eval.mode = DP_SAMPLE_SQUASH;
+    eval.ignore_exif = 0;
+    dp_eval_transform_text(&eval, text, sizeof text);
+    CHECK(!strcmp(text, "squash, bicubic") && dp_eval_transform_parse(text, 3, 224, 224, &back) == DP_OK &&
+              back.mode == DP_SAMPLE_SQUASH && back.ignore_exif == 0 && back.interpolation == DP_INTERP_BICUBIC,
+          "'%s' parsed back", text);
+    const char *bad[] = {"resize", "resize 0", "resize 9x", "crop 32", "resize 32, exif maybe",
+                         "resize 32, bicubic, exif ignore", "resize 32, bicubicx", "resize 32, bicubic,",
+                         "squash, bilinear"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK(dp_eval_transform_parse(bad[i], 1, 28, 28, &back) == DP_ERR_FORMAT, "'%s' accepted", bad[i]);
 }

@@ -8,7 +8,8 @@
  * progressive, gray, CMYK, YCCK, odd sizes, EXIF orientations 1-8, so the
  * cropped and skipped decoding (only the rows and iMCU columns the resize
  * reads) is shown to give a full decode's pixels on every chroma layout
- * and orientation, in train, eval and fixed modes, 1 and 3 channels.
+ * and orientation, in train, eval and fixed modes, 1 and 3 channels, with
+ * the bilinear and the bicubic filter (whose wider support reads more).
  *
  * With DCT scaling on (train's default), outputs whose crop shrinks by 2,
  * 4 or 8 come from a scaled decode: the mean absolute difference from the
@@ -134,7 +135,7 @@ static dp_status_t reference(const fixture_t *f, const dp_sample_options_t *o, c
     DP_TRY(dp_image_decode_with(f->data, f->size, f->name, &decode, &image));
     dp_status_t st;
     if (o->mode == DP_SAMPLE_TRAIN) {
-        st = dp_image_resized_crop(&image, rep->box, o->height, o->width, rep->flipped, out);
+        st = dp_image_resized_crop(&image, rep->box, o->height, o->width, rep->flipped, o->interpolation, out);
     } else if ((o->mode == DP_SAMPLE_FIXED || o->mode == DP_SAMPLE_SQUASH) && image.width == o->width &&
                image.height == o->height) {
         size_t plane = (size_t)image.width * image.height;
@@ -143,16 +144,16 @@ static dp_status_t reference(const fixture_t *f, const dp_sample_options_t *o, c
         st = DP_OK;
     } else if (o->mode == DP_SAMPLE_SQUASH) {
         st = dp_image_resized_crop(&image, (dp_crop_box_t){0, 0, image.height, image.width}, o->height, o->width, 0,
-                                   out);
+                                   o->interpolation, out);
     } else {
         int size = o->resize_size ? o->resize_size : dp_eval_resize_default(o->height, o->width);
-        st = dp_image_resize_center_crop(&image, size, o->height, o->width, out);
+        st = dp_image_resize_center_crop(&image, size, o->height, o->width, o->interpolation, out);
     }
     dp_image_free(&image);
     return st;
 }
 
-static void test_exact(void) {
+static void test_exact(dp_interpolation_t interpolation) {
     static const int sizes[][2] = {{24, 20}, {32, 32}, {7, 13}, {64, 48}};
     unsigned char got[3 * 64 * 64], want[3 * 64 * 64];
     int samples = 0, exact = 0, boxes_ok = 0, regions = 0;
@@ -165,6 +166,7 @@ static void test_exact(void) {
                 dp_sample_options_t o = dp_sample_options_default((dp_sample_mode_t)mode, channels, size[0], size[1]);
                 o.dct_scale = 0;
                 o.ignore_exif = k == 3;
+                o.interpolation = interpolation;
                 if (mode == 1 && k == 2) o.resize_size = 9; /* smaller than the crop: padding */
                 dp_rng_t rng, replay;
                 dp_rng_seed(&rng, (uint64_t)f * 1000 + (uint64_t)k);
@@ -196,9 +198,9 @@ static void test_exact(void) {
             }
         }
     }
-    printf("exact path: %d of %d samples equal the whole decode + transform (%d fixtures); %d decoded only a part, "
-           "%.0f%% of the pixels decoded in all\n",
-           exact, samples, fixture_count, regions, 100.0 * decoded / whole);
+    printf("exact path, %s: %d of %d samples equal the whole decode + transform (%d fixtures); %d decoded only a "
+           "part, %.0f%% of the pixels decoded in all\n",
+           dp_interpolation_name(interpolation), exact, samples, fixture_count, regions, 100.0 * decoded / whole);
     CHECK(boxes_ok == fixture_count * 12, "train boxes and flips as dp_rrc_box / dp_flip_draw: %d", boxes_ok);
     CHECK(regions > samples / 4, "only %d of %d samples decoded part of their JPEG", regions, samples);
 }
@@ -314,7 +316,8 @@ static void test_threads_and_errors(void) {
 
 int main(void) {
     make_fixtures();
-    test_exact();
+    test_exact(DP_INTERP_BILINEAR);
+    test_exact(DP_INTERP_BICUBIC);
     test_dct_scaling();
     test_threads_and_errors();
     for (int i = 0; i < fixture_count; i++) free(fixtures[i].data);

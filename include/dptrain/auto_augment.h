@@ -77,6 +77,7 @@ typedef enum {
 typedef enum {
     DP_AA_BILINEAR, /* the reference recipe's (its --interpolation's default): PIL's bilinear transform filter */
     DP_AA_NEAREST,  /* the transforms' own default (TrivialAugmentWide() built alone) */
+    DP_AA_BICUBIC,  /* the recipe's with --interpolation bicubic: PIL's bicubic transform filter */
 } dp_aa_interpolation_t;
 
 typedef struct {
@@ -131,7 +132,9 @@ int dp_auto_augment_draw(const dp_auto_augment_t *policy, int height, int width,
  * dp_aa_apply with NEAREST. Bilinear is Image.transform(AFFINE, BILINEAR):
  * at pixel (x, y) the matrix maps (x + 0.5, y + 0.5) to (u, v), outside
  * [0, W) x [0, H) the fill 0, else the 2x2 neighbourhood of (u - 0.5,
- * v - 0.5) (edges clamped) blended in doubles along x, then y, truncated. */
+ * v - 0.5) (edges clamped) blended in doubles along x, then y, truncated.
+ * Bicubic is Image.transform(AFFINE, BICUBIC): the 4x4 neighbourhood
+ * through Geometry.c's cubic (a = -1) along x, then y, clamped, truncated. */
 dp_status_t dp_aa_apply_interpolated(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t interpolation,
                                      unsigned char *pixels, int channels, int height, int width);
 dp_status_t dp_aa_apply(dp_aa_op_t op, double magnitude, unsigned char *pixels, int channels, int height, int width);

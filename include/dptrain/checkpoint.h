@@ -139,18 +139,20 @@
  *                           DP_CHECKPOINT_RANK_SUMS ranks), and its examples
  *                           so far (global); "", "" and 0 at an epoch's end
  *   data.transform          the evaluation transform of an image folder,
- *                           "resize S" (+ ", exif ignore"): Resize(S), then
- *                           CenterCrop to the model's input; written only
- *                           for image folders
+ *                           "resize S" (+ ", exif ignore") (+ ", bicubic"):
+ *                           Resize(S), then CenterCrop to the model's
+ *                           input, Pillow's bilinear filter unless
+ *                           bicubic; written only for image folders
  *   data.train_transform    the training transform of an image folder:
  *                           "center", "squash" or "resized-crop" (+ ",
- *                           dct-scale off") (+ ", auto-augment ta_wide" or
+ *                           dct-scale off") (+ ", bicubic") (+ ",
+ *                           auto-augment ta_wide" or
  *                           ", auto-augment ra N", or ", color-jitter
  *                           B,C,S,H"); its resize and EXIF
  *                           setting are data.transform's. Written only for
  *                           image folders; a resume with another warns,
- *                           with another --auto-augment, --ra-magnitude
- *                           or --color-jitter is refused
+ *                           with another --interpolation, --auto-augment,
+ *                           --ra-magnitude or --color-jitter is refused
  *   data.holdout            the fraction of each class of an image folder
  *                           without a test folder held out as its test split
  *                           (--holdout, as given: "0.1"); written only then.

@@ -141,7 +141,8 @@ long dp_folder_source_cached(const dp_batch_source_t *src);
 /* The evaluation transform as checkpoints record it (data.transform):
  * "resize S" (Resize(S), then CenterCrop to the output) or "squash"
  * (Resize((H, W)), the aspect ratio not kept), then ", exif ignore" when
- * the orientation is not applied. text writes it for `eval` (an
+ * the orientation is not applied, then ", bicubic" when the resize is
+ * Pillow's BICUBIC (none: BILINEAR, as every older checkpoint). text writes it for `eval` (an
  * evaluation, fixed or squash mode); parse makes the options of an
  * evaluation sample of channels x height x width from it (one line naming
  * the text when it is not one): "resize S" as DP_SAMPLE_FIXED, the mode

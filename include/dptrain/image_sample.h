@@ -14,6 +14,8 @@
  * - DP_SAMPLE_SQUASH: Resize((H, W)): the whole image to the output's size,
  *   its aspect ratio not kept (fastai's "squash", Darknet's resize); an
  *   image of exactly H x W is copied. Nothing is cropped away.
+ * Every resize uses `interpolation`: Pillow's BILINEAR (torchvision's
+ * default) or BICUBIC filter (image_transform.h).
  * The image becomes `channels` (1 or 3) as PIL's convert("L") / ("RGB")
  * (image.h), after its EXIF orientation unless ignore_exif.
  *
@@ -64,10 +66,11 @@ typedef struct {
     int ignore_exif;             /* 1: keep the stored orientation */
     dp_auto_augment_t auto_augment; /* train: after the crop and flip (kind DP_AUTO_AUGMENT_NONE: none) */
     dp_color_jitter_t color_jitter; /* train: after the crop and flip (all 0: none); not with auto_augment */
+    dp_interpolation_t interpolation; /* every mode's resize: bilinear (default) or bicubic (Pillow's filters) */
 } dp_sample_options_t;
 
 /* The defaults of a mode: torchvision's ranges, flip_p 0.5, resize_size 0,
- * EXIF applied, no auto-augmentation, dct_scale on for DP_SAMPLE_TRAIN and off for the others. */
+ * bilinear, EXIF applied, no auto-augmentation, dct_scale on for DP_SAMPLE_TRAIN and off for the others. */
 dp_sample_options_t dp_sample_options_default(dp_sample_mode_t mode, int channels, int height, int width);
 
 /* What one call did (for tests, benches and logs). */

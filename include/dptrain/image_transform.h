@@ -7,9 +7,11 @@
  *   multiply-add), torch.randint(0, n) is word % n, the log and exp of the
  *   aspect ratio are float32 (logf, expf), round() is Python's (halves to
  *   even); 10 attempts, then the central fallback;
- * - resizing: Pillow 9's Image.resize(size, BILINEAR) (what torchvision's
- *   F.resize does to a PIL image): a triangle filter whose support widens
- *   by the shrink factor (antialiased), weights in 22-bit fixed point,
+ * - resizing: Pillow 9's Image.resize(size, BILINEAR or BICUBIC) (what
+ *   torchvision's F.resize does to a PIL image with its `interpolation`):
+ *   a triangle (bilinear) or Keys cubic with a = -0.5 (bicubic) filter
+ *   whose support widens by the shrink factor (antialiased), weights in
+ *   22-bit fixed point (the cubic's negative ones rounded away from 0),
  *   the horizontal pass first, each pass rounded to 8 bits. Crop and resize
  *   are one pass (F.resized_crop: crop, then resize, so the filter never
  *   reads outside the crop);
@@ -38,6 +40,15 @@ typedef uint32_t (*dp_draw_fn)(void *state);
 
 /* dp_draw_fn over a dp_rng_t: the upper 32 bits of dp_rng_next. */
 uint32_t dp_rng_draw32(void *rng);
+
+/* torchvision's InterpolationMode for the resizes: Pillow's filter. */
+typedef enum {
+    DP_INTERP_BILINEAR, /* torchvision's default: the triangle, support 1 */
+    DP_INTERP_BICUBIC,  /* the cubic convolution with a = -0.5, support 2 (timm's evaluation) */
+} dp_interpolation_t;
+
+/* "bilinear" or "bicubic". */
+const char *dp_interpolation_name(dp_interpolation_t interpolation);
 
 /* RandomResizedCrop's ranges: scale of the area, aspect ratio w / h. */
 typedef struct {
@@ -70,17 +81,17 @@ int dp_eval_resize_default(int height, int width);
  * larger than the image (torchvision pads with zeros there). */
 dp_crop_box_t dp_center_crop_box(int height, int width, int crop_height, int crop_width);
 
-/* F.resized_crop(img, box, (out_height, out_width), BILINEAR) on a PIL
+/* F.resized_crop(img, box, (out_height, out_width), interpolation) on a PIL
  * image, then a horizontal flip if `flip`: `image` (1 or 3 channels,
  * interleaved) cropped to `box` (inside the image) and resized; writes
  * image->channels x out_height x out_width bytes, planar, to `out`. */
 dp_status_t dp_image_resized_crop(const dp_image_t *image, dp_crop_box_t box, int out_height, int out_width,
-                                  int flip, unsigned char *out);
+                                  int flip, dp_interpolation_t interpolation, unsigned char *out);
 
-/* Resize(resize_size) then CenterCrop((out_height, out_width)) (torchvision's
- * evaluation transform), planar to `out` (image->channels x out_height x
+/* Resize(resize_size, interpolation) then CenterCrop((out_height, out_width))
+ * (torchvision's evaluation transform), planar to `out` (image->channels x out_height x
  * out_width bytes). Only the output's pixels are computed. */
 dp_status_t dp_image_resize_center_crop(const dp_image_t *image, int resize_size, int out_height, int out_width,
-                                        unsigned char *out);
+                                        dp_interpolation_t interpolation, unsigned char *out);
 
 #endif

@@ -231,6 +231,18 @@ static void affine_plane(const double a[6], const unsigned char *in, unsigned ch
     }
 }
 
+/* Where output pixel (x, y) samples (affine_transform: its centre through
+ * the matrix), less 0.5 as the filters take it; 0 outside the w x h image. */
+static int source_point(const double a[6], int x, int y, int w, int h, double *u, double *v) {
+    const double xc = x + 0.5, yc = y + 0.5;
+    *u = a[0] * xc + a[1] * yc + a[2];
+    *v = a[3] * xc + a[4] * yc + a[5];
+    if (*u < 0.0 || *u >= w || *v < 0.0 || *v >= h) return 0;
+    *u -= 0.5;
+    *v -= 0.5;
+    return 1;
+}
+
 /* Image.transform(AFFINE, BILINEAR) of the c planes of `in` into the
  * zeroed `out` (ImagingGenericTransform with affine_transform and the 8-bit
  * bilinear filter): each output pixel's source point and weights once, the
@@ -239,11 +251,8 @@ static void bilinear_planes(const double a[6], const unsigned char *in, unsigned
     const size_t plane = (size_t)w * h;
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
-            const double xc = x + 0.5, yc = y + 0.5;
-            double u = a[0] * xc + a[1] * yc + a[2], v = a[3] * xc + a[4] * yc + a[5];
-            if (u < 0.0 || u >= w || v < 0.0 || v >= h) continue; /* the fill */
-            u -= 0.5;
-            v -= 0.5;
+            double u, v;
+            if (!source_point(a, x, y, w, h, &u, &v)) continue; /* the fill */
             const int xi = FLOOR(u), yi = FLOOR(v);
             const double dx = u - xi, dy = v - yi;
             const int x0 = xi < 0 ? 0 : xi < w ? xi : w - 1, x1 = xi + 1 < 0 ? 0 : xi + 1 < w ? xi + 1 : w - 1;
@@ -255,6 +264,48 @@ static void bilinear_planes(const double a[6], const unsigned char *in, unsigned
                 const double top = p[r0 + x0] + (double)(p[r0 + x1] - p[r0 + x0]) * dx;
                 const double bottom = second ? p[r1 + x0] + (double)(p[r1 + x1] - p[r1 + x0]) * dx : top;
                 out[k * plane + (size_t)y * w + x] = (unsigned char)(top + (bottom - top) * dy);
+            }
+        }
+}
+
+/* Geometry.c's cubic through four samples at 0 < d < 1 between v2 and v3:
+ * the cubic convolution with a = -1 (not Resample.c's a = -0.5), in
+ * doubles, its terms summed in PIL's order. */
+static double cubic_at(double v1, double v2, double v3, double v4, double d) {
+    const double p1 = v2, p2 = -v1 + v3, p3 = 2 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
+    return p1 + d * (p2 + d * (p3 + d * p4));
+}
+
+/* Image.transform(AFFINE, BICUBIC) of the c planes of `in` into the zeroed
+ * `out` (ImagingGenericTransform with the 8-bit bicubic filter): the 4x4
+ * neighbourhood from (floor(u - 0.5) - 1, floor(v - 0.5) - 1), columns
+ * clamped to the image; its first row clamped, a later row outside the
+ * image repeats the row value before it; each row's cubic along x, then
+ * one along y; <= 0 is 0, >= 255 is 255, else truncated. */
+static void bicubic_planes(const double a[6], const unsigned char *in, unsigned char *out, int c, int w, int h) {
+    const size_t plane = (size_t)w * h;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double u, v;
+            if (!source_point(a, x, y, w, h, &u, &v)) continue; /* the fill */
+            const int xi = FLOOR(u) - 1, yi = FLOOR(v) - 1;
+            const double dx = u - (xi + 1), dy = v - (yi + 1);
+            int cols[4];
+            for (int j = 0; j < 4; j++) cols[j] = xi + j < 0 ? 0 : xi + j < w ? xi + j : w - 1;
+            for (int k = 0; k < c; k++) {
+                const unsigned char *p = in + k * plane;
+                double rows[4];
+                for (int i = 0; i < 4; i++) {
+                    const int row = yi + i;
+                    if (i > 0 && (row < 0 || row >= h)) {
+                        rows[i] = rows[i - 1];
+                        continue;
+                    }
+                    const unsigned char *r = p + (size_t)(row < 0 ? 0 : row < h ? row : h - 1) * w;
+                    rows[i] = cubic_at(r[cols[0]], r[cols[1]], r[cols[2]], r[cols[3]], dx);
+                }
+                const double value = cubic_at(rows[0], rows[1], rows[2], rows[3], dy);
+                out[k * plane + (size_t)y * w + x] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : (unsigned char)value;
             }
         }
 }
@@ -328,6 +379,7 @@ static void geometry(dp_aa_op_t op, double magnitude, dp_aa_interpolation_t inte
         m[5] = m5 + cy;
     }
     if (interpolation == DP_AA_BILINEAR) bilinear_planes(m, in, out, c, w, h);
+    else if (interpolation == DP_AA_BICUBIC) bicubic_planes(m, in, out, c, w, h);
     else
         for (int k = 0; k < c; k++) affine_plane(m, in + k * plane, out + k * plane, w, h);
 }

@@ -233,12 +233,21 @@ long dp_folder_source_cached(const dp_batch_source_t *src) {
 }
 void dp_eval_transform_text(const dp_sample_options_t *eval, char *text, size_t size) {
     const char *exif = eval->ignore_exif ? ", exif ignore" : "";
+    const char *bicubic = eval->interpolation == DP_INTERP_BICUBIC ? ", bicubic" : ""; /* bilinear: older text */
     if (eval->mode == DP_SAMPLE_SQUASH) {
-        snprintf(text, size, "squash%s", exif);
+        snprintf(text, size, "squash%s%s", exif, bicubic);
         return;
     }
     int resize = eval->resize_size ? eval->resize_size : dp_eval_resize_default(eval->height, eval->width);
-    snprintf(text, size, "resize %d%s", resize, exif);
+    snprintf(text, size, "resize %d%s%s", resize, exif, bicubic);
+}
+
+/* Skips `suffix` at *text when it is there: 1, else 0. */
+static int skip_suffix(const char **text, const char *suffix) {
+    size_t n = strlen(suffix);
+    if (strncmp(*text, suffix, n) != 0 || ((*text)[n] != '\0' && (*text)[n] != ',')) return 0;
+    *text += n;
+    return 1;
 }
 
 dp_status_t dp_eval_transform_parse(const char *text, int channels, int height, int width, dp_sample_options_t *out) {
@@ -252,8 +261,10 @@ dp_status_t dp_eval_transform_parse(const char *text, int channels, int height, 
         return dp_fail(DP_ERR_FORMAT, "the data's transform '%s' is not 'resize S' (S from 1 to 65535) or 'squash'",
                        text);
     }
-    if (strcmp(text + used, ", exif ignore") == 0) out->ignore_exif = 1;
-    else if (text[used] != '\0')
+    const char *rest = text + used;
+    out->ignore_exif = skip_suffix(&rest, ", exif ignore");
+    if (skip_suffix(&rest, ", bicubic")) out->interpolation = DP_INTERP_BICUBIC;
+    if (*rest != '\0')
         return dp_fail(DP_ERR_FORMAT, "the data's transform '%s': unknown '%s' after the %s", text, text + used,
                        out->mode == DP_SAMPLE_SQUASH ? "squash" : "resize");
     out->resize_size = resize;

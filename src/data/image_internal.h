@@ -94,7 +94,7 @@ void dp_orient_pixels(int orientation, int stored_width, int stored_height, cons
 
 /* --- the resampler (image_resize.c) ------------------------------------------------- */
 
-/* Pillow's BILINEAR coefficients for the outputs [window_first,
+/* Pillow's BILINEAR or BICUBIC coefficients for the outputs [window_first,
  * window_first + window_count) of a resize of the box [in0, in1) of an
  * axis of in_size pixels to out_size pixels; outputs outside [0, out_size)
  * read nothing (they are 0: torchvision's padding). */
@@ -111,8 +111,8 @@ typedef struct {
     uint32_t *pair_high, *pair_low;
 } dp_resize_axis_t;
 
-dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, int in_size, float in0, float in1, int out_size,
-                                int window_first, int window_count);
+dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, dp_interpolation_t interpolation, int in_size, float in0,
+                                float in1, int out_size, int window_first, int window_count);
 void dp_resize_axis_free(dp_resize_axis_t *axis);
 
 /* Resamples: input (x, y) of the axes' frame is view->pixels at column

@@ -1,13 +1,20 @@
-/* image_resize.c - Pillow 9's 8-bit resampling with the BILINEAR filter
- * (libImaging/Resample.c's arithmetic, re-derived): per output pixel xx of
- * a resize of the box [in0, in1) of an axis to out_size pixels,
+/* image_resize.c - Pillow 9's 8-bit resampling with the BILINEAR or
+ * BICUBIC filter (libImaging/Resample.c's arithmetic, re-derived): per
+ * output pixel xx of a resize of the box [in0, in1) of an axis to out_size
+ * pixels,
  *   scale = (in1 - in0) / out_size, filterscale = max(scale, 1),
- *   support = filterscale (the triangle's support 1, widened when shrinking),
+ *   support = the filter's support (bilinear 1, bicubic 2) * filterscale
+ *   (widened when shrinking),
  *   center = in0 + (xx + 0.5) * scale,
  *   inputs [int(center - support + 0.5), int(center + support + 0.5)) clamped
- *   to [0, in_size), weight of input x: max(0, 1 - |x - center + 0.5| /
- *   filterscale), normalised to sum 1, then int(0.5 + w * 2^22);
+ *   to [0, in_size), weight of input x: filter((x - center + 0.5) /
+ *   filterscale), normalised to sum 1, then int(0.5 + w * 2^22), or
+ *   int(-0.5 + w * 2^22) for a negative w (the cubic's outer lobes: rounded
+ *   away from 0 as well);
  * an output is clamp((2^21 + sum of input * weight) >> 22, 0, 255). The
+ * filters: bilinear max(0, 1 - |x|); bicubic the cubic convolution with
+ * a = -0.5, ((a + 2)|x| - (a + 3))x^2 + 1 below 1, a(|x|^3 - 5x^2 + 8|x| - 4)
+ * below 2, else 0. The
  * horizontal pass runs first over the rows the vertical pass reads, and is
  * rounded to 8 bits before it, as in Pillow, so the bytes are Pillow's.
  * in0 / in1 are floats and in1 - in0 is a float subtraction, as there.
@@ -19,8 +26,10 @@
  * (C, H, W) rows straight.
  *
  * Speed: with SSE2 (every x86-64) both passes use 16-bit multiply-adds
- * (pmaddwd) on the weights split as w = high * 2^11 + low (each < 2^11, so
- * every product and sum fits 32 bits), two taps per instruction, and the
+ * (pmaddwd) on the weights split as w = high * 2^11 + low (0 <= low < 2^11,
+ * |high| < 2^13: a normalised cubic weight stays within (-1, 4), and a
+ * negative one has a negative high half, a signed 16-bit number; so every product and sum fits 32 bits),
+ * two taps per instruction, and the
  * sum is (high sums << 11) + low sums: the same integers as the plain loops
  * below, which serve the other targets. RGB rows are widened to RGBX so a
  * pixel is one 32-bit lane.
@@ -45,6 +54,20 @@ static double triangle(double x) {
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+/* The cubic convolution kernel with a = -0.5 (Keys), Pillow's BICUBIC. */
+static double cubic(double x) {
+    const double a = -0.5;
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+    return 0.0;
+}
+
+/* A weight in 2^-22, rounded half away from 0 as Pillow does (its (int) truncates). */
+static int32_t fixed_weight(double k) {
+    return k < 0.0 ? (int32_t)(-0.5 + k * (1 << PRECISION_BITS)) : (int32_t)(0.5 + k * (1 << PRECISION_BITS));
+}
+
 void dp_resize_axis_free(dp_resize_axis_t *axis) {
     free(axis->first);
     free(axis->taps);
@@ -54,28 +77,33 @@ void dp_resize_axis_free(dp_resize_axis_t *axis) {
     memset(axis, 0, sizeof *axis);
 }
 
-/* The packed 16-bit halves of each output's weights, in pairs. */
+/* The packed 16-bit halves of each output's weights, in pairs. A negative
+ * weight has a negative high half: masked to its 16 bits before the pair's
+ * other half is or-ed in above it (the low halves are never negative). */
 static void split_weights(dp_resize_axis_t *axis) {
     for (int i = 0; i < axis->count; i++) {
         const int32_t *w = axis->weights + (size_t)i * axis->max_taps;
         uint32_t *high = axis->pair_high + (size_t)i * axis->max_pairs, *low = axis->pair_low + (size_t)i * axis->max_pairs;
         for (int p = 0; p < axis->max_pairs; p++) {
             int32_t a = 2 * p < axis->taps[i] ? w[2 * p] : 0, b = 2 * p + 1 < axis->taps[i] ? w[2 * p + 1] : 0;
-            high[p] = (uint32_t)(a >> HALF_BITS) | (uint32_t)(b >> HALF_BITS) << 16;
+            high[p] = ((uint32_t)(a >> HALF_BITS) & 0xffffu) | (uint32_t)(b >> HALF_BITS) << 16;
             low[p] = (uint32_t)(a & ((1 << HALF_BITS) - 1)) | (uint32_t)(b & ((1 << HALF_BITS) - 1)) << 16;
         }
     }
 }
 
-dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, int in_size, float in0, float in1, int out_size,
-                                int window_first, int window_count) {
+dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, dp_interpolation_t interpolation, int in_size, float in0,
+                                float in1, int out_size, int window_first, int window_count) {
     memset(axis, 0, sizeof *axis);
     if (in_size <= 0 || out_size <= 0 || window_count <= 0 || !(in1 > in0))
         return dp_fail(DP_ERR_ARG, "resize: %d pixels [%g, %g) to %d (window of %d)", in_size, (double)in0,
                        (double)in1, out_size, window_count);
+    if (interpolation != DP_INTERP_BILINEAR && interpolation != DP_INTERP_BICUBIC)
+        return dp_fail(DP_ERR_ARG, "resize: unknown interpolation %d (bilinear or bicubic)", (int)interpolation);
+    double (*filter)(double) = interpolation == DP_INTERP_BICUBIC ? cubic : triangle;
     double scale = (double)(in1 - in0) / out_size;
     double filterscale = scale < 1.0 ? 1.0 : scale;
-    double support = filterscale;
+    double support = (interpolation == DP_INTERP_BICUBIC ? 2.0 : 1.0) * filterscale;
     int ksize = (int)ceil(support) * 2 + 1;
     axis->count = window_count;
     axis->max_taps = ksize;
@@ -107,14 +135,14 @@ dp_status_t dp_resize_axis_init(dp_resize_axis_t *axis, int in_size, float in0, 
         xmax -= xmin;
         if (xmax <= 0) continue;
         for (int x = 0; x < xmax; x++) {
-            double w = triangle((x + xmin - center + 0.5) * ss);
+            double w = filter((x + xmin - center + 0.5) * ss);
             k[x] = w;
             ww += w;
         }
         int32_t *weights = axis->weights + (size_t)i * ksize;
         for (int x = 0; x < xmax; x++) {
             if (ww != 0.0) k[x] /= ww;
-            weights[x] = (int32_t)(0.5 + k[x] * (1 << PRECISION_BITS)); /* k >= 0: the triangle */
+            weights[x] = fixed_weight(k[x]);
         }
         axis->first[i] = xmin;
         axis->taps[i] = xmax;

@@ -39,6 +39,7 @@ dp_sample_options_t dp_sample_options_default(dp_sample_mode_t mode, int channel
         .dct_scale = mode == DP_SAMPLE_TRAIN,
         .ignore_exif = 0,
         .auto_augment = {DP_AUTO_AUGMENT_NONE, DP_RA_MAGNITUDE},
+        .interpolation = DP_INTERP_BILINEAR,
     };
     return o;
 }
@@ -71,6 +72,8 @@ static dp_status_t check_options(const dp_sample_options_t *o, const dp_rng_t *r
                            r->scale_max, r->ratio_min, r->ratio_max);
     }
     if (o->resize_size < 0) return dp_fail(DP_ERR_ARG, "%s: resize size %d", name, o->resize_size);
+    if (o->interpolation != DP_INTERP_BILINEAR && o->interpolation != DP_INTERP_BICUBIC)
+        return dp_fail(DP_ERR_ARG, "%s: unknown interpolation %d (bilinear or bicubic)", name, (int)o->interpolation);
     return DP_OK;
 }
 
@@ -121,17 +124,18 @@ static int choose_scale(const axis_plan_t *px, const axis_plan_t *py) {
 
 /* One axis's coefficients: at scale 1 the frame is the box itself (frame
  * origin = the box's), at 1/s the whole scaled axis of scaled_size pixels. */
-static dp_status_t axis_for_scale(const axis_plan_t *p, int scale, int scaled_size, dp_resize_axis_t *axis,
-                                  int *frame_origin) {
+static dp_status_t axis_for_scale(const axis_plan_t *p, dp_interpolation_t interpolation, int scale,
+                                  int scaled_size, dp_resize_axis_t *axis, int *frame_origin) {
     if (scale == 1) {
         *frame_origin = p->origin;
-        return dp_resize_axis_init(axis, p->extent, 0.0f, (float)p->extent, p->out_size, p->window_first,
-                                   p->window_count);
+        return dp_resize_axis_init(axis, interpolation, p->extent, 0.0f, (float)p->extent, p->out_size,
+                                   p->window_first, p->window_count);
     }
     *frame_origin = 0;
     float in0 = (float)p->origin / (float)scale, in1 = (float)(p->origin + p->extent) / (float)scale;
     if (in1 > (float)scaled_size) in1 = (float)scaled_size;
-    return dp_resize_axis_init(axis, scaled_size, in0, in1, p->out_size, p->window_first, p->window_count);
+    return dp_resize_axis_init(axis, interpolation, scaled_size, in0, in1, p->out_size, p->window_first,
+                               p->window_count);
 }
 
 /* A JPEG: decode the stored rectangle the resize reads, orient it; *view
@@ -206,8 +210,8 @@ dp_status_t dp_image_sample(const void *data, size_t size, const char *name, con
     dp_orient_size(info->orientation, ssw, ssh, &sw, &sh);
     dp_resize_axis_t ax = {0}, ay = {0};
     int frame_x, frame_y, view_x = 0, view_y = 0;
-    dp_status_t st = axis_for_scale(&px, scale, sw, &ax, &frame_x);
-    if (st == DP_OK) st = axis_for_scale(&py, scale, sh, &ay, &frame_y);
+    dp_status_t st = axis_for_scale(&px, options->interpolation, scale, sw, &ax, &frame_x);
+    if (st == DP_OK) st = axis_for_scale(&py, options->interpolation, scale, sh, &ay, &frame_y);
     if (st == DP_OK && jpeg) {
         dp_crop_box_t need = {frame_y + ay.lo, frame_x + ax.lo, ay.hi - ay.lo, ax.hi - ax.lo};
         if (need.width <= 0 || need.height <= 0) need = (dp_crop_box_t){0, 0, 1, 1}; /* all padding */
@@ -248,8 +252,8 @@ dp_status_t dp_image_sample_decoded(const dp_image_t *image, const dp_sample_opt
     plan_axes(options, image->width, image->height, rng, &px, &py, &rep);
     dp_resize_axis_t ax = {0}, ay = {0};
     int frame_x, frame_y;
-    dp_status_t st = axis_for_scale(&px, 1, image->width, &ax, &frame_x);
-    if (st == DP_OK) st = axis_for_scale(&py, 1, image->height, &ay, &frame_y);
+    dp_status_t st = axis_for_scale(&px, options->interpolation, 1, image->width, &ax, &frame_x);
+    if (st == DP_OK) st = axis_for_scale(&py, options->interpolation, 1, image->height, &ay, &frame_y);
     if (st == DP_OK) st = dp_resize_apply(image, -frame_x, -frame_y, &ax, &ay, rep.flipped, out);
     if (st == DP_OK) st = auto_augment(options, rng, out);
     if (st == DP_OK) st = color_jitter(options, rng, out);

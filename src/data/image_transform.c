@@ -16,6 +16,10 @@
 
 uint32_t dp_rng_draw32(void *rng) { return (uint32_t)(dp_rng_next((dp_rng_t *)rng) >> 32); }
 
+const char *dp_interpolation_name(dp_interpolation_t interpolation) {
+    return interpolation == DP_INTERP_BICUBIC ? "bicubic" : "bilinear";
+}
+
 dp_rrc_range_t dp_rrc_default_range(void) {
     dp_rrc_range_t r = {0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0};
     return r;
@@ -96,7 +100,7 @@ static dp_status_t check_image(const dp_image_t *image, int out_height, int out_
 }
 
 dp_status_t dp_image_resized_crop(const dp_image_t *image, dp_crop_box_t box, int out_height, int out_width,
-                                  int flip, unsigned char *out) {
+                                  int flip, dp_interpolation_t interpolation, unsigned char *out) {
     DP_TRY(check_image(image, out_height, out_width));
     if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 || box.top + box.height > image->height ||
         box.left + box.width > image->width)
@@ -104,8 +108,9 @@ dp_status_t dp_image_resized_crop(const dp_image_t *image, dp_crop_box_t box, in
                        box.height, box.width, image->height, image->width);
     /* the crop is the resize's whole input: its frame starts at the box */
     dp_resize_axis_t ax, ay;
-    DP_TRY(dp_resize_axis_init(&ax, box.width, 0.0f, (float)box.width, out_width, 0, out_width));
-    dp_status_t st = dp_resize_axis_init(&ay, box.height, 0.0f, (float)box.height, out_height, 0, out_height);
+    DP_TRY(dp_resize_axis_init(&ax, interpolation, box.width, 0.0f, (float)box.width, out_width, 0, out_width));
+    dp_status_t st =
+        dp_resize_axis_init(&ay, interpolation, box.height, 0.0f, (float)box.height, out_height, 0, out_height);
     if (st == DP_OK) st = dp_resize_apply(image, -box.left, -box.top, &ax, &ay, flip, out);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
@@ -113,15 +118,16 @@ dp_status_t dp_image_resized_crop(const dp_image_t *image, dp_crop_box_t box, in
 }
 
 dp_status_t dp_image_resize_center_crop(const dp_image_t *image, int resize_size, int out_height, int out_width,
-                                        unsigned char *out) {
+                                        dp_interpolation_t interpolation, unsigned char *out) {
     DP_TRY(check_image(image, out_height, out_width));
     if (resize_size <= 0) return dp_fail(DP_ERR_ARG, "resize: shorter side of %d pixels", resize_size);
     int rh, rw;
     dp_resize_shorter(image->height, image->width, resize_size, &rh, &rw);
     dp_crop_box_t crop = dp_center_crop_box(rh, rw, out_height, out_width);
     dp_resize_axis_t ax, ay;
-    DP_TRY(dp_resize_axis_init(&ax, image->width, 0.0f, (float)image->width, rw, crop.left, out_width));
-    dp_status_t st = dp_resize_axis_init(&ay, image->height, 0.0f, (float)image->height, rh, crop.top, out_height);
+    DP_TRY(dp_resize_axis_init(&ax, interpolation, image->width, 0.0f, (float)image->width, rw, crop.left, out_width));
+    dp_status_t st =
+        dp_resize_axis_init(&ay, interpolation, image->height, 0.0f, (float)image->height, rh, crop.top, out_height);
     if (st == DP_OK) st = dp_resize_apply(image, 0, 0, &ax, &ay, 0, out);
     dp_resize_axis_free(&ax);
     dp_resize_axis_free(&ay);
