@@ -1,10 +1,14 @@
 /* testing.c - the test harness behind testing.h. */
+#define _XOPEN_SOURCE 700 /* nftw's FTW_DEPTH and FTW_PHYS */
 #include "testing.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "dptrain/rng.h"
@@ -35,15 +39,37 @@ const char *testing_path(const char *relative) {
     return buf;
 }
 
+static char tmpdir[256];
+static pid_t tmpdir_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* At exit, the process that made the directory removes it, unless a check
+ * failed: then it stays, and its path is said, for a look at what the test
+ * wrote. (A forked child's exit leaves it to its parent.) */
+static void remove_tmpdir(void) {
+    if (getpid() != tmpdir_owner || !tmpdir[0]) return;
+    if (testing_failed > 0) {
+        fprintf(stderr, "the test's files are kept in %s\n", tmpdir);
+        return;
+    }
+    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *testing_tmpdir(void) {
-    static char buf[256];
-    if (buf[0]) return buf;
-    snprintf(buf, sizeof buf, "/tmp/dptrain-test-XXXXXX");
-    if (!mkdtemp(buf)) {
+    if (tmpdir[0]) return tmpdir;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/dptrain-test-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         exit(2);
     }
-    return buf;
+    tmpdir_owner = getpid();
+    atexit(remove_tmpdir);
+    return tmpdir;
 }
 
 const char *testing_tmp_file(const char *name) {
