@@ -6,7 +6,8 @@
 # DPTRAIN_CUDA_MODULE. Skipped (77) in a build without CUDA. What it shows
 # is the backend's logic end to end, not a GPU's behaviour (cuda_emulator.h):
 # - cuda:0 trains like cpu:0 (loss within 1e-4 relative, accuracy within 0.01), LeNet and
-#   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions);
+#   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions) and
+#   tests/models/tiny_mobilenet_v3.cfg (hardswish, hardsigmoid, scale_channels);
 # - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
 #   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
 #   chunked allreduce, overlap, --sync ps (Adam, and AdamW with its
@@ -51,6 +52,10 @@ close cpu gpu
 train_run tm-cpu cpu:0 --model "$(dirname "$0")/models/tiny_mobilenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 train_run tm-gpu cuda:0 --model "$(dirname "$0")/models/tiny_mobilenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 close tm-cpu tm-gpu
+# MobileNetV3's (hardswish, hardsigmoid, a squeeze-excitation's scale_channels) likewise
+train_run tm3-cpu cpu:0 --model "$(dirname "$0")/models/tiny_mobilenet_v3.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+train_run tm3-gpu cuda:0 --model "$(dirname "$0")/models/tiny_mobilenet_v3.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+close tm3-cpu tm3-gpu
 
 # two GPUs = one GPU, bit for bit
 for mode in chunked overlap ps adamw-ps; do

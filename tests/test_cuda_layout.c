@@ -251,6 +251,8 @@ int main(void) {
         {"sigmoid", DP_OP_SIGMOID, 0, 1, 0, 0, 0},
         {"tanh", DP_OP_TANH, 0, 1, 0, 0, 0},
         {"relu6", DP_OP_RELU6, 0, 1, 0, 0, 0},
+        {"hardswish", DP_OP_HARDSWISH, 0, 1, 0, 0, 0},
+        {"hardsigmoid", DP_OP_HARDSIGMOID, 0, 1, 0, 0, 0},
         {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1, 0, 0, 0},
         {"add y + y, relu", DP_OP_ADD, 1, 1, 0, 0, 0},
         {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 0, 0, 0},

@@ -96,6 +96,9 @@ static void test_backbone_lists(void) {
         {"resnet18-imagenet", "conv1,bn1,layer1,layer2,layer3,layer4", "fc."},
         {"resnet50-imagenet", "conv1,bn1,layer1,layer2,layer3,layer4", "fc."},
         {"mobilenet_v2-imagenet", "features", "classifier.1."}, /* the head is classifier.1 */
+        /* the head is classifier.3; classifier.0 (Linear + Hardswish) is the backbone's, named whole */
+        {"mobilenet_v3_large-imagenet", "features,classifier.0", "classifier.3."},
+        {"mobilenet_v3_small-imagenet", "features,classifier.0", "classifier.3."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

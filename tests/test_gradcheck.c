@@ -296,6 +296,35 @@ static int make_relu6(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* hardswish, hardsigmoid: x spread over [-7, 7], every value at least
+ * RELU_MARGIN from both kinks (-3 and 3), so values fall in all three
+ * pieces (hardswish is smooth at 0, its quadratic piece's vertex -1.5 too). */
+static int make_hard(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) {
+        float t = 3.5f * x->data[j];
+        for (float kink = -3.0f; kink <= 3.0f; kink += 6.0f)
+            if (fabsf(t - kink) < RELU_MARGIN) t = t < kink ? t - RELU_MARGIN : t + RELU_MARGIN;
+        x->data[j] = t;
+    }
+    snprintf(c->label, sizeof c->label, "%s %d-D", name, x->ndim);
+    return 1;
+}
+static int make_hardswish(int v, dp_rng_t *rng, gc_case_t *c) { return make_hard(v, rng, c, "hardswish"); }
+static int make_hardsigmoid(int v, dp_rng_t *rng, gc_case_t *c) { return make_hard(v, rng, c, "hardsigmoid"); }
+
+/* scale_channels: x (N, C, ...) 3-D to 5-D and its scale (N, C, 1, ...). */
+static int make_scale_channels(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 3) return 0;
+    const int *shape = elementwise_shapes[v + 1];
+    int scale_shape[5] = {shape[1], shape[2], 1, 1, 1};
+    dp_tensor_t *x = new_input(c, 0, shape[0], shape + 1, rng);
+    new_input(c, 1, shape[0], scale_shape, rng);
+    snprintf(c->label, sizeof c->label, "scale_channels %d-D", x->ndim);
+    return 1;
+}
+
 static int make_flatten(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 4) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
@@ -457,6 +486,9 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_ADD] = make_add,
     [DP_OP_MSE] = make_mse,
     [DP_OP_RELU6] = make_relu6,
+    [DP_OP_HARDSWISH] = make_hardswish,
+    [DP_OP_HARDSIGMOID] = make_hardsigmoid,
+    [DP_OP_SCALE_CHANNELS] = make_scale_channels,
 };
 
 /* --- the check ---------------------------------------------------------- */

@@ -2,7 +2,7 @@
  * snippets with the parameter table each must build, a table of broken
  * snippets with the exact one-line message each must give (line numbers
  * included), the shipped models (each identical to its built-in; alexnet,
- * resnet18 and the four *-imagenet.cfg with PyTorch's parameter counts),
+ * resnet18 and the *-imagenet.cfg with PyTorch's parameter counts),
  * the initialisation kinds, file
  * errors, and a few thousand mutated files that must fail cleanly or parse. */
 #include <math.h>
@@ -97,6 +97,13 @@ static const valid_case_t valid_graph_cases[] = {
      NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\nsize = 3\n"
          "pad = 1\n[residual]\nfrom = block_in\nrelu = 1\n[residual]\nfrom = -3\n" HEAD,
      "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"squeeze-excitation: hardswish, hardsigmoid blocks and keys, scale_channels by label and by offset",
+     NET "[conv]\nname = a\nfilters = 4\nsize = 3\npad = 1\nactivation = hardswish\nlabel = se_in\n"
+         "[global_avgpool]\n[conv]\nname = fc1\nfilters = 2\nsize = 1\nactivation = relu\n"
+         "[conv]\nname = fc2\nfilters = 4\nsize = 1\nactivation = hardsigmoid\n[scale_channels]\nfrom = se_in\n"
+         "[hardswish]\n[global_avgpool]\n[hardsigmoid]\n[scale_channels]\nfrom = -3\n" HEAD,
+     "a.weight 4x1x3x3, a.bias 4, fc1.weight 2x4x1x1, fc1.bias 2, fc2.weight 4x2x1x1, fc2.bias 4, "
+     "head.weight 3x256, head.bias 3 -> 3"},
 };
 
 typedef struct {
@@ -119,7 +126,8 @@ static const broken_case_t broken_cases[] = {
     {"second net", NET "[net]\n", 0, "t.cfg:5: a second [net] block (the one [net] block is on line 1)"},
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
-     "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route or residual)"},
+     "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
+     "hardswish, hardsigmoid or scale_channels)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -156,7 +164,16 @@ static const broken_case_t broken_cases[] = {
      "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
-     "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh or linear"},
+     "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
+    {"scale_channels by a scale that is not (C, 1, 1)", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
+     "[conv]\nname = s\nfilters = 2\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
+     "t.cfg:14: [scale_channels] model t: layer 3: scale_channels multiplies output 1 (2, 8, 8) by output 2 "
+     "(2, 8, 8): expected a scale of (2, 1, 1) for it"},
+    {"scale_channels with another channel count", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
+     "[global_avgpool]\n[conv]\nname = s\nfilters = 3\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
+     "t.cfg:15: [scale_channels] model t: layer 4: scale_channels multiplies output 1 (2, 8, 8) by output 3 "
+     "(3, 1, 1): expected a scale of (2, 1, 1) for it"},
+    {"scale_channels without from", NET "[relu]\n[scale_channels]\n" HEAD, 0, "t.cfg:6: [scale_channels] needs from"},
     {"duplicate parameter name", NET "[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n[linear]\nname = c\nout = 3\n",
      0, "t.cfg:11: name = c is already the name of the layer on line 5"},
     {"bad name", NET "[flatten]\n[linear]\nname = fc 1\nout = 3\n", 0,
@@ -205,8 +222,8 @@ static const broken_case_t broken_cases[] = {
      "t.cfg:6: unknown key 'init' for [relu6] (expected one of: label)"},
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
-     "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route "
-     "or residual)"},
+     "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
+     "residual, hardswish, hardsigmoid or scale_channels)"},
 };
 
 static int message_matches(const char *got, const char *want) {
@@ -389,6 +406,8 @@ static void test_shipped_counts(void) {
  *   resnext101_32x8d-imagenet: 88791336, 202880, 522
  *   wide_resnet50_2-imagenet: 68883240, 68224, 267
  *   wide_resnet101_2-imagenet: 126886696, 137856, 522
+ *   mobilenet_v3_large-imagenet: 5483032, 24400, 266
+ *   mobilenet_v3_small-imagenet: 2542856, 12112, 210
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -411,6 +430,9 @@ static void test_imagenet_counts(void) {
         /* Wide ResNet: twice the bottleneck's width */
         {"wide_resnet50_2-imagenet", 68883240, 68224, 267, "layer1.0.conv1.weight", {128, 64, 1, 1}},
         {"wide_resnet101_2-imagenet", 126886696, 137856, 522, "layer4.2.conv3.weight", {2048, 1024, 1, 1}},
+        /* MobileNetV3: squeeze-excitation's 1x1 convolutions with biases */
+        {"mobilenet_v3_large-imagenet", 5483032, 24400, 266, "features.13.block.2.fc1.weight", {168, 672, 1, 1}},
+        {"mobilenet_v3_small-imagenet", 2542856, 12112, 210, "features.4.block.2.fc2.bias", {96}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);

@@ -5,7 +5,8 @@ initialised: nothing here needs pretrained weights) against dptrain's
 models/*-imagenet.cfg with the same weights.
 
   torchvision_check.py make DIR NAME...
-      for each NAME (resnet18, resnet34, resnet50, mobilenet_v2): the
+      for each NAME (resnet18, resnet34, resnet50, mobilenet_v2,
+      mobilenet_v3_large, mobilenet_v3_small): the
       torchvision model with seeded random weights and batch-norm
       parameters and statistics (build()), saved as DIR/NAME.pth
       (torch.save of the state_dict); 2 random 224x224 RGB images as
@@ -52,12 +53,14 @@ BATCH = 2
 # 32 fits them; MobileNetV2's training-mode forward is better conditioned at
 # 128: 1e-5 between float32 and float64 PyTorch, 9e-5 at 64); ResNet-34's
 # blocks are ResNet-18's, its logits are checked at 224 only
-GRAD_SIZES = {"resnet18": 64, "resnet50": 64, "resnext50_32x4d": 64, "mobilenet_v2": 128}
+GRAD_SIZES = {"resnet18": 64, "resnet50": 64, "resnext50_32x4d": 64, "mobilenet_v2": 128, "mobilenet_v3_large": 64,
+              "mobilenet_v3_small": 64}
 TOL = 1e-4
 # training-mode gradients that float32 cannot give within TOL of float64 at
 # this batch: measured with PyTorch itself, 6e-5 (ResNet-50), 1.9e-3
-# (ResNeXt-50 32x4d; dptrain's 2.0e-3) and 2e-3 to 3e-2 (MobileNetV2)
-# relative L2 distance, up to 0.2 in one tensor (batch norm's
+# (ResNeXt-50 32x4d; dptrain's 2.0e-3), 2e-3 to 3e-2 (MobileNetV2), 3.4e-5
+# (MobileNetV3-Large; dptrain's 3.4e-5) and 2.2e-5 (MobileNetV3-Small;
+# dptrain's 3.6e-5) relative L2 distance, up to 0.2 in one tensor (batch norm's
 # batch statistics over 2 images; MobileNetV2's linear bottlenecks feed a
 # batch norm into a 1x1 conv into a batch norm, whose backward cancels; a
 # ReLU6 input on the other side of 0 or 6 moves a depthwise channel's
@@ -65,7 +68,8 @@ TOL = 1e-4
 # relative L2 distance of float64's, per network at about 15x PyTorch
 # float32's own distance (a wrong formula is off by order 1); inference-mode
 # gradients and training-mode logits, loss and statistics still within TOL.
-ILL_CONDITIONED_TOL = {"resnet50": 1e-3, "resnext50_32x4d": 0.03, "mobilenet_v2": 0.05}
+ILL_CONDITIONED_TOL = {"resnet50": 1e-3, "resnext50_32x4d": 0.03, "mobilenet_v2": 0.05, "mobilenet_v3_large": 5e-4,
+                       "mobilenet_v3_small": 3.5e-4}
 ILL_CONDITIONED = tuple(ILL_CONDITIONED_TOL)
 
 
@@ -100,7 +104,8 @@ def build(name, seed):
     affine parameters and statistics random too: weights U(0.5, 1.5) (the
     last batch norm of each residual branch U(0.1, 0.3): deep networks
     condition better so, as with torchvision's zero_init_residual; and
-    MobileNetV2's others U(1, 4), so that ReLU6 clips), biases N(0, 0.1^2),
+    MobileNetV2's and V3's others U(1, 4), so that ReLU6 clips and
+    hardswish's inputs reach its three pieces), biases N(0, 0.1^2),
     running means N(0, 0.1^2), running variances U(0.5, 1.5)."""
     import torch
     import torchvision
@@ -109,6 +114,8 @@ def build(name, seed):
     gen = torch.Generator().manual_seed(seed + 1)
     if name == "mobilenet_v2":
         last = {id(block.conv[-1]) for block in net.features[1:18]}
+    elif name.startswith("mobilenet_v3"):  # each inverted residual's projection batch norm
+        last = {id(block.block[-1][1]) for block in net.features[1:-1]}
     else:
         last = {id(getattr(block, "bn3", None) or block.bn2) for stage in (net.layer1, net.layer2, net.layer3,
                                                                         net.layer4) for block in stage}
@@ -116,7 +123,7 @@ def build(name, seed):
         for m in net.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 c = m.num_features
-                lo, hi = (0.1, 0.3) if id(m) in last else (1.0, 4.0) if name == "mobilenet_v2" else (0.5, 1.5)
+                lo, hi = (0.1, 0.3) if id(m) in last else (1.0, 4.0) if name.startswith("mobilenet") else (0.5, 1.5)
                 m.weight.copy_(lo + (hi - lo) * torch.rand(c, generator=gen))
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))

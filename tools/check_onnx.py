@@ -164,6 +164,10 @@ def torch_forward(model, x):
                 y = ins[0] + ins[1]
             elif op == "Sub":
                 y = ins[0] - ins[1]
+            elif op == "Mul":  # ONNX's (numpy's) broadcasting: a squeeze-excitation's (N, C, 1, 1) scale
+                y = ins[0] * ins[1]
+            elif op == "HardSigmoid":
+                y = torch.clamp(a.get("alpha", 0.2) * ins[0] + a.get("beta", 0.5), 0, 1)
             elif op == "Flatten":
                 y = torch.flatten(ins[0], a.get("axis", 1))
             elif op == "Identity":

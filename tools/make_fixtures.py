@@ -225,6 +225,35 @@ def relu6_case(name, shape):
     return name, "relu6", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
+def hard_case(name, op, shape, fn):
+    """hardswish / hardsigmoid: values in all three pieces, and the kinks
+    -3 and 3 themselves (aten's gradient there is part of the op)."""
+    rng = rng_for(name)
+    x = randn(rng, *shape, scale=3.0)
+    x.reshape(-1)[:6] = np.array([-3, 3, -3, 3, 0, -4.5], dtype=np.float32)
+    y, dy, grads = run(fn, [x], rng)
+    # torch 1.13's CPU kernels disagree at x = 3 with themselves: the scalar
+    # loop (and the CUDA kernel) take aten's closed band [-3, 3] (hardswish:
+    # 3 dy / 2 at 3), the vectorised loop dy. The fixture takes the scalar
+    # loop's (one-element tensors) at the kinks, the definition dptrain follows.
+    flat_x, flat_dy, flat_dx = x.reshape(-1), dy.reshape(-1), grads[0].reshape(-1)
+    for i in np.flatnonzero(np.abs(flat_x) == 3):
+        one = torch.tensor(flat_x[i:i + 1].astype(np.float64), requires_grad=True)
+        fn(one).backward(torch.tensor(flat_dy[i:i + 1].astype(np.float64)))
+        flat_dx[i] = np.float32(one.grad.item())
+    return name, op, default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def scale_channels_case(name, x_shape):
+    """torchvision's SqueezeExcitation's `scale * input`: s (N, C, 1, ...)."""
+    rng = rng_for(name)
+    x = randn(rng, *x_shape)
+    s = randn(rng, *x_shape[:2], *([1] * (len(x_shape) - 2)))
+    y, dy, grads = run(lambda a, b: a * b, [x, s], rng)
+    return name, "scale_channels", default_attr(), \
+        [("x", x), ("other", s), ("dy", dy), ("y", y), ("dx", grads[0]), ("dother", grads[1])]
+
+
 def flatten_case(name, shape):
     rng = rng_for(name)
     x = randn(rng, *shape)
@@ -512,7 +541,7 @@ def new_cases():
         # mean squared error
         mse_case("mse_mean", (4, 10)),
         mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
-    ] + imagenet_cases()
+    ] + imagenet_cases() + mobilenet_v3_cases()
 
 
 def imagenet_cases():
@@ -527,6 +556,20 @@ def imagenet_cases():
                   fuse_relu=True),
         conv_case("conv2d_depthwise_mult3_dil", (1, 2, 8, 9), (6, 1, 3, 2), stride=(1, 2), pad=(2, 0),
                   dilation=(2, 1), groups=2),
+    ]
+
+
+def mobilenet_v3_cases():
+    """What torchvision's MobileNetV3 adds: hardswish, hardsigmoid and the
+    squeeze-excitation block's channel scaling (in[1] is "other")."""
+    return [
+        hard_case("hardswish_4d", "hardswish", (2, 3, 4, 5), F.hardswish),
+        hard_case("hardswish_2d", "hardswish", (5, 7), F.hardswish),
+        hard_case("hardsigmoid_4d", "hardsigmoid", (2, 3, 4, 5), F.hardsigmoid),
+        hard_case("hardsigmoid_2d", "hardsigmoid", (5, 7), F.hardsigmoid),
+        scale_channels_case("scale_channels_4d", (2, 3, 4, 5)),
+        scale_channels_case("scale_channels_1x1", (3, 8, 1, 1)),
+        scale_channels_case("scale_channels_3d", (2, 4, 9)),
     ]
 
 

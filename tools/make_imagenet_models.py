@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_imagenet_models.py - writes models/NAME-imagenet.cfg for NAME in
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
-resnext101_32x8d, wide_resnet50_2, wide_resnet101_2 and mobilenet_v2:
+resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
+mobilenet_v3_large and mobilenet_v3_small:
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -39,8 +40,8 @@ def conv(name, filters, size, stride=1, pad=0, groups=1, label=None):
     return block("conv", **keys)
 
 
-def bn(name, label=None):
-    return block("batchnorm", name=name, **({"label": label} if label else {}))
+def bn(name, label=None, **keys):
+    return block("batchnorm", name=name, **keys, **({"label": label} if label else {}))
 
 
 def net(name, init_note):
@@ -139,6 +140,87 @@ def mobilenet_v2():
     return name, "".join(out)
 
 
+def make_divisible(v, divisor=8):
+    """torchvision's _make_divisible: v rounded to a multiple of divisor,
+    never below 90% of v."""
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return new_v + divisor if new_v < 0.9 * v else new_v
+
+
+# torchvision 0.14's _mobilenet_v3_conf (width 1.0, no dilation): input, kernel,
+# expanded, output channels, squeeze-excitation, activation (hardswish or relu), stride
+V3_LARGE = [(16, 3, 16, 16, 0, "relu", 1), (16, 3, 64, 24, 0, "relu", 2), (24, 3, 72, 24, 0, "relu", 1),
+            (24, 5, 72, 40, 1, "relu", 2), (40, 5, 120, 40, 1, "relu", 1), (40, 5, 120, 40, 1, "relu", 1),
+            (40, 3, 240, 80, 0, "hardswish", 2), (80, 3, 200, 80, 0, "hardswish", 1),
+            (80, 3, 184, 80, 0, "hardswish", 1), (80, 3, 184, 80, 0, "hardswish", 1),
+            (80, 3, 480, 112, 1, "hardswish", 1), (112, 3, 672, 112, 1, "hardswish", 1),
+            (112, 5, 672, 160, 1, "hardswish", 2), (160, 5, 960, 160, 1, "hardswish", 1),
+            (160, 5, 960, 160, 1, "hardswish", 1)]
+V3_SMALL = [(16, 3, 16, 16, 1, "relu", 2), (16, 3, 72, 24, 0, "relu", 2), (24, 3, 88, 24, 0, "relu", 1),
+            (24, 5, 96, 40, 1, "hardswish", 2), (40, 5, 240, 40, 1, "hardswish", 1),
+            (40, 5, 240, 40, 1, "hardswish", 1), (40, 5, 120, 48, 1, "hardswish", 1),
+            (48, 5, 144, 48, 1, "hardswish", 1), (48, 5, 288, 96, 1, "hardswish", 2),
+            (96, 5, 576, 96, 1, "hardswish", 1), (96, 5, 576, 96, 1, "hardswish", 1)]
+
+V3_BN = dict(eps=0.001, momentum=0.01)  # torchvision's partial(nn.BatchNorm2d, eps=0.001, momentum=0.01)
+
+
+def v3_conv_bn(prefix, filters, size, activation, stride=1, groups=1, label=None):
+    """torchvision's Conv2dNormActivation: conv (no bias), batch norm, activation."""
+    layers = [conv(f"{prefix}.0", filters, size, stride=stride, pad=(size - 1) // 2, groups=groups),
+              bn(f"{prefix}.1", label=None if activation else label, **V3_BN)]
+    if activation:
+        layers.append(block(activation, **({"label": label} if label else {})))
+    return layers
+
+
+def squeeze_excitation(prefix, channels, scaled):
+    """torchvision's SqueezeExcitation (scale_activation Hardsigmoid): the
+    channel scale of output `scaled` from its average, scaled * it."""
+    squeeze = make_divisible(channels // 4)
+    return [block("global_avgpool"),
+            block("conv", name=f"{prefix}.fc1", filters=squeeze, size=1, activation="relu"),
+            block("conv", name=f"{prefix}.fc2", filters=channels, size=1, activation="hardsigmoid"),
+            block("scale_channels", **{"from": scaled})]
+
+
+def mobilenet_v3(arch, setting, last_channel):
+    name = f"mobilenet_v3_{arch}-imagenet"
+    out = [HEADER.format(file=name + ".cfg", what=f"MobileNetV3-{arch.capitalize()} (width 1.0: inverted "
+                         "residuals, squeeze-excitation, hardswish; batch norm eps 0.001, momentum 0.01)")]
+    out.append(net(name, "convolutions: kaiming_normal_(fan_out) as torchvision (biases 0); "
+                   "classifier: N(0, 0.01^2), bias 0"))
+    out.append("\n" + "\n".join(v3_conv_bn("features.0", 16, 3, "hardswish", stride=2, label="features.0")))
+    for index, (inp, kernel, expanded, c, se, act, stride) in enumerate(setting, start=1):
+        prefix = f"features.{index}.block"
+        residual = stride == 1 and inp == c
+        layers, j = [], 0
+        if expanded != inp:  # expand: 1x1 conv, bn, activation
+            layers += v3_conv_bn(f"{prefix}.0", expanded, 1, act)
+            j = 1
+        dw_label = f"features.{index}.depthwise" if se else None
+        layers += v3_conv_bn(f"{prefix}.{j}", expanded, kernel, act, stride=stride, groups=expanded, label=dw_label)
+        if se:
+            layers += squeeze_excitation(f"{prefix}.{j + 1}", expanded, dw_label)
+            j += 1
+        project = v3_conv_bn(f"{prefix}.{j + 1}", c, 1, None, label=None if residual else f"features.{index}")
+        layers += project
+        if residual:
+            layers.append(block("residual", **{"from": f"features.{index - 1}", "label": f"features.{index}"}))
+        out.append(f"\n# features.{index}: {inp} -> {expanded} -> {c}, {kernel}x{kernel}, stride {stride}, {act}"
+                   f"{', squeeze-excitation' if se else ''}{', residual' if residual else ''}\n")
+        out.append("\n".join(layers))
+    index = len(setting) + 1
+    out.append(f"\n# features.{index}\n" + "\n".join(v3_conv_bn(f"features.{index}", 6 * setting[-1][3], 1,
+                                                                  "hardswish")))
+    out.append("\n# head\n" + block("global_avgpool") + "\n" + block("flatten") + "\n"
+               + block("linear", name="classifier.0", out=last_channel, activation="hardswish", init="normal",
+                       init_scale=0.01)
+               + "\n" + block("dropout", p=0.2) + "\n"
+               + block("linear", name="classifier.3", out=1000, init="normal", init_scale=0.01))
+    return name, "".join(out)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "models")
@@ -146,7 +228,8 @@ def main():
                 resnet(50, 32, 4, "resnext50_32x4d", "ResNeXt-50 32x4d"),
                 resnet(101, 32, 8, "resnext101_32x8d", "ResNeXt-101 32x8d"),
                 resnet(50, 1, 128, "wide_resnet50_2", "Wide ResNet-50-2"),
-                resnet(101, 1, 128, "wide_resnet101_2", "Wide ResNet-101-2"), mobilenet_v2()]
+                resnet(101, 1, 128, "wide_resnet101_2", "Wide ResNet-101-2"), mobilenet_v2(),
+                mobilenet_v3("large", V3_LARGE, 1280), mobilenet_v3("small", V3_SMALL, 1024)]
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

@@ -92,7 +92,7 @@ dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out
  * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
 dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
-/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID or DP_OP_TANH. */
+/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH or DP_OP_HARDSIGMOID. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's
@@ -102,6 +102,9 @@ dp_status_t dp_model_add_route(dp_model_t *m, int from);
 /* previous output + output `from` (same shapes), optionally followed by a ReLU:
  * the skip connection of a residual block. */
 dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
+/* output `from` (C, H, W) times the previous output (C, 1, 1), one factor
+ * per channel (DP_OP_SCALE_CHANNELS): a squeeze-excitation block's end. */
+dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from);
 
 /* The built-in networks: "lenet" (d2l 12.5), "lenet-paddle" (the
  * PaddlePaddle tutorial's MNIST CNN), "resnet18" (d2l 13.6's ResNet-18 with
@@ -234,7 +237,7 @@ typedef enum {
     DP_LAYER_CONV,
     DP_LAYER_CONV_TRANSPOSE,
     DP_LAYER_POOL,            /* op: DP_OP_MAX_POOL or DP_OP_AVG_POOL */
-    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID or DP_OP_TANH */
+    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, ... */
     DP_LAYER_FLATTEN,
     DP_LAYER_LINEAR,
     DP_LAYER_BATCH_NORM,
@@ -242,6 +245,7 @@ typedef enum {
     DP_LAYER_GLOBAL_AVG_POOL,
     DP_LAYER_ROUTE,           /* no op: its output is output `input` */
     DP_LAYER_RESIDUAL,        /* output `input` + output `other`; attr.fuse_relu: then a ReLU */
+    DP_LAYER_SCALE_CHANNELS,  /* output `other` (N, C, H, W) times output `input` (N, C, 1, 1) */
 } dp_layer_kind_t;
 
 typedef struct {
@@ -249,7 +253,7 @@ typedef struct {
     dp_op_kind_t op;    /* the op the layer runs */
     dp_op_attr_t attr;  /* as built (kernel, stride, pad, dilation, groups, eps, ...) */
     int input;          /* the output it reads (0 = the model's input) */
-    int other;          /* residual: the second output it reads; -1 otherwise */
+    int other;          /* residual, scale_channels: the second output it reads; -1 otherwise */
     int weight, bias;   /* indices into the parameter table (dp_model_param), -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
     int out_ndim;       /* its output's shape without the batch dim */

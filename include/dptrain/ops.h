@@ -40,6 +40,9 @@ typedef enum {
     DP_OP_MSE,          /* torch.nn.functional.mse_loss summed / denominator (Paddle's
                            square_error_cost): in[1] is the target, same shape, no grad */
     DP_OP_RELU6,        /* torch.nn.functional.relu6: min(max(x, 0), 6) (MobileNetV2) */
+    DP_OP_HARDSWISH,    /* torch.nn.functional.hardswish: x relu6(x + 3) / 6 (MobileNetV3) */
+    DP_OP_HARDSIGMOID,  /* torch.nn.functional.hardsigmoid: relu6(x + 3) / 6 (MobileNetV3) */
+    DP_OP_SCALE_CHANNELS, /* x * s, s (N, C, 1, ...) broadcast over the spatial dims (squeeze-excitation) */
     DP_OP_COUNT
 } dp_op_kind_t;
 
@@ -116,6 +119,7 @@ typedef struct dp_node {
      * batch_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C) or NULL (1),
      *         in[2] bias (C) or NULL (0)
      * add:    in[0] x, in[1] y (same shape)
+     * scale_channels: in[0] x (N, C, ...), in[1] s (N, C, 1, ...): one factor per example and channel
      * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */
     dp_tensor_t *in[3];

@@ -1,6 +1,8 @@
 /* onnx.c - the ONNX export (onnx.h): a small protobuf encoder for the
  * messages of onnx.proto that a feed-forward graph needs, and the mapping
  * of dptrain's layers to ONNX ops.
+ * (hardswish and hardsigmoid as HardSigmoid [and Mul], a squeeze-excitation
+ * scaling as a broadcast Mul).
  *
  * Protobuf wire format, as used here: every field is a key varint
  * (field_number << 3 | wire_type) and a value: wire type 0 a varint
@@ -217,6 +219,7 @@ static const char *layer_kind_name(dp_layer_kind_t kind) {
     case DP_LAYER_GLOBAL_AVG_POOL: return "global_avgpool";
     case DP_LAYER_ROUTE: return "route";
     case DP_LAYER_RESIDUAL: return "residual";
+    case DP_LAYER_SCALE_CHANNELS: return "scale_channels";
     }
     return "unknown";
 }
@@ -254,6 +257,23 @@ static void add_relu6(pb_t *graph, const char *node_name, const char *in, const 
     node = node_begin("Relu", relu_shifted, relu2_in, 1, relu_shifted);
     pb_message(graph, 1, &node);
     node = node_begin("Sub", node_name, diff_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
+/* hardsigmoid(x) = relu6(x + 3) / 6 as HardSigmoid(x; alpha 1/6, beta 1/2)
+ * = max(0, min(1, x / 6 + 1 / 2)), and hardswish(x) as x times that (opset
+ * 13 has no HardSwish: it came with 14). Both OpenCV 4.6 reads. Equal up to
+ * the rounding of x / 6 + 1 / 2 against (x + 3) / 6. */
+static void add_hard_activation(pb_t *graph, const char *node_name, const char *in, const char *out, int swish) {
+    char gate[NAME_MAX_LEN + 16];
+    snprintf(gate, sizeof gate, "%s.hardsigmoid", node_name);
+    const char *gate_in[1] = {in}, *mul_in[2] = {in, gate};
+    pb_t node = node_begin("HardSigmoid", swish ? gate : node_name, gate_in, 1, swish ? gate : out);
+    attr_float(&node, "alpha", 1.0f / 6.0f);
+    attr_float(&node, "beta", 0.5f);
+    pb_message(graph, 1, &node);
+    if (!swish) return;
+    node = node_begin("Mul", node_name, mul_in, 2, out);
     pb_message(graph, 1, &node);
 }
 
@@ -404,6 +424,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
                 add_relu6(&graph, node_name, in, names[i]);
                 continue;
             }
+            if (l.op == DP_OP_HARDSWISH || l.op == DP_OP_HARDSIGMOID) {
+                add_hard_activation(&graph, node_name, in, names[i], l.op == DP_OP_HARDSWISH);
+                continue;
+            }
             const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"
                            : l.op == DP_OP_TANH ? "Tanh" : NULL;
             if (!op) goto unsupported;
@@ -426,6 +450,12 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_RESIDUAL: {
             const char *add_inputs[2] = {in, names[l.other]};
             node = node_begin("Add", node_name, add_inputs, 2, l.attr.fuse_relu ? pre_relu : names[i]);
+            break;
+        }
+        case DP_LAYER_SCALE_CHANNELS: { /* s (N, C, 1, 1) * x (N, C, H, W), ONNX's broadcasting, in torchvision's
+                                          * order (`scale * input`): the one OpenCV 4.6 reads (at batch 1 only) */
+            const char *mul_inputs[2] = {in, names[l.other]};
+            node = node_begin("Mul", node_name, mul_inputs, 2, names[i]);
             break;
         }
         default:

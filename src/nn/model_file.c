@@ -37,6 +37,7 @@ static dp_status_t build_flatten(parser_t *p, int index);
 static dp_status_t build_linear(parser_t *p, int index);
 static dp_status_t build_route(parser_t *p, int index);
 static dp_status_t build_residual(parser_t *p, int index);
+static dp_status_t build_scale_channels(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -57,6 +58,9 @@ static const build_fn_t builders[] = {
     build_linear,    /* linear */
     build_route,     /* route */
     build_residual,  /* residual */
+    build_activation, /* hardswish */
+    build_activation, /* hardsigmoid */
+    build_scale_channels, /* scale_channels */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -243,18 +247,37 @@ static dp_status_t apply_layer_init(parser_t *p, const block_t *b) {
     return DP_OK;
 }
 
-/* activation = relu | relu6 | sigmoid | tanh | linear (none), after a conv or linear. */
+/* The activation blocks and the `activation` key's values, with their ops
+ * (relu: dp_model_add_relu, as the built-in models). */
+static const struct {
+    const char *name;
+    dp_op_kind_t op;
+} activations[] = {
+    {"relu", DP_OP_RELU},           {"relu6", DP_OP_RELU6},         {"sigmoid", DP_OP_SIGMOID},
+    {"tanh", DP_OP_TANH},           {"hardswish", DP_OP_HARDSWISH}, {"hardsigmoid", DP_OP_HARDSIGMOID},
+};
+
+/* Adds the activation `name`; 0 when there is none of that name. */
+static int add_named_activation(parser_t *p, const block_t *b, const char *name, dp_status_t *status) {
+    for (size_t k = 0; k < sizeof activations / sizeof activations[0]; k++) {
+        if (strcmp(activations[k].name, name) != 0) continue;
+        dp_status_t s = activations[k].op == DP_OP_RELU ? dp_model_add_relu(p->model)
+                                                        : dp_model_add_activation(p->model, activations[k].op);
+        *status = s == DP_OK ? DP_OK : builder_failed(p, b, s);
+        return 1;
+    }
+    return 0;
+}
+
+/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | linear (none), after a conv or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
     const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
-    if (strcmp(e->value, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model));
-    else if (strcmp(e->value, "relu6") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_RELU6));
-    else if (strcmp(e->value, "sigmoid") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_SIGMOID));
-    else if (strcmp(e->value, "tanh") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_TANH));
-    else
-        return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh or linear",
-                                     dp_model_file_show(e->value).text);
-    return DP_OK;
+    dp_status_t status = DP_OK;
+    if (!add_named_activation(p, b, e->value, &status))
+        return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh, hardswish, "
+                                     "hardsigmoid or linear", dp_model_file_show(e->value).text);
+    return status;
 }
 
 /* `from`: -k (k blocks back; -1 is the block just before, the [net] block is
@@ -378,11 +401,10 @@ static dp_status_t build_dropout(parser_t *p, int index) {
 
 static dp_status_t build_activation(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
-    const char *type = dp_model_file_block_types[b->type].name;
-    if (strcmp(type, "relu") == 0) BUILD(p, b, dp_model_add_relu(p->model)); /* as the built-in models */
-    else if (strcmp(type, "relu6") == 0) BUILD(p, b, dp_model_add_activation(p->model, DP_OP_RELU6));
-    else BUILD(p, b, dp_model_add_activation(p->model, strcmp(type, "sigmoid") == 0 ? DP_OP_SIGMOID : DP_OP_TANH));
-    return DP_OK;
+    dp_status_t status = DP_OK;
+    int found = add_named_activation(p, b, dp_model_file_block_types[b->type].name, &status);
+    DP_ASSERT(found); /* every activation block type is in the list */
+    return status;
 }
 
 static dp_status_t build_flatten(parser_t *p, int index) {
@@ -420,6 +442,16 @@ static dp_status_t build_residual(parser_t *p, int index) {
     DP_TRY(resolve_from(p, index, &from));
     DP_TRY(get_flag(p, b, "relu", 0, &relu));
     BUILD(p, b, dp_model_add_residual(p->model, from, relu));
+    return DP_OK;
+}
+
+/* the current (N, C, 1, 1) output times output `from`, as torchvision's
+ * SqueezeExcitation's `scale * input` (Darknet's [scale_channels]) */
+static dp_status_t build_scale_channels(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    int from = 0; /* set by resolve_from when it succeeds */
+    DP_TRY(resolve_from(p, index, &from));
+    BUILD(p, b, dp_model_add_scale_channels(p->model, from));
     return DP_OK;
 }
 

@@ -4,7 +4,8 @@
  *
  * Layers run in the order they were added; each reads the previous output,
  * except a route (which makes output `from` the next layer's input, like
- * Darknet's [route]) and a residual (which also reads output `from`). So
+ * Darknet's [route]) and a residual or a channel scaling (which also read
+ * output `from`). So
  * the list is already a topological order and the tape records it as such.
  *
  * The flat buffer is laid out [trained parameters | frozen parameters |
@@ -30,7 +31,7 @@ typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
     LAYER_POOL,
-    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh */
+    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid */
     LAYER_FLATTEN,
     LAYER_LINEAR,
     LAYER_BATCH_NORM,
@@ -38,6 +39,7 @@ typedef enum {
     LAYER_GLOBAL_AVG_POOL,
     LAYER_ROUTE,    /* no op: its output is output `input` */
     LAYER_RESIDUAL, /* add: output `input` + output `other` */
+    LAYER_SCALE_CHANNELS, /* scale_channels: output `other` times output `input` (N, C, 1, 1) */
 } layer_kind_t;
 
 typedef struct {
@@ -45,7 +47,7 @@ typedef struct {
     dp_op_kind_t op;   /* the op the layer runs */
     dp_op_attr_t attr;
     int input;         /* the output it reads (0 = the model's input) */
-    int other;         /* residual: the second output it reads; -1 */
+    int other;         /* residual, scale_channels: the second output it reads; -1 */
     int readers;       /* layers that read this layer's output */
     int weight, bias;  /* parameter indices, -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
@@ -229,8 +231,9 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
                        : l->kind == LAYER_DROPOUT ? "dropout"
                        : l->kind == LAYER_ROUTE   ? "route"
                        : l->kind == LAYER_RESIDUAL ? "add"
+                       : l->kind == LAYER_SCALE_CHANNELS ? "scale_channels"
                        : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
-                                                   : dp_op_table[l->op].name; /* relu, relu6, sigmoid, tanh */
+                                                   : dp_op_table[l->op].name; /* relu, relu6, sigmoid, ... */
     int rank = 1;
     for (int i = 0; i < m->num_layers; i++) {
         const layer_t *o = &m->layers[i];
@@ -445,9 +448,10 @@ dp_status_t dp_model_add_relu(dp_model_t *m) {
 }
 
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
-    if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH)
-        return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid or tanh, "
-                       "found op %d", m->name, m->num_layers + 1, (int)kind);
+    if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH &&
+        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid, tanh, "
+                       "hardswish or hardsigmoid, found op %d", m->name, m->num_layers + 1, (int)kind);
     return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
 }
 
@@ -561,11 +565,17 @@ static const char *shape_str(int ndim, const int *shape, char *buf, size_t size)
     return buf;
 }
 
+/* A layer that also reads output `from`: an earlier one. */
+static dp_status_t check_from(const dp_model_t *m, int from, const char *what) {
+    if (from < 0 || from >= m->num_layers)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: %s from output %d, expected 0 to %d", m->name,
+                       m->num_layers + 1, what, from, m->num_layers - 1);
+    return DP_OK;
+}
+
 dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
     int last = m->num_layers;
-    if (from < 0 || from >= last)
-        return dp_fail(DP_ERR_ARG, "model %s: layer %d: residual from output %d, expected 0 to %d",
-                       m->name, last + 1, from, last - 1);
+    DP_TRY(check_from(m, from, "residual"));
     int ndim, from_ndim;
     const int *shape = output_shape(m, last, &ndim), *from_shape = output_shape(m, from, &from_ndim);
     if (ndim != from_ndim || memcmp(shape, from_shape, sizeof(int) * (size_t)ndim) != 0) {
@@ -581,6 +591,29 @@ dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu) {
     l->other = from;
     l->attr.fuse_relu = relu != 0;
     commit_layer(m, l, ndim, copy);
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from) {
+    int last = m->num_layers;
+    DP_TRY(check_from(m, from, "scale_channels"));
+    int ndim, from_ndim;
+    const int *scale = output_shape(m, last, &ndim), *x = output_shape(m, from, &from_ndim);
+    int fits = from_ndim >= 2 && ndim == from_ndim && scale[0] == x[0];
+    for (int d = 1; fits && d < ndim; d++) fits = scale[d] == 1;
+    if (!fits) {
+        char a[96], b[96];
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: scale_channels multiplies output %d %s by output %d %s: "
+                       "expected a scale of (%d, 1, 1) for it", m->name, last + 1, from,
+                       shape_str(from_ndim, x, a, sizeof a), last, shape_str(ndim, scale, b, sizeof b),
+                       from_ndim >= 1 ? x[0] : 0);
+    }
+    int copy[DP_MAX_DIMS];
+    memcpy(copy, x, sizeof(int) * (size_t)from_ndim);
+    layer_t *l = push_layer(m, LAYER_SCALE_CHANNELS, DP_OP_SCALE_CHANNELS);
+    if (!l) return DP_ERR_NOMEM;
+    l->other = from;
+    commit_layer(m, l, from_ndim, copy);
     return DP_OK;
 }
 
@@ -773,6 +806,10 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
                 h = outs[l->other];
             }
             break;
+        case LAYER_SCALE_CHANNELS: /* x is output `other`, its scale the previous output */
+            second = h;
+            h = outs[l->other];
+            break;
         default:
             break;
         }
@@ -815,7 +852,7 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
 
 /* --- Reading the layers ------------------------------------------------------ */
 
-_Static_assert((int)LAYER_RESIDUAL == (int)DP_LAYER_RESIDUAL && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+_Static_assert((int)LAYER_SCALE_CHANNELS == (int)DP_LAYER_SCALE_CHANNELS && (int)LAYER_CONV == (int)DP_LAYER_CONV,
                "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
 
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {

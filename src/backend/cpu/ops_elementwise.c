@@ -1,5 +1,6 @@
 /* ops_elementwise.c - element-wise ops, forward and backward: DP_OP_RELU,
- * DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD and DP_OP_FLATTEN.
+ * DP_OP_RELU6, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID, DP_OP_SIGMOID, DP_OP_TANH,
+ * DP_OP_ADD and DP_OP_FLATTEN.
  *
  * relu: y = max(x, 0), torch.relu
  *   (https://pytorch.org/docs/stable/generated/torch.nn.functional.relu.html);
@@ -10,6 +11,16 @@
  *   hardtanh(x, 0, 6)); a NaN input stays NaN; backward dx += dy where
  *   0 < y < 6, which is 0 < x < 6 (PyTorch's hardtanh_backward: no gradient
  *   at either kink).
+ * hardswish: y = x min(max(x + 3, 0), 6) / 6, torch.nn.functional.hardswish
+ *   (https://pytorch.org/docs/stable/generated/torch.nn.Hardswish.html, aten's
+ *   hardswish_kernel: (x * clamp) / 6 in that order); a NaN stays NaN.
+ *   Backward from x (y does not determine x), aten's hardswish_backward:
+ *   0 where x < -3, dy (x / 3 + 0.5) where -3 <= x <= 3 (so -dy / 2 at -3 and
+ *   3 dy / 2 at 3), dy above 3 (and for a NaN x).
+ * hardsigmoid: y = min(max(x + 3, 0), 6) / 6, torch.nn.functional.hardsigmoid
+ *   (https://pytorch.org/docs/stable/generated/torch.nn.Hardsigmoid.html); a
+ *   NaN stays NaN. Backward from x, aten's hardsigmoid_backward: dy / 6 where
+ *   -3 < x < 3, else 0 (no gradient at either kink, nor for a NaN).
  * sigmoid: y = 1 / (1 + exp(-x)), torch.sigmoid
  *   (https://pytorch.org/docs/stable/generated/torch.sigmoid.html); for
  *   x < 0 computed as e / (1 + e) with e = exp(x), so that no exp
@@ -29,9 +40,10 @@
  *   add into out.grad lands in in.grad directly. Its backward therefore
  *   does nothing; it allocates nothing.
  *
- * The backward of relu, relu6, sigmoid, tanh and add writes an input grad that is
- * still unset (dp_grad_claim) and adds otherwise. Nothing is saved: the
- * gradients are functions of y.
+ * The backward of relu, relu6, hardswish, hardsigmoid, sigmoid, tanh and add
+ * writes an input grad that is still unset (dp_grad_claim) and adds
+ * otherwise. Nothing is saved: the gradients are functions of y, or of x
+ * (hardswish, hardsigmoid), which the tape keeps.
  */
 #include <math.h>
 
@@ -51,8 +63,11 @@ static dp_status_t elementwise_output(dp_node_t *node, const char *op, int want_
     return DP_OK;
 }
 
-typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH, UNARY_RELU6 } unary_kind_t;
-static const char *const unary_names[] = {"relu", "sigmoid", "tanh", "relu6"};
+typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH, UNARY_RELU6, UNARY_HARDSWISH, UNARY_HARDSIGMOID } unary_kind_t;
+static const char *const unary_names[] = {"relu", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid"};
+
+/* min(max(v, 0), 6) as std::min(std::max(v, 0), 6): a NaN passes through */
+static inline float clamp6(float v) { return v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v; }
 
 static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t *node, dp_arena_t *arena, unary_kind_t kind) {
     const dp_tensor_t *x = node->in[0];
@@ -75,19 +90,30 @@ static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t
         for (size_t i = 0; i < numel; i++) y[i] = tanhf(in[i]);
         break;
     case UNARY_RELU6: /* NaN fails both tests and passes through */
-        for (size_t i = 0; i < numel; i++) y[i] = in[i] < 0.0f ? 0.0f : in[i] > 6.0f ? 6.0f : in[i];
+        for (size_t i = 0; i < numel; i++) y[i] = clamp6(in[i]);
+        break;
+    case UNARY_HARDSWISH:
+        for (size_t i = 0; i < numel; i++) y[i] = in[i] * clamp6(in[i] + 3.0f) / 6.0f;
+        break;
+    case UNARY_HARDSIGMOID:
+        for (size_t i = 0; i < numel; i++) y[i] = clamp6(in[i] + 3.0f) / 6.0f;
         break;
     }
     return DP_OK;
 }
 
-/* f'(x) dy, with f' written in terms of y = f(x). */
+/* f'(x) dy, with f' written in terms of y = f(x); hardswish and
+ * hardsigmoid are passed x instead. */
 static inline float unary_grad(unary_kind_t kind, float y, float dy) {
     switch (kind) {
     case UNARY_RELU: return y > 0.0f ? dy : 0.0f;
     case UNARY_SIGMOID: return dy * y * (1.0f - y);
     case UNARY_TANH: return dy * (1.0f - y * y);
     case UNARY_RELU6: return y > 0.0f && y < 6.0f ? dy : 0.0f;
+    case UNARY_HARDSWISH: /* y is x here */
+        return y < -3.0f ? 0.0f : y <= 3.0f ? dy * (y / 3.0f + 0.5f) : dy;
+    case UNARY_HARDSIGMOID: /* y is x here */
+        return y > -3.0f && y < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
     }
     return 0.0f;
 }
@@ -98,7 +124,8 @@ static inline __attribute__((always_inline)) dp_status_t unary_backward(dp_node_
     const float *dy = node->out.grad;
     float *dx = node->in[0]->grad;
     if (!dy || !dx) return DP_OK;
-    const float *y = node->out.data;
+    const int from_x = kind == UNARY_HARDSWISH || kind == UNARY_HARDSIGMOID;
+    const float *y = from_x ? node->in[0]->data : node->out.data;
     size_t numel = dp_tensor_numel(&node->out);
     if (dp_grad_claim(node->in[0]))
         for (size_t i = 0; i < numel; i++) dx[i] = unary_grad(kind, y[i], dy[i]);
@@ -116,6 +143,20 @@ dp_status_t dp_relu6_forward(dp_node_t *node, dp_arena_t *arena) { return unary_
 dp_status_t dp_relu6_backward(dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     return unary_backward(node, UNARY_RELU6);
+}
+dp_status_t dp_hardswish_forward(dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(node, arena, UNARY_HARDSWISH);
+}
+dp_status_t dp_hardswish_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_HARDSWISH);
+}
+dp_status_t dp_hardsigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(node, arena, UNARY_HARDSIGMOID);
+}
+dp_status_t dp_hardsigmoid_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_HARDSIGMOID);
 }
 dp_status_t dp_sigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
     return unary_forward(node, arena, UNARY_SIGMOID);

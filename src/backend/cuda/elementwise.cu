@@ -1,6 +1,7 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
- * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6, add
- * (with ReLU), gradient accumulation, dropout (ops_elementwise.c's and
+ * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6,
+ * hardswish, hardsigmoid, add (with ReLU), the channel scaling of a
+ * squeeze-excitation block (ops_scale_channels.c), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
  * gradient clipping's scale and the model's moving average. The
  * activations they read or write (not the gradients) are float or bf16
@@ -116,8 +117,12 @@ template <typename TX, typename TY> __device__ static void unary_forward_loop(in
             st(y, i, v >= 0.0f ? __fdiv_rn(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(e, __fadd_rn(1.0f, e)));
         } else if (kind == 1) {
             st(y, i, tanhf(v));
-        } else { /* relu6: a NaN fails both tests and passes through, as the CPU op */
+        } else if (kind == 2) { /* relu6: a NaN fails both tests and passes through, as the CPU op */
             st(y, i, v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v);
+        } else { /* hardswish (3): (x clamp) / 6, hardsigmoid (4): clamp / 6, clamp = relu6(x + 3) */
+            float t = __fadd_rn(v, 3.0f);
+            t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
+            st(y, i, __fdiv_rn(kind == 3 ? __fmul_rn(v, t) : t, 6.0f));
         }
     }
 }
@@ -139,7 +144,10 @@ __device__ static void unary_backward_loop(int kind, const T *y, const float *dy
         float yi = ld(y, i);
         float g = kind == 0   ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
                   : kind == 1 ? __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)))
-                              : (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f); /* relu6 */
+                  : kind == 2 ? (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f) /* relu6 */
+                  : kind == 3 ? (yi < -3.0f ? 0.0f /* hardswish, yi is x */
+                                 : yi <= 3.0f ? __fmul_rn(dy[i], __fadd_rn(__fdiv_rn(yi, 3.0f), 0.5f)) : dy[i])
+                              : (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f); /* hardsigmoid */
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
@@ -172,6 +180,45 @@ extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const voi
                                    int bf16) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
     add_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, relu, bf16);
+    return cudaGetLastError();
+}
+
+/* --- channel scaling (ops_scale_channels.c): y = x s, s one factor per (N, C) plane ----------- */
+__global__ void scale_channels_kernel(const float *x, const float *s, float *y, size_t n, size_t plane) {
+    GRID_LOOP(i, n) y[i] = __fmul_rn(x[i], s[i / plane]);
+}
+
+extern "C" cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n,
+                                              size_t plane) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    scale_channels_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, s, y, n, plane);
+    return cudaGetLastError();
+}
+
+/* dx (+)= dy s, one thread per element */
+__global__ void scale_channels_dx_kernel(const float *dy, const float *s, float *dx, size_t n, size_t plane, int add) {
+    GRID_LOOP(i, n) {
+        const float g = __fmul_rn(dy[i], s[i / plane]);
+        dx[i] = add ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+/* ds (+)= sum of dy x over a plane, one thread per plane, in double and in index order as the CPU op */
+__global__ void scale_channels_ds_kernel(const float *dy, const float *x, float *ds, size_t planes, size_t plane,
+                                         int add) {
+    GRID_LOOP(p, planes) {
+        double sum = 0.0;
+        for (size_t i = p * plane; i < (p + 1) * plane; i++) sum += (double)dy[i] * (double)x[i];
+        ds[p] = add ? __fadd_rn(ds[p], (float)sum) : (float)sum;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, const float *dy, const float *x,
+                                                       const float *s, float *dx, int add_dx, float *ds, int add_ds,
+                                                       size_t n, size_t plane) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    if (dx) scale_channels_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dy, s, dx, n, plane, add_dx);
+    if (ds) scale_channels_ds_kernel<<<blocks_for(n / plane), THREADS, 0, stream>>>(dy, x, ds, n / plane, plane, add_ds);
     return cudaGetLastError();
 }
 

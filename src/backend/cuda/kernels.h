@@ -95,10 +95,16 @@ cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const floa
  * same pointer twice: added twice, in that order) */
 cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0, int add0,
                                        float *dx1, int add1, size_t n, int bf16);
-/* kind 0: sigmoid, 1: tanh, 2: relu6; backward from y */
+/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid; backward from y (kinds 0 to 2)
+ * or from x (3, 4: pass x as y, its bf16 bit as bf16) */
 cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n, int bf16);
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
                                    size_t n, int add, int bf16);
+/* y (N C planes of `plane` floats) = x s, s one factor per plane; backward dx (+)= dy s, ds (+)= the plane's sum
+ * of dy x (either NULL: none) */
+cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n, size_t plane);
+cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, const float *dy, const float *x, const float *s,
+                                            float *dx, int add_dx, float *ds, int add_ds, size_t n, size_t plane);
 cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const void *b, void *y, size_t n, int relu, int bf16);
 /* The layouts of an (N, C, L) tensor: to_nhwc 1: dst (N, L, C) (+)= src (N, C, L); 0: dst (N, C, L)
  * (+)= src (N, L, C). Activations (L = H W) and filters (N = K, C = C / groups, L = R S: KCRS to

@@ -3,7 +3,8 @@
  * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
  * and dy with FP32 compute and FP32 results, the copies of x and W made
  * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
- * cross-entropy, sigmoid, tanh, relu6, add (+ fused ReLU), dropout (the CPU's
+ * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, add (+ fused ReLU),
+ * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
  * data touched); batch norm with own kernels (double sums per channel spread
@@ -16,7 +17,7 @@
  * (the host cannot check device labels without a synchronisation).
  *
  * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh, relu6,
- * add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * hardswish, hardsigmoid, add, batch norm (over an (N H W, C) matrix), max and average pooling,
  * global average pooling and dropout also take NHWC inputs and keep their
  * layout; the wrappers convert the inputs of the others (and of flatten,
  * now a wrapper of the CPU's view) to NCHW and their gradients back.
@@ -321,7 +322,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh, relu6 --------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid --------------------------------------------------------------- */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -332,37 +333,63 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           op);
 }
 
+/* from y, or from x for hardswish and hardsigmoid (kinds 3, 4) */
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
     int add = !dp_grad_claim(x);
-    return dp_cuda_launch(c, dp_cuda_unary_backward(c->stream, kind, node->out.data, node->out.grad, x->grad,
-                                                    dp_tensor_numel(&node->out), add, dp_cuda_is_bf16(&node->out)),
+    const dp_tensor_t *from = kind >= 3 ? x : &node->out;
+    return dp_cuda_launch(c, dp_cuda_unary_backward(c->stream, kind, from->data, node->out.grad, x->grad,
+                                                    dp_tensor_numel(&node->out), add, dp_cuda_is_bf16(from)),
                           op);
 }
 
-static dp_status_t sigmoid_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    return unary_forward(c, node, arena, 0, "sigmoid");
-}
-static dp_status_t sigmoid_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
-    return unary_backward(c, node, 0, "sigmoid");
-}
-static dp_status_t tanh_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    return unary_forward(c, node, arena, 1, "tanh");
-}
-static dp_status_t tanh_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
-    return unary_backward(c, node, 1, "tanh");
-}
+/* name_forward and name_backward of unary kind `kind` (kernels.h) */
+#define UNARY_OP(name, kind)                                                                                         \
+    static dp_status_t name##_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {                        \
+        return unary_forward(c, node, arena, kind, #name);                                                           \
+    }                                                                                                                \
+    static dp_status_t name##_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {                       \
+        (void)arena;                                                                                                 \
+        return unary_backward(c, node, kind, #name);                                                                 \
+    }
+UNARY_OP(sigmoid, 0)
+UNARY_OP(tanh, 1)
 /* relu6's backward reads y: in a bf16 plan y is rounded, so an x just
  * below 6 may read as 6 and get no gradient (bf16 is approximate anyway) */
-static dp_status_t relu6_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    return unary_forward(c, node, arena, 2, "relu6");
+UNARY_OP(relu6, 2)
+UNARY_OP(hardswish, 3)
+UNARY_OP(hardsigmoid, 4)
+
+/* --- scale_channels (squeeze-excitation): NCHW FP32 inputs (layout_cuda.c), an FP32 output ------ */
+
+static dp_status_t scale_channels_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *s = node->in[1];
+    char xs[64], ss[64];
+    if (!x || !s || !x->data || !s->data)
+        return dp_fail(DP_ERR_ARG, "scale_channels: needs two inputs (in[0] x, in[1] s) with data");
+    int fits = x->ndim >= 2 && s->ndim == x->ndim && s->shape[0] == x->shape[0] && s->shape[1] == x->shape[1];
+    for (int d = 2; fits && d < s->ndim; d++) fits = s->shape[d] == 1;
+    if (!fits)
+        return dp_fail(DP_ERR_SHAPE, "scale_channels: the scale must be (N, C, 1, 1) for an input %s, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(s, ss, sizeof ss));
+    DP_TRY(dp_cuda_output(node, "scale_channels", x->ndim, x->shape, x->grad || s->grad, arena));
+    size_t n = dp_tensor_numel(x);
+    if (n == 0) return DP_OK;
+    return dp_cuda_launch(c, dp_cuda_scale_channels(c->stream, x->data, s->data, node->out.data, n,
+                                                    n / dp_tensor_numel(s)),
+                          "scale_channels");
 }
-static dp_status_t relu6_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+
+static dp_status_t scale_channels_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
-    return unary_backward(c, node, 2, "relu6");
+    dp_tensor_t *x = node->in[0], *s = node->in[1];
+    size_t n = dp_tensor_numel(x);
+    if (!node->out.grad || (!x->grad && !s->grad) || n == 0) return DP_OK;
+    int add_dx = x->grad ? !dp_grad_claim(x) : 0, add_ds = s->grad ? !dp_grad_claim(s) : 0;
+    return dp_cuda_launch(c, dp_cuda_scale_channels_backward(c->stream, node->out.grad, x->data, s->data, x->grad,
+                                                             add_dx, s->grad, add_ds, n, n / dp_tensor_numel(s)),
+                          "scale_channels backward");
 }
 
 /* --- add (skip connections), with fuse_relu ------------------------------------------------ */
@@ -724,6 +751,9 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, global_avg_pool_forward) WRAP_BACK(g, global_avg_pool_backward) WRAP(g, mse_forward) WRAP_BACK(g, mse_backward) \
     WRAP(g, batch_norm_forward) WRAP_BACK(g, batch_norm_backward) \
     WRAP(g, relu6_forward) WRAP_BACK(g, relu6_backward) \
+    WRAP(g, hardswish_forward) WRAP_BACK(g, hardswish_backward) \
+    WRAP(g, hardsigmoid_forward) WRAP_BACK(g, hardsigmoid_backward) \
+    WRAP(g, scale_channels_forward) WRAP_BACK(g, scale_channels_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -744,9 +774,12 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_ADD] = {"add", 2, add_forward_##g, add_backward_##g},                                             \
         [DP_OP_MSE] = {"mse", 2, mse_forward_##g, mse_backward_##g},                                             \
         [DP_OP_RELU6] = {"relu6", 1, relu6_forward_##g, relu6_backward_##g},                                     \
+        [DP_OP_HARDSWISH] = {"hardswish", 1, hardswish_forward_##g, hardswish_backward_##g},                     \
+        [DP_OP_HARDSIGMOID] = {"hardsigmoid", 1, hardsigmoid_forward_##g, hardsigmoid_backward_##g},             \
+        [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, scale_channels_forward_##g, scale_channels_backward_##g}, \
     }
 
-_Static_assert(DP_OP_COUNT == 16, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 19, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)
