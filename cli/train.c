@@ -310,6 +310,14 @@ static dp_status_t make_val_trainer(const train_options_t *o, dp_model_t *val_mo
     return dp_trainer_new(&config, val_trainer);
 }
 
+/* --profile's table (where this rank speaks) and its line in --metrics, after the run. */
+static dp_status_t report_profile(const train_options_t *o, dp_trainer_t *trainer, dp_precision_t precision,
+                                  int speaks) {
+    if (speaks) DP_TRY(train_print_profile(trainer, dp_precision_name(precision), o->channels_last));
+    if (o->metrics_path) DP_TRY(train_append_profile(o->metrics_path, trainer));
+    return DP_OK;
+}
+
 static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, train_outcome_t *outcome) {
     train_options_t o;
     train_settings_t set;
@@ -439,12 +447,7 @@ static dp_status_t train_main(int argc, char **argv, const dp_world_t *world, tr
     if (printer.bar_open) dp_progress_finish(&printer.bar);
     if (status != DP_OK) goto done;
     train_print_result(&result, trainer, &printer);
-    if (set.profile_window > 0 && speaks &&
-        (status = train_print_profile(trainer, dp_precision_name(precision), o.channels_last)) != DP_OK)
-        goto done;
-    if (set.profile_window > 0 && o.metrics_path &&
-        (status = train_append_profile(o.metrics_path, trainer)) != DP_OK)
-        goto done;
+    if (set.profile_window > 0) status = report_profile(&o, trainer, precision, speaks);
 
 done:
     if (!agreed) status = dp_world_agree(status); /* the first rank's mistake, on every rank */
