@@ -17,8 +17,8 @@ source "$(dirname "$0")/testing.sh"
 src=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
 
-# 64 training and 8 test images, 32 x 32 RGB, 2 classes
-"$py" "$src/tests/random_image_folder.py" "$tmp/data" 64 8 2 32x32 && pass || fail "making the image folder"
+# 32 training and 8 test images, 32 x 32 RGB, 2 classes (2 steps an epoch)
+"$py" "$src/tests/random_image_folder.py" "$tmp/data" 32 8 2 32x32 && pass || fail "making the image folder"
 
 # the model file with each batch norm that a relu6 follows labelled and read again by a route before the
 # classifier (then a route back to the dropout's output, which the classifier reads)
