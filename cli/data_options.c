@@ -333,7 +333,7 @@ static dp_status_t open_folder(const cli_data_options_t *o, int training, int ch
     } else if (status == DP_OK && !classes && !test_index.paths) { /* eval, no checkpoint's classes: DIR/train's */
         dp_image_index_t names = {0};
         io.skip_bad = 1; /* only the classes are wanted */
-        status = dp_image_index_build(o->dir, "train", NULL, 0, &io, &names);
+        status = dp_image_index_build(o->dir, *root ? root : "train", NULL, 0, &io, &names);
         io.skip_bad = o->skip_bad;
         if (status == DP_OK) status = dp_image_index_build(o->dir, test_split, names.class_names, names.num_classes,
                                                            &io, &test_index);
@@ -467,10 +467,10 @@ dp_status_t cli_data_open(const cli_data_options_t *o, int training, int channel
 
 dp_status_t cli_check_saved_data_dir(const char *command, const char *checkpoint, const char *dir) {
     struct stat st;
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return DP_OK;
+    if (stat(dir, &st) == 0 && (S_ISDIR(st.st_mode) || dp_image_folder_is_list(dir))) return DP_OK;
     return dp_fail(DP_ERR_ARG, "%s: %s was trained on the data in %s (its data.dir), which is not %s here: give "
                    "that data's folder with --data DIR", command, checkpoint, dir,
-                   stat(dir, &st) == 0 ? "a directory" : "found");
+                   stat(dir, &st) == 0 ? "a directory or an image list" : "found");
 }
 
 void cli_data_close(cli_data_t *d) {

@@ -64,7 +64,12 @@ typedef struct {
 } dp_index_options_t;
 
 /* Indexes DIR/SPLIT ("train" or "test"), or DIR itself for the split ""
- * (its folders the classes: a folder without a test split). classes: the
+ * (its folders the classes: a folder without a test split). When DIR/SPLIT
+ * (DIR for "") is a file, it is an image list (image_list.c: PATH LABEL
+ * lines, or a CSV's PATH,LABEL), whose order the index keeps; a training
+ * list's classes are its labels (numbers 0 .. the largest when every label
+ * is one, else the names sorted); root_length covers the list's folder, or
+ * is 0 when its paths are absolute. classes: the
  * training split's class names (the test split's folders must be among
  * them, and keep their labels); NULL for a training split, whose folders
  * they are. A training split's class folder without images is refused. */
@@ -72,13 +77,19 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
                                  const dp_index_options_t *options, dp_image_index_t *out);
 void dp_image_index_free(dp_image_index_t *index);
 
-/* The folder of DIR's training split: "train" when DIR/train is a folder,
- * else "" (DIR's own class folders, dp_image_index_build's split ""). */
+/* The folder of DIR's training split: the image list DIR/train.txt or
+ * DIR/train.csv when there is one (a file), else "train" when DIR/train is
+ * a folder, else "" (DIR's own class folders, or DIR itself an image list:
+ * dp_image_index_build's split ""). */
 const char *dp_image_folder_train_split(const char *dir);
-/* The folder of DIR's test split: "test" when DIR/test is a folder, else
- * "val" (ImageNet's and YOLO's name for it) when DIR/val is, else NULL
- * (none: the test split is held out, dp_image_index_hold_out). */
+/* The folder of DIR's test split: the image list DIR/test.txt, test.csv,
+ * val.txt or val.csv (the first there is), else "test" when DIR/test is a
+ * folder, else "val" (ImageNet's and YOLO's name for it) when DIR/val is,
+ * else NULL (none: the test split is held out, dp_image_index_hold_out). */
 const char *dp_image_folder_test_split(const char *dir);
+/* Whether path is a file whose name ends in .txt or .csv: an image list
+ * given as the data itself (its test split held out). */
+int dp_image_folder_is_list(const char *path);
 
 /* The image files under `dir` (its subfolders too, following links), in
  * the order and with the extensions the index takes a class folder's

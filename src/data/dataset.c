@@ -105,7 +105,12 @@ static dp_status_t detect_layout(const char *dir, dp_data_layout_t *out, char *w
     struct stat st;
     if (stat(dir, &st) != 0)
         return dp_fail(DP_ERR_IO, "%s: cannot open the data directory (%s)", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return dp_fail(DP_ERR_IO, "%s: is not a data directory", dir);
+    if (!S_ISDIR(st.st_mode) && dp_image_folder_is_list(dir)) { /* an image list, its test split held out */
+        *out = DP_DATA_IMAGE_FOLDER;
+        return DP_OK;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return dp_fail(DP_ERR_IO, "%s: is not a data directory (nor an image list: a .txt or .csv file)", dir);
     if (*dp_image_folder_train_split(dir)) {
         *out = DP_DATA_IMAGE_FOLDER;
         return DP_OK;

@@ -31,6 +31,7 @@
 
 #include "dptrain/image.h"
 #include "dptrain/image_folder.h"
+#include "image_internal.h"
 
 #define MAX_REPORTED 10          /* bad files named one line each; the rest counted */
 #define MAX_DEPTH 64             /* directories below a class folder (a link loop ends here) */
@@ -149,17 +150,42 @@ static dp_status_t class_files(const char *class_dir, strings_t *files) {
     return status;
 }
 
+static int is_regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The first of `names` that is an image list (a file) in dir, else NULL. */
+static const char *list_in(const char *dir, const char *const *names, size_t count) {
+    char path[PATH_BYTES];
+    for (size_t i = 0; i < count; i++)
+        if (join_path(path, dir, names[i]) == DP_OK && is_regular_file(path)) return names[i];
+    return NULL;
+}
+
 const char *dp_image_folder_train_split(const char *dir) {
+    static const char *const lists[] = {"train.txt", "train.csv"};
+    const char *list = list_in(dir, lists, sizeof lists / sizeof *lists);
+    if (list) return list;
     char path[PATH_BYTES];
     return join_path(path, dir, "train") == DP_OK && is_directory(path) ? "train" : "";
 }
 
 const char *dp_image_folder_test_split(const char *dir) {
+    static const char *const lists[] = {"test.txt", "test.csv", "val.txt", "val.csv"};
+    const char *list = list_in(dir, lists, sizeof lists / sizeof *lists);
+    if (list) return list;
     static const char *const names[] = {"test", "val"};
     char path[PATH_BYTES];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (join_path(path, dir, names[i]) == DP_OK && is_directory(path)) return names[i];
     return NULL;
+}
+
+int dp_image_folder_is_list(const char *path) {
+    size_t n = strlen(path);
+    return is_regular_file(path) && n > 4 && (strcasecmp(path + n - 4, ".txt") == 0 ||
+                                              strcasecmp(path + n - 4, ".csv") == 0);
 }
 
 dp_status_t dp_image_list_files(const char *dir, char ***paths, int *count) {
@@ -331,6 +357,27 @@ static dp_status_t list_split(const char *dir, const char *split, int training, 
     return status;
 }
 
+/* An image list's files and labels (image_list.c), its classes when
+ * classes is NULL; root_length: the bytes of its folder in every path. */
+static dp_status_t index_list(const char *list, char *const *classes, int num_classes, dp_image_index_t *x,
+                              strings_t *files, int32_t **labels, size_t *root_length) {
+    dp_image_list_t l;
+    DP_TRY(dp_image_list_read(list, classes, num_classes, &l));
+    dp_status_t status = classes ? find_classes(NULL, NULL, classes, num_classes, x) : DP_OK;
+    if (!classes) { /* taken */
+        x->class_names = l.class_names;
+        x->num_classes = l.num_classes;
+        l.class_names = NULL;
+        l.num_classes = 0;
+    }
+    files->items = l.paths, files->count = files->capacity = l.count;
+    *labels = l.labels;
+    *root_length = l.root_length;
+    l.paths = NULL, l.labels = NULL, l.count = 0;
+    dp_image_list_clear(&l);
+    return status;
+}
+
 /* The kept files into out->paths (one pool) and out->labels. */
 static dp_status_t keep_files(const strings_t *files, const int32_t *labels, const unsigned char *ok,
                               dp_image_index_t *out) {
@@ -368,8 +415,13 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
     if (o->progress) o->progress(o->progress_ctx, split, 0, 0);
     char split_dir[PATH_BYTES];
     dp_status_t status = split_path(split_dir, dir, split);
-    if (status == DP_OK) status = find_classes(dir, split, classes, num_classes, out);
-    if (status == DP_OK) status = list_split(dir, split, !classes, out, &files, &labels);
+    size_t root_length = strlen(split_dir) + 1;
+    if (status == DP_OK && is_regular_file(split_dir)) { /* an image list (image_list.c) */
+        status = index_list(split_dir, classes, num_classes, out, &files, &labels, &root_length);
+    } else {
+        if (status == DP_OK) status = find_classes(dir, split, classes, num_classes, out);
+        if (status == DP_OK) status = list_split(dir, split, !classes, out, &files, &labels);
+    }
     if (status == DP_OK) {
         job.paths = files.items;
         job.count = files.count;
@@ -385,7 +437,7 @@ dp_status_t dp_image_index_build(const char *dir, const char *split, char *const
         status = dp_fail(DP_ERR_FORMAT, "%s: none of its %d files can be read as an image", split_dir, job.count);
     if (status == DP_OK) {
         out->skipped = bad;
-        out->root_length = strlen(split_dir) + 1;
+        out->root_length = root_length;
         status = keep_files(&files, labels, job.ok, out);
     }
     for (int i = 0; job.messages && i < job.count; i++) free(job.messages[i]);

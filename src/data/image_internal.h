@@ -53,6 +53,26 @@ void dp_jpeg_scaled_size(int width, int height, int scale_denom, int *scaled_wid
 /* Format by the first bytes (DP_IMAGE_UNKNOWN when none fits). */
 dp_image_format_t dp_image_sniff(const unsigned char *data, size_t size);
 
+/* --- image lists (image_list.c) ---------------------------------------------------- */
+
+/* A list's entries: paths joined to the list's folder, labels as class
+ * positions; a training list's classes (classes NULL) in class_names. */
+typedef struct {
+    int count;
+    char **paths;         /* (count) */
+    int32_t *labels;      /* (count) */
+    int num_classes;
+    char **class_names;   /* (num_classes) a training list's own; NULL when classes were given */
+    size_t root_length;   /* bytes of "LIST_FOLDER/" in every path; 0: the paths are absolute */
+} dp_image_list_t;
+
+/* Reads an image list (text, or CSV when its name ends in .csv); classes:
+ * a training split's class names (NULL: the list's own). One line naming
+ * LIST:LINE on failure; *out is then empty. */
+dp_status_t dp_image_list_read(const char *list, char *const *classes, int num_classes, dp_image_list_t *out);
+void dp_image_list_clear(dp_image_list_t *list);
+int dp_image_list_is_csv(const char *list);
+
 /* --- PIL's conversions (image_convert.c) ------------------------------------------- */
 
 /* Converts `count` pixels of `from` channels (1: L, 3: RGB, 4: CMYK as PIL
