@@ -26,12 +26,11 @@
 
 static char root[512];
 
+/* root/relative (testing_tmp_file's: the last 8 stay valid) */
 static const char *at(const char *relative) {
-    static char paths[8][800];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 800, "%s/%s", root, relative);
-    return p;
+    char name[600];
+    snprintf(name, sizeof name, "lists/%s", relative);
+    return testing_tmp_file(name);
 }
 
 static void write_png(const char *relative, int value) {
@@ -48,7 +47,7 @@ static void write_text(const char *relative, const char *text, size_t n) {
 
 /* The folder: pics/{cat,dog}/N.png, "pics/my dog.png", and the lists beside it. */
 static void make_folder(void) {
-    snprintf(root, sizeof root, "%s/lists", testing_tmpdir());
+    snprintf(root, sizeof root, "%s", testing_tmp_file("lists"));
     DP_ASSERT(mkdir(root, 0755) == 0);
     DP_ASSERT(mkdir(at("pics"), 0755) == 0 && mkdir(at("pics/cat"), 0755) == 0 && mkdir(at("pics/dog"), 0755) == 0);
     for (int i = 0; i < 5; i++) {
