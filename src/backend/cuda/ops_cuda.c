@@ -322,7 +322,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid --------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid, gelu --------------------------------------------------------------- */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -333,7 +333,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           op);
 }
 
-/* from y, or from x for hardswish and hardsigmoid (kinds 3, 4) */
+/* from y, or from x for hardswish, hardsigmoid and gelu (kinds 3 to 5) */
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
@@ -360,35 +360,97 @@ UNARY_OP(tanh, 1)
 UNARY_OP(relu6, 2)
 UNARY_OP(hardswish, 3)
 UNARY_OP(hardsigmoid, 4)
+UNARY_OP(gelu, 5)
+
+/* --- layer_norm over the channels (ConvNeXt): NCHW FP32 inputs (layout_cuda.c), an FP32 output;
+ * saved: device doubles [mean (N S), rstd (N S)] ------------------------------------------------- */
+
+static dp_status_t layer_norm_check(const dp_node_t *node, int *N, int *C, size_t *S) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64], ps[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "layer_norm: needs an input (in[0]) with data");
+    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "layer_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    *N = x->shape[0];
+    *C = x->shape[1];
+    *S = dp_tensor_numel(x) / ((size_t)*N * (size_t)*C);
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && (!p->data || p->ndim != 1 || p->shape[0] != *C))
+            return dp_fail(DP_ERR_SHAPE, "layer_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
+                           *C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
+    }
+    if (!(node->attr.eps >= 0.0f) || isinf(node->attr.eps))
+        return dp_fail(DP_ERR_ARG, "layer_norm: eps must be finite and >= 0, found %g", (double)node->attr.eps);
+    return DP_OK;
+}
+
+static dp_status_t layer_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, C = 0;
+    size_t S = 0;
+    DP_TRY(layer_norm_check(node, &N, &C, &S));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    DP_TRY(dp_cuda_output(node, "layer_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    double *saved = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)N * S);
+    if (!saved) return dp_fail(DP_ERR_NOMEM, "layer_norm: out of GPU memory for %zu positions", (size_t)N * S);
+    node->saved = saved;
+    return dp_cuda_launch(c, dp_cuda_ln_forward(c->stream, x->data, w ? w->data : NULL, b ? b->data : NULL,
+                                                node->out.data, saved, N, C, S, (double)node->attr.eps),
+                          "layer_norm");
+}
+
+static dp_status_t layer_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    if (!node->out.grad || !node->saved) return DP_OK;
+    int N = x->shape[0], C = x->shape[1];
+    size_t S = dp_tensor_numel(x) / ((size_t)N * (size_t)C);
+    float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
+    int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0, add_dx = x->grad ? !dp_grad_claim(x) : 0;
+    return dp_cuda_launch(c, dp_cuda_ln_backward(c->stream, x->data, w ? w->data : NULL, node->out.grad, node->saved,
+                                                 x->grad, add_dx, dw, add_w, db, add_b, N, C, S),
+                          "layer_norm backward");
+}
 
 /* --- scale_channels (squeeze-excitation): NCHW FP32 inputs (layout_cuda.c), an FP32 output ------ */
 
-static dp_status_t scale_channels_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    const dp_tensor_t *x = node->in[0], *s = node->in[1];
+/* s (N, C, 1, ...) or (1, C, 1, ...) for x (N, C, ...); *shared: C for the second when N > 1, else 0 */
+static dp_status_t scale_channels_check(const dp_tensor_t *x, const dp_tensor_t *s, size_t *shared) {
     char xs[64], ss[64];
     if (!x || !s || !x->data || !s->data)
         return dp_fail(DP_ERR_ARG, "scale_channels: needs two inputs (in[0] x, in[1] s) with data");
-    int fits = x->ndim >= 2 && s->ndim == x->ndim && s->shape[0] == x->shape[0] && s->shape[1] == x->shape[1];
+    int fits = x->ndim >= 2 && s->ndim == x->ndim && (s->shape[0] == x->shape[0] || s->shape[0] == 1) &&
+               s->shape[1] == x->shape[1];
     for (int d = 2; fits && d < s->ndim; d++) fits = s->shape[d] == 1;
     if (!fits)
-        return dp_fail(DP_ERR_SHAPE, "scale_channels: the scale must be (N, C, 1, 1) for an input %s, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(s, ss, sizeof ss));
+        return dp_fail(DP_ERR_SHAPE, "scale_channels: the scale must be (N, C, 1, 1) or (1, C, 1, 1) for an input %s, "
+                       "found %s", dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(s, ss, sizeof ss));
+    *shared = s->shape[0] != x->shape[0] ? (size_t)x->shape[1] : 0;
+    return DP_OK;
+}
+
+static dp_status_t scale_channels_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *s = node->in[1];
+    size_t shared = 0;
+    DP_TRY(scale_channels_check(x, s, &shared));
     DP_TRY(dp_cuda_output(node, "scale_channels", x->ndim, x->shape, x->grad || s->grad, arena));
     size_t n = dp_tensor_numel(x);
     if (n == 0) return DP_OK;
     return dp_cuda_launch(c, dp_cuda_scale_channels(c->stream, x->data, s->data, node->out.data, n,
-                                                    n / dp_tensor_numel(s)),
+                                                    n / ((size_t)x->shape[0] * (size_t)x->shape[1]), shared),
                           "scale_channels");
 }
 
 static dp_status_t scale_channels_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     dp_tensor_t *x = node->in[0], *s = node->in[1];
-    size_t n = dp_tensor_numel(x);
+    size_t n = dp_tensor_numel(x), shared = s->shape[0] != x->shape[0] ? (size_t)x->shape[1] : 0;
     if (!node->out.grad || (!x->grad && !s->grad) || n == 0) return DP_OK;
     int add_dx = x->grad ? !dp_grad_claim(x) : 0, add_ds = s->grad ? !dp_grad_claim(s) : 0;
     return dp_cuda_launch(c, dp_cuda_scale_channels_backward(c->stream, node->out.grad, x->data, s->data, x->grad,
-                                                             add_dx, s->grad, add_ds, n, n / dp_tensor_numel(s)),
+                                                             add_dx, s->grad, add_ds, n,
+                                                             n / ((size_t)x->shape[0] * (size_t)x->shape[1]), shared),
                           "scale_channels backward");
 }
 
@@ -754,6 +816,8 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, hardswish_forward) WRAP_BACK(g, hardswish_backward) \
     WRAP(g, hardsigmoid_forward) WRAP_BACK(g, hardsigmoid_backward) \
     WRAP(g, scale_channels_forward) WRAP_BACK(g, scale_channels_backward) \
+    WRAP(g, gelu_forward) WRAP_BACK(g, gelu_backward) \
+    WRAP(g, layer_norm_forward) WRAP_BACK(g, layer_norm_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -777,9 +841,11 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_HARDSWISH] = {"hardswish", 1, hardswish_forward_##g, hardswish_backward_##g},                     \
         [DP_OP_HARDSIGMOID] = {"hardsigmoid", 1, hardsigmoid_forward_##g, hardsigmoid_backward_##g},             \
         [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, scale_channels_forward_##g, scale_channels_backward_##g}, \
+        [DP_OP_GELU] = {"gelu", 1, gelu_forward_##g, gelu_backward_##g},                                       \
+        [DP_OP_LAYER_NORM] = {"layer_norm", 3, layer_norm_forward_##g, layer_norm_backward_##g},                 \
     }
 
-_Static_assert(DP_OP_COUNT == 19, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 21, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)
