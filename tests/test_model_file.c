@@ -104,6 +104,18 @@ static const valid_case_t valid_graph_cases[] = {
          "[hardswish]\n[global_avgpool]\n[hardsigmoid]\n[scale_channels]\nfrom = -3\n" HEAD,
      "a.weight 4x1x3x3, a.bias 4, fc1.weight 2x4x1x1, fc1.bias 2, fc2.weight 4x2x1x1, fc2.bias 4, "
      "head.weight 3x256, head.bias 3 -> 3"},
+    {"ConvNeXt: layernorm blocks (eps given and default), a gelu block and key",
+     NET "[conv]\nname = stem\nfilters = 4\nsize = 4\nstride = 4\n[layernorm]\nname = stem_norm\neps = 1e-6\n"
+         "[conv]\nname = pw\nfilters = 8\nsize = 1\nactivation = gelu\n[gelu]\n[layernorm]\nname = n2\n" HEAD,
+     "stem.weight 4x1x4x4, stem.bias 4, stem_norm.weight 4, stem_norm.bias 4, pw.weight 8x4x1x1, pw.bias 8, "
+     "n2.weight 8, n2.bias 8, head.weight 3x32, head.bias 3 -> 3"},
+    {"ConvNeXt block: 1x1 convolutions with linear-shaped weights, a layer scale, the residual",
+     NET "[conv]\nname = b.0\nfilters = 1\nsize = 3\npad = 1\ngroups = 1\nlabel = in\n[layernorm]\nname = b.2\n"
+         "[conv]\nname = b.3\nfilters = 4\nsize = 1\nweight_shape = linear\nactivation = gelu\n"
+         "[conv]\nname = b.5\nfilters = 1\nsize = 1\nweight_shape = linear\n[layer_scale]\nname = b\n"
+         "[residual]\nfrom = in\n[conv]\nname = plain\nfilters = 2\nsize = 1\nweight_shape = conv\n" HEAD,
+     "b.0.weight 1x1x3x3, b.0.bias 1, b.2.weight 1, b.2.bias 1, b.3.weight 4x1, b.3.bias 4, b.5.weight 1x4, "
+     "b.5.bias 1, b.layer_scale 1x1x1, plain.weight 2x1x1x1, plain.bias 2, head.weight 3x128, head.bias 3 -> 3"},
 };
 
 typedef struct {
@@ -127,7 +139,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid or scale_channels)"},
+     "hardswish, hardsigmoid, scale_channels, gelu, layernorm or layer_scale)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -163,8 +175,19 @@ static const broken_case_t broken_cases[] = {
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
      "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
-    {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
-     "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
+    {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
+     "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu or linear"},
+    {"weight_shape of a 3x3 convolution", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nweight_shape = linear\n" HEAD,
+     0, "t.cfg:5: [conv] model t: layer c: a weight stored as a linear layer's needs a 1x1 convolution with stride 1, "
+     "no padding and no groups"},
+    {"weight_shape unknown", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nweight_shape = flat\n" HEAD, 0,
+     "t.cfg:9: weight_shape = flat: expected conv or linear"},
+    {"layer_scale without name", NET "[layer_scale]\ninit = 1e-6\n" HEAD, 0, "t.cfg:5: [layer_scale] needs name"},
+    {"layernorm without name", NET "[layernorm]\neps = 1e-6\n" HEAD, 0, "t.cfg:5: [layernorm] needs name"},
+    {"layernorm eps 0", NET "[layernorm]\nname = n\neps = 0\n" HEAD, 0,
+     "t.cfg:7: eps = 0 is out of range (expected 1e-12 to 1)"},
+    {"layernorm key of batchnorm", NET "[layernorm]\nname = n\nmomentum = 0.1\n" HEAD, 0,
+     "t.cfg:7: unknown key 'momentum' for [layernorm] (expected one of: name eps label)"},
     {"scale_channels by a scale that is not (C, 1, 1)", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
      "[conv]\nname = s\nfilters = 2\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
      "t.cfg:14: [scale_channels] model t: layer 3: scale_channels multiplies output 1 (2, 8, 8) by output 2 "
@@ -223,7 +246,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid or scale_channels)"},
+     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm or layer_scale)"},
 };
 
 static int message_matches(const char *got, const char *want) {
