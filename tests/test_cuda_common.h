@@ -65,7 +65,7 @@ static inline float *cuda_test_download(const dp_backend_t *be, const float *dev
 }
 
 /* The op under test of the layout and format tests, on y, recorded on
- * tape: relu, sigmoid, tanh, relu6, hardswish, hardsigmoid, global average pooling alone; add y + y with a
+ * tape: relu, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, global average pooling alone; add y + y with a
  * fused ReLU (fuse_relu) or y + z; batch norm with weight p1 and bias p2
  * (fuse_relu: its ReLU); max and average pooling 3x3, stride 2, pad 1;
  * dropout 0.3 (seed 42); conv by w2 (3x3, pad 1, bias conv_bias or none,
@@ -82,6 +82,7 @@ static inline dp_tensor_t *cuda_test_op(dp_tape_t *tape, dp_op_kind_t kind, int 
     case DP_OP_RELU6:
     case DP_OP_HARDSWISH:
     case DP_OP_HARDSIGMOID:
+    case DP_OP_SILU:
     case DP_OP_GLOBAL_AVG_POOL:
         return dp_tape_op(tape, kind, &a, y, NULL, NULL, NULL);
     case DP_OP_ADD:

@@ -2,7 +2,7 @@
  * tests/fixtures/ops (skipped without a GPU).
  *
  * Every fixture of every op (conv, conv_transpose, max_pool, avg_pool on
- * 1-D to 3-D inputs; linear, relu, relu6, hardswish, hardsigmoid, scale_channels,
+ * 1-D to 3-D inputs; linear, relu, relu6, hardswish, hardsigmoid, silu, scale_channels,
  * flatten, softmax_xent, sigmoid, tanh,
  * add, dropout, global_avg_pool, mse, batch_norm with its running
  * statistics) runs as in test_ops_fixtures.c, with the same tolerances,

@@ -442,6 +442,13 @@ static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
 }
 static int make_sigmoid(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "sigmoid"); }
 static int make_tanh(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "tanh"); }
+/* silu: x spread over about [-6, 6], both tails and the dip near -1.28 */
+static int make_silu(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (!make_unary(v, rng, c, "silu")) return 0;
+    dp_tensor_t *x = c->node.in[0];
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] *= 1.75f;
+    return 1;
+}
 
 static int make_add(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 6) return 0;
@@ -489,6 +496,7 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_HARDSWISH] = make_hardswish,
     [DP_OP_HARDSIGMOID] = make_hardsigmoid,
     [DP_OP_SCALE_CHANNELS] = make_scale_channels,
+    [DP_OP_SILU] = make_silu,
 };
 
 /* --- the check ---------------------------------------------------------- */

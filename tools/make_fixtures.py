@@ -541,7 +541,7 @@ def new_cases():
         # mean squared error
         mse_case("mse_mean", (4, 10)),
         mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
-    ] + imagenet_cases() + mobilenet_v3_cases()
+    ] + imagenet_cases() + mobilenet_v3_cases() + efficientnet_cases()
 
 
 def imagenet_cases():
@@ -570,6 +570,15 @@ def mobilenet_v3_cases():
         scale_channels_case("scale_channels_4d", (2, 3, 4, 5)),
         scale_channels_case("scale_channels_1x1", (3, 8, 1, 1)),
         scale_channels_case("scale_channels_3d", (2, 4, 9)),
+    ]
+
+
+def efficientnet_cases():
+    """What torchvision's EfficientNet adds: SiLU (x sigmoid(x)), with large
+    |x| (exp overflowing to inf: -0 and 0 gradients below -88.7) mixed in."""
+    return [
+        unary_case("silu_4d", "silu", (2, 3, 4, 5), F.silu, extremes=True),
+        unary_case("silu_2d", "silu", (5, 7), F.silu),
     ]
 
 

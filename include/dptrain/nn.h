@@ -92,7 +92,7 @@ dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out
  * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
 dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
-/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH or DP_OP_HARDSIGMOID. */
+/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID or DP_OP_SILU. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's

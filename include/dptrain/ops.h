@@ -43,6 +43,7 @@ typedef enum {
     DP_OP_HARDSWISH,    /* torch.nn.functional.hardswish: x relu6(x + 3) / 6 (MobileNetV3) */
     DP_OP_HARDSIGMOID,  /* torch.nn.functional.hardsigmoid: relu6(x + 3) / 6 (MobileNetV3) */
     DP_OP_SCALE_CHANNELS, /* x * s, s (N, C, 1, ...) broadcast over the spatial dims (squeeze-excitation) */
+    DP_OP_SILU,         /* torch.nn.functional.silu: x sigmoid(x) (EfficientNet) */
     DP_OP_COUNT
 } dp_op_kind_t;
 

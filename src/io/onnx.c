@@ -1,8 +1,8 @@
 /* onnx.c - the ONNX export (onnx.h): a small protobuf encoder for the
  * messages of onnx.proto that a feed-forward graph needs, and the mapping
  * of dptrain's layers to ONNX ops.
- * (hardswish and hardsigmoid as HardSigmoid [and Mul], a squeeze-excitation
- * scaling as a broadcast Mul).
+ * (hardswish and hardsigmoid as HardSigmoid [and Mul], silu as x * Sigmoid(x):
+ * opset 13 has no SiLU; a squeeze-excitation scaling as a broadcast Mul).
  *
  * Protobuf wire format, as used here: every field is a key varint
  * (field_number << 3 | wire_type) and a value: wire type 0 a varint
@@ -277,6 +277,17 @@ static void add_hard_activation(pb_t *graph, const char *node_name, const char *
     pb_message(graph, 1, &node);
 }
 
+/* silu as torch.onnx exports it at opset 13: Sigmoid, then Mul by x. */
+static void add_silu(pb_t *graph, const char *node_name, const char *in, const char *out) {
+    char gate[NAME_MAX_LEN + 16];
+    snprintf(gate, sizeof gate, "%s.sigmoid", node_name);
+    const char *gate_in[1] = {in}, *mul_in[2] = {in, gate};
+    pb_t node = node_begin("Sigmoid", gate, gate_in, 1, gate);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", node_name, mul_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
 /* The BatchNormalization node of layer l (its running statistics; a
  * layer without affine parameters gets scale 1 and shift 0 as constants in
  * the graph). */
@@ -426,6 +437,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
             }
             if (l.op == DP_OP_HARDSWISH || l.op == DP_OP_HARDSIGMOID) {
                 add_hard_activation(&graph, node_name, in, names[i], l.op == DP_OP_HARDSWISH);
+                continue;
+            }
+            if (l.op == DP_OP_SILU) {
+                add_silu(&graph, node_name, in, names[i]);
                 continue;
             }
             const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"

@@ -61,6 +61,7 @@ static const build_fn_t builders[] = {
     build_activation, /* hardswish */
     build_activation, /* hardsigmoid */
     build_scale_channels, /* scale_channels */
+    build_activation, /* silu */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -255,6 +256,7 @@ static const struct {
 } activations[] = {
     {"relu", DP_OP_RELU},           {"relu6", DP_OP_RELU6},         {"sigmoid", DP_OP_SIGMOID},
     {"tanh", DP_OP_TANH},           {"hardswish", DP_OP_HARDSWISH}, {"hardsigmoid", DP_OP_HARDSIGMOID},
+    {"silu", DP_OP_SILU},
 };
 
 /* Adds the activation `name`; 0 when there is none of that name. */
@@ -269,14 +271,14 @@ static int add_named_activation(parser_t *p, const block_t *b, const char *name,
     return 0;
 }
 
-/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | linear (none), after a conv or linear. */
+/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | silu | linear (none), after a conv or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
     const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
     dp_status_t status = DP_OK;
     if (!add_named_activation(p, b, e->value, &status))
         return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh, hardswish, "
-                                     "hardsigmoid or linear", dp_model_file_show(e->value).text);
+                                     "hardsigmoid, silu or linear", dp_model_file_show(e->value).text);
     return status;
 }
 

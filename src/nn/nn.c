@@ -31,7 +31,7 @@ typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
     LAYER_POOL,
-    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid */
+    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, silu */
     LAYER_FLATTEN,
     LAYER_LINEAR,
     LAYER_BATCH_NORM,
@@ -449,9 +449,9 @@ dp_status_t dp_model_add_relu(dp_model_t *m) {
 
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
     if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH &&
-        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID)
+        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID && kind != DP_OP_SILU)
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid, tanh, "
-                       "hardswish or hardsigmoid, found op %d", m->name, m->num_layers + 1, (int)kind);
+                       "hardswish, hardsigmoid or silu, found op %d", m->name, m->num_layers + 1, (int)kind);
     return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
 }
 

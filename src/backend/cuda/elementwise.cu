@@ -1,6 +1,6 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, add (with ReLU), the channel scaling of a
+ * hardswish, hardsigmoid, silu, add (with ReLU), the channel scaling of a
  * squeeze-excitation block (ops_scale_channels.c), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
  * gradient clipping's scale and the model's moving average. The
@@ -119,6 +119,8 @@ template <typename TX, typename TY> __device__ static void unary_forward_loop(in
             st(y, i, tanhf(v));
         } else if (kind == 2) { /* relu6: a NaN fails both tests and passes through, as the CPU op */
             st(y, i, v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v);
+        } else if (kind == 5) { /* silu: x / (1 + exp(-x)), as the CPU op */
+            st(y, i, __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))));
         } else { /* hardswish (3): (x clamp) / 6, hardsigmoid (4): clamp / 6, clamp = relu6(x + 3) */
             float t = __fadd_rn(v, 3.0f);
             t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
@@ -138,6 +140,12 @@ extern "C" cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, cons
     return cudaGetLastError();
 }
 
+/* silu's dy s (1 + x (1 - s)), s = sigmoid(x), as the CPU op */
+__device__ static inline float silu_grad(float x, float dy) {
+    const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    return __fmul_rn(__fmul_rn(dy, s), __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
+}
+
 template <typename T>
 __device__ static void unary_backward_loop(int kind, const T *y, const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) {
@@ -147,7 +155,8 @@ __device__ static void unary_backward_loop(int kind, const T *y, const float *dy
                   : kind == 2 ? (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f) /* relu6 */
                   : kind == 3 ? (yi < -3.0f ? 0.0f /* hardswish, yi is x */
                                  : yi <= 3.0f ? __fmul_rn(dy[i], __fadd_rn(__fdiv_rn(yi, 3.0f), 0.5f)) : dy[i])
-                              : (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f); /* hardsigmoid */
+                  : kind == 4 ? (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f) /* hardsigmoid */
+                              : silu_grad(yi, dy[i]); /* silu (5), yi is x */
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }

@@ -95,8 +95,8 @@ cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const floa
  * same pointer twice: added twice, in that order) */
 cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0, int add0,
                                        float *dx1, int add1, size_t n, int bf16);
-/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid; backward from y (kinds 0 to 2)
- * or from x (3, 4: pass x as y, its bf16 bit as bf16) */
+/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid, 5: silu; backward from y (kinds 0 to 2)
+ * or from x (3 to 5: pass x as y, its bf16 bit as bf16) */
 cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n, int bf16);
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
                                    size_t n, int add, int bf16);

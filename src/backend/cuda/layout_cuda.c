@@ -27,6 +27,7 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_RELU6:
     case DP_OP_HARDSWISH:
     case DP_OP_HARDSIGMOID:
+    case DP_OP_SILU:
     case DP_OP_BATCH_NORM:
     case DP_OP_MAX_POOL: /* pooling.cu's NHWC loops */
     case DP_OP_AVG_POOL:

@@ -3,7 +3,7 @@
  * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
  * and dy with FP32 compute and FP32 results, the copies of x and W made
  * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
- * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, add (+ fused ReLU),
+ * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, add (+ fused ReLU),
  * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
@@ -17,7 +17,7 @@
  * (the host cannot check device labels without a synchronisation).
  *
  * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * hardswish, hardsigmoid, silu, add, batch norm (over an (N H W, C) matrix), max and average pooling,
  * global average pooling and dropout also take NHWC inputs and keep their
  * layout; the wrappers convert the inputs of the others (and of flatten,
  * now a wrapper of the CPU's view) to NCHW and their gradients back.
@@ -322,7 +322,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid --------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid, silu --------------------------------------------------------------- */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -333,7 +333,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           op);
 }
 
-/* from y, or from x for hardswish and hardsigmoid (kinds 3, 4) */
+/* from y, or from x for hardswish, hardsigmoid and silu (kinds 3 to 5) */
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
@@ -360,6 +360,7 @@ UNARY_OP(tanh, 1)
 UNARY_OP(relu6, 2)
 UNARY_OP(hardswish, 3)
 UNARY_OP(hardsigmoid, 4)
+UNARY_OP(silu, 5)
 
 /* --- scale_channels (squeeze-excitation): NCHW FP32 inputs (layout_cuda.c), an FP32 output ------ */
 
@@ -754,6 +755,7 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, hardswish_forward) WRAP_BACK(g, hardswish_backward) \
     WRAP(g, hardsigmoid_forward) WRAP_BACK(g, hardsigmoid_backward) \
     WRAP(g, scale_channels_forward) WRAP_BACK(g, scale_channels_backward) \
+    WRAP(g, silu_forward) WRAP_BACK(g, silu_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -777,9 +779,10 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_HARDSWISH] = {"hardswish", 1, hardswish_forward_##g, hardswish_backward_##g},                     \
         [DP_OP_HARDSIGMOID] = {"hardsigmoid", 1, hardsigmoid_forward_##g, hardsigmoid_backward_##g},             \
         [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, scale_channels_forward_##g, scale_channels_backward_##g}, \
+        [DP_OP_SILU] = {"silu", 1, silu_forward_##g, silu_backward_##g},                                      \
     }
 
-_Static_assert(DP_OP_COUNT == 19, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 20, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)
