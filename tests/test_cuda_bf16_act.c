@@ -232,6 +232,7 @@ int main(void) {
         {"avg_pool", DP_OP_AVG_POOL, 0, 1, 1, 0, 0},
         {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 1, 1, 0, 0},
         {"dropout", DP_OP_DROPOUT, 0, 1, 1, 0, 0},
+        {"drop_path", DP_OP_DROP_PATH, 0, 1, 1, 0, 0},
         {"conv + bias + relu", DP_OP_CONV, 1, 1, 0, 1, 0},
         {"conv + bias", DP_OP_CONV, 0, 1, 0, 1, 0},
         {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0, 0, 1, 0},

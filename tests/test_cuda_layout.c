@@ -262,6 +262,7 @@ int main(void) {
         {"avg_pool", DP_OP_AVG_POOL, 0, 1, 0, 0, 0},
         {"global_avg_pool", DP_OP_GLOBAL_AVG_POOL, 0, 0, 0, 0, 0},
         {"dropout", DP_OP_DROPOUT, 0, 1, 0, 0, 0},
+        {"drop_path", DP_OP_DROP_PATH, 0, 1, 0, 0, 0},
         {"conv_transpose (converted)", DP_OP_CONV_TRANSPOSE, 0, 0, 0, 0, 0},
         {"conv of one input channel", DP_OP_COUNT, 0, 1, 1, 0, 0},
         {"conv 1x1 (NHWC in)", DP_OP_CONV, 0, 1, 0, 1, 0},

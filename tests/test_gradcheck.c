@@ -433,6 +433,21 @@ static int make_dropout(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* drop_path: the seeded per-example mask, fixed across the perturbed runs; N = 6 (some examples dropped) */
+static int make_drop_path(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const int shapes[][5] = {{2, 6, 5}, {4, 6, 2, 3, 4}, {3, 6, 3, 4}};
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, shapes[v % 3][0], shapes[v % 3] + 1, rng);
+    dp_op_attr_t *a = &c->node.attr;
+    a->dropout_p = v == 1 ? 0.5f : 0.3f;
+    a->dropout_seed = 2000u + (unsigned)v;
+    a->example_offset = 3 * v;
+    a->training = v != 3;
+    snprintf(c->label, sizeof c->label, "drop_path %d-D p=%g training=%d", x->ndim, (double)a->dropout_p,
+             a->training);
+    return 1;
+}
+
 static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
     if (v >= 4) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
@@ -497,6 +512,7 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_HARDSIGMOID] = make_hardsigmoid,
     [DP_OP_SCALE_CHANNELS] = make_scale_channels,
     [DP_OP_SILU] = make_silu,
+    [DP_OP_DROP_PATH] = make_drop_path,
 };
 
 /* --- the check ---------------------------------------------------------- */

@@ -104,6 +104,10 @@ static const valid_case_t valid_graph_cases[] = {
          "[hardswish]\n[global_avgpool]\n[hardsigmoid]\n[scale_channels]\nfrom = -3\n" HEAD,
      "a.weight 4x1x3x3, a.bias 4, fc1.weight 2x4x1x1, fc1.bias 2, fc2.weight 4x2x1x1, fc2.bias 4, "
      "head.weight 3x256, head.bias 3 -> 3"},
+    {"drop_path before a residual (stochastic depth)",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\n"
+         "size = 3\npad = 1\n[drop_path]\np = 0.2\n[residual]\nfrom = block_in\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
     {"silu block and activation = silu (EfficientNet's)",
      NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nactivation = silu\n[silu]\n" HEAD,
      "a.weight 2x1x3x3, a.bias 2, head.weight 3x128, head.bias 3 -> 3"},
@@ -130,7 +134,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid, scale_channels or silu)"},
+     "hardswish, hardsigmoid, scale_channels, silu or drop_path)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -162,6 +166,8 @@ static const broken_case_t broken_cases[] = {
     {"float overflow", NET "[batchnorm]\nname = bn\neps = 1e999\n" HEAD, 0,
      "t.cfg:7: eps = 1e999 is out of range (expected 1e-12 to 1)"},
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
+    {"drop_path without p", NET "[drop_path]\n" HEAD, 0, "t.cfg:5: [drop_path] needs p*"},
+    {"drop_path p = 1", NET "[drop_path]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range*"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
      "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
@@ -226,7 +232,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid, scale_channels or silu)"},
+     "residual, hardswish, hardsigmoid, scale_channels, silu or drop_path)"},
 };
 
 static int message_matches(const char *got, const char *want) {

@@ -573,12 +573,27 @@ def mobilenet_v3_cases():
     ]
 
 
+def drop_path_identity_case(name, shape, training, p):
+    """torchvision.ops.stochastic_depth(x, p, "row") where it is the identity
+    (inference, or p = 0); its mask comes from PyTorch's generator, so
+    tests/test_ops_properties.c tests the training mask."""
+    from torchvision.ops import stochastic_depth
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    y, dy, grads = run(lambda t: stochastic_depth(t, p, "row", training=bool(training)), [x], rng)
+    return name, "drop_path", default_attr(), \
+        [("x", x)] + attr_tensors(training=training, dropout_p=p) + [("dy", dy), ("y", y), ("dx", grads[0])]
+
+
 def efficientnet_cases():
     """What torchvision's EfficientNet adds: SiLU (x sigmoid(x)), with large
-    |x| (exp overflowing to inf: -0 and 0 gradients below -88.7) mixed in."""
+    |x| (exp overflowing to inf: -0 and 0 gradients below -88.7) mixed in, and
+    stochastic depth where it is the identity."""
     return [
         unary_case("silu_4d", "silu", (2, 3, 4, 5), F.silu, extremes=True),
         unary_case("silu_2d", "silu", (5, 7), F.silu),
+        drop_path_identity_case("drop_path_eval", (3, 4, 5, 2), training=0, p=0.2),
+        drop_path_identity_case("drop_path_p0", (2, 3, 4, 5), training=1, p=0.0),
     ]
 
 

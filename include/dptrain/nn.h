@@ -92,6 +92,10 @@ dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out
  * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
 dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
+/* Stochastic depth (torchvision.ops.StochasticDepth(p, "row"), DP_OP_DROP_PATH):
+ * in training each example kept whole with probability 1 - p and scaled by
+ * 1 / (1 - p), else zeroed; the identity in inference. */
+dp_status_t dp_model_add_drop_path(dp_model_t *m, float p);
 /* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID or DP_OP_SILU. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
@@ -246,6 +250,7 @@ typedef enum {
     DP_LAYER_ROUTE,           /* no op: its output is output `input` */
     DP_LAYER_RESIDUAL,        /* output `input` + output `other`; attr.fuse_relu: then a ReLU */
     DP_LAYER_SCALE_CHANNELS,  /* output `other` (N, C, H, W) times output `input` (N, C, 1, 1) */
+    DP_LAYER_DROP_PATH,       /* attr.dropout_p: stochastic depth, one draw per example */
 } dp_layer_kind_t;
 
 typedef struct {

@@ -216,6 +216,7 @@ static const char *layer_kind_name(dp_layer_kind_t kind) {
     case DP_LAYER_LINEAR: return "linear";
     case DP_LAYER_BATCH_NORM: return "batchnorm";
     case DP_LAYER_DROPOUT: return "dropout";
+    case DP_LAYER_DROP_PATH: return "drop_path";
     case DP_LAYER_GLOBAL_AVG_POOL: return "global_avgpool";
     case DP_LAYER_ROUTE: return "route";
     case DP_LAYER_RESIDUAL: return "residual";
@@ -393,7 +394,8 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         switch (l.kind) {
         case DP_LAYER_ROUTE:
         case DP_LAYER_DROPOUT:
-            /* an alias: a route reads an earlier output; dropout is the identity in inference */
+        case DP_LAYER_DROP_PATH:
+            /* an alias: a route reads an earlier output; dropout and drop path are the identity in inference */
             { /* `in` is an earlier layer's name (or the input's): copied as memmove, which may overlap */
                 size_t len = strnlen(in, NAME_MAX_LEN - 1);
                 memmove(names[i], in, len);

@@ -38,6 +38,7 @@ static dp_status_t build_linear(parser_t *p, int index);
 static dp_status_t build_route(parser_t *p, int index);
 static dp_status_t build_residual(parser_t *p, int index);
 static dp_status_t build_scale_channels(parser_t *p, int index);
+static dp_status_t build_drop_path(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -62,6 +63,7 @@ static const build_fn_t builders[] = {
     build_activation, /* hardsigmoid */
     build_scale_channels, /* scale_channels */
     build_activation, /* silu */
+    build_drop_path, /* drop_path */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -398,6 +400,15 @@ static dp_status_t build_dropout(parser_t *p, int index) {
     float prob = 0.0f; /* set by get_float when it succeeds */
     DP_TRY(get_float(p, b, "p", 0.5f, 0.0, 1.0, 1, &prob));
     BUILD(p, b, dp_model_add_dropout(p->model, prob));
+    return DP_OK;
+}
+
+/* stochastic depth, torchvision's StochasticDepth(p, "row"): p required (no default to guess) */
+static dp_status_t build_drop_path(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    float prob = 0.0f; /* set by get_float when it succeeds */
+    DP_TRY(get_float(p, b, "p", 0.0f, 0.0, 1.0, 1, &prob));
+    BUILD(p, b, dp_model_add_drop_path(p->model, prob));
     return DP_OK;
 }
 

@@ -274,7 +274,8 @@ __device__ static uint64_t mix64(uint64_t z) {
 
 /* ops_dropout.c's mask: element i of example e kept when
  * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
- * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). The seed is
+ * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add); C < 0: drop path, element 0's mask for the
+ * whole example. The seed is
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
  * before each launch), else `seed`. x and y float or bf16 (bf16 bits 0, 1). */
 template <typename TX, typename TY>
@@ -282,7 +283,8 @@ __device__ static void dropout_loop(const TX *x, TY *y, int N, size_t per_exampl
                                     uint64_t threshold, float scale, int add, int C) {
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
-        if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
+        if (C < 0) i = 0; /* drop path: one draw per example */
+        else if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
         float g = kept ? __fmul_rn(ld(x, j), scale) : 0.0f;

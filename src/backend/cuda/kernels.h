@@ -115,7 +115,8 @@ cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *ds
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
  * (device memory, read when the kernel runs) when seed_at is not NULL, else seed; C > 0: x and y
- * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped) */
+ * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped); C < 0:
+ * drop path, every element takes the mask of its example's element 0 (either layout) */
 cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, size_t per_example, uint64_t seed,
                             const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
                             int bf16);

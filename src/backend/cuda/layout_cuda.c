@@ -33,6 +33,7 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_AVG_POOL:
     case DP_OP_GLOBAL_AVG_POOL:
     case DP_OP_DROPOUT: /* the mask of each element's NCHW index */
+    case DP_OP_DROP_PATH: /* one mask per example */
         break;
     case DP_OP_ADD: /* elementwise, both in one layout: the mode's when they differ; formats may differ */
         if (node->in[0] && node->in[1] && dp_cuda_is_nhwc(node->in[0]) != dp_cuda_is_nhwc(node->in[1]))
