@@ -455,6 +455,21 @@ static int make_dropout(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* drop_path: the seeded per-example mask, fixed across the perturbed runs; N = 6 (some examples dropped) */
+static int make_drop_path(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const int shapes[][5] = {{2, 6, 5}, {4, 6, 2, 3, 4}, {3, 6, 3, 4}};
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, shapes[v % 3][0], shapes[v % 3] + 1, rng);
+    dp_op_attr_t *a = &c->node.attr;
+    a->dropout_p = v == 1 ? 0.5f : 0.3f;
+    a->dropout_seed = 2000u + (unsigned)v;
+    a->example_offset = 3 * v;
+    a->training = v != 3;
+    snprintf(c->label, sizeof c->label, "drop_path %d-D p=%g training=%d", x->ndim, (double)a->dropout_p,
+             a->training);
+    return 1;
+}
+
 static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
     if (v >= 4) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
@@ -468,6 +483,13 @@ static int make_tanh(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, 
 static int make_gelu(int v, dp_rng_t *rng, gc_case_t *c) {
     if (!make_unary(v, rng, c, "gelu")) return 0;
     for (size_t j = 0; j < dp_tensor_numel(c->node.in[0]); j++) c->node.in[0]->data[j] *= 2.0f;
+    return 1;
+}
+/* silu: x spread over about [-6, 6], both tails and the dip near -1.28 */
+static int make_silu(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (!make_unary(v, rng, c, "silu")) return 0;
+    dp_tensor_t *x = c->node.in[0];
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] *= 1.75f;
     return 1;
 }
 
@@ -519,6 +541,8 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_SCALE_CHANNELS] = make_scale_channels,
     [DP_OP_GELU] = make_gelu,
     [DP_OP_LAYER_NORM] = make_layer_norm,
+    [DP_OP_SILU] = make_silu,
+    [DP_OP_DROP_PATH] = make_drop_path,
 };
 
 /* --- the check ---------------------------------------------------------- */

@@ -116,6 +116,13 @@ static const valid_case_t valid_graph_cases[] = {
          "[residual]\nfrom = in\n[conv]\nname = plain\nfilters = 2\nsize = 1\nweight_shape = conv\n" HEAD,
      "b.0.weight 1x1x3x3, b.0.bias 1, b.2.weight 1, b.2.bias 1, b.3.weight 4x1, b.3.bias 4, b.5.weight 1x4, "
      "b.5.bias 1, b.layer_scale 1x1x1, plain.weight 2x1x1x1, plain.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"drop_path before a residual (stochastic depth)",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\n"
+         "size = 3\npad = 1\n[drop_path]\np = 0.2\n[residual]\nfrom = block_in\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"silu block and activation = silu (EfficientNet's)",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nactivation = silu\n[silu]\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, head.weight 3x128, head.bias 3 -> 3"},
 };
 
 typedef struct {
@@ -139,7 +146,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid, scale_channels, gelu, layernorm or layer_scale)"},
+     "hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -171,12 +178,14 @@ static const broken_case_t broken_cases[] = {
     {"float overflow", NET "[batchnorm]\nname = bn\neps = 1e999\n" HEAD, 0,
      "t.cfg:7: eps = 1e999 is out of range (expected 1e-12 to 1)"},
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
+    {"drop_path without p", NET "[drop_path]\n" HEAD, 0, "t.cfg:5: [drop_path] needs p*"},
+    {"drop_path p = 1", NET "[drop_path]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range*"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
      "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
-     "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu or linear"},
+     "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu or linear"},
     {"weight_shape of a 3x3 convolution", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nweight_shape = linear\n" HEAD,
      0, "t.cfg:5: [conv] model t: layer c: a weight stored as a linear layer's needs a 1x1 convolution with stride 1, "
      "no padding and no groups"},
@@ -246,7 +255,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm or layer_scale)"},
+     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
 };
 
 static int message_matches(const char *got, const char *want) {

@@ -574,7 +574,7 @@ def new_cases():
         # mean squared error
         mse_case("mse_mean", (4, 10)),
         mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
-    ] + imagenet_cases() + mobilenet_v3_cases() + convnext_cases()
+    ] + imagenet_cases() + mobilenet_v3_cases() + convnext_cases() + efficientnet_cases()
 
 
 def imagenet_cases():
@@ -618,6 +618,30 @@ def convnext_cases():
         layer_norm_case("layer_norm_4d_no_affine", (3, 4, 2, 3), affine=False),
         scale_channels_case("scale_channels_shared_4d", (3, 4, 2, 3), shared=True),
         scale_channels_case("scale_channels_shared_2d", (5, 6), shared=True),
+    ]
+
+
+def drop_path_identity_case(name, shape, training, p):
+    """torchvision.ops.stochastic_depth(x, p, "row") where it is the identity
+    (inference, or p = 0); its mask comes from PyTorch's generator, so
+    tests/test_ops_properties.c tests the training mask."""
+    from torchvision.ops import stochastic_depth
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    y, dy, grads = run(lambda t: stochastic_depth(t, p, "row", training=bool(training)), [x], rng)
+    return name, "drop_path", default_attr(), \
+        [("x", x)] + attr_tensors(training=training, dropout_p=p) + [("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def efficientnet_cases():
+    """What torchvision's EfficientNet adds: SiLU (x sigmoid(x)), with large
+    |x| (exp overflowing to inf: -0 and 0 gradients below -88.7) mixed in, and
+    stochastic depth where it is the identity."""
+    return [
+        unary_case("silu_4d", "silu", (2, 3, 4, 5), F.silu, extremes=True),
+        unary_case("silu_2d", "silu", (5, 7), F.silu),
+        drop_path_identity_case("drop_path_eval", (3, 4, 5, 2), training=0, p=0.2),
+        drop_path_identity_case("drop_path_p0", (2, 3, 4, 5), training=1, p=0.0),
     ]
 
 

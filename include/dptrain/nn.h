@@ -106,7 +106,12 @@ dp_status_t dp_model_set_conv_weight_2d(dp_model_t *m);
  * name.layer_scale (C, 1, 1), every value `init` (ConvNeXt's layer scale,
  * 1e-6), times the input (DP_OP_SCALE_CHANNELS). */
 dp_status_t dp_model_add_layer_scale(dp_model_t *m, const char *name, float init);
-/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID or DP_OP_GELU. */
+/* Stochastic depth (torchvision.ops.StochasticDepth(p, "row"), DP_OP_DROP_PATH):
+ * in training each example kept whole with probability 1 - p and scaled by
+ * 1 / (1 - p), else zeroed; the identity in inference. */
+dp_status_t dp_model_add_drop_path(dp_model_t *m, float p);
+/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID, DP_OP_GELU
+ * or DP_OP_SILU. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's
@@ -262,6 +267,7 @@ typedef enum {
     DP_LAYER_SCALE_CHANNELS,  /* output `other` (N, C, H, W) times output `input` (N, C, 1, 1) */
     DP_LAYER_LAYER_NORM,      /* layer norm over the channels at every position (attr.eps) */
     DP_LAYER_LAYER_SCALE,     /* op DP_OP_SCALE_CHANNELS by the (C, 1, 1) parameter `weight` (name.layer_scale) */
+    DP_LAYER_DROP_PATH,       /* attr.dropout_p: stochastic depth, one draw per example */
 } dp_layer_kind_t;
 
 typedef struct {

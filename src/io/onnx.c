@@ -4,7 +4,8 @@
  * (hardswish and hardsigmoid as HardSigmoid [and Mul], a squeeze-excitation
  * scaling as a broadcast Mul, gelu as Mul, Erf, Add, Mul, Mul and a layer
  * norm over the channels as ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div,
- * Mul, Add: opset 13 has neither Gelu nor LayerNormalization).
+ * Mul, Add: opset 13 has neither Gelu nor LayerNormalization; silu as
+ * x * Sigmoid(x): opset 13 has no SiLU).
  *
  * Protobuf wire format, as used here: every field is a key varint
  * (field_number << 3 | wire_type) and a value: wire type 0 a varint
@@ -218,6 +219,7 @@ static const char *layer_kind_name(dp_layer_kind_t kind) {
     case DP_LAYER_LINEAR: return "linear";
     case DP_LAYER_BATCH_NORM: return "batchnorm";
     case DP_LAYER_DROPOUT: return "dropout";
+    case DP_LAYER_DROP_PATH: return "drop_path";
     case DP_LAYER_GLOBAL_AVG_POOL: return "global_avgpool";
     case DP_LAYER_ROUTE: return "route";
     case DP_LAYER_RESIDUAL: return "residual";
@@ -364,6 +366,17 @@ static dp_status_t add_layer_norm(pb_t *graph, const dp_model_t *model, const fl
     return DP_OK;
 }
 
+/* silu as torch.onnx exports it at opset 13: Sigmoid, then Mul by x. */
+static void add_silu(pb_t *graph, const char *node_name, const char *in, const char *out) {
+    char gate[NAME_MAX_LEN + 16];
+    snprintf(gate, sizeof gate, "%s.sigmoid", node_name);
+    const char *gate_in[1] = {in}, *mul_in[2] = {in, gate};
+    pb_t node = node_begin("Sigmoid", gate, gate_in, 1, gate);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", node_name, mul_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
 /* The BatchNormalization node of layer l (its running statistics; a
  * layer without affine parameters gets scale 1 and shift 0 as constants in
  * the graph). */
@@ -475,7 +488,8 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         switch (l.kind) {
         case DP_LAYER_ROUTE:
         case DP_LAYER_DROPOUT:
-            /* an alias: a route reads an earlier output; dropout is the identity in inference */
+        case DP_LAYER_DROP_PATH:
+            /* an alias: a route reads an earlier output; dropout and drop path are the identity in inference */
             { /* `in` is an earlier layer's name (or the input's): copied as memmove, which may overlap */
                 size_t len = strnlen(in, NAME_MAX_LEN - 1);
                 memmove(names[i], in, len);
@@ -525,6 +539,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
             }
             if (l.op == DP_OP_GELU) {
                 add_gelu(&graph, node_name, in, names[i], &have_gelu);
+                continue;
+            }
+            if (l.op == DP_OP_SILU) {
+                add_silu(&graph, node_name, in, names[i]);
                 continue;
             }
             const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"

@@ -40,6 +40,7 @@ static dp_status_t build_residual(parser_t *p, int index);
 static dp_status_t build_scale_channels(parser_t *p, int index);
 static dp_status_t build_layernorm(parser_t *p, int index);
 static dp_status_t build_layer_scale(parser_t *p, int index);
+static dp_status_t build_drop_path(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -66,6 +67,8 @@ static const build_fn_t builders[] = {
     build_activation, /* gelu */
     build_layernorm, /* layernorm */
     build_layer_scale, /* layer_scale */
+    build_activation, /* silu */
+    build_drop_path, /* drop_path */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -261,6 +264,7 @@ static const struct {
     {"relu", DP_OP_RELU},           {"relu6", DP_OP_RELU6},         {"sigmoid", DP_OP_SIGMOID},
     {"tanh", DP_OP_TANH},           {"hardswish", DP_OP_HARDSWISH}, {"hardsigmoid", DP_OP_HARDSIGMOID},
     {"gelu", DP_OP_GELU},
+    {"silu", DP_OP_SILU},
 };
 
 /* Adds the activation `name`; 0 when there is none of that name. */
@@ -275,14 +279,15 @@ static int add_named_activation(parser_t *p, const block_t *b, const char *name,
     return 0;
 }
 
-/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | gelu | linear (none), after a conv or linear. */
+/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | gelu | silu | linear (none), after a conv
+ * or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
     const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
     dp_status_t status = DP_OK;
     if (!add_named_activation(p, b, e->value, &status))
         return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh, hardswish, "
-                                     "hardsigmoid, gelu or linear", dp_model_file_show(e->value).text);
+                                     "hardsigmoid, gelu, silu or linear", dp_model_file_show(e->value).text);
     return status;
 }
 
@@ -431,6 +436,15 @@ static dp_status_t build_dropout(parser_t *p, int index) {
     float prob = 0.0f; /* set by get_float when it succeeds */
     DP_TRY(get_float(p, b, "p", 0.5f, 0.0, 1.0, 1, &prob));
     BUILD(p, b, dp_model_add_dropout(p->model, prob));
+    return DP_OK;
+}
+
+/* stochastic depth, torchvision's StochasticDepth(p, "row"): p required (no default to guess) */
+static dp_status_t build_drop_path(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    float prob = 0.0f; /* set by get_float when it succeeds */
+    DP_TRY(get_float(p, b, "p", 0.0f, 0.0, 1.0, 1, &prob));
+    BUILD(p, b, dp_model_add_drop_path(p->model, prob));
     return DP_OK;
 }
 

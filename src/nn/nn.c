@@ -31,7 +31,7 @@ typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
     LAYER_POOL,
-    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu */
+    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu */
     LAYER_FLATTEN,
     LAYER_LINEAR,
     LAYER_BATCH_NORM,
@@ -42,6 +42,7 @@ typedef enum {
     LAYER_SCALE_CHANNELS, /* scale_channels: output `other` times output `input` (N, C, 1, 1) */
     LAYER_LAYER_NORM, /* layer_norm over the channels at every position */
     LAYER_LAYER_SCALE, /* scale_channels by the (C, 1, 1) parameter `weight`, shared by the batch */
+    LAYER_DROP_PATH, /* drop_path (stochastic depth): as dropout, one draw per example */
 } layer_kind_t;
 
 typedef struct {
@@ -452,9 +453,9 @@ dp_status_t dp_model_add_relu(dp_model_t *m) {
 
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
     if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH &&
-        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID && kind != DP_OP_GELU)
+        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID && kind != DP_OP_GELU && kind != DP_OP_SILU)
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid, tanh, "
-                       "hardswish, hardsigmoid or gelu, found op %d", m->name, m->num_layers + 1, (int)kind);
+                       "hardswish, hardsigmoid, gelu or silu, found op %d", m->name, m->num_layers + 1, (int)kind);
     return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
 }
 
@@ -477,6 +478,16 @@ dp_status_t dp_model_add_dropout(dp_model_t *m, float p) {
                        m->name, m->num_layers + 1, p);
     layer_t *l;
     DP_TRY(add_same_shape(m, LAYER_DROPOUT, DP_OP_DROPOUT, &l));
+    l->attr.dropout_p = p;
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_drop_path(dp_model_t *m, float p) {
+    if (!(p >= 0.0f && p < 1.0f))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: drop path probability must be in [0, 1), found %g",
+                       m->name, m->num_layers + 1, p);
+    layer_t *l;
+    DP_TRY(add_same_shape(m, LAYER_DROP_PATH, DP_OP_DROP_PATH, &l));
     l->attr.dropout_p = p;
     return DP_OK;
 }
@@ -833,8 +844,8 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
         const int first = i; /* the layer whose op runs; i moves past a fused ReLU */
         const layer_t *l = &m->layers[i];
         dp_tensor_t *h = outs[l->input], *w = NULL, *b = NULL;
-        if (l->kind == LAYER_ROUTE || (l->kind == LAYER_DROPOUT && !opts->training)) {
-            outs[i + 1] = h; /* no op: an alias (dropout is the identity in inference) */
+        if (l->kind == LAYER_ROUTE || ((l->kind == LAYER_DROPOUT || l->kind == LAYER_DROP_PATH) && !opts->training)) {
+            outs[i + 1] = h; /* no op: an alias (dropout and drop path are the identity in inference) */
             continue;
         }
         if (l->weight >= 0 && !(w = param_view(m, tape, l->weight, params, grads))) return DP_ERR_NOMEM;
@@ -851,6 +862,7 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
             attr.stat_sync = opts->stat_sync;
             break;
         case LAYER_DROPOUT:
+        case LAYER_DROP_PATH:
             attr.training = 1;
             attr.dropout_seed = dp_seed_mix(opts->seed, (uint64_t)i);
             attr.example_offset = opts->example_offset;
@@ -924,7 +936,7 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
 
 /* --- Reading the layers ------------------------------------------------------ */
 
-_Static_assert((int)LAYER_LAYER_SCALE == (int)DP_LAYER_LAYER_SCALE && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+_Static_assert((int)LAYER_DROP_PATH == (int)DP_LAYER_DROP_PATH && (int)LAYER_CONV == (int)DP_LAYER_CONV,
                "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
 
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {

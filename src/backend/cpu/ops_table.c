@@ -51,11 +51,15 @@ dp_status_t dp_gelu_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_gelu_backward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_layer_norm_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_layer_norm_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_silu_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_silu_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_drop_path_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_drop_path_backward(dp_node_t *node, dp_arena_t *arena);
 
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-_Static_assert(DP_OP_COUNT == 21, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+_Static_assert(DP_OP_COUNT == 23, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
 /* num_inputs counts the optional bias of conv, conv_transpose and linear
  * and the optional weight and bias of batch_norm: those may be NULL. */
@@ -81,6 +85,8 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, dp_scale_channels_forward, dp_scale_channels_backward},
     [DP_OP_GELU] = {"gelu", 1, dp_gelu_forward, dp_gelu_backward},
     [DP_OP_LAYER_NORM] = {"layer_norm", 3, dp_layer_norm_forward, dp_layer_norm_backward},
+    [DP_OP_SILU] = {"silu", 1, dp_silu_forward, dp_silu_backward},
+    [DP_OP_DROP_PATH] = {"drop_path", 1, dp_drop_path_forward, dp_drop_path_backward},
 };
 
 dp_op_attr_t dp_op_attr_default(void) {

@@ -1,6 +1,6 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, gelu, add (with ReLU), the channel scaling of a
+ * hardswish, hardsigmoid, gelu, silu, add (with ReLU), the channel scaling of a
  * squeeze-excitation block (ops_scale_channels.c), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
  * gradient clipping's scale and the model's moving average. The
@@ -119,8 +119,10 @@ template <typename TX, typename TY> __device__ static void unary_forward_loop(in
             st(y, i, tanhf(v));
         } else if (kind == 2) { /* relu6: a NaN fails both tests and passes through, as the CPU op */
             st(y, i, v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v);
-        } else if (kind == 5) { /* gelu, exact: in double, rounded once, as the CPU op */
+        } else if (kind == 6) { /* gelu, exact: in double, rounded once, as the CPU op */
             st(y, i, (float)((double)v * 0.5 * (1.0 + erf((double)v * 0.70710678118654752440))));
+        } else if (kind == 5) { /* silu: x / (1 + exp(-x)), as the CPU op */
+            st(y, i, __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))));
         } else { /* hardswish (3): (x clamp) / 6, hardsigmoid (4): clamp / 6, clamp = relu6(x + 3) */
             float t = __fadd_rn(v, 3.0f);
             t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
@@ -147,6 +149,12 @@ __device__ static float gelu_grad(float x, float dy) {
     return (float)((double)dy * (cdf + (double)x * pdf));
 }
 
+/* silu's dy s (1 + x (1 - s)), s = sigmoid(x), as the CPU op */
+__device__ static inline float silu_grad(float x, float dy) {
+    const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    return __fmul_rn(__fmul_rn(dy, s), __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
+}
+
 template <typename T>
 __device__ static void unary_backward_loop(int kind, const T *y, const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) {
@@ -154,10 +162,11 @@ __device__ static void unary_backward_loop(int kind, const T *y, const float *dy
         float g = kind == 0   ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
                   : kind == 1 ? __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)))
                   : kind == 2 ? (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f) /* relu6 */
-                  : kind == 5 ? gelu_grad(yi, dy[i]) /* yi is x */
+                  : kind == 6 ? gelu_grad(yi, dy[i]) /* yi is x */
                   : kind == 3 ? (yi < -3.0f ? 0.0f /* hardswish, yi is x */
                                  : yi <= 3.0f ? __fmul_rn(dy[i], __fadd_rn(__fdiv_rn(yi, 3.0f), 0.5f)) : dy[i])
-                              : (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f); /* hardsigmoid */
+                  : kind == 4 ? (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f) /* hardsigmoid */
+                              : silu_grad(yi, dy[i]); /* silu (5), yi is x */
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
@@ -286,7 +295,8 @@ __device__ static uint64_t mix64(uint64_t z) {
 
 /* ops_dropout.c's mask: element i of example e kept when
  * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
- * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). The seed is
+ * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add); C < 0: drop path, element 0's mask for the
+ * whole example. The seed is
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
  * before each launch), else `seed`. x and y float or bf16 (bf16 bits 0, 1). */
 template <typename TX, typename TY>
@@ -294,7 +304,8 @@ __device__ static void dropout_loop(const TX *x, TY *y, int N, size_t per_exampl
                                     uint64_t threshold, float scale, int add, int C) {
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
-        if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
+        if (C < 0) i = 0; /* drop path: one draw per example */
+        else if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
         float g = kept ? __fmul_rn(ld(x, j), scale) : 0.0f;

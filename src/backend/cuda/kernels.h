@@ -95,8 +95,8 @@ cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const floa
  * same pointer twice: added twice, in that order) */
 cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0, int add0,
                                        float *dx1, int add1, size_t n, int bf16);
-/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid, 5: gelu; backward from y (kinds 0 to 2)
- * or from x (3 to 5: pass x as y, its bf16 bit as bf16) */
+/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid, 5: silu, 6: gelu; backward from y (kinds
+ * 0 to 2) or from x (3 to 6: pass x as y, its bf16 bit as bf16) */
 cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n, int bf16);
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
                                    size_t n, int add, int bf16);
@@ -126,7 +126,8 @@ cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *ds
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
  * (device memory, read when the kernel runs) when seed_at is not NULL, else seed; C > 0: x and y
- * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped) */
+ * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped); C < 0:
+ * drop path, every element takes the mask of its example's element 0 (either layout) */
 cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, size_t per_example, uint64_t seed,
                             const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
                             int bf16);

@@ -3,8 +3,8 @@
  * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
  * and dy with FP32 compute and FP32 results, the copies of x and W made
  * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
- * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, add (+ fused ReLU),
- * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout (the CPU's
+ * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, add (+ fused ReLU),
+ * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout and drop path (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
  * data touched); batch norm with own kernels (double sums per channel spread
@@ -17,7 +17,7 @@
  * (the host cannot check device labels without a synchronisation).
  *
  * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * hardswish, hardsigmoid, silu, add, batch norm (over an (N H W, C) matrix), max and average pooling,
  * global average pooling and dropout also take NHWC inputs and keep their
  * layout; the wrappers convert the inputs of the others (and of flatten,
  * now a wrapper of the CPU's view) to NCHW and their gradients back.
@@ -322,7 +322,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid, gelu --------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, gelu ------------------------------------------------------ */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -333,7 +333,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           op);
 }
 
-/* from y, or from x for hardswish, hardsigmoid and gelu (kinds 3 to 5) */
+/* from y, or from x for hardswish, hardsigmoid, silu and gelu (kinds 3 to 6) */
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
@@ -360,7 +360,8 @@ UNARY_OP(tanh, 1)
 UNARY_OP(relu6, 2)
 UNARY_OP(hardswish, 3)
 UNARY_OP(hardsigmoid, 4)
-UNARY_OP(gelu, 5)
+UNARY_OP(silu, 5)
+UNARY_OP(gelu, 6)
 
 /* --- layer_norm over the channels (ConvNeXt): NCHW FP32 inputs (layout_cuda.c), an FP32 output;
  * saved: device doubles [mean (N S), rstd (N S)] ------------------------------------------------- */
@@ -504,22 +505,28 @@ static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     return DP_OK;
 }
 
-/* --- dropout (the CPU's counter-based mask: the same elements dropped) ------------------------ */
+/* --- dropout and drop path (the CPU's counter-based mask: the same elements dropped) ------------- */
 
 static int dropout_identity(const dp_op_attr_t *a) { return !a->training || a->dropout_p == 0.0f; }
 
-static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+/* The mask kernel's C: NHWC's channels for dropout, -1 (one draw per example) for drop path */
+static int mask_channels(const dp_tensor_t *x, int drop_path) {
+    return drop_path ? -1 : dp_cuda_is_nhwc(x) ? x->shape[1] : 0;
+}
+
+static dp_status_t masked_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, const char *op,
+                                  int drop_path) {
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "dropout: needs an input (in[0]) with data");
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
     if (x->ndim < 1 || x->shape[0] < 1)
-        return dp_fail(DP_ERR_SHAPE, "dropout: input must be (N, ...) with N >= 1, found %s",
+        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, ...) with N >= 1, found %s", op,
                        dp_tensor_shape_str(x, xs, sizeof xs));
     if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return dp_fail(DP_ERR_ARG, "dropout: dropout_p must be in [0, 1), found %g", (double)a->dropout_p);
+        return dp_fail(DP_ERR_ARG, "%s: dropout_p must be in [0, 1), found %g", op, (double)a->dropout_p);
     if (a->example_offset < 0)
-        return dp_fail(DP_ERR_ARG, "dropout: example_offset must be >= 0, found %lld", (long long)a->example_offset);
+        return dp_fail(DP_ERR_ARG, "%s: example_offset must be >= 0, found %lld", op, (long long)a->example_offset);
     if (dropout_identity(a)) { /* a view, as the CPU's */
         dp_tensor_set_shape(&node->out, x->ndim, x->shape);
         node->saved = NULL;
@@ -529,8 +536,8 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
         node->out.layout = x->layout; /* its layout and format: the same data */
         return DP_OK;
     }
-    DP_TRY(dp_cuda_act_output(c, node, "dropout", x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
-    const int C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0; /* NHWC: each element's NCHW index picks its mask */
+    DP_TRY(dp_cuda_act_output(c, node, op, x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
+    const int C = mask_channels(x, drop_path); /* NHWC: each element's NCHW index picks its mask */
     size_t numel = dp_tensor_numel(x);
     const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
@@ -538,11 +545,10 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C,
                                      dp_cuda_bf16_bits(x, &node->out, NULL)),
-                  "dropout");
+                  op);
 }
 
-static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
+static dp_status_t masked_backward(dp_cuda_ctx_t *c, dp_node_t *node, const char *op, int drop_path) {
     dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     if (dropout_identity(a)) {
@@ -557,8 +563,23 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), add,
-                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0, 0),
-                  "dropout backward");
+                                     mask_channels(x, drop_path), 0),
+                  op);
+}
+
+static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(c, node, arena, "dropout", 0);
+}
+static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(c, node, "dropout backward", 0);
+}
+static dp_status_t drop_path_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(c, node, arena, "drop_path", 1);
+}
+static dp_status_t drop_path_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(c, node, "drop_path backward", 1);
 }
 
 /* --- global average pooling ------------------------------------------------------------------ */
@@ -818,6 +839,8 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, scale_channels_forward) WRAP_BACK(g, scale_channels_backward) \
     WRAP(g, gelu_forward) WRAP_BACK(g, gelu_backward) \
     WRAP(g, layer_norm_forward) WRAP_BACK(g, layer_norm_backward) \
+    WRAP(g, silu_forward) WRAP_BACK(g, silu_backward) \
+    WRAP(g, drop_path_forward) WRAP_BACK(g, drop_path_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -843,9 +866,11 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, scale_channels_forward_##g, scale_channels_backward_##g}, \
         [DP_OP_GELU] = {"gelu", 1, gelu_forward_##g, gelu_backward_##g},                                       \
         [DP_OP_LAYER_NORM] = {"layer_norm", 3, layer_norm_forward_##g, layer_norm_backward_##g},                 \
+        [DP_OP_SILU] = {"silu", 1, silu_forward_##g, silu_backward_##g},                                      \
+        [DP_OP_DROP_PATH] = {"drop_path", 1, drop_path_forward_##g, drop_path_backward_##g},                  \
     }
 
-_Static_assert(DP_OP_COUNT == 21, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 23, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)
