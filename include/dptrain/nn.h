@@ -104,7 +104,9 @@ dp_status_t dp_model_add_layer_norm(dp_model_t *m, const char *name, float eps);
 dp_status_t dp_model_set_conv_weight_2d(dp_model_t *m);
 /* A learned factor per channel of a (C, H, W) or (F) input: the parameter
  * name.layer_scale (C, 1, 1), every value `init` (ConvNeXt's layer scale,
- * 1e-6), times the input (DP_OP_SCALE_CHANNELS). */
+ * 1e-6), times the input (DP_OP_SCALE_CHANNELS). The tensor goes before
+ * the first earlier tensor named name.* (PyTorch's state_dict order: a
+ * module's own parameters before its submodules'). */
 dp_status_t dp_model_add_layer_scale(dp_model_t *m, const char *name, float init);
 /* Stochastic depth (torchvision.ops.StochasticDepth(p, "row"), DP_OP_DROP_PATH):
  * in training each example kept whole with probability 1 - p and scaled by

@@ -323,6 +323,33 @@ nomem:
     return -1;
 }
 
+/* Parameter `index` (the last added, named PREFIX.SUFFIX) moved before the
+ * first parameter named PREFIX.<anything> (PyTorch's state_dict order: a
+ * module's own parameters before its submodules'); the layers' indices
+ * follow. Its new index. */
+static int move_param_before_children(dp_model_t *m, int index, const char *prefix) {
+    size_t len = strlen(prefix);
+    int to = 0;
+    while (to < index && !(strncmp(m->param_names[to], prefix, len) == 0 && m->param_names[to][len] == '.')) to++;
+    if (to == index) return index;
+    dp_param_info_t moved = m->params[index];
+    char name[MAX_NAME];
+    memcpy(name, m->param_names[index], MAX_NAME);
+    memmove(&m->params[to + 1], &m->params[to], sizeof *m->params * (size_t)(index - to));
+    memmove(&m->param_names[to + 1], &m->param_names[to], sizeof *m->param_names * (size_t)(index - to));
+    m->params[to] = moved;
+    memcpy(m->param_names[to], name, MAX_NAME);
+    for (int i = 0; i < m->num_params; i++) m->params[i].name = m->param_names[i];
+    for (int i = 0; i <= m->num_layers && i < m->layer_capacity; i++) { /* the committed layers and the one being added */
+        int *refs[4] = {&m->layers[i].weight, &m->layers[i].bias, &m->layers[i].running_mean,
+                        &m->layers[i].running_var};
+        for (int k = 0; k < 4; k++)
+            if (*refs[k] >= to && *refs[k] < index) (*refs[k])++;
+    }
+    relayout(m);
+    return to;
+}
+
 /* The weight (shape wshape) and, if asked, a bias of `channels`. */
 static dp_status_t add_weight_bias(dp_model_t *m, layer_t *l, const char *name, int ndim,
                                    const int *wshape, int bias, int channels) {
@@ -602,6 +629,7 @@ dp_status_t dp_model_add_layer_scale(dp_model_t *m, const char *name, float init
     int scale_shape[3] = {shape[0], 1, 1};
     l->weight = add_param(m, name, "layer_scale", ndim, scale_shape, 1);
     if (l->weight < 0) return DP_ERR_NOMEM;
+    l->weight = move_param_before_children(m, l->weight, name); /* torchvision's order: before NAME.block.* */
     l->init_scale = init;
     commit_layer(m, l, ndim, shape);
     return DP_OK;
