@@ -377,6 +377,54 @@ static void add_silu(pb_t *graph, const char *node_name, const char *in, const c
     pb_message(graph, 1, &node);
 }
 
+/* The nodes of an activation layer (op) from `in` to `out`; the shared
+ * constants of relu6 and gelu added once (*have_six, *have_gelu).
+ * DP_ERR_ARG (no message) for an op ONNX cannot express. */
+static dp_status_t add_activation(pb_t *graph, dp_op_kind_t op, const char *node_name, const char *in,
+                                  const char *out, int *have_six, int *have_gelu) {
+    if (op == DP_OP_RELU6) {
+        if (!*have_six) { /* the constant 6, one initializer for every relu6 */
+            int one = 1;
+            const float six = 6.0f;
+            add_initializer(graph, RELU6_CONSTANT, &one, 1, &six);
+            *have_six = 1;
+        }
+        add_relu6(graph, node_name, in, out);
+    } else if (op == DP_OP_HARDSWISH || op == DP_OP_HARDSIGMOID) {
+        add_hard_activation(graph, node_name, in, out, op == DP_OP_HARDSWISH);
+    } else if (op == DP_OP_GELU) {
+        add_gelu(graph, node_name, in, out, have_gelu);
+    } else if (op == DP_OP_SILU) {
+        add_silu(graph, node_name, in, out);
+    } else {
+        const char *type = op == DP_OP_RELU ? "Relu" : op == DP_OP_SIGMOID ? "Sigmoid" : op == DP_OP_TANH ? "Tanh" : NULL;
+        if (!type) return DP_ERR_ARG;
+        const char *inputs[1] = {in};
+        pb_t node = node_begin(type, node_name, inputs, 1, out);
+        pb_message(graph, 1, &node);
+    }
+    return DP_OK;
+}
+
+/* Every parameter as an initializer under its name (a 1x1 convolution's
+ * 2-D weight, weight_1x1[p], as (OUT, IN, 1, 1)), the graph's name, its
+ * input (batch, C, H, W) and output (batch, classes). */
+static void finish_graph(pb_t *graph, const dp_model_t *model, const float *params, const char *weight_1x1) {
+    for (int p = 0; p < dp_model_num_param_tensors(model); p++) {
+        const dp_param_info_t *info = dp_model_param(model, p);
+        int dims_1x1[4] = {info->shape[0], info->shape[1], 1, 1};
+        add_initializer(graph, info->name, weight_1x1[p] ? dims_1x1 : info->shape, weight_1x1[p] ? 4 : info->ndim,
+                        params + info->offset);
+    }
+    pb_string(graph, 2, dp_model_name(model));
+    int c, h, w;
+    dp_model_input_shape(model, &c, &h, &w);
+    int in_dims[3] = {c, h, w};
+    add_value_info(graph, 11, "input", in_dims, 3);
+    int classes = dp_model_num_outputs(model);
+    add_value_info(graph, 12, "logits", &classes, 1);
+}
+
 /* The BatchNormalization node of layer l (its running statistics; a
  * layer without affine parameters gets scale 1 and shift 0 as constants in
  * the graph). */
@@ -522,35 +570,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_GLOBAL_AVG_POOL:
             node = node_begin("GlobalAveragePool", node_name, inputs, 1, names[i]);
             break;
-        case DP_LAYER_ACTIVATION: {
-            if (l.op == DP_OP_RELU6) {
-                if (!have_six) { /* the constant 6, one initializer for every relu6 */
-                    int one = 1;
-                    const float six = 6.0f;
-                    add_initializer(&graph, RELU6_CONSTANT, &one, 1, &six);
-                    have_six = 1;
-                }
-                add_relu6(&graph, node_name, in, names[i]);
-                continue;
-            }
-            if (l.op == DP_OP_HARDSWISH || l.op == DP_OP_HARDSIGMOID) {
-                add_hard_activation(&graph, node_name, in, names[i], l.op == DP_OP_HARDSWISH);
-                continue;
-            }
-            if (l.op == DP_OP_GELU) {
-                add_gelu(&graph, node_name, in, names[i], &have_gelu);
-                continue;
-            }
-            if (l.op == DP_OP_SILU) {
-                add_silu(&graph, node_name, in, names[i]);
-                continue;
-            }
-            const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"
-                           : l.op == DP_OP_TANH ? "Tanh" : NULL;
-            if (!op) goto unsupported;
-            node = node_begin(op, node_name, inputs, 1, names[i]);
-            break;
-        }
+        case DP_LAYER_ACTIVATION:
+            if (add_activation(&graph, l.op, node_name, in, names[i], &have_six, &have_gelu) != DP_OK)
+                goto unsupported;
+            continue;
         case DP_LAYER_FLATTEN:
             node = node_begin("Flatten", node_name, inputs, 1, names[i]);
             attr_int(&node, "axis", 1);
@@ -609,21 +632,7 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         pb_t node = node_begin("Identity", "output", id_in, 1, "logits");
         pb_message(&graph, 1, &node);
     }
-    if (status == DP_OK) {
-        for (int p = 0; p < dp_model_num_param_tensors(model); p++) {
-            const dp_param_info_t *info = dp_model_param(model, p);
-            int dims_1x1[4] = {info->shape[0], info->shape[1], 1, 1};
-            add_initializer(&graph, info->name, weight_1x1[p] ? dims_1x1 : info->shape, weight_1x1[p] ? 4 : info->ndim,
-                            params + info->offset);
-        }
-        pb_string(&graph, 2, dp_model_name(model));
-        int c, h, w;
-        dp_model_input_shape(model, &c, &h, &w);
-        int in_dims[3] = {c, h, w};
-        add_value_info(&graph, 11, "input", in_dims, 3);
-        int classes = dp_model_num_outputs(model);
-        add_value_info(&graph, 12, "logits", &classes, 1);
-    }
+    if (status == DP_OK) finish_graph(&graph, model, params, weight_1x1);
     free(names);
     free(weight_1x1);
     if (status != DP_OK) {
