@@ -2,9 +2,9 @@
  * tests/fixtures/ops (skipped without a GPU).
  *
  * Every fixture of every op (conv, conv_transpose, max_pool, avg_pool on
- * 1-D to 3-D inputs; linear, relu, relu6, hardswish, hardsigmoid, scale_channels,
+ * 1-D to 3-D inputs; linear, relu, relu6, hardswish, hardsigmoid, gelu, silu, scale_channels, layer_norm,
  * flatten, softmax_xent, sigmoid, tanh,
- * add, dropout, global_avg_pool, mse, batch_norm with its running
+ * add, dropout, drop_path, global_avg_pool, mse, batch_norm with its running
  * statistics) runs as in test_ops_fixtures.c, with the same tolerances,
  * but on device memory: inputs and grads (pre-filled with GRAD_PREFILL, so
  * adding instead of overwriting is checked; then again unset and filled
@@ -274,9 +274,11 @@ static void check_conv_transpose_like_cpu(void) {
     free(gy);
 }
 
-/* Dropout in training (no fixture: the mask is dptrain's own) drops the same
- * elements as the CPU op, with the same kept values, forward and backward. */
-static void check_dropout_like_cpu(void) {
+/* Dropout and drop path in training (no fixture: the mask is dptrain's own)
+ * drop the same elements as the CPU op, with the same kept values, forward
+ * and backward. */
+static void check_dropout_like_cpu(dp_op_kind_t kind) {
+    const char *name = dp_op_table[kind].name;
     enum { N = 6, F = 500 };
     static float x[N * F], dy[N * F], y_cpu[N * F], y_gpu[N * F], dx_cpu[N * F], dx_gpu[N * F];
     for (int i = 0; i < N * F; i++) x[i] = (float)((i * 37) % 101) / 7.0f - 5.0f, dy[i] = (float)(i % 13) - 6.0f;
@@ -285,27 +287,31 @@ static void check_dropout_like_cpu(void) {
     attr.dropout_seed = 1234;
     attr.example_offset = 17;
     dp_tensor_t xc = {2, {N, F}, x, dx_cpu, 1, 0};
-    dp_node_t cpu = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xc}};
+    dp_node_t cpu = {.kind = kind, .attr = attr, .in = {&xc}};
     dp_arena_t *ha = dp_arena_new(1 << 16);
-    CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu dropout: %s", dp_error_message());
+    CHECK(dp_op_forward(&cpu, ha) == DP_OK, "cpu %s: %s", name, dp_error_message());
     memcpy(y_cpu, cpu.out.data, sizeof y_cpu);
     memcpy(cpu.out.grad, dy, sizeof dy);
     cpu.out.grad_unset = 0;
-    CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu dropout backward: %s", dp_error_message());
+    CHECK(dp_op_backward(&cpu, ha) == DP_OK, "cpu %s backward: %s", name, dp_error_message());
     dp_tensor_t xg = {2, {N, F}, upload(x, sizeof x), upload(x, sizeof x), 1, 0};
-    dp_node_t gpu_node = {.kind = DP_OP_DROPOUT, .attr = attr, .in = {&xg}};
+    dp_node_t gpu_node = {.kind = kind, .attr = attr, .in = {&xg}};
     dp_arena_t *ga = dp_arena_new_on(be, 1 << 16);
-    dp_status_t st = be->ops[DP_OP_DROPOUT].forward(&gpu_node, ga);
-    CHECK(st == DP_OK, "gpu dropout: %s", dp_error_message());
+    dp_status_t st = be->ops[kind].forward(&gpu_node, ga);
+    CHECK(st == DP_OK, "gpu %s: %s", name, dp_error_message());
     if (st == DP_OK) {
         be->download(be->ctx, y_gpu, gpu_node.out.data, sizeof y_gpu);
         be->upload(be->ctx, gpu_node.out.grad, dy, sizeof dy);
         gpu_node.out.grad_unset = 0;
-        st = be->ops[DP_OP_DROPOUT].backward(&gpu_node, ga);
-        CHECK(st == DP_OK, "gpu dropout backward: %s", dp_error_message());
+        st = be->ops[kind].backward(&gpu_node, ga);
+        CHECK(st == DP_OK, "gpu %s backward: %s", name, dp_error_message());
         be->download(be->ctx, dx_gpu, xg.grad, sizeof dx_gpu);
-        CHECK(memcmp(y_gpu, y_cpu, sizeof y_cpu) == 0, "dropout forward: GPU mask or values differ from the CPU's");
-        CHECK(memcmp(dx_gpu, dx_cpu, sizeof dx_cpu) == 0, "dropout backward: GPU differs from the CPU's");
+        CHECK(memcmp(y_gpu, y_cpu, sizeof y_cpu) == 0, "%s forward: GPU mask or values differ from the CPU's", name);
+        CHECK(memcmp(dx_gpu, dx_cpu, sizeof dx_cpu) == 0, "%s backward: GPU differs from the CPU's", name);
+        size_t zeros = 0;
+        for (int i = 0; i < N * F; i++) zeros += y_cpu[i] == 0.0f;
+        CHECK(zeros > 0 && zeros < (size_t)N * F, "%s: %zu of %d zeros, expected some dropped and some kept", name,
+              zeros, N * F);
     }
     dp_arena_free(ha);
     dp_arena_free(ga);
@@ -411,7 +417,8 @@ int main(void) {
         CHECK(be->ops[k].forward && be->ops[k].backward && cases_per_op[k] > 0, "no fixture ran for %s on the GPU",
               dp_op_table[k].name);
     check_conv_transpose_like_cpu();
-    check_dropout_like_cpu();
+    check_dropout_like_cpu(DP_OP_DROPOUT);
+    check_dropout_like_cpu(DP_OP_DROP_PATH);
     check_xent_smoothing_like_cpu();
     return testing_finish("test_cuda_ops");
 }

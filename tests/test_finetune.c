@@ -99,6 +99,9 @@ static void test_backbone_lists(void) {
         /* the head is classifier.3; classifier.0 (Linear + Hardswish) is the backbone's, named whole */
         {"mobilenet_v3_large-imagenet", "features,classifier.0", "classifier.3."},
         {"mobilenet_v3_small-imagenet", "features,classifier.0", "classifier.3."},
+        /* the head is classifier.2; classifier.0 (LayerNorm2d after the pooling) is the backbone's */
+        {"convnext_tiny-imagenet", "features,classifier.0", "classifier.2."},
+        {"convnext_large-imagenet", "features,classifier.0", "classifier.2."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

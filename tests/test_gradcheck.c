@@ -314,14 +314,16 @@ static int make_hard(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
 static int make_hardswish(int v, dp_rng_t *rng, gc_case_t *c) { return make_hard(v, rng, c, "hardswish"); }
 static int make_hardsigmoid(int v, dp_rng_t *rng, gc_case_t *c) { return make_hard(v, rng, c, "hardsigmoid"); }
 
-/* scale_channels: x (N, C, ...) 3-D to 5-D and its scale (N, C, 1, ...). */
+/* scale_channels: x (N, C, ...) 3-D to 5-D and its scale (N, C, 1, ...);
+ * variants 3 to 5 the same with a scale (1, C, 1, ...) shared by the batch
+ * (ConvNeXt's layer scale). */
 static int make_scale_channels(int v, dp_rng_t *rng, gc_case_t *c) {
-    if (v >= 3) return 0;
-    const int *shape = elementwise_shapes[v + 1];
-    int scale_shape[5] = {shape[1], shape[2], 1, 1, 1};
+    if (v >= 6) return 0;
+    const int *shape = elementwise_shapes[v % 3 + 1];
+    int scale_shape[5] = {v >= 3 ? 1 : shape[1], shape[2], 1, 1, 1};
     dp_tensor_t *x = new_input(c, 0, shape[0], shape + 1, rng);
     new_input(c, 1, shape[0], scale_shape, rng);
-    snprintf(c->label, sizeof c->label, "scale_channels %d-D", x->ndim);
+    snprintf(c->label, sizeof c->label, "scale_channels %d-D%s", x->ndim, v >= 3 ? " shared by the batch" : "");
     return 1;
 }
 
@@ -421,6 +423,26 @@ static int make_batch_norm(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* layer_norm over the channels at every position: 2-D to 5-D, eps 1e-6
+ * (ConvNeXt's) and 1e-5; variant 4 without weight and bias */
+static int make_layer_norm(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const int shapes[][6] = {{2, 6, 3}, {3, 3, 4, 4}, {4, 2, 3, 2, 3}, {5, 2, 5, 2, 3, 2}};
+    if (v >= 5) return 0;
+    const int *shape = shapes[v % 4];
+    dp_tensor_t *x = new_input(c, 0, shape[0], shape + 1, rng);
+    int channels = shape[2];
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] = 2.0f * x->data[j] + 0.5f;
+    int affine = v != 4;
+    if (affine) {
+        new_input(c, 1, 1, &channels, rng);
+        new_input(c, 2, 1, &channels, rng);
+    }
+    c->node.attr.eps = v % 2 ? 1e-6f : 1e-5f;
+    snprintf(c->label, sizeof c->label, "layer_norm %d-D eps=%g affine=%d", x->ndim, (double)c->node.attr.eps, affine);
+    describe_list(c, "x", x->shape, x->ndim);
+    return 1;
+}
+
 static int make_dropout(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 5) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v % 4][0], elementwise_shapes[v % 4] + 1, rng);
@@ -433,6 +455,21 @@ static int make_dropout(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* drop_path: the seeded per-example mask, fixed across the perturbed runs; N = 6 (some examples dropped) */
+static int make_drop_path(int v, dp_rng_t *rng, gc_case_t *c) {
+    static const int shapes[][5] = {{2, 6, 5}, {4, 6, 2, 3, 4}, {3, 6, 3, 4}};
+    if (v >= 4) return 0;
+    dp_tensor_t *x = new_input(c, 0, shapes[v % 3][0], shapes[v % 3] + 1, rng);
+    dp_op_attr_t *a = &c->node.attr;
+    a->dropout_p = v == 1 ? 0.5f : 0.3f;
+    a->dropout_seed = 2000u + (unsigned)v;
+    a->example_offset = 3 * v;
+    a->training = v != 3;
+    snprintf(c->label, sizeof c->label, "drop_path %d-D p=%g training=%d", x->ndim, (double)a->dropout_p,
+             a->training);
+    return 1;
+}
+
 static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
     if (v >= 4) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
@@ -442,6 +479,19 @@ static int make_unary(int v, dp_rng_t *rng, gc_case_t *c, const char *name) {
 }
 static int make_sigmoid(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "sigmoid"); }
 static int make_tanh(int v, dp_rng_t *rng, gc_case_t *c) { return make_unary(v, rng, c, "tanh"); }
+/* gelu: smooth everywhere; x spread over [-4, 4] to reach both tails */
+static int make_gelu(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (!make_unary(v, rng, c, "gelu")) return 0;
+    for (size_t j = 0; j < dp_tensor_numel(c->node.in[0]); j++) c->node.in[0]->data[j] *= 2.0f;
+    return 1;
+}
+/* silu: x spread over about [-6, 6], both tails and the dip near -1.28 */
+static int make_silu(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (!make_unary(v, rng, c, "silu")) return 0;
+    dp_tensor_t *x = c->node.in[0];
+    for (size_t j = 0; j < dp_tensor_numel(x); j++) x->data[j] *= 1.75f;
+    return 1;
+}
 
 static int make_add(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 6) return 0;
@@ -489,6 +539,10 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_HARDSWISH] = make_hardswish,
     [DP_OP_HARDSIGMOID] = make_hardsigmoid,
     [DP_OP_SCALE_CHANNELS] = make_scale_channels,
+    [DP_OP_GELU] = make_gelu,
+    [DP_OP_LAYER_NORM] = make_layer_norm,
+    [DP_OP_SILU] = make_silu,
+    [DP_OP_DROP_PATH] = make_drop_path,
 };
 
 /* --- the check ---------------------------------------------------------- */

@@ -6,7 +6,9 @@
  * errors naming the layer; conv+ReLU fusion only where it is safe; dropout
  * masks independent of the split; the trainer with batch norm and dropout:
  * sync batch norm on 1, 2, 3 devices agrees, per-device statistics keep the
- * replicas identical. */
+ * replicas identical; drop path (stochastic depth) on a residual branch:
+ * 1, 2 and 3 devices train the same (its masks follow the global example
+ * index), and the masks matter (p = 0 trains otherwise). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +503,58 @@ done:
     dp_model_free(m);
 }
 
+/* --- Stochastic depth: the same training on any number of devices ------------- */
+
+/* conv-relu, a residual branch conv -> drop_path(p) added back, avg pool,
+ * flatten, linear: no batch norm, so devices differ only by rounding. */
+static dp_model_t *drop_path_model(float p) {
+    dp_model_t *m;
+    DP_ASSERT(dp_model_new("drop-path", 1, 12, 12, DP_INIT_TORCH_DEFAULT, 0.0f, &m) == DP_OK);
+    dp_op_attr_t pad1 = conv_pad(1), pool = dp_op_attr_default();
+    pool.kernel[0] = pool.kernel[1] = pool.stride[0] = pool.stride[1] = 3;
+    DP_ASSERT(dp_model_add_conv(m, "conv1", 4, 3, 3, &pad1, 1) == DP_OK);
+    DP_ASSERT(dp_model_add_relu(m) == DP_OK); /* output 2 */
+    DP_ASSERT(dp_model_add_conv(m, "conv2", 4, 3, 3, &pad1, 1) == DP_OK);
+    DP_ASSERT(dp_model_add_drop_path(m, p) == DP_OK);
+    DP_ASSERT(dp_model_add_residual(m, 2, 0) == DP_OK);
+    DP_ASSERT(dp_model_add_pool(m, DP_OP_AVG_POOL, &pool) == DP_OK);
+    DP_ASSERT(dp_model_add_flatten(m) == DP_OK);
+    DP_ASSERT(dp_model_add_linear(m, "fc", 4, 1) == DP_OK);
+    return m;
+}
+
+static void test_trainer_drop_path(void) {
+    dp_model_t *m = drop_path_model(0.5f), *m0 = drop_path_model(0.0f);
+    dp_dataset_t ds = column_dataset(120);
+    size_t np = dp_model_num_params(m), at;
+    const int steps = 4;
+    double loss1, loss0;
+    dp_trainer_t *one = train(m, &ds, (run_config_t){1, 0, 0, DP_SYNC_ALLREDUCE}, steps, &loss1);
+    dp_trainer_t *none = train(m0, &ds, (run_config_t){1, 0, 0, DP_SYNC_ALLREDUCE}, steps, &loss0);
+    if (one && none) {
+        double v = testing_max_violation(dp_trainer_params(none, 0), dp_trainer_params(one, 0), np, 1e-3, 1e-5, &at);
+        CHECK(v > 1.0, "drop path 0.5 trains as p = 0 (violation %g): the masks do nothing", v);
+        printf("drop path 0.5 vs 0: parameters apart by violation %.1f, loss %.6f vs %.6f\n", v, loss1, loss0);
+    }
+    for (int k = 2; k <= 3 && one; k++) {
+        double loss;
+        dp_trainer_t *t = train(m, &ds, (run_config_t){k, 0, 0, DP_SYNC_ALLREDUCE}, steps, &loss);
+        if (!t) continue;
+        double v = testing_max_violation(dp_trainer_params(t, 0), dp_trainer_params(one, 0), np, 1e-3, 1e-5, &at);
+        CHECK(v <= 1.0, "drop path on %d devices drifts from 1 device: parameter %zu: violation %g", k, at, v);
+        CHECK(fabs(loss - loss1) <= 1e-4 * fabs(loss1), "drop path on %d devices: loss %.9g, 1 device %.9g", k, loss,
+              loss1);
+        printf("drop path 0.5, %d devices vs 1: parameters within violation %.4f, loss %.9g vs %.9g\n", k, v, loss,
+               loss1);
+        dp_trainer_free(t);
+    }
+    dp_trainer_free(one);
+    dp_trainer_free(none);
+    dp_dataset_free(&ds);
+    dp_model_free(m);
+    dp_model_free(m0);
+}
+
 int main(void) {
     test_param_table();
     test_build_errors();
@@ -508,5 +562,6 @@ int main(void) {
     test_dropout_split();
     test_graph_against_pytorch();
     test_trainer_batch_norm();
+    test_trainer_drop_path();
     return testing_finish("test_graph");
 }

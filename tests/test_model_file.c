@@ -104,6 +104,25 @@ static const valid_case_t valid_graph_cases[] = {
          "[hardswish]\n[global_avgpool]\n[hardsigmoid]\n[scale_channels]\nfrom = -3\n" HEAD,
      "a.weight 4x1x3x3, a.bias 4, fc1.weight 2x4x1x1, fc1.bias 2, fc2.weight 4x2x1x1, fc2.bias 4, "
      "head.weight 3x256, head.bias 3 -> 3"},
+    {"ConvNeXt: layernorm blocks (eps given and default), a gelu block and key",
+     NET "[conv]\nname = stem\nfilters = 4\nsize = 4\nstride = 4\n[layernorm]\nname = stem_norm\neps = 1e-6\n"
+         "[conv]\nname = pw\nfilters = 8\nsize = 1\nactivation = gelu\n[gelu]\n[layernorm]\nname = n2\n" HEAD,
+     "stem.weight 4x1x4x4, stem.bias 4, stem_norm.weight 4, stem_norm.bias 4, pw.weight 8x4x1x1, pw.bias 8, "
+     "n2.weight 8, n2.bias 8, head.weight 3x32, head.bias 3 -> 3"},
+    {"ConvNeXt block: 1x1 convolutions with linear-shaped weights, a layer scale (its tensor first), the residual",
+     NET "[conv]\nname = b.0\nfilters = 1\nsize = 3\npad = 1\ngroups = 1\nlabel = in\n[layernorm]\nname = b.2\n"
+         "[conv]\nname = b.3\nfilters = 4\nsize = 1\nweight_shape = linear\nactivation = gelu\n"
+         "[conv]\nname = b.5\nfilters = 1\nsize = 1\nweight_shape = linear\n[layer_scale]\nname = b\n"
+         "[residual]\nfrom = in\n[conv]\nname = plain\nfilters = 2\nsize = 1\nweight_shape = conv\n" HEAD,
+     "b.layer_scale 1x1x1, b.0.weight 1x1x3x3, b.0.bias 1, b.2.weight 1, b.2.bias 1, b.3.weight 4x1, b.3.bias 4, "
+     "b.5.weight 1x4, b.5.bias 1, plain.weight 2x1x1x1, plain.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"drop_path before a residual (stochastic depth)",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\n"
+         "size = 3\npad = 1\n[drop_path]\np = 0.2\n[residual]\nfrom = block_in\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"silu block and activation = silu (EfficientNet's)",
+     NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nactivation = silu\n[silu]\n" HEAD,
+     "a.weight 2x1x3x3, a.bias 2, head.weight 3x128, head.bias 3 -> 3"},
 };
 
 typedef struct {
@@ -127,7 +146,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid or scale_channels)"},
+     "hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -159,12 +178,25 @@ static const broken_case_t broken_cases[] = {
     {"float overflow", NET "[batchnorm]\nname = bn\neps = 1e999\n" HEAD, 0,
      "t.cfg:7: eps = 1e999 is out of range (expected 1e-12 to 1)"},
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
+    {"drop_path without p", NET "[drop_path]\n" HEAD, 0, "t.cfg:5: [drop_path] needs p*"},
+    {"drop_path p = 1", NET "[drop_path]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range*"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
      "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
-    {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
-     "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
+    {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
+     "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu or linear"},
+    {"weight_shape of a 3x3 convolution", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nweight_shape = linear\n" HEAD,
+     0, "t.cfg:5: [conv] model t: layer c: a weight stored as a linear layer's needs a 1x1 convolution with stride 1, "
+     "no padding and no groups"},
+    {"weight_shape unknown", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nweight_shape = flat\n" HEAD, 0,
+     "t.cfg:9: weight_shape = flat: expected conv or linear"},
+    {"layer_scale without name", NET "[layer_scale]\ninit = 1e-6\n" HEAD, 0, "t.cfg:5: [layer_scale] needs name"},
+    {"layernorm without name", NET "[layernorm]\neps = 1e-6\n" HEAD, 0, "t.cfg:5: [layernorm] needs name"},
+    {"layernorm eps 0", NET "[layernorm]\nname = n\neps = 0\n" HEAD, 0,
+     "t.cfg:7: eps = 0 is out of range (expected 1e-12 to 1)"},
+    {"layernorm key of batchnorm", NET "[layernorm]\nname = n\nmomentum = 0.1\n" HEAD, 0,
+     "t.cfg:7: unknown key 'momentum' for [layernorm] (expected one of: name eps label)"},
     {"scale_channels by a scale that is not (C, 1, 1)", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
      "[conv]\nname = s\nfilters = 2\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
      "t.cfg:14: [scale_channels] model t: layer 3: scale_channels multiplies output 1 (2, 8, 8) by output 2 "
@@ -223,7 +255,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid or scale_channels)"},
+     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
 };
 
 static int message_matches(const char *got, const char *want) {
@@ -408,6 +440,10 @@ static void test_shipped_counts(void) {
  *   wide_resnet101_2-imagenet: 126886696, 137856, 522
  *   mobilenet_v3_large-imagenet: 5483032, 24400, 266
  *   mobilenet_v3_small-imagenet: 2542856, 12112, 210
+ *   convnext_tiny-imagenet: 28589128, 0, 182
+ *   convnext_small-imagenet: 50223688, 0, 344
+ *   convnext_base-imagenet: 88591464, 0, 344
+ *   convnext_large-imagenet: 197767336, 0, 344
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -433,6 +469,11 @@ static void test_imagenet_counts(void) {
         /* MobileNetV3: squeeze-excitation's 1x1 convolutions with biases */
         {"mobilenet_v3_large-imagenet", 5483032, 24400, 266, "features.13.block.2.fc1.weight", {168, 672, 1, 1}},
         {"mobilenet_v3_small-imagenet", 2542856, 12112, 210, "features.4.block.2.fc2.bias", {96}},
+        /* ConvNeXt: layer norms, nn.Linear weights on channels-last data, layer scales; no buffers */
+        {"convnext_tiny-imagenet", 28589128, 0, 182, "features.5.8.block.3.weight", {1536, 384}},
+        {"convnext_small-imagenet", 50223688, 0, 344, "features.5.26.layer_scale", {384, 1, 1}},
+        {"convnext_base-imagenet", 88591464, 0, 344, "features.6.1.weight", {1024, 512, 2, 2}},
+        {"convnext_large-imagenet", 197767336, 0, 344, "features.7.2.block.5.weight", {1536, 6144}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);
@@ -469,6 +510,43 @@ static void moments(const float *v, size_t n, double *mean, double *sd) {
     *mean = s / (double)n;
     for (size_t i = 0; i < n; i++) s2 += (v[i] - *mean) * (v[i] - *mean);
     *sd = sqrt(s2 / (double)n);
+}
+
+/* ConvNeXt's (torchvision's): [net] init = normal, init_scale = 0.02 for
+ * the convolutions and the 2-D (linear-shaped) 1x1 weights, biases 0,
+ * layer norms 1 and 0, layer scales their init (1e-6). */
+static void test_convnext_init(void) {
+    static const char text[] =
+        "[net]\ninit = normal\ninit_scale = 0.02\nchannels = 3\nheight = 8\nwidth = 8\n"
+        "[conv]\nname = stem\nfilters = 32\nsize = 4\nstride = 4\n[layernorm]\nname = n\neps = 1e-6\n"
+        "[conv]\nname = b.3\nfilters = 128\nsize = 1\nweight_shape = linear\nactivation = gelu\n"
+        "[layer_scale]\nname = b\ninit = 1e-6\n[global_avgpool]\n[flatten]\n[linear]\nname = head\nout = 10\n";
+    dp_model_t *m = NULL;
+    CHECK(dp_model_parse(text, strlen(text), "convnext.cfg", &m) == DP_OK, "%s", dp_error_message());
+    if (!m) return;
+    float *params = malloc(sizeof(float) * dp_model_num_params(m));
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 11);
+    dp_model_init_params(m, params, &rng);
+    const char *normal[] = {"stem.weight", "b.3.weight"};
+    for (int k = 0; k < 2; k++) {
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, normal[k]));
+        double mean, sd;
+        moments(params + p->offset, p->numel, &mean, &sd);
+        CHECK(fabs(sd / 0.02 - 1.0) < 0.05 && fabs(mean) < 4 * 0.02 / sqrt((double)p->numel),
+              "%s: mean %g, sd %g, expected N(0, 0.02^2)", normal[k], mean, sd);
+    }
+    const struct { const char *name; float value; } constant[] = {
+        {"stem.bias", 0.0f}, {"b.3.bias", 0.0f}, {"n.weight", 1.0f}, {"n.bias", 0.0f}, {"b.layer_scale", 1e-6f},
+    };
+    for (int k = 0; k < 5; k++) {
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, constant[k].name));
+        int all = 1;
+        for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == constant[k].value;
+        CHECK(all, "%s is not all %g", constant[k].name, (double)constant[k].value);
+    }
+    free(params);
+    dp_model_free(m);
 }
 
 /* init = kaiming_fan_out: N(0, 2 / fan_out) with fan_out = filters x
@@ -659,6 +737,7 @@ int main(void) {
     test_shipped_counts();
     test_imagenet_counts();
     test_init_kinds();
+    test_convnext_init();
     test_files();
     test_mutations();
     return testing_finish("test_model_file");

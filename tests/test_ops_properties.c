@@ -8,6 +8,13 @@
  * the forward's mask and adds into a grad that holds values; p = 0 and
  * inference are the identity.
  *
+ * Drop path (stochastic depth, training): every example is kept whole (all
+ * its values x / (1 - p)) or zeroed whole; the kept fraction of examples
+ * is 1 - p within 5 standard deviations; the same seed gives the same
+ * mask; shards with example_offset give the whole batch's bits, forward
+ * and backward; backward follows the forward's mask; p = 0 and inference
+ * are the identity.
+ *
  * Sync batch norm: PARTICIPANTS threads each run batch norm on an uneven
  * shard of one batch, with a stat_sync hook that sums their buffers in
  * rank order between two barriers (as an all-reduce would). Every shard's
@@ -164,6 +171,94 @@ static void test_dropout(void) {
     CHECK(memcmp(ident, x, numel * sizeof(float)) == 0, "dropout in inference is not the identity");
     free(ident);
 
+    free(x), free(y1), free(y2), free(y3), free(dy), free(grad_whole), free(grad_shards);
+    free(whole), free(shard_a), free(shard_b);
+}
+
+/* --- drop path ------------------------------------------------------------------ */
+
+/* Examples of y (N of per_example) kept whole (y = x * scale) or zeroed whole; *mixed counts the others. */
+static size_t examples_kept(const float *x, const float *y, int N, size_t per_example, float scale, size_t *mixed) {
+    size_t kept = 0;
+    *mixed = 0;
+    for (int n = 0; n < N; n++) {
+        size_t same = 0, zero = 0;
+        for (size_t i = (size_t)n * per_example; i < (size_t)(n + 1) * per_example; i++) {
+            same += y[i] == x[i] * scale;
+            zero += y[i] == 0.0f;
+        }
+        if (same == per_example) kept++;
+        else if (zero != per_example) ++*mixed;
+    }
+    return kept;
+}
+
+static void test_drop_path(void) {
+    dp_rng_t rng;
+    dp_rng_seed(&rng, 11);
+    enum { N = 4000, C = 3, H = 2, W = 5 };
+    const int shape[4] = {N, C, H, W};
+    const size_t numel = (size_t)N * C * H * W, per_example = numel / N;
+    float *x = random_floats(&rng, numel, 1.0f, 3.0f); /* no zeros: y == 0 means dropped */
+    for (size_t i = 0; i < numel; i++)
+        if (x[i] == 0.0f) x[i] = 1.0f;
+    dp_op_attr_t attr = dp_op_attr_default();
+    attr.training = 1;
+    const float ps[] = {0.0125f, 0.2f, 0.5f};
+    for (int k = 0; k < 3; k++) {
+        attr.dropout_p = ps[k];
+        attr.dropout_seed = 42;
+        float *y = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+        size_t mixed = 0, kept = examples_kept(x, y, N, per_example, (float)(1.0 / (1.0 - (double)ps[k])), &mixed);
+        double fraction = (double)kept / N, want = 1.0 - ps[k], sigma = sqrt(ps[k] * want / N);
+        printf("  drop_path p=%g: kept %.5f of the examples (want %.5f +- %.5f)\n", (double)ps[k], fraction, want,
+               5 * sigma);
+        CHECK(mixed == 0, "drop_path p=%g: %zu examples neither kept whole (x / (1 - p)) nor zeroed whole",
+              (double)ps[k], mixed);
+        CHECK(fabs(fraction - want) <= 5 * sigma, "drop_path p=%g: kept fraction %.5f, want %.5f", (double)ps[k],
+              fraction, want);
+        free(y);
+    }
+    /* the same seed, the same mask; another seed, another */
+    attr.dropout_p = 0.5f;
+    attr.dropout_seed = 1234;
+    float *y1 = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+    float *y2 = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(y1, y2, numel * sizeof(float)) == 0, "drop_path: the same seed gave different outputs");
+    attr.dropout_seed = 1235;
+    float *y3 = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+    size_t differ = 0;
+    for (int n = 0; n < N; n++) differ += (y1[n * per_example] == 0.0f) != (y3[n * per_example] == 0.0f);
+    CHECK(differ > N / 3, "drop_path: seeds 1234 and 1235 share most of the mask (%zu of %d differ)", differ, N);
+    /* shards [0, 1500) and [1500, N) with example_offset, forward and backward */
+    attr.dropout_seed = 1234;
+    float *dy = random_floats(&rng, numel, 1.0f, 0.0f);
+    float *grad_whole = calloc(numel, sizeof(float)), *grad_shards = calloc(numel, sizeof(float));
+    float *whole = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, grad_whole, dy);
+    const int split = 1500, shape_a[4] = {split, C, H, W}, shape_b[4] = {N - split, C, H, W};
+    float *shard_a = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape_a, grad_shards, dy);
+    attr.example_offset = split;
+    float *shard_b = run_unary(DP_OP_DROP_PATH, &attr, x + split * per_example, 4, shape_b,
+                               grad_shards + split * per_example, dy + split * per_example);
+    attr.example_offset = 0;
+    CHECK(memcmp(whole, shard_a, split * per_example * sizeof(float)) == 0 &&
+              memcmp(whole + split * per_example, shard_b, (N - split) * per_example * sizeof(float)) == 0,
+          "drop_path: shards with example_offset differ from the whole batch");
+    CHECK(memcmp(grad_whole, grad_shards, numel * sizeof(float)) == 0,
+          "drop_path backward: shards with example_offset differ from the whole batch");
+    size_t bad = 0;
+    for (size_t i = 0; i < numel; i++) bad += grad_whole[i] != (whole[i] != 0.0f ? dy[i] * 2.0f : 0.0f);
+    CHECK(bad == 0, "drop_path backward: %zu gradients disagree with the forward's mask", bad);
+    /* p = 0 and inference: the identity */
+    attr.dropout_p = 0.0f;
+    float *ident = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(ident, x, numel * sizeof(float)) == 0, "drop_path p=0 is not the identity");
+    free(ident);
+    attr.dropout_p = 0.5f;
+    attr.training = 0;
+    ident = run_unary(DP_OP_DROP_PATH, &attr, x, 4, shape, NULL, NULL);
+    CHECK(memcmp(ident, x, numel * sizeof(float)) == 0, "drop_path in inference is not the identity");
+    free(ident);
     free(x), free(y1), free(y2), free(y3), free(dy), free(grad_whole), free(grad_shards);
     free(whole), free(shard_a), free(shard_b);
 }
@@ -476,6 +571,7 @@ static void test_add_aliased(void) {
 
 int main(void) {
     test_dropout();
+    test_drop_path();
     test_sync_batch_norm();
     test_add_aliased();
     test_fuse_relu6_refused();

@@ -6,7 +6,7 @@ models/*-imagenet.cfg with the same weights.
 
   torchvision_check.py make DIR NAME...
       for each NAME (resnet18, resnet34, resnet50, mobilenet_v2,
-      mobilenet_v3_large, mobilenet_v3_small): the
+      mobilenet_v3_large, mobilenet_v3_small, convnext_tiny): the
       torchvision model with seeded random weights and batch-norm
       parameters and statistics (build()), saved as DIR/NAME.pth
       (torch.save of the state_dict); 2 random 224x224 RGB images as
@@ -17,7 +17,8 @@ models/*-imagenet.cfg with the same weights.
       (float32, inference). For the networks of GRAD_SIZES also: 2 random
       images of that size with random labels, DIR/NAME-input.safetensors
       (for tests/torchvision_step), the model file's copy at that size
-      with dropout p = 0, DIR/NAME-small.cfg, and in the reference the
+      with dropout and drop path (stochastic depth) p = 0, as in the
+      reference, DIR/NAME-small.cfg, and in the reference the
       logits, loss and parameter gradients of the mean cross-entropy in
       inference mode and in training mode (batch statistics), and the
       running statistics after the training forward, computed by
@@ -41,6 +42,7 @@ models/*-imagenet.cfg with the same weights.
 """
 import json
 import os
+import re
 import struct
 import sys
 
@@ -54,7 +56,7 @@ BATCH = 2
 # 128: 1e-5 between float32 and float64 PyTorch, 9e-5 at 64); ResNet-34's
 # blocks are ResNet-18's, its logits are checked at 224 only
 GRAD_SIZES = {"resnet18": 64, "resnet50": 64, "resnext50_32x4d": 64, "mobilenet_v2": 128, "mobilenet_v3_large": 64,
-              "mobilenet_v3_small": 64}
+              "mobilenet_v3_small": 64, "convnext_tiny": 64}
 TOL = 1e-4
 # training-mode gradients that float32 cannot give within TOL of float64 at
 # this batch: measured with PyTorch itself, 6e-5 (ResNet-50), 1.9e-3
@@ -112,6 +114,8 @@ def build(name, seed):
     torch.manual_seed(seed)
     net = getattr(torchvision.models, name)()
     gen = torch.Generator().manual_seed(seed + 1)
+    if name.startswith("convnext"):
+        return randomize_convnext(net, gen)
     if name == "mobilenet_v2":
         last = {id(block.conv[-1]) for block in net.features[1:18]}
     elif name.startswith("mobilenet_v3"):  # each inverted residual's projection batch norm
@@ -128,6 +132,26 @@ def build(name, seed):
                 m.bias.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=gen))
                 m.running_var.copy_(0.5 + torch.rand(c, generator=gen))
+    return net
+
+
+def randomize_convnext(net, gen):
+    """ConvNeXt (no batch norm): its layer norms' weights U(0.5, 1.5) and
+    biases N(0, 0.1^2), and its layer scales U(0.2, 0.6) instead of 1e-6
+    (which would make every block the identity but for 1e-6 and the test
+    blind to them); convolutions and linear layers keep torchvision's
+    trunc_normal_(std 0.02) from the seed, their biases N(0, 0.02^2)."""
+    import torch
+    with torch.no_grad():
+        for module_name, m in net.named_modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                c = m.normalized_shape[0]
+                m.weight.copy_(0.5 + torch.rand(c, generator=gen))
+                m.bias.copy_(0.1 * torch.randn(c, generator=gen))
+            elif isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)) and m.bias is not None:
+                m.bias.copy_(0.02 * torch.randn(m.bias.shape, generator=gen))
+            if hasattr(m, "layer_scale"):
+                m.layer_scale.copy_(0.2 + 0.4 * torch.rand(m.layer_scale.shape, generator=gen))
     return net
 
 
@@ -167,8 +191,8 @@ def passes(net, x, labels, dtype, modes=("eval", "train")):
                     and module.groups == module.in_channels == module.out_channels and module.dilation == (1, 1)):
                 module.forward = depthwise_by_taps(module)
         for module in m.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = 0.0
+            if isinstance(module, torch.nn.Dropout) or type(module).__name__ == "StochasticDepth":
+                module.p = 0.0  # the model file's copy has dropout and drop path p = 0 too
         hits = [0, 0]
 
         def count(module, inputs):  # before the (in-place) ReLU6 runs
@@ -226,6 +250,7 @@ def make(directory, names):
         # the gradient check's copy of the model file: its input size, dropout off (as in the reference)
         small = text.replace("height = 224\nwidth = 224\n", f"height = {size}\nwidth = {size}\n")
         with open(os.path.join(directory, f"{name}-small.cfg"), "w") as f:
+            small = re.sub(r"\[drop_path\]\np = [0-9.e-]+\n", "[drop_path]\np = 0\n", small)  # stochastic depth off
             f.write(small.replace("[dropout]\np = 0.2\n", "[dropout]\np = 0\n"))
         xs, labels = images(directory, name, rng, size, False)
         write_safetensors(os.path.join(directory, f"{name}-input.safetensors"),
@@ -304,7 +329,8 @@ def structure(names):
 
     import torch
     import torchvision
-    for init in ("kaiming_normal_", "kaiming_uniform_", "normal_", "uniform_", "constant_", "zeros_", "ones_"):
+    for init in ("kaiming_normal_", "kaiming_uniform_", "normal_", "uniform_", "constant_", "zeros_", "ones_",
+                 "trunc_normal_"):
         setattr(torch.nn.init, init, lambda tensor, *args, **kwargs: tensor)
     status = 0
     for name in names:

@@ -166,6 +166,14 @@ def torch_forward(model, x):
                 y = ins[0] - ins[1]
             elif op == "Mul":  # ONNX's (numpy's) broadcasting: a squeeze-excitation's (N, C, 1, 1) scale
                 y = ins[0] * ins[1]
+            elif op == "Div":
+                y = ins[0] / ins[1]
+            elif op == "Sqrt":
+                y = torch.sqrt(ins[0])
+            elif op == "Erf":
+                y = torch.erf(ins[0])
+            elif op == "ReduceMean":  # opset 13: the axes as an attribute
+                y = ins[0].mean(dim=tuple(a["axes"]), keepdim=bool(a.get("keepdims", 1)))
             elif op == "HardSigmoid":
                 y = torch.clamp(a.get("alpha", 0.2) * ins[0] + a.get("beta", 0.5), 0, 1)
             elif op == "Flatten":

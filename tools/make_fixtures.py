@@ -244,14 +244,47 @@ def hard_case(name, op, shape, fn):
     return name, op, default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
 
 
-def scale_channels_case(name, x_shape):
-    """torchvision's SqueezeExcitation's `scale * input`: s (N, C, 1, ...)."""
+def scale_channels_case(name, x_shape, shared=False):
+    """torchvision's SqueezeExcitation's `scale * input`: s (N, C, 1, ...);
+    shared: ConvNeXt's `self.layer_scale * x`, s (1, C, 1, ...)."""
     rng = rng_for(name)
     x = randn(rng, *x_shape)
-    s = randn(rng, *x_shape[:2], *([1] * (len(x_shape) - 2)))
+    s = randn(rng, 1 if shared else x_shape[0], x_shape[1], *([1] * (len(x_shape) - 2)))
     y, dy, grads = run(lambda a, b: a * b, [x, s], rng)
     return name, "scale_channels", default_attr(), \
         [("x", x), ("other", s), ("dy", dy), ("y", y), ("dx", grads[0]), ("dother", grads[1])]
+
+
+def gelu_case(name, shape):
+    """torch.nn.GELU() (exact, erf): both tails and the middle."""
+    rng = rng_for(name)
+    x = randn(rng, *shape, scale=2.5)
+    y, dy, grads = run(F.gelu, [x], rng)
+    return name, "gelu", default_attr(), [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def layer_norm_case(name, x_shape, eps=1e-6, affine=True, offset=0.0):
+    """ConvNeXt's LayerNorm2d: F.layer_norm over C of x.permute(0, 2, 3, 1),
+    permuted back (for (N, C): nn.LayerNorm(C) itself); x = offset + randn."""
+    rng = rng_for(name)
+    channels = x_shape[1]
+    x = (randn(rng, *x_shape) + np.float32(offset)).astype(np.float32)
+    w = (1.0 + randn(rng, channels, scale=0.3)).astype(np.float32)
+    b = randn(rng, channels, scale=0.5)
+    eps32 = float(np.float32(eps))
+    inputs = [x, w, b] if affine else [x]
+    order = [0] + list(range(2, len(x_shape))) + [1]
+    back = [0, len(x_shape) - 1] + list(range(1, len(x_shape) - 1))
+
+    def fn(xt, wt=None, bt=None):
+        return F.layer_norm(xt.permute(*order), (channels,), wt, bt, eps32).permute(*back)
+
+    y, dy, grads = run(fn, inputs, rng)
+    tensors = [("x", x)] + ([("weight", w), ("bias", b)] if affine else [])
+    tensors += attr_tensors(eps=eps) + [("dy", dy), ("y", y), ("dx", grads[0])]
+    if affine:
+        tensors += [("dweight", grads[1]), ("dbias", grads[2])]
+    return name, "layer_norm", default_attr(), tensors
 
 
 def flatten_case(name, shape):
@@ -541,7 +574,7 @@ def new_cases():
         # mean squared error
         mse_case("mse_mean", (4, 10)),
         mse_case("mse_denominator_4d", (2, 3, 4, 5), denominator=8.0),
-    ] + imagenet_cases() + mobilenet_v3_cases()
+    ] + imagenet_cases() + mobilenet_v3_cases() + convnext_cases() + efficientnet_cases()
 
 
 def imagenet_cases():
@@ -570,6 +603,45 @@ def mobilenet_v3_cases():
         scale_channels_case("scale_channels_4d", (2, 3, 4, 5)),
         scale_channels_case("scale_channels_1x1", (3, 8, 1, 1)),
         scale_channels_case("scale_channels_3d", (2, 4, 9)),
+    ]
+
+
+def convnext_cases():
+    """What torchvision's ConvNeXt adds: exact GELU and the layer norm over
+    the channels at every position (eps 1e-6)."""
+    return [
+        gelu_case("gelu_4d", (2, 3, 4, 5)),
+        gelu_case("gelu_2d", (5, 7)),
+        layer_norm_case("layer_norm_4d", (2, 6, 3, 4)),
+        layer_norm_case("layer_norm_2d", (4, 8)),
+        layer_norm_case("layer_norm_3d_offset", (2, 5, 7), eps=1e-5, offset=20.0),
+        layer_norm_case("layer_norm_4d_no_affine", (3, 4, 2, 3), affine=False),
+        scale_channels_case("scale_channels_shared_4d", (3, 4, 2, 3), shared=True),
+        scale_channels_case("scale_channels_shared_2d", (5, 6), shared=True),
+    ]
+
+
+def drop_path_identity_case(name, shape, training, p):
+    """torchvision.ops.stochastic_depth(x, p, "row") where it is the identity
+    (inference, or p = 0); its mask comes from PyTorch's generator, so
+    tests/test_ops_properties.c tests the training mask."""
+    from torchvision.ops import stochastic_depth
+    rng = rng_for(name)
+    x = randn(rng, *shape)
+    y, dy, grads = run(lambda t: stochastic_depth(t, p, "row", training=bool(training)), [x], rng)
+    return name, "drop_path", default_attr(), \
+        [("x", x)] + attr_tensors(training=training, dropout_p=p) + [("dy", dy), ("y", y), ("dx", grads[0])]
+
+
+def efficientnet_cases():
+    """What torchvision's EfficientNet adds: SiLU (x sigmoid(x)), with large
+    |x| (exp overflowing to inf: -0 and 0 gradients below -88.7) mixed in, and
+    stochastic depth where it is the identity."""
+    return [
+        unary_case("silu_4d", "silu", (2, 3, 4, 5), F.silu, extremes=True),
+        unary_case("silu_2d", "silu", (5, 7), F.silu),
+        drop_path_identity_case("drop_path_eval", (3, 4, 5, 2), training=0, p=0.2),
+        drop_path_identity_case("drop_path_p0", (2, 3, 4, 5), training=1, p=0.0),
     ]
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """model_param_counts.py - builds the PyTorch equivalents of models/alexnet.cfg,
-models/resnet18.cfg and the twelve models/*-imagenet.cfg (torchvision 0.14's
+models/resnet18.cfg and the sixteen models/*-imagenet.cfg (torchvision 0.14's
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
-mobilenet_v3_large and mobilenet_v3_small themselves, 1000 classes, 3x224x224 inputs) and prints their parameter counts, the numbers
+mobilenet_v3_large, mobilenet_v3_small, convnext_tiny, convnext_small,
+convnext_base and convnext_large themselves, 1000 classes, 3x224x224 inputs) and prints their parameter counts, the numbers
 tests/test_model_file.c asserts.
 
 resnet18 is d2l's (13.6, "Concise Implementation for Multiple GPUs"):
@@ -44,7 +45,8 @@ if __name__ == "__main__":
     report("resnet18", resnet18(10, 1).eval())
     import torchvision
     for name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
-                 "wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small"):
+                 "wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small",
+                 "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"):
         net = getattr(torchvision.models, name)()
         entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
         report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),

@@ -92,7 +92,28 @@ dp_status_t dp_model_add_conv_transpose(dp_model_t *m, const char *name, int out
  * (init 0 and 1). attr: eps, momentum (NULL: PyTorch's defaults). */
 dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op_attr_t *attr);
 dp_status_t dp_model_add_dropout(dp_model_t *m, float p);
-/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH or DP_OP_HARDSIGMOID. */
+/* Layer norm over the channels at every position of a (C, H, W) or (F)
+ * input (DP_OP_LAYER_NORM; ConvNeXt's LayerNorm2d and its blocks'
+ * nn.LayerNorm on channels-last data): parameters name.weight and
+ * name.bias (C), init 1 and 0; eps > 0 (torch's default 1e-5, ConvNeXt's 1e-6). */
+dp_status_t dp_model_add_layer_norm(dp_model_t *m, const char *name, float eps);
+/* The last layer, a 1x1 convolution (stride 1, no padding, no groups),
+ * stores its weight as a linear layer's (OUT, IN) instead of (OUT, IN, 1,
+ * 1): ConvNeXt's nn.Linear on channels-last data, by torchvision's names
+ * and shapes. The same op runs. */
+dp_status_t dp_model_set_conv_weight_2d(dp_model_t *m);
+/* A learned factor per channel of a (C, H, W) or (F) input: the parameter
+ * name.layer_scale (C, 1, 1), every value `init` (ConvNeXt's layer scale,
+ * 1e-6), times the input (DP_OP_SCALE_CHANNELS). The tensor goes before
+ * the first earlier tensor named name.* (PyTorch's state_dict order: a
+ * module's own parameters before its submodules'). */
+dp_status_t dp_model_add_layer_scale(dp_model_t *m, const char *name, float init);
+/* Stochastic depth (torchvision.ops.StochasticDepth(p, "row"), DP_OP_DROP_PATH):
+ * in training each example kept whole with probability 1 - p and scaled by
+ * 1 / (1 - p), else zeroed; the identity in inference. */
+dp_status_t dp_model_add_drop_path(dp_model_t *m, float p);
+/* DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID, DP_OP_GELU
+ * or DP_OP_SILU. */
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind);
 dp_status_t dp_model_add_global_avg_pool(dp_model_t *m);
 /* The next layer reads output `from` instead of the previous one (Darknet's
@@ -237,7 +258,7 @@ typedef enum {
     DP_LAYER_CONV,
     DP_LAYER_CONV_TRANSPOSE,
     DP_LAYER_POOL,            /* op: DP_OP_MAX_POOL or DP_OP_AVG_POOL */
-    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, ... */
+    DP_LAYER_ACTIVATION,      /* op: DP_OP_RELU, DP_OP_RELU6, DP_OP_SIGMOID, DP_OP_TANH, DP_OP_HARDSWISH, ... DP_OP_GELU */
     DP_LAYER_FLATTEN,
     DP_LAYER_LINEAR,
     DP_LAYER_BATCH_NORM,
@@ -246,6 +267,9 @@ typedef enum {
     DP_LAYER_ROUTE,           /* no op: its output is output `input` */
     DP_LAYER_RESIDUAL,        /* output `input` + output `other`; attr.fuse_relu: then a ReLU */
     DP_LAYER_SCALE_CHANNELS,  /* output `other` (N, C, H, W) times output `input` (N, C, 1, 1) */
+    DP_LAYER_LAYER_NORM,      /* layer norm over the channels at every position (attr.eps) */
+    DP_LAYER_LAYER_SCALE,     /* op DP_OP_SCALE_CHANNELS by the (C, 1, 1) parameter `weight` (name.layer_scale) */
+    DP_LAYER_DROP_PATH,       /* attr.dropout_p: stochastic depth, one draw per example */
 } dp_layer_kind_t;
 
 typedef struct {

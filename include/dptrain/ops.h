@@ -42,7 +42,13 @@ typedef enum {
     DP_OP_RELU6,        /* torch.nn.functional.relu6: min(max(x, 0), 6) (MobileNetV2) */
     DP_OP_HARDSWISH,    /* torch.nn.functional.hardswish: x relu6(x + 3) / 6 (MobileNetV3) */
     DP_OP_HARDSIGMOID,  /* torch.nn.functional.hardsigmoid: relu6(x + 3) / 6 (MobileNetV3) */
-    DP_OP_SCALE_CHANNELS, /* x * s, s (N, C, 1, ...) broadcast over the spatial dims (squeeze-excitation) */
+    DP_OP_SCALE_CHANNELS, /* x * s, s (N, C, 1, ...) broadcast over the spatial dims (squeeze-excitation),
+                             or (1, C, 1, ...) over the batch too (ConvNeXt's layer scale) */
+    DP_OP_GELU,         /* torch.nn.functional.gelu (exact, erf): x (1 + erf(x / sqrt 2)) / 2 (ConvNeXt) */
+    DP_OP_LAYER_NORM,   /* torch.nn.functional.layer_norm over the channels at every position (ConvNeXt's
+                           LayerNorm2d): (N, C, ...) normalised over C, eps, affine weight and bias (C) */
+    DP_OP_SILU,         /* torch.nn.functional.silu: x sigmoid(x) (EfficientNet) */
+    DP_OP_DROP_PATH,    /* torchvision.ops.stochastic_depth(x, p, "row"): dropout's mask, one draw per example */
     DP_OP_COUNT
 } dp_op_kind_t;
 
@@ -85,8 +91,8 @@ typedef struct {
                               this op, backward included (a backend may still give y its own memory) */
     int output_padding[3]; /* conv_transpose: extra size on one side of each output dim,
                               in [0, max(stride, dilation)) as PyTorch */
-    int training;          /* batch_norm, dropout: 1 = training behaviour, 0 = inference */
-    float eps;             /* batch_norm: added to the variance (PyTorch default 1e-5) */
+    int training;          /* batch_norm, dropout, drop_path: 1 = training behaviour, 0 = inference */
+    float eps;             /* batch_norm, layer_norm: added to the variance (PyTorch default 1e-5) */
     float momentum;        /* batch_norm: running = (1 - momentum) running + momentum batch (0.1);
                               running_var takes the unbiased batch variance, as PyTorch */
     float *running_mean;   /* batch_norm: (C) updated in training, used in inference */
@@ -95,10 +101,10 @@ typedef struct {
                               book's default); else statistics summed across participants:
                               training forward calls sum() once (2C + 1 doubles), backward
                               once (2C) when x needs a gradient; inference never */
-    float dropout_p;       /* dropout: probability of zeroing, in [0, 1); 0 = identity */
-    uint64_t dropout_seed; /* dropout: the mask of example e is a function of (seed, e) only
+    float dropout_p;       /* dropout, drop_path: probability of zeroing, in [0, 1); 0 = identity */
+    uint64_t dropout_seed; /* dropout, drop_path: the mask of example e is a function of (seed, e) only
                               (splitmix64-based, ops_dropout.c); change it every step */
-    int64_t example_offset; /* dropout: global index of this shard's first example, so the
+    int64_t example_offset; /* dropout, drop_path: global index of this shard's first example, so the
                               masks do not depend on how the batch is split */
 } dp_op_attr_t;
 
@@ -118,8 +124,10 @@ typedef struct dp_node {
      *         in[2] bias (C_out) or NULL
      * batch_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C) or NULL (1),
      *         in[2] bias (C) or NULL (0)
+     * layer_norm: in[0] x (N, C, ...) or (N, C), in[1] weight (C) or NULL (1), in[2] bias (C) or NULL (0)
      * add:    in[0] x, in[1] y (same shape)
-     * scale_channels: in[0] x (N, C, ...), in[1] s (N, C, 1, ...): one factor per example and channel
+     * scale_channels: in[0] x (N, C, ...), in[1] s (N, C, 1, ...): one factor per example and channel,
+     *         or (1, C, 1, ...): one per channel
      * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */
     dp_tensor_t *in[3];

@@ -2,7 +2,10 @@
  * messages of onnx.proto that a feed-forward graph needs, and the mapping
  * of dptrain's layers to ONNX ops.
  * (hardswish and hardsigmoid as HardSigmoid [and Mul], a squeeze-excitation
- * scaling as a broadcast Mul).
+ * scaling as a broadcast Mul, gelu as Mul, Erf, Add, Mul, Mul and a layer
+ * norm over the channels as ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div,
+ * Mul, Add: opset 13 has neither Gelu nor LayerNormalization; silu as
+ * x * Sigmoid(x): opset 13 has no SiLU).
  *
  * Protobuf wire format, as used here: every field is a key varint
  * (field_number << 3 | wire_type) and a value: wire type 0 a varint
@@ -216,10 +219,13 @@ static const char *layer_kind_name(dp_layer_kind_t kind) {
     case DP_LAYER_LINEAR: return "linear";
     case DP_LAYER_BATCH_NORM: return "batchnorm";
     case DP_LAYER_DROPOUT: return "dropout";
+    case DP_LAYER_DROP_PATH: return "drop_path";
     case DP_LAYER_GLOBAL_AVG_POOL: return "global_avgpool";
     case DP_LAYER_ROUTE: return "route";
     case DP_LAYER_RESIDUAL: return "residual";
     case DP_LAYER_SCALE_CHANNELS: return "scale_channels";
+    case DP_LAYER_LAYER_NORM: return "layernorm";
+    case DP_LAYER_LAYER_SCALE: return "layer_scale";
     }
     return "unknown";
 }
@@ -275,6 +281,148 @@ static void add_hard_activation(pb_t *graph, const char *node_name, const char *
     if (!swish) return;
     node = node_begin("Mul", node_name, mul_in, 2, out);
     pb_message(graph, 1, &node);
+}
+
+/* gelu(x) = x * 0.5 * (1 + erf(x * M_SQRT1_2)), torch's exact GELU in its
+ * order, with three constants shared by every gelu (GELU_CONSTANTS). */
+#define GELU_SQRT1_2 "gelu.sqrt1_2"
+#define GELU_ONE "gelu.one"
+#define GELU_HALF "gelu.half"
+static void add_gelu(pb_t *graph, const char *node_name, const char *in, const char *out, int *have_constants) {
+    if (!*have_constants) {
+        int one = 1;
+        const float sqrt1_2 = 0.70710678118654752440f, unit = 1.0f, half = 0.5f;
+        add_initializer(graph, GELU_SQRT1_2, &one, 1, &sqrt1_2);
+        add_initializer(graph, GELU_ONE, &one, 1, &unit);
+        add_initializer(graph, GELU_HALF, &one, 1, &half);
+        *have_constants = 1;
+    }
+    char scaled[NAME_MAX_LEN + 16], erf[NAME_MAX_LEN + 16], cdf[NAME_MAX_LEN + 16], half_x[NAME_MAX_LEN + 16];
+    snprintf(scaled, sizeof scaled, "%s.scaled", node_name);
+    snprintf(erf, sizeof erf, "%s.erf", node_name);
+    snprintf(cdf, sizeof cdf, "%s.one_plus_erf", node_name);
+    snprintf(half_x, sizeof half_x, "%s.half_x", node_name);
+    const char *scale_in[2] = {in, GELU_SQRT1_2}, *erf_in[1] = {scaled}, *cdf_in[2] = {GELU_ONE, erf};
+    const char *half_in[2] = {in, GELU_HALF}, *out_in[2] = {half_x, cdf};
+    pb_t node = node_begin("Mul", scaled, scale_in, 2, scaled);
+    pb_message(graph, 1, &node);
+    node = node_begin("Erf", erf, erf_in, 1, erf);
+    pb_message(graph, 1, &node);
+    node = node_begin("Add", cdf, cdf_in, 2, cdf);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", half_x, half_in, 2, half_x);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", node_name, out_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
+/* A layer norm over the channels (axis 1) of an (N, C, ...) input with
+ * in_ndim dims besides N: mean = ReduceMean(x), d = x - mean, var =
+ * ReduceMean(d d), y = d / Sqrt(var + eps) * weight + bias, the weight and
+ * bias as (C, 1, ...) copies (broadcast over the positions) named
+ * NODE.weight and NODE.bias. */
+static dp_status_t add_layer_norm(pb_t *graph, const dp_model_t *model, const float *params, const dp_layer_info_t *l,
+                                  int in_ndim, const int *in_shape, const char *in, const char *node_name,
+                                  const char *out) {
+    if (l->weight < 0 || l->bias < 0 || in_ndim < 1) return DP_ERR_ARG;
+    char t[9][NAME_MAX_LEN + 16];
+    static const char *const suffix[9] = {"mean", "centered", "squared", "var", "var_eps", "std", "normalized",
+                                          "weight", "bias"};
+    for (int k = 0; k < 9; k++) snprintf(t[k], sizeof t[k], "%s.%s", node_name, suffix[k]);
+    char eps_name[NAME_MAX_LEN + 16], scaled[NAME_MAX_LEN + 16];
+    snprintf(eps_name, sizeof eps_name, "%s.eps", node_name);
+    snprintf(scaled, sizeof scaled, "%s.scaled", node_name);
+    int dims[DP_MAX_DIMS] = {in_shape[0]}, one = 1, axis = 1;
+    for (int d = 1; d < in_ndim; d++) dims[d] = 1;
+    const float eps = l->attr.eps;
+    add_initializer(graph, eps_name, &one, 1, &eps);
+    add_initializer(graph, t[7], dims, in_ndim, params + dp_model_param(model, l->weight)->offset);
+    add_initializer(graph, t[8], dims, in_ndim, params + dp_model_param(model, l->bias)->offset);
+    const char *mean_in[1] = {in}, *sub_in[2] = {in, t[0]}, *sq_in[2] = {t[1], t[1]}, *var_in[1] = {t[2]};
+    const char *eps_in[2] = {t[3], eps_name}, *std_in[1] = {t[4]}, *div_in[2] = {t[1], t[5]};
+    const char *mul_in[2] = {t[6], t[7]}, *add_in[2] = {scaled, t[8]};
+    pb_t node = node_begin("ReduceMean", t[0], mean_in, 1, t[0]);
+    attr_ints(&node, "axes", &axis, 1);
+    attr_int(&node, "keepdims", 1);
+    pb_message(graph, 1, &node);
+    node = node_begin("Sub", t[1], sub_in, 2, t[1]);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", t[2], sq_in, 2, t[2]);
+    pb_message(graph, 1, &node);
+    node = node_begin("ReduceMean", t[3], var_in, 1, t[3]);
+    attr_ints(&node, "axes", &axis, 1);
+    attr_int(&node, "keepdims", 1);
+    pb_message(graph, 1, &node);
+    node = node_begin("Add", t[4], eps_in, 2, t[4]);
+    pb_message(graph, 1, &node);
+    node = node_begin("Sqrt", t[5], std_in, 1, t[5]);
+    pb_message(graph, 1, &node);
+    node = node_begin("Div", t[6], div_in, 2, t[6]);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", scaled, mul_in, 2, scaled);
+    pb_message(graph, 1, &node);
+    node = node_begin("Add", node_name, add_in, 2, out);
+    pb_message(graph, 1, &node);
+    return DP_OK;
+}
+
+/* silu as torch.onnx exports it at opset 13: Sigmoid, then Mul by x. */
+static void add_silu(pb_t *graph, const char *node_name, const char *in, const char *out) {
+    char gate[NAME_MAX_LEN + 16];
+    snprintf(gate, sizeof gate, "%s.sigmoid", node_name);
+    const char *gate_in[1] = {in}, *mul_in[2] = {in, gate};
+    pb_t node = node_begin("Sigmoid", gate, gate_in, 1, gate);
+    pb_message(graph, 1, &node);
+    node = node_begin("Mul", node_name, mul_in, 2, out);
+    pb_message(graph, 1, &node);
+}
+
+/* The nodes of an activation layer (op) from `in` to `out`; the shared
+ * constants of relu6 and gelu added once (*have_six, *have_gelu).
+ * DP_ERR_ARG (no message) for an op ONNX cannot express. */
+static dp_status_t add_activation(pb_t *graph, dp_op_kind_t op, const char *node_name, const char *in,
+                                  const char *out, int *have_six, int *have_gelu) {
+    if (op == DP_OP_RELU6) {
+        if (!*have_six) { /* the constant 6, one initializer for every relu6 */
+            int one = 1;
+            const float six = 6.0f;
+            add_initializer(graph, RELU6_CONSTANT, &one, 1, &six);
+            *have_six = 1;
+        }
+        add_relu6(graph, node_name, in, out);
+    } else if (op == DP_OP_HARDSWISH || op == DP_OP_HARDSIGMOID) {
+        add_hard_activation(graph, node_name, in, out, op == DP_OP_HARDSWISH);
+    } else if (op == DP_OP_GELU) {
+        add_gelu(graph, node_name, in, out, have_gelu);
+    } else if (op == DP_OP_SILU) {
+        add_silu(graph, node_name, in, out);
+    } else {
+        const char *type = op == DP_OP_RELU ? "Relu" : op == DP_OP_SIGMOID ? "Sigmoid" : op == DP_OP_TANH ? "Tanh" : NULL;
+        if (!type) return DP_ERR_ARG;
+        const char *inputs[1] = {in};
+        pb_t node = node_begin(type, node_name, inputs, 1, out);
+        pb_message(graph, 1, &node);
+    }
+    return DP_OK;
+}
+
+/* Every parameter as an initializer under its name (a 1x1 convolution's
+ * 2-D weight, weight_1x1[p], as (OUT, IN, 1, 1)), the graph's name, its
+ * input (batch, C, H, W) and output (batch, classes). */
+static void finish_graph(pb_t *graph, const dp_model_t *model, const float *params, const char *weight_1x1) {
+    for (int p = 0; p < dp_model_num_param_tensors(model); p++) {
+        const dp_param_info_t *info = dp_model_param(model, p);
+        int dims_1x1[4] = {info->shape[0], info->shape[1], 1, 1};
+        add_initializer(graph, info->name, weight_1x1[p] ? dims_1x1 : info->shape, weight_1x1[p] ? 4 : info->ndim,
+                        params + info->offset);
+    }
+    pb_string(graph, 2, dp_model_name(model));
+    int c, h, w;
+    dp_model_input_shape(model, &c, &h, &w);
+    int in_dims[3] = {c, h, w};
+    add_value_info(graph, 11, "input", in_dims, 3);
+    int classes = dp_model_num_outputs(model);
+    add_value_info(graph, 12, "logits", &classes, 1);
 }
 
 /* The BatchNormalization node of layer l (its running statistics; a
@@ -352,10 +500,16 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
     /* names[i]: the ONNX tensor holding output i */
     char (*names)[NAME_MAX_LEN] = dp_alloc_zeroed((size_t)num_layers + 1, NAME_MAX_LEN, "ONNX tensor names");
     if (!names) return DP_ERR_NOMEM;
+    /* weight_1x1[p]: parameter p is a 1x1 convolution's weight stored 2-D (dp_model_set_conv_weight_2d) */
+    char *weight_1x1 = dp_alloc_zeroed((size_t)dp_model_num_param_tensors(model) + 1, 1, "ONNX weight shapes");
+    if (!weight_1x1) {
+        free(names);
+        return DP_ERR_NOMEM;
+    }
     snprintf(names[0], NAME_MAX_LEN, "input");
     pb_t graph = {0};
     dp_status_t status = DP_OK;
-    int last_is_alias = 0, have_six = 0;
+    int last_is_alias = 0, have_six = 0, have_gelu = 0;
     for (int i = 1; i <= num_layers && status == DP_OK; i++) {
         dp_layer_info_t l;
         if ((status = dp_model_layer(model, i, &l)) != DP_OK) break;
@@ -382,7 +536,8 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         switch (l.kind) {
         case DP_LAYER_ROUTE:
         case DP_LAYER_DROPOUT:
-            /* an alias: a route reads an earlier output; dropout is the identity in inference */
+        case DP_LAYER_DROP_PATH:
+            /* an alias: a route reads an earlier output; dropout and drop path are the identity in inference */
             { /* `in` is an earlier layer's name (or the input's): copied as memmove, which may overlap */
                 size_t len = strnlen(in, NAME_MAX_LEN - 1);
                 memmove(names[i], in, len);
@@ -394,9 +549,11 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_CONV_TRANSPOSE: {
             if (!w || spatial < 1 || spatial > 3) goto unsupported;
             int is_t = l.kind == DP_LAYER_CONV_TRANSPOSE;
+            if (!is_t && w->ndim == 2) weight_1x1[l.weight] = 1; /* stored as a linear layer's: written (OUT, IN, 1, 1) */
             node = node_begin(is_t ? "ConvTranspose" : "Conv", node_name, inputs, 3,
                               l.attr.fuse_relu ? pre_relu : names[i]);
-            spatial_attrs(&node, &l.attr, spatial, w->shape + 2, 1);
+            static const int one_by_one[2] = {1, 1};
+            spatial_attrs(&node, &l.attr, spatial, w->ndim == 2 ? one_by_one : w->shape + 2, 1);
             attr_int(&node, "group", l.attr.groups);
             if (is_t) attr_ints(&node, "output_padding", l.attr.output_padding, spatial);
             break;
@@ -413,27 +570,10 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_GLOBAL_AVG_POOL:
             node = node_begin("GlobalAveragePool", node_name, inputs, 1, names[i]);
             break;
-        case DP_LAYER_ACTIVATION: {
-            if (l.op == DP_OP_RELU6) {
-                if (!have_six) { /* the constant 6, one initializer for every relu6 */
-                    int one = 1;
-                    const float six = 6.0f;
-                    add_initializer(&graph, RELU6_CONSTANT, &one, 1, &six);
-                    have_six = 1;
-                }
-                add_relu6(&graph, node_name, in, names[i]);
-                continue;
-            }
-            if (l.op == DP_OP_HARDSWISH || l.op == DP_OP_HARDSIGMOID) {
-                add_hard_activation(&graph, node_name, in, names[i], l.op == DP_OP_HARDSWISH);
-                continue;
-            }
-            const char *op = l.op == DP_OP_RELU ? "Relu" : l.op == DP_OP_SIGMOID ? "Sigmoid"
-                           : l.op == DP_OP_TANH ? "Tanh" : NULL;
-            if (!op) goto unsupported;
-            node = node_begin(op, node_name, inputs, 1, names[i]);
-            break;
-        }
+        case DP_LAYER_ACTIVATION:
+            if (add_activation(&graph, l.op, node_name, in, names[i], &have_six, &have_gelu) != DP_OK)
+                goto unsupported;
+            continue;
         case DP_LAYER_FLATTEN:
             node = node_begin("Flatten", node_name, inputs, 1, names[i]);
             attr_int(&node, "axis", 1);
@@ -450,6 +590,16 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_RESIDUAL: {
             const char *add_inputs[2] = {in, names[l.other]};
             node = node_begin("Add", node_name, add_inputs, 2, l.attr.fuse_relu ? pre_relu : names[i]);
+            break;
+        }
+        case DP_LAYER_LAYER_NORM:
+            if (add_layer_norm(&graph, model, params, &l, in_ndim, in_shape, in, node_name, names[i]) != DP_OK)
+                goto unsupported;
+            continue;
+        case DP_LAYER_LAYER_SCALE: { /* the (C, 1, 1) parameter times x (N, C, H, W), torchvision's order */
+            if (!w) goto unsupported;
+            const char *mul_inputs[2] = {w->name, in};
+            node = node_begin("Mul", node_name, mul_inputs, 2, names[i]);
             break;
         }
         case DP_LAYER_SCALE_CHANNELS: { /* s (N, C, 1, 1) * x (N, C, H, W), ONNX's broadcasting, in torchvision's
@@ -482,20 +632,9 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         pb_t node = node_begin("Identity", "output", id_in, 1, "logits");
         pb_message(&graph, 1, &node);
     }
-    if (status == DP_OK) {
-        for (int p = 0; p < dp_model_num_param_tensors(model); p++) {
-            const dp_param_info_t *info = dp_model_param(model, p);
-            add_initializer(&graph, info->name, info->shape, info->ndim, params + info->offset);
-        }
-        pb_string(&graph, 2, dp_model_name(model));
-        int c, h, w;
-        dp_model_input_shape(model, &c, &h, &w);
-        int in_dims[3] = {c, h, w};
-        add_value_info(&graph, 11, "input", in_dims, 3);
-        int classes = dp_model_num_outputs(model);
-        add_value_info(&graph, 12, "logits", &classes, 1);
-    }
+    if (status == DP_OK) finish_graph(&graph, model, params, weight_1x1);
     free(names);
+    free(weight_1x1);
     if (status != DP_OK) {
         pb_free(&graph);
         return status;

@@ -1,7 +1,7 @@
 /* decay_groups.c - which floats of a model's flat buffer are in which
  * weight-decay group (optim.h: torch's param_groups as torchvision's
  * references build them with --norm-weight-decay and --bias-weight-decay):
- * a batch norm layer's weight and bias are DP_DECAY_NORM, every other
+ * a batch norm or layer norm layer's weight and bias are DP_DECAY_NORM, every other
  * layer's bias DP_DECAY_BIAS, and with a bias weight decay given a batch
  * norm's bias too (torchvision's set_weight_decay: the "bias" key wins over
  * the normalisation layers). Only trained tensors: the optimizer covers the
@@ -38,7 +38,7 @@ dp_status_t dp_model_decay_ranges(const dp_model_t *m, const dp_optim_config_t *
             free(ranges);
             return status;
         }
-        const int norm = l.kind == DP_LAYER_BATCH_NORM;
+        const int norm = l.kind == DP_LAYER_BATCH_NORM || l.kind == DP_LAYER_LAYER_NORM;
         if (norm) add(m, l.weight, DP_DECAY_NORM, ranges, count);
         add(m, l.bias, norm && !config->has_bias_weight_decay ? DP_DECAY_NORM : DP_DECAY_BIAS, ranges, count);
     }

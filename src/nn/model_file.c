@@ -38,6 +38,9 @@ static dp_status_t build_linear(parser_t *p, int index);
 static dp_status_t build_route(parser_t *p, int index);
 static dp_status_t build_residual(parser_t *p, int index);
 static dp_status_t build_scale_channels(parser_t *p, int index);
+static dp_status_t build_layernorm(parser_t *p, int index);
+static dp_status_t build_layer_scale(parser_t *p, int index);
+static dp_status_t build_drop_path(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -61,12 +64,17 @@ static const build_fn_t builders[] = {
     build_activation, /* hardswish */
     build_activation, /* hardsigmoid */
     build_scale_channels, /* scale_channels */
+    build_activation, /* gelu */
+    build_layernorm, /* layernorm */
+    build_layer_scale, /* layer_scale */
+    build_activation, /* silu */
+    build_drop_path, /* drop_path */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
 
 static int has_params(int type) {
-    return dp_model_file_in_word_list("conv conv_transpose batchnorm linear", dp_model_file_block_types[type].name);
+    return dp_model_file_in_word_list("conv conv_transpose batchnorm linear layernorm layer_scale", dp_model_file_block_types[type].name);
 }
 
 
@@ -255,6 +263,8 @@ static const struct {
 } activations[] = {
     {"relu", DP_OP_RELU},           {"relu6", DP_OP_RELU6},         {"sigmoid", DP_OP_SIGMOID},
     {"tanh", DP_OP_TANH},           {"hardswish", DP_OP_HARDSWISH}, {"hardsigmoid", DP_OP_HARDSIGMOID},
+    {"gelu", DP_OP_GELU},
+    {"silu", DP_OP_SILU},
 };
 
 /* Adds the activation `name`; 0 when there is none of that name. */
@@ -269,14 +279,15 @@ static int add_named_activation(parser_t *p, const block_t *b, const char *name,
     return 0;
 }
 
-/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | linear (none), after a conv or linear. */
+/* activation = relu | relu6 | sigmoid | tanh | hardswish | hardsigmoid | gelu | silu | linear (none), after a conv
+ * or linear. */
 static dp_status_t add_activation_key(parser_t *p, const block_t *b) {
     const entry_t *e = dp_model_file_find_entry(b, "activation");
     if (!e || strcmp(e->value, "linear") == 0) return DP_OK;
     dp_status_t status = DP_OK;
     if (!add_named_activation(p, b, e->value, &status))
         return dp_model_file_fail_at(p, e->line, "activation = %s: expected relu, relu6, sigmoid, tanh, hardswish, "
-                                     "hardsigmoid or linear", dp_model_file_show(e->value).text);
+                                     "hardsigmoid, gelu, silu or linear", dp_model_file_show(e->value).text);
     return status;
 }
 
@@ -346,6 +357,11 @@ static dp_status_t build_conv(parser_t *p, int index) {
         BUILD(p, b, dp_model_add_conv_transpose(p->model, name, filters, kernel[0], kernel[1], &attr, bias));
     } else {
         BUILD(p, b, dp_model_add_conv(p->model, name, filters, kernel[0], kernel[1], &attr, bias));
+        const entry_t *shape = dp_model_file_find_entry(b, "weight_shape");
+        if (shape && strcmp(shape->value, "linear") == 0) BUILD(p, b, dp_model_set_conv_weight_2d(p->model));
+        else if (shape && strcmp(shape->value, "conv") != 0)
+            return dp_model_file_fail_at(p, shape->line, "weight_shape = %s: expected conv or linear",
+                                         dp_model_file_show(shape->value).text);
     }
     DP_TRY(apply_layer_init(p, b));
     return add_activation_key(p, b);
@@ -391,11 +407,44 @@ static dp_status_t build_batchnorm(parser_t *p, int index) {
     return DP_OK;
 }
 
+/* layer norm over the channels at every position, ConvNeXt's LayerNorm2d
+ * (eps: torch's default 1e-5 unless given) */
+static dp_status_t build_layernorm(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    const char *name;
+    float eps = 1e-5f;
+    DP_TRY(get_param_name(p, index, &name));
+    DP_TRY(get_float(p, b, "eps", eps, 1e-12, 1.0, 0, &eps));
+    BUILD(p, b, dp_model_add_layer_norm(p->model, name, eps));
+    return DP_OK;
+}
+
+/* ConvNeXt's layer scale: the parameter name.layer_scale (C, 1, 1), every
+ * value `init` (torchvision's default 1e-6) */
+static dp_status_t build_layer_scale(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    const char *name;
+    float init = 1e-6f;
+    DP_TRY(get_param_name(p, index, &name));
+    DP_TRY(get_float(p, b, "init", init, -1e6, 1e6, 0, &init));
+    BUILD(p, b, dp_model_add_layer_scale(p->model, name, init));
+    return DP_OK;
+}
+
 static dp_status_t build_dropout(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
     float prob = 0.0f; /* set by get_float when it succeeds */
     DP_TRY(get_float(p, b, "p", 0.5f, 0.0, 1.0, 1, &prob));
     BUILD(p, b, dp_model_add_dropout(p->model, prob));
+    return DP_OK;
+}
+
+/* stochastic depth, torchvision's StochasticDepth(p, "row"): p required (no default to guess) */
+static dp_status_t build_drop_path(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    float prob = 0.0f; /* set by get_float when it succeeds */
+    DP_TRY(get_float(p, b, "p", 0.0f, 0.0, 1.0, 1, &prob));
+    BUILD(p, b, dp_model_add_drop_path(p->model, prob));
     return DP_OK;
 }
 
@@ -534,7 +583,7 @@ static dp_status_t build_net(parser_t *p) {
     dp_init_kind_t init = DP_INIT_TORCH_DEFAULT;
     const entry_t *e = dp_model_file_find_entry(net, "init");
     if (e) DP_TRY(parse_init(p, e, &init));
-    float scale;
+    float scale = 0.01f; /* (set by get_float; initialised for the compiler) */
     DP_TRY(get_float(p, net, "init_scale", 0.01f, 1e-30, 1e3, 0, &scale));
     char name[64];
     DP_TRY(model_name(p, name, sizeof name));

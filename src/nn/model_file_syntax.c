@@ -20,7 +20,7 @@
 
 const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"net", "channels height width init init_scale name", "channels height width"},
-    {"conv", CONV_KEYS, "name filters"},
+    {"conv", CONV_KEYS " weight_shape", "name filters"},
     {"conv_transpose", CONV_KEYS " output_padding output_padding_h output_padding_w", "name filters"},
     {"maxpool", POOL_KEYS, ""},
     {"avgpool", POOL_KEYS " count_include_pad", ""},
@@ -38,6 +38,11 @@ const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"hardswish", "label", ""},
     {"hardsigmoid", "label", ""},
     {"scale_channels", "from label", "from"},
+    {"gelu", "label", ""},
+    {"layernorm", "name eps label", "name"},
+    {"layer_scale", "name init label", "name"},
+    {"silu", "label", ""},
+    {"drop_path", "p label", "p"},
 };
 _Static_assert(sizeof dp_model_file_block_types / sizeof dp_model_file_block_types[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "DP_MODEL_FILE_NUM_BLOCK_TYPES counts the block types");
@@ -103,7 +108,8 @@ static dp_status_t start_block(parser_t *p, char *header, int line) {
         return dp_model_file_fail_at(p, line,
                        "unknown layer type [%s] (expected net, conv, conv_transpose, maxpool, avgpool, "
                        "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-                       "residual, hardswish, hardsigmoid or scale_channels)",
+                       "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or "
+                       "drop_path)",
                        dp_model_file_show(name).text);
     if (p->num_blocks == 0 && type != 0)
         return dp_model_file_fail_at(p, line, "the first block must be [net], found [%s]", name);

@@ -31,7 +31,7 @@ typedef enum {
     LAYER_CONV,
     LAYER_CONV_TRANSPOSE,
     LAYER_POOL,
-    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid */
+    LAYER_ACTIVATION, /* relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu */
     LAYER_FLATTEN,
     LAYER_LINEAR,
     LAYER_BATCH_NORM,
@@ -40,6 +40,9 @@ typedef enum {
     LAYER_ROUTE,    /* no op: its output is output `input` */
     LAYER_RESIDUAL, /* add: output `input` + output `other` */
     LAYER_SCALE_CHANNELS, /* scale_channels: output `other` times output `input` (N, C, 1, 1) */
+    LAYER_LAYER_NORM, /* layer_norm over the channels at every position */
+    LAYER_LAYER_SCALE, /* scale_channels by the (C, 1, 1) parameter `weight`, shared by the batch */
+    LAYER_DROP_PATH, /* drop_path (stochastic depth): as dropout, one draw per example */
 } layer_kind_t;
 
 typedef struct {
@@ -220,9 +223,9 @@ static layer_t *push_layer(dp_model_t *m, layer_kind_t kind, dp_op_kind_t op) {
  * prefix ("conv1"), another by its kind and its rank among the model's
  * layers of that kind ("relu1", "avgpool2", "flatten1", "add3"). */
 static void layer_label(const dp_model_t *m, layer_t *l) {
-    if (l->weight >= 0) {
-        const char *name = m->param_names[l->weight];
-        size_t len = strlen(name) - strlen(".weight");
+    if (l->weight >= 0) { /* "conv1.weight", "features.1.0.layer_scale": the prefix */
+        const char *name = m->param_names[l->weight], *dot = strrchr(name, '.');
+        size_t len = dot ? (size_t)(dot - name) : strlen(name);
         snprintf(l->label, sizeof l->label, "%.*s", (int)len, name);
         return;
     }
@@ -232,6 +235,7 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
                        : l->kind == LAYER_ROUTE   ? "route"
                        : l->kind == LAYER_RESIDUAL ? "add"
                        : l->kind == LAYER_SCALE_CHANNELS ? "scale_channels"
+                       : l->kind == LAYER_LAYER_NORM ? "layernorm"
                        : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
                                                    : dp_op_table[l->op].name; /* relu, relu6, sigmoid, ... */
     int rank = 1;
@@ -317,6 +321,33 @@ static int add_param(dp_model_t *m, const char *layer, const char *suffix, int n
 nomem:
     dp_fail(DP_ERR_NOMEM, "out of memory adding parameter %s.%s", layer, suffix);
     return -1;
+}
+
+/* Parameter `index` (the last added, named PREFIX.SUFFIX) moved before the
+ * first parameter named PREFIX.<anything> (PyTorch's state_dict order: a
+ * module's own parameters before its submodules'); the layers' indices
+ * follow. Its new index. */
+static int move_param_before_children(dp_model_t *m, int index, const char *prefix) {
+    size_t len = strlen(prefix);
+    int to = 0;
+    while (to < index && !(strncmp(m->param_names[to], prefix, len) == 0 && m->param_names[to][len] == '.')) to++;
+    if (to == index) return index;
+    dp_param_info_t moved = m->params[index];
+    char name[MAX_NAME];
+    memcpy(name, m->param_names[index], MAX_NAME);
+    memmove(&m->params[to + 1], &m->params[to], sizeof *m->params * (size_t)(index - to));
+    memmove(&m->param_names[to + 1], &m->param_names[to], sizeof *m->param_names * (size_t)(index - to));
+    m->params[to] = moved;
+    memcpy(m->param_names[to], name, MAX_NAME);
+    for (int i = 0; i < m->num_params; i++) m->params[i].name = m->param_names[i];
+    for (int i = 0; i <= m->num_layers && i < m->layer_capacity; i++) { /* the committed layers and the one being added */
+        int *refs[4] = {&m->layers[i].weight, &m->layers[i].bias, &m->layers[i].running_mean,
+                        &m->layers[i].running_var};
+        for (int k = 0; k < 4; k++)
+            if (*refs[k] >= to && *refs[k] < index) (*refs[k])++;
+    }
+    relayout(m);
+    return to;
 }
 
 /* The weight (shape wshape) and, if asked, a bias of `channels`. */
@@ -449,15 +480,15 @@ dp_status_t dp_model_add_relu(dp_model_t *m) {
 
 dp_status_t dp_model_add_activation(dp_model_t *m, dp_op_kind_t kind) {
     if (kind != DP_OP_RELU && kind != DP_OP_RELU6 && kind != DP_OP_SIGMOID && kind != DP_OP_TANH &&
-        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID)
+        kind != DP_OP_HARDSWISH && kind != DP_OP_HARDSIGMOID && kind != DP_OP_GELU && kind != DP_OP_SILU)
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: an activation must be relu, relu6, sigmoid, tanh, "
-                       "hardswish or hardsigmoid, found op %d", m->name, m->num_layers + 1, (int)kind);
+                       "hardswish, hardsigmoid, gelu or silu, found op %d", m->name, m->num_layers + 1, (int)kind);
     return add_same_shape(m, LAYER_ACTIVATION, kind, NULL);
 }
 
 dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float init_scale) {
     layer_t *l = m->num_layers > 0 ? &m->layers[m->num_layers - 1] : NULL;
-    if (!l || l->weight < 0 || l->kind == LAYER_BATCH_NORM)
+    if (!l || l->weight < 0 || l->kind == LAYER_BATCH_NORM || l->kind == LAYER_LAYER_NORM)
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a conv, conv_transpose or linear layer has an "
                        "initialisation of its own", m->name, m->num_layers);
     if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT)
@@ -474,6 +505,16 @@ dp_status_t dp_model_add_dropout(dp_model_t *m, float p) {
                        m->name, m->num_layers + 1, p);
     layer_t *l;
     DP_TRY(add_same_shape(m, LAYER_DROPOUT, DP_OP_DROPOUT, &l));
+    l->attr.dropout_p = p;
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_drop_path(dp_model_t *m, float p) {
+    if (!(p >= 0.0f && p < 1.0f))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: drop path probability must be in [0, 1), found %g",
+                       m->name, m->num_layers + 1, p);
+    layer_t *l;
+    DP_TRY(add_same_shape(m, LAYER_DROP_PATH, DP_OP_DROP_PATH, &l));
     l->attr.dropout_p = p;
     return DP_OK;
 }
@@ -539,6 +580,57 @@ dp_status_t dp_model_add_batch_norm(dp_model_t *m, const char *name, const dp_op
     if (l->running_mean < 0) return DP_ERR_NOMEM;
     l->running_var = add_param(m, name, "running_var", 1, &channels, 0);
     if (l->running_var < 0) return DP_ERR_NOMEM;
+    commit_layer(m, l, ndim, shape);
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_layer_norm(dp_model_t *m, const char *name, float eps) {
+    int ndim, shape[DP_MAX_DIMS];
+    memcpy(shape, current_shape(m, &ndim), sizeof shape);
+    if (ndim != 3 && ndim != 1)
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: layer norm needs a (C, H, W) or (F) input, found %d dims",
+                       m->name, name, ndim);
+    if (!(eps > 0.0f) || isinf(eps))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: layer norm needs a finite eps > 0, found %g", m->name, name,
+                       (double)eps);
+    layer_t *l = push_layer(m, LAYER_LAYER_NORM, DP_OP_LAYER_NORM);
+    if (!l) return DP_ERR_NOMEM;
+    l->attr.eps = eps;
+    int channels = shape[0];
+    DP_TRY(add_weight_bias(m, l, name, 1, &channels, 1, channels));
+    commit_layer(m, l, ndim, shape);
+    return DP_OK;
+}
+
+dp_status_t dp_model_set_conv_weight_2d(dp_model_t *m) {
+    layer_t *l = m->num_layers > 0 ? &m->layers[m->num_layers - 1] : NULL;
+    if (!l || l->kind != LAYER_CONV)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a convolution's weight can be stored as a linear "
+                       "layer's", m->name, m->num_layers);
+    dp_param_info_t *w = &m->params[l->weight];
+    if (w->ndim != 4 || w->shape[2] != 1 || w->shape[3] != 1 || l->attr.groups != 1 || l->attr.stride[0] != 1 ||
+        l->attr.stride[1] != 1 || l->attr.pad[0] != 0 || l->attr.pad[1] != 0)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: a weight stored as a linear layer's needs a 1x1 convolution "
+                       "with stride 1, no padding and no groups", m->name, l->label);
+    w->ndim = 2; /* (OUT, IN): the op's view gets its 1 x 1 back (dp_model_forward_layers) */
+    return DP_OK;
+}
+
+dp_status_t dp_model_add_layer_scale(dp_model_t *m, const char *name, float init) {
+    int ndim, shape[DP_MAX_DIMS];
+    memcpy(shape, current_shape(m, &ndim), sizeof shape);
+    if (ndim != 3 && ndim != 1)
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %s: a layer scale needs a (C, H, W) or (F) input, found %d dims",
+                       m->name, name, ndim);
+    if (!isfinite(init))
+        return dp_fail(DP_ERR_ARG, "model %s: layer %s: a layer scale's initial value must be finite", m->name, name);
+    layer_t *l = push_layer(m, LAYER_LAYER_SCALE, DP_OP_SCALE_CHANNELS);
+    if (!l) return DP_ERR_NOMEM;
+    int scale_shape[3] = {shape[0], 1, 1};
+    l->weight = add_param(m, name, "layer_scale", ndim, scale_shape, 1);
+    if (l->weight < 0) return DP_ERR_NOMEM;
+    l->weight = move_param_before_children(m, l->weight, name); /* torchvision's order: before NAME.block.* */
+    l->init_scale = init;
     commit_layer(m, l, ndim, shape);
     return DP_OK;
 }
@@ -686,6 +778,15 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
             fill(params, &m->params[l->running_var], 1.0f);
             continue;
         }
+        if (l->kind == LAYER_LAYER_SCALE) { /* torchvision's ConvNeXt: torch.ones(C, 1, 1) * layer_scale */
+            fill(params, &m->params[l->weight], l->init_scale);
+            continue;
+        }
+        if (l->kind == LAYER_LAYER_NORM) { /* torch.nn.LayerNorm: weight 1, bias 0 */
+            fill(params, &m->params[l->weight], 1.0f);
+            fill(params, &m->params[l->bias], 0.0f);
+            continue;
+        }
         if (l->weight < 0) continue;
         const dp_param_info_t *w = &m->params[l->weight];
         /* fan_in: input features of one output unit (C/groups * kH * kW, or IN;
@@ -771,8 +872,8 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
         const int first = i; /* the layer whose op runs; i moves past a fused ReLU */
         const layer_t *l = &m->layers[i];
         dp_tensor_t *h = outs[l->input], *w = NULL, *b = NULL;
-        if (l->kind == LAYER_ROUTE || (l->kind == LAYER_DROPOUT && !opts->training)) {
-            outs[i + 1] = h; /* no op: an alias (dropout is the identity in inference) */
+        if (l->kind == LAYER_ROUTE || ((l->kind == LAYER_DROPOUT || l->kind == LAYER_DROP_PATH) && !opts->training)) {
+            outs[i + 1] = h; /* no op: an alias (dropout and drop path are the identity in inference) */
             continue;
         }
         if (l->weight >= 0 && !(w = param_view(m, tape, l->weight, params, grads))) return DP_ERR_NOMEM;
@@ -781,9 +882,6 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
         dp_tensor_t *second = w;
         dp_tape_set_label(tape, l->label, NULL);
         switch (l->kind) {
-        case LAYER_CONV:
-            fuse_next_relu(m, tape, &i, to, 0, &attr, outs);
-            break;
         case LAYER_BATCH_NORM:
             fuse_next_relu(m, tape, &i, to, 1, &attr, outs);
             attr.training = opts->training && !layer_frozen(m, l); /* frozen: the running statistics */
@@ -792,6 +890,7 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
             attr.stat_sync = opts->stat_sync;
             break;
         case LAYER_DROPOUT:
+        case LAYER_DROP_PATH:
             attr.training = 1;
             attr.dropout_seed = dp_seed_mix(opts->seed, (uint64_t)i);
             attr.example_offset = opts->example_offset;
@@ -805,6 +904,19 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
                 second = h;
                 h = outs[l->other];
             }
+            break;
+        case LAYER_CONV: /* a weight stored 2-D (dp_model_set_conv_weight_2d): the op's (OUT, IN, 1, 1) */
+            if (w->ndim == 2) {
+                w->ndim = 4;
+                w->shape[2] = w->shape[3] = 1;
+            }
+            fuse_next_relu(m, tape, &i, to, 0, &attr, outs);
+            break;
+        case LAYER_LAYER_SCALE: /* the (C, 1, 1) parameter as a (1, C, 1, 1) scale of the batch */
+            w->ndim = l->out_ndim + 1;
+            w->shape[0] = 1;
+            w->shape[1] = l->out_shape[0];
+            for (int d = 2; d < w->ndim; d++) w->shape[d] = 1;
             break;
         case LAYER_SCALE_CHANNELS: /* x is output `other`, its scale the previous output */
             second = h;
@@ -852,7 +964,7 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
 
 /* --- Reading the layers ------------------------------------------------------ */
 
-_Static_assert((int)LAYER_SCALE_CHANNELS == (int)DP_LAYER_SCALE_CHANNELS && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+_Static_assert((int)LAYER_DROP_PATH == (int)DP_LAYER_DROP_PATH && (int)LAYER_CONV == (int)DP_LAYER_CONV,
                "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
 
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {

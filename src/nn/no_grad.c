@@ -181,7 +181,8 @@ static dp_status_t plan(dp_no_grad_t *ng, const dp_model_t *m, int prefix, int t
         dp_layer_info_t l;
         DP_TRY(dp_model_layer(m, i, &l));
         const int reads[2] = {l.input, l.other};
-        const int no_op = l.kind == DP_LAYER_ROUTE || (l.kind == DP_LAYER_DROPOUT && !training); /* nn.c's aliases */
+        const int no_op = l.kind == DP_LAYER_ROUTE ||
+                          ((l.kind == DP_LAYER_DROPOUT || l.kind == DP_LAYER_DROP_PATH) && !training); /* nn.c's aliases */
         for (int k = 0; k < 2; k++) {
             if (reads[k] < 0 || reads[k] > prefix) continue;
             if (i > prefix) ng->kept_out[ng->alias[reads[k]]] = 1;

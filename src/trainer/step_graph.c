@@ -167,14 +167,15 @@ static dp_status_t launch_task(void *arg) {
     return be->graph_launch(be->ctx, t->graph_launch->graph[r->index], t->graph_seeds, t->graph_seed_pairs);
 }
 
-/* The graphs, with their dropout layers' seeds for this step: layer i's
+/* The graphs, with their dropout and drop path layers' seeds for this step: layer i's
  * mask seed is dp_seed_mix(step seed, i) (nn.c), at the capture and now. */
 static dp_status_t launch(dp_trainer_t *t, const dp_step_graph_t *g, uint64_t step_seed) {
     uint64_t seeds[2 * STEP_GRAPH_SEEDS];
     int pairs = 0;
     for (int i = 1; i <= dp_model_num_layers(t->model) && pairs < STEP_GRAPH_SEEDS; i++) {
         dp_layer_info_t layer;
-        if (dp_model_layer(t->model, i, &layer) != DP_OK || layer.kind != DP_LAYER_DROPOUT) continue;
+        if (dp_model_layer(t->model, i, &layer) != DP_OK) continue;
+        if (layer.kind != DP_LAYER_DROPOUT && layer.kind != DP_LAYER_DROP_PATH) continue;
         seeds[2 * pairs] = dp_seed_mix(g->step_seed, (uint64_t)(i - 1));
         seeds[2 * pairs + 1] = dp_seed_mix(step_seed, (uint64_t)(i - 1));
         pairs++;

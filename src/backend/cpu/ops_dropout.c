@@ -1,6 +1,8 @@
-/* ops_dropout.c - DP_OP_DROPOUT, forward and backward: inverted dropout as
- * torch.nn.functional.dropout
+/* ops_dropout.c - DP_OP_DROPOUT and DP_OP_DROP_PATH, forward and backward:
+ * inverted dropout as torch.nn.functional.dropout
  * (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html),
+ * and stochastic depth as torchvision.ops.stochastic_depth(x, p, "row")
+ * (https://pytorch.org/vision/0.14/generated/torchvision.ops.stochastic_depth.html),
  * with dptrain's own mask instead of PyTorch's generator.
  *
  * Training (attr.training = 1, attr.dropout_p = p in (0, 1)): every element
@@ -18,6 +20,14 @@
  * on how a batch is split across devices or on what ran before; the caller
  * changes attr.dropout_seed every step. Backward recomputes the mask (a
  * few multiplies per element) instead of storing it: nothing is saved.
+ *
+ * Drop path (stochastic depth, "row" mode) is the same with one draw per
+ * example: the whole example is kept, and scaled by 1 / (1 - p), when its
+ * element 0 would be kept by dropout, else zeroed. Same attributes
+ * (dropout_p, dropout_seed, example_offset, training), same identity view
+ * in inference and at p = 0. torchvision applies it to a residual
+ * branch before the sum (`result = stochastic_depth(result); result +=
+ * input`).
  */
 #include <math.h>
 #include <stdint.h>
@@ -46,18 +56,22 @@ static inline int kept(uint64_t key, size_t i, uint64_t threshold) {
 
 static int is_identity(const dp_op_attr_t *a) { return !a->training || a->dropout_p == 0.0f; }
 
-dp_status_t dp_dropout_forward(dp_node_t *node, dp_arena_t *arena) {
+/* Element i's mask index: i itself (dropout), 0 for every element (drop path: one draw per example). */
+static inline size_t mask_index(int per_example_mask, size_t i) { return per_example_mask ? 0 : i; }
+
+static inline __attribute__((always_inline)) dp_status_t masked_forward(dp_node_t *node, dp_arena_t *arena,
+                                                                        const char *op, int per_example_mask) {
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "dropout: needs an input (in[0]) with data");
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
     if (x->ndim < 1 || x->shape[0] < 1)
-        return dp_fail(DP_ERR_SHAPE, "dropout: input must be (N, ...) with N >= 1, found %s",
+        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, ...) with N >= 1, found %s", op,
                        dp_tensor_shape_str(x, xs, sizeof xs));
     if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return dp_fail(DP_ERR_ARG, "dropout: dropout_p must be in [0, 1), found %g", (double)a->dropout_p);
+        return dp_fail(DP_ERR_ARG, "%s: dropout_p must be in [0, 1), found %g", op, (double)a->dropout_p);
     if (a->example_offset < 0)
-        return dp_fail(DP_ERR_ARG, "dropout: example_offset must be >= 0, found %lld", (long long)a->example_offset);
+        return dp_fail(DP_ERR_ARG, "%s: example_offset must be >= 0, found %lld", op, (long long)a->example_offset);
     dp_tensor_set_shape(&node->out, x->ndim, x->shape);
     node->saved = NULL;
     if (is_identity(a)) { /* a view, as flatten */
@@ -70,20 +84,20 @@ dp_status_t dp_dropout_forward(dp_node_t *node, dp_arena_t *arena) {
     node->out.data = dp_arena_floats(arena, numel);
     node->out.grad = x->grad ? dp_grad_alloc(arena, &node->out, numel) : NULL;
     if (!node->out.data || (x->grad && !node->out.grad))
-        return dp_fail(DP_ERR_NOMEM, "dropout: out of arena memory for an output of %zu floats", numel);
+        return dp_fail(DP_ERR_NOMEM, "%s: out of arena memory for an output of %zu floats", op, numel);
     const uint64_t threshold = (uint64_t)ldexp((double)a->dropout_p, 53);
     const float scale = (float)(1.0 / (1.0 - (double)a->dropout_p));
     for (int n = 0; n < x->shape[0]; n++) {
         uint64_t key = example_key(a->dropout_seed, a->example_offset + n);
         const float *src = x->data + (size_t)n * per_example;
         float *dst = node->out.data + (size_t)n * per_example;
-        for (size_t i = 0; i < per_example; i++) dst[i] = kept(key, i, threshold) ? src[i] * scale : 0.0f;
+        for (size_t i = 0; i < per_example; i++)
+            dst[i] = kept(key, mask_index(per_example_mask, i), threshold) ? src[i] * scale : 0.0f;
     }
     return DP_OK;
 }
 
-dp_status_t dp_dropout_backward(dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
+static inline __attribute__((always_inline)) dp_status_t masked_backward(dp_node_t *node, int per_example_mask) {
     dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     if (is_identity(a)) { /* the view: the gradient is already in x->grad */
@@ -101,9 +115,24 @@ dp_status_t dp_dropout_backward(dp_node_t *node, dp_arena_t *arena) {
         const float *src = dy + (size_t)n * per_example;
         float *dst = x->grad + (size_t)n * per_example;
         for (size_t i = 0; i < per_example; i++) {
-            float g = kept(key, i, threshold) ? src[i] * scale : 0.0f;
+            float g = kept(key, mask_index(per_example_mask, i), threshold) ? src[i] * scale : 0.0f;
             dst[i] = write ? g : dst[i] + g;
         }
     }
     return DP_OK;
+}
+
+dp_status_t dp_dropout_forward(dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(node, arena, "dropout", 0);
+}
+dp_status_t dp_dropout_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(node, 0);
+}
+dp_status_t dp_drop_path_forward(dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(node, arena, "drop_path", 1);
+}
+dp_status_t dp_drop_path_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(node, 1);
 }

@@ -1,6 +1,6 @@
 /* ops_elementwise.c - element-wise ops, forward and backward: DP_OP_RELU,
- * DP_OP_RELU6, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID, DP_OP_SIGMOID, DP_OP_TANH,
- * DP_OP_ADD and DP_OP_FLATTEN.
+ * DP_OP_RELU6, DP_OP_HARDSWISH, DP_OP_HARDSIGMOID, DP_OP_GELU, DP_OP_SILU,
+ * DP_OP_SIGMOID, DP_OP_TANH, DP_OP_ADD and DP_OP_FLATTEN.
  *
  * relu: y = max(x, 0), torch.relu
  *   (https://pytorch.org/docs/stable/generated/torch.nn.functional.relu.html);
@@ -21,6 +21,16 @@
  *   (https://pytorch.org/docs/stable/generated/torch.nn.Hardsigmoid.html); a
  *   NaN stays NaN. Backward from x, aten's hardsigmoid_backward: dy / 6 where
  *   -3 < x < 3, else 0 (no gradient at either kink, nor for a NaN).
+ * gelu: y = x (1 + erf(x / sqrt 2)) / 2, torch.nn.GELU() (approximate='none',
+ *   https://pytorch.org/docs/stable/generated/torch.nn.GELU.html; aten's
+ *   GeluKernel: x * 0.5 * (1 + erf(x * M_SQRT1_2))), in double, rounded once.
+ *   Backward from x, aten's GeluBackwardKernel: dy (cdf + x pdf), cdf =
+ *   (1 + erf(x / sqrt 2)) / 2, pdf = exp(-x^2 / 2) / sqrt(2 pi).
+ * silu: y = x / (1 + exp(-x)), torch.nn.functional.silu
+ *   (https://pytorch.org/docs/stable/generated/torch.nn.SiLU.html, aten's
+ *   silu_kernel in that form: -0 for large negative x, a NaN stays NaN).
+ *   Backward from x, aten's silu_backward_kernel: dy s (1 + x (1 - s)) with
+ *   s = 1 / (1 + exp(-x)).
  * sigmoid: y = 1 / (1 + exp(-x)), torch.sigmoid
  *   (https://pytorch.org/docs/stable/generated/torch.sigmoid.html); for
  *   x < 0 computed as e / (1 + e) with e = exp(x), so that no exp
@@ -40,10 +50,10 @@
  *   add into out.grad lands in in.grad directly. Its backward therefore
  *   does nothing; it allocates nothing.
  *
- * The backward of relu, relu6, hardswish, hardsigmoid, sigmoid, tanh and add
+ * The backward of relu, relu6, hardswish, hardsigmoid, gelu, silu, sigmoid, tanh and add
  * writes an input grad that is still unset (dp_grad_claim) and adds
  * otherwise. Nothing is saved: the gradients are functions of y, or of x
- * (hardswish, hardsigmoid), which the tape keeps.
+ * (hardswish, hardsigmoid, gelu, silu), which the tape keeps.
  */
 #include <math.h>
 
@@ -63,8 +73,18 @@ static dp_status_t elementwise_output(dp_node_t *node, const char *op, int want_
     return DP_OK;
 }
 
-typedef enum { UNARY_RELU, UNARY_SIGMOID, UNARY_TANH, UNARY_RELU6, UNARY_HARDSWISH, UNARY_HARDSIGMOID } unary_kind_t;
-static const char *const unary_names[] = {"relu", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid"};
+typedef enum {
+    UNARY_RELU,
+    UNARY_SIGMOID,
+    UNARY_TANH,
+    UNARY_RELU6,
+    UNARY_HARDSWISH,
+    UNARY_HARDSIGMOID,
+    UNARY_SILU,
+    UNARY_GELU
+} unary_kind_t;
+static const char *const unary_names[] = {"relu",      "sigmoid",     "tanh", "relu6",
+                                          "hardswish", "hardsigmoid", "silu", "gelu"};
 
 /* min(max(v, 0), 6) as std::min(std::max(v, 0), 6): a NaN passes through */
 static inline float clamp6(float v) { return v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v; }
@@ -98,12 +118,18 @@ static inline __attribute__((always_inline)) dp_status_t unary_forward(dp_node_t
     case UNARY_HARDSIGMOID:
         for (size_t i = 0; i < numel; i++) y[i] = clamp6(in[i] + 3.0f) / 6.0f;
         break;
+    case UNARY_GELU:
+        for (size_t i = 0; i < numel; i++) y[i] = (float)(in[i] * 0.5 * (1.0 + erf(in[i] * M_SQRT1_2)));
+        break;
+    case UNARY_SILU: /* aten's silu_kernel: x / (1 + exp(-x)) */
+        for (size_t i = 0; i < numel; i++) y[i] = in[i] / (1.0f + expf(-in[i]));
+        break;
     }
     return DP_OK;
 }
 
-/* f'(x) dy, with f' written in terms of y = f(x); hardswish and
- * hardsigmoid are passed x instead. */
+/* f'(x) dy, with f' written in terms of y = f(x); hardswish, hardsigmoid,
+ * silu and gelu are passed x instead. */
 static inline float unary_grad(unary_kind_t kind, float y, float dy) {
     switch (kind) {
     case UNARY_RELU: return y > 0.0f ? dy : 0.0f;
@@ -114,6 +140,14 @@ static inline float unary_grad(unary_kind_t kind, float y, float dy) {
         return y < -3.0f ? 0.0f : y <= 3.0f ? dy * (y / 3.0f + 0.5f) : dy;
     case UNARY_HARDSIGMOID: /* y is x here */
         return y > -3.0f && y < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
+    case UNARY_GELU: { /* y is x here */
+        double cdf = 0.5 * (1.0 + erf(y * M_SQRT1_2)), pdf = exp(-0.5 * (double)y * y) * 0.39894228040143267794; /* 1 / sqrt(2 pi) */
+        return (float)(dy * (cdf + y * pdf));
+    }
+    case UNARY_SILU: { /* y is x here; aten's silu_backward_kernel: dy s (1 + x (1 - s)) */
+        const float s = 1.0f / (1.0f + expf(-y));
+        return dy * s * (1.0f + y * (1.0f - s));
+    }
     }
     return 0.0f;
 }
@@ -124,7 +158,8 @@ static inline __attribute__((always_inline)) dp_status_t unary_backward(dp_node_
     const float *dy = node->out.grad;
     float *dx = node->in[0]->grad;
     if (!dy || !dx) return DP_OK;
-    const int from_x = kind == UNARY_HARDSWISH || kind == UNARY_HARDSIGMOID;
+    const int from_x =
+        kind == UNARY_HARDSWISH || kind == UNARY_HARDSIGMOID || kind == UNARY_SILU || kind == UNARY_GELU;
     const float *y = from_x ? node->in[0]->data : node->out.data;
     size_t numel = dp_tensor_numel(&node->out);
     if (dp_grad_claim(node->in[0]))
@@ -157,6 +192,18 @@ dp_status_t dp_hardsigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
 dp_status_t dp_hardsigmoid_backward(dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     return unary_backward(node, UNARY_HARDSIGMOID);
+}
+dp_status_t dp_gelu_forward(dp_node_t *node, dp_arena_t *arena) {
+    return unary_forward(node, arena, UNARY_GELU);
+}
+dp_status_t dp_gelu_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_GELU);
+}
+dp_status_t dp_silu_forward(dp_node_t *node, dp_arena_t *arena) { return unary_forward(node, arena, UNARY_SILU); }
+dp_status_t dp_silu_backward(dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return unary_backward(node, UNARY_SILU);
 }
 dp_status_t dp_sigmoid_forward(dp_node_t *node, dp_arena_t *arena) {
     return unary_forward(node, arena, UNARY_SIGMOID);

@@ -1,6 +1,6 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, add (with ReLU), the channel scaling of a
+ * hardswish, hardsigmoid, gelu, silu, add (with ReLU), the channel scaling of a
  * squeeze-excitation block (ops_scale_channels.c), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
  * gradient clipping's scale and the model's moving average. The
@@ -119,6 +119,10 @@ template <typename TX, typename TY> __device__ static void unary_forward_loop(in
             st(y, i, tanhf(v));
         } else if (kind == 2) { /* relu6: a NaN fails both tests and passes through, as the CPU op */
             st(y, i, v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v);
+        } else if (kind == 6) { /* gelu, exact: in double, rounded once, as the CPU op */
+            st(y, i, (float)((double)v * 0.5 * (1.0 + erf((double)v * 0.70710678118654752440))));
+        } else if (kind == 5) { /* silu: x / (1 + exp(-x)), as the CPU op */
+            st(y, i, __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))));
         } else { /* hardswish (3): (x clamp) / 6, hardsigmoid (4): clamp / 6, clamp = relu6(x + 3) */
             float t = __fadd_rn(v, 3.0f);
             t = t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t;
@@ -138,6 +142,19 @@ extern "C" cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, cons
     return cudaGetLastError();
 }
 
+/* gelu's dy (cdf + x pdf) in double, as the CPU op (aten's GeluBackwardKernel) */
+__device__ static float gelu_grad(float x, float dy) {
+    const double cdf = 0.5 * (1.0 + erf((double)x * 0.70710678118654752440));
+    const double pdf = exp(-0.5 * (double)x * (double)x) * 0.39894228040143267794; /* 1 / sqrt(2 pi) */
+    return (float)((double)dy * (cdf + (double)x * pdf));
+}
+
+/* silu's dy s (1 + x (1 - s)), s = sigmoid(x), as the CPU op */
+__device__ static inline float silu_grad(float x, float dy) {
+    const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    return __fmul_rn(__fmul_rn(dy, s), __fadd_rn(1.0f, __fmul_rn(x, __fsub_rn(1.0f, s))));
+}
+
 template <typename T>
 __device__ static void unary_backward_loop(int kind, const T *y, const float *dy, float *dx, size_t n, int add) {
     GRID_LOOP(i, n) {
@@ -145,9 +162,11 @@ __device__ static void unary_backward_loop(int kind, const T *y, const float *dy
         float g = kind == 0   ? __fmul_rn(__fmul_rn(dy[i], yi), __fsub_rn(1.0f, yi))
                   : kind == 1 ? __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(yi, yi)))
                   : kind == 2 ? (yi > 0.0f && yi < 6.0f ? dy[i] : 0.0f) /* relu6 */
+                  : kind == 6 ? gelu_grad(yi, dy[i]) /* yi is x */
                   : kind == 3 ? (yi < -3.0f ? 0.0f /* hardswish, yi is x */
                                  : yi <= 3.0f ? __fmul_rn(dy[i], __fadd_rn(__fdiv_rn(yi, 3.0f), 0.5f)) : dy[i])
-                              : (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f); /* hardsigmoid */
+                  : kind == 4 ? (yi > -3.0f && yi < 3.0f ? __fmul_rn(dy[i], 1.0f / 6.0f) : 0.0f) /* hardsigmoid */
+                              : silu_grad(yi, dy[i]); /* silu (5), yi is x */
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
@@ -183,42 +202,53 @@ extern "C" cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const voi
     return cudaGetLastError();
 }
 
-/* --- channel scaling (ops_scale_channels.c): y = x s, s one factor per (N, C) plane ----------- */
-__global__ void scale_channels_kernel(const float *x, const float *s, float *y, size_t n, size_t plane) {
-    GRID_LOOP(i, n) y[i] = __fmul_rn(x[i], s[i / plane]);
+/* --- channel scaling (ops_scale_channels.c): y = x s, s one factor per (N, C) plane, or per channel
+ * (shared = C: a (1, C, 1, 1) scale broadcast over the batch, ConvNeXt's layer scale) ----------- */
+__device__ static __forceinline__ size_t scale_of(size_t i, size_t plane, size_t shared) {
+    return shared ? (i / plane) % shared : i / plane;
+}
+
+__global__ void scale_channels_kernel(const float *x, const float *s, float *y, size_t n, size_t plane, size_t shared) {
+    GRID_LOOP(i, n) y[i] = __fmul_rn(x[i], s[scale_of(i, plane, shared)]);
 }
 
 extern "C" cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n,
-                                              size_t plane) {
+                                              size_t plane, size_t shared) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    scale_channels_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, s, y, n, plane);
+    scale_channels_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, s, y, n, plane, shared);
     return cudaGetLastError();
 }
 
 /* dx (+)= dy s, one thread per element */
-__global__ void scale_channels_dx_kernel(const float *dy, const float *s, float *dx, size_t n, size_t plane, int add) {
+__global__ void scale_channels_dx_kernel(const float *dy, const float *s, float *dx, size_t n, size_t plane,
+                                         size_t shared, int add) {
     GRID_LOOP(i, n) {
-        const float g = __fmul_rn(dy[i], s[i / plane]);
+        const float g = __fmul_rn(dy[i], s[scale_of(i, plane, shared)]);
         dx[i] = add ? __fadd_rn(dx[i], g) : g;
     }
 }
 
-/* ds (+)= sum of dy x over a plane, one thread per plane, in double and in index order as the CPU op */
-__global__ void scale_channels_ds_kernel(const float *dy, const float *x, float *ds, size_t planes, size_t plane,
-                                         int add) {
-    GRID_LOOP(p, planes) {
+/* ds (+)= sum of dy x over the planes of a factor (f, f + step, ...), one thread per factor, in double and
+ * in index order as the CPU op */
+__global__ void scale_channels_ds_kernel(const float *dy, const float *x, float *ds, size_t factors, size_t step,
+                                         size_t planes, size_t plane, int add) {
+    GRID_LOOP(f, factors) {
         double sum = 0.0;
-        for (size_t i = p * plane; i < (p + 1) * plane; i++) sum += (double)dy[i] * (double)x[i];
-        ds[p] = add ? __fadd_rn(ds[p], (float)sum) : (float)sum;
+        for (size_t p = f; p < planes; p += step)
+            for (size_t i = p * plane; i < (p + 1) * plane; i++) sum += (double)dy[i] * (double)x[i];
+        ds[f] = add ? __fadd_rn(ds[f], (float)sum) : (float)sum;
     }
 }
 
 extern "C" cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, const float *dy, const float *x,
                                                        const float *s, float *dx, int add_dx, float *ds, int add_ds,
-                                                       size_t n, size_t plane) {
+                                                       size_t n, size_t plane, size_t shared) {
     (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
-    if (dx) scale_channels_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dy, s, dx, n, plane, add_dx);
-    if (ds) scale_channels_ds_kernel<<<blocks_for(n / plane), THREADS, 0, stream>>>(dy, x, ds, n / plane, plane, add_ds);
+    const size_t planes = n / plane, factors = shared ? shared : planes;
+    if (dx) scale_channels_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dy, s, dx, n, plane, shared, add_dx);
+    if (ds)
+        scale_channels_ds_kernel<<<blocks_for(factors), THREADS, 0, stream>>>(dy, x, ds, factors, shared ? shared : planes,
+                                                                            planes, plane, add_ds);
     return cudaGetLastError();
 }
 
@@ -265,7 +295,8 @@ __device__ static uint64_t mix64(uint64_t z) {
 
 /* ops_dropout.c's mask: element i of example e kept when
  * mix64(key(seed, e) + (i + 1) GOLDEN) >> 11 >= threshold. y = x * scale or 0
- * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add). The seed is
+ * (forward), dx (+)= dy * scale or 0 (backward: x = dy, add); C < 0: drop path, element 0's mask for the
+ * whole example. The seed is
  * *seed_at when seed_at is not NULL (device memory: a step graph's, written
  * before each launch), else `seed`. x and y float or bf16 (bf16 bits 0, 1). */
 template <typename TX, typename TY>
@@ -273,7 +304,8 @@ __device__ static void dropout_loop(const TX *x, TY *y, int N, size_t per_exampl
                                     uint64_t threshold, float scale, int add, int C) {
     GRID_LOOP(j, (size_t)N * per_example) {
         size_t n = j / per_example, i = j % per_example;
-        if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
+        if (C < 0) i = 0; /* drop path: one draw per example */
+        else if (C) i = i % (size_t)C * (per_example / (size_t)C) + i / (size_t)C; /* NHWC (l, c): NCHW index c L + l */
         uint64_t key = mix64(mix64(seed) + (uint64_t)(offset + (int64_t)n) * GOLDEN);
         int kept = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= threshold;
         float g = kept ? __fmul_rn(ld(x, j), scale) : 0.0f;

@@ -95,16 +95,27 @@ cudaError_t dp_cuda_relu_backward(cudaStream_t stream, const void *y, const floa
  * same pointer twice: added twice, in that order) */
 cudaError_t dp_cuda_relu_backward_pair(cudaStream_t stream, const void *y, const float *dy, float *dx0, int add0,
                                        float *dx1, int add1, size_t n, int bf16);
-/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid; backward from y (kinds 0 to 2)
- * or from x (3, 4: pass x as y, its bf16 bit as bf16) */
+/* kind 0: sigmoid, 1: tanh, 2: relu6, 3: hardswish, 4: hardsigmoid, 5: silu, 6: gelu; backward from y (kinds
+ * 0 to 2) or from x (3 to 6: pass x as y, its bf16 bit as bf16) */
 cudaError_t dp_cuda_unary_forward(cudaStream_t stream, int kind, const void *x, void *y, size_t n, int bf16);
 cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y, const float *dy, float *dx,
                                    size_t n, int add, int bf16);
-/* y (N C planes of `plane` floats) = x s, s one factor per plane; backward dx (+)= dy s, ds (+)= the plane's sum
- * of dy x (either NULL: none) */
-cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n, size_t plane);
+/* y (N C planes of `plane` floats) = x s, s one factor per plane (shared 0) or per channel (shared = C: s
+ * (1, C, 1, 1) broadcast over the batch); backward dx (+)= dy s, ds (+)= the sum of dy x over the factor's
+ * planes (either NULL: none) */
+cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n, size_t plane,
+                                   size_t shared);
 cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, const float *dy, const float *x, const float *s,
-                                            float *dx, int add_dx, float *ds, int add_ds, size_t n, size_t plane);
+                                            float *dx, int add_dx, float *ds, int add_ds, size_t n, size_t plane,
+                                            size_t shared);
+/* layer norm over the C channels of every position of x (N, C, S), FP32 (ops_layer_norm.c): saved
+ * (2 N S doubles) = [mean (N S), rstd (N S)]; w, b (C) or NULL; backward: dx, dw, db each NULL
+ * (none) or written / added (add_*) */
+cudaError_t dp_cuda_ln_forward(cudaStream_t stream, const float *x, const float *w, const float *b, float *y,
+                               double *saved, int N, int C, size_t S, double eps);
+cudaError_t dp_cuda_ln_backward(cudaStream_t stream, const float *x, const float *w, const float *dy,
+                                const double *saved, float *dx, int add_dx, float *dw, int add_w, float *db, int add_b,
+                                int N, int C, size_t S);
 cudaError_t dp_cuda_add(cudaStream_t stream, const void *a, const void *b, void *y, size_t n, int relu, int bf16);
 /* The layouts of an (N, C, L) tensor: to_nhwc 1: dst (N, L, C) (+)= src (N, C, L); 0: dst (N, C, L)
  * (+)= src (N, L, C). Activations (L = H W) and filters (N = K, C = C / groups, L = R S: KCRS to
@@ -115,7 +126,8 @@ cudaError_t dp_cuda_layout_copy(cudaStream_t stream, const float *src, float *ds
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, const float *dy, float *dx, size_t n, int add);
 /* y (+)= x * scale where ops_dropout.c's mask keeps the element, else 0; the mask's seed is *seed_at
  * (device memory, read when the kernel runs) when seed_at is not NULL, else seed; C > 0: x and y
- * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped) */
+ * NHWC with C channels, each element's mask that of its NCHW index (the same elements dropped); C < 0:
+ * drop path, every element takes the mask of its example's element 0 (either layout) */
 cudaError_t dp_cuda_dropout(cudaStream_t stream, const void *x, void *y, int N, size_t per_example, uint64_t seed,
                             const uint64_t *seed_at, int64_t offset, uint64_t threshold, float scale, int add, int C,
                             int bf16);

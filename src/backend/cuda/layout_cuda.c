@@ -27,11 +27,14 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_RELU6:
     case DP_OP_HARDSWISH:
     case DP_OP_HARDSIGMOID:
+    case DP_OP_GELU:
+    case DP_OP_SILU:
     case DP_OP_BATCH_NORM:
     case DP_OP_MAX_POOL: /* pooling.cu's NHWC loops */
     case DP_OP_AVG_POOL:
     case DP_OP_GLOBAL_AVG_POOL:
     case DP_OP_DROPOUT: /* the mask of each element's NCHW index */
+    case DP_OP_DROP_PATH: /* one mask per example */
         break;
     case DP_OP_ADD: /* elementwise, both in one layout: the mode's when they differ; formats may differ */
         if (node->in[0] && node->in[1] && dp_cuda_is_nhwc(node->in[0]) != dp_cuda_is_nhwc(node->in[1]))
@@ -41,7 +44,7 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
     case DP_OP_SCALE_CHANNELS: /* x and its (N, C, 1, 1) scale */
         want[0] = want[1] = DP_CUDA_NCHW | DP_CUDA_WANT_FP32;
         break;
-    default: /* linear, flatten, conv_transpose, softmax_xent: NCHW FP32 kernels */
+    default: /* linear, flatten, conv_transpose, softmax_xent, layer_norm: NCHW FP32 kernels */
         want[0] = DP_CUDA_NCHW | DP_CUDA_WANT_FP32;
         break;
     }

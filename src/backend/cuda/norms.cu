@@ -254,3 +254,90 @@ extern "C" cudaError_t dp_cuda_bn_dx(cudaStream_t stream, const void *x, const f
     bn_dx_kernel<<<blocks_for(n), THREADS, 0, stream>>>(x, dy, dx, chan_index(N, C, plane), n, coef, add, bf16);
     return cudaGetLastError();
 }
+
+/* --- layer norm over the channels at every position (ops_layer_norm.c's formulas and order, in
+ * double): one thread per (n, s) position, its C values strided by S (neighbouring threads read
+ * neighbouring floats); the parameter gradients one thread per channel. FP32 NCHW data. -------- */
+__global__ void ln_forward_kernel(const float *x, const float *w, const float *b, float *y, double *saved, int N,
+                                  int C, size_t S, double eps) {
+    const size_t positions = (size_t)N * S;
+    GRID_LOOP(p, positions) {
+        const size_t base = (p / S) * (size_t)C * S + p % S;
+        double mean = 0.0, var = 0.0;
+        for (int c = 0; c < C; c++) mean = __dadd_rn(mean, (double)x[base + (size_t)c * S]);
+        mean = mean / C;
+        for (int c = 0; c < C; c++) {
+            const double d = (double)x[base + (size_t)c * S] - mean;
+            var = __dadd_rn(var, __dmul_rn(d, d));
+        }
+        const double rstd = 1.0 / sqrt(var / C + eps);
+        for (int c = 0; c < C; c++) {
+            const double gamma = w ? (double)w[c] : 1.0, beta = b ? (double)b[c] : 0.0;
+            const size_t i = base + (size_t)c * S;
+            y[i] = (float)__dadd_rn(__dmul_rn(__dmul_rn((double)x[i] - mean, rstd), gamma), beta);
+        }
+        saved[p] = mean;
+        saved[positions + p] = rstd;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_ln_forward(cudaStream_t stream, const float *x, const float *w, const float *b, float *y,
+                                          double *saved, int N, int C, size_t S, double eps) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    ln_forward_kernel<<<blocks_for((size_t)N * S), THREADS, 0, stream>>>(x, w, b, y, saved, N, C, S, eps);
+    return cudaGetLastError();
+}
+
+/* dx (+)= rstd (g - mean_c g - xhat mean_c (g xhat)), g = dy weight */
+__global__ void ln_dx_kernel(const float *x, const float *w, const float *dy, float *dx, const double *saved, int N,
+                             int C, size_t S, int add) {
+    const size_t positions = (size_t)N * S;
+    GRID_LOOP(p, positions) {
+        const size_t base = (p / S) * (size_t)C * S + p % S;
+        const double mean = saved[p], rstd = saved[positions + p];
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int c = 0; c < C; c++) {
+            const size_t i = base + (size_t)c * S;
+            const double g = __dmul_rn((double)dy[i], w ? (double)w[c] : 1.0);
+            sum_g = __dadd_rn(sum_g, g);
+            sum_gx = __dadd_rn(sum_gx, __dmul_rn(__dmul_rn(g, (double)x[i] - mean), rstd));
+        }
+        for (int c = 0; c < C; c++) {
+            const size_t i = base + (size_t)c * S;
+            const double xhat = __dmul_rn((double)x[i] - mean, rstd);
+            const double g = __dmul_rn((double)dy[i], w ? (double)w[c] : 1.0);
+            const float v = (float)__dmul_rn(rstd, (g - sum_g / C) - __dmul_rn(xhat, sum_gx) / C);
+            dx[i] = add ? __fadd_rn(dx[i], v) : v;
+        }
+    }
+}
+
+/* dweight (+)= sum dy xhat, dbias (+)= sum dy over every (n, s), one thread per channel */
+__global__ void ln_param_grad_kernel(const float *x, const float *dy, const double *saved, float *dw, int add_w,
+                                     float *db, int add_b, int N, int C, size_t S) {
+    const size_t positions = (size_t)N * S;
+    GRID_LOOP(c, (size_t)C) {
+        double sum_dyx = 0.0, sum_dy = 0.0;
+        for (int n = 0; n < N; n++) {
+            const size_t at = ((size_t)n * C + c) * S;
+            for (size_t s = 0; s < S; s++) {
+                const size_t p = (size_t)n * S + s;
+                sum_dyx = __dadd_rn(sum_dyx, __dmul_rn(__dmul_rn((double)dy[at + s], (double)x[at + s] - saved[p]),
+                                                      saved[positions + p]));
+                sum_dy = __dadd_rn(sum_dy, (double)dy[at + s]);
+            }
+        }
+        if (dw) dw[c] = add_w ? __fadd_rn(dw[c], (float)sum_dyx) : (float)sum_dyx;
+        if (db) db[c] = add_b ? __fadd_rn(db[c], (float)sum_dy) : (float)sum_dy;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_ln_backward(cudaStream_t stream, const float *x, const float *w, const float *dy,
+                                           const double *saved, float *dx, int add_dx, float *dw, int add_w, float *db,
+                                           int add_b, int N, int C, size_t S) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    if (dw || db)
+        ln_param_grad_kernel<<<blocks_for((size_t)C), THREADS, 0, stream>>>(x, dy, saved, dw, add_w, db, add_b, N, C, S);
+    if (dx) ln_dx_kernel<<<blocks_for((size_t)N * S), THREADS, 0, stream>>>(x, w, dy, dx, saved, N, C, S, add_dx);
+    return cudaGetLastError();
+}

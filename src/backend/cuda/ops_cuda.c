@@ -3,8 +3,8 @@
  * (pedantic FP32; --precision bf16: cublasGemmEx on bf16 copies of x, W
  * and dy with FP32 compute and FP32 results, the copies of x and W made
  * once per step and kept for the backward), ReLU, max and average pooling (1-D to 3-D), softmax
- * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, add (+ fused ReLU),
- * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout (the CPU's
+ * cross-entropy, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, add (+ fused ReLU),
+ * a squeeze-excitation block's channel scaling (NCHW FP32 only), dropout and drop path (the CPU's
  * counter-based mask: the same elements dropped), global average pooling
  * and MSE with own kernels (the *.cu files); flatten is the CPU's (a view: no
  * data touched); batch norm with own kernels (double sums per channel spread
@@ -17,7 +17,7 @@
  * (the host cannot check device labels without a synchronisation).
  *
  * Channels-last (set_channels_last, layout_cuda.h): relu, sigmoid, tanh, relu6,
- * hardswish, hardsigmoid, add, batch norm (over an (N H W, C) matrix), max and average pooling,
+ * hardswish, hardsigmoid, silu, add, batch norm (over an (N H W, C) matrix), max and average pooling,
  * global average pooling and dropout also take NHWC inputs and keep their
  * layout; the wrappers convert the inputs of the others (and of flatten,
  * now a wrapper of the CPU's view) to NCHW and their gradients back.
@@ -322,7 +322,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           "softmax_xent backward");
 }
 
-/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid --------------------------------------------------------------- */
+/* --- sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, gelu ------------------------------------------------------ */
 
 static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, int kind, const char *op) {
     const dp_tensor_t *x = node->in[0];
@@ -333,7 +333,7 @@ static dp_status_t unary_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
                           op);
 }
 
-/* from y, or from x for hardswish and hardsigmoid (kinds 3, 4) */
+/* from y, or from x for hardswish, hardsigmoid, silu and gelu (kinds 3 to 6) */
 static dp_status_t unary_backward(dp_cuda_ctx_t *c, dp_node_t *node, int kind, const char *op) {
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
@@ -360,35 +360,98 @@ UNARY_OP(tanh, 1)
 UNARY_OP(relu6, 2)
 UNARY_OP(hardswish, 3)
 UNARY_OP(hardsigmoid, 4)
+UNARY_OP(silu, 5)
+UNARY_OP(gelu, 6)
+
+/* --- layer_norm over the channels (ConvNeXt): NCHW FP32 inputs (layout_cuda.c), an FP32 output;
+ * saved: device doubles [mean (N S), rstd (N S)] ------------------------------------------------- */
+
+static dp_status_t layer_norm_check(const dp_node_t *node, int *N, int *C, size_t *S) {
+    const dp_tensor_t *x = node->in[0];
+    char xs[64], ps[64];
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "layer_norm: needs an input (in[0]) with data");
+    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
+        return dp_fail(DP_ERR_SHAPE, "layer_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
+                       dp_tensor_shape_str(x, xs, sizeof xs));
+    *N = x->shape[0];
+    *C = x->shape[1];
+    *S = dp_tensor_numel(x) / ((size_t)*N * (size_t)*C);
+    for (int i = 1; i < 3; i++) {
+        const dp_tensor_t *p = node->in[i];
+        if (p && (!p->data || p->ndim != 1 || p->shape[0] != *C))
+            return dp_fail(DP_ERR_SHAPE, "layer_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
+                           *C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
+    }
+    if (!(node->attr.eps >= 0.0f) || isinf(node->attr.eps))
+        return dp_fail(DP_ERR_ARG, "layer_norm: eps must be finite and >= 0, found %g", (double)node->attr.eps);
+    return DP_OK;
+}
+
+static dp_status_t layer_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    int N = 0, C = 0;
+    size_t S = 0;
+    DP_TRY(layer_norm_check(node, &N, &C, &S));
+    const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    DP_TRY(dp_cuda_output(node, "layer_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
+    double *saved = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)N * S);
+    if (!saved) return dp_fail(DP_ERR_NOMEM, "layer_norm: out of GPU memory for %zu positions", (size_t)N * S);
+    node->saved = saved;
+    return dp_cuda_launch(c, dp_cuda_ln_forward(c->stream, x->data, w ? w->data : NULL, b ? b->data : NULL,
+                                                node->out.data, saved, N, C, S, (double)node->attr.eps),
+                          "layer_norm");
+}
+
+static dp_status_t layer_norm_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    if (!node->out.grad || !node->saved) return DP_OK;
+    int N = x->shape[0], C = x->shape[1];
+    size_t S = dp_tensor_numel(x) / ((size_t)N * (size_t)C);
+    float *dw = w && w->grad ? w->grad : NULL, *db = b && b->grad ? b->grad : NULL;
+    int add_w = dw ? !dp_grad_claim(w) : 0, add_b = db ? !dp_grad_claim(b) : 0, add_dx = x->grad ? !dp_grad_claim(x) : 0;
+    return dp_cuda_launch(c, dp_cuda_ln_backward(c->stream, x->data, w ? w->data : NULL, node->out.grad, node->saved,
+                                                 x->grad, add_dx, dw, add_w, db, add_b, N, C, S),
+                          "layer_norm backward");
+}
 
 /* --- scale_channels (squeeze-excitation): NCHW FP32 inputs (layout_cuda.c), an FP32 output ------ */
 
-static dp_status_t scale_channels_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    const dp_tensor_t *x = node->in[0], *s = node->in[1];
+/* s (N, C, 1, ...) or (1, C, 1, ...) for x (N, C, ...); *shared: C for the second when N > 1, else 0 */
+static dp_status_t scale_channels_check(const dp_tensor_t *x, const dp_tensor_t *s, size_t *shared) {
     char xs[64], ss[64];
     if (!x || !s || !x->data || !s->data)
         return dp_fail(DP_ERR_ARG, "scale_channels: needs two inputs (in[0] x, in[1] s) with data");
-    int fits = x->ndim >= 2 && s->ndim == x->ndim && s->shape[0] == x->shape[0] && s->shape[1] == x->shape[1];
+    int fits = x->ndim >= 2 && s->ndim == x->ndim && (s->shape[0] == x->shape[0] || s->shape[0] == 1) &&
+               s->shape[1] == x->shape[1];
     for (int d = 2; fits && d < s->ndim; d++) fits = s->shape[d] == 1;
     if (!fits)
-        return dp_fail(DP_ERR_SHAPE, "scale_channels: the scale must be (N, C, 1, 1) for an input %s, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(s, ss, sizeof ss));
+        return dp_fail(DP_ERR_SHAPE, "scale_channels: the scale must be (N, C, 1, 1) or (1, C, 1, 1) for an input %s, "
+                       "found %s", dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(s, ss, sizeof ss));
+    *shared = s->shape[0] != x->shape[0] ? (size_t)x->shape[1] : 0;
+    return DP_OK;
+}
+
+static dp_status_t scale_channels_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *x = node->in[0], *s = node->in[1];
+    size_t shared = 0;
+    DP_TRY(scale_channels_check(x, s, &shared));
     DP_TRY(dp_cuda_output(node, "scale_channels", x->ndim, x->shape, x->grad || s->grad, arena));
     size_t n = dp_tensor_numel(x);
     if (n == 0) return DP_OK;
     return dp_cuda_launch(c, dp_cuda_scale_channels(c->stream, x->data, s->data, node->out.data, n,
-                                                    n / dp_tensor_numel(s)),
+                                                    n / ((size_t)x->shape[0] * (size_t)x->shape[1]), shared),
                           "scale_channels");
 }
 
 static dp_status_t scale_channels_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     (void)arena;
     dp_tensor_t *x = node->in[0], *s = node->in[1];
-    size_t n = dp_tensor_numel(x);
+    size_t n = dp_tensor_numel(x), shared = s->shape[0] != x->shape[0] ? (size_t)x->shape[1] : 0;
     if (!node->out.grad || (!x->grad && !s->grad) || n == 0) return DP_OK;
     int add_dx = x->grad ? !dp_grad_claim(x) : 0, add_ds = s->grad ? !dp_grad_claim(s) : 0;
     return dp_cuda_launch(c, dp_cuda_scale_channels_backward(c->stream, node->out.grad, x->data, s->data, x->grad,
-                                                             add_dx, s->grad, add_ds, n, n / dp_tensor_numel(s)),
+                                                             add_dx, s->grad, add_ds, n,
+                                                             n / ((size_t)x->shape[0] * (size_t)x->shape[1]), shared),
                           "scale_channels backward");
 }
 
@@ -442,22 +505,28 @@ static dp_status_t add_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     return DP_OK;
 }
 
-/* --- dropout (the CPU's counter-based mask: the same elements dropped) ------------------------ */
+/* --- dropout and drop path (the CPU's counter-based mask: the same elements dropped) ------------- */
 
 static int dropout_identity(const dp_op_attr_t *a) { return !a->training || a->dropout_p == 0.0f; }
 
-static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+/* The mask kernel's C: NHWC's channels for dropout, -1 (one draw per example) for drop path */
+static int mask_channels(const dp_tensor_t *x, int drop_path) {
+    return drop_path ? -1 : dp_cuda_is_nhwc(x) ? x->shape[1] : 0;
+}
+
+static dp_status_t masked_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, const char *op,
+                                  int drop_path) {
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "dropout: needs an input (in[0]) with data");
+    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
     if (x->ndim < 1 || x->shape[0] < 1)
-        return dp_fail(DP_ERR_SHAPE, "dropout: input must be (N, ...) with N >= 1, found %s",
+        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, ...) with N >= 1, found %s", op,
                        dp_tensor_shape_str(x, xs, sizeof xs));
     if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return dp_fail(DP_ERR_ARG, "dropout: dropout_p must be in [0, 1), found %g", (double)a->dropout_p);
+        return dp_fail(DP_ERR_ARG, "%s: dropout_p must be in [0, 1), found %g", op, (double)a->dropout_p);
     if (a->example_offset < 0)
-        return dp_fail(DP_ERR_ARG, "dropout: example_offset must be >= 0, found %lld", (long long)a->example_offset);
+        return dp_fail(DP_ERR_ARG, "%s: example_offset must be >= 0, found %lld", op, (long long)a->example_offset);
     if (dropout_identity(a)) { /* a view, as the CPU's */
         dp_tensor_set_shape(&node->out, x->ndim, x->shape);
         node->saved = NULL;
@@ -467,8 +536,8 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
         node->out.layout = x->layout; /* its layout and format: the same data */
         return DP_OK;
     }
-    DP_TRY(dp_cuda_act_output(c, node, "dropout", x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
-    const int C = dp_cuda_is_nhwc(x) ? x->shape[1] : 0; /* NHWC: each element's NCHW index picks its mask */
+    DP_TRY(dp_cuda_act_output(c, node, op, x->ndim, x->shape, x->grad != NULL, arena, same_layout(x)));
+    const int C = mask_channels(x, drop_path); /* NHWC: each element's NCHW index picks its mask */
     size_t numel = dp_tensor_numel(x);
     const uint64_t *seed_at = NULL; /* a step graph's: the seed changes every step (graph_cuda.c) */
     if (c->capture && !(seed_at = dp_cuda_graph_seed(c, a->dropout_seed))) return dp_cuda_status(c);
@@ -476,11 +545,10 @@ static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), 0, C,
                                      dp_cuda_bf16_bits(x, &node->out, NULL)),
-                  "dropout");
+                  op);
 }
 
-static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
-    (void)arena;
+static dp_status_t masked_backward(dp_cuda_ctx_t *c, dp_node_t *node, const char *op, int drop_path) {
     dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     if (dropout_identity(a)) {
@@ -495,8 +563,23 @@ static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     return dp_cuda_launch(c, dp_cuda_dropout(c->stream, node->out.grad, x->grad, x->shape[0], numel / (size_t)x->shape[0],
                                      a->dropout_seed, seed_at, a->example_offset, (uint64_t)ldexp((double)a->dropout_p, 53),
                                      (float)(1.0 / (1.0 - (double)a->dropout_p)), add,
-                                     dp_cuda_is_nhwc(x) ? x->shape[1] : 0, 0),
-                  "dropout backward");
+                                     mask_channels(x, drop_path), 0),
+                  op);
+}
+
+static dp_status_t dropout_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(c, node, arena, "dropout", 0);
+}
+static dp_status_t dropout_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(c, node, "dropout backward", 0);
+}
+static dp_status_t drop_path_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    return masked_forward(c, node, arena, "drop_path", 1);
+}
+static dp_status_t drop_path_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    return masked_backward(c, node, "drop_path backward", 1);
 }
 
 /* --- global average pooling ------------------------------------------------------------------ */
@@ -754,6 +837,10 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, hardswish_forward) WRAP_BACK(g, hardswish_backward) \
     WRAP(g, hardsigmoid_forward) WRAP_BACK(g, hardsigmoid_backward) \
     WRAP(g, scale_channels_forward) WRAP_BACK(g, scale_channels_backward) \
+    WRAP(g, gelu_forward) WRAP_BACK(g, gelu_backward) \
+    WRAP(g, layer_norm_forward) WRAP_BACK(g, layer_norm_backward) \
+    WRAP(g, silu_forward) WRAP_BACK(g, silu_backward) \
+    WRAP(g, drop_path_forward) WRAP_BACK(g, drop_path_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -777,9 +864,13 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_HARDSWISH] = {"hardswish", 1, hardswish_forward_##g, hardswish_backward_##g},                     \
         [DP_OP_HARDSIGMOID] = {"hardsigmoid", 1, hardsigmoid_forward_##g, hardsigmoid_backward_##g},             \
         [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, scale_channels_forward_##g, scale_channels_backward_##g}, \
+        [DP_OP_GELU] = {"gelu", 1, gelu_forward_##g, gelu_backward_##g},                                       \
+        [DP_OP_LAYER_NORM] = {"layer_norm", 3, layer_norm_forward_##g, layer_norm_backward_##g},                 \
+        [DP_OP_SILU] = {"silu", 1, silu_forward_##g, silu_backward_##g},                                      \
+        [DP_OP_DROP_PATH] = {"drop_path", 1, drop_path_forward_##g, drop_path_backward_##g},                  \
     }
 
-_Static_assert(DP_OP_COUNT == 19, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 23, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)
