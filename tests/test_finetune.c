@@ -99,6 +99,8 @@ static void test_backbone_lists(void) {
         /* the head is classifier.3; classifier.0 (Linear + Hardswish) is the backbone's, named whole */
         {"mobilenet_v3_large-imagenet", "features,classifier.0", "classifier.3."},
         {"mobilenet_v3_small-imagenet", "features,classifier.0", "classifier.3."},
+        {"efficientnet_b0-imagenet", "features", "classifier.1."}, /* dropout, then the head classifier.1 */
+        {"efficientnet_v2_s-imagenet", "features", "classifier.1."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;
