@@ -10,7 +10,8 @@
 #   decay 1 - lr * weight_decay changes every step too), with momentum and --accumulate 2 (two
 #   micro-batches in one graph), with a short last batch (its own graph),
 #   and a model with dropout and batch norm (tiny_resnet: the masks' seeds
-#   change every step and reach the graph through device memory), and
+#   change every step and reach the graph through device memory), a model
+#   with stochastic depth (tiny_efficientnet: [drop_path]'s seeds likewise), and
 #   LeNet in --precision bf16 (the casts and the bf16 products captured),
 #   and LeNet with --overlap on (each bucket's update captured where the
 #   backward pass completed it), and LeNet with --augment crop:4,flip (each
@@ -44,7 +45,7 @@ small_data "$tmp/data" 100 48 # 4 steps of 24 images an epoch (the emulated conv
 common=(train --data "$tmp/data" --limit 96 --batch-size 24 --lr 0.05 --seed 5 --model lenet)
 
 # both ways, the same bits
-for mode in sgd adam-cosine adamw-cosine momentum-accumulate short-batch dropout bf16 overlap augment; do
+for mode in sgd adam-cosine adamw-cosine momentum-accumulate short-batch dropout drop-path bf16 overlap augment; do
   case $mode in
     sgd) args=(--epochs 3 --optimizer sgd) ;;
     adam-cosine) args=(--epochs 2 --optimizer adam --lr 0.002 --lr-schedule cosine) ;;
@@ -52,6 +53,7 @@ for mode in sgd adam-cosine adamw-cosine momentum-accumulate short-batch dropout
     momentum-accumulate) args=(--epochs 2 --optimizer momentum --batch-size 12 --accumulate 2) ;;
     short-batch) args=(--epochs 3 --optimizer adam --lr 0.002 --limit 100) ;;
     dropout) args=(--epochs 2 --optimizer momentum --model "$(dirname "$0")/models/tiny_resnet.cfg") ;;
+    drop-path) args=(--epochs 2 --optimizer momentum --model "$(dirname "$0")/models/tiny_efficientnet.cfg") ;;
     bf16) args=(--epochs 2 --optimizer momentum --precision bf16) ;; # the casts and bf16 products captured too
     overlap) args=(--epochs 2 --optimizer adam --lr 0.002 --overlap on) ;; # the buckets' updates captured as issued
     augment) args=(--epochs 3 --optimizer momentum --augment crop:4,flip) ;; # augmented on the host, uploaded as bytes

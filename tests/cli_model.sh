@@ -3,7 +3,8 @@
 # exactly like the built-in it describes (the same loss and accuracy to the
 # last digit); tests/models/tiny_mobilenet.cfg (relu6, depthwise
 # convolutions, kaiming_fan_out) learns; `dptrain inspect --model` prints
-# a network's parameter table; and a broken or missing file ends the run
+# a network's parameter table; tests/models/tiny_efficientnet.cfg (stochastic
+# depth) trains the same on 1, 2 and 3 devices; and a broken or missing file ends the run
 # with one line on stderr naming FILE:LINE and the problem, exit 1,
 # nothing written.
 source "$(dirname "$0")/testing.sh"
@@ -35,6 +36,25 @@ done
 acc=$(json_field "$(cat "$tmp/tm.jsonl" 2>/dev/null)" test_acc)
 echo "tiny_mobilenet: test acc $acc after one epoch of 3000 images"
 awk -v a="$acc" 'BEGIN { exit !(a != "" && a > 0.3) }' && pass || fail "tiny_mobilenet: test acc $acc (chance: 0.1)"
+
+# --- Stochastic depth: the same run on 1, 2 and 3 devices ---------------------------------
+# tests/models/tiny_efficientnet.cfg ([drop_path] 0.3 and 0.5; batch statistics synchronised): each example's
+# mask follows its index in the whole batch, so the loss is the same within rounding on any number of
+# devices (measured: 2.27441161 on 1, 2.27441162 on 2 and 3), and not the loss without stochastic depth (2.2175)
+te=(train --data "$data" --limit 480 --epochs 1 --batch-size 48 --lr 0.1 --optimizer momentum --seed 2 --quiet
+    --sync-batch-norm)
+sed 's/^p = 0\.[35]$/p = 0/' "${DPTRAIN_TEST_DIR}/models/tiny_efficientnet.cfg" >"$tmp/te-p0.cfg"
+for run in 1 2 3 p0; do
+  model=${DPTRAIN_TEST_DIR}/models/tiny_efficientnet.cfg devices=$run
+  [[ $run == p0 ]] && model=$tmp/te-p0.cfg devices=2
+  "$bin" "${te[@]}" --devices $devices --model "$model" --metrics "$tmp/te-$run.jsonl" >/dev/null 2>"$tmp/err" \
+    && pass || fail "tiny_efficientnet on $devices devices: $(cat "$tmp/err")"
+done
+loss() { json_field "$(cat "$tmp/te-$1.jsonl" 2>/dev/null)" train_loss; }
+echo "tiny_efficientnet: loss $(loss 1) on 1 device, $(loss 2) on 2, $(loss 3) on 3, $(loss p0) without stochastic depth"
+awk -v a="$(loss 1)" -v b="$(loss 2)" -v c="$(loss 3)" -v z="$(loss p0)" 'function d(x, y) { return x > y ? x - y : y - x }
+  BEGIN { exit !(a != "" && d(a, b) <= 1e-6 * a && d(a, c) <= 1e-6 * a && d(a, z) > 1e-3 * a) }' && pass \
+  || fail "tiny_efficientnet: loss $(loss 1), $(loss 2), $(loss 3) on 1, 2, 3 devices; $(loss p0) with p = 0"
 
 # --- inspect --model: the parameter table ---------------------------------------------
 "$bin" inspect --model "$models/mobilenet_v2-imagenet.cfg" >"$tmp/table" 2>"$tmp/err" && pass || fail "inspect --model"

@@ -102,6 +102,8 @@ static void test_backbone_lists(void) {
         /* the head is classifier.2; classifier.0 (LayerNorm2d after the pooling) is the backbone's */
         {"convnext_tiny-imagenet", "features,classifier.0", "classifier.2."},
         {"convnext_large-imagenet", "features,classifier.0", "classifier.2."},
+        {"efficientnet_b0-imagenet", "features", "classifier.1."}, /* dropout, then the head classifier.1 */
+        {"efficientnet_v2_s-imagenet", "features", "classifier.1."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

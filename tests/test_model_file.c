@@ -182,7 +182,7 @@ static const broken_case_t broken_cases[] = {
     {"drop_path p = 1", NET "[drop_path]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range*"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
-     "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
+     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out or uniform_fan_out"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
      "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu or linear"},
@@ -245,7 +245,7 @@ static const broken_case_t broken_cases[] = {
     {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
     {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
-     "t.cfg:9: init = kaiming: expected normal, torch or kaiming_fan_out"},
+     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out or uniform_fan_out"},
     {"init_scale without init = normal in its block",
      NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
     {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
@@ -444,6 +444,7 @@ static void test_shipped_counts(void) {
  *   convnext_small-imagenet: 50223688, 0, 344
  *   convnext_base-imagenet: 88591464, 0, 344
  *   convnext_large-imagenet: 197767336, 0, 344
+ * (the EfficientNets: test_efficientnet_counts)
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -503,6 +504,54 @@ static void test_imagenet_counts(void) {
     }
 }
 
+/* torchvision's EfficientNets (tools/model_param_counts.py, torchvision 0.14):
+ * trainable parameters, running statistics, tensors, at their weights' crop
+ * sizes (tests/torchvision_check.py structure compares every name and shape
+ * with the state_dict); one tensor each, and the stochastic depth blocks. */
+static void test_efficientnet_counts(void) {
+    static const struct {
+        const char *name;
+        size_t trainable, buffers;
+        int tensors, size;
+        const char *param; /* one tensor and its shape */
+        int shape[4];
+    } models[] = {
+        {"efficientnet_b0-imagenet", 5288548, 42016, 311, 224, "features.6.0.block.2.fc1.weight", {28, 672, 1, 1}},
+        {"efficientnet_b1-imagenet", 7794184, 62048, 439, 240, "features.2.2.block.1.0.weight", {144, 1, 3, 3}},
+        {"efficientnet_b2-imagenet", 9109994, 67568, 439, 288, "features.8.0.weight", {1408, 352, 1, 1}},
+        {"efficientnet_b3-imagenet", 12233232, 87296, 496, 300, "classifier.1.weight", {1000, 1536}},
+        {"efficientnet_b4-imagenet", 19341616, 125200, 610, 380, "features.0.0.weight", {48, 3, 3, 3}},
+        {"efficientnet_b5-imagenet", 30389784, 172736, 738, 456, "features.6.8.block.3.1.running_var", {304}},
+        {"efficientnet_b6-imagenet", 43040704, 224432, 852, 528, "features.7.2.block.1.0.weight", {3456, 1, 3, 3}},
+        {"efficientnet_b7-imagenet", 66347960, 310720, 1037, 600, "features.5.9.block.2.fc2.bias", {1344}},
+        /* V2: FusedMBConv (a plain 3x3 expansion) in the first stages */
+        {"efficientnet_v2_s-imagenet", 21458488, 153872, 672, 384, "features.2.3.block.0.0.weight", {192, 48, 3, 3}},
+        {"efficientnet_v2_m-imagenet", 54139356, 292032, 963, 480, "features.1.2.block.0.1.weight", {24}},
+        {"efficientnet_v2_l-imagenet", 118515272, 512576, 1331, 480, "features.7.6.block.3.0.weight", {640, 3840, 1, 1}},
+    };
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        dp_model_t *m = load_shipped(models[k].name);
+        if (!m) continue;
+        size_t trainable = dp_model_num_trainable(m);
+        CHECK(trainable == models[k].trainable && dp_model_num_params(m) - trainable == models[k].buffers &&
+                  dp_model_num_param_tensors(m) == models[k].tensors,
+              "%s: %zu trainable, %zu buffer values, %d tensors; torchvision %zu, %zu, %d", models[k].name, trainable,
+              dp_model_num_params(m) - trainable, dp_model_num_param_tensors(m), models[k].trainable,
+              models[k].buffers, models[k].tensors);
+        int c, h, w;
+        dp_model_input_shape(m, &c, &h, &w);
+        CHECK(c == 3 && h == models[k].size && w == models[k].size && dp_model_num_outputs(m) == 1000,
+              "%s: input %dx%dx%d, %d outputs", models[k].name, c, h, w, dp_model_num_outputs(m));
+        int i = find_param(m, models[k].param), same = i >= 0;
+        for (int d = 0; same && d < dp_model_param(m, i)->ndim; d++)
+            same &= dp_model_param(m, i)->shape[d] == models[k].shape[d];
+        CHECK(same, "%s: %s missing or of another shape", models[k].name, models[k].param);
+        printf("%s.cfg: %zu trainable parameters, %zu statistics (torchvision: %zu, %zu), %dx%d\n", models[k].name,
+               trainable, dp_model_num_params(m) - trainable, models[k].trainable, models[k].buffers, h, w);
+        dp_model_free(m);
+    }
+}
+
 /* The sample mean and standard deviation of a tensor's values. */
 static void moments(const float *v, size_t n, double *mean, double *sd) {
     double s = 0.0, s2 = 0.0;
@@ -551,8 +600,9 @@ static void test_convnext_init(void) {
 
 /* init = kaiming_fan_out: N(0, 2 / fan_out) with fan_out = filters x
  * kernel (groups do not divide it, as PyTorch), biases 0; a layer's own
- * init = torch (U(+-1/sqrt(fan_in)), biases too) and init = normal with
- * its init_scale; batch norm 1 and 0 whatever the init. */
+ * init = torch (U(+-1/sqrt(fan_in)), biases too), init = normal with
+ * its init_scale and init = uniform_fan_out (U(+-1/sqrt(out)), bias 0);
+ * batch norm 1 and 0 whatever the init. */
 static void test_init_kinds(void) {
     static const char text[] =
         "[net]\ninit = kaiming_fan_out\nchannels = 8\nheight = 6\nwidth = 6\n"
@@ -560,7 +610,8 @@ static void test_init_kinds(void) {
         "[conv]\nname = dw\nfilters = 64\nsize = 3\ngroups = 64\n"    /* fan_out 576, fan_in 9 */
         "[batchnorm]\nname = bn\n[global_avgpool]\n[flatten]\n"
         "[linear]\nname = fc\nout = 100\ninit = torch\n"              /* bound 1/8 */
-        "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n";
+        "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n"
+        "[linear]\nname = last\nout = 64\ninit = uniform_fan_out\n";    /* bound 1/8 */
     dp_model_t *m = NULL;
     CHECK(dp_model_parse(text, strlen(text), "init.cfg", &m) == DP_OK, "%s", dp_error_message());
     if (!m) return;
@@ -578,8 +629,8 @@ static void test_init_kinds(void) {
         CHECK(fabs(sd / normal[k].sd - 1.0) < normal[k].tol && fabs(mean) < 4 * normal[k].sd / sqrt((double)p->numel),
               "%s: mean %g, sd %g, expected N(0, %g^2)", normal[k].name, mean, sd, normal[k].sd);
     }
-    const char *zeros[] = {"c.bias", "head.bias", "bn.bias"};
-    for (int k = 0; k < 3; k++) {
+    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "last.bias"};
+    for (int k = 0; k < 4; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, zeros[k]));
         int all = 1;
         for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == 0.0f;
@@ -587,8 +638,8 @@ static void test_init_kinds(void) {
     }
     const dp_param_info_t *bnw = dp_model_param(m, find_param(m, "bn.weight"));
     CHECK(params[bnw->offset] == 1.0f && params[bnw->offset + 63] == 1.0f, "bn.weight is not 1");
-    const char *uniform[] = {"fc.weight", "fc.bias"};
-    for (int k = 0; k < 2; k++) {
+    const char *uniform[] = {"fc.weight", "fc.bias", "last.weight"}; /* last: U(+-1/sqrt(out = 64)) */
+    for (int k = 0; k < 3; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, uniform[k]));
         double mean, sd, largest = 0.0;
         moments(params + p->offset, p->numel, &mean, &sd);
@@ -736,6 +787,7 @@ int main(void) {
     for (int i = 0; dp_builtin_models[i]; i++) test_builtin_equivalence(dp_builtin_models[i]);
     test_shipped_counts();
     test_imagenet_counts();
+    test_efficientnet_counts();
     test_init_kinds();
     test_convnext_init();
     test_files();

@@ -31,6 +31,12 @@ models/*-imagenet.cfg with the same weights.
       the families whose arithmetic make and compare check), `dptrain
       inspect --model NAME-imagenet`'s tensor table against torchvision's
       state_dict: names, order, shapes, trainable or buffer.
+  torchvision_check.py attributes NAME...
+      for each NAME (the EfficientNets), what `structure` cannot see, from
+      the model file's text against torchvision's modules: convolutions'
+      strides, padding, groups, biases; batch norms' eps and momentum;
+      dropout and stochastic depth probabilities; SiLU and sigmoid counts;
+      the input size against the default weights' crop size.
   torchvision_check.py compare DIR NAME...
       DIR/NAME-predict.jsonl (`dptrain predict --json --logits` of the
       PNGs) and DIR/NAME-out.safetensors (tests/torchvision_step's) against
@@ -56,13 +62,15 @@ BATCH = 2
 # 128: 1e-5 between float32 and float64 PyTorch, 9e-5 at 64); ResNet-34's
 # blocks are ResNet-18's, its logits are checked at 224 only
 GRAD_SIZES = {"resnet18": 64, "resnet50": 64, "resnext50_32x4d": 64, "mobilenet_v2": 128, "mobilenet_v3_large": 64,
-              "mobilenet_v3_small": 64, "convnext_tiny": 64}
+              "mobilenet_v3_small": 64, "convnext_tiny": 64, "efficientnet_b0": 64}
 TOL = 1e-4
 # training-mode gradients that float32 cannot give within TOL of float64 at
 # this batch: measured with PyTorch itself, 6e-5 (ResNet-50), 1.9e-3
 # (ResNeXt-50 32x4d; dptrain's 2.0e-3), 2e-3 to 3e-2 (MobileNetV2), 3.4e-5
-# (MobileNetV3-Large; dptrain's 3.4e-5) and 2.2e-5 (MobileNetV3-Small;
-# dptrain's 3.6e-5) relative L2 distance, up to 0.2 in one tensor (batch norm's
+# (MobileNetV3-Large; dptrain's 3.4e-5), 2.2e-5 (MobileNetV3-Small;
+# dptrain's 3.6e-5) and 4.2e-5 (EfficientNet-B0; dptrain's 3.5e-5: one
+# tensor 1.7e-4 from float64, block features.1.0's projection batch norm's
+# bias, which the next block's batch norm cancels) relative L2 distance, up to 0.2 in one tensor (batch norm's
 # batch statistics over 2 images; MobileNetV2's linear bottlenecks feed a
 # batch norm into a 1x1 conv into a batch norm, whose backward cancels; a
 # ReLU6 input on the other side of 0 or 6 moves a depthwise channel's
@@ -71,7 +79,7 @@ TOL = 1e-4
 # float32's own distance (a wrong formula is off by order 1); inference-mode
 # gradients and training-mode logits, loss and statistics still within TOL.
 ILL_CONDITIONED_TOL = {"resnet50": 1e-3, "resnext50_32x4d": 0.03, "mobilenet_v2": 0.05, "mobilenet_v3_large": 5e-4,
-                       "mobilenet_v3_small": 3.5e-4}
+                       "mobilenet_v3_small": 3.5e-4, "efficientnet_b0": 6e-4}
 ILL_CONDITIONED = tuple(ILL_CONDITIONED_TOL)
 
 
@@ -120,6 +128,8 @@ def build(name, seed):
         last = {id(block.conv[-1]) for block in net.features[1:18]}
     elif name.startswith("mobilenet_v3"):  # each inverted residual's projection batch norm
         last = {id(block.block[-1][1]) for block in net.features[1:-1]}
+    elif name.startswith("efficientnet"):  # each MBConv's projection batch norm
+        last = {id(block.block[-1][1]) for stage in net.features[1:-1] for block in stage}
     else:
         last = {id(getattr(block, "bn3", None) or block.bn2) for stage in (net.layer1, net.layer2, net.layer3,
                                                                         net.layer4) for block in stage}
@@ -353,9 +363,83 @@ def structure(names):
     return status
 
 
+def cfg_blocks(path):
+    """A model file's blocks: [(type, {key: value})], comments dropped."""
+    blocks = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                blocks.append((line[1:-1], {}))
+            elif "=" in line:
+                key, value = (part.strip() for part in line.split("=", 1))
+                blocks[-1][1][key] = value
+    return blocks
+
+
+def attributes(names):
+    """What `structure` cannot see, from models/NAME-imagenet.cfg's text
+    against torchvision's modules: every convolution's kernel, stride,
+    padding, groups and bias; every batch norm's eps and momentum; the
+    dropout and stochastic depth probabilities in order (the latter of the
+    blocks that add their input back); how many SiLU and sigmoid
+    activations; and [net]'s size against the default weights' crop size."""
+    import torch
+    import torchvision
+    for init in ("kaiming_normal_", "kaiming_uniform_", "normal_", "uniform_", "constant_", "zeros_", "ones_"):
+        setattr(torch.nn.init, init, lambda tensor, *args, **kwargs: tensor)
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+    status = 0
+    for name in names:
+        net = getattr(torchvision.models, name)()
+        blocks = cfg_blocks(os.path.join(models, f"{name}-imagenet.cfg"))
+        want, got, want_p, got_p = [], [], [], []  # the probabilities apart: torchvision's blocks precede their layers
+        for mname, m in net.named_modules():
+            if isinstance(m, torch.nn.Conv2d):
+                want.append(f"conv {mname} k{m.kernel_size[0]} s{m.stride[0]} p{m.padding[0]} g{m.groups} "
+                            f"b{int(m.bias is not None)}")
+            elif isinstance(m, torch.nn.BatchNorm2d):
+                want.append(f"bn {mname} eps {m.eps:g} momentum {m.momentum:g}")
+            elif isinstance(m, torch.nn.Dropout):
+                want_p.append(f"dropout {m.p:g}")
+            elif getattr(m, "use_res_connect", False) and hasattr(m, "stochastic_depth"):
+                want_p.append(f"drop_path {m.stochastic_depth.p:.6g}")
+        silu = sum(isinstance(m, torch.nn.SiLU) for m in net.modules())
+        sigmoid = sum(isinstance(m, torch.nn.Sigmoid) for m in net.modules())
+        weights = torchvision.models.get_model_weights(name).DEFAULT
+        want.append(f"silu {silu} sigmoid {sigmoid} size {weights.transforms().crop_size[0]}")
+        acts = {"silu": 0, "sigmoid": 0}
+        for kind, keys in blocks:
+            if kind == "conv":
+                got.append(f"conv {keys['name']} k{keys['size']} s{keys.get('stride', 1)} p{keys.get('pad', 0)} "
+                           f"g{keys.get('groups', 1)} b{keys.get('bias', 1)}")
+            elif kind == "batchnorm":
+                got.append(f"bn {keys['name']} eps {float(keys.get('eps', 1e-5)):g} "
+                           f"momentum {float(keys.get('momentum', 0.1)):g}")
+            elif kind in ("dropout", "drop_path"):
+                got_p.append(f"{kind} {float(keys.get('p', 0.5)):{'.6g' if kind == 'drop_path' else 'g'}}")
+            if kind in acts:
+                acts[kind] += 1
+            if keys.get("activation") in acts:
+                acts[keys["activation"]] += 1
+        got.append(f"silu {acts['silu']} sigmoid {acts['sigmoid']} size {blocks[0][1]['height']}")
+        want, got = want_p + want, got_p + got
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        if got != want:
+            status = 1
+            print(f"{name}: FAILED: {len(got)} attributes, torchvision {len(want)}; the first that differs: "
+                  f"{got[first] if first < len(got) else '(none)'} against {want[first] if first < len(want) else '(none)'}")
+        else:
+            print(f"{name}: ok ({want[-1]}; {len(want) - 1} convolutions, batch norms, dropout and stochastic depth "
+                  "probabilities as torchvision's)")
+    return status
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "structure":
         return structure(argv[2:])
+    if len(argv) >= 3 and argv[1] == "attributes":
+        return attributes(argv[2:])
     if len(argv) >= 4 and argv[1] == "make":
         make(argv[2], argv[3:])
         return 0

@@ -2,8 +2,10 @@
 """make_imagenet_models.py - writes models/NAME-imagenet.cfg for NAME in
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
-mobilenet_v3_large and mobilenet_v3_small, and (tools/imagenet_models_convnext.py)
-convnext_tiny, convnext_small, convnext_base and convnext_large:
+mobilenet_v3_large and mobilenet_v3_small, (tools/imagenet_models_convnext.py)
+convnext_tiny, convnext_small, convnext_base and convnext_large, and (tools/
+imagenet_models_efficientnet.py, at their weights' image sizes)
+efficientnet_b0 to efficientnet_b7 and efficientnet_v2_s, _m and _l:
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -234,6 +236,8 @@ def main():
                 resnet(101, 1, 128, "wide_resnet101_2", "Wide ResNet-101-2"), mobilenet_v2(),
                 mobilenet_v3("large", V3_LARGE, 1280), mobilenet_v3("small", V3_SMALL, 1024)]
     networks += imagenet_models_convnext.networks(block, HEADER)
+    import imagenet_models_efficientnet  # its own module; it imports this one's helpers
+    networks += imagenet_models_efficientnet.networks()
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

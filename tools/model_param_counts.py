@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """model_param_counts.py - builds the PyTorch equivalents of models/alexnet.cfg,
-models/resnet18.cfg and the sixteen models/*-imagenet.cfg (torchvision 0.14's
+models/resnet18.cfg and the twenty-seven models/*-imagenet.cfg (torchvision 0.14's
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
 mobilenet_v3_large, mobilenet_v3_small, convnext_tiny, convnext_small,
-convnext_base and convnext_large themselves, 1000 classes, 3x224x224 inputs) and prints their parameter counts, the numbers
+convnext_base and convnext_large themselves, 1000 classes, 3x224x224 inputs;
+efficientnet_b0 to _b7 and efficientnet_v2_s, _m, _l, run at 224 too) and prints their parameter counts, the numbers
 tests/test_model_file.c asserts.
 
 resnet18 is d2l's (13.6, "Concise Implementation for Multiple GPUs"):
@@ -47,6 +48,13 @@ if __name__ == "__main__":
     for name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
                  "wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small",
                  "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"):
+        net = getattr(torchvision.models, name)()
+        entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
+        report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),
+               (3, 224, 224))
+    # EfficientNet B0 to B7, V2 S, M, L (their files' inputs are their weights' crop sizes, 224 to 600; the
+    # counts do not depend on the size, so the forward here runs at 224)
+    for name in [f"efficientnet_b{k}" for k in range(8)] + [f"efficientnet_v2_{v}" for v in "sml"]:
         net = getattr(torchvision.models, name)()
         entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
         report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),

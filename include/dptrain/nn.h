@@ -30,6 +30,9 @@ typedef enum {
                               torch.nn.init.kaiming_normal_(w, mode="fan_out",
                               nonlinearity="relu"), weights ~ N(0, 2 / fan_out) with
                               fan_out = shape[0] x the kernel's size, biases 0 */
+    DP_INIT_UNIFORM_FAN_OUT, /* torchvision's EfficientNet classifier: weights
+                              ~ U(-1/sqrt(fan_out), 1/sqrt(fan_out)) (a linear layer's
+                              fan_out: its out_features), biases 0 */
 } dp_init_kind_t;
 
 typedef struct {

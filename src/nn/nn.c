@@ -491,7 +491,8 @@ dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float in
     if (!l || l->weight < 0 || l->kind == LAYER_BATCH_NORM || l->kind == LAYER_LAYER_NORM)
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a conv, conv_transpose or linear layer has an "
                        "initialisation of its own", m->name, m->num_layers);
-    if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT)
+    if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT &&
+        init != DP_INIT_UNIFORM_FAN_OUT)
         return dp_fail(DP_ERR_ARG, "model %s: layer %s: unknown initialisation %d", m->name, l->label, (int)init);
     l->own_init = 1;
     l->init = init;
@@ -801,6 +802,11 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
             if (init == DP_INIT_KAIMING_FAN_OUT) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)(scale * dp_rng_normal(rng));
+            if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);
+        } else if (init == DP_INIT_UNIFORM_FAN_OUT) { /* torchvision's EfficientNet: uniform_(-r, r), r = 1/sqrt(out) */
+            double bound = 1.0 / sqrt((double)fan_out);
+            for (size_t k = 0; k < w->numel; k++)
+                params[w->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
             if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);
         } else {
             double bound = 1.0 / sqrt((double)fan_in);
