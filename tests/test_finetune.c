@@ -99,6 +99,9 @@ static void test_backbone_lists(void) {
         /* the head is classifier.3; classifier.0 (Linear + Hardswish) is the backbone's, named whole */
         {"mobilenet_v3_large-imagenet", "features,classifier.0", "classifier.3."},
         {"mobilenet_v3_small-imagenet", "features,classifier.0", "classifier.3."},
+        /* RegNet: the stem and the four stages; the head is fc */
+        {"regnet_y_400mf-imagenet", "stem,trunk_output", "fc."},
+        {"regnet_x_400mf-imagenet", "stem,trunk_output", "fc."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

@@ -161,7 +161,7 @@ static const broken_case_t broken_cases[] = {
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
-     "t.cfg:5: init = xavier: expected normal, torch or kaiming_fan_out"},
+     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out or kaiming_fan_out_torch_bias"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
      "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
@@ -213,7 +213,7 @@ static const broken_case_t broken_cases[] = {
     {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
     {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
-     "t.cfg:9: init = kaiming: expected normal, torch or kaiming_fan_out"},
+     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out or kaiming_fan_out_torch_bias"},
     {"init_scale without init = normal in its block",
      NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
     {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
@@ -408,6 +408,20 @@ static void test_shipped_counts(void) {
  *   wide_resnet101_2-imagenet: 126886696, 137856, 522
  *   mobilenet_v3_large-imagenet: 5483032, 24400, 266
  *   mobilenet_v3_small-imagenet: 2542856, 12112, 210
+ *   regnet_y_400mf-imagenet: 4344144, 27152, 331
+ *   regnet_y_800mf-imagenet: 6432512, 30432, 293
+ *   regnet_y_1_6gf-imagenet: 11202430, 52672, 540
+ *   regnet_y_3_2gf-imagenet: 19436338, 66160, 426
+ *   regnet_y_8gf-imagenet: 39381472, 86528, 350
+ *   regnet_y_16gf-imagenet: 83590140, 122816, 369
+ *   regnet_y_32gf-imagenet: 145046770, 158288, 407
+ *   regnet_x_400mf-imagenet: 5495976, 37856, 357
+ *   regnet_x_800mf-imagenet: 7259656, 37312, 267
+ *   regnet_x_1_6gf-imagenet: 9190136, 43504, 297
+ *   regnet_x_3_2gf-imagenet: 15296552, 62560, 402
+ *   regnet_x_8gf-imagenet: 39572648, 90464, 372
+ *   regnet_x_16gf-imagenet: 54278536, 111168, 357
+ *   regnet_x_32gf-imagenet: 107811560, 162016, 372
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -433,6 +447,28 @@ static void test_imagenet_counts(void) {
         /* MobileNetV3: squeeze-excitation's 1x1 convolutions with biases */
         {"mobilenet_v3_large-imagenet", 5483032, 24400, 266, "features.13.block.2.fc1.weight", {168, 672, 1, 1}},
         {"mobilenet_v3_small-imagenet", 2542856, 12112, 210, "features.4.block.2.fc2.bias", {96}},
+        /* RegNetY: squeeze-excitation to a quarter of the block's input width (104 -> 12: round(0.25 x 48)) */
+        {"regnet_y_400mf-imagenet", 4344144, 27152, 331, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {12, 104, 1, 1}},
+        {"regnet_y_800mf-imagenet", 6432512, 30432, 293, "trunk_output.block3.block3-2.f.b.0.weight", {320, 16, 3, 3}},
+        {"regnet_y_1_6gf-imagenet", 11202430, 52672, 540, "trunk_output.block1.block1-1.f.se.fc2.bias", {48}},
+        {"regnet_y_3_2gf-imagenet", 19436338, 66160, 426, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {18, 216, 1, 1}},
+        {"regnet_y_8gf-imagenet", 39381472, 86528, 350, "trunk_output.block2.block2-0.f.se.fc1.weight", {56, 448, 1, 1}},
+        {"regnet_y_16gf-imagenet", 83590140, 122816, 369, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {56, 448, 1, 1}},
+        {"regnet_y_32gf-imagenet", 145046770, 158288, 407, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {58, 696, 1, 1}},
+        /* RegNetX: the 3x3 convolutions in groups of the group width (16 ... 168 channels) */
+        {"regnet_x_400mf-imagenet", 5495976, 37856, 357, "trunk_output.block1.block1-0.proj.0.weight", {32, 32, 1, 1}},
+        {"regnet_x_800mf-imagenet", 7259656, 37312, 267, "trunk_output.block3.block3-1.f.b.0.weight", {288, 16, 3, 3}},
+        {"regnet_x_1_6gf-imagenet", 9190136, 43504, 297, "trunk_output.block3.block3-1.f.b.0.weight", {408, 24, 3, 3}},
+        {"regnet_x_3_2gf-imagenet", 15296552, 62560, 402, "trunk_output.block3.block3-1.f.b.0.weight", {432, 48, 3, 3}},
+        {"regnet_x_8gf-imagenet", 39572648, 90464, 372, "trunk_output.block3.block3-1.f.b.0.weight", {720, 120, 3, 3}},
+        {"regnet_x_16gf-imagenet", 54278536, 111168, 357, "trunk_output.block3.block3-1.f.b.0.weight",
+         {896, 128, 3, 3}},
+        {"regnet_x_32gf-imagenet", 107811560, 162016, 372, "trunk_output.block3.block3-1.f.b.0.weight",
+         {1344, 168, 3, 3}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);
@@ -473,14 +509,18 @@ static void moments(const float *v, size_t n, double *mean, double *sd) {
 
 /* init = kaiming_fan_out: N(0, 2 / fan_out) with fan_out = filters x
  * kernel (groups do not divide it, as PyTorch), biases 0; a layer's own
- * init = torch (U(+-1/sqrt(fan_in)), biases too) and init = normal with
- * its init_scale; batch norm 1 and 0 whatever the init. */
+ * init = torch (U(+-1/sqrt(fan_in)), biases too), init = normal with
+ * its init_scale and init = kaiming_fan_out_torch_bias (RegNet's
+ * squeeze-excitation: weights N(0, 2 / fan_out), biases U(+-1/sqrt(fan_in)));
+ * batch norm 1 and 0 whatever the init. */
 static void test_init_kinds(void) {
     static const char text[] =
         "[net]\ninit = kaiming_fan_out\nchannels = 8\nheight = 6\nwidth = 6\n"
         "[conv]\nname = c\nfilters = 64\nsize = 3\npad = 1\n"         /* fan_out 576 */
         "[conv]\nname = dw\nfilters = 64\nsize = 3\ngroups = 64\n"    /* fan_out 576, fan_in 9 */
-        "[batchnorm]\nname = bn\n[global_avgpool]\n[flatten]\n"
+        "[batchnorm]\nname = bn\n[global_avgpool]\n"
+        "[conv]\nname = se\nfilters = 64\nsize = 1\ninit = kaiming_fan_out_torch_bias\n" /* fan_out 64, bound 1/8 */
+        "[flatten]\n"
         "[linear]\nname = fc\nout = 100\ninit = torch\n"              /* bound 1/8 */
         "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n";
     dp_model_t *m = NULL;
@@ -492,8 +532,9 @@ static void test_init_kinds(void) {
     dp_model_init_params(m, params, &rng);
     struct { const char *name; double sd, tol; } normal[] = {
         {"c.weight", sqrt(2.0 / 576), 0.03}, {"dw.weight", sqrt(2.0 / 576), 0.1}, {"head.weight", 0.5, 0.03},
+        {"se.weight", sqrt(2.0 / 64), 0.05},
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, normal[k].name));
         double mean, sd;
         moments(params + p->offset, p->numel, &mean, &sd);
@@ -509,8 +550,8 @@ static void test_init_kinds(void) {
     }
     const dp_param_info_t *bnw = dp_model_param(m, find_param(m, "bn.weight"));
     CHECK(params[bnw->offset] == 1.0f && params[bnw->offset + 63] == 1.0f, "bn.weight is not 1");
-    const char *uniform[] = {"fc.weight", "fc.bias"};
-    for (int k = 0; k < 2; k++) {
+    const char *uniform[] = {"fc.weight", "fc.bias", "se.bias"};
+    for (int k = 0; k < 3; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, uniform[k]));
         double mean, sd, largest = 0.0;
         moments(params + p->offset, p->numel, &mean, &sd);

@@ -2,7 +2,9 @@
 """make_imagenet_models.py - writes models/NAME-imagenet.cfg for NAME in
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
-mobilenet_v3_large and mobilenet_v3_small:
+mobilenet_v3_large and mobilenet_v3_small, and RegNetX and RegNetY
+(regnet_x_400mf ... regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf:
+tools/imagenet_models_regnet.py):
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -17,6 +19,9 @@ Run: python3 tools/make_imagenet_models.py [models_dir]
 """
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imagenet_models_regnet  # noqa: E402
 
 
 def block(kind, **keys):
@@ -230,6 +235,8 @@ def main():
                 resnet(50, 1, 128, "wide_resnet50_2", "Wide ResNet-50-2"),
                 resnet(101, 1, 128, "wide_resnet101_2", "Wide ResNet-101-2"), mobilenet_v2(),
                 mobilenet_v3("large", V3_LARGE, 1280), mobilenet_v3("small", V3_SMALL, 1024)]
+    networks += [imagenet_models_regnet.regnet(arch, (block, conv, bn, net, HEADER))
+                 for arch in imagenet_models_regnet.REGNET if arch != "regnet_y_128gf"]
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

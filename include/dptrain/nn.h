@@ -30,6 +30,10 @@ typedef enum {
                               torch.nn.init.kaiming_normal_(w, mode="fan_out",
                               nonlinearity="relu"), weights ~ N(0, 2 / fan_out) with
                               fan_out = shape[0] x the kernel's size, biases 0 */
+    DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS, /* torchvision's RegNet squeeze-excitation
+                              convolutions: weights as DP_INIT_KAIMING_FAN_OUT, biases
+                              PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (its
+                              init loop sets the weight only) */
 } dp_init_kind_t;
 
 typedef struct {
