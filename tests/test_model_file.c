@@ -97,6 +97,11 @@ static const valid_case_t valid_graph_cases[] = {
      NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\nsize = 3\n"
          "pad = 1\n[residual]\nfrom = block_in\nrelu = 1\n[residual]\nfrom = -3\n" HEAD,
      "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"concat by label (4 + 3 channels) and with the input (1 + 7)",
+     NET "[conv]\nname = a\nfilters = 4\nsize = 1\nlabel = x\n[conv]\nname = b\nfilters = 3\nsize = 1\n[concat]\nfrom = x\n"
+         "[conv]\nname = c\nfilters = 7\nsize = 1\n[concat]\nfrom = input\n[conv]\nname = d\nfilters = 2\nsize = 1\n" HEAD,
+     "a.weight 4x1x1x1, a.bias 4, b.weight 3x4x1x1, b.bias 3, c.weight 7x7x1x1, c.bias 7, d.weight 2x8x1x1, d.bias 2, "
+     "head.weight 3x128, head.bias 3 -> 3"},
     {"squeeze-excitation: hardswish, hardsigmoid blocks and keys, scale_channels by label and by offset",
      NET "[conv]\nname = a\nfilters = 4\nsize = 3\npad = 1\nactivation = hardswish\nlabel = se_in\n"
          "[global_avgpool]\n[conv]\nname = fc1\nfilters = 2\nsize = 1\nactivation = relu\n"
@@ -127,7 +132,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid or scale_channels)"},
+     "hardswish, hardsigmoid, scale_channels or concat)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -165,6 +170,10 @@ static const broken_case_t broken_cases[] = {
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
      "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
+    {"concat of outputs of other heights and widths", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
+     "[maxpool]\nsize = 2\n[concat]\nfrom = x\n" HEAD, 0,
+     "t.cfg:12: [concat] model t: layer 3: concat joins output 1 (2, 8, 8) and output 2 (2, 4, 4): they must differ "
+     "in their channels alone"},
     {"scale_channels by a scale that is not (C, 1, 1)", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
      "[conv]\nname = s\nfilters = 2\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
      "t.cfg:14: [scale_channels] model t: layer 3: scale_channels multiplies output 1 (2, 8, 8) by output 2 "
@@ -223,7 +232,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid or scale_channels)"},
+     "residual, hardswish, hardsigmoid, scale_channels or concat)"},
 };
 
 static int message_matches(const char *got, const char *want) {

@@ -109,6 +109,10 @@ dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
 /* output `from` (C, H, W) times the previous output (C, 1, 1), one factor
  * per channel (DP_OP_SCALE_CHANNELS): a squeeze-excitation block's end. */
 dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from);
+/* output `from` (Ca, H, W) and the previous output (Cb, H, W) joined along
+ * the channels, (Ca + Cb, H, W): torch.cat([from, previous], 1)
+ * (DP_OP_CONCAT), DenseNet's concatenation of features. */
+dp_status_t dp_model_add_concat(dp_model_t *m, int from);
 
 /* The built-in networks: "lenet" (d2l 12.5), "lenet-paddle" (the
  * PaddlePaddle tutorial's MNIST CNN), "resnet18" (d2l 13.6's ResNet-18 with
@@ -250,6 +254,7 @@ typedef enum {
     DP_LAYER_ROUTE,           /* no op: its output is output `input` */
     DP_LAYER_RESIDUAL,        /* output `input` + output `other`; attr.fuse_relu: then a ReLU */
     DP_LAYER_SCALE_CHANNELS,  /* output `other` (N, C, H, W) times output `input` (N, C, 1, 1) */
+    DP_LAYER_CONCAT,          /* output `other`'s channels, then output `input`'s */
 } dp_layer_kind_t;
 
 typedef struct {
@@ -257,7 +262,7 @@ typedef struct {
     dp_op_kind_t op;    /* the op the layer runs */
     dp_op_attr_t attr;  /* as built (kernel, stride, pad, dilation, groups, eps, ...) */
     int input;          /* the output it reads (0 = the model's input) */
-    int other;          /* residual, scale_channels: the second output it reads; -1 otherwise */
+    int other;          /* residual, scale_channels, concat: the second output it reads; -1 otherwise */
     int weight, bias;   /* indices into the parameter table (dp_model_param), -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
     int out_ndim;       /* its output's shape without the batch dim */

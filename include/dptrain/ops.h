@@ -43,6 +43,7 @@ typedef enum {
     DP_OP_HARDSWISH,    /* torch.nn.functional.hardswish: x relu6(x + 3) / 6 (MobileNetV3) */
     DP_OP_HARDSIGMOID,  /* torch.nn.functional.hardsigmoid: relu6(x + 3) / 6 (MobileNetV3) */
     DP_OP_SCALE_CHANNELS, /* x * s, s (N, C, 1, ...) broadcast over the spatial dims (squeeze-excitation) */
+    DP_OP_CONCAT,       /* torch.cat([a, b], dim=1): channels of a, then of b (DenseNet) */
     DP_OP_COUNT
 } dp_op_kind_t;
 
@@ -120,6 +121,7 @@ typedef struct dp_node {
      *         in[2] bias (C) or NULL (0)
      * add:    in[0] x, in[1] y (same shape)
      * scale_channels: in[0] x (N, C, ...), in[1] s (N, C, 1, ...): one factor per example and channel
+     * concat: in[0] a (N, Ca, ...), in[1] b (N, Cb, ...), the same other dims
      * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */
     dp_tensor_t *in[3];

@@ -38,6 +38,7 @@ static dp_status_t build_linear(parser_t *p, int index);
 static dp_status_t build_route(parser_t *p, int index);
 static dp_status_t build_residual(parser_t *p, int index);
 static dp_status_t build_scale_channels(parser_t *p, int index);
+static dp_status_t build_concat(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -61,6 +62,7 @@ static const build_fn_t builders[] = {
     build_activation, /* hardswish */
     build_activation, /* hardsigmoid */
     build_scale_channels, /* scale_channels */
+    build_concat,    /* concat */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -454,6 +456,16 @@ static dp_status_t build_scale_channels(parser_t *p, int index) {
     int from = 0; /* set by resolve_from when it succeeds */
     DP_TRY(resolve_from(p, index, &from));
     BUILD(p, b, dp_model_add_scale_channels(p->model, from));
+    return DP_OK;
+}
+
+/* output `from`'s channels, then the current output's, as torch.cat([from, x], 1): DenseNet's
+ * concatenation of a block's features (Darknet's [route] of two layers) */
+static dp_status_t build_concat(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    int from = 0; /* set by resolve_from when it succeeds */
+    DP_TRY(resolve_from(p, index, &from));
+    BUILD(p, b, dp_model_add_concat(p->model, from));
     return DP_OK;
 }
 

@@ -38,6 +38,7 @@ const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"hardswish", "label", ""},
     {"hardsigmoid", "label", ""},
     {"scale_channels", "from label", "from"},
+    {"concat", "from label", "from"},
 };
 _Static_assert(sizeof dp_model_file_block_types / sizeof dp_model_file_block_types[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "DP_MODEL_FILE_NUM_BLOCK_TYPES counts the block types");
@@ -103,7 +104,7 @@ static dp_status_t start_block(parser_t *p, char *header, int line) {
         return dp_model_file_fail_at(p, line,
                        "unknown layer type [%s] (expected net, conv, conv_transpose, maxpool, avgpool, "
                        "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-                       "residual, hardswish, hardsigmoid or scale_channels)",
+                       "residual, hardswish, hardsigmoid, scale_channels or concat)",
                        dp_model_file_show(name).text);
     if (p->num_blocks == 0 && type != 0)
         return dp_model_file_fail_at(p, line, "the first block must be [net], found [%s]", name);

@@ -40,6 +40,7 @@ typedef enum {
     LAYER_ROUTE,    /* no op: its output is output `input` */
     LAYER_RESIDUAL, /* add: output `input` + output `other` */
     LAYER_SCALE_CHANNELS, /* scale_channels: output `other` times output `input` (N, C, 1, 1) */
+    LAYER_CONCAT,   /* concat: output `other`'s channels, then output `input`'s */
 } layer_kind_t;
 
 typedef struct {
@@ -47,7 +48,7 @@ typedef struct {
     dp_op_kind_t op;   /* the op the layer runs */
     dp_op_attr_t attr;
     int input;         /* the output it reads (0 = the model's input) */
-    int other;         /* residual, scale_channels: the second output it reads; -1 */
+    int other;         /* residual, scale_channels, concat: the second output it reads; -1 */
     int readers;       /* layers that read this layer's output */
     int weight, bias;  /* parameter indices, -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
@@ -232,6 +233,7 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
                        : l->kind == LAYER_ROUTE   ? "route"
                        : l->kind == LAYER_RESIDUAL ? "add"
                        : l->kind == LAYER_SCALE_CHANNELS ? "scale_channels"
+                       : l->kind == LAYER_CONCAT ? "concat"
                        : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
                                                    : dp_op_table[l->op].name; /* relu, relu6, sigmoid, ... */
     int rank = 1;
@@ -618,6 +620,29 @@ dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from) {
     return DP_OK;
 }
 
+dp_status_t dp_model_add_concat(dp_model_t *m, int from) {
+    int last = m->num_layers;
+    DP_TRY(check_from(m, from, "concat"));
+    int ndim, from_ndim;
+    const int *b = output_shape(m, last, &ndim), *a = output_shape(m, from, &from_ndim);
+    int fits = from_ndim >= 1 && ndim == from_ndim;
+    for (int d = 1; fits && d < ndim; d++) fits = a[d] == b[d];
+    if (!fits) {
+        char as[96], bs[96];
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: concat joins output %d %s and output %d %s: "
+                       "they must differ in their channels alone", m->name, last + 1, from,
+                       shape_str(from_ndim, a, as, sizeof as), last, shape_str(ndim, b, bs, sizeof bs));
+    }
+    int shape[DP_MAX_DIMS];
+    memcpy(shape, a, sizeof(int) * (size_t)from_ndim);
+    shape[0] = a[0] + b[0];
+    layer_t *l = push_layer(m, LAYER_CONCAT, DP_OP_CONCAT);
+    if (!l) return DP_ERR_NOMEM;
+    l->other = from;
+    commit_layer(m, l, from_ndim, shape);
+    return DP_OK;
+}
+
 const char *dp_model_name(const dp_model_t *m) { return m->name; }
 size_t dp_model_num_params(const dp_model_t *m) { return m->total; }
 size_t dp_model_num_trainable(const dp_model_t *m) { return m->trainable; }
@@ -815,6 +840,7 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
             }
             break;
         case LAYER_SCALE_CHANNELS: /* x is output `other`, its scale the previous output */
+        case LAYER_CONCAT:         /* output `other`'s channels first */
             second = h;
             h = outs[l->other];
             break;
@@ -860,7 +886,7 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
 
 /* --- Reading the layers ------------------------------------------------------ */
 
-_Static_assert((int)LAYER_SCALE_CHANNELS == (int)DP_LAYER_SCALE_CHANNELS && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+_Static_assert((int)LAYER_CONCAT == (int)DP_LAYER_CONCAT && (int)LAYER_CONV == (int)DP_LAYER_CONV,
                "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
 
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {

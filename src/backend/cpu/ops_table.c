@@ -2,7 +2,7 @@
  *
  * Each op's forward and backward live side by side in one file per op
  * family (ops_conv.c, ops_conv_transpose.c, ops_pool.c, ops_linear.c,
- * ops_elementwise.c, ops_scale_channels.c, ops_batch_norm.c, ops_dropout.c, ops_loss.c); this
+ * ops_elementwise.c, ops_scale_channels.c, ops_concat.c, ops_batch_norm.c, ops_dropout.c, ops_loss.c); this
  * file only registers them. The kernels are library
  * internal: they are reached through dp_op_table, so their prototypes are
  * declared here and nowhere else.
@@ -47,11 +47,13 @@ dp_status_t dp_hardsigmoid_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_hardsigmoid_backward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_scale_channels_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_scale_channels_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_concat_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_concat_backward(dp_node_t *node, dp_arena_t *arena);
 
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-_Static_assert(DP_OP_COUNT == 19, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+_Static_assert(DP_OP_COUNT == 20, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
 /* num_inputs counts the optional bias of conv, conv_transpose and linear
  * and the optional weight and bias of batch_norm: those may be NULL. */
@@ -75,6 +77,7 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_HARDSWISH] = {"hardswish", 1, dp_hardswish_forward, dp_hardswish_backward},
     [DP_OP_HARDSIGMOID] = {"hardsigmoid", 1, dp_hardsigmoid_forward, dp_hardsigmoid_backward},
     [DP_OP_SCALE_CHANNELS] = {"scale_channels", 2, dp_scale_channels_forward, dp_scale_channels_backward},
+    [DP_OP_CONCAT] = {"concat", 2, dp_concat_forward, dp_concat_backward},
 };
 
 dp_op_attr_t dp_op_attr_default(void) {
