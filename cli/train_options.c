@@ -245,7 +245,7 @@ const char train_usage[] =
     "  --freeze-backbone         --freeze every layer but the last linear one (the head):\n"
     "                            conv1,bn1,layer1,..,layer4 of a ResNet, features of\n"
     "                            MobileNetV2, features,classifier.0 of MobileNetV3,\n"
-    "                            stem,trunk_output of a RegNet\n"
+    "                            stem,trunk_output of a RegNet, features of a DenseNet\n"
     "  --num-classes N           a model file's last linear layer (its head) with N outputs,\n"
     "                            e.g. models/resnet50-imagenet.cfg's 1000 made your 5 (with\n"
     "                            --init: a new head); saved with the model's text\n"

@@ -102,6 +102,8 @@ static void test_backbone_lists(void) {
         /* RegNet: the stem and the four stages; the head is fc */
         {"regnet_y_400mf-imagenet", "stem,trunk_output", "fc."},
         {"regnet_x_400mf-imagenet", "stem,trunk_output", "fc."},
+        /* DenseNet: features (norm5 among them); the head is classifier */
+        {"densenet121-imagenet", "features", "classifier."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

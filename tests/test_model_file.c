@@ -166,7 +166,8 @@ static const broken_case_t broken_cases[] = {
     {"not a float", NET "[dropout]\np = nan\n" HEAD, 0, "t.cfg:6: p = nan is not a number"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
-     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out or kaiming_fan_out_torch_bias"},
+     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out, kaiming_fan_out_torch_bias, kaiming_fan_in or "
+     "torch_zero_bias"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = gelu\n" HEAD, 0,
      "t.cfg:9: activation = gelu: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid or linear"},
@@ -222,7 +223,8 @@ static const broken_case_t broken_cases[] = {
     {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
     {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
-     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out or kaiming_fan_out_torch_bias"},
+     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out, kaiming_fan_out_torch_bias, kaiming_fan_in or "
+     "torch_zero_bias"},
     {"init_scale without init = normal in its block",
      NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
     {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
@@ -431,6 +433,10 @@ static void test_shipped_counts(void) {
  *   regnet_x_8gf-imagenet: 39572648, 90464, 372
  *   regnet_x_16gf-imagenet: 54278536, 111168, 357
  *   regnet_x_32gf-imagenet: 107811560, 162016, 372
+ *   densenet121-imagenet: 7978856, 83648, 606
+ *   densenet161-imagenet: 28681000, 219936, 806
+ *   densenet169-imagenet: 14149480, 158400, 846
+ *   densenet201-imagenet: 20013928, 229056, 1006
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -478,6 +484,11 @@ static void test_imagenet_counts(void) {
          {896, 128, 3, 3}},
         {"regnet_x_32gf-imagenet", 107811560, 162016, 372, "trunk_output.block3.block3-1.f.b.0.weight",
          {1344, 168, 3, 3}},
+        /* DenseNet: a transition halves the concatenated channels (densenet161: 768 -> 384) */
+        {"densenet121-imagenet", 7978856, 83648, 606, "features.transition2.conv.weight", {256, 512, 1, 1}},
+        {"densenet161-imagenet", 28681000, 219936, 806, "features.transition2.conv.weight", {384, 768, 1, 1}},
+        {"densenet169-imagenet", 14149480, 158400, 846, "features.transition2.conv.weight", {256, 512, 1, 1}},
+        {"densenet201-imagenet", 20013928, 229056, 1006, "features.transition2.conv.weight", {256, 512, 1, 1}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);
@@ -520,7 +531,9 @@ static void moments(const float *v, size_t n, double *mean, double *sd) {
  * kernel (groups do not divide it, as PyTorch), biases 0; a layer's own
  * init = torch (U(+-1/sqrt(fan_in)), biases too), init = normal with
  * its init_scale and init = kaiming_fan_out_torch_bias (RegNet's
- * squeeze-excitation: weights N(0, 2 / fan_out), biases U(+-1/sqrt(fan_in)));
+ * squeeze-excitation: weights N(0, 2 / fan_out), biases U(+-1/sqrt(fan_in))),
+ * kaiming_fan_in (DenseNet's convolutions: N(0, 2 / fan_in), biases 0) and
+ * torch_zero_bias (DenseNet's classifier: U(+-1/sqrt(fan_in)), biases 0);
  * batch norm 1 and 0 whatever the init. */
 static void test_init_kinds(void) {
     static const char text[] =
@@ -529,7 +542,10 @@ static void test_init_kinds(void) {
         "[conv]\nname = dw\nfilters = 64\nsize = 3\ngroups = 64\n"    /* fan_out 576, fan_in 9 */
         "[batchnorm]\nname = bn\n[global_avgpool]\n"
         "[conv]\nname = se\nfilters = 64\nsize = 1\ninit = kaiming_fan_out_torch_bias\n" /* fan_out 64, bound 1/8 */
+        "[conv]\nname = fi\nfilters = 16\nsize = 1\ninit = kaiming_fan_in\n" /* fan_in 64, fan_out 16 */
+        "[conv]\nname = back\nfilters = 64\nsize = 1\n"
         "[flatten]\n"
+        "[linear]\nname = zb\nout = 64\ninit = torch_zero_bias\n"     /* bound 1/8 */
         "[linear]\nname = fc\nout = 100\ninit = torch\n"              /* bound 1/8 */
         "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n";
     dp_model_t *m = NULL;
@@ -541,17 +557,17 @@ static void test_init_kinds(void) {
     dp_model_init_params(m, params, &rng);
     struct { const char *name; double sd, tol; } normal[] = {
         {"c.weight", sqrt(2.0 / 576), 0.03}, {"dw.weight", sqrt(2.0 / 576), 0.1}, {"head.weight", 0.5, 0.03},
-        {"se.weight", sqrt(2.0 / 64), 0.05},
+        {"se.weight", sqrt(2.0 / 64), 0.05}, {"fi.weight", sqrt(2.0 / 64), 0.08},
     };
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, normal[k].name));
         double mean, sd;
         moments(params + p->offset, p->numel, &mean, &sd);
         CHECK(fabs(sd / normal[k].sd - 1.0) < normal[k].tol && fabs(mean) < 4 * normal[k].sd / sqrt((double)p->numel),
               "%s: mean %g, sd %g, expected N(0, %g^2)", normal[k].name, mean, sd, normal[k].sd);
     }
-    const char *zeros[] = {"c.bias", "head.bias", "bn.bias"};
-    for (int k = 0; k < 3; k++) {
+    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "fi.bias", "zb.bias"};
+    for (int k = 0; k < 5; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, zeros[k]));
         int all = 1;
         for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == 0.0f;
@@ -559,8 +575,8 @@ static void test_init_kinds(void) {
     }
     const dp_param_info_t *bnw = dp_model_param(m, find_param(m, "bn.weight"));
     CHECK(params[bnw->offset] == 1.0f && params[bnw->offset + 63] == 1.0f, "bn.weight is not 1");
-    const char *uniform[] = {"fc.weight", "fc.bias", "se.bias"};
-    for (int k = 0; k < 3; k++) {
+    const char *uniform[] = {"fc.weight", "fc.bias", "se.bias", "zb.weight"};
+    for (int k = 0; k < 4; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, uniform[k]));
         double mean, sd, largest = 0.0;
         moments(params + p->offset, p->numel, &mean, &sd);

@@ -4,7 +4,8 @@ resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
 mobilenet_v3_large and mobilenet_v3_small, and RegNetX and RegNetY
 (regnet_x_400mf ... regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf:
-tools/imagenet_models_regnet.py):
+tools/imagenet_models_regnet.py), and densenet121, densenet161,
+densenet169 and densenet201 (tools/imagenet_models_densenet.py):
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -21,6 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imagenet_models_densenet  # noqa: E402
 import imagenet_models_regnet  # noqa: E402
 
 
@@ -237,6 +239,8 @@ def main():
                 mobilenet_v3("large", V3_LARGE, 1280), mobilenet_v3("small", V3_SMALL, 1024)]
     networks += [imagenet_models_regnet.regnet(arch, (block, conv, bn, net, HEADER))
                  for arch in imagenet_models_regnet.REGNET if arch != "regnet_y_128gf"]
+    networks += [imagenet_models_densenet.densenet(arch, (block, conv, bn, HEADER))
+                 for arch in imagenet_models_densenet.DENSENET]
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

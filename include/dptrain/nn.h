@@ -34,6 +34,11 @@ typedef enum {
                               convolutions: weights as DP_INIT_KAIMING_FAN_OUT, biases
                               PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (its
                               init loop sets the weight only) */
+    DP_INIT_KAIMING_FAN_IN, /* torchvision's DenseNet convolutions: kaiming_normal_(w) with
+                              its defaults (mode fan_in, gain sqrt(2)), weights ~ N(0, 2 / fan_in),
+                              biases 0 */
+    DP_INIT_TORCH_ZERO_BIAS, /* torchvision's DenseNet classifier: weights as
+                              DP_INIT_TORCH_DEFAULT, biases 0 */
 } dp_init_kind_t;
 
 typedef struct {

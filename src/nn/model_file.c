@@ -222,15 +222,18 @@ static dp_status_t get_param_name(const parser_t *p, int index, const char **out
     return DP_OK;
 }
 
-/* init = normal | torch | kaiming_fan_out | kaiming_fan_out_torch_bias ([net], conv, linear). */
+/* init = normal | torch | kaiming_fan_out | kaiming_fan_out_torch_bias | kaiming_fan_in |
+ * torch_zero_bias ([net], conv, linear). */
 static dp_status_t parse_init(const parser_t *p, const entry_t *e, dp_init_kind_t *out) {
     if (strcmp(e->value, "normal") == 0) *out = DP_INIT_NORMAL;
     else if (strcmp(e->value, "torch") == 0) *out = DP_INIT_TORCH_DEFAULT;
     else if (strcmp(e->value, "kaiming_fan_out") == 0) *out = DP_INIT_KAIMING_FAN_OUT;
     else if (strcmp(e->value, "kaiming_fan_out_torch_bias") == 0) *out = DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS;
+    else if (strcmp(e->value, "kaiming_fan_in") == 0) *out = DP_INIT_KAIMING_FAN_IN;
+    else if (strcmp(e->value, "torch_zero_bias") == 0) *out = DP_INIT_TORCH_ZERO_BIAS;
     else
-        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch, kaiming_fan_out or "
-                                     "kaiming_fan_out_torch_bias",
+        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch, kaiming_fan_out, "
+                                     "kaiming_fan_out_torch_bias, kaiming_fan_in or torch_zero_bias",
                                      dp_model_file_show(e->value).text);
     return DP_OK;
 }

@@ -463,7 +463,7 @@ dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float in
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a conv, conv_transpose or linear layer has an "
                        "initialisation of its own", m->name, m->num_layers);
     if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT &&
-        init != DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS)
+        init != DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS && init != DP_INIT_KAIMING_FAN_IN && init != DP_INIT_TORCH_ZERO_BIAS)
         return dp_fail(DP_ERR_ARG, "model %s: layer %s: unknown initialisation %d", m->name, l->label, (int)init);
     l->own_init = 1;
     l->init = init;
@@ -722,8 +722,9 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
                                      : (size_t)w->shape[0];
         dp_init_kind_t init = l->own_init ? l->init : m->init;
         double scale = l->own_init ? l->init_scale : m->init_scale;
-        if (init == DP_INIT_NORMAL || init == DP_INIT_KAIMING_FAN_OUT || init == DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS) {
-            if (init != DP_INIT_NORMAL) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
+        if (init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_TORCH_ZERO_BIAS) { /* normal weights */
+            if (init == DP_INIT_KAIMING_FAN_IN) scale = sqrt(2.0 / (double)fan_in); /* gain sqrt(2) / sqrt(fan_in) */
+            else if (init != DP_INIT_NORMAL) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)(scale * dp_rng_normal(rng));
             if (l->bias >= 0 && init == DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS) {
@@ -738,7 +739,9 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
             double bound = 1.0 / sqrt((double)fan_in);
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
-            if (l->bias >= 0) {
+            if (l->bias >= 0 && init == DP_INIT_TORCH_ZERO_BIAS) {
+                fill(params, &m->params[l->bias], 0.0f);
+            } else if (l->bias >= 0) {
                 const dp_param_info_t *b = &m->params[l->bias];
                 for (size_t k = 0; k < b->numel; k++)
                     params[b->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
