@@ -7,7 +7,8 @@
 # is the backend's logic end to end, not a GPU's behaviour (cuda_emulator.h):
 # - cuda:0 trains like cpu:0 (loss within 1e-4 relative, accuracy within 0.01), LeNet and
 #   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions) and
-#   tests/models/tiny_mobilenet_v3.cfg (hardswish, hardsigmoid, scale_channels);
+#   tests/models/tiny_mobilenet_v3.cfg (hardswish, hardsigmoid, scale_channels) and
+#   tests/models/tiny_densenet.cfg (concat);
 # - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
 #   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
 #   chunked allreduce, overlap, --sync ps (Adam, and AdamW with its
@@ -56,6 +57,10 @@ close tm-cpu tm-gpu
 train_run tm3-cpu cpu:0 --model "$(dirname "$0")/models/tiny_mobilenet_v3.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 train_run tm3-gpu cuda:0 --model "$(dirname "$0")/models/tiny_mobilenet_v3.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 close tm3-cpu tm3-gpu
+# DenseNet's (a dense block's concat of features) likewise
+train_run td-cpu cpu:0 --model "$(dirname "$0")/models/tiny_densenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+train_run td-gpu cuda:0 --model "$(dirname "$0")/models/tiny_densenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+close td-cpu td-gpu
 
 # two GPUs = one GPU, bit for bit
 for mode in chunked overlap ps adamw-ps; do
