@@ -9,6 +9,7 @@
 #   tests/models/tiny_mobilenet.cfg (relu6, depthwise convolutions) and
 #   tests/models/tiny_mobilenet_v3.cfg (hardswish, hardsigmoid, scale_channels) and
 #   tests/models/tiny_efficientnet.cfg (silu, sigmoid, scale_channels, drop_path);
+#   tests/models/tiny_densenet.cfg (concat);
 # - devices on two GPUs (cuda:0,cuda:1,cuda:1: one table per GPU, sums
 #   through host memory) give one GPU's bits (cuda:0,cuda:0,cuda:0), for the
 #   chunked allreduce, overlap, --sync ps (Adam, and AdamW with its
@@ -61,6 +62,10 @@ close tm3-cpu tm3-gpu
 train_run te-cpu cpu:0 --model "$(dirname "$0")/models/tiny_efficientnet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 train_run te-gpu cuda:0 --model "$(dirname "$0")/models/tiny_efficientnet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
 close te-cpu te-gpu
+# DenseNet's (a dense block's concat of features) likewise
+train_run td-cpu cpu:0 --model "$(dirname "$0")/models/tiny_densenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+train_run td-gpu cuda:0 --model "$(dirname "$0")/models/tiny_densenet.cfg" --epochs 1 --optimizer momentum "${tests[@]}"
+close td-cpu td-gpu
 
 # two GPUs = one GPU, bit for bit
 for mode in chunked overlap ps adamw-ps; do

@@ -66,9 +66,9 @@ static inline float *cuda_test_download(const dp_backend_t *be, const float *dev
 
 /* The op under test of the layout and format tests, on y, recorded on
  * tape: relu, sigmoid, tanh, relu6, hardswish, hardsigmoid, gelu, silu, global average pooling alone; add y + y
- * with a fused ReLU (fuse_relu) or y + z; batch norm with weight p1 and bias p2 (fuse_relu: its ReLU); layer
- * norm over the channels (eps 1e-6) with weight p1 and bias p2; max and average pooling 3x3, stride 2, pad 1;
- * dropout and drop path 0.3 (seed 42); conv by w2 (3x3, pad 1, bias conv_bias or none,
+ * with a fused ReLU (fuse_relu) or y + z; concat of y and z; batch norm with weight p1 and bias p2 (fuse_relu: its
+ * ReLU); layer norm over the channels (eps 1e-6) with weight p1 and bias p2; max and average pooling 3x3, stride 2,
+ * pad 1; dropout and drop path 0.3 (seed 42); conv by w2 (3x3, pad 1, bias conv_bias or none,
  * fuse_relu); conv_transpose by w2 (stride 2, bias p1); any other kind: y
  * itself. NULL (the tape's message) when the op fails. */
 static inline dp_tensor_t *cuda_test_op(dp_tape_t *tape, dp_op_kind_t kind, int fuse_relu, dp_tensor_t *y,
@@ -86,6 +86,8 @@ static inline dp_tensor_t *cuda_test_op(dp_tape_t *tape, dp_op_kind_t kind, int 
     case DP_OP_SILU:
     case DP_OP_GLOBAL_AVG_POOL:
         return dp_tape_op(tape, kind, &a, y, NULL, NULL, NULL);
+    case DP_OP_CONCAT: /* y's channels, then z's */
+        return dp_tape_op(tape, DP_OP_CONCAT, &a, y, z, NULL, NULL);
     case DP_OP_ADD:
         a.fuse_relu = fuse_relu;
         return dp_tape_op(tape, DP_OP_ADD, &a, y, fuse_relu ? y : z, NULL, NULL);

@@ -257,6 +257,7 @@ int main(void) {
         {"silu", DP_OP_SILU, 0, 1, 0, 0, 0},
         {"add (NHWC + NCHW)", DP_OP_ADD, 0, 1, 0, 0, 0},
         {"add y + y, relu", DP_OP_ADD, 1, 1, 0, 0, 0},
+        {"concat (NHWC y, NCHW z; converted)", DP_OP_CONCAT, 0, 0, 0, 0, 0},
         {"batch_norm", DP_OP_BATCH_NORM, 0, 1, 0, 0, 0},
         {"layer_norm (converted)", DP_OP_LAYER_NORM, 0, 0, 0, 0, 0},
         {"conv (NHWC in, no bias)", DP_OP_CONV, 0, 1, 0, 0, 0},

@@ -104,6 +104,11 @@ static void test_backbone_lists(void) {
         {"convnext_large-imagenet", "features,classifier.0", "classifier.2."},
         {"efficientnet_b0-imagenet", "features", "classifier.1."}, /* dropout, then the head classifier.1 */
         {"efficientnet_v2_s-imagenet", "features", "classifier.1."},
+        /* RegNet: the stem and the four stages; the head is fc */
+        {"regnet_y_400mf-imagenet", "stem,trunk_output", "fc."},
+        {"regnet_x_400mf-imagenet", "stem,trunk_output", "fc."},
+        /* DenseNet: features (norm5 among them); the head is classifier */
+        {"densenet121-imagenet", "features", "classifier."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;

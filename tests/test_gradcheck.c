@@ -327,6 +327,19 @@ static int make_scale_channels(int v, dp_rng_t *rng, gc_case_t *c) {
     return 1;
 }
 
+/* concat: a (N, Ca, ...) and b (N, Cb, ...), 2-D to 5-D, Cb = Ca + 1 (other channel counts). */
+static int make_concat(int v, dp_rng_t *rng, gc_case_t *c) {
+    if (v >= 4) return 0;
+    const int *shape = elementwise_shapes[v];
+    int other[5];
+    for (int d = 0; d < shape[0]; d++) other[d] = shape[1 + d];
+    other[1] += 1;
+    dp_tensor_t *a = new_input(c, 0, shape[0], shape + 1, rng);
+    new_input(c, 1, shape[0], other, rng);
+    snprintf(c->label, sizeof c->label, "concat %d-D", a->ndim);
+    return 1;
+}
+
 static int make_flatten(int v, dp_rng_t *rng, gc_case_t *c) {
     if (v >= 4) return 0;
     dp_tensor_t *x = new_input(c, 0, elementwise_shapes[v][0], elementwise_shapes[v] + 1, rng);
@@ -543,6 +556,7 @@ static const case_maker_t case_makers[DP_OP_COUNT] = {
     [DP_OP_LAYER_NORM] = make_layer_norm,
     [DP_OP_SILU] = make_silu,
     [DP_OP_DROP_PATH] = make_drop_path,
+    [DP_OP_CONCAT] = make_concat,
 };
 
 /* --- the check ---------------------------------------------------------- */

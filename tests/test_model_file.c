@@ -97,6 +97,11 @@ static const valid_case_t valid_graph_cases[] = {
      NET "[conv]\nname = a\nfilters = 2\nsize = 3\npad = 1\nlabel = block_in\n[conv]\nname = b\nfilters = 2\nsize = 3\n"
          "pad = 1\n[residual]\nfrom = block_in\nrelu = 1\n[residual]\nfrom = -3\n" HEAD,
      "a.weight 2x1x3x3, a.bias 2, b.weight 2x2x3x3, b.bias 2, head.weight 3x128, head.bias 3 -> 3"},
+    {"concat by label (4 + 3 channels) and with the input (1 + 7)",
+     NET "[conv]\nname = a\nfilters = 4\nsize = 1\nlabel = x\n[conv]\nname = b\nfilters = 3\nsize = 1\n[concat]\nfrom = x\n"
+         "[conv]\nname = c\nfilters = 7\nsize = 1\n[concat]\nfrom = input\n[conv]\nname = d\nfilters = 2\nsize = 1\n" HEAD,
+     "a.weight 4x1x1x1, a.bias 4, b.weight 3x4x1x1, b.bias 3, c.weight 7x7x1x1, c.bias 7, d.weight 2x8x1x1, d.bias 2, "
+     "head.weight 3x128, head.bias 3 -> 3"},
     {"squeeze-excitation: hardswish, hardsigmoid blocks and keys, scale_channels by label and by offset",
      NET "[conv]\nname = a\nfilters = 4\nsize = 3\npad = 1\nactivation = hardswish\nlabel = se_in\n"
          "[global_avgpool]\n[conv]\nname = fc1\nfilters = 2\nsize = 1\nactivation = relu\n"
@@ -146,7 +151,7 @@ static const broken_case_t broken_cases[] = {
     {"unknown layer type", NET "\n[convolution]\n", 0,
      "t.cfg:6: unknown layer type [convolution] (expected net, conv, conv_transpose, maxpool, avgpool, "
      "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, residual, "
-     "hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
+     "hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu, drop_path or concat)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
@@ -182,7 +187,8 @@ static const broken_case_t broken_cases[] = {
     {"drop_path p = 1", NET "[drop_path]\np = 1\n" HEAD, 0, "t.cfg:6: p = 1 is out of range*"},
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
-     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out or uniform_fan_out"},
+     "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out, uniform_fan_out, kaiming_fan_out_torch_bias, "
+     "kaiming_fan_in or torch_zero_bias"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
      "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu or linear"},
@@ -197,6 +203,10 @@ static const broken_case_t broken_cases[] = {
      "t.cfg:7: eps = 0 is out of range (expected 1e-12 to 1)"},
     {"layernorm key of batchnorm", NET "[layernorm]\nname = n\nmomentum = 0.1\n" HEAD, 0,
      "t.cfg:7: unknown key 'momentum' for [layernorm] (expected one of: name eps label)"},
+    {"concat of outputs of other heights and widths", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
+     "[maxpool]\nsize = 2\n[concat]\nfrom = x\n" HEAD, 0,
+     "t.cfg:12: [concat] model t: layer 3: concat joins output 1 (2, 8, 8) and output 2 (2, 4, 4): they must differ "
+     "in their channels alone"},
     {"scale_channels by a scale that is not (C, 1, 1)", NET "[conv]\nname = c\nfilters = 2\nsize = 1\nlabel = x\n"
      "[conv]\nname = s\nfilters = 2\nsize = 1\n[scale_channels]\nfrom = x\n" HEAD, 0,
      "t.cfg:14: [scale_channels] model t: layer 3: scale_channels multiplies output 1 (2, 8, 8) by output 2 "
@@ -245,7 +255,8 @@ static const broken_case_t broken_cases[] = {
     {"non-ASCII outside a comment", NET "[relu]\nlabel = caf\xc3\xa9\n", 0,
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
     {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
-     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out or uniform_fan_out"},
+     "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out, uniform_fan_out, kaiming_fan_out_torch_bias, "
+     "kaiming_fan_in or torch_zero_bias"},
     {"init_scale without init = normal in its block",
      NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
     {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
@@ -255,7 +266,7 @@ static const broken_case_t broken_cases[] = {
     {"quoted text is shortened and printable", NET "[" LONG_100 "]\n", 0,
      "t.cfg:5: unknown layer type [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...] (expected net, conv, conv_transpose, "
      "maxpool, avgpool, global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or drop_path)"},
+     "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu, drop_path or concat)"},
 };
 
 static int message_matches(const char *got, const char *want) {
@@ -445,6 +456,24 @@ static void test_shipped_counts(void) {
  *   convnext_base-imagenet: 88591464, 0, 344
  *   convnext_large-imagenet: 197767336, 0, 344
  * (the EfficientNets: test_efficientnet_counts)
+ *   regnet_y_400mf-imagenet: 4344144, 27152, 331
+ *   regnet_y_800mf-imagenet: 6432512, 30432, 293
+ *   regnet_y_1_6gf-imagenet: 11202430, 52672, 540
+ *   regnet_y_3_2gf-imagenet: 19436338, 66160, 426
+ *   regnet_y_8gf-imagenet: 39381472, 86528, 350
+ *   regnet_y_16gf-imagenet: 83590140, 122816, 369
+ *   regnet_y_32gf-imagenet: 145046770, 158288, 407
+ *   regnet_x_400mf-imagenet: 5495976, 37856, 357
+ *   regnet_x_800mf-imagenet: 7259656, 37312, 267
+ *   regnet_x_1_6gf-imagenet: 9190136, 43504, 297
+ *   regnet_x_3_2gf-imagenet: 15296552, 62560, 402
+ *   regnet_x_8gf-imagenet: 39572648, 90464, 372
+ *   regnet_x_16gf-imagenet: 54278536, 111168, 357
+ *   regnet_x_32gf-imagenet: 107811560, 162016, 372
+ *   densenet121-imagenet: 7978856, 83648, 606
+ *   densenet161-imagenet: 28681000, 219936, 806
+ *   densenet169-imagenet: 14149480, 158400, 846
+ *   densenet201-imagenet: 20013928, 229056, 1006
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -475,6 +504,33 @@ static void test_imagenet_counts(void) {
         {"convnext_small-imagenet", 50223688, 0, 344, "features.5.26.layer_scale", {384, 1, 1}},
         {"convnext_base-imagenet", 88591464, 0, 344, "features.6.1.weight", {1024, 512, 2, 2}},
         {"convnext_large-imagenet", 197767336, 0, 344, "features.7.2.block.5.weight", {1536, 6144}},
+        /* RegNetY: squeeze-excitation to a quarter of the block's input width (104 -> 12: round(0.25 x 48)) */
+        {"regnet_y_400mf-imagenet", 4344144, 27152, 331, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {12, 104, 1, 1}},
+        {"regnet_y_800mf-imagenet", 6432512, 30432, 293, "trunk_output.block3.block3-2.f.b.0.weight", {320, 16, 3, 3}},
+        {"regnet_y_1_6gf-imagenet", 11202430, 52672, 540, "trunk_output.block1.block1-1.f.se.fc2.bias", {48}},
+        {"regnet_y_3_2gf-imagenet", 19436338, 66160, 426, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {18, 216, 1, 1}},
+        {"regnet_y_8gf-imagenet", 39381472, 86528, 350, "trunk_output.block2.block2-0.f.se.fc1.weight", {56, 448, 1, 1}},
+        {"regnet_y_16gf-imagenet", 83590140, 122816, 369, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {56, 448, 1, 1}},
+        {"regnet_y_32gf-imagenet", 145046770, 158288, 407, "trunk_output.block2.block2-0.f.se.fc1.weight",
+         {58, 696, 1, 1}},
+        /* RegNetX: the 3x3 convolutions in groups of the group width (16 ... 168 channels) */
+        {"regnet_x_400mf-imagenet", 5495976, 37856, 357, "trunk_output.block1.block1-0.proj.0.weight", {32, 32, 1, 1}},
+        {"regnet_x_800mf-imagenet", 7259656, 37312, 267, "trunk_output.block3.block3-1.f.b.0.weight", {288, 16, 3, 3}},
+        {"regnet_x_1_6gf-imagenet", 9190136, 43504, 297, "trunk_output.block3.block3-1.f.b.0.weight", {408, 24, 3, 3}},
+        {"regnet_x_3_2gf-imagenet", 15296552, 62560, 402, "trunk_output.block3.block3-1.f.b.0.weight", {432, 48, 3, 3}},
+        {"regnet_x_8gf-imagenet", 39572648, 90464, 372, "trunk_output.block3.block3-1.f.b.0.weight", {720, 120, 3, 3}},
+        {"regnet_x_16gf-imagenet", 54278536, 111168, 357, "trunk_output.block3.block3-1.f.b.0.weight",
+         {896, 128, 3, 3}},
+        {"regnet_x_32gf-imagenet", 107811560, 162016, 372, "trunk_output.block3.block3-1.f.b.0.weight",
+         {1344, 168, 3, 3}},
+        /* DenseNet: a transition halves the concatenated channels (densenet161: 768 -> 384) */
+        {"densenet121-imagenet", 7978856, 83648, 606, "features.transition2.conv.weight", {256, 512, 1, 1}},
+        {"densenet161-imagenet", 28681000, 219936, 806, "features.transition2.conv.weight", {384, 768, 1, 1}},
+        {"densenet169-imagenet", 14149480, 158400, 846, "features.transition2.conv.weight", {256, 512, 1, 1}},
+        {"densenet201-imagenet", 20013928, 229056, 1006, "features.transition2.conv.weight", {256, 512, 1, 1}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);
@@ -601,14 +657,23 @@ static void test_convnext_init(void) {
 /* init = kaiming_fan_out: N(0, 2 / fan_out) with fan_out = filters x
  * kernel (groups do not divide it, as PyTorch), biases 0; a layer's own
  * init = torch (U(+-1/sqrt(fan_in)), biases too), init = normal with
- * its init_scale and init = uniform_fan_out (U(+-1/sqrt(out)), bias 0);
+ * its init_scale, init = uniform_fan_out (U(+-1/sqrt(out)), bias 0),
+ * init = kaiming_fan_out_torch_bias (RegNet's
+ * squeeze-excitation: weights N(0, 2 / fan_out), biases U(+-1/sqrt(fan_in))),
+ * kaiming_fan_in (DenseNet's convolutions: N(0, 2 / fan_in), biases 0) and
+ * torch_zero_bias (DenseNet's classifier: U(+-1/sqrt(fan_in)), biases 0);
  * batch norm 1 and 0 whatever the init. */
 static void test_init_kinds(void) {
     static const char text[] =
         "[net]\ninit = kaiming_fan_out\nchannels = 8\nheight = 6\nwidth = 6\n"
         "[conv]\nname = c\nfilters = 64\nsize = 3\npad = 1\n"         /* fan_out 576 */
         "[conv]\nname = dw\nfilters = 64\nsize = 3\ngroups = 64\n"    /* fan_out 576, fan_in 9 */
-        "[batchnorm]\nname = bn\n[global_avgpool]\n[flatten]\n"
+        "[batchnorm]\nname = bn\n[global_avgpool]\n"
+        "[conv]\nname = se\nfilters = 64\nsize = 1\ninit = kaiming_fan_out_torch_bias\n" /* fan_out 64, bound 1/8 */
+        "[conv]\nname = fi\nfilters = 16\nsize = 1\ninit = kaiming_fan_in\n" /* fan_in 64, fan_out 16 */
+        "[conv]\nname = back\nfilters = 64\nsize = 1\n"
+        "[flatten]\n"
+        "[linear]\nname = zb\nout = 64\ninit = torch_zero_bias\n"     /* bound 1/8 */
         "[linear]\nname = fc\nout = 100\ninit = torch\n"              /* bound 1/8 */
         "[linear]\nname = head\nout = 200\ninit = normal\ninit_scale = 0.5\n"
         "[linear]\nname = last\nout = 64\ninit = uniform_fan_out\n";    /* bound 1/8 */
@@ -621,16 +686,17 @@ static void test_init_kinds(void) {
     dp_model_init_params(m, params, &rng);
     struct { const char *name; double sd, tol; } normal[] = {
         {"c.weight", sqrt(2.0 / 576), 0.03}, {"dw.weight", sqrt(2.0 / 576), 0.1}, {"head.weight", 0.5, 0.03},
+        {"se.weight", sqrt(2.0 / 64), 0.05}, {"fi.weight", sqrt(2.0 / 64), 0.08},
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, normal[k].name));
         double mean, sd;
         moments(params + p->offset, p->numel, &mean, &sd);
         CHECK(fabs(sd / normal[k].sd - 1.0) < normal[k].tol && fabs(mean) < 4 * normal[k].sd / sqrt((double)p->numel),
               "%s: mean %g, sd %g, expected N(0, %g^2)", normal[k].name, mean, sd, normal[k].sd);
     }
-    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "last.bias"};
-    for (int k = 0; k < 4; k++) {
+    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "last.bias", "fi.bias", "zb.bias"};
+    for (int k = 0; k < 6; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, zeros[k]));
         int all = 1;
         for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == 0.0f;
@@ -638,8 +704,8 @@ static void test_init_kinds(void) {
     }
     const dp_param_info_t *bnw = dp_model_param(m, find_param(m, "bn.weight"));
     CHECK(params[bnw->offset] == 1.0f && params[bnw->offset + 63] == 1.0f, "bn.weight is not 1");
-    const char *uniform[] = {"fc.weight", "fc.bias", "last.weight"}; /* last: U(+-1/sqrt(out = 64)) */
-    for (int k = 0; k < 3; k++) {
+    const char *uniform[] = {"fc.weight", "fc.bias", "se.bias", "zb.weight", "last.weight"}; /* last: 1/sqrt(out = 64) */
+    for (int k = 0; k < 5; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, uniform[k]));
         double mean, sd, largest = 0.0;
         moments(params + p->offset, p->numel, &mean, &sd);

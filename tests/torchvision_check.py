@@ -80,6 +80,11 @@ TOL = 1e-4
 # gradients and training-mode logits, loss and statistics still within TOL.
 ILL_CONDITIONED_TOL = {"resnet50": 1e-3, "resnext50_32x4d": 0.03, "mobilenet_v2": 0.05, "mobilenet_v3_large": 5e-4,
                        "mobilenet_v3_small": 3.5e-4, "efficientnet_b0": 6e-4}
+# RegNetX and RegNetY (tests/cli_torchvision_regnet.sh): the smallest of each fully
+GRAD_SIZES.update({"regnet_y_400mf": 64, "regnet_x_400mf": 64})
+# DenseNet-121 (tests/cli_torchvision_densenet.sh)
+GRAD_SIZES.update({"densenet121": 64})
+ILL_CONDITIONED_TOL.update({"densenet121": 0.015})  # dptrain 2.4e-3, PyTorch float32 1.1e-3
 ILL_CONDITIONED = tuple(ILL_CONDITIONED_TOL)
 
 
@@ -130,6 +135,10 @@ def build(name, seed):
         last = {id(block.block[-1][1]) for block in net.features[1:-1]}
     elif name.startswith("efficientnet"):  # each MBConv's projection batch norm
         last = {id(block.block[-1][1]) for stage in net.features[1:-1] for block in stage}
+    elif name.startswith("regnet"):  # each ResBottleneckBlock's f.c batch norm
+        last = {id(block.f.c[1]) for stage in net.trunk_output for block in stage}
+    elif name.startswith("densenet"):  # no residual branch
+        last = set()
     else:
         last = {id(getattr(block, "bn3", None) or block.bn2) for stage in (net.layer1, net.layer2, net.layer3,
                                                                         net.layer4) for block in stage}

@@ -176,6 +176,8 @@ def torch_forward(model, x):
                 y = ins[0].mean(dim=tuple(a["axes"]), keepdim=bool(a.get("keepdims", 1)))
             elif op == "HardSigmoid":
                 y = torch.clamp(a.get("alpha", 0.2) * ins[0] + a.get("beta", 0.5), 0, 1)
+            elif op == "Concat":  # DenseNet's torch.cat of features
+                y = torch.cat(ins, a["axis"])
             elif op == "Flatten":
                 y = torch.flatten(ins[0], a.get("axis", 1))
             elif op == "Identity":

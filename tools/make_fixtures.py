@@ -287,6 +287,16 @@ def layer_norm_case(name, x_shape, eps=1e-6, affine=True, offset=0.0):
     return name, "layer_norm", default_attr(), tensors
 
 
+def concat_case(name, a_shape, b_channels):
+    """torch.cat([a, b], dim=1): DenseNet's concatenation of features."""
+    rng = rng_for(name)
+    a = randn(rng, *a_shape)
+    b = randn(rng, a_shape[0], b_channels, *a_shape[2:])
+    y, dy, grads = run(lambda s, t: torch.cat([s, t], 1), [a, b], rng)
+    return name, "concat", default_attr(), \
+        [("x", a), ("other", b), ("dy", dy), ("y", y), ("dx", grads[0]), ("dother", grads[1])]
+
+
 def flatten_case(name, shape):
     rng = rng_for(name)
     x = randn(rng, *shape)
@@ -603,6 +613,9 @@ def mobilenet_v3_cases():
         scale_channels_case("scale_channels_4d", (2, 3, 4, 5)),
         scale_channels_case("scale_channels_1x1", (3, 8, 1, 1)),
         scale_channels_case("scale_channels_3d", (2, 4, 9)),
+        concat_case("concat_4d", (2, 3, 4, 5), 5),
+        concat_case("concat_1x1", (3, 8, 1, 1), 2),
+        concat_case("concat_2d", (4, 6), 3),
     ]
 
 

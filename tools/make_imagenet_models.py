@@ -3,9 +3,12 @@
 resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
 mobilenet_v3_large and mobilenet_v3_small, (tools/imagenet_models_convnext.py)
-convnext_tiny, convnext_small, convnext_base and convnext_large, and (tools/
+convnext_tiny, convnext_small, convnext_base and convnext_large, (tools/
 imagenet_models_efficientnet.py, at their weights' image sizes)
-efficientnet_b0 to efficientnet_b7 and efficientnet_v2_s, _m and _l:
+efficientnet_b0 to efficientnet_b7 and efficientnet_v2_s, _m and _l, RegNetX and RegNetY
+(regnet_x_400mf ... regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf:
+tools/imagenet_models_regnet.py), and densenet121, densenet161,
+densenet169 and densenet201 (tools/imagenet_models_densenet.py):
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -21,7 +24,10 @@ Run: python3 tools/make_imagenet_models.py [models_dir]
 import os
 import sys
 
-import imagenet_models_convnext
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imagenet_models_convnext  # noqa: E402
+import imagenet_models_densenet  # noqa: E402
+import imagenet_models_regnet  # noqa: E402
 
 
 def block(kind, **keys):
@@ -238,6 +244,10 @@ def main():
     networks += imagenet_models_convnext.networks(block, HEADER)
     import imagenet_models_efficientnet  # its own module; it imports this one's helpers
     networks += imagenet_models_efficientnet.networks()
+    networks += [imagenet_models_regnet.regnet(arch, (block, conv, bn, net, HEADER))
+                 for arch in imagenet_models_regnet.REGNET if arch != "regnet_y_128gf"]
+    networks += [imagenet_models_densenet.densenet(arch, (block, conv, bn, HEADER))
+                 for arch in imagenet_models_densenet.DENSENET]
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

@@ -5,7 +5,10 @@ resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d,
 resnext101_32x8d, wide_resnet50_2, wide_resnet101_2, mobilenet_v2,
 mobilenet_v3_large, mobilenet_v3_small, convnext_tiny, convnext_small,
 convnext_base and convnext_large themselves, 1000 classes, 3x224x224 inputs;
-efficientnet_b0 to _b7 and efficientnet_v2_s, _m, _l, run at 224 too) and prints their parameter counts, the numbers
+efficientnet_b0 to _b7 and efficientnet_v2_s, _m, _l, run at 224 too;
+and the RegNetX and RegNetY models/regnet_*-imagenet.cfg: regnet_x_400mf ...
+regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf; and densenet121, densenet161,
+densenet169, densenet201) and prints their parameter counts, the numbers
 tests/test_model_file.c asserts.
 
 resnet18 is d2l's (13.6, "Concise Implementation for Multiple GPUs"):
@@ -47,7 +50,11 @@ if __name__ == "__main__":
     import torchvision
     for name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
                  "wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small",
-                 "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"):
+                 "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
+                 "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf",
+                 "regnet_y_16gf", "regnet_y_32gf", "regnet_x_400mf", "regnet_x_800mf", "regnet_x_1_6gf",
+                 "regnet_x_3_2gf", "regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
+                 "densenet121", "densenet161", "densenet169", "densenet201"):
         net = getattr(torchvision.models, name)()
         entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
         report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),

@@ -33,6 +33,15 @@ typedef enum {
     DP_INIT_UNIFORM_FAN_OUT, /* torchvision's EfficientNet classifier: weights
                               ~ U(-1/sqrt(fan_out), 1/sqrt(fan_out)) (a linear layer's
                               fan_out: its out_features), biases 0 */
+    DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS, /* torchvision's RegNet squeeze-excitation
+                              convolutions: weights as DP_INIT_KAIMING_FAN_OUT, biases
+                              PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (its
+                              init loop sets the weight only) */
+    DP_INIT_KAIMING_FAN_IN, /* torchvision's DenseNet convolutions: kaiming_normal_(w) with
+                              its defaults (mode fan_in, gain sqrt(2)), weights ~ N(0, 2 / fan_in),
+                              biases 0 */
+    DP_INIT_TORCH_ZERO_BIAS, /* torchvision's DenseNet classifier: weights as
+                              DP_INIT_TORCH_DEFAULT, biases 0 */
 } dp_init_kind_t;
 
 typedef struct {
@@ -129,6 +138,10 @@ dp_status_t dp_model_add_residual(dp_model_t *m, int from, int relu);
 /* output `from` (C, H, W) times the previous output (C, 1, 1), one factor
  * per channel (DP_OP_SCALE_CHANNELS): a squeeze-excitation block's end. */
 dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from);
+/* output `from` (Ca, H, W) and the previous output (Cb, H, W) joined along
+ * the channels, (Ca + Cb, H, W): torch.cat([from, previous], 1)
+ * (DP_OP_CONCAT), DenseNet's concatenation of features. */
+dp_status_t dp_model_add_concat(dp_model_t *m, int from);
 
 /* The built-in networks: "lenet" (d2l 12.5), "lenet-paddle" (the
  * PaddlePaddle tutorial's MNIST CNN), "resnet18" (d2l 13.6's ResNet-18 with
@@ -273,6 +286,7 @@ typedef enum {
     DP_LAYER_LAYER_NORM,      /* layer norm over the channels at every position (attr.eps) */
     DP_LAYER_LAYER_SCALE,     /* op DP_OP_SCALE_CHANNELS by the (C, 1, 1) parameter `weight` (name.layer_scale) */
     DP_LAYER_DROP_PATH,       /* attr.dropout_p: stochastic depth, one draw per example */
+    DP_LAYER_CONCAT,          /* output `other`'s channels, then output `input`'s */
 } dp_layer_kind_t;
 
 typedef struct {
@@ -280,7 +294,7 @@ typedef struct {
     dp_op_kind_t op;    /* the op the layer runs */
     dp_op_attr_t attr;  /* as built (kernel, stride, pad, dilation, groups, eps, ...) */
     int input;          /* the output it reads (0 = the model's input) */
-    int other;          /* residual, scale_channels: the second output it reads; -1 otherwise */
+    int other;          /* residual, scale_channels, concat: the second output it reads; -1 otherwise */
     int weight, bias;   /* indices into the parameter table (dp_model_param), -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
     int out_ndim;       /* its output's shape without the batch dim */

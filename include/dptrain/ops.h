@@ -49,6 +49,7 @@ typedef enum {
                            LayerNorm2d): (N, C, ...) normalised over C, eps, affine weight and bias (C) */
     DP_OP_SILU,         /* torch.nn.functional.silu: x sigmoid(x) (EfficientNet) */
     DP_OP_DROP_PATH,    /* torchvision.ops.stochastic_depth(x, p, "row"): dropout's mask, one draw per example */
+    DP_OP_CONCAT,       /* torch.cat([a, b], dim=1): channels of a, then of b (DenseNet) */
     DP_OP_COUNT
 } dp_op_kind_t;
 
@@ -128,6 +129,7 @@ typedef struct dp_node {
      * add:    in[0] x, in[1] y (same shape)
      * scale_channels: in[0] x (N, C, ...), in[1] s (N, C, 1, ...): one factor per example and channel,
      *         or (1, C, 1, ...): one per channel
+     * concat: in[0] a (N, Ca, ...), in[1] b (N, Cb, ...), the same other dims
      * mse:    in[0] prediction, in[1] target (same shape; its grad is not computed)
      * others: in[0] x */
     dp_tensor_t *in[3];

@@ -226,6 +226,7 @@ static const char *layer_kind_name(dp_layer_kind_t kind) {
     case DP_LAYER_SCALE_CHANNELS: return "scale_channels";
     case DP_LAYER_LAYER_NORM: return "layernorm";
     case DP_LAYER_LAYER_SCALE: return "layer_scale";
+    case DP_LAYER_CONCAT: return "concat";
     }
     return "unknown";
 }
@@ -606,6 +607,12 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
                                           * order (`scale * input`): the one OpenCV 4.6 reads (at batch 1 only) */
             const char *mul_inputs[2] = {in, names[l.other]};
             node = node_begin("Mul", node_name, mul_inputs, 2, names[i]);
+            break;
+        }
+        case DP_LAYER_CONCAT: { /* torch.cat([other, input], 1) */
+            const char *cat_inputs[2] = {names[l.other], in};
+            node = node_begin("Concat", node_name, cat_inputs, 2, names[i]);
+            attr_int(&node, "axis", 1);
             break;
         }
         default:

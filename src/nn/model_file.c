@@ -41,6 +41,7 @@ static dp_status_t build_scale_channels(parser_t *p, int index);
 static dp_status_t build_layernorm(parser_t *p, int index);
 static dp_status_t build_layer_scale(parser_t *p, int index);
 static dp_status_t build_drop_path(parser_t *p, int index);
+static dp_status_t build_concat(parser_t *p, int index);
 
 /* The builder of each block type, in dp_model_file_block_types' order
  * (NULL for [net]). */
@@ -69,6 +70,7 @@ static const build_fn_t builders[] = {
     build_layer_scale, /* layer_scale */
     build_activation, /* silu */
     build_drop_path, /* drop_path */
+    build_concat,    /* concat */
 };
 _Static_assert(sizeof builders / sizeof builders[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "one builder per block type");
@@ -228,14 +230,19 @@ static dp_status_t get_param_name(const parser_t *p, int index, const char **out
     return DP_OK;
 }
 
-/* init = normal | torch | kaiming_fan_out | uniform_fan_out ([net], conv, linear). */
+/* init = normal | torch | kaiming_fan_out | uniform_fan_out | kaiming_fan_out_torch_bias | kaiming_fan_in |
+ * torch_zero_bias ([net], conv, linear). */
 static dp_status_t parse_init(const parser_t *p, const entry_t *e, dp_init_kind_t *out) {
     if (strcmp(e->value, "normal") == 0) *out = DP_INIT_NORMAL;
     else if (strcmp(e->value, "torch") == 0) *out = DP_INIT_TORCH_DEFAULT;
     else if (strcmp(e->value, "kaiming_fan_out") == 0) *out = DP_INIT_KAIMING_FAN_OUT;
     else if (strcmp(e->value, "uniform_fan_out") == 0) *out = DP_INIT_UNIFORM_FAN_OUT;
+    else if (strcmp(e->value, "kaiming_fan_out_torch_bias") == 0) *out = DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS;
+    else if (strcmp(e->value, "kaiming_fan_in") == 0) *out = DP_INIT_KAIMING_FAN_IN;
+    else if (strcmp(e->value, "torch_zero_bias") == 0) *out = DP_INIT_TORCH_ZERO_BIAS;
     else
-        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch, kaiming_fan_out or uniform_fan_out",
+        return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch, kaiming_fan_out, "
+                                     "uniform_fan_out, kaiming_fan_out_torch_bias, kaiming_fan_in or torch_zero_bias",
                                      dp_model_file_show(e->value).text);
     return DP_OK;
 }
@@ -502,6 +509,16 @@ static dp_status_t build_scale_channels(parser_t *p, int index) {
     int from = 0; /* set by resolve_from when it succeeds */
     DP_TRY(resolve_from(p, index, &from));
     BUILD(p, b, dp_model_add_scale_channels(p->model, from));
+    return DP_OK;
+}
+
+/* output `from`'s channels, then the current output's, as torch.cat([from, x], 1): DenseNet's
+ * concatenation of a block's features (Darknet's [route] of two layers) */
+static dp_status_t build_concat(parser_t *p, int index) {
+    const block_t *b = &p->blocks[index];
+    int from = 0; /* set by resolve_from when it succeeds */
+    DP_TRY(resolve_from(p, index, &from));
+    BUILD(p, b, dp_model_add_concat(p->model, from));
     return DP_OK;
 }
 

@@ -56,7 +56,7 @@ typedef struct {
     const char *required;
 } dp_model_file_block_type_t;
 
-#define DP_MODEL_FILE_NUM_BLOCK_TYPES 24
+#define DP_MODEL_FILE_NUM_BLOCK_TYPES 25
 extern const dp_model_file_block_type_t dp_model_file_block_types[DP_MODEL_FILE_NUM_BLOCK_TYPES];
 
 /* User text as a message shows it: at most 40 characters, printable. */

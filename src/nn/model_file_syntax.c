@@ -43,6 +43,7 @@ const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"layer_scale", "name init label", "name"},
     {"silu", "label", ""},
     {"drop_path", "p label", "p"},
+    {"concat", "from label", "from"},
 };
 _Static_assert(sizeof dp_model_file_block_types / sizeof dp_model_file_block_types[0] == DP_MODEL_FILE_NUM_BLOCK_TYPES,
                "DP_MODEL_FILE_NUM_BLOCK_TYPES counts the block types");
@@ -108,8 +109,8 @@ static dp_status_t start_block(parser_t *p, char *header, int line) {
         return dp_model_file_fail_at(p, line,
                        "unknown layer type [%s] (expected net, conv, conv_transpose, maxpool, avgpool, "
                        "global_avgpool, batchnorm, dropout, relu, relu6, sigmoid, tanh, flatten, linear, route, "
-                       "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu or "
-                       "drop_path)",
+                       "residual, hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu, "
+                       "drop_path or concat)",
                        dp_model_file_show(name).text);
     if (p->num_blocks == 0 && type != 0)
         return dp_model_file_fail_at(p, line, "the first block must be [net], found [%s]", name);

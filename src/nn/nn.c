@@ -43,6 +43,7 @@ typedef enum {
     LAYER_LAYER_NORM, /* layer_norm over the channels at every position */
     LAYER_LAYER_SCALE, /* scale_channels by the (C, 1, 1) parameter `weight`, shared by the batch */
     LAYER_DROP_PATH, /* drop_path (stochastic depth): as dropout, one draw per example */
+    LAYER_CONCAT,   /* concat: output `other`'s channels, then output `input`'s */
 } layer_kind_t;
 
 typedef struct {
@@ -50,7 +51,7 @@ typedef struct {
     dp_op_kind_t op;   /* the op the layer runs */
     dp_op_attr_t attr;
     int input;         /* the output it reads (0 = the model's input) */
-    int other;         /* residual, scale_channels: the second output it reads; -1 */
+    int other;         /* residual, scale_channels, concat: the second output it reads; -1 */
     int readers;       /* layers that read this layer's output */
     int weight, bias;  /* parameter indices, -1 if none */
     int running_mean, running_var; /* batch norm's buffers, -1 if none */
@@ -236,6 +237,7 @@ static void layer_label(const dp_model_t *m, layer_t *l) {
                        : l->kind == LAYER_RESIDUAL ? "add"
                        : l->kind == LAYER_SCALE_CHANNELS ? "scale_channels"
                        : l->kind == LAYER_LAYER_NORM ? "layernorm"
+                       : l->kind == LAYER_CONCAT ? "concat"
                        : l->kind == LAYER_GLOBAL_AVG_POOL ? "global_avg_pool"
                                                    : dp_op_table[l->op].name; /* relu, relu6, sigmoid, ... */
     int rank = 1;
@@ -492,7 +494,8 @@ dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float in
         return dp_fail(DP_ERR_ARG, "model %s: layer %d: only a conv, conv_transpose or linear layer has an "
                        "initialisation of its own", m->name, m->num_layers);
     if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT &&
-        init != DP_INIT_UNIFORM_FAN_OUT)
+        init != DP_INIT_UNIFORM_FAN_OUT && init != DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS && init != DP_INIT_KAIMING_FAN_IN &&
+        init != DP_INIT_TORCH_ZERO_BIAS)
         return dp_fail(DP_ERR_ARG, "model %s: layer %s: unknown initialisation %d", m->name, l->label, (int)init);
     l->own_init = 1;
     l->init = init;
@@ -710,6 +713,29 @@ dp_status_t dp_model_add_scale_channels(dp_model_t *m, int from) {
     return DP_OK;
 }
 
+dp_status_t dp_model_add_concat(dp_model_t *m, int from) {
+    int last = m->num_layers;
+    DP_TRY(check_from(m, from, "concat"));
+    int ndim, from_ndim;
+    const int *b = output_shape(m, last, &ndim), *a = output_shape(m, from, &from_ndim);
+    int fits = from_ndim >= 1 && ndim == from_ndim;
+    for (int d = 1; fits && d < ndim; d++) fits = a[d] == b[d];
+    if (!fits) {
+        char as[96], bs[96];
+        return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: concat joins output %d %s and output %d %s: "
+                       "they must differ in their channels alone", m->name, last + 1, from,
+                       shape_str(from_ndim, a, as, sizeof as), last, shape_str(ndim, b, bs, sizeof bs));
+    }
+    int shape[DP_MAX_DIMS];
+    memcpy(shape, a, sizeof(int) * (size_t)from_ndim);
+    shape[0] = a[0] + b[0];
+    layer_t *l = push_layer(m, LAYER_CONCAT, DP_OP_CONCAT);
+    if (!l) return DP_ERR_NOMEM;
+    l->other = from;
+    commit_layer(m, l, from_ndim, shape);
+    return DP_OK;
+}
+
 const char *dp_model_name(const dp_model_t *m) { return m->name; }
 size_t dp_model_num_params(const dp_model_t *m) { return m->total; }
 size_t dp_model_num_trainable(const dp_model_t *m) { return m->trainable; }
@@ -798,11 +824,20 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
                                      : (size_t)w->shape[0];
         dp_init_kind_t init = l->own_init ? l->init : m->init;
         double scale = l->own_init ? l->init_scale : m->init_scale;
-        if (init == DP_INIT_NORMAL || init == DP_INIT_KAIMING_FAN_OUT) {
-            if (init == DP_INIT_KAIMING_FAN_OUT) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
+        if (init == DP_INIT_NORMAL || init == DP_INIT_KAIMING_FAN_OUT || init == DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS ||
+            init == DP_INIT_KAIMING_FAN_IN) { /* normal weights */
+            if (init == DP_INIT_KAIMING_FAN_IN) scale = sqrt(2.0 / (double)fan_in); /* gain sqrt(2) / sqrt(fan_in) */
+            else if (init != DP_INIT_NORMAL) scale = sqrt(2.0 / (double)fan_out); /* gain sqrt(2) / sqrt(fan_out) */
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)(scale * dp_rng_normal(rng));
-            if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);
+            if (l->bias >= 0 && init == DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS) {
+                const dp_param_info_t *b = &m->params[l->bias];
+                double bound = 1.0 / sqrt((double)fan_in);
+                for (size_t k = 0; k < b->numel; k++)
+                    params[b->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
+            } else if (l->bias >= 0) {
+                fill(params, &m->params[l->bias], 0.0f);
+            }
         } else if (init == DP_INIT_UNIFORM_FAN_OUT) { /* torchvision's EfficientNet: uniform_(-r, r), r = 1/sqrt(out) */
             double bound = 1.0 / sqrt((double)fan_out);
             for (size_t k = 0; k < w->numel; k++)
@@ -812,7 +847,9 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
             double bound = 1.0 / sqrt((double)fan_in);
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
-            if (l->bias >= 0) {
+            if (l->bias >= 0 && init == DP_INIT_TORCH_ZERO_BIAS) {
+                fill(params, &m->params[l->bias], 0.0f);
+            } else if (l->bias >= 0) {
                 const dp_param_info_t *b = &m->params[l->bias];
                 for (size_t k = 0; k < b->numel; k++)
                     params[b->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
@@ -925,6 +962,7 @@ dp_status_t dp_model_forward_layers(const dp_model_t *m, dp_tape_t *tape, float 
             for (int d = 2; d < w->ndim; d++) w->shape[d] = 1;
             break;
         case LAYER_SCALE_CHANNELS: /* x is output `other`, its scale the previous output */
+        case LAYER_CONCAT:         /* output `other`'s channels first */
             second = h;
             h = outs[l->other];
             break;
@@ -970,7 +1008,7 @@ dp_status_t dp_model_forward_opts(const dp_model_t *m, dp_tape_t *tape, float *p
 
 /* --- Reading the layers ------------------------------------------------------ */
 
-_Static_assert((int)LAYER_DROP_PATH == (int)DP_LAYER_DROP_PATH && (int)LAYER_CONV == (int)DP_LAYER_CONV,
+_Static_assert((int)LAYER_CONCAT == (int)DP_LAYER_CONCAT && (int)LAYER_CONV == (int)DP_LAYER_CONV,
                "layer_kind_t and dp_layer_kind_t list the same kinds in the same order");
 
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out) {

@@ -2,7 +2,8 @@
  *
  * Each op's forward and backward live side by side in one file per op
  * family (ops_conv.c, ops_conv_transpose.c, ops_pool.c, ops_linear.c,
- * ops_elementwise.c, ops_scale_channels.c, ops_layer_norm.c, ops_batch_norm.c, ops_dropout.c, ops_loss.c); this
+ * ops_elementwise.c, ops_scale_channels.c, ops_layer_norm.c, ops_concat.c, ops_batch_norm.c, ops_dropout.c,
+ * ops_loss.c); this
  * file only registers them. The kernels are library
  * internal: they are reached through dp_op_table, so their prototypes are
  * declared here and nowhere else.
@@ -55,11 +56,13 @@ dp_status_t dp_silu_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_silu_backward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_drop_path_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_drop_path_backward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_concat_forward(dp_node_t *node, dp_arena_t *arena);
+dp_status_t dp_concat_backward(dp_node_t *node, dp_arena_t *arena);
 
 /* Adding an op to dp_op_kind_t breaks this on purpose: give it an entry
  * below, a gradcheck case (tests/test_gradcheck.c) and fixtures
  * (tools/make_fixtures.py), then update the count. */
-_Static_assert(DP_OP_COUNT == 23, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
+_Static_assert(DP_OP_COUNT == 24, "dp_op_table: a new op needs an entry, a gradcheck case and fixtures");
 
 /* num_inputs counts the optional bias of conv, conv_transpose and linear
  * and the optional weight and bias of batch_norm: those may be NULL. */
@@ -87,6 +90,7 @@ const dp_op_def_t dp_op_table[DP_OP_COUNT] = {
     [DP_OP_LAYER_NORM] = {"layer_norm", 3, dp_layer_norm_forward, dp_layer_norm_backward},
     [DP_OP_SILU] = {"silu", 1, dp_silu_forward, dp_silu_backward},
     [DP_OP_DROP_PATH] = {"drop_path", 1, dp_drop_path_forward, dp_drop_path_backward},
+    [DP_OP_CONCAT] = {"concat", 2, dp_concat_forward, dp_concat_backward},
 };
 
 dp_op_attr_t dp_op_attr_default(void) {

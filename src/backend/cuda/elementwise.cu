@@ -1,7 +1,7 @@
 /* elementwise.cu - one element per thread: rows filled with a bias, bias
  * and ReLU, ReLU forward and backward (and its mask), sigmoid, tanh, relu6,
  * hardswish, hardsigmoid, gelu, silu, add (with ReLU), the channel scaling of a
- * squeeze-excitation block (ops_scale_channels.c), gradient accumulation, dropout (ops_elementwise.c's and
+ * squeeze-excitation block (ops_scale_channels.c), channel concatenation (ops_concat.c), gradient accumulation, dropout (ops_elementwise.c's and
  * ops_dropout.c's arithmetic), the NCHW <-> NHWC layout copies,
  * gradient clipping's scale and the model's moving average. The
  * activations they read or write (not the gradients) are float or bf16
@@ -249,6 +249,41 @@ extern "C" cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, cons
     if (ds)
         scale_channels_ds_kernel<<<blocks_for(factors), THREADS, 0, stream>>>(dy, x, ds, factors, shared ? shared : planes,
                                                                             planes, plane, add_ds);
+    return cudaGetLastError();
+}
+
+/* --- channel concatenation (ops_concat.c): y (N, Ca + Cb, L) from a (N, Ca, L), b (N, Cb, L) -- */
+__global__ void concat_kernel(const float *a, const float *b, float *y, size_t n, size_t na, size_t nb) {
+    GRID_LOOP(i, n) {
+        const size_t row = i / (na + nb), j = i % (na + nb);
+        y[i] = j < na ? a[row * na + j] : b[row * nb + (j - na)];
+    }
+}
+
+extern "C" cudaError_t dp_cuda_concat(cudaStream_t stream, const float *a, const float *b, float *y, size_t rows,
+                                      size_t na, size_t nb) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    size_t n = rows * (na + nb);
+    concat_kernel<<<blocks_for(n), THREADS, 0, stream>>>(a, b, y, n, na, nb);
+    return cudaGetLastError();
+}
+
+/* g (+)= each row's len values of dy from offset on (a row of dy: `row` values) */
+__global__ void concat_slice_kernel(const float *dy, float *g, size_t n, size_t len, size_t offset, size_t row,
+                                    int add) {
+    GRID_LOOP(i, n) {
+        const float v = dy[(i / len) * row + offset + i % len];
+        g[i] = add ? __fadd_rn(g[i], v) : v;
+    }
+}
+
+extern "C" cudaError_t dp_cuda_concat_backward(cudaStream_t stream, const float *dy, float *da, int add_da, float *db,
+                                               int add_db, size_t rows, size_t na, size_t nb) {
+    (void)cudaGetLastError(); /* an error cuDNN/cuBLAS handled must not pass for this launch's */
+    if (da && rows * na != 0)
+        concat_slice_kernel<<<blocks_for(rows * na), THREADS, 0, stream>>>(dy, da, rows * na, na, 0, na + nb, add_da);
+    if (db && rows * nb != 0)
+        concat_slice_kernel<<<blocks_for(rows * nb), THREADS, 0, stream>>>(dy, db, rows * nb, nb, na, na + nb, add_db);
     return cudaGetLastError();
 }
 

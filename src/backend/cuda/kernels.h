@@ -105,6 +105,11 @@ cudaError_t dp_cuda_unary_backward(cudaStream_t stream, int kind, const void *y,
  * planes (either NULL: none) */
 cudaError_t dp_cuda_scale_channels(cudaStream_t stream, const float *x, const float *s, float *y, size_t n, size_t plane,
                                    size_t shared);
+/* y (rows, na + nb) = each row of a (rows, na) then of b (rows, nb); backward: da, db (+)= their slices of dy */
+cudaError_t dp_cuda_concat(cudaStream_t stream, const float *a, const float *b, float *y, size_t rows, size_t na,
+                           size_t nb);
+cudaError_t dp_cuda_concat_backward(cudaStream_t stream, const float *dy, float *da, int add_da, float *db, int add_db,
+                                    size_t rows, size_t na, size_t nb);
 cudaError_t dp_cuda_scale_channels_backward(cudaStream_t stream, const float *dy, const float *x, const float *s,
                                             float *dx, int add_dx, float *ds, int add_ds, size_t n, size_t plane,
                                             size_t shared);

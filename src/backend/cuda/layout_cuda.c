@@ -42,6 +42,7 @@ void dp_cuda_layout_want(const dp_cuda_ctx_t *c, const dp_node_t *node, int want
         break;
     case DP_OP_MSE:
     case DP_OP_SCALE_CHANNELS: /* x and its (N, C, 1, 1) scale */
+    case DP_OP_CONCAT:         /* a and b joined along NCHW's channels */
         want[0] = want[1] = DP_CUDA_NCHW | DP_CUDA_WANT_FP32;
         break;
     default: /* linear, flatten, conv_transpose, softmax_xent, layer_norm: NCHW FP32 kernels */

@@ -455,6 +455,39 @@ static dp_status_t scale_channels_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp
                           "scale_channels backward");
 }
 
+/* --- concat (DenseNet): NCHW FP32 inputs (layout_cuda.c), an FP32 output ------------------- */
+
+static dp_status_t concat_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    const dp_tensor_t *a = node->in[0], *b = node->in[1];
+    char as[64], bs[64];
+    if (!a || !b || !a->data || !b->data) return dp_fail(DP_ERR_ARG, "concat: needs two inputs (in[0], in[1]) with data");
+    int fits = a->ndim >= 2 && b->ndim == a->ndim && a->shape[0] == b->shape[0];
+    for (int d = 2; fits && d < a->ndim; d++) fits = a->shape[d] == b->shape[d];
+    if (!fits)
+        return dp_fail(DP_ERR_SHAPE, "concat: the inputs must differ in their channels alone, found %s and %s",
+                       dp_tensor_shape_str(a, as, sizeof as), dp_tensor_shape_str(b, bs, sizeof bs));
+    int shape[DP_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof(int) * (size_t)a->ndim);
+    shape[1] = a->shape[1] + b->shape[1];
+    DP_TRY(dp_cuda_output(node, "concat", a->ndim, shape, a->grad || b->grad, arena));
+    size_t rows = (size_t)a->shape[0];
+    if (dp_tensor_numel(&node->out) == 0) return DP_OK;
+    return dp_cuda_launch(c, dp_cuda_concat(c->stream, a->data, b->data, node->out.data, rows,
+                                            dp_tensor_numel(a) / rows, dp_tensor_numel(b) / rows),
+                          "concat");
+}
+
+static dp_status_t concat_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
+    (void)arena;
+    dp_tensor_t *a = node->in[0], *b = node->in[1];
+    size_t rows = (size_t)a->shape[0];
+    if (!node->out.grad || (!a->grad && !b->grad) || dp_tensor_numel(&node->out) == 0) return DP_OK;
+    int add_da = a->grad ? !dp_grad_claim(a) : 0, add_db = b->grad ? !dp_grad_claim(b) : 0;
+    return dp_cuda_launch(c, dp_cuda_concat_backward(c->stream, node->out.grad, a->grad, add_da, b->grad, add_db, rows,
+                                                     dp_tensor_numel(a) / rows, dp_tensor_numel(b) / rows),
+                          "concat backward");
+}
+
 /* --- add (skip connections), with fuse_relu ------------------------------------------------ */
 
 static int same_shape(const dp_tensor_t *a, const dp_tensor_t *b) {
@@ -841,6 +874,7 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
     WRAP(g, layer_norm_forward) WRAP_BACK(g, layer_norm_backward) \
     WRAP(g, silu_forward) WRAP_BACK(g, silu_backward) \
     WRAP(g, drop_path_forward) WRAP_BACK(g, drop_path_backward) \
+    WRAP(g, concat_forward) WRAP_BACK(g, concat_backward) \
     WRAP(g, flatten_forward) WRAP_BACK(g, flatten_backward) \
     WRAP(g, dp_cuda_conv_transpose_forward) WRAP_BACK(g, dp_cuda_conv_transpose_backward)
 #define GPU_TABLE(g)                                                                                  \
@@ -868,9 +902,10 @@ static dp_status_t flatten_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_
         [DP_OP_LAYER_NORM] = {"layer_norm", 3, layer_norm_forward_##g, layer_norm_backward_##g},                 \
         [DP_OP_SILU] = {"silu", 1, silu_forward_##g, silu_backward_##g},                                      \
         [DP_OP_DROP_PATH] = {"drop_path", 1, drop_path_forward_##g, drop_path_backward_##g},                  \
+        [DP_OP_CONCAT] = {"concat", 2, concat_forward_##g, concat_backward_##g},                                 \
     }
 
-_Static_assert(DP_OP_COUNT == 23, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
+_Static_assert(DP_OP_COUNT == 24, "ops_cuda.c: a new op needs an entry in GPU_TABLE");
 _Static_assert(DP_CUDA_MAX_GPUS == 8, "ops_cuda.c: one GPU_FUNCS / GPU_TABLE per GPU");
 
 GPU_FUNCS(0)

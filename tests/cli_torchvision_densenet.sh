@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# cli_torchvision_densenet.sh - torchvision 0.14's DenseNet-121, -161, -169
+# and -201 (Debian's python3-torchvision, randomly initialised, made at test
+# time by tests/torchvision_check.py: no pretrained weights) against
+# dptrain's models/densenet*-imagenet.cfg (tools/make_imagenet_models.py,
+# tools/imagenet_models_densenet.py: the dense layers' torch.cat as
+# [concat]) with the same weights, as cli_torchvision.sh checks the ResNets:
+# - densenet121: the import of torchvision's state_dict
+#   (tools/import_torchvision.py); `dptrain predict --resume` of two
+#   224x224 PNGs gives torchvision's logits within 1e-4 of the largest;
+#   tests/torchvision_step at 64x64 gives the inference-mode logits, loss
+#   and every parameter's gradient, and the training-mode (batch
+#   statistics) logits, loss, running statistics and gradients, within
+#   1e-4 of float64 torchvision's (torchvision_check.py compare); `dptrain
+#   export --onnx` (Concat nodes) passes onnx's checker, and OpenCV's DNN
+#   and the PyTorch rebuild of the graph give dptrain's logits within 1e-4
+#   (tools/check_onnx.py);
+# - densenet161, densenet169, densenet201: `dptrain inspect --model` lists
+#   torchvision's state_dict, name for name in its order, shape for shape
+#   (torchvision_check.py structure).
+source "$(dirname "$0")/testing.sh"
+src=$(cd "$(dirname "$0")/.." && pwd)
+py=/usr/bin/python3
+step="$(dirname "$bin")/tests/torchvision_step"
+find_spec='import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]
+sys.exit("missing: " + " ".join(m) if m else 0)'
+if ! $py -c "$find_spec" torch torchvision onnx cv2 PIL numpy 2>"$tmp/import.err"; then
+  fail "python3-torch, -torchvision, -onnx, -opencv, -pil and -numpy are needed (scripts/setup.sh test):" \
+    "$(tail -1 "$tmp/import.err")"
+  testing_finish cli_torchvision_densenet
+  exit
+fi
+export DPTRAIN_BIN=$bin
+others=(densenet161 densenet169 densenet201)
+$py "$src/tests/torchvision_check.py" structure "${others[@]}" >"$tmp/structure.out" 2>&1
+sed 's/^/  /' "$tmp/structure.out"
+[[ $(grep -c ': ok (' "$tmp/structure.out") -eq ${#others[@]} ]] && pass \
+  || fail "structure: $(grep -v ': ok (' "$tmp/structure.out")"
+
+name=densenet121
+$py "$src/tests/torchvision_check.py" make "$tmp" $name >"$tmp/make.out" 2>&1 && pass \
+  || fail "torchvision_check.py make: $(tail -3 "$tmp/make.out")"
+sed 's/^/  /' "$tmp/make.out"
+ck="$tmp/$name.safetensors"
+$py "$src/tools/import_torchvision.py" "$tmp/$name.pth" "$src/models/$name-imagenet.cfg" "$ck" \
+  >"$tmp/import.out" 2>&1 && pass || fail "$name: import: $(cat "$tmp/import.out")"
+"$step" "$tmp/$name-small.cfg" "$ck" "$tmp/$name-input.safetensors" "$tmp/$name-out.safetensors" 2>"$tmp/err" \
+  && pass || fail "$name: torchvision_step: $(cat "$tmp/err")"
+"$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp/$name-0.png" "$tmp/$name-1.png" \
+  >"$tmp/$name-predict.jsonl" 2>"$tmp/err" && pass || fail "$name: predict: $(cat "$tmp/err")"
+"$bin" export --resume "$ck" --onnx "$tmp/$name.onnx" 2>"$tmp/err" && pass || fail "$name: export: $(cat "$tmp/err")"
+$py "$src/tests/torchvision_check.py" compare "$tmp" $name >"$tmp/compare.out" 2>&1
+sed 's/^/  /' "$tmp/compare.out"
+grep -qx "$name: ok" "$tmp/compare.out" && pass || fail "$name: $(grep "^$name: " "$tmp/compare.out")"
+
+# the ONNX export: onnx's checker, OpenCV and the PyTorch rebuild of the graph against predict's logits
+$py "$src/tools/check_onnx.py" check "$tmp/$name.onnx" "$tmp/$name-x.npy" 2 "$tmp/$name-predict.jsonl" \
+  >"$tmp/onnx.out" 2>&1
+$py "$src/tools/check_onnx.py" check "$tmp/$name.onnx" "$tmp/$name-x.npy" 2 "$tmp/$name-predict.jsonl" \
+  --torch --no-opencv >"$tmp/onnx-torch.out" 2>&1
+sed 's/^/  /' "$tmp/onnx.out" "$tmp/onnx-torch.out"
+grep -qxF "$tmp/$name.onnx: ok" "$tmp/onnx.out" && pass || fail "$name: ONNX check failed"
+grep -qxF "$tmp/$name.onnx: ok" "$tmp/onnx-torch.out" && pass || fail "$name: ONNX check (PyTorch rebuild) failed"
+testing_finish cli_torchvision_densenet
