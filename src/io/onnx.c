@@ -494,6 +494,23 @@ static dp_status_t write_model(pb_t *graph, const char *path, const char *produc
     return status;
 }
 
+/* dst = src, names of NAME_MAX_LEN bytes; src is an earlier layer's name (or the input's) and may be dst's
+ * own bytes: copied as memmove, which may overlap. */
+static void copy_name(char *dst, const char *src) {
+    size_t len = strnlen(src, NAME_MAX_LEN - 1);
+    memmove(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* The Relu a conv or residual fuses: NODE.relu from its op's result `pre_relu` to `out`. */
+static void add_fused_relu(pb_t *graph, const char *node_name, const char *pre_relu, const char *out) {
+    char relu_name[NAME_MAX_LEN + 8];
+    snprintf(relu_name, sizeof relu_name, "%s.relu", node_name);
+    const char *relu_in[1] = {pre_relu};
+    pb_t node = node_begin("Relu", relu_name, relu_in, 1, out);
+    pb_message(graph, 1, &node);
+}
+
 dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const char *path,
                            const char *producer_version, const dp_onnx_prop_t *props, int num_props) {
     int num_layers = dp_model_num_layers(model);
@@ -539,11 +556,7 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         case DP_LAYER_DROPOUT:
         case DP_LAYER_DROP_PATH:
             /* an alias: a route reads an earlier output; dropout and drop path are the identity in inference */
-            { /* `in` is an earlier layer's name (or the input's): copied as memmove, which may overlap */
-                size_t len = strnlen(in, NAME_MAX_LEN - 1);
-                memmove(names[i], in, len);
-                names[i][len] = '\0';
-            }
+            copy_name(names[i], in);
             last_is_alias = 1;
             continue;
         case DP_LAYER_CONV:
@@ -621,13 +634,8 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
         if (status != DP_OK) break;
         pb_message(&graph, 1, &node);
         if ((l.kind == DP_LAYER_CONV || l.kind == DP_LAYER_CONV_TRANSPOSE || l.kind == DP_LAYER_RESIDUAL) &&
-            l.attr.fuse_relu) {
-            char relu_name[NAME_MAX_LEN + 8];
-            snprintf(relu_name, sizeof relu_name, "%s.relu", node_name);
-            const char *relu_in[1] = {pre_relu};
-            node = node_begin("Relu", relu_name, relu_in, 1, names[i]);
-            pb_message(&graph, 1, &node);
-        }
+            l.attr.fuse_relu)
+            add_fused_relu(&graph, node_name, pre_relu, names[i]);
         continue;
     unsupported:
         status = dp_fail(DP_ERR_ARG, "export: model %s: layer %d (%s, op %s) cannot be expressed in ONNX",
