@@ -42,18 +42,8 @@
 #   the same values spelled otherwise ("0.3", dptrain's 0.300000012) warn
 #   of nothing.
 source "$(dirname "$0")/testing.sh"
-src=$(cd "$(dirname "$0")/.." && pwd)
-py=/usr/bin/python3
-step="$(dirname "$bin")/tests/torchvision_step"
-find_spec='import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]
-sys.exit("missing: " + " ".join(m) if m else 0)'
-if ! $py -c "$find_spec" torch torchvision onnx cv2 PIL numpy 2>"$tmp/import.err"; then
-  fail "python3-torch, -torchvision, -onnx, -opencv, -pil and -numpy are needed (scripts/setup.sh test):" \
-    "$(tail -1 "$tmp/import.err")"
-  testing_finish cli_torchvision
-  exit
-fi
-export DPTRAIN_BIN=$bin
+source "$(dirname "$0")/torchvision_testing.sh"
+torchvision_needs cli_torchvision torch torchvision onnx cv2 PIL numpy
 names=(resnet18 resnet34 resnet50 resnext50_32x4d mobilenet_v2 mobilenet_v3_large mobilenet_v3_small)
 $py "$src/tests/torchvision_check.py" structure resnet101 resnet152 resnext101_32x8d wide_resnet50_2 wide_resnet101_2 \
   >"$tmp/structure.out" 2>&1

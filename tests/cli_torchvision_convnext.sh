@@ -19,18 +19,8 @@
 #   (tools/check_onnx.py --torch). OpenCV 4.6 is not asked: its importer
 #   refuses the layer norm's broadcast Div ((N, C, H, W) by (N, 1, H, W)).
 source "$(dirname "$0")/testing.sh"
-src=$(cd "$(dirname "$0")/.." && pwd)
-py=/usr/bin/python3
-step="$(dirname "$bin")/tests/torchvision_step"
-find_spec='import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]
-sys.exit("missing: " + " ".join(m) if m else 0)'
-if ! $py -c "$find_spec" torch torchvision onnx PIL numpy 2>"$tmp/import.err"; then
-  fail "python3-torch, -torchvision, -onnx, -pil and -numpy are needed (scripts/setup.sh test):" \
-    "$(tail -1 "$tmp/import.err")"
-  testing_finish cli_torchvision_convnext
-  exit
-fi
-export DPTRAIN_BIN=$bin
+source "$(dirname "$0")/torchvision_testing.sh"
+torchvision_needs cli_torchvision_convnext torch torchvision onnx PIL numpy
 $py "$src/tests/torchvision_check.py" structure convnext_small convnext_base convnext_large >"$tmp/structure.out" 2>&1
 sed 's/^/  /' "$tmp/structure.out"
 [[ $(grep -c ': ok (' "$tmp/structure.out") -eq 3 ]] && pass || fail "structure: $(grep -v ': ok (' "$tmp/structure.out")"

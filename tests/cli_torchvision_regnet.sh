@@ -20,18 +20,8 @@
 #   torchvision's state_dict, name for name in its order, shape for shape
 #   (torchvision_check.py structure).
 source "$(dirname "$0")/testing.sh"
-src=$(cd "$(dirname "$0")/.." && pwd)
-py=/usr/bin/python3
-step="$(dirname "$bin")/tests/torchvision_step"
-find_spec='import importlib.util as u, sys; m = [n for n in sys.argv[1:] if not u.find_spec(n)]
-sys.exit("missing: " + " ".join(m) if m else 0)'
-if ! $py -c "$find_spec" torch torchvision onnx cv2 PIL numpy 2>"$tmp/import.err"; then
-  fail "python3-torch, -torchvision, -onnx, -opencv, -pil and -numpy are needed (scripts/setup.sh test):" \
-    "$(tail -1 "$tmp/import.err")"
-  testing_finish cli_torchvision_regnet
-  exit
-fi
-export DPTRAIN_BIN=$bin
+source "$(dirname "$0")/torchvision_testing.sh"
+torchvision_needs cli_torchvision_regnet torch torchvision onnx cv2 PIL numpy
 others=(regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf regnet_y_32gf
   regnet_x_800mf regnet_x_1_6gf regnet_x_3_2gf regnet_x_8gf regnet_x_16gf regnet_x_32gf)
 $py "$src/tests/torchvision_check.py" structure "${others[@]}" >"$tmp/structure.out" 2>&1
