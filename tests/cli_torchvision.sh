@@ -218,4 +218,31 @@ grep -qx "initialised from $tmp/lin-n.safetensors (parameters and batch norm sta
 same_tensors "$tmp/tuned.st" "$tmp/tuned-given.st" && pass || fail "the file's normalisation and the same given differ"
 "$bin" inspect "$tmp/tuned.st" | grep -q "^  data.normalize = 0.300000012,0.200000003$" && pass \
   || fail "data.normalize of the tuned run: $("$bin" inspect "$tmp/tuned.st" | grep normalize)"
+# --transform "resize S, bicubic" (torchvision's EfficientNet weights evaluate after Pillow's BICUBIC resize):
+# recorded as the checkpoint's data.transform; predict with it = predict of the bilinear import told
+# --interpolation bicubic, and not the bilinear one
+$py - "$tmp" <<'EOF'
+import sys, torch
+import numpy as np
+from PIL import Image
+torch.manual_seed(0)
+torch.save({"fc.weight": torch.randn(10, 784), "fc.bias": torch.zeros(10)}, f"{sys.argv[1]}/lin-r.pth")
+Image.fromarray(np.random.default_rng(0).integers(0, 256, (37, 50), dtype=np.uint8)).save(f"{sys.argv[1]}/gray.png")
+EOF
+for filter in bilinear bicubic; do
+  $py "$src/tools/import_torchvision.py" "$tmp/lin-r.pth" "$tmp/lin.cfg" "$tmp/lin-$filter.safetensors" --normalize none \
+    --transform "resize 40, $filter" >/dev/null && pass || fail "import with --transform 'resize 40, $filter'"
+done
+[[ $(meta_value "$tmp/lin-bicubic.safetensors" data.transform) == "resize 40, bicubic" &&
+   $(meta_value "$tmp/lin-bilinear.safetensors" data.transform) == "resize 40" ]] && pass \
+  || fail "data.transform: $(meta_value "$tmp/lin-bicubic.safetensors" data.transform)"
+logits() { "$bin" predict --resume "$@" --json --logits --devices 1 "$tmp/gray.png" 2>/dev/null | sed 's/.*"logits"//'; }
+bicubic=$(logits "$tmp/lin-bicubic.safetensors")
+[[ -n $bicubic && $bicubic == "$(logits "$tmp/lin-bilinear.safetensors" --interpolation bicubic)" &&
+   $bicubic != "$(logits "$tmp/lin-bilinear.safetensors")" ]] && pass \
+  || fail "predict of the bicubic import: not the bilinear import's with --interpolation bicubic, or the same as bilinear"
+$py "$src/tools/import_torchvision.py" "$tmp/lin-r.pth" "$tmp/lin.cfg" "$tmp/lin-x.safetensors" --normalize none \
+  --transform "resize 40, lanczos" >/dev/null 2>"$tmp/err"
+[[ $? -eq 1 && ! -e "$tmp/lin-x.safetensors" ]] && grep -qF -- "--transform resize 40, lanczos: the filter 'lanczos' is not bicubic or bilinear" "$tmp/err" \
+  && pass || fail "--transform with another filter: $(cat "$tmp/err")"
 testing_finish cli_torchvision

@@ -6,7 +6,7 @@ of a model file's network, for `dptrain eval`, `predict`, `export` and
 
 usage: import_torchvision.py STATE_DICT.pth MODEL.cfg|NAME OUT.safetensors
            [--normalize MEAN,STD|imagenet|none] [--classes imagenet|FILE|none]
-           [--transform "resize S"|squash|none] [--dptrain PATH]
+           [--transform "resize S[, bicubic]"|"squash[, bicubic]"|none] [--dptrain PATH]
 
 The model's parameter table (names, shapes, in order) is the one `dptrain
 inspect --model MODEL.cfg` prints; every tensor of the table must be in the
@@ -35,7 +35,9 @@ them out) and data.transform (how predict makes a photo the input's size,
 as `train` records an image folder's evaluation: --transform, default
 "resize S" with S = round(256 / 224 x the input's larger side), 256 for
 224: torchvision's Resize(256) + CenterCrop(224), the evaluation its
-ImageNet weights are measured with; "squash" for Resize((H, W)); none
+ImageNet weights are measured with; "squash" for Resize((H, W)); either
+followed by ", bicubic" for weights evaluated after Pillow's BICUBIC resize
+(torchvision's EfficientNets: "resize 256, bicubic" for B0); none
 for a network of inputs already of its size, which predict resizes
 whole). It is written to a temporary file and renamed.
 
@@ -179,16 +181,26 @@ def normalize_text(given):
 
 
 def transform_text(given, size):
-    """data.transform: "resize S" (torchvision's Resize(S) + CenterCrop), "squash" or "" (none)."""
+    """data.transform: "resize S" (torchvision's Resize(S) + CenterCrop), "squash" or "" (none), then
+    ", bicubic" when given so (Pillow's BICUBIC resize: the EfficientNets' and many timm weights' evaluation;
+    image_folder.h dp_eval_transform_text)."""
     if given is None:  # dptrain's default S, image_transform.c's dp_eval_resize_default: 256 for 224
         q, r = divmod(max(size) * 256, 224)
         return f"resize {q + 1 if 2 * r > 224 or (2 * r == 224 and q % 2) else q}"
-    if given in ("none", "squash"):
-        return "" if given == "none" else given
-    parts = given.split()
+    if given == "none":
+        return ""
+    text, _, filter_ = given.partition(",")
+    filter_ = filter_.strip()
+    if filter_ not in ("", "bicubic", "bilinear"):
+        raise ImportError_(f"--transform {given}: the filter '{filter_}' is not bicubic or bilinear")
+    suffix = ", bicubic" if filter_ == "bicubic" else ""
+    parts = text.split()
+    if parts == ["squash"]:
+        return "squash" + suffix
     if len(parts) == 2 and parts[0] == "resize" and parts[1].isdigit() and 1 <= int(parts[1]) <= 65535:
-        return f"resize {int(parts[1])}"
-    raise ImportError_(f"--transform {given}: expected \"resize S\" (S from 1 to 65535), squash or none")
+        return f"resize {int(parts[1])}{suffix}"
+    raise ImportError_(f"--transform {given}: expected \"resize S\" (S from 1 to 65535) or squash, each optionally "
+                       f"followed by \", bicubic\", or none")
 
 
 def class_names(given, classes):
