@@ -5,7 +5,7 @@
 # written here with tools/idx_to_image_folder.py, every image of a random
 # size (48 to 96 pixels, aspect 3:4 to 4:3, quality 90), read through
 # --transform squash:
-# - pretrained on classes 0-4 (3,000 images, 10 outputs, 2 epochs);
+# - pretrained on classes 0-4 (3,000 images, 10 outputs, 1 epoch);
 # - then a 5-output ResNet-18 on classes 5-9 (2,000 training and 1,000 test
 #   images) for one epoch, started with --init from the first with its
 #   stem, layer1 and layer2 frozen (fc initialised afresh, named in one
@@ -29,7 +29,7 @@ model() { # model FILE OUTPUTS
 model "$tmp/pre.cfg" 10
 model "$tmp/new.cfg" 5
 run=(train --optimizer adam --lr 0.001 --devices 2 --seed 0 --transform squash --batch-size 50)
-"$bin" "${run[@]}" --model "$tmp/pre.cfg" --data "$tmp/pre" --epochs 2 --quiet --save "$tmp/pre.st" \
+"$bin" "${run[@]}" --model "$tmp/pre.cfg" --data "$tmp/pre" --epochs 1 --quiet --save "$tmp/pre.st" \
   >"$tmp/pre.out" 2>&1 && pass || fail "pretraining on classes 0-4: $(tail -3 "$tmp/pre.out")"
 new=("${run[@]}" --model "$tmp/new.cfg" --data "$tmp/new" --epochs 1)
 "$bin" "${new[@]}" --init "$tmp/pre.st" --freeze conv1,bn1,layer1,layer2 --save "$tmp/transfer.st" \
