@@ -169,13 +169,11 @@ static dp_status_t read_data(gzFile gz, const char *path, size_t total, uint8_t 
         }
         if (have == total) break;
         size_t bigger = capacity > total / 2 ? total : capacity * 2;
-        uint8_t *grown = dp_alloc(bigger, path);
+        uint8_t *grown = realloc(buf, bigger); /* large blocks: glibc moves the pages (mremap), no copy */
         if (!grown) {
             free(buf);
-            return DP_ERR_NOMEM;
+            return dp_fail(DP_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bigger, path);
         }
-        memcpy(grown, buf, have);
-        free(buf);
         buf = grown;
         capacity = bigger;
     }
