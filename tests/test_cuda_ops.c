@@ -384,6 +384,85 @@ static void check_xent_smoothing_like_cpu(void) {
     be->free(be->ctx, glabels);
 }
 
+/* A node the ops must refuse, and how to spoil it. */
+typedef struct {
+    const char *what;
+    dp_op_kind_t kind;
+    int w_len, b_len; /* in[1] and in[2] of (len), 0 for none */
+    int mse_target_len; /* mse: a target of (len) against x's 2 x 48 */
+    void (*spoil)(dp_op_attr_t *a);
+} refusal_t;
+
+static void eps_negative(dp_op_attr_t *a) { a->eps = -1.0f; }
+static void eps_nan(dp_op_attr_t *a) { a->eps = NAN; }
+static void momentum_2(dp_op_attr_t *a) { a->momentum = 2.0f; }
+static void fuse_7(dp_op_attr_t *a) { a->fuse_relu = 7; }
+static void inference(dp_op_attr_t *a) { a->training = 0; }
+static void dropout_1(dp_op_attr_t *a) { a->dropout_p = 1.0f; }
+static void offset_negative(dp_op_attr_t *a) { a->example_offset = -1; }
+static void smoothing_and_denominator(dp_op_attr_t *a) { a->label_smoothing = 2.0f, a->loss_denominator = -1.0f; }
+static void denominator_inf(dp_op_attr_t *a) { a->loss_denominator = INFINITY; }
+static void nothing(dp_op_attr_t *a) { (void)a; }
+
+/* forward of `r`'s node on the CPU (gpu 0) or the GPU: its status, its message in `message` */
+static dp_status_t refused_forward(const refusal_t *r, int gpu, char *message, size_t size) {
+    static float x[2 * 48], t[2 * 48], w[8], b[8];
+    static int32_t labels[2];
+    for (int i = 0; i < 2 * 48; i++) x[i] = t[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 8; i++) w[i] = b[i] = 1.0f;
+    void *on[4] = {x, w, b, labels};
+    if (gpu) on[0] = upload(x, sizeof x), on[1] = upload(w, sizeof w), on[2] = upload(b, sizeof b),
+             on[3] = upload(labels, sizeof labels);
+    int xent = r->kind == DP_OP_SOFTMAX_XENT, mse = r->kind == DP_OP_MSE;
+    dp_tensor_t xt = {xent ? 2 : 4, {2, xent ? 48 : 3, 4, 4}, on[0], NULL, 0, 0};
+    if (mse) xt = (dp_tensor_t){2, {2, 48}, on[0], NULL, 0, 0};
+    dp_tensor_t wt = {1, {r->w_len}, on[1], NULL, 0, 0}, bt = {1, {r->b_len}, on[2], NULL, 0, 0};
+    dp_tensor_t tt = {2, {2, r->mse_target_len}, gpu ? upload(t, sizeof t) : t, NULL, 0, 0};
+    dp_node_t node = {.kind = r->kind, .attr = dp_op_attr_default(), .labels = on[3]};
+    node.in[0] = &xt;
+    node.in[1] = mse ? &tt : r->w_len ? &wt : NULL;
+    node.in[2] = r->b_len ? &bt : NULL;
+    r->spoil(&node.attr);
+    dp_arena_t *arena = gpu ? dp_arena_new_on(be, 1 << 16) : dp_arena_new(1 << 16);
+    dp_status_t st = gpu ? be->ops[r->kind].forward(&node, arena) : dp_op_forward(&node, arena);
+    snprintf(message, size, "%s", dp_error_message());
+    dp_arena_free(arena);
+    if (gpu) {
+        for (int i = 0; i < 4; i++) be->free(be->ctx, on[i]);
+        be->free(be->ctx, tt.data);
+    }
+    return st;
+}
+
+/* Bad nodes of the ops whose checks the CPU and the module share (op_checks.c): refused with the same status and
+ * the very same one-line message on both. */
+static void check_refusals_like_cpu(void) {
+    static const refusal_t cases[] = {
+        {"batch_norm eps -1", DP_OP_BATCH_NORM, 3, 3, 0, eps_negative},
+        {"batch_norm momentum 2", DP_OP_BATCH_NORM, 3, 3, 0, momentum_2},
+        {"batch_norm weight (4) for 3 channels", DP_OP_BATCH_NORM, 4, 3, 0, nothing},
+        {"batch_norm fuse_relu 7", DP_OP_BATCH_NORM, 3, 3, 0, fuse_7},
+        {"batch_norm inference without running statistics", DP_OP_BATCH_NORM, 3, 3, 0, inference},
+        {"layer_norm eps NaN", DP_OP_LAYER_NORM, 3, 3, 0, eps_nan},
+        {"layer_norm bias (2) for 3 channels", DP_OP_LAYER_NORM, 3, 2, 0, nothing},
+        {"dropout p 1", DP_OP_DROPOUT, 0, 0, 0, dropout_1},
+        {"drop_path example_offset -1", DP_OP_DROP_PATH, 0, 0, 0, offset_negative},
+        {"softmax_xent label_smoothing 2 and loss_denominator -1", DP_OP_SOFTMAX_XENT, 0, 0, 0,
+         smoothing_and_denominator},
+        {"softmax_xent loss_denominator inf", DP_OP_SOFTMAX_XENT, 0, 0, 0, denominator_inf},
+        {"mse target (2, 47)", DP_OP_MSE, 0, 0, 47, nothing},
+        {"mse loss_denominator inf", DP_OP_MSE, 0, 0, 48, denominator_inf},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char on_cpu[1024], on_gpu[1024];
+        dp_status_t cpu = refused_forward(&cases[i], 0, on_cpu, sizeof on_cpu);
+        dp_status_t gpu = refused_forward(&cases[i], 1, on_gpu, sizeof on_gpu);
+        CHECK(cpu != DP_OK && gpu == cpu && strcmp(on_cpu, on_gpu) == 0 && !strchr(on_gpu, '\n'),
+              "%s: cpu status %d '%s', gpu status %d '%s'", cases[i].what, cpu, on_cpu, gpu, on_gpu);
+        printf("  refused alike: %s: %s\n", cases[i].what, on_gpu);
+    }
+}
+
 int main(void) {
     be = cuda_backend_or_skip("test_cuda_ops");
     const char *dir = testing_path("fixtures/ops");
@@ -420,5 +499,6 @@ int main(void) {
     check_dropout_like_cpu(DP_OP_DROPOUT);
     check_dropout_like_cpu(DP_OP_DROP_PATH);
     check_xent_smoothing_like_cpu();
+    check_refusals_like_cpu();
     return testing_finish("test_cuda_ops");
 }

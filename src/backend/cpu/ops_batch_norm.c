@@ -51,6 +51,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../op_checks.h"
 #include "dptrain/ops.h"
 #include "kernels/kernels.h"
 
@@ -66,35 +67,7 @@ typedef struct {
 } bn_saved_t;
 
 static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
-    const dp_tensor_t *x = node->in[0];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ps[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "batch_norm: needs an input (in[0]) with data");
-    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
-        return dp_fail(DP_ERR_SHAPE, "batch_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    g->batch = x->shape[0];
-    g->channels = x->shape[1];
-    g->plane = dp_tensor_numel(x) / ((size_t)g->batch * (size_t)g->channels);
-    for (int i = 1; i < 3; i++) {
-        const dp_tensor_t *p = node->in[i];
-        if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->channels))
-            return dp_fail(DP_ERR_SHAPE, "batch_norm: %s must be (%d) for input %s, found %s",
-                           i == 1 ? "weight" : "bias", g->channels, dp_tensor_shape_str(x, xs, sizeof xs),
-                           dp_tensor_shape_str(p, ps, sizeof ps));
-    }
-    if (!(a->eps >= 0.0f) || isinf(a->eps))
-        return dp_fail(DP_ERR_ARG, "batch_norm: eps must be finite and >= 0, found %g", (double)a->eps);
-    if (a->training && !(a->momentum >= 0.0f && a->momentum <= 1.0f))
-        return dp_fail(DP_ERR_ARG, "batch_norm: momentum must be in [0, 1], found %g", (double)a->momentum);
-    if ((a->running_mean == NULL) != (a->running_var == NULL))
-        return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
-    if (!a->training && !a->running_mean)
-        return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
-    if (a->fuse_relu != 0 && a->fuse_relu != DP_FUSE_RELU && a->fuse_relu != DP_FUSE_RELU6)
-        return dp_fail(DP_ERR_ARG, "batch_norm: fuse_relu must be 0, DP_FUSE_RELU or DP_FUSE_RELU6, found %d",
-                       a->fuse_relu);
-    return DP_OK;
+    return dp_batch_norm_check(node, &g->batch, &g->channels, &g->plane);
 }
 
 /* s1 += sum (x - shift), s2 += sum (x - shift)^2 over the n floats of one

@@ -32,6 +32,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../op_checks.h"
 #include "dptrain/ops.h"
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -61,17 +62,9 @@ static inline size_t mask_index(int per_example_mask, size_t i) { return per_exa
 
 static inline __attribute__((always_inline)) dp_status_t masked_forward(dp_node_t *node, dp_arena_t *arena,
                                                                         const char *op, int per_example_mask) {
+    DP_TRY(dp_masked_check(node, op));
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
-    char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, ...) with N >= 1, found %s", op,
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return dp_fail(DP_ERR_ARG, "%s: dropout_p must be in [0, 1), found %g", op, (double)a->dropout_p);
-    if (a->example_offset < 0)
-        return dp_fail(DP_ERR_ARG, "%s: example_offset must be >= 0, found %lld", op, (long long)a->example_offset);
     dp_tensor_set_shape(&node->out, x->ndim, x->shape);
     node->saved = NULL;
     if (is_identity(a)) { /* a view, as flatten */

@@ -24,33 +24,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "../op_checks.h"
 #include "dptrain/ops.h"
 
 typedef struct {
     double *mean; /* (N, S) */
     double *rstd; /* (N, S) */
 } ln_saved_t;
-
-static dp_status_t ln_check(const dp_node_t *node, int *N, int *C, size_t *S) {
-    const dp_tensor_t *x = node->in[0];
-    char xs[64], ps[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "layer_norm: needs an input (in[0]) with data");
-    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
-        return dp_fail(DP_ERR_SHAPE, "layer_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    *N = x->shape[0];
-    *C = x->shape[1];
-    *S = dp_tensor_numel(x) / ((size_t)*N * (size_t)*C);
-    for (int i = 1; i < 3; i++) {
-        const dp_tensor_t *p = node->in[i];
-        if (p && (!p->data || p->ndim != 1 || p->shape[0] != *C))
-            return dp_fail(DP_ERR_SHAPE, "layer_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
-                           *C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
-    }
-    if (!(node->attr.eps >= 0.0f) || isinf(node->attr.eps))
-        return dp_fail(DP_ERR_ARG, "layer_norm: eps must be finite and >= 0, found %g", (double)node->attr.eps);
-    return DP_OK;
-}
 
 /* mean and rstd of every position of example n (x_n: (C, S)) */
 static void ln_statistics(const float *x_n, int C, size_t S, double eps, double *mean, double *rstd) {
@@ -70,7 +50,7 @@ static void ln_statistics(const float *x_n, int C, size_t S, double eps, double 
 dp_status_t dp_layer_norm_forward(dp_node_t *node, dp_arena_t *arena) {
     int N = 0, C = 0;
     size_t S = 0;
-    DP_TRY(ln_check(node, &N, &C, &S));
+    DP_TRY(dp_norm_check(node, "layer_norm", &N, &C, &S));
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     dp_tensor_set_shape(&node->out, x->ndim, x->shape);
     size_t numel = dp_tensor_numel(x), positions = (size_t)N * S;

@@ -36,38 +36,13 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../op_checks.h"
 #include "dptrain/ops.h"
-
-/* The denominator of a loss: attr.loss_denominator, or `fallback` when it is 0. */
-static dp_status_t loss_denominator(const char *op, const dp_op_attr_t *attr, double fallback, double *denominator) {
-    float d = attr->loss_denominator;
-    if (!(d >= 0.0f) || isinf(d))
-        return dp_fail(DP_ERR_ARG, "%s: loss_denominator must be finite and >= 0 (0 means the default), found %g", op,
-                       (double)d);
-    *denominator = d > 0.0f ? (double)d : fallback;
-    return DP_OK;
-}
-
-static dp_status_t xent_check(const dp_node_t *node, int *batch, int *classes, double *denominator) {
-    const dp_tensor_t *x = node->in[0];
-    char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "softmax_xent: needs logits (in[0]) with data");
-    if (!node->labels) return dp_fail(DP_ERR_ARG, "softmax_xent: needs labels (node->labels is NULL)");
-    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
-        return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    const float eps = node->attr.label_smoothing;
-    if (!(eps >= 0.0f && eps < 1.0f))
-        return dp_fail(DP_ERR_ARG, "softmax_xent: label_smoothing must be in [0, 1), found %g", (double)eps);
-    *batch = x->shape[0];
-    *classes = x->shape[1];
-    return loss_denominator("softmax_xent", &node->attr, (double)*batch, denominator);
-}
 
 dp_status_t dp_softmax_xent_forward(dp_node_t *node, dp_arena_t *arena) {
     int N, K;
     double D;
-    DP_TRY(xent_check(node, &N, &K, &D));
+    DP_TRY(dp_xent_check(node, &N, &K, &D));
     const dp_tensor_t *x = node->in[0];
     const int32_t *labels = node->labels;
     for (int i = 0; i < N; i++)
@@ -116,7 +91,7 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
     if (!dy || !dx) return DP_OK;
     int N, K;
     double D;
-    DP_TRY(xent_check(node, &N, &K, &D));
+    DP_TRY(dp_xent_check(node, &N, &K, &D));
     const float *probs = node->saved; /* (N, K) */
     dp_grad_prepare(node->in[0]);
     float scale = (float)(dy[0] / D);
@@ -131,22 +106,9 @@ dp_status_t dp_softmax_xent_backward(dp_node_t *node, dp_arena_t *arena) {
     return DP_OK;
 }
 
-static dp_status_t mse_check(const dp_node_t *node, double *denominator) {
-    const dp_tensor_t *x = node->in[0], *t = node->in[1];
-    char xs[64], ts[64];
-    if (!x || !t || !x->data || !t->data)
-        return dp_fail(DP_ERR_ARG, "mse: needs a prediction (in[0]) and a target (in[1]) with data");
-    int same = x->ndim == t->ndim && dp_tensor_numel(x) > 0;
-    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == t->shape[d];
-    if (!same)
-        return dp_fail(DP_ERR_SHAPE, "mse: prediction %s and target %s must have the same, non-empty shape",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(t, ts, sizeof ts));
-    return loss_denominator("mse", &node->attr, (double)dp_tensor_numel(x), denominator);
-}
-
 dp_status_t dp_mse_forward(dp_node_t *node, dp_arena_t *arena) {
     double D;
-    DP_TRY(mse_check(node, &D));
+    DP_TRY(dp_mse_check(node, &D));
     const dp_tensor_t *x = node->in[0], *t = node->in[1];
     dp_tensor_set_shape(&node->out, 0, NULL);
     node->out.data = dp_arena_floats(arena, 1); /* () the loss */
@@ -170,7 +132,7 @@ dp_status_t dp_mse_backward(dp_node_t *node, dp_arena_t *arena) {
     dp_tensor_t *x = node->in[0];
     if (!dy || !x->grad) return DP_OK;
     double D;
-    DP_TRY(mse_check(node, &D));
+    DP_TRY(dp_mse_check(node, &D));
     const float *t = node->in[1]->data;
     size_t n = dp_tensor_numel(x);
     float scale = (float)(2.0 * dy[0] / D);

@@ -19,11 +19,12 @@
 #include <stdint.h>
 
 #include "../conv_shape.h"
+#include "../op_checks.h"
 #include "dptrain/backend.h"
 #include "dptrain/tensor.h"
 
 /* Bump on any change to the two tables below. */
-#define DP_CUDA_MODULE_ABI 9
+#define DP_CUDA_MODULE_ABI 10
 #define DP_CUDA_MODULE_ENTRY "dp_cuda_module_entry"
 #define DP_CUDA_MODULE_FILE "libdptrain_cuda.so"
 
@@ -49,6 +50,11 @@ typedef struct {
     int (*conv_out_size)(int in, int kernel, int stride, int pad, int dilation);
     dp_status_t (*conv_shape)(const dp_node_t *node, dp_conv_shape_t *s);
     dp_status_t (*conv_transpose_shape)(const dp_node_t *node, dp_conv_shape_t *s);
+    dp_status_t (*norm_check)(const dp_node_t *node, const char *op, int *N, int *C, size_t *S);
+    dp_status_t (*batch_norm_check)(const dp_node_t *node, int *N, int *C, size_t *S);
+    dp_status_t (*masked_check)(const dp_node_t *node, const char *op);
+    dp_status_t (*xent_check)(const dp_node_t *node, int *N, int *K, double *D);
+    dp_status_t (*mse_check)(const dp_node_t *node, double *D);
     dp_status_t (*flatten_forward)(dp_node_t *node, dp_arena_t *arena);
     dp_status_t (*flatten_backward)(dp_node_t *node, dp_arena_t *arena);
     double (*float_decimal)(float f);

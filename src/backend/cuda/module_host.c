@@ -43,6 +43,15 @@ dp_status_t dp_conv_shape(const dp_node_t *node, dp_conv_shape_t *s) { return ho
 dp_status_t dp_conv_transpose_shape(const dp_node_t *node, dp_conv_shape_t *s) {
     return host->conv_transpose_shape(node, s);
 }
+dp_status_t dp_norm_check(const dp_node_t *node, const char *op, int *N, int *C, size_t *S) {
+    return host->norm_check(node, op, N, C, S);
+}
+dp_status_t dp_batch_norm_check(const dp_node_t *node, int *N, int *C, size_t *S) {
+    return host->batch_norm_check(node, N, C, S);
+}
+dp_status_t dp_masked_check(const dp_node_t *node, const char *op) { return host->masked_check(node, op); }
+dp_status_t dp_xent_check(const dp_node_t *node, int *N, int *K, double *D) { return host->xent_check(node, N, K, D); }
+dp_status_t dp_mse_check(const dp_node_t *node, double *D) { return host->mse_check(node, D); }
 dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena);
 dp_status_t dp_flatten_forward(dp_node_t *node, dp_arena_t *arena) { return host->flatten_forward(node, arena); }
 dp_status_t dp_flatten_backward(dp_node_t *node, dp_arena_t *arena);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../op_checks.h"
 #include "cuda_context.h"
 #include "cuda_parts.h"
 #include "kernels.h"
@@ -275,29 +276,11 @@ static dp_status_t avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena
 
 /* --- softmax cross-entropy ----------------------------------------------------------- */
 
-static dp_status_t xent_check(const dp_node_t *node, int *N, int *K, double *D) {
-    const dp_tensor_t *x = node->in[0];
-    char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "softmax_xent: needs logits (in[0]) with data");
-    if (!node->labels) return dp_fail(DP_ERR_ARG, "softmax_xent: needs labels (node->labels is NULL)");
-    if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1)
-        return dp_fail(DP_ERR_SHAPE, "softmax_xent: logits must be (N, K) with N, K >= 1, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    float d = node->attr.loss_denominator;
-    if (!(d >= 0.0f) || isinf(d))
-        return dp_fail(DP_ERR_ARG, "softmax_xent: loss_denominator must be finite and >= 0, found %g", (double)d);
-    const float eps = node->attr.label_smoothing;
-    if (!(eps >= 0.0f && eps < 1.0f))
-        return dp_fail(DP_ERR_ARG, "softmax_xent: label_smoothing must be in [0, 1), found %g", (double)eps);
-    *N = x->shape[0], *K = x->shape[1];
-    *D = d > 0.0f ? (double)d : (double)*N;
-    return DP_OK;
-}
 
 static dp_status_t xent_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     int N = 0, K = 0;
     double D = 1.0;
-    DP_TRY(xent_check(node, &N, &K, &D));
+    DP_TRY(dp_xent_check(node, &N, &K, &D));
     const dp_tensor_t *x = node->in[0];
     DP_TRY(dp_cuda_output(node, "softmax_xent", 0, NULL, x->grad != NULL, arena));
     float *probs = dp_arena_floats(arena, (size_t)N * K);         /* (N, K) */
@@ -315,7 +298,7 @@ static dp_status_t xent_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *
     if (!node->out.grad || !x->grad) return DP_OK;
     int N = 0, K = 0;
     double D = 1.0;
-    DP_TRY(xent_check(node, &N, &K, &D));
+    DP_TRY(dp_xent_check(node, &N, &K, &D));
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_xent_backward(c->stream, node->saved, node->labels, node->out.grad, N, K, D,
                                                    node->attr.label_smoothing, x->grad, add),
@@ -366,31 +349,11 @@ UNARY_OP(gelu, 6)
 /* --- layer_norm over the channels (ConvNeXt): NCHW FP32 inputs (layout_cuda.c), an FP32 output;
  * saved: device doubles [mean (N S), rstd (N S)] ------------------------------------------------- */
 
-static dp_status_t layer_norm_check(const dp_node_t *node, int *N, int *C, size_t *S) {
-    const dp_tensor_t *x = node->in[0];
-    char xs[64], ps[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "layer_norm: needs an input (in[0]) with data");
-    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
-        return dp_fail(DP_ERR_SHAPE, "layer_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    *N = x->shape[0];
-    *C = x->shape[1];
-    *S = dp_tensor_numel(x) / ((size_t)*N * (size_t)*C);
-    for (int i = 1; i < 3; i++) {
-        const dp_tensor_t *p = node->in[i];
-        if (p && (!p->data || p->ndim != 1 || p->shape[0] != *C))
-            return dp_fail(DP_ERR_SHAPE, "layer_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
-                           *C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
-    }
-    if (!(node->attr.eps >= 0.0f) || isinf(node->attr.eps))
-        return dp_fail(DP_ERR_ARG, "layer_norm: eps must be finite and >= 0, found %g", (double)node->attr.eps);
-    return DP_OK;
-}
 
 static dp_status_t layer_norm_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     int N = 0, C = 0;
     size_t S = 0;
-    DP_TRY(layer_norm_check(node, &N, &C, &S));
+    DP_TRY(dp_norm_check(node, "layer_norm", &N, &C, &S));
     const dp_tensor_t *x = node->in[0], *w = node->in[1], *b = node->in[2];
     DP_TRY(dp_cuda_output(node, "layer_norm", x->ndim, x->shape, x->grad || (w && w->grad) || (b && b->grad), arena));
     double *saved = dp_arena_alloc(arena, sizeof(double) * 2 * (size_t)N * S);
@@ -549,17 +512,9 @@ static int mask_channels(const dp_tensor_t *x, int drop_path) {
 
 static dp_status_t masked_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena, const char *op,
                                   int drop_path) {
+    DP_TRY(dp_masked_check(node, op));
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
-    char xs[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "%s: needs an input (in[0]) with data", op);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return dp_fail(DP_ERR_SHAPE, "%s: input must be (N, ...) with N >= 1, found %s", op,
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return dp_fail(DP_ERR_ARG, "%s: dropout_p must be in [0, 1), found %g", op, (double)a->dropout_p);
-    if (a->example_offset < 0)
-        return dp_fail(DP_ERR_ARG, "%s: example_offset must be >= 0, found %lld", op, (long long)a->example_offset);
     if (dropout_identity(a)) { /* a view, as the CPU's */
         dp_tensor_set_shape(&node->out, x->ndim, x->shape);
         node->saved = NULL;
@@ -648,24 +603,10 @@ static dp_status_t global_avg_pool_backward(dp_cuda_ctx_t *c, dp_node_t *node, d
 
 /* --- MSE ----------------------------------------------------------------------------------------- */
 
-static dp_status_t mse_check(const dp_node_t *node, double *D) {
-    const dp_tensor_t *x = node->in[0], *t = node->in[1];
-    char xs[64], ts[64];
-    if (!x || !t || !x->data || !t->data)
-        return dp_fail(DP_ERR_ARG, "mse: needs a prediction (in[0]) and a target (in[1]) with data");
-    if (!same_shape(x, t) || dp_tensor_numel(x) == 0)
-        return dp_fail(DP_ERR_SHAPE, "mse: prediction %s and target %s must have the same, non-empty shape",
-                       dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(t, ts, sizeof ts));
-    float d = node->attr.loss_denominator;
-    if (!(d >= 0.0f) || isinf(d))
-        return dp_fail(DP_ERR_ARG, "mse: loss_denominator must be finite and >= 0, found %g", (double)d);
-    *D = d > 0.0f ? (double)d : (double)dp_tensor_numel(x);
-    return DP_OK;
-}
 
 static dp_status_t mse_forward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *arena) {
     double D = 1.0;
-    DP_TRY(mse_check(node, &D));
+    DP_TRY(dp_mse_check(node, &D));
     const dp_tensor_t *x = node->in[0], *t = node->in[1];
     DP_TRY(dp_cuda_output(node, "mse", 0, NULL, x->grad != NULL, arena));
     return dp_cuda_launch(c, dp_cuda_mse_forward(c->stream, x->data, t->data, dp_tensor_numel(x), D, node->out.data), "mse");
@@ -676,7 +617,7 @@ static dp_status_t mse_backward(dp_cuda_ctx_t *c, dp_node_t *node, dp_arena_t *a
     dp_tensor_t *x = node->in[0];
     if (!node->out.grad || !x->grad) return DP_OK;
     double D = 1.0;
-    DP_TRY(mse_check(node, &D));
+    DP_TRY(dp_mse_check(node, &D));
     int add = !dp_grad_claim(x);
     return dp_cuda_launch(c, dp_cuda_mse_backward(c->stream, x->data, node->in[1]->data, node->out.grad, dp_tensor_numel(x), D,
                                           x->grad, add),
@@ -691,34 +632,8 @@ typedef struct {
 } bn_geom_t;
 
 static dp_status_t bn_geometry(const dp_node_t *node, bn_geom_t *g) {
-    const dp_tensor_t *x = node->in[0];
-    const dp_op_attr_t *a = &node->attr;
-    char xs[64], ps[64];
-    if (!x || !x->data) return dp_fail(DP_ERR_ARG, "batch_norm: needs an input (in[0]) with data");
-    if (x->ndim < 2 || x->ndim > 5 || dp_tensor_numel(x) == 0)
-        return dp_fail(DP_ERR_SHAPE, "batch_norm: input must be (N, C) or (N, C, [D,] [H,] W), none empty, found %s",
-                       dp_tensor_shape_str(x, xs, sizeof xs));
-    g->N = x->shape[0];
-    g->C = x->shape[1];
-    g->plane = dp_tensor_numel(x) / ((size_t)g->N * (size_t)g->C);
-    dp_cuda_channel_view(dp_cuda_is_nhwc(x), &g->N, &g->plane);
-    for (int i = 1; i < 3; i++) {
-        const dp_tensor_t *p = node->in[i];
-        if (p && (!p->data || p->ndim != 1 || p->shape[0] != g->C))
-            return dp_fail(DP_ERR_SHAPE, "batch_norm: %s must be (%d) for input %s, found %s", i == 1 ? "weight" : "bias",
-                           g->C, dp_tensor_shape_str(x, xs, sizeof xs), dp_tensor_shape_str(p, ps, sizeof ps));
-    }
-    if (!(a->eps >= 0.0f) || isinf(a->eps))
-        return dp_fail(DP_ERR_ARG, "batch_norm: eps must be finite and >= 0, found %g", (double)a->eps);
-    if (a->training && !(a->momentum >= 0.0f && a->momentum <= 1.0f))
-        return dp_fail(DP_ERR_ARG, "batch_norm: momentum must be in [0, 1], found %g", (double)a->momentum);
-    if ((a->running_mean == NULL) != (a->running_var == NULL))
-        return dp_fail(DP_ERR_ARG, "batch_norm: running_mean and running_var must both be given or both NULL");
-    if (!a->training && !a->running_mean)
-        return dp_fail(DP_ERR_ARG, "batch_norm: inference (training = 0) needs running_mean and running_var");
-    if (a->fuse_relu != 0 && a->fuse_relu != DP_FUSE_RELU && a->fuse_relu != DP_FUSE_RELU6)
-        return dp_fail(DP_ERR_ARG, "batch_norm: fuse_relu must be 0, DP_FUSE_RELU or DP_FUSE_RELU6, found %d",
-                       a->fuse_relu);
+    DP_TRY(dp_batch_norm_check(node, &g->N, &g->C, &g->plane));
+    dp_cuda_channel_view(dp_cuda_is_nhwc(node->in[0]), &g->N, &g->plane);
     return DP_OK;
 }
 
