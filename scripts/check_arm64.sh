@@ -54,7 +54,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/nul
   skip "aarch64-linux-gnu-gcc or qemu-aarch64 missing after installation"
 
 dir=build-arm64
-select=(-L 'unit|isa' -E '^test_(nn|optim|datasets|accumulate|backend|fit|metrics|clip)$') # the tests run here (and built)
+select=(-L 'unit|isa' -E '^test_(nn|optim|optim_generic|datasets|accumulate|backend|fit|metrics|clip|finetune|no_grad)$') # the tests run here (and built)
 mkdir -p "$dir"
 cat >"$dir/toolchain.cmake" <<'TOOLCHAIN'
 set(CMAKE_SYSTEM_NAME Linux)
