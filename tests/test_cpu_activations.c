@@ -21,8 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/backend/cpu/kernels/kernels.h" /* library-internal: the per-ISA tables */
-#include "dptrain/cpu.h"
+#include "cpu_loop_copies.h"
 #include "testing.h"
 
 enum { SWEEP = 200 * 1024 + 1 };
@@ -221,20 +220,10 @@ int main(void) {
     memcpy(x, specials, sizeof specials);
     for (size_t i = 0; i < SWEEP; i++) x[nspecial + i] = (float)i / 1024.0f - 100.0f;
     for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
-    struct {
-        const char *name;
-        dp_isa_t isa;
-        const dp_cpu_loops_t *loops;
-    } copies[] = {
-        {"generic", DP_ISA_GENERIC, &dp_cpu_loops_generic},
-#if defined(__x86_64__) || defined(__i386__)
-        {"avx2", DP_ISA_AVX2, &dp_cpu_loops_avx2},
-        {"avx512", DP_ISA_AVX512, &dp_cpu_loops_avx512},
-#endif
-    };
+    const cpu_loop_copy_t *copies = cpu_loop_copies;
     outputs_t generic = outputs_new(n), o = outputs_new(n);
     run_loops(&dp_cpu_loops_generic, x, ones, n, &generic);
-    for (size_t c = 0; c < sizeof copies / sizeof copies[0]; c++) {
+    for (size_t c = 0; c < CPU_LOOP_COPIES; c++) {
         if (copies[c].isa > dp_cpu_best_isa()) {
             printf("%s: not on this CPU, skipped\n", copies[c].name);
             continue;

@@ -265,14 +265,16 @@ static inline float DP_LOOP(gelu_grad)(float x, float dy) {
     return dy * (DP_LOOP(normal_cdf)(xc, gauss) + x * pdf);
 }
 
-/* dx[l] = (overwrite) or += gelu_grad(x[l], dy[l]) */
-static void DP_LOOP(gelu_backward)(float *restrict dx, const float *restrict x, const float *restrict dy, size_t n,
-                                   int overwrite) {
-    if (overwrite)
-        for (size_t l = 0; l < n; l++) dx[l] = DP_LOOP(gelu_grad)(x[l], dy[l]);
-    else
-        for (size_t l = 0; l < n; l++) dx[l] += DP_LOOP(gelu_grad)(x[l], dy[l]);
-}
+/* name_backward: dx[l] = (overwrite) or += name_grad(x[l], dy[l]) */
+#define DP_BACKWARD_LOOP(name)                                                                                      \
+    static void DP_LOOP(name##_backward)(float *restrict dx, const float *restrict x, const float *restrict dy,      \
+                                         size_t n, int overwrite) {                                                 \
+        if (overwrite)                                                                                              \
+            for (size_t l = 0; l < n; l++) dx[l] = DP_LOOP(name##_grad)(x[l], dy[l]);                               \
+        else                                                                                                        \
+            for (size_t l = 0; l < n; l++) dx[l] += DP_LOOP(name##_grad)(x[l], dy[l]);                              \
+    }
+DP_BACKWARD_LOOP(gelu)
 
 /* y[l] = x / (1 + e^-x) (aten's silu_kernel: -0 for large negative x) */
 static void DP_LOOP(silu)(float *restrict y, const float *restrict x, size_t n) {
@@ -285,14 +287,8 @@ static inline float DP_LOOP(silu_grad)(float x, float dy) {
     return dy * s * (1.0f + x * (1.0f - s));
 }
 
-/* dx[l] = (overwrite) or += silu_grad(x[l], dy[l]) */
-static void DP_LOOP(silu_backward)(float *restrict dx, const float *restrict x, const float *restrict dy, size_t n,
-                                   int overwrite) {
-    if (overwrite)
-        for (size_t l = 0; l < n; l++) dx[l] = DP_LOOP(silu_grad)(x[l], dy[l]);
-    else
-        for (size_t l = 0; l < n; l++) dx[l] += DP_LOOP(silu_grad)(x[l], dy[l]);
-}
+DP_BACKWARD_LOOP(silu)
+#undef DP_BACKWARD_LOOP
 
 /* y[l] = 1 / (1 + e), or e / (1 + e) for x < 0, with e = e^-|x| in (0, 1]:
  * no overflow, exact 0 and 1 limits */
