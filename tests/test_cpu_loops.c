@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/backend/cpu/kernels/kernels.h" /* library-internal: the per-ISA tables */
 #include "../src/backend/cpu/kernels/winograd_f35.h"
-#include "dptrain/cpu.h"
+#include "cpu_loop_copies.h"
 #include "testing.h"
 
 enum { MAXN = 4096 };
@@ -313,19 +312,9 @@ int main(void) {
     CHECK(dp_cpu_init() == DP_OK, "dp_cpu_init: %s", dp_error_message());
     const dp_cpu_loops_t *in_use = dp_cpu_kernels()->loops;
     CHECK(in_use != NULL, "no loops in the kernel table");
-    struct {
-        const char *name;
-        dp_isa_t isa;
-        const dp_cpu_loops_t *loops;
-    } copies[] = {
-        {"generic", DP_ISA_GENERIC, &dp_cpu_loops_generic},
-#if defined(__x86_64__) || defined(__i386__)
-        {"avx2", DP_ISA_AVX2, &dp_cpu_loops_avx2},
-        {"avx512", DP_ISA_AVX512, &dp_cpu_loops_avx512},
-#endif
-    };
+    const cpu_loop_copy_t *copies = cpu_loop_copies;
     int tested = 0;
-    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+    for (size_t i = 0; i < CPU_LOOP_COPIES; i++) {
         if (copies[i].isa > dp_cpu_best_isa()) {
             printf("%s: not on this CPU, skipped\n", copies[i].name);
             continue;

@@ -69,6 +69,17 @@ typedef struct {
                             const float *restrict w, const float *restrict dygrid);
     void (*dw_conv_grid_dw)(const float *restrict phases, const size_t *restrict tap_at, int taps, size_t n,
                             const float *restrict dygrid, double *restrict dw);
+    /* e^x, erf, and the activations' forward and backward (dx written when
+     * overwrite, else added to) with them (loops_math.h) */
+    void (*exp_floats)(float *restrict dst, const float *restrict src, size_t n);
+    void (*erf_floats)(float *restrict dst, const float *restrict src, size_t n);
+    void (*gelu)(float *restrict y, const float *restrict x, size_t n);
+    void (*gelu_backward)(float *restrict dx, const float *restrict x, const float *restrict dy, size_t n,
+                          int overwrite);
+    void (*silu)(float *restrict y, const float *restrict x, size_t n);
+    void (*silu_backward)(float *restrict dx, const float *restrict x, const float *restrict dy, size_t n,
+                          int overwrite);
+    void (*sigmoid)(float *restrict y, const float *restrict x, size_t n);
 } dp_cpu_loops_t;
 
 typedef struct {

@@ -1,5 +1,6 @@
 /* loops_impl.h - the plain-C hot loops of the CPU ops (ReLU and ReLU6 masks, bias
- * epilogues, batch norm's output, row sums, 2x2 average pooling, depthwise convolution planes) and of the backend (the sum of
+ * epilogues, batch norm's output, row sums, 2x2 average pooling, depthwise convolution planes,
+ * the SiLU, GELU and sigmoid activations with loops_math.h's exp and erfc) and of the backend (the sum of
  * replicas), written once and compiled once
  * per ISA: loops_avx512.c, loops_avx2.c and loops_generic.c each define
  * DP_LOOP(name) (the name with their ISA's suffix) and include this file,
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "loops_math.h"
 #include "winograd_f35.h"
 
 /* dst[l] = max(src[l] + b, 0), as the relu op (a NaN passes through) */
@@ -219,6 +221,84 @@ static void DP_LOOP(dw_conv_grid_dw)(const float *restrict phases, const size_t 
     }
 }
 
+/* The activations (ops_elementwise.c's formulas, aten's order of
+ * operations) with loops_math.h's exp and erfc in place of libm's. */
+
+/* dst[l] = e^src[l] */
+static void DP_LOOP(exp_floats)(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t l = 0; l < n; l++) dst[l] = dp_loop_exp(src[l]);
+}
+
+/* dst[l] = erf(src[l]): x S(x^2) for |x| <= 0.8, else +-(1 - erfc(|x|))
+ * with |x| clamped to 10.6 (erf is +-1 in float beyond); a NaN stays NaN */
+static void DP_LOOP(erf_floats)(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t l = 0; l < n; l++) {
+        const float x = src[l] < -10.6f ? -10.6f : src[l] > 10.6f ? 10.6f : src[l];
+        const float a = x < 0.0f ? -x : x;
+        const float tail = 1.0f - dp_loop_erfc(a, dp_loop_exp_neg_square(x, 1.0f));
+        dst[l] = a <= 0.8f ? dp_loop_erf_small(x) : x < 0.0f ? -tail : tail;
+    }
+}
+
+/* The normal CDF (1 + erf(x / sqrt 2)) / 2 = erfc(-x / sqrt 2) / 2 from
+ * gauss = e^(-x^2 / 2), for |x| <= 15 */
+static inline float DP_LOOP(normal_cdf)(float x, float gauss) {
+    const float half_tail = 0.5f * dp_loop_erfc((x < 0.0f ? -x : x) * 0.707106781f, gauss);
+    return x < 0.0f ? half_tail : 1.0f - half_tail;
+}
+
+/* |x| clamped to 15 (the CDF is 0 or 1 in float beyond); a NaN stays NaN */
+static inline float DP_LOOP(gelu_clamp)(float x) { return x < -15.0f ? -15.0f : x > 15.0f ? 15.0f : x; }
+
+/* y[l] = x Phi(x), Phi the normal CDF (gelu: x (1 + erf(x / sqrt 2)) / 2) */
+static void DP_LOOP(gelu)(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t l = 0; l < n; l++) {
+        const float xc = DP_LOOP(gelu_clamp)(x[l]);
+        y[l] = x[l] * DP_LOOP(normal_cdf)(xc, dp_loop_exp_neg_square(xc, 0.5f));
+    }
+}
+
+/* dy (Phi(x) + x e^(-x^2 / 2) / sqrt(2 pi)) (aten's GeluBackwardKernel) */
+static inline float DP_LOOP(gelu_grad)(float x, float dy) {
+    const float xc = DP_LOOP(gelu_clamp)(x), gauss = dp_loop_exp_neg_square(xc, 0.5f);
+    const float pdf = gauss * 0.398942280f; /* 1 / sqrt(2 pi) */
+    return dy * (DP_LOOP(normal_cdf)(xc, gauss) + x * pdf);
+}
+
+/* name_backward: dx[l] = (overwrite) or += name_grad(x[l], dy[l]) */
+#define DP_BACKWARD_LOOP(name)                                                                                      \
+    static void DP_LOOP(name##_backward)(float *restrict dx, const float *restrict x, const float *restrict dy,      \
+                                         size_t n, int overwrite) {                                                 \
+        if (overwrite)                                                                                              \
+            for (size_t l = 0; l < n; l++) dx[l] = DP_LOOP(name##_grad)(x[l], dy[l]);                               \
+        else                                                                                                        \
+            for (size_t l = 0; l < n; l++) dx[l] += DP_LOOP(name##_grad)(x[l], dy[l]);                              \
+    }
+DP_BACKWARD_LOOP(gelu)
+
+/* y[l] = x / (1 + e^-x) (aten's silu_kernel: -0 for large negative x) */
+static void DP_LOOP(silu)(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t l = 0; l < n; l++) y[l] = x[l] / (1.0f + dp_loop_exp(-x[l]));
+}
+
+/* dy s (1 + x (1 - s)), s = 1 / (1 + e^-x) (aten's silu_backward_kernel) */
+static inline float DP_LOOP(silu_grad)(float x, float dy) {
+    const float s = 1.0f / (1.0f + dp_loop_exp(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
+DP_BACKWARD_LOOP(silu)
+#undef DP_BACKWARD_LOOP
+
+/* y[l] = 1 / (1 + e), or e / (1 + e) for x < 0, with e = e^-|x| in (0, 1]:
+ * no overflow, exact 0 and 1 limits */
+static void DP_LOOP(sigmoid)(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t l = 0; l < n; l++) {
+        const float e = dp_loop_exp(x[l] < 0.0f ? x[l] : -x[l]);
+        y[l] = x[l] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    }
+}
+
 /* The two-sided product of a Winograd transform (conv_winograd.c) on
  * `lanes` independent (b, b) tiles at once:
  *   dst[i][j][q] = sum_l (sum_k mat[i][k] src[k][l][q]) mat[j][l]
@@ -336,4 +416,11 @@ const dp_cpu_loops_t DP_LOOP(dp_cpu_loops) = {
     .dw_conv_grid = DP_LOOP(dw_conv_grid),
     .dw_conv_grid_dx = DP_LOOP(dw_conv_grid_dx),
     .dw_conv_grid_dw = DP_LOOP(dw_conv_grid_dw),
+    .exp_floats = DP_LOOP(exp_floats),
+    .erf_floats = DP_LOOP(erf_floats),
+    .gelu = DP_LOOP(gelu),
+    .gelu_backward = DP_LOOP(gelu_backward),
+    .silu = DP_LOOP(silu),
+    .silu_backward = DP_LOOP(silu_backward),
+    .sigmoid = DP_LOOP(sigmoid),
 };
