@@ -274,7 +274,7 @@ refused "--image-size that is not a size" "--image-size: '32x' is not N or HxW" 
 refused "--image-size of a model whose layers do not fit it" "lenet.cfg" --model "$src/models/lenet.cfg" --image-size 8
 refused "--freeze with --freeze-backbone" "--freeze conv1 and --freeze-backbone: give one of them" \
   --freeze conv1 --freeze-backbone
-refused "--freeze-backbone without a head" "has no linear layer: no head to keep training" \
+refused "--freeze-backbone without a head" "has no linear or conv layer: no head to keep training" \
   --model "$tmp/nohead.cfg" --freeze-backbone
-refused "--num-classes without a linear layer" "$tmp/nohead.cfg: no [linear] layer" --model "$tmp/nohead.cfg" --num-classes 3
+refused "--num-classes without a linear layer" "$tmp/nohead.cfg: no [linear] or [conv] layer" --model "$tmp/nohead.cfg" --num-classes 3
 testing_finish cli_finetune

@@ -49,21 +49,9 @@ $py "$src/tests/torchvision_check.py" structure resnet101 resnet152 resnext101_3
   >"$tmp/structure.out" 2>&1
 sed 's/^/  /' "$tmp/structure.out"
 [[ $(grep -c ': ok (' "$tmp/structure.out") -eq 5 ]] && pass || fail "structure: $(grep -v ': ok (' "$tmp/structure.out")"
-$py "$src/tests/torchvision_check.py" make "$tmp" "${names[@]}" >"$tmp/make.out" 2>&1 && pass \
-  || fail "torchvision_check.py make: $(tail -3 "$tmp/make.out")"
-sed 's/^/  /' "$tmp/make.out"
+torchvision_make_and_compare "${names[@]}"
 checks=() checks_v3=() checks_v3_torch=()
 for name in "${names[@]}"; do
-  ck="$tmp/$name.safetensors"
-  $py "$src/tools/import_torchvision.py" "$tmp/$name.pth" "$src/models/$name-imagenet.cfg" "$ck" \
-    >"$tmp/import.out" 2>&1 && pass || { fail "$name: import: $(cat "$tmp/import.out")"; continue; }
-  if [[ -e "$tmp/$name-input.safetensors" ]]; then # the networks whose gradients are checked
-    "$step" "$tmp/$name-small.cfg" "$ck" "$tmp/$name-input.safetensors" "$tmp/$name-out.safetensors" 2>"$tmp/err" \
-      && pass || fail "$name: torchvision_step: $(cat "$tmp/err")"
-  fi
-  "$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp/$name-0.png" "$tmp/$name-1.png" \
-    >"$tmp/$name-predict.jsonl" 2>"$tmp/err" && pass || fail "$name: predict: $(cat "$tmp/err")"
-  "$bin" export --resume "$ck" --onnx "$tmp/$name.onnx" 2>"$tmp/err" && pass || fail "$name: export: $(cat "$tmp/err")"
   if [[ $name == mobilenet_v3_* ]]; then # OpenCV 4.6 reads its squeeze-excitation Mul at batch 1 only
     head -1 "$tmp/$name-predict.jsonl" >"$tmp/$name-predict1.jsonl"
     checks_v3+=("$tmp/$name.onnx" "$tmp/$name-x.npy" 1 "$tmp/$name-predict1.jsonl")
@@ -71,11 +59,6 @@ for name in "${names[@]}"; do
   else
     checks+=("$tmp/$name.onnx" "$tmp/$name-x.npy" 2 "$tmp/$name-predict.jsonl")
   fi
-done
-$py "$src/tests/torchvision_check.py" compare "$tmp" "${names[@]}" >"$tmp/compare.out" 2>&1
-sed 's/^/  /' "$tmp/compare.out"
-for name in "${names[@]}"; do
-  grep -qx "$name: ok" "$tmp/compare.out" && pass || fail "$name: $(grep "^$name: " "$tmp/compare.out")"
 done
 # the ONNX exports: onnx's checker and OpenCV against predict's logits (cli_export.sh also
 # rebuilds its models in PyTorch from the files)

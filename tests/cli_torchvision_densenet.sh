@@ -28,20 +28,7 @@ sed 's/^/  /' "$tmp/structure.out"
   || fail "structure: $(grep -v ': ok (' "$tmp/structure.out")"
 
 name=densenet121
-$py "$src/tests/torchvision_check.py" make "$tmp" $name >"$tmp/make.out" 2>&1 && pass \
-  || fail "torchvision_check.py make: $(tail -3 "$tmp/make.out")"
-sed 's/^/  /' "$tmp/make.out"
-ck="$tmp/$name.safetensors"
-$py "$src/tools/import_torchvision.py" "$tmp/$name.pth" "$src/models/$name-imagenet.cfg" "$ck" \
-  >"$tmp/import.out" 2>&1 && pass || fail "$name: import: $(cat "$tmp/import.out")"
-"$step" "$tmp/$name-small.cfg" "$ck" "$tmp/$name-input.safetensors" "$tmp/$name-out.safetensors" 2>"$tmp/err" \
-  && pass || fail "$name: torchvision_step: $(cat "$tmp/err")"
-"$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp/$name-0.png" "$tmp/$name-1.png" \
-  >"$tmp/$name-predict.jsonl" 2>"$tmp/err" && pass || fail "$name: predict: $(cat "$tmp/err")"
-"$bin" export --resume "$ck" --onnx "$tmp/$name.onnx" 2>"$tmp/err" && pass || fail "$name: export: $(cat "$tmp/err")"
-$py "$src/tests/torchvision_check.py" compare "$tmp" $name >"$tmp/compare.out" 2>&1
-sed 's/^/  /' "$tmp/compare.out"
-grep -qx "$name: ok" "$tmp/compare.out" && pass || fail "$name: $(grep "^$name: " "$tmp/compare.out")"
+torchvision_make_and_compare $name
 
 # the ONNX export: onnx's checker, OpenCV and the PyTorch rebuild of the graph against predict's logits
 $py "$src/tools/check_onnx.py" check "$tmp/$name.onnx" "$tmp/$name-x.npy" 2 "$tmp/$name-predict.jsonl" \

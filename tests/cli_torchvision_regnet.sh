@@ -30,24 +30,7 @@ sed 's/^/  /' "$tmp/structure.out"
   || fail "structure: $(grep -v ': ok (' "$tmp/structure.out")"
 
 names=(regnet_y_400mf regnet_x_400mf)
-$py "$src/tests/torchvision_check.py" make "$tmp" "${names[@]}" >"$tmp/make.out" 2>&1 && pass \
-  || fail "torchvision_check.py make: $(tail -3 "$tmp/make.out")"
-sed 's/^/  /' "$tmp/make.out"
-for name in "${names[@]}"; do
-  ck="$tmp/$name.safetensors"
-  $py "$src/tools/import_torchvision.py" "$tmp/$name.pth" "$src/models/$name-imagenet.cfg" "$ck" \
-    >"$tmp/import.out" 2>&1 && pass || { fail "$name: import: $(cat "$tmp/import.out")"; continue; }
-  "$step" "$tmp/$name-small.cfg" "$ck" "$tmp/$name-input.safetensors" "$tmp/$name-out.safetensors" 2>"$tmp/err" \
-    && pass || fail "$name: torchvision_step: $(cat "$tmp/err")"
-  "$bin" predict --resume "$ck" --json --logits --devices 2 "$tmp/$name-0.png" "$tmp/$name-1.png" \
-    >"$tmp/$name-predict.jsonl" 2>"$tmp/err" && pass || fail "$name: predict: $(cat "$tmp/err")"
-  "$bin" export --resume "$ck" --onnx "$tmp/$name.onnx" 2>"$tmp/err" && pass || fail "$name: export: $(cat "$tmp/err")"
-done
-$py "$src/tests/torchvision_check.py" compare "$tmp" "${names[@]}" >"$tmp/compare.out" 2>&1
-sed 's/^/  /' "$tmp/compare.out"
-for name in "${names[@]}"; do
-  grep -qx "$name: ok" "$tmp/compare.out" && pass || fail "$name: $(grep "^$name: " "$tmp/compare.out")"
-done
+torchvision_make_and_compare "${names[@]}"
 
 # the ONNX exports: onnx's checker and OpenCV against predict's logits; RegNetY's squeeze-excitation
 # (a broadcast Mul) in OpenCV 4.6 on the first image, and the PyTorch rebuild of its graph on both

@@ -136,6 +136,8 @@ void fixture_read_attrs(const fixture_t *f, dp_op_attr_t *attr) {
         attr->dropout_p = *(const float *)t->data;
     if ((t = fixture_get(f, "attr.label_smoothing")) && !t->is_int && t->numel == 1)
         attr->label_smoothing = *(const float *)t->data;
+    if ((t = fixture_get(f, "attr.ceil_mode")) && t->is_int && t->numel == 1)
+        attr->ceil_mode = *(const int32_t *)t->data;
 }
 
 void fixture_compare(const fixture_t *f, double rtol, double atol, const char *pass, const char *what,

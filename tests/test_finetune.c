@@ -89,7 +89,7 @@ static const char *mask_text(const unsigned char *mask, int n) {
 }
 
 /* The backbone's freeze list (dp_model_backbone_list): every layer but the
- * last linear one, by first components unless the head shares it. */
+ * last linear one (or the last conv without one), by first components unless the head shares it. */
 static void test_backbone_lists(void) {
     static const struct { const char *model, *expected, *head; } cases[] = {
         {"lenet", "conv1,conv2,fc1", "fc2."},
@@ -109,6 +109,9 @@ static void test_backbone_lists(void) {
         {"regnet_x_400mf-imagenet", "stem,trunk_output", "fc."},
         /* DenseNet: features (norm5 among them); the head is classifier */
         {"densenet121-imagenet", "features", "classifier."},
+        /* SqueezeNet: no linear layer; the head is the conv classifier.1 (dropout, conv, ReLU, pooling) */
+        {"squeezenet1_0-imagenet", "features", "classifier.1."},
+        {"squeezenet1_1-imagenet", "features", "classifier.1."},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_model_t *m = NULL;
@@ -134,10 +137,19 @@ static void test_backbone_lists(void) {
     }
     dp_model_t *m = NULL;
     char *list = NULL;
-    const char *text = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n";
+    const char *text = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[flatten]\n";
     DP_ASSERT(dp_model_parse(text, strlen(text), "nohead", &m) == DP_OK);
-    CHECK(dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list && strstr(dp_error_message(), "no linear layer"),
+    CHECK(dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list &&
+              strstr(dp_error_message(), "no linear or conv layer"),
           "a model without a head: %s", dp_error_message());
+    dp_model_free(m);
+    /* a conv alone is the head: nothing below it to freeze */
+    text = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = c\nfilters = 2\nsize = 3\n[flatten]\n";
+    m = NULL;
+    DP_ASSERT(dp_model_parse(text, strlen(text), "convhead", &m) == DP_OK);
+    CHECK(dp_model_head_layer(m) == 1 && dp_model_backbone_list(m, &list) == DP_ERR_ARG && !list &&
+              strstr(dp_error_message(), "no layer with parameters below its head"),
+          "a model whose head is its only conv: %s", dp_error_message());
     dp_model_free(m);
     /* a name starting with a dot is listed whole (its first component is empty; found by fuzzing) */
     const char *dotted = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[conv]\nname = c.x\nfilters = 2\nsize = 3\n"

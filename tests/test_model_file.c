@@ -56,6 +56,13 @@ static const valid_case_t valid_cases[] = {
     {"pools: stride defaults to size, padding, count_include_pad",
      NET "[maxpool]\nsize = 2\n[avgpool]\nsize = 3\nstride = 1\npad = 1\ncount_include_pad = 0\n" HEAD,
      "head.weight 3x16, head.bias 3 -> 3"},
+    {"maxpool ceil_mode: 8 -> 4 with size 3, stride 2 (floor: 3)",
+     NET "[maxpool]\nsize = 3\nstride = 2\nceil_mode = 1\n" HEAD, "head.weight 3x16, head.bias 3 -> 3"},
+    {"maxpool ceil_mode, size 2, pad 1: 5x7 -> 3x4 (the rounded-up last window would start in the padding)",
+     "[net]\nchannels = 1\nheight = 5\nwidth = 7\n[maxpool]\nsize = 2\npad = 1\nceil_mode = 1\n" HEAD,
+     "head.weight 3x12, head.bias 3 -> 3"},
+    {"maxpool ceil_mode = 0 is floor", NET "[maxpool]\nsize = 3\nstride = 2\nceil_mode = 0\n" HEAD,
+     "head.weight 3x9, head.bias 3 -> 3"},
     {"pool: rectangular window", NET "[avgpool]\nsize_h = 2\nsize_w = 4\n" HEAD, "head.weight 3x8, head.bias 3 -> 3"},
     {"labels and names may hold '.', '-', '_'", NET "[relu]\nlabel = a.b-c_d\n" HEAD,
      "head.weight 3x64, head.bias 3 -> 3"},
@@ -154,6 +161,11 @@ static const broken_case_t broken_cases[] = {
      "hardswish, hardsigmoid, scale_channels, gelu, layernorm, layer_scale, silu, drop_path or concat)"},
     {"unclosed header", NET "[conv\n", 0, "t.cfg:5: expected a block header like [conv], found '[conv'"},
     {"unknown key", NET "[relu]\nsize = 2\n", 0, "t.cfg:6: unknown key 'size' for [relu] (expected one of: label)"},
+    {"ceil_mode is a key of maxpool only", NET "[avgpool]\nsize = 2\nceil_mode = 1\n", 0,
+     "t.cfg:7: unknown key 'ceil_mode' for [avgpool] (expected one of: size size_h size_w stride stride_h stride_w pad "
+     "pad_h pad_w label count_include_pad)"},
+    {"ceil_mode is a flag", NET "[maxpool]\nsize = 2\nceil_mode = 2\n" HEAD, 0,
+     "t.cfg:7: ceil_mode = 2: expected 0 or 1"},
     {"unknown key in net", "[net]\nchannel = 1\n", 0,
      "t.cfg:2: unknown key 'channel' for [net] (expected one of: channels height width init init_scale name)"},
     {"no '='", NET "[conv]\nfilters 3\n", 0, "t.cfg:6: expected key = value or [type], found 'filters 3'"},
@@ -188,7 +200,7 @@ static const broken_case_t broken_cases[] = {
     {"hex float", NET "[dropout]\np = 0x1p-2\n" HEAD, 0, "t.cfg:6: p = 0x1p-2 is not a number"},
     {"bad init", "[net]\nchannels = 1\nheight = 8\nwidth = 8\ninit = xavier\n" HEAD, 0,
      "t.cfg:5: init = xavier: expected normal, torch, kaiming_fan_out, uniform_fan_out, kaiming_fan_out_torch_bias, "
-     "kaiming_fan_in or torch_zero_bias"},
+     "kaiming_fan_in, torch_zero_bias or kaiming_uniform"},
     {"bad flag", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nbias = yes\n" HEAD, 0, "t.cfg:9: bias = yes: expected 0 or 1"},
     {"bad activation", NET "[conv]\nname = c\nfilters = 2\nsize = 3\nactivation = swish\n" HEAD, 0,
      "t.cfg:9: activation = swish: expected relu, relu6, sigmoid, tanh, hardswish, hardsigmoid, gelu, silu or linear"},
@@ -256,7 +268,7 @@ static const broken_case_t broken_cases[] = {
      "t.cfg:6: non-ASCII byte 0xc3 at column 12 (only comments may hold other text)"},
     {"unknown layer init", NET "[flatten]\n[linear]\nname = head\nout = 3\ninit = kaiming\n", 0,
      "t.cfg:9: init = kaiming: expected normal, torch, kaiming_fan_out, uniform_fan_out, kaiming_fan_out_torch_bias, "
-     "kaiming_fan_in or torch_zero_bias"},
+     "kaiming_fan_in, torch_zero_bias or kaiming_uniform"},
     {"init_scale without init = normal in its block",
      NET "[flatten]\n[linear]\nname = head\nout = 3\ninit_scale = 0.1\n", 0, "t.cfg:9: init_scale is the standard deviation of init = normal: give init = normal in this block too"},
     {"init_scale with another init", NET "[conv]\nname = c\nfilters = 2\nsize = 1\ninit = torch\ninit_scale = 1\n" HEAD,
@@ -474,6 +486,8 @@ static void test_shipped_counts(void) {
  *   densenet161-imagenet: 28681000, 219936, 806
  *   densenet169-imagenet: 14149480, 158400, 846
  *   densenet201-imagenet: 20013928, 229056, 1006
+ *   squeezenet1_0-imagenet: 1248424, 0, 52
+ *   squeezenet1_1-imagenet: 1235496, 0, 52
  * (tests/torchvision_check.py compares every name and shape with the
  * state_dict, and the logits and gradients.) */
 static void test_imagenet_counts(void) {
@@ -531,6 +545,9 @@ static void test_imagenet_counts(void) {
         {"densenet161-imagenet", 28681000, 219936, 806, "features.transition2.conv.weight", {384, 768, 1, 1}},
         {"densenet169-imagenet", 14149480, 158400, 846, "features.transition2.conv.weight", {256, 512, 1, 1}},
         {"densenet201-imagenet", 20013928, 229056, 1006, "features.transition2.conv.weight", {256, 512, 1, 1}},
+        /* SqueezeNet: Fire modules ([concat] of expand1x1 and expand3x3), the head a 1x1 conv */
+        {"squeezenet1_0-imagenet", 1248424, 0, 52, "features.12.expand3x3.weight", {256, 64, 3, 3}},
+        {"squeezenet1_1-imagenet", 1235496, 0, 52, "classifier.1.weight", {1000, 512, 1, 1}},
     };
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         dp_model_t *m = load_shipped(models[k].name);
@@ -661,7 +678,8 @@ static void test_convnext_init(void) {
  * init = kaiming_fan_out_torch_bias (RegNet's
  * squeeze-excitation: weights N(0, 2 / fan_out), biases U(+-1/sqrt(fan_in))),
  * kaiming_fan_in (DenseNet's convolutions: N(0, 2 / fan_in), biases 0) and
- * torch_zero_bias (DenseNet's classifier: U(+-1/sqrt(fan_in)), biases 0);
+ * torch_zero_bias (DenseNet's classifier: U(+-1/sqrt(fan_in)), biases 0) and
+ * kaiming_uniform (SqueezeNet's convolutions: U(+-sqrt(6/fan_in)), biases 0);
  * batch norm 1 and 0 whatever the init. */
 static void test_init_kinds(void) {
     static const char text[] =
@@ -671,6 +689,7 @@ static void test_init_kinds(void) {
         "[batchnorm]\nname = bn\n[global_avgpool]\n"
         "[conv]\nname = se\nfilters = 64\nsize = 1\ninit = kaiming_fan_out_torch_bias\n" /* fan_out 64, bound 1/8 */
         "[conv]\nname = fi\nfilters = 16\nsize = 1\ninit = kaiming_fan_in\n" /* fan_in 64, fan_out 16 */
+        "[conv]\nname = ku\nfilters = 24\nsize = 1\ninit = kaiming_uniform\n" /* fan_in 16: bound sqrt(6/16) */
         "[conv]\nname = back\nfilters = 64\nsize = 1\n"
         "[flatten]\n"
         "[linear]\nname = zb\nout = 64\ninit = torch_zero_bias\n"     /* bound 1/8 */
@@ -695,8 +714,8 @@ static void test_init_kinds(void) {
         CHECK(fabs(sd / normal[k].sd - 1.0) < normal[k].tol && fabs(mean) < 4 * normal[k].sd / sqrt((double)p->numel),
               "%s: mean %g, sd %g, expected N(0, %g^2)", normal[k].name, mean, sd, normal[k].sd);
     }
-    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "last.bias", "fi.bias", "zb.bias"};
-    for (int k = 0; k < 6; k++) {
+    const char *zeros[] = {"c.bias", "head.bias", "bn.bias", "last.bias", "fi.bias", "zb.bias", "ku.bias"};
+    for (int k = 0; k < 7; k++) {
         const dp_param_info_t *p = dp_model_param(m, find_param(m, zeros[k]));
         int all = 1;
         for (size_t i = 0; i < p->numel; i++) all &= params[p->offset + i] == 0.0f;
@@ -713,6 +732,14 @@ static void test_init_kinds(void) {
         /* U(-1/8, 1/8): sd 1/(8 sqrt 3), the largest close to 1/8 */
         CHECK(largest <= 0.125 && largest > 0.11 && fabs(sd * 8 * sqrt(3.0) - 1.0) < (k ? 0.25 : 0.05),
               "%s: largest %g, sd %g, expected U(-1/8, 1/8)", uniform[k], largest, sd);
+    }
+    { /* kaiming_uniform: U(-r, r), r = sqrt(6 / 16) (sd r / sqrt 3 = sqrt(2 / 16)) */
+        const dp_param_info_t *p = dp_model_param(m, find_param(m, "ku.weight"));
+        double mean, sd, largest = 0.0, bound = sqrt(6.0 / 16);
+        moments(params + p->offset, p->numel, &mean, &sd);
+        for (size_t i = 0; i < p->numel; i++) largest = fmax(largest, fabs(params[p->offset + i]));
+        CHECK(largest <= bound && largest > 0.95 * bound && fabs(sd / sqrt(2.0 / 16) - 1.0) < 0.1,
+              "ku.weight: largest %g, sd %g, expected U(-%g, %g)", largest, sd, bound, bound);
     }
     free(params);
     dp_model_free(m);

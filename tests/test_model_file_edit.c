@@ -6,7 +6,10 @@
  *   with LF and with CRLF line ends; the text builds a model of N outputs;
  * - models/resnet50-imagenet.cfg with 5 outputs: 5 outputs, parameters
  *   2048 x 995 fewer than with 1000;
- * - refused in one line: no linear layer, N of 0, a text the reader
+ * - models/squeezenet1_1-imagenet.cfg (no [linear]: its head is the conv
+ *   classifier.1) with 5 outputs: only that block's `filters` line
+ *   changes, 5 outputs, parameters 512 x 995 + 995 fewer;
+ * - refused in one line: no linear or conv layer, N of 0, a text the reader
  *   refuses (its own "FILE:LINE:" message);
  * - the input size: only [net]'s height and width lines change (width
  *   given before height, a comment beside); ResNet-18 at 64 x 48 builds
@@ -90,11 +93,33 @@ int main(void) {
     dp_model_free(five);
     dp_model_free(whole);
 
+    /* SqueezeNet 1.1: no linear layer, the head is the last conv */
+    path = testing_path("../models/squeezenet1_1-imagenet.cfg");
+    whole = five = NULL;
+    DP_ASSERT(dp_model_load_file(path, &whole) == DP_OK);
+    text = dp_model_source(whole, &len);
+    out = NULL;
+    CHECK(dp_model_file_set_outputs(text, len, path, 5, &out, &out_len) == DP_OK, "%s", dp_error_message());
+    const char *now = "name = classifier.1\nfilters = 5\n", *was = "name = classifier.1\nfilters = 1000\n";
+    const char *head = out ? strstr(out, now) : NULL, *old_head = strstr(text, was);
+    CHECK(head && old_head && out_len == len - 3 && head - out == old_head - text &&
+              strncmp(out, text, (size_t)(head - out)) == 0 && strcmp(head + strlen(now), old_head + strlen(was)) == 0,
+          "squeezenet1_1 with 5 classes: more changed than classifier.1's filters");
+    CHECK(out && dp_model_parse(out, out_len, path, &five) == DP_OK, "%s", dp_error_message());
+    if (five)
+        CHECK(dp_model_num_outputs(five) == 5 &&
+                  dp_model_num_params(whole) - dp_model_num_params(five) == 512u * 995 + 995,
+              "squeezenet1_1 with 5 outputs: %d outputs, %zu parameters against %zu", dp_model_num_outputs(five),
+              dp_model_num_params(five), dp_model_num_params(whole));
+    free(out);
+    dp_model_free(five);
+    dp_model_free(whole);
+
     /* refused */
     const char *nohead = "[net]\nchannels = 1\nheight = 8\nwidth = 8\n[flatten]\n";
     out = NULL;
     CHECK(dp_model_file_set_outputs(nohead, strlen(nohead), "nohead.cfg", 3, &out, &out_len) == DP_ERR_ARG && !out &&
-              strstr(dp_error_message(), "nohead.cfg: no [linear] layer"),
+              strstr(dp_error_message(), "nohead.cfg: no [linear] or [conv] layer"),
           "no linear layer: %s", dp_error_message());
     CHECK(dp_model_file_set_outputs(lf, strlen(lf), "lf.cfg", 0, &out, &out_len) == DP_ERR_ARG && !out,
           "0 outputs: %s", dp_error_message());

@@ -85,6 +85,9 @@ GRAD_SIZES.update({"regnet_y_400mf": 64, "regnet_x_400mf": 64})
 # DenseNet-121 (tests/cli_torchvision_densenet.sh)
 GRAD_SIZES.update({"densenet121": 64})
 ILL_CONDITIONED_TOL.update({"densenet121": 0.015})  # dptrain 2.4e-3, PyTorch float32 1.1e-3
+# SqueezeNet 1.0 and 1.1 (tests/cli_torchvision_squeezenet.sh): sizes where a ceil_mode max pool keeps a partial
+# window (1.0 at 64: 14 -> 7, floor 6; 1.1 at 66: 29 -> 15, floor 14; at 64 all of 1.1's pools fit exactly)
+GRAD_SIZES.update({"squeezenet1_0": 64, "squeezenet1_1": 66})
 ILL_CONDITIONED = tuple(ILL_CONDITIONED_TOL)
 
 
@@ -139,6 +142,12 @@ def build(name, seed):
         last = {id(block.f.c[1]) for stage in net.trunk_output for block in stage}
     elif name.startswith("densenet"):  # no residual branch
         last = set()
+    elif name.startswith("squeezenet"):  # no batch norm: random conv biases (torchvision's are 0)
+        with torch.no_grad():
+            for m in net.modules():
+                if isinstance(m, torch.nn.Conv2d):
+                    m.bias.copy_(0.1 * torch.randn(m.out_channels, generator=gen))
+        return net
     else:
         last = {id(getattr(block, "bn3", None) or block.bn2) for stage in (net.layer1, net.layer2, net.layer3,
                                                                         net.layer4) for block in stage}
@@ -270,7 +279,7 @@ def make(directory, names):
         small = text.replace("height = 224\nwidth = 224\n", f"height = {size}\nwidth = {size}\n")
         with open(os.path.join(directory, f"{name}-small.cfg"), "w") as f:
             small = re.sub(r"\[drop_path\]\np = [0-9.e-]+\n", "[drop_path]\np = 0\n", small)  # stochastic depth off
-            f.write(small.replace("[dropout]\np = 0.2\n", "[dropout]\np = 0\n"))
+            f.write(re.sub(r"\[dropout\]\np = [0-9.]+\n", "[dropout]\np = 0\n", small))
         xs, labels = images(directory, name, rng, size, False)
         write_safetensors(os.path.join(directory, f"{name}-input.safetensors"),
                           [("x", xs), ("labels", labels.astype(np.float32))])

@@ -142,7 +142,8 @@ def torch_forward(model, x):
                 args = dict(kernel_size=a["kernel_shape"], stride=a.get("strides", [1] * dims),
                             padding=sym_pads(a, dims))
                 if op == "MaxPool":
-                    y = [F.max_pool1d, F.max_pool2d, F.max_pool3d][dims - 1](ins[0], **args)
+                    y = [F.max_pool1d, F.max_pool2d, F.max_pool3d][dims - 1](
+                        ins[0], ceil_mode=bool(a.get("ceil_mode", 0)), **args)
                 else:
                     y = [F.avg_pool1d, F.avg_pool2d, F.avg_pool3d][dims - 1](
                         ins[0], count_include_pad=bool(a.get("count_include_pad", 0)), **args)

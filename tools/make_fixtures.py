@@ -49,7 +49,8 @@ it, and a missing one means dp_op_attr_default's value):
     attributes         "attr.output_padding" i32 (3), "attr.training" i32 (),
                        "attr.eps" f32 (), "attr.momentum" f32 (),
                        "attr.fuse_relu" i32 (), "attr.dropout_p" f32 (),
-                       "attr.label_smoothing" f32 () (softmax_xent)
+                       "attr.label_smoothing" f32 () (softmax_xent),
+                       "attr.ceil_mode" i32 () (max_pool)
 """
 import os
 import struct
@@ -174,14 +175,15 @@ def pool_attr(n, kernel, stride, pad, dilation=1, count_include_pad=True):
     return attr
 
 
-def max_pool_case(name, x_shape, kernel, stride, pad=0, dilation=1):
+def max_pool_case(name, x_shape, kernel, stride, pad=0, dilation=1, ceil_mode=False):
     rng = rng_for(name)
     n = len(x_shape) - 2
     x = randn(rng, *x_shape)  # continuous values: no ties
     pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
-    y, dy, grads = run(lambda t: pool(t, kernel, stride, pad, dilation), [x], rng)
+    y, dy, grads = run(lambda t: pool(t, kernel, stride, pad, dilation, ceil_mode=ceil_mode), [x], rng)
+    ceil = [("attr.ceil_mode", np.array(1, dtype=np.int32))] if ceil_mode else []
     return name, "max_pool", pool_attr(n, kernel, stride, pad, dilation), \
-        [("x", x), ("dy", dy), ("y", y), ("dx", grads[0])]
+        [("x", x)] + ceil + [("dy", dy), ("y", y), ("dx", grads[0])]
 
 
 def avg_pool_case(name, x_shape, kernel, stride, pad=0, count_include_pad=True):
@@ -490,6 +492,13 @@ def all_cases():
         max_pool_case("max_pool2d_overlap", (2, 2, 6, 7), 3, 1, 0),
         max_pool_case("max_pool1d_k3s2p1", (2, 3, 11), 3, 2, 1),
         max_pool_case("max_pool3d", (1, 2, 5, 6, 5), (2, 3, 2), (2, 2, 1), (1, 1, 0)),
+        # ceil_mode: H 8 -> 4 (a last window of 2 rows, floor gives 3), W 9 -> 4 (exact: as floor)
+        max_pool_case("max_pool2d_ceil_k3s2", (2, 3, 8, 9), 3, 2, ceil_mode=True),
+        # ceil_mode with pad 1: H 5 -> 3, W 7 -> 4, as floor: the rounded-up window (4, 5) would
+        # start in the right padding, so it is dropped; then 6 -> 4 with kernel 3 pad 1 (floor 3)
+        max_pool_case("max_pool2d_ceil_pad_rule", (2, 2, 5, 7), 2, 2, 1, ceil_mode=True),
+        max_pool_case("max_pool2d_ceil_k3s2p1", (1, 2, 6, 6), 3, 2, 1, ceil_mode=True),
+        max_pool_case("max_pool1d_ceil_dilation2", (2, 3, 10), 3, 2, 0, dilation=2, ceil_mode=True),
         # avg pool
         avg_pool_case("avg_pool2d_k2s2", (2, 3, 8, 8), 2, 2),
         avg_pool_case("avg_pool2d_k3s2p1_include", (2, 2, 9, 7), 3, 2, 1, count_include_pad=True),

@@ -8,7 +8,8 @@ imagenet_models_efficientnet.py, at their weights' image sizes)
 efficientnet_b0 to efficientnet_b7 and efficientnet_v2_s, _m and _l, RegNetX and RegNetY
 (regnet_x_400mf ... regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf:
 tools/imagenet_models_regnet.py), and densenet121, densenet161,
-densenet169 and densenet201 (tools/imagenet_models_densenet.py):
+densenet169 and densenet201 (tools/imagenet_models_densenet.py), and
+squeezenet1_0 and squeezenet1_1 (tools/imagenet_models_squeezenet.py):
 torchvision's networks (0.14's torchvision.models of those names, 1000
 classes, 3x224x224 inputs) as dptrain model files, every
 layer named as torchvision names its module, so that a checkpoint's tensors
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imagenet_models_convnext  # noqa: E402
 import imagenet_models_densenet  # noqa: E402
 import imagenet_models_regnet  # noqa: E402
+import imagenet_models_squeezenet  # noqa: E402
 
 
 def block(kind, **keys):
@@ -248,6 +250,8 @@ def main():
                  for arch in imagenet_models_regnet.REGNET if arch != "regnet_y_128gf"]
     networks += [imagenet_models_densenet.densenet(arch, (block, conv, bn, HEADER))
                  for arch in imagenet_models_densenet.DENSENET]
+    networks += [imagenet_models_squeezenet.squeezenet(arch, (block, HEADER))
+                 for arch in imagenet_models_squeezenet.SQUEEZENET]
     for name, text in networks:
         path = os.path.join(out_dir, name + ".cfg")
         with open(path, "w") as f:

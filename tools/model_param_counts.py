@@ -8,7 +8,7 @@ convnext_base and convnext_large themselves, 1000 classes, 3x224x224 inputs;
 efficientnet_b0 to _b7 and efficientnet_v2_s, _m, _l, run at 224 too;
 and the RegNetX and RegNetY models/regnet_*-imagenet.cfg: regnet_x_400mf ...
 regnet_x_32gf, regnet_y_400mf ... regnet_y_32gf; and densenet121, densenet161,
-densenet169, densenet201) and prints their parameter counts, the numbers
+densenet169, densenet201; and squeezenet1_0, squeezenet1_1) and prints their parameter counts, the numbers
 tests/test_model_file.c asserts.
 
 resnet18 is d2l's (13.6, "Concise Implementation for Multiple GPUs"):
@@ -54,7 +54,7 @@ if __name__ == "__main__":
                  "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf",
                  "regnet_y_16gf", "regnet_y_32gf", "regnet_x_400mf", "regnet_x_800mf", "regnet_x_1_6gf",
                  "regnet_x_3_2gf", "regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
-                 "densenet121", "densenet161", "densenet169", "densenet201"):
+                 "densenet121", "densenet161", "densenet169", "densenet201", "squeezenet1_0", "squeezenet1_1"):
         net = getattr(torchvision.models, name)()
         entries = sum(1 for key in net.state_dict() if not key.endswith("num_batches_tracked"))
         report(f"{name}-imagenet (torchvision {torchvision.__version__}, {entries} tensors)", net.eval(),

@@ -42,6 +42,9 @@ typedef enum {
                               biases 0 */
     DP_INIT_TORCH_ZERO_BIAS, /* torchvision's DenseNet classifier: weights as
                               DP_INIT_TORCH_DEFAULT, biases 0 */
+    DP_INIT_KAIMING_UNIFORM, /* torchvision's SqueezeNet convolutions: kaiming_uniform_(w) with
+                              its defaults (mode fan_in, gain sqrt(2)), weights
+                              ~ U(-sqrt(6 / fan_in), sqrt(6 / fan_in)), biases 0 */
 } dp_init_kind_t;
 
 typedef struct {
@@ -253,11 +256,11 @@ dp_status_t dp_model_freeze(dp_model_t *m, const char *layers);
  * (num_param_tensors entries); the same failures. */
 dp_status_t dp_model_freeze_mask(const dp_model_t *m, const char *layers, unsigned char *frozen);
 /* The freeze list of a network's backbone: every layer with parameters but
- * the last linear one (the head), by the first components of their names
+ * the head (dp_model_head_layer), by the first components of their names
  * ("layer1" for layer1.0.conv1) unless the head's name starts with the same
  * one ("features" for MobileNetV2, whose head is classifier.1): fastai's
  * freeze(), Keras' base_model.trainable = False. *out is the caller's to
- * free. One line when the model has no linear layer, or none below it with
+ * free. One line when the model has no linear or conv layer, or none below it with
  * parameters. */
 dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out);
 /* The list the model was frozen with ("" when nothing is frozen). */
@@ -303,5 +306,11 @@ typedef struct {
 
 /* Layer `layer` (1-based: its output number); DP_ERR_ARG if out of range. */
 dp_status_t dp_model_layer(const dp_model_t *m, int layer, dp_layer_info_t *out);
+
+/* The classifier's head, the layer --num-classes resizes and --fresh-head
+ * and --freeze-backbone leave training: the last linear layer, or in a
+ * network without one its last conv layer (torchvision's SqueezeNet: a 1x1
+ * conv to the classes, ReLU, global average pooling); 0 when it has neither. */
+int dp_model_head_layer(const dp_model_t *m);
 
 #endif

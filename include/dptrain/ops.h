@@ -76,6 +76,8 @@ typedef struct {
     int dilation[3];       /* >= 1 (conv) */
     int groups;            /* conv: >= 1, divides C_in and C_out */
     int count_include_pad; /* avg pool: padded zeros count in the divisor (PyTorch default: 1) */
+    int ceil_mode;         /* max pool: 1 = PyTorch's ceil_mode=True output size (dp_pool_out_size),
+                              0 (the default) = floor; avg pool refuses 1 */
     float loss_denominator; /* softmax_xent: loss = sum over examples / this; 0 means N;
                               mse: sum of squares / this; 0 means numel (reduction='mean').
                               With data parallelism set it to the global batch's value */
@@ -110,7 +112,7 @@ typedef struct {
 } dp_op_attr_t;
 
 /* A default attribute block: stride 1, pad 0, dilation 1, groups 1,
- * count_include_pad 1, kernel 1, loss_denominator 0, label_smoothing 0, fuse_relu 0,
+ * count_include_pad 1, ceil_mode 0, kernel 1, loss_denominator 0, label_smoothing 0, fuse_relu 0,
  * output_padding 0, training 1, eps 1e-5, momentum 0.1, no running stats, no stat sync,
  * dropout_p 0.5, dropout_seed 0, example_offset 0. */
 dp_op_attr_t dp_op_attr_default(void);
@@ -157,5 +159,18 @@ static inline dp_status_t dp_op_backward(dp_node_t *node, dp_arena_t *arena) {
 
 /* Output spatial size of a convolution / pooling window along one dim. */
 int dp_conv_out_size(int in, int kernel, int stride, int pad, int dilation);
+
+/* Output size of a pooling window along one dim: dp_conv_out_size, or with
+ * ceil_mode PyTorch's rule (pooling_output_shape): the quotient rounded up,
+ * so a partial window at the end counts, minus one when that last window
+ * would start inside the right padding. (Inline: the CUDA module shares it.) */
+static inline int dp_pool_out_size(int in, int kernel, int stride, int pad, int dilation, int ceil_mode) {
+    int out = dp_conv_out_size(in, kernel, stride, pad, dilation);
+    if (!ceil_mode || out < 1) return out;
+    long span = (long)in + 2L * pad - (long)dilation * (kernel - 1) - 1;
+    if (span % stride != 0) out++;
+    if ((long)(out - 1) * stride >= (long)in + pad) out--;
+    return out;
+}
 
 #endif

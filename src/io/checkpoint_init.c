@@ -26,29 +26,25 @@ static int same_shape(const dp_st_entry_t *e, const dp_param_info_t *p) {
     return same;
 }
 
-/* The model's last linear layer's weight and bias parameter indices (-1 when none). */
+/* The model's head's (dp_model_head_layer: the last linear layer, or the
+ * last conv without one) weight and bias parameter indices (-1 when none). */
 static void find_head(const dp_model_t *m, int *weight, int *bias) {
+    dp_layer_info_t l;
     *weight = *bias = -1;
-    for (int i = dp_model_num_layers(m); i >= 1; i--) {
-        dp_layer_info_t l;
-        if (dp_model_layer(m, i, &l) == DP_OK && l.kind == DP_LAYER_LINEAR) {
-            *weight = l.weight;
-            *bias = l.bias;
-            return;
-        }
-    }
+    if (dp_model_layer(m, dp_model_head_layer(m), &l) == DP_OK) *weight = l.weight, *bias = l.bias;
 }
 
 /* Whether the file's head has another output count over the same inputs:
- * its weight (file_out, in) against the model's (out, in), and its bias
- * (file_out) where the model has one. */
+ * its weight (file_out, in, kernel...) against the model's (out, in,
+ * kernel...), and its bias (file_out) where the model has one. */
 static int head_differs(const dp_safetensors_t *st, const dp_model_t *m, int weight, int bias, int *file_out) {
     if (weight < 0) return 0;
     const dp_param_info_t *w = dp_model_param(m, weight);
     const dp_st_entry_t *fw = dp_safetensors_find(st, w->name);
-    if (!fw || fw->ndim != 2 || fw->shape[1] != w->shape[1] || fw->shape[0] == w->shape[0] || fw->shape[0] < 1 ||
-        fw->shape[0] > (1 << 30))
+    if (!fw || fw->ndim != w->ndim || fw->shape[0] == w->shape[0] || fw->shape[0] < 1 || fw->shape[0] > (1 << 30))
         return 0;
+    for (int d = 1; d < w->ndim; d++)
+        if (fw->shape[d] != w->shape[d]) return 0;
     if (bias >= 0) {
         const dp_st_entry_t *fb = dp_safetensors_find(st, dp_model_param(m, bias)->name);
         if (!fb || fb->ndim != 1 || fb->shape[0] != fw->shape[0]) return 0;
@@ -66,13 +62,13 @@ dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *
     find_head(model, &head_weight, &head_bias);
     int fresh = head_differs(st, model, head_weight, head_bias, &file_outputs);
     if (fresh_head && !fresh && head_weight < 0)
-        return dp_fail(DP_ERR_ARG, "--init %s: a fresh head asked, and model %s has no linear layer (the head is "
-                       "its last)", path, dp_model_name(model));
+        return dp_fail(DP_ERR_ARG, "--init %s: a fresh head asked, and model %s has no linear or conv layer (the "
+                       "head is its last linear layer, or its last conv without one)", path, dp_model_name(model));
     const int asked = fresh_head && !fresh;
     if (asked) {
         fresh = 1;
         const dp_st_entry_t *fw = dp_safetensors_find(st, dp_model_param(model, head_weight)->name);
-        file_outputs = fw && fw->ndim == 2 ? (int)fw->shape[0] : 0; /* 0: the file has no such layer */
+        file_outputs = fw && fw->ndim >= 2 ? (int)fw->shape[0] : 0; /* 0: the file has no such layer */
     }
     int count = dp_model_num_param_tensors(model);
     for (int i = 0; i < count; i++) { /* every tensor of the model, in the file, of its shape */
@@ -87,7 +83,8 @@ dp_status_t dp_checkpoint_load_init(const dp_checkpoint_t *c, const dp_model_t *
             dp_st_shape_str(found, sizeof found, e->ndim, e->shape);
             model_shape_str(p, expected, sizeof expected);
             return dp_fail(DP_ERR_FORMAT, "--init %s: tensor '%s' has shape %s, model %s's has shape %s (the "
-                           "checkpoint is of model %s; only the last linear layer may have another output count)",
+                           "checkpoint is of model %s; only the head, the last linear layer (or conv without "
+                           "one), may have another output count)",
                            path, p->name, found, dp_model_name(model), expected, saved_model);
         }
     }

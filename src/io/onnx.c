@@ -579,6 +579,7 @@ dp_status_t dp_onnx_export(const dp_model_t *model, const float *params, const c
             node = node_begin(is_max ? "MaxPool" : "AveragePool", node_name, inputs, 1, names[i]);
             spatial_attrs(&node, &l.attr, spatial, l.attr.kernel, 0);
             if (!is_max) attr_int(&node, "count_include_pad", l.attr.count_include_pad ? 1 : 0);
+            if (is_max && l.attr.ceil_mode) attr_int(&node, "ceil_mode", 1); /* opset >= 10 */
             break;
         }
         case DP_LAYER_GLOBAL_AVG_POOL:

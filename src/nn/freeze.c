@@ -3,7 +3,7 @@
  * names, a name matching a layer itself or a prefix of whole dotted
  * components ("layer1" matches "layer1.0.conv1", not "layer10"); and the
  * list that freezes a network's backbone, every layer but its head
- * (dp_model_backbone_list). nn.c lays the frozen parameters out and runs
+ * (dp_model_backbone_list; the head: dp_model_head_layer). nn.c lays the frozen parameters out and runs
  * the frozen layers.
  */
 #include <stdio.h>
@@ -71,15 +71,24 @@ static int listed(const char *list, const char *name, size_t len) {
     return 0;
 }
 
+int dp_model_head_layer(const dp_model_t *m) {
+    int last_conv = 0;
+    for (int i = dp_model_num_layers(m); i >= 1; i--) {
+        dp_layer_info_t l;
+        if (dp_model_layer(m, i, &l) != DP_OK || l.weight < 0) continue;
+        if (l.kind == DP_LAYER_LINEAR) return i;
+        if (l.kind == DP_LAYER_CONV && !last_conv) last_conv = i;
+    }
+    return last_conv;
+}
+
 dp_status_t dp_model_backbone_list(const dp_model_t *m, char **out) {
     *out = NULL;
-    int head = -1, layers = dp_model_num_layers(m);
+    int head = dp_model_head_layer(m), layers = dp_model_num_layers(m);
     dp_layer_info_t l;
-    for (int i = layers; i >= 1 && head < 0; i--)
-        if (dp_model_layer(m, i, &l) == DP_OK && l.kind == DP_LAYER_LINEAR && l.weight >= 0) head = i;
-    if (head < 0)
-        return dp_fail(DP_ERR_ARG, "model %s has no linear layer: no head to keep training (name the layers to "
-                       "freeze)", dp_model_name(m));
+    if (head < 1)
+        return dp_fail(DP_ERR_ARG, "model %s has no linear or conv layer: no head to keep training (name the layers "
+                       "to freeze)", dp_model_name(m));
     dp_model_layer(m, head, &l);
     char head_layer[256];
     const char *head_name = dp_model_param(m, l.weight)->name;

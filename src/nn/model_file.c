@@ -231,7 +231,7 @@ static dp_status_t get_param_name(const parser_t *p, int index, const char **out
 }
 
 /* init = normal | torch | kaiming_fan_out | uniform_fan_out | kaiming_fan_out_torch_bias | kaiming_fan_in |
- * torch_zero_bias ([net], conv, linear). */
+ * torch_zero_bias | kaiming_uniform ([net], conv, linear). */
 static dp_status_t parse_init(const parser_t *p, const entry_t *e, dp_init_kind_t *out) {
     if (strcmp(e->value, "normal") == 0) *out = DP_INIT_NORMAL;
     else if (strcmp(e->value, "torch") == 0) *out = DP_INIT_TORCH_DEFAULT;
@@ -240,9 +240,11 @@ static dp_status_t parse_init(const parser_t *p, const entry_t *e, dp_init_kind_
     else if (strcmp(e->value, "kaiming_fan_out_torch_bias") == 0) *out = DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS;
     else if (strcmp(e->value, "kaiming_fan_in") == 0) *out = DP_INIT_KAIMING_FAN_IN;
     else if (strcmp(e->value, "torch_zero_bias") == 0) *out = DP_INIT_TORCH_ZERO_BIAS;
+    else if (strcmp(e->value, "kaiming_uniform") == 0) *out = DP_INIT_KAIMING_UNIFORM;
     else
         return dp_model_file_fail_at(p, e->line, "init = %s: expected normal, torch, kaiming_fan_out, "
-                                     "uniform_fan_out, kaiming_fan_out_torch_bias, kaiming_fan_in or torch_zero_bias",
+                                     "uniform_fan_out, kaiming_fan_out_torch_bias, kaiming_fan_in, torch_zero_bias or "
+                                     "kaiming_uniform",
                                      dp_model_file_show(e->value).text);
     return DP_OK;
 }
@@ -377,12 +379,13 @@ static dp_status_t build_conv(parser_t *p, int index) {
 
 static dp_status_t build_pool(parser_t *p, int index) {
     const block_t *b = &p->blocks[index];
-    int kernel[2], stride[2], pad[2], include_pad;
+    int kernel[2], stride[2], pad[2], include_pad, ceil_mode;
     static const int zero[2] = {0, 0};
     DP_TRY(get_pair(p, b, "size", 1, NULL, 1, MAX_WINDOW, kernel));
     DP_TRY(get_pair(p, b, "stride", 0, kernel, 1, MAX_WINDOW, stride)); /* PyTorch: stride = size */
     DP_TRY(get_pair(p, b, "pad", 0, zero, 0, MAX_WINDOW, pad));
     DP_TRY(get_flag(p, b, "count_include_pad", 1, &include_pad));
+    DP_TRY(get_flag(p, b, "ceil_mode", 0, &ceil_mode)); /* a key of [maxpool] only (model_file_syntax.c) */
     for (int d = 0; d < 2; d++)
         if (2 * pad[d] > kernel[d])
             return dp_model_file_fail_at(p, b->line, "[%s] pad %d must be at most half of size %d (as in PyTorch)",
@@ -394,6 +397,7 @@ static dp_status_t build_pool(parser_t *p, int index) {
         attr.pad[d] = pad[d];
     }
     attr.count_include_pad = include_pad;
+    attr.ceil_mode = ceil_mode;
     int max = strcmp(dp_model_file_block_types[b->type].name, "maxpool") == 0;
     BUILD(p, b, dp_model_add_pool(p->model, max ? DP_OP_MAX_POOL : DP_OP_AVG_POOL, &attr));
     return DP_OK;

@@ -1,7 +1,9 @@
 /* model_file_edit.c - a model file with another head or input size
  * (model_file.h): dp_model_file_set_outputs gives its last [linear] block,
  * the classifier's head, N outputs (timm's create_model(...,
- * num_classes=N), torchvision's `model.fc = nn.Linear(..., N)`);
+ * num_classes=N), torchvision's `model.fc = nn.Linear(..., N)`), or in a
+ * file without one its last [conv] N filters (SqueezeNet's
+ * `classifier[1] = nn.Conv2d(512, N, 1)`; as dp_model_head_layer);
  * dp_model_file_set_input_size gives its [net] another height and width
  * (timm's img_size), for networks whose layers take any size (global
  * average pooling before the head).
@@ -71,8 +73,12 @@ dp_status_t dp_model_file_set_outputs(const char *text, size_t len, const char *
     if (outputs < 1 || outputs > MAX_FEATURES)
         return dp_fail(DP_ERR_ARG, "%s: %d classes: a head has 1 to %d outputs", p.file, outputs, MAX_FEATURES);
     dp_status_t status = split(&p, text, len);
-    edit_t edit = {0}; /* the last [linear] block's `out` */
+    edit_t edit = {0}, last_conv = {0}; /* the last [linear] block's `out`, the last [conv]'s `filters` */
     for (int b = p.num_blocks - 1; status == DP_OK && b >= 0 && !edit.line; b--) {
+        if (is_type(&p.blocks[b], "conv") && !last_conv.line) {
+            const entry_t *e = dp_model_file_find_entry(&p.blocks[b], "filters");
+            last_conv.line = e ? e->line : -1;
+        }
         if (!is_type(&p.blocks[b], "linear")) continue;
         const entry_t *e = dp_model_file_find_entry(&p.blocks[b], "out");
         edit.line = e ? e->line : -1;
@@ -80,8 +86,11 @@ dp_status_t dp_model_file_set_outputs(const char *text, size_t len, const char *
     free(p.blocks);
     free(p.text);
     if (status != DP_OK) return status;
-    if (edit.line <= 0) return dp_fail(DP_ERR_ARG, "%s: no [linear] layer whose outputs could be the classes", p.file);
-    snprintf(edit.text, sizeof edit.text, "out = %d", outputs);
+    const int conv_head = edit.line == 0 && last_conv.line > 0;
+    if (conv_head) edit = last_conv;
+    if (edit.line <= 0)
+        return dp_fail(DP_ERR_ARG, "%s: no [linear] or [conv] layer whose outputs could be the classes", p.file);
+    snprintf(edit.text, sizeof edit.text, conv_head ? "filters = %d" : "out = %d", outputs);
     return apply(text, len, &edit, 1, out, out_len);
 }
 

@@ -22,7 +22,7 @@ const dp_model_file_block_type_t dp_model_file_block_types[] = {
     {"net", "channels height width init init_scale name", "channels height width"},
     {"conv", CONV_KEYS " weight_shape", "name filters"},
     {"conv_transpose", CONV_KEYS " output_padding output_padding_h output_padding_w", "name filters"},
-    {"maxpool", POOL_KEYS, ""},
+    {"maxpool", POOL_KEYS " ceil_mode", ""},
     {"avgpool", POOL_KEYS " count_include_pad", ""},
     {"global_avgpool", "label", ""},
     {"batchnorm", "name eps momentum label", "name"},

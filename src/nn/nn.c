@@ -450,9 +450,11 @@ dp_status_t dp_model_add_pool(dp_model_t *m, dp_op_kind_t kind, const dp_op_attr
     if (ndim != 3)
         return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: %s needs a (C, H, W) input",
                        m->name, m->num_layers + 1, what);
+    if (kind != DP_OP_MAX_POOL && attr->ceil_mode)
+        return dp_fail(DP_ERR_ARG, "model %s: layer %d: ceil_mode is for max pooling only", m->name, m->num_layers + 1);
     int out[3] = {in[0], 0, 0};
     for (int d = 0; d < 2; d++) {
-        out[1 + d] = dp_conv_out_size(in[1 + d], attr->kernel[d], attr->stride[d], attr->pad[d], 1);
+        out[1 + d] = dp_pool_out_size(in[1 + d], attr->kernel[d], attr->stride[d], attr->pad[d], 1, attr->ceil_mode);
         if (attr->kernel[d] < 1 || attr->stride[d] < 1 || out[1 + d] < 1)
             return dp_fail(DP_ERR_SHAPE, "model %s: layer %d: %s window %dx%d does not fit input %dx%d",
                            m->name, m->num_layers + 1, what, attr->kernel[0], attr->kernel[1],
@@ -495,7 +497,7 @@ dp_status_t dp_model_set_layer_init(dp_model_t *m, dp_init_kind_t init, float in
                        "initialisation of its own", m->name, m->num_layers);
     if (init != DP_INIT_NORMAL && init != DP_INIT_TORCH_DEFAULT && init != DP_INIT_KAIMING_FAN_OUT &&
         init != DP_INIT_UNIFORM_FAN_OUT && init != DP_INIT_KAIMING_FAN_OUT_TORCH_BIAS && init != DP_INIT_KAIMING_FAN_IN &&
-        init != DP_INIT_TORCH_ZERO_BIAS)
+        init != DP_INIT_TORCH_ZERO_BIAS && init != DP_INIT_KAIMING_UNIFORM)
         return dp_fail(DP_ERR_ARG, "model %s: layer %s: unknown initialisation %d", m->name, l->label, (int)init);
     l->own_init = 1;
     l->init = init;
@@ -838,8 +840,11 @@ void dp_model_init_params(const dp_model_t *m, float *params, dp_rng_t *rng) {
             } else if (l->bias >= 0) {
                 fill(params, &m->params[l->bias], 0.0f);
             }
-        } else if (init == DP_INIT_UNIFORM_FAN_OUT) { /* torchvision's EfficientNet: uniform_(-r, r), r = 1/sqrt(out) */
-            double bound = 1.0 / sqrt((double)fan_out);
+        } else if (init == DP_INIT_UNIFORM_FAN_OUT || init == DP_INIT_KAIMING_UNIFORM) {
+            /* torchvision's EfficientNet: uniform_(-r, r), r = 1/sqrt(out); SqueezeNet:
+             * kaiming_uniform_'s r = gain sqrt(3 / fan_in) = sqrt(6 / fan_in) */
+            double bound = init == DP_INIT_KAIMING_UNIFORM ? sqrt(6.0 / (double)fan_in)
+                                                           : 1.0 / sqrt((double)fan_out);
             for (size_t k = 0; k < w->numel; k++)
                 params[w->offset + k] = (float)((2.0 * dp_rng_uniform(rng) - 1.0) * bound);
             if (l->bias >= 0) fill(params, &m->params[l->bias], 0.0f);

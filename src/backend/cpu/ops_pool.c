@@ -1,13 +1,15 @@
 /* ops_pool.c - DP_OP_MAX_POOL, DP_OP_AVG_POOL and DP_OP_GLOBAL_AVG_POOL,
- * forward and backward, 1-D, 2-D and 3-D, matching torch.nn.functional.max_pool{1,2,3}d and
- * avg_pool{1,2,3}d with ceil_mode=False
+ * forward and backward, 1-D, 2-D and 3-D, matching torch.nn.functional.max_pool{1,2,3}d
+ * (ceil_mode False or, with attr.ceil_mode, True) and avg_pool{1,2,3}d with ceil_mode=False
  * (https://pytorch.org/docs/stable/generated/torch.nn.functional.max_pool2d.html,
  *  https://pytorch.org/docs/stable/generated/torch.nn.functional.avg_pool2d.html).
  *
  * Like conv, one implementation over (D, H, W); missing leading dims have
  * size 1 and a window of 1. Windows: attr.kernel, attr.stride, attr.pad
  * (at most half the kernel, as PyTorch requires); max pool also takes
- * attr.dilation. Max pool pads with -inf and saves, for every output, the
+ * attr.dilation and attr.ceil_mode (dp_pool_out_size: the last window may
+ * reach past the input and the padding; it reads the inputs it covers, as
+ * a window cut by the padding). Max pool pads with -inf and saves, for every output, the
  * index of its maximum within the input's (D, H, W) plane (int32, in
  * node->saved, from the arena); ties go to the first maximum in (d, h, w)
  * order and a NaN wins, as in PyTorch. Avg pool divides by the kernel volume
@@ -41,7 +43,8 @@ typedef struct {
 
 static const char *const dim_names[3] = {"D", "H", "W"};
 
-static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int allow_dilation, pool_geom_t *g) {
+/* is_max: max pool, which alone takes dilation and ceil_mode. */
+static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int is_max, pool_geom_t *g) {
     const dp_tensor_t *x = node->in[0];
     const dp_op_attr_t *a = &node->attr;
     char xs[64];
@@ -52,6 +55,7 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int allo
                        dp_tensor_shape_str(x, xs, sizeof xs));
     if (x->shape[0] < 1 || x->shape[1] < 1)
         return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
+    if (!is_max && a->ceil_mode) return dp_fail(DP_ERR_ARG, "%s: ceil_mode is for max pooling only", op);
     int spatial = x->ndim - 2, first = 3 - spatial;
     g->ndim = x->ndim;
     g->planes = (size_t)x->shape[0] * (size_t)x->shape[1];
@@ -66,14 +70,15 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int allo
         if (g->kernel[d] < 1 || g->stride[d] < 1 || g->dilation[d] < 1)
             return dp_fail(DP_ERR_ARG, "%s: along %s kernel %d, stride %d and dilation %d must be >= 1", op,
                            dim_names[d], g->kernel[d], g->stride[d], g->dilation[d]);
-        if (!allow_dilation && g->dilation[d] != 1)
+        if (!is_max && g->dilation[d] != 1)
             return dp_fail(DP_ERR_ARG, "%s: dilation must be 1, found %d along %s", op, g->dilation[d], dim_names[d]);
         if (g->pad[d] < 0 || 2 * g->pad[d] > g->kernel[d])
             return dp_fail(DP_ERR_ARG, "%s: pad %d along %s must be between 0 and half the kernel %d", op, g->pad[d],
                            dim_names[d], g->kernel[d]);
         if (g->in_size[d] < 1)
             return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
-        g->out_size[d] = dp_conv_out_size(g->in_size[d], g->kernel[d], g->stride[d], g->pad[d], g->dilation[d]);
+        g->out_size[d] =
+            dp_pool_out_size(g->in_size[d], g->kernel[d], g->stride[d], g->pad[d], g->dilation[d], a->ceil_mode);
         if (g->out_size[d] < 1)
             return dp_fail(DP_ERR_SHAPE,
                            "%s: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",

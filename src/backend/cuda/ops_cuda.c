@@ -187,6 +187,7 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int dila
                        dp_tensor_shape_str(x, xs, sizeof xs));
     if (x->shape[0] < 1 || x->shape[1] < 1 || (long)x->shape[0] * x->shape[1] > INT32_MAX)
         return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
+    if (!dilation && a->ceil_mode) return dp_fail(DP_ERR_ARG, "%s: ceil_mode is for max pooling only", op);
     int in[3], out[3], k[3], s[3], p[3], d[3];
     int spatial = x->ndim - 2, first = 3 - spatial;
     for (int i = 0; i < 3; i++) {
@@ -205,7 +206,7 @@ static dp_status_t pool_geometry(const dp_node_t *node, const char *op, int dila
             return dp_fail(DP_ERR_ARG, "%s: pad %d along %s must be between 0 and half the kernel %d", op, p[i],
                            dim_names[i], k[i]);
         if (in[i] < 1) return dp_fail(DP_ERR_SHAPE, "%s: empty input %s", op, dp_tensor_shape_str(x, xs, sizeof xs));
-        out[i] = dp_conv_out_size(in[i], k[i], s[i], p[i], d[i]);
+        out[i] = dp_pool_out_size(in[i], k[i], s[i], p[i], d[i], a->ceil_mode);
         if (out[i] < 1)
             return dp_fail(DP_ERR_SHAPE,
                            "%s: output size along %s is %d < 1 (input %s, kernel %d, stride %d, pad %d, dilation %d)",
